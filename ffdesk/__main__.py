@@ -1,0 +1,3 @@
+from ffdesk.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Local history of benchmark runs, one JSON object a line, for `ffdesk bench compare`."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from ffdesk import __version__
+
+
+def history_path() -> Path:
+    """`$FFDESK_BENCH_HISTORY`, else bench-history.jsonl in the user's data folder."""
+    env = os.environ.get("FFDESK_BENCH_HISTORY")
+    if env:
+        return Path(env)
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("ffdesk")) / "bench-history.jsonl"
+
+
+def machine() -> dict[str, Any]:
+    import psutil
+
+    return {
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+    }
+
+
+def record(
+    bench: str, settings: dict[str, Any], figures: dict[str, Any], path: Path | None = None
+) -> dict[str, Any]:
+    """Append one run to the history and return the record written."""
+    rec = {
+        "bench": bench,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "version": __version__,
+        "machine": machine(),
+        "settings": settings,
+        "figures": figures,
+    }
+    target = path or history_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(rec, default=str) + "\n")
+    return rec
+
+
+def load(path: Path | None = None) -> list[dict[str, Any]]:
+    target = path or history_path()
+    if not target.exists():
+        return []
+    runs = []
+    for line in target.read_text(encoding="utf-8").splitlines():
+        try:
+            runs.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash mid-write; the rest is still good
+    return runs
+
+
+def numeric_figures(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:
+    """Flatten nested figures to dotted keys, keeping numbers only."""
+    out: dict[str, float] = {}
+    for key, value in figures.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            out[name] = float(value)
+        elif isinstance(value, dict):
+            out.update(numeric_figures(value, name + "."))
+    return out
+
+
+def compare_last_two(runs: list[dict[str, Any]], bench: str) -> list[tuple[str, float, float, float | None]]:
+    """(figure, previous, latest, relative change) for the last two runs of `bench`."""
+    same = [r for r in runs if r.get("bench") == bench]
+    if len(same) < 2:
+        return []
+    prev, last = numeric_figures(same[-2]["figures"]), numeric_figures(same[-1]["figures"])
+    rows = []
+    for key in sorted(set(prev) & set(last)):
+        change = (last[key] - prev[key]) / prev[key] if prev[key] else None
+        rows.append((key, prev[key], last[key], change))
+    return rows

@@ -1,0 +1,108 @@
+"""Command-line front end: `ffdesk <command> ...`.
+
+Each command lives in its own module under `ffdesk.commands` and exposes
+`register(subparsers) -> None`, which adds its parser and sets `func=handler(args) -> int`.
+Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 1 internal error
+(one-line summary; the traceback goes to a log file under the user's cache folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from ffdesk import __version__
+from ffdesk.errors import Cancelled, UserError
+
+COMMAND_MODULES = (
+    "render",
+    "models",
+    "bench",
+    "telemetry",
+    "gui",
+    "faceset",
+    "train",
+    "monitor",
+    "sample",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ffdesk", description="Face-swap studio for video editors.")
+    parser.add_argument("--version", action="version", version=f"ffdesk {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ffdesk.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"ffdesk.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def log_dir() -> Path:
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("ffdesk")) / "logs"
+
+
+def _write_crash_log() -> Path | None:
+    try:
+        folder = log_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        path.write_text(traceback.format_exc())
+        return path
+    except OSError:
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        if not args_list:
+            args_list = ["gui"] if "gui" in _available(parser) else ["--help"]
+        args = parser.parse_args(args_list)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"ffdesk: error: {exc}", file=sys.stderr)
+        return 2
+    except (Cancelled, KeyboardInterrupt):
+        print("ffdesk: cancelled", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # --help / --version
+        return int(exc.code or 0) if isinstance(exc.code, int) else 0
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        log = _write_crash_log()
+        where = f" (details in {log})" if log else ""
+        print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return 1
+
+
+def _available(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public accessor
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return set(action.choices)
+    return set()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

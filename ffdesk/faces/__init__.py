@@ -1,0 +1,1 @@
+"""Face analysis: detection, landmarks, alignment, embeddings, selection, tracking/smoothing."""

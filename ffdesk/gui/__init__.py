@@ -1,0 +1,1 @@
+"""Qt views and the QThread worker. The only package that imports Qt."""

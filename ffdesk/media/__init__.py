@@ -1,0 +1,1 @@
+"""Media I/O: probe, decode, encode, audio, resumable segments, atomic output (PyAV)."""

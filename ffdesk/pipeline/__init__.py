@@ -1,0 +1,1 @@
+"""The render engine: jobs, stages, scheduling, batching, reports (Qt-free)."""

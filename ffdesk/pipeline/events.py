@@ -1,0 +1,67 @@
+"""Events the engine sends to its caller's callback. All frozen; safe to pass across threads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ffdesk.types import Frame
+
+
+@dataclass(frozen=True)
+class Started:
+    total_frames: int
+    resumed_frames: int
+    width: int
+    height: int
+    fps: float
+
+
+@dataclass(frozen=True)
+class Progress:
+    frames_done: int
+    frames_total: int
+    fps: float
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    stage: str
+    calls: int
+    frames: int
+    ms_total: float
+
+
+@dataclass(frozen=True)
+class PreviewFrame:
+    index: int
+    image: Frame
+
+
+@dataclass(frozen=True)
+class MemoryChanged:
+    """Residency changed: `models` maps model name to bytes resident on the device."""
+
+    models: tuple[tuple[str, int], ...]
+    budget_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Warning:  # noqa: A001 - an event name, not the builtin
+    message: str
+
+
+@dataclass(frozen=True)
+class Error:
+    message: str
+
+
+@dataclass(frozen=True)
+class Done:
+    report: dict[str, Any]
+
+
+Event = Started | Progress | StageTiming | PreviewFrame | MemoryChanged | Warning | Error | Done
+EventCallback = Callable[[Event], None]

@@ -1,0 +1,77 @@
+"""Immutable render settings, built on the caller's thread and never mutated by the engine."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    """Everything a render needs to know. Paths are absolute after `resolved()`."""
+
+    target: Path
+    output: Path
+    sources: tuple[Path, ...] = ()
+    source_face: int | None = None
+    mode: Mode = "final"
+    precision: Precision = "auto"
+    batch: int = 4
+    memory_budget: int | None = None
+    encoder: EncoderName = "h264"
+    quality: int | None = None
+    start: float | None = None
+    end: float | None = None
+    resume: bool = True
+    report: Path | None = None
+    face_selection: FaceSelection = "largest"
+    reference_face: int | None = None
+    models_dir: Path | None = None
+    swapper: str | None = None
+    recognizer: str | None = None
+    detector: str | None = None
+    enhancer: str | None = None
+    masks: tuple[str, ...] = ()
+    telemetry_log: Path | None = None
+    segment_frames: int = 48
+    extra: tuple[tuple[str, str], ...] = field(default=())
+
+    def resolved(self) -> RenderJob:
+        """A copy with every path made absolute."""
+        from dataclasses import replace
+
+        def ab(p: Path | None) -> Path | None:
+            return None if p is None else Path(p).expanduser().resolve()
+
+        return replace(
+            self,
+            target=Path(self.target).expanduser().resolve(),
+            output=Path(self.output).expanduser().resolve(),
+            sources=tuple(Path(s).expanduser().resolve() for s in self.sources),
+            report=ab(self.report),
+            models_dir=ab(self.models_dir),
+            telemetry_log=ab(self.telemetry_log),
+        )
+
+    def output_fingerprint(self) -> str:
+        """Hash of every setting that changes the output's pixels or layout.
+
+        A resumed render only reuses finished segments when this matches, so a changed setting
+        never splices two different renders into one file.
+        """
+        d = asdict(self)
+        for k in ("resume", "report", "telemetry_log", "batch", "memory_budget"):
+            d.pop(k, None)
+        for src in self.sources:
+            st = src.stat() if src.exists() else None
+            d.setdefault("source_stats", []).append(
+                [str(src), st.st_size if st else 0, st.st_mtime_ns if st else 0]
+            )
+        st = self.target.stat() if self.target.exists() else None
+        d["target_stat"] = [st.st_size, st.st_mtime_ns] if st else None
+        blob = json.dumps(d, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,0 +1,47 @@
+"""The contract every processing stage honours.
+
+A stage receives batches of `FramePacket`s in index order (unless it declares `workers > 1`, in
+which case the engine runs it on several threads and restores the order after it). It may change
+`image` and add entries to `annotations` for later stages (detected faces, masks, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ffdesk.types import Frame
+
+
+@dataclass(slots=True)
+class FramePacket:
+    """One frame travelling through the pipeline."""
+
+    index: int
+    """0-based position in the render range."""
+    pts: int | None
+    """Source timestamp in the source video stream's time base (None for a still image)."""
+    image: Frame
+    """Upright H x W x 3 RGB uint8 (rotation metadata already applied)."""
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """A processing step between decode and encode."""
+
+    name: str
+    max_batch: int
+    """How many frames the stage can take in one call."""
+    workers: int
+    """Threads the engine may run it on at once; 1 for stages with order-dependent state."""
+
+    def start(self) -> None:
+        """Load what the stage needs. Called once, on a worker thread, before the first batch."""
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        """Process a batch and return the packets (same indices, same order)."""
+
+    def finish(self) -> dict[str, Any]:
+        """Release resources; return figures for the report (may be empty)."""

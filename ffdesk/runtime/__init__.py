@@ -1,0 +1,1 @@
+"""Model catalog, sessions, residency under a memory budget, precision variants, integrity."""

@@ -1,0 +1,1 @@
+"""Processors: classical landmark swap, ONNX swappers, enhancers, masks, blending."""

@@ -1,0 +1,1 @@
+"""GPU (NVML) and process sampling, stage timings, logs."""

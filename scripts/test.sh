@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run every check CI runs: ruff, mypy, the Qt-free-core contract and pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export QT_QPA_PLATFORM=offscreen
+echo "== ruff"; .venv/bin/ruff check ffdesk tests
+echo "== mypy"; .venv/bin/mypy ffdesk
+echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,48 @@
+"""Shared test setup. Qt must be offscreen before any QApplication exists."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("FFDESK_NO_NVML", "")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads(request: pytest.FixtureRequest):
+    """A test that leaves one of its threads running fails."""
+    before = set(threading.enumerate())
+    yield
+    deadline = 5.0
+    import time
+
+    end = time.monotonic() + deadline
+    while True:
+        leaked = [
+            t
+            for t in threading.enumerate()
+            if t not in before and t.is_alive() and not t.daemon and t.name != "MainThread"
+        ]
+        leaked += [
+            t
+            for t in threading.enumerate()
+            if t not in before and t.is_alive() and t.name.startswith("ffdesk")
+        ]
+        if not leaked or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    if leaked:
+        pytest.fail(f"test left threads running: {sorted({t.name for t in leaked})}")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Keep caches, settings and bench history out of the real home folder."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("FFDESK_BENCH_HISTORY", str(home / "bench-history.jsonl"))

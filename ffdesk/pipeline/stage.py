@@ -7,7 +7,7 @@ which case the engine runs it on several threads and restores the order after it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,4 +44,16 @@ class Stage(Protocol):
         """Process a batch and return the packets (same indices, same order)."""
 
     def finish(self) -> dict[str, Any]:
-        """Release resources; return figures for the report (may be empty)."""
+        """Release resources; return figures for the report (may be empty).
+
+        The engine merges the dicts of all stages into the report with `dict.update`, in stage
+        order, so each figure should come from exactly one stage.
+        """
+
+
+@runtime_checkable
+class EmitsEvents(Protocol):
+    """Optional: a stage with `bind_events` gets the render's event callback before `start()`,
+    so it can send `Warning` or `MemoryChanged` events. Callbacks may run on any thread."""
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None: ...

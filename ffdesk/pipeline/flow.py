@@ -1,0 +1,212 @@
+"""Threads and bounded queues that move frames between decode, stages and encode.
+
+Every blocking call waits in short slices and checks the shared `Halt`, so a cancel or an error in
+any thread stops the whole flow promptly and no thread is left running.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ffdesk.pipeline.stage import FramePacket, Stage
+
+_POLL_S = 0.05
+
+
+class Halt:
+    """Shared stop flag: set by a cancel request or by the first thread that fails."""
+
+    def __init__(self, cancel: threading.Event | None = None) -> None:
+        self._cancel = cancel or threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def is_set(self) -> bool:
+        return self._stop.is_set() or self._cancel.is_set()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class Stopped(Exception):
+    """Raised inside a flow thread when the flow is halting."""
+
+
+END = object()
+"""End-of-stream marker travelling through the queues."""
+
+
+class Pipe:
+    """A bounded queue whose put/get give up when the flow halts."""
+
+    def __init__(self, halt: Halt, maxsize: int) -> None:
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=maxsize)
+        self._halt = halt
+
+    def put(self, item: Any) -> None:
+        while True:
+            if self._halt.is_set():
+                raise Stopped
+            try:
+                self._q.put(item, timeout=_POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    def get(self) -> Any:
+        while True:
+            if self._halt.is_set():
+                raise Stopped
+            try:
+                return self._q.get(timeout=_POLL_S)
+            except queue.Empty:
+                continue
+
+    def get_nowait(self) -> Any:
+        return self._q.get_nowait()
+
+
+@dataclass
+class StageStats:
+    """Per-stage counters, updated from worker threads under a lock."""
+
+    name: str
+    calls: int = 0
+    frames: int = 0
+    ms_total: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, frames: int, seconds: float) -> None:
+        with self.lock:
+            self.calls += 1
+            self.frames += frames
+            self.ms_total += seconds * 1000.0
+
+    def as_dict(self) -> dict[str, Any]:
+        with self.lock:
+            return {"calls": self.calls, "frames": self.frames, "ms_total": round(self.ms_total, 3)}
+
+
+class Sequencer:
+    """Restores index order after a stage that runs on several threads."""
+
+    def __init__(self, out: Pipe, first_index: int) -> None:
+        self._out = out
+        self._next = first_index
+        self._held: dict[int, FramePacket] = {}
+        self._lock = threading.Lock()
+
+    def push(self, packets: list[FramePacket]) -> None:
+        with self._lock:
+            for p in packets:
+                self._held[p.index] = p
+            while self._next in self._held:
+                self._out.put(self._held.pop(self._next))
+                self._next += 1
+
+
+def run_thread(name: str, halt: Halt, target: Callable[[], None]) -> threading.Thread:
+    """Start a flow thread that reports its failure to `halt` instead of dying silently."""
+
+    def body() -> None:
+        try:
+            target()
+        except Stopped:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller through halt
+            halt.fail(exc)
+
+    thread = threading.Thread(target=body, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+class StageRunner:
+    """Runs one stage on `stage.workers` threads between two pipes, batching up to `batch`."""
+
+    def __init__(
+        self, stage: Stage, inbox: Pipe, outbox: Pipe, halt: Halt, batch: int, first_index: int
+    ) -> None:
+        self.stage = stage
+        self.inbox = inbox
+        self.outbox = outbox
+        self.halt = halt
+        self.batch = max(1, min(batch, int(getattr(stage, "max_batch", 1) or 1)))
+        self.workers = max(1, int(getattr(stage, "workers", 1) or 1))
+        self.stats = StageStats(stage.name)
+        self._sequencer = Sequencer(outbox, first_index) if self.workers > 1 else None
+        self._started = threading.Event()
+        self._ended_lock = threading.Lock()
+        self._ended = 0
+        self._saw_end = threading.Event()
+
+    def start(self) -> list[threading.Thread]:
+        return [
+            run_thread(f"ffdesk-stage-{self.stage.name}-{i}", self.halt, lambda i=i: self._work(i))
+            for i in range(self.workers)
+        ]
+
+    def _batches(self) -> Iterator[list[FramePacket]]:
+        while not self._saw_end.is_set():
+            first = self.inbox.get()
+            if first is END:
+                self._saw_end.set()
+                self.inbox.put(END)  # let sibling workers see it too
+                return
+            batch = [first]
+            while len(batch) < self.batch:
+                try:
+                    item = self.inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is END:
+                    self._saw_end.set()
+                    self.inbox.put(END)
+                    break
+                batch.append(item)
+            yield batch
+
+    def _work(self, number: int) -> None:
+        if number == 0:
+            self.stage.start()
+            self._started.set()
+        else:
+            while not self._started.wait(_POLL_S):
+                if self.halt.is_set():
+                    raise Stopped
+        try:
+            for batch in self._batches():
+                t0 = time.perf_counter()
+                out = self.stage.process(batch)
+                self.stats.add(len(batch), time.perf_counter() - t0)
+                if len(out) != len(batch):
+                    raise RuntimeError(
+                        f"stage {self.stage.name} returned {len(out)} frames for a batch of {len(batch)}"
+                    )
+                if self._sequencer is not None:
+                    self._sequencer.push(out)
+                else:
+                    for p in out:
+                        self.outbox.put(p)
+        finally:
+            with self._ended_lock:
+                self._ended += 1
+                last = self._ended == self.workers
+        if last and not self.halt.is_set():
+            self.outbox.put(END)

@@ -1,0 +1,23 @@
+"""Which processing stages a job needs. The one place that maps settings to stages."""
+
+from __future__ import annotations
+
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import Stage
+
+
+def build_stages(job: RenderJob) -> list[Stage]:
+    """Stages for `job`, built on the caller's thread (so bad sources fail before any work).
+
+    No source face: no stage, frames pass through unchanged (a re-encode / trim).
+    A swapper model named: the model-based stages. Otherwise: the embedded classical swap.
+    """
+    if not job.sources:
+        return []
+    if job.swapper:
+        from ffdesk.pipeline.stages.models import model_stages
+
+        return list(model_stages(job))
+    from ffdesk.pipeline.stages.embedded import embedded_stages
+
+    return list(embedded_stages(job))

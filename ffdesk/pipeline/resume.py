@@ -1,0 +1,140 @@
+"""The manifest of a resumable render: which segments are finished, written atomically.
+
+A render writes its video in segments into a work folder beside the output. After each finished
+segment the manifest is rewritten (temp file, fsync, rename), so after a crash, `kill -9` or a power cut
+it names exactly the segments that are complete on disk. Anything else in the folder is debris from
+the interrupted segment and is deleted on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One finished segment: `frames` frames, source pts from `first_pts` to `last_pts`."""
+
+    number: int
+    file: str
+    frames: int
+    first_pts: int
+    last_pts: int
+
+
+def work_dir_for(output: Path) -> Path:
+    """The hidden folder beside `output` that holds its segments and manifest."""
+    return output.parent / f".{output.name}.ffdesk-parts"
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Manifest:
+    """Finished segments of one render, keyed to the job's output fingerprint."""
+
+    def __init__(self, folder: Path, fingerprint: str, segments: list[Segment] | None = None) -> None:
+        self.folder = folder
+        self.fingerprint = fingerprint
+        self.segments: list[Segment] = list(segments or [])
+
+    @classmethod
+    def open(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
+        """Open or start the manifest in `folder`.
+
+        Returns the manifest and, when earlier work was discarded, a one-line reason for the user.
+        Files in the folder that the manifest does not name are removed.
+        """
+        note: str | None = None
+        existing = cls._read(folder)
+        if existing is not None and not resume:
+            note = "starting over (--no-resume): discarded an interrupted render's segments"
+            existing = None
+        elif existing is not None and existing.fingerprint != fingerprint:
+            note = "settings or input changed since the interrupted render: starting over"
+            existing = None
+        elif existing is not None:
+            missing = [s for s in existing.segments if not (folder / s.file).exists()]
+            if missing:
+                # Keep the finished prefix that is really on disk.
+                keep = []
+                for s in existing.segments:
+                    if (folder / s.file).exists():
+                        keep.append(s)
+                    else:
+                        break
+                existing.segments = keep
+        manifest = existing or cls(folder, fingerprint)
+        if existing is None and folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest._remove_debris()
+        manifest.save()
+        return manifest, note
+
+    @classmethod
+    def _read(cls, folder: Path) -> Manifest | None:
+        path = folder / MANIFEST_NAME
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            segments = [Segment(**s) for s in data["segments"]]
+            return cls(folder, str(data["fingerprint"]), segments)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _remove_debris(self) -> None:
+        named = {s.file for s in self.segments} | {MANIFEST_NAME}
+        for entry in self.folder.iterdir():
+            if entry.name in named:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+    @property
+    def frames_done(self) -> int:
+        return sum(s.frames for s in self.segments)
+
+    @property
+    def next_pts(self) -> int | None:
+        """The pts after the last finished frame, or None when nothing is finished."""
+        return self.segments[-1].last_pts + 1 if self.segments else None
+
+    def next_segment_file(self, suffix: str) -> str:
+        return f"seg{len(self.segments):05d}{suffix}"
+
+    def add(self, segment: Segment) -> None:
+        """Record a finished segment durably."""
+        self.segments.append(segment)
+        self.save()
+
+    def save(self) -> None:
+        data = {"fingerprint": self.fingerprint, "segments": [asdict(s) for s in self.segments]}
+        tmp = self.folder / (MANIFEST_NAME + ".tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.folder / MANIFEST_NAME)
+        _fsync_dir(self.folder)
+
+    def discard(self) -> None:
+        """Remove the work folder (after the output is in place)."""
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,121 @@
+"""The flow machinery: batching, order after multi-threaded stages, errors and halts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, Stopped
+from ffdesk.pipeline.stage import FramePacket
+
+
+class AddStage:
+    """Adds a constant to every pixel; records batch sizes; optionally sleeps out of order."""
+
+    def __init__(self, name: str, workers: int = 1, max_batch: int = 4, fail_at: int | None = None) -> None:
+        self.name = name
+        self.workers = workers
+        self.max_batch = max_batch
+        self.fail_at = fail_at
+        self.batches: list[int] = []
+        self.started = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self.started += 1
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        with self._lock:
+            self.batches.append(len(batch))
+        for p in batch:
+            if p.index == self.fail_at:
+                raise ValueError(f"bad frame {p.index}")
+            # Odd frames take longer, so several workers finish out of order.
+            time.sleep(0.004 if p.index % 2 else 0.0)
+            p.image = p.image + 1
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+def _run(stages: list[AddStage], n: int, batch: int) -> tuple[list[FramePacket], Halt]:
+    halt = Halt()
+    source = Pipe(halt, 4)
+    pipe = source
+    runners = []
+    for stage in stages:
+        nxt = Pipe(halt, 4)
+        runners.append(StageRunner(stage, pipe, nxt, halt, batch, first_index=0))
+        pipe = nxt
+    threads = [t for r in runners for t in r.start()]
+    out: list[FramePacket] = []
+
+    def feed() -> None:
+        try:
+            for i in range(n):
+                source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
+            source.put(END)
+        except Stopped:
+            pass
+
+    feeder = threading.Thread(target=feed, name="ffdesk-test-feed")
+    feeder.start()
+    try:
+        while True:
+            item = pipe.get()
+            if item is END:
+                break
+            out.append(item)
+    except Stopped:
+        pass
+    halt.stop()
+    feeder.join()
+    for t in threads:
+        t.join()
+    return out, halt
+
+
+def test_frames_keep_their_order_through_multi_worker_stages() -> None:
+    stages = [AddStage("a", workers=3), AddStage("b", workers=1), AddStage("c", workers=2)]
+    out, halt = _run(stages, 40, batch=4)
+    assert halt.error is None
+    assert [p.index for p in out] == list(range(40))
+    assert all(int(p.image[0, 0, 0]) == 3 for p in out)
+    assert all(s.started == 1 for s in stages)
+
+
+def test_batches_respect_both_job_batch_and_stage_limit() -> None:
+    stage = AddStage("a", max_batch=3)
+    out, _ = _run([stage], 30, batch=8)
+    assert len(out) == 30
+    assert max(stage.batches) <= 3
+    assert sum(stage.batches) == 30
+    single = AddStage("b", max_batch=16)
+    _run([single], 10, batch=1)
+    assert set(single.batches) == {1}
+
+
+def test_an_error_in_a_stage_halts_the_flow_and_is_kept() -> None:
+    out, halt = _run([AddStage("a", workers=2, fail_at=7), AddStage("b")], 50, batch=2)
+    assert isinstance(halt.error, ValueError)
+    assert len(out) < 50
+
+
+def test_cancel_stops_blocked_pipes_promptly() -> None:
+    cancel = threading.Event()
+    halt = Halt(cancel)
+    pipe = Pipe(halt, 1)
+    pipe.put(1)
+    timer = threading.Timer(0.1, cancel.set)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(Stopped):
+        pipe.put(2)  # full: blocks until the cancel
+    assert time.monotonic() - t0 < 1.0
+    timer.join()

@@ -1,0 +1,177 @@
+"""What every machine has: process memory and CPU, system memory, CPU package power (RAPL).
+
+CPU package energy comes from the kernel's powercap counters
+(`/sys/class/powercap/intel-rapl:N/energy_uj`, also used for AMD packages). Since Linux 5.10 they
+are readable by root only; without them power and energy are missing values, never errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+POWERCAP_ROOT = Path("/sys/class/powercap")
+_PACKAGE_DOMAIN = re.compile(r"intel-rapl:\d+$")
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """One reading of the host and the watched process. None where the figure is unavailable."""
+
+    pid: int
+    process_rss_bytes: int | None = None
+    process_cpu_pct: float | None = None
+    """CPU use of the process since the previous sample; 100 is one core fully busy."""
+    system_cpu_pct: float | None = None
+    system_memory_used_bytes: int | None = None
+    system_memory_available_bytes: int | None = None
+    system_memory_total_bytes: int | None = None
+    cpu_package_energy_j: float | None = None
+    """CPU package energy since the monitor started (all packages)."""
+    cpu_package_power_w: float | None = None
+    """Mean CPU package power since the previous sample."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Domain:
+    energy_file: Path
+    max_range_uj: int | None
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class RaplCounter:
+    """Accumulates CPU package energy from powercap counters, across counter wrap-around."""
+
+    def __init__(self, root: Path = POWERCAP_ROOT) -> None:
+        self.reason: str | None = None
+        """Why there is no CPU package energy, or None when the counters are readable."""
+        self._domains = self._find_domains(root)
+        self._last: list[int | None] = [_read_int(d.energy_file) for d in self._domains]
+        self._total_uj = 0
+        if not self._domains:
+            self.reason = f"no RAPL package counters under {root}"
+        elif all(v is None for v in self._last):
+            self.reason = f"RAPL counters under {root} are not readable (root only since Linux 5.10)"
+
+    @staticmethod
+    def _find_domains(root: Path) -> list[_Domain]:
+        try:
+            candidates = sorted(p for p in root.glob("intel-rapl:*") if _PACKAGE_DOMAIN.match(p.name))
+        except OSError:
+            return []
+        domains = []
+        for folder in candidates:
+            try:
+                name = (folder / "name").read_text().strip()
+            except OSError:
+                name = "package"
+            # "psys" (whole platform) would double count the packages it contains.
+            if not name.startswith("package"):
+                continue
+            domains.append(_Domain(folder / "energy_uj", _read_int(folder / "max_energy_range_uj")))
+        return domains
+
+    @property
+    def available(self) -> bool:
+        return self.reason is None
+
+    def read_j(self) -> float | None:
+        """Package energy in joules since construction, or None when a counter cannot be read now."""
+        if not self.available:
+            return None
+        now = [_read_int(d.energy_file) for d in self._domains]
+        if any(v is None for v in now):
+            return None
+        for i, (domain, value) in enumerate(zip(self._domains, now, strict=True)):
+            assert value is not None
+            prev = self._last[i]
+            if prev is not None:
+                delta = value - prev
+                if delta < 0:
+                    # The counter wrapped at max_energy_range_uj; without the range the
+                    # interval is unknowable and is left out.
+                    delta = delta + domain.max_range_uj if domain.max_range_uj else 0
+                self._total_uj += max(delta, 0)
+            self._last[i] = value
+        return self._total_uj / 1e6
+
+
+class HostMonitor:
+    """Samples the process `pid` (default: ours), system memory and CPU package power."""
+
+    def __init__(self, pid: int | None = None, powercap_root: Path = POWERCAP_ROOT) -> None:
+        self.pid = os.getpid() if pid is None else pid
+        try:
+            self._proc: psutil.Process | None = psutil.Process(self.pid)
+            self._proc.cpu_percent(None)  # primes the counter; the first figure is relative to this
+        except psutil.Error:
+            self._proc = None
+        psutil.cpu_percent(None)
+        self.rapl = RaplCounter(powercap_root)
+        self._last_energy: tuple[float, float] | None = None
+        energy = self.rapl.read_j()
+        if energy is not None:
+            self._last_energy = (time.monotonic(), energy)
+
+    def sample(self) -> HostSample:
+        """Read everything now. Never raises for an unreadable figure."""
+        rss = cpu = None
+        if self._proc is not None:
+            try:
+                with self._proc.oneshot():
+                    rss = int(self._proc.memory_info().rss)
+                    cpu = float(self._proc.cpu_percent(None))
+            except psutil.Error:
+                pass
+        used: int | None
+        available: int | None
+        total: int | None
+        try:
+            vm = psutil.virtual_memory()
+            used, available, total = int(vm.total - vm.available), int(vm.available), int(vm.total)
+        except (OSError, RuntimeError):
+            used = available = total = None
+        try:
+            system_cpu: float | None = float(psutil.cpu_percent(None))
+        except (OSError, RuntimeError):
+            system_cpu = None
+        energy, power = self._energy_and_power()
+        return HostSample(
+            pid=self.pid,
+            process_rss_bytes=rss,
+            process_cpu_pct=cpu,
+            system_cpu_pct=system_cpu,
+            system_memory_used_bytes=used,
+            system_memory_available_bytes=available,
+            system_memory_total_bytes=total,
+            cpu_package_energy_j=energy,
+            cpu_package_power_w=power,
+        )
+
+    def _energy_and_power(self) -> tuple[float | None, float | None]:
+        energy = self.rapl.read_j()
+        if energy is None:
+            return None, None
+        now = time.monotonic()
+        power = None
+        if self._last_energy is not None:
+            t0, e0 = self._last_energy
+            if now > t0:
+                power = (energy - e0) / (now - t0)
+        self._last_energy = (now, energy)
+        return energy, power

@@ -1,0 +1,224 @@
+"""Telemetry for one render: sampling while it runs, a JSONL log, and the report's summary.
+
+    with RenderTelemetry(interval_s=0.2, log_path=Path("run.jsonl")) as tel:
+        ...render...
+    report["telemetry"] = tel.summary(frames_out, stage_ms=..., model_bytes=...)
+
+Statistics are accumulated per sample (not by keeping every sample), so long renders cost nothing
+extra. A last sample is taken when the context exits, so the energy figures cover the whole render.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SampleSource
+
+
+@dataclass
+class _Stat:
+    """Running mean and peak of one figure (missing values skipped)."""
+
+    count: int = 0
+    total: float = 0.0
+    peak: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        self.count += 1
+        self.total += value
+        self.peak = value if self.peak is None else max(self.peak, value)
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+
+@dataclass
+class _Counter:
+    """First and last reading of a cumulative counter."""
+
+    first: float | None = None
+    last: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        if self.first is None:
+            self.first = value
+        self.last = value
+
+    @property
+    def delta(self) -> float | None:
+        if self.first is None or self.last is None:
+            return None
+        return self.last - self.first
+
+
+@dataclass
+class _Totals:
+    samples: int = 0
+    first_t: float | None = None
+    last_t: float | None = None
+    gpu_memory: _Stat = field(default_factory=_Stat)
+    gpu_process_memory: _Stat = field(default_factory=_Stat)
+    rss: _Stat = field(default_factory=_Stat)
+    gpu_power: _Stat = field(default_factory=_Stat)
+    cpu_power: _Stat = field(default_factory=_Stat)
+    gpu_util: _Stat = field(default_factory=_Stat)
+    gpu_energy: _Counter = field(default_factory=_Counter)
+    cpu_energy: _Counter = field(default_factory=_Counter)
+
+
+def _sum(values: list[float | int | None]) -> float | None:
+    """Sum over GPUs, or None when any GPU lacks the figure (a partial sum would mislead)."""
+    if not values or any(v is None for v in values):
+        return None
+    return float(sum(v for v in values if v is not None))
+
+
+class RenderTelemetry:
+    """Samples while active; with `log_path`, writes every sample as one JSON line (flushed).
+
+    `source` replaces the real probe (NVML + host); `sampler` exposes buffers and callbacks.
+    """
+
+    def __init__(
+        self,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        log_path: Path | None = None,
+        *,
+        source: SampleSource | None = None,
+    ) -> None:
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.sampler = Sampler(interval_s=interval_s, source=source)
+        self._totals = _Totals()
+        self._lock = threading.Lock()
+        self._log: IO[str] | None = None
+        self._metrics_servers: list[Any] = []
+
+    @property
+    def no_gpu_reason(self) -> str | None:
+        return self.sampler.no_gpu_reason
+
+    def __enter__(self) -> RenderTelemetry:
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_path.open("w", encoding="utf-8")
+        self.sampler.add_callback(self._on_sample)
+        self.sampler.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop sampling (after one last sample), stop metrics servers, close the log."""
+        if not self.sampler.running and self._log is None and not self._metrics_servers:
+            return
+        self._metrics_servers, servers = [], self._metrics_servers
+        for server in servers:
+            server.close()
+        self.sampler.stop(final_sample=True)
+        self.sampler.remove_callback(self._on_sample)
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    def serve_metrics(self, port: int, host: str = "127.0.0.1") -> Any:
+        """Serve the latest figures in the Prometheus text format until `close()`; returns the server."""
+        from ffdesk.telemetry.metrics import serve_metrics
+
+        server = serve_metrics(lambda: self.sampler.latest, port, host, self.sampler.no_gpu_reason)
+        self._metrics_servers.append(server)
+        return server
+
+    def _on_sample(self, sample: Sample) -> None:
+        with self._lock:
+            self._accumulate(sample)
+            if self._log is not None:
+                self._log.write(json.dumps(sample.to_json()) + "\n")
+                self._log.flush()
+
+    def _accumulate(self, s: Sample) -> None:
+        tot = self._totals
+        tot.samples += 1
+        if tot.first_t is None:
+            tot.first_t = s.t
+        tot.last_t = s.t
+        tot.rss.add(s.host.process_rss_bytes)
+        tot.cpu_power.add(s.host.cpu_package_power_w)
+        tot.cpu_energy.add(s.host.cpu_package_energy_j)
+        if s.gpus:
+            tot.gpu_memory.add(_sum([g.memory_used_bytes for g in s.gpus]))
+            tot.gpu_process_memory.add(_sum([g.process_memory_bytes for g in s.gpus]))
+            tot.gpu_power.add(_sum([g.power_w for g in s.gpus]))
+            tot.gpu_energy.add(_sum([g.energy_j for g in s.gpus]))
+            utils = [g.gpu_util_pct for g in s.gpus if g.gpu_util_pct is not None]
+            if utils:
+                tot.gpu_util.add(sum(utils) / len(utils))
+
+    def summary(
+        self,
+        frames_out: int,
+        stage_ms: dict[str, float] | None = None,
+        model_bytes: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Figures for the render report (JSON-ready; None where a figure does not exist here)."""
+        with self._lock:
+            tot = self._totals
+            gpu = self.no_gpu_reason is None
+            memory, memory_source = (
+                (tot.gpu_memory, "gpu_memory_used")
+                if gpu and tot.gpu_memory.count
+                else (tot.rss, "process_rss")
+            )
+            if gpu and tot.gpu_power.count:
+                power, power_source = tot.gpu_power, "gpu"
+            elif tot.cpu_power.count:
+                power, power_source = tot.cpu_power, "cpu_package"
+            else:
+                power, power_source = _Stat(), None
+            energy_j, energy_source = None, None
+            if gpu and tot.gpu_energy.delta is not None:
+                energy_j, energy_source = tot.gpu_energy.delta, "nvml_total_energy"
+            elif tot.cpu_energy.delta is not None:
+                energy_j, energy_source = tot.cpu_energy.delta, "rapl"
+            duration = (
+                tot.last_t - tot.first_t if tot.first_t is not None and tot.last_t is not None else None
+            )
+            return {
+                "gpu_available": gpu,
+                "no_gpu_reason": self.no_gpu_reason,
+                "samples": tot.samples,
+                "interval_s": self.sampler.interval_s,
+                "duration_s": duration,
+                "frames": frames_out,
+                "memory_source": memory_source,
+                "memory_peak_bytes": _maybe_int(memory.peak),
+                "memory_mean_bytes": _maybe_int(memory.mean),
+                "gpu_process_memory_peak_bytes": _maybe_int(tot.gpu_process_memory.peak),
+                "process_rss_peak_bytes": _maybe_int(tot.rss.peak),
+                "power_source": power_source,
+                "power_mean_w": power.mean,
+                "power_peak_w": power.peak,
+                "energy_source": energy_source,
+                "energy_j": energy_j,
+                "energy_per_frame_j": energy_j / frames_out
+                if energy_j is not None and frames_out > 0
+                else None,
+                "gpu_util_mean_pct": tot.gpu_util.mean,
+                "stage_ms": dict(stage_ms or {}),
+                "model_bytes": dict(model_bytes or {}),
+                "log_path": str(self.log_path) if self.log_path is not None else None,
+            }
+
+
+def _maybe_int(value: float | None) -> int | None:
+    return None if value is None else int(round(value))

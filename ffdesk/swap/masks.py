@@ -1,0 +1,137 @@
+"""Soft masks for pasting a swapped crop back: box, XSeg occlusion and BiSeNet face regions.
+
+All masks are crop-sized float32 in [0, 1]; `combine` takes their minimum, so any mask can hide
+a pixel (a hand in front of the face, hair over the brow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.faces.recognizer import Runner, first_output, run_stacked
+from ffdesk.types import Frame, Mask
+
+F32 = npt.NDArray[np.float32]
+
+REGIONS: dict[str, tuple[int, ...]] = {
+    "skin": (1,),
+    "brows": (2, 3),
+    "eyes": (4, 5),
+    "glasses": (6,),
+    "nose": (10,),
+    "mouth": (11,),
+    "lips": (12, 13),
+}
+DEFAULT_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
+IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def box_mask(size: int, blur: float = 0.3, padding: float = 0.0) -> Mask:
+    """A square mask that fades to zero over the outer `blur`/2 of each side."""
+    mask = np.ones((size, size), np.float32)
+    blur_px = int(size * 0.5 * blur)
+    pad = int(size * padding)
+    edge = max(blur_px // 2, pad)
+    if edge:
+        mask[:edge] = 0
+        mask[-edge:] = 0
+        mask[:, :edge] = 0
+        mask[:, -edge:] = 0
+    if blur_px:
+        return cv2.GaussianBlur(mask, (0, 0), blur_px * 0.25).astype(np.float32)
+    return mask
+
+
+def soften(masks: F32) -> F32:
+    """Blur each hard-ish mask and stretch its upper half to [0, 1] (keeps edges inside the face)."""
+    out = np.empty_like(masks, dtype=np.float32)
+    for i, m in enumerate(masks):
+        blurred = cv2.GaussianBlur(np.clip(m, 0, 1).astype(np.float32), (0, 0), 5)
+        out[i] = (np.clip(blurred, 0.5, 1.0) - 0.5) * 2.0
+    return out
+
+
+def _resize_all(masks: np.ndarray, size: int) -> F32:
+    if masks.shape[1] == size and masks.shape[2] == size:
+        return masks.astype(np.float32)
+    return np.stack([cv2.resize(m.astype(np.float32), (size, size)) for m in masks])
+
+
+def occlusion_input(crops: npt.NDArray[np.uint8], model_size: int = 256) -> F32:
+    """N RGB crops -> N x S x S x 3 channels-last BGR in [0, 1] (XSeg's layout)."""
+    resized = np.stack(
+        [c if c.shape[0] == model_size else cv2.resize(c, (model_size, model_size)) for c in crops]
+    )
+    return np.ascontiguousarray(resized[..., ::-1].astype(np.float32) / np.float32(255.0))
+
+
+def region_input(crops: npt.NDArray[np.uint8], model_size: int = 512) -> F32:
+    """N RGB crops -> N x 3 x S x S with ImageNet mean/std (BiSeNet's input)."""
+    resized = np.stack(
+        [c if c.shape[0] == model_size else cv2.resize(c, (model_size, model_size)) for c in crops]
+    )
+    x = (resized.astype(np.float32) / np.float32(255.0) - IMAGENET_MEAN) / IMAGENET_STD
+    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+
+
+def region_from_logits(logits: np.ndarray, classes: Sequence[int]) -> F32:
+    """N x 19 x H x W class logits -> N x H x W float 1 where the best class is one of `classes`."""
+    return np.isin(np.asarray(logits).argmax(axis=1), list(classes)).astype(np.float32)
+
+
+class OcclusionMasker:
+    """XSeg: where the face is visible (1) vs covered by something (0)."""
+
+    def __init__(self, runner: Runner, *, model_size: int = 256, input_name: str = "input"):
+        self.runner = runner
+        self.model_size = model_size
+        self.input_name = input_name
+
+    def masks(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:
+        batch = np.asarray(crops, np.uint8)
+        size = batch.shape[1]
+        x = occlusion_input(batch, self.model_size)
+        out = run_stacked(self.runner, self.input_name, x)
+        raw = np.clip(first_output(out).reshape(len(batch), self.model_size, self.model_size), 0, 1)
+        return soften(_resize_all(raw, size))
+
+
+class RegionMasker:
+    """BiSeNet face parsing: 1 on the chosen face regions."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        regions: Sequence[str] = DEFAULT_REGIONS,
+        *,
+        model_size: int = 512,
+        input_name: str = "input",
+    ):
+        unknown = [r for r in regions if r not in REGIONS]
+        if unknown:
+            raise ValueError(f"unknown face regions {unknown}; choose from {sorted(REGIONS)}")
+        self.runner = runner
+        self.classes = tuple(c for r in regions for c in REGIONS[r])
+        self.model_size = model_size
+        self.input_name = input_name
+
+    def masks(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:
+        batch = np.asarray(crops, np.uint8)
+        size = batch.shape[1]
+        x = region_input(batch, self.model_size)
+        out = run_stacked(self.runner, self.input_name, x)
+        hard = region_from_logits(first_output(out), self.classes)
+        return soften(_resize_all(hard, size))
+
+
+def combine(masks: Sequence[F32]) -> F32:
+    """Pixel-wise minimum of same-shaped masks."""
+    out = np.asarray(masks[0], np.float32)
+    for m in masks[1:]:
+        out = np.minimum(out, m)
+    return out

@@ -1,0 +1,158 @@
+"""Swapper pre/post-processing: identity projection, normalisation, batching, sub-pixel tiling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ffdesk.swap.onnx_swapper import (
+    OnnxSwapper,
+    merge_tiles,
+    project_source,
+    read_projection,
+    spec_for,
+    split_tiles,
+)
+
+
+class Recorder:
+    """A runner that returns the target unchanged and remembers every feed."""
+
+    def __init__(self, batch_dynamic: bool = True, target: str = "target") -> None:
+        self.calls: list[dict[str, np.ndarray]] = []
+        self.batch_dynamic = batch_dynamic
+        self.target = target
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.calls.append({k: v.copy() for k, v in inputs.items()})
+        return {"output": inputs[self.target].copy()}
+
+
+def _inswapper_like(path: Path, w: np.ndarray) -> None:
+    """output = target + 0 * mean(source . W): uses both inputs, W is the last initializer."""
+    nodes = [
+        helper.make_node("MatMul", ["source", "W"], ["p"]),
+        helper.make_node("ReduceMean", ["p"], ["m"], keepdims=1),
+        helper.make_node("Mul", ["m", "zero"], ["z"]),
+        helper.make_node("Add", ["target", "z"], ["output"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "inswapper_like",
+        [
+            helper.make_tensor_value_info("target", TensorProto.FLOAT, ["N", 3, 128, 128]),
+            helper.make_tensor_value_info("source", TensorProto.FLOAT, ["N", 512]),
+        ],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["N", 3, 128, 128])],
+        initializer=[
+            numpy_helper.from_array(np.zeros((1,), np.float32), "zero"),
+            numpy_helper.from_array(w, "W"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+
+
+class OrtRunner:
+    def __init__(self, path: Path) -> None:
+        self.session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self.names, self.session.run(None, inputs), strict=True))
+
+
+def test_projection_is_the_last_initializer_and_matches_a_hand_computation(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((512, 512)).astype(np.float32)
+    path = tmp_path / "inswapper_128.onnx"
+    _inswapper_like(path, w)
+    got = read_projection(path)
+    np.testing.assert_array_equal(got, w)
+
+    e = rng.standard_normal(512).astype(np.float32) * 7
+    expected = np.array([sum(float(e[i]) * float(w[i, j]) for i in range(512)) for j in range(3)])
+    expected /= float(np.sqrt(sum(float(v) ** 2 for v in e)))
+    np.testing.assert_allclose(project_source(e, got)[0, :3], expected, rtol=1e-5)
+
+    swapper = OnnxSwapper(OrtRunner(path), spec_for("inswapper_128"), projection=got)
+    crops = rng.integers(0, 256, (3, 128, 128, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(swapper.swap(crops, swapper.source_vector(e)), crops)
+
+
+def test_projection_rejects_a_model_whose_last_initializer_is_not_512x512(tmp_path: Path) -> None:
+    path = tmp_path / "bad.onnx"
+    _inswapper_like(path, np.zeros((512, 512), np.float32))
+    model = onnx.load(str(path))
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros((4, 4), np.float32), "extra"))
+    onnx.save(model, str(path))
+    with pytest.raises(ValueError, match=r"\[4, 4\]"):
+        read_projection(path)
+
+
+def test_inswapper_input_is_rgb_over_255_and_one_call_per_batch() -> None:
+    runner = Recorder()
+    swapper = OnnxSwapper(runner, spec_for("inswapper_128"), projection=np.eye(512, dtype=np.float32))
+    crops = np.random.default_rng(1).integers(0, 256, (5, 128, 128, 3), dtype=np.uint8)
+    out = swapper.swap(crops, swapper.source_vector(np.full(512, 2.0, np.float32)))
+    assert len(runner.calls) == 1
+    feed = runner.calls[0]
+    assert feed["target"].shape == (5, 3, 128, 128)
+    np.testing.assert_allclose(feed["target"][2, 0], crops[2, :, :, 0] / 255.0, atol=1e-7)
+    np.testing.assert_allclose(feed["source"], np.full((5, 512), 1 / np.sqrt(512)), rtol=1e-6)
+    np.testing.assert_array_equal(out, crops)
+
+
+def test_a_fixed_batch_model_is_run_once_per_crop() -> None:
+    runner = Recorder(batch_dynamic=False)
+    swapper = OnnxSwapper(runner, spec_for("inswapper_128"), projection=np.eye(512, dtype=np.float32))
+    crops = np.random.default_rng(2).integers(0, 256, (3, 128, 128, 3), dtype=np.uint8)
+    out = swapper.swap(crops, swapper.source_vector(np.ones(512, np.float32)))
+    assert [c["target"].shape[0] for c in runner.calls] == [1, 1, 1]
+    np.testing.assert_array_equal(out, crops)
+
+
+def test_hyperswap_uses_the_unit_embedding_and_minus_one_to_one_pixels() -> None:
+    runner = Recorder()
+    spec = spec_for("hyperswap_1a_256")
+    swapper = OnnxSwapper(runner, spec)
+    e = np.arange(512, dtype=np.float32)
+    crops = np.zeros((1, 256, 256, 3), np.uint8)
+    crops[0, 0, 0] = (0, 255, 51)
+    out = swapper.swap(crops, swapper.source_vector(e))
+    feed = runner.calls[0]
+    np.testing.assert_allclose(np.linalg.norm(feed["source"]), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(feed["target"][0, :, 0, 0], [-1.0, 1.0, 51 / 127.5 - 1], atol=1e-6)
+    np.testing.assert_array_equal(out, crops)
+
+
+def test_tiles_split_and_merge_exactly() -> None:
+    crops = np.random.default_rng(3).integers(0, 256, (2, 8, 8, 3), dtype=np.uint8)
+    tiles = split_tiles(crops, 2)
+    assert tiles.shape == (8, 4, 4, 3)
+    np.testing.assert_array_equal(tiles[0 * 4 + 1 * 2 + 0], crops[0, 1::2, 0::2])
+    np.testing.assert_array_equal(tiles[1 * 4 + 0 * 2 + 1], crops[1, 0::2, 1::2])
+    np.testing.assert_array_equal(merge_tiles(tiles, 2), crops)
+    np.testing.assert_array_equal(merge_tiles(split_tiles(crops, 4), 4), crops)
+
+
+def test_tiled_swap_batches_all_tiles_and_reassembles_the_crop() -> None:
+    runner = Recorder()
+    swapper = OnnxSwapper(runner, spec_for("inswapper_128"), projection=np.eye(512, dtype=np.float32), tile=2)
+    assert swapper.crop_size == 256
+    crops = np.random.default_rng(4).integers(0, 256, (3, 256, 256, 3), dtype=np.uint8)
+    out = swapper.swap(crops, swapper.source_vector(np.ones(512, np.float32)))
+    assert len(runner.calls) == 1 and runner.calls[0]["target"].shape == (12, 3, 128, 128)
+    np.testing.assert_array_equal(out, crops)
+
+
+def test_wrong_crop_size_is_refused() -> None:
+    swapper = OnnxSwapper(Recorder(), spec_for("inswapper_128"), projection=np.eye(512, dtype=np.float32))
+    with pytest.raises(ValueError, match="128x128"):
+        swapper.swap(np.zeros((1, 112, 112, 3), np.uint8), np.zeros((1, 512), np.float32))

@@ -1,0 +1,249 @@
+"""Decode clips to upright RGB frames (threaded PyAV decoding, frame-accurate seeking) and read images."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from types import TracebackType
+from typing import cast
+
+import av
+import cv2
+import numpy as np
+
+from ffdesk.errors import MediaError
+from ffdesk.media import _errors
+from ffdesk.types import Frame
+
+
+@dataclass(frozen=True)
+class DecodedFrame:
+    """One decoded picture.
+
+    `pts` is in the video stream's time base (None only when the file carries no timestamps);
+    `time_s` is seconds since the stream's first frame: (pts - stream start) * time_base.
+    """
+
+    pts: int | None
+    time_s: float
+    image: Frame
+    """H x W x 3 RGB uint8, upright (display rotation applied) unless the reader was asked not to."""
+
+
+def upright(image: Frame, rotation: int) -> Frame:
+    """Turn a stored picture upright: rotate it `rotation` degrees clockwise."""
+    k = (rotation % 360) // 90
+    if k == 0:
+        return image
+    return np.ascontiguousarray(np.rot90(image, k=-k))
+
+
+def stored(image: Frame, rotation: int) -> Frame:
+    """Undo `upright`: rotate an upright picture back to the stored layout."""
+    k = (rotation % 360) // 90
+    if k == 0:
+        return image
+    return np.ascontiguousarray(np.rot90(image, k=k))
+
+
+def rgb_array(frame: av.VideoFrame) -> Frame:
+    """The frame as H x W x 3 RGB uint8 as stored (colour matrix and range from the frame's tags)."""
+    return cast(Frame, frame.to_ndarray(format="rgb24"))
+
+
+def rotation_of(frame: av.VideoFrame) -> int:
+    """Degrees clockwise (0/90/180/270) that turn this decoded frame upright."""
+    ccw = float(frame.rotation or 0)
+    return int(90 * round(((-ccw) % 360) / 90)) % 360
+
+
+class VideoReader:
+    """Iterate the frames of a clip as `DecodedFrame`s (upright RGB), optionally a time range.
+
+    `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
+    base) starts exactly at the first frame whose pts >= from_pts. Either way the reader seeks to
+    the keyframe before and decodes forward, dropping frames before the wanted one.
+    Use as a context manager, or call `close()`; iterating to the end also closes it.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        start_s: float | None = None,
+        end_s: float | None = None,
+        from_pts: int | None = None,
+        upright: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self._upright = upright
+        self._cm = _errors.open_input(self.path)
+        self._container = self._cm.__enter__()
+        try:
+            if not self._container.streams.video:
+                raise MediaError(f"{self.path}: no video stream")
+            self._stream = self._container.streams.video[0]
+            _errors.check_decoder(self.path, self._stream)
+            self._stream.thread_type = "AUTO"
+        except BaseException:
+            self.close()
+            raise
+        stream = self._stream
+        self.time_base: Fraction = Fraction(stream.time_base or Fraction(1, 90000))
+        self.start_pts: int = int(stream.start_time or 0)
+        rate = stream.average_rate or stream.guessed_rate
+        self.fps: float = float(rate) if rate else 25.0
+        self._half_tick = float(self.time_base) / 2
+        self._first_pts: int | None = None
+        if from_pts is not None:
+            self._first_pts = int(from_pts)
+        elif start_s is not None and start_s > 0:
+            self._first_pts = self.start_pts + math.ceil(start_s / self.time_base - 0.5)
+        self._end_s = end_s
+        self._frames = self._generate()
+        self._closed = False
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[DecodedFrame]:
+        return self
+
+    def __next__(self) -> DecodedFrame:
+        if self._closed:
+            raise StopIteration
+        try:
+            return next(self._frames)
+        except StopIteration:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the file; safe to call twice."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        frames = getattr(self, "_frames", None)
+        if frames is not None:
+            frames.close()
+        self._cm.__exit__(None, None, None)
+
+    def time_of(self, pts: int) -> float:
+        """Seconds since the stream's first frame for a pts of this stream."""
+        return float((pts - self.start_pts) * self.time_base)
+
+    def frame_at(self, time_s: float) -> DecodedFrame:
+        """The frame shown at `time_s` (last frame starting at or before it); clamps to the clip.
+
+        Seeks on every call, so a reader kept open answers repeated scrubbing cheaply; do not mix
+        with iterating the same reader.
+        """
+        target = self.start_pts + math.floor(max(time_s, 0.0) / self.time_base + 0.5)
+        found = self._last_at_or_before(target, seek=target > self.start_pts)
+        if found is None:  # the seek overshot (imprecise index): decode from the start
+            found = self._last_at_or_before(target, seek=True, seek_pts=self.start_pts)
+        if found is None:
+            raise MediaError(f"{self.path}: no decodable video frames")
+        frame, rotation = found
+        pts = frame.pts
+        t = self.time_of(pts) if pts is not None else 0.0
+        image = rgb_array(frame)
+        return DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation if self._upright else 0))
+
+    def _last_at_or_before(
+        self, target: int, *, seek: bool, seek_pts: int | None = None
+    ) -> tuple[av.VideoFrame, int] | None:
+        if seek:
+            self._seek(target if seek_pts is None else seek_pts)
+        best: av.VideoFrame | None = None
+        for frame in self._raw_frames():
+            if frame.pts is not None and frame.pts > target:
+                if best is None and seek_pts is None and target > self.start_pts:
+                    return None
+                if best is None:
+                    best = frame
+                break
+            best = frame
+        return None if best is None else (best, rotation_of(best))
+
+    def _seek(self, pts: int) -> None:
+        try:
+            self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
+        except av.error.FFmpegError as exc:
+            raise _errors.decode_error(self.path, exc) from exc
+
+    def _raw_frames(self) -> Iterator[av.VideoFrame]:
+        try:
+            yield from self._container.decode(self._stream)
+        except av.error.FFmpegError as exc:
+            raise _errors.decode_error(self.path, exc) from exc
+
+    def _generate(self) -> Iterator[DecodedFrame]:
+        first = self._first_pts
+        frames = self._raw_frames()
+        if first is not None and first > self.start_pts:
+            self._seek(first)
+            frames = self._raw_frames()
+            head = next(frames, None)
+            if head is not None and head.pts is not None and head.pts > first:
+                # the seek landed after the wanted frame (an imprecise index): start over
+                self._seek(self.start_pts)
+                frames = self._raw_frames()
+            elif head is not None:
+                frames = _chain(head, frames)
+        rotation: int | None = None
+        last_pts: int | None = None
+        step = max(1, round(1 / (self.fps * float(self.time_base))))
+        for frame in frames:
+            pts = frame.pts
+            if pts is None:
+                pts = None if last_pts is None else last_pts + step
+            if pts is not None:
+                last_pts = pts
+                if first is not None and pts < first:
+                    continue
+                t = self.time_of(pts)
+                if self._end_s is not None and t >= self._end_s - self._half_tick:
+                    return
+            else:
+                t = 0.0
+            if rotation is None:
+                rotation = rotation_of(frame) if self._upright else 0
+            image = rgb_array(frame)
+            yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation))
+
+
+def _chain(head: av.VideoFrame, rest: Iterator[av.VideoFrame]) -> Iterator[av.VideoFrame]:
+    yield head
+    yield from rest
+
+
+def read_frame_at(path: Path, time_s: float) -> DecodedFrame:
+    """The frame shown at `time_s` seconds (the last frame starting at or before it), upright RGB.
+
+    Times before the start give the first frame; times past the end give the last frame.
+    """
+    with VideoReader(path) as reader:
+        return reader.frame_at(time_s)
+
+
+def read_image(path: Path) -> Frame:
+    """Read a still image as upright RGB uint8 (EXIF orientation applied, alpha dropped)."""
+    path = Path(path)
+    _errors.check_readable_file(path)
+    data = np.fromfile(str(path), dtype=np.uint8)
+    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise MediaError(f"{path}: not a readable image (damaged or unsupported format)")
+    return np.ascontiguousarray(bgr[..., ::-1])

@@ -1,0 +1,270 @@
+"""Probe a clip or image: size, frame rate (constant or variable), frame count, rotation, colour, audio."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+from ffdesk.errors import MediaError
+from ffdesk.media import _errors
+from ffdesk.media._colour import colour_name
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+
+_SCAN_PACKETS = 600
+"""Packets read (demux only, no decoding) to detect a variable frame rate and count frames."""
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """The video stream of a clip (or the picture of an image)."""
+
+    index: int
+    codec: str
+    width: int
+    """Stored (coded) width, before rotation."""
+    height: int
+    display_width: int
+    """Width after applying `rotation`."""
+    display_height: int
+    fps: float
+    """Average frame rate; for an image 1.0."""
+    time_base: Fraction
+    frame_count: int
+    frame_count_exact: bool
+    duration_s: float
+    start_time_s: float
+    rotation: int
+    """Degrees clockwise to turn the stored picture upright: 0, 90, 180 or 270."""
+    pix_fmt: str
+    bit_depth: int
+    color_range: str | None
+    """"tv" (limited) or "pc" (full); None when unspecified."""
+    color_space: str | None
+    """Matrix, e.g. "bt709", "smpte170m", "bt2020nc"."""
+    color_primaries: str | None
+    color_trc: str | None
+    vfr: bool
+    """True when frame durations differ (variable frame rate)."""
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    """One audio stream."""
+
+    index: int
+    codec: str
+    sample_rate: int
+    channels: int
+    duration_s: float
+    language: str | None
+
+
+@dataclass(frozen=True)
+class MediaInfo:
+    """What `probe` found. For an image `is_image` is True, `video` describes the picture
+    (frame_count 1, fps 1.0, duration 0) and `audio` is empty."""
+
+    path: Path
+    container: str
+    duration_s: float
+    is_image: bool
+    video: VideoInfo | None
+    audio: tuple[AudioInfo, ...]
+
+
+def is_image_path(path: Path) -> bool:
+    """True for the still-image suffixes ffdesk accepts as targets."""
+    return Path(path).suffix.lower() in IMAGE_SUFFIXES
+
+
+def probe(path: Path) -> MediaInfo:
+    """Describe `path`. Raises MediaError (one line naming the file) when it cannot be read
+    or has no decodable video stream."""
+    path = Path(path)
+    _errors.check_readable_file(path)
+    if is_image_path(path):
+        return _probe_image(path)
+    with _errors.open_input(path) as container:
+        if not container.streams.video:
+            kinds = sorted({s.type for s in container.streams})
+            what = f"only {', '.join(kinds)} streams" if kinds else "no streams"
+            raise MediaError(f"{path}: no video stream ({what})")
+        stream = container.streams.video[0]
+        _errors.check_decoder(path, stream)
+        video = _probe_video(path, container, stream)
+        audio = tuple(_audio_info(s) for s in container.streams.audio)
+        duration = container.duration / av.time_base if container.duration else video.duration_s
+        return MediaInfo(
+            path=path,
+            container=container.format.name,
+            duration_s=float(duration),
+            is_image=False,
+            video=video,
+            audio=audio,
+        )
+
+
+def _probe_image(path: Path) -> MediaInfo:
+    from ffdesk.media.decode import read_image
+
+    img = read_image(path)
+    h, w = img.shape[:2]
+    video = VideoInfo(
+        index=0,
+        codec=path.suffix.lower().lstrip("."),
+        width=w,
+        height=h,
+        display_width=w,
+        display_height=h,
+        fps=1.0,
+        time_base=Fraction(1, 1),
+        frame_count=1,
+        frame_count_exact=True,
+        duration_s=0.0,
+        start_time_s=0.0,
+        rotation=0,
+        pix_fmt="rgb24",
+        bit_depth=8,
+        color_range="pc",
+        color_space=None,
+        color_primaries=None,
+        color_trc=None,
+        vfr=False,
+    )
+    return MediaInfo(path=path, container="image", duration_s=0.0, is_image=True, video=video, audio=())
+
+
+def _probe_video(path: Path, container: av.container.InputContainer, stream: av.VideoStream) -> VideoInfo:
+    tb = stream.time_base or Fraction(1, 90000)
+    cc = stream.codec_context
+    stream.thread_type = "AUTO"
+    first, scanned_pts, complete = _scan(path, container, stream)
+    rotation = (-int(round(first.rotation))) % 360
+    rotation = int(90 * round(rotation / 90)) % 360
+    width, height = first.width, first.height
+    disp_w, disp_h = (height, width) if rotation in (90, 270) else (width, height)
+
+    start_time_s = float(stream.start_time * tb) if stream.start_time is not None else 0.0
+    if stream.duration:
+        duration_s = float(stream.duration * tb)
+    elif container.duration:
+        duration_s = container.duration / av.time_base
+    else:
+        duration_s = 0.0
+
+    vfr = _is_vfr(scanned_pts)
+    fps = _average_fps(stream, scanned_pts)
+    if complete and scanned_pts:
+        frame_count, exact = len(scanned_pts), True
+        if len(scanned_pts) > 1 and not stream.duration:
+            duration_s = float((scanned_pts[-1] - scanned_pts[0]) * tb) + 1.0 / fps
+    elif stream.frames:
+        frame_count, exact = int(stream.frames), True
+    else:
+        frame_count, exact = max(1, int(math.floor(duration_s * fps + 0.5))), False
+
+    fmt = first.format
+    bit_depth = max((c.bits for c in fmt.components), default=8)
+    return VideoInfo(
+        index=stream.index,
+        codec=cc.name,
+        width=width,
+        height=height,
+        display_width=disp_w,
+        display_height=disp_h,
+        fps=fps,
+        time_base=Fraction(tb),
+        frame_count=frame_count,
+        frame_count_exact=exact,
+        duration_s=duration_s,
+        start_time_s=start_time_s,
+        rotation=rotation,
+        pix_fmt=fmt.name,
+        bit_depth=int(bit_depth),
+        color_range=colour_name("range", first.color_range),
+        color_space=colour_name("space", first.colorspace),
+        color_primaries=colour_name("primaries", first.color_primaries),
+        color_trc=colour_name("trc", first.color_trc),
+        vfr=vfr,
+    )
+
+
+def _scan(
+    path: Path, container: av.container.InputContainer, stream: av.VideoStream
+) -> tuple[av.VideoFrame, list[int], bool]:
+    """Decode the first frame and collect the pts of the first packets (demux only after that).
+
+    Returns the first frame, the sorted pts, and whether those were all of the stream's packets.
+    """
+    first: av.VideoFrame | None = None
+    pts: list[int] = []
+    complete = True
+    try:
+        for packet in container.demux(stream):
+            if first is None:
+                frames = stream.decode(packet)
+                if frames:
+                    first = frames[0]
+            if packet.size == 0:
+                continue
+            if packet.pts is None:
+                complete = False
+                continue
+            pts.append(int(packet.pts))
+            if len(pts) >= _SCAN_PACKETS and first is not None:
+                complete = False
+                break
+        if first is None:
+            frames = stream.decode(None)
+            first = frames[0] if frames else None
+    except av.error.FFmpegError as exc:
+        if first is None:
+            raise _errors.decode_error(path, exc) from exc
+        complete = False
+    if first is None:
+        raise MediaError(f"{path}: no decodable video frames (damaged or truncated)")
+    pts.sort()
+    return first, pts, complete
+
+
+def _is_vfr(pts: list[int]) -> bool:
+    if len(pts) < 3:
+        return False
+    d = np.diff(np.asarray(pts, dtype=np.int64))
+    d = d[d > 0]
+    if d.size < 2:
+        return False
+    # Timestamps rounded to the time base jitter by one tick; real VFR differs by more.
+    return bool(d.max() - d.min() > max(1, int(0.02 * np.median(d))))
+
+
+def _average_fps(stream: av.VideoStream, pts: list[int]) -> float:
+    for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
+        if rate and float(rate) > 0 and math.isfinite(float(rate)):
+            return float(rate)
+    if len(pts) > 1:
+        span = float((pts[-1] - pts[0]) * (stream.time_base or Fraction(1, 90000)))
+        if span > 0:
+            return (len(pts) - 1) / span
+    return 25.0
+
+
+def _audio_info(stream: av.AudioStream) -> AudioInfo:
+    tb = stream.time_base or Fraction(1, stream.codec_context.sample_rate or 1)
+    duration = float(stream.duration * tb) if stream.duration else 0.0
+    cc = stream.codec_context
+    lang = stream.metadata.get("language")
+    return AudioInfo(
+        index=stream.index,
+        codec=cc.name,
+        sample_rate=int(cc.sample_rate or 0),
+        channels=int(cc.channels or 0),
+        duration_s=duration,
+        language=None if lang in (None, "und") else lang,
+    )

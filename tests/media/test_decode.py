@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffdesk.errors import MediaError
+from ffdesk.media.decode import VideoReader, read_frame_at, read_image
+from ffdesk.media.synth import SynthResult, draw_frame, frame_index_of, has_red_corner
+
+
+def _indices(reader: VideoReader) -> list[int]:
+    return [frame_index_of(f.image) for f in reader]
+
+
+def test_decodes_every_frame_in_order_with_source_pts(plain: SynthResult) -> None:
+    with VideoReader(plain.path) as reader:
+        frames = list(reader)
+    assert [frame_index_of(f.image) for f in frames] == list(range(20))
+    assert [f.pts for f in frames] == [round(t / reader.time_base) for t in plain.frame_times]
+    assert [f.time_s for f in frames] == pytest.approx(list(plain.frame_times), abs=1e-6)
+    img = frames[7].image
+    assert img.dtype == np.uint8 and img.shape == (96, 160, 3) and img.flags.c_contiguous
+    # lossy, but close to what was drawn
+    diff = np.abs(img.astype(int) - draw_frame(7, 160, 96).astype(int)).mean()
+    assert diff < 12
+
+
+def test_trim_by_time(plain: SynthResult) -> None:
+    # frames are 0.04 s apart: [0.30, 0.50) holds frames 8..12 (0.32 .. 0.48)
+    with VideoReader(plain.path, start_s=0.30, end_s=0.50) as reader:
+        assert _indices(reader) == [8, 9, 10, 11, 12]
+    with VideoReader(plain.path, start_s=0.32, end_s=0.48) as reader:
+        assert _indices(reader) == [8, 9, 10, 11]
+    with VideoReader(plain.path, end_s=0.1) as reader:
+        assert _indices(reader) == [0, 1, 2]
+
+
+def test_from_pts_seeks_past_keyframes(plain: SynthResult) -> None:
+    # gop 5: frame 13 needs decoding from the keyframe at 10
+    with VideoReader(plain.path) as reader:
+        pts = [f.pts for f in reader]
+    for wanted in (0, 4, 5, 13, 19):
+        with VideoReader(plain.path, from_pts=pts[wanted]) as reader:
+            got = [(f.pts, frame_index_of(f.image)) for f in reader]
+        assert got == list(zip(pts[wanted:], range(wanted, 20), strict=True))
+
+
+def test_read_frame_at_is_frame_accurate(plain: SynthResult, vfr: SynthResult) -> None:
+    for t, want in ((0.0, 0), (0.05, 1), (0.39, 9), (0.4, 10), (0.61, 15), (5.0, 19)):
+        assert frame_index_of(read_frame_at(plain.path, t).image) == want
+    for i, t in enumerate(vfr.frame_times):
+        assert frame_index_of(read_frame_at(vfr.path, t + 0.001).image) == i
+
+
+def test_rotation_is_applied(rotated: SynthResult) -> None:
+    with VideoReader(rotated.path) as reader:
+        frames = list(reader)
+    assert all(f.image.shape == (96, 160, 3) for f in frames)
+    assert all(has_red_corner(f.image) for f in frames)
+    assert [frame_index_of(f.image) for f in frames] == list(range(10))
+    with VideoReader(rotated.path, upright=False) as reader:
+        raw = next(iter(reader)).image
+    assert raw.shape == (160, 96, 3) and not has_red_corner(raw)
+
+
+@pytest.mark.parametrize("rotation", [180, 270])
+def test_other_rotations(make_clip, rotation: int) -> None:  # type: ignore[no-untyped-def]
+    clip = make_clip(f"rot{rotation}.mp4", frames=3, rotation=rotation)
+    img = read_frame_at(clip.path, 0.0).image
+    assert img.shape == (96, 160, 3) and has_red_corner(img)
+
+
+def test_vfr_keeps_irregular_times(vfr: SynthResult) -> None:
+    with VideoReader(vfr.path) as reader:
+        frames = list(reader)
+    assert [frame_index_of(f.image) for f in frames] == list(range(20))
+    assert [f.time_s for f in frames] == pytest.approx(list(vfr.frame_times), abs=1e-4)
+
+
+def test_odd_size_and_hevc(odd: SynthResult, make_clip) -> None:  # type: ignore[no-untyped-def]
+    with VideoReader(odd.path) as reader:
+        frames = list(reader)
+    assert frames[0].image.shape == (405, 721, 3)
+    assert [frame_index_of(f.image) for f in frames] == list(range(6))
+    hevc = make_clip("h265.mp4", codec="h265", frames=4)
+    with VideoReader(hevc.path) as reader:
+        assert _indices(reader) == [0, 1, 2, 3]
+
+
+def test_reader_closes_on_exhaustion(plain: SynthResult) -> None:
+    reader = VideoReader(plain.path, end_s=0.05)
+    assert len(list(reader)) == 2
+    assert reader._closed
+    reader.close()
+
+
+def test_reader_bad_file(tmp_path: Path) -> None:
+    p = tmp_path / "x.mp4"
+    p.write_text("nope")
+    with pytest.raises(MediaError, match="x.mp4"):
+        VideoReader(p)
+
+
+def test_read_image_rgb(tmp_path: Path) -> None:
+    img = np.zeros((20, 30, 3), np.uint8)
+    img[..., 0] = 200  # red in RGB
+    p = tmp_path / "red.png"
+    cv2.imwrite(str(p), img[..., ::-1])
+    got = read_image(p)
+    assert got.shape == (20, 30, 3) and got[0, 0].tolist() == [200, 0, 0]

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.errors import MediaError
+from ffdesk.media.probe import probe
+from ffdesk.media.synth import SynthResult
+
+
+def test_probe_plain_clip(plain: SynthResult) -> None:
+    info = probe(plain.path)
+    assert not info.is_image
+    v = info.video
+    assert v is not None
+    assert (v.width, v.height) == (160, 96)
+    assert (v.display_width, v.display_height) == (160, 96)
+    assert v.fps == pytest.approx(25.0)
+    assert v.frame_count == 20 and v.frame_count_exact
+    assert v.duration_s == pytest.approx(0.8, abs=0.05)
+    assert v.rotation == 0 and not v.vfr
+    assert v.codec == "h264" and v.pix_fmt == "yuv420p" and v.bit_depth == 8
+    assert (v.color_range, v.color_space, v.color_primaries, v.color_trc) == (
+        "tv",
+        "bt709",
+        "bt709",
+        "bt709",
+    )
+    assert len(info.audio) == 1
+    a = info.audio[0]
+    assert a.codec == "aac" and a.sample_rate == 48000 and a.channels == 2
+
+
+def test_probe_two_audio_streams(two_audio: SynthResult) -> None:
+    info = probe(two_audio.path)
+    assert [a.codec for a in info.audio] == ["aac", "aac"]
+    assert len({a.index for a in info.audio}) == 2
+
+
+def test_probe_rotation(rotated: SynthResult) -> None:
+    v = probe(rotated.path).video
+    assert v is not None
+    assert v.rotation == 90
+    assert (v.width, v.height) == (96, 160)
+    assert (v.display_width, v.display_height) == (160, 96)
+
+
+def test_probe_vfr(vfr: SynthResult, plain: SynthResult) -> None:
+    v = probe(vfr.path).video
+    assert v is not None and v.vfr
+    assert v.frame_count == 20
+    assert v.time_base == Fraction(1, 90000)
+    assert probe(plain.path).video.vfr is False  # type: ignore[union-attr]
+
+
+def test_probe_odd_size(odd: SynthResult) -> None:
+    v = probe(odd.path).video
+    assert v is not None and (v.width, v.height) == (721, 405)
+    assert v.pix_fmt == "yuv444p"
+
+
+def test_probe_prores_ten_bit(make_clip: Callable[..., SynthResult]) -> None:
+    clip = make_clip("prores.mov", codec="prores", frames=3)
+    v = probe(clip.path).video
+    assert v is not None
+    assert v.codec == "prores" and v.pix_fmt == "yuv422p10le" and v.bit_depth == 10
+
+
+def test_probe_image(tmp_path: Path) -> None:
+    import cv2
+
+    img = np.zeros((50, 70, 3), np.uint8)
+    p = tmp_path / "still.png"
+    cv2.imwrite(str(p), img)
+    info = probe(p)
+    assert info.is_image and info.video is not None
+    assert (info.video.width, info.video.height, info.video.frame_count) == (70, 50, 1)
+    assert info.audio == ()
+
+
+# --- bad input: one line naming the file -------------------------------------------------
+
+
+def _one_line_error(path: Path) -> str:
+    with pytest.raises(MediaError) as err:
+        probe(path)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert str(path) in msg
+    return msg
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert "not found" in _one_line_error(tmp_path / "nope.mp4")
+
+
+def test_zero_byte_file(tmp_path: Path) -> None:
+    p = tmp_path / "empty.mp4"
+    p.write_bytes(b"")
+    assert "empty" in _one_line_error(p)
+
+
+def test_text_file_named_mp4(tmp_path: Path) -> None:
+    p = tmp_path / "notes.mp4"
+    p.write_text("this is not a video\n" * 20)
+    _one_line_error(p)
+
+
+def test_truncated_mp4(tmp_path: Path, plain: SynthResult) -> None:
+    data = plain.path.read_bytes()
+    p = tmp_path / "half.mp4"
+    p.write_bytes(data[: len(data) // 2])
+    _one_line_error(p)
+
+
+def test_audio_only_file(tmp_path: Path) -> None:
+    p = tmp_path / "tone.m4a"
+    with av.open(str(p), "w") as out:
+        s = out.add_stream("aac", rate=48000)
+        frame = av.AudioFrame.from_ndarray(np.zeros((2, 1024), np.float32), format="fltp", layout="stereo")
+        frame.sample_rate = 48000
+        frame.pts = 0
+        for pkt in s.encode(frame):
+            out.mux(pkt)
+        for pkt in s.encode(None):
+            out.mux(pkt)
+    assert "no video stream" in _one_line_error(p)
+
+
+def test_unsupported_codec(tmp_path: Path, make_clip: Callable[..., SynthResult]) -> None:
+    clip = make_clip("k.mkv", frames=3)
+    data = clip.path.read_bytes()
+    assert data.count(b"V_MPEG4/ISO/AVC") == 1
+    p = tmp_path / "unknown_codec.mkv"
+    p.write_bytes(data.replace(b"V_MPEG4/ISO/AVC", b"V_MPEG4/ISO/XYZ"))
+    assert "unsupported" in _one_line_error(p)
+
+
+def test_unreadable_image(tmp_path: Path) -> None:
+    p = tmp_path / "broken.png"
+    p.write_bytes(b"\x89PNG garbage")
+    _one_line_error(p)

@@ -1,0 +1,284 @@
+"""Face detection and 468-point landmarks with the embedded ONNX models (no model pack needed).
+
+Detection: RetinaFace (MobileNet-0.25, multi-face, five keypoints) on a downscaled copy of the
+frame; when nothing is found the frame is also tried turned by 90, 270 and 180 degrees.
+Landmarks: MediaPipe's face mesh on a rotated square region around the face, run twice on a fresh
+detection (the second time around its own first result, as MediaPipe does when tracking).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+
+from ffdesk.faces.mesh import eye_angle, kps_from_mesh
+from ffdesk.faces.types import Face
+from ffdesk.resources import resource_path
+from ffdesk.types import Frame, Points
+
+F32 = npt.NDArray[np.float32]
+
+DETECTOR_FILE = "retinaface_tiny.onnx"
+MESH_FILE = "face_mesh_468.onnx"
+MESH_SIZE = 192
+MESH_ROI_SCALE = 1.5
+"""Square region side relative to the mesh's own extent (MediaPipe's tracking margin)."""
+DETECTION_ROI_SCALE = 1.6
+"""Square region side relative to the longer side of a detector box (first mesh pass)."""
+_RETINA_MEAN = np.array([104.0, 117.0, 123.0], np.float32)  # BGR, as the network was trained
+_RETINA_STRIDES = (8, 16, 32)
+_RETINA_SIZES = ((16.0, 32.0), (64.0, 128.0), (256.0, 512.0))
+
+
+@dataclass(frozen=True)
+class AnalyserSettings:
+    """How the analyser runs. `det_size`: longer side of the image the detector sees."""
+
+    det_size: int = 640
+    score_threshold: float = 0.7
+    nms_threshold: float = 0.4
+    presence_threshold: float = 0.5
+    min_face: float = 12.0
+    """Detections smaller than this (pixels of the frame) are dropped as noise."""
+    threads: int = 1
+    """ONNX Runtime intra-op threads per session (1 is best when several workers call at once)."""
+
+
+def _session(path: Path, threads: int) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-80.0, min(80.0, x))))
+
+
+def _roi_matrix(center: npt.ArrayLike, size: float, angle: float, out: int) -> npt.NDArray[np.float64]:
+    """Affine frame -> `out` x `out` crop of a square of side `size` at `center`, turned by `angle`
+    (radians) so that the face in it is upright."""
+    cx, cy = np.asarray(center, np.float64)[:2]
+    s = out / max(size, 1e-6)
+    c, si = math.cos(angle) * s, math.sin(angle) * s
+    m = np.array([[c, si, 0.0], [-si, c, 0.0]])
+    m[:, 2] = out / 2.0 - m[:, :2] @ np.array([cx, cy])
+    return m
+
+
+def _rotated_extent(points: Points, angle: float) -> tuple[npt.NDArray[np.float64], float]:
+    """Centre and longer side of the points' box in a frame turned by `angle`."""
+    p = np.asarray(points, np.float64)[:, :2]
+    c, s = math.cos(angle), math.sin(angle)
+    rot = np.array([[c, s], [-s, c]])
+    q = p @ rot.T
+    lo, hi = q.min(0), q.max(0)
+    center = rot.T @ ((lo + hi) / 2.0)
+    return center, float((hi - lo).max())
+
+
+class FaceAnalyser:
+    """Detects faces and computes their landmarks. Build once; safe to call from several threads."""
+
+    def __init__(self, settings: AnalyserSettings | None = None, models_dir: Path | None = None) -> None:
+        self.settings = settings or AnalyserSettings()
+        folder = models_dir or resource_path("models")
+        self._detector = _session(folder / DETECTOR_FILE, self.settings.threads)
+        self._mesh = _session(folder / MESH_FILE, self.settings.threads)
+        self._det_input = self._detector.get_inputs()[0].name
+        self._mesh_input = self._mesh.get_inputs()[0].name
+        self._anchors: dict[tuple[int, int], F32] = {}
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- detection
+    def detect(self, image: Frame, *, det_size: int | None = None, try_rotations: bool = True) -> list[Face]:
+        """Faces in an RGB frame, best score first, in the frame's pixels.
+
+        `kps` follow `Face.kps` for the upright face, so on a turned face they keep their meaning
+        (point 0 is always the subject's right eye). When nothing is found and `try_rotations`,
+        the frame is tried turned by 90, 270 and 180 degrees.
+        """
+        size = det_size or self.settings.det_size
+        h, w = image.shape[:2]
+        scale = size / max(h, w)
+        small: Frame = image
+        if abs(scale - 1.0) >= 1e-3:
+            new_size = (max(1, round(w * scale)), max(1, round(h * scale)))
+            small = np.asarray(cv2.resize(image, new_size, interpolation=cv2.INTER_AREA), np.uint8)
+        faces = self._detect_scaled(small, 1.0 / scale, 0)
+        if faces or not try_rotations:
+            return faces
+        for turn in (1, 3, 2):  # quarter turns clockwise
+            turned: Frame = np.ascontiguousarray(np.rot90(small, k=-turn))
+            faces = self._detect_scaled(turned, 1.0 / scale, turn)
+            if faces:
+                return faces
+        return []
+
+    def _anchor_grid(self, width: int, height: int) -> F32:
+        key = (width, height)
+        with self._lock:
+            cached = self._anchors.get(key)
+        if cached is not None:
+            return cached
+        parts = []
+        for stride, sizes in zip(_RETINA_STRIDES, _RETINA_SIZES, strict=True):
+            nx, ny = math.ceil(width / stride), math.ceil(height / stride)
+            xx, yy = np.meshgrid(np.arange(nx), np.arange(ny))
+            centres = np.stack([(xx.ravel() + 0.5) * stride, (yy.ravel() + 0.5) * stride], 1)
+            centres = np.repeat(centres, len(sizes), axis=0)
+            wh = np.tile(np.array([[s, s] for s in sizes]), (nx * ny, 1))
+            parts.append(np.hstack([centres, wh]))
+        grid = np.concatenate(parts).astype(np.float32)
+        with self._lock:
+            self._anchors[key] = grid
+        return grid
+
+    def _detect_scaled(self, img: Frame, back: float, turn: int) -> list[Face]:
+        """Detect in `img` (the frame scaled by 1/back, turned `turn` quarter turns clockwise)."""
+        h, w = img.shape[:2]
+        ph, pw = -(-h // 32) * 32, -(-w // 32) * 32
+        x = np.zeros((ph, pw, 3), np.float32)
+        x[:h, :w] = img[..., ::-1]
+        x -= _RETINA_MEAN
+        if ph > h or pw > w:
+            x[h:, :] = 0.0
+            x[:, w:] = 0.0
+        loc, conf, lms = self._detector.run(None, {self._det_input: x.transpose(2, 0, 1)[None]})
+        scores = conf[0, :, 1]
+        keep = np.where(scores > self.settings.score_threshold)[0]
+        if keep.size == 0:
+            return []
+        a = self._anchor_grid(pw, ph)[keep]
+        loc, pts, scores = loc[0, keep], lms[0, keep].reshape(-1, 5, 2), scores[keep]
+        centre = a[:, :2] + loc[:, :2] * 0.1 * a[:, 2:]
+        wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)
+        pts = a[:, None, :2] + pts * 0.1 * a[:, None, 2:]
+        boxes = np.hstack([centre - wh / 2, wh])
+        idx = cv2.dnn.NMSBoxes(
+            boxes.tolist(), scores.tolist(), self.settings.score_threshold, self.settings.nms_threshold
+        )
+        faces = []
+        for i in np.asarray(idx, dtype=np.int64).ravel():
+            bx, by, bw, bh = boxes[i]
+            corners = np.array([[bx, by], [bx + bw, by], [bx, by + bh], [bx + bw, by + bh]], np.float32)
+            corners = _unturn(corners, turn, w, h) * back
+            kp = _unturn(pts[i].astype(np.float32), turn, w, h) * back
+            x1, y1 = corners.min(0)
+            x2, y2 = corners.max(0)
+            if max(x2 - x1, y2 - y1) < self.settings.min_face:
+                continue
+            faces.append(
+                Face(
+                    bbox=(float(x1), float(y1), float(x2), float(y2)),
+                    score=float(scores[i]),
+                    kps=kp.astype(np.float32),
+                )
+            )
+        faces.sort(key=lambda f: -f.score)
+        return faces
+
+    # ---------------------------------------------------------------- landmarks
+    def mesh_at(self, image: Frame, center: npt.ArrayLike, size: float, angle: float) -> tuple[Points, float]:
+        """468 x 3 mesh points (frame pixels; z in pixels, relative) in the given square region,
+        and the model's face-presence probability."""
+        m = _roi_matrix(center, size, angle, MESH_SIZE)
+        crop = cv2.warpAffine(
+            image, m, (MESH_SIZE, MESH_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+        )
+        x = (crop.astype(np.float32) * (1.0 / 255.0)).transpose(2, 0, 1)[None]
+        raw, flag = self._mesh.run(None, {self._mesh_input: x})
+        pts = raw.reshape(468, 3).astype(np.float64)
+        inv = cv2.invertAffineTransform(m)
+        out = np.empty((468, 3), np.float32)
+        out[:, :2] = pts[:, :2] @ inv[:, :2].T + inv[:, 2]
+        out[:, 2] = pts[:, 2] * (size / MESH_SIZE)
+        return out, _sigmoid(float(flag.ravel()[0]))
+
+    def track(self, image: Frame, face: Face) -> Face | None:
+        """The face's mesh in a new frame, searched around its previous landmarks (or its detection
+        when it has none). None when the model says there is no face there any more."""
+        if face.landmarks is not None:
+            angle = eye_angle(face.landmarks)
+            center, extent = _rotated_extent(face.landmarks, angle)
+            size = extent * MESH_ROI_SCALE
+        else:
+            kps = np.asarray(face.kps, np.float64)
+            d = kps[1] - kps[0]
+            angle = math.atan2(d[1], d[0])
+            x1, y1, x2, y2 = face.bbox
+            center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
+            size = max(x2 - x1, y2 - y1) * DETECTION_ROI_SCALE
+        pts, presence = self.mesh_at(image, center, size, angle)
+        if presence < self.settings.presence_threshold:
+            return None
+        return _with_mesh(face, pts, presence)
+
+    def landmarks(self, image: Frame, face: Face) -> Face:
+        """`face` with its 468-point mesh (frame pixels); `bbox` and `kps` are re-derived from the
+        mesh. A fresh detection gets a second pass around its first mesh for precision."""
+        return self.landmarks_with_presence(image, face)[0]
+
+    def landmarks_with_presence(self, image: Frame, face: Face) -> tuple[Face, float]:
+        """`landmarks` and the mesh model's face-presence probability (0-1)."""
+        pts, presence = self._mesh_for(image, face)
+        if face.landmarks is None:
+            staged = _with_mesh(face, pts, presence)
+            pts2, presence2 = self._mesh_for(image, staged)
+            if presence2 >= presence:
+                pts, presence = pts2, presence2
+        return _with_mesh(face, pts, presence), presence
+
+    def _mesh_for(self, image: Frame, face: Face) -> tuple[Points, float]:
+        if face.landmarks is not None:
+            angle = eye_angle(face.landmarks)
+            center, extent = _rotated_extent(face.landmarks, angle)
+            return self.mesh_at(image, center, extent * MESH_ROI_SCALE, angle)
+        kps = np.asarray(face.kps, np.float64)
+        d = kps[1] - kps[0]
+        angle = math.atan2(d[1], d[0])
+        x1, y1, x2, y2 = face.bbox
+        center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
+        return self.mesh_at(image, center, max(x2 - x1, y2 - y1) * DETECTION_ROI_SCALE, angle)
+
+    def analyse(self, image: Frame, *, det_size: int | None = None, try_rotations: bool = True) -> list[Face]:
+        """Detect, then landmark every face; faces the mesh model rejects are dropped."""
+        out = []
+        for face in self.detect(image, det_size=det_size, try_rotations=try_rotations):
+            f, presence = self.landmarks_with_presence(image, face)
+            if presence >= self.settings.presence_threshold:
+                out.append(f)
+        return out
+
+
+def _with_mesh(face: Face, pts: Points, presence: float) -> Face:
+    x1, y1 = pts[:, :2].min(0)
+    x2, y2 = pts[:, :2].max(0)
+    return replace(
+        face,
+        landmarks=pts,
+        kps=kps_from_mesh(pts),
+        bbox=(float(x1), float(y1), float(x2), float(y2)),
+    )
+
+
+def _unturn(points: F32, turn: int, w: int, h: int) -> F32:
+    """Map points from an image turned `turn` quarter turns clockwise (size w x h after turning)
+    back to the unturned image."""
+    p = np.asarray(points, np.float32)
+    x, y = p[..., 0], p[..., 1]
+    if turn == 0:
+        return p
+    if turn == 1:  # turned clockwise: original (X, Y) -> (H0 - Y, X); H0 == w
+        return np.stack([y, w - x], -1)
+    if turn == 3:  # counter-clockwise: (X, Y) -> (Y, W0 - X); W0 == h
+        return np.stack([h - y, x], -1)
+    return np.stack([w - x, h - y], -1)

@@ -1,0 +1,77 @@
+"""The files through which a training run and its monitors talk.
+
+`control.json` carries one command from a monitor to the trainer. The monitor writes it
+atomically; the trainer claims it by renaming it away before reading, so a command written while
+the trainer handles the previous one is never lost, and each command is acted on once.
+`status.json` is the trainer's answer: its state, step and goal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from ffdesk.training.store import write_json_atomic
+
+Command = Literal["pause", "resume", "stop", "export"]
+State = Literal["starting", "running", "paused", "exporting", "stopped", "interrupted", "done", "failed"]
+
+CONTROL = "control.json"
+STATUS = "status.json"
+METRICS = "metrics.jsonl"
+SETTINGS = "run.json"
+CHECKPOINT = "checkpoint.pt"
+PREVIEW = "preview.png"
+MODEL = "model.onnx"
+MODEL_INFO = "model.json"
+
+
+def send(run_dir: Path, command: Command) -> None:
+    """Ask the trainer of `run_dir` to pause, resume, stop or export (it polls between steps)."""
+    if command not in get_args(Command):
+        raise ValueError(f"unknown command {command!r}")
+    write_json_atomic(Path(run_dir) / CONTROL, {"command": command, "time": time.time()})
+
+
+def take(run_dir: Path) -> Command | None:
+    """Claim the pending command, if any (the trainer's side)."""
+    path = Path(run_dir) / CONTROL
+    claimed = path.with_name(f".{CONTROL}.{os.getpid()}.taken")
+    try:
+        os.replace(path, claimed)
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(claimed.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    finally:
+        claimed.unlink(missing_ok=True)
+    command = data.get("command") if isinstance(data, dict) else None
+    return command if command in get_args(Command) else None
+
+
+def write_status(run_dir: Path, state: State, step: int, steps_goal: int, **extra: Any) -> None:
+    write_json_atomic(
+        Path(run_dir) / STATUS,
+        {
+            "state": state,
+            "step": step,
+            "steps_goal": steps_goal,
+            "pid": os.getpid(),
+            "time": time.time(),
+            **extra,
+        },
+    )
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when it is missing or (briefly) unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,148 @@
+"""Following a run's `metrics.jsonl` as it grows, and summarising a run for monitors."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ffdesk.training import control
+
+
+class MetricsFollower:
+    """Tails a JSONL file: each `poll()` returns the records completed since the last one.
+
+    A last line without its newline is being written: it stays buffered until the newline
+    arrives. A file that shrank (a resumed run drops records after its checkpoint) is re-read
+    from the start, and `reset` tells the caller to drop what it had.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._offset = 0
+        self._partial = b""
+        self._identity: tuple[int, int] | None = None
+        self.reset = False
+        """True after a `poll()` that restarted from the top of the file."""
+
+    def poll(self) -> list[dict[str, Any]]:
+        self.reset = False
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return []
+        identity = (st.st_dev, st.st_ino)
+        if (self._identity is not None and identity != self._identity) or st.st_size < self._offset:
+            self._offset, self._partial, self.reset = 0, b"", True
+        self._identity = identity
+        if st.st_size == self._offset:
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self._offset)
+            chunk = fh.read()
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        records = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash; the next ones are whole
+            if isinstance(rec, dict):
+                records.append(rec)
+        return records
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a monitor shows about a run at one moment."""
+
+    run_dir: Path
+    state: str
+    step: int
+    steps_goal: int | None
+    loss: float | None
+    losses: dict[str, float]
+    samples_per_s: float | None
+    eta_s: float | None
+    gpu_memory_bytes: int | None
+    gpu_power_w: float | None
+    preview: Path | None
+    updated: float | None
+
+    def lines(self) -> list[str]:
+        goal = f"/{self.steps_goal}" if self.steps_goal else ""
+        loss = "-" if self.loss is None else f"{self.loss:.4f}"
+        terms = " ".join(f"{k}={v:.4f}" for k, v in sorted(self.losses.items()))
+        rate = "-" if self.samples_per_s is None else f"{self.samples_per_s:.1f}"
+        out = [
+            f"run {self.run_dir}: {self.state}, step {self.step}{goal}",
+            f"loss {loss}  {terms}".rstrip(),
+            f"samples/s {rate}  ETA {format_eta(self.eta_s)}",
+        ]
+        gpu = []
+        if self.gpu_memory_bytes is not None:
+            gpu.append(f"GPU memory {self.gpu_memory_bytes / 2**20:.0f} MiB")
+        if self.gpu_power_w is not None:
+            gpu.append(f"power {self.gpu_power_w:.0f} W")
+        out.append("  ".join(gpu) if gpu else "GPU: no figures (CPU run or no NVML)")
+        if self.preview:
+            out.append(f"preview {self.preview}")
+        return out
+
+
+def format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def eta_seconds(records: list[dict[str, Any]], steps_goal: int | None) -> float | None:
+    """Time left to the goal, from the step rate over the last records (up to 20)."""
+    if not records or not steps_goal:
+        return None
+    last = records[-1]
+    if last["step"] >= steps_goal:
+        return 0.0
+    window = records[-20:]
+    first = window[0]
+    dt = float(last.get("time", 0)) - float(first.get("time", 0))
+    ds = int(last["step"]) - int(first["step"])
+    if ds <= 0 or dt <= 0:
+        rate = last.get("steps_per_s")
+        return (steps_goal - last["step"]) / rate if rate else None
+    return (steps_goal - int(last["step"])) * dt / ds
+
+
+def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
+    """Summary from the run's status/settings files and the metrics records read so far."""
+    run_dir = Path(run_dir)
+    status = control.read_json(run_dir / control.STATUS) or {}
+    settings = control.read_json(run_dir / control.SETTINGS) or {}
+    goal = status.get("steps_goal") or settings.get("steps")
+    last = records[-1] if records else {}
+    preview = run_dir / control.PREVIEW
+    step = int(status.get("step") or last.get("step") or 0)
+    return RunSummary(
+        run_dir=run_dir,
+        state=str(status.get("state", "not started" if not records else "unknown")),
+        step=max(step, int(last.get("step") or 0)),
+        steps_goal=int(goal) if goal else None,
+        loss=last.get("loss"),
+        losses=dict(last.get("losses") or {}),
+        samples_per_s=last.get("samples_per_s"),
+        eta_s=eta_seconds(records, int(goal) if goal else None),
+        gpu_memory_bytes=last.get("gpu_memory_bytes"),
+        gpu_power_w=last.get("gpu_power_w"),
+        preview=preview if preview.exists() else None,
+        updated=status.get("time") or last.get("time") or (time.time() if records else None),
+    )

@@ -1,0 +1,496 @@
+"""The training loop: data, mixed precision, checkpoints, control files, logs and previews.
+
+Files in the run folder (see `control` for the names): `run.json` (settings), `checkpoint.pt`
+(model, optimizer, scaler, step, RNG; replaced atomically), `metrics.jsonl` (one record per log
+interval), `status.json`, `control.json` (commands from monitors), `preview.png` and
+`previews/`, `tensorboard/`, and at the end `model.onnx` + `model.json`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import cv2
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from ffdesk.errors import UserError
+from ffdesk.training import control
+from ffdesk.training.augment import AugmentSettings, resize_crop
+from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
+from ffdesk.training.losses import WEIGHTS, masked_losses, total
+from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder, parameter_count
+from ffdesk.training.store import Faceset, write_json_atomic
+
+Outcome = Literal["done", "stopped", "interrupted"]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    src: Path
+    """Faceset of identity A, the face to put in."""
+    dst: Path
+    """Faceset of identity B, the face to replace."""
+    run_dir: Path
+    steps: int = 100_000
+    resolution: int = 128
+    batch: int = 8
+    lr: float = 5e-5
+    amp: bool = False
+    grad_checkpoint: bool = False
+    resume: bool = False
+    workers: int = 2
+    seed: int = 0
+    device: str = "auto"
+    log_every: int = 10
+    preview_every: int = 500
+    save_every: int = 1000
+    export_at_end: bool = True
+    model: ModelConfig | None = None
+    """Network size; None picks the default for `resolution`."""
+    augment: AugmentSettings = field(default_factory=AugmentSettings)
+
+    def model_config(self) -> ModelConfig:
+        cfg = self.model or ModelConfig.for_resolution(self.resolution)
+        return replace(cfg, resolution=self.resolution, grad_checkpoint=self.grad_checkpoint)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model"] = self.model_config().to_json()
+        return json.loads(json.dumps(d, default=str))
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    outcome: Outcome
+    step: int
+    model: Path | None
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {name!r} (use auto, cpu or cuda[:N])") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device {name}: no CUDA GPU is available to torch")
+    return dev
+
+
+def amp_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the device does it natively, else fp16 (which needs a gradient scaler)."""
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _alignment(a: Faceset, b: Faceset) -> dict[str, Any]:
+    sa, sb = a.index.settings.get("alignment") or {}, b.index.settings.get("alignment") or {}
+    if sa and sb and sa.get("template") != sb.get("template"):
+        raise UserError(
+            f"{a.folder} and {b.folder} were aligned with different templates "
+            f"({sa.get('template')} vs {sb.get('template')}); extract both the same way"
+        )
+    return {**sb, "faceset_size": b.size}
+
+
+class _Telemetry:
+    """GPU memory and power for the metrics log; None where there is no GPU or NVML."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._nvml: Any = None
+        if device.type == "cuda":
+            try:
+                from ffdesk.telemetry.nvml import Nvml
+
+                nv = Nvml()
+                self._nvml = nv if nv.available else None
+            except Exception:  # noqa: BLE001 - telemetry must never stop training
+                self._nvml = None
+
+    def read(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gpu_memory_bytes": None, "gpu_memory_peak_bytes": None, "gpu_power_w": None}
+        if self.device.type != "cuda":
+            return out
+        out["gpu_memory_bytes"] = int(torch.cuda.memory_reserved(self.device))
+        out["gpu_memory_peak_bytes"] = int(torch.cuda.max_memory_allocated(self.device))
+        if self._nvml is not None:
+            try:
+                samples = self._nvml.sample()
+                ours = [s for s in samples if s.process_memory_bytes] or list(samples)
+                if ours:
+                    out["gpu_power_w"] = ours[0].power_w
+                    if ours[0].process_memory_bytes:
+                        out["gpu_memory_bytes"] = int(ours[0].process_memory_bytes)
+            except Exception:  # noqa: BLE001
+                pass
+        return out
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            with contextlib.suppress(Exception):
+                self._nvml.close()
+
+
+class Trainer:
+    """Runs one training session of a run folder. Qt-free; the caller supplies callbacks.
+
+    `should_stop()` is polled between steps (the CLI sets it from Ctrl-C); when it turns true the
+    trainer saves a checkpoint and returns `interrupted`. `on_record(record)` gets each metrics
+    record as it is logged.
+    """
+
+    def __init__(
+        self,
+        settings: TrainSettings,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        on_message: Callable[[str], None] | None = None,
+    ) -> None:
+        self.s = settings
+        self.run_dir = Path(settings.run_dir)
+        self.should_stop = should_stop
+        self.on_record = on_record or (lambda _r: None)
+        self.on_message = on_message or (lambda _m: None)
+
+    # ---- setup -------------------------------------------------------------------------------
+
+    def _prepare(self) -> tuple[TrainSettings, dict[str, Any] | None]:
+        s = self.s
+        if s.resolution not in RESOLUTIONS:
+            raise UserError(f"--resolution {s.resolution}: choose one of {', '.join(map(str, RESOLUTIONS))}")
+        if s.batch < 1 or s.steps < 1:
+            raise UserError("--batch and --steps must be at least 1")
+        ckpt_path = self.run_dir / control.CHECKPOINT
+        ckpt = None
+        if ckpt_path.exists():
+            if not s.resume:
+                raise UserError(
+                    f"{self.run_dir} already holds a run; add --resume or pick a new --run folder"
+                )
+            from ffdesk.training.export import load_checkpoint
+
+            ckpt = load_checkpoint(self.run_dir)
+            saved = ckpt["model_config"]
+            if saved["resolution"] != s.resolution:
+                s = replace(s, resolution=int(saved["resolution"]))
+            s = replace(s, model=ModelConfig(**{**saved, "grad_checkpoint": s.grad_checkpoint}))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
+        return s, ckpt
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drop records logged after the checkpoint (a crash): steps stay strictly increasing."""
+        path = self.run_dir / control.METRICS
+        if not path.exists():
+            return
+        keep = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                if int(json.loads(line)["step"]) <= step:
+                    keep.append(line)
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue
+        fd, tmp = tempfile.mkstemp(prefix=".metrics.", dir=self.run_dir)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write("".join(line + "\n" for line in keep))
+        os.replace(tmp, path)
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        s, ckpt = self._prepare()
+        device = pick_device(s.device)
+        cfg = s.model_config()
+        fa, fb = Faceset(s.src), Faceset(s.dst)
+        alignment = _alignment(fa, fb)
+        torch.manual_seed(s.seed)
+        model = SwapAutoencoder(cfg).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=s.lr, betas=(0.5, 0.999))
+        dtype = amp_dtype(device)
+        use_amp = s.amp
+        scaler = torch.amp.GradScaler(device.type, enabled=use_amp and dtype == torch.float16)
+        step = 0
+        if ckpt is not None:
+            model.load_state_dict(ckpt["model"])
+            opt.load_state_dict(ckpt["optimizer"])
+            if ckpt.get("scaler"):
+                scaler.load_state_dict(ckpt["scaler"])
+            step = int(ckpt["step"])
+            torch.set_rng_state(ckpt["rng"]["torch"])
+            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+                torch.cuda.set_rng_state(ckpt["rng"]["cuda"], device)
+            self._truncate_metrics(step)
+            self.on_message(f"resumed at step {step}")
+        if step >= s.steps:
+            self.on_message(f"already at step {step} of {s.steps}; raise --steps to train further")
+        self.on_message(
+            f"training on {device} ({'amp ' + str(dtype).split('.')[-1] if use_amp else 'fp32'}), "
+            f"{parameter_count(model) / 1e6:.2f}M parameters, {len(fa)} + {len(fb)} faces, "
+            f"{s.resolution} px, batch {s.batch}"
+        )
+
+        spec = BatchSpec(resolution=s.resolution, batch=s.batch, seed=s.seed, augment=s.augment)
+        data = PairBatches(s.src, s.dst, spec, length=max(s.steps, step))
+        loader = DataLoader(
+            data,
+            batch_size=None,
+            sampler=StepSampler(step, s.steps),
+            num_workers=s.workers,
+            pin_memory=device.type == "cuda",
+            worker_init_fn=worker_init if s.workers else None,
+            prefetch_factor=4 if s.workers else None,
+            persistent_workers=False,
+        )
+        preview_batch = _preview_batch(fa, fb, s.resolution)
+        from torch.utils.tensorboard import SummaryWriter
+
+        tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=step + 1)
+        telemetry = _Telemetry(device)
+        metrics = (self.run_dir / control.METRICS).open("a", encoding="utf-8")
+
+        def save(state: control.State) -> None:
+            _atomic_torch_save(
+                {
+                    "step": step,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "scaler": scaler.state_dict() if scaler.is_enabled() else None,
+                    "model_config": cfg.to_json(),
+                    "settings": s.to_json(),
+                    "alignment": alignment,
+                    "src": str(s.src),
+                    "dst": str(s.dst),
+                    "rng": {
+                        "torch": torch.get_rng_state(),
+                        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                    },
+                },
+                self.run_dir / control.CHECKPOINT,
+            )
+            control.write_status(self.run_dir, state, step, s.steps)
+
+        def export() -> Path:
+            from ffdesk.training.export import export_run
+
+            control.write_status(self.run_dir, "exporting", step, s.steps)
+            save("exporting")
+            path = export_run(self.run_dir)
+            self.on_message(f"exported {path}")
+            return path
+
+        outcome: Outcome = "done"
+        model_path: Path | None = None
+        control.write_status(self.run_dir, "running", step, s.steps)
+        window_t, window_steps = time.perf_counter(), 0
+        acc: dict[str, float] = {}
+        try:
+            model.train()
+            batches = iter(loader)
+            while step < s.steps:
+                outcome_now = self._handle_controls(step, s.steps, save, export)
+                if outcome_now is not None:
+                    outcome = outcome_now
+                    break
+                if self.should_stop():
+                    outcome = "interrupted"
+                    break
+                batch = next(batches)
+                terms = self._train_step(model, opt, scaler, batch, device, dtype, use_amp)
+                step += 1
+                window_steps += 1
+                for k, v in terms.items():
+                    acc[k] = acc.get(k, 0.0) + v
+                if step % s.log_every == 0 or step == s.steps:
+                    dt = time.perf_counter() - window_t
+                    rec = self._record(step, s, acc, window_steps, dt, opt, telemetry)
+                    metrics.write(json.dumps(rec) + "\n")
+                    metrics.flush()
+                    for k, v in rec["losses"].items():
+                        tb.add_scalar(f"loss/{k}", v, step)
+                    tb.add_scalar("loss/total", rec["loss"], step)
+                    tb.add_scalar("speed/samples_per_s", rec["samples_per_s"], step)
+                    tb.add_scalar("lr", rec["lr"], step)
+                    control.write_status(self.run_dir, "running", step, s.steps)
+                    self.on_record(rec)
+                    window_t, window_steps, acc = time.perf_counter(), 0, {}
+                if step % s.preview_every == 0 or step == s.steps:
+                    grid = render_preview(model, preview_batch, device)
+                    write_preview(self.run_dir, grid, step)
+                    tb.add_image("preview", grid, step, dataformats="HWC")
+                if step % s.save_every == 0:
+                    save("running")
+            save(outcome)
+            if outcome in ("done", "stopped") and s.export_at_end:
+                model_path = export()
+            control.write_status(self.run_dir, outcome, step, s.steps)
+        except BaseException:
+            control.write_status(self.run_dir, "failed", step, s.steps)
+            raise
+        finally:
+            del loader
+            metrics.close()
+            tb.close()
+            telemetry.close()
+        return TrainResult(outcome=outcome, step=step, model=model_path)
+
+    def _handle_controls(
+        self,
+        step: int,
+        goal: int,
+        save: Callable[[control.State], None],
+        export: Callable[[], Path],
+    ) -> Outcome | None:
+        command = control.take(self.run_dir)
+        paused = False
+        while command is not None or paused:
+            if command == "stop":
+                self.on_message(f"stop requested at step {step}")
+                return "stopped"
+            if command == "export":
+                export()
+                control.write_status(self.run_dir, "paused" if paused else "running", step, goal)
+            elif command == "pause" and not paused:
+                paused = True
+                save("paused")
+                self.on_message(f"paused at step {step}")
+            elif command == "resume" and paused:
+                paused = False
+                control.write_status(self.run_dir, "running", step, goal)
+                self.on_message(f"resumed at step {step}")
+            if paused:
+                if self.should_stop():
+                    return "interrupted"
+                time.sleep(0.1)
+            command = control.take(self.run_dir)
+        return None
+
+    @staticmethod
+    def _train_step(
+        model: SwapAutoencoder,
+        opt: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        batch: dict[str, dict[str, torch.Tensor]],
+        device: torch.device,
+        dtype: torch.dtype,
+        use_amp: bool,
+    ) -> dict[str, float]:
+        t = {side: _to_device(batch[side], device) for side in ("a", "b")}
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=dtype, enabled=use_amp):
+            out = model(t["a"]["input"], t["b"]["input"])
+        terms: dict[str, torch.Tensor] = {}
+        for side in ("a", "b"):
+            rgb, mask = out[side]
+            for k, v in masked_losses(rgb.float(), mask.float(), t[side]["target"], t[side]["mask"]).items():
+                terms[f"{k}_{side}"] = v
+        loss = total(terms)
+        if not torch.isfinite(loss):
+            raise FloatingPointError("the training loss is not finite; lower --lr or turn off --amp")
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return {k: float(v.detach()) for k, v in terms.items()}
+
+    def _record(
+        self,
+        step: int,
+        s: TrainSettings,
+        acc: dict[str, float],
+        steps: int,
+        dt: float,
+        opt: torch.optim.Optimizer,
+        telemetry: _Telemetry,
+    ) -> dict[str, Any]:
+        losses = {k: v / max(steps, 1) for k, v in acc.items()}
+        weighted = sum(WEIGHTS[k.split("_")[0]] * v for k, v in losses.items())
+        return {
+            "step": step,
+            "time": time.time(),
+            "loss": weighted,
+            "losses": losses,
+            "samples_per_s": 2 * s.batch * steps / dt if dt > 0 else None,
+            "steps_per_s": steps / dt if dt > 0 else None,
+            "lr": float(opt.param_groups[0]["lr"]),
+            "steps_goal": s.steps,
+            **telemetry.read(),
+        }
+
+
+def _to_device(side: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    nb = device.type == "cuda"
+    img = {
+        k: side[k].to(device, non_blocking=nb).permute(0, 3, 1, 2).float().div_(255)
+        for k in ("input", "target")
+    }
+    img["mask"] = side["mask"].to(device, non_blocking=nb).unsqueeze(1).float().div_(255)
+    return img
+
+
+def _preview_batch(a: Faceset, b: Faceset, resolution: int, count: int = 4) -> dict[str, torch.Tensor]:
+    """The first faces of each set, unaugmented: the same faces in every preview of a run."""
+
+    def take(fs: Faceset) -> torch.Tensor:
+        idx = np.linspace(0, len(fs) - 1, min(count, len(fs))).round().astype(int)
+        crops = [resize_crop(fs.face(int(i)), fs.mask(int(i)), resolution)[0] for i in idx]
+        return torch.from_numpy(np.stack(crops)).permute(0, 3, 1, 2).float() / 255
+
+    return {"a": take(a), "b": take(b)}
+
+
+@torch.no_grad()
+def render_preview(
+    model: SwapAutoencoder, batch: dict[str, torch.Tensor], device: torch.device
+) -> np.ndarray:
+    """A grid, one face per row: A, A rebuilt, A as B | B, B rebuilt, B as A (uint8 RGB)."""
+    was_training = model.training
+    model.eval()
+    xa, xb = batch["a"].to(device), batch["b"].to(device)
+    za, zb = model.encoder(xa), model.encoder(xb)
+    cols_a = [xa, model.decoder_a(za)[0], model.decoder_b(za)[0]]
+    cols_b = [xb, model.decoder_b(zb)[0], model.decoder_a(zb)[0]]
+    model.train(was_training)
+    n = min(len(xa), len(xb))
+    rows = [torch.cat([c[i] for c in cols_a + cols_b], dim=2) for i in range(n)]
+    grid = torch.cat(rows, dim=1).clamp(0, 1).mul(255).round().byte()
+    return np.ascontiguousarray(grid.permute(1, 2, 0).cpu().numpy())
+
+
+def write_preview(run_dir: Path, grid: np.ndarray, step: int) -> Path:
+    """`previews/preview_<step>.png` and the latest as `preview.png` (both written atomically)."""
+    folder = run_dir / "previews"
+    folder.mkdir(exist_ok=True)
+    ok, png = cv2.imencode(".png", cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise RuntimeError("PNG encoding failed")
+    for path in (folder / f"preview_{step:08d}.png", run_dir / control.PREVIEW):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(png.tobytes())
+        os.replace(tmp, path)
+    return run_dir / control.PREVIEW

@@ -1,0 +1,263 @@
+"""The model catalog: what each supported model file is and how to feed it.
+
+The data lives in `resources/catalog.toml`; this module only parses it into frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+
+ModelKind = Literal["swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser"]
+Template = Literal["arcface_112_v2", "arcface_128", "ffhq_512", "none"]
+HashKind = Literal["crc32", "sha256"]
+Dim = int | str
+"""A fixed dimension (int >= 0) or a dynamic one (-1 or a symbol such as "N")."""
+
+KINDS: tuple[str, ...] = ("swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser")
+TEMPLATES: tuple[str, ...] = ("arcface_112_v2", "arcface_128", "ffhq_512", "none")
+DTYPES: tuple[str, ...] = ("float32", "float16", "float64", "int64", "int32", "uint8")
+
+
+def default_catalog_path() -> Path:
+    """`resources/catalog.toml` next to the package."""
+    return Path(__file__).resolve().parents[2] / "resources" / "catalog.toml"
+
+
+def is_dynamic(dim: Dim) -> bool:
+    """True for -1 or a symbolic dimension."""
+    return isinstance(dim, str) or dim < 0
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a model."""
+
+    name: str
+    """The tensor's name; "" when it is read by position and its name is not checked."""
+    shape: tuple[Dim, ...]
+    dtype: str = "float32"
+    layout: str = ""
+    """"NCHW", "NHWC" or "" (not an image)."""
+    color: str = ""
+    """"RGB", "BGR" or "" (not an image)."""
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    """value = (pixel - mean) / std, pixel in 0..255; one number or one per channel."""
+    optional: bool = False
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def fixed_shape(self) -> tuple[int, ...]:
+        """The shape with dynamic dims replaced by 1 (a valid example input for most models)."""
+        return tuple(1 if is_dynamic(d) else int(d) for d in self.shape)
+
+    @property
+    def numpy_dtype(self) -> np.dtype[Any]:
+        return np.dtype(self.dtype)
+
+    def _channel_params(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        mean = np.asarray(self.mean, np.float32)
+        std = np.asarray(self.std, np.float32)
+        if self.layout == "NCHW" and mean.size > 1:
+            mean, std = mean.reshape(-1, 1, 1), std.reshape(-1, 1, 1)
+        return mean, std
+
+    def normalize(self, pixels: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+        """Map pixels (0..255, already in this tensor's layout and colour order) to model values."""
+        mean, std = self._channel_params()
+        return ((pixels.astype(np.float32) - mean) / std).astype(np.float32)
+
+    def denormalize(self, values: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+        """Map model values back to pixels (0..255 float, not clipped)."""
+        mean, std = self._channel_params()
+        return (values.astype(np.float32) * std + mean).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A catalog entry."""
+
+    name: str
+    kind: str
+    file: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    template: str = "none"
+    size_bytes: int = 0
+    """Approximate size of the published file (informational)."""
+    hash_kind: str = "crc32"
+    sha256: str | None = None
+    description: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def framework(self) -> str:
+        """ "onnx" or "torch", from the file's extension."""
+        return "torch" if self.file.endswith((".pt", ".pth", ".safetensors")) else "onnx"
+
+    @property
+    def hash_file(self) -> str:
+        """The FaceFusion-style sidecar name: `<stem>.hash`."""
+        return Path(self.file).stem + ".hash"
+
+    def input(self, name: str) -> TensorSpec:
+        for t in self.inputs:
+            if t.name == name:
+                return t
+        raise KeyError(f"{self.name} has no input {name!r}")
+
+    def option(self, key: str, default: Any = None) -> Any:
+        for k, v in self.options:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def resolution(self) -> int | None:
+        """Side of the first image input in pixels, when fixed."""
+        for t in self.inputs:
+            if t.layout in ("NCHW", "NHWC") and t.rank == 4:
+                side = t.shape[2] if t.layout == "NCHW" else t.shape[1]
+                return None if is_dynamic(side) else int(side)
+        return None
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All known models, in file order."""
+
+    models: tuple[ModelSpec, ...]
+    source: Path | None = None
+
+    def __iter__(self) -> Iterator[ModelSpec]:
+        return iter(self.models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def __contains__(self, name: object) -> bool:
+        return any(m.name == name for m in self.models)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.models)
+
+    def get(self, name: str) -> ModelSpec:
+        """The entry called `name`; a `UserError` naming the known models otherwise."""
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")
+
+    def by_kind(self, kind: str) -> tuple[ModelSpec, ...]:
+        return tuple(m for m in self.models if m.kind == kind)
+
+    def by_file(self, file_name: str) -> ModelSpec | None:
+        """The entry whose file is `file_name` (or whose name is its stem)."""
+        stem = Path(file_name).stem
+        for m in self.models:
+            if m.file == file_name or m.name == stem:
+                return m
+        return None
+
+
+def _floats(value: Any, default: float) -> tuple[float, ...]:
+    if value is None:
+        return (default,)
+    if isinstance(value, list):
+        return tuple(float(v) for v in value)
+    return (float(value),)
+
+
+def _tensor(raw: Mapping[str, Any], where: str) -> TensorSpec:
+    try:
+        shape = tuple(d if isinstance(d, str) else int(d) for d in raw["shape"])
+        dtype = str(raw.get("dtype", "float32"))
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r}")
+        layout = str(raw.get("layout", ""))
+        if layout not in ("", "NCHW", "NHWC"):
+            raise ValueError(f"layout {layout!r}")
+        color = str(raw.get("color", ""))
+        if color not in ("", "RGB", "BGR"):
+            raise ValueError(f"color {color!r}")
+        return TensorSpec(
+            name=str(raw.get("name", "")),
+            shape=shape,
+            dtype=dtype,
+            layout=layout,
+            color=color,
+            mean=_floats(raw.get("mean"), 0.0),
+            std=_floats(raw.get("std"), 1.0),
+            optional=bool(raw.get("optional", False)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{where}: bad tensor entry ({exc})") from exc
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    return value
+
+
+def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
+    try:
+        name = str(raw["name"])
+        kind = str(raw["kind"])
+        if kind not in KINDS:
+            raise ValueError(f"kind {kind!r}")
+        template = str(raw.get("template", "none"))
+        if template not in TEMPLATES:
+            raise ValueError(f"template {template!r}")
+        hash_kind = str(raw.get("hash", "crc32"))
+        if hash_kind not in ("crc32", "sha256"):
+            raise ValueError(f"hash {hash_kind!r}")
+        here = f"{where} model {name!r}"
+        options = raw.get("options", {})
+        return ModelSpec(
+            name=name,
+            kind=kind,
+            file=str(raw["file"]),
+            inputs=tuple(_tensor(t, here) for t in raw["inputs"]),
+            outputs=tuple(_tensor(t, here) for t in raw["outputs"]),
+            template=template,
+            size_bytes=int(raw.get("size_bytes", 0)),
+            hash_kind=hash_kind,
+            sha256=cast(str | None, raw.get("sha256")),
+            description=str(raw.get("description", "")),
+            options=tuple((str(k), _freeze(v)) for k, v in options.items()),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{where}: bad model entry ({exc})") from exc
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    """Parse the catalog file (default: the bundled `resources/catalog.toml`)."""
+    path = Path(path) if path is not None else default_catalog_path()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the model catalog ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not a valid catalog ({exc})") from exc
+    models = tuple(_model(m, str(path)) for m in data.get("model", []))
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"{path}: duplicate model names {', '.join(dupes)}")
+    return Catalog(models=models, source=path)

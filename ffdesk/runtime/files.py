@@ -1,0 +1,412 @@
+"""The user's models folder: where it is, what is in it, and whether each file is what it claims.
+
+Integrity rules (`verify`):
+- a file that does not parse as ONNX -> "truncated or not an ONNX model";
+- a `<stem>.hash` sidecar (FaceFusion: zlib CRC32 in hex) that does not match -> "hash mismatch";
+  a catalog `sha256` that does not match -> "hash mismatch (sha256)";
+- inputs/outputs that break the catalog contract (names, ranks, fixed dims, dtypes).
+A missing sidecar is *not* a problem: the file is reported as "unverified" (`hash_status`), since
+users often copy files without them; `ffdesk models verify --strict` treats it as an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ffdesk.errors import UserError
+from ffdesk.runtime.catalog import Catalog, Dim, ModelSpec, TensorSpec, is_dynamic
+
+HashStatus = Literal["ok", "mismatch", "unverified"]
+CHUNK = 1 << 20
+
+_ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 7: "int64", 6: "int32", 2: "uint8", 9: "bool"}
+
+
+# ---- settings and the models folder -----------------------------------------------------
+
+
+def settings_path() -> Path:
+    """`<user config dir>/ffdesk/settings.json`."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("ffdesk")) / "settings.json"
+
+
+def read_settings() -> dict[str, Any]:
+    try:
+        data = json.loads(settings_path().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_setting(key: str, value: Any) -> None:
+    """Set one key in the settings file (atomically; other keys are kept)."""
+    data = read_settings()
+    data[key] = value
+    path = settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write_bytes(path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+
+def default_models_dir() -> Path:
+    """`<user data dir>/ffdesk/models`."""
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("ffdesk")) / "models"
+
+
+def resolve_models_dir(explicit: Path | str | None = None) -> Path:
+    """`--models-dir` if given, else the saved setting, else the default folder."""
+    if explicit:
+        return Path(explicit).expanduser().resolve()
+    saved = read_settings().get("models_dir")
+    if isinstance(saved, str) and saved:
+        return Path(saved).expanduser()
+    return default_models_dir()
+
+
+def save_models_dir(path: Path | str) -> Path:
+    """Remember `path` as the models folder for later runs."""
+    resolved = Path(path).expanduser().resolve()
+    write_setting("models_dir", str(resolved))
+    return resolved
+
+
+def model_path(spec: ModelSpec, models_dir: Path | str | None = None) -> Path:
+    """Where `spec`'s file lives (it may not exist)."""
+    return resolve_models_dir(models_dir) / spec.file
+
+
+def find_model(spec: ModelSpec, models_dir: Path | str | None = None) -> Path:
+    """`spec`'s file, or a `UserError` saying where it was looked for."""
+    path = model_path(spec, models_dir)
+    if not path.is_file():
+        raise UserError(
+            f"{path}: model {spec.name} not found (put the file there, or use --models-dir / "
+            f"`ffdesk models import`)"
+        )
+    return path
+
+
+# ---- hashes -------------------------------------------------------------------------------
+
+
+def crc32_hex(path: Path) -> str:
+    """zlib CRC32 of the file as 8 hex digits (FaceFusion's `.hash` format), streamed."""
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            crc = zlib.crc32(block, crc)
+    return format(crc & 0xFFFFFFFF, "08x")
+
+
+def sha256_hex(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sidecar_path(path: Path) -> Path:
+    return path.with_suffix(".hash")
+
+
+def write_sidecar(path: Path) -> Path:
+    """Write `<stem>.hash` with the file's CRC32."""
+    side = sidecar_path(path)
+    _atomic_write_bytes(side, crc32_hex(path).encode())
+    return side
+
+
+def hash_status(spec: ModelSpec | None, path: Path) -> HashStatus:
+    """ "ok", "mismatch" or "unverified" (no sidecar and no catalog sha256)."""
+    checked = False
+    if spec is not None and spec.sha256:
+        if sha256_hex(path) != spec.sha256.lower():
+            return "mismatch"
+        checked = True
+    side = sidecar_path(path)
+    if side.is_file():
+        expected = side.read_text(encoding="utf-8", errors="replace").strip().lower()
+        if crc32_hex(path) != expected:
+            return "mismatch"
+        checked = True
+    return "ok" if checked else "unverified"
+
+
+def file_fingerprint(path: Path) -> str:
+    """A stable identity for a model file: its sidecar CRC32 when present (cheap), else the
+    CRC32 of its bytes."""
+    side = sidecar_path(path)
+    if side.is_file():
+        text = side.read_text(encoding="utf-8", errors="replace").strip().lower()
+        if len(text) == 8:
+            return f"crc32:{text}"
+    return f"crc32:{crc32_hex(path)}"
+
+
+# ---- contracts ----------------------------------------------------------------------------
+
+
+def _dims(value_info: Any) -> tuple[Dim, ...]:
+    dims: list[Dim] = []
+    for d in value_info.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or -1)
+    return tuple(dims)
+
+
+def _fmt(shape: Iterable[Dim]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _check_tensor(file: str, role: str, label: str, want: TensorSpec, got: Any) -> list[str]:
+    problems: list[str] = []
+    dims = _dims(got)
+    elem = _ONNX_DTYPES.get(got.type.tensor_type.elem_type, str(got.type.tensor_type.elem_type))
+    if len(dims) != want.rank:
+        return [f"{file}: {role} {label} is {_fmt(dims)}, expected {_fmt(want.shape)}"]
+    for axis, (g, w) in enumerate(zip(dims, want.shape, strict=True)):
+        if is_dynamic(w):
+            continue
+        if is_dynamic(g):
+            if axis == 0:  # a batchable re-export of a batch-1 file is fine
+                continue
+            problems.append(f"{file}: {role} {label} is {_fmt(dims)}, expected {_fmt(want.shape)}")
+            break
+        if int(g) != int(w):
+            problems.append(f"{file}: {role} {label} is {_fmt(dims)}, expected {_fmt(want.shape)}")
+            break
+    if elem != want.dtype:
+        problems.append(f"{file}: {role} {label} is {elem}, expected {want.dtype}")
+    return problems
+
+
+def check_contract(spec: ModelSpec, model: Any, file: str | None = None) -> list[str]:
+    """Problems with a loaded `onnx.ModelProto` against `spec`'s inputs and outputs."""
+    file = file or spec.file
+    graph = model.graph
+    inits = {i.name for i in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in inits]
+    problems: list[str] = []
+    by_name = {i.name: i for i in inputs}
+    named = [w for w in spec.inputs if w.name]
+    if named:
+        for w in spec.inputs:
+            if w.name not in by_name:
+                have = ", ".join(repr(i.name) for i in inputs) or "none"
+                problems.append(f"{file}: missing input {w.name!r} (has {have})")
+                continue
+            problems += _check_tensor(file, "input", repr(w.name), w, by_name[w.name])
+    if len(inputs) != len(spec.inputs):
+        problems.append(f"{file}: has {len(inputs)} inputs, expected {len(spec.inputs)}")
+    elif not named:
+        for idx, (w, g) in enumerate(zip(spec.inputs, inputs, strict=True)):
+            problems += _check_tensor(file, "input", f"{idx} ({g.name!r})", w, g)
+    outputs = list(graph.output)
+    required = [w for w in spec.outputs if not w.optional]
+    if not len(required) <= len(outputs) <= len(spec.outputs):
+        problems.append(f"{file}: has {len(outputs)} outputs, expected {len(spec.outputs)}")
+    else:
+        for idx, (w, g) in enumerate(zip(spec.outputs, outputs, strict=False)):
+            label = repr(w.name) if w.name else f"{idx} ({g.name!r})"
+            if w.name and g.name != w.name:
+                problems.append(f"{file}: output {idx} is {g.name!r}, expected {w.name!r}")
+                continue
+            problems += _check_tensor(file, "output", label, w, g)
+    if spec.option("projection") == "last_initializer":
+        shape = tuple(spec.option("projection_shape", (512, 512)))
+        last = graph.initializer[-1] if graph.initializer else None
+        if last is None or tuple(last.dims) != shape:
+            got = _fmt(last.dims) if last is not None else "absent"
+            problems.append(
+                f"{file}: last initializer (identity projection) is {got}, expected {_fmt(shape)}"
+            )
+    return problems
+
+
+def load_onnx(path: Path) -> Any:
+    """`onnx.ModelProto` of `path`; `UserError` "truncated or not an ONNX model" otherwise."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds
+        raise UserError(f"{path.name}: truncated or not an ONNX model") from exc
+    if not model.graph.node or not model.graph.output:
+        raise UserError(f"{path.name}: truncated or not an ONNX model")
+    return model
+
+
+def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
+    """Every problem with `path` as the file for `spec` (empty when it is good). With `strict`,
+    a missing hash sidecar is a problem too."""
+    path = Path(path)
+    name = path.name
+    if not path.is_file():
+        return [f"{name}: missing"]
+    if path.stat().st_size == 0:
+        return [f"{name}: empty file"]
+    if spec.framework == "torch":
+        problems = []
+        try:
+            load_torch_weights(path)
+        except UserError as exc:
+            problems.append(str(exc))
+    else:
+        try:
+            model = load_onnx(path)
+        except UserError as exc:
+            return [str(exc)]
+        problems = check_contract(spec, model, name)
+        del model
+    status = hash_status(spec, path)
+    if status == "mismatch":
+        problems.insert(0, f"{name}: hash mismatch (file damaged or a different build)")
+    elif status == "unverified" and strict:
+        problems.insert(0, f"{name}: no {sidecar_path(path).name} sidecar to check the file against")
+    return problems
+
+
+def load_torch_weights(path: Path) -> dict[str, Any]:
+    """A state dict from `.safetensors`, or `.pt`/`.pth` with `torch.load(weights_only=True)`:
+    no pickled code from a model file ever runs."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        try:
+            from safetensors.torch import load_file
+        except ImportError as exc:
+            raise UserError(f"{path.name}: reading .safetensors needs the safetensors package") from exc
+        return dict(load_file(str(path)))
+    import pickle
+
+    import torch
+
+    try:
+        data = torch.load(str(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise UserError(f"{path.name}: refused (not plain weights: {str(exc).splitlines()[0]})") from exc
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise UserError(f"{path.name}: truncated or not a torch weights file") from exc
+    if isinstance(data, dict) and "state_dict" in data and isinstance(data["state_dict"], dict):
+        data = data["state_dict"]
+    if not isinstance(data, dict):
+        raise UserError(f"{path.name}: not a state dict ({type(data).__name__})")
+    return dict(data)
+
+
+# ---- listing and importing ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """One catalog model as found in the models folder."""
+
+    name: str
+    kind: str
+    file: str
+    present: bool
+    size_bytes: int
+    expected_bytes: int
+    hash: HashStatus | None
+    problems: tuple[str, ...]
+    variants: tuple[str, ...]
+
+    @property
+    def verified(self) -> bool:
+        return self.present and not self.problems and self.hash == "ok"
+
+
+def model_status(spec: ModelSpec, models_dir: Path, *, check: bool = True) -> ModelStatus:
+    from ffdesk.runtime.precision import cached_variants
+
+    path = models_dir / spec.file
+    if not path.is_file():
+        return ModelStatus(spec.name, spec.kind, spec.file, False, 0, spec.size_bytes, None, (), ())
+    problems = tuple(verify(spec, path)) if check else ()
+    status = hash_status(spec, path) if check else None
+    return ModelStatus(
+        spec.name,
+        spec.kind,
+        spec.file,
+        True,
+        path.stat().st_size,
+        spec.size_bytes,
+        status,
+        problems,
+        cached_variants(path),
+    )
+
+
+def _atomic_write_bytes(dest: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_copy(src: Path, dest: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    source: Path
+    name: str
+    dest: Path
+    problems: tuple[str, ...]
+    hash: HashStatus
+
+
+def import_model(
+    src: Path, catalog: Catalog, models_dir: Path, *, as_name: str | None = None
+) -> ImportResult:
+    """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it and its
+    sidecar into `models_dir` atomically. A file with problems is not copied."""
+    src = Path(src)
+    if not src.is_file():
+        raise UserError(f"{src}: no such file")
+    spec = catalog.get(as_name) if as_name else catalog.by_file(src.name)
+    if spec is None:
+        raise UserError(
+            f"{src.name}: not a model the catalog knows (use --as NAME; known: {', '.join(catalog.names)})"
+        )
+    problems = verify(spec, src)
+    status = hash_status(spec, src)
+    dest = models_dir / spec.file
+    if problems:
+        return ImportResult(src, spec.name, dest, tuple(problems), status)
+    models_dir.mkdir(parents=True, exist_ok=True)
+    if dest.resolve() != src.resolve():
+        side = sidecar_path(src)
+        _atomic_copy(src, dest)
+        if side.is_file():
+            _atomic_copy(side, sidecar_path(dest))
+        else:
+            # Record the CRC32 now so later damage to the copy is caught.
+            write_sidecar(dest)
+    return ImportResult(src, spec.name, dest, (), status)

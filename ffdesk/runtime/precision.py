@@ -1,0 +1,339 @@
+"""FP16 and INT8 variants of a model, made on demand and cached on disk.
+
+- FP16: `onnxconverter_common.float16.convert_float_to_float16` with float32 inputs/outputs kept and
+  the numerically sensitive ops (softmax, normalisations, reductions, exp/log/pow) left in float32.
+- INT8: `quant_pre_process`, then static QDQ quantization (`quantize_static`, QuantFormat.QDQ)
+  calibrated on real inputs of that model supplied by the caller; the output layers (the nodes
+  from each graph output back to and including the last Conv/Gemm/MatMul) stay in float.
+  (Dynamic quantization is avoided: on conv nets it turns into slow ConvInteger kernels.)
+
+Cache key: the source file's fingerprint plus the settings, not the calibration data itself (a
+variant is calibrated once, on the first clip it is asked for, then reused); pass
+`calibration_tag` to key a variant on a particular data set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+from ffdesk.runtime.sessions import user_cache_dir
+
+Concrete = Literal["fp32", "fp16", "int8"]
+Sample = Mapping[str, npt.NDArray[Any]]
+
+FP16_KEEP_FLOAT32 = (
+    "Softmax",
+    "LogSoftmax",
+    "InstanceNormalization",
+    "BatchNormalization",
+    "LayerNormalization",
+    "GroupNormalization",
+    "LpNormalization",
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceSumSquare",
+    "ReduceL2",
+    "ReduceL1",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceLogSumExp",
+    "Exp",
+    "Log",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Div",
+    "Erf",
+    "TopK",
+    "NonMaxSuppression",
+    "Resize",
+    "Upsample",
+)
+WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def resolve_precision(requested: str, mode: str, device: str) -> Concrete:
+    """`--precision auto` per mode: preview takes the fastest variant (INT8 on a CPU, FP16 on a
+    GPU); final takes FP16 on a GPU and FP32 on a CPU (FP16 is no faster on CPUs)."""
+    if requested in ("fp32", "fp16", "int8"):
+        return requested  # type: ignore[return-value]
+    if requested != "auto":
+        raise UserError(f"unknown precision {requested!r} (auto, fp32, fp16, int8)")
+    gpu = device == "cuda"
+    if mode == "preview":
+        return "fp16" if gpu else "int8"
+    return "fp16" if gpu else "fp32"
+
+
+def variants_dir() -> Path:
+    return user_cache_dir() / "variants"
+
+
+def _settings_hash(settings: Mapping[str, Any]) -> str:
+    blob = json.dumps(settings, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:10]
+
+
+def _fp16_settings() -> dict[str, Any]:
+    return {"kind": "fp16", "keep_io_types": True, "keep_float32": sorted(FP16_KEEP_FLOAT32), "v": 1}
+
+
+def _int8_settings(per_channel: bool, calibration_tag: str | None) -> dict[str, Any]:
+    return {
+        "kind": "int8",
+        "format": "QDQ",
+        "activations": "QUInt8",
+        "weights": "QInt8",
+        "per_channel": per_channel,
+        "exclude": "output_layers",
+        "tag": calibration_tag,
+        "v": 1,
+    }
+
+
+def variant_path(
+    src: Path,
+    precision: str,
+    *,
+    cache_dir: Path | None = None,
+    per_channel: bool = True,
+    calibration_tag: str | None = None,
+) -> Path:
+    """Where the cached variant of `src` lives (it may not exist). FP32 is `src` itself."""
+    from ffdesk.runtime.files import file_fingerprint
+
+    if precision == "fp32":
+        return Path(src)
+    settings = _fp16_settings() if precision == "fp16" else _int8_settings(per_channel, calibration_tag)
+    fp = file_fingerprint(Path(src)).split(":")[-1]
+    folder = Path(cache_dir) if cache_dir is not None else variants_dir()
+    return folder / f"{Path(src).stem}.{fp}.{_settings_hash(settings)}.{precision}.onnx"
+
+
+def cached_variants(src: Path, cache_dir: Path | None = None) -> tuple[str, ...]:
+    """Which of fp16/int8 (default settings) are already cached for `src`."""
+    return tuple(p for p in ("fp16", "int8") if variant_path(src, p, cache_dir=cache_dir).is_file())
+
+
+def _save_atomic(model: Any, dest: Path) -> None:
+    import onnx
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
+    """The FP16 variant of `src` (made now unless cached)."""
+    dest = variant_path(src, "fp16", cache_dir=cache_dir)
+    if dest.is_file():
+        return dest
+    import onnx
+    from onnxconverter_common import float16
+
+    model = onnx.load(str(src))
+    block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(FP16_KEEP_FLOAT32))
+    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+    _save_atomic(converted, dest)
+    return dest
+
+
+class ArrayCalibrationReader:
+    """ONNX Runtime `CalibrationDataReader` over a list of input dicts (one sample each; a batch
+    is split into samples when the model takes batch 1)."""
+
+    def __init__(self, samples: Sequence[Sample], fixed_batch: int | None = None) -> None:
+        split: list[dict[str, npt.NDArray[Any]]] = []
+        for s in samples:
+            n = len(next(iter(s.values())))
+            if fixed_batch == 1 and n > 1 and all(len(v) == n for v in s.values()):
+                split += [{k: np.ascontiguousarray(v[i : i + 1]) for k, v in s.items()} for i in range(n)]
+            else:
+                split.append({k: np.ascontiguousarray(v) for k, v in s.items()})
+        self._samples = split
+        self._i = 0
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def get_next(self) -> dict[str, npt.NDArray[Any]] | None:
+        if self._i >= len(self._samples):
+            return None
+        self._i += 1
+        return self._samples[self._i - 1]
+
+    def rewind(self) -> None:
+        self._i = 0
+
+
+def output_layer_nodes(model: Any, max_depth: int = 12) -> list[str]:
+    """Names of the nodes from each graph output back to (and including) the first weighted
+    layer met: the output layers INT8 quantization leaves in float."""
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    picked: list[str] = []
+    seen: set[int] = set()
+    for out in graph.output:
+        stack = [(out.name, 0)]
+        while stack:
+            tensor, depth = stack.pop()
+            node = producer.get(tensor)
+            if node is None or id(node) in seen or depth > max_depth:
+                continue
+            seen.add(id(node))
+            if node.name:
+                picked.append(node.name)
+            if node.op_type in WEIGHTED_OPS:
+                continue
+            stack += [(i, depth + 1) for i in node.input if i]
+    return picked
+
+
+def make_int8(
+    src: Path,
+    calibration: Sequence[Sample] | None,
+    *,
+    cache_dir: Path | None = None,
+    per_channel: bool = True,
+    calibration_tag: str | None = None,
+) -> Path:
+    """The INT8 (static QDQ) variant of `src`, calibrated on `calibration` (real inputs of this
+    model: aligned crops for a swapper, frames for a detector). Cached; `calibration` may be None
+    only when the variant is already cached."""
+    dest = variant_path(
+        src, "int8", cache_dir=cache_dir, per_channel=per_channel, calibration_tag=calibration_tag
+    )
+    if dest.is_file():
+        return dest
+    if not calibration:
+        raise UserError(
+            f"{Path(src).name}: an INT8 variant needs calibration inputs (a few frames of the clip)"
+        )
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".int8-") as work:
+        pre = Path(work) / "pre.onnx"
+        try:
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=False)
+        except Exception:  # noqa: BLE001 - symbolic shape inference fails on some graphs
+            quant_pre_process(str(src), str(pre), skip_symbolic_shape=True)
+        pre_model = onnx.load(str(pre))
+        exclude = output_layer_nodes(pre_model)
+        del pre_model
+        probe = ort.InferenceSession(str(pre), providers=["CPUExecutionProvider"])
+        first = probe.get_inputs()[0].shape
+        fixed = first[0] if first and isinstance(first[0], int) else None
+        del probe
+        reader = ArrayCalibrationReader(calibration, fixed_batch=fixed)
+        out = Path(work) / "int8.onnx"
+        quantize_static(
+            str(pre),
+            str(out),
+            reader,  # type: ignore[arg-type]
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            nodes_to_exclude=exclude,
+        )
+        os.replace(out, dest)
+    return dest
+
+
+def ensure_variant(
+    src: Path,
+    precision: str,
+    calibration: Sequence[Sample] | None = None,
+    *,
+    cache_dir: Path | None = None,
+) -> Path:
+    """The file to load for `src` at `precision` (made and cached when missing)."""
+    if precision == "fp32":
+        return Path(src)
+    if precision == "fp16":
+        return make_fp16(src, cache_dir=cache_dir)
+    if precision == "int8":
+        return make_int8(src, calibration, cache_dir=cache_dir)
+    raise UserError(f"unknown precision {precision!r}")
+
+
+@dataclass(frozen=True)
+class VariantCost:
+    """What a variant costs and how far its output is from the FP32 reference."""
+
+    precision: str
+    file_bytes: int
+    ms: float
+    """Median wall time of one run of the given inputs (CPU, this process's threads)."""
+    max_abs_err: float
+    mean_abs_err: float
+    psnr_db: float | None
+    """Of the first output against the reference, taking the reference's range as the peak."""
+
+
+def psnr(a: npt.NDArray[Any], b: npt.NDArray[Any], peak: float | None = None) -> float:
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    mse = float(np.mean((a64 - b64) ** 2))
+    if peak is None:
+        peak = float(b64.max() - b64.min()) or 1.0
+    return float("inf") if mse == 0 else 10.0 * float(np.log10(peak * peak / mse))
+
+
+def variant_cost(
+    path: Path,
+    precision: str,
+    inputs: Sample,
+    reference: Sequence[npt.NDArray[Any]] | None = None,
+    *,
+    runs: int = 5,
+    threads: int = 0,
+) -> tuple[VariantCost, list[npt.NDArray[Any]]]:
+    """Time `path` on `inputs` (median of `runs` after one warm-up) and compare its outputs with
+    `reference` (the FP32 outputs). Returns the cost and this variant's outputs."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
+    feed = dict(inputs)
+    outs = [np.asarray(o) for o in sess.run(None, feed)]
+    times = []
+    for _ in range(max(1, runs)):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    max_err = mean_err = 0.0
+    p: float | None = None
+    if reference is not None:
+        diffs = [
+            np.abs(o.astype(np.float64) - r.astype(np.float64)) for o, r in zip(outs, reference, strict=False)
+        ]
+        max_err = float(max(float(d.max()) for d in diffs))
+        mean_err = float(np.mean([float(d.mean()) for d in diffs]))
+        p = psnr(outs[0], reference[0])
+    cost = VariantCost(precision, Path(path).stat().st_size, float(np.median(times)), max_err, mean_err, p)
+    return cost, outs

@@ -1,0 +1,414 @@
+"""Inference sessions: ONNX Runtime (TensorRT -> CUDA -> CPU) and torch, behind one Protocol.
+
+What a session runs on is read back from the session itself (`get_providers()`), never taken
+from what was asked: onnxruntime-gpu lists CUDA even on machines where it cannot load it, and
+then silently runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.runtime.catalog import Dim
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
+    import torch
+
+Device = Literal["auto", "cuda", "cpu"]
+Array = npt.NDArray[Any]
+
+TRT = "TensorrtExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+
+_ORT_TYPES = {
+    "tensor(float)": "float32",
+    "tensor(float16)": "float16",
+    "tensor(double)": "float64",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
+
+
+@dataclass(frozen=True)
+class IOInfo:
+    """A session's view of one input or output."""
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: str
+
+    def example(self, batch: int = 1) -> Array:
+        """A zero tensor of this shape (dynamic dims: `batch` for the first, 1 elsewhere; a
+        dynamic spatial dim gets 64 so convolutions have something to work on)."""
+        dims = []
+        for i, d in enumerate(self.shape):
+            if isinstance(d, int) and d >= 0:
+                dims.append(d)
+            else:
+                dims.append(batch if i == 0 else (64 if len(self.shape) == 4 and i >= 2 else 1))
+        return np.zeros(dims, dtype=np.dtype(self.dtype))
+
+
+@dataclass(frozen=True)
+class HostCopy:
+    """A model evicted to host RAM, ready for a fast reload (no disk read, no conversion)."""
+
+    nbytes: int
+    reload: Callable[[], Session]
+
+
+@runtime_checkable
+class Session(Protocol):
+    """One loaded model. `run` takes and returns numpy arrays keyed by tensor name; the output
+    dict is in the model's output order, so `list(out.values())[i]` is output i."""
+
+    name: str
+    precision: str
+    provider: str
+    """The execution provider actually in use: "CPUExecutionProvider", "CUDAExecutionProvider",
+    "TensorrtExecutionProvider" or "torch:<device>"."""
+    inputs: tuple[IOInfo, ...]
+    outputs: tuple[IOInfo, ...]
+
+    def run(self, inputs: Mapping[str, Array]) -> dict[str, Array]: ...
+
+    def offload(self) -> HostCopy | None:
+        """A host-RAM copy to reload from, or None when there is nothing to gain."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """How to build an ONNX Runtime session."""
+
+    device: Device = "auto"
+    device_id: int = 0
+    tensorrt: bool = False
+    """Try TensorRT first (engines built on first use and cached on disk)."""
+    trt_fp16: bool = False
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
+    arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
+    gpu_mem_limit: int | None = None
+    intra_op_threads: int = 0
+    """CPU threads per session; 0 lets ONNX Runtime choose (one per core)."""
+    inter_op_threads: int = 1
+    cache_dir: Path | None = None
+    """TensorRT engine and timing caches; default: `<user cache>/ffdesk/trt`."""
+
+
+def user_cache_dir() -> Path:
+    """`~/.cache/ffdesk` (or the platform's equivalent)."""
+    from platformdirs import user_cache_dir as _ucd
+
+    return Path(_ucd("ffdesk"))
+
+
+def cuda_usable() -> bool:
+    """True only when a CUDA device is present and ONNX Runtime was built with CUDA."""
+    import onnxruntime as ort
+
+    if CUDA not in ort.get_available_providers():
+        return False
+    return gpu_count() > 0
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs visible through NVML (0 on any failure)."""
+    if os.environ.get("FFDESK_NO_NVML"):
+        return 0
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library: no GPU
+        return 0
+
+
+def resolve_device(device: Device) -> Literal["cuda", "cpu"]:
+    if device == "auto":
+        return "cuda" if cuda_usable() else "cpu"
+    return device
+
+
+def provider_list(options: SessionOptions) -> list[str | tuple[str, dict[str, Any]]]:
+    """The providers to ask for, best first. CUDA/TensorRT are only asked for when usable, so a
+    CPU-only machine never pays for (or prints) a failed CUDA load."""
+    providers: list[str | tuple[str, dict[str, Any]]] = []
+    if resolve_device(options.device) == "cuda" and cuda_usable():
+        if options.tensorrt:
+            cache = Path(options.cache_dir or user_cache_dir() / "trt")
+            cache.mkdir(parents=True, exist_ok=True)
+            providers.append(
+                (
+                    TRT,
+                    {
+                        "device_id": options.device_id,
+                        "trt_fp16_enable": options.trt_fp16,
+                        "trt_engine_cache_enable": True,
+                        "trt_engine_cache_path": str(cache),
+                        "trt_timing_cache_enable": True,
+                        "trt_timing_cache_path": str(cache),
+                    },
+                )
+            )
+        cuda: dict[str, Any] = {
+            "device_id": options.device_id,
+            "cudnn_conv_algo_search": options.cudnn_conv_algo_search,
+            "arena_extend_strategy": options.arena_extend_strategy,
+            "do_copy_in_default_stream": True,
+        }
+        if options.gpu_mem_limit:
+            cuda["gpu_mem_limit"] = int(options.gpu_mem_limit)
+        providers.append((CUDA, cuda))
+    providers.append(CPU)
+    return providers
+
+
+def _io(args: Sequence[Any]) -> tuple[IOInfo, ...]:
+    return tuple(
+        IOInfo(
+            a.name,
+            tuple(d if isinstance(d, int) else (str(d) if d else -1) for d in a.shape),
+            _ORT_TYPES.get(a.type, a.type),
+        )
+        for a in args
+    )
+
+
+class OrtSession:
+    """An ONNX Runtime session with the providers it really got."""
+
+    def __init__(
+        self,
+        model: Path | bytes,
+        options: SessionOptions | None = None,
+        *,
+        name: str = "",
+        precision: str = "fp32",
+    ) -> None:
+        import onnxruntime as ort
+
+        self.options = options or SessionOptions()
+        self.precision = precision
+        self.source = model if isinstance(model, Path) else None
+        self.name = name or (model.stem if isinstance(model, Path) else "model")
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.intra_op_num_threads = self.options.intra_op_threads
+        so.inter_op_num_threads = self.options.inter_op_threads
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        target = str(model) if isinstance(model, Path) else model
+        self._session: ort.InferenceSession | None = ort.InferenceSession(
+            target, sess_options=so, providers=provider_list(self.options)
+        )
+        self.providers: tuple[str, ...] = tuple(self._session.get_providers())
+        self.provider: str = self.providers[0]
+        self.inputs = _io(self._session.get_inputs())
+        self.outputs = _io(self._session.get_outputs())
+        self._bytes = model if isinstance(model, bytes) else None
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.provider in (CUDA, TRT)
+
+    @property
+    def fixed_batch(self) -> int | None:
+        """The first input's batch size when the file fixes it (published files: 1), else None."""
+        first = self.inputs[0].shape[0] if self.inputs and self.inputs[0].shape else -1
+        return first if isinstance(first, int) and first > 0 else None
+
+    @property
+    def ort(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise RuntimeError(f"session {self.name} is closed")
+        return self._session
+
+    def run(self, inputs: Mapping[str, Array]) -> dict[str, Array]:
+        names = [o.name for o in self.outputs]
+        values = self.ort.run(names, dict(inputs))
+        return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+    def run_torch(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Run on torch tensors. On CUDA, inputs are bound in place (IO binding) and outputs stay
+        on the device, so a batch crosses the bus once each way; elsewhere this goes via numpy."""
+        import torch
+
+        if not (self.on_gpu and all(t.is_cuda for t in inputs.values())):
+            out = self.run({k: v.detach().cpu().numpy() for k, v in inputs.items()})
+            return {k: torch.from_numpy(v) for k, v in out.items()}
+        binding = self.ort.io_binding()
+        dev_id = next(iter(inputs.values())).device.index or 0
+        for info in self.inputs:
+            t = inputs[info.name].contiguous()
+            binding.bind_input(info.name, "cuda", dev_id, _np_dtype(t), tuple(t.shape), t.data_ptr())
+        batch = int(next(iter(inputs.values())).shape[0])
+        preallocated: dict[str, torch.Tensor] = {}
+        for info in self.outputs:
+            shape = _concrete(info.shape, batch)
+            if shape is None:
+                binding.bind_output(info.name, "cuda", dev_id)
+                continue
+            dst = torch.empty(shape, dtype=_torch_dtype(info.dtype), device=f"cuda:{dev_id}")
+            binding.bind_output(info.name, "cuda", dev_id, _np_dtype(dst), shape, dst.data_ptr())
+            preallocated[info.name] = dst
+        self.ort.run_with_iobinding(binding)
+        result: dict[str, torch.Tensor] = {}
+        values = binding.get_outputs()
+        for info, value in zip(self.outputs, values, strict=True):
+            if info.name in preallocated:
+                result[info.name] = preallocated[info.name]
+            else:  # a data-dependent shape (detectors): one extra trip through host memory
+                result[info.name] = torch.from_numpy(value.numpy()).to(f"cuda:{dev_id}")
+        return result
+
+    def offload(self) -> HostCopy | None:
+        data = self._bytes
+        if data is None and self.source is not None:
+            data = self.source.read_bytes()
+        if data is None:
+            return None
+        options, name, precision = self.options, self.name, self.precision
+        source = self.source
+
+        def reload() -> Session:
+            s = OrtSession(data, options, name=name, precision=precision)
+            s.source = source
+            return s
+
+        return HostCopy(nbytes=len(data), reload=reload)
+
+    def close(self) -> None:
+        self._session = None
+        self._bytes = None
+
+
+def _np_dtype(t: torch.Tensor) -> Any:
+    import torch
+
+    return {
+        torch.float32: np.float32,
+        torch.float16: np.float16,
+        torch.float64: np.float64,
+        torch.int64: np.int64,
+        torch.int32: np.int32,
+        torch.uint8: np.uint8,
+    }[t.dtype]
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return {
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "float64": torch.float64,
+        "int64": torch.int64,
+        "int32": torch.int32,
+        "uint8": torch.uint8,
+    }[name]
+
+
+def _concrete(shape: tuple[Dim, ...], batch: int) -> tuple[int, ...] | None:
+    """The shape with a dynamic batch axis filled in; None if any other axis is dynamic."""
+    dims: list[int] = []
+    for i, d in enumerate(shape):
+        if isinstance(d, int) and d >= 0:
+            dims.append(d)
+        elif i == 0:
+            dims.append(batch)
+        else:
+            return None
+    return tuple(dims)
+
+
+class TorchSession:
+    """A torch module behind the same `run(dict) -> dict` shape as `OrtSession`."""
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        inputs: Sequence[IOInfo],
+        output_names: Sequence[str],
+        *,
+        device: str = "cpu",
+        name: str = "torch-model",
+        precision: str = "fp32",
+    ) -> None:
+        import torch
+
+        self.name = name
+        self.precision = precision
+        self.device = torch.device(device)
+        self.module = module.eval().to(self.device)
+        if precision == "fp16":
+            self.module = self.module.half()
+        self.provider = f"torch:{self.device.type}"
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(IOInfo(n, (), "float32") for n in output_names)
+
+    def run(self, inputs: Mapping[str, Array]) -> dict[str, Array]:
+        import torch
+
+        dtype = torch.float16 if self.precision == "fp16" else None
+        args = []
+        for info in self.inputs:
+            t = torch.from_numpy(np.ascontiguousarray(inputs[info.name])).to(self.device)
+            if dtype is not None and t.is_floating_point():
+                t = t.to(dtype)
+            args.append(t)
+        with torch.inference_mode():
+            out = self.module(*args)
+        values = out if isinstance(out, tuple | list) else (out,)
+        return {
+            o.name: v.detach().float().cpu().numpy() if v.is_floating_point() else v.cpu().numpy()
+            for o, v in zip(self.outputs, values, strict=True)
+        }
+
+    def offload(self) -> HostCopy | None:
+        if self.device.type == "cpu":
+            return None
+        module = self.module.to("cpu")
+        nbytes = sum(p.numel() * p.element_size() for p in module.parameters())
+        inputs, outputs = self.inputs, [o.name for o in self.outputs]
+        device, name, precision = str(self.device), self.name, self.precision
+
+        def reload() -> Session:
+            return TorchSession(module, inputs, outputs, device=device, name=name, precision=precision)
+
+        return HostCopy(nbytes=nbytes, reload=reload)
+
+    def close(self) -> None:
+        self.module = self.module.to("cpu")
+
+
+def create_session(
+    model: Path | bytes,
+    options: SessionOptions | None = None,
+    *,
+    name: str = "",
+    precision: str = "fp32",
+) -> OrtSession:
+    """An ONNX Runtime session for a file (or serialized model) with the best usable providers."""
+    return OrtSession(model, options, name=name, precision=precision)
+
+
+def warm_up(session: Session, batch: int = 1) -> None:
+    """One inference on zero inputs, so lazy allocations happen now (and can be measured)."""
+    session.run({i.name: i.example(batch) for i in session.inputs})

@@ -178,18 +178,22 @@ class RenderQueue:
             del self._entries[i]
             self._commit()
 
-    def update(self, entry_id: str, **changes: Any) -> QueueEntry:
-        """Change fields of one entry (state, progress, message, ...)."""
+    def update(self, entry_id: str, *, persist: bool = True, **changes: Any) -> QueueEntry:
+        """Change fields of one entry (state, progress, message, ...).
+
+        `persist=False` changes the in-memory entry only (for frequent progress figures); the
+        next persisted change writes it too.
+        """
         with self._lock:
-            return self._set(entry_id, **changes)
+            return self._set(entry_id, persist=persist, **changes)
 
     # -- internals -------------------------------------------------------------------------
-    def _set(self, entry_id: str, **changes: Any) -> QueueEntry:
+    def _set(self, entry_id: str, persist: bool = True, **changes: Any) -> QueueEntry:
         if "state" in changes and changes["state"] not in JOB_STATES:
             raise ValueError(f"unknown job state {changes['state']!r}")
         i = self._index(entry_id)
         self._entries[i] = replace(self._entries[i], **changes)
-        self._commit()
+        self._commit(persist)
         return self._entries[i]
 
     def _index(self, entry_id: str) -> int:
@@ -214,8 +218,9 @@ class RenderQueue:
             entries.append(e)
         self._entries = entries
 
-    def _commit(self) -> None:
-        self._save()
+    def _commit(self, persist: bool = True) -> None:
+        if persist:
+            self._save()
         for fn in list(self._listeners):
             fn()
 

@@ -96,3 +96,14 @@ def test_corrupt_file_gives_empty_queue_and_bad_entries_are_skipped(tmp_path: Pa
     data["jobs"].append({"id": "broken"})
     path.write_text(json.dumps(data))
     assert len(RenderQueue(path).entries()) == 1
+
+
+def test_update_without_persist_stays_in_memory_until_the_next_save(tmp_path: Path) -> None:
+    path = tmp_path / "queue.json"
+    q = RenderQueue(path)
+    e = q.add(_job(tmp_path, "a"))
+    q.update(e.id, persist=False, frames_done=7)
+    assert q.get(e.id).frames_done == 7
+    assert RenderQueue(path).get(e.id).frames_done == 0
+    q.update(e.id, message="x")
+    assert RenderQueue(path).get(e.id).frames_done == 7

@@ -1,0 +1,29 @@
+"""`ffdesk gui [CLIP]`: open the desktop app (plain `ffdesk` does the same)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser("gui", help="open the desktop app")
+    parser.add_argument("clip", nargs="?", type=Path, help="a clip (or image) to open as the target")
+    parser.add_argument(
+        "--source", action="append", type=Path, default=[], help="a source-face photo (repeatable)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffdesk.errors import UserError
+
+    for p in [args.clip, *args.source]:
+        if p is not None and not Path(p).exists():
+            raise UserError(f"{p}: no such file")
+    try:
+        from ffdesk.gui.app import run_gui
+    except ImportError as exc:  # a system library Qt needs is missing
+        raise UserError(f"the desktop app cannot start: {exc}") from exc
+    return run_gui(args.clip, tuple(args.source))

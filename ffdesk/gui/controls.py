@@ -1,0 +1,249 @@
+"""Render controls: mode, precision, batch, memory budget with resident models, models, faces, output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QWidget,
+)
+
+from ffdesk.gui.models import ResidencyModel, SessionModel
+from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+
+MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
+MODEL_KINDS = ("swapper", "recognizer", "detector", "enhancer")
+EMBEDDED = "embedded (default)"
+
+
+def colour_for(index: int) -> QColor:
+    return QColor(MODEL_COLOURS[index % len(MODEL_COLOURS)])
+
+
+def models_present(models_dir: Path | None = None) -> dict[str, list[str]]:
+    """Catalog models of each kind whose file is in the models folder (empty lists when none)."""
+    out: dict[str, list[str]] = {k: [] for k in MODEL_KINDS}
+    try:
+        from ffdesk.runtime import catalog as cat
+
+        catalog = cat.load_catalog()
+        folder = models_dir or _default_models_dir()
+    except Exception:  # noqa: BLE001 - no catalog means only the embedded models
+        return out
+    for spec in catalog:
+        if spec.kind in out and folder is not None and (folder / spec.file).is_file():
+            out[spec.kind].append(spec.name)
+    return out
+
+
+def _default_models_dir() -> Path | None:
+    try:
+        from ffdesk.runtime import models as rt_models  # type: ignore[attr-defined]
+
+        fn: Any = getattr(rt_models, "default_models_dir", None) or getattr(rt_models, "models_dir", None)
+        return Path(fn()) if callable(fn) else None
+    except Exception:  # noqa: BLE001 - a runtime without a models folder
+        return None
+
+
+class BudgetBar(QWidget):
+    """A memory-budget slider drawn over the resident models as stacked bars.
+
+    The bar spans 0..`maximum_mb`; coloured segments are the models resident now (from a
+    `ResidencyModel`); the white handle is the budget. Press or drag to set it.
+    """
+
+    valueChanged = Signal(int)
+
+    def __init__(self, residency: ResidencyModel, maximum_mb: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.residency = residency
+        self.maximum_mb = max(1, maximum_mb)
+        self.value_mb = 0
+        self.setMinimumSize(160, 30)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setToolTip("Memory budget for models; coloured bars are the models resident now")
+        residency.changed.connect(self._on_residency)
+
+    def _on_residency(self) -> None:
+        self.setToolTip(
+            "\n".join(f"{n}: {b / 2**20:.0f} MiB" for n, b in self.residency.models) or "no model resident"
+        )
+        self.update()
+
+    def set_value(self, mb: int) -> None:
+        mb = max(0, min(int(mb), self.maximum_mb))
+        if mb != self.value_mb:
+            self.value_mb = mb
+            self.update()
+            self.valueChanged.emit(mb)
+
+    def _x(self, mb: float) -> float:
+        return 2 + (self.width() - 4) * mb / self.maximum_mb
+
+    def segments(self) -> list[tuple[str, QRectF]]:
+        """(model, rectangle) of each resident model's bar, left to right."""
+        out, start = [], 0.0
+        for name, size in self.residency.models:
+            mb = size / 2**20
+            out.append((name, QRectF(self._x(start), 6, self._x(start + mb) - self._x(start), 18)))
+            start += mb
+        return out
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        p = QPainter(self)
+        p.fillRect(QRectF(2, 6, self.width() - 4, 18), QColor(55, 55, 62))
+        for i, (_name, rect) in enumerate(self.segments()):
+            p.fillRect(rect, colour_for(i))
+        if self.value_mb > 0:
+            x = self._x(self.value_mb)
+            p.fillRect(QRectF(x, 6, self.width() - 2 - x, 18), QColor(0, 0, 0, 110))
+            p.setPen(QPen(QColor(255, 255, 255), 3))
+            p.drawLine(int(x), 2, int(x), 28)
+        p.end()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        self._set_from(event.position().x())
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        if event.buttons() & Qt.MouseButton.LeftButton:
+            self._set_from(event.position().x())
+
+    def _set_from(self, x: float) -> None:
+        frac = (x - 2) / max(1.0, self.width() - 4)
+        self.set_value(round(max(0.0, min(1.0, frac)) * self.maximum_mb / 64) * 64)
+
+
+def _combo(choices: tuple[str, ...] | list[str]) -> QComboBox:
+    c = QComboBox()
+    c.addItems(list(choices))
+    return c
+
+
+class ControlsView(QWidget):
+    """Widgets bound to `SessionModel.settings` both ways."""
+
+    def __init__(
+        self,
+        model: SessionModel,
+        residency: ResidencyModel,
+        *,
+        memory_total_mb: int,
+        models: dict[str, list[str]] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self._syncing = False
+        self.mode = _combo(get_args(Mode))
+        self.precision = _combo(get_args(Precision))
+        self.batch = QSpinBox()
+        self.batch.setRange(1, 64)
+        self.budget = BudgetBar(residency, memory_total_mb)
+        self.budget_label = QLabel()
+        self.budget_label.setMinimumWidth(70)
+        self.budget_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.face_selection = _combo(get_args(FaceSelection))
+        self.encoder = _combo(get_args(EncoderName))
+        self.quality = QSpinBox()
+        self.quality.setRange(0, 100)
+        self.output_dir = QLineEdit()
+        self.output_dir.setPlaceholderText("beside the clip")
+        self.model_choice: dict[str, QComboBox] = {}
+        present = models if models is not None else models_present()
+        form = QFormLayout(self)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow("Mode", self.mode)
+        form.addRow("Precision", self.precision)
+        form.addRow("Batch", self.batch)
+        budget_row = QHBoxLayout()
+        budget_row.addWidget(self.budget, 1)
+        budget_row.addWidget(self.budget_label)
+        form.addRow("Memory budget", budget_row)
+        for kind in MODEL_KINDS:
+            choices = [EMBEDDED if kind != "enhancer" else "none", *present.get(kind, [])]
+            combo = _combo(choices)
+            combo.setEnabled(len(choices) > 1)
+            combo.setToolTip(f"{kind} models found in the models folder")
+            self.model_choice[kind] = combo
+            form.addRow(kind.capitalize(), combo)
+            combo.currentIndexChanged.connect(self._push)
+        form.addRow("Faces", self.face_selection)
+        form.addRow("Output format", self.encoder)
+        form.addRow("Quality", self.quality)
+        self.browse = QPushButton("…")
+        self.browse.setFixedWidth(30)
+        out_row = QHBoxLayout()
+        out_row.addWidget(self.output_dir, 1)
+        out_row.addWidget(self.browse)
+        form.addRow("Output folder", out_row)
+        self.browse.clicked.connect(self._browse)
+        for c in (self.mode, self.precision, self.face_selection, self.encoder):
+            c.currentIndexChanged.connect(self._push)
+        for s in (self.batch, self.quality):
+            s.valueChanged.connect(self._push)
+        self.budget.valueChanged.connect(self._push)
+        self.output_dir.editingFinished.connect(self._push)
+        model.settingsChanged.connect(self.sync)
+        self.sync()
+
+    def sync(self) -> None:
+        """Model → widgets."""
+        s = self.model.settings
+        self._syncing = True
+        try:
+            self.mode.setCurrentText(s.mode)
+            self.precision.setCurrentText(s.precision)
+            self.batch.setValue(s.batch)
+            self.budget.set_value(s.memory_budget_mb)
+            self.budget_label.setText(f"{s.memory_budget_mb} MiB" if s.memory_budget_mb else "no limit")
+            self.face_selection.setCurrentText(s.face_selection)
+            self.encoder.setCurrentText(s.encoder)
+            self.quality.setValue(s.quality)
+            if self.output_dir.text() != s.output_dir:
+                self.output_dir.setText(s.output_dir)
+            for kind, combo in self.model_choice.items():
+                name = getattr(s, kind)
+                idx = combo.findText(name) if name else 0
+                combo.setCurrentIndex(max(0, idx))
+        finally:
+            self._syncing = False
+
+    def _push(self, *_args: object) -> None:
+        """Widgets → model."""
+        if self._syncing:
+            return
+        models = {
+            kind: (combo.currentText() if combo.currentIndex() > 0 else "")
+            for kind, combo in self.model_choice.items()
+        }
+        self.model.update_settings(
+            mode=self.mode.currentText(),
+            precision=self.precision.currentText(),
+            batch=self.batch.value(),
+            memory_budget_mb=self.budget.value_mb,
+            face_selection=self.face_selection.currentText(),
+            encoder=self.encoder.currentText(),
+            quality=self.quality.value(),
+            output_dir=self.output_dir.text().strip(),
+            **models,
+        )
+
+    def _browse(self) -> None:
+        from PySide6.QtWidgets import QFileDialog
+
+        folder = QFileDialog.getExistingDirectory(self, "Output folder", self.output_dir.text())
+        if folder:
+            self.output_dir.setText(folder)
+            self._push()

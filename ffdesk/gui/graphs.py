@@ -1,0 +1,189 @@
+"""Live graphs (pyqtgraph): memory used vs budget stacked per model, power, GPU utilization, frames/s.
+
+Data lives in ring buffers (the telemetry sampler's, plus `TelemetryModel.render` for figures that
+come from render events); a QTimer copies them into the plots with `setData`, so no plot work
+happens per sample. Without a GPU the same plots show process memory and CPU, with a note saying so.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from ffdesk.gui.controls import MODEL_COLOURS
+from ffdesk.pipeline import events as ev
+from ffdesk.telemetry.sampler import RingBuffers, Sampler
+
+WINDOW_S = 120.0
+MIB = 2**20
+
+
+class TelemetryModel(QObject):
+    """The sampler (GPU/host readings) plus render figures (frames/s, resident models over time)."""
+
+    noteChanged = Signal(str)
+
+    def __init__(self, sampler: Sampler | None, parent: QObject | None = None, capacity: int = 3000):
+        super().__init__(parent)
+        self.sampler = sampler
+        self.render = RingBuffers(capacity)
+        self._models: tuple[str, ...] = ()
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.sampler is not None and self.sampler.no_gpu_reason is None
+
+    @property
+    def cpu_power_readable(self) -> bool:
+        """Whether CPU package power (RAPL) can be read here."""
+        rapl = getattr(getattr(getattr(self.sampler, "source", None), "host", None), "rapl", None)
+        return bool(getattr(rapl, "available", False))
+
+    @property
+    def note(self) -> str:
+        if self.sampler is None:
+            return "no telemetry"
+        reason = self.sampler.no_gpu_reason
+        return f"no GPU ({reason}): showing process memory and CPU" if reason else ""
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """Every model seen resident, in first-seen order (stacking order)."""
+        return self._models
+
+    def on_event(self, event: Any) -> None:
+        """Feed a render event (main thread)."""
+        now = time.monotonic()
+        if isinstance(event, ev.Progress):
+            self.render.append(now, {"fps": float(event.fps)})
+        elif isinstance(event, ev.MemoryChanged):
+            for name, _ in event.models:
+                if name not in self._models:
+                    self._models = (*self._models, name)
+            values = {f"model.{n}": float(b) for n, b in event.models}
+            values.update({f"model.{n}": 0.0 for n in self._models if f"model.{n}" not in values})
+            if event.budget_bytes:
+                values["budget"] = float(event.budget_bytes)
+            self.render.append(now, values)
+
+    def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds relative to now, values) of a sampler metric; empty when unknown."""
+        if self.sampler is None:
+            return np.empty(0), np.empty(0)
+        buf = self.sampler.buffers
+        values = buf.get(name)
+        if values is None:
+            return np.empty(0), np.empty(0)
+        return buf.times - time.monotonic(), values
+
+    def render_series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        values = self.render.get(name)
+        if values is None:
+            return np.empty(0), np.empty(0)
+        return self.render.times - time.monotonic(), values
+
+
+def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keep = np.isfinite(y) & (x >= -WINDOW_S)
+    return x[keep], y[keep]
+
+
+class GraphsView(QWidget):
+    """Four small plots refreshed from ring buffers by a timer."""
+
+    def __init__(self, telemetry: TelemetryModel, parent: QWidget | None = None, interval_ms: int = 500):
+        super().__init__(parent)
+        self.telemetry = telemetry
+        self.note = QLabel(telemetry.note)
+        self.note.setObjectName("noGpuNote")
+        self.note.setStyleSheet("color: #e0a040; font-weight: bold")
+        self.note.setWordWrap(True)
+        self.note.setVisible(bool(telemetry.note))
+        self.layout_widget = pg.GraphicsLayoutWidget()
+        self.layout_widget.setBackground("#1c1c20")
+        gpu = telemetry.has_gpu
+        self.power_metric = "gpu0.power_w" if gpu else "host.cpu_package_power_w"
+        power_title = "Power (W)" if gpu else "CPU package power (W)"
+        if not gpu and not telemetry.cpu_power_readable:
+            self.power_metric, power_title = "host.system_cpu_pct", "System CPU (%)"
+        titles = (
+            ("Memory (MiB): used vs budget" if gpu else "Process memory (MiB)"),
+            power_title,
+            ("GPU utilization (%)" if gpu else "Process CPU (%)"),
+            "Frames/s",
+        )
+        self.plots: list[pg.PlotItem] = []
+        for i, title in enumerate(titles):
+            plot = self.layout_widget.addPlot(row=i // 2, col=i % 2, title=title)
+            plot.showGrid(x=True, y=True, alpha=0.2)
+            plot.setXRange(-WINDOW_S, 0, padding=0)
+            plot.setMouseEnabled(x=False, y=False)
+            plot.setDownsampling(mode="peak")
+            plot.setClipToView(True)
+            plot.setMenuEnabled(False)
+            self.plots.append(plot)
+        self.mem_used = self.plots[0].plot(pen=pg.mkPen("#dddddd", width=1.5))
+        self.mem_budget = self.plots[0].plot(
+            pen=pg.mkPen("#ff5555", width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine)
+        )
+        self.model_curves: dict[str, pg.PlotDataItem] = {}
+        self.power = self.plots[1].plot(pen=pg.mkPen("#f28e2b", width=1.5))
+        self.util = self.plots[2].plot(pen=pg.mkPen("#59a14f", width=1.5))
+        self.fps = self.plots[3].plot(pen=pg.mkPen("#4e79a7", width=1.5))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.note)
+        layout.addWidget(self.layout_widget, 1)
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start(interval_ms)
+
+    def refresh(self) -> None:
+        """Copy the ring buffers into the plots."""
+        t = self.telemetry
+        gpu = t.has_gpu
+        used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
+        x, y = _finite(*t.series(used))
+        self.mem_used.setData(x, y / MIB)
+        bx, by = _finite(*t.render_series("budget"))
+        self.mem_budget.setData(bx, by / MIB)
+        self._stack_models()
+        self.power.setData(*_finite(*t.series(self.power_metric)))
+        util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
+        self.util.setData(*_finite(*t.series(util)))
+        self.fps.setData(*_finite(*t.render_series("fps")))
+
+    def _stack_models(self) -> None:
+        # Stacked areas: each model's curve is the running sum up to it, filled down to zero, drawn
+        # from the top of the stack down so every band stays visible.
+        t = self.telemetry
+        names = t.model_names
+        if not names:
+            return
+        x = t.render.times - time.monotonic()
+        total = np.zeros_like(x)
+        stacks = []
+        for name in names:
+            values = t.render.get(f"model.{name}")
+            values = np.nan_to_num(values if values is not None else np.zeros_like(x))
+            total = total + values / MIB
+            stacks.append((name, total.copy()))
+        for i, (name, cum) in enumerate(reversed(stacks)):
+            curve = self.model_curves.get(name)
+            if curve is None:
+                colour = MODEL_COLOURS[names.index(name) % len(MODEL_COLOURS)]
+                curve = self.plots[0].plot(
+                    pen=pg.mkPen(colour), brush=pg.mkBrush(colour), fillLevel=0, stepMode=None, name=name
+                )
+                curve.setZValue(-10 - (len(stacks) - i))
+                self.model_curves[name] = curve
+            keep = x >= -WINDOW_S
+            curve.setData(x[keep], cum[keep])
+
+    def stop(self) -> None:
+        self.timer.stop()

@@ -1,0 +1,378 @@
+"""The main window: assembles the views around the models and wires the workers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFileDialog,
+    QMainWindow,
+    QMessageBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ffdesk.gui.controls import ControlsView
+from ffdesk.gui.graphs import GraphsView, TelemetryModel
+from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
+from ffdesk.gui.preview_view import PreviewView
+from ffdesk.gui.queue_view import QueueView
+from ffdesk.gui.render_queue import QueueController
+from ffdesk.gui.sources_view import SourcesView
+from ffdesk.gui.status_view import StatusView
+from ffdesk.gui.timeline import TimelineView
+from ffdesk.gui.worker import PreviewWorker
+from ffdesk.pipeline import events as ev
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+VIDEO_FILTER = "Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;Images (*.png *.jpg *.jpeg);;All files (*)"
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.webp *.tif *.tiff)"
+MAX_RECENT = 10
+SETTINGS_DEBOUNCE_MS = 150
+
+
+def settings_path() -> Path:
+    """gui.ini in the user's config folder (follows XDG_CONFIG_HOME)."""
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("ffdesk")) / "gui.ini"
+
+
+def open_settings(path: Path | None = None) -> QSettings:
+    return QSettings(str(path or settings_path()), QSettings.Format.IniFormat)
+
+
+def is_image(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_SUFFIXES
+
+
+class MainWindow(QMainWindow):
+    """The ffdesk window. Call `shutdown()` (closing does) before the QApplication ends."""
+
+    def __init__(
+        self,
+        *,
+        settings: QSettings | None = None,
+        queue_path: Path | None = None,
+        telemetry: bool = True,
+        autostart: bool = True,
+        confirm_close: Callable[[], bool] | None = None,
+    ) -> None:
+        super().__init__()
+        self.setWindowTitle("ffdesk")
+        self.setObjectName("ffdeskMainWindow")
+        self.setAcceptDrops(True)
+        self.qsettings = settings or open_settings()
+        self.confirm_close = confirm_close or self._ask_close
+        self.session = SessionModel(self)
+        self.status = StatusLog(self)
+        self.residency = ResidencyModel(self)
+        self.queue = QueueController(queue_path, autostart=autostart, parent=self)
+        self.preview_worker = PreviewWorker()
+        self.sampler = self._start_sampler() if telemetry else None
+        self.telemetry = TelemetryModel(self.sampler, self)
+        self._requested_sources: set[Path] = set()
+        self._shut_down = False
+
+        self.preview_view = PreviewView(self.session)
+        self.timeline = TimelineView(self.session)
+        self.sources_view = SourcesView(self.session)
+        self.controls = ControlsView(self.session, self.residency, memory_total_mb=self._memory_total_mb())
+        self.graphs = GraphsView(self.telemetry)
+        self.queue_view = QueueView(self.queue)
+        self.status_view = StatusView(self.status)
+
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.preview_view, 1)
+        layout.addWidget(self.timeline)
+        self.setCentralWidget(central)
+        self.docks: dict[str, QDockWidget] = {}
+        self._dock("Sources", self.sources_view, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self._dock("Controls", self.controls, Qt.DockWidgetArea.RightDockWidgetArea)
+        self._dock("Graphs", self.graphs, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Queue", self.queue_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Status", self.status_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
+        self.docks["Sources"].setMinimumWidth(250)
+        self.docks["Controls"].setMinimumWidth(330)
+        self.docks["Queue"].raise_()
+        self._build_menus()
+        self._build_shortcuts()
+
+        self._preview_timer = QTimer(self)
+        self._preview_timer.setSingleShot(True)
+        self._preview_timer.timeout.connect(self.request_preview)
+        s = self.session
+        s.positionChanged.connect(lambda _i: self._schedule_preview(0))
+        s.targetChanged.connect(lambda: self._schedule_preview(0))
+        for sig in (s.settingsChanged, s.sourcesChanged, s.referenceChanged):
+            sig.connect(lambda: self._schedule_preview(SETTINGS_DEBOUNCE_MS))
+        s.sourcesChanged.connect(self._detect_new_sources)
+        s.targetChanged.connect(self._update_title)
+        self.preview_worker.ready.connect(s.set_preview)
+        self.preview_worker.previewFailed.connect(lambda m: self.status.post("warning", f"preview: {m}"))
+        self.preview_worker.sourceReady.connect(self._on_source_ready)
+        self.preview_worker.sourceFailed.connect(lambda p, m: s.update_source(p, error=m, pending=False))
+        self.sources_view.addRequested.connect(self.add_source_dialog)
+        self.queue_view.addRequested.connect(self.add_to_queue)
+        self.queue.renderEvent.connect(self._on_render_event)
+        self.queue.message.connect(self.status.post)
+        self.status.posted.connect(lambda _lvl, text: self.statusBar().showMessage(text, 8000))
+        if self.sampler is not None and self.sampler.no_gpu_reason:
+            self.status.post("info", f"no GPU: {self.sampler.no_gpu_reason}")
+        self._restore()
+
+    # -- assembly -------------------------------------------------------------------------
+    def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> None:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(f"dock{title}")
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        self.docks[title] = dock
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = file_menu.addAction("&Open clip…", self.open_dialog)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.add_source_action = file_menu.addAction("Add &source…", self.add_source_dialog)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        file_menu.addSeparator()
+        self.queue_action = file_menu.addAction("Add to render &queue", self.add_to_queue)
+        self.queue_action.setShortcut(QKeySequence("Ctrl+Return"))
+        file_menu.addSeparator()
+        quit_action = file_menu.addAction("&Quit", self.close)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        view_menu = self.menuBar().addMenu("&View")
+        for dock in self.docks.values():
+            view_menu.addAction(dock.toggleViewAction())
+        self._rebuild_recent()
+
+    def _build_shortcuts(self) -> None:
+        s = self.session
+        keys: dict[str, Callable[[], Any]] = {
+            "Space": lambda: s.set_playing(not s.playing),
+            "Left": lambda: s.step(-1),
+            "Right": lambda: s.step(1),
+            "B": lambda: s.set_show_before(not s.show_before),
+            "P": lambda: s.update_settings(mode="preview"),
+            "F": lambda: s.update_settings(mode="final"),
+            "I": lambda: s.set_in(s.position),
+            "O": lambda: s.set_out(s.position),
+        }
+        self.shortcut_actions: dict[str, QAction] = {}
+        for key, fn in keys.items():
+            action = QAction(self)
+            action.setShortcut(QKeySequence(key))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+            action.triggered.connect(fn)
+            self.addAction(action)
+            self.shortcut_actions[key] = action
+
+    def _start_sampler(self) -> Any:
+        try:
+            from ffdesk.telemetry.sampler import Sampler
+
+            sampler = Sampler(interval_s=0.5)
+            sampler.start()
+            return sampler
+        except Exception as exc:  # noqa: BLE001 - graphs are optional; the window is not
+            self.status.post("warning", f"telemetry unavailable: {exc}") if hasattr(self, "status") else None
+            return None
+
+    def _memory_total_mb(self) -> int:
+        latest = self.sampler.latest if self.sampler is not None else None
+        if latest is not None and latest.gpus and latest.gpus[0].memory_total_bytes:
+            return int(latest.gpus[0].memory_total_bytes // 2**20)
+        import psutil
+
+        return int(psutil.virtual_memory().total // 2**20)
+
+    # -- files ----------------------------------------------------------------------------
+    def open_clip(self, path: Path) -> bool:
+        """Make `path` the target; False (and a status message) when it cannot be read."""
+        path = Path(path).expanduser().resolve()
+        try:
+            clip = ClipInfo.probe(path)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a status message
+            self.status.post("error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return False
+        self.session.set_clip(clip)
+        self._add_recent(path)
+        self.status.post("info", f"opened {path.name}: {clip.width}x{clip.height}, {clip.frame_count} frames")
+        return True
+
+    def add_source(self, path: Path) -> None:
+        self.session.add_source(Path(path).expanduser().resolve())
+
+    def open_paths(self, paths: list[Path]) -> None:
+        """What a drop does: images become sources, the first clip becomes the target."""
+        clips = [p for p in paths if not is_image(p)]
+        for p in paths:
+            if is_image(p):
+                self.add_source(p)
+        if clips:
+            self.open_clip(clips[0])
+
+    def open_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Open clip", self._last_dir(), VIDEO_FILTER)
+        if name:
+            self.open_clip(Path(name))
+
+    def add_source_dialog(self) -> None:
+        names, _ = QFileDialog.getOpenFileNames(self, "Add source face", self._last_dir(), IMAGE_FILTER)
+        for n in names:
+            self.add_source(Path(n))
+
+    def _last_dir(self) -> str:
+        recent = self.recent_files()
+        return str(Path(recent[0]).parent) if recent else str(Path.home())
+
+    def recent_files(self) -> list[str]:
+        value: Any = self.qsettings.value("recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in value] if isinstance(value, list) else []
+
+    def _add_recent(self, path: Path) -> None:
+        recent = [str(path), *[r for r in self.recent_files() if r != str(path)]][:MAX_RECENT]
+        self.qsettings.setValue("recent", recent)
+        self._rebuild_recent()
+
+    def _rebuild_recent(self) -> None:
+        self.recent_menu.clear()
+        for r in self.recent_files():
+            action = self.recent_menu.addAction(r)
+            action.triggered.connect(partial(self.open_clip, Path(r)))
+        self.recent_menu.setEnabled(bool(self.recent_files()))
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
+        paths = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths)
+
+    # -- preview --------------------------------------------------------------------------
+    def _schedule_preview(self, delay_ms: int) -> None:
+        if self.session.clip is not None and not self._shut_down:
+            self._preview_timer.start(delay_ms)
+
+    def request_preview(self) -> None:
+        """Ask the preview worker for the current frame with the current settings."""
+        s = self.session
+        if s.clip is None or self._shut_down:
+            return
+        job = s.build_job(output=s.clip.path.with_name(".ffdesk-preview"))
+        self.preview_worker.request(job, s.clip.time_of(s.position))
+
+    def _detect_new_sources(self) -> None:
+        for item in self.session.sources:
+            if item.pending and item.path not in self._requested_sources:
+                self._requested_sources.add(item.path)
+                self.preview_worker.detect_source(item.path)
+        self._requested_sources &= {i.path for i in self.session.sources}
+
+    def _on_source_ready(self, path: Path, faces: Any, thumb: Any) -> None:
+        self.session.update_source(path, faces=tuple(faces), thumbnail=thumb, pending=False)
+        if not faces:
+            self.status.post("warning", f"{path.name}: no face found")
+
+    # -- queue ----------------------------------------------------------------------------
+    def add_to_queue(self) -> None:
+        """Queue the current clip with the current settings (in final mode)."""
+        if self.session.clip is None:
+            self.status.post("warning", "open a clip first")
+            return
+        job = self.session.build_job(mode=self.session.settings.mode)
+        entry = self.queue.add(job)
+        self.status.post("info", f"queued {job.target.name} → {entry.job.output.name}")
+
+    def _on_render_event(self, _entry_id: str, event: Any) -> None:
+        self.telemetry.on_event(event)
+        if isinstance(event, ev.MemoryChanged):
+            self.residency.set(event.models, event.budget_bytes)
+        elif isinstance(event, ev.Done):
+            self._markers_from_report(event.report)
+
+    def _markers_from_report(self, report: dict[str, Any]) -> None:
+        for key, kind in (("no_face_frames", "noface"), ("flagged_frames", "flagged")):
+            frames = report.get(key)
+            if isinstance(frames, list):
+                for i in frames:
+                    if isinstance(i, int):
+                        self.session.set_marker(i, kind)  # type: ignore[arg-type]
+
+    # -- persistence and closing ----------------------------------------------------------
+    def _restore(self) -> None:
+        q = self.qsettings
+        geometry = q.value("window/geometry")
+        if isinstance(geometry, QByteArray | bytes):
+            self.restoreGeometry(QByteArray(geometry))
+        else:
+            self.resize(1400, 900)
+        state = q.value("window/state")
+        if isinstance(state, QByteArray | bytes):
+            self.restoreState(QByteArray(state))
+        raw = q.value("session/settings")
+        if isinstance(raw, str):
+            with contextlib.suppress(ValueError, TypeError):
+                self.session.update_settings(**Settings.from_dict(json.loads(raw)).to_dict())
+        show_before = q.value("session/show_before")
+        if show_before is not None:
+            self.session.set_show_before(str(show_before).lower() in ("true", "1"))
+
+    def save_settings(self) -> None:
+        q = self.qsettings
+        q.setValue("window/geometry", self.saveGeometry())
+        q.setValue("window/state", self.saveState())
+        q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
+        q.setValue("session/show_before", self.session.show_before)
+        q.sync()
+
+    def _ask_close(self) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "Render in progress",
+            "A render is running. Stop it and quit? It can be resumed from the queue later.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.queue.busy and not self._shut_down and not self.confirm_close():
+            event.ignore()
+            return
+        self.shutdown()
+        event.accept()
+
+    def shutdown(self) -> None:
+        """Save settings, cancel any render, stop every thread. Safe to call twice."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self.save_settings()
+        self._preview_timer.stop()
+        self.session.set_playing(False)
+        self.graphs.stop()
+        self.preview_worker.shutdown()
+        self.queue.shutdown()
+        if self.sampler is not None:
+            self.sampler.stop()
+
+    def _update_title(self) -> None:
+        clip = self.session.clip
+        self.setWindowTitle(f"ffdesk — {clip.path.name}" if clip else "ffdesk")

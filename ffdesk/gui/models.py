@@ -1,0 +1,347 @@
+"""Qt-side state objects with signals. Views subscribe to them; they never know their views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from PySide6.QtCore import QObject, Signal
+
+from ffdesk.faces.types import Face
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.preview import PreviewResult
+from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision
+
+MarkerKind = Literal["noface", "flagged"]
+Level = Literal["info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """What the window needs to know about the target clip (or image)."""
+
+    path: Path
+    width: int
+    height: int
+    fps: float
+    frame_count: int
+    duration_s: float
+    is_image: bool = False
+
+    @classmethod
+    def probe(cls, path: Path) -> ClipInfo:
+        """Probe `path` (MediaError for a file that is not a clip or image)."""
+        from ffdesk.media.probe import probe
+
+        info = probe(path)
+        v = info.video
+        if v is None:
+            from ffdesk.errors import MediaError
+
+            raise MediaError(f"{path}: no video stream")
+        return cls(
+            path=path,
+            width=v.display_width,
+            height=v.display_height,
+            fps=v.fps if v.fps > 0 else 25.0,
+            frame_count=max(1, v.frame_count if not info.is_image else 1),
+            duration_s=info.duration_s,
+            is_image=info.is_image,
+        )
+
+    def time_of(self, index: int) -> float:
+        return index / self.fps
+
+    def timecode(self, index: int) -> str:
+        """HH:MM:SS:FF."""
+        fps_int = max(1, round(self.fps))
+        secs, ff = divmod(index, fps_int)
+        mm, ss = divmod(secs, 60)
+        hh, mm = divmod(mm, 60)
+        return f"{hh:02d}:{mm:02d}:{ss:02d}:{ff:02d}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The controls' values; turned into a `RenderJob` by `SessionModel.build_job`."""
+
+    mode: Mode = "preview"
+    precision: Precision = "auto"
+    batch: int = 4
+    memory_budget_mb: int = 0
+    """0 = no budget (the runtime's default)."""
+    swapper: str = ""
+    recognizer: str = ""
+    detector: str = ""
+    enhancer: str = ""
+    face_selection: FaceSelection = "largest"
+    encoder: EncoderName = "h264"
+    quality: int = 80
+    output_dir: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Settings:
+        """Values of the right type are taken; anything else keeps its default."""
+        base = cls()
+        kw = {}
+        for f in fields(cls):
+            if f.name in d and isinstance(d[f.name], type(getattr(base, f.name))):
+                kw[f.name] = d[f.name]
+        return replace(base, **kw)
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    """One source-face photo with the faces found in it."""
+
+    path: Path
+    faces: tuple[Face, ...] = ()
+    chosen: int = 0
+    thumbnail: Frame | None = None
+    """The whole photo, downscaled (for the card)."""
+    error: str = ""
+    pending: bool = True
+
+
+class SessionModel(QObject):
+    """The project being edited: target clip, sources, settings, position, range, preview."""
+
+    targetChanged = Signal()
+    sourcesChanged = Signal()
+    settingsChanged = Signal()
+    positionChanged = Signal(int)
+    rangeChanged = Signal()
+    markersChanged = Signal()
+    previewChanged = Signal(object)
+    referenceChanged = Signal()
+    playingChanged = Signal(bool)
+    viewChanged = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.clip: ClipInfo | None = None
+        self.sources: list[SourceItem] = []
+        self.settings = Settings()
+        self.position = 0
+        self.in_point: int | None = None
+        self.out_point: int | None = None
+        self.markers: dict[int, MarkerKind] = {}
+        self.preview: PreviewResult | None = None
+        self.reference_face: int | None = None
+        self.playing = False
+        self.show_before = True
+        """Whether the before/after split is shown (off: the processed frame alone)."""
+        self.split = 0.5
+        self.zoom_fit = True
+
+    # -- target --------------------------------------------------------------------------
+    def set_clip(self, clip: ClipInfo | None) -> None:
+        self.clip = clip
+        self.position = 0
+        self.in_point = self.out_point = None
+        self.markers = {}
+        self.preview = None
+        self.reference_face = None
+        self.set_playing(False)
+        self.targetChanged.emit()
+        self.rangeChanged.emit()
+        self.markersChanged.emit()
+        self.positionChanged.emit(0)
+
+    @property
+    def last_index(self) -> int:
+        return max(0, self.clip.frame_count - 1) if self.clip else 0
+
+    def set_position(self, index: int) -> None:
+        index = max(0, min(int(index), self.last_index))
+        if index != self.position:
+            self.position = index
+            self.positionChanged.emit(index)
+
+    def step(self, delta: int) -> None:
+        self.set_position(self.position + delta)
+
+    def set_playing(self, playing: bool) -> None:
+        playing = bool(playing) and self.clip is not None and not self.clip.is_image
+        if playing != self.playing:
+            self.playing = playing
+            self.playingChanged.emit(playing)
+
+    def set_in(self, index: int | None) -> None:
+        self.in_point = index
+        if index is not None and self.out_point is not None and self.out_point < index:
+            self.out_point = None
+        self.rangeChanged.emit()
+
+    def set_out(self, index: int | None) -> None:
+        self.out_point = index
+        if index is not None and self.in_point is not None and self.in_point > index:
+            self.in_point = None
+        self.rangeChanged.emit()
+
+    def set_marker(self, index: int, kind: MarkerKind | None) -> None:
+        if kind is None:
+            if self.markers.pop(index, None) is None:
+                return
+        elif self.markers.get(index) == kind:
+            return
+        else:
+            self.markers[index] = kind
+        self.markersChanged.emit()
+
+    # -- sources -------------------------------------------------------------------------
+    def add_source(self, path: Path) -> bool:
+        """Add a photo (pending detection); False when it is already there."""
+        if any(s.path == path for s in self.sources):
+            return False
+        self.sources.append(SourceItem(path=path))
+        self.sourcesChanged.emit()
+        return True
+
+    def update_source(self, path: Path, **changes: Any) -> None:
+        for i, s in enumerate(self.sources):
+            if s.path == path:
+                self.sources[i] = replace(s, **changes)
+                self.sourcesChanged.emit()
+                return
+
+    def remove_source(self, path: Path) -> None:
+        self.sources = [s for s in self.sources if s.path != path]
+        self.sourcesChanged.emit()
+
+    # -- settings, preview, view ---------------------------------------------------------
+    def update_settings(self, **changes: Any) -> None:
+        new = replace(self.settings, **changes)
+        if new != self.settings:
+            self.settings = new
+            self.settingsChanged.emit()
+
+    def set_preview(self, result: PreviewResult) -> None:
+        self.preview = result
+        if result.index == self.position or self.clip is not None:
+            self.set_marker(result.index, None if result.faces else "noface")
+        self.previewChanged.emit(result)
+
+    def set_reference_face(self, index: int | None) -> None:
+        self.reference_face = index
+        if index is not None and self.settings.face_selection != "reference":
+            self.update_settings(face_selection="reference")
+        self.referenceChanged.emit()
+
+    def set_show_before(self, on: bool) -> None:
+        self.show_before = bool(on)
+        self.viewChanged.emit()
+
+    def set_split(self, fraction: float) -> None:
+        self.split = max(0.0, min(1.0, float(fraction)))
+        self.viewChanged.emit()
+
+    def set_zoom_fit(self, fit: bool) -> None:
+        self.zoom_fit = bool(fit)
+        self.viewChanged.emit()
+
+    # -- jobs ----------------------------------------------------------------------------
+    def default_output(self) -> Path | None:
+        if self.clip is None:
+            return None
+        from ffdesk.media.encode import container_suffix
+
+        folder = Path(self.settings.output_dir) if self.settings.output_dir else self.clip.path.parent
+        suffix = container_suffix(self.settings.encoder)
+        stem = f"{self.clip.path.stem}-ffdesk"
+        return folder / (stem + suffix) if suffix else folder / stem
+
+    def build_job(self, output: Path | None = None, *, mode: Mode | None = None) -> RenderJob:
+        """An immutable job from the current state (ValueError when there is no clip)."""
+        if self.clip is None:
+            raise ValueError("no clip is open")
+        s = self.settings
+        out = output or self.default_output()
+        assert out is not None
+        chosen = [src for src in self.sources if not src.error]
+        first = chosen[0] if chosen else None
+        ref_time = None
+        if s.face_selection == "reference" and self.reference_face is not None:
+            ref_time = self.clip.time_of(self.position)
+        extra: tuple[tuple[str, str], ...] = ()
+        if ref_time is not None:
+            extra = (("reference_time", f"{ref_time:.6f}"),)
+        fps = self.clip.fps
+        return RenderJob(
+            target=self.clip.path,
+            output=out,
+            sources=tuple(src.path for src in chosen),
+            source_face=first.chosen if first is not None and len(first.faces) > 1 else None,
+            mode=mode or s.mode,
+            precision=s.precision,
+            batch=s.batch,
+            memory_budget=s.memory_budget_mb * 1024 * 1024 if s.memory_budget_mb > 0 else None,
+            encoder=s.encoder,
+            quality=s.quality,
+            start=self.in_point / fps if self.in_point is not None else None,
+            end=(self.out_point + 1) / fps if self.out_point is not None else None,
+            face_selection=s.face_selection,
+            reference_face=self.reference_face if s.face_selection == "reference" else None,
+            swapper=s.swapper or None,
+            recognizer=s.recognizer or None,
+            detector=s.detector or None,
+            enhancer=s.enhancer or None,
+            extra=extra,
+        )
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    level: Level
+    text: str
+    count: int = 1
+
+
+class StatusLog(QObject):
+    """Warnings and errors for the status area. A repeated message bumps a count instead of a row."""
+
+    changed = Signal()
+    posted = Signal(str, str)  # level, text
+
+    def __init__(self, parent: QObject | None = None, capacity: int = 200) -> None:
+        super().__init__(parent)
+        self.entries: list[StatusEntry] = []
+        self.capacity = capacity
+
+    def post(self, level: Level, text: str) -> None:
+        text = " ".join(str(text).split())
+        if self.entries and self.entries[-1].text == text and self.entries[-1].level == level:
+            last = self.entries[-1]
+            self.entries[-1] = replace(last, count=last.count + 1)
+        else:
+            self.entries.append(StatusEntry(level, text))
+            del self.entries[: -self.capacity]
+        self.posted.emit(level, text)
+        self.changed.emit()
+
+    def clear(self) -> None:
+        self.entries = []
+        self.changed.emit()
+
+
+class ResidencyModel(QObject):
+    """Models resident on the device (name, bytes) and the budget, from `MemoryChanged` events."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.models: tuple[tuple[str, int], ...] = ()
+        self.budget_bytes: int | None = None
+
+    def set(self, models: tuple[tuple[str, int], ...], budget_bytes: int | None) -> None:
+        self.models, self.budget_bytes = tuple(models), budget_bytes
+        self.changed.emit()
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(b for _, b in self.models)

@@ -1,0 +1,220 @@
+"""The preview pane: the current frame swapped, a before/after split, faces outlined and clickable."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from ffdesk.gui.models import SessionModel
+from ffdesk.types import Frame
+
+SPLIT_GRAB_PX = 8
+
+
+def to_qimage(image: Frame) -> QImage:
+    """A QImage sharing nothing with `image` (safe after the array is gone)."""
+    image = np.ascontiguousarray(image)
+    h, w = image.shape[:2]
+    return QImage(image.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+
+
+class PreviewCanvas(QWidget):
+    """Paints original | processed around the split line; clicking a face picks the reference."""
+
+    faceClicked = Signal(int)
+
+    def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.setMinimumSize(320, 180)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMouseTracking(True)
+        self._original: QImage | None = None
+        self._processed: QImage | None = None
+        self._dragging = False
+        model.previewChanged.connect(self._on_preview)
+        model.viewChanged.connect(self.update)
+        model.referenceChanged.connect(self.update)
+        model.targetChanged.connect(self._on_target)
+
+    def _on_target(self) -> None:
+        self._original = self._processed = None
+        self.update()
+
+    def _on_preview(self, result: object) -> None:
+        from ffdesk.pipeline.preview import PreviewResult
+
+        assert isinstance(result, PreviewResult)
+        self._original = to_qimage(result.original)
+        self._processed = to_qimage(result.processed)
+        self.update()
+
+    def show_frame(self, image: Frame) -> None:
+        """Show a frame without a before image (e.g. a frame from a running render)."""
+        self._processed = to_qimage(image)
+        self._original = None
+        self.update()
+
+    def image_rect(self) -> QRectF:
+        """Where the image is drawn, in widget coordinates."""
+        img = self._processed
+        if img is None:
+            return QRectF()
+        w, h = img.width(), img.height()
+        if self.model.zoom_fit:
+            s = min(self.width() / w, self.height() / h)
+        else:
+            s = 1.0 / (self.model.preview.scale if self.model.preview else 1.0)
+        dw, dh = w * s, h * s
+        return QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
+
+    def split_x(self) -> float:
+        r = self.image_rect()
+        return r.left() + r.width() * self.model.split
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        p = QPainter(self)
+        p.fillRect(self.rect(), QColor(24, 24, 28))
+        if self._processed is None:
+            p.setPen(QColor(150, 150, 160))
+            text = "Drop a clip here, or File > Open" if self.model.clip is None else "Loading preview…"
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, text)
+            p.end()
+            return
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, self.model.zoom_fit)
+        r = self.image_rect()
+        p.drawImage(r, self._processed)
+        split = self.model.show_before and self._original is not None
+        if split and self._original is not None:
+            sx = self.split_x()
+            src_w = self._original.width() * self.model.split
+            p.drawImage(
+                QRectF(r.left(), r.top(), sx - r.left(), r.height()),
+                self._original,
+                QRectF(0, 0, src_w, self._original.height()),
+            )
+            p.setPen(QPen(QColor(255, 255, 255), 2))
+            p.drawLine(QPointF(sx, r.top()), QPointF(sx, r.bottom()))
+            p.setBrush(QColor(255, 255, 255))
+            p.drawEllipse(QPointF(sx, r.center().y()), 6, 6)
+            p.setPen(QColor(255, 255, 255))
+            p.drawText(QRectF(r.left() + 8, r.top() + 6, 80, 20), "before")
+            p.drawText(QRectF(r.right() - 60, r.top() + 6, 52, 20), Qt.AlignmentFlag.AlignRight, "after")
+        self._paint_faces(p, r)
+        p.end()
+
+    def _paint_faces(self, p: QPainter, r: QRectF) -> None:
+        result = self.model.preview
+        if result is None or self._processed is None:
+            return
+        s = r.width() / self._processed.width()
+        for i, face in enumerate(result.faces):
+            x1, y1, x2, y2 = face.bbox
+            chosen = self.model.reference_face == i
+            colour = QColor(255, 190, 40) if chosen else QColor(80, 200, 255)
+            p.setPen(QPen(colour, 3 if chosen else 1.5))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.drawRect(QRectF(r.left() + x1 * s, r.top() + y1 * s, (x2 - x1) * s, (y2 - y1) * s))
+            p.drawText(QPointF(r.left() + x1 * s + 3, r.top() + y1 * s - 4), f"face {i + 1}")
+
+    def face_at(self, pos: QPointF) -> int | None:
+        """Index of the face under a widget position (smallest box wins), or None."""
+        result = self.model.preview
+        r = self.image_rect()
+        if result is None or r.isEmpty() or self._processed is None:
+            return None
+        s = r.width() / self._processed.width()
+        x, y = (pos.x() - r.left()) / s, (pos.y() - r.top()) / s
+        hits = [
+            (f.area, i)
+            for i, f in enumerate(result.faces)
+            if f.bbox[0] <= x <= f.bbox[2] and f.bbox[1] <= y <= f.bbox[3]
+        ]
+        return min(hits)[1] if hits else None
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        pos = event.position()
+        if self.model.show_before and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX:
+            self._dragging = True
+            return
+        face = self.face_at(pos)
+        if face is not None:
+            self.model.set_reference_face(face)
+            self.faceClicked.emit(face)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        pos = event.position()
+        if self._dragging:
+            r = self.image_rect()
+            if r.width() > 0:
+                self.model.set_split((pos.x() - r.left()) / r.width())
+            return
+        near = self.model.show_before and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX
+        if near:
+            self.setCursor(Qt.CursorShape.SplitHCursor)
+        elif self.face_at(pos) is not None:
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+        else:
+            self.unsetCursor()
+
+    def mouseReleaseEvent(self, _event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        self._dragging = False
+
+
+class PreviewView(QWidget):
+    """The canvas with its small toolbar: before/after, zoom, frame number and timecode."""
+
+    def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.canvas = PreviewCanvas(model)
+        self.before_after = QPushButton("Before/after (B)")
+        self.before_after.setCheckable(True)
+        self.before_after.setChecked(model.show_before)
+        self.before_after.toggled.connect(model.set_show_before)
+        self.fit = QPushButton("Fit")
+        self.fit.setCheckable(True)
+        self.actual = QPushButton("100%")
+        self.actual.setCheckable(True)
+        self.fit.clicked.connect(lambda: model.set_zoom_fit(True))
+        self.actual.clicked.connect(lambda: model.set_zoom_fit(False))
+        self.frame_label = QLabel("no clip")
+        self.frame_label.setObjectName("frameLabel")
+        self.timing_label = QLabel("")
+        self.timing_label.setStyleSheet("color: gray")
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        for w in (self.before_after, self.fit, self.actual):
+            bar.addWidget(w)
+        bar.addStretch(1)
+        bar.addWidget(self.timing_label)
+        bar.addWidget(self.frame_label)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self.canvas, 1)
+        model.viewChanged.connect(self._sync)
+        model.positionChanged.connect(self._sync)
+        model.targetChanged.connect(self._sync)
+        model.previewChanged.connect(self._on_preview)
+        self._sync()
+
+    def _on_preview(self, result: object) -> None:
+        ms = getattr(result, "ms", None)
+        self.timing_label.setText(f"{ms:.0f} ms" if isinstance(ms, float) else "")
+        self._sync()
+
+    def _sync(self) -> None:
+        m = self.model
+        self.before_after.setChecked(m.show_before)
+        self.fit.setChecked(m.zoom_fit)
+        self.actual.setChecked(not m.zoom_fit)
+        if m.clip is None:
+            self.frame_label.setText("no clip")
+        else:
+            self.frame_label.setText(
+                f"frame {m.position + 1} / {m.clip.frame_count}   {m.clip.timecode(m.position)}"
+            )
+        self.canvas.update()

@@ -1,0 +1,141 @@
+"""Source-face photos as cards showing the detected face; a choice for multi-face photos."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ffdesk.gui.models import SessionModel, SourceItem
+from ffdesk.gui.preview_view import to_qimage
+
+THUMB = 96
+
+
+def face_thumbnail(item: SourceItem, side: int = THUMB) -> QPixmap:
+    """The chosen face cropped from the photo (the whole photo when no face was found)."""
+    if item.thumbnail is None:
+        pm = QPixmap(side, side)
+        pm.fill(QColor(50, 50, 56))
+        return pm
+    image = to_qimage(item.thumbnail)
+    if item.faces:
+        f = item.faces[min(item.chosen, len(item.faces) - 1)]
+        x1, y1, x2, y2 = f.bbox
+        cx, cy, half = (x1 + x2) / 2, (y1 + y2) / 2, max(x2 - x1, y2 - y1) * 0.7
+        image = image.copy(int(cx - half), int(cy - half), int(2 * half), int(2 * half))
+    pm = QPixmap.fromImage(image).scaled(
+        side, side, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+    )
+    if len(item.faces) > 1 and item.thumbnail is not None:
+        p = QPainter(pm)
+        p.setPen(QPen(QColor(255, 190, 40), 2))
+        p.drawRect(QRectF(1, 1, pm.width() - 2, pm.height() - 2))
+        p.end()
+    return pm
+
+
+class SourceCard(QFrame):
+    """One photo: face thumbnail, file name, face chooser, remove button."""
+
+    removeRequested = Signal(object)
+
+    def __init__(self, model: SessionModel, item: SourceItem, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.path = item.path
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setObjectName("sourceCard")
+        self.image = QLabel()
+        self.image.setFixedSize(THUMB, THUMB)
+        self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.image.setPixmap(face_thumbnail(item))
+        self.name = QLabel(item.path.name)
+        self.name.setToolTip(str(item.path))
+        self.state = QLabel(self._state_text(item))
+        self.state.setWordWrap(True)
+        self.chooser = QComboBox()
+        self.chooser.addItems([f"face {i + 1}" for i in range(len(item.faces))])
+        self.chooser.setCurrentIndex(min(item.chosen, max(0, len(item.faces) - 1)))
+        self.chooser.setVisible(len(item.faces) > 1)
+        self.chooser.currentIndexChanged.connect(self._choose)
+        self.remove = QPushButton("Remove")
+        self.remove.clicked.connect(lambda: model.remove_source(self.path))
+        right = QVBoxLayout()
+        right.addWidget(self.name)
+        right.addWidget(self.state)
+        right.addWidget(self.chooser)
+        right.addWidget(self.remove)
+        right.addStretch(1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.image)
+        layout.addLayout(right, 1)
+
+    @staticmethod
+    def _state_text(item: SourceItem) -> str:
+        if item.error:
+            return f"⚠ {item.error}"
+        if item.pending:
+            return "finding faces…"
+        if not item.faces:
+            return "⚠ no face found"
+        return f"{len(item.faces)} faces: pick one" if len(item.faces) > 1 else "1 face"
+
+    def _choose(self, index: int) -> None:
+        if index >= 0:
+            self.model.update_source(self.path, chosen=index)
+
+
+class SourcesView(QWidget):
+    """Cards for `model.sources`, rebuilt when they change."""
+
+    addRequested = Signal()
+
+    def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.cards: list[SourceCard] = []
+        self._box = QWidget()
+        self._list = QVBoxLayout(self._box)
+        self._list.setContentsMargins(0, 0, 0, 0)
+        self._list.addStretch(1)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self._box)
+        self.hint = QLabel("Drop face photos here")
+        self.hint.setStyleSheet("color: gray")
+        self.add = QPushButton("Add source…")
+        self.add.clicked.connect(self.addRequested.emit)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.hint)
+        layout.addWidget(scroll, 1)
+        layout.addWidget(self.add)
+        model.sourcesChanged.connect(self.rebuild)
+        self.rebuild()
+
+    def card(self, path: Path) -> SourceCard | None:
+        return next((c for c in self.cards if c.path == path), None)
+
+    def rebuild(self) -> None:
+        for c in self.cards:
+            self._list.removeWidget(c)
+            c.deleteLater()
+        self.cards = []
+        for i, item in enumerate(self.model.sources):
+            card = SourceCard(self.model, item)
+            self._list.insertWidget(i, card)
+            self.cards.append(card)
+        self.hint.setVisible(not self.cards)

@@ -1,0 +1,244 @@
+"""Background work for the window: renders and previews on QThreads, results as Qt signals.
+
+Both workers are QObjects moved to their own QThread. Engine callbacks run on the worker thread and
+only emit signals; Qt queues them to the main thread, where the models are changed. `shutdown()`
+stops a worker's thread (cancel, quit, wait) and must be called before the window goes away.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ffdesk.errors import Cancelled, UserError
+from ffdesk.pipeline.job import RenderJob
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class _Threaded(QObject):
+    """A QObject living on its own named QThread."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.thread_ = QThread()
+        self.thread_.setObjectName(name)
+        self.moveToThread(self.thread_)
+        self.thread_.start()
+
+    def _stop_thread(self, timeout_ms: int = 30000) -> bool:
+        if not self.thread_.isRunning():
+            return True
+        self.thread_.quit()
+        return bool(self.thread_.wait(timeout_ms))
+
+
+class RenderWorker(_Threaded):
+    """Runs `run_render` for one queue entry at a time.
+
+    Signals carry the queue entry id first. `engineEvent` forwards every engine event object.
+    """
+
+    engineEvent = Signal(str, object)
+    finished = Signal(str, object)  # id, report dict
+    failed = Signal(str, str)  # id, one-line message
+    cancelled = Signal(str)
+    _run = Signal(str, object)
+
+    def __init__(self) -> None:
+        super().__init__("ffdesk-render")
+        self._cancel: threading.Event | None = None
+        self._busy = threading.Event()
+        self._run.connect(self._do_run)
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set()
+
+    def start_job(self, entry_id: str, job: RenderJob) -> None:
+        """Start rendering `job` on the worker thread (call from the main thread)."""
+        if self._busy.is_set():
+            raise RuntimeError("a render is already running")
+        self._busy.set()
+        self._cancel = threading.Event()
+        self._run.emit(entry_id, job)
+
+    def cancel(self) -> None:
+        """Ask the running render to stop (it stops at the next frame boundary)."""
+        if self._cancel is not None:
+            self._cancel.set()
+
+    @Slot(str, object)
+    def _do_run(self, entry_id: str, job: RenderJob) -> None:
+        from ffdesk.pipeline.engine import run_render
+
+        cancel = self._cancel or threading.Event()
+        try:
+            report = run_render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
+        except Cancelled:
+            self.cancelled.emit(entry_id)
+        except UserError as exc:
+            self.failed.emit(entry_id, _one_line(exc))
+        except Exception as exc:  # noqa: BLE001 - the window reports it; it must not die with it
+            traceback.print_exc()
+            self.failed.emit(entry_id, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+        else:
+            if cancel.is_set():
+                self.cancelled.emit(entry_id)
+            else:
+                self.finished.emit(entry_id, report)
+        finally:
+            self._busy.clear()
+
+    def shutdown(self, timeout_ms: int = 60000) -> bool:
+        """Cancel any render, stop the thread, wait for it. True when it stopped in time."""
+        self.cancel()
+        return self._stop_thread(timeout_ms)
+
+
+@dataclass(frozen=True)
+class PreviewRequest:
+    job: RenderJob
+    time_s: float
+    serial: int
+
+
+class PreviewWorker(_Threaded):
+    """Previews and source-photo face detection, with request coalescing.
+
+    `request(job, t)` only stores the latest request and wakes the thread; when the thread gets to
+    it, it computes the newest request alone, so a fast scrub costs one frame per ready worker, not
+    one per mouse move. Source detections run one by one between previews.
+    """
+
+    ready = Signal(object)  # PreviewResult
+    previewFailed = Signal(str)
+    sourceReady = Signal(object, object, object)  # path, faces tuple, thumbnail
+    sourceFailed = Signal(object, str)  # path, message
+    _wake = Signal()
+
+    def __init__(self) -> None:
+        super().__init__("ffdesk-preview")
+        self._lock = threading.Lock()
+        self._pending: PreviewRequest | None = None
+        self._sources: list[Path] = []
+        self._serial = 0
+        self._previewer: Any = None
+        self._analyser: Any = None
+        self._stage_error = ""
+        self.computed = 0
+        """How many previews were computed (coalesced requests are not)."""
+        self._wake.connect(self._drain)
+
+    def request(self, job: RenderJob, time_s: float) -> int:
+        """Ask for a preview of `job` at `time_s`; returns the request's serial number."""
+        with self._lock:
+            self._serial += 1
+            self._pending = PreviewRequest(job, float(time_s), self._serial)
+            serial = self._serial
+        self._wake.emit()
+        return serial
+
+    def detect_source(self, path: Path) -> None:
+        """Find the faces in a source photo (result: `sourceReady` or `sourceFailed`)."""
+        with self._lock:
+            self._sources.append(path)
+        self._wake.emit()
+
+    @Slot()
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                source = self._sources.pop(0) if self._sources else None
+                req = None if source is not None else self._pending
+                if source is None:
+                    self._pending = None
+            if source is not None:
+                self._detect(source)
+            elif req is not None:
+                self._render(req)
+            else:
+                return
+
+    def _render(self, req: PreviewRequest) -> None:
+        from ffdesk.pipeline.preview import Previewer
+
+        try:
+            if self._previewer is None or self._previewer.job != req.job:
+                self._close_previewer()
+                self._previewer = Previewer(req.job)
+                self._stage_error = ""
+            if self._stage_error:
+                result = self._previewer.passthrough(req.time_s)
+            else:
+                try:
+                    result = self._previewer.render(req.time_s)
+                except Exception as exc:  # noqa: BLE001 - the frame still shows, unprocessed
+                    self._stage_error = _one_line(exc)
+                    self.previewFailed.emit(self._stage_error)
+                    result = self._previewer.passthrough(req.time_s, self._stage_error)
+        except Exception as exc:  # noqa: BLE001 - shown in the status area
+            self._close_previewer()
+            self.previewFailed.emit(_one_line(exc))
+            return
+        self.computed += 1
+        self.ready.emit(result)
+
+    def _detect(self, path: Path) -> None:
+        try:
+            import cv2
+
+            from ffdesk.media.decode import read_image
+
+            image = read_image(path)
+            if self._analyser is None:
+                from ffdesk.faces.analyser import FaceAnalyser
+
+                self._analyser = FaceAnalyser()
+            faces = tuple(self._analyser.detect(image))
+            faces = tuple(sorted(faces, key=lambda f: -f.area))
+            h, w = image.shape[:2]
+            scale = min(1.0, 320 / max(h, w))
+            thumb = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))))
+            faces_scaled = tuple(_scale_face(f, scale) for f in faces)
+        except Exception as exc:  # noqa: BLE001 - shown on the source card
+            self.sourceFailed.emit(path, _one_line(exc))
+            return
+        self.sourceReady.emit(path, faces_scaled, thumb)
+
+    def _close_previewer(self) -> None:
+        if self._previewer is not None:
+            try:
+                self._previewer.close()
+            finally:
+                self._previewer = None
+
+    def shutdown(self, timeout_ms: int = 30000) -> bool:
+        """Drop pending work, stop the thread, release the stages."""
+        with self._lock:
+            self._pending = None
+            self._sources.clear()
+        ok = self._stop_thread(timeout_ms)
+        self._close_previewer()
+        return ok
+
+
+def _scale_face(face: Any, scale: float) -> Any:
+    """A face with its box and keypoints scaled (for thumbnails)."""
+    from dataclasses import replace
+
+    x1, y1, x2, y2 = face.bbox
+    return replace(
+        face,
+        bbox=(x1 * scale, y1 * scale, x2 * scale, y2 * scale),
+        kps=face.kps * scale if face.kps is not None else face.kps,
+        landmarks=None,
+    )

@@ -1,0 +1,203 @@
+"""Single-frame previews through the same stages a render uses. Qt-free.
+
+`Previewer(job)` builds the job's stages once; `render(time_s)` reads that frame, runs it through
+every stage as a batch of one and returns the original beside the processed image. In preview mode
+the frame is first scaled down to a working resolution (at most `PREVIEW_MAX_HEIGHT` rows), which
+is what keeps a scrub fast; final mode works at full size, exactly as the render will.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ffdesk.faces.types import Face
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
+from ffdesk.types import Frame
+
+PREVIEW_MAX_HEIGHT = 540
+FRAME_CACHE = 12
+
+
+@dataclass(frozen=True)
+class PreviewResult:
+    """One previewed frame: what the clip holds and what the render would make of it."""
+
+    index: int
+    time_s: float
+    original: Frame
+    processed: Frame
+    faces: tuple[Face, ...]
+    """Faces found in the frame, in the coordinates of `original` / `processed`."""
+    scale: float
+    """Working size / source size (1.0 in final mode)."""
+    ms: float
+    """Time spent on this frame (read + stages)."""
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+def working_size(width: int, height: int, mode: str) -> tuple[int, int]:
+    """The (width, height) a preview works at: full size in final mode, capped height otherwise."""
+    if mode != "preview" or height <= PREVIEW_MAX_HEIGHT:
+        return width, height
+    scale = PREVIEW_MAX_HEIGHT / height
+    return max(2, round(width * scale / 2) * 2), PREVIEW_MAX_HEIGHT
+
+
+def faces_in(annotations: dict[str, Any]) -> tuple[Face, ...]:
+    """The faces a detection stage left in a packet's annotations (key "faces" preferred)."""
+    preferred = annotations.get("faces")
+    candidates = [preferred, *annotations.values()] if preferred is not None else annotations.values()
+    for value in candidates:
+        if isinstance(value, list | tuple) and value and all(isinstance(f, Face) for f in value):
+            return tuple(value)
+    return ()
+
+
+class Previewer:
+    """Renders single frames of `job.target` through the job's stages.
+
+    Not thread-safe by design: one worker thread owns it (call `start`, `render` and `close` from
+    that thread). `close()` releases the stages.
+    """
+
+    def __init__(self, job: RenderJob) -> None:
+        from ffdesk.media.probe import probe
+
+        self.job = job
+        self.info = probe(job.target)
+        video = self.info.video
+        self.fps = video.fps if video and video.fps > 0 else 25.0
+        self.frame_count = video.frame_count if video else 1
+        self.width = video.display_width if video else 0
+        self.height = video.display_height if video else 0
+        self._stages: list[Stage] = []
+        self._started = False
+        self._warnings: list[str] = []
+        self._warn_lock = threading.Lock()
+        self._frames: OrderedDict[int, tuple[float, Frame]] = OrderedDict()
+
+    def start(self) -> None:
+        """Build and start the stages (loads models). Called once; `render` calls it if needed."""
+        if self._started:
+            return
+        from ffdesk.pipeline.plan import build_stages
+
+        self._stages = list(build_stages(self.job))
+        for stage in self._stages:
+            if isinstance(stage, EmitsEvents):
+                stage.bind_events(self._on_event)
+            stage.start()
+        self._started = True
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self._stages]
+
+    def index_at(self, time_s: float) -> int:
+        """The frame index shown at `time_s` (clamped to the clip)."""
+        last = max(0, self.frame_count - 1)
+        return int(min(last, max(0, round(time_s * self.fps))))
+
+    def read(self, time_s: float) -> tuple[int, float, Frame]:
+        """(index, time, image) of the frame at `time_s`, at working resolution, cached."""
+        index = self.index_at(time_s)
+        hit = self._frames.get(index)
+        if hit is not None:
+            self._frames.move_to_end(index)
+            return index, hit[0], hit[1]
+        if self.info.is_image:
+            from ffdesk.media.decode import read_image
+
+            t, image = 0.0, read_image(self.job.target)
+        else:
+            from ffdesk.media.decode import read_frame_at
+
+            decoded = read_frame_at(self.job.target, index / self.fps)
+            t, image = decoded.time_s, decoded.image
+        h, w = image.shape[:2]
+        ww, wh = working_size(w, h, self.job.mode)
+        if (ww, wh) != (w, h):
+            image = np.asarray(cv2.resize(image, (ww, wh), interpolation=cv2.INTER_AREA), dtype=np.uint8)
+        image = np.ascontiguousarray(image)
+        self._frames[index] = (t, image)
+        while len(self._frames) > FRAME_CACHE:
+            self._frames.popitem(last=False)
+        return index, t, image
+
+    def render(self, time_s: float) -> PreviewResult:
+        """Read the frame at `time_s` and run it through every stage."""
+        t0 = time.perf_counter()
+        self.start()
+        index, t, original = self.read(time_s)
+        packet = FramePacket(index=index, pts=None, image=original.copy(), annotations={})
+        batch: Sequence[FramePacket] = [packet]
+        stage_ms: dict[str, float] = {}
+        for stage in self._stages:
+            s0 = time.perf_counter()
+            batch = stage.process(batch)
+            stage_ms[stage.name] = (time.perf_counter() - s0) * 1000.0
+        out = batch[0] if batch else packet
+        with self._warn_lock:
+            warnings, self._warnings = tuple(self._warnings), []
+        src_h = self.height or original.shape[0]
+        return PreviewResult(
+            index=index,
+            time_s=t,
+            original=original,
+            processed=np.ascontiguousarray(out.image),
+            faces=faces_in(out.annotations),
+            scale=original.shape[0] / src_h if src_h else 1.0,
+            ms=(time.perf_counter() - t0) * 1000.0,
+            stage_ms=stage_ms,
+            warnings=warnings,
+        )
+
+    def passthrough(self, time_s: float, warning: str = "") -> PreviewResult:
+        """The frame at `time_s` unprocessed (when the stages cannot run, the clip still shows)."""
+        t0 = time.perf_counter()
+        index, t, original = self.read(time_s)
+        src_h = self.height or original.shape[0]
+        return PreviewResult(
+            index=index,
+            time_s=t,
+            original=original,
+            processed=original,
+            faces=(),
+            scale=original.shape[0] / src_h if src_h else 1.0,
+            ms=(time.perf_counter() - t0) * 1000.0,
+            warnings=(warning,) if warning else (),
+        )
+
+    def close(self) -> dict[str, Any]:
+        """Finish every stage; returns their merged figures."""
+        figures: dict[str, Any] = {}
+        for stage in self._stages:
+            try:
+                figures.update(stage.finish())
+            except Exception:  # noqa: BLE001 - one stage failing to clean up must not leak the rest
+                continue
+        self._stages = []
+        self._started = False
+        return figures
+
+    def _on_event(self, event: Any) -> None:
+        message = getattr(event, "message", None)
+        if type(event).__name__ == "Warning" and isinstance(message, str):
+            with self._warn_lock:
+                self._warnings.append(message)
+
+    def __enter__(self) -> Previewer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

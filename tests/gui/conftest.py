@@ -1,0 +1,54 @@
+"""Shared fixtures for the desktop-app tests: a tiny clip, face photos, an isolated window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+
+
+@pytest.fixture(scope="session")
+def face_photo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import cv2
+    from skimage.data import astronaut
+
+    path = tmp_path_factory.mktemp("photos") / "astronaut.jpg"
+    cv2.imwrite(str(path), cv2.cvtColor(astronaut(), cv2.COLOR_RGB2BGR))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 12-frame 160x96 clip with a face in it."""
+    import cv2
+    from skimage.data import astronaut
+
+    from ffdesk.media.synth import synth_clip
+
+    face = np.ascontiguousarray(cv2.resize(astronaut()[0:300, 120:400], (70, 75)))
+    path = tmp_path_factory.mktemp("clips") / "tiny.mp4"
+    synth_clip(path, width=160, height=96, fps=12.0, frames=12, face_image=face)
+    return path
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """A main window with its settings and queue in tmp_path, no telemetry thread, no autostart."""
+    from ffdesk.gui.app import application
+    from ffdesk.gui.main_window import MainWindow, open_settings
+
+    application()
+    w = MainWindow(
+        settings=open_settings(tmp_path / "gui.ini"),
+        queue_path=tmp_path / "queue.json",
+        telemetry=False,
+        autostart=False,
+        confirm_close=lambda: True,
+    )
+    qtbot.addWidget(w)
+    yield w
+    w.shutdown()

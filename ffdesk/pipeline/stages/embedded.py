@@ -1,0 +1,228 @@
+"""The embedded classical swap as render stages: works with nothing but the repository.
+
+    detect (2 threads)  ->  track (1 thread, in order)  ->  swap (2 threads)
+
+- detect: RetinaFace on every `DETECT_EVERY`-th frame (and the first of a render or resumed
+  segment, which start on such frames); stateless. Annotation "detections".
+- track: carries each face's mesh from frame to frame, gives stable track IDs, smooths the
+  landmarks (One-Euro) and picks the faces to swap. Annotations "faces" (all tracked) and
+  "swap_faces" (the chosen ones).
+- swap: warps the source face onto each chosen face; counts swapped and skipped faces and reports
+  `frames_with_faces`, `faces_swapped`, `faces_skipped` (and the reasons) from its `finish()`.
+
+Source photos: the largest face of the first photo is used, or with `job.source_face = N` the
+N-th face counted from 0, left to right. Reference selection (`face_selection="reference"`)
+follows face `job.reference_face` (0-based, left to right; default 0) of the first frame of the
+render range.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ffdesk.errors import UserError
+from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
+from ffdesk.faces.appearance import Appearance, appearance_of
+from ffdesk.faces.selection import FaceSelector
+from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
+from ffdesk.faces.types import Face
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
+from ffdesk.types import FaceSelection, Frame
+
+DETECT_EVERY = 6
+"""Frames between two full detections; resumable segments (48 frames) start on one."""
+DET_SIZE = {"final": 640, "preview": 480}
+
+
+def _models_dir(job: RenderJob) -> Path | None:
+    """The embedded models are looked for in `job.models_dir` first when it holds them."""
+    if job.models_dir is not None and (Path(job.models_dir) / "face_mesh_468.onnx").is_file():
+        return Path(job.models_dir)
+    return None
+
+
+class DetectStage:
+    """Full-frame face detection on key frames. Stateless: runs on several threads."""
+
+    name = "detect"
+    max_batch = 4
+    workers = 2
+
+    def __init__(self, analyser: FaceAnalyser, *, every: int = DETECT_EVERY, det_size: int = 640) -> None:
+        self.analyser = analyser
+        self.every = max(1, every)
+        self.det_size = det_size
+
+    def start(self) -> None:
+        pass
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        for p in batch:
+            if p.index % self.every == 0:
+                p.annotations["detections"] = self.analyser.detect(p.image, det_size=self.det_size)
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+class TrackStage:
+    """Tracks, smooths and selects faces. Order-dependent: one thread."""
+
+    name = "track"
+    max_batch = 4
+    workers = 1
+
+    def __init__(
+        self,
+        analyser: FaceAnalyser,
+        *,
+        fps: float,
+        selection: FaceSelection = "largest",
+        reference: Appearance | None = None,
+    ) -> None:
+        self.analyser = analyser
+        self.fps = fps
+        self.selection = selection
+        self.reference = reference
+        self._tracker = FaceTracker(analyser, fps=fps)
+        self._selector = FaceSelector(selection, reference)
+        self._last_index: int | None = None
+
+    def start(self) -> None:
+        self._tracker = FaceTracker(self.analyser, fps=self.fps)
+        self._selector = FaceSelector(self.selection, self.reference)
+        self._last_index = None
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        for p in batch:
+            detections = p.annotations.get("detections")
+            if self._last_index is not None and p.index != self._last_index + 1:
+                self._tracker.reset()  # a jump (resume, seek): nothing carries over
+            if self._last_index is None and detections is None:
+                detections = self.analyser.detect(p.image)  # first frame is not a key frame
+            faces = self._tracker.update(p.image, p.index, detections)
+            p.annotations["faces"] = faces
+            p.annotations["swap_faces"] = self._selector.select(p.image, faces)
+            self._last_index = p.index
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+class SwapStage:
+    """Classical swap of the chosen faces. Pure per frame: runs on several threads."""
+
+    name = "swap"
+    max_batch = 4
+    workers = 2
+
+    def __init__(self, swapper: ClassicalSwapper) -> None:
+        self.swapper = swapper
+        self._lock = threading.Lock()
+        self._frames_with_faces = 0
+        self._swapped = 0
+        self._skipped: Counter[str] = Counter()
+
+    def start(self) -> None:
+        pass
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        with_faces = swapped = 0
+        skipped: Counter[str] = Counter()
+        for p in batch:
+            faces: list[Face] = p.annotations.get("swap_faces", [])
+            if p.annotations.get("faces"):
+                with_faces += 1
+            if not faces:
+                continue
+            image = p.image if p.image.flags.writeable else p.image.copy()
+            for face in faces:
+                result = self.swapper.swap(image, face)
+                if result.swapped:
+                    swapped += 1
+                else:
+                    skipped[result.reason or "unknown"] += 1
+            p.image = image
+        with self._lock:
+            self._frames_with_faces += with_faces
+            self._swapped += swapped
+            self._skipped.update(skipped)
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "frames_with_faces": self._frames_with_faces,
+                "faces_swapped": self._swapped,
+                "faces_skipped": sum(self._skipped.values()),
+                "faces_skipped_by_reason": dict(self._skipped),
+            }
+
+
+def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | None) -> Face:
+    """The face to take from a source photo: the largest, or the `index`-th from the left."""
+    faces = analyser.analyse(image)
+    if not faces:
+        raise UserError(f"no face found in {name}")
+    if index is None:
+        face = largest(faces)
+        assert face is not None
+        return face
+    ordered = left_to_right(faces)
+    if not 0 <= index < len(ordered):
+        raise UserError(
+            f"{name}: --source-face {index} is out of range (found {len(ordered)} faces, counted from 0)"
+        )
+    return ordered[index]
+
+
+def _reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
+    from ffdesk.media.decode import read_frame_at
+
+    frame = read_frame_at(job.target, job.start or 0.0).image
+    faces = left_to_right(analyser.analyse(frame))
+    index = job.reference_face or 0
+    if not faces:
+        raise UserError(f"{job.target.name}: no face in the first frame to use as the reference face")
+    if not 0 <= index < len(faces):
+        raise UserError(
+            f"{job.target.name}: reference face {index} is out of range "
+            f"(the first frame has {len(faces)} faces, counted from 0)"
+        )
+    return appearance_of(frame, faces[index])
+
+
+def _fps(job: RenderJob) -> float:
+    from ffdesk.media.probe import probe
+
+    info = probe(job.target)
+    return info.video.fps if info.video is not None and info.video.fps > 0 else 30.0
+
+
+def embedded_stages(job: RenderJob, analyser: FaceAnalyser | None = None) -> list[Stage]:
+    """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
+    calling thread, so a photo without a face fails before any frame is decoded."""
+    from ffdesk.media.decode import read_image
+
+    if not job.sources:
+        raise UserError("the embedded swap needs a source face photo (--source)")
+    analyser = analyser or FaceAnalyser(AnalyserSettings(), models_dir=_models_dir(job))
+    path = Path(job.sources[0])
+    photo = read_image(path)
+    face = source_face(analyser, photo, path.name, job.source_face)
+    swapper = ClassicalSwapper(SourceFace.from_face(photo, face), SwapSettings())
+    reference = _reference_appearance(analyser, job) if job.face_selection == "reference" else None
+    det_size = DET_SIZE.get(job.mode, 640)
+    return [
+        DetectStage(analyser, det_size=det_size),
+        TrackStage(analyser, fps=_fps(job), selection=job.face_selection, reference=reference),
+        SwapStage(swapper),
+    ]

@@ -1,0 +1,158 @@
+"""The embedded landmark swap: no swap model, only the 468-point meshes of source and target.
+
+For each target face: piecewise-affine warp of the source face onto the target's mesh (Delaunay
+triangles computed once on the source), a feathered hull mask (optionally keeping the target's
+mouth interior and eyes), LAB colour transfer, a Poisson blend, and an alpha paste. Everything
+runs on the face's bounding region, never on the whole frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from ffdesk.faces.mesh import INNER_LIPS, LEFT_EYE, RIGHT_EYE, yaw_ratio
+from ffdesk.faces.types import Face
+from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer, seamless
+from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise
+from ffdesk.types import Frame, Points
+
+_K3 = np.ones((3, 3), np.uint8)
+SkipReason = Literal["no_landmarks", "too_small", "cut_off", "profile"]
+
+
+@dataclass(frozen=True)
+class SwapSettings:
+    """Choices of the classical swap."""
+
+    keep_mouth: bool = True
+    """Keep the target's mouth interior (teeth, tongue) so speech stays readable."""
+    keep_eyes: bool = False
+    """Keep the target's eyes (gaze follows the target)."""
+    colour_transfer: bool = True
+    seamless: bool = True
+    min_face: float = 40.0
+    """Faces whose mesh box is smaller than this (pixels) are skipped."""
+    max_yaw: float = 0.6
+    """Faces turned further than this (see `yaw_ratio`) are skipped as profiles."""
+    max_outside: float = 0.04
+    """Faces with more than this fraction of their size beyond the frame edge are skipped."""
+    feather: float = 0.06
+    """Soft edge width as a fraction of the face size."""
+
+
+@dataclass(frozen=True)
+class SourceFace:
+    """A source face ready to be warped: a crop of the photo around it and its mesh in that crop."""
+
+    image: Frame
+    points: Points
+    """468 x 2, in `image` pixels."""
+    triangles: Triangles
+
+    @classmethod
+    def from_face(cls, photo: Frame, face: Face) -> SourceFace:
+        """Cut the face (with a margin) out of `photo` and triangulate its mesh."""
+        if face.landmarks is None:
+            raise ValueError("the source face needs landmarks")
+        pts = np.asarray(face.landmarks, np.float32)[:, :2]
+        h, w = photo.shape[:2]
+        lo, hi = pts.min(0), pts.max(0)
+        pad = 0.1 * float((hi - lo).max())
+        x1, y1 = (max(0, int(v)) for v in np.floor(lo - pad))
+        x2, y2 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
+        crop = np.ascontiguousarray(photo[y1:y2, x1:x2])
+        local = pts - np.array([x1, y1], np.float32)
+        return cls(image=crop, points=local, triangles=delaunay(local))
+
+
+@dataclass(frozen=True)
+class SwapResult:
+    """What happened to one face: swapped, or skipped and why."""
+
+    swapped: bool
+    reason: SkipReason | None = None
+
+
+class ClassicalSwapper:
+    """Swaps one source face onto target faces with landmarks. Stateless after construction, so
+    several threads may call `swap` at once (on different frames)."""
+
+    def __init__(self, source: SourceFace, settings: SwapSettings | None = None) -> None:
+        self.source = source
+        self.settings = settings or SwapSettings()
+
+    def check(self, frame_shape: tuple[int, ...], face: Face) -> SkipReason | None:
+        """Why `face` cannot be swapped in a frame of this shape, or None when it can."""
+        if face.landmarks is None:
+            return "no_landmarks"
+        pts = np.asarray(face.landmarks, np.float32)[:, :2]
+        lo, hi = pts.min(0), pts.max(0)
+        size = float((hi - lo).max())
+        if size < self.settings.min_face:
+            return "too_small"
+        h, w = frame_shape[:2]
+        outside = max(-lo[0], -lo[1], hi[0] - w, hi[1] - h, 0.0)
+        if outside > self.settings.max_outside * size:
+            return "cut_off"
+        if abs(yaw_ratio(face.landmarks)) > self.settings.max_yaw:
+            return "profile"
+        return None
+
+    def swap(self, frame: Frame, face: Face) -> SwapResult:
+        """Swap the source onto `face` in `frame`, in place (only the face's region changes)."""
+        reason = self.check(frame.shape, face)
+        if reason is not None:
+            return SwapResult(False, reason)
+        assert face.landmarks is not None
+        s = self.settings
+        pts = np.asarray(face.landmarks, np.float32)[:, :2]
+        h, w = frame.shape[:2]
+        lo, hi = pts.min(0), pts.max(0)
+        size = float((hi - lo).max())
+        pad = 4 + int(0.05 * size)
+        x1, y1 = int(max(0, np.floor(lo[0]) - pad)), int(max(0, np.floor(lo[1]) - pad))
+        x2, y2 = int(min(w, np.ceil(hi[0]) + pad)), int(min(h, np.ceil(hi[1]) + pad))
+        local = pts - np.array([x1, y1], np.float32)
+        roi = frame[y1:y2, x1:x2]
+        shape = (y2 - y1, x2 - x1)
+
+        warped, covered = warp_piecewise(
+            self.source.image, self.source.points, local, self.source.triangles, shape
+        )
+        region = np.zeros(shape, np.uint8)
+        hull = cv2.convexHull(np.round(local * 16).astype(np.int32))
+        cv2.fillConvexPoly(region, hull, 255, lineType=cv2.LINE_8, shift=4)
+        region[~covered] = 0
+        keep = np.zeros(shape, np.uint8)
+        if s.keep_mouth:
+            _fill(keep, local, INNER_LIPS)
+        if s.keep_eyes:
+            _fill(keep, local, RIGHT_EYE)
+            _fill(keep, local, LEFT_EYE)
+        radius = max(1, int(s.feather * size))
+        if s.colour_transfer:
+            stats = np.asarray(cv2.erode(region, _K3, iterations=max(1, radius // 2)), np.uint8)
+            stats[keep > 0] = 0
+            warped = lab_transfer(warped, roi, stats)
+        if s.seamless:
+            warped = seamless(warped, roi, np.asarray(cv2.erode(region, _K3, iterations=2), np.uint8))
+        alpha = feathered(region, radius)
+        if keep.any():
+            soft_keep = cv2.GaussianBlur(
+                cv2.dilate(keep, np.ones((3, 3), np.uint8), iterations=max(1, radius // 4)).astype(np.float32)
+                / 255.0,
+                (0, 0),
+                max(1.0, radius / 3.0),
+            )
+            alpha = alpha * (1.0 - np.clip(soft_keep, 0.0, 1.0))
+        roi[:] = alpha_blend(warped, roi, alpha)
+        return SwapResult(True)
+
+
+def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:
+    poly = np.round(pts[list(indices)] * 16).astype(np.int32)
+    cv2.fillPoly(mask, [poly], 255, lineType=cv2.LINE_8, shift=4)

@@ -1,0 +1,98 @@
+"""Piecewise-affine warping over a triangulation of landmark points.
+
+The warp is done as one `cv2.remap`: every target pixel gets the triangle it lies in (rasterised
+once per face) and that triangle's affine map back into the source image, which is much faster
+than warping hundreds of triangles one by one.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.types import Frame, Points
+
+Triangles = npt.NDArray[np.int32]
+"""T x 3 vertex indices."""
+
+
+def delaunay(points: Points) -> Triangles:
+    """Delaunay triangles of 2-D points, as indices into `points`."""
+    p = np.asarray(points, np.float32)[:, :2]
+    lo = p.min(0) - 2.0
+    hi = p.max(0) + 2.0
+    sub = cv2.Subdiv2D((int(lo[0]), int(lo[1]), int(hi[0] - lo[0]) + 2, int(hi[1] - lo[1]) + 2))
+    sub.insert([(float(x), float(y)) for x, y in p])
+    tris = np.asarray(sub.getTriangleList(), np.float32).reshape(-1, 3, 2)
+    # Subdiv2D returns coordinates; map each vertex back to the nearest input point.
+    d = ((tris.reshape(-1, 1, 2) - p[None]) ** 2).sum(-1)
+    idx = d.argmin(1).reshape(-1, 3)
+    ok = (d.min(1).reshape(-1, 3) < 1e-3).all(1)  # drops triangles touching the outer frame
+    idx = idx[ok]
+    idx = idx[(idx[:, 0] != idx[:, 1]) & (idx[:, 1] != idx[:, 2]) & (idx[:, 0] != idx[:, 2])]
+    return idx.astype(np.int32)
+
+
+def triangle_affines(src: Points, dst: Points, tris: Triangles) -> npt.NDArray[np.float32]:
+    """T x 2 x 3 affine maps taking each triangle in `dst` onto the same triangle in `src`."""
+    s = np.asarray(src, np.float64)[:, :2][tris]  # T x 3 x 2
+    d = np.asarray(dst, np.float64)[:, :2][tris]
+    dh = np.concatenate([d, np.ones((len(tris), 3, 1))], axis=2)  # T x 3 x 3, rows: x y 1
+    det = np.linalg.det(dh)
+    flat = np.abs(det) < 1e-9
+    dh[flat] = np.eye(3)  # degenerate triangles cover no pixel; any map will do
+    inv = np.linalg.inv(dh)  # T x 3 x 3
+    # src^T (2x3) = A (2x3) @ dh^T (3x3)  ->  A = src^T @ inv(dh^T)
+    a = np.einsum("tki,tij->tkj", s.transpose(0, 2, 1), inv.transpose(0, 2, 1))
+    return a.astype(np.float32)
+
+
+def rasterise(dst: Points, tris: Triangles, shape: tuple[int, int]) -> npt.NDArray[np.int32]:
+    """An H x W map of 1 + the index of the triangle covering each pixel (0: none)."""
+    out = np.zeros(shape, np.int32)
+    pts = np.round(np.asarray(dst, np.float64)[:, :2] * 16.0).astype(np.int32)  # 4 bits sub-pixel
+    for t, tri in enumerate(pts[tris]):
+        cv2.fillConvexPoly(out, tri, t + 1, lineType=cv2.LINE_8, shift=4)
+    return out
+
+
+def warp_piecewise(
+    src_image: Frame, src: Points, dst: Points, tris: Triangles, shape: tuple[int, int], step: int = 2
+) -> tuple[Frame, npt.NDArray[np.bool_]]:
+    """`src_image` warped so that `src` points land on `dst` points, in an image of `shape` (H, W),
+    and the mask of pixels covered by a triangle.
+
+    The sampling map is built every `step` pixels and scaled up linearly: it is affine inside each
+    triangle, so only pixels next to a triangle edge move, by a fraction of a pixel. Outside the
+    triangles it continues with the least-squares affine map of all points, so the scaled-up map
+    stays smooth at the hull.
+    """
+    h, w = shape
+    sh, sw = -(-h // step), -(-w // step)
+    small_dst = np.asarray(dst, np.float32)[:, :2] / float(step)
+    index = rasterise(small_dst, tris, (sh, sw))
+    covered_small = index > 0
+    aff = triangle_affines(src, small_dst, tris)
+    ones = np.ones((len(small_dst), 1), np.float32)
+    sol = np.linalg.lstsq(np.hstack([small_dst, ones]), np.asarray(src, np.float32)[:, :2], rcond=None)[0]
+    glob = sol.T  # 2 x 3
+    table = np.concatenate([np.asarray(glob, np.float32)[None], aff], axis=0)
+    coef = table.reshape(len(table), 6)[index]  # sh x sw x 6
+    xs = np.arange(sw, dtype=np.float32)[None, :]
+    ys = np.arange(sh, dtype=np.float32)[:, None]
+    map_x = coef[..., 0] * xs + coef[..., 1] * ys + coef[..., 2]
+    map_y = coef[..., 3] * xs + coef[..., 4] * ys + coef[..., 5]
+    if step > 1:
+        # Small-map pixel i sits at full-res pixel i * step: align the grids when scaling up.
+        full = np.stack([map_x, map_y], -1)
+        m = np.array([[step, 0, 0], [0, step, 0]], np.float32)
+        full = cv2.warpAffine(full, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        map_x, map_y = full[..., 0], full[..., 1]
+        covered = cv2.resize(covered_small.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+    else:
+        covered = covered_small
+    warped = cv2.remap(
+        src_image, map_x, map_y, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
+    return np.asarray(warped, np.uint8), covered

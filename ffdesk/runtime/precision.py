@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,9 @@ def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
 
     model = onnx.load(str(src))
     block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(FP16_KEEP_FLOAT32))
-    converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "number truncated to 1e-07": expected for fp16
+        converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
     _save_atomic(converted, dest)
     return dest
 

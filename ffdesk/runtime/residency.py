@@ -33,6 +33,7 @@ from ffdesk.runtime.sessions import (
     OrtSession,
     Session,
     SessionOptions,
+    prime_onnxruntime,
     user_cache_dir,
     warm_up,
 )
@@ -283,6 +284,7 @@ class ResidencyManager:
         self._prefetch_q: queue.Queue[str | None] = queue.Queue()
         self._prefetch_thread: threading.Thread | None = None
         self._closed = False
+        self._primed = False
 
     # ---- registration and planning -------------------------------------------------------
 
@@ -538,6 +540,9 @@ class ResidencyManager:
     def _load(self, e: _Entry, hold: bool) -> None:
         try:
             with self._load_lock:
+                if not self._primed:
+                    prime_onnxruntime()
+                    self._primed = True
                 before = self._used_bytes()
                 t0 = time.perf_counter()
                 from_host = e.host is not None

@@ -409,6 +409,27 @@ def create_session(
     return OrtSession(model, options, name=name, precision=precision)
 
 
+def prime_onnxruntime() -> None:
+    """Create (and drop) a trivial session so ONNX Runtime's one-off process setup (environment,
+    thread pools, allocators) happens now and is not charged to the first real model."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Identity", ["x"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "prime",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[CPU])
+    sess.run(None, {"x": np.zeros(1, np.float32)})
+
+
 def warm_up(session: Session, batch: int = 1) -> None:
     """One inference on zero inputs, so lazy allocations happen now (and can be measured)."""
     session.run({i.name: i.example(batch) for i in session.inputs})

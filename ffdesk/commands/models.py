@@ -1,0 +1,187 @@
+"""`ffdesk models list|verify|import|standins|set-dir`: the user's model pack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ffdesk.errors import UserError
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "models", help="list, verify and import model files; write stand-ins"
+    )
+    cmds = parser.add_subparsers(dest="models_command", parser_class=type(parser))
+
+    def dir_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--models-dir",
+            type=Path,
+            default=None,
+            help="models folder (default: the saved setting, else the user data folder)",
+        )
+
+    p = cmds.add_parser("list", help="catalog models: present, verified, size, cached variants")
+    dir_arg(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--no-verify", action="store_true", help="skip hashing and contract checks (fast)")
+    p.set_defaults(func=_list)
+
+    p = cmds.add_parser("verify", help="check hashes and contracts; exit 2 naming each bad file")
+    dir_arg(p)
+    p.add_argument("names", nargs="*", help="models to check (default: every file present)")
+    p.add_argument("--strict", action="store_true", help="a missing .hash sidecar is an error too")
+    p.set_defaults(func=_verify)
+
+    p = cmds.add_parser("import", help="verify files and copy them into the models folder")
+    dir_arg(p)
+    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument("--as", dest="as_name", default=None, help="catalog name for a renamed file")
+    p.set_defaults(func=_import)
+
+    p = cmds.add_parser("standins", help="write random-weight models that honour the catalog contracts")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--realistic", action="store_true", help="the real models' size and compute")
+    p.add_argument("--only", default="", help="comma-separated model names (default: all)")
+    p.add_argument(
+        "--cost-ms", type=float, default=None, help="pad each model to about this many ms per face here"
+    )
+    p.add_argument("--dynamic-batch", action="store_true", help="a dynamic batch axis instead of 1")
+    p.set_defaults(func=_standins)
+
+    p = cmds.add_parser("set-dir", help="remember a models folder for later runs")
+    p.add_argument("path", type=Path)
+    p.set_defaults(func=_set_dir)
+
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import model_status, resolve_models_dir
+
+    folder = resolve_models_dir(args.models_dir)
+    rows = [model_status(spec, folder, check=not args.no_verify) for spec in load_catalog()]
+    if args.json:
+        data = {
+            "models_dir": str(folder),
+            "models": [dict(asdict(r), verified=r.verified) for r in rows],
+        }
+        print(json.dumps(data, indent=1))
+        return 0
+    print(f"models folder: {folder}")
+    print(f"{'model':<20} {'kind':<11} {'status':<11} {'size':>10}  variants  notes")
+    for r in rows:
+        if not r.present:
+            status = "missing"
+        elif r.problems:
+            status = "BAD"
+        elif r.hash == "ok":
+            status = "verified"
+        elif r.hash is None:
+            status = "present"
+        else:
+            status = "unverified"
+        size = _mb(r.size_bytes) if r.present else "-"
+        variants = ",".join(r.variants) or "-"
+        note = r.problems[0] if r.problems else ""
+        if not note and r.present and r.expected_bytes and r.size_bytes < r.expected_bytes // 4:
+            note = f"published file is ~{_mb(r.expected_bytes)} (a stand-in?)"
+        print(f"{r.name:<20} {r.kind:<11} {status:<11} {size:>10}  {variants:<8}  {note}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import hash_status, resolve_models_dir, verify
+
+    catalog = load_catalog()
+    folder = resolve_models_dir(args.models_dir)
+    specs = [catalog.get(n) for n in args.names] if args.names else list(catalog)
+    checked = 0
+    bad = 0
+    for spec in specs:
+        path = folder / spec.file
+        if not path.is_file():
+            if args.names:
+                print(f"{spec.file}: missing from {folder}", file=sys.stderr)
+                bad += 1
+            continue
+        checked += 1
+        problems = verify(spec, path, strict=args.strict)
+        if problems:
+            bad += 1
+            for line in problems:
+                print(line, file=sys.stderr)
+        else:
+            status = hash_status(spec, path)
+            print(f"{spec.file}: ok" + (" (unverified: no .hash sidecar)" if status == "unverified" else ""))
+    if checked == 0 and not bad:
+        raise UserError(f"{folder}: no catalog model files found")
+    if bad:
+        print(f"{bad} bad file(s) of {checked + (bad if args.names else 0)} in {folder}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import import_model, resolve_models_dir
+
+    if args.as_name and len(args.paths) > 1:
+        raise UserError("--as takes one file at a time")
+    catalog = load_catalog()
+    folder = resolve_models_dir(args.models_dir)
+    failed = 0
+    for src in args.paths:
+        result = import_model(src, catalog, folder, as_name=args.as_name)
+        if result.problems:
+            failed += 1
+            for line in result.problems:
+                print(f"not imported: {line}", file=sys.stderr)
+        else:
+            note = " (no .hash sidecar: recorded its CRC32 now)" if result.hash == "unverified" else ""
+            print(f"{result.name}: {result.dest}{note}")
+    return 2 if failed else 0
+
+
+def _standins(args: argparse.Namespace) -> int:
+    from ffdesk.runtime.standins import write_standins
+
+    names = [n.strip() for n in args.only.split(",") if n.strip()] or None
+    infos = write_standins(
+        args.out,
+        names,
+        realistic=args.realistic,
+        cost_ms=args.cost_ms,
+        dynamic_batch=args.dynamic_batch,
+    )
+    for info in infos:
+        ms = f"  {info.ms:.1f} ms/face" if info.ms is not None else ""
+        print(
+            f"{info.name:<20} {_mb(info.bytes):>10}  {info.parameters / 1e6:7.2f} M params{ms}  {info.path}"
+        )
+    return 0
+
+
+def _set_dir(args: argparse.Namespace) -> int:
+    from ffdesk.runtime.files import save_models_dir
+
+    path = save_models_dir(args.path)
+    if not path.is_dir():
+        print(f"note: {path} does not exist yet", file=sys.stderr)
+    print(f"models folder: {path}")
+    return 0

@@ -1,0 +1,64 @@
+"""Shared plumbing for benches: cached synthesized inputs, JSON output, timing helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ffdesk.bench import history
+
+
+def cache_dir() -> Path:
+    """Where benches keep their synthesized inputs between runs."""
+    from platformdirs import user_cache_dir
+
+    folder = Path(os.environ.get("FFDESK_BENCH_CACHE", user_cache_dir("ffdesk"))) / "bench"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def cached(path: Path, make: Callable[[Path], Any]) -> Path:
+    """Create `path` with `make(tmp)` once (atomically); reuse it afterwards."""
+    if path.exists():
+        return path
+    tmp = path.with_name(f".tmp-{path.name}")
+    make(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write figures as JSON")
+
+
+def timed_command(cmd: Sequence[str], env: dict[str, str] | None = None) -> float:
+    """Wall seconds of a command; raises with its stderr tail when it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {' | '.join(tail)}")
+    return seconds
+
+
+def finish(
+    name: str, settings: dict[str, Any], figures: dict[str, Any], json_path: Path | None
+) -> dict[str, Any]:
+    """Record the run in the history and write the JSON file if asked."""
+    rec = history.record(name, settings, figures)
+    if json_path is not None:
+        json_path.write_text(json.dumps(rec, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"figures written to {json_path}")
+    return rec
+
+
+def which(program: str) -> str | None:
+    return shutil.which(program)

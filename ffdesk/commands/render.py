@@ -1,0 +1,158 @@
+"""`ffdesk render`: render a clip or image headless, with a progress bar and a JSON report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ffdesk.errors import UserError
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.units import parse_size, parse_time
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "render", help="swap faces in a clip or image (or just re-encode it without --source)"
+    )
+    p.add_argument("--target", required=True, type=Path, help="clip or image to process")
+    p.add_argument("--output", required=True, type=Path, help="output file (a folder for --encoder png)")
+    p.add_argument("--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
+    p.add_argument("--mode", choices=("preview", "final"), default="final")
+    p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="auto")
+    p.add_argument("--batch", type=int, default=4, help="frames per inference batch")
+    p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE", help="e.g. 6GiB")
+    p.add_argument("--encoder", choices=("h264", "h265", "prores", "png"), default="h264")
+    p.add_argument("--quality", type=int, default=None, help="0-100 (default: per mode)")
+    p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
+    p.add_argument("--end", type=parse_time, default=None, metavar="T")
+    p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
+    p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
+    p.add_argument("--face-selection", choices=("largest", "all", "reference"), default="largest")
+    p.add_argument("--reference-face", type=int, default=None, help="index of the reference face in frame 0")
+    p.add_argument("--models-dir", type=Path, default=None)
+    p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
+    p.add_argument("--recognizer", default=None)
+    p.add_argument("--detector", default=None)
+    p.add_argument("--enhancer", default=None)
+    p.add_argument("--mask", default="", help="comma-separated masks, e.g. occlusion,region")
+    p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
+    p.add_argument("--segment-frames", type=int, default=48, help=argparse.SUPPRESS)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def job_from_args(args: argparse.Namespace) -> RenderJob:
+    if args.quality is not None and not 0 <= args.quality <= 100:
+        raise UserError("--quality must be between 0 and 100")
+    return RenderJob(
+        target=args.target,
+        output=args.output,
+        sources=tuple(args.source),
+        source_face=args.source_face,
+        mode=args.mode,
+        precision=args.precision,
+        batch=args.batch,
+        memory_budget=args.memory_budget,
+        encoder=args.encoder,
+        quality=args.quality,
+        start=args.start,
+        end=args.end,
+        resume=not args.no_resume,
+        report=args.report,
+        face_selection=args.face_selection,
+        reference_face=args.reference_face,
+        models_dir=args.models_dir,
+        swapper=args.swapper,
+        recognizer=args.recognizer,
+        detector=args.detector,
+        enhancer=args.enhancer,
+        masks=tuple(m for m in args.mask.split(",") if m),
+        telemetry_log=args.telemetry_log,
+        segment_frames=max(1, args.segment_frames),
+    ).resolved()
+
+
+class TerminalProgress:
+    """Turns engine events into a tqdm bar (on a terminal) and warnings on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def __call__(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Started) and self.enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=event.total_frames,
+                initial=event.resumed_frames,
+                unit="frame",
+                dynamic_ncols=True,
+                file=sys.stderr,
+            )
+            if event.resumed_frames:
+                self.bar.write(f"resuming after {event.resumed_frames} finished frames")
+        elif isinstance(event, ev.Progress) and self.bar is not None:
+            self.bar.total = event.frames_total
+            self.bar.update(event.frames_done - self.bar.n)
+        elif isinstance(event, ev.Warning):
+            self.write(f"ffdesk: warning: {event.message}")
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write the report JSON atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write report {path}: {exc.strerror}") from None
+
+
+def _model_bytes(report: dict[str, Any]) -> dict[str, int]:
+    models = report.get("models") or []
+    if isinstance(models, dict):
+        models = list(models.values())
+    return {str(m.get("name")): int(m.get("bytes") or 0) for m in models if isinstance(m, dict)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.telemetry.render import RenderTelemetry
+
+    job = job_from_args(args)
+    progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
+    cancel = threading.Event()
+    try:
+        with RenderTelemetry(log_path=job.telemetry_log) as telemetry:
+            if args.metrics_port is not None:
+                telemetry.serve_metrics(args.metrics_port)
+            report = run_render(job, progress, cancel)
+        stage_ms = {name: t["ms_total"] for name, t in report.get("stages", {}).items()}
+        report["telemetry"] = telemetry.summary(report["frames_out"], stage_ms, _model_bytes(report))
+    finally:
+        progress.close()
+    if job.report is not None:
+        write_report(job.report, report)
+    print(f"wrote {report['output']} ({report['frames_out']} frames, {report['fps']:.1f} frames/s)")
+    return 0

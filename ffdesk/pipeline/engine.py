@@ -1,0 +1,417 @@
+"""The render engine: decode → stages → encode in segments, resumable, Qt-free.
+
+`run_render(job, on_event, cancel)` is the whole API. Decoding runs on its own thread, each stage on
+its own worker thread(s), and encoding on the calling thread; bounded queues join them, so decode,
+processing and encode overlap and memory stays flat. The video is encoded in segments recorded in a
+manifest beside the output; a killed render resumes from the first unfinished segment.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ffdesk.errors import Cancelled, UserError
+from ffdesk.media import atomic
+from ffdesk.media.decode import DecodedFrame, VideoReader, read_image
+from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
+from ffdesk.media.probe import MediaInfo, VideoInfo, probe
+from ffdesk.media.segments import join_segments
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
+from ffdesk.types import Frame
+
+PREVIEW_MAX_HEIGHT = 540
+"""Working height of a preview-mode render (a draft of the whole clip)."""
+
+_QUEUE_FRAMES = 8
+_PROGRESS_EVERY_S = 0.25
+_PREVIEW_EVERY_S = 0.5
+
+
+def _nothing(_event: ev.Event) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class _Range:
+    """The part of the target to render, in seconds (end None = to the end)."""
+
+    start_s: float | None
+    end_s: float | None
+    total_frames: int
+
+
+def run_render(
+    job: RenderJob,
+    on_event: ev.EventCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Render `job` and return its report. Raises `UserError` for bad input, `Cancelled` on cancel."""
+    emit = on_event or _nothing
+    job = job.resolved()
+    _check_paths(job)
+    info = probe(job.target)
+    if info.video is None:
+        raise UserError(f"{job.target.name}: no video stream")
+    t0 = time.perf_counter()
+    stages = build_stages(job)
+    for stage in stages:
+        if isinstance(stage, EmitsEvents):
+            stage.bind_events(emit)
+    if info.is_image:
+        report = _render_image(job, stages, emit)
+    else:
+        report = _render_video(job, info, info.video, stages, emit, Halt(cancel))
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    report["fps"] = round(report["frames_processed"] / report["seconds"], 3) if report["seconds"] else 0.0
+    report["peak_rss_bytes"] = _peak_rss_bytes()
+    emit(ev.Done(report))
+    return report
+
+
+def _peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def _check_paths(job: RenderJob) -> None:
+    if not job.target.exists():
+        raise UserError(f"{job.target}: no such file")
+    for src in job.sources:
+        if not src.exists():
+            raise UserError(f"{src}: no such file")
+    for inp in (job.target, *job.sources):
+        if job.output == inp or (job.output.exists() and atomic.same_file(job.output, inp)):
+            raise UserError(f"output {job.output.name} is one of the inputs; choose another output path")
+    if not job.output.parent.is_dir():
+        raise UserError(f"output folder {job.output.parent} does not exist")
+    if job.batch < 1:
+        raise UserError("--batch must be at least 1")
+
+
+def _stage_report(stages: list[Stage]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for stage in stages:
+        merged.update(stage.finish() or {})
+    return merged
+
+
+def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> dict[str, Any]:
+    image = read_image(job.target)
+    emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
+    packet = FramePacket(index=0, pts=None, image=image)
+    timings: dict[str, dict[str, Any]] = {}
+    for stage in stages:
+        stage.start()
+    try:
+        for stage in stages:
+            stats = StageStats(stage.name)
+            t = time.perf_counter()
+            (packet,) = stage.process([packet])
+            stats.add(1, time.perf_counter() - t)
+            timings[stage.name] = stats.as_dict()
+    finally:
+        extras = _stage_report(stages)
+    with atomic.atomic_output(job.output) as tmp:
+        write_image(tmp, packet.image)
+    emit(ev.Progress(1, 1, 0.0, 0.0))
+    return {
+        "frames_in": 1,
+        "frames_out": 1,
+        "frames_processed": 1,
+        "stages": timings,
+        "output": str(job.output),
+        "resumed_segments": 0,
+        **extras,
+    }
+
+
+def _render_range(job: RenderJob, video: VideoInfo, name: str) -> _Range:
+    duration = video.duration_s
+    start = job.start if job.start and job.start > 0 else None
+    end = job.end if job.end is not None else None
+    if start is not None and duration > 0 and start >= duration:
+        raise UserError(f"--start {start:g}s is beyond the end of {name} ({duration:.2f}s)")
+    if end is not None and end <= (start or 0.0):
+        raise UserError(f"--end {end:g}s is not after --start {start or 0:g}s")
+    span_end = min(end, duration) if end is not None and duration > 0 else duration
+    span = max(0.0, span_end - (start or 0.0))
+    if duration > 0 and video.frame_count > 0:
+        total = max(1, round(video.frame_count * span / duration))
+    else:
+        total = max(1, round(span * (video.fps or 25.0)))
+    return _Range(start, end, total)
+
+
+def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
+    """(width, height) to scale frames to, or None to keep the source size."""
+    if job.mode != "preview" or video.display_height <= PREVIEW_MAX_HEIGHT:
+        return None
+    scale = PREVIEW_MAX_HEIGHT / video.display_height
+    w = max(2, int(round(video.display_width * scale / 2)) * 2)
+    return w, PREVIEW_MAX_HEIGHT
+
+
+def _render_video(
+    job: RenderJob,
+    info: MediaInfo,
+    video: VideoInfo,
+    stages: list[Stage],
+    emit: ev.EventCallback,
+    halt: Halt,
+) -> dict[str, Any]:
+    span = _render_range(job, video, job.target.name)
+    work = work_dir_for(job.output)
+    manifest, note = Manifest.open(work, job.output_fingerprint(), job.resume)
+    if note:
+        emit(ev.Warning(note))
+    resumed_segments = len(manifest.segments)
+    resumed_frames = manifest.frames_done
+    size = _working_size(job, video)
+    out_w, out_h = size or (video.display_width, video.display_height)
+    emit(ev.Started(span.total_frames, resumed_frames, out_w, out_h, video.fps))
+
+    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
+    decode_stats = StageStats("decode")
+    encode_stats = StageStats("encode")
+    flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats)
+    threads = flow.start()
+    encoder_name = ""
+    try:
+        encoder_name = _encode_segments(
+            job, video, manifest, settings, flow.output, (out_w, out_h), span, emit, halt, encode_stats
+        )
+    except (Stopped, KeyboardInterrupt) as exc:
+        halt.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            raise Cancelled from None
+    finally:
+        halt.stop()  # after END every flow thread is done; otherwise this stops them
+        for t in threads:
+            t.join()
+    if halt.error is not None:
+        _stage_report(stages)
+        raise halt.error
+    if halt.cancelled:
+        _stage_report(stages)
+        raise Cancelled
+    extras = _stage_report(stages)
+
+    frames_out = manifest.frames_done
+    if frames_out == 0:
+        raise UserError(f"{job.target.name}: no frames in the requested range")
+    segment_paths = [work / s.file for s in manifest.segments]
+    with atomic.atomic_output(job.output) as tmp:
+        join_segments(
+            segment_paths,
+            out_path=tmp,
+            source=job.target,
+            source_info=info,
+            start_s=span.start_s,
+            end_s=span.end_s,
+            encoder=job.encoder,
+        )
+    manifest.discard()
+    timings = {"decode": decode_stats.as_dict()}
+    timings.update({r.stats.name: r.stats.as_dict() for r in flow.runners})
+    timings["encode"] = encode_stats.as_dict()
+    for name, timing in timings.items():
+        emit(ev.StageTiming(name, timing["calls"], timing["frames"], timing["ms_total"]))
+    return {
+        "frames_in": flow.frames_in + resumed_frames,
+        "frames_out": frames_out,
+        "frames_processed": frames_out - resumed_frames,
+        "stages": timings,
+        "output": str(job.output),
+        "encoder": encoder_name,
+        "resumed_segments": resumed_segments,
+        "resumed_frames": resumed_frames,
+        "mode": job.mode,
+        **extras,
+    }
+
+
+class _Flow:
+    """Decode thread and stage runners feeding `output` with packets in index order."""
+
+    def __init__(
+        self,
+        job: RenderJob,
+        video: VideoInfo,
+        span: _Range,
+        manifest: Manifest,
+        stages: list[Stage],
+        halt: Halt,
+        size: tuple[int, int] | None,
+        decode_stats: StageStats,
+    ) -> None:
+        self.job = job
+        self.span = span
+        self.halt = halt
+        self.size = size
+        self.decode_stats = decode_stats
+        self.first_index = manifest.frames_done
+        self.from_pts = manifest.next_pts
+        self.frames_in = 0
+        depth = max(_QUEUE_FRAMES, 2 * job.batch)
+        self.source = Pipe(halt, depth)
+        pipe = self.source
+        self.runners: list[StageRunner] = []
+        for stage in stages:
+            nxt = Pipe(halt, depth)
+            self.runners.append(StageRunner(stage, pipe, nxt, halt, job.batch, self.first_index))
+            pipe = nxt
+        self.output = pipe
+
+    def start(self) -> list[threading.Thread]:
+        threads = [run_thread("ffdesk-decode", self.halt, self._decode)]
+        for runner in self.runners:
+            threads += runner.start()
+        return threads
+
+    def _frames(self) -> Iterator[DecodedFrame]:
+        with VideoReader(
+            self.job.target, start_s=self.span.start_s, end_s=self.span.end_s, from_pts=self.from_pts
+        ) as reader:
+            yield from reader
+
+    def _decode(self) -> None:
+        index = self.first_index
+        frames = self._frames()
+        while True:
+            t = time.perf_counter()
+            try:
+                frame = next(frames)
+            except StopIteration:
+                break
+            image = _resize(frame.image, self.size)
+            self.decode_stats.add(1, time.perf_counter() - t)
+            self.source.put(FramePacket(index=index, pts=frame.pts, image=image))
+            index += 1
+            self.frames_in += 1
+        self.source.put(END)
+
+
+def _resize(image: Frame, size: tuple[int, int] | None) -> Frame:
+    if size is None or (image.shape[1], image.shape[0]) == size:
+        return image
+    return np.ascontiguousarray(cv2.resize(image, size, interpolation=cv2.INTER_AREA))
+
+
+def _encode_segments(
+    job: RenderJob,
+    video: VideoInfo,
+    manifest: Manifest,
+    settings: EncodeSettings,
+    inbox: Pipe,
+    size: tuple[int, int],
+    span: _Range,
+    emit: ev.EventCallback,
+    halt: Halt,
+    stats: StageStats,
+) -> str:
+    """Encode packets into segment files, recording each finished one. Returns the encoder used."""
+    suffix = container_suffix(job.encoder)
+    encoder: SegmentEncoder | None = None
+    seg_first_pts = 0
+    seg_frames = 0
+    seg_file = ""
+    last_pts = -1
+    encoder_name = ""
+    progress = _ProgressClock(span.total_frames, manifest.frames_done, emit)
+
+    def open_segment() -> SegmentEncoder:
+        nonlocal seg_file
+        seg_file = manifest.next_segment_file(suffix)
+        return SegmentEncoder(
+            manifest.folder / seg_file,
+            settings,
+            width=size[0],
+            height=size[1],
+            time_base=video.time_base,
+            fps=video.fps,
+            rotation=video.rotation,
+            color=video,
+        )
+
+    try:
+        while True:
+            item = inbox.get()
+            if item is END:
+                break
+            packet: FramePacket = item
+            pts = packet.pts if packet.pts is not None else last_pts + 1
+            if encoder is None:
+                encoder = open_segment()
+                encoder_name = encoder.encoder_name
+                seg_first_pts, seg_frames = pts, 0
+            t = time.perf_counter()
+            encoder.write(packet.image, pts)
+            stats.add(1, time.perf_counter() - t)
+            seg_frames += 1
+            last_pts = pts
+            progress.frame(packet, halt)
+            if seg_frames >= job.segment_frames:
+                t = time.perf_counter()
+                encoder.close()
+                stats.add(0, time.perf_counter() - t)
+                manifest.add(Segment(len(manifest.segments), seg_file, seg_frames, seg_first_pts, last_pts))
+                encoder = None
+        if encoder is not None:
+            encoder.close()
+            manifest.add(Segment(len(manifest.segments), seg_file, seg_frames, seg_first_pts, last_pts))
+            encoder = None
+    finally:
+        if encoder is not None:
+            encoder.abort()
+    return encoder_name
+
+
+class _ProgressClock:
+    """Throttled progress and preview-frame events with frames/s and ETA."""
+
+    def __init__(self, total: int, done: int, emit: Callable[[ev.Event], None]) -> None:
+        self.total = total
+        self.done = done
+        self.emit = emit
+        self.t0 = time.perf_counter()
+        self.count = 0
+        self.last_progress = 0.0
+        self.last_preview = 0.0
+
+    def frame(self, packet: FramePacket, halt: Halt) -> None:
+        if halt.is_set():
+            raise Stopped
+        self.count += 1
+        self.done += 1
+        now = time.perf_counter()
+        if now - self.last_progress >= _PROGRESS_EVERY_S or self.done >= self.total:
+            self.last_progress = now
+            elapsed = now - self.t0
+            fps = self.count / elapsed if elapsed > 0 else 0.0
+            remaining = max(0, self.total - self.done)
+            eta = remaining / fps if fps > 0 else None
+            self.emit(ev.Progress(self.done, max(self.total, self.done), fps, eta))
+        if now - self.last_preview >= _PREVIEW_EVERY_S:
+            self.last_preview = now
+            self.emit(ev.PreviewFrame(packet.index, packet.image))
+
+
+def output_path_for(target: Path, encoder: str) -> Path:
+    """A sensible default output path beside the target."""
+    suffix = container_suffix(encoder) or ""
+    return target.with_name(f"{target.stem}_ffdesk{suffix}")

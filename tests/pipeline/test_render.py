@@ -1,0 +1,266 @@
+"""End-to-end renders through the engine on synthesized clips."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.errors import Cancelled, UserError
+from ffdesk.media.probe import probe
+from ffdesk.media.synth import frame_index_of, synth_clip
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.resume import work_dir_for
+from ffdesk.pipeline.stage import FramePacket
+
+
+@pytest.fixture(scope="session")
+def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("clips") / "clip.mp4"
+    synth_clip(path, width=192, height=108, fps=25, frames=60, audio_streams=1)
+    return path
+
+
+@pytest.fixture(scope="session")
+def long_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("clips") / "long.mp4"
+    synth_clip(path, width=320, height=180, fps=25, frames=250, audio_streams=2)
+    return path
+
+
+def decoded_indices(path: Path) -> list[int]:
+    with av.open(str(path)) as c:
+        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+
+
+def audio_seconds(path: Path) -> list[float]:
+    info = probe(path)
+    return [a.duration_s for a in info.audio]
+
+
+def test_identity_render_keeps_every_frame_once_and_the_audio(clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.mp4"
+    events: list[ev.Event] = []
+    report = run_render(RenderJob(target=clip, output=out, segment_frames=16), events.append)
+    assert decoded_indices(out) == list(range(60))
+    assert report["frames_in"] == report["frames_out"] == 60
+    assert report["resumed_segments"] == 0
+    for key in ("fps", "seconds", "stages", "peak_rss_bytes", "output"):
+        assert key in report
+    assert report["stages"]["encode"]["frames"] == 60
+    assert report["peak_rss_bytes"] > 10_000_000
+    assert len(probe(out).audio) == 1
+    assert abs(audio_seconds(out)[0] - probe(clip).audio[0].duration_s) < 0.1
+    assert any(isinstance(e, ev.Progress) and e.frames_done == 60 for e in events)
+    assert isinstance(events[-1], ev.Done)
+    assert not work_dir_for(out).exists()
+    assert clip.stat().st_size > 0
+
+
+def test_trim_keeps_the_range_and_audio_in_step(long_clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "trim.mp4"
+    report = run_render(RenderJob(target=long_clip, output=out, start=2.0, end=4.0))
+    idx = decoded_indices(out)
+    assert idx[0] == 50 and idx[-1] == 99 and idx == list(range(50, 100))
+    assert report["frames_out"] == 50
+    durations = audio_seconds(out)
+    assert len(durations) == 2 and all(abs(d - 2.0) < 0.1 for d in durations)
+
+
+class SlowInvert:
+    """A stage that inverts frames slowly, so a render can be interrupted mid-way."""
+
+    name = "invert"
+    max_batch = 4
+    workers = 2
+
+    def __init__(self, delay: float = 0.0, fail_at: int | None = None) -> None:
+        self.delay = delay
+        self.fail_at = fail_at
+
+    def start(self) -> None:
+        pass
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        time.sleep(self.delay)
+        for p in batch:
+            if p.index == self.fail_at:
+                raise RuntimeError("stage exploded")
+            p.image = 255 - p.image
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {"inverted": True}
+
+
+def test_cancel_leaves_no_output_and_a_resumable_manifest(
+    long_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert(0.01)])
+    out = tmp_path / "cancel.mp4"
+    cancel = threading.Event()
+
+    def on_event(e: ev.Event) -> None:
+        if isinstance(e, ev.Progress) and e.frames_done >= 40:
+            cancel.set()
+
+    job = RenderJob(target=long_clip, output=out, sources=(long_clip,), segment_frames=10)
+    with pytest.raises(Cancelled):
+        run_render(job, on_event, cancel)
+    assert not out.exists()
+    assert not any(p.name.startswith(".out") or p.suffix == ".mp4" for p in tmp_path.iterdir() if p != out)
+    report = run_render(job)
+    assert report["resumed_segments"] >= 3
+    idx = decoded_indices(out)
+    assert len(idx) == 250 and idx == list(range(250)) or _inverted_indices(out) == list(range(250))
+
+
+def _inverted_indices(path: Path) -> list[int]:
+    with av.open(str(path)) as c:
+        return [frame_index_of(255 - f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+
+
+def test_a_failing_stage_fails_the_render_without_output(
+    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert(fail_at=20)])
+    out = tmp_path / "fail.mp4"
+    with pytest.raises(RuntimeError, match="stage exploded"):
+        run_render(RenderJob(target=clip, output=out, sources=(clip,)))
+    assert not out.exists()
+
+
+def test_stage_output_is_what_gets_encoded(
+    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert()])
+    out = tmp_path / "inv.mp4"
+    report = run_render(RenderJob(target=clip, output=out, sources=(clip,), batch=3))
+    assert _inverted_indices(out) == list(range(60))
+    assert report["inverted"] is True
+    assert report["stages"]["invert"]["frames"] == 60
+    assert report["stages"]["invert"]["calls"] >= 60 / 3
+
+
+def test_image_target_gives_an_image(tmp_path: Path) -> None:
+    import cv2
+
+    src = tmp_path / "still.png"
+    img = np.zeros((50, 70, 3), np.uint8)
+    img[10:20, 10:30] = (255, 0, 0)
+    cv2.imwrite(str(src), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    out = tmp_path / "still_out.png"
+    report = run_render(RenderJob(target=src, output=out))
+    back = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
+    assert np.array_equal(back, img)
+    assert report["frames_out"] == 1
+
+
+def test_preview_mode_renders_a_reduced_draft(tmp_path: Path) -> None:
+    src = tmp_path / "tall.mp4"
+    synth_clip(src, width=960, height=720, fps=25, frames=6)
+    out = tmp_path / "draft.mp4"
+    run_render(RenderJob(target=src, output=out, mode="preview"))
+    v = probe(out).video
+    assert v is not None and v.height == 540 and v.width == 720 and v.frame_count == 6
+
+
+@pytest.mark.parametrize(
+    ("job_kwargs", "message"),
+    [
+        ({"start": 99.0}, "beyond the end"),
+        ({"start": 1.0, "end": 0.5}, "not after"),
+    ],
+)
+def test_bad_ranges_are_user_errors(
+    clip: Path, tmp_path: Path, job_kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        run_render(RenderJob(target=clip, output=tmp_path / "o.mp4", **job_kwargs))
+
+
+def test_output_equal_to_input_is_refused(clip: Path) -> None:
+    size = clip.stat().st_size
+    with pytest.raises(UserError, match="one of the inputs"):
+        run_render(RenderJob(target=clip, output=clip))
+    assert clip.stat().st_size == size
+
+
+def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ffdesk", *args], capture_output=True, text=True, **kw)
+
+
+def test_kill_9_mid_render_then_rerun_resumes_with_every_frame_once(long_clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "killed.mp4"
+    cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(long_clip), "--output", str(out),
+           "--segment-frames", "10", "-q", "--encoder", "h264"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    manifest = work_dir_for(out) / "manifest.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if manifest.exists() and manifest.read_text().count('"file"') >= 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not out.exists(), "the render finished before it could be killed"
+    report_path = tmp_path / "report.json"
+    done = _cli("render", "--target", str(long_clip), "--output", str(out), "--segment-frames", "10",
+                "--report", str(report_path), "-q")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    import json
+
+    report = json.loads(report_path.read_text())
+    assert report["resumed_segments"] >= 2
+    assert decoded_indices(out) == list(range(250))
+    durations = audio_seconds(out)
+    assert len(durations) == 2 and all(abs(d - 10.0) < 0.1 for d in durations)
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.write_bytes(b""), "empty"),
+        (lambda p: p.write_text("this is not a video\n" * 20), ""),
+    ],
+    ids=["missing", "zero-byte", "text-named-mp4"],
+)
+def test_cli_bad_target_is_exit_2_with_one_line(tmp_path: Path, make: Any, fragment: str) -> None:
+    target = tmp_path / "bad.mp4"
+    make(target)
+    r = _cli("render", "--target", str(target), "--output", str(tmp_path / "o.mp4"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.mp4" in lines[0] and fragment in lines[0].lower()
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o.mp4").exists()
+
+
+def test_cli_truncated_mp4_is_exit_2(long_clip: Path, tmp_path: Path) -> None:
+    cut = tmp_path / "cut.mp4"
+    data = long_clip.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    r = _cli("render", "--target", str(cut), "--output", str(tmp_path / "o.mp4"))
+    assert r.returncode in (0, 2), r.stderr
+    if r.returncode == 2:
+        assert len(r.stderr.strip().splitlines()) == 1 and "cut.mp4" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_start_beyond_end_and_usage_errors(clip: Path, tmp_path: Path) -> None:
+    r = _cli("render", "--target", str(clip), "--output", str(tmp_path / "o.mp4"), "--start", "30")
+    assert r.returncode == 2 and "beyond the end" in r.stderr
+    r = _cli("render", "--target", str(clip))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,250 @@
+"""Each view: change the model, check the widget (and the other way round where it edits)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+
+from ffdesk.faces.types import Face
+from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, StatusLog
+from ffdesk.pipeline.preview import PreviewResult
+
+CLIP = ClipInfo(path=Path("/clips/a.mp4"), width=200, height=100, fps=25.0, frame_count=50, duration_s=2.0)
+
+
+def _face(x1: float, y1: float, x2: float, y2: float) -> Face:
+    return Face(bbox=(x1, y1, x2, y2), score=0.9, kps=np.zeros((5, 2), np.float32))
+
+
+def _result(index: int, faces: tuple[Face, ...] = ()) -> PreviewResult:
+    original = np.zeros((100, 200, 3), np.uint8)
+    processed = np.full((100, 200, 3), 200, np.uint8)
+    return PreviewResult(index, index / 25, original, processed, faces, scale=1.0, ms=12.0)
+
+
+def test_timecode_and_clamped_position() -> None:
+    assert CLIP.timecode(0) == "00:00:00:00"
+    assert CLIP.timecode(25 * 61 + 3) == "00:01:01:03"
+    m = SessionModel()
+    m.set_clip(CLIP)
+    m.set_position(999)
+    assert m.position == 49
+    m.step(-100)
+    assert m.position == 0
+
+
+def test_timeline_follows_model_and_scrubs(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.timeline import TimelineView
+
+    m = SessionModel()
+    view = TimelineView(m)
+    qtbot.addWidget(view)
+    view.resize(600, 40)
+    assert not view.play.isEnabled()
+    m.set_clip(CLIP)
+    assert view.play.isEnabled()
+    m.set_position(10)
+    m.set_in(10)
+    m.set_out(20)
+    assert view.label.text() == f"{CLIP.timecode(10)} → {CLIP.timecode(20)}"
+    m.set_playing(True)
+    assert view.play.text() == "❚❚" and view.timer.isActive()
+    m.set_playing(False)
+    assert not view.timer.isActive()
+    # clicking on the bar moves the playhead to the frame under the mouse
+    bar = view.bar
+    x = round(bar.x_of(30))
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(x, 15))
+    assert abs(m.position - 30) <= 1
+    m.set_marker(5, "noface")
+    assert m.markers == {5: "noface"}
+    m.set_marker(5, None)
+    assert m.markers == {}
+
+
+def test_playback_advances_and_wraps_inside_the_range(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.timeline import TimelineView
+
+    m = SessionModel()
+    view = TimelineView(m)
+    qtbot.addWidget(view)
+    m.set_clip(CLIP)
+    m.set_in(3)
+    m.set_out(4)
+    m.set_position(4)
+    view._tick()
+    assert m.position == 3
+    view._tick()
+    assert m.position == 4
+
+
+def test_preview_view_shows_frame_split_and_picks_face(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.preview_view import PreviewView
+
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(440, 260)
+    view.show()
+    m.set_clip(CLIP)
+    m.set_position(7)
+    assert view.frame_label.text().startswith("frame 8 / 50")
+    m.set_preview(_result(7, (_face(20, 20, 60, 70), _face(120, 10, 180, 90))))
+    assert view.timing_label.text() == "12 ms"
+    canvas = view.canvas
+    rect = canvas.image_rect()
+    assert rect.width() > 0
+    # before/after: left of the split is the original (black), right the processed (grey)
+    img = canvas.grab().toImage()
+    y = int(rect.center().y())
+    left = img.pixelColor(int(rect.left() + rect.width() * 0.25), y)
+    right = img.pixelColor(int(rect.left() + rect.width() * 0.7), y)
+    assert left.red() < 40 and right.red() > 150
+    m.set_show_before(False)
+    assert not view.before_after.isChecked()
+    img = canvas.grab().toImage()
+    assert img.pixelColor(int(rect.left() + rect.width() * 0.25), y).red() > 150
+    # a click on the second face makes it the reference face
+    s = rect.width() / 200
+    pos = QPointF(rect.left() + 150 * s, rect.top() + 50 * s)
+    assert canvas.face_at(pos) == 1
+    qtbot.mouseClick(canvas, Qt.MouseButton.LeftButton, pos=pos.toPoint())
+    assert m.reference_face == 1 and m.settings.face_selection == "reference"
+    # zoom buttons drive the model
+    view.actual.click()
+    assert m.zoom_fit is False and view.actual.isChecked() and not view.fit.isChecked()
+
+
+def test_split_handle_drags(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.preview_view import PreviewView
+
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(440, 260)
+    view.show()
+    m.set_clip(CLIP)
+    m.set_preview(_result(0))
+    canvas = view.canvas
+    rect = canvas.image_rect()
+    start = QPoint(round(canvas.split_x()), round(rect.center().y()))
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=start)
+    target = QPoint(round(rect.left() + rect.width() * 0.8), start.y())
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QMouseEvent
+
+    move = QMouseEvent(
+        QEvent.Type.MouseMove,
+        QPointF(target),
+        QPointF(canvas.mapToGlobal(target)),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    canvas.mouseMoveEvent(move)
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=target)
+    assert m.split == pytest.approx(0.8, abs=0.02)
+
+
+def test_controls_round_trip(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.controls import ControlsView
+
+    m = SessionModel()
+    residency = ResidencyModel()
+    view = ControlsView(
+        m, residency, memory_total_mb=4096, models={"swapper": ["inswapper_128"], "detector": []}
+    )
+    qtbot.addWidget(view)
+    m.update_settings(mode="final", precision="int8", batch=8, encoder="h265", quality=55)
+    assert view.mode.currentText() == "final"
+    assert view.precision.currentText() == "int8"
+    assert view.batch.value() == 8 and view.quality.value() == 55
+    assert view.encoder.currentText() == "h265"
+    view.precision.setCurrentText("fp16")
+    view.face_selection.setCurrentText("all")
+    assert m.settings.precision == "fp16" and m.settings.face_selection == "all"
+    assert view.model_choice["swapper"].isEnabled() and not view.model_choice["detector"].isEnabled()
+    view.model_choice["swapper"].setCurrentText("inswapper_128")
+    assert m.settings.swapper == "inswapper_128"
+    view.model_choice["swapper"].setCurrentIndex(0)
+    assert m.settings.swapper == ""
+
+
+def test_budget_bar_draws_resident_models_and_sets_budget(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.controls import ControlsView
+
+    m = SessionModel()
+    residency = ResidencyModel()
+    view = ControlsView(m, residency, memory_total_mb=1024, models={})
+    qtbot.addWidget(view)
+    bar = view.budget
+    bar.resize(402, 30)
+    residency.set((("detector", 100 * 2**20), ("swapper", 300 * 2**20)), 512 * 2**20)
+    segs = bar.segments()
+    assert [n for n, _ in segs] == ["detector", "swapper"]
+    assert segs[1][1].width() == pytest.approx(3 * segs[0][1].width(), rel=0.02)
+    assert "swapper: 300 MiB" in bar.toolTip()
+    qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(201, 15))
+    assert m.settings.memory_budget_mb == 512
+    assert view.budget_label.text() == "512 MiB"
+
+
+def test_sources_cards_follow_model(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.sources_view import SourcesView
+
+    m = SessionModel()
+    view = SourcesView(m)
+    qtbot.addWidget(view)
+    assert view.hint.isVisibleTo(view)
+    p = tmp_path / "two.jpg"
+    assert m.add_source(p) and not m.add_source(p)
+    card = view.card(p)
+    assert card is not None and card.state.text() == "finding faces…"
+    photo = np.zeros((100, 200, 3), np.uint8)
+    m.update_source(p, faces=(_face(10, 10, 60, 60), _face(100, 10, 150, 60)), thumbnail=photo, pending=False)
+    card = view.card(p)
+    assert card is not None and card.chooser.isVisibleTo(card) and card.chooser.count() == 2
+    assert "pick one" in card.state.text()
+    card.chooser.setCurrentIndex(1)
+    assert m.sources[0].chosen == 1
+    m.update_source(p, error="unreadable")
+    card = view.card(p)
+    assert card is not None and "unreadable" in card.state.text()
+    card.remove.click()
+    assert m.sources == [] and view.cards == []
+
+
+def test_status_log_counts_repeats(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.status_view import StatusView
+
+    log = StatusLog()
+    view = StatusView(log)
+    qtbot.addWidget(view)
+    for _ in range(3):
+        log.post("warning", "no face in frame")
+    log.post("error", "disk full")
+    assert view.list.count() == 2
+    assert view.list.item(0).text().endswith("(×3)")
+    assert "disk full" in view.list.item(1).text()
+
+
+def test_build_job_from_state(tmp_path: Path) -> None:
+    m = SessionModel()
+    with pytest.raises(ValueError):
+        m.build_job()
+    m.set_clip(CLIP)
+    m.add_source(tmp_path / "a.jpg")
+    two = (_face(0, 0, 9, 9), _face(10, 0, 19, 9))
+    m.update_source(tmp_path / "a.jpg", faces=two, chosen=1, pending=False)
+    m.set_in(25)
+    m.set_out(49)
+    m.update_settings(mode="final", precision="fp16", memory_budget_mb=256, swapper="inswapper_128")
+    job = m.build_job()
+    assert job.target == CLIP.path and job.output == Path("/clips/a-ffdesk.mp4")
+    assert job.sources == (tmp_path / "a.jpg",) and job.source_face == 1
+    assert job.start == pytest.approx(1.0) and job.end == pytest.approx(2.0)
+    assert job.memory_budget == 256 * 2**20 and job.swapper == "inswapper_128"
+    assert job.mode == "final" and job.precision == "fp16" and job.detector is None

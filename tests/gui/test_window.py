@@ -1,0 +1,180 @@
+"""The assembled window: drag and drop, scrub → preview, keyboard, queue, closing, persistence."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+
+from ffdesk.pipeline.job import RenderJob
+
+
+def _drop(window: Any, paths: list[Path]) -> None:
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in paths])
+    no_mod = Qt.KeyboardModifier.NoModifier
+    event = QDropEvent(QPointF(50, 50), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, no_mod)
+    window.dropEvent(event)
+
+
+def test_drop_clip_and_photo_then_scrub_updates_preview(  # type: ignore[no-untyped-def]
+    qtbot, window, tiny_clip: Path, face_photo: Path
+) -> None:
+    s = window.session
+    _drop(window, [face_photo, tiny_clip])
+    assert s.clip is not None and s.clip.path == tiny_clip.resolve()
+    assert s.clip.frame_count == 12 and s.clip.width == 160
+    assert [src.path for src in s.sources] == [face_photo.resolve()]
+    # the photo's face is found on the preview thread and shows on its card
+    qtbot.waitUntil(lambda: not s.sources[0].pending, timeout=30000)
+    assert len(s.sources[0].faces) == 1, s.sources[0].error
+    # the first frame appears, then a scrub asks for (and gets) the frame under the playhead
+    qtbot.waitUntil(lambda: s.preview is not None and s.preview.index == 0, timeout=30000)
+    assert s.preview.original.shape[:2] == (96, 160)
+    s.set_position(7)
+    qtbot.waitUntil(lambda: s.preview.index == 7, timeout=30000)
+    from ffdesk.media.synth import frame_index_of
+
+    assert frame_index_of(s.preview.original) == 7
+    assert window.preview_view.frame_label.text().startswith("frame 8 / 12")
+    assert str(tiny_clip.resolve()) in window.recent_files()
+
+
+def test_drop_of_an_unreadable_file_posts_an_error(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "broken.mp4"
+    bad.write_bytes(b"not a video")
+    _drop(window, [bad])
+    assert window.session.clip is None
+    assert window.status.entries[-1].level == "error" and "broken.mp4" in window.status.entries[-1].text
+
+
+def test_preview_requests_are_coalesced(qtbot, window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    worker = window.preview_worker
+    job = RenderJob(target=tiny_clip, output=tiny_clip.with_name("x.mp4"), mode="preview")
+    got: list[int] = []
+    worker.ready.connect(lambda r: got.append(r.index))
+    for i in range(12):
+        worker.request(job, i / 12.0)
+    qtbot.waitUntil(lambda: bool(got) and got[-1] == 11, timeout=30000)
+    time.sleep(0.1)
+    qtbot.wait(50)
+    assert got[-1] == 11
+    assert worker.computed < 12 and len(got) == worker.computed
+
+
+def test_keyboard_shortcuts(qtbot, window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    window.show()
+    qtbot.waitExposed(window)
+    window.windowHandle().requestActivate()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=5000)
+    assert window.open_clip(tiny_clip)
+    s = window.session
+    target = window.preview_view.canvas
+    QTest.keyClick(target, Qt.Key.Key_Right)
+    QTest.keyClick(target, Qt.Key.Key_Right)
+    QTest.keyClick(target, Qt.Key.Key_Left)
+    assert s.position == 1
+    QTest.keyClick(target, Qt.Key.Key_I)
+    QTest.keyClick(target, Qt.Key.Key_Right)
+    QTest.keyClick(target, Qt.Key.Key_O)
+    assert (s.in_point, s.out_point) == (1, 2)
+    before = s.show_before
+    QTest.keyClick(target, Qt.Key.Key_B)
+    assert s.show_before is not before
+    QTest.keyClick(target, Qt.Key.Key_F)
+    assert s.settings.mode == "final"
+    QTest.keyClick(target, Qt.Key.Key_P)
+    assert s.settings.mode == "preview"
+    QTest.keyClick(target, Qt.Key.Key_Space)
+    assert s.playing
+    QTest.keyClick(target, Qt.Key.Key_Space)
+    assert not s.playing
+
+
+def test_queue_render_cancel_resume(qtbot, window, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert window.open_clip(tiny_clip)
+    window.session.update_settings(output_dir=str(tmp_path / "out"), mode="final")
+    (tmp_path / "out").mkdir()
+    q = window.queue
+    q.autostart = True
+    window.add_to_queue()
+    entry = q.entries()[0]
+    # cancelled before the first frame: nothing is left at the output path
+    q.cancel(entry.id)
+    qtbot.waitUntil(lambda: q.store.get(entry.id).state == "cancelled", timeout=30000)
+    assert not entry.job.output.exists()
+    row = window.queue_view
+    row.select_row(0)
+    assert row.buttons["resume"].isEnabled() and not row.buttons["cancel"].isEnabled()
+    row.buttons["resume"].click()
+    qtbot.waitUntil(lambda: q.store.get(entry.id).state == "done", timeout=60000)
+    done = q.store.get(entry.id)
+    assert done.job.resume is True and entry.job.output.is_file()
+    assert done.frames_done == done.frames_total == 12
+    assert window.queue_view.table_model.data(window.queue_view.table_model.index(0, 1), 0) == "done"
+    # progress reached the frames/s graph's buffer
+    fps = window.telemetry.render.get("fps")
+    assert fps is not None and any(math.isfinite(v) for v in fps)
+    # the queue survives a restart
+    from ffdesk.pipeline.queue import RenderQueue
+
+    assert RenderQueue(q.store.path).get(entry.id).state == "done"
+
+
+def test_closing_during_a_render_asks_once_then_cancels(qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.main_window import MainWindow, open_settings
+
+    asked: list[int] = []
+    answers = [False, True]
+    w = MainWindow(
+        settings=open_settings(tmp_path / "gui.ini"),
+        queue_path=tmp_path / "queue.json",
+        telemetry=False,
+        confirm_close=lambda: (asked.append(1), answers[len(asked) - 1])[1],
+    )
+    qtbot.addWidget(w)
+    w.show()
+    assert w.open_clip(tiny_clip)
+    w.session.update_settings(output_dir=str(tmp_path))
+    w.add_to_queue()
+    assert w.queue.busy
+    assert not w.close() and w.isVisible() and len(asked) == 1  # "no": keeps running
+    entry = w.queue.entries()[0]
+    if w.queue.busy:
+        assert w.close() and len(asked) == 2
+        assert w.queue.store.get(entry.id).state in ("cancelled", "done")
+    w.shutdown()
+    assert not w.queue.worker.thread_.isRunning() and not w.preview_worker.thread_.isRunning()
+
+
+def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.main_window import MainWindow, open_settings
+
+    def make() -> Any:
+        w = MainWindow(
+            settings=open_settings(tmp_path / "gui.ini"), queue_path=tmp_path / "q.json", telemetry=False
+        )
+        qtbot.addWidget(w)
+        return w
+
+    w = make()
+    w.session.update_settings(mode="final", precision="fp16", batch=7, quality=33)
+    w.session.set_show_before(False)
+    w.open_clip(tiny_clip)
+    w.resize(1000, 700)
+    w.shutdown()
+    w2 = make()
+    try:
+        s = w2.session.settings
+        assert (s.mode, s.precision, s.batch, s.quality) == ("final", "fp16", 7, 33)
+        assert w2.session.show_before is False
+        assert w2.recent_files()[0] == str(tiny_clip.resolve())
+        assert [a.text() for a in w2.recent_menu.actions()] == [str(tiny_clip.resolve())]
+    finally:
+        w2.shutdown()

@@ -6,6 +6,7 @@ any thread stops the whole flow promptly and no thread is left running.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -158,7 +159,7 @@ class StageRunner:
 
     def start(self) -> list[threading.Thread]:
         return [
-            run_thread(f"ffdesk-stage-{self.stage.name}-{i}", self.halt, lambda i=i: self._work(i))
+            run_thread(f"ffdesk-stage-{self.stage.name}-{i}", self.halt, functools.partial(self._work, i))
             for i in range(self.workers)
         ]
 

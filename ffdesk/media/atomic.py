@@ -1,0 +1,141 @@
+"""Output that appears complete or not at all: write beside the final path, then rename into place."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+from ffdesk.errors import MediaError
+
+
+def temp_path_for(final: Path) -> Path:
+    """A hidden, unique path in the same folder as `final`, keeping its suffix (muxers read it)."""
+    final = Path(final)
+    return final.with_name(f".{final.stem}.partial-{secrets.token_hex(4)}{final.suffix}")
+
+
+def check_writable_folder(folder: Path) -> None:
+    """MediaError unless `folder` exists and this process can create files in it."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise MediaError(f"{folder}: output folder does not exist")
+    if not folder.is_dir():
+        raise MediaError(f"{folder}: output folder is not a folder")
+    # a real write test: permission bits alone miss read-only mounts, ACLs and root's view
+    probe = folder / f".ffdesk-write-test-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        raise_if_disk_full(exc, folder)
+        raise MediaError(f"{folder}: output folder is not writable ({exc.strerror or exc})") from exc
+    os.close(fd)
+    probe.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_output(final: Path) -> Iterator[Path]:
+    """Yield a temp path beside `final`; move it into place on success, remove it on failure.
+
+    The caller writes a file or creates a folder at the yielded path. On success it replaces
+    `final` (an existing folder at `final` is replaced too). On any exception nothing is left at
+    the temp path and `final` is untouched. An OSError "no space left" becomes a MediaError.
+    Callers refuse an output equal to an input beforehand (see `same_file`).
+    """
+    final = Path(final)
+    check_writable_folder(final.parent)
+    tmp = temp_path_for(final)
+    try:
+        yield tmp
+    except BaseException as exc:
+        _remove(tmp)
+        raise_if_disk_full(exc, final)
+        raise
+    try:
+        if not tmp.exists():
+            raise MediaError(f"{final}: nothing was written")
+        if final.is_dir() and not final.is_symlink() and tmp.is_dir():
+            # os.replace cannot replace a non-empty folder: move the old one aside first
+            old = temp_path_for(final)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(final.parent)
+    except OSError as exc:
+        _remove(tmp)
+        raise_if_disk_full(exc, final)
+        reason = exc.strerror or exc
+        raise MediaError(f"{final}: cannot move the finished output into place ({reason})") from exc
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _fsync_dir(folder: Path) -> None:
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def raise_if_disk_full(exc: BaseException, path: Path) -> None:
+    """Re-raise an out-of-space OSError as MediaError "disk full while writing PATH"."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        _disk_full(exc, path)
+
+
+def _disk_full(exc: OSError, path: Path) -> NoReturn:
+    raise MediaError(f"disk full while writing {path} ({exc.strerror or 'no space left'})") from exc
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """True when `a` and `b` name the same file (same path after resolving, or same inode)."""
+    a, b = Path(a), Path(b)
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_disk_space(folder: Path, need_bytes: int) -> None:
+    """MediaError "not enough disk space in FOLDER: need X, have Y" when `folder` lacks room."""
+    folder = Path(folder)
+    try:
+        have = shutil.disk_usage(folder).free
+    except OSError as exc:
+        raise MediaError(f"{folder}: cannot read free disk space ({exc.strerror or exc})") from exc
+    if have < need_bytes:
+        raise MediaError(f"not enough disk space in {folder}: need {_size(need_bytes)}, have {_size(have)}")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

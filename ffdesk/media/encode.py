@@ -1,0 +1,387 @@
+"""Encode upright RGB frames into one video-only segment file (or a PNG folder) with PyAV.
+
+Encoders and defaults (`mode` final / preview):
+
+| encoder | codec                        | container      | final              | preview              |
+|---------|------------------------------|----------------|--------------------|----------------------|
+| h264    | libx264 (h264_nvenc if hw)   | .mp4           | preset medium, CRF 18 | preset veryfast, CRF 23 |
+| h265    | libx265 (hevc_nvenc if hw)   | .mp4           | preset medium, CRF 23 | preset veryfast, CRF 28 |
+| prores  | prores_ks profile 3 (422 HQ), yuv422p10le | .mov | encoder's rate control | same |
+| png     | PNG, one file per frame      | folder         | compression 3      | compression 1        |
+
+`quality` (0-100, higher is better) maps linearly onto x264's CRF scale:
+``crf = round(51 * (100 - quality) / 100)`` (so 65 -> 18, 55 -> 23, 100 -> 0 (lossless), 0 -> 51);
+libx265 adds 5 (x265's CRF 28 looks like x264's 23), clamped to 0-51; NVENC uses the same number as
+its constant-quality target (`cq`, 1-51). ProRes maps quality onto a fixed quantiser
+``qscale = round(1 + 31 * (100 - quality) / 100)`` (1 best .. 32); None keeps profile HQ's own rate
+control. PNG is lossless: quality is ignored.
+
+Odd sizes: 4:2:0 (H.264/H.265) and 4:2:2 (ProRes) cannot hold an odd width or height, so the frame is
+padded to the next even size by repeating its last column/row (the encoded picture is then one pixel
+wider/taller; `coded_width`/`coded_height` say so). PNG keeps the exact size.
+
+Timestamps: frames are written with the source's pts in the source's time base. Frames arrive
+upright; for video they are turned back to the source's stored layout and the source's display
+rotation is written, so the file is laid out like the source. PNG frames are written upright.
+Colour: the source's range/matrix/primaries/transfer tags are written and the RGB->YUV conversion
+uses the source's matrix and range, so a decode of the output matches the source's colours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import cast
+
+import av
+import cv2
+import numpy as np
+
+from ffdesk.errors import MediaError
+from ffdesk.media._colour import colour_code, sws_matrix
+from ffdesk.media.atomic import atomic_output, raise_if_disk_full
+from ffdesk.media.decode import stored
+from ffdesk.media.probe import VideoInfo
+from ffdesk.types import EncoderName, Frame, Mode
+
+_SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
+_SOFTWARE = {"h264": "libx264", "h265": "libx265", "prores": "prores_ks"}
+_NVENC = {"h264": "h264_nvenc", "h265": "hevc_nvenc"}
+_PNG_PATTERN = "frame_{:06d}.png"
+PNG_PATTERN = "frame_%06d.png"
+"""Names of the frames of a PNG sequence, numbered from 0."""
+
+
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How to encode: the codec family, quality 0-100 (None: the mode's default), mode, hardware."""
+
+    encoder: EncoderName = "h264"
+    quality: int | None = None
+    mode: Mode = "final"
+    hw: bool = True
+    """Try NVENC for h264/h265 when an NVIDIA GPU is present; falls back to software on any error."""
+
+    def __post_init__(self) -> None:
+        if self.encoder not in _SUFFIX:
+            raise MediaError(f"unknown encoder {self.encoder!r} (choose h264, h265, prores or png)")
+        if self.quality is not None and not 0 <= self.quality <= 100:
+            raise MediaError(f"quality must be 0-100, got {self.quality}")
+
+
+def container_suffix(encoder: str) -> str:
+    """ ".mp4" for h264/h265, ".mov" for prores, "" for png (a folder of frames)."""
+    try:
+        return _SUFFIX[encoder]
+    except KeyError:
+        raise MediaError(f"unknown encoder {encoder!r} (choose h264, h265, prores or png)") from None
+
+
+def x264_crf(settings: EncodeSettings) -> int:
+    """The x264-scale CRF for these settings (see the module docstring for the mapping)."""
+    if settings.quality is None:
+        return 18 if settings.mode == "final" else 23
+    return round(51 * (100 - settings.quality) / 100)
+
+
+def prores_qscale(quality: int) -> int:
+    """The fixed ProRes quantiser for a quality 0-100 (1 best .. 32)."""
+    return round(1 + 31 * (100 - quality) / 100)
+
+
+def nvidia_gpu_present() -> bool:
+    """A cheap check for an NVIDIA driver, made before trying to open NVENC."""
+    if os.environ.get("FFDESK_NO_NVENC"):
+        return False
+    if sys.platform.startswith("linux"):
+        return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()
+    if sys.platform == "win32":
+        root = Path(os.environ.get("SYSTEMROOT", r"C:\Windows"))
+        return (root / "System32" / "nvEncodeAPI64.dll").exists()
+    return False
+
+
+class SegmentEncoder:
+    """Writes ONE video-only segment (or a folder of PNG frames) from upright RGB frames.
+
+    `width`/`height` are the size of the upright frames that `write` receives. `time_base` is the
+    time base of the pts given to `write` (the source's). `rotation` is the source's rotation in
+    degrees clockwise; `color` the source's colour tags (None: untagged, converted as BT.601).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        settings: EncodeSettings,
+        *,
+        width: int,
+        height: int,
+        time_base: Fraction,
+        fps: float,
+        rotation: int,
+        color: VideoInfo | None,
+    ) -> None:
+        self.path = Path(path)
+        self.settings = settings
+        self.width, self.height = int(width), int(height)
+        self.time_base = Fraction(time_base)
+        self.fps = float(fps) if fps and fps > 0 else 25.0
+        self.rotation = rotation % 360 if settings.encoder != "png" else 0
+        self.frames_written = 0
+        self._closed = False
+        self._container: av.container.OutputContainer | None = None
+        self._stream: av.VideoStream | None = None
+        stored_w, stored_h = (
+            (self.height, self.width) if self.rotation in (90, 270) else (self.width, self.height)
+        )
+        self.stored_width, self.stored_height = stored_w, stored_h
+        self._color_range = color.color_range if color else None
+        self._color_space = color.color_space if color else None
+        self._color_primaries = color.color_primaries if color else None
+        self._color_trc = color.color_trc if color else None
+        if not self.path.parent.is_dir():
+            raise MediaError(f"{self.path.parent}: output folder does not exist")
+        if settings.encoder == "png":
+            self.coded_width, self.coded_height = self.width, self.height
+            self.encoder_name = "png"
+            self._png_level = 3 if settings.mode == "final" else 1
+            try:
+                self.path.mkdir(exist_ok=False)
+            except OSError as exc:
+                raise_if_disk_full(exc, self.path)
+                raise MediaError(f"{self.path}: cannot create the frame folder ({exc.strerror})") from exc
+            return
+        self.coded_width = stored_w + (stored_w % 2)
+        self.coded_height = stored_h + (stored_h % 2)
+        self.encoder_name = self._open()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _candidates(self) -> list[str]:
+        enc = self.settings.encoder
+        names = []
+        hw = self.settings.hw and enc in _NVENC and _NVENC[enc] in av.codecs_available
+        if hw and nvidia_gpu_present():
+            names.append(_NVENC[enc])
+        names.append(_SOFTWARE[enc])
+        return names
+
+    def _open(self) -> str:
+        last: Exception | None = None
+        for name in self._candidates():
+            try:
+                self._open_with(name)
+                return name
+            except Exception as exc:  # noqa: BLE001 - any failure of a hardware encoder falls back
+                last = exc
+                self._discard()
+                if name.endswith("_nvenc"):
+                    continue
+                if isinstance(exc, OSError):
+                    raise_if_disk_full(exc, self.path)
+                if isinstance(exc, MediaError):
+                    raise
+                raise MediaError(f"{self.path}: cannot open the {name} encoder ({exc})") from exc
+        raise MediaError(f"{self.path}: no usable encoder ({last})")
+
+    def _open_with(self, name: str) -> None:
+        try:
+            container = av.open(str(self.path), "w")
+        except (av.error.FFmpegError, OSError) as exc:
+            if isinstance(exc, OSError):
+                raise_if_disk_full(exc, self.path)
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise MediaError(f"{self.path}: cannot write ({reason})") from exc
+        self._container = container
+        rate = Fraction(self.fps).limit_denominator(1001)
+        stream = cast(av.VideoStream, container.add_stream(name, rate=rate))
+        self._stream = stream
+        stream.width, stream.height = self.coded_width, self.coded_height
+        stream.time_base = self.time_base
+        cc = stream.codec_context
+        cc.time_base = self.time_base
+        cc.framerate = rate
+        cc.thread_count = 0  # let the encoder pick (x264/x265 use all cores)
+        self._apply_colour(cc)
+        crf = x264_crf(self.settings)
+        final = self.settings.mode == "final"
+        if name == "libx264":
+            stream.pix_fmt = "yuv420p"
+            stream.options = {"preset": "medium" if final else "veryfast", "crf": str(crf)}
+        elif name == "libx265":
+            stream.pix_fmt = "yuv420p"
+            stream.options = {
+                "preset": "medium" if final else "veryfast",
+                "crf": str(min(51, crf + 5)),
+                "x265-params": "log-level=error",
+            }
+        elif name.endswith("_nvenc"):
+            stream.pix_fmt = "yuv420p"
+            stream.options = {
+                "preset": "p5" if final else "p2",
+                "tune": "hq",
+                "rc": "vbr",
+                "cq": str(max(1, crf)),
+                "b": "0",
+            }
+        elif name == "prores_ks":
+            stream.pix_fmt = "yuv422p10le"
+            stream.options = {"profile": "3", "vendor": "apl0"}
+            if self.settings.quality is not None:
+                cc.qscale = True
+                # PyAV hands this to prores_ks as the quantiser itself (1-64), not in lambda units
+                cc.global_quality = prores_qscale(self.settings.quality)
+        if self.rotation:
+            stream.set_display_rotation((-self.rotation) % 360)
+        cc.open()
+        # writing the header now surfaces an unwritable path or a refused codec at once
+        container.start_encoding()
+
+    def _apply_colour(self, cc: av.video.codeccontext.VideoCodecContext) -> None:
+        for attr, kind, value in (
+            ("color_range", "range", self._color_range),
+            ("colorspace", "space", self._color_space),
+            ("color_primaries", "primaries", self._color_primaries),
+            ("color_trc", "trc", self._color_trc),
+        ):
+            code = colour_code(kind, value)  # type: ignore[arg-type]
+            if code is not None:
+                setattr(cc, attr, code)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, image: Frame, pts: int) -> None:
+        """Encode one upright RGB frame (height x width x 3 uint8) with `pts` in `time_base`."""
+        if self._closed:
+            raise RuntimeError("SegmentEncoder is closed")
+        if image.shape[:2] != (self.height, self.width):
+            raise ValueError(
+                f"frame is {image.shape[1]}x{image.shape[0]}, encoder expects {self.width}x{self.height}"
+            )
+        if self.settings.encoder == "png":
+            self._write_png(image)
+            return
+        assert self._container is not None and self._stream is not None
+        img = stored(image, self.rotation)
+        if (self.coded_width, self.coded_height) != (img.shape[1], img.shape[0]):
+            pad_h, pad_w = self.coded_height - img.shape[0], self.coded_width - img.shape[1]
+            img = np.pad(img, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
+        img = np.ascontiguousarray(img)
+        frame = av.VideoFrame.from_numpy_buffer(img, format="rgb24")
+        frame = frame.reformat(
+            format=self._stream.pix_fmt,
+            dst_colorspace=sws_matrix(self._color_space),
+            dst_color_range=2 if self._color_range == "pc" else 1,
+        )
+        frame.pts = int(pts)
+        frame.time_base = self.time_base
+        try:
+            for packet in self._stream.encode(frame):
+                self._mux(packet)
+        except OSError as exc:
+            self.abort()  # the file is unusable now: leave nothing behind
+            raise_if_disk_full(exc, self.path)
+            raise
+        self.frames_written += 1
+
+    def _mux(self, packet: av.Packet) -> None:
+        assert self._container is not None
+        self._container.mux(packet)
+
+    def _write_png(self, image: Frame) -> None:
+        ok, buf = cv2.imencode(
+            ".png", np.ascontiguousarray(image[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, self._png_level]
+        )
+        if not ok:
+            raise MediaError(f"{self.path}: PNG encoding failed")
+        target = self.path / _PNG_PATTERN.format(self.frames_written)
+        try:
+            with open(target, "wb") as fh:
+                fh.write(buf.tobytes())
+        except OSError as exc:
+            self.abort()
+            raise_if_disk_full(exc, self.path)
+            raise
+        self.frames_written += 1
+
+    def close(self) -> None:
+        """Flush the encoder and finish the file; it is complete and fsync'd on return."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.settings.encoder == "png":
+                for f in sorted(self.path.iterdir()):
+                    _fsync_file(f)
+                _fsync_dir(self.path)
+                return
+            assert self._container is not None and self._stream is not None
+            for packet in self._stream.encode(None):
+                self._mux(packet)
+            self._container.close()
+            self._container = None
+            _fsync_file(self.path)
+        except OSError as exc:
+            self._discard()
+            raise_if_disk_full(exc, self.path)
+            raise
+        except BaseException:
+            self._discard()
+            raise
+
+    def abort(self) -> None:
+        """Stop and delete the partial file (or frame folder)."""
+        self._closed = True
+        self._discard()
+        if self.settings.encoder == "png":
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def _discard(self) -> None:
+        if self._container is not None:
+            with contextlib.suppress(Exception):  # the file is being thrown away anyway
+                self._container.close()
+            self._container = None
+            self._stream = None
+        if self.path.is_file():
+            self.path.unlink(missing_ok=True)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    if sys.platform == "win32":
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_image(path: Path, image: Frame) -> None:
+    """Write an RGB image atomically; the format follows the suffix (png, jpg, bmp, webp, tif)."""
+    path = Path(path)
+    suffix = path.suffix.lower() or ".png"
+    params: list[int] = []
+    if suffix in (".jpg", ".jpeg"):
+        params = [cv2.IMWRITE_JPEG_QUALITY, 95]
+    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image[..., ::-1]), params)
+    if not ok:
+        raise MediaError(f"{path}: cannot encode an image of this type")
+    with atomic_output(path) as tmp:
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(buf.tobytes())
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise_if_disk_full(exc, path)
+            raise

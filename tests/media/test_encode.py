@@ -1,0 +1,242 @@
+from __future__ import annotations
+
+import errno
+from fractions import Fraction
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffdesk.errors import MediaError
+from ffdesk.media import encode
+from ffdesk.media.decode import DecodedFrame, VideoReader, read_image
+from ffdesk.media.encode import (
+    EncodeSettings,
+    SegmentEncoder,
+    container_suffix,
+    prores_qscale,
+    write_image,
+    x264_crf,
+)
+from ffdesk.media.probe import VideoInfo, probe
+from ffdesk.media.synth import SynthResult, frame_index_of, has_red_corner
+
+
+def _frames(clip: SynthResult) -> tuple[VideoInfo, list[DecodedFrame]]:
+    info = probe(clip.path).video
+    assert info is not None
+    with VideoReader(clip.path) as reader:
+        return info, list(reader)
+
+
+def _encode(out: Path, frames: list[DecodedFrame], v: VideoInfo, settings: EncodeSettings) -> SegmentEncoder:
+    enc = SegmentEncoder(
+        out,
+        settings,
+        width=v.display_width,
+        height=v.display_height,
+        time_base=v.time_base,
+        fps=v.fps,
+        rotation=v.rotation,
+        color=v,
+    )
+    for f in frames:
+        enc.write(f.image, f.pts)  # type: ignore[arg-type]
+    enc.close()
+    return enc
+
+
+def _mean_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+
+
+@pytest.mark.parametrize(
+    ("encoder", "codec", "pix_fmt"),
+    [("h264", "h264", "yuv420p"), ("h265", "hevc", "yuv420p"), ("prores", "prores", "yuv422p10le")],
+)
+def test_round_trip_keeps_frames_pts_and_colour(
+    tmp_path: Path, plain: SynthResult, encoder: str, codec: str, pix_fmt: str
+) -> None:
+    v, frames = _frames(plain)
+    out = tmp_path / f"seg{container_suffix(encoder)}"
+    enc = _encode(out, frames, v, EncodeSettings(encoder=encoder))  # type: ignore[arg-type]
+    assert enc.encoder_name in ("libx264", "libx265", "prores_ks")
+    info = probe(out).video
+    assert info is not None
+    assert (info.codec, info.pix_fmt) == (codec, pix_fmt)
+    assert (info.color_range, info.color_space) == ("tv", "bt709")
+    if encoder != "prores":
+        assert (info.color_primaries, info.color_trc) == ("bt709", "bt709")
+    _, back = _frames(SynthResult(out, (), (), v.time_base))
+    assert [f.pts for f in back] == [f.pts for f in frames]
+    assert [frame_index_of(f.image) for f in back] == list(range(20))
+    # same colours after a second lossy pass (a wrong RGB<->YUV matrix shifts them by far more)
+    assert max(_mean_diff(a.image, b.image) for a, b in zip(back, frames, strict=True)) < 4
+
+
+def test_rotation_written_back(tmp_path: Path, rotated: SynthResult) -> None:
+    v, frames = _frames(rotated)
+    out = tmp_path / "rot.mp4"
+    _encode(out, frames, v, EncodeSettings("h264", mode="preview"))
+    info = probe(out).video
+    assert info is not None
+    assert info.rotation == 90 and (info.width, info.height) == (96, 160)
+    _, back = _frames(SynthResult(out, (), (), v.time_base))
+    assert all(has_red_corner(f.image) for f in back)
+    assert [frame_index_of(f.image) for f in back] == list(range(10))
+
+
+def test_odd_size_padded_to_even(tmp_path: Path, odd: SynthResult) -> None:
+    v, frames = _frames(odd)
+    out = tmp_path / "odd.mp4"
+    enc = _encode(out, frames, v, EncodeSettings("h264", mode="preview"))
+    assert (enc.coded_width, enc.coded_height) == (722, 406)
+    _, back = _frames(SynthResult(out, (), (), v.time_base))
+    assert back[0].image.shape == (406, 722, 3)
+    crop = back[2].image[:405, :721]
+    assert _mean_diff(crop, frames[2].image) < 4
+    # the padding repeats the edge
+    assert _mean_diff(back[2].image[405], back[2].image[404]) < 4
+
+
+def test_png_sequence_keeps_exact_size_upright(tmp_path: Path, odd: SynthResult) -> None:
+    v, frames = _frames(odd)
+    out = tmp_path / "frames"
+    _encode(out, frames[:3], v, EncodeSettings("png"))
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["frame_000000.png", "frame_000001.png", "frame_000002.png"]
+    img = read_image(out / names[1])
+    assert np.array_equal(img, frames[1].image)  # lossless
+
+
+def test_vfr_pts_kept(tmp_path: Path, vfr: SynthResult) -> None:
+    v, frames = _frames(vfr)
+    out = tmp_path / "vfr.mp4"
+    _encode(out, frames, v, EncodeSettings("h264", mode="preview"))
+    info = probe(out).video
+    assert info is not None and info.vfr
+    _, back = _frames(SynthResult(out, (), (), v.time_base))
+    assert [f.time_s for f in back] == pytest.approx(list(vfr.frame_times), abs=1e-4)
+
+
+def test_quality_mapping() -> None:
+    assert x264_crf(EncodeSettings("h264")) == 18
+    assert x264_crf(EncodeSettings("h264", mode="preview")) == 23
+    assert x264_crf(EncodeSettings("h264", quality=65)) == 18
+    assert x264_crf(EncodeSettings("h264", quality=100)) == 0
+    assert x264_crf(EncodeSettings("h264", quality=0)) == 51
+    assert prores_qscale(100) == 1 and prores_qscale(0) == 32
+    with pytest.raises(MediaError):
+        EncodeSettings("h264", quality=101)
+    with pytest.raises(MediaError):
+        container_suffix("avi")
+    assert [container_suffix(e) for e in ("h264", "h265", "prores", "png")] == [".mp4", ".mp4", ".mov", ""]
+
+
+def test_higher_quality_gives_bigger_files(tmp_path: Path, plain: SynthResult) -> None:
+    v, frames = _frames(plain)
+    sizes = []
+    for q in (20, 90):
+        out = tmp_path / f"q{q}.mp4"
+        _encode(out, frames, v, EncodeSettings("h264", quality=q, mode="preview"))
+        sizes.append(out.stat().st_size)
+    assert sizes[1] > 1.5 * sizes[0]
+    pr = []
+    for q in (10, 95):
+        out = tmp_path / f"q{q}.mov"
+        _encode(out, frames[:4], v, EncodeSettings("prores", quality=q))
+        pr.append(out.stat().st_size)
+    assert pr[1] > pr[0]
+
+
+def test_nvenc_falls_back_to_software(
+    tmp_path: Path, plain: SynthResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v, frames = _frames(plain)
+    # pretend a GPU is there: NVENC is tried, fails to open here, and libx264 takes over
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda: True)
+    enc = _encode(tmp_path / "hw.mp4", frames[:5], v, EncodeSettings("h264", mode="preview", hw=True))
+    assert enc.encoder_name == "libx264"
+    assert probe(tmp_path / "hw.mp4").video.frame_count == 5  # type: ignore[union-attr]
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert leftovers == ["hw.mp4"]
+
+
+def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    tried: list[str] = []
+    real = SegmentEncoder._open_with
+
+    def spy(self: SegmentEncoder, name: str) -> None:
+        tried.append(name)
+        real(self, name)
+
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(SegmentEncoder, "_open_with", spy)
+    enc = SegmentEncoder(
+        tmp_path / "x.mp4", EncodeSettings("h265"), width=64, height=48,
+        time_base=Fraction(1, 25), fps=25, rotation=0, color=None,
+    )  # fmt: skip
+    enc.abort()
+    assert tried == ["libx265"]
+    assert not (tmp_path / "x.mp4").exists()
+
+
+def test_abort_deletes_partial_file(tmp_path: Path, plain: SynthResult) -> None:
+    v, frames = _frames(plain)
+    for encoder in ("h264", "png"):
+        out = tmp_path / f"partial{container_suffix(encoder)}"
+        enc = SegmentEncoder(
+            out, EncodeSettings(encoder), width=160, height=96,  # type: ignore[arg-type]
+            time_base=v.time_base, fps=v.fps, rotation=0, color=v,
+        )  # fmt: skip
+        for f in frames[:3]:
+            enc.write(f.image, f.pts)  # type: ignore[arg-type]
+        enc.abort()
+        assert not out.exists()
+
+
+def test_wrong_frame_size_and_missing_folder(tmp_path: Path) -> None:
+    enc = SegmentEncoder(
+        tmp_path / "a.mp4", EncodeSettings("h264"), width=64, height=48,
+        time_base=Fraction(1, 25), fps=25, rotation=0, color=None,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="64x48"):
+        enc.write(np.zeros((50, 64, 3), np.uint8), 0)
+    enc.abort()
+    with pytest.raises(MediaError, match="does not exist"):
+        SegmentEncoder(
+            tmp_path / "nope" / "a.mp4", EncodeSettings("h264"), width=64, height=48,
+            time_base=Fraction(1, 25), fps=25, rotation=0, color=None,
+        )  # fmt: skip
+
+
+def test_disk_full_while_encoding(
+    tmp_path: Path, plain: SynthResult, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    v, frames = _frames(plain)
+
+    def full(self: SegmentEncoder, packet: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(SegmentEncoder, "_mux", full)
+    out = tmp_path / "full.mp4"
+    enc = SegmentEncoder(
+        out, EncodeSettings("h264", mode="preview"), width=160, height=96,
+        time_base=v.time_base, fps=v.fps, rotation=0, color=v,
+    )  # fmt: skip
+    with pytest.raises(MediaError, match="disk full while writing"):
+        for f in frames:
+            enc.write(f.image, f.pts)  # type: ignore[arg-type]
+        enc.close()
+    assert not out.exists()
+
+
+def test_write_image_is_atomic_and_readable(tmp_path: Path) -> None:
+    img = np.zeros((30, 40, 3), np.uint8)
+    img[:, :, 2] = 180
+    write_image(tmp_path / "out.png", img)
+    assert np.array_equal(read_image(tmp_path / "out.png"), img)
+    write_image(tmp_path / "out.jpg", img)
+    assert cv2.imread(str(tmp_path / "out.jpg")) is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jpg", "out.png"]

@@ -97,8 +97,7 @@ def _check_paths(job: RenderJob) -> None:
     for inp in (job.target, *job.sources):
         if job.output == inp or (job.output.exists() and atomic.same_file(job.output, inp)):
             raise UserError(f"output {job.output.name} is one of the inputs; choose another output path")
-    if not job.output.parent.is_dir():
-        raise UserError(f"output folder {job.output.parent} does not exist")
+    atomic.check_writable_folder(job.output.parent)
     if job.batch < 1:
         raise UserError("--batch must be at least 1")
 
@@ -157,6 +156,17 @@ def _render_range(job: RenderJob, video: VideoInfo, name: str) -> _Range:
     return _Range(start, end, total)
 
 
+def _expected_output_bytes(job: RenderJob, info: MediaInfo, video: VideoInfo, span: _Range) -> int:
+    """A floor for the room a render needs (its finished segments and the joined file)."""
+    pixels = video.display_width * video.display_height * span.total_frames
+    if job.encoder == "png":
+        return pixels  # PNG of natural video rarely compresses below 1 byte a pixel
+    if job.encoder == "prores":
+        return pixels // 2
+    fraction = span.total_frames / max(video.frame_count, 1)
+    return int(2 * job.target.stat().st_size * min(1.0, fraction))
+
+
 def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
     """(width, height) to scale frames to, or None to keep the source size."""
     if job.mode != "preview" or video.display_height <= PREVIEW_MAX_HEIGHT:
@@ -175,6 +185,7 @@ def _render_video(
     halt: Halt,
 ) -> dict[str, Any]:
     span = _render_range(job, video, job.target.name)
+    atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, video, span))
     work = work_dir_for(job.output)
     manifest, note = Manifest.open(work, job.output_fingerprint(), job.resume)
     if note:

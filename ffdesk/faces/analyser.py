@@ -42,7 +42,8 @@ class AnalyserSettings:
     """How the analyser runs. `det_size`: longer side of the image the detector sees."""
 
     det_size: int = 640
-    score_threshold: float = 0.7
+    score_threshold: float = 0.5
+    """Detector score to keep a candidate; the mesh model's presence check confirms it later."""
     nms_threshold: float = 0.4
     presence_threshold: float = 0.5
     min_face: float = 12.0

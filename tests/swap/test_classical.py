@@ -1,0 +1,112 @@
+"""The classical landmark swap on public-domain photos."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import cv2
+import numpy as np
+import pytest
+from skimage.feature import local_binary_pattern
+
+from ffdesk.faces import mesh
+from ffdesk.faces.align import warp_face
+from ffdesk.faces.analyser import FaceAnalyser
+from ffdesk.faces.types import Face
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace
+from ffdesk.types import Frame
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(((a.astype(np.float64) - b.astype(np.float64)) ** 2).mean())
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def hull_mask(shape: tuple[int, ...], face: Face, dilate: int) -> np.ndarray:
+    assert face.landmarks is not None
+    mask = np.zeros(shape[:2], np.uint8)
+    cv2.fillConvexPoly(mask, cv2.convexHull(np.round(face.landmarks[:, :2]).astype(np.int32)), 255)
+    return cv2.dilate(mask, np.ones((3, 3), np.uint8), iterations=dilate) > 0
+
+
+@pytest.fixture(scope="module")
+def swapper(analyser: FaceAnalyser, grace: Frame) -> ClassicalSwapper:
+    return ClassicalSwapper(SourceFace.from_face(grace, analyser.analyse(grace)[0]))
+
+
+def test_swap_changes_the_face_and_nothing_else(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame
+) -> None:
+    face = analyser.analyse(astronaut)[0]
+    out = astronaut.copy()
+    assert swapper.swap(out, face).swapped
+    outside = ~hull_mask(astronaut.shape, face, dilate=3)
+    assert psnr(out[outside], astronaut[outside]) >= 40.0
+    inside = hull_mask(astronaut.shape, face, dilate=0)
+    assert np.abs(out[inside].astype(int) - astronaut[inside].astype(int)).mean() > 8.0
+
+
+def _lbp_signature(image: Frame, face: Face) -> np.ndarray:
+    """Ahonen-style LBP face descriptor: uniform-LBP histograms on a 7 x 7 grid of the aligned crop.
+    An identity measure that shares nothing with the swap code."""
+    crop, _ = warp_face(image, face.kps, "arcface_112_v2", 112)
+    gray = cv2.cvtColor(crop, cv2.COLOR_RGB2GRAY)
+    lbp = local_binary_pattern(gray, 8, 1, method="uniform")
+    cells = []
+    for rows in np.array_split(lbp, 7, axis=0):
+        for cell in np.array_split(rows, 7, axis=1):
+            hist, _ = np.histogram(cell, bins=10, range=(0, 10))
+            cells.append(hist / max(hist.sum(), 1))
+    return np.concatenate(cells)
+
+
+def _chi2(a: np.ndarray, b: np.ndarray) -> float:
+    return float((((a - b) ** 2) / (a + b + 1e-9)).sum())
+
+
+def test_swapped_face_looks_more_like_the_source(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame, grace: Frame
+) -> None:
+    target = analyser.analyse(astronaut)[0]
+    out = astronaut.copy()
+    swapper.swap(out, target)
+    swapped = analyser.analyse(out)
+    assert len(swapped) == 1  # still a face the detector accepts
+    source_sig = _lbp_signature(grace, analyser.analyse(grace)[0])
+    before = _chi2(_lbp_signature(astronaut, target), source_sig)
+    after = _chi2(_lbp_signature(out, swapped[0]), source_sig)
+    assert after < 0.85 * before, (before, after)
+
+
+def test_keep_mouth_keeps_the_target_mouth(analyser: FaceAnalyser, grace: Frame, astronaut: Frame) -> None:
+    target = analyser.analyse(astronaut)[0]  # a wide smile: the mouth interior shows teeth
+    assert target.landmarks is not None
+    source = SourceFace.from_face(grace, analyser.analyse(grace)[0])
+    lips = np.zeros(astronaut.shape[:2], np.uint8)
+    cv2.fillPoly(lips, [np.round(target.landmarks[list(mesh.INNER_LIPS), :2]).astype(np.int32)], 255)
+    inner = cv2.erode(lips, np.ones((3, 3), np.uint8), iterations=2) > 0
+    assert inner.sum() > 20
+    kept, replaced = astronaut.copy(), astronaut.copy()
+    ClassicalSwapper(source).swap(kept, target)
+    from ffdesk.swap.classical import SwapSettings
+
+    ClassicalSwapper(source, SwapSettings(keep_mouth=False)).swap(replaced, target)
+    assert psnr(kept[inner], astronaut[inner]) > psnr(replaced[inner], astronaut[inner]) + 3.0
+
+
+def test_too_small_cut_off_and_profile_faces_are_skipped(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame
+) -> None:
+    face = analyser.analyse(astronaut)[0]
+    assert face.landmarks is not None
+    tiny = replace(face, landmarks=face.landmarks * np.float32([0.2, 0.2, 1.0]))
+    frame = astronaut.copy()
+    assert swapper.swap(frame, tiny).reason == "too_small"
+    shifted = face.landmarks.copy()
+    shifted[:, 0] -= face.bbox[0] + 0.5 * face.size  # half the face left of the frame
+    assert swapper.swap(frame, replace(face, landmarks=shifted)).reason == "cut_off"
+    turned = face.landmarks.copy()
+    turned[mesh.NOSE_TIP, 0] = turned[mesh.LEFT_CHEEK, 0] - 2  # nose at the cheek: a profile
+    assert swapper.swap(frame, replace(face, landmarks=turned)).reason == "profile"
+    assert swapper.swap(frame, replace(face, landmarks=None)).reason == "no_landmarks"
+    np.testing.assert_array_equal(frame, astronaut)

@@ -1,0 +1,110 @@
+"""The embedded swap stages, called directly and through the render engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffdesk.errors import UserError
+from ffdesk.faces.analyser import FaceAnalyser
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.embedded import (
+    DetectStage,
+    SwapStage,
+    TrackStage,
+    embedded_stages,
+    source_face,
+)
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace
+from ffdesk.types import Frame
+from tests.faces import photos
+
+
+def _write(path: Path, image: Frame) -> Path:
+    cv2.imwrite(str(path), image[..., ::-1])
+    return path
+
+
+def _run_stages(stages: list[Stage], frames: list[Frame]) -> tuple[list[FramePacket], dict]:
+    packets = [FramePacket(index=i, pts=i, image=f.copy()) for i, f in enumerate(frames)]
+    for stage in stages:
+        stage.start()
+        packets = [p for i in range(0, len(packets), 3) for p in stage.process(packets[i : i + 3])]
+    report: dict = {}
+    for stage in stages:
+        report.update(stage.finish())
+    return packets, report
+
+
+def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
+    analyser: FaceAnalyser, astronaut: Frame, grace: Frame
+) -> None:
+    swapper = ClassicalSwapper(SourceFace.from_face(grace, analyser.analyse(grace)[0]))
+    stages: list[Stage] = [DetectStage(analyser, every=2), TrackStage(analyser, fps=25.0), SwapStage(swapper)]
+    for stage in stages:
+        assert isinstance(stage, Stage)
+    empty = photos.background(400, 300, seed=3)
+    with_face = photos.place(empty, astronaut, 60, 0, 300)
+    frames = [empty, empty, with_face, with_face, with_face, empty, empty]
+    packets, report = _run_stages(stages, frames)
+    for p, original in zip(packets, frames, strict=True):
+        if original is empty:
+            np.testing.assert_array_equal(p.image, original)
+        else:
+            assert np.abs(p.image.astype(int) - original.astype(int)).max() > 30
+            assert len(p.annotations["swap_faces"]) == 1
+    ids = {p.annotations["faces"][0].track_id for p in packets[2:5]}
+    assert len(ids) == 1
+    assert report == {
+        "frames_with_faces": 3,
+        "faces_swapped": 3,
+        "faces_skipped": 0,
+        "faces_skipped_by_reason": {},
+    }
+
+
+def test_source_without_a_face_is_a_user_error(tmp_path: Path, analyser: FaceAnalyser) -> None:
+    face = _write(tmp_path / "face.jpg", photos.background(300, 300))
+    target = _write(tmp_path / "target.png", photos.background(320, 240))
+    job = RenderJob(target=target, output=tmp_path / "out.png", sources=(face,))
+    with pytest.raises(UserError, match="^no face found in face.jpg$"):
+        embedded_stages(job, analyser)
+
+
+def test_several_source_faces_largest_or_chosen_left_to_right(
+    analyser: FaceAnalyser, astronaut: Frame, grace: Frame
+) -> None:
+    # grace's face is the bigger one in this tiling; astronaut is on the left
+    tiled = photos.side_by_side(astronaut, grace, height=400)
+    faces = analyser.analyse(tiled)
+    assert len(faces) == 2
+    biggest = max(faces, key=lambda f: f.area)
+    assert source_face(analyser, tiled, "two.jpg", None).bbox == biggest.bbox
+    left = source_face(analyser, tiled, "two.jpg", 0)
+    right = source_face(analyser, tiled, "two.jpg", 1)
+    assert left.bbox[2] < right.bbox[0]
+    with pytest.raises(UserError, match="two.jpg"):
+        source_face(analyser, tiled, "two.jpg", 2)
+
+
+def test_render_through_the_engine(tmp_path: Path, astronaut: Frame) -> None:
+    from ffdesk.media.decode import VideoReader
+    from ffdesk.media.synth import synth_clip
+    from ffdesk.pipeline.engine import run_render
+
+    clip = tmp_path / "clip.mp4"
+    synth_clip(clip, width=320, height=240, fps=25.0, frames=8, face_image=astronaut[20:260, 110:350])
+    source = tmp_path / "face.jpg"
+    _write(source, photos.grace_hopper())
+    out = tmp_path / "out.mp4"
+    report = run_render(RenderJob(target=clip, output=out, sources=(source,), resume=False))
+    assert report["frames_with_faces"] == 8
+    assert report["faces_swapped"] == 8
+    assert report["faces_skipped"] == 0
+    with VideoReader(clip) as a, VideoReader(out) as b:
+        diffs = [np.abs(x.image.astype(int) - y.image.astype(int)).mean() for x, y in zip(a, b, strict=True)]
+    assert min(diffs) > 1.0

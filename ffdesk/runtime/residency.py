@@ -748,7 +748,7 @@ class ResidencyManager:
                     actions.append("evicted " + ", ".join(freed))
                 new_chunk = chunk
                 if chunk > 1:
-                    new_chunk = max(1, chunk // 2)
+                    new_chunk = max(1, (chunk + 1) // 2)
                     actions.append(f"batch {chunk} -> {new_chunk}")
                 elif not freed:
                     fb = self._entries[active].fallback if active in self._entries else None

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ffdesk.cli import main
+
+
+def _pack(standins_dir: Path, dest: Path, names: list[str]) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        shutil.copy(standins_dir / f"{n}.onnx", dest)
+        shutil.copy(standins_dir / f"{n}.hash", dest)
+    return dest
+
+
+def test_list_json(standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "arcface_w600k_r50"])
+    assert main(["models", "list", "--models-dir", str(pack), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in data["models"]}
+    assert rows["inswapper_128"]["present"] and rows["inswapper_128"]["verified"]
+    assert rows["inswapper_128"]["size_bytes"] == (pack / "inswapper_128.onnx").stat().st_size
+    assert not rows["gfpgan_1.4"]["present"]
+    assert main(["models", "list", "--models-dir", str(pack)]) == 0
+    assert "verified" in capsys.readouterr().out
+
+
+def test_verify_exit_codes(standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "xseg_1", "2dfan4"])
+    assert main(["models", "verify", "--models-dir", str(pack)]) == 0
+    capsys.readouterr()
+    (pack / "xseg_1.onnx").write_bytes((pack / "xseg_1.onnx").read_bytes()[:300])
+    (pack / "2dfan4.hash").write_text("deadbeef")
+    assert main(["models", "verify", "--models-dir", str(pack)]) == 2
+    err = capsys.readouterr().err
+    assert "xseg_1.onnx: truncated or not an ONNX model" in err
+    assert "2dfan4.onnx: hash mismatch" in err
+    assert "inswapper_128" not in err
+    assert main(["models", "verify", "--models-dir", str(tmp_path / "empty")]) == 2
+
+
+def test_verify_strict_flags_missing_sidecar(standins_dir: Path, tmp_path: Path) -> None:
+    pack = _pack(standins_dir, tmp_path / "m", ["yoloface_8n"])
+    (pack / "yoloface_8n.hash").unlink()
+    assert main(["models", "verify", "--models-dir", str(pack)]) == 0
+    assert main(["models", "verify", "--strict", "--models-dir", str(pack)]) == 2
+
+
+def test_import_and_saved_dir(standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pack = tmp_path / "pack"
+    assert main(["models", "set-dir", str(pack)]) == 0
+    assert main(["models", "import", str(standins_dir / "gfpgan_1.4.onnx")]) == 0
+    assert (pack / "gfpgan_1.4.onnx").is_file()
+    bad = tmp_path / "codeformer.onnx"
+    bad.write_text("not a model")
+    assert main(["models", "import", str(bad), str(standins_dir / "xseg_1.onnx")]) == 2
+    assert "not imported: codeformer.onnx" in capsys.readouterr().err
+    assert not (pack / "codeformer.onnx").exists() and (pack / "xseg_1.onnx").exists()
+    assert main(["models", "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
+    assert rows["gfpgan_1.4"]["verified"] and rows["xseg_1"]["verified"]
+
+
+def test_standins_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "s"
+    assert main(["models", "standins", "--out", str(out), "--only", "inswapper_128,xseg_1"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "inswapper_128.hash",
+        "inswapper_128.onnx",
+        "xseg_1.hash",
+        "xseg_1.onnx",
+    ]
+    assert main(["models", "verify", "--strict", "--models-dir", str(out)]) == 0

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+
+from ffdesk.errors import UserError
+from ffdesk.runtime import precision as prec
+from ffdesk.runtime.catalog import Catalog
+from ffdesk.runtime.sessions import create_session
+
+
+def _face_crops(n: int, size: int) -> np.ndarray:
+    """Crops around the astronaut's face (public domain), shifted a little: real inputs."""
+    from skimage.data import astronaut
+
+    img = astronaut()
+    crops = []
+    for i in range(n):
+        dx, dy = (i % 3) * 6, (i // 3) * 6
+        crop = img[40 + dy : 220 + dy, 140 + dx : 320 + dx]
+        crops.append(cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA))
+    return np.stack(crops).transpose(0, 3, 1, 2).astype(np.float32) / 255.0
+
+
+def _swap_feeds(n: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    source = rng.standard_normal((1, 512)).astype(np.float32)
+    source /= np.linalg.norm(source)
+    return [{"target": c[None], "source": source} for c in _face_crops(n, 128)]
+
+
+@pytest.fixture()
+def swapper(standins_dir: Path) -> Path:
+    return standins_dir / "inswapper_128.onnx"
+
+
+def test_resolve_precision() -> None:
+    assert prec.resolve_precision("auto", "preview", "cpu") == "int8"
+    assert prec.resolve_precision("auto", "preview", "cuda") == "fp16"
+    assert prec.resolve_precision("auto", "final", "cpu") == "fp32"
+    assert prec.resolve_precision("auto", "final", "cuda") == "fp16"
+    assert prec.resolve_precision("int8", "final", "cuda") == "int8"
+    with pytest.raises(UserError):
+        prec.resolve_precision("fp8", "final", "cpu")
+
+
+def test_fp16_variant_is_cached_and_close(swapper: Path) -> None:
+    path = prec.ensure_variant(swapper, "fp16")
+    assert path != swapper and path.is_file()
+    mtime = path.stat().st_mtime_ns
+    assert prec.ensure_variant(swapper, "fp16") == path and path.stat().st_mtime_ns == mtime
+    assert prec.cached_variants(swapper) == ("fp16",)
+    model = onnx.load(str(path))
+    assert {i.type.tensor_type.elem_type for i in model.graph.input} == {onnx.TensorProto.FLOAT}
+    assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer)
+    feed = _swap_feeds(1)[0]
+    ref = create_session(swapper).run(feed)
+    out = create_session(path, precision="fp16").run(feed)
+    for a, b in zip(ref.values(), out.values(), strict=True):
+        assert b.dtype == np.float32
+        assert np.abs(a - b).max() < 1e-2
+
+
+def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path) -> None:
+    with pytest.raises(UserError, match="calibration"):
+        prec.make_int8(swapper, None)
+    calib = _swap_feeds(6)
+    path = prec.make_int8(swapper, calib)
+    assert prec.make_int8(swapper, None) == path  # cached: no calibration needed again
+    model = onnx.load(str(path))
+    ops = [n.op_type for n in model.graph.node]
+    assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
+    # The last Conv (the output layer) reads float weights, not dequantized int8 ones.
+    producer = {o: n for n in model.graph.node for o in n.output}
+    last_conv = [n for n in model.graph.node if n.op_type == "Conv"][-1]
+    weight_src = producer.get(last_conv.input[1])
+    assert weight_src is None or weight_src.op_type != "DequantizeLinear"
+    feed = _swap_feeds(8)[7]  # not one of the calibration inputs
+    ref = list(create_session(swapper).run(feed).values())
+    cost, out = prec.variant_cost(path, "int8", feed, ref, runs=2)
+    assert cost.mean_abs_err < 0.03, cost
+    assert cost.psnr_db is not None and cost.psnr_db > 25, cost
+    assert cost.file_bytes < swapper.stat().st_size  # int8 weights
+    assert out[0].shape == (1, 3, 128, 128)
+
+
+def test_int8_calibration_splits_batches() -> None:
+    batch = {"x": np.zeros((4, 3, 8, 8), np.float32)}
+    reader = prec.ArrayCalibrationReader([batch], fixed_batch=1)
+    assert len(reader) == 4
+    first = reader.get_next()
+    assert first is not None and first["x"].shape == (1, 3, 8, 8)
+
+
+def test_variant_keys_differ_by_settings(swapper: Path, catalog: Catalog) -> None:
+    a = prec.variant_path(swapper, "int8")
+    b = prec.variant_path(swapper, "int8", calibration_tag="clip-2")
+    c = prec.variant_path(swapper, "int8", per_channel=False)
+    assert len({a, b, c}) == 3
+    assert prec.variant_path(swapper, "fp32") == swapper

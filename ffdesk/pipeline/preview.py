@@ -85,6 +85,7 @@ class Previewer:
         self._warnings: list[str] = []
         self._warn_lock = threading.Lock()
         self._frames: OrderedDict[int, tuple[float, Frame]] = OrderedDict()
+        self._reader: Any = None
 
     def start(self) -> None:
         """Build and start the stages (loads models). Called once; `render` calls it if needed."""
@@ -120,9 +121,7 @@ class Previewer:
 
             t, image = 0.0, read_image(self.job.target)
         else:
-            from ffdesk.media.decode import read_frame_at
-
-            decoded = read_frame_at(self.job.target, index / self.fps)
+            decoded = self._read_video(index / self.fps)
             t, image = decoded.time_s, decoded.image
         h, w = image.shape[:2]
         ww, wh = working_size(w, h, self.job.mode)
@@ -133,6 +132,16 @@ class Previewer:
         while len(self._frames) > FRAME_CACHE:
             self._frames.popitem(last=False)
         return index, t, image
+
+    def _read_video(self, time_s: float) -> Any:
+        # A reader kept open answers repeated scrubs without reopening the file and decoder.
+        from ffdesk.media import decode
+
+        if self._reader is None and hasattr(decode.VideoReader, "frame_at"):
+            self._reader = decode.VideoReader(self.job.target)
+        if self._reader is not None:
+            return self._reader.frame_at(time_s)
+        return decode.read_frame_at(self.job.target, time_s)
 
     def render(self, time_s: float) -> PreviewResult:
         """Read the frame at `time_s` and run it through every stage."""
@@ -188,6 +197,9 @@ class Previewer:
                 continue
         self._stages = []
         self._started = False
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         return figures
 
     def _on_event(self, event: Any) -> None:

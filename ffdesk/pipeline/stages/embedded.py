@@ -103,10 +103,11 @@ class TrackStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         for p in batch:
             detections = p.annotations.get("detections")
-            if self._last_index is not None and p.index != self._last_index + 1:
+            jumped = self._last_index is not None and p.index != self._last_index + 1
+            if jumped:
                 self._tracker.reset()  # a jump (resume, seek): nothing carries over
-            if self._last_index is None and detections is None:
-                detections = self.analyser.detect(p.image)  # first frame is not a key frame
+            if (self._last_index is None or jumped) and detections is None:
+                detections = self.analyser.detect(p.image)  # not a key frame: nothing to track from
             faces = self._tracker.update(p.image, p.index, detections)
             p.annotations["faces"] = faces
             p.annotations["swap_faces"] = self._selector.select(p.image, faces)

@@ -1,0 +1,133 @@
+"""`ffdesk bench embedded`: the embedded swap end to end (decode to H.264 encode) through the engine.
+
+Renders a synthesized 720p clip with one moving face twice: once as a plain re-encode (no source:
+the decode + encode ceiling of this machine) and once with the embedded swap, and prints frames/s,
+per-stage milliseconds per frame, and the single-thread cost of the detector and the mesh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+
+GOAL_FPS = 25.0
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser("embedded", help="embedded face swap, 720p, end to end")
+    p.add_argument("--seconds", type=float, default=6.0, help="clip length (default 6)")
+    p.add_argument("--height", type=int, default=720, choices=(360, 720, 1080))
+    p.add_argument("--no-baseline", action="store_true", help="skip the plain re-encode run")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def make_clip(seconds: float, height: int) -> Path:
+    from ffdesk.commands.sample import make_sample_clip
+
+    width = height * 16 // 9
+    name = f"embedded_{width}x{height}_{seconds:g}s.mp4"
+    return cached(
+        cache_dir() / name,
+        lambda tmp: make_sample_clip(tmp, seconds=seconds, width=width, height=height),
+    )
+
+
+def _model_costs(frame_path: Path) -> dict[str, float]:
+    """Single-thread milliseconds of one detection (720p frame) and one mesh pass."""
+    import numpy as np
+
+    from ffdesk.faces.analyser import FaceAnalyser
+    from ffdesk.media.decode import read_frame_at
+
+    analyser = FaceAnalyser()
+    frame = read_frame_at(frame_path, 0.0).image
+    faces = analyser.analyse(frame)
+    if not faces:
+        return {}
+    face = faces[0]
+
+    def best(fn: Any, n: int) -> float:
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times) * 1000)
+
+    return {
+        "detect_ms": round(best(lambda: analyser.detect(frame, try_rotations=False), 10), 2),
+        "mesh_ms": round(best(lambda: analyser.track(frame, face), 30), 2),
+        "face_px": round(face.size, 1),
+    }
+
+
+def _render(clip: Path, out: Path, sources: tuple[Path, ...]) -> dict[str, Any]:
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    return run_render(RenderJob(target=clip, output=out, sources=sources, resume=False, mode="final"))
+
+
+def _per_frame(report: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for name, st in (report.get("stages") or {}).items():
+        frames = st.get("frames") or 0
+        if frames:
+            out[name] = round(st["ms_total"] / frames, 2)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffdesk.resources import resource_path
+
+    print(f"preparing a {args.height}p, {args.seconds:g} s clip with one face ...", flush=True)
+    clip = make_clip(args.seconds, args.height)
+    source = resource_path("sample", "grace_hopper.jpg")
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="ffdesk-bench-embedded-") as tmp:
+        if not args.no_baseline:
+            base = _render(clip, Path(tmp) / "plain.mp4", ())
+            figures["reencode_fps"] = base["fps"]
+            print(f"plain re-encode   {base['fps']:6.1f} frames/s  (decode + H.264 encode only)")
+        t0 = time.perf_counter()
+        report = _render(clip, Path(tmp) / "swapped.mp4", (source,))
+        wall = time.perf_counter() - t0
+    frames = report["frames_processed"]
+    figures.update(
+        {
+            "fps": report["fps"],
+            "frames": frames,
+            "seconds": round(wall, 3),
+            "stage_ms_per_frame": _per_frame(report),
+            "faces_swapped": report.get("faces_swapped"),
+            "faces_skipped": report.get("faces_skipped"),
+            "encoder": report.get("encoder"),
+        }
+    )
+    figures["models"] = _model_costs(clip)
+    print(f"embedded swap     {report['fps']:6.1f} frames/s  (goal: at least {GOAL_FPS:g})")
+    for name, ms in figures["stage_ms_per_frame"].items():
+        print(f"  {name:<8} {ms:7.2f} ms/frame (summed over its threads)")
+    for name, value in figures["models"].items():
+        print(f"  {name:<8} {value:7.2f}")
+    print(
+        f"  faces swapped {figures['faces_swapped']}, skipped {figures['faces_skipped']} of {frames} frames"
+    )
+    finish(
+        "embedded",
+        {
+            "height": args.height,
+            "seconds": args.seconds,
+            "preset": "medium",
+            "encoder": report.get("encoder"),
+        },
+        figures,
+        args.json,
+    )
+    return 0

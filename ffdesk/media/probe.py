@@ -97,6 +97,7 @@ def probe(path: Path) -> MediaInfo:
             raise MediaError(f"{path}: no video stream ({what})")
         stream = container.streams.video[0]
         _errors.check_decoder(path, stream)
+        _check_not_truncated(path, container)
         video = _probe_video(path, container, stream)
         audio = tuple(_audio_info(s) for s in container.streams.audio)
         duration = container.duration / av.time_base if container.duration else video.duration_s
@@ -107,6 +108,23 @@ def probe(path: Path) -> MediaInfo:
             is_image=False,
             video=video,
             audio=audio,
+        )
+
+
+def _check_not_truncated(path: Path, container: av.container.InputContainer) -> None:
+    """MediaError when the container's index points past the end of the file (a cut-off copy)."""
+    size = path.stat().st_size
+    needed = 0
+    for stream in container.streams:
+        entries = stream.index_entries
+        n = len(entries)
+        for i in range(max(0, n - 64), n):  # the last samples lie at the end of the file
+            e = entries[i]
+            if e.pos >= 0:
+                needed = max(needed, e.pos + e.size)
+    if needed > size:
+        raise MediaError(
+            f"{path}: truncated file ({size} bytes, its index needs {needed}); was the copy cut off?"
         )
 
 

@@ -47,25 +47,43 @@ def _bar_geometry(width: int, height: int) -> tuple[int, int]:
     return bw, bh
 
 
+class _Painter:
+    """Draws the moving pattern for one picture size; the per-size grids are made once."""
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        xs = np.arange(width, dtype=np.int32)
+        ys = np.arange(height, dtype=np.int32)
+        self.ramp_x = xs * 510 // max(width, 1)
+        self.ramp_y = ys * 510 // max(height, 1)
+        self.diagonal = ((xs[None, :] + ys[:, None]) * 3 % 510).astype(np.uint16)
+        # triangle wave 0..255..0 over 510 steps: smooth gradients without hard wrap-around edges
+        steps = np.arange(1020, dtype=np.int32) % 510
+        self.triangle = np.where(steps > 255, 510 - steps, steps).clip(0, 255).astype(np.uint8)
+
+    def draw(self, index: int, face_image: Frame | None, total: int) -> Frame:
+        w, h = self.width, self.height
+        img = np.empty((h, w, 3), np.uint8)
+        img[..., 0] = self.triangle[(self.ramp_x + 6 * index) % 510][None, :]
+        img[..., 1] = self.triangle[(self.ramp_y + 4 * index) % 510][:, None]
+        img[..., 2] = self.triangle[self.diagonal + np.uint16((3 * index) % 510)]
+        # a bright square that moves across the frame
+        t = float(index)
+        side = max(4, min(w, h) // 5)
+        sx = int((w - side) * (0.5 + 0.5 * math.sin(t / 7.0)))
+        sy = int((h - side) * (0.5 + 0.5 * math.cos(t / 9.0)))
+        img[sy : sy + side, sx : sx + side] = (250, 220, 40)
+        if face_image is not None:
+            _paste_face(img, face_image, index, max(total, 1))
+        _draw_bar_code(img, index)
+        return img
+
+
 def draw_frame(
     index: int, width: int, height: int, *, face_image: Frame | None = None, total: int = 1
 ) -> Frame:
     """One upright RGB picture: moving colour pattern, an optional moving face, the bar code."""
-    t = float(index)
-    ys, xs = np.mgrid[0:height, 0:width].astype(np.float32)
-    img = np.empty((height, width, 3), np.uint8)
-    img[..., 0] = ((xs * 255.0 / max(width, 1) + 6.0 * t) % 256).astype(np.uint8)
-    img[..., 1] = ((ys * 255.0 / max(height, 1) + 4.0 * t) % 256).astype(np.uint8)
-    img[..., 2] = (128 + 90 * np.sin((xs + ys) / 23.0 + t / 5.0)).astype(np.uint8)
-    # a bright square that moves across the frame
-    side = max(4, min(width, height) // 5)
-    sx = int((width - side) * (0.5 + 0.5 * math.sin(t / 7.0)))
-    sy = int((height - side) * (0.5 + 0.5 * math.cos(t / 9.0)))
-    img[sy : sy + side, sx : sx + side] = (250, 220, 40)
-    if face_image is not None:
-        _paste_face(img, face_image, index, max(total, 1))
-    _draw_bar_code(img, index)
-    return img
+    return _Painter(width, height).draw(index, face_image, total)
 
 
 def _paste_face(img: Frame, face: Frame, index: int, total: int) -> None:
@@ -149,13 +167,15 @@ def synth_clip(
     gop: int | None = None,
     bframes: bool = True,
     crf: int = 20,
+    faststart: bool = False,
 ) -> SynthResult:
     """Write a clip with a moving pattern (and optionally a face and audio tones) to `path`.
 
     `width`/`height` are the upright (display) size; with `rotation` 90/270 the stored picture is
     height x width and the container's display matrix turns it upright. `rotation` is in degrees
     clockwise to display. `vfr` gives irregular frame durations (pts in a 1/90000 time base).
-    `codec` is h264, h265, prores, mpeg4 or any PyAV encoder name. Audio streams carry sine tones
+    `codec` is h264, h265, prores, mpeg4 or any PyAV encoder name. `faststart` puts an mp4's
+    index before the media data (as web-ready files have it). Audio streams carry sine tones
     of different pitch (440, 660, 880 Hz) and last as long as the video.
     """
     if rotation % 90 or rotation % 360 not in (0, 90, 180, 270):
@@ -170,7 +190,8 @@ def synth_clip(
     enc_name = _ENCODERS.get(codec, codec)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w") as out:
+    options = {"movflags": "faststart"} if faststart else {}
+    with av.open(str(path), "w", options=options) as out:
         vs = cast(av.VideoStream, out.add_stream(enc_name, rate=rate))
         vs.width, vs.height = stored_w, stored_h
         vs.time_base = time_base
@@ -199,8 +220,9 @@ def synth_clip(
         duration = times[-1] + (1.0 / fps)
         audio_gens = [_tone_frames(a, _TONES_HZ[i % len(_TONES_HZ)], duration) for i, a in enumerate(audio)]
         pending = [next(g, None) for g in audio_gens]
+        painter = _Painter(width, height)
         for i, (t, p) in enumerate(zip(times, pts, strict=True)):
-            img = draw_frame(i, width, height, face_image=face_image, total=count)
+            img = painter.draw(i, face_image, count)
             if rot:
                 img = np.ascontiguousarray(np.rot90(img, k=rot // 90))
             vf = av.VideoFrame.from_ndarray(img, format="rgb24")

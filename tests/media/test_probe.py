@@ -118,6 +118,17 @@ def test_truncated_mp4(tmp_path: Path, plain: SynthResult) -> None:
     _one_line_error(p)
 
 
+def test_truncated_faststart_mp4(tmp_path: Path, make_clip: Callable[..., SynthResult]) -> None:
+    # index first: the file still opens, but its index points past the cut
+    clip = make_clip("faststart.mp4", frames=20, faststart=True)
+    data = clip.path.read_bytes()
+    assert data.find(b"moov") < data.find(b"mdat")
+    p = tmp_path / "cut.mp4"
+    p.write_bytes(data[: int(len(data) * 0.6)])
+    assert "truncated" in _one_line_error(p)
+    assert probe(clip.path).video.frame_count == 20  # type: ignore[union-attr]
+
+
 def test_audio_only_file(tmp_path: Path) -> None:
     p = tmp_path / "tone.m4a"
     with av.open(str(p), "w") as out:

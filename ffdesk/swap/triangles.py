@@ -35,17 +35,24 @@ def delaunay(points: Points) -> Triangles:
 
 
 def triangle_affines(src: Points, dst: Points, tris: Triangles) -> npt.NDArray[np.float32]:
-    """T x 2 x 3 affine maps taking each triangle in `dst` onto the same triangle in `src`."""
+    """T x 2 x 3 affine maps taking each triangle in `dst` onto the same triangle in `src`.
+
+    Closed form per triangle: with edge matrices E_d = [d1 - d0, d2 - d0] and E_s likewise, the
+    linear part is E_s @ inv(E_d) and the offset s0 - linear @ d0.
+    """
     s = np.asarray(src, np.float64)[:, :2][tris]  # T x 3 x 2
     d = np.asarray(dst, np.float64)[:, :2][tris]
-    dh = np.concatenate([d, np.ones((len(tris), 3, 1))], axis=2)  # T x 3 x 3, rows: x y 1
-    det = np.linalg.det(dh)
-    flat = np.abs(det) < 1e-9
-    dh[flat] = np.eye(3)  # degenerate triangles cover no pixel; any map will do
-    inv = np.linalg.inv(dh)  # T x 3 x 3
-    # src^T (2x3) = A (2x3) @ dh^T (3x3)  ->  A = src^T @ inv(dh^T)
-    a = np.einsum("tki,tij->tkj", s.transpose(0, 2, 1), inv.transpose(0, 2, 1))
-    return a.astype(np.float32)
+    a, c = d[:, 1, 0] - d[:, 0, 0], d[:, 2, 0] - d[:, 0, 0]  # E_d = [[a, c], [b, e]]
+    b, e = d[:, 1, 1] - d[:, 0, 1], d[:, 2, 1] - d[:, 0, 1]
+    det = a * e - b * c
+    flat = np.abs(det) < 1e-9  # degenerate triangles cover no pixel; any map will do
+    det[flat] = 1.0
+    inv = np.stack([np.stack([e, -c], -1), np.stack([-b, a], -1)], 1) / det[:, None, None]  # T x 2 x 2
+    es = np.stack([s[:, 1] - s[:, 0], s[:, 2] - s[:, 0]], -1)  # T x 2 x 2, columns are edges
+    lin = es @ inv
+    lin[flat] = np.eye(2)
+    off = s[:, 0] - np.einsum("tij,tj->ti", lin, d[:, 0])
+    return np.concatenate([lin, off[:, :, None]], axis=2).astype(np.float32)
 
 
 def rasterise(dst: Points, tris: Triangles, shape: tuple[int, int]) -> npt.NDArray[np.int32]:

@@ -7,3 +7,4 @@ export QT_QPA_PLATFORM=offscreen
 echo "== ruff"; .venv/bin/ruff check ffdesk tests
 echo "== mypy"; .venv/bin/mypy ffdesk
 echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+echo "== gui smoke (Xvfb)"; bash scripts/gui_smoke.sh

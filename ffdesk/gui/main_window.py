@@ -323,6 +323,9 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(QByteArray(geometry))
         else:
             self.resize(1400, 900)
+            bottom = [self.docks[n] for n in ("Graphs", "Queue")]
+            self.resizeDocks(bottom, [250, 250], Qt.Orientation.Vertical)
+            self.resizeDocks(bottom, [700, 700], Qt.Orientation.Horizontal)
         state = q.value("window/state")
         if isinstance(state, QByteArray | bytes):
             self.restoreState(QByteArray(state))
@@ -330,6 +333,10 @@ class MainWindow(QMainWindow):
         if isinstance(raw, str):
             with contextlib.suppress(ValueError, TypeError):
                 self.session.update_settings(**Settings.from_dict(json.loads(raw)).to_dict())
+        split = q.value("session/split")
+        if split is not None:
+            with contextlib.suppress(TypeError, ValueError):
+                self.session.set_split(float(str(split)))
         show_before = q.value("session/show_before")
         if show_before is not None:
             self.session.set_show_before(str(show_before).lower() in ("true", "1"))
@@ -340,6 +347,7 @@ class MainWindow(QMainWindow):
         q.setValue("window/state", self.saveState())
         q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         q.setValue("session/show_before", self.session.show_before)
+        q.setValue("session/split", self.session.split)
         q.sync()
 
     def _ask_close(self) -> bool:

@@ -166,6 +166,7 @@ def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> 
     w = make()
     w.session.update_settings(mode="final", precision="fp16", batch=7, quality=33)
     w.session.set_show_before(False)
+    w.session.set_split(0.3)
     w.open_clip(tiny_clip)
     w.resize(1000, 700)
     w.shutdown()
@@ -173,7 +174,7 @@ def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> 
     try:
         s = w2.session.settings
         assert (s.mode, s.precision, s.batch, s.quality) == ("final", "fp16", 7, 33)
-        assert w2.session.show_before is False
+        assert w2.session.show_before is False and w2.session.split == 0.3
         assert w2.recent_files()[0] == str(tiny_clip.resolve())
         assert [a.text() for a in w2.recent_menu.actions()] == [str(tiny_clip.resolve())]
     finally:

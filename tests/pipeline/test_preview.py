@@ -1,0 +1,94 @@
+"""Single-frame previews through the render stages (Qt-free)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.preview import PREVIEW_MAX_HEIGHT, Previewer, faces_in, working_size
+
+SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+
+
+@pytest.fixture(scope="module")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 10-frame 320x600 clip (taller than the preview working height) with a face."""
+    import cv2
+
+    from ffdesk.media.decode import read_image
+    from ffdesk.media.synth import synth_clip
+
+    face = np.ascontiguousarray(cv2.resize(read_image(SAMPLE / "astronaut.jpg")[0:300, 120:400], (180, 190)))
+    path = tmp_path_factory.mktemp("preview") / "face.mp4"
+    synth_clip(path, width=320, height=600, fps=10.0, frames=10, face_image=face, gop=5)
+    return path
+
+
+def test_working_size() -> None:
+    assert working_size(1920, 1080, "final") == (1920, 1080)
+    assert working_size(1920, 1080, "preview") == (960, PREVIEW_MAX_HEIGHT)
+    assert working_size(640, 360, "preview") == (640, 360)
+
+
+def test_passthrough_preview_reads_the_exact_frame(face_clip: Path) -> None:
+    from ffdesk.media.synth import frame_index_of
+
+    job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="final")
+    with Previewer(job) as p:
+        for t, want in ((0.0, 0), (0.62, 6), (0.3, 3), (99.0, 9)):
+            r = p.render(t)
+            assert r.index == want and frame_index_of(r.original) == want
+            assert r.original.shape == (600, 320, 3) and r.scale == 1.0
+            np.testing.assert_array_equal(r.original, r.processed)  # no source: no stage
+        assert p.stage_names == []
+
+
+def test_preview_mode_swaps_at_working_resolution(face_clip: Path) -> None:
+    job = RenderJob(
+        target=face_clip,
+        output=face_clip.with_name("o.mp4"),
+        sources=(SAMPLE / "grace_hopper.jpg",),
+        mode="preview",
+    )
+    with Previewer(job) as p:
+        first = p.render(0.0)
+        jump = p.render(0.7)  # a jump to a frame that is not a detection key frame
+    assert first.original.shape[0] == PREVIEW_MAX_HEIGHT
+    assert first.scale == pytest.approx(PREVIEW_MAX_HEIGHT / 600)
+    for r in (first, jump):
+        assert len(r.faces) == 1
+        x1, y1, x2, y2 = r.faces[0].bbox
+        assert 0 <= x1 < x2 <= r.original.shape[1] and 0 <= y1 < y2 <= r.original.shape[0]
+        changed = np.abs(r.processed.astype(int) - r.original.astype(int)).max(axis=2) > 12
+        ys, xs = np.nonzero(changed)
+        assert len(xs) > 200, "the face was not swapped"
+        # the changes stay on the face
+        assert x1 - 20 <= xs.min() and xs.max() <= x2 + 20 and y1 - 30 <= ys.min() and ys.max() <= y2 + 30
+    assert set(first.stage_ms) == {"detect", "track", "swap"}
+
+
+def test_passthrough_helper_and_bad_target(tmp_path: Path, face_clip: Path) -> None:
+    from ffdesk.errors import MediaError
+
+    job = RenderJob(target=face_clip, output=tmp_path / "o.mp4")
+    p = Previewer(job)
+    r = p.passthrough(0.5, "stages unavailable")
+    assert r.index == 5 and r.warnings == ("stages unavailable",) and r.faces == ()
+    p.close()
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"nope")
+    with pytest.raises(MediaError):
+        Previewer(RenderJob(target=bad, output=tmp_path / "o.mp4"))
+
+
+def test_faces_in_prefers_the_faces_key() -> None:
+    from ffdesk.faces.types import Face
+
+    f = Face(bbox=(0, 0, 1, 1), score=1.0, kps=np.zeros((5, 2), np.float32))
+    g = Face(bbox=(0, 0, 2, 2), score=1.0, kps=np.zeros((5, 2), np.float32))
+    assert faces_in({"detections": [g], "faces": [f]}) == (f,)
+    assert faces_in({"detections": [g]}) == (g,)
+    assert faces_in({"x": 3}) == ()

@@ -27,6 +27,10 @@ F32 = npt.NDArray[np.float32]
 
 DETECTOR_FILE = "retinaface_tiny.onnx"
 MESH_FILE = "face_mesh_468.onnx"
+NEAR_DETECTOR_FILE = "blazeface_short_range.onnx"
+NEAR_SIZE = 128
+NEAR_SEARCH_SCALE = 2.2
+"""Side of the square searched around a lost face, relative to its last extent."""
 MESH_SIZE = 192
 MESH_ROI_SCALE = 1.5
 """Square region side relative to the mesh's own extent (MediaPipe's tracking margin)."""
@@ -94,6 +98,8 @@ class FaceAnalyser:
         folder = models_dir or resource_path("models")
         self._detector = _session(folder / DETECTOR_FILE, self.settings.threads)
         self._mesh = _session(folder / MESH_FILE, self.settings.threads)
+        self._near = _session(folder / NEAR_DETECTOR_FILE, self.settings.threads)
+        self._near_anchors = _blazeface_anchors()
         self._det_input = self._detector.get_inputs()[0].name
         self._mesh_input = self._mesh.get_inputs()[0].name
         self._anchors: dict[tuple[int, int], F32] = {}
@@ -250,6 +256,46 @@ class FaceAnalyser:
         center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
         return self.mesh_at(image, center, max(x2 - x1, y2 - y1) * DETECTION_ROI_SCALE, angle)
 
+    def reacquire(self, image: Frame, face: Face) -> Face | None:
+        """Find a face that the mesh lost (fast motion, a blink of occlusion) near where it was,
+        with the small BlazeFace detector on an upright square around its last position; the
+        result has its mesh. None when there is no face there."""
+        if face.landmarks is None:
+            return None
+        angle = eye_angle(face.landmarks)
+        center, extent = _rotated_extent(face.landmarks, angle)
+        m = _roi_matrix(center, extent * NEAR_SEARCH_SCALE, angle, NEAR_SIZE)
+        crop = cv2.warpAffine(
+            image, m, (NEAR_SIZE, NEAR_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
+        )
+        x = (crop.astype(np.float32) * (2.0 / 255.0) - 1.0).transpose(2, 0, 1)[None]
+        raw, logits = self._near.run(None, {self._near.get_inputs()[0].name: x})
+        scores = 1.0 / (1.0 + np.exp(-np.clip(logits[0, :, 0], -80, 80)))
+        best = int(scores.argmax())
+        if scores[best] < self.settings.presence_threshold:
+            return None
+        r = raw[0, best].reshape(8, 2) / NEAR_SIZE
+        a = self._near_anchors[best]
+        centre, wh = r[0] + a, r[1]
+        pts = np.vstack([centre - wh / 2, centre + wh / 2, r[2:5] + a]) * NEAR_SIZE  # box, eyes, nose
+        inv = cv2.invertAffineTransform(m)
+        p = pts.astype(np.float64) @ inv[:, :2].T + inv[:, 2]
+        eyes = p[2:4]
+        mouth = p[4] + 0.9 * (p[4] - eyes.mean(0))  # BlazeFace gives the nose; the mesh refines it
+        half = 0.35 * (eyes[1] - eyes[0])
+        kps = np.vstack([eyes, p[4], mouth - half, mouth + half]).astype(np.float32)
+        side = float(np.linalg.norm(p[1] - p[0]) / math.sqrt(2))
+        c = (p[0] + p[1]) / 2
+        guess = Face(
+            bbox=(c[0] - side / 2, c[1] - side / 2, c[0] + side / 2, c[1] + side / 2),
+            score=float(scores[best]),
+            kps=kps,
+        )
+        found, presence = self.landmarks_with_presence(image, guess)
+        if presence < self.settings.presence_threshold:
+            return None
+        return replace(found, score=face.score)
+
     def analyse(self, image: Frame, *, det_size: int | None = None, try_rotations: bool = True) -> list[Face]:
         """Detect, then landmark every face; faces the mesh model rejects are dropped."""
         out = []
@@ -258,6 +304,17 @@ class FaceAnalyser:
             if presence >= self.settings.presence_threshold:
                 out.append(f)
         return out
+
+
+def _blazeface_anchors() -> F32:
+    """Centres (in [0, 1]) of BlazeFace short-range's 896 SSD anchors: 16 x 16 x 2 then 8 x 8 x 6."""
+    out = []
+    for stride, per_cell in ((8, 2), (16, 6)):
+        n = NEAR_SIZE // stride
+        ys, xs = np.mgrid[0:n, 0:n]
+        centres = np.stack([(xs.ravel() + 0.5) / n, (ys.ravel() + 0.5) / n], 1)
+        out.append(np.repeat(centres, per_cell, axis=0))
+    return np.concatenate(out).astype(np.float32)
 
 
 def _with_mesh(face: Face, pts: Points, presence: float) -> Face:

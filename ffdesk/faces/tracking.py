@@ -1,8 +1,9 @@
 """Following faces through a clip: stable IDs, landmarks carried frame to frame, smoothing.
 
 Between detections each face's mesh is searched around where it was in the previous frame (as
-MediaPipe tracks faces), which is cheaper than detecting and steadier. Fresh detections, when a
-frame has them, start new tracks for faces not followed yet and revive lost ones.
+MediaPipe tracks faces), which is cheaper than detecting and steadier; a face the mesh loses is
+looked for nearby with the small BlazeFace detector before its track is dropped. Fresh detections,
+when a frame has them, start new tracks for faces not followed yet.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class FaceTracker:
         None on frames without detection (tracks are then only carried forward)."""
         alive: list[_Track] = []
         for track in self._tracks:
-            found = self.analyser.track(image, track.raw)
+            found = self.analyser.track(image, track.raw) or self.analyser.reacquire(image, track.raw)
             if found is not None:
                 track.raw = replace(found, score=track.raw.score)
                 alive.append(track)

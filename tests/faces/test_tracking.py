@@ -99,3 +99,18 @@ def test_selection_modes(analyser: FaceAnalyser, astronaut: Frame, grace: Frame)
     ref = appearance_of(astronaut, analyser.analyse(astronaut)[0])
     chosen = FaceSelector("reference", ref).select(tiled, faces)
     assert [f.track_id for f in chosen] == [left.track_id]
+
+
+def test_a_face_that_jumps_between_detections_keeps_its_track(
+    analyser: FaceAnalyser, astronaut: Frame
+) -> None:
+    canvas = photos.background(900, 600)
+    tracker = FaceTracker(analyser, fps=25.0)
+    first = photos.place(canvas, astronaut, 100, 50, 512)
+    (face,) = tracker.update(first, 0, analyser.detect(first))
+    jump = 100  # about one eye-to-mouth face height: beyond the mesh's own search region
+    moved = photos.place(canvas, astronaut, 100 + jump, 50, 512)
+    assert analyser.track(moved, face) is None
+    (after,) = tracker.update(moved, 1, None)  # no detection on this frame
+    assert after.track_id == face.track_id
+    assert abs(after.kps[0, 0] - (face.kps[0, 0] + jump)) < 0.3 * jump  # smoothing may lag a little

@@ -108,3 +108,16 @@ def test_render_through_the_engine(tmp_path: Path, astronaut: Frame) -> None:
     with VideoReader(clip) as a, VideoReader(out) as b:
         diffs = [np.abs(x.image.astype(int) - y.image.astype(int)).mean() for x, y in zip(a, b, strict=True)]
     assert min(diffs) > 1.0
+
+
+def test_sample_command_makes_and_swaps_the_bundled_clip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.cli import main
+
+    assert main(["sample", "--out", str(tmp_path), "--seconds", "1"]) == 0
+    out = capsys.readouterr().out
+    result = tmp_path / "sample_swapped.mp4"
+    assert f"output: {result.resolve()}" in out
+    assert "25 faces swapped, 0 skipped" in out
+    assert (tmp_path / "sample_clip.mp4").is_file() and result.is_file()

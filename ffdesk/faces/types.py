@@ -19,7 +19,8 @@ class Face:
     score: float
     kps: Points
     """5 x 2 keypoints: right eye, left eye (as seen in the image: smaller x first), nose tip,
-    mouth corner with smaller x, mouth corner with larger x (the insightface/arcface order)."""
+    mouth corner with smaller x, mouth corner with larger x (the insightface/arcface order).
+    "Smaller x" holds for an upright face; on a turned face the points keep their meaning."""
     landmarks: Points | None = None
     """468 x 3 face-mesh points (x, y in pixels; z relative), when computed."""
     track_id: int | None = None

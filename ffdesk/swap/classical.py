@@ -20,7 +20,6 @@ from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer, seamless
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise
 from ffdesk.types import Frame, Points
 
-_K3 = np.ones((3, 3), np.uint8)
 SkipReason = Literal["no_landmarks", "too_small", "cut_off", "profile"]
 
 
@@ -135,11 +134,11 @@ class ClassicalSwapper:
             _fill(keep, local, LEFT_EYE)
         radius = max(1, int(s.feather * size))
         if s.colour_transfer:
-            stats = np.asarray(cv2.erode(region, _K3, iterations=max(1, radius // 2)), np.uint8)
+            stats = np.asarray(cv2.erode(region, None, iterations=max(1, radius // 2)), np.uint8)
             stats[keep > 0] = 0
             warped = lab_transfer(warped, roi, stats)
         if s.seamless:
-            warped = seamless(warped, roi, np.asarray(cv2.erode(region, _K3, iterations=2), np.uint8))
+            warped = seamless(warped, roi, np.asarray(cv2.erode(region, None, iterations=2), np.uint8))
         alpha = feathered(region, radius)
         if keep.any():
             soft_keep = cv2.GaussianBlur(

@@ -134,11 +134,11 @@ class ClassicalSwapper:
             _fill(keep, local, LEFT_EYE)
         radius = max(1, int(s.feather * size))
         if s.colour_transfer:
-            stats = np.asarray(cv2.erode(region, None, iterations=max(1, radius // 2)), np.uint8)
+            stats = _shrink(region, max(1, radius // 2))
             stats[keep > 0] = 0
             warped = lab_transfer(warped, roi, stats)
         if s.seamless:
-            warped = seamless(warped, roi, np.asarray(cv2.erode(region, None, iterations=2), np.uint8))
+            warped = seamless(warped, roi, _shrink(region, 2))
         alpha = feathered(region, radius)
         if keep.any():
             soft_keep = cv2.GaussianBlur(
@@ -155,3 +155,7 @@ class ClassicalSwapper:
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:
     poly = np.round(pts[list(indices)] * 16).astype(np.int32)
     cv2.fillPoly(mask, [poly], 255, lineType=cv2.LINE_8, shift=4)
+
+
+def _shrink(mask: np.ndarray, pixels: int) -> np.ndarray:
+    return np.asarray(cv2.erode(mask, np.ones((3, 3), np.uint8), iterations=pixels), np.uint8)

@@ -1,0 +1,114 @@
+"""`ffdesk train`: train a person-specific swap model on two facesets; `ffdesk train export`."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from ffdesk.errors import UserError
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "train",
+        help="train a person-specific swap model (or `train export --run RUN_DIR`)",
+        description="Train a swap model that draws the face of --src onto the faces of --dst.",
+    )
+    p.add_argument("action", nargs="?", choices=("export",), help="export RUN_DIR/model.onnx and stop")
+    p.add_argument("--src", type=Path, metavar="FACESET_A", help="faceset of the face to put in")
+    p.add_argument("--dst", type=Path, metavar="FACESET_B", help="faceset of the face to replace")
+    p.add_argument(
+        "--run", type=Path, required=True, metavar="RUN_DIR", help="folder for checkpoints and logs"
+    )
+    p.add_argument("--steps", type=int, default=100_000, help="step goal (default 100000)")
+    p.add_argument("--resolution", type=int, choices=(64, 128, 256), default=128)
+    p.add_argument("--batch", type=int, default=8, help="faces per identity per step")
+    p.add_argument("--lr", type=float, default=5e-5, help="learning rate (Adam)")
+    p.add_argument("--amp", action="store_true", help="mixed precision (bf16 where supported, else fp16)")
+    p.add_argument("--grad-checkpoint", action="store_true", help="trade compute for activation memory")
+    p.add_argument("--resume", action="store_true", help="continue the run in RUN_DIR")
+    p.add_argument("--workers", type=int, default=2, help="data loader processes (0: in the main process)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=10, metavar="STEPS")
+    p.add_argument("--preview-every", type=int, default=500, metavar="STEPS")
+    p.add_argument("--save-every", type=int, default=1000, metavar="STEPS")
+    p.add_argument("--model-size", choices=("tiny", "default"), default="default", help=argparse.SUPPRESS)
+    p.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "export":
+        from ffdesk.training.export import export_run
+
+        path = export_run(args.run)
+        print(f"exported {path} (contract: {path.with_suffix('.json')})")
+        return 0
+    if args.src is None or args.dst is None:
+        raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
+    from tqdm import tqdm
+
+    from ffdesk.training.model import ModelConfig
+    from ffdesk.training.trainer import Trainer, TrainSettings
+
+    counts = {"--batch": args.batch, "--steps": args.steps, "--log-every": args.log_every,
+              "--preview-every": args.preview_every, "--save-every": args.save_every}  # fmt: skip
+    for flag, value in counts.items():
+        if value < 1:
+            raise UserError(f"{flag} must be at least 1")
+    settings = TrainSettings(
+        src=args.src.resolve(),
+        dst=args.dst.resolve(),
+        run_dir=args.run.resolve(),
+        steps=args.steps,
+        resolution=args.resolution,
+        batch=args.batch,
+        lr=args.lr,
+        amp=args.amp,
+        grad_checkpoint=args.grad_checkpoint,
+        resume=args.resume,
+        workers=max(0, args.workers),
+        seed=args.seed,
+        device=args.device,
+        log_every=args.log_every,
+        preview_every=args.preview_every,
+        save_every=args.save_every,
+        export_at_end=not args.no_export,
+        model=ModelConfig.tiny(args.resolution) if args.model_size == "tiny" else None,
+    )
+    interrupts = {"count": 0}
+
+    def on_sigint(_sig: int, _frame: FrameType | None) -> None:
+        interrupts["count"] += 1
+        if interrupts["count"] > 1:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now (checkpoints are written atomically)
+        print("\nffdesk: saving a checkpoint, then stopping (Ctrl-C again to quit at once)", file=sys.stderr)
+
+    bar = tqdm(total=args.steps, desc="train", unit="step", disable=args.quiet, dynamic_ncols=True)
+
+    def on_record(rec: dict[str, Any]) -> None:
+        bar.n = rec["step"]
+        bar.set_postfix(loss=f"{rec['loss']:.4f}", sps=f"{rec['samples_per_s'] or 0:.1f}", refresh=False)
+        bar.refresh()
+
+    def on_message(msg: str) -> None:
+        tqdm.write(msg, file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        result = Trainer(settings, lambda: interrupts["count"] > 0, on_record, on_message).run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    if result.outcome == "interrupted":
+        print(f"ffdesk: checkpoint saved at step {result.step} in {settings.run_dir}; continue with --resume",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    print(f"{result.outcome} at step {result.step}" + (f"; model: {result.model}" if result.model else ""))
+    return 0

@@ -1,0 +1,207 @@
+"""Building facesets: find, align and crop faces in clips and photos, keep the good ones.
+
+Each face is detected and meshed (468 points) with the embedded models, aligned with a five-point
+template to a square crop, given a hull mask from its mesh, and dropped when it is tiny, blurred
+(low variance of the Laplacian) or a near-duplicate of a face already kept (64-bit difference
+hash within a few bits). Inputs already extracted (same path, size and mtime) are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+from ffdesk.faces.types import Face
+from ffdesk.training.store import FaceRecord, FacesetWriter
+from ffdesk.types import Frame
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".mts"})
+MESH_POINTS = 468
+
+
+@dataclass(frozen=True)
+class ExtractSettings:
+    size: int = 256
+    template: str = "arcface_128"
+    min_face: float = 48.0
+    """Faces whose box is smaller than this (pixels, longer side) are dropped as tiny."""
+    blur_threshold: float = 40.0
+    """Minimum variance of the Laplacian of the crop (at 128 px, grey); lower means blurred."""
+    dedup_bits: int = 4
+    """Faces whose difference hash is within this many bits of a kept face are duplicates."""
+    every: int = 1
+    """Use every n-th frame of a clip."""
+    max_faces_per_frame: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "min_face": self.min_face,
+            "blur_threshold": self.blur_threshold,
+            "dedup_bits": self.dedup_bits,
+            "every": self.every,
+            "max_faces_per_frame": self.max_faces_per_frame,
+            "alignment": {"template": self.template, "size": self.size},
+        }
+
+
+@dataclass
+class ExtractStats:
+    sources: int = 0
+    skipped_sources: int = 0
+    frames: int = 0
+    faces_found: int = 0
+    kept: int = 0
+    tiny: int = 0
+    blurred: int = 0
+    duplicates: int = 0
+
+    def line(self) -> str:
+        return (
+            f"{self.kept} faces kept from {self.frames} frames of {self.sources} inputs "
+            f"({self.skipped_sources} already extracted); dropped {self.tiny} tiny, "
+            f"{self.blurred} blurred, {self.duplicates} duplicate"
+        )
+
+
+class FaceFinder(Protocol):
+    """What extraction needs from a face analyser."""
+
+    def detect(self, image: Frame) -> list[Face]: ...
+
+    def landmarks(self, image: Frame, face: Face) -> Face: ...
+
+
+def find_inputs(paths: Sequence[Path]) -> list[Path]:
+    """Images and clips named, or found (sorted, recursively) in the folders named."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p).expanduser()
+        if p.is_dir():
+            out.extend(
+                sorted(
+                    f
+                    for f in p.rglob("*")
+                    if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES | VIDEO_SUFFIXES
+                )
+            )
+        elif p.is_file():
+            if p.suffix.lower() not in IMAGE_SUFFIXES | VIDEO_SUFFIXES:
+                raise UserError(f"{p}: not an image or clip ffdesk can read")
+            out.append(p)
+        else:
+            raise UserError(f"{p}: no such file or folder")
+    return [p.resolve() for p in out]
+
+
+def difference_hash(crop: Frame) -> int:
+    """64-bit dHash of the grey crop: which of two neighbouring pixels is brighter, on 9x8."""
+    grey = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_RGB2GRAY)
+    small = cv2.resize(grey, (9, 8), interpolation=cv2.INTER_AREA).astype(np.int16)
+    bits = (small[:, 1:] > small[:, :-1]).flatten()
+    return int(np.packbits(bits).view(">u8")[0])
+
+
+def blur_score(crop: Frame) -> float:
+    """Variance of the Laplacian of the grey crop at 128 px (sharp faces score in the hundreds)."""
+    grey = cv2.cvtColor(np.ascontiguousarray(crop), cv2.COLOR_RGB2GRAY)
+    grey = cv2.resize(grey, (128, 128), interpolation=cv2.INTER_AREA)
+    return float(cv2.Laplacian(grey, cv2.CV_64F).var())
+
+
+def hull_mask(points: npt.ArrayLike, size: int) -> npt.NDArray[np.uint8]:
+    """255 inside the convex hull of the (crop-pixel) points, 0 outside."""
+    mask = np.zeros((size, size), np.uint8)
+    hull = cv2.convexHull(np.round(np.asarray(points)[:, :2]).astype(np.int32))
+    cv2.fillConvexPoly(mask, hull, 255, cv2.LINE_AA)
+    return mask
+
+
+def _frames(path: Path, every: int) -> Iterator[tuple[int, Frame]]:
+    from ffdesk.media.decode import VideoReader, read_image
+
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        yield 0, read_image(path)
+        return
+    with VideoReader(path) as reader:
+        for i, frame in enumerate(reader):
+            if i % every == 0:
+                yield i, frame.image
+
+
+def _stat(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def extract(
+    inputs: Sequence[Path],
+    out: Path,
+    settings: ExtractSettings = ExtractSettings(),
+    finder: FaceFinder | None = None,
+    progress: Callable[[Iterable[Path]], Iterable[Path]] | None = None,
+) -> ExtractStats:
+    """Add the faces of `inputs` to the faceset at `out`; returns what was kept and dropped."""
+    from ffdesk.faces.align import TEMPLATES, warp_face
+
+    if settings.template not in TEMPLATES:
+        raise UserError(f"--template {settings.template}: one of {', '.join(sorted(TEMPLATES))}")
+    files = find_inputs(inputs)
+    if not files:
+        raise UserError("no images or clips found in " + ", ".join(str(p) for p in inputs))
+    writer = FacesetWriter(out, size=settings.size, points=MESH_POINTS)
+    saved = writer.index.settings.get("alignment")
+    if saved and saved.get("template") != settings.template:
+        raise UserError(f"{out}: faceset was aligned with {saved.get('template')}, not {settings.template}")
+    writer.index.settings = settings.to_json()
+    if finder is None:
+        from ffdesk.faces.analyser import FaceAnalyser
+
+        finder = FaceAnalyser()
+    stats = ExtractStats()
+    iterate = progress or (lambda xs: xs)
+    for path in iterate(files):
+        source, st = str(path), _stat(path)
+        if writer.is_done(source, st):
+            stats.skipped_sources += 1
+            continue
+        stats.sources += 1
+        kept_here = frames_here = 0
+        for index, image in _frames(path, max(1, settings.every)):
+            frames_here += 1
+            faces = sorted(finder.detect(image), key=lambda f: -f.area)[: settings.max_faces_per_frame]
+            for face in faces:
+                stats.faces_found += 1
+                if face.size < settings.min_face:
+                    stats.tiny += 1
+                    continue
+                meshed = finder.landmarks(image, face)
+                crop, m = warp_face(image, meshed.kps, settings.template, settings.size)
+                blur = blur_score(crop)
+                if blur < settings.blur_threshold:
+                    stats.blurred += 1
+                    continue
+                phash = difference_hash(crop)
+                if writer.is_duplicate(phash, settings.dedup_bits):
+                    stats.duplicates += 1
+                    continue
+                pts = meshed.landmarks if meshed.landmarks is not None else meshed.kps
+                local = np.asarray(pts, np.float64)[:, :2] @ m[:, :2].T + m[:, 2]
+                if len(local) != MESH_POINTS:
+                    continue  # no mesh for this face: without it there is no face mask
+                record = FaceRecord(source=source, frame=index, score=float(face.score), blur=blur)
+                writer.add(crop, hull_mask(local, settings.size), local.astype(np.float32), phash, record)
+                kept_here += 1
+                stats.kept += 1
+        stats.frames += frames_here
+        writer.source_done(source, {**st, "faces": kept_here, "frames": frames_here})
+    writer.commit()
+    return stats

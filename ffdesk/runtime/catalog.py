@@ -28,8 +28,10 @@ DTYPES: tuple[str, ...] = ("float32", "float16", "float64", "int64", "int32", "u
 
 
 def default_catalog_path() -> Path:
-    """`resources/catalog.toml` next to the package."""
-    return Path(__file__).resolve().parents[2] / "resources" / "catalog.toml"
+    """The bundled `resources/catalog.toml` (source checkout or installed copy)."""
+    from ffdesk.resources import resource_path
+
+    return resource_path("catalog.toml")
 
 
 def is_dynamic(dim: Dim) -> bool:

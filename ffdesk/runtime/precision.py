@@ -63,6 +63,15 @@ FP16_KEEP_FLOAT32 = (
     "Resize",
     "Upsample",
 )
+INT8_KEEP_FLOAT = frozenset(
+    {
+        "InstanceNormalization",
+        "LayerNormalization",
+        "BatchNormalization",
+        "EmbedLayerNormalization",
+        "Softmax",
+    }
+)
 WEIGHTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 
@@ -100,8 +109,9 @@ def _int8_settings(per_channel: bool, calibration_tag: str | None) -> dict[str, 
         "weights": "QInt8",
         "per_channel": per_channel,
         "exclude": "output_layers",
+        "keep_float": sorted(INT8_KEEP_FLOAT),
         "tag": calibration_tag,
-        "v": 1,
+        "v": 2,
     }
 
 
@@ -211,6 +221,14 @@ def output_layer_nodes(model: Any, max_depth: int = 12) -> list[str]:
     return picked
 
 
+def int8_op_types() -> list[str]:
+    """The op types INT8 quantizes: ONNX Runtime's defaults less normalisations and softmax
+    (no int8 kernels for them on CPU, so quantizing them only adds error and Q/DQ pairs)."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted((set(QDQRegistry) | set(QLinearOpsRegistry)) - INT8_KEEP_FLOAT)
+
+
 def make_int8(
     src: Path,
     calibration: Sequence[Sample] | None,
@@ -261,6 +279,7 @@ def make_int8(
             weight_type=QuantType.QInt8,
             per_channel=per_channel,
             nodes_to_exclude=exclude,
+            op_types_to_quantize=int8_op_types(),
         )
         os.replace(out, dest)
     return dest

@@ -377,11 +377,12 @@ class ResidencyManager:
     @contextlib.contextmanager
     def acquire(self, key: str) -> Iterator[Session]:
         """The loaded session for `key`, held (never evicted) until the block ends."""
-        session = self._checkout(self._redirect.get(key, key))
+        active = self._redirect.get(key, key)
+        session = self._checkout(active)
         try:
             yield session
         finally:
-            self._release(self._redirect.get(key, key), session)
+            self._release(active, session)
 
     def _entry(self, key: str) -> _Entry:
         try:

@@ -180,7 +180,12 @@ def _finish(
 def _swapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> tuple[list[str], Any]:
     size = int(spec.input("target").shape[2])
     x = "target"
+    # The identity projection is the last initializer (as in inswapper); the stand-in also reads
+    # it (times zero) so it is not a dead weight that loaders warn about and optimisers drop.
     source = "source"
+    if spec.option("projection") == "last_initializer":
+        zero = g.const(np.zeros(1, np.float32), "zero")
+        source = g.op("Add", [source, g.op("Mul", [g.op("MatMul", [source, "emap"]), zero])])
     if realistic:
         # inswapper-like: 128 -> 1024x32x32 (256 px swappers go one level further down).
         chans = [128, 256, 512]
@@ -380,6 +385,8 @@ def build_standin(
 ) -> Any:
     """An `onnx.ModelProto` honouring `spec`'s contract."""
     width = REALISTIC_WIDTH[spec.kind] if realistic else SMALL
+    if realistic and spec.kind == "swapper" and spec.resolution == 256:
+        width = Width(width.base, 896, width.blocks)  # 256-px swappers: ~100M parameters
     width = Width(width.base, width.deep, width.blocks, extra_blocks)
     g = _Graph(seed + zlib.crc32(spec.name.encode()))
     last = None

@@ -27,6 +27,7 @@ def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     astronaut = skimage.data.astronaut()
     hopper = cv2.imread(str(Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"))
     _write(folder / "a_astronaut.png", astronaut)
+    assert hopper is not None
     cv2.imwrite(str(folder / "b_hopper.jpg"), hopper)
     _write(
         folder / "c_astronaut_smaller.png", cv2.resize(astronaut, (420, 420), interpolation=cv2.INTER_AREA)

@@ -51,8 +51,12 @@ def run_stacked(runner: Runner, name: str, batch: np.ndarray) -> dict[str, np.nd
 
 
 def accepts_batch(runner: object) -> bool:
-    """True unless the runner says its batch dimension is fixed (`batch_dynamic = False`)."""
-    return bool(getattr(runner, "batch_dynamic", True))
+    """Whether one run may carry a whole batch: the runner's `batch_dynamic` flag when it has
+    one, else True unless it reports a `fixed_batch` size (the published batch-1 files)."""
+    flag = getattr(runner, "batch_dynamic", None)
+    if flag is not None:
+        return bool(flag)
+    return getattr(runner, "fixed_batch", None) is None
 
 
 def first_output(outputs: dict[str, np.ndarray], name: str | None = None) -> np.ndarray:

@@ -1,0 +1,543 @@
+"""Render stages for a model pack: detect -> select -> swap (batched) -> enhance -> paste back.
+
+Used when a job names a swapper (`--swapper inswapper_128` or a path to an .onnx). Every model is
+loaded through one `ResidencyManager` shared by the render's stages, under `job.memory_budget`;
+the last stage's `finish()` reports what it did (`models`, `peak_model_bytes`, ...).
+
+Faces of a whole batch of frames are aligned, stacked and swapped in one model call; masks are
+computed on the same stacks. Precision comes from `job.precision` (`auto`: INT8 in preview mode,
+FP32 in final mode on the CPU, FP16 on a GPU); a run below FP32 re-renders a sample of frames'
+faces in FP32 and flags those whose face differs by more than `QUALITY_PSNR_DB`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+from ffdesk.faces.align import paste_back, warp_face
+from ffdesk.faces.model_detectors import ModelDetector
+from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
+from ffdesk.faces.types import Face
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
+from ffdesk.swap import enhancer as enh
+from ffdesk.swap import masks as mk
+from ffdesk.swap import onnx_swapper as sw
+from ffdesk.types import Frame, Mask
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+QUALITY_PSNR_DB = 30.0
+"""A sampled face whose reduced-precision swap is further than this from FP32 is flagged."""
+QUALITY_SAMPLES = 8
+"""Frames checked against FP32 per render (spread over the first batches)."""
+QUALITY_EVERY = 12
+"""Check every n-th batch until QUALITY_SAMPLES frames were checked."""
+CALIBRATION_FRAMES = 16
+"""Frames of the user's clip whose aligned faces calibrate an INT8 swapper."""
+DEFAULT_RECOGNIZER = "arcface_w600k_r50"
+MASK_MODELS = {"occlusion": ("occluder", "xseg_1"), "region": ("parser", "bisenet_resnet_34")}
+DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd"}
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """One model a render uses: its role, catalog entry (when known) and file."""
+
+    role: str
+    name: str
+    path: Path
+    spec: ModelSpec | None
+
+
+def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> ModelChoice:
+    """Find the file for a catalog name or an .onnx path; `UserError` naming what is missing."""
+    from ffdesk.runtime.files import find_model
+
+    as_path = Path(value).expanduser()
+    if as_path.suffix.lower() == ".onnx":
+        path = as_path if as_path.is_absolute() or as_path.exists() else models_dir / as_path
+        if not path.is_file():
+            raise UserError(f"{path}: model file not found")
+        spec = catalog.by_file(path.name)
+        if spec is not None and spec.kind != kind:
+            spec = None
+        return ModelChoice(kind, spec.name if spec else path.stem, path.resolve(), spec)
+    spec = catalog.get(value)
+    if spec.kind != kind:
+        raise UserError(f"{value} is a {spec.kind} model, not a {kind}")
+    return ModelChoice(kind, spec.name, find_model(spec, models_dir), spec)
+
+
+def select_faces(
+    faces: Sequence[Face], selection: str, reference: npt.NDArray[np.float32] | None
+) -> list[Face]:
+    """The faces to replace: the largest, all of them, or the one closest to `reference`."""
+    if not faces:
+        return []
+    if selection == "all":
+        return list(faces)
+    if selection == "reference" and reference is not None:
+        centre = reference.reshape(-1, 2).mean(0)
+        return [min(faces, key=lambda f: float(np.linalg.norm(f.kps.mean(0) - centre)))]
+    return [max(faces, key=lambda f: f.area)]
+
+
+def psnr(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> float:
+    """Peak signal-to-noise ratio in dB (inf for identical images)."""
+    mse = float(np.mean((a.astype(np.float32) - b.astype(np.float32)) ** 2))
+    return float("inf") if mse == 0 else 10.0 * float(np.log10(255.0**2 / mse))
+
+
+class ModelRender:
+    """What the model stages of one render share: files, the residency manager, the source."""
+
+    def __init__(self, job: RenderJob, catalog: Catalog | None = None) -> None:
+        from ffdesk.runtime.files import resolve_models_dir
+        from ffdesk.runtime.precision import resolve_precision
+        from ffdesk.runtime.residency import ResidencyManager
+        from ffdesk.runtime.sessions import resolve_device
+
+        if job.swapper is None:
+            raise ValueError("model stages need job.swapper")
+        self.job = job
+        self.catalog = catalog or load_catalog()
+        cat, folder = self.catalog, resolve_models_dir(job.models_dir)
+        self.swapper = resolve_model(job.swapper, "swapper", folder, cat)
+        self.recognizer = resolve_model(job.recognizer or DEFAULT_RECOGNIZER, "recognizer", folder, cat)
+        self.detector = resolve_model(job.detector, "detector", folder, cat) if job.detector else None
+        self.enhancer = resolve_model(job.enhancer, "enhancer", folder, cat) if job.enhancer else None
+        self.masks: dict[str, ModelChoice] = {}
+        for mask in job.masks:
+            if mask == "box":
+                continue
+            if mask not in MASK_MODELS:
+                raise UserError(f"unknown mask {mask!r}; choose from box, occlusion, region")
+            kind, default = MASK_MODELS[mask]
+            self.masks[mask] = resolve_model(default, kind, folder, cat)
+        self.swap_spec = _swapper_spec(self.swapper)
+        self.projection = (
+            sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
+        )
+        self.device = resolve_device("auto")
+        self.on_event: Callable[[ev.Event], None] = _ignore
+        self.manager = ResidencyManager(
+            budget_bytes=job.memory_budget, device=self.device, on_change=self._memory_changed
+        )
+        self.precision: str = resolve_precision(job.precision, job.mode, self.device)
+        self.keys: dict[str, str] = {}
+        for choice in self._all():
+            self.keys[choice.role] = self._register(choice, "fp32", choice.path)
+        for role, choice in self.masks.items():
+            self.keys[role] = self._register(choice, "fp32", choice.path)
+        self.fp32_swap_key = self.keys["swapper"]
+        self.swap_key = self.fp32_swap_key
+        self.manager.plan(list(self.keys.values()))
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._analyser: Any = None
+        self.source_image, self.source_face = self._source_face()
+        self.source_vector: npt.NDArray[np.float32] | None = None
+        self._started = False
+        self._closed = False
+        self.quality_checked = 0
+        self.quality_flags: list[dict[str, Any]] = []
+
+    def _all(self) -> list[ModelChoice]:
+        found = [self.swapper, self.recognizer, self.detector, self.enhancer]
+        return [c for c in found if c is not None]
+
+    def _register(self, choice: ModelChoice, precision: str, path: Path) -> str:
+        from ffdesk.runtime.residency import OnnxLoader
+
+        key = f"{choice.name}@{precision}"
+        self.manager.register(key, OnnxLoader(path, name=choice.name, precision=precision))
+        return key
+
+    def _memory_changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
+        self.on_event(ev.MemoryChanged(models, budget))
+
+    def run(
+        self, role_or_key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], items: Sequence[T]
+    ) -> list[R]:
+        """`fn(session, chunk)` over `items` with out-of-memory recovery: on an allocation
+        failure memory is freed and the chunk halved, and the same items are retried."""
+        key = self.keys.get(role_or_key, role_or_key)
+        return self.manager.run_with_recovery(key, fn, items)
+
+    # ------------------------------------------------------------------ source and detection
+    def detect(self, images: Sequence[Frame]) -> list[list[Face]]:
+        """Faces in each image with the pack detector (batched) or the embedded one."""
+        if self.detector is None:
+            analyser = self._embedded()
+            return [analyser.detect(im) for im in images]
+        spec = self.detector.spec
+        size = int(
+            (spec.option("size") if spec else None) or (spec.option("max_size") if spec else None) or 640
+        )
+        kind = _detector_kind(self.detector.name)
+
+        def detect(session: Runner, chunk: Sequence[Frame]) -> list[list[Face]]:
+            return ModelDetector(session, kind, size=size).detect_batch(chunk)
+
+        return self.run("detector", detect, images)
+
+    def _embedded(self) -> Any:
+        from ffdesk.faces.analyser import FaceAnalyser
+
+        with self._lock:
+            if self._analyser is None:
+                self._analyser = FaceAnalyser()
+            return self._analyser
+
+    def _source_face(self) -> tuple[Frame, Face]:
+        from ffdesk.media.decode import read_image
+
+        if not self.job.sources:
+            raise UserError("a model swap needs --source (a photo of the face to put in)")
+        path = self.job.sources[0]
+        image = read_image(path)
+        faces = self.detect([image])[0]
+        if not faces:
+            raise UserError(f"{path.name}: no face found in the source photo")
+        if self.job.source_face is None:
+            return image, max(faces, key=lambda f: f.area)
+        ordered = sorted(faces, key=lambda f: f.bbox[0])
+        if not 0 <= self.job.source_face < len(ordered):
+            raise UserError(
+                f"{path.name}: --source-face {self.job.source_face}, but the photo has {len(ordered)} faces"
+            )
+        return image, ordered[self.job.source_face]
+
+    def start(self) -> None:
+        """Embed the source (once) and prepare the precision variant. Idempotent, thread-safe."""
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+            self._embed_sources()
+            if self.precision != "fp32":
+                self._prepare_variant()
+
+    def _embed_sources(self) -> None:
+        from ffdesk.media.decode import read_image
+
+        crops = [warp_face(self.source_image, self.source_face.kps, "arcface_112_v2", 112)[0]]
+        for path in self.job.sources[1:]:
+            image = read_image(path)
+            face = _largest(self.detect([image])[0])
+            if face is not None:
+                crops.append(warp_face(image, face.kps, "arcface_112_v2", 112)[0])
+
+        def embed(session: Runner, chunk: Sequence[Frame]) -> list[npt.NDArray[np.float32]]:
+            return list(ArcFaceRecognizer(session).embed_crops(np.stack(chunk)))
+
+        mean = np.mean(np.stack(self.run("recognizer", embed, crops)), axis=0).astype(np.float32)
+        self.source_vector = sw.source_vector(mean, self.swap_spec, self.projection)
+
+    def _prepare_variant(self) -> None:
+        from ffdesk.runtime import precision as prec
+
+        src = self.swapper.path
+        if self.precision == "int8":
+            cached = prec.variant_path(src, "int8").is_file()
+            variant = prec.make_int8(src, None if cached else self._calibration_feeds())
+        else:
+            variant = prec.make_fp16(src)
+        self.swap_key = self._register(self.swapper, self.precision, variant)
+
+    def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
+        """Aligned target crops from the user's own clip (with the source input), as model feeds."""
+        from ffdesk.media.decode import VideoReader, read_image
+        from ffdesk.media.probe import probe
+
+        frames: list[Frame] = []
+        if probe(self.job.target).is_image:
+            frames.append(read_image(self.job.target))
+        else:
+            with VideoReader(self.job.target, start_s=self.job.start, end_s=self.job.end) as reader:
+                for i, frame in enumerate(reader):
+                    if i % 3 == 0:
+                        frames.append(frame.image)
+                    if len(frames) >= CALIBRATION_FRAMES:
+                        break
+        spec = self.swap_spec
+        crops = [
+            warp_face(image, face.kps, spec.template, spec.size)[0]
+            for image, faces in zip(frames, self.detect(frames), strict=True)
+            for face in faces[:2]
+        ]
+        if not crops:  # no face in the clip's first frames: the source face is the next best
+            crops = [warp_face(self.source_image, self.source_face.kps, spec.template, spec.size)[0]]
+        assert self.source_vector is not None
+        return [
+            {spec.target_input: sw.to_model_input(c[None], spec), spec.source_input: self.source_vector}
+            for c in crops
+        ]
+
+    # ------------------------------------------------------------------ swapping
+    def swap_crops(self, crops: npt.NDArray[np.uint8], key: str | None = None) -> npt.NDArray[np.uint8]:
+        """Swap a stack of aligned crops to the source identity (batched, OOM-safe)."""
+        vector = self.source_vector
+        assert vector is not None
+        spec, projection = self.swap_spec, self.projection
+
+        def swap(session: Runner, chunk: Sequence[Frame]) -> list[Frame]:
+            return list(sw.OnnxSwapper(session, spec, projection=projection).swap(np.stack(chunk), vector))
+
+        return np.stack(self.run(key or self.swap_key, swap, list(crops)))
+
+    def report(self) -> dict[str, Any]:
+        """The render report's model figures (call once, at the end)."""
+        figures = self.manager.report()
+        figures.update(
+            swapper=self.swapper.name,
+            swapper_precision=self.precision,
+            quality_checked_frames=self.quality_checked,
+            quality_flags=list(self.quality_flags),
+            quality_psnr_threshold_db=QUALITY_PSNR_DB,
+        )
+        return figures
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.manager.close()
+
+
+def _ignore(_event: ev.Event) -> None:
+    return None
+
+
+def _largest(faces: Sequence[Face]) -> Face | None:
+    return max(faces, key=lambda f: f.area) if faces else None
+
+
+def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
+    base = sw.spec_for(choice.name if choice.spec is None else choice.spec.name)
+    spec = choice.spec
+    if spec is None:
+        return base
+    form = str(spec.option("embedding", "projected"))
+    source: sw.SourceForm = {"projected": "projected", "normalized": "normed", "normed": "normed"}.get(
+        form, "raw"
+    )  # type: ignore[assignment]
+    size = spec.resolution or base.size
+    names = [t.name for t in spec.inputs]
+    target = next((t for t in spec.inputs if t.layout), None)
+    mean = float(target.mean[0]) / 255.0 if target else base.mean
+    std = float(target.std[0]) / 255.0 if target else base.std
+    return replace(
+        base,
+        size=size,
+        mean=mean,
+        std=std,
+        source=source,
+        template=spec.template if spec.template != "none" else base.template,
+        target_input=target.name if target else base.target_input,
+        source_input=next((n for n in names if n != (target.name if target else "")), base.source_input),
+    )
+
+
+def _detector_kind(name: str) -> str:
+    for prefix, kind in DETECTOR_KINDS.items():
+        if name.startswith(prefix):
+            return kind
+    return "scrfd"
+
+
+# ---------------------------------------------------------------------- stages
+
+
+def _occlusion(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
+    return list(mk.OcclusionMasker(session).masks(np.stack(chunk)))
+
+
+def _regions(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
+    return list(mk.RegionMasker(session).masks(np.stack(chunk)))
+
+
+class DetectStage:
+    """Finds the faces to replace in each frame (the pack detector sees the whole batch at once)."""
+
+    name = "detect"
+    workers = 1
+
+    def __init__(self, ctx: ModelRender, max_batch: int) -> None:
+        self.ctx = ctx
+        self.max_batch = max_batch
+        self.reference: npt.NDArray[np.float32] | None = None
+
+    def start(self) -> None:
+        self.ctx.start()
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        found = self.ctx.detect([p.image for p in batch])
+        for packet, faces in zip(batch, found, strict=True):
+            if self.reference is None and self.ctx.job.face_selection == "reference" and faces:
+                ordered = sorted(faces, key=lambda f: f.bbox[0])
+                index = self.ctx.job.reference_face or 0
+                self.reference = ordered[min(index, len(ordered) - 1)].kps
+            chosen = select_faces(faces, self.ctx.job.face_selection, self.reference)
+            if self.reference is not None and chosen:
+                self.reference = chosen[0].kps
+            packet.annotations["faces"] = chosen
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+class SwapStage:
+    """Aligns every selected face of the batch, swaps them in one call, masks and pastes back."""
+
+    name = "swap"
+    workers = 1
+
+    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool) -> None:
+        self.ctx = ctx
+        self.max_batch = max_batch
+        self.reports = reports
+        self.batches = 0
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None:
+        self.ctx.on_event = on_event
+
+    def start(self) -> None:
+        self.ctx.start()
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        spec = self.ctx.swap_spec
+        size = spec.size
+        crops, affines, owners = [], [], []
+        for i, packet in enumerate(batch):
+            for face in packet.annotations.get("faces", ()):
+                crop, m = warp_face(packet.image, face.kps, spec.template, size)
+                crops.append(crop)
+                affines.append(m)
+                owners.append(i)
+        self.batches += 1
+        if not crops:
+            return list(batch)
+        stack = np.stack(crops)
+        swapped = self.ctx.swap_crops(stack)
+        masks = self._masks(stack, swapped)
+        self._quality_check(batch, stack, swapped, owners)
+        images = [p.image.copy() for p in batch]
+        for j, owner in enumerate(owners):
+            paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True)
+        for packet, image in zip(batch, images, strict=True):
+            packet.image = image
+        return list(batch)
+
+    def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
+        size = targets.shape[1]
+        parts: list[npt.NDArray[np.float32]] = [np.broadcast_to(mk.box_mask(size), targets.shape[:3])]
+        if "occlusion" in self.ctx.masks:
+            parts.append(np.stack(self.ctx.run("occlusion", _occlusion, list(targets))))
+        if "region" in self.ctx.masks:
+            parts.append(np.stack(self.ctx.run("region", _regions, list(swapped))))
+        combined = mk.combine(parts)
+        return [combined[i] for i in range(len(combined))]
+
+    def _quality_check(
+        self,
+        batch: Sequence[FramePacket],
+        stack: npt.NDArray[np.uint8],
+        swapped: npt.NDArray[np.uint8],
+        owners: list[int],
+    ) -> None:
+        ctx = self.ctx
+        if ctx.precision == "fp32" or ctx.quality_checked >= QUALITY_SAMPLES:
+            return
+        if (self.batches - 1) % QUALITY_EVERY:
+            return
+        reference = ctx.swap_crops(stack, ctx.fp32_swap_key)
+        for j, owner in enumerate(owners):
+            value = psnr(swapped[j], reference[j])
+            if value < QUALITY_PSNR_DB:
+                index = batch[owner].index
+                ctx.quality_flags.append({"frame": index, "psnr_db": round(value, 2)})
+                ctx.on_event(
+                    ev.Warning(f"frame {index}: {ctx.precision} face differs from fp32 ({value:.1f} dB)")
+                )
+        ctx.quality_checked += len(set(owners))
+
+    def finish(self) -> dict[str, Any]:
+        if not self.reports:
+            return {}
+        figures = self.ctx.report()
+        self.ctx.close()
+        return figures
+
+
+class EnhanceStage:
+    """Restores each swapped face (ffhq_512 crops of the swapped frame), batched across the batch."""
+
+    name = "enhance"
+    workers = 1
+
+    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool) -> None:
+        self.ctx = ctx
+        self.max_batch = max_batch
+        self.reports = reports
+        assert ctx.enhancer is not None
+        self.spec = enh.spec_for(ctx.enhancer.name)
+        self.mask = mk.box_mask(self.spec.size, blur=0.3)
+
+    def start(self) -> None:
+        self.ctx.start()
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        crops, affines, owners = [], [], []
+        for i, packet in enumerate(batch):
+            for face in packet.annotations.get("faces", ()):
+                crop, m = warp_face(packet.image, face.kps, self.spec.template, self.spec.size)
+                crops.append(crop)
+                affines.append(m)
+                owners.append(i)
+        if not crops:
+            return list(batch)
+        stack = np.stack(crops)
+        spec = self.spec
+
+        def enhance(session: Runner, chunk: Sequence[Frame]) -> list[Frame]:
+            return list(enh.FaceEnhancer(session, spec).enhance(np.stack(chunk)))
+
+        restored = self.ctx.run("enhancer", enhance, list(stack))
+        images = [p.image.copy() for p in batch]
+        for j, owner in enumerate(owners):
+            paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True)
+        for packet, image in zip(batch, images, strict=True):
+            packet.image = image
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        if not self.reports:
+            return {}
+        figures = self.ctx.report()
+        self.ctx.close()
+        return figures
+
+
+def model_stages(job: RenderJob) -> list[Stage]:
+    """The stages of a model-pack render; models are checked and the source face found now."""
+    ctx = ModelRender(job)
+    batch = max(1, job.batch)
+    stages: list[Stage] = [DetectStage(ctx, batch), SwapStage(ctx, batch, reports=ctx.enhancer is None)]
+    if ctx.enhancer is not None:
+        stages.append(EnhanceStage(ctx, batch, reports=True))
+    return stages

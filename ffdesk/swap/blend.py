@@ -8,7 +8,7 @@ import numpy.typing as npt
 
 from ffdesk.types import Frame, Mask
 
-SEAMLESS_WORK_SIZE = 72
+SEAMLESS_WORK_SIZE = 48
 """Longer side (px) at which the Poisson blend is solved; its correction is smooth, so it is
 solved small and scaled up, which keeps the cost flat whatever the face size."""
 

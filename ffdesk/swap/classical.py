@@ -14,10 +14,11 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_EYE, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
 from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer, seamless
-from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise
+from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
 SkipReason = Literal["no_landmarks", "too_small", "cut_off", "profile"]
@@ -65,7 +66,21 @@ class SourceFace:
         x2, y2 = int(min(w, np.ceil(hi[0] + pad))), int(min(h, np.ceil(hi[1] + pad)))
         crop = np.ascontiguousarray(photo[y1:y2, x1:x2])
         local = pts - np.array([x1, y1], np.float32)
-        return cls(image=crop, points=local, triangles=delaunay(local))
+        return cls(image=crop, points=local, triangles=triangulate(local))
+
+
+WARP_POINTS = 220
+"""Mesh points the warp is triangulated over (all feature contours plus an even spread)."""
+_CONTOURS = (
+    mesh.FACE_OVAL + mesh.RIGHT_EYE + mesh.LEFT_EYE + mesh.INNER_LIPS + mesh.OUTER_LIPS
+    + mesh.RIGHT_BROW + mesh.LEFT_BROW + mesh.NOSE
+)  # fmt: skip
+
+
+def triangulate(points: Points, total: int = WARP_POINTS) -> Triangles:
+    """Delaunay triangles over a well-spread subset of the mesh, as indices into all its points."""
+    subset = warp_points(points, _CONTOURS, total)
+    return subset[delaunay(np.asarray(points)[subset])].astype(np.int32)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
-DETECT_EVERY = 6
+DETECT_EVERY = 8
 """Frames between two full detections; resumable segments (48 frames) start on one."""
 DET_SIZE = {"final": 640, "preview": 480}
 

@@ -23,12 +23,19 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.faces.align import paste_back, warp_face
+from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.model_detectors import ModelDetector
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
+from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.embedded import DET_SIZE, DETECT_EVERY, TrackStage, source_face
+from ffdesk.pipeline.stages.embedded import DetectStage as EmbeddedDetect
+from ffdesk.pipeline.stages.embedded import _fps as clip_fps
+from ffdesk.pipeline.stages.embedded import _models_dir as embedded_models_dir
+from ffdesk.pipeline.stages.embedded import _reference_appearance as reference_appearance
 from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
@@ -78,20 +85,6 @@ def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> 
     if spec.kind != kind:
         raise UserError(f"{value} is a {spec.kind} model, not a {kind}")
     return ModelChoice(kind, spec.name, find_model(spec, models_dir), spec)
-
-
-def select_faces(
-    faces: Sequence[Face], selection: str, reference: npt.NDArray[np.float32] | None
-) -> list[Face]:
-    """The faces to replace: the largest, all of them, or the one closest to `reference`."""
-    if not faces:
-        return []
-    if selection == "all":
-        return list(faces)
-    if selection == "reference" and reference is not None:
-        centre = reference.reshape(-1, 2).mean(0)
-        return [min(faces, key=lambda f: float(np.linalg.norm(f.kps.mean(0) - centre)))]
-    return [max(faces, key=lambda f: f.area)]
 
 
 def psnr(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> float:
@@ -146,7 +139,7 @@ class ModelRender:
         self.manager.plan(list(self.keys.values()))
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
-        self._analyser: Any = None
+        self.analyser = FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
         self.source_image, self.source_face = self._source_face()
         self.source_vector: npt.NDArray[np.float32] | None = None
         self._started = False
@@ -180,8 +173,7 @@ class ModelRender:
     def detect(self, images: Sequence[Frame]) -> list[list[Face]]:
         """Faces in each image with the pack detector (batched) or the embedded one."""
         if self.detector is None:
-            analyser = self._embedded()
-            return [analyser.detect(im) for im in images]
+            return [self.analyser.detect(im) for im in images]
         spec = self.detector.spec
         size = int(
             (spec.option("size") if spec else None) or (spec.option("max_size") if spec else None) or 640
@@ -193,14 +185,6 @@ class ModelRender:
 
         return self.run("detector", detect, images)
 
-    def _embedded(self) -> Any:
-        from ffdesk.faces.analyser import FaceAnalyser
-
-        with self._lock:
-            if self._analyser is None:
-                self._analyser = FaceAnalyser()
-            return self._analyser
-
     def _source_face(self) -> tuple[Frame, Face]:
         from ffdesk.media.decode import read_image
 
@@ -208,17 +192,7 @@ class ModelRender:
             raise UserError("a model swap needs --source (a photo of the face to put in)")
         path = self.job.sources[0]
         image = read_image(path)
-        faces = self.detect([image])[0]
-        if not faces:
-            raise UserError(f"{path.name}: no face found in the source photo")
-        if self.job.source_face is None:
-            return image, max(faces, key=lambda f: f.area)
-        ordered = sorted(faces, key=lambda f: f.bbox[0])
-        if not 0 <= self.job.source_face < len(ordered):
-            raise UserError(
-                f"{path.name}: --source-face {self.job.source_face}, but the photo has {len(ordered)} faces"
-            )
-        return image, ordered[self.job.source_face]
+        return image, source_face(self.analyser, image, path.name, self.job.source_face)
 
     def start(self) -> None:
         """Embed the source (once) and prepare the precision variant. Idempotent, thread-safe."""
@@ -236,7 +210,7 @@ class ModelRender:
         crops = [warp_face(self.source_image, self.source_face.kps, "arcface_112_v2", 112)[0]]
         for path in self.job.sources[1:]:
             image = read_image(path)
-            face = _largest(self.detect([image])[0])
+            face = largest(self.analyser.analyse(image))
             if face is not None:
                 crops.append(warp_face(image, face.kps, "arcface_112_v2", 112)[0])
 
@@ -322,10 +296,6 @@ def _ignore(_event: ev.Event) -> None:
     return None
 
 
-def _largest(faces: Sequence[Face]) -> Face | None:
-    return max(faces, key=lambda f: f.area) if faces else None
-
-
 def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
     base = sw.spec_for(choice.name if choice.spec is None else choice.spec.name)
     spec = choice.spec
@@ -370,31 +340,29 @@ def _regions(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
     return list(mk.RegionMasker(session).masks(np.stack(chunk)))
 
 
-class DetectStage:
-    """Finds the faces to replace in each frame (the pack detector sees the whole batch at once)."""
+class PackDetectStage:
+    """Detection with the pack's detector on key frames, batched across the batch's key frames.
+
+    It writes the "detections" annotation the tracking stage reads; frames between key frames
+    are followed by the tracker.
+    """
 
     name = "detect"
     workers = 1
 
-    def __init__(self, ctx: ModelRender, max_batch: int) -> None:
+    def __init__(self, ctx: ModelRender, max_batch: int, every: int = DETECT_EVERY) -> None:
         self.ctx = ctx
         self.max_batch = max_batch
-        self.reference: npt.NDArray[np.float32] | None = None
+        self.every = max(1, every)
 
     def start(self) -> None:
         self.ctx.start()
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        found = self.ctx.detect([p.image for p in batch])
-        for packet, faces in zip(batch, found, strict=True):
-            if self.reference is None and self.ctx.job.face_selection == "reference" and faces:
-                ordered = sorted(faces, key=lambda f: f.bbox[0])
-                index = self.ctx.job.reference_face or 0
-                self.reference = ordered[min(index, len(ordered) - 1)].kps
-            chosen = select_faces(faces, self.ctx.job.face_selection, self.reference)
-            if self.reference is not None and chosen:
-                self.reference = chosen[0].kps
-            packet.annotations["faces"] = chosen
+        keys = [p for p in batch if p.index % self.every == 0]
+        if keys:
+            for packet, faces in zip(keys, self.ctx.detect([p.image for p in keys]), strict=True):
+                packet.annotations["detections"] = faces
         return list(batch)
 
     def finish(self) -> dict[str, Any]:
@@ -424,7 +392,7 @@ class SwapStage:
         size = spec.size
         crops, affines, owners = [], [], []
         for i, packet in enumerate(batch):
-            for face in packet.annotations.get("faces", ()):
+            for face in packet.annotations.get("swap_faces", ()):
                 crop, m = warp_face(packet.image, face.kps, spec.template, size)
                 crops.append(crop)
                 affines.append(m)
@@ -504,7 +472,7 @@ class EnhanceStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         crops, affines, owners = [], [], []
         for i, packet in enumerate(batch):
-            for face in packet.annotations.get("faces", ()):
+            for face in packet.annotations.get("swap_faces", ()):
                 crop, m = warp_face(packet.image, face.kps, self.spec.template, self.spec.size)
                 crops.append(crop)
                 affines.append(m)
@@ -534,10 +502,26 @@ class EnhanceStage:
 
 
 def model_stages(job: RenderJob) -> list[Stage]:
-    """The stages of a model-pack render; models are checked and the source face found now."""
+    """The stages of a model-pack render. Model files, the budget and the source face are
+    checked here, on the caller's thread, so a bad setting fails before any frame is decoded.
+
+    Tracking, smoothing and face selection are the embedded pipeline's; detection on key frames
+    is the pack's detector when one is named.
+    """
     ctx = ModelRender(job)
     batch = max(1, job.batch)
-    stages: list[Stage] = [DetectStage(ctx, batch), SwapStage(ctx, batch, reports=ctx.enhancer is None)]
+    det_size = DET_SIZE.get(job.mode, 640)
+    reference = reference_appearance(ctx.analyser, job) if job.face_selection == "reference" else None
+    detect: Stage = (
+        PackDetectStage(ctx, batch)
+        if ctx.detector is not None
+        else EmbeddedDetect(ctx.analyser, det_size=det_size)
+    )
+    stages: list[Stage] = [
+        detect,
+        TrackStage(ctx.analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
+        SwapStage(ctx, batch, reports=ctx.enhancer is None),
+    ]
     if ctx.enhancer is not None:
         stages.append(EnhanceStage(ctx, batch, reports=True))
     return stages

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ffdesk.runtime.residency import ResidencyManager
+from ffdesk.runtime.sessions import (
+    CPU,
+    IOInfo,
+    OrtSession,
+    Session,
+    SessionOptions,
+    TorchSession,
+    create_session,
+    provider_list,
+)
+
+
+def test_providers_are_read_back_not_assumed(standins_dir: Path) -> None:
+    # Asking for CUDA on a machine without a usable GPU gives a CPU session, and says so.
+    session = create_session(standins_dir / "arcface_w600k_r50.onnx", SessionOptions(device="cuda"))
+    assert session.provider == CPU and session.providers == (CPU,)
+    assert not session.on_gpu
+    assert isinstance(session, Session)
+    assert provider_list(SessionOptions(device="cpu")) == [CPU]
+
+
+def test_io_metadata_and_run(standins_dir: Path, batch_standins_dir: Path) -> None:
+    fixed = create_session(standins_dir / "inswapper_128.onnx", SessionOptions(intra_op_threads=1))
+    assert fixed.fixed_batch == 1
+    assert [i.name for i in fixed.inputs] == ["target", "source"]
+    dynamic = create_session(batch_standins_dir / "inswapper_128.onnx")
+    assert dynamic.fixed_batch is None
+    feeds = {i.name: i.example(3) for i in dynamic.inputs}
+    (out,) = dynamic.run(feeds).values()
+    assert out.shape == (3, 3, 128, 128) and out.dtype == np.float32
+
+
+def test_offload_reload_is_identical(standins_dir: Path) -> None:
+    session = OrtSession(standins_dir / "2dfan4.onnx", name="2dfan4")
+    feeds = {
+        i.name: np.random.default_rng(0).random(i.example().shape).astype(np.float32) for i in session.inputs
+    }
+    first = session.run(feeds)
+    host = session.offload()
+    session.close()
+    assert host is not None and host.nbytes == (standins_dir / "2dfan4.onnx").stat().st_size
+    again = host.reload().run(feeds)
+    for a, b in zip(first.values(), again.values(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_run_torch_falls_back_to_numpy_on_cpu(standins_dir: Path) -> None:
+    session = create_session(standins_dir / "arcface_w600k_r50.onnx")
+    x = torch.rand(1, 3, 112, 112)
+    out = session.run_torch({"input": x})
+    ref = session.run({"input": x.numpy()})
+    (t,) = out.values()
+    np.testing.assert_array_equal(t.numpy(), next(iter(ref.values())))
+
+
+def test_torch_session_under_the_manager() -> None:
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU())
+    info = (IOInfo("input", (-1, 3, 32, 32), "float32"),)
+
+    def load() -> Session:
+        return TorchSession(module, info, ["features"], name="tiny", precision="fp32")
+
+    with ResidencyManager(None, "cpu") as mgr:
+        mgr.register("tiny", load, size_hint=4096)
+        with mgr.acquire("tiny") as s:
+            out = s.run({"input": np.ones((2, 3, 32, 32), np.float32)})
+        (stats,) = mgr.stats()
+    assert out["features"].shape == (2, 4, 32, 32)
+    with torch.inference_mode():
+        expected = module(torch.ones(2, 3, 32, 32)).numpy()
+    np.testing.assert_allclose(out["features"], expected, rtol=1e-6)
+    assert stats.provider == "torch:cpu" and stats.loads == 1

@@ -548,9 +548,17 @@ class ResidencyManager:
                 t0 = time.perf_counter()
                 from_host = e.host is not None
                 session = e.host.reload() if e.host is not None else e.loader()
-                if e.warmup:
-                    warm_up(session)
                 load_ms = (time.perf_counter() - t0) * 1000.0
+                provider = session.provider
+                store_key = (
+                    FootprintStore.key(e.fingerprint, e.precision, provider) if e.fingerprint else None
+                )
+                recorded = self.footprints.get(store_key) if store_key else None
+                # Warm up only to measure: once the footprint is known, a reload after an
+                # eviction should cost a load, not a load plus an inference.
+                known = recorded is not None or bool(e.loads and e.nbytes)
+                if e.warmup and not known and not from_host:
+                    warm_up(session)
                 after = self._used_bytes()
         except BaseException:
             with self._cond:
@@ -558,12 +566,11 @@ class ResidencyManager:
                 e.nbytes = 0 if not e.loads else e.nbytes
                 self._cond.notify_all()
             raise
-        provider = session.provider
         measured = max(0, after - before) if before is not None and after is not None else 0
-        store_key = FootprintStore.key(e.fingerprint, e.precision, provider) if e.fingerprint else None
-        recorded = self.footprints.get(store_key) if store_key else None
         if recorded is not None:
             nbytes = recorded
+        elif e.loads and e.nbytes and not store_key:
+            nbytes = e.nbytes  # measured on the first load of this run; reloads reuse freed memory
         else:
             # The weights must be somewhere: never believe a delta below the file size (allocator
             # reuse of freed memory can hide a load entirely).

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "ffdesk"
-CORE = ("pipeline", "runtime", "faces", "swap", "media", "telemetry")
+CORE = ("pipeline", "runtime", "faces", "swap", "media", "telemetry", "training")
 QT_MODULES = ("PySide6", "PyQt5", "PyQt6", "pyqtgraph", "shiboken6", "superqt", "qtpy")
 
 

@@ -196,6 +196,11 @@ def run(args: argparse.Namespace) -> int:
             f"p99 {gui['stall_ms_p99']} ms, {gui['stalls_over_50ms']} stalls over 50 ms (goal: none); "
             f"{gui['previews_computed']} previews computed while scrubbing"
         )
+    import os
+
+    figures["load_average_1min"] = round(os.getloadavg()[0], 2)
+    load = figures["load_average_1min"]
+    print(f"machine load average (1 min) at the end: {load} on {os.cpu_count()} cores")
     settings = {"height": args.height, "mode": args.mode, "scrubs": args.scrubs, "gui": args.gui}
     finish("preview", settings, figures, args.json)
     return 0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
@@ -49,10 +49,9 @@ def models_present(models_dir: Path | None = None) -> dict[str, list[str]]:
 
 def _default_models_dir() -> Path | None:
     try:
-        from ffdesk.runtime import models as rt_models  # type: ignore[attr-defined]
+        from ffdesk.runtime.files import resolve_models_dir
 
-        fn: Any = getattr(rt_models, "default_models_dir", None) or getattr(rt_models, "models_dir", None)
-        return Path(fn()) if callable(fn) else None
+        return resolve_models_dir()
     except Exception:  # noqa: BLE001 - a runtime without a models folder
         return None
 

@@ -120,6 +120,9 @@ class MainWindow(QMainWindow):
         s.sourcesChanged.connect(self._detect_new_sources)
         s.targetChanged.connect(self._update_title)
         self.preview_worker.ready.connect(s.set_preview)
+        self.preview_view.canvas.sizeChanged.connect(
+            self.preview_worker.set_display_size, Qt.ConnectionType.DirectConnection
+        )
         self.preview_worker.previewFailed.connect(lambda m: self.status.post("warning", f"preview: {m}"))
         self.preview_worker.sourceReady.connect(self._on_source_ready)
         self.preview_worker.sourceFailed.connect(lambda p, m: s.update_source(p, error=m, pending=False))
@@ -300,20 +303,27 @@ class MainWindow(QMainWindow):
         entry = self.queue.add(job)
         self.status.post("info", f"queued {job.target.name} → {entry.job.output.name}")
 
-    def _on_render_event(self, _entry_id: str, event: Any) -> None:
+    def _on_render_event(self, entry_id: str, event: Any) -> None:
         self.telemetry.on_event(event)
         if isinstance(event, ev.MemoryChanged):
             self.residency.set(event.models, event.budget_bytes)
         elif isinstance(event, ev.Done):
-            self._markers_from_report(event.report)
+            self._markers_from_report(entry_id, event.report)
 
-    def _markers_from_report(self, report: dict[str, Any]) -> None:
-        for key, kind in (("no_face_frames", "noface"), ("flagged_frames", "flagged")):
-            frames = report.get(key)
-            if isinstance(frames, list):
-                for i in frames:
-                    if isinstance(i, int):
-                        self.session.set_marker(i, kind)  # type: ignore[arg-type]
+    def _markers_from_report(self, entry_id: str, report: dict[str, Any]) -> None:
+        """Mark the frames the quality guard flagged (when the render was of the open clip)."""
+        clip = self.session.clip
+        try:
+            job = self.queue.store.get(entry_id).job
+        except KeyError:
+            return
+        if clip is None or job.target != clip.path:
+            return
+        first = round((job.start or 0.0) * clip.fps)
+        for flag in report.get("quality_flags") or ():
+            frame = flag.get("frame") if isinstance(flag, dict) else None
+            if isinstance(frame, int):
+                self.session.set_marker(first + frame, "flagged")
 
     # -- persistence and closing ----------------------------------------------------------
     def _restore(self) -> None:

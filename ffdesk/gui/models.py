@@ -131,6 +131,7 @@ class SessionModel(QObject):
         self.out_point: int | None = None
         self.markers: dict[int, MarkerKind] = {}
         self.preview: PreviewResult | None = None
+        self.preview_display: object | None = None
         self.reference_face: int | None = None
         self.playing = False
         self.show_before = True
@@ -220,8 +221,10 @@ class SessionModel(QObject):
             self.settings = new
             self.settingsChanged.emit()
 
-    def set_preview(self, result: PreviewResult) -> None:
+    def set_preview(self, result: PreviewResult, display: object | None = None) -> None:
+        """A new preview; `display` is an optional view-ready copy made off the main thread."""
         self.preview = result
+        self.preview_display = display
         if result.index == self.position or self.clip is not None:
             self.set_marker(result.index, None if result.faces else "noface")
         self.previewChanged.emit(result)
@@ -245,6 +248,16 @@ class SessionModel(QObject):
         self.viewChanged.emit()
 
     # -- jobs ----------------------------------------------------------------------------
+    def reference_rank(self) -> int | None:
+        """The reference face counted left to right (how jobs name it), from the shown frame."""
+        if self.reference_face is None:
+            return None
+        faces = self.preview.faces if self.preview is not None else ()
+        if not 0 <= self.reference_face < len(faces):
+            return self.reference_face
+        order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
+        return order.index(self.reference_face)
+
     def default_output(self) -> Path | None:
         if self.clip is None:
             return None
@@ -264,12 +277,6 @@ class SessionModel(QObject):
         assert out is not None
         chosen = [src for src in self.sources if not src.error]
         first = chosen[0] if chosen else None
-        ref_time = None
-        if s.face_selection == "reference" and self.reference_face is not None:
-            ref_time = self.clip.time_of(self.position)
-        extra: tuple[tuple[str, str], ...] = ()
-        if ref_time is not None:
-            extra = (("reference_time", f"{ref_time:.6f}"),)
         fps = self.clip.fps
         return RenderJob(
             target=self.clip.path,
@@ -285,12 +292,11 @@ class SessionModel(QObject):
             start=self.in_point / fps if self.in_point is not None else None,
             end=(self.out_point + 1) / fps if self.out_point is not None else None,
             face_selection=s.face_selection,
-            reference_face=self.reference_face if s.face_selection == "reference" else None,
+            reference_face=self.reference_rank() if s.face_selection == "reference" else None,
             swapper=s.swapper or None,
             recognizer=s.recognizer or None,
             detector=s.detector or None,
             enhancer=s.enhancer or None,
-            extra=extra,
         )
 
 

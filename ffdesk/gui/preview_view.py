@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import cv2
 import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ffdesk.gui.models import SessionModel
@@ -14,10 +17,33 @@ SPLIT_GRAB_PX = 8
 
 
 def to_qimage(image: Frame) -> QImage:
-    """A QImage sharing nothing with `image` (safe after the array is gone)."""
+    """A QImage sharing nothing with `image` (safe after the array is gone; any thread)."""
     image = np.ascontiguousarray(image)
     h, w = image.shape[:2]
     return QImage(image.data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()
+
+
+@dataclass(frozen=True)
+class DisplayImages:
+    """A preview's before/after scaled to fit the canvas, made on the worker thread so the main
+    thread only blits them."""
+
+    original: QImage
+    processed: QImage
+
+
+def display_images(original: Frame, processed: Frame, width: int, height: int) -> DisplayImages:
+    """Both frames scaled (down only) to fit `width` x `height`, as QImages. Thread-safe."""
+    h, w = processed.shape[:2]
+    s = min(1.0, width / w, height / h) if width > 0 and height > 0 else 1.0
+    size = (max(1, round(w * s)), max(1, round(h * s)))
+
+    def fit(img: Frame) -> QImage:
+        if s < 1.0:
+            img = np.asarray(cv2.resize(img, size, interpolation=cv2.INTER_AREA), np.uint8)
+        return to_qimage(img)
+
+    return DisplayImages(fit(original), fit(processed))
 
 
 class PreviewCanvas(QWidget):
@@ -25,14 +51,17 @@ class PreviewCanvas(QWidget):
 
     faceClicked = Signal(int)
 
+    sizeChanged = Signal(int, int)
+
     def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
         self.setMinimumSize(320, 180)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
-        self._original: QImage | None = None
-        self._processed: QImage | None = None
+        self._src_size: tuple[int, int] | None = None
+        self._fit: tuple[QImage, QImage] | None = None
+        self._full: tuple[QImage, QImage] | None = None
         self._dragging = False
         model.previewChanged.connect(self._on_preview)
         model.viewChanged.connect(self.update)
@@ -40,29 +69,40 @@ class PreviewCanvas(QWidget):
         model.targetChanged.connect(self._on_target)
 
     def _on_target(self) -> None:
-        self._original = self._processed = None
+        self._src_size = self._fit = self._full = None
         self.update()
 
     def _on_preview(self, result: object) -> None:
         from ffdesk.pipeline.preview import PreviewResult
 
         assert isinstance(result, PreviewResult)
-        self._original = to_qimage(result.original)
-        self._processed = to_qimage(result.processed)
+        h, w = result.processed.shape[:2]
+        self._src_size = (w, h)
+        shown = self.model.preview_display
+        self._fit = (shown.original, shown.processed) if isinstance(shown, DisplayImages) else None
+        self._full = None
         self.update()
 
-    def show_frame(self, image: Frame) -> None:
-        """Show a frame without a before image (e.g. a frame from a running render)."""
-        self._processed = to_qimage(image)
-        self._original = None
-        self.update()
+    def images(self) -> tuple[QImage, QImage] | None:
+        """(before, after) to draw now: the worker's display-sized pair when fitting, else full size."""
+        if self._src_size is None:
+            return None
+        if self.model.zoom_fit and self._fit is not None:
+            return self._fit
+        if self._full is None and self.model.preview is not None:
+            r = self.model.preview
+            self._full = (to_qimage(r.original), to_qimage(r.processed))
+        return self._full
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self.sizeChanged.emit(self.width(), self.height())
 
     def image_rect(self) -> QRectF:
         """Where the image is drawn, in widget coordinates."""
-        img = self._processed
-        if img is None:
+        if self._src_size is None:
             return QRectF()
-        w, h = img.width(), img.height()
+        w, h = self._src_size
         if self.model.zoom_fit:
             s = min(self.width() / w, self.height() / h)
         else:
@@ -77,23 +117,25 @@ class PreviewCanvas(QWidget):
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
         p.fillRect(self.rect(), QColor(24, 24, 28))
-        if self._processed is None:
+        pair = self.images()
+        if pair is None:
             p.setPen(QColor(150, 150, 160))
             text = "Drop a clip here, or File > Open" if self.model.clip is None else "Loading preview…"
             p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, text)
             p.end()
             return
-        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, self.model.zoom_fit)
+        before, after = pair
         r = self.image_rect()
-        p.drawImage(r, self._processed)
-        split = self.model.show_before and self._original is not None
-        if split and self._original is not None:
+        # Display-sized images are drawn 1:1; smoothing only when a full-size one must be scaled.
+        exact = abs(after.width() - r.width()) <= 2 and abs(after.height() - r.height()) <= 2
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not exact and self.model.zoom_fit)
+        p.drawImage(r, after)
+        if self.model.show_before:
             sx = self.split_x()
-            src_w = self._original.width() * self.model.split
             p.drawImage(
                 QRectF(r.left(), r.top(), sx - r.left(), r.height()),
-                self._original,
-                QRectF(0, 0, src_w, self._original.height()),
+                before,
+                QRectF(0, 0, before.width() * self.model.split, before.height()),
             )
             p.setPen(QPen(QColor(255, 255, 255), 2))
             p.drawLine(QPointF(sx, r.top()), QPointF(sx, r.bottom()))
@@ -107,9 +149,9 @@ class PreviewCanvas(QWidget):
 
     def _paint_faces(self, p: QPainter, r: QRectF) -> None:
         result = self.model.preview
-        if result is None or self._processed is None:
+        if result is None or self._src_size is None:
             return
-        s = r.width() / self._processed.width()
+        s = r.width() / self._src_size[0]
         for i, face in enumerate(result.faces):
             x1, y1, x2, y2 = face.bbox
             chosen = self.model.reference_face == i
@@ -123,9 +165,9 @@ class PreviewCanvas(QWidget):
         """Index of the face under a widget position (smallest box wins), or None."""
         result = self.model.preview
         r = self.image_rect()
-        if result is None or r.isEmpty() or self._processed is None:
+        if result is None or r.isEmpty() or self._src_size is None:
             return None
-        s = r.width() / self._processed.width()
+        s = r.width() / self._src_size[0]
         x, y = (pos.x() - r.left()) / s, (pos.y() - r.top()) / s
         hits = [
             (f.area, i)

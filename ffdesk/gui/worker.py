@@ -7,6 +7,8 @@ stops a worker's thread (cancel, quit, wait) and must be called before the windo
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import traceback
 from dataclasses import dataclass
@@ -17,6 +19,15 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.pipeline.job import RenderJob
+
+RENDER_NICE = 5
+"""Niceness of the render threads, so the window's thread wins the CPU when the machine is busy."""
+
+
+def lower_thread_priority(nice: int) -> None:
+    """Give the calling thread (and threads it starts later) a lower CPU priority (Linux: per thread)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -81,6 +92,7 @@ class RenderWorker(_Threaded):
         from ffdesk.pipeline.engine import run_render
 
         cancel = self._cancel or threading.Event()
+        lower_thread_priority(RENDER_NICE)
         try:
             report = run_render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
         except Cancelled:
@@ -119,7 +131,7 @@ class PreviewWorker(_Threaded):
     one per mouse move. Source detections run one by one between previews.
     """
 
-    ready = Signal(object)  # PreviewResult
+    ready = Signal(object, object)  # PreviewResult, DisplayImages
     previewFailed = Signal(str)
     sourceReady = Signal(object, object, object)  # path, faces tuple, thumbnail
     sourceFailed = Signal(object, str)  # path, message
@@ -134,6 +146,7 @@ class PreviewWorker(_Threaded):
         self._previewer: Any = None
         self._analyser: Any = None
         self._stage_error = ""
+        self._display_size = (0, 0)
         self.computed = 0
         """How many previews were computed (coalesced requests are not)."""
         self._wake.connect(self._drain)
@@ -146,6 +159,10 @@ class PreviewWorker(_Threaded):
             serial = self._serial
         self._wake.emit()
         return serial
+
+    def set_display_size(self, width: int, height: int) -> None:
+        """The canvas size previews are scaled to on this thread (0, 0: full size)."""
+        self._display_size = (int(width), int(height))
 
     def detect_source(self, path: Path) -> None:
         """Find the faces in a source photo (result: `sourceReady` or `sourceFailed`)."""
@@ -190,7 +207,10 @@ class PreviewWorker(_Threaded):
             self.previewFailed.emit(_one_line(exc))
             return
         self.computed += 1
-        self.ready.emit(result)
+        from ffdesk.gui.preview_view import display_images
+
+        w, h = self._display_size
+        self.ready.emit(result, display_images(result.original, result.processed, w, h))
 
     def _detect(self, path: Path) -> None:
         try:

@@ -248,3 +248,42 @@ def test_build_job_from_state(tmp_path: Path) -> None:
     assert job.start == pytest.approx(1.0) and job.end == pytest.approx(2.0)
     assert job.memory_budget == 256 * 2**20 and job.swapper == "inswapper_128"
     assert job.mode == "final" and job.precision == "fp16" and job.detector is None
+
+
+def test_reference_face_is_named_left_to_right() -> None:
+    m = SessionModel()
+    m.set_clip(CLIP)
+    m.set_preview(_result(0, (_face(120, 10, 180, 90), _face(20, 20, 60, 70))))
+    m.set_reference_face(0)  # the face on the right
+    assert m.reference_rank() == 1
+    job = m.build_job()
+    assert job.face_selection == "reference" and job.reference_face == 1
+
+
+def test_display_images_are_scaled_to_the_canvas_and_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.preview_view import PreviewView, display_images
+
+    original = np.zeros((400, 800, 3), np.uint8)
+    processed = np.full((400, 800, 3), 220, np.uint8)
+    shown = display_images(original, processed, 300, 300)
+    assert (shown.processed.width(), shown.processed.height()) == (300, 150)
+    assert display_images(original, processed, 2000, 2000).processed.width() == 800  # never upscaled
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(500, 330)
+    view.show()
+    m.set_clip(CLIP)
+    result = PreviewResult(0, 0.0, original, processed, (), scale=1.0, ms=1.0)
+    canvas = view.canvas
+    m.set_preview(result, display_images(original, processed, canvas.width(), canvas.height()))
+    pair = view.canvas.images()
+    assert pair is not None and pair[1].width() < 800
+    rect = view.canvas.image_rect()
+    img = view.canvas.grab().toImage()
+    y = int(rect.center().y())
+    assert img.pixelColor(int(rect.left() + rect.width() * 0.8), y).red() > 200
+    assert img.pixelColor(int(rect.left() + rect.width() * 0.2), y).red() < 30
+    m.set_zoom_fit(False)  # 100%: the full-size frame is converted on demand
+    pair = view.canvas.images()
+    assert pair is not None and pair[1].width() == 800

@@ -58,7 +58,7 @@ def test_preview_requests_are_coalesced(qtbot, window, tiny_clip: Path) -> None:
     worker = window.preview_worker
     job = RenderJob(target=tiny_clip, output=tiny_clip.with_name("x.mp4"), mode="preview")
     got: list[int] = []
-    worker.ready.connect(lambda r: got.append(r.index))
+    worker.ready.connect(lambda r, _shown: got.append(r.index))
     for i in range(12):
         worker.request(job, i / 12.0)
     qtbot.waitUntil(lambda: bool(got) and got[-1] == 11, timeout=30000)
@@ -179,3 +179,14 @@ def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> 
         assert [a.text() for a in w2.recent_menu.actions()] == [str(tiny_clip.resolve())]
     finally:
         w2.shutdown()
+
+
+def test_quality_flags_of_a_render_become_timeline_markers(window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.pipeline import events as ev
+
+    assert window.open_clip(tiny_clip)
+    window.session.set_in(2)
+    entry = window.queue.store.add(window.session.build_job())
+    report = {"quality_flags": [{"frame": 0, "psnr_db": 20.0}, {"frame": 3, "psnr_db": 21.0}]}
+    window._on_render_event(entry.id, ev.Done(report))
+    assert {i: k for i, k in window.session.markers.items() if k == "flagged"} == {2: "flagged", 5: "flagged"}

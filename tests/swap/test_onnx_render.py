@@ -1,0 +1,183 @@
+"""End-to-end renders with small stand-in models of a FaceFusion pack (`--swapper inswapper_128`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.decode import read_image
+from ffdesk.media.synth import synth_clip
+from ffdesk.resources import resource_path
+from ffdesk.runtime import sessions
+from ffdesk.runtime.standins import write_standins
+
+FRAMES = 8
+MODELS = ["inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34", "gfpgan_1.4"]
+
+
+@pytest.fixture(scope="session")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pack")
+    write_standins(folder, MODELS, dynamic_batch=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("clips") / "face.mp4"
+    face = read_image(resource_path("sample", "astronaut.jpg"))
+    # slow motion: the face moves a few pixels a frame over the rendered part
+    synth_clip(path, width=480, height=270, fps=25, frames=6 * FRAMES, face_image=face)
+    return path
+
+
+def render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
+    report = out.with_suffix(".json")
+    args = [
+        "render",
+        "--target",
+        str(clip),
+        "--output",
+        str(out),
+        "--no-resume",
+        "-q",
+        "--end",
+        str(FRAMES / 25),
+    ]
+    args += ["--source", str(resource_path("sample", "grace_hopper.jpg"))]
+    args += ["--models-dir", str(pack), "--swapper", "inswapper_128", "--report", str(report), *extra]
+    assert main(args) == 0
+    result: dict[str, Any] = json.loads(report.read_text())
+    return result
+
+
+def frames_of(folder: Path) -> list[np.ndarray]:
+    return [read_image(p) for p in sorted(folder.glob("*.png"))]
+
+
+@pytest.fixture(scope="module")
+def generous(
+    pack: Path, face_clip: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("generous") / "frames"
+    return render(pack, face_clip, out, "--encoder", "png", "--precision", "fp32"), out
+
+
+def test_render_with_an_inswapper_pack_swaps_the_face(
+    generous: tuple[dict[str, Any], Path], face_clip: Path
+) -> None:
+    report, out = generous
+    assert report["frames_out"] == FRAMES
+    names = {m["name"]: m for m in report["models"]}
+    assert {"inswapper_128", "arcface_w600k_r50"} <= set(names)
+    assert names["inswapper_128"]["precision"] == "fp32" and names["inswapper_128"]["loads"] == 1
+    assert report["peak_model_bytes"] >= names["inswapper_128"]["bytes"] > 0
+    assert report["memory_budget_bytes"] is None and report["oom_recoveries"] == 0
+    frames = frames_of(out)
+    assert len(frames) == FRAMES
+    from ffdesk.media.decode import VideoReader
+
+    with VideoReader(face_clip, end_s=FRAMES / 25) as reader:
+        originals = [f.image for f in reader]
+    changed = [
+        float((a.astype(int) - b.astype(int)).any(-1).mean()) for a, b in zip(originals, frames, strict=True)
+    ]
+    # the face (about 40 x 50 px of 320 x 180) is replaced; the rest of the picture is not
+    assert all(0.005 < c < 0.2 for c in changed), changed
+
+
+def test_one_model_budget_gives_the_same_frames(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    loose = render(pack, face_clip, tmp_path / "loose", "--encoder", "png", "--precision", "fp32")
+    # footprints measured by that run are recorded, so this one plans with the same sizes
+    sizes = sorted(m["bytes"] for m in loose["models"])
+    budget = sizes[-1] + 1024
+    assert budget < sizes[-1] + sizes[-2], "the stand-ins must not fit two at a time"
+    assert loose["peak_model_bytes"] > budget
+    assert sum(m["evictions"] for m in loose["models"]) == 0
+    tight = render(
+        pack,
+        face_clip,
+        tmp_path / "tight",
+        "--encoder",
+        "png",
+        "--precision",
+        "fp32",
+        "--memory-budget",
+        str(budget),
+    )
+    assert tight["memory_budget_bytes"] == budget
+    assert tight["peak_model_bytes"] <= budget
+    assert sum(m["evictions"] for m in tight["models"]) >= 1
+    a_frames, b_frames = frames_of(tmp_path / "loose"), frames_of(tmp_path / "tight")
+    assert len(a_frames) == len(b_frames) == FRAMES
+    for a, b in zip(a_frames, b_frames, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_injected_out_of_memory_is_recovered_without_losing_a_frame(
+    pack: Path,
+    face_clip: Path,
+    tmp_path: Path,
+    generous: tuple[dict[str, Any], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_run = sessions.OrtSession.run
+    failures: list[int] = []
+
+    def flaky(self: sessions.OrtSession, inputs: Any) -> Any:
+        batch = len(inputs.get("target", ()))
+        if self.name == "inswapper_128" and batch > 1 and not failures:
+            failures.append(batch)
+            raise RuntimeError("Failed to allocate memory for requested buffer of size 123456")
+        return real_run(self, inputs)
+
+    monkeypatch.setattr(sessions.OrtSession, "run", flaky)
+    out = tmp_path / "frames"
+    report = render(pack, face_clip, out, "--encoder", "png", "--precision", "fp32")
+    assert failures, "the swapper never ran a batch"
+    assert report["oom_recoveries"] == 1
+    event = report["oom_events"][0]
+    assert event["batch_after"] < event["batch_before"] == failures[0]
+    got, want = frames_of(out), frames_of(generous[1])
+    assert len(got) == len(want) == FRAMES
+    for a, b in zip(want, got, strict=True):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
+
+
+def test_int8_render_reports_int8_for_the_swapper(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    report = render(pack, face_clip, tmp_path / "out.mp4", "--precision", "int8")
+    assert report["frames_out"] == FRAMES
+    assert report["swapper_precision"] == "int8"
+    int8 = [m for m in report["models"] if m["name"] == "inswapper_128" and m["precision"] == "int8"]
+    assert int8 and int8[0]["loads"] == 1
+    assert report["quality_checked_frames"] >= 1
+    assert isinstance(report["quality_flags"], list)
+
+
+def test_masks_and_enhancer_run_in_the_render(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    report = render(
+        pack, face_clip, tmp_path / "out.mp4", "--mask", "occlusion,region", "--enhancer", "gfpgan_1.4"
+    )
+    names = {m["name"] for m in report["models"]}
+    assert {"xseg_1", "bisenet_resnet_34", "gfpgan_1.4"} <= names
+    assert report["stages"]["enhance"]["frames"] == FRAMES
+
+
+def test_missing_model_and_unknown_mask_exit_2(
+    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    photo = str(resource_path("sample", "grace_hopper.jpg"))
+    base = ["render", "--target", str(face_clip), "--output", str(tmp_path / "o.mp4"), "-q"]
+    base += ["--source", photo, "--models-dir", str(pack)]
+    assert main([*base, "--swapper", "hyperswap_1a_256"]) == 2
+    assert "hyperswap_1a_256.onnx" in capsys.readouterr().err
+    assert main([*base, "--swapper", "inswapper_128", "--mask", "hat"]) == 2
+    assert "hat" in capsys.readouterr().err
+    assert main([*base, "--swapper", "inswapper_128", "--memory-budget", "4KiB"]) == 2
+    assert "memory budget" in capsys.readouterr().err
+    assert not (tmp_path / "o.mp4").exists()

@@ -30,7 +30,10 @@ class DecodedFrame:
     pts: int | None
     time_s: float
     image: Frame
-    """H x W x 3 RGB uint8, upright (display rotation applied) unless the reader was asked not to."""
+    """H x W x 3 RGB uint8, upright (display rotation applied) unless the reader was asked not to.
+    Empty (0 x 0 x 3) when the reader was opened with `raw=True`."""
+    frame: av.VideoFrame | None = None
+    """The decoded frame as FFmpeg gave it (stored layout, native pixel format), with `raw=True`."""
 
 
 _TO_UPRIGHT = MappingProxyType(
@@ -65,8 +68,13 @@ def rotation_of(frame: av.VideoFrame) -> int:
     return int(90 * round(((-ccw) % 360) / 90)) % 360
 
 
+_NO_IMAGE: Frame = np.zeros((0, 0, 3), np.uint8)
+
+
 class VideoReader:
     """Iterate the frames of a clip as `DecodedFrame`s (upright RGB), optionally a time range.
+
+    `raw=True` skips the RGB conversion and hands over FFmpeg's frames (`DecodedFrame.frame`).
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
     base) starts exactly at the first frame whose pts >= from_pts. Either way the reader seeks to
@@ -82,9 +90,11 @@ class VideoReader:
         end_s: float | None = None,
         from_pts: int | None = None,
         upright: bool = True,
+        raw: bool = False,
     ) -> None:
         self.path = Path(path)
         self._upright = upright
+        self._raw = raw
         self._cm = _errors.open_input(self.path)
         self._container = self._cm.__enter__()
         try:
@@ -223,6 +233,10 @@ class VideoReader:
                     return
             else:
                 t = 0.0
+            if self._raw:
+                # pass-through renders: no RGB round trip, the encoder takes the frame as it is
+                yield DecodedFrame(pts=pts, time_s=t, image=_NO_IMAGE, frame=frame)
+                continue
             if rotation is None:
                 rotation = rotation_of(frame) if self._upright else 0
             image = rgb_array(frame)

@@ -45,7 +45,7 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media._colour import colour_code, sws_matrix
 from ffdesk.media.atomic import atomic_output, raise_if_disk_full
-from ffdesk.media.decode import stored
+from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.probe import VideoInfo
 from ffdesk.types import EncoderName, Frame, Mode
 
@@ -285,6 +285,39 @@ class SegmentEncoder:
                 self._mux(packet)
         except OSError as exc:
             self.abort()  # the file is unusable now: leave nothing behind
+            raise_if_disk_full(exc, self.path)
+            raise
+        self.frames_written += 1
+
+    def write_frame(self, frame: av.VideoFrame, pts: int) -> None:
+        """Encode a decoded frame as it is (stored layout, any pixel format) with `pts`.
+
+        For pass-through renders: a frame already in the encoder's pixel format and size is
+        encoded without any conversion, so the pixels reach the encoder exactly as decoded.
+        """
+        if self._closed:
+            raise RuntimeError("SegmentEncoder is closed")
+        if self.settings.encoder == "png":
+            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+            return
+        assert self._container is not None and self._stream is not None
+        if (frame.width, frame.height, frame.format.name) != (
+            self.coded_width,
+            self.coded_height,
+            self._stream.pix_fmt,
+        ):
+            if (frame.width, frame.height) != (self.coded_width, self.coded_height):
+                self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+                return
+            frame = frame.reformat(format=self._stream.pix_fmt)
+        frame.pts = int(pts)
+        frame.time_base = self.time_base
+        frame.pict_type = av.video.frame.PictureType.NONE  # let the encoder choose frame types
+        try:
+            for packet in self._stream.encode(frame):
+                self._mux(packet)
+        except OSError as exc:
+            self.abort()
             raise_if_disk_full(exc, self.path)
             raise
         self.frames_written += 1

@@ -22,7 +22,7 @@ import numpy as np
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.media import atomic
-from ffdesk.media.decode import DecodedFrame, VideoReader, read_image
+from ffdesk.media.decode import DecodedFrame, VideoReader, read_image, rgb_array, rotation_of, upright
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
@@ -36,6 +36,9 @@ from ffdesk.types import Frame
 
 PREVIEW_MAX_HEIGHT = 540
 """Working height of a preview-mode render (a draft of the whole clip)."""
+
+RAW_FRAME = "raw_frame"
+"""Annotation key of a pass-through packet's decoded frame (no stage ever sees one)."""
 
 _QUEUE_FRAMES = 8
 _PROGRESS_EVERY_S = 0.25
@@ -275,6 +278,8 @@ class _Flow:
         self.halt = halt
         self.size = size
         self.decode_stats = decode_stats
+        # With nothing to do to the pixels, frames go from decoder to encoder untouched (no RGB trip).
+        self.raw = not stages and size is None and job.encoder != "png"
         self.first_index = manifest.frames_done
         self.from_pts = manifest.next_pts
         self.frames_in = 0
@@ -296,7 +301,11 @@ class _Flow:
 
     def _frames(self) -> Iterator[DecodedFrame]:
         with VideoReader(
-            self.job.target, start_s=self.span.start_s, end_s=self.span.end_s, from_pts=self.from_pts
+            self.job.target,
+            start_s=self.span.start_s,
+            end_s=self.span.end_s,
+            from_pts=self.from_pts,
+            raw=self.raw,
         ) as reader:
             yield from reader
 
@@ -311,7 +320,10 @@ class _Flow:
                 break
             image = _resize(frame.image, self.size)
             self.decode_stats.add(1, time.perf_counter() - t)
-            self.source.put(FramePacket(index=index, pts=frame.pts, image=image))
+            packet = FramePacket(index=index, pts=frame.pts, image=image)
+            if frame.frame is not None:
+                packet.annotations[RAW_FRAME] = frame.frame
+            self.source.put(packet)
             index += 1
             self.frames_in += 1
         self.source.put(END)
@@ -371,7 +383,11 @@ def _encode_segments(
                 encoder_name = encoder.encoder_name
                 seg_first_pts, seg_frames = pts, 0
             t = time.perf_counter()
-            encoder.write(packet.image, pts)
+            raw = packet.annotations.get(RAW_FRAME)
+            if raw is not None:
+                encoder.write_frame(raw, pts)
+            else:
+                encoder.write(packet.image, pts)
             stats.add(1, time.perf_counter() - t)
             seg_frames += 1
             last_pts = pts
@@ -419,7 +435,9 @@ class _ProgressClock:
             self.emit(ev.Progress(self.done, max(self.total, self.done), fps, eta))
         if now - self.last_preview >= _PREVIEW_EVERY_S:
             self.last_preview = now
-            self.emit(ev.PreviewFrame(packet.index, packet.image))
+            raw = packet.annotations.get(RAW_FRAME)
+            image = upright(rgb_array(raw), rotation_of(raw)) if raw is not None else packet.image
+            self.emit(ev.PreviewFrame(packet.index, image))
 
 
 def output_path_for(target: Path, encoder: str) -> Path:

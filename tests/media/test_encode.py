@@ -240,3 +240,43 @@ def test_write_image_is_atomic_and_readable(tmp_path: Path) -> None:
     write_image(tmp_path / "out.jpg", img)
     assert cv2.imread(str(tmp_path / "out.jpg")) is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jpg", "out.png"]
+
+
+@pytest.mark.parametrize(("color_range", "color_space"), [("pc", "bt709"), ("tv", "smpte170m"), (None, None)])
+def test_colour_round_trip(tmp_path: Path, color_range: str | None, color_space: str | None) -> None:
+    """Flat patches keep their RGB values through encode + decode for each range/matrix."""
+    from dataclasses import replace
+
+    base = probe(_patch_clip(tmp_path)).video
+    assert base is not None
+    tags = replace(base, color_range=color_range, color_space=color_space)
+    img = np.zeros((64, 96, 3), np.uint8)
+    colours = [(200, 40, 40), (40, 180, 60), (30, 60, 210), (128, 128, 128), (250, 250, 250), (10, 10, 10)]
+    for i, c in enumerate(colours):
+        img[:, i * 16 : (i + 1) * 16] = c
+    out = tmp_path / f"c_{color_range}_{color_space}.mp4"
+    enc = SegmentEncoder(
+        out, EncodeSettings("h264", quality=95), width=96, height=64,
+        time_base=Fraction(1, 25), fps=25, rotation=0, color=tags,
+    )  # fmt: skip
+    for i in range(3):
+        enc.write(img, i)
+    enc.close()
+    info = probe(out).video
+    assert info is not None
+    # untagged sources are written as limited range, and tagged so
+    assert (info.color_range, info.color_space) == (color_range or "tv", color_space)
+    with VideoReader(out) as reader:
+        back = next(iter(reader)).image
+    for i, c in enumerate(colours):
+        patch = back[16:48, i * 16 + 4 : (i + 1) * 16 - 4].reshape(-1, 3).mean(0)
+        assert np.abs(patch - np.array(c)).max() < 6, (c, patch)
+
+
+def _patch_clip(tmp_path: Path) -> Path:
+    from ffdesk.media.synth import synth_clip
+
+    path = tmp_path / "tags.mp4"
+    if not path.exists():
+        synth_clip(path, width=64, height=48, frames=1)
+    return path

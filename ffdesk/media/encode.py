@@ -133,6 +133,8 @@ class SegmentEncoder:
         self.fps = float(fps) if fps and fps > 0 else 25.0
         self.rotation = rotation % 360 if settings.encoder != "png" else 0
         self.frames_written = 0
+        self.hw_fallback_reason: str | None = None
+        """Why NVENC was not used although tried (for a warning), else None."""
         self._closed = False
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
@@ -181,6 +183,7 @@ class SegmentEncoder:
                 last = exc
                 self._discard()
                 if name.endswith("_nvenc"):
+                    self.hw_fallback_reason = f"{name} unavailable ({_errors_describe(exc)})"
                     continue
                 if isinstance(exc, OSError):
                     raise_if_disk_full(exc, self.path)
@@ -224,7 +227,6 @@ class SegmentEncoder:
             stream.pix_fmt = "yuv420p"
             stream.options = {
                 "preset": "p5" if final else "p2",
-                "tune": "hq",
                 "rc": "vbr",
                 "cq": str(max(1, crf)),
                 "b": "0",
@@ -382,6 +384,11 @@ class SegmentEncoder:
             self._stream = None
         if self.path.is_file():
             self.path.unlink(missing_ok=True)
+
+
+def _errors_describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1][:200] if text else type(exc).__name__
 
 
 def _fsync_file(path: Path) -> None:

@@ -158,6 +158,7 @@ def test_nvenc_falls_back_to_software(
     monkeypatch.setattr(encode, "nvidia_gpu_present", lambda: True)
     enc = _encode(tmp_path / "hw.mp4", frames[:5], v, EncodeSettings("h264", mode="preview", hw=True))
     assert enc.encoder_name == "libx264"
+    assert enc.hw_fallback_reason is not None and "h264_nvenc" in enc.hw_fallback_reason
     assert probe(tmp_path / "hw.mp4").video.frame_count == 5  # type: ignore[union-attr]
     leftovers = sorted(p.name for p in tmp_path.iterdir())
     assert leftovers == ["hw.mp4"]

@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
     p.add_argument("--mask", default="", help="comma-separated masks, e.g. occlusion,region")
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
-    p.add_argument("--segment-frames", type=int, default=48, help=argparse.SUPPRESS)
+    p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -76,7 +76,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         enhancer=args.enhancer,
         masks=tuple(m for m in args.mask.split(",") if m),
         telemetry_log=args.telemetry_log,
-        segment_frames=max(1, args.segment_frames),
+        segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
     ).resolved()
 
 

@@ -28,7 +28,7 @@ from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
@@ -349,6 +349,7 @@ def _encode_segments(
 ) -> str:
     """Encode packets into segment files, recording each finished one. Returns the encoder used."""
     suffix = container_suffix(job.encoder)
+    segment_frames = job.segment_frames or max(24, round((video.fps or 25.0) * SEGMENT_SECONDS))
     encoder: SegmentEncoder | None = None
     seg_first_pts = 0
     seg_frames = 0
@@ -392,7 +393,7 @@ def _encode_segments(
             seg_frames += 1
             last_pts = pts
             progress.frame(packet, halt)
-            if seg_frames >= job.segment_frames:
+            if seg_frames >= segment_frames:
                 t = time.perf_counter()
                 encoder.close()
                 stats.add(0, time.perf_counter() - t)

@@ -9,6 +9,10 @@ from pathlib import Path
 
 from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
 
+SEGMENT_SECONDS = 5.0
+"""Default segment length: a crash loses at most this much work; longer segments restart the
+encoder (and its lookahead) less often."""
+
 
 @dataclass(frozen=True)
 class RenderJob:
@@ -37,7 +41,8 @@ class RenderJob:
     enhancer: str | None = None
     masks: tuple[str, ...] = ()
     telemetry_log: Path | None = None
-    segment_frames: int = 48
+    segment_frames: int | None = None
+    """Frames per resumable segment; None: about `SEGMENT_SECONDS` of the clip."""
     extra: tuple[tuple[str, str], ...] = field(default=())
 
     def resolved(self) -> RenderJob:

@@ -9,9 +9,15 @@ from ffdesk.pipeline.stage import Stage
 def build_stages(job: RenderJob) -> list[Stage]:
     """Stages for `job`, built on the caller's thread (so bad sources fail before any work).
 
+    A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
     A swapper model named: the model-based stages. Otherwise: the embedded classical swap.
     """
+    if job.swapper:
+        from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
+
+        if is_trained_swapper(job.swapper):
+            return list(trained_stages(job))
     if not job.sources:
         return []
     if job.swapper:

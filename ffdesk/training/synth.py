@@ -95,6 +95,7 @@ def synth_faceset(folder: Path, identity: int, count: int, size: int = 64, seed:
     """Write a faceset of `count` synthesized crops of `identity` into `folder`."""
     rng = np.random.default_rng(seed * 1000 + identity)
     writer = FacesetWriter(folder, size=size, points=CONTOUR_POINTS + 5)
+    writer.index.settings = {"alignment": {"template": "arcface_128", "size": size}, "synthesized": True}
     source = f"synth:{identity}:{seed}"
     for i in range(count):
         f = synth_face(identity, size, rng)

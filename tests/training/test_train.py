@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,32 +16,14 @@ import torch
 
 from ffdesk.errors import UserError
 from ffdesk.training import control
-from ffdesk.training.model import ModelConfig
-from ffdesk.training.trainer import Trainer, TrainSettings
+from ffdesk.training.trainer import Trainer
+from tests.training.conftest import tiny_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _settings(facesets: tuple[Path, Path], run: Path, steps: int, **kw: object) -> TrainSettings:
-    a, b = facesets
-    base = TrainSettings(
-        src=a, dst=b, run_dir=run, steps=steps, resolution=64, batch=4, lr=1e-3, workers=0,
-        log_every=2, preview_every=10, save_every=10, export_at_end=False, model=ModelConfig.tiny(64),
-    )  # fmt: skip
-    return replace(base, **kw)  # type: ignore[arg-type]
-
-
 def _records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / control.METRICS).read_text().splitlines()]
-
-
-@pytest.fixture(scope="session")
-def trained(facesets: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """30 steps, exported at the end."""
-    run = tmp_path_factory.mktemp("run") / "run"
-    result = Trainer(_settings(facesets, run, 30, export_at_end=True)).run()
-    assert result.outcome == "done" and result.step == 30
-    return run
 
 
 def test_loss_falls_and_run_files_are_written(trained: Path) -> None:
@@ -84,15 +65,15 @@ def test_resume_continues_exactly_without_repeating_steps(
     facesets: tuple[Path, Path], tmp_path: Path
 ) -> None:
     straight = tmp_path / "straight"
-    Trainer(_settings(facesets, straight, 12)).run()
+    Trainer(tiny_settings(facesets, straight, 12)).run()
     split = tmp_path / "split"
-    assert Trainer(_settings(facesets, split, 8)).run().step == 8
+    assert Trainer(tiny_settings(facesets, split, 8)).run().step == 8
     # a crash after the checkpoint left a record the resumed run will redo
     with (split / control.METRICS).open("a") as fh:
         fh.write(json.dumps({"step": 10, "time": 0, "loss": 9.9}) + "\n")
     with pytest.raises(UserError, match="--resume"):
-        Trainer(_settings(facesets, split, 12)).run()
-    result = Trainer(_settings(facesets, split, 12, resume=True)).run()
+        Trainer(tiny_settings(facesets, split, 12)).run()
+    result = Trainer(tiny_settings(facesets, split, 12, resume=True)).run()
     assert result.step == 12
     steps = [r["step"] for r in _records(split)]
     assert steps == list(range(2, 13, 2))  # strictly increasing, nothing repeated or lost
@@ -121,7 +102,7 @@ def test_control_file_pauses_and_stops_the_trainer(facesets: tuple[Path, Path], 
             assert control.read_json(run / control.STATUS)["state"] == "paused"  # type: ignore[index]
             control.send(run, "resume")
 
-    result = Trainer(_settings(facesets, run, 100), on_record=on_record, on_message=on_message).run()
+    result = Trainer(tiny_settings(facesets, run, 100), on_record=on_record, on_message=on_message).run()
     assert result.outcome == "stopped" and result.step == 6
     assert any(m.startswith("paused at step 4") for m in seen)
     assert any(m.startswith("resumed at step 4") for m in seen)

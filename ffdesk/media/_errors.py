@@ -49,6 +49,19 @@ def open_input(path: Path) -> Iterator[av.container.InputContainer]:
         container.close()
 
 
+def video_stream(path: Path, container: av.container.InputContainer) -> av.VideoStream:
+    """The first real video stream (cover art is not video); MediaError when there is none."""
+    for stream in container.streams.video:
+        if not stream.disposition & av.stream.Disposition.attached_pic:
+            return stream
+    kinds = sorted({s.type for s in container.streams})
+    if container.streams.video:
+        what = "only cover art and " + ", ".join(k for k in kinds if k != "video") + " streams"
+    else:
+        what = f"only {', '.join(kinds)} streams" if kinds else "no streams"
+    raise MediaError(f"{path}: no video stream ({what})")
+
+
 def check_decoder(path: Path, stream: av.VideoStream) -> None:
     """MediaError when FFmpeg has no decoder for the stream's codec."""
     if stream.codec_context is None:

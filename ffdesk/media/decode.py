@@ -98,9 +98,7 @@ class VideoReader:
         self._cm = _errors.open_input(self.path)
         self._container = self._cm.__enter__()
         try:
-            if not self._container.streams.video:
-                raise MediaError(f"{self.path}: no video stream")
-            self._stream = self._container.streams.video[0]
+            self._stream = _errors.video_stream(self.path, self._container)
             _errors.check_decoder(self.path, self._stream)
             self._stream.thread_type = "AUTO"
         except BaseException:

@@ -91,11 +91,7 @@ def probe(path: Path) -> MediaInfo:
     if is_image_path(path):
         return _probe_image(path)
     with _errors.open_input(path) as container:
-        if not container.streams.video:
-            kinds = sorted({s.type for s in container.streams})
-            what = f"only {', '.join(kinds)} streams" if kinds else "no streams"
-            raise MediaError(f"{path}: no video stream ({what})")
-        stream = container.streams.video[0]
+        stream = _errors.video_stream(path, container)
         _errors.check_decoder(path, stream)
         _check_not_truncated(path, container)
         video = _probe_video(path, container, stream)

@@ -143,6 +143,30 @@ def test_audio_only_file(tmp_path: Path) -> None:
     assert "no video stream" in _one_line_error(p)
 
 
+def test_audio_with_cover_art_is_not_video(tmp_path: Path) -> None:
+    p = tmp_path / "song.mp4"
+    with av.open(str(p), "w") as out:
+        a = out.add_stream("aac", rate=48000)
+        a.layout = "stereo"  # type: ignore[union-attr]
+        v = out.add_stream("png", rate=1)
+        v.width, v.height, v.pix_fmt = 64, 48, "rgb24"  # type: ignore[union-attr]
+        v.disposition = av.stream.Disposition.attached_pic
+        cover = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+        cover.pts = 0
+        for pkt in [*v.encode(cover), *v.encode(None)]:  # type: ignore[union-attr, arg-type]
+            out.mux(pkt)
+        for i in range(4):
+            frame = av.AudioFrame.from_ndarray(
+                np.zeros((2, 1024), np.float32), format="fltp", layout="stereo"
+            )
+            frame.sample_rate, frame.pts = 48000, i * 1024
+            for pkt in a.encode(frame):  # type: ignore[union-attr, arg-type]
+                out.mux(pkt)
+        for pkt in a.encode(None):  # type: ignore[union-attr]
+            out.mux(pkt)
+    assert "cover art" in _one_line_error(p)
+
+
 def test_unsupported_codec(tmp_path: Path, make_clip: Callable[..., SynthResult]) -> None:
     clip = make_clip("k.mkv", frames=3)
     data = clip.path.read_bytes()

@@ -178,3 +178,13 @@ def test_join_needs_segments(tmp_path: Path, plain: SynthResult) -> None:
     with pytest.raises(MediaError, match="no segments"):
         join_segments([], out_path=tmp_path / "x.mp4", source=plain.path,
                       source_info=probe(plain.path), start_s=None, end_s=None, encoder="h264")  # fmt: skip
+
+
+def test_odd_size_join(tmp_path: Path, odd: SynthResult) -> None:
+    info, files, pts = _render_segments(odd.path, tmp_path / "segs", per_segment=4)
+    out = tmp_path / "odd.mp4"
+    join_segments(files, out_path=out, source=odd.path, source_info=info, start_s=None,
+                  end_s=None, encoder="h264")  # fmt: skip
+    v = probe(out).video
+    assert v is not None and (v.width, v.height) == (722, 406)
+    _check_video(out, pts, list(range(6)))

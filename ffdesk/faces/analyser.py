@@ -46,8 +46,11 @@ class AnalyserSettings:
     """How the analyser runs. `det_size`: longer side of the image the detector sees."""
 
     det_size: int = 640
-    score_threshold: float = 0.5
-    """Detector score to keep a candidate; the mesh model's presence check confirms it later."""
+    score_threshold: float = 0.7
+    """Detector score for `detect` on its own (no second opinion)."""
+    candidate_threshold: float = 0.5
+    """Detector score for a candidate that the mesh model's presence check confirms later
+    (`analyse`, tracking): finds small faces that score low without letting false ones through."""
     nms_threshold: float = 0.4
     presence_threshold: float = 0.5
     min_face: float = 12.0
@@ -106,13 +109,22 @@ class FaceAnalyser:
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- detection
-    def detect(self, image: Frame, *, det_size: int | None = None, try_rotations: bool = True) -> list[Face]:
+    def detect(
+        self,
+        image: Frame,
+        *,
+        det_size: int | None = None,
+        try_rotations: bool = True,
+        threshold: float | None = None,
+    ) -> list[Face]:
         """Faces in an RGB frame, best score first, in the frame's pixels.
 
         `kps` follow `Face.kps` for the upright face, so on a turned face they keep their meaning
         (point 0 is always the subject's right eye). When nothing is found and `try_rotations`,
-        the frame is tried turned by 90, 270 and 180 degrees.
+        the frame is tried turned by 90, 270 and 180 degrees. `threshold` defaults to
+        `settings.score_threshold`.
         """
+        thr = self.settings.score_threshold if threshold is None else threshold
         size = det_size or self.settings.det_size
         h, w = image.shape[:2]
         scale = size / max(h, w)
@@ -120,12 +132,12 @@ class FaceAnalyser:
         if abs(scale - 1.0) >= 1e-3:
             new_size = (max(1, round(w * scale)), max(1, round(h * scale)))
             small = np.asarray(cv2.resize(image, new_size, interpolation=cv2.INTER_AREA), np.uint8)
-        faces = self._detect_scaled(small, 1.0 / scale, 0)
+        faces = self._detect_scaled(small, 1.0 / scale, 0, thr)
         if faces or not try_rotations:
             return faces
         for turn in (1, 3, 2):  # quarter turns clockwise
             turned: Frame = np.ascontiguousarray(np.rot90(small, k=-turn))
-            faces = self._detect_scaled(turned, 1.0 / scale, turn)
+            faces = self._detect_scaled(turned, 1.0 / scale, turn, thr)
             if faces:
                 return faces
         return []
@@ -149,7 +161,7 @@ class FaceAnalyser:
             self._anchors[key] = grid
         return grid
 
-    def _detect_scaled(self, img: Frame, back: float, turn: int) -> list[Face]:
+    def _detect_scaled(self, img: Frame, back: float, turn: int, threshold: float) -> list[Face]:
         """Detect in `img` (the frame scaled by 1/back, turned `turn` quarter turns clockwise)."""
         h, w = img.shape[:2]
         ph, pw = -(-h // 32) * 32, -(-w // 32) * 32
@@ -161,7 +173,7 @@ class FaceAnalyser:
             x[:, w:] = 0.0
         loc, conf, lms = self._detector.run(None, {self._det_input: x.transpose(2, 0, 1)[None]})
         scores = conf[0, :, 1]
-        keep = np.where(scores > self.settings.score_threshold)[0]
+        keep = np.where(scores > threshold)[0]
         if keep.size == 0:
             return []
         a = self._anchor_grid(pw, ph)[keep]
@@ -170,9 +182,7 @@ class FaceAnalyser:
         wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)
         pts = a[:, None, :2] + pts * 0.1 * a[:, None, 2:]
         boxes = np.hstack([centre - wh / 2, wh])
-        idx = cv2.dnn.NMSBoxes(
-            boxes.tolist(), scores.tolist(), self.settings.score_threshold, self.settings.nms_threshold
-        )
+        idx = cv2.dnn.NMSBoxes(boxes.tolist(), scores.tolist(), threshold, self.settings.nms_threshold)
         faces = []
         for i in np.asarray(idx, dtype=np.int64).ravel():
             bx, by, bw, bh = boxes[i]
@@ -299,7 +309,10 @@ class FaceAnalyser:
     def analyse(self, image: Frame, *, det_size: int | None = None, try_rotations: bool = True) -> list[Face]:
         """Detect, then landmark every face; faces the mesh model rejects are dropped."""
         out = []
-        for face in self.detect(image, det_size=det_size, try_rotations=try_rotations):
+        candidates = self.detect(
+            image, det_size=det_size, try_rotations=try_rotations, threshold=self.settings.candidate_threshold
+        )
+        for face in candidates:
             f, presence = self.landmarks_with_presence(image, face)
             if presence >= self.settings.presence_threshold:
                 out.append(f)

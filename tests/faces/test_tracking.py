@@ -33,7 +33,7 @@ def _run(analyser: FaceAnalyser, clip: list[Frame], smooth: bool) -> list[np.nda
     tracker = FaceTracker(analyser, fps=25.0, smooth=smooth)
     out = []
     for i, frame in enumerate(clip):
-        faces = tracker.update(frame, i, analyser.detect(frame) if i % 6 == 0 else None)
+        faces = tracker.update(frame, i, analyser.detect(frame, threshold=0.5) if i % 6 == 0 else None)
         assert len(faces) == 1 and faces[0].track_id == 0
         assert faces[0].landmarks is not None
         out.append(faces[0].landmarks)

@@ -40,7 +40,7 @@ DETECT_EVERY = 8
 DET_SIZE = {"final": 640, "preview": 480}
 
 
-def _models_dir(job: RenderJob) -> Path | None:
+def embedded_models_dir(job: RenderJob) -> Path | None:
     """The embedded models are looked for in `job.models_dir` first when it holds them."""
     if job.models_dir is not None and (Path(job.models_dir) / "face_mesh_468.onnx").is_file():
         return Path(job.models_dir)
@@ -65,7 +65,9 @@ class DetectStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         for p in batch:
             if p.index % self.every == 0:
-                p.annotations["detections"] = self.analyser.detect(p.image, det_size=self.det_size)
+                p.annotations["detections"] = self.analyser.detect(
+                    p.image, det_size=self.det_size, threshold=self.analyser.settings.candidate_threshold
+                )
         return list(batch)
 
     def finish(self) -> dict[str, Any]:
@@ -107,7 +109,9 @@ class TrackStage:
             if jumped:
                 self._tracker.reset()  # a jump (resume, seek): nothing carries over
             if (self._last_index is None or jumped) and detections is None:
-                detections = self.analyser.detect(p.image)  # not a key frame: nothing to track from
+                detections = self.analyser.detect(  # not a key frame: nothing to track from
+                    p.image, threshold=self.analyser.settings.candidate_threshold
+                )
             faces = self._tracker.update(p.image, p.index, detections)
             p.annotations["faces"] = faces
             p.annotations["swap_faces"] = self._selector.select(p.image, faces)
@@ -185,7 +189,8 @@ def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | No
     return ordered[index]
 
 
-def _reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
+def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
+    """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
     from ffdesk.media.decode import read_frame_at
 
     frame = read_frame_at(job.target, job.start or 0.0).image
@@ -201,7 +206,8 @@ def _reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
     return appearance_of(frame, faces[index])
 
 
-def _fps(job: RenderJob) -> float:
+def clip_fps(job: RenderJob) -> float:
+    """Frame rate of the target (30 when unknown, e.g. a still)."""
     from ffdesk.media.probe import probe
 
     info = probe(job.target)
@@ -215,15 +221,21 @@ def embedded_stages(job: RenderJob, analyser: FaceAnalyser | None = None) -> lis
 
     if not job.sources:
         raise UserError("the embedded swap needs a source face photo (--source)")
-    analyser = analyser or FaceAnalyser(AnalyserSettings(), models_dir=_models_dir(job))
+    analyser = analyser or FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
     path = Path(job.sources[0])
     photo = read_image(path)
     face = source_face(analyser, photo, path.name, job.source_face)
     swapper = ClassicalSwapper(SourceFace.from_face(photo, face), SwapSettings())
-    reference = _reference_appearance(analyser, job) if job.face_selection == "reference" else None
+    reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
     det_size = DET_SIZE.get(job.mode, 640)
     return [
         DetectStage(analyser, det_size=det_size),
-        TrackStage(analyser, fps=_fps(job), selection=job.face_selection, reference=reference),
+        TrackStage(analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
         SwapStage(swapper),
     ]
+
+
+# Older names, kept for callers that still use them.
+_models_dir = embedded_models_dir
+_reference_appearance = reference_appearance
+_fps = clip_fps

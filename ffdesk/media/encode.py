@@ -311,7 +311,12 @@ class SegmentEncoder:
             if (frame.width, frame.height) != (self.coded_width, self.coded_height):
                 self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
                 return
-            frame = frame.reformat(format=self._stream.pix_fmt)
+            # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
+            frame = frame.reformat(
+                format=self._stream.pix_fmt,
+                dst_colorspace=sws_matrix(self._color_space),
+                dst_color_range=2 if self._color_range == "pc" else 1,
+            )
         frame.pts = int(pts)
         frame.time_base = self.time_base
         frame.pict_type = av.video.frame.PictureType.NONE  # let the encoder choose frame types

@@ -168,6 +168,7 @@ def synth_clip(
     bframes: bool = True,
     crf: int = 20,
     faststart: bool = False,
+    pix_fmt: str | None = None,
 ) -> SynthResult:
     """Write a clip with a moving pattern (and optionally a face and audio tones) to `path`.
 
@@ -175,7 +176,8 @@ def synth_clip(
     height x width and the container's display matrix turns it upright. `rotation` is in degrees
     clockwise to display. `vfr` gives irregular frame durations (pts in a 1/90000 time base).
     `codec` is h264, h265, prores, mpeg4 or any PyAV encoder name. `faststart` puts an mp4's
-    index before the media data (as web-ready files have it). Audio streams carry sine tones
+    index before the media data (as web-ready files have it). `pix_fmt` overrides the stored
+    pixel format (e.g. yuv444p, or yuvj420p for full-range mjpeg). Audio streams carry sine tones
     of different pitch (440, 660, 880 Hz) and last as long as the video.
     """
     if rotation % 90 or rotation % 360 not in (0, 90, 180, 270):
@@ -196,7 +198,8 @@ def synth_clip(
         vs.width, vs.height = stored_w, stored_h
         vs.time_base = time_base
         vs.codec_context.time_base = time_base
-        vs.pix_fmt = _pix_fmt(enc_name, stored_w, stored_h)
+        vs.pix_fmt = pix_fmt or _pix_fmt(enc_name, stored_w, stored_h)
+        full_range = vs.pix_fmt.startswith("yuvj")
         if gop is not None:
             vs.codec_context.gop_size = gop
         opts: dict[str, object] = {}
@@ -226,7 +229,11 @@ def synth_clip(
             if rot:
                 img = np.ascontiguousarray(np.rot90(img, k=rot // 90))
             vf = av.VideoFrame.from_ndarray(img, format="rgb24")
-            vf = vf.reformat(format=vs.pix_fmt, dst_colorspace="ITU709", dst_color_range="MPEG")
+            vf = vf.reformat(
+                format=vs.pix_fmt,
+                dst_colorspace="ITU709",
+                dst_color_range="JPEG" if full_range else "MPEG",
+            )
             vf.pts = p
             vf.time_base = time_base
             for pkt in vs.encode(vf):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -281,3 +282,38 @@ def _patch_clip(tmp_path: Path) -> Path:
     if not path.exists():
         synth_clip(path, width=64, height=48, frames=1)
     return path
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("pass_420.mp4", {}),
+        ("pass_rot.mp4", {"rotation": 270}),
+        ("pass_444.mp4", {"pix_fmt": "yuv444p"}),
+        ("pass_full.mov", {"codec": "mjpeg", "pix_fmt": "yuvj420p"}),
+    ],
+)
+def test_pass_through_write_frame(
+    tmp_path: Path, make_clip: Callable[..., SynthResult], name: str, kwargs: dict[str, object]
+) -> None:
+    """Decoded frames handed over as they are: same frames, times, layout and colours."""
+    clip = make_clip(name, frames=8, **kwargs)
+    v, frames = _frames(clip)
+    out = tmp_path / "pass.mp4"
+    enc = SegmentEncoder(
+        out, EncodeSettings("h264", quality=90), width=v.display_width, height=v.display_height,
+        time_base=v.time_base, fps=v.fps, rotation=v.rotation, color=v,
+    )  # fmt: skip
+    with VideoReader(clip.path, raw=True) as reader:
+        for f in reader:
+            assert f.frame is not None and f.pts is not None
+            enc.write_frame(f.frame, f.pts)
+    enc.close()
+    info = probe(out).video
+    assert info is not None and info.rotation == v.rotation
+    assert info.pix_fmt in ("yuv420p", "yuvj420p")  # the decoder names full-range 4:2:0 yuvj420p
+    assert info.color_range == v.color_range
+    _, back = _frames(SynthResult(out, (), (), v.time_base))
+    assert [f.pts for f in back] == [f.pts for f in frames]
+    assert [frame_index_of(f.image) for f in back] == list(range(8))
+    assert max(_mean_diff(a.image, b.image) for a, b in zip(back, frames, strict=True)) < 4

@@ -270,15 +270,15 @@ def _average_fps(stream: av.VideoStream, pts: list[int]) -> float:
 
 
 def _audio_info(stream: av.AudioStream) -> AudioInfo:
-    tb = stream.time_base or Fraction(1, stream.codec_context.sample_rate or 1)
+    tb = stream.time_base or Fraction(1, 48000)
     duration = float(stream.duration * tb) if stream.duration else 0.0
-    cc = stream.codec_context
+    cc = stream.codec_context  # None when FFmpeg has no decoder for the codec
     lang = stream.metadata.get("language")
     return AudioInfo(
         index=stream.index,
-        codec=cc.name,
-        sample_rate=int(cc.sample_rate or 0),
-        channels=int(cc.channels or 0),
+        codec=cc.name if cc is not None else "unknown",
+        sample_rate=int(cc.sample_rate or 0) if cc is not None else 0,
+        channels=int(cc.channels or 0) if cc is not None else 0,
         duration_s=duration,
         language=None if lang in (None, "und") else lang,
     )

@@ -123,7 +123,8 @@ def _join_video(
             vout = out.add_stream_from_template(template)
             vout.time_base = template.time_base
         with _errors.open_input(source) as src:
-            audio_in = list(src.streams.audio)
+            # a stream FFmpeg knows no codec for can be neither copied nor converted: left out
+            audio_in = [a for a in src.streams.audio if a.codec_context is not None]
             plans = [_plan_audio(out, a) for a in audio_in]
             streams: list[Iterator[_Item]] = [_video_packets(segments, vout, shift)]
             if audio_in:

@@ -1,0 +1,140 @@
+"""`ffdesk bench memory`: all models resident vs loaded on demand under a budget.
+
+Renders the first frames of a synthesized 720p clip with one face through a full-quality model
+pack (swapper, recogniser, enhancer and, with `--masks`, the occlusion and region masks), using
+random-weight stand-ins of the real models' size and compute. Two runs, each in its own process
+so peak RSS is its own:
+
+- all resident: no budget; every model stays loaded once used;
+- on demand: a budget of the two largest models (as measured by the first run).
+
+Goal: on demand at least 35% lower peak model memory, with at least 90% of the throughput.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+
+GOAL_REDUCTION = 0.35
+GOAL_THROUGHPUT = 0.90
+PACK = ("inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "memory", help="models all resident vs on demand under a budget (realistic stand-ins, 720p)"
+    )
+    p.add_argument("--frames", type=int, default=4, help="frames rendered per run (default 4)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--masks", action="store_true", help="also run the occlusion and region masks")
+    p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def realistic_pack(names: tuple[str, ...] = PACK, *, dynamic_batch: bool = True) -> Path:
+    """A folder of realistic-size stand-ins, made once and cached between bench runs."""
+    from ffdesk.runtime.standins import write_standins
+
+    folder = cache_dir() / ("standins-realistic" + ("-batch" if dynamic_batch else ""))
+    missing = [n for n in names if not (folder / f"{n}.onnx").is_file()]
+    if missing:
+        print(f"writing realistic stand-ins ({', '.join(missing)}) to {folder} ...", flush=True)
+        write_standins(folder, missing, realistic=True, dynamic_batch=dynamic_batch)
+    return folder
+
+
+def face_clip(seconds: float = 6.0, height: int = 720) -> Path:
+    """The 720p sample clip with one slowly moving face (cached)."""
+    from ffdesk.commands.sample import make_sample_clip
+
+    width = height * 16 // 9
+    return cached(
+        cache_dir() / f"models_{width}x{height}_{seconds:g}s.mp4",
+        lambda tmp: make_sample_clip(tmp, seconds=seconds, width=width, height=height),
+    )
+
+
+def source_photo() -> Path:
+    from ffdesk.resources import resource_path
+
+    return resource_path("sample", "grace_hopper.jpg")
+
+
+def render_in_process(
+    clip: Path, pack: Path, out: Path, frames: int, extra: list[str], fps: float = 25.0
+) -> dict[str, Any]:
+    """Run `ffdesk render` in a fresh process and return its report."""
+    report = out.with_suffix(".json")
+    cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
+           "--source", str(source_photo()), "--models-dir", str(pack), "--no-resume", "-q",
+           "--end", f"{frames / fps:.4f}", "--report", str(report), *extra]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"render failed ({proc.returncode}): {' | '.join(tail)}")
+    result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
+    return result
+
+
+def _mib(n: float | None) -> float | None:
+    return None if n is None else round(n / 2**20, 1)
+
+
+def run(args: argparse.Namespace) -> int:
+    names = PACK if args.masks else PACK[:3]
+    pack = args.models_dir or realistic_pack(names)
+    clip = face_clip()
+    base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
+            "--precision", "fp32", "--batch", str(args.batch)]  # fmt: skip
+    if args.masks:
+        base += ["--mask", "occlusion,region"]
+    with tempfile.TemporaryDirectory(prefix="ffdesk-bench-memory-") as tmp:
+        print(f"all resident: {args.frames} frames of {clip.name} ...", flush=True)
+        resident = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
+        sizes = sorted((m["bytes"] for m in resident["models"]), reverse=True)
+        budget = sum(sizes[:2])
+        print(f"on demand: budget {_mib(budget)} MiB (the two largest models) ...", flush=True)
+        demand = render_in_process(
+            clip, pack, Path(tmp) / "demand.mp4", args.frames, [*base, "--memory-budget", str(budget)]
+        )
+    runs = {"all_resident": resident, "on_demand": demand}
+    figures: dict[str, Any] = {}
+    for label, rep in runs.items():
+        figures[label] = {
+            "peak_model_mib": _mib(rep["peak_model_bytes"]),
+            "peak_rss_mib": _mib(rep["peak_rss_bytes"]),
+            "fps": rep["fps"],
+            "loads": sum(m["loads"] for m in rep["models"]),
+            "evictions": sum(m["evictions"] for m in rep["models"]),
+        }
+    figures["models_mib"] = {m["name"]: _mib(m["bytes"]) for m in resident["models"]}
+    figures["budget_mib"] = _mib(budget)
+    figures["peak_model_reduction"] = round(1 - demand["peak_model_bytes"] / resident["peak_model_bytes"], 3)
+    figures["peak_rss_reduction"] = round(1 - demand["peak_rss_bytes"] / resident["peak_rss_bytes"], 3)
+    figures["throughput_ratio"] = round(demand["fps"] / resident["fps"], 3) if resident["fps"] else None
+    figures["best_possible_reduction"] = round(1 - budget / sum(sizes), 3)
+    for label in runs:
+        f = figures[label]
+        print(
+            f"{label:13s} peak model {f['peak_model_mib']:8.1f} MiB  peak RSS {f['peak_rss_mib']:8.1f} MiB"
+            f"  {f['fps']:6.3f} frames/s  loads {f['loads']}  evictions {f['evictions']}"
+        )
+    print(f"models (MiB): {figures['models_mib']}")
+    print(
+        f"peak model memory {figures['peak_model_reduction']:.1%} lower (goal: {GOAL_REDUCTION:.0%}; a budget"
+        f" of the two largest allows at most {figures['best_possible_reduction']:.1%} with these models)"
+    )
+    print(f"peak RSS {figures['peak_rss_reduction']:.1%} lower")
+    print(f"throughput {figures['throughput_ratio']:.1%} of all resident (goal: {GOAL_THROUGHPUT:.0%})")
+    settings = {"frames": args.frames, "batch": args.batch, "masks": args.masks, "pack": str(pack)}
+    finish("memory", settings, figures, args.json)
+    return 0

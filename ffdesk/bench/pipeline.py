@@ -1,0 +1,214 @@
+"""`ffdesk bench pipeline`: ffdesk's render against the straightforward loop most tools use.
+
+Both render the same frames of a synthesized 720p clip with one face, with the same models: an
+inswapper-contract swapper and an ArcFace-contract recogniser whose cost per face on this CPU is
+a few milliseconds (about what the real models cost on a mid-range GPU), so the comparison
+measures the pipeline rather than the arithmetic. Detection is the embedded RetinaFace in both.
+
+The loop, written here: decode a frame; detect; per face: embed it, swap it (batch of one),
+paste the result back onto the full frame (full-frame inverse warp, mask and blend, as
+insightface's swapper does); encode the frame. One thing at a time, no overlap, no batching.
+
+Also printed: pipeline efficiency, ffdesk's frames/s over the frames/s the models alone allow
+(detector on key frames, mesh tracking, batched swaps). Goal: ffdesk at least 1.5x the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.bench.common import add_json_option, cache_dir, finish
+from ffdesk.bench.memory import face_clip, source_photo
+from ffdesk.types import Frame
+
+GOAL_SPEEDUP = 1.5
+MODELS = ("inswapper_128", "arcface_w600k_r50")
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser("pipeline", help="ffdesk vs the one-at-a-time loop, 720p")
+    p.add_argument("--frames", type=int, default=100, help="frames rendered by each (default 100)")
+    p.add_argument("--cost-ms", type=float, default=4.0, help="stand-in swapper cost per face (default 4)")
+    p.add_argument("--batch", type=int, default=8)
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def cost_pack(cost_ms: float) -> Path:
+    """Stand-ins padded to about `cost_ms` per face on this CPU (cached per cost)."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    folder = cache_dir() / f"standins-cost{cost_ms:g}ms"
+    catalog = load_catalog()
+    for name, ms in (("inswapper_128", cost_ms), ("arcface_w600k_r50", cost_ms / 2)):
+        if not (folder / f"{name}.onnx").is_file():
+            print(f"writing a {name} stand-in of about {ms:g} ms per face ...", flush=True)
+            write_standin(catalog.get(name), folder, cost_ms=ms, dynamic_batch=True)
+    return folder
+
+
+# ---- the straightforward loop -------------------------------------------------------------
+
+
+def paste_full_frame(frame: Frame, crop: Frame, m: npt.NDArray[np.float64]) -> Frame:
+    """insightface-style paste: warp the crop and a mask over the whole frame, erode and blur
+    the mask, blend in float over every pixel."""
+    h, w = frame.shape[:2]
+    inv = cv2.invertAffineTransform(m)
+    fake = cv2.warpAffine(crop, inv, (w, h), borderValue=(0, 0, 0)).astype(np.float32)
+    white = cv2.warpAffine(np.full(crop.shape[:2], 255, np.float32), inv, (w, h), borderValue=0.0)
+    white[white > 20] = 255
+    ys, xs = np.where(white == 255)
+    size = int(np.sqrt((ys.max() - ys.min()) * (xs.max() - xs.min()))) if len(ys) else 10
+    k = max(size // 10, 10)
+    mask = cv2.erode(white, np.ones((k, k), np.uint8), iterations=1)
+    blur = max(size // 20, 5)
+    soft = cv2.GaussianBlur(mask, (2 * blur + 1, 2 * blur + 1), 0)[..., None] / np.float32(255.0)
+    merged = soft * fake + (1 - soft) * frame.astype(np.float32)
+    return merged.astype(np.uint8)
+
+
+def run_loop(clip: Path, out: Path, pack: Path, frames: int) -> float:
+    """Render `frames` frames the straightforward way; returns wall seconds."""
+    import av
+
+    from ffdesk.faces.align import warp_face
+    from ffdesk.faces.analyser import FaceAnalyser
+    from ffdesk.faces.recognizer import ArcFaceRecognizer
+    from ffdesk.media.decode import read_image
+    from ffdesk.media.encode import EncodeSettings, SegmentEncoder
+    from ffdesk.runtime.sessions import create_session
+    from ffdesk.swap import onnx_swapper as sw
+
+    analyser = FaceAnalyser()
+    recognizer = ArcFaceRecognizer(create_session(pack / "arcface_w600k_r50.onnx"))
+    spec = sw.spec_for("inswapper_128")
+    projection = sw.read_projection(pack / "inswapper_128.onnx")
+    swapper = sw.OnnxSwapper(create_session(pack / "inswapper_128.onnx"), spec, projection=projection)
+    photo = read_image(source_photo())
+    src = analyser.detect(photo)[0]
+    source = swapper.source_vector(
+        recognizer.embed_crops(warp_face(photo, src.kps, "arcface_112_v2", 112)[0][None])[0]
+    )
+    t0 = time.perf_counter()
+    with av.open(str(clip)) as container:
+        vs = container.streams.video[0]
+        encoder: SegmentEncoder | None = None
+        for done, frame in enumerate(container.decode(video=0), start=1):
+            image: Frame = np.asarray(frame.to_ndarray(format="rgb24"), np.uint8)
+            if encoder is None:
+                encoder = SegmentEncoder(
+                    out, EncodeSettings(encoder="h264", quality=None, mode="final", hw=False),
+                    width=image.shape[1], height=image.shape[0], time_base=vs.time_base or Fraction(1, 25),
+                    fps=float(vs.average_rate or 25), rotation=0, color=None,
+                )  # fmt: skip
+            for face in analyser.detect(image):
+                recognizer.embed_crops(warp_face(image, face.kps, "arcface_112_v2", 112)[0][None])
+                crop, m = warp_face(image, face.kps, spec.template, spec.size)
+                image = paste_full_frame(image, swapper.swap(crop[None], source)[0], m)
+            encoder.write(image, int(frame.pts if frame.pts is not None else done))
+            if done >= frames:
+                break
+        if encoder is not None:
+            encoder.close()
+    return time.perf_counter() - t0
+
+
+# ---- ffdesk ---------------------------------------------------------------------------------
+
+
+def run_ffdesk(clip: Path, out: Path, pack: Path, frames: int, batch: int) -> dict[str, Any]:
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(
+        target=clip, output=out, sources=(source_photo(),), models_dir=pack, swapper="inswapper_128",
+        recognizer="arcface_w600k_r50", precision="fp32", batch=batch, resume=False, end=frames / 25.0,
+    )  # fmt: skip
+    return run_render(job)
+
+
+def models_alone_fps(clip: Path, pack: Path, batch: int) -> dict[str, float]:
+    """Frames/s the models alone allow for ffdesk's schedule: a detection every key frame, one
+    mesh pass per face per frame, swaps in batches."""
+    from ffdesk.faces.align import warp_face
+    from ffdesk.faces.analyser import FaceAnalyser
+    from ffdesk.media.decode import read_frame_at
+    from ffdesk.pipeline.stages.embedded import DETECT_EVERY
+    from ffdesk.runtime.sessions import create_session
+    from ffdesk.swap import onnx_swapper as sw
+
+    analyser = FaceAnalyser()
+    frame = read_frame_at(clip, 0.0).image
+    face = analyser.analyse(frame)[0]
+    spec = sw.spec_for("inswapper_128")
+    swapper = sw.OnnxSwapper(
+        create_session(pack / "inswapper_128.onnx"),
+        spec,
+        projection=sw.read_projection(pack / "inswapper_128.onnx"),
+    )
+    crops = np.stack([warp_face(frame, face.kps, spec.template, spec.size)[0]] * batch)
+    vector = np.ones((1, 512), np.float32)
+
+    def median_ms(fn: Any, n: int) -> float:
+        fn()
+        times = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return float(np.median(times) * 1000)
+
+    detect = median_ms(lambda: analyser.detect(frame, try_rotations=False), 7)
+    mesh = median_ms(lambda: analyser.track(frame, face), 15)
+    x = sw.to_model_input(crops, spec)
+    src = np.repeat(vector, batch, axis=0)
+    swap = median_ms(lambda: swapper.runner.run({"target": x, "source": src}), 7) / batch
+    per_frame = detect / DETECT_EVERY + mesh + swap
+    return {"detect_ms": round(detect, 2), "mesh_ms": round(mesh, 2), "swap_ms_per_face": round(swap, 2),
+            "fps": round(1000.0 / per_frame, 2)}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    pack = cost_pack(args.cost_ms)
+    clip = face_clip()
+    with tempfile.TemporaryDirectory(prefix="ffdesk-bench-pipeline-") as tmp:
+        print(f"straightforward loop: {args.frames} frames ...", flush=True)
+        loop_s = run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames)
+        print(f"ffdesk: {args.frames} frames ...", flush=True)
+        t = time.perf_counter()
+        report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch)
+        ffdesk_s = time.perf_counter() - t
+    frames = report["frames_out"]
+    alone = models_alone_fps(clip, pack, args.batch)
+    loop_fps, ffdesk_fps = args.frames / loop_s, frames / ffdesk_s
+    figures = {
+        "frames": frames,
+        "loop_fps": round(loop_fps, 2),
+        "ffdesk_fps": round(ffdesk_fps, 2),
+        "speedup": round(ffdesk_fps / loop_fps, 3),
+        "models_alone": alone,
+        "pipeline_efficiency": round(ffdesk_fps / alone["fps"], 3),
+        "stage_ms_per_frame": {
+            k: round(v["ms_total"] / max(v["frames"], 1), 2) for k, v in report["stages"].items()
+        },
+    }
+    print(f"loop    {loop_fps:7.2f} frames/s")
+    print(f"ffdesk  {ffdesk_fps:7.2f} frames/s  ({figures['speedup']:.2f}x the loop; goal: {GOAL_SPEEDUP}x)")
+    print(f"models alone allow {alone['fps']:.1f} frames/s (swap {alone['swap_ms_per_face']} ms/face, "
+          f"detect {alone['detect_ms']} ms per key frame, mesh {alone['mesh_ms']} ms)")  # fmt: skip
+    print(f"pipeline efficiency {figures['pipeline_efficiency']:.1%}")
+    print(f"ffdesk stage ms per frame: {figures['stage_ms_per_frame']}")
+    settings = {"frames": args.frames, "cost_ms": args.cost_ms, "batch": args.batch, "height": 720}
+    finish("pipeline", settings, figures, args.json)
+    return 0

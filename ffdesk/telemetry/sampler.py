@@ -167,6 +167,10 @@ class Sampler:
 
     Without a `source` it builds a `SystemProbe` and closes it on `stop()`. Start once; `stop()` is
     final and safe to call twice. Use as a context manager for start/stop.
+
+    `clock` and `wait` schedule the ticks (as `sched.scheduler`'s timefunc and delayfunc do);
+    `wait(seconds)` returns True when the sampler should stop. The defaults are
+    `time.monotonic` and the stop Event's `wait`; tests may drive a simulated clock.
     """
 
     def __init__(
@@ -174,6 +178,8 @@ class Sampler:
         interval_s: float = DEFAULT_INTERVAL_S,
         source: SampleSource | None = None,
         capacity: int = DEFAULT_CAPACITY,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ValueError(f"interval must be positive, got {interval_s}")
@@ -184,10 +190,16 @@ class Sampler:
         self._callbacks: list[SampleCallback] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._clock = clock
+        self._wait = wait if wait is not None else self._stop.wait
         self._thread: threading.Thread | None = None
         self._latest: Sample | None = None
         self.samples_taken = 0
         self.ticks_skipped = 0
+        self.started_at: float | None = None
+        """Clock value of tick 0; tick k is due at `started_at + k * interval_s`."""
+        self.current_tick = 0
+        """Index of the tick being sampled (valid inside callbacks)."""
 
     @property
     def no_gpu_reason(self) -> str | None:
@@ -265,12 +277,14 @@ class Sampler:
 
     def _run(self) -> None:
         interval = self.interval_s
-        start = time.monotonic()
+        clock = self._clock
+        start = self.started_at = clock()
         k = 0
         while not self._stop.is_set():
+            self.current_tick = k
             self.take()
             k += 1
-            now = time.monotonic()
+            now = clock()
             due = start + k * interval
             if now >= due:
                 # Behind schedule: skip to the next deadline still ahead instead of bursting.
@@ -278,5 +292,5 @@ class Sampler:
                 self.ticks_skipped += missed
                 k += missed
                 due = start + k * interval
-            if self._stop.wait(max(0.0, due - time.monotonic())):
+            if self._wait(max(0.0, due - clock())):
                 break

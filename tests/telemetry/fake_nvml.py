@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -60,7 +61,7 @@ class FakeDevice:
 
 class FakeNvml:
     """`fail` names functions that raise NVMLError_NotSupported; `energy_step_mj` is added to the
-    energy counter at every read; `delay_s` makes the utilization read slow."""
+    energy counter at every read; `delay_s` makes the utilization read slow (through `sleep`)."""
 
     NVMLError = NVMLError
     NVMLError_LibraryNotFound = NVMLError_LibraryNotFound
@@ -85,12 +86,14 @@ class FakeNvml:
         fail: set[str] | None = None,
         energy_step_mj: int = 0,
         delay_s: float = 0.0,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.devices = [FakeDevice()] if devices is None else devices
         self.init_error = init_error
         self.fail = set(fail or ())
         self.energy_step_mj = energy_step_mj
         self.delay_s = delay_s
+        self.sleep = sleep
         self.calls: Counter[str] = Counter()
         self.initialised = 0
 
@@ -163,7 +166,7 @@ class FakeNvml:
     def nvmlDeviceGetUtilizationRates(self, h: int) -> Any:
         self._enter("nvmlDeviceGetUtilizationRates")
         if self.delay_s:
-            time.sleep(self.delay_s)
+            self.sleep(self.delay_s)
         d = self._dev(h)
         return SimpleNamespace(gpu=d.util_gpu, memory=d.util_mem)
 

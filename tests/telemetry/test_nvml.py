@@ -124,7 +124,7 @@ def test_a_device_without_handle_gives_an_all_missing_sample() -> None:
             raise NVMLError("GPU is lost")
         return real_handle(i)
 
-    fake.nvmlDeviceGetHandleByIndex = handle  # type: ignore[method-assign]
+    fake.nvmlDeviceGetHandleByIndex = handle  # type: ignore[method-assign,assignment]
     g0, g1 = Nvml(fake).sample()
     assert g0.power_w is not None
     assert g1 == GpuSample(index=1)

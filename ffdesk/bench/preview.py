@@ -89,9 +89,12 @@ def scrub_latency(clip: Path, mode: str, scrubs: int) -> dict[str, Any]:
             for name, ms in r.stage_ms.items():
                 per_stage.setdefault(name, []).append(ms)
             faces += bool(r.faces)
+        # Frame steps (arrow key, playback): the reader decodes forward, no seek.
+        steps = [previewer.render((10 + k) / previewer.fps).ms for k in range(scrubs)]
     finally:
         previewer.close()
     return {
+        "step_ms_median": round(statistics.median(steps), 1),
         "stage_start_ms": round(start_ms, 1),
         "first_frame_ms": round(first.ms, 1),
         "scrub_ms_median": round(statistics.median(times), 1),
@@ -183,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
         f"median {figures['scrub_ms_median']} ms, p90 {figures['scrub_ms_p90']} ms, "
         f"max {figures['scrub_ms_max']} ms (goal <= 150 ms); "
         f"stages started in {figures['stage_start_ms']} ms; "
-        f"face found in {figures['frames_with_face']}/{args.scrubs} frames"
+        f"face found in {figures['frames_with_face']}/{args.scrubs} frames; "
+        f"frame step median {figures['step_ms_median']} ms"
     )
     if args.gui:
         render_clip = make_clip(args.height, args.render_seconds)

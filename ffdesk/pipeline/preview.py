@@ -25,6 +25,8 @@ from ffdesk.types import Frame
 
 PREVIEW_MAX_HEIGHT = 540
 FRAME_CACHE = 12
+SEQUENTIAL_WINDOW = 12
+"""A request at most this many frames after the last one is decoded forward instead of seeking."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Previewer:
         self._warn_lock = threading.Lock()
         self._frames: OrderedDict[int, tuple[float, Frame]] = OrderedDict()
         self._reader: Any = None
+        self._next_index = 0
 
     def start(self) -> None:
         """Build and start the stages (loads models). Called once; `render` calls it if needed."""
@@ -121,7 +124,7 @@ class Previewer:
 
             t, image = 0.0, read_image(self.job.target)
         else:
-            decoded = self._read_video(index / self.fps)
+            decoded = self._read_video(index)
             t, image = decoded.time_s, decoded.image
         h, w = image.shape[:2]
         ww, wh = working_size(w, h, self.job.mode)
@@ -133,15 +136,34 @@ class Previewer:
             self._frames.popitem(last=False)
         return index, t, image
 
-    def _read_video(self, time_s: float) -> Any:
-        # A reader kept open answers repeated scrubs without reopening the file and decoder.
-        from ffdesk.media import decode
+    def _read_video(self, index: int) -> Any:
+        """Frame `index` as a DecodedFrame.
 
-        if self._reader is None and hasattr(decode.VideoReader, "frame_at"):
-            self._reader = decode.VideoReader(self.job.target)
+        A reader is kept open and positioned after the last frame served: a step forward (play,
+        frame step, a slow scrub) decodes only the frames in between; any other jump reopens it
+        at the keyframe before the wanted frame and decodes forward from there.
+        """
+        from ffdesk.media.decode import VideoReader, read_frame_at
+
+        ahead = index - self._next_index if self._reader is not None else -1
+        if not 0 <= ahead <= SEQUENTIAL_WINDOW:
+            self._close_reader()
+            # A quarter frame early, so a pts rounded down still counts as this frame.
+            self._reader = VideoReader(self.job.target, start_s=max(0.0, (index - 0.25) / self.fps))
+            self._next_index = index
+        frame = None
+        while self._next_index <= index:
+            frame = next(self._reader, None)
+            if frame is None:  # past the last frame (the frame count was an estimate)
+                self._close_reader()
+                return read_frame_at(self.job.target, index / self.fps)
+            self._next_index += 1
+        return frame
+
+    def _close_reader(self) -> None:
         if self._reader is not None:
-            return self._reader.frame_at(time_s)
-        return decode.read_frame_at(self.job.target, time_s)
+            self._reader.close()
+            self._reader = None
 
     def render(self, time_s: float) -> PreviewResult:
         """Read the frame at `time_s` and run it through every stage."""
@@ -197,9 +219,7 @@ class Previewer:
                 continue
         self._stages = []
         self._started = False
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        self._close_reader()
         return figures
 
     def _on_event(self, event: Any) -> None:

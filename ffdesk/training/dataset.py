@@ -13,6 +13,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 from torch.utils.data import Dataset
@@ -82,4 +83,6 @@ class StepSampler(torch.utils.data.Sampler[int]):
 def worker_init(_worker_id: int) -> None:
     """Workers ignore Ctrl-C: the main process saves a checkpoint and shuts them down itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # One thread per worker process: the workers are the parallelism; more only oversubscribe.
     torch.set_num_threads(1)
+    cv2.setNumThreads(1)

@@ -136,3 +136,15 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(facesets: tuple[Path, Path], tm
     assert "continue with --resume" in err
     assert control.read_json(run / control.STATUS)["state"] == "interrupted"  # type: ignore[index]
     assert not list(run.glob(".checkpoint*"))  # no temporary file left behind
+
+
+def test_mixed_precision_and_gradient_checkpointing_train(
+    facesets: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # On the CPU --amp autocasts to bfloat16; the losses are computed in float32 either way.
+    result = Trainer(tiny_settings(facesets, tmp_path / "run", 4, amp=True, grad_checkpoint=True)).run()
+    assert result.step == 4
+    recs = _records(tmp_path / "run")
+    assert all(np.isfinite(r["loss"]) for r in recs)
+    ckpt = torch.load(tmp_path / "run" / control.CHECKPOINT, weights_only=False)
+    assert ckpt["settings"]["amp"] and ckpt["model_config"]["grad_checkpoint"]

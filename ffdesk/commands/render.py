@@ -42,6 +42,12 @@ def register(sub: Any) -> None:
     p.add_argument("--detector", default=None)
     p.add_argument("--enhancer", default=None)
     p.add_argument("--mask", default="", help="comma-separated masks, e.g. occlusion,region")
+    p.add_argument(
+        "--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto", help="where models run"
+    )
+    p.add_argument(
+        "--swap-scale", type=int, choices=(1, 2, 4), default=1, help="swapper output resolution x N (tiled)"
+    )
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
@@ -77,7 +83,17 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         masks=tuple(m for m in args.mask.split(",") if m),
         telemetry_log=args.telemetry_log,
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
+        extra=_model_extras(args),
     ).resolved()
+
+
+def _model_extras(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    extras = []
+    if getattr(args, "provider", "auto") != "auto":
+        extras.append(("provider", str(args.provider)))
+    if getattr(args, "swap_scale", 1) != 1:
+        extras.append(("swap_scale", str(args.swap_scale)))
+    return tuple(extras)
 
 
 class TerminalProgress:

@@ -159,10 +159,12 @@ def test_int8_render_reports_int8_for_the_swapper(pack: Path, face_clip: Path, t
     assert isinstance(report["quality_flags"], list)
 
 
-def test_masks_and_enhancer_run_in_the_render(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+def test_masks_enhancer_and_tiled_swap_run_in_the_render(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.mp4"
     report = render(
-        pack, face_clip, tmp_path / "out.mp4", "--mask", "occlusion,region", "--enhancer", "gfpgan_1.4"
+        pack, face_clip, out, "--mask", "occlusion,region", "--enhancer", "gfpgan_1.4", "--swap-scale", "2"
     )
+    assert report["swap_scale"] == 2 and report["frames_out"] == FRAMES
     names = {m["name"] for m in report["models"]}
     assert {"xseg_1", "bisenet_resnet_34", "gfpgan_1.4"} <= names
     assert report["stages"]["enhance"]["frames"] == FRAMES

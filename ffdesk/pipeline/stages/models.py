@@ -100,7 +100,7 @@ class ModelRender:
         from ffdesk.runtime.files import resolve_models_dir
         from ffdesk.runtime.precision import resolve_precision
         from ffdesk.runtime.residency import ResidencyManager
-        from ffdesk.runtime.sessions import resolve_device
+        from ffdesk.runtime.sessions import SessionOptions, resolve_device
 
         if job.swapper is None:
             raise ValueError("model stages need job.swapper")
@@ -123,12 +123,22 @@ class ModelRender:
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
-        self.device = resolve_device("auto")
+        extras = dict(job.extra)
+        provider = extras.get("provider", "auto")
+        if provider not in ("auto", "cpu", "cuda", "tensorrt"):
+            raise UserError(f"unknown provider {provider!r} (auto, cpu, cuda, tensorrt)")
+        self.device = resolve_device("cpu" if provider == "cpu" else "auto")
+        self.tile = int(extras.get("swap_scale", "1"))
+        if self.tile not in (1, 2, 4):
+            raise UserError(f"--swap-scale must be 1, 2 or 4, not {self.tile}")
         self.on_event: Callable[[ev.Event], None] = _ignore
         self.manager = ResidencyManager(
             budget_bytes=job.memory_budget, device=self.device, on_change=self._memory_changed
         )
         self.precision: str = resolve_precision(job.precision, job.mode, self.device)
+        self.options = SessionOptions(
+            device=self.device, tensorrt=provider == "tensorrt", trt_fp16=self.precision == "fp16"
+        )
         self.keys: dict[str, str] = {}
         for choice in self._all():
             self.keys[choice.role] = self._register(choice, "fp32", choice.path)
@@ -155,7 +165,7 @@ class ModelRender:
         from ffdesk.runtime.residency import OnnxLoader
 
         key = f"{choice.name}@{precision}"
-        self.manager.register(key, OnnxLoader(path, name=choice.name, precision=precision))
+        self.manager.register(key, OnnxLoader(path, self.options, name=choice.name, precision=precision))
         return key
 
     def _memory_changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
@@ -265,10 +275,11 @@ class ModelRender:
         """Swap a stack of aligned crops to the source identity (batched, OOM-safe)."""
         vector = self.source_vector
         assert vector is not None
-        spec, projection = self.swap_spec, self.projection
+        spec, projection, tile = self.swap_spec, self.projection, self.tile
 
         def swap(session: Runner, chunk: Sequence[Frame]) -> list[Frame]:
-            return list(sw.OnnxSwapper(session, spec, projection=projection).swap(np.stack(chunk), vector))
+            swapper = sw.OnnxSwapper(session, spec, projection=projection, tile=tile)
+            return list(swapper.swap(np.stack(chunk), vector))
 
         return np.stack(self.run(key or self.swap_key, swap, list(crops)))
 
@@ -278,6 +289,7 @@ class ModelRender:
         figures.update(
             swapper=self.swapper.name,
             swapper_precision=self.precision,
+            swap_scale=self.tile,
             quality_checked_frames=self.quality_checked,
             quality_flags=list(self.quality_flags),
             quality_psnr_threshold_db=QUALITY_PSNR_DB,
@@ -389,7 +401,7 @@ class SwapStage:
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         spec = self.ctx.swap_spec
-        size = spec.size
+        size = spec.size * self.ctx.tile
         crops, affines, owners = [], [], []
         for i, packet in enumerate(batch):
             for face in packet.annotations.get("swap_faces", ()):

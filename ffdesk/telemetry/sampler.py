@@ -155,6 +155,13 @@ class RingBuffers:
         with self._lock:
             return self._ordered(self._series[name])
 
+    def snapshot(self, *names: str) -> tuple[FloatArray, dict[str, FloatArray]]:
+        """`times` and the named series taken together (consistent lengths even while sampling);
+        names never seen are left out."""
+        with self._lock:
+            series = {n: self._ordered(self._series[n]) for n in names if n in self._series}
+            return self._ordered(self._times), series
+
     def get(self, name: str) -> FloatArray | None:
         try:
             return self[name]

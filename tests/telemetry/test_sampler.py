@@ -193,6 +193,8 @@ def test_ring_buffer_order_and_late_metrics() -> None:
     assert list(buf.times) == [3.0, 4.0, 5.0]
     assert list(buf["a"]) == [4.0, 5.0, 6.0]
     assert np.all(np.isnan(buf["b"]))
+    times, series = buf.snapshot("a", "missing")
+    assert list(times) == [3.0, 4.0, 5.0] and list(series) == ["a"] and list(series["a"]) == [4.0, 5.0, 6.0]
 
 
 def test_sample_json_and_metrics() -> None:

@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         if self.sampler is not None and self.sampler.no_gpu_reason:
             self.status.post("info", f"no GPU: {self.sampler.no_gpu_reason}")
         self._restore()
+        QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
     # -- assembly -------------------------------------------------------------------------
     def _dock(self, title: str, widget: QWidget, area: Qt.DockWidgetArea) -> None:
@@ -289,7 +290,9 @@ class MainWindow(QMainWindow):
         self._requested_sources &= {i.path for i in self.session.sources}
 
     def _on_source_ready(self, path: Path, faces: Any, thumb: Any) -> None:
-        self.session.update_source(path, faces=tuple(faces), thumbnail=thumb, pending=False)
+        faces = tuple(faces)
+        largest = max(range(len(faces)), key=lambda i: faces[i].area) if faces else 0
+        self.session.update_source(path, faces=faces, chosen=largest, thumbnail=thumb, pending=False)
         if not faces:
             self.status.post("warning", f"{path.name}: no face found")
 

@@ -100,6 +100,7 @@ class SourceItem:
 
     path: Path
     faces: tuple[Face, ...] = ()
+    """Left to right (the order jobs count them in)."""
     chosen: int = 0
     thumbnail: Frame | None = None
     """The whole photo, downscaled (for the card)."""

@@ -224,7 +224,7 @@ class PreviewWorker(_Threaded):
 
                 self._analyser = FaceAnalyser()
             faces = tuple(self._analyser.detect(image))
-            faces = tuple(sorted(faces, key=lambda f: -f.area))
+            faces = tuple(sorted(faces, key=lambda f: f.bbox[0]))  # left to right, as jobs count them
             h, w = image.shape[:2]
             scale = min(1.0, 320 / max(h, w))
             thumb = cv2.resize(image, (max(1, round(w * scale)), max(1, round(h * scale))))

@@ -190,3 +190,28 @@ def test_quality_flags_of_a_render_become_timeline_markers(window, tiny_clip: Pa
     report = {"quality_flags": [{"frame": 0, "psnr_db": 20.0}, {"frame": 3, "psnr_db": 21.0}]}
     window._on_render_event(entry.id, ev.Done(report))
     assert {i: k for i, k in window.session.markers.items() if k == "flagged"} == {2: "flagged", 5: "flagged"}
+
+
+def test_multi_face_photo_offers_a_choice(qtbot, window, tmp_path: Path, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    import cv2
+    import numpy as np
+    from skimage.data import astronaut
+
+    face = astronaut()[0:300, 120:400]
+    small = cv2.resize(face, (140, 150))
+    photo = np.full((320, 560, 3), 235, np.uint8)
+    photo[10:310, 0:280] = face  # larger face on the left
+    photo[80:230, 380:520] = small
+    path = tmp_path / "two.png"
+    cv2.imwrite(str(path), cv2.cvtColor(photo, cv2.COLOR_RGB2BGR))
+    window.add_source(path)
+    s = window.session
+    qtbot.waitUntil(lambda: not s.sources[0].pending, timeout=30000)
+    item = s.sources[0]
+    assert len(item.faces) == 2 and item.faces[0].bbox[0] < item.faces[1].bbox[0]
+    assert item.chosen == 0  # the largest
+    card = window.sources_view.card(path.resolve())
+    assert card is not None and card.chooser.count() == 2
+    card.chooser.setCurrentIndex(1)
+    assert window.open_clip(tiny_clip)
+    assert s.build_job().source_face == 1

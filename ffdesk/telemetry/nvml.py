@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from types import ModuleType
@@ -91,6 +92,7 @@ class GpuSample:
     throttle_reasons: tuple[str, ...] | None = None
     pcie_tx_bytes_per_s: float | None = None
     pcie_rx_bytes_per_s: float | None = None
+    """PCIe throughput over a 20 ms window NVML measures when asked (refreshed every `pcie_every_s`)."""
     ecc_corrected_errors: int | None = None
     ecc_uncorrected_errors: int | None = None
     """Volatile (since the last driver load) ECC error counts."""
@@ -116,10 +118,16 @@ class Nvml:
 
     `module` is the `pynvml` module (imported when None); tests pass a stand-in for it.
     `pid` is the process whose GPU memory `GpuSample.process_memory_bytes` reports (default: ours).
+    `pcie_every_s`: each PCIe throughput read blocks for NVML's 20 ms measuring window, so it is
+    repeated at most this often and the last figures are reused in between (0: every sample).
     """
 
-    def __init__(self, module: ModuleType | Any | None = None, pid: int | None = None) -> None:
+    def __init__(
+        self, module: ModuleType | Any | None = None, pid: int | None = None, pcie_every_s: float = 1.0
+    ) -> None:
         self.pid = os.getpid() if pid is None else pid
+        self.pcie_every_s = pcie_every_s
+        self._pcie: dict[int, tuple[float, float | None, float | None]] = {}
         self.reason: str | None = None
         """Why there are no GPU samples, or None when NVML works."""
         self._nv: Any = None
@@ -214,6 +222,7 @@ class Nvml:
             lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle),
             lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
         )
+        pcie = self._pcie_throughput(index, handle)
         procs, listed = self._list_processes(index, handle)
         own = [p.used_bytes for p in procs if p.pid == self.pid]
         return GpuSample(
@@ -237,19 +246,31 @@ class Nvml:
             sm_clock_mhz=_float(_call(nv.nvmlDeviceGetClockInfo, handle, self._const("NVML_CLOCK_SM"))),
             memory_clock_mhz=_float(_call(nv.nvmlDeviceGetClockInfo, handle, self._const("NVML_CLOCK_MEM"))),
             throttle_reasons=None if reasons is None else decode_throttle_reasons(int(reasons)),
-            # NVML gives PCIe throughput in KB/s.
-            pcie_tx_bytes_per_s=_scale(
-                _call(nv.nvmlDeviceGetPcieThroughput, handle, self._const("NVML_PCIE_UTIL_TX_BYTES")), 1024
-            ),
-            pcie_rx_bytes_per_s=_scale(
-                _call(nv.nvmlDeviceGetPcieThroughput, handle, self._const("NVML_PCIE_UTIL_RX_BYTES")), 1024
-            ),
+            pcie_tx_bytes_per_s=pcie[0],
+            pcie_rx_bytes_per_s=pcie[1],
             ecc_corrected_errors=self._ecc(handle, "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
             ecc_uncorrected_errors=self._ecc(handle, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
             # Not in a list NVML could give means "holds nothing here"; no list means "unknown".
             process_memory_bytes=_sum_or_none(own) if own else (0 if listed else None),
             processes=procs,
         )
+
+    def _pcie_throughput(self, index: int, handle: Any) -> tuple[float | None, float | None]:
+        """(tx, rx) in bytes/s, re-read at most every `pcie_every_s`."""
+        now = time.monotonic()
+        last = self._pcie.get(index)
+        if last is not None and now - last[0] < self.pcie_every_s:
+            return last[1], last[2]
+        nv = self._nv
+        # NVML gives PCIe throughput in KB/s.
+        tx = _scale(
+            _call(nv.nvmlDeviceGetPcieThroughput, handle, self._const("NVML_PCIE_UTIL_TX_BYTES")), 1024
+        )
+        rx = _scale(
+            _call(nv.nvmlDeviceGetPcieThroughput, handle, self._const("NVML_PCIE_UTIL_RX_BYTES")), 1024
+        )
+        self._pcie[index] = (now, tx, rx)
+        return tx, rx
 
     def _memory(self, handle: Any) -> tuple[Any, int | None]:
         """(memory info with used/total, reserved bytes or None)."""

@@ -199,6 +199,20 @@ def test_close_shuts_down_once_and_later_samples_are_empty() -> None:
     assert nv.sample() == ()
 
 
+def test_pcie_throughput_is_reread_at_most_every_pcie_every_s() -> None:
+    fake = _fake()
+    nv = Nvml(fake, pcie_every_s=3600)
+    first = nv.sample()
+    fake.devices[0].tx_kb = 9000
+    second = nv.sample()
+    assert second[0].pcie_tx_bytes_per_s == first[0].pcie_tx_bytes_per_s == 2000 * 1024
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4  # tx + rx, two devices, once
+    every = Nvml(fake, pcie_every_s=0)
+    every.sample()
+    assert every.sample()[0].pcie_tx_bytes_per_s == 9000 * 1024
+    assert fake.calls["nvmlDeviceGetPcieThroughput"] == 4 + 8
+
+
 def test_throttle_reason_decoding() -> None:
     assert decode_throttle_reasons(0) == ()
     assert decode_throttle_reasons(0x1) == ("gpu_idle",)

@@ -36,6 +36,7 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--masks", action="store_true", help="also run the occlusion and region masks")
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     pack = args.models_dir or realistic_pack(names)
     clip = face_clip()
     base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
-            "--precision", "fp32", "--batch", str(args.batch)]  # fmt: skip
+            "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
     if args.masks:
         base += ["--mask", "occlusion,region"]
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-memory-") as tmp:
@@ -135,6 +136,12 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"peak RSS {figures['peak_rss_reduction']:.1%} lower")
     print(f"throughput {figures['throughput_ratio']:.1%} of all resident (goal: {GOAL_THROUGHPUT:.0%})")
-    settings = {"frames": args.frames, "batch": args.batch, "masks": args.masks, "pack": str(pack)}
+    settings = {
+        "frames": args.frames,
+        "batch": args.batch,
+        "masks": args.masks,
+        "pack": str(pack),
+        "provider": args.provider,
+    }
     finish("memory", settings, figures, args.json)
     return 0

@@ -39,6 +39,8 @@ def register(sub: Any) -> None:
     p.add_argument("--frames", type=int, default=100, help="frames rendered by each (default 100)")
     p.add_argument("--cost-ms", type=float, default=4.0, help="stand-in swapper cost per face (default 4)")
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
+    p.add_argument("--realistic", action="store_true", help="real-size stand-ins instead (for a GPU)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -78,7 +80,14 @@ def paste_full_frame(frame: Frame, crop: Frame, m: npt.NDArray[np.float64]) -> F
     return merged.astype(np.uint8)
 
 
-def run_loop(clip: Path, out: Path, pack: Path, frames: int) -> float:
+def _options(provider: str) -> Any:
+    from ffdesk.runtime.sessions import SessionOptions
+
+    device = "cpu" if provider == "cpu" else "auto"
+    return SessionOptions(device=device, tensorrt=provider == "tensorrt")  # type: ignore[arg-type]
+
+
+def run_loop(clip: Path, out: Path, pack: Path, frames: int, provider: str = "auto") -> float:
     """Render `frames` frames the straightforward way; returns wall seconds."""
     import av
 
@@ -91,10 +100,13 @@ def run_loop(clip: Path, out: Path, pack: Path, frames: int) -> float:
     from ffdesk.swap import onnx_swapper as sw
 
     analyser = FaceAnalyser()
-    recognizer = ArcFaceRecognizer(create_session(pack / "arcface_w600k_r50.onnx"))
+    options = _options(provider)
+    recognizer = ArcFaceRecognizer(create_session(pack / "arcface_w600k_r50.onnx", options))
     spec = sw.spec_for("inswapper_128")
     projection = sw.read_projection(pack / "inswapper_128.onnx")
-    swapper = sw.OnnxSwapper(create_session(pack / "inswapper_128.onnx"), spec, projection=projection)
+    swapper = sw.OnnxSwapper(
+        create_session(pack / "inswapper_128.onnx", options), spec, projection=projection
+    )
     photo = read_image(source_photo())
     src = analyser.detect(photo)[0]
     source = swapper.source_vector(
@@ -127,18 +139,21 @@ def run_loop(clip: Path, out: Path, pack: Path, frames: int) -> float:
 # ---- ffdesk ---------------------------------------------------------------------------------
 
 
-def run_ffdesk(clip: Path, out: Path, pack: Path, frames: int, batch: int) -> dict[str, Any]:
+def run_ffdesk(
+    clip: Path, out: Path, pack: Path, frames: int, batch: int, provider: str = "auto"
+) -> dict[str, Any]:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
     job = RenderJob(
         target=clip, output=out, sources=(source_photo(),), models_dir=pack, swapper="inswapper_128",
         recognizer="arcface_w600k_r50", precision="fp32", batch=batch, resume=False, end=frames / 25.0,
+        extra=(("provider", provider),),
     )  # fmt: skip
     return run_render(job)
 
 
-def models_alone_fps(clip: Path, pack: Path, batch: int) -> dict[str, float]:
+def models_alone_fps(clip: Path, pack: Path, batch: int, provider: str = "auto") -> dict[str, float]:
     """Frames/s the models alone allow for ffdesk's schedule: a detection every key frame, one
     mesh pass per face per frame, swaps in batches."""
     from ffdesk.faces.align import warp_face
@@ -180,17 +195,22 @@ def models_alone_fps(clip: Path, pack: Path, batch: int) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    pack = cost_pack(args.cost_ms)
+    if args.realistic:
+        from ffdesk.bench.memory import realistic_pack
+
+        pack = realistic_pack(MODELS)
+    else:
+        pack = cost_pack(args.cost_ms)
     clip = face_clip()
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-pipeline-") as tmp:
         print(f"straightforward loop: {args.frames} frames ...", flush=True)
-        loop_s = run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames)
+        loop_s = run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames, args.provider)
         print(f"ffdesk: {args.frames} frames ...", flush=True)
         t = time.perf_counter()
-        report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch)
+        report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, args.provider)
         ffdesk_s = time.perf_counter() - t
     frames = report["frames_out"]
-    alone = models_alone_fps(clip, pack, args.batch)
+    alone = models_alone_fps(clip, pack, args.batch, args.provider)
     loop_fps, ffdesk_fps = args.frames / loop_s, frames / ffdesk_s
     figures = {
         "frames": frames,
@@ -209,6 +229,13 @@ def run(args: argparse.Namespace) -> int:
           f"detect {alone['detect_ms']} ms per key frame, mesh {alone['mesh_ms']} ms)")  # fmt: skip
     print(f"pipeline efficiency {figures['pipeline_efficiency']:.1%}")
     print(f"ffdesk stage ms per frame: {figures['stage_ms_per_frame']}")
-    settings = {"frames": args.frames, "cost_ms": args.cost_ms, "batch": args.batch, "height": 720}
+    settings = {
+        "frames": args.frames,
+        "cost_ms": None if args.realistic else args.cost_ms,
+        "realistic": args.realistic,
+        "batch": args.batch,
+        "provider": args.provider,
+        "height": 720,
+    }
     finish("pipeline", settings, figures, args.json)
     return 0

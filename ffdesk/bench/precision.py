@@ -10,6 +10,7 @@ FP32 on this CPU.
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ def register(sub: Any) -> None:
     p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated catalog names")
     p.add_argument("--runs", type=int, default=5, help="timed runs per variant (median)")
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per core)")
+    p.add_argument("--provider", choices=("cpu", "cuda", "tensorrt"), default="cpu")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -103,11 +105,48 @@ def _source_vector(pack: Any, projection: npt.NDArray[np.float32], spec: Any) ->
     return sw.source_vector(recognizer.embed_crops(crop[None])[0], spec, projection)
 
 
+def _cost(
+    path: Any, feed: dict[str, np.ndarray], reference: list[np.ndarray] | None, options: Any, runs: int
+) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Median ms of one run of `feed` (after a warm-up), file size and error against `reference`."""
+    from ffdesk.runtime.precision import psnr
+    from ffdesk.runtime.sessions import create_session
+
+    session = create_session(path, options)
+    outs = list(session.run(feed).values())
+    times = []
+    for _ in range(max(1, runs)):
+        t = time.perf_counter()
+        session.run(feed)
+        times.append((time.perf_counter() - t) * 1000.0)
+    row: dict[str, Any] = {
+        "ms": round(float(np.median(times)), 2),
+        "mb": round(path.stat().st_size / 1e6, 1),
+        "provider": session.provider,
+    }
+    if reference is not None:
+        diff = [
+            np.abs(o.astype(np.float64) - r.astype(np.float64)) for o, r in zip(outs, reference, strict=True)
+        ]
+        row["max_abs_err"] = round(max(float(d.max()) for d in diff), 5)
+        row["mean_abs_err"] = round(float(np.mean([d.mean() for d in diff])), 6)
+        value = psnr(outs[0], reference[0])
+        row["psnr_db"] = None if value == float("inf") else round(value, 2)
+    session.close()
+    return row, outs
+
+
 def run(args: argparse.Namespace) -> int:
     from ffdesk.runtime import precision as prec
+    from ffdesk.runtime.sessions import SessionOptions
 
     names = tuple(n.strip() for n in args.models.split(",") if n.strip())
     pack = realistic_pack(names)
+    options = SessionOptions(
+        device="cpu" if args.provider == "cpu" else "cuda",
+        tensorrt=args.provider == "tensorrt",
+        intra_op_threads=args.threads,
+    )
     figures: dict[str, Any] = {}
     for name in names:
         src = pack / f"{name}.onnx"
@@ -115,23 +154,12 @@ def run(args: argparse.Namespace) -> int:
         calibration, held_out = feeds[:-1], feeds[-1]
         print(f"{name}: making variants ...", flush=True)
         paths = {p: prec.ensure_variant(src, p, calibration) for p in ("fp32", "fp16", "int8")}
-        reference: list[Any] | None = None
+        reference: list[np.ndarray] | None = None
         rows: dict[str, dict[str, Any]] = {}
         for p in ("fp32", "fp16", "int8"):
-            cost, outs = prec.variant_cost(
-                paths[p], p, held_out, reference, runs=args.runs, threads=args.threads
-            )
+            rows[p], outs = _cost(paths[p], held_out, reference, options, args.runs)
             if p == "fp32":
                 reference = outs
-            rows[p] = {
-                "ms": round(cost.ms, 2),
-                "mb": round(cost.file_bytes / 1e6, 1),
-                "max_abs_err": round(cost.max_abs_err, 5),
-                "mean_abs_err": round(cost.mean_abs_err, 6),
-                "psnr_db": None
-                if cost.psnr_db is None or cost.psnr_db == float("inf")
-                else round(cost.psnr_db, 2),
-            }
         fp32_ms = float(rows["fp32"]["ms"])
         for p in ("fp16", "int8"):
             ms = float(rows[p]["ms"])
@@ -149,7 +177,6 @@ def run(args: argparse.Namespace) -> int:
         speedup = figures[swapper]["int8"]["speedup"]
         figures["int8_swapper_speedup"] = speedup
         print(f"INT8 swapper {speedup:.2f}x FP32 (goal: at least {GOAL_INT8_SPEEDUP}x)")
-    finish(
-        "precision", {"models": list(names), "runs": args.runs, "threads": args.threads}, figures, args.json
-    )
+    settings = {"models": list(names), "runs": args.runs, "threads": args.threads, "provider": args.provider}
+    finish("precision", settings, figures, args.json)
     return 0

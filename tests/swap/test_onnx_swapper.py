@@ -156,3 +156,16 @@ def test_wrong_crop_size_is_refused() -> None:
     swapper = OnnxSwapper(Recorder(), spec_for("inswapper_128"), projection=np.eye(512, dtype=np.float32))
     with pytest.raises(ValueError, match="128x128"):
         swapper.swap(np.zeros((1, 112, 112, 3), np.uint8), np.zeros((1, 512), np.float32))
+
+
+def test_catalog_contracts_give_the_same_specs_as_the_known_families(tmp_path: Path) -> None:
+    from ffdesk.pipeline.stages.models import ModelChoice, _swapper_spec
+    from ffdesk.runtime.catalog import load_catalog
+
+    catalog = load_catalog()
+    for name in ("inswapper_128", "hyperswap_1a_256"):
+        spec = catalog.get(name)
+        derived = _swapper_spec(ModelChoice("swapper", name, tmp_path / spec.file, spec))
+        assert derived == spec_for(name), name
+    unknown = _swapper_spec(ModelChoice("swapper", "my_swapper", tmp_path / "my_swapper.onnx", None))
+    assert unknown == spec_for("inswapper_128")

@@ -416,7 +416,7 @@ class SwapStage:
         swapped = self.ctx.swap_crops(stack)
         masks = self._masks(stack, swapped)
         self._quality_check(batch, stack, swapped, owners)
-        images = [p.image.copy() for p in batch]
+        images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True)
         for packet, image in zip(batch, images, strict=True):
@@ -498,7 +498,7 @@ class EnhanceStage:
             return list(enh.FaceEnhancer(session, spec).enhance(np.stack(chunk)))
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
-        images = [p.image.copy() for p in batch]
+        images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True)
         for packet, image in zip(batch, images, strict=True):

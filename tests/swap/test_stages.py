@@ -121,3 +121,20 @@ def test_sample_command_makes_and_swaps_the_bundled_clip(
     assert f"output: {result.resolve()}" in out
     assert "25 faces swapped, 0 skipped" in out
     assert (tmp_path / "sample_clip.mp4").is_file() and result.is_file()
+
+
+def test_all_faces_in_a_frame_are_swapped(analyser: FaceAnalyser, astronaut: Frame, grace: Frame) -> None:
+    swapper = ClassicalSwapper(SourceFace.from_face(astronaut, analyser.analyse(astronaut)[0]))
+    stages: list[Stage] = [
+        DetectStage(analyser, every=2),
+        TrackStage(analyser, fps=25.0, selection="all"),
+        SwapStage(swapper),
+    ]
+    tiled = photos.side_by_side(astronaut, grace, height=360)
+    packets, report = _run_stages(stages, [tiled, tiled, tiled])
+    assert report["faces_swapped"] == 6 and report["frames_with_faces"] == 3
+    split = 360  # the astronaut tile is square
+    for p in packets:
+        assert len({f.track_id for f in p.annotations["swap_faces"]}) == 2
+        changed = np.any(p.image != tiled, axis=2)
+        assert changed[:, :split].any() and changed[:, split:].any()

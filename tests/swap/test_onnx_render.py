@@ -183,3 +183,18 @@ def test_missing_model_and_unknown_mask_exit_2(
     assert main([*base, "--swapper", "inswapper_128", "--memory-budget", "4KiB"]) == 2
     assert "memory budget" in capsys.readouterr().err
     assert not (tmp_path / "o.mp4").exists()
+
+
+def test_quality_guard_flags_faces_that_drift_from_fp32(
+    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.pipeline.stages import models
+
+    monkeypatch.setattr(models, "QUALITY_PSNR_DB", 200.0)  # any difference at all is flagged
+    report = render(pack, face_clip, tmp_path / "out.mp4", "--precision", "fp16")
+    assert report["swapper_precision"] == "fp16"
+    assert report["quality_checked_frames"] >= 1
+    flags = report["quality_flags"]
+    assert flags and all(0 <= f["frame"] < FRAMES and f["psnr_db"] < 200.0 for f in flags)
+    fp32 = [m for m in report["models"] if m["name"] == "inswapper_128" and m["precision"] == "fp32"]
+    assert fp32 and fp32[0]["loads"] == 1  # the reference path ran on the sampled frames

@@ -5,9 +5,9 @@ loaded through one `ResidencyManager` shared by the render's stages, under `job.
 the last stage's `finish()` reports what it did (`models`, `peak_model_bytes`, ...).
 
 Faces of a whole batch of frames are aligned, stacked and swapped in one model call; masks are
-computed on the same stacks. Precision comes from `job.precision` (`auto`: INT8 in preview mode,
-FP32 in final mode on the CPU, FP16 on a GPU); a run below FP32 re-renders a sample of frames'
-faces in FP32 and flags those whose face differs by more than `QUALITY_PSNR_DB`.
+computed on the same stacks. Precision comes from `job.precision` (`auto`: preview takes INT8 on
+the CPU and FP16 on a GPU, final FP32 on the CPU and FP16 on a GPU); a run below FP32 re-renders a
+sample of frames' faces in FP32 and flags those whose face differs by more than `QUALITY_PSNR_DB`.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--frames", type=int, default=4, help="frames rendered per run (default 4)")
     p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best fps is kept")
     p.add_argument("--masks", action="store_true", help="also run the occlusion and region masks")
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
     p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
@@ -103,10 +104,14 @@ def run(args: argparse.Namespace) -> int:
         resident = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
         sizes = sorted((m["bytes"] for m in resident["models"]), reverse=True)
         budget = sum(sizes[:2])
+        limited = [*base, "--memory-budget", str(budget)]
         print(f"on demand: budget {_mib(budget)} MiB (the two largest models) ...", flush=True)
-        demand = render_in_process(
-            clip, pack, Path(tmp) / "demand.mp4", args.frames, [*base, "--memory-budget", str(budget)]
-        )
+        demand = render_in_process(clip, pack, Path(tmp) / "demand.mp4", args.frames, limited)
+        for _ in range(max(1, args.repeat) - 1):
+            again = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
+            resident["fps"] = max(resident["fps"], again["fps"])
+            again = render_in_process(clip, pack, Path(tmp) / "demand.mp4", args.frames, limited)
+            demand["fps"] = max(demand["fps"], again["fps"])
     runs = {"all_resident": resident, "on_demand": demand}
     figures: dict[str, Any] = {}
     for label, rep in runs.items():
@@ -142,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         "masks": args.masks,
         "pack": str(pack),
         "provider": args.provider,
+        "repeat": args.repeat,
     }
     finish("memory", settings, figures, args.json)
     return 0

@@ -153,6 +153,13 @@ def _save_atomic(model: Any, dest: Path) -> None:
         raise
 
 
+def _write_sidecar(path: Path) -> None:
+    """A CRC32 sidecar, so loading the variant later need not hash it to know its identity."""
+    from ffdesk.runtime.files import write_sidecar
+
+    write_sidecar(path)
+
+
 def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
     """The FP16 variant of `src` (made now unless cached)."""
     dest = variant_path(src, "fp16", cache_dir=cache_dir)
@@ -167,6 +174,7 @@ def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
         warnings.simplefilter("ignore")  # "number truncated to 1e-07": expected for fp16
         converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
     _save_atomic(converted, dest)
+    _write_sidecar(dest)
     return dest
 
 
@@ -282,6 +290,7 @@ def make_int8(
             op_types_to_quantize=int8_op_types(),
         )
         os.replace(out, dest)
+    _write_sidecar(dest)
     return dest
 
 

@@ -17,7 +17,6 @@ import ctypes
 import json
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -46,39 +45,18 @@ OnChange = Callable[[tuple[tuple[str, int], ...], int | None], None]
 
 State = Literal["out", "host", "loading", "device"]
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1024,
-    "m": 1024**2,
-    "g": 1024**3,
-    "t": 1024**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "tb": 1000**4,
-}
-
 
 def parse_size(text: str | int) -> int:
-    """Bytes from "6GiB", "512MB", "1.5G", "800M" or a plain number of bytes.
+    """Bytes from "6GiB", "512MB", "1.5G", "800M" or a plain number of bytes (more than zero).
 
-    KiB/MiB/GiB and the bare letters K/M/G are powers of 1024; KB/MB/GB are powers of 1000.
+    KiB/MiB/GiB and the bare letters K/M/G are powers of 1024; kB/MB/GB are powers of 1000.
     """
-    if isinstance(text, int):
-        return text
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
-    unit = m.group(2).lower() if m else ""
-    if not m or unit not in _UNITS:
-        raise UserError(f"cannot read the size {text!r} (examples: 6GiB, 512MB, 1.5G)")
-    value = float(m.group(1)) * _UNITS[unit]
+    from ffdesk.units import parse_size as _parse
+
+    value = text if isinstance(text, int) else _parse(text)
     if value <= 0:
         raise UserError(f"size {text!r} must be more than zero")
-    return int(value)
+    return value
 
 
 def format_size(n: int | float | None) -> str:

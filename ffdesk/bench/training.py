@@ -45,7 +45,8 @@ def register(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers")
     p.add_argument("--batches", type=int, default=40, help="batches timed per loader (default 40)")
     p.add_argument("--steps", type=int, default=10, help="training steps timed (0: skip)")
-    p.add_argument("--model", choices=("default", "tiny"), default="default", help="network size for steps")
+    p.add_argument("--model", choices=("auto", "default", "tiny"), default="auto",
+                   help="network for the steps (auto: default on a GPU, tiny on the CPU)")  # fmt: skip
     p.add_argument("--amp", action="store_true", help="mixed precision for the training steps")
     p.add_argument("--device", default="auto")
     add_json_option(p)
@@ -141,6 +142,8 @@ def _train_rate(args: argparse.Namespace, fs_path: Path, folder: Path) -> dict[s
     from ffdesk.training.trainer import Trainer, TrainSettings, pick_device
 
     device = pick_device(args.device)
+    if args.model == "auto":
+        args.model = "default" if device.type == "cuda" else "tiny"
     warm = 3  # workers starting, first allocations, cuDNN autotuning
     settings = TrainSettings(
         src=fs_path, dst=fs_path, run_dir=folder / "run", steps=warm + args.steps, resolution=args.resolution,

@@ -10,12 +10,14 @@ extra. A last sample is taken when the context exits, so the energy figures cove
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ffdesk.errors import UserError
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SampleSource
 
 
@@ -101,6 +103,8 @@ class RenderTelemetry:
         self._lock = threading.Lock()
         self._log: IO[str] | None = None
         self._metrics_servers: list[Any] = []
+        self.log_error: str | None = None
+        """Why the log stopped early (e.g. the disk filled up), or None."""
 
     @property
     def no_gpu_reason(self) -> str | None:
@@ -108,8 +112,14 @@ class RenderTelemetry:
 
     def __enter__(self) -> RenderTelemetry:
         if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self.log_path.open("w", encoding="utf-8")
+            try:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self._log = self.log_path.open("w", encoding="utf-8")
+            except OSError as exc:
+                self.sampler.stop()  # releases NVML when the sampler owns it
+                raise UserError(
+                    f"cannot write telemetry log {self.log_path}: {exc.strerror or exc}"
+                ) from None
         self.sampler.add_callback(self._on_sample)
         self.sampler.start()
         return self
@@ -127,9 +137,13 @@ class RenderTelemetry:
         self.sampler.stop(final_sample=True)
         self.sampler.remove_callback(self._on_sample)
         with self._lock:
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            log, self._log = self._log, None
+            with contextlib.suppress(OSError):
+                log.close()
 
     def serve_metrics(self, port: int, host: str = "127.0.0.1") -> Any:
         """Serve the latest figures in the Prometheus text format until `close()`; returns the server."""
@@ -143,8 +157,13 @@ class RenderTelemetry:
         with self._lock:
             self._accumulate(sample)
             if self._log is not None:
-                self._log.write(json.dumps(sample.to_json()) + "\n")
-                self._log.flush()
+                try:
+                    self._log.write(json.dumps(sample.to_json()) + "\n")
+                    self._log.flush()
+                except OSError as exc:
+                    # The render goes on; the summary says the log is incomplete.
+                    self.log_error = f"telemetry log {self.log_path} stopped: {exc.strerror or exc}"
+                    self._close_log()
 
     def _accumulate(self, s: Sample) -> None:
         tot = self._totals
@@ -217,6 +236,7 @@ class RenderTelemetry:
                 "stage_ms": dict(stage_ms or {}),
                 "model_bytes": dict(model_bytes or {}),
                 "log_path": str(self.log_path) if self.log_path is not None else None,
+                "log_error": self.log_error,
             }
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ffdesk.errors import UserError
 from ffdesk.telemetry.host import HostMonitor
 from ffdesk.telemetry.render import RenderTelemetry
 from ffdesk.telemetry.sampler import SystemProbe
@@ -122,3 +123,24 @@ def test_close_twice_and_metrics_server_stopped(tmp_path: Path) -> None:
     tel.close()
     probe.close()
     assert not tel.sampler.running
+
+
+def test_unwritable_log_is_a_user_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    tel = RenderTelemetry(log_path=blocker / "run.jsonl", source=SystemProbe(nvml_module=FakeNvml()))
+    with pytest.raises(UserError, match="cannot write telemetry log .*run.jsonl"), tel:
+        pass
+    assert not tel.sampler.running
+
+
+def test_log_full_disk_stops_the_log_not_the_render() -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    probe = SystemProbe(nvml_module=FakeNvml())
+    with RenderTelemetry(interval_s=0.02, log_path=Path("/dev/full"), source=probe) as tel:
+        time.sleep(0.1)
+    probe.close()
+    s = tel.summary(frames_out=1)
+    assert s["samples"] >= 3
+    assert s["log_error"] and "No space left" in s["log_error"]

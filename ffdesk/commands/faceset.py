@@ -54,10 +54,29 @@ def run_extract(args: argparse.Namespace) -> int:
         max_faces_per_frame=max(1, args.faces_per_frame),
     )
 
-    def progress(files: Any) -> Any:
-        return tqdm(files, desc="extract", unit="input", disable=args.quiet)
+    class Bar:
+        """One bar over every frame to read; the postfix counts faces kept and dropped."""
 
-    stats = extract(args.inputs, args.out, settings, progress=progress)
+        def __init__(self) -> None:
+            self.bar: Any = None
+
+        def start(self, total_frames: int | None) -> None:
+            self.bar = tqdm(total=total_frames, desc="extract", unit="frame", disable=args.quiet)
+
+        def frame(self, source: Path, stats: Any) -> None:
+            dropped = stats.tiny + stats.blurred + stats.duplicates
+            self.bar.set_postfix_str(f"{source.name}: kept {stats.kept}, dropped {dropped}", refresh=False)
+            self.bar.update(1)
+
+        def close(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    bar = Bar()
+    try:
+        stats = extract(args.inputs, args.out, settings, progress=bar)
+    finally:
+        bar.close()
     print(stats.line())
     print(f"faceset: {args.out.resolve()}")
     return 0

@@ -8,7 +8,7 @@ hash within a few bits). Inputs already extracted (same path, size and mtime) ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -80,6 +80,28 @@ class FaceFinder(Protocol):
     def landmarks(self, image: Frame, face: Face) -> Face: ...
 
 
+class ExtractProgress(Protocol):
+    """Told the number of frames to read, then called after each frame."""
+
+    def start(self, total_frames: int | None) -> None: ...
+
+    def frame(self, source: Path, stats: ExtractStats) -> None: ...
+
+
+def _frames_expected(path: Path, every: int) -> int | None:
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return 1
+    try:
+        from ffdesk.media.probe import probe
+
+        info = probe(path)
+    except Exception:  # noqa: BLE001 - only for the progress bar; decoding reports real errors
+        return None
+    if info.video is None or not info.video.frame_count:
+        return None
+    return -(-info.video.frame_count // every)
+
+
 def find_inputs(paths: Sequence[Path]) -> list[Path]:
     """Images and clips named, or found (sorted, recursively) in the folders named."""
     out: list[Path] = []
@@ -147,7 +169,7 @@ def extract(
     out: Path,
     settings: ExtractSettings = ExtractSettings(),
     finder: FaceFinder | None = None,
-    progress: Callable[[Iterable[Path]], Iterable[Path]] | None = None,
+    progress: ExtractProgress | None = None,
 ) -> ExtractStats:
     """Add the faces of `inputs` to the faceset at `out`; returns what was kept and dropped."""
     from ffdesk.faces.align import TEMPLATES, warp_face
@@ -167,16 +189,22 @@ def extract(
 
         finder = FaceAnalyser()
     stats = ExtractStats()
-    iterate = progress or (lambda xs: xs)
-    for path in iterate(files):
-        source, st = str(path), _stat(path)
-        if writer.is_done(source, st):
+    todo = []
+    for path in files:
+        if writer.is_done(str(path), _stat(path)):
             stats.skipped_sources += 1
-            continue
+        else:
+            todo.append(path)
+    if progress is not None:
+        counts = [_frames_expected(p, max(1, settings.every)) for p in todo]
+        progress.start(None if None in counts else sum(c or 0 for c in counts))
+    for path in todo:
+        source, st = str(path), _stat(path)
         stats.sources += 1
         kept_here = frames_here = 0
         for index, image in _frames(path, max(1, settings.every)):
             frames_here += 1
+            stats.frames += 1
             faces = sorted(finder.detect(image), key=lambda f: -f.area)[: settings.max_faces_per_frame]
             for face in faces:
                 stats.faces_found += 1
@@ -201,7 +229,8 @@ def extract(
                 writer.add(crop, hull_mask(local, settings.size), local.astype(np.float32), phash, record)
                 kept_here += 1
                 stats.kept += 1
-        stats.frames += frames_here
+            if progress is not None:
+                progress.frame(path, stats)
         writer.source_done(source, {**st, "faces": kept_here, "frames": frames_here})
     writer.commit()
     return stats

@@ -81,3 +81,23 @@ def test_cli_reports_a_missing_input(tmp_path: Path, capsys: pytest.CaptureFixtu
     rc = main(["faceset", "extract", "--from", str(tmp_path / "nope"), "--out", str(tmp_path / "fs"), "-q"])
     assert rc == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_cli_extracts_a_clip_and_skips_it_on_rerun(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.media.synth import synth_clip
+
+    clip = tmp_path / "clip.mp4"
+    synth_clip(
+        clip, width=256, height=192, fps=25, frames=6, face_image=skimage.data.astronaut()[30:260, 130:320]
+    )
+    out = tmp_path / "fs"
+    assert main(["faceset", "extract", "--from", str(clip), "--out", str(out), "--size", "64", "-q"]) == 0
+    first = capsys.readouterr().out
+    fs = Faceset(out)
+    assert 1 <= len(fs) <= 6 and f"{len(fs)} faces kept from 6 frames of 1 inputs" in first
+    assert {f["frame"] for f in fs.index.faces} <= set(range(6))
+    assert main(["faceset", "extract", "--from", str(clip), "--out", str(out), "--size", "64", "-q"]) == 0
+    assert "0 faces kept from 0 frames of 0 inputs (1 already extracted)" in capsys.readouterr().out
+    assert main(["faceset", "extract", "--from", str(clip), "--out", str(out), "--size", "128", "-q"]) == 2

@@ -1,1 +1,9 @@
-"""Model catalog, sessions, residency under a memory budget, precision variants, integrity."""
+"""Model catalog, sessions, residency under a memory budget, precision variants, integrity.
+
+- `catalog`: the supported models and their input/output contracts (data: resources/catalog.toml).
+- `files`: the models folder, `verify` (hash sidecars, contracts), import, safe torch weights.
+- `sessions`: ONNX Runtime (TensorRT -> CUDA -> CPU, read back) and torch sessions, one Protocol.
+- `residency`: `ResidencyManager`, the one place that decides which models are loaded.
+- `precision`: FP16/INT8 variants made on demand and cached; `--precision auto`.
+- `standins`: random-weight models that honour each contract (tests, benchmarks).
+"""

@@ -384,7 +384,7 @@ class ResidencyManager:
         e.holders[tid] = e.holders.get(tid, 0) + 1
         self._touch(e)
 
-    def _checkout(self, key: str) -> Session:
+    def _checkout(self, key: str, retry: bool = False) -> Session:
         changed = False
         with self._cond:
             if self._closed:
@@ -417,7 +417,13 @@ class ResidencyManager:
             e.nbytes = need
         if changed:
             self._emit()
-        self._load(e, hold=True)
+        try:
+            self._load(e, hold=True)
+        except Exception as exc:
+            # Out of memory while loading: free every idle model and try once more.
+            if retry or not is_oom_error(exc) or not self.evict_idle(exclude=key, keep_host=False):
+                raise
+            return self._checkout(key, retry=True)
         assert e.session is not None
         return e.session
 

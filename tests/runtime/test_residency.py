@@ -244,3 +244,22 @@ def test_prefetch_waits_for_budget(batch_standins_dir: Path) -> None:
         mgr.prefetch("inswapper_128")  # does not fit beside a model in use: skipped
         mgr.wait_prefetched()
         assert mgr.state("inswapper_128") == "out"
+
+
+def test_oom_while_loading_frees_idle_models_and_retries(batch_standins_dir: Path) -> None:
+    attempts: list[int] = []
+    real = OnnxLoader(batch_standins_dir / "gfpgan_1.4.onnx", name="gfpgan_1.4")
+
+    def flaky() -> Session:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RuntimeException("Failed to allocate memory for requested buffer of size 268435456")
+        return real()
+
+    with _manager(batch_standins_dir, None) as mgr:
+        mgr.register("flaky", flaky, size_hint=1024)
+        with mgr.acquire("arcface_w600k_r50"):
+            pass
+        with mgr.acquire("flaky") as s:
+            assert s.provider == "CPUExecutionProvider"
+        assert len(attempts) == 2 and mgr.state("arcface_w600k_r50") == "out"

@@ -51,3 +51,20 @@ def test_bad_arguments_exit_2(args: list[str], capsys: pytest.CaptureFixture[str
     assert main(["telemetry", "--once", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ffdesk: error:") and err.count("\n") == 1
+
+
+def test_table_view_of_a_gpu_sample() -> None:
+    from ffdesk.commands.telemetry import format_bytes, format_table
+    from ffdesk.telemetry.sampler import SystemProbe
+    from tests.telemetry.fake_nvml import FakeDevice, FakeNvml
+
+    probe = SystemProbe(nvml_module=FakeNvml(devices=[FakeDevice(compute=[(4242, 2**30)])]), pid=4242)
+    text = format_table(probe.sample(), probe.no_gpu_reason)
+    probe.close()
+    assert "GPU 0  NVIDIA Fake 4090" in text
+    assert "3.0 GiB / 24.0 GiB  (this process 1.0 GiB, reserved 300.0 MiB)" in text
+    assert "216 / 450 W" in text and "energy 1000 J" in text
+    assert "gpu 87%   memory 41%" in text and "66 C" in text and "sm 2520 MHz" in text
+    assert "sw_power_cap, hw_thermal_slowdown" in text and "4242: 1.0 GiB" in text
+    assert "no NVIDIA GPU" not in text
+    assert format_bytes(None) == "-" and format_bytes(512) == "512 B" and format_bytes(1536) == "1.5 KiB"

@@ -91,7 +91,9 @@ def test_control_file_pauses_and_stops_the_trainer(facesets: tuple[Path, Path], 
     seen: list[str] = []
 
     def on_record(rec: dict) -> None:
-        if rec["step"] == 4:
+        if rec["step"] == 2:
+            control.send(run, "export")
+        elif rec["step"] == 4:
             control.send(run, "pause")
         elif rec["step"] == 6:
             control.send(run, "stop")
@@ -106,6 +108,7 @@ def test_control_file_pauses_and_stops_the_trainer(facesets: tuple[Path, Path], 
     assert result.outcome == "stopped" and result.step == 6
     assert any(m.startswith("paused at step 4") for m in seen)
     assert any(m.startswith("resumed at step 4") for m in seen)
+    assert json.loads((run / "model.json").read_text())["step"] == 2  # exported on demand, mid-run
     assert torch.load(run / control.CHECKPOINT, weights_only=False)["step"] == 6
     assert not (run / control.CONTROL).exists()
 

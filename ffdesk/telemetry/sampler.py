@@ -201,6 +201,7 @@ class Sampler:
         self._wait = wait if wait is not None else self._stop.wait
         self._thread: threading.Thread | None = None
         self._latest: Sample | None = None
+        self._failure_logged = False
         self.samples_taken = 0
         self.ticks_skipped = 0
         self.started_at: float | None = None
@@ -261,11 +262,16 @@ class Sampler:
         self.stop()
 
     def take(self) -> Sample | None:
-        """Take one sample now on the calling thread (buffers and callbacks as for a tick)."""
+        """Take one sample now on the calling thread (buffers and callbacks as for a tick).
+
+        Only while the thread is not running: sources are not shared between threads.
+        """
         try:
             sample = self.source.sample()
         except Exception:  # noqa: BLE001 - a broken reading must not end sampling
-            logger.exception("telemetry sample failed")
+            if not self._failure_logged:
+                self._failure_logged = True
+                logger.exception("telemetry sample failed (later failures are not logged)")
             return None
         self._deliver(sample)
         return sample

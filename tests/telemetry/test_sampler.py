@@ -207,3 +207,23 @@ def test_sample_json_and_metrics() -> None:
     m = s.metrics()
     assert m["gpu0.temperature_c"] == 66.0 and m["host.process_rss_bytes"] > 0
     assert "gpu0.name" not in m and "host.pid" not in m
+
+
+def test_a_failing_source_is_logged_once_and_sampling_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeNvml()
+    probe = SystemProbe(nvml_module=fake)
+    calls = {"n": 0}
+    real = probe.sample
+
+    def flaky() -> Sample:
+        calls["n"] += 1
+        if calls["n"] in (2, 3, 4):
+            raise RuntimeError("reading failed")
+        return real()
+
+    probe.sample = flaky  # type: ignore[method-assign]
+    sampler = Sampler(0.01, source=probe)
+    samples = _collect(sampler, 3)
+    probe.close()
+    assert len(samples) == 3 and calls["n"] >= 6
+    assert sum("telemetry sample failed" in r.getMessage() for r in caplog.records) == 1

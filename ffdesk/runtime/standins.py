@@ -433,8 +433,9 @@ def _example_feed(spec: ModelSpec, batch: int = 1) -> dict[str, npt.NDArray[Any]
     return feed
 
 
-def time_model(model: Any, spec: ModelSpec, threads: int = 1, runs: int = 5) -> float:
-    """Median ms of one batch-1 inference of `model` on this CPU with `threads` ORT threads."""
+def time_model(model: Any, spec: ModelSpec, threads: int = 1, runs: int = 7) -> float:
+    """Best-of-`runs` ms of one batch-1 inference of `model` on this CPU with `threads` ORT
+    threads (the best, not the median: other work on a shared machine only ever adds time)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -450,20 +451,33 @@ def time_model(model: Any, spec: ModelSpec, threads: int = 1, runs: int = 5) -> 
         t0 = time.perf_counter()
         sess.run(None, feed)
         times.append((time.perf_counter() - t0) * 1000.0)
-    return float(np.median(times))
+    return float(min(times))
 
 
 def calibrate_extra_blocks(
     spec: ModelSpec, cost_ms: float, *, threads: int = 1, dynamic_batch: bool = False
 ) -> int:
-    """How many extra residual blocks make a small stand-in cost about `cost_ms` per face."""
-    base = time_model(build_standin(spec, dynamic_batch=dynamic_batch), spec, threads)
+    """How many extra residual blocks make a small stand-in cost about `cost_ms` per face:
+    a linear fit from the bare model and a padded probe, refined by timing the guess."""
+
+    def cost(extra: int) -> float:
+        model = build_standin(spec, extra_blocks=extra, dynamic_batch=dynamic_batch)
+        return time_model(model, spec, threads)
+
+    base = cost(0)
     if cost_ms <= base:
         return 0
-    probe = 8
-    padded = time_model(build_standin(spec, extra_blocks=probe, dynamic_batch=dynamic_batch), spec, threads)
-    per_block = max((padded - base) / probe, 1e-3)
-    return max(0, round((cost_ms - base) / per_block))
+    probe, probe_ms = 8, cost(8)
+    for _ in range(3):
+        per_block = max((probe_ms - base) / probe, 1e-3)
+        guess = max(0, round((cost_ms - base) / per_block))
+        if guess == probe:
+            return guess
+        guess_ms = cost(guess)
+        if abs(guess_ms - cost_ms) <= 0.1 * cost_ms:
+            return guess
+        probe, probe_ms = guess, guess_ms
+    return probe
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import QueueEntry, RenderQueue
 
-PERSIST_PROGRESS_EVERY_S = 1.0
+PERSIST_PROGRESS_EVERY_S = 10.0
+"""Progress is written to disk this often (the resume manifest, not this, decides what is redone)."""
 
 
 class QueueController(QObject):

@@ -24,6 +24,9 @@ RENDER_NICE = 5
 """Niceness of the render threads, so the window's thread wins the CPU when the machine is busy."""
 
 
+PREVIEW_NICE = 2
+
+
 def lower_thread_priority(nice: int) -> None:
     """Give the calling thread (and threads it starts later) a lower CPU priority (Linux: per thread)."""
     with contextlib.suppress(OSError, AttributeError):
@@ -147,6 +150,7 @@ class PreviewWorker(_Threaded):
         self._analyser: Any = None
         self._stage_error = ""
         self._display_size = (0, 0)
+        self._niced = False
         self.computed = 0
         """How many previews were computed (coalesced requests are not)."""
         self._wake.connect(self._drain)
@@ -172,6 +176,9 @@ class PreviewWorker(_Threaded):
 
     @Slot()
     def _drain(self) -> None:
+        if not self._niced:
+            self._niced = True
+            lower_thread_priority(PREVIEW_NICE)
         while True:
             with self._lock:
                 source = self._sources.pop(0) if self._sources else None

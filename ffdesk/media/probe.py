@@ -17,7 +17,7 @@ from ffdesk.media._colour import colour_name
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 
 _SCAN_PACKETS = 600
-"""Packets read (demux only, no decoding) to detect a variable frame rate and count frames."""
+"""Frames looked at to detect a variable frame rate (and, without an index, to count frames)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,11 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
     tb = stream.time_base or Fraction(1, 90000)
     cc = stream.codec_context
     stream.thread_type = "AUTO"
-    first, scanned_pts, complete = _scan(path, container, stream)
+    indexed = _indexed_timestamps(stream)
+    # with a complete index (mp4/mov) only the first frame is decoded; otherwise packets are read
+    first, scanned_pts, complete = _scan(path, container, stream, 0 if indexed else _SCAN_PACKETS)
+    if indexed:
+        scanned_pts = indexed
     rotation = (-int(round(first.rotation))) % 360
     rotation = int(90 * round(rotation / 90)) % 360
     width, height = first.width, first.height
@@ -209,10 +213,19 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
     )
 
 
+def _indexed_timestamps(stream: av.VideoStream) -> list[int] | None:
+    """Sorted timestamps of the first frames from a complete container index, else None."""
+    entries = stream.index_entries
+    n = len(entries)
+    if n < 2 or not stream.frames or n != stream.frames:
+        return None
+    return sorted(entries[i].timestamp for i in range(min(n, _SCAN_PACKETS)))
+
+
 def _scan(
-    path: Path, container: av.container.InputContainer, stream: av.VideoStream
+    path: Path, container: av.container.InputContainer, stream: av.VideoStream, limit: int
 ) -> tuple[av.VideoFrame, list[int], bool]:
-    """Decode the first frame and collect the pts of the first packets (demux only after that).
+    """Decode the first frame and collect the pts of up to `limit` packets (demux only after that).
 
     Returns the first frame, the sorted pts, and whether those were all of the stream's packets.
     """
@@ -231,7 +244,7 @@ def _scan(
                 complete = False
                 continue
             pts.append(int(packet.pts))
-            if len(pts) >= _SCAN_PACKETS and first is not None:
+            if len(pts) >= limit and first is not None:
                 complete = False
                 break
         if first is None:

@@ -58,6 +58,16 @@ def test_probe_vfr(vfr: SynthResult, plain: SynthResult) -> None:
     assert probe(plain.path).video.vfr is False  # type: ignore[union-attr]
 
 
+def test_probe_vfr_without_index(make_clip: Callable[..., SynthResult]) -> None:
+    # Matroska has no per-frame index: frames are counted and timed by reading packets
+    clip = make_clip("vfr.mkv", frames=15, vfr=True)
+    v = probe(clip.path).video
+    assert v is not None and v.vfr
+    assert v.frame_count == 15 and v.frame_count_exact
+    cfr = probe(make_clip("cfr.mkv", frames=15).path).video
+    assert cfr is not None and not cfr.vfr and cfr.frame_count == 15
+
+
 def test_probe_odd_size(odd: SynthResult) -> None:
     v = probe(odd.path).video
     assert v is not None and (v.width, v.height) == (721, 405)

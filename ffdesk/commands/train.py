@@ -90,9 +90,13 @@ def run(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now (checkpoints are written atomically)
         print("\nffdesk: saving a checkpoint, then stopping (Ctrl-C again to quit at once)", file=sys.stderr)
 
-    bar = tqdm(total=args.steps, desc="train", unit="step", disable=args.quiet, dynamic_ncols=True)
+    bars: list[Any] = []  # made at the first record, so errors before training print alone
 
     def on_record(rec: dict[str, Any]) -> None:
+        if not bars:
+            bars.append(tqdm(total=rec.get("steps_goal") or args.steps, desc="train", unit="step",
+                             disable=args.quiet, dynamic_ncols=True))  # fmt: skip
+        bar = bars[0]
         bar.n = rec["step"]
         bar.set_postfix(loss=f"{rec['loss']:.4f}", sps=f"{rec['samples_per_s'] or 0:.1f}", refresh=False)
         bar.refresh()
@@ -105,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         result = Trainer(settings, lambda: interrupts["count"] > 0, on_record, on_message).run()
     finally:
         signal.signal(signal.SIGINT, previous)
-        bar.close()
+        for bar in bars:
+            bar.close()
     if result.outcome == "interrupted":
         print(f"ffdesk: checkpoint saved at step {result.step} in {settings.run_dir}; continue with --resume",
               file=sys.stderr)  # fmt: skip

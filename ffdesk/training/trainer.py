@@ -200,6 +200,7 @@ class Trainer:
             if saved["resolution"] != s.resolution:
                 s = replace(s, resolution=int(saved["resolution"]))
             s = replace(s, model=ModelConfig(**{**saved, "grad_checkpoint": s.grad_checkpoint}))
+        Faceset(s.src), Faceset(s.dst)  # both readable before anything is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
         return s, ckpt

@@ -101,3 +101,17 @@ def qtbot_button():  # type: ignore[no-untyped-def]
     from PySide6.QtCore import Qt
 
     return Qt.MouseButton.LeftButton
+
+
+def test_monitor_window_with_live_telemetry_stops_its_sampler(qtbot, run: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.monitor_app import _start_sampler
+
+    sampler = _start_sampler()
+    assert sampler is not None and sampler.running
+    window = MonitorWindow(run, sampler=sampler, interval_ms=50)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: sampler.samples_taken >= 2, timeout=5000)
+    window.view.refresh_live()  # no GPU here: the graphs keep the logged figures, the note says why
+    assert "no GPU figures" in window.view.gpu_note.text()
+    window.close()
+    assert not sampler.running

@@ -151,6 +151,9 @@ class PreviewWorker(_Threaded):
         self._stage_error = ""
         self._display_size = (0, 0)
         self._niced = False
+        self._cache: Any = None
+        self.use_scrub_cache = True
+        """Fill a background frame cache per clip so preview-mode scrubs skip decoding."""
         self.computed = 0
         """How many previews were computed (coalesced requests are not)."""
         self._wake.connect(self._drain)
@@ -198,7 +201,7 @@ class PreviewWorker(_Threaded):
         try:
             if self._previewer is None or self._previewer.job != req.job:
                 self._close_previewer()
-                self._previewer = Previewer(req.job)
+                self._previewer = Previewer(req.job, self._scrub_cache(req.job))
                 self._stage_error = ""
             if self._stage_error:
                 result = self._previewer.passthrough(req.time_s)
@@ -218,6 +221,27 @@ class PreviewWorker(_Threaded):
 
         w, h = self._display_size
         self.ready.emit(result, display_images(result.original, result.processed, w, h))
+
+    def _scrub_cache(self, job: RenderJob) -> Any:
+        """The background frame cache of `job.target` (started on first use), or None."""
+        from ffdesk.pipeline.preview import ScrubCache
+
+        if not self.use_scrub_cache:
+            return None
+        if self._cache is not None and self._cache.path == job.target:
+            return self._cache
+        self._stop_cache()
+        try:
+            self._cache = ScrubCache(job.target)
+        except (ValueError, UserError):
+            return None  # a still image, or no video: nothing to cache
+        self._cache.start()
+        return self._cache
+
+    def _stop_cache(self) -> None:
+        if self._cache is not None:
+            self._cache.stop()
+            self._cache = None
 
     def _detect(self, path: Path) -> None:
         try:
@@ -255,6 +279,7 @@ class PreviewWorker(_Threaded):
             self._sources.clear()
         ok = self._stop_thread(timeout_ms)
         self._close_previewer()
+        self._stop_cache()
         return ok
 
 

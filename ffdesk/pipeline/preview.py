@@ -13,6 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -72,10 +73,11 @@ class Previewer:
     that thread). `close()` releases the stages.
     """
 
-    def __init__(self, job: RenderJob) -> None:
+    def __init__(self, job: RenderJob, cache: ScrubCache | None = None) -> None:
         from ffdesk.media.probe import probe
 
         self.job = job
+        self.cache = cache
         self.info = probe(job.target)
         video = self.info.video
         self.fps = video.fps if video and video.fps > 0 else 25.0
@@ -119,6 +121,9 @@ class Previewer:
         if hit is not None:
             self._frames.move_to_end(index)
             return index, hit[0], hit[1]
+        cached = self._from_cache(index)
+        if cached is not None:
+            return index, index / self.fps, cached
         if self.info.is_image:
             from ffdesk.media.decode import read_image
 
@@ -135,6 +140,14 @@ class Previewer:
         while len(self._frames) > FRAME_CACHE:
             self._frames.popitem(last=False)
         return index, t, image
+
+    def _from_cache(self, index: int) -> Frame | None:
+        c = self.cache
+        if c is None or self.job.mode != "preview" or c.path != self.job.target:
+            return None
+        if c.size != working_size(self.width, self.height, "preview"):
+            return None
+        return c.get(index)
 
     def _read_video(self, index: int) -> Any:
         """Frame `index` as a DecodedFrame.
@@ -233,3 +246,94 @@ class Previewer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ScrubCache:
+    """Every frame of one clip at preview working size, filled by a background decode.
+
+    Random access into a long-GOP clip costs a decode from the keyframe before the wanted frame;
+    one sequential pass (on a low-priority thread named "ffdesk-scrubcache") stores each frame
+    JPEG-compressed (quality `JPEG_QUALITY`, about 60-100 kB at 540p) until `budget_bytes` is
+    used, after which a scrub costs a JPEG decode (a few ms). Preview mode only: final mode always
+    reads the exact frame. `stop()` ends the thread promptly.
+    """
+
+    JPEG_QUALITY = 92
+    NICE = 10
+
+    def __init__(self, path: Path, *, budget_bytes: int = 384 * 2**20) -> None:
+        from ffdesk.media.probe import probe
+
+        self.path = Path(path)
+        info = probe(self.path)
+        video = info.video
+        if video is None or info.is_image:
+            raise ValueError(f"{self.path}: a scrub cache needs a video")
+        self.fps = video.fps if video.fps > 0 else 25.0
+        self.size = working_size(video.display_width, video.display_height, "preview")
+        self.budget_bytes = budget_bytes
+        self._frames: dict[int, bytes] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.done = threading.Event()
+        """Set when the pass is over (end of clip, budget used, stopped or failed)."""
+        self.error: str | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._fill, name="ffdesk-scrubcache", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._frames)
+
+    @property
+    def bytes_used(self) -> int:
+        return self._bytes
+
+    def get(self, index: int) -> Frame | None:
+        """Frame `index` at working size, or None when it is not cached (yet)."""
+        with self._lock:
+            blob = self._frames.get(index)
+        if blob is None:
+            return None
+        bgr = cv2.imdecode(np.frombuffer(blob, np.uint8), cv2.IMREAD_COLOR)
+        return None if bgr is None else np.ascontiguousarray(bgr[..., ::-1])
+
+    def _fill(self) -> None:
+        import contextlib
+        import os
+
+        from ffdesk.media.decode import VideoReader
+
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.NICE)
+        params = [cv2.IMWRITE_JPEG_QUALITY, self.JPEG_QUALITY]
+        try:
+            with VideoReader(self.path) as reader:
+                for frame in reader:
+                    if self._stop.is_set() or self._bytes >= self.budget_bytes:
+                        break
+                    index = round(frame.time_s * self.fps)
+                    image = frame.image
+                    if (image.shape[1], image.shape[0]) != self.size:
+                        image = np.asarray(
+                            cv2.resize(image, self.size, interpolation=cv2.INTER_AREA), np.uint8
+                        )
+                    ok, blob = cv2.imencode(".jpg", np.ascontiguousarray(image[..., ::-1]), params)
+                    if ok:
+                        data = blob.tobytes()
+                        with self._lock:
+                            self._frames[index] = data
+                            self._bytes += len(data)
+        except Exception as exc:  # noqa: BLE001 - scrubbing falls back to exact reads
+            self.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finally:
+            self.done.set()

@@ -92,3 +92,37 @@ def test_faces_in_prefers_the_faces_key() -> None:
     assert faces_in({"detections": [g], "faces": [f]}) == (f,)
     assert faces_in({"detections": [g]}) == (g,)
     assert faces_in({"x": 3}) == ()
+
+
+def test_scrub_cache_serves_preview_frames_and_stops(face_clip: Path) -> None:
+    from ffdesk.media.synth import frame_index_of
+    from ffdesk.pipeline.preview import ScrubCache
+
+    cache = ScrubCache(face_clip)
+    assert cache.size == working_size(320, 600, "preview")
+    assert cache.get(3) is None  # nothing before the pass
+    cache.start()
+    assert cache.done.wait(30)
+    cache.stop()
+    assert cache.error is None and len(cache) == 10 and cache.bytes_used > 0
+    frame = cache.get(3)
+    assert frame is not None and (frame.shape[1], frame.shape[0]) == cache.size
+    assert frame_index_of(frame) == 3
+    job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="preview")
+    with Previewer(job, cache) as p:
+        r = p.render(0.7)
+        assert r.index == 7 and frame_index_of(r.original) == 7
+        np.testing.assert_array_equal(r.original, cache.get(7))
+    final = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="final")
+    with Previewer(final, cache) as p:
+        assert p.render(0.7).original.shape == (600, 320, 3)  # final mode reads the exact frame
+
+
+def test_scrub_cache_respects_its_budget(face_clip: Path) -> None:
+    from ffdesk.pipeline.preview import ScrubCache
+
+    cache = ScrubCache(face_clip, budget_bytes=1)
+    cache.start()
+    assert cache.done.wait(30)
+    cache.stop()
+    assert len(cache) == 1

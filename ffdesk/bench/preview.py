@@ -121,12 +121,14 @@ def cached_scrubs(job: Any, duration: float, scrubs: int) -> dict[str, Any]:
     cache.done.wait(600)
     fill_s = time.perf_counter() - t0
     cache.stop()
-    times = []
+    times, faces = [], 0
     with Previewer(job, cache) as previewer:
         previewer.render(0.0)
         for k in range(scrubs):
             t = ((k * 7919) % scrubs) / scrubs * duration * 0.95 + 0.02
-            times.append(previewer.render(t).ms)
+            r = previewer.render(t)
+            times.append(r.ms)
+            faces += bool(r.faces)
     return {
         "cache_fill_s": round(fill_s, 2),
         "cache_frames": len(cache),
@@ -134,6 +136,7 @@ def cached_scrubs(job: Any, duration: float, scrubs: int) -> dict[str, Any]:
         "scrub_cached_ms_median": round(statistics.median(times), 1),
         "scrub_cached_ms_p90": round(_percentile(times, 0.9), 1),
         "scrub_cached_ms_max": round(max(times), 1),
+        "cached_frames_with_face": faces,
     }
 
 

@@ -6,7 +6,9 @@ import argparse
 import importlib
 from typing import Any
 
-BENCH_MODULES = ("io", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare")
+BENCH_MODULES = (
+    "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
+)  # fmt: skip
 
 
 def register(sub: Any) -> None:

@@ -47,7 +47,7 @@ def _bar_geometry(width: int, height: int) -> tuple[int, int]:
     return bw, bh
 
 
-class _Painter:
+class Painter:
     """Draws the moving pattern for one picture size; the per-size grids are made once."""
 
     def __init__(self, width: int, height: int) -> None:
@@ -83,7 +83,7 @@ def draw_frame(
     index: int, width: int, height: int, *, face_image: Frame | None = None, total: int = 1
 ) -> Frame:
     """One upright RGB picture: moving colour pattern, an optional moving face, the bar code."""
-    return _Painter(width, height).draw(index, face_image, total)
+    return Painter(width, height).draw(index, face_image, total)
 
 
 def _paste_face(img: Frame, face: Frame, index: int, total: int) -> None:
@@ -223,7 +223,7 @@ def synth_clip(
         duration = times[-1] + (1.0 / fps)
         audio_gens = [_tone_frames(a, _TONES_HZ[i % len(_TONES_HZ)], duration) for i, a in enumerate(audio)]
         pending = [next(g, None) for g in audio_gens]
-        painter = _Painter(width, height)
+        painter = Painter(width, height)
         for i, (t, p) in enumerate(zip(times, pts, strict=True)):
             img = painter.draw(i, face_image, count)
             if rot:

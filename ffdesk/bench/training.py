@@ -142,8 +142,6 @@ def _train_rate(args: argparse.Namespace, fs_path: Path, folder: Path) -> dict[s
     from ffdesk.training.trainer import Trainer, TrainSettings, pick_device
 
     device = pick_device(args.device)
-    if args.model == "auto":
-        args.model = "default" if device.type == "cuda" else "tiny"
     warm = 3  # workers starting, first allocations, cuDNN autotuning
     settings = TrainSettings(
         src=fs_path, dst=fs_path, run_dir=folder / "run", steps=warm + args.steps, resolution=args.resolution,
@@ -196,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
                 "faceset_vs_jpeg": rates["faceset"] / rates["jpeg"],
             }
         if args.steps > 0:
+            if args.model == "auto":
+                from ffdesk.training.trainer import pick_device
+
+                args.model = "default" if pick_device(args.device).type == "cuda" else "tiny"
             what = f"{args.model} model, {args.resolution} px, batch {args.batch}"
             print(f"training {args.steps} steps ({what}) ...", flush=True)
             figures["train"] = _train_rate(args, fs_path, Path(tmp))

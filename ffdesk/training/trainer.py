@@ -198,6 +198,7 @@ class Trainer:
             ckpt = load_checkpoint(self.run_dir)
             saved = ckpt["model_config"]
             if saved["resolution"] != s.resolution:
+                self.on_message(f"the run trains at {saved['resolution']} px; --resolution is ignored")
                 s = replace(s, resolution=int(saved["resolution"]))
             s = replace(s, model=ModelConfig(**{**saved, "grad_checkpoint": s.grad_checkpoint}))
         Faceset(s.src), Faceset(s.dst)  # both readable before anything is written

@@ -138,3 +138,25 @@ def test_all_faces_in_a_frame_are_swapped(analyser: FaceAnalyser, astronaut: Fra
         assert len({f.track_id for f in p.annotations["swap_faces"]}) == 2
         changed = np.any(p.image != tiled, axis=2)
         assert changed[:, :split].any() and changed[:, split:].any()
+
+
+def test_reference_face_is_the_only_one_swapped(
+    tmp_path: Path, analyser: FaceAnalyser, astronaut: Frame, grace: Frame
+) -> None:
+    tiled = photos.side_by_side(astronaut, grace, height=360)
+    target = _write(tmp_path / "two.png", tiled)
+    source = _write(tmp_path / "face.png", astronaut)
+    job = RenderJob(
+        target=target,
+        output=tmp_path / "out.png",
+        sources=(source,),
+        face_selection="reference",
+        reference_face=1,  # the second face from the left: Grace Hopper
+    )
+    stages = embedded_stages(job, analyser)
+    frame = np.asarray(cv2.imread(str(target))[..., ::-1])
+    packets, report = _run_stages(stages, [frame, frame])
+    assert report["faces_swapped"] == 2
+    for p in packets:
+        changed = np.any(p.image != frame, axis=2)
+        assert not changed[:, :360].any() and changed[:, 360:].any()

@@ -7,7 +7,8 @@ prefetches on a background thread, and recovers from out-of-memory errors by fre
 halving the batch and, if allowed, dropping to a lower precision.
 
 On a GPU the budget is device memory (measured with NVML or torch); on a CPU-only machine it is
-the process's model memory (measured as the RSS growth of loading plus one warm-up inference).
+the process's model memory (the larger of the RSS growth and the malloc-heap growth over loading
+plus one warm-up inference, and never less than the file).
 """
 
 from __future__ import annotations
@@ -515,12 +516,15 @@ class ResidencyManager:
 
     # ---- loading and measuring -----------------------------------------------------------
 
-    def _used_bytes(self) -> int | None:
+    def _used_bytes(self) -> tuple[int | None, ...]:
+        """Memory figures whose growth over a load is the model's footprint: on a GPU the
+        device memory in use; on a CPU the RSS (sees every page, but hides a load that reuses
+        memory freed earlier) and the malloc heap in use (immune to that reuse)."""
         if self.device == "cuda":
-            return _gpu_used_bytes(self.device_id)
+            return (_gpu_used_bytes(self.device_id),)
         import psutil
 
-        return int(psutil.Process().memory_info().rss)
+        return (int(psutil.Process().memory_info().rss), _heap_in_use())
 
     def _load(self, e: _Entry, hold: bool) -> None:
         try:
@@ -550,7 +554,9 @@ class ResidencyManager:
                 e.nbytes = 0 if not e.loads else e.nbytes
                 self._cond.notify_all()
             raise
-        measured = max(0, after - before) if before is not None and after is not None else 0
+        measured = max(
+            [a - b for a, b in zip(after, before, strict=True) if a is not None and b is not None] + [0]
+        )
         if recorded is not None:
             nbytes = recorded
         elif e.loads and e.nbytes and not store_key:
@@ -795,6 +801,36 @@ class ResidencyManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def _heap_in_use() -> int | None:
+    """Bytes malloc has handed out and not had back (glibc `mallinfo2`); None elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
 
 
 def _half_free_ram() -> int:

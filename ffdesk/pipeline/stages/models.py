@@ -205,7 +205,8 @@ class ModelRender:
         return image, source_face(self.analyser, image, path.name, self.job.source_face)
 
     def start(self) -> None:
-        """Embed the source (once) and prepare the precision variant. Idempotent, thread-safe."""
+        """Embed the source (once), prepare the precision variant and start loading the models of
+        the later stages in the background where the budget has room. Idempotent, thread-safe."""
         with self._start_lock:
             if self._started:
                 return
@@ -213,6 +214,8 @@ class ModelRender:
             self._embed_sources()
             if self.precision != "fp32":
                 self._prepare_variant()
+            for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
+                self.manager.prefetch(key)
 
     def _embed_sources(self) -> None:
         from ffdesk.media.decode import read_image

@@ -255,8 +255,10 @@ class OrtSession:
             return {k: torch.from_numpy(v) for k, v in out.items()}
         binding = self.ort.io_binding()
         dev_id = next(iter(inputs.values())).device.index or 0
-        for info in self.inputs:
-            t = inputs[info.name].contiguous()
+        # Keep the (possibly new) contiguous tensors alive until the run is over: ORT only holds
+        # their raw pointers.
+        bound = [inputs[info.name].contiguous() for info in self.inputs]
+        for info, t in zip(self.inputs, bound, strict=True):
             binding.bind_input(info.name, "cuda", dev_id, _np_dtype(t), tuple(t.shape), t.data_ptr())
         batch = int(next(iter(inputs.values())).shape[0])
         preallocated: dict[str, torch.Tensor] = {}
@@ -268,7 +270,10 @@ class OrtSession:
             dst = torch.empty(shape, dtype=_torch_dtype(info.dtype), device=f"cuda:{dev_id}")
             binding.bind_output(info.name, "cuda", dev_id, _np_dtype(dst), shape, dst.data_ptr())
             preallocated[info.name] = dst
+        # torch queues its kernels asynchronously on its own stream; ORT must see finished inputs.
+        torch.cuda.synchronize(dev_id)
         self.ort.run_with_iobinding(binding)
+        del bound
         result: dict[str, torch.Tensor] = {}
         values = binding.get_outputs()
         for info, value in zip(self.outputs, values, strict=True):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -144,7 +145,13 @@ def gui_stalls(clip: Path, out_dir: Path) -> dict[str, Any]:
     import os
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QElapsedTimer, QTimer
+    from PySide6.QtCore import QElapsedTimer, QTimer, qInstallMessageHandler
+
+    def quiet(_kind: Any, _context: Any, message: str) -> None:
+        if "propagateSizeHints" not in message:  # the offscreen platform's note, once per window
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(quiet)
 
     from ffdesk.gui.app import application
     from ffdesk.gui.main_window import MainWindow, open_settings

@@ -96,7 +96,7 @@ def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class GraphsView(QWidget):
     """Four small plots refreshed from ring buffers by a timer."""
 
-    def __init__(self, telemetry: TelemetryModel, parent: QWidget | None = None, interval_ms: int = 500):
+    def __init__(self, telemetry: TelemetryModel, parent: QWidget | None = None, interval_ms: int = 1000):
         super().__init__(parent)
         self.telemetry = telemetry
         self.note = QLabel(telemetry.note)
@@ -144,7 +144,9 @@ class GraphsView(QWidget):
         self.timer.start(interval_ms)
 
     def refresh(self) -> None:
-        """Copy the ring buffers into the plots."""
+        """Copy the ring buffers into the plots (skipped while the graphs are hidden)."""
+        if not self.isVisible():
+            return
         t = self.telemetry
         gpu = t.has_gpu
         used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"

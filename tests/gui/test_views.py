@@ -287,3 +287,53 @@ def test_display_images_are_scaled_to_the_canvas_and_drawn(qtbot) -> None:  # ty
     m.set_zoom_fit(False)  # 100%: the full-size frame is converted on demand
     pair = view.canvas.images()
     assert pair is not None and pair[1].width() == 800
+
+
+class _FakeSource:
+    """Host readings that change with every sample; no GPU."""
+
+    no_gpu_reason = "no NVIDIA GPU: test"
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def sample(self):  # type: ignore[no-untyped-def]
+        import time
+
+        from ffdesk.telemetry.host import HostSample
+        from ffdesk.telemetry.sampler import Sample
+
+        self.n += 1
+        host = HostSample(pid=1, process_rss_bytes=(100 + self.n) * 2**20, process_cpu_pct=10.0 * self.n)
+        return Sample(t=time.monotonic(), wall_time=time.time(), host=host)
+
+    def close(self) -> None:
+        pass
+
+
+def test_graphs_plot_host_figures_without_gpu_and_stack_models(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.graphs import GraphsView, TelemetryModel
+    from ffdesk.pipeline import events as ev
+    from ffdesk.telemetry.sampler import Sampler
+
+    sampler = Sampler(interval_s=1.0, source=_FakeSource())  # never started: samples taken by hand
+    model = TelemetryModel(sampler)
+    view = GraphsView(model)
+    qtbot.addWidget(view)
+    view.show()
+    assert view.note.isVisible() and "no GPU" in view.note.text()
+    assert view.plots[0].titleLabel.text.startswith("Process memory")
+    for _ in range(3):
+        sampler.take()
+    model.on_event(ev.Progress(5, 10, 12.5, 1.0))
+    model.on_event(ev.MemoryChanged((("detector", 50 * 2**20), ("swapper", 200 * 2**20)), 512 * 2**20))
+    view.refresh()
+    _x, mem = view.mem_used.getData()
+    assert list(mem) == [101.0, 102.0, 103.0]
+    assert list(view.util.getData()[1]) == [10.0, 20.0, 30.0]
+    assert list(view.fps.getData()[1]) == [12.5]
+    assert list(view.mem_budget.getData()[1]) == [512.0]
+    # stacked: the swapper's band sits on top of the detector's
+    assert view.model_curves["detector"].getData()[1][-1] == 50.0
+    assert view.model_curves["swapper"].getData()[1][-1] == 250.0
+    view.stop()

@@ -64,8 +64,8 @@ def seamless(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame:
 
 def alpha_blend(fg: Frame, bg: Frame, alpha: Mask) -> Frame:
     """fg * alpha + bg * (1 - alpha), rounded."""
-    a = alpha[..., None]
-    return (fg.astype(np.float32) * a + bg.astype(np.float32) * (1.0 - a) + 0.5).astype(np.uint8)
+    a = np.ascontiguousarray(alpha, np.float32)
+    return np.asarray(cv2.blendLinear(fg, bg, a, 1.0 - a), np.uint8)
 
 
 def feathered(region: npt.NDArray[np.uint8], radius: int) -> Mask:

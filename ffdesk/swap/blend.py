@@ -25,10 +25,8 @@ def lab_transfer(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame
     ratio = np.clip(ds.ravel() / np.maximum(ss.ravel(), 1e-3), 0.5, 2.0)
     offset = dm.ravel() - sm.ravel() * ratio
     # One fused multiply-add per channel via a lookup table (uint8 in, uint8 out).
-    lut = np.clip(np.arange(256, dtype=np.float32)[:, None] * ratio + offset, 0, 255).astype(np.uint8)
-    out = np.empty_like(s)
-    for c in range(3):
-        out[..., c] = lut[:, c][s[..., c]]
+    lut = np.clip(np.arange(256, dtype=np.float32)[:, None] * ratio + offset + 0.5, 0, 255).astype(np.uint8)
+    out = cv2.LUT(s, np.ascontiguousarray(lut.reshape(256, 1, 3)))
     return np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), np.uint8)
 
 

@@ -110,3 +110,18 @@ def test_too_small_cut_off_and_profile_faces_are_skipped(
     assert swapper.swap(frame, replace(face, landmarks=turned)).reason == "profile"
     assert swapper.swap(frame, replace(face, landmarks=None)).reason == "no_landmarks"
     np.testing.assert_array_equal(frame, astronaut)
+
+
+def test_lab_transfer_matches_the_target_colour_statistics() -> None:
+    from ffdesk.swap.blend import lab_transfer
+
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 255, (80, 70, 3), dtype=np.uint8)
+    dst = np.clip(rng.normal((150, 110, 90), 12, (80, 70, 3)), 0, 255).astype(np.uint8)
+    region = np.zeros((80, 70), np.uint8)
+    region[10:70, 10:60] = 255
+    out = lab_transfer(src, dst, region)
+    lab_out = cv2.cvtColor(out, cv2.COLOR_RGB2LAB)[region > 0].astype(float)
+    lab_dst = cv2.cvtColor(dst, cv2.COLOR_RGB2LAB)[region > 0].astype(float)
+    np.testing.assert_allclose(lab_out.mean(0), lab_dst.mean(0), atol=3.0)
+    assert (lab_out.std(0) < 2.0 * lab_dst.std(0) + 2.0).all()  # the std ratio is clamped, not free

@@ -124,4 +124,7 @@ def test_lab_transfer_matches_the_target_colour_statistics() -> None:
     lab_out = cv2.cvtColor(out, cv2.COLOR_RGB2LAB)[region > 0].astype(float)
     lab_dst = cv2.cvtColor(dst, cv2.COLOR_RGB2LAB)[region > 0].astype(float)
     np.testing.assert_allclose(lab_out.mean(0), lab_dst.mean(0), atol=3.0)
-    assert (lab_out.std(0) < 2.0 * lab_dst.std(0) + 2.0).all()  # the std ratio is clamped, not free
+    lab_src = cv2.cvtColor(src, cv2.COLOR_RGB2LAB)[region > 0].astype(float)
+    # the spread follows the target's, but is never squeezed below half the source's
+    expected = np.maximum(lab_dst.std(0), 0.5 * lab_src.std(0))
+    np.testing.assert_allclose(lab_out.std(0), expected, rtol=0.15)

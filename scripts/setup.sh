@@ -35,8 +35,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing ffdesk and its dependencies into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-  .venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location\|BuildBackendWarning\|^ *!!\|^ *\*\*\*\|corresp(dist\|^ *$\|Please \|By 20\|See https\|with strategy\|editable_wheel\|_apply_pyproject\|name as your package\|Editable installation" || true
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev]'; } >"$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" | tail -30
+    echo "setup: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
   .venv/bin/python -c "import ffdesk, av, cv2, onnxruntime, PySide6, torch" 
   echo "$want" > "$stamp"
 fi

@@ -63,6 +63,9 @@ class PreviewCanvas(QWidget):
         self._fit: tuple[QImage, QImage] | None = None
         self._full: tuple[QImage, QImage] | None = None
         self._dragging = False
+        self._pan = QPointF(0, 0)
+        """Offset of the image at 100% zoom (drag to pan)."""
+        self._pan_from: QPointF | None = None
         model.previewChanged.connect(self._on_preview)
         model.viewChanged.connect(self.update)
         model.referenceChanged.connect(self.update)
@@ -70,6 +73,7 @@ class PreviewCanvas(QWidget):
 
     def _on_target(self) -> None:
         self._src_size = self._fit = self._full = None
+        self._pan = QPointF(0, 0)
         self.update()
 
     def _on_preview(self, result: object) -> None:
@@ -108,7 +112,10 @@ class PreviewCanvas(QWidget):
         else:
             s = 1.0 / (self.model.preview.scale if self.model.preview else 1.0)
         dw, dh = w * s, h * s
-        return QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
+        rect = QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
+        if not self.model.zoom_fit:
+            rect.translate(self._pan)
+        return rect
 
     def split_x(self) -> float:
         r = self.image_rect()
@@ -185,6 +192,8 @@ class PreviewCanvas(QWidget):
         if face is not None:
             self.model.set_reference_face(face)
             self.faceClicked.emit(face)
+        elif not self.model.zoom_fit:
+            self._pan_from = pos - self._pan
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         pos = event.position()
@@ -192,6 +201,10 @@ class PreviewCanvas(QWidget):
             r = self.image_rect()
             if r.width() > 0:
                 self.model.set_split((pos.x() - r.left()) / r.width())
+            return
+        if self._pan_from is not None:
+            self._pan = pos - self._pan_from
+            self.update()
             return
         near = self.model.show_before and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX
         if near:
@@ -203,6 +216,7 @@ class PreviewCanvas(QWidget):
 
     def mouseReleaseEvent(self, _event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         self._dragging = False
+        self._pan_from = None
 
 
 class PreviewView(QWidget):

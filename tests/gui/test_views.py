@@ -337,3 +337,40 @@ def test_graphs_plot_host_figures_without_gpu_and_stack_models(qtbot) -> None:  
     assert view.model_curves["detector"].getData()[1][-1] == 50.0
     assert view.model_curves["swapper"].getData()[1][-1] == 250.0
     view.stop()
+
+
+def test_drag_pans_the_image_at_100_percent(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.preview_view import PreviewView
+
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(300, 200)
+    view.show()
+    m.set_clip(CLIP)
+    m.set_show_before(False)
+    m.set_preview(_result(0))
+    m.set_zoom_fit(False)
+    canvas = view.canvas
+    before = canvas.image_rect()
+    qtbot.mousePress(canvas, Qt.MouseButton.LeftButton, pos=QPoint(100, 100))
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QMouseEvent
+
+    to = QPointF(130, 90)
+    move = QMouseEvent(
+        QEvent.Type.MouseMove,
+        to,
+        QPointF(canvas.mapToGlobal(to.toPoint())),
+        Qt.MouseButton.NoButton,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    canvas.mouseMoveEvent(move)
+    qtbot.mouseRelease(canvas, Qt.MouseButton.LeftButton, pos=to.toPoint())
+    after = canvas.image_rect()
+    assert (after.left() - before.left(), after.top() - before.top()) == (30, -10)
+    m.set_zoom_fit(True)
+    fit = canvas.image_rect()  # fit ignores the pan: centred again
+    assert fit.center().x() == pytest.approx(canvas.width() / 2)
+    assert fit.center().y() == pytest.approx(canvas.height() / 2)

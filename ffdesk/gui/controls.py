@@ -105,6 +105,10 @@ class BudgetBar(QWidget):
         p.fillRect(QRectF(2, 6, self.width() - 4, 18), QColor(55, 55, 62))
         for i, (_name, rect) in enumerate(self.segments()):
             p.fillRect(rect, colour_for(i))
+        if self.value_mb == 0 and not self.residency.models:
+            p.setPen(QColor(150, 150, 160))
+            track = QRectF(2, 6, self.width() - 4, 18)
+            p.drawText(track, Qt.AlignmentFlag.AlignCenter, "click to set a budget")
         if self.value_mb > 0:
             x = self._x(self.value_mb)
             p.fillRect(QRectF(x, 6, self.width() - 2 - x, 18), QColor(0, 0, 0, 110))

@@ -215,3 +215,15 @@ def test_multi_face_photo_offers_a_choice(qtbot, window, tmp_path: Path, tiny_cl
     card.chooser.setCurrentIndex(1)
     assert window.open_clip(tiny_clip)
     assert s.build_job().source_face == 1
+
+
+def test_a_failing_render_is_reported_not_raised(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "gone.mp4"
+    q = window.queue
+    q.autostart = True
+    entry = q.add(RenderJob(target=missing, output=tmp_path / "out.mp4"))
+    qtbot.waitUntil(lambda: q.store.get(entry.id).state == "failed", timeout=30000)
+    failed = q.store.get(entry.id)
+    assert "gone.mp4" in failed.message
+    assert window.status.entries[-1].level == "error" and "gone.mp4" in window.status.entries[-1].text
+    assert not q.busy

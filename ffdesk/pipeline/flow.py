@@ -18,6 +18,12 @@ from ffdesk.pipeline.stage import FramePacket, Stage
 
 _POLL_S = 0.05
 
+BATCH_LINGER_S = 0.05
+"""How long a stage that takes batches waits for a batch to fill once its first frame is there.
+
+Waiting only delays a frame when the stage is faster than what feeds it (then the stage would idle
+anyway); when the stage is the bottleneck its inbox is full and batches fill at once."""
+
 
 class Halt:
     """Shared stop flag: set by a cancel request or by the first thread that fails."""
@@ -82,6 +88,19 @@ class Pipe:
     def get_nowait(self) -> Any:
         return self._q.get_nowait()
 
+    def get_until(self, deadline: float) -> Any:
+        """The next item, or raise `queue.Empty` once `deadline` (time.monotonic) has passed."""
+        while True:
+            if self._halt.is_set():
+                raise Stopped
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._q.get_nowait()
+            try:
+                return self._q.get(timeout=min(_POLL_S, remaining))
+            except queue.Empty:
+                continue
+
 
 @dataclass
 class StageStats:
@@ -142,7 +161,14 @@ class StageRunner:
     """Runs one stage on `stage.workers` threads between two pipes, batching up to `batch`."""
 
     def __init__(
-        self, stage: Stage, inbox: Pipe, outbox: Pipe, halt: Halt, batch: int, first_index: int
+        self,
+        stage: Stage,
+        inbox: Pipe,
+        outbox: Pipe,
+        halt: Halt,
+        batch: int,
+        first_index: int,
+        linger_s: float | None = None,
     ) -> None:
         self.stage = stage
         self.inbox = inbox
@@ -150,6 +176,7 @@ class StageRunner:
         self.halt = halt
         self.batch = max(1, min(batch, int(getattr(stage, "max_batch", 1) or 1)))
         self.workers = max(1, int(getattr(stage, "workers", 1) or 1))
+        self.linger_s = BATCH_LINGER_S if linger_s is None else linger_s
         self.stats = StageStats(stage.name)
         self._sequencer = Sequencer(outbox, first_index) if self.workers > 1 else None
         self._started = threading.Event()
@@ -171,9 +198,10 @@ class StageRunner:
                 self.inbox.put(END)  # let sibling workers see it too
                 return
             batch = [first]
+            deadline = time.monotonic() + self.linger_s
             while len(batch) < self.batch:
                 try:
-                    item = self.inbox.get_nowait()
+                    item = self.inbox.get_until(deadline)
                 except queue.Empty:
                     break
                 if item is END:

@@ -119,3 +119,28 @@ def test_cancel_stops_blocked_pipes_promptly() -> None:
         pipe.put(2)  # full: blocks until the cancel
     assert time.monotonic() - t0 < 1.0
     timer.join()
+
+
+def _slow_feed(runner_linger: float) -> list[int]:
+    halt = Halt()
+    source, out = Pipe(halt, 64), Pipe(halt, 64)
+    stage = AddStage("a", max_batch=8)
+    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=runner_linger)
+    threads = runner.start()
+    for i in range(12):
+        time.sleep(0.01)  # upstream slower than the stage
+        source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
+    source.put(END)
+    got = 0
+    while out.get() is not END:
+        got += 1
+    halt.stop()
+    for t in threads:
+        t.join()
+    assert got == 12
+    return stage.batches
+
+
+def test_a_stage_fed_slowly_still_gets_full_batches_within_the_linger() -> None:
+    assert _slow_feed(runner_linger=1.0) == [4, 4, 4]
+    assert max(_slow_feed(runner_linger=0.0)) < 4

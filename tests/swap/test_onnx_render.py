@@ -137,6 +137,7 @@ def test_injected_out_of_memory_is_recovered_without_losing_a_frame(
         return real_run(self, inputs)
 
     monkeypatch.setattr(sessions.OrtSession, "run", flaky)
+    monkeypatch.setattr("ffdesk.pipeline.flow.BATCH_LINGER_S", 2.0)  # batches fill however slow the feed
     out = tmp_path / "frames"
     report = render(pack, face_clip, out, "--encoder", "png", "--precision", "fp32")
     assert failures, "the swapper never ran a batch"

@@ -45,7 +45,6 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
 
     import av
     import cv2
-    import numpy as np
 
     from ffdesk.media.decode import read_image
     from ffdesk.resources import resource_path

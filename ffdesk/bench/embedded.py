@@ -45,6 +45,7 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
 
     import av
     import cv2
+    import numpy as np
 
     from ffdesk.media.decode import read_image
     from ffdesk.resources import resource_path
@@ -62,7 +63,7 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
         for i in range(frames):
             phase = i / max(frames - 1, 1)
             dx = int(32 + 28 * math.sin(2 * math.pi * phase))
-            img = backdrop[32 : 32 + height, dx : dx + width].copy()
+            img = np.array(backdrop[32 : 32 + height, dx : dx + width], np.uint8)
             side = int(height * 0.7 * (1.0 + 0.06 * math.sin(2 * math.pi * phase)))
             fg = cv2.resize(person, (side, side), interpolation=cv2.INTER_AREA)
             x0 = int(width / 2 - side / 2 + 0.1 * width * math.sin(2 * math.pi * phase))

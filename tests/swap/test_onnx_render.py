@@ -17,7 +17,14 @@ from ffdesk.runtime import sessions
 from ffdesk.runtime.standins import write_standins
 
 FRAMES = 8
-MODELS = ["inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34", "gfpgan_1.4"]
+MODELS = [
+    "inswapper_128",
+    "hyperswap_1a_256",
+    "arcface_w600k_r50",
+    "xseg_1",
+    "bisenet_resnet_34",
+    "gfpgan_1.4",
+]
 
 
 @pytest.fixture(scope="session")
@@ -177,8 +184,8 @@ def test_missing_model_and_unknown_mask_exit_2(
     photo = str(resource_path("sample", "grace_hopper.jpg"))
     base = ["render", "--target", str(face_clip), "--output", str(tmp_path / "o.mp4"), "-q"]
     base += ["--source", photo, "--models-dir", str(pack)]
-    assert main([*base, "--swapper", "hyperswap_1a_256"]) == 2
-    assert "hyperswap_1a_256.onnx" in capsys.readouterr().err
+    assert main([*base, "--swapper", "hyperswap_1b_256"]) == 2
+    assert "hyperswap_1b_256.onnx" in capsys.readouterr().err
     assert main([*base, "--swapper", "inswapper_128", "--mask", "hat"]) == 2
     assert "hat" in capsys.readouterr().err
     assert main([*base, "--swapper", "inswapper_128", "--memory-budget", "4KiB"]) == 2
@@ -199,3 +206,10 @@ def test_quality_guard_flags_faces_that_drift_from_fp32(
     assert flags and all(0 <= f["frame"] < FRAMES and f["psnr_db"] < 200.0 for f in flags)
     fp32 = [m for m in report["models"] if m["name"] == "inswapper_128" and m["precision"] == "fp32"]
     assert fp32 and fp32[0]["loads"] == 1  # the reference path ran on the sampled frames
+
+
+def test_a_256_px_swapper_renders(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    report = render(pack, face_clip, tmp_path / "out.mp4", "--swapper", "hyperswap_1a_256")
+    assert report["frames_out"] == FRAMES
+    assert report["swapper"] == "hyperswap_1a_256"
+    assert {"hyperswap_1a_256", "arcface_w600k_r50"} <= {m["name"] for m in report["models"]}

@@ -29,6 +29,7 @@ from ffdesk.gui.render_queue import QueueController
 from ffdesk.gui.sources_view import SourcesView
 from ffdesk.gui.status_view import StatusView
 from ffdesk.gui.timeline import TimelineView
+from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.pipeline import events as ev
 
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
         self.graphs = GraphsView(self.telemetry)
         self.queue_view = QueueView(self.queue)
         self.status_view = StatusView(self.status)
+        self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
 
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -102,7 +104,10 @@ class MainWindow(QMainWindow):
         self._dock("Graphs", self.graphs, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Queue", self.queue_view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Status", self.status_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Training", self.training_view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
+        self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
+        self.docks["Graphs"].raise_()
         self.docks["Sources"].setMinimumWidth(250)
         self.docks["Controls"].setMinimumWidth(330)
         self.docks["Queue"].raise_()
@@ -132,7 +137,7 @@ class MainWindow(QMainWindow):
         self.queue.message.connect(self.status.post)
         self.status.posted.connect(lambda _lvl, text: self.statusBar().showMessage(text, 8000))
         if self.sampler is not None and self.sampler.no_gpu_reason:
-            self.status.post("info", f"no GPU: {self.sampler.no_gpu_reason}")
+            self.status.post("info", self.sampler.no_gpu_reason)
         self._restore()
         QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
@@ -389,6 +394,7 @@ class MainWindow(QMainWindow):
         self._preview_timer.stop()
         self.session.set_playing(False)
         self.graphs.stop()
+        self.training_view.stop()
         self.preview_worker.shutdown()
         self.queue.shutdown()
         if self.sampler is not None:

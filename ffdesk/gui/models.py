@@ -77,7 +77,8 @@ class Settings:
     enhancer: str = ""
     face_selection: FaceSelection = "largest"
     encoder: EncoderName = "h264"
-    quality: int = 80
+    quality: int = 65
+    """0-100; 65 is CRF 18, the command line's final-render default."""
     output_dir: str = ""
 
     def to_dict(self) -> dict[str, Any]:

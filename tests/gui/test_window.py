@@ -227,3 +227,22 @@ def test_a_failing_render_is_reported_not_raised(qtbot, window, tmp_path: Path) 
     assert "gone.mp4" in failed.message
     assert window.status.entries[-1].level == "error" and "gone.mp4" in window.status.entries[-1].text
     assert not q.busy
+
+
+def test_training_tab_follows_a_run_written_outside_the_app(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from ffdesk.training import control
+
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = run / control.METRICS
+    metrics.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2, 3)))
+    assert "Training" in window.docks
+    model = window.training_view.model
+    model.set_run_dir(run)
+    assert [r["step"] for r in model.records] == [1, 2, 3]
+    with metrics.open("a") as fh:
+        fh.write(json.dumps({"step": 4, "loss": 0.2}) + "\n")
+    model.poll()
+    assert model.records[-1]["step"] == 4 and model.summary is not None and model.summary.step == 4

@@ -10,10 +10,14 @@ _MARKER = "models"
 
 
 def resources_dir() -> Path:
-    """The `resources/` folder: `$FFDESK_RESOURCES`, else the repository's (source checkout or
-    editable install), else the copy a wheel installs under `<prefix>/share/ffdesk/resources`."""
+    """The `resources/` folder: `$FFDESK_RESOURCES`, else a PyInstaller bundle's, else the
+    repository's (source checkout or editable install), else the copy a wheel installs under
+    `<prefix>/share/ffdesk/resources`."""
     env = os.environ.get("FFDESK_RESOURCES")
     candidates = [Path(env)] if env else []
+    bundle = getattr(sys, "_MEIPASS", None)  # a PyInstaller one-folder app
+    if bundle:
+        candidates.append(Path(bundle) / "resources")
     candidates += [
         Path(__file__).resolve().parent.parent / "resources",
         Path(sys.prefix) / "share" / "ffdesk" / "resources",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.resources import resource_path
 
 PROBE_MS = 5
 GOP = 25
@@ -40,7 +41,7 @@ def register(sub: Any) -> None:
 
 
 def source_photo() -> Path:
-    return Path(__file__).resolve().parents[2] / "resources" / "sample" / "grace_hopper.jpg"
+    return resource_path("sample", "grace_hopper.jpg")
 
 
 def make_clip(height: int, seconds: float) -> Path:
@@ -51,7 +52,7 @@ def make_clip(height: int, seconds: float) -> Path:
     from ffdesk.media.synth import synth_clip
 
     width = height * 16 // 9
-    astronaut = Path(__file__).resolve().parents[2] / "resources" / "sample" / "astronaut.jpg"
+    astronaut = resource_path("sample", "astronaut.jpg")
     crop = read_image(astronaut)[0:300, 120:400]
     face = np.asarray(cv2.resize(crop, (height * 280 // 1080 * 2, height * 300 // 1080 * 2)), np.uint8)
     return cached(

@@ -9,12 +9,12 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from ffdesk import __version__
+from ffdesk.resources import resource_path
 
 
 def icon_path() -> Path:
     """resources/icons/ffdesk.svg (inside a PyInstaller bundle too)."""
-    base = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parents[2]))
-    return base / "resources" / "icons" / "ffdesk.svg"
+    return resource_path("icons", "ffdesk.svg")
 
 
 def application(argv: list[str] | None = None) -> QApplication:

@@ -178,6 +178,13 @@ def test_masks_enhancer_and_tiled_swap_run_in_the_render(pack: Path, face_clip: 
     assert report["stages"]["enhance"]["frames"] == FRAMES
 
 
+def test_preview_mode_leaves_the_enhancer_off(pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    report = render(pack, face_clip, tmp_path / "draft.mp4", "--enhancer", "gfpgan_1.4", "--mode", "preview")
+    assert report["frames_out"] == FRAMES
+    assert "enhance" not in report["stages"]
+    assert "gfpgan_1.4" not in {m["name"] for m in report["models"]}
+
+
 def test_missing_model_and_unknown_mask_exit_2(
     pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -111,8 +111,8 @@ class ModelRender:
         self.recognizer = resolve_model(job.recognizer or DEFAULT_RECOGNIZER, "recognizer", folder, cat)
         self.detector = resolve_model(job.detector, "detector", folder, cat) if job.detector else None
         # a preview-mode render is a fast draft: enhancers stay off
-        use_enhancer = job.enhancer and job.mode != "preview"
-        self.enhancer = resolve_model(job.enhancer, "enhancer", folder, cat) if use_enhancer else None
+        wanted = job.enhancer if job.mode != "preview" else None
+        self.enhancer = resolve_model(wanted, "enhancer", folder, cat) if wanted else None
         self.masks: dict[str, ModelChoice] = {}
         for mask in job.masks:
             if mask == "box":

@@ -74,7 +74,7 @@ def atomic_output(final: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
     except OSError as exc:
         _remove(tmp)
         raise_if_disk_full(exc, final)
@@ -85,7 +85,8 @@ def atomic_output(final: Path) -> Iterator[Path]:
         raise
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or new file in `folder` durable (a no-op where folders cannot be synced)."""
     if os.name == "nt":
         return
     try:

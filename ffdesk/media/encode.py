@@ -44,7 +44,7 @@ import numpy as np
 
 from ffdesk.errors import MediaError
 from ffdesk.media._colour import colour_code, sws_matrix
-from ffdesk.media.atomic import atomic_output, raise_if_disk_full
+from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.probe import VideoInfo
 from ffdesk.types import EncoderName, Frame, Mode
@@ -358,7 +358,7 @@ class SegmentEncoder:
             if self.settings.encoder == "png":
                 for f in sorted(self.path.iterdir()):
                     _fsync_file(f)
-                _fsync_dir(self.path)
+                fsync_dir(self.path)
                 return
             assert self._container is not None and self._stream is not None
             for packet in self._stream.encode(None):
@@ -399,16 +399,6 @@ def _errors_describe(exc: BaseException) -> str:
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    if sys.platform == "win32":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_image(path: Path, image: Frame) -> None:

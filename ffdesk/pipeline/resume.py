@@ -14,6 +14,8 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ffdesk.media.atomic import fsync_dir
+
 MANIFEST_NAME = "manifest.json"
 
 
@@ -31,19 +33,6 @@ class Segment:
 def work_dir_for(output: Path) -> Path:
     """The hidden folder beside `output` that holds its segments and manifest."""
     return output.parent / f".{output.name}.ffdesk-parts"
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class Manifest:
@@ -133,7 +122,7 @@ class Manifest:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.folder / MANIFEST_NAME)
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
 
     def discard(self) -> None:
         """Remove the work folder (after the output is in place)."""

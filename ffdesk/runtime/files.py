@@ -362,6 +362,21 @@ def _atomic_write_bytes(dest: Path, data: bytes) -> None:
         raise
 
 
+def save_onnx_atomic(model: Any, dest: Path) -> None:
+    """Write an ONNX model to `dest` through a temp file beside it (nothing half-written)."""
+    import onnx
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _atomic_copy(src: Path, dest: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     os.close(fd)

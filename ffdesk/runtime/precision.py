@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
+from ffdesk.runtime.files import save_onnx_atomic
 from ffdesk.runtime.sessions import user_cache_dir
 
 Concrete = Literal["fp32", "fp16", "int8"]
@@ -139,20 +140,6 @@ def cached_variants(src: Path, cache_dir: Path | None = None) -> tuple[str, ...]
     return tuple(p for p in ("fp16", "int8") if variant_path(src, p, cache_dir=cache_dir).is_file())
 
 
-def _save_atomic(model: Any, dest: Path) -> None:
-    import onnx
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_sidecar(path: Path) -> None:
     """A CRC32 sidecar, so loading the variant later need not hash it to know its identity."""
     from ffdesk.runtime.files import write_sidecar
@@ -173,7 +160,7 @@ def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "number truncated to 1e-07": expected for fp16
         converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
-    _save_atomic(converted, dest)
+    save_onnx_atomic(converted, dest)
     _write_sidecar(dest)
     return dest
 

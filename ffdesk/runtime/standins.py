@@ -20,8 +20,6 @@ Graphs are written with `onnx.helper` directly (fast, no exporter involved).
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 import warnings
 import zlib
@@ -34,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.runtime.catalog import Catalog, ModelSpec, TensorSpec, is_dynamic, load_catalog
-from ffdesk.runtime.files import write_sidecar
+from ffdesk.runtime.files import save_onnx_atomic, write_sidecar
 
 OPSET = 17
 IR_VERSION = 9
@@ -407,20 +405,6 @@ def build_standin(
     return _finish(spec, g, outputs, dynamic_batch, last)
 
 
-def _save(model: Any, dest: Path) -> None:
-    import onnx
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _example_feed(spec: ModelSpec, batch: int = 1) -> dict[str, npt.NDArray[Any]]:
     feed = {}
     rng = np.random.default_rng(1)
@@ -519,7 +503,7 @@ def write_standin(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "number truncated to 1e-07" for tiny random weights
             model = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
-    _save(model, dest)
+    save_onnx_atomic(model, dest)
     del model
     write_sidecar(dest)
     return StandinInfo(spec.name, dest, dest.stat().st_size, params, ms)

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -362,30 +362,28 @@ def _atomic_write_bytes(dest: Path, data: bytes) -> None:
         raise
 
 
-def save_onnx_atomic(model: Any, dest: Path) -> None:
-    """Write an ONNX model to `dest` through a temp file beside it (nothing half-written)."""
-    import onnx
-
+def write_atomic(dest: Path, write: Callable[[str], object]) -> None:
+    """Call `write(tmp)` on a temp path beside `dest`, then move it into place (nothing half-written)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     os.close(fd)
     try:
-        onnx.save(model, tmp)
+        write(tmp)
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_onnx_atomic(model: Any, dest: Path) -> None:
+    """Write an ONNX model to `dest` atomically."""
+    import onnx
+
+    write_atomic(dest, lambda tmp: onnx.save(model, tmp))
 
 
 def _atomic_copy(src: Path, dest: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(dest, lambda tmp: shutil.copyfile(src, tmp))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ffdesk import __version__
 from ffdesk.errors import Cancelled, UserError
@@ -39,18 +40,23 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message}")
 
 
+def register_modules(sub: Any, package: str, names: Sequence[str]) -> None:
+    """Let each module `package.name` that exists add its parser(s) with `register(sub)`."""
+    for name in names:
+        try:
+            module = importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{package}.{name}":
+                continue
+            raise
+        module.register(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ffdesk", description="Face-swap studio for video editors.")
     parser.add_argument("--version", action="version", version=f"ffdesk {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"ffdesk.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ffdesk.commands.{name}":
-                continue
-            raise
-        module.register(sub)
+    register_modules(sub, "ffdesk.commands", COMMAND_MODULES)
     return parser
 
 

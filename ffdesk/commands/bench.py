@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
+
+from ffdesk.cli import register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
@@ -14,14 +15,7 @@ BENCH_MODULES = (
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("bench", help="run a benchmark and print its figures")
     benches = parser.add_subparsers(dest="bench", parser_class=type(parser))
-    for name in BENCH_MODULES:
-        try:
-            module = importlib.import_module(f"ffdesk.bench.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ffdesk.bench.{name}":
-                continue
-            raise
-        module.register(benches)
+    register_modules(benches, "ffdesk.bench", BENCH_MODULES)
 
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help()

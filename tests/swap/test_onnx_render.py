@@ -197,6 +197,16 @@ def test_missing_model_and_unknown_mask_exit_2(
     assert "hat" in capsys.readouterr().err
     assert main([*base, "--swapper", "inswapper_128", "--memory-budget", "4KiB"]) == 2
     assert "memory budget" in capsys.readouterr().err
+    cut = tmp_path / "cut" / "inswapper_128.onnx"
+    cut.parent.mkdir()
+    cut.write_bytes((pack / "inswapper_128.onnx").read_bytes()[:5000])
+    assert main([*base, "--swapper", str(cut)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "inswapper_128.onnx: truncated or not an ONNX model" in err[0]
+    wrong = tmp_path / "cut" / "yoloface_8n.onnx"
+    wrong.write_bytes((pack / "xseg_1.onnx").read_bytes())
+    assert main([*base, "--swapper", "inswapper_128", "--detector", str(wrong)]) == 2
+    assert "yoloface_8n.onnx" in capsys.readouterr().err
     assert not (tmp_path / "o.mp4").exists()
 
 

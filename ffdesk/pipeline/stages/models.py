@@ -69,8 +69,12 @@ class ModelChoice:
 
 
 def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> ModelChoice:
-    """Find the file for a catalog name or an .onnx path; `UserError` naming what is missing."""
-    from ffdesk.runtime.files import find_model
+    """Find and check the file for a catalog name or an .onnx path, before any work.
+
+    `UserError` naming the file and what is wrong: missing, truncated, not ONNX, hash mismatch,
+    or inputs/outputs that break the catalog's contract.
+    """
+    from ffdesk.runtime.files import find_model, load_onnx, verify
 
     as_path = Path(value).expanduser()
     if as_path.suffix.lower() == ".onnx":
@@ -80,11 +84,18 @@ def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> 
         spec = catalog.by_file(path.name)
         if spec is not None and spec.kind != kind:
             spec = None
-        return ModelChoice(kind, spec.name if spec else path.stem, path.resolve(), spec)
-    spec = catalog.get(value)
-    if spec.kind != kind:
-        raise UserError(f"{value} is a {spec.kind} model, not a {kind}")
-    return ModelChoice(kind, spec.name, find_model(spec, models_dir), spec)
+        if spec is None:
+            load_onnx(path)  # at least a whole ONNX file
+    else:
+        spec = catalog.get(value)
+        if spec.kind != kind:
+            raise UserError(f"{value} is a {spec.kind} model, not a {kind}")
+        path = find_model(spec, models_dir)
+    if spec is not None:
+        problems = verify(spec, path)
+        if problems:
+            raise UserError("; ".join(problems))
+    return ModelChoice(kind, spec.name if spec else path.stem, path.resolve(), spec)
 
 
 def psnr(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> float:

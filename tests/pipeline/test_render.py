@@ -264,3 +264,23 @@ def test_cli_start_beyond_end_and_usage_errors(clip: Path, tmp_path: Path) -> No
     assert r.returncode == 2 and "beyond the end" in r.stderr
     r = _cli("render", "--target", str(clip))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ctrl_c_exits_130_with_nothing_at_the_output_and_resumes(long_clip: Path, tmp_path: Path) -> None:
+    out = tmp_path / "interrupted.mp4"
+    cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(long_clip), "--output", str(out),
+           "--segment-frames", "10", "-q"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    manifest = work_dir_for(out) / "manifest.json"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (manifest.exists() and '"file"' in manifest.read_text()):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the render finished before the interrupt arrived")
+    assert proc.returncode == 130 and "cancelled" in err and "Traceback" not in err
+    assert not out.exists()
+    done = _cli("render", "--target", str(long_clip), "--output", str(out), "--segment-frames", "10", "-q")
+    assert done.returncode == 0, done.stderr
+    assert decoded_indices(out) == list(range(250))

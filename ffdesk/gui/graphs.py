@@ -122,6 +122,10 @@ class GraphsView(QWidget):
             plot = self.layout_widget.addPlot(row=i // 2, col=i % 2, title=title)
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setXRange(-WINDOW_S, 0, padding=0)
+            # Fixed ranges, moved only in 1-2-5 steps (see `_fit_y`): an axis whose range changes
+            # is re-laid out and repainted, which is most of what the graphs cost the GUI thread.
+            plot.enableAutoRange(x=False, y=False)
+            plot.setYRange(0, 1, padding=0)
             plot.setMouseEnabled(x=False, y=False)
             plot.setDownsampling(mode="peak")
             plot.setClipToView(True)
@@ -159,6 +163,8 @@ class GraphsView(QWidget):
         util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
         self.util.setData(*_finite(*t.series(util)))
         self.fps.setData(*_finite(*t.render_series("fps")))
+        for plot in self.plots:
+            _fit_y(plot)
 
     def _stack_models(self) -> None:
         # Stacked areas: each model's curve is the running sum up to it, filled down to zero, drawn
@@ -189,3 +195,29 @@ class GraphsView(QWidget):
 
     def stop(self) -> None:
         self.timer.stop()
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 x 10^k at or above `value` (1 for nothing to show)."""
+    if not np.isfinite(value) or value <= 0:
+        return 1.0
+    exp = np.floor(np.log10(value))
+    for step in (1.0, 2.0, 5.0, 10.0):
+        top = float(step * 10**exp)
+        if top >= value * (1 - 1e-9):
+            return top
+    return float(10 ** (exp + 1))
+
+
+def _fit_y(plot: pg.PlotItem) -> None:
+    """Keep the y range at a 1-2-5 ceiling over the visible data; change it only when the data
+    outgrows it or falls below a quarter of it."""
+    peak = 0.0
+    for item in plot.listDataItems():
+        _, y = item.getData()
+        if y is not None and len(y):
+            peak = max(peak, float(np.nanmax(y)))
+    top = plot.viewRange()[1][1]
+    want = nice_ceiling(peak * 1.1)
+    if want > top or want < top / 4:
+        plot.setYRange(0, want, padding=0)

@@ -374,3 +374,9 @@ def test_drag_pans_the_image_at_100_percent(qtbot) -> None:  # type: ignore[no-u
     fit = canvas.image_rect()  # fit ignores the pan: centred again
     assert fit.center().x() == pytest.approx(canvas.width() / 2)
     assert fit.center().y() == pytest.approx(canvas.height() / 2)
+
+
+def test_graph_y_ranges_move_in_nice_steps_only_when_needed() -> None:
+    from ffdesk.gui.graphs import nice_ceiling
+
+    assert [nice_ceiling(v) for v in (0.0, 0.7, 1.0, 1.3, 3.0, 7.5, 480.0)] == [1, 1, 1, 2, 5, 10, 500]

@@ -46,3 +46,27 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("FFDESK_BENCH_HISTORY", str(home / "bench-history.jsonl"))
+
+
+# Face fixtures shared by the faces, swap and runtime tests (one analyser for the whole session).
+
+
+@pytest.fixture(scope="session")
+def analyser():  # type: ignore[no-untyped-def]
+    from ffdesk.faces.analyser import FaceAnalyser
+
+    return FaceAnalyser()
+
+
+@pytest.fixture(scope="session")
+def astronaut():  # type: ignore[no-untyped-def]
+    from tests.faces import photos
+
+    return photos.astronaut()
+
+
+@pytest.fixture(scope="session")
+def grace():  # type: ignore[no-untyped-def]
+    from tests.faces import photos
+
+    return photos.grace_hopper()

@@ -75,17 +75,19 @@ class TelemetryModel(QObject):
         """(seconds relative to now, values) of a sampler metric; empty when unknown."""
         if self.sampler is None:
             return np.empty(0), np.empty(0)
-        buf = self.sampler.buffers
-        values = buf.get(name)
+        # One snapshot: times and values read apart could differ in length mid-sample.
+        times, series = self.sampler.buffers.snapshot(name)
+        values = series.get(name)
         if values is None:
             return np.empty(0), np.empty(0)
-        return buf.times - time.monotonic(), values
+        return times - time.monotonic(), values
 
     def render_series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
-        values = self.render.get(name)
+        times, series = self.render.snapshot(name)
+        values = series.get(name)
         if values is None:
             return np.empty(0), np.empty(0)
-        return self.render.times - time.monotonic(), values
+        return times - time.monotonic(), values
 
 
 def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -380,3 +380,35 @@ def test_graph_y_ranges_move_in_nice_steps_only_when_needed() -> None:
     from ffdesk.gui.graphs import nice_ceiling
 
     assert [nice_ceiling(v) for v in (0.0, 0.7, 1.0, 1.3, 3.0, 7.5, 480.0)] == [1, 1, 1, 2, 5, 10, 500]
+
+
+def test_a_sampler_series_is_read_whole_while_the_sampler_appends() -> None:
+    import sys
+    import threading
+    from types import SimpleNamespace
+
+    from ffdesk.gui.graphs import TelemetryModel
+    from ffdesk.telemetry.sampler import RingBuffers
+
+    buffers = RingBuffers(capacity=5000)
+    model = TelemetryModel(SimpleNamespace(buffers=buffers, no_gpu_reason="none here"))  # type: ignore[arg-type]
+    stop = threading.Event()
+
+    def sample() -> None:
+        t = 0.0
+        while not stop.is_set():
+            t += 0.001
+            buffers.append(t, {"host.process_rss_bytes": t})
+
+    writer = threading.Thread(target=sample, name="ffdesk-test-writer")
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL over as often as possible, to expose a torn read
+    writer.start()
+    try:
+        for _ in range(3000):
+            x, y = model.series("host.process_rss_bytes")
+            assert len(x) == len(y)
+    finally:
+        stop.set()
+        writer.join()
+        sys.setswitchinterval(switch)

@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         if not args_list:
-            args_list = ["gui"] if "gui" in _available(parser) else ["--help"]
+            args_list = ["gui"] if "gui" in _available(parser) and _can_show_window() else ["--help"]
         args = parser.parse_args(args_list)
         if not getattr(args, "func", None):
             parser.print_help()
@@ -101,6 +101,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f" (details in {log})" if log else ""
         print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         return 1
+
+
+def _can_show_window() -> bool:
+    from ffdesk.commands.gui import display_available
+
+    return display_available()
 
 
 def _available(parser: argparse.ArgumentParser) -> set[str]:

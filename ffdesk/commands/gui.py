@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 from typing import Any
+
+
+def display_available() -> bool:
+    """Whether a window can open: a display on Linux (or a Qt platform chosen explicitly)."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def register(sub: Any) -> None:
@@ -22,6 +31,11 @@ def run(args: argparse.Namespace) -> int:
     for p in [args.clip, *args.source]:
         if p is not None and not Path(p).exists():
             raise UserError(f"{p}: no such file")
+    if not display_available():
+        raise UserError(
+            "no display for the desktop app (DISPLAY and WAYLAND_DISPLAY are unset); "
+            "headless work runs with `ffdesk render`, or set QT_QPA_PLATFORM=offscreen"
+        )
     try:
         from ffdesk.gui.app import run_gui
     except ImportError as exc:  # a system library Qt needs is missing

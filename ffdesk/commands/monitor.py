@@ -36,7 +36,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"sent {args.send} to the trainer of {run_dir}")
         return 0
     if not (args.no_window or args.once):
+        from ffdesk.commands.gui import display_available
         from ffdesk.gui.monitor_app import run_monitor
+
+        if not display_available():
+            raise UserError("no display for the monitor window; use --no-window (or --once) in a terminal")
 
         return run_monitor(run_dir, interval_ms=int(args.interval * 1000))
     follower = MetricsFollower(run_dir / control.METRICS)

@@ -246,3 +246,23 @@ def test_training_tab_follows_a_run_written_outside_the_app(window, tmp_path: Pa
         fh.write(json.dumps({"step": 4, "loss": 0.2}) + "\n")
     model.poll()
     assert model.records[-1]["step"] == 4 and model.summary is not None and model.summary.step == 4
+
+
+def test_without_a_display_the_app_says_so_in_one_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
+    gui = subprocess.run([sys.executable, "-m", "ffdesk", "gui"], capture_output=True, text=True, env=env)
+    assert gui.returncode == 2 and len(gui.stderr.strip().splitlines()) == 1 and "no display" in gui.stderr
+    bare = subprocess.run([sys.executable, "-m", "ffdesk"], capture_output=True, text=True, env=env)
+    assert bare.returncode == 0 and "usage: ffdesk" in bare.stdout
+    (tmp_path / "run").mkdir()
+    mon = subprocess.run(
+        [sys.executable, "-m", "ffdesk", "monitor", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert mon.returncode == 2 and "--no-window" in mon.stderr

@@ -70,6 +70,7 @@ def run_render(
     info = probe(job.target)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
+    _check_output_kind(job, info)
     t0 = time.perf_counter()
     stages = build_stages(job)
     for stage in stages:
@@ -105,6 +106,31 @@ def _check_paths(job: RenderJob) -> None:
         raise UserError("--batch must be at least 1")
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+VIDEO_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "h264": (".mp4", ".mov", ".mkv", ".m4v"),
+    "h265": (".mp4", ".mov", ".mkv", ".m4v"),
+    "prores": (".mov", ".mkv"),
+}
+"""Output file types each encoder can be written to (png writes a folder of frames)."""
+
+
+def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
+    suffix = job.output.suffix.lower()
+    if info.is_image:
+        if suffix not in IMAGE_SUFFIXES:
+            raise UserError(
+                f"{job.output.name}: an image target needs an image output ({', '.join(IMAGE_SUFFIXES)})"
+            )
+        return
+    allowed = VIDEO_SUFFIXES.get(job.encoder)
+    if allowed is not None and suffix not in allowed:
+        raise UserError(
+            f"{job.output.name}: --encoder {job.encoder} cannot be written to a '{suffix or 'no suffix'}' "
+            f"file; use {', '.join(allowed)}"
+        )
+
+
 def _stage_report(stages: list[Stage]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for stage in stages:
@@ -128,8 +154,7 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
             timings[stage.name] = stats.as_dict()
     finally:
         extras = _stage_report(stages)
-    with atomic.atomic_output(job.output) as tmp:
-        write_image(tmp, packet.image)
+    write_image(job.output, packet.image)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return {
         "frames_in": 1,

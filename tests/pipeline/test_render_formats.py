@@ -173,3 +173,29 @@ def test_not_enough_space_is_refused_before_work(tmp_path: Path, monkeypatch: py
     with pytest.raises(MediaError, match="not enough disk space"):
         run_render(RenderJob(target=src, output=tmp_path / "o.mp4"))
     assert not work_dir_for(tmp_path / "o.mp4").exists()
+
+
+@pytest.mark.parametrize(
+    ("target_is_image", "output", "encoder", "fragment"),
+    [
+        (False, "o.webm", "h264", "cannot be written to a '.webm'"),
+        (False, "o.mp4", "prores", "use .mov, .mkv"),
+        (True, "o.mp4", "h264", "needs an image output"),
+    ],
+)
+def test_an_output_type_the_encoder_cannot_write_is_refused_before_work(
+    tmp_path: Path, target_is_image: bool, output: str, encoder: str, fragment: str
+) -> None:
+    if target_is_image:
+        import cv2
+        import numpy as np
+
+        target = tmp_path / "still.png"
+        cv2.imwrite(str(target), np.zeros((20, 30, 3), np.uint8))
+    else:
+        target = tmp_path / "s.mp4"
+        synth_clip(target, width=64, height=48, frames=3)
+    with pytest.raises(UserError, match=fragment):
+        run_render(RenderJob(target=target, output=tmp_path / output, encoder=encoder))  # type: ignore[arg-type]
+    assert not (tmp_path / output).exists()
+    assert not work_dir_for(tmp_path / output).exists()

@@ -163,7 +163,7 @@ class VideoReader:
         with iterating the same reader.
         """
         target = self.start_pts + math.floor(max(time_s, 0.0) / self.time_base + 0.5)
-        found = self._last_at_or_before(target, seek=target > self.start_pts)
+        found = self._last_at_or_before(max(target, self.start_pts), seek=True)
         if found is None:  # the seek overshot (imprecise index): decode from the start
             found = self._last_at_or_before(target, seek=True, seek_pts=self.start_pts)
         if found is None:
@@ -180,7 +180,7 @@ class VideoReader:
         if seek:
             self._seek(target if seek_pts is None else seek_pts)
         best: av.VideoFrame | None = None
-        for frame in self._raw_frames():
+        for frame in self._frames_towards(target):
             if frame.pts is not None and frame.pts > target:
                 if best is None and seek_pts is None and target > self.start_pts:
                     return None
@@ -195,6 +195,29 @@ class VideoReader:
             self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
         except av.error.FFmpegError as exc:
             raise _errors.decode_error(self.path, exc) from exc
+
+    def _frames_towards(self, target: int) -> Iterator[av.VideoFrame]:
+        """Decoded frames from the current position, skipping the work a jump does not need.
+
+        Frames that no other frame refers to (most B-frames) and that lie more than two frame
+        durations before `target` cannot be the answer nor needed to decode it, so the decoder
+        is told to skip them; it is set back to decode everything once near the target.
+        """
+        cc = self._stream.codec_context
+        margin = 2 * max(1, round(1 / (self.fps * float(self.time_base))))
+        skipping = False
+        try:
+            for packet in self._container.demux(self._stream):
+                far = packet.pts is not None and packet.pts < target - margin
+                if far != skipping:
+                    cc.skip_frame = "NONREF" if far else "DEFAULT"
+                    skipping = far
+                yield from packet.decode()
+        except av.error.FFmpegError as exc:
+            raise _errors.decode_error(self.path, exc) from exc
+        finally:
+            if skipping:
+                cc.skip_frame = "DEFAULT"
 
     def _raw_frames(self) -> Iterator[av.VideoFrame]:
         try:

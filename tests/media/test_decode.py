@@ -111,3 +111,20 @@ def test_read_image_rgb(tmp_path: Path) -> None:
     cv2.imwrite(str(p), img[..., ::-1])
     got = read_image(p)
     assert got.shape == (20, 30, 3) and got[0, 0].tolist() == [200, 0, 0]
+
+
+def test_an_open_reader_answers_any_sequence_of_jumps_exactly(tmp_path: Path) -> None:
+    """Jumps forward, backward, back to the start and between frames, on a clip with B-frames and
+    long GOPs (the decoder skips unreferenced frames far before the target)."""
+    import random
+
+    from ffdesk.media.synth import synth_clip
+
+    clip = tmp_path / "gop.mp4"
+    synth_clip(clip, width=160, height=96, fps=25, frames=90, gop=30, bframes=True)
+    order = list(range(90))
+    random.Random(7).shuffle(order)
+    with VideoReader(clip) as reader:
+        for i in [*order, 0, 89, 0]:
+            for offset in (0.0, 0.021):
+                assert frame_index_of(reader.frame_at(i / 25 + offset).image) == i, (i, offset)

@@ -162,7 +162,9 @@ class Previewer:
         if not 0 <= ahead <= SEQUENTIAL_WINDOW:
             self._close_reader()
             # A quarter frame early, so a pts rounded down still counts as this frame.
-            self._reader = VideoReader(self.job.target, start_s=max(0.0, (index - 0.25) / self.fps))
+            self._reader = VideoReader(
+                self.job.target, start_s=max(0.0, (index - 0.25) / self.fps), low_latency=True
+            )
             self._next_index = index
         frame = None
         while self._next_index <= index:

@@ -113,7 +113,8 @@ def test_read_image_rgb(tmp_path: Path) -> None:
     assert got.shape == (20, 30, 3) and got[0, 0].tolist() == [200, 0, 0]
 
 
-def test_an_open_reader_answers_any_sequence_of_jumps_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("low_latency", [False, True])
+def test_an_open_reader_answers_any_sequence_of_jumps_exactly(tmp_path: Path, low_latency: bool) -> None:
     """Jumps forward, backward, back to the start and between frames, on a clip with B-frames and
     long GOPs (the decoder skips unreferenced frames far before the target)."""
     import random
@@ -124,7 +125,20 @@ def test_an_open_reader_answers_any_sequence_of_jumps_exactly(tmp_path: Path) ->
     synth_clip(clip, width=160, height=96, fps=25, frames=90, gop=30, bframes=True)
     order = list(range(90))
     random.Random(7).shuffle(order)
-    with VideoReader(clip) as reader:
+    with VideoReader(clip, low_latency=low_latency) as reader:
         for i in [*order, 0, 89, 0]:
             for offset in (0.0, 0.021):
                 assert frame_index_of(reader.frame_at(i / 25 + offset).image) == i, (i, offset)
+
+
+def test_a_reader_opened_at_a_jump_target_starts_exactly_there(tmp_path: Path) -> None:
+    import random
+
+    from ffdesk.media.synth import synth_clip
+
+    clip = tmp_path / "gop.mp4"
+    synth_clip(clip, width=160, height=96, fps=25, frames=90, gop=30, bframes=True)
+    for i in random.Random(11).sample(range(90), 25):
+        with VideoReader(clip, start_s=max(0.0, (i - 0.25) / 25), low_latency=True) as reader:
+            got = [frame_index_of(next(reader).image) for _ in range(min(4, 90 - i))]
+        assert got == list(range(i, i + len(got))), i

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QObject, QTimer, Signal
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ffdesk.gui.controls import MODEL_COLOURS
 from ffdesk.pipeline import events as ev
@@ -106,8 +106,11 @@ class GraphsView(QWidget):
         self.note.setStyleSheet("color: #e0a040; font-weight: bold")
         self.note.setWordWrap(True)
         self.note.setVisible(bool(telemetry.note))
-        self.layout_widget = pg.GraphicsLayoutWidget()
-        self.layout_widget.setBackground("#1c1c20")
+        # One view per plot: a redraw of one plot repaints only its own view.
+        self.layout_widget = QWidget()
+        grid = QGridLayout(self.layout_widget)
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(0)
         gpu = telemetry.has_gpu
         self.power_metric = "gpu0.power_w" if gpu else "host.cpu_package_power_w"
         power_title = "Power (W)" if gpu else "CPU package power (W)"
@@ -121,7 +124,9 @@ class GraphsView(QWidget):
         )
         self.plots: list[pg.PlotItem] = []
         for i, title in enumerate(titles):
-            plot = self.layout_widget.addPlot(row=i // 2, col=i % 2, title=title)
+            view = pg.PlotWidget(background="#1c1c20", title=title)
+            grid.addWidget(view, i // 2, i % 2)
+            plot = view.getPlotItem()
             plot.showGrid(x=True, y=True, alpha=0.2)
             plot.setXRange(-WINDOW_S, 0, padding=0)
             # Fixed ranges, moved only in 1-2-5 steps (see `_fit_y`): an axis whose range changes
@@ -145,28 +150,42 @@ class GraphsView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.note)
         layout.addWidget(self.layout_widget, 1)
+        # Each tick redraws one plot, so a second's worth of plotting never blocks the window at once.
+        self._next_plot = 0
         self.timer = QTimer(self)
-        self.timer.timeout.connect(self.refresh)
-        self.timer.start(interval_ms)
+        self.timer.timeout.connect(self.refresh_next)
+        self.timer.start(max(1, interval_ms // len(self.plots)))
 
     def refresh(self) -> None:
-        """Copy the ring buffers into the plots (skipped while the graphs are hidden)."""
+        """Copy the ring buffers into every plot (skipped while the graphs are hidden)."""
+        for number in range(len(self.plots)):
+            self._refresh_plot(number)
+
+    def refresh_next(self) -> None:
+        """Copy the ring buffers into the next plot in turn (the timer's tick)."""
+        self._refresh_plot(self._next_plot)
+        self._next_plot = (self._next_plot + 1) % len(self.plots)
+
+    def _refresh_plot(self, number: int) -> None:
         if not self.isVisible():
             return
         t = self.telemetry
         gpu = t.has_gpu
-        used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
-        x, y = _finite(*t.series(used))
-        self.mem_used.setData(x, y / MIB)
-        bx, by = _finite(*t.render_series("budget"))
-        self.mem_budget.setData(bx, by / MIB)
-        self._stack_models()
-        self.power.setData(*_finite(*t.series(self.power_metric)))
-        util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
-        self.util.setData(*_finite(*t.series(util)))
-        self.fps.setData(*_finite(*t.render_series("fps")))
-        for plot in self.plots:
-            _fit_y(plot)
+        if number == 0:
+            used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
+            x, y = _finite(*t.series(used))
+            self.mem_used.setData(x, y / MIB)
+            bx, by = _finite(*t.render_series("budget"))
+            self.mem_budget.setData(bx, by / MIB)
+            self._stack_models()
+        elif number == 1:
+            self.power.setData(*_finite(*t.series(self.power_metric)))
+        elif number == 2:
+            util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
+            self.util.setData(*_finite(*t.series(util)))
+        else:
+            self.fps.setData(*_finite(*t.render_series("fps")))
+        _fit_y(self.plots[number])
 
     def _stack_models(self) -> None:
         # Stacked areas: each model's curve is the running sum up to it, filled down to zero, drawn

@@ -8,6 +8,7 @@ manifest beside the output; a killed render resumes from the first unfinished se
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import sys
 import threading
@@ -71,15 +72,25 @@ def run_render(
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     _check_output_kind(job, info)
+    # Everything that can refuse the job is checked before the stages load their models.
+    span = None if info.is_image else _render_range(job, info.video, job.target.name)
+    if span is not None:
+        atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, info.video, span))
     t0 = time.perf_counter()
     stages = build_stages(job)
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
-    if info.is_image:
-        report = _render_image(job, stages, emit)
-    else:
-        report = _render_video(job, info, info.video, stages, emit, Halt(cancel))
+    try:
+        if span is None:
+            report = _render_image(job, stages, emit)
+        else:
+            report = _render_video(job, info, span, stages, emit, Halt(cancel))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _stage_report(stages)  # release models and threads; the first error is what counts
+        raise
+    report.update(_stage_report(stages))
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["fps"] = round(report["frames_processed"] / report["seconds"], 3) if report["seconds"] else 0.0
     report["peak_rss_bytes"] = _peak_rss_bytes()
@@ -145,15 +156,12 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
     timings: dict[str, dict[str, Any]] = {}
     for stage in stages:
         stage.start()
-    try:
-        for stage in stages:
-            stats = StageStats(stage.name)
-            t = time.perf_counter()
-            (packet,) = stage.process([packet])
-            stats.add(1, time.perf_counter() - t)
-            timings[stage.name] = stats.as_dict()
-    finally:
-        extras = _stage_report(stages)
+    for stage in stages:
+        stats = StageStats(stage.name)
+        t = time.perf_counter()
+        (packet,) = stage.process([packet])
+        stats.add(1, time.perf_counter() - t)
+        timings[stage.name] = stats.as_dict()
     write_image(job.output, packet.image)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return {
@@ -163,7 +171,6 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
         "stages": timings,
         "output": str(job.output),
         "resumed_segments": 0,
-        **extras,
     }
 
 
@@ -207,13 +214,13 @@ def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
 def _render_video(
     job: RenderJob,
     info: MediaInfo,
-    video: VideoInfo,
+    span: _Range,
     stages: list[Stage],
     emit: ev.EventCallback,
     halt: Halt,
 ) -> dict[str, Any]:
-    span = _render_range(job, video, job.target.name)
-    atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, video, span))
+    video = info.video
+    assert video is not None
     work = work_dir_for(job.output)
     manifest, note = Manifest.open(work, job.output_fingerprint(), job.resume)
     if note:
@@ -243,12 +250,9 @@ def _render_video(
         for t in threads:
             t.join()
     if halt.error is not None:
-        _stage_report(stages)
         raise halt.error
     if halt.cancelled:
-        _stage_report(stages)
         raise Cancelled
-    extras = _stage_report(stages)
 
     frames_out = manifest.frames_done
     if frames_out == 0:
@@ -280,7 +284,6 @@ def _render_video(
         "resumed_segments": resumed_segments,
         "resumed_frames": resumed_frames,
         "mode": job.mode,
-        **extras,
     }
 
 

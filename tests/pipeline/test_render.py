@@ -284,3 +284,33 @@ def test_ctrl_c_exits_130_with_nothing_at_the_output_and_resumes(long_clip: Path
     done = _cli("render", "--target", str(long_clip), "--output", str(out), "--segment-frames", "10", "-q")
     assert done.returncode == 0, done.stderr
     assert decoded_indices(out) == list(range(250))
+
+
+class CountingStage(SlowInvert):
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__(fail_at=fail_at)
+        self.finished = 0
+
+    def finish(self) -> dict[str, Any]:
+        self.finished += 1
+        return {"finished_once": self.finished == 1}
+
+
+def test_stages_are_finished_exactly_once_and_not_built_for_a_refused_job(
+    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[CountingStage] = []
+
+    def build(job: RenderJob) -> list[CountingStage]:
+        built.append(CountingStage(fail_at=job.batch if job.batch == 3 else None))
+        return built[-1:]
+
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", build)
+    with pytest.raises(UserError, match="beyond the end"):
+        run_render(RenderJob(target=clip, output=tmp_path / "a.mp4", sources=(clip,), start=99.0))
+    assert built == []  # refused before any model was loaded
+    report = run_render(RenderJob(target=clip, output=tmp_path / "b.mp4", sources=(clip,)))
+    assert report["finished_once"] is True and built[-1].finished == 1
+    with pytest.raises(RuntimeError, match="stage exploded"):
+        run_render(RenderJob(target=clip, output=tmp_path / "c.mp4", sources=(clip,), batch=3))
+    assert built[-1].finished == 1

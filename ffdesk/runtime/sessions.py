@@ -214,6 +214,8 @@ class OrtSession:
         so.inter_op_num_threads = self.options.inter_op_threads
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Idle intra-op threads spin by default, taking CPU from decode, encode and other stages.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         target = str(model) if isinstance(model, Path) else model
         self._session: ort.InferenceSession | None = ort.InferenceSession(
             target, sess_options=so, providers=provider_list(self.options)

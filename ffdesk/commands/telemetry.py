@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from ffdesk.errors import UserError
 from ffdesk.telemetry.nvml import GpuSample
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SystemProbe
+from ffdesk.units import format_bytes
 
 _CLEAR = "\x1b[H\x1b[J"
 
@@ -112,17 +113,6 @@ def _live(probe: SystemProbe, args: argparse.Namespace, out: TextIO) -> int:
             server.close()
         probe.close()
     return 0
-
-
-def format_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
 
 
 def _fmt(value: float | None, spec: str, unit: str = "") -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ffdesk.errors import MediaError
+from ffdesk.units import format_bytes
 
 
 def temp_path_for(final: Path) -> Path:
@@ -130,13 +131,6 @@ def check_disk_space(folder: Path, need_bytes: int) -> None:
     except OSError as exc:
         raise MediaError(f"{folder}: cannot read free disk space ({exc.strerror or exc})") from exc
     if have < need_bytes:
-        raise MediaError(f"not enough disk space in {folder}: need {_size(need_bytes)}, have {_size(have)}")
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+        raise MediaError(
+            f"not enough disk space in {folder}: need {format_bytes(need_bytes)}, have {format_bytes(have)}"
+        )

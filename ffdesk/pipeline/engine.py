@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cv2
@@ -467,9 +466,3 @@ class _ProgressClock:
             raw = packet.annotations.get(RAW_FRAME)
             image = upright(rgb_array(raw), rotation_of(raw)) if raw is not None else packet.image
             self.emit(ev.PreviewFrame(packet.index, image))
-
-
-def output_path_for(target: Path, encoder: str) -> Path:
-    """A sensible default output path beside the target."""
-    suffix = container_suffix(encoder) or ""
-    return target.with_name(f"{target.stem}_ffdesk{suffix}")

@@ -28,14 +28,11 @@ from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
-from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob
+from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
-
-PREVIEW_MAX_HEIGHT = 540
-"""Working height of a preview-mode render (a draft of the whole clip)."""
 
 RAW_FRAME = "raw_frame"
 """Annotation key of a pass-through packet's decoded frame (no stage ever sees one)."""
@@ -203,11 +200,9 @@ def _expected_output_bytes(job: RenderJob, info: MediaInfo, video: VideoInfo, sp
 
 def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
     """(width, height) to scale frames to, or None to keep the source size."""
-    if job.mode != "preview" or video.display_height <= PREVIEW_MAX_HEIGHT:
-        return None
-    scale = PREVIEW_MAX_HEIGHT / video.display_height
-    w = max(2, int(round(video.display_width * scale / 2)) * 2)
-    return w, PREVIEW_MAX_HEIGHT
+    source = (video.display_width, video.display_height)
+    size = working_size(*source, job.mode)
+    return None if size == source else size
 
 
 def _render_video(

@@ -9,6 +9,18 @@ from pathlib import Path
 
 from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
 
+PREVIEW_MAX_HEIGHT = 540
+"""Working height of preview mode (renders and scrubbing): a draft of the whole clip."""
+
+
+def working_size(width: int, height: int, mode: str) -> tuple[int, int]:
+    """The (width, height) a preview works at: full size in final mode, capped height otherwise."""
+    if mode != "preview" or height <= PREVIEW_MAX_HEIGHT:
+        return width, height
+    scale = PREVIEW_MAX_HEIGHT / height
+    return max(2, round(width * scale / 2) * 2), PREVIEW_MAX_HEIGHT
+
+
 SEGMENT_SECONDS = 5.0
 """Default segment length: a crash loses at most this much work; longer segments restart the
 encoder (and its lookahead) less often."""

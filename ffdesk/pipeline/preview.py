@@ -20,11 +20,10 @@ import cv2
 import numpy as np
 
 from ffdesk.faces.types import Face
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
 
-PREVIEW_MAX_HEIGHT = 540
 FRAME_CACHE = 12
 SEQUENTIAL_WINDOW = 12
 """A request at most this many frames after the last one is decoded forward instead of seeking."""
@@ -46,14 +45,6 @@ class PreviewResult:
     """Time spent on this frame (read + stages)."""
     stage_ms: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-
-
-def working_size(width: int, height: int, mode: str) -> tuple[int, int]:
-    """The (width, height) a preview works at: full size in final mode, capped height otherwise."""
-    if mode != "preview" or height <= PREVIEW_MAX_HEIGHT:
-        return width, height
-    scale = PREVIEW_MAX_HEIGHT / height
-    return max(2, round(width * scale / 2) * 2), PREVIEW_MAX_HEIGHT
 
 
 def faces_in(annotations: dict[str, Any]) -> tuple[Face, ...]:

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.preview import PREVIEW_MAX_HEIGHT, Previewer, faces_in, working_size
+from ffdesk.pipeline.job import PREVIEW_MAX_HEIGHT, RenderJob, working_size
+from ffdesk.pipeline.preview import Previewer, faces_in
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 

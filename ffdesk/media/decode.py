@@ -33,7 +33,8 @@ class DecodedFrame:
     """H x W x 3 RGB uint8, upright (display rotation applied) unless the reader was asked not to.
     Empty (0 x 0 x 3) when the reader was opened with `raw=True`."""
     frame: av.VideoFrame | None = None
-    """The decoded frame as FFmpeg gave it (stored layout, native pixel format), with `raw=True`."""
+    """The decoded frame as FFmpeg gave it (stored layout, native pixel format), with `raw=True`
+    or `keep_frames=True`."""
 
 
 _TO_UPRIGHT = MappingProxyType(
@@ -57,9 +58,10 @@ def stored(image: Frame, rotation: int) -> Frame:
     return image if code is None else cast(Frame, cv2.rotate(image, code))
 
 
-def rgb_array(frame: av.VideoFrame) -> Frame:
-    """The frame as H x W x 3 RGB uint8 as stored (colour matrix and range from the frame's tags)."""
-    return cast(Frame, frame.to_ndarray(format="rgb24"))
+def rgb_array(frame: av.VideoFrame, threads: int = 0) -> Frame:
+    """The frame as H x W x 3 RGB uint8 as stored (colour matrix and range from the frame's tags).
+    `threads`: swscale threads (0: as many as cores; 1 where other threads keep the cores busy)."""
+    return cast(Frame, frame.reformat(format="rgb24", threads=threads).to_ndarray())
 
 
 def rotation_of(frame: av.VideoFrame) -> int:
@@ -74,7 +76,9 @@ _NO_IMAGE: Frame = np.zeros((0, 0, 3), np.uint8)
 class VideoReader:
     """Iterate the frames of a clip as `DecodedFrame`s (upright RGB), optionally a time range.
 
-    `raw=True` skips the RGB conversion and hands over FFmpeg's frames (`DecodedFrame.frame`).
+    `raw=True` skips the RGB conversion and hands over FFmpeg's frames (`DecodedFrame.frame`);
+    `keep_frames=True` hands them over as well as the RGB picture. `convert_threads`: swscale
+    threads of the RGB conversion (0: all cores; a render's decode thread uses 1).
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
@@ -92,11 +96,15 @@ class VideoReader:
         from_pts: int | None = None,
         upright: bool = True,
         raw: bool = False,
+        keep_frames: bool = False,
         low_latency: bool = False,
+        convert_threads: int = 0,
     ) -> None:
         self.path = Path(path)
         self._upright = upright
         self._raw = raw
+        self._keep_frames = keep_frames
+        self._convert_threads = convert_threads
         self._cm = _errors.open_input(self.path)
         self._container = self._cm.__enter__()
         try:
@@ -264,8 +272,9 @@ class VideoReader:
                 continue
             if rotation is None:
                 rotation = rotation_of(frame) if self._upright else 0
-            image = rgb_array(frame)
-            yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation))
+            image = rgb_array(frame, self._convert_threads)
+            kept = frame if self._keep_frames else None
+            yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
 
 
 def _chain(head: av.VideoFrame, rest: Iterator[av.VideoFrame]) -> Iterator[av.VideoFrame]:

@@ -33,6 +33,7 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -46,6 +47,7 @@ from ffdesk.errors import MediaError
 from ffdesk.media._colour import colour_code, sws_matrix
 from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
+from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import VideoInfo
 from ffdesk.types import EncoderName, Frame, Mode
 
@@ -275,10 +277,11 @@ class SegmentEncoder:
             img = np.pad(img, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
         img = np.ascontiguousarray(img)
         frame = av.VideoFrame.from_numpy_buffer(img, format="rgb24")
-        frame = frame.reformat(
+        frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
             format=self._stream.pix_fmt,
             dst_colorspace=sws_matrix(self._color_space),
             dst_color_range=2 if self._color_range == "pc" else 1,
+            threads=1,
         )
         frame.pts = int(pts)
         frame.time_base = self.time_base
@@ -328,6 +331,38 @@ class SegmentEncoder:
             raise_if_disk_full(exc, self.path)
             raise
         self.frames_written += 1
+
+    def can_patch(self, frame: av.VideoFrame) -> bool:
+        """Whether `write_patched` can write into this decoded frame (same 4:2:0 layout and size as
+        the encoded picture, no rotation); otherwise it converts the whole RGB frame."""
+        return (
+            self._stream is not None
+            and self.settings.encoder != "png"
+            and self.rotation == 0
+            and self._stream.pix_fmt == PATCHABLE_FORMAT
+            and frame.format.name == PATCHABLE_FORMAT
+            and (frame.width, frame.height)
+            == (self.width, self.height)
+            == (self.coded_width, self.coded_height)
+        )
+
+    def write_patched(
+        self, source: av.VideoFrame, image: Frame, regions: Sequence[ChangedRegion], pts: int
+    ) -> None:
+        """Encode `image`, known to differ from the decoded `source` only inside `regions`: only
+        those are converted and written into a copy of `source` (see `ffdesk.media.patch`)."""
+        if not self.can_patch(source):
+            self.write(image, pts)
+            return
+        if regions:
+            source = patch_yuv420(
+                source,
+                image,
+                regions,
+                colorspace=sws_matrix(self._color_space),
+                color_range=2 if self._color_range == "pc" else 1,
+            )
+        self.write_frame(source, pts)
 
     def _mux(self, packet: av.Packet) -> None:
         assert self._container is not None

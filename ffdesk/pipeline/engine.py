@@ -31,7 +31,14 @@ from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopp
 from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
-from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
+from ffdesk.pipeline.stage import (
+    CHANGED_REGIONS,
+    SOURCE_FRAME,
+    EmitsEvents,
+    FramePacket,
+    Stage,
+    edits_regions_only,
+)
 from ffdesk.types import Frame
 
 RAW_FRAME = "raw_frame"
@@ -302,6 +309,9 @@ class _Flow:
         self.decode_stats = decode_stats
         # With nothing to do to the pixels, frames go from decoder to encoder untouched (no RGB trip).
         self.raw = not stages and size is None and job.encoder != "png"
+        # Stages that change only regions of the picture: keep each decoded frame so the encoder
+        # writes just those regions back into it (ffdesk.media.patch).
+        self.patch = edits_regions_only(stages) and size is None and job.encoder != "png"
         self.first_index = manifest.frames_done
         self.from_pts = manifest.next_pts
         self.frames_in = 0
@@ -328,6 +338,8 @@ class _Flow:
             end_s=self.span.end_s,
             from_pts=self.from_pts,
             raw=self.raw,
+            keep_frames=self.patch,
+            convert_threads=1,
         ) as reader:
             yield from reader
 
@@ -344,7 +356,7 @@ class _Flow:
             self.decode_stats.add(1, time.perf_counter() - t)
             packet = FramePacket(index=index, pts=frame.pts, image=image)
             if frame.frame is not None:
-                packet.annotations[RAW_FRAME] = frame.frame
+                packet.annotations[RAW_FRAME if self.raw else SOURCE_FRAME] = frame.frame
             self.source.put(packet)
             index += 1
             self.frames_in += 1
@@ -407,8 +419,11 @@ def _encode_segments(
                 seg_first_pts, seg_frames = pts, 0
             t = time.perf_counter()
             raw = packet.annotations.get(RAW_FRAME)
+            source = packet.annotations.get(SOURCE_FRAME)
             if raw is not None:
                 encoder.write_frame(raw, pts)
+            elif source is not None:
+                encoder.write_patched(source, packet.image, packet.annotations.get(CHANGED_REGIONS, ()), pts)
             else:
                 encoder.write(packet.image, pts)
             stats.add(1, time.perf_counter() - t)

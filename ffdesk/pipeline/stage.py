@@ -3,6 +3,12 @@
 A stage receives batches of `FramePacket`s in index order (unless it declares `workers > 1`, in
 which case the engine runs it on several threads and restores the order after it). It may change
 `image` and add entries to `annotations` for later stages (detected faces, masks, ...).
+
+Region edits: a stage that sets `edits_regions = True` promises that every pixel it changes in
+`image` lies inside a `ChangedRegion` it appends to `annotations[CHANGED_REGIONS]`. When every stage
+of a render says so, the engine keeps each decoded frame and the encoder writes only those regions
+back into it (`ffdesk.media.patch`): untouched pixels are encoded exactly as decoded, and the
+whole-frame RGB -> YUV conversion is skipped.
 """
 
 from __future__ import annotations
@@ -11,7 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame
+
+CHANGED_REGIONS = "changed_regions"
+"""Annotation: list of `ChangedRegion`s a region-editing stage changed in `image`."""
+SOURCE_FRAME = "source_frame"
+"""Annotation set by the engine: the decoded frame `image` was converted from (region edits only)."""
 
 
 @dataclass(slots=True)
@@ -49,6 +61,16 @@ class Stage(Protocol):
         The engine merges the dicts of all stages into the report with `dict.update`, in stage
         order, so each figure should come from exactly one stage.
         """
+
+
+def mark_changed(packet: FramePacket, region: ChangedRegion) -> None:
+    """Record that a region-editing stage changed `region` of `packet.image`."""
+    packet.annotations.setdefault(CHANGED_REGIONS, []).append(region)
+
+
+def edits_regions_only(stages: Sequence[Stage]) -> bool:
+    """Whether every stage records its pixel changes as regions (see the module docstring)."""
+    return bool(stages) and all(getattr(stage, "edits_regions", False) for stage in stages)
 
 
 @runtime_checkable

@@ -17,6 +17,7 @@ import numpy as np
 from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_EYE, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
+from ffdesk.media.patch import ChangedRegion
 from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer, seamless
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
@@ -89,6 +90,8 @@ class SwapResult:
 
     swapped: bool
     reason: SkipReason | None = None
+    region: ChangedRegion | None = None
+    """Where the frame changed (the pixels with a nonzero blend weight), when swapped."""
 
 
 class ClassicalSwapper:
@@ -164,7 +167,8 @@ class ClassicalSwapper:
             )
             alpha = alpha * (1.0 - np.clip(soft_keep, 0.0, 1.0))
         roi[:] = alpha_blend(warped, roi, alpha)
-        return SwapResult(True)
+        changed = (alpha > 0).view(np.uint8)
+        return SwapResult(True, region=ChangedRegion(x1, y1, x2, y2, changed))
 
 
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:

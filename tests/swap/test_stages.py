@@ -160,3 +160,34 @@ def test_reference_face_is_the_only_one_swapped(
     for p in packets:
         changed = np.any(p.image != frame, axis=2)
         assert not changed[:, :360].any() and changed[:, 360:].any()
+
+
+def test_render_keeps_every_pixel_outside_the_swapped_faces(tmp_path: Path, astronaut: Frame) -> None:
+    """The embedded stages edit regions only, so the encoder writes just those back into the
+    decoded frames: with lossless encoding every luma sample away from the face, and every sample
+    of a frame without a face, is exactly what the source decodes to."""
+    import av
+
+    from ffdesk.media.synth import synth_clip
+    from ffdesk.pipeline.engine import run_render
+
+    clip = tmp_path / "clip.mp4"
+    synth_clip(clip, width=320, height=240, fps=25.0, frames=6, face_image=astronaut[20:260, 110:350])
+    source = _write(tmp_path / "face.jpg", photos.grace_hopper())
+    out = tmp_path / "out.mp4"
+    report = run_render(RenderJob(target=clip, output=out, sources=(source,), quality=100, resume=False))
+    assert report["faces_swapped"] == 6
+
+    def lumas(path: Path) -> list[np.ndarray]:
+        with av.open(str(path)) as c:
+            return [f.to_ndarray(format="gray") for f in c.decode(video=0)]
+
+    src, dst = lumas(clip), lumas(out)
+    assert len(src) == len(dst) == 6
+    for a, b in zip(src, dst, strict=True):
+        changed = a != b
+        ys, xs = np.nonzero(changed)
+        assert changed.sum() > 2000  # the face was swapped
+        box = (xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1)
+        assert box < 0.6 * a.size  # ... and nothing but the face region changed
+        assert changed.mean() < 0.5

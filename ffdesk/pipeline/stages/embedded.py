@@ -31,7 +31,7 @@ from ffdesk.faces.selection import FaceSelector
 from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
 from ffdesk.faces.types import Face
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
@@ -53,6 +53,7 @@ class DetectStage:
     name = "detect"
     max_batch = 4
     workers = 2
+    edits_regions = True  # changes no pixel
 
     def __init__(self, analyser: FaceAnalyser, *, every: int = DETECT_EVERY, det_size: int = 640) -> None:
         self.analyser = analyser
@@ -80,6 +81,7 @@ class TrackStage:
     name = "track"
     max_batch = 4
     workers = 1
+    edits_regions = True  # changes no pixel
 
     def __init__(
         self,
@@ -128,6 +130,7 @@ class SwapStage:
     name = "swap"
     max_batch = 4
     workers = 2
+    edits_regions = True  # records each swapped face's region
 
     def __init__(self, swapper: ClassicalSwapper) -> None:
         self.swapper = swapper
@@ -151,6 +154,8 @@ class SwapStage:
             image = p.image if p.image.flags.writeable else p.image.copy()
             for face in faces:
                 result = self.swapper.swap(image, face)
+                if result.region is not None:
+                    mark_changed(p, result.region)
                 if result.swapped:
                     swapped += 1
                 else:

@@ -1,0 +1,138 @@
+"""Write only the changed regions of an RGB frame back into its decoded 4:2:0 frame.
+
+A face swap changes a face-sized part of the picture. Converting the whole RGB frame back to YUV
+for the encoder costs about as much as the swap itself at 720p, and it re-rounds every pixel the
+swap never touched. `patch_yuv420` instead copies the decoded frame and converts only the changed
+regions: pixels outside them reach the encoder exactly as they were decoded.
+
+A region is a rectangle in frame pixels plus, optionally, a mask of the pixels in it that may have
+changed; only those are written (a chroma sample is written when any of its 2 x 2 luma pixels is).
+Rectangles are widened to even coordinates so that chroma samples line up. The RGB -> YUV
+conversion is the encoder's own (same matrix, range and scaler), so a patched pixel gets the value a
+whole-frame conversion would give it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import av
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.types import Frame
+
+PATCHABLE_FORMAT = "yuv420p"
+
+
+@dataclass(frozen=True)
+class ChangedRegion:
+    """Pixels a stage may have changed: the rectangle [x1, x2) x [y1, y2), and optionally a mask
+    (uint8, the rectangle's size, nonzero where a pixel may differ). Without a mask the whole
+    rectangle counts as changed."""
+
+    x1: int
+    y1: int
+    x2: int
+    y2: int
+    mask: npt.NDArray[np.uint8] | None = None
+
+    def __post_init__(self) -> None:
+        if self.mask is not None and self.mask.shape[:2] != (self.y2 - self.y1, self.x2 - self.x1):
+            raise ValueError(
+                f"mask is {self.mask.shape[1]}x{self.mask.shape[0]}, region is "
+                f"{self.x2 - self.x1}x{self.y2 - self.y1}"
+            )
+
+
+def _plane(frame: av.VideoFrame, i: int, height: int, width: int) -> npt.NDArray[np.uint8]:
+    plane = frame.planes[i]
+    rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+    return rows[:height, :width]
+
+
+def _even_box(r: ChangedRegion, width: int, height: int) -> tuple[int, int, int, int] | None:
+    x1, y1 = max(0, r.x1) & ~1, max(0, r.y1) & ~1
+    x2, y2 = min(width, r.x2 + (r.x2 & 1)), min(height, r.y2 + (r.y2 & 1))
+    if x2 - x1 < 2 or y2 - y1 < 2:
+        return None
+    return x1, y1, x2, y2
+
+
+def _region_mask(r: ChangedRegion, box: tuple[int, int, int, int]) -> npt.NDArray[np.bool_]:
+    """The region's mask placed in the even box (True where a pixel may have changed)."""
+    x1, y1, x2, y2 = box
+    out = np.zeros((y2 - y1, x2 - x1), bool)
+    # the part of the region inside the box (the region may reach past the frame)
+    ox1, oy1 = max(r.x1, x1), max(r.y1, y1)
+    ox2, oy2 = min(r.x2, x2), min(r.y2, y2)
+    if ox2 <= ox1 or oy2 <= oy1:
+        return out
+    if r.mask is None:
+        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = True
+    else:
+        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = (
+            r.mask[oy1 - r.y1 : oy2 - r.y1, ox1 - r.x1 : ox2 - r.x1] > 0
+        )
+    return out
+
+
+def copy_frame(frame: av.VideoFrame) -> av.VideoFrame:
+    """A new frame with the same format, size, pixels and colour tags (decoded frames' buffers
+    may still be referenced by the decoder and must not be written to)."""
+    out = av.VideoFrame(frame.width, frame.height, frame.format.name)
+    for i, plane in enumerate(frame.planes):
+        src = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+        dst = np.frombuffer(memoryview(out.planes[i]), np.uint8).reshape(-1, out.planes[i].line_size)
+        n = min(src.shape[1], dst.shape[1])
+        dst[: plane.height, :n] = src[: plane.height, :n]
+    out.color_range = frame.color_range
+    out.colorspace = frame.colorspace
+    return out
+
+
+def patch_yuv420(
+    source: av.VideoFrame,
+    image: Frame,
+    regions: Sequence[ChangedRegion],
+    *,
+    colorspace: int,
+    color_range: int,
+) -> av.VideoFrame:
+    """`source` (yuv420p, the layout of `image`) with `regions` of the RGB `image` written into a
+    copy of it. `colorspace`/`color_range` are the sws matrix and range the encoder converts with."""
+    if source.format.name != PATCHABLE_FORMAT:
+        raise ValueError(f"can only patch {PATCHABLE_FORMAT} frames, not {source.format.name}")
+    height, width = source.height, source.width
+    if image.shape[:2] != (height, width):
+        raise ValueError(f"image is {image.shape[1]}x{image.shape[0]}, frame is {width}x{height}")
+    out = copy_frame(source)
+    planes = [
+        _plane(out, 0, height, width),
+        _plane(out, 1, height // 2, width // 2),
+        _plane(out, 2, height // 2, width // 2),
+    ]
+    for region in regions:
+        box = _even_box(region, width, height)
+        if box is None:
+            continue
+        x1, y1, x2, y2 = box
+        changed = _region_mask(region, box)
+        if not changed.any():
+            continue
+        crop = np.ascontiguousarray(image[y1:y2, x1:x2])
+        yuv = av.VideoFrame.from_numpy_buffer(crop, format="rgb24").reformat(
+            format=PATCHABLE_FORMAT, dst_colorspace=colorspace, dst_color_range=color_range, threads=1
+        )
+        bh, bw = y2 - y1, x2 - x1
+        luma = _plane(yuv, 0, bh, bw)
+        np.copyto(planes[0][y1:y2, x1:x2], luma, where=changed)
+        chroma_changed = changed.reshape(bh // 2, 2, bw // 2, 2).any(axis=(1, 3))
+        for i in (1, 2):
+            np.copyto(
+                planes[i][y1 // 2 : y2 // 2, x1 // 2 : x2 // 2],
+                _plane(yuv, i, bh // 2, bw // 2),
+                where=chroma_changed,
+            )
+    return out

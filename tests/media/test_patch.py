@@ -1,0 +1,90 @@
+"""Writing changed regions of an RGB frame back into its decoded 4:2:0 frame."""
+
+from __future__ import annotations
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.media.patch import ChangedRegion, copy_frame, patch_yuv420
+
+BT709, TV = 1, 1
+
+
+def _planes(frame: av.VideoFrame) -> list[np.ndarray]:
+    out = []
+    for i, plane in enumerate(frame.planes):
+        h, w = (frame.height, frame.width) if i == 0 else (frame.height // 2, frame.width // 2)
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+        out.append(rows[:h, :w].copy())
+    return out
+
+
+def _to_yuv(image: np.ndarray) -> av.VideoFrame:
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+    return frame.reformat(format="yuv420p", dst_colorspace=BT709, dst_color_range=TV)
+
+
+@pytest.fixture
+def decoded() -> av.VideoFrame:
+    rng = np.random.default_rng(1)
+    coarse = rng.integers(0, 256, (18, 32, 3), np.uint8)
+    image = np.kron(coarse, np.ones((10, 10, 1), np.uint8))  # 180 x 320, blocky like footage
+    return _to_yuv(image)
+
+
+def test_copy_keeps_every_pixel_and_does_not_share_memory(decoded: av.VideoFrame) -> None:
+    copy = copy_frame(decoded)
+    for a, b in zip(_planes(decoded), _planes(copy), strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.frombuffer(memoryview(copy.planes[0]), np.uint8)[:10] = 7  # writable, and not the source's
+    assert _planes(decoded)[0][0, :10].tolist() != [7] * 10
+
+
+def test_only_masked_pixels_change_and_they_match_a_whole_frame_conversion(decoded: av.VideoFrame) -> None:
+    rgb = decoded.to_ndarray(format="rgb24")
+    edited = rgb.copy()
+    mask = np.zeros((60, 81), np.uint8)  # odd position and size: the box is widened to even
+    mask[10:50, 15:70] = 1
+    edited[41:101, 57:138][mask > 0] = (200, 40, 90)
+    out = patch_yuv420(
+        decoded, edited, [ChangedRegion(57, 41, 138, 101, mask)], colorspace=BT709, color_range=TV
+    )
+
+    before, after, full = _planes(decoded), _planes(out), _planes(_to_yuv(edited))
+    luma_changed = np.zeros(before[0].shape, bool)
+    luma_changed[41:101, 57:138] = mask > 0
+    np.testing.assert_array_equal(after[0][~luma_changed], before[0][~luma_changed])
+    np.testing.assert_array_equal(after[0][luma_changed], full[0][luma_changed])
+    chroma_changed = luma_changed.reshape(90, 2, 160, 2).any(axis=(1, 3))
+    for i in (1, 2):
+        np.testing.assert_array_equal(after[i][~chroma_changed], before[i][~chroma_changed])
+        inner = np.zeros_like(chroma_changed)
+        inner[27:45, 38:62] = True  # away from the region's edge, where the scalers' filters agree
+        np.testing.assert_array_equal(after[i][inner], full[i][inner])
+    assert (after[0] != before[0]).sum() > 1000
+    # the decoded frame itself is untouched
+    np.testing.assert_array_equal(_planes(decoded)[0], before[0])
+
+
+def test_region_without_mask_and_past_the_frame_edge(decoded: av.VideoFrame) -> None:
+    edited = decoded.to_ndarray(format="rgb24").copy()
+    edited[150:, 300:] = 255
+    out = patch_yuv420(decoded, edited, [ChangedRegion(300, 150, 340, 200)], colorspace=BT709, color_range=TV)
+    y_before, y_after = _planes(decoded)[0], _planes(out)[0]
+    assert (y_after[150:, 300:] >= 234).all()  # white in TV range
+    np.testing.assert_array_equal(y_after[:150], y_before[:150])
+    np.testing.assert_array_equal(y_after[:, :300], y_before[:, :300])
+
+
+def test_no_regions_gives_the_same_pixels_and_bad_input_is_refused(decoded: av.VideoFrame) -> None:
+    rgb = decoded.to_ndarray(format="rgb24")
+    out = patch_yuv420(decoded, rgb, [], colorspace=BT709, color_range=TV)
+    for a, b in zip(_planes(decoded), _planes(out), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="image is 160x90"):
+        patch_yuv420(decoded, rgb[:90, :160], [], colorspace=BT709, color_range=TV)
+    with pytest.raises(ValueError, match="yuv420p"):
+        patch_yuv420(decoded.reformat(format="yuv444p"), rgb, [], colorspace=BT709, color_range=TV)
+    with pytest.raises(ValueError, match="mask is 3x3"):
+        ChangedRegion(0, 0, 4, 4, np.ones((3, 3), np.uint8))

@@ -8,7 +8,7 @@ runs on the face's bounding region, never on the whole frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import cv2
@@ -18,7 +18,7 @@ from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_EYE, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
-from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer, seamless
+from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer_from_lab, seamless
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
@@ -53,6 +53,12 @@ class SourceFace:
     points: Points
     """468 x 2, in `image` pixels."""
     triangles: Triangles
+    lab: Frame = field(init=False, repr=False, compare=False)
+    """`image` in 8-bit LAB: warped instead of `image` when the colour is transferred, which
+    saves converting every frame's warped face."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lab", cv2.cvtColor(self.image, cv2.COLOR_RGB2LAB))
 
     @classmethod
     def from_face(cls, photo: Frame, face: Face) -> SourceFace:
@@ -137,8 +143,9 @@ class ClassicalSwapper:
         roi = frame[y1:y2, x1:x2]
         shape = (y2 - y1, x2 - x1)
 
+        source_pixels = self.source.lab if s.colour_transfer else self.source.image
         warped, covered = warp_piecewise(
-            self.source.image, self.source.points, local, self.source.triangles, shape
+            source_pixels, self.source.points, local, self.source.triangles, shape
         )
         region = np.zeros(shape, np.uint8)
         hull = cv2.convexHull(np.round(local * 16).astype(np.int32))
@@ -154,7 +161,7 @@ class ClassicalSwapper:
         if s.colour_transfer:
             stats = _shrink(region, max(1, radius // 2))
             stats[keep > 0] = 0
-            warped = lab_transfer(warped, roi, stats)
+            warped = lab_transfer_from_lab(warped, roi, stats)
         if s.seamless:
             warped = seamless(warped, roi, _shrink(region, 2))
         alpha = feathered(region, radius)

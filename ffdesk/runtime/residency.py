@@ -449,8 +449,11 @@ class ResidencyManager:
     def _blocked_by_others(self, tid: int) -> bool:
         """True when models held by other threads (that are not themselves waiting for room) are
         what stands in the way; then waiting helps. Otherwise loading over budget is the only way
-        forward (this thread holds them, or everyone is waiting on everyone)."""
+        forward (this thread holds them, or everyone is waiting on everyone). A model another
+        thread is loading counts as held: its bytes are reserved and it is about to be used."""
         for e in self._entries.values():
+            if e.state == "loading":
+                return True
             if e.state == "device" and e.refs > 0:
                 for holder in e.holders:
                     if holder != tid and holder not in self._waiting:

@@ -263,3 +263,54 @@ def test_oom_while_loading_frees_idle_models_and_retries(batch_standins_dir: Pat
         with mgr.acquire("flaky") as s:
             assert s.provider == "CPUExecutionProvider"
         assert len(attempts) == 2 and mgr.state("arcface_w600k_r50") == "out"
+
+
+class _SlowLoader(OnnxLoader):
+    """Loads like OnnxLoader, but takes `delay` seconds first (a large file on a slow disk)."""
+
+    def __init__(self, path: Path, delay: float, started: threading.Event, **kw: object) -> None:
+        super().__init__(path, **kw)  # type: ignore[arg-type]
+        self.delay = delay
+        self.started = started
+
+    def __call__(self) -> Session:
+        self.started.set()
+        time.sleep(self.delay)
+        return super().__call__()
+
+
+def test_a_model_another_thread_is_loading_is_not_loaded_over(batch_standins_dir: Path) -> None:
+    """Two stages asking at once under a one-model budget take turns: the second waits for the
+    first one's load and batch instead of loading beside it over the budget."""
+    with _manager(batch_standins_dir, None) as probe:
+        for key in KEYS:
+            with probe.acquire(key):
+                pass
+        sizes = dict(probe.resident())
+    budget = max(sizes.values())
+    started = threading.Event()
+    mgr = ResidencyManager(budget, "cpu")
+    mgr.register(
+        "gfpgan_1.4", _SlowLoader(batch_standins_dir / "gfpgan_1.4.onnx", 0.5, started, name="gfpgan_1.4")
+    )
+    mgr.register(
+        "arcface_w600k_r50", OnnxLoader(batch_standins_dir / "arcface_w600k_r50.onnx", name="arcface")
+    )
+    order: list[str] = []
+    with mgr:
+
+        def use(key: str) -> None:
+            with mgr.acquire(key) as s:
+                order.append(key)
+                s.run(_feeds(s, 1, 0))
+                time.sleep(0.1)
+
+        a = threading.Thread(target=use, args=("gfpgan_1.4",), name="ffdesk-test-a")
+        a.start()
+        assert started.wait(10)
+        b = threading.Thread(target=use, args=("arcface_w600k_r50",), name="ffdesk-test-b")
+        b.start()
+        a.join(20)
+        b.join(20)
+        assert order == ["gfpgan_1.4", "arcface_w600k_r50"]
+        assert mgr.peak_model_bytes <= budget

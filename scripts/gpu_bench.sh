@@ -51,7 +51,7 @@ face_clip()
 
 step pipeline-cuda 70 "$PY" -m ffdesk bench pipeline --realistic --provider cuda --frames 100 \
     --json "$OUT/pipeline-cuda.json"
-step memory-cuda 70 "$PY" -m ffdesk bench memory --provider cuda --frames 16 --masks \
+step memory-cuda 70 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --json "$OUT/memory-cuda.json"
 step precision-cuda 80 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
     --json "$OUT/precision-cuda.json"

@@ -158,8 +158,7 @@ def run(args: argparse.Namespace) -> int:
         f" of the {args.budget_models} largest allows at most {figures['best_possible_reduction']:.1%} here)"
     )
     print(
-        f"  (with the published files' sizes the same budget allows at most "
-        f"{figures['published_bound']:.1%})"
+        f"  (with the published files' sizes the same budget allows at most {figures['published_bound']:.1%})"
     )
     print(f"peak RSS {figures['peak_rss_reduction']:.1%} lower")
     print(f"throughput {figures['throughput_ratio']:.1%} of all resident (goal: {GOAL_THROUGHPUT:.0%})")

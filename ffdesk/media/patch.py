@@ -18,12 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import av
+import cv2
 import numpy as np
 import numpy.typing as npt
 
 from ffdesk.types import Frame
 
 PATCHABLE_FORMAT = "yuv420p"
+_BLOCK = np.ones((2, 2), np.uint8)
 
 
 @dataclass(frozen=True)
@@ -60,21 +62,21 @@ def _even_box(r: ChangedRegion, width: int, height: int) -> tuple[int, int, int,
     return x1, y1, x2, y2
 
 
-def _region_mask(r: ChangedRegion, box: tuple[int, int, int, int]) -> npt.NDArray[np.bool_]:
-    """The region's mask placed in the even box (True where a pixel may have changed)."""
+def _region_mask(r: ChangedRegion, box: tuple[int, int, int, int]) -> npt.NDArray[np.uint8]:
+    """The region's mask placed in the even box (nonzero where a pixel may have changed)."""
     x1, y1, x2, y2 = box
-    out = np.zeros((y2 - y1, x2 - x1), bool)
+    out = np.zeros((y2 - y1, x2 - x1), np.uint8)
     # the part of the region inside the box (the region may reach past the frame)
     ox1, oy1 = max(r.x1, x1), max(r.y1, y1)
     ox2, oy2 = min(r.x2, x2), min(r.y2, y2)
     if ox2 <= ox1 or oy2 <= oy1:
         return out
     if r.mask is None:
-        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = True
+        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = 1
     else:
-        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = (
-            r.mask[oy1 - r.y1 : oy2 - r.y1, ox1 - r.x1 : ox2 - r.x1] > 0
-        )
+        out[oy1 - y1 : oy2 - y1, ox1 - x1 : ox2 - x1] = r.mask[
+            oy1 - r.y1 : oy2 - r.y1, ox1 - r.x1 : ox2 - r.x1
+        ]
     return out
 
 
@@ -119,20 +121,20 @@ def patch_yuv420(
             continue
         x1, y1, x2, y2 = box
         changed = _region_mask(region, box)
-        if not changed.any():
+        if not cv2.countNonZero(changed):
             continue
         crop = np.ascontiguousarray(image[y1:y2, x1:x2])
         yuv = av.VideoFrame.from_numpy_buffer(crop, format="rgb24").reformat(
             format=PATCHABLE_FORMAT, dst_colorspace=colorspace, dst_color_range=color_range, threads=1
         )
         bh, bw = y2 - y1, x2 - x1
-        luma = _plane(yuv, 0, bh, bw)
-        np.copyto(planes[0][y1:y2, x1:x2], luma, where=changed)
-        chroma_changed = changed.reshape(bh // 2, 2, bw // 2, 2).any(axis=(1, 3))
+        cv2.copyTo(_plane(yuv, 0, bh, bw), changed, planes[0][y1:y2, x1:x2])
+        # a chroma sample changes when any of its 2 x 2 luma pixels does: the max over each block
+        chroma_changed = cv2.dilate(changed, _BLOCK, anchor=(0, 0))[::2, ::2]
         for i in (1, 2):
-            np.copyto(
-                planes[i][y1 // 2 : y2 // 2, x1 // 2 : x2 // 2],
+            cv2.copyTo(
                 _plane(yuv, i, bh // 2, bw // 2),
-                where=chroma_changed,
+                chroma_changed,
+                planes[i][y1 // 2 : y2 // 2, x1 // 2 : x2 // 2],
             )
     return out

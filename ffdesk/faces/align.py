@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask, Points
 
 TemplateName = Literal["arcface_112", "arcface_112_v2", "arcface_128", "ffhq_512"]
@@ -101,12 +102,19 @@ def feather_mask(size: int, border: float = 0.1, blur: float = 0.05) -> Mask:
 
 
 def paste_back(
-    frame: Frame, crop: Frame, m: Affine, mask: Mask | None = None, *, inplace: bool = False
+    frame: Frame,
+    crop: Frame,
+    m: Affine,
+    mask: Mask | None = None,
+    *,
+    inplace: bool = False,
+    changed: list[ChangedRegion] | None = None,
 ) -> Frame:
     """Un-warp `crop` (made with matrix `m`) into `frame`, blended by `mask` (crop-sized, [0, 1]).
 
     Only the bounding box of the crop's footprint is touched. Without a mask a feathered square
-    is used. Returns the new frame (or `frame` itself with `inplace=True`).
+    is used. Returns the new frame (or `frame` itself with `inplace=True`). With `changed`, the
+    pixels that may differ (nonzero blend weight) are appended to it as a `ChangedRegion`.
     """
     out = frame if inplace else frame.copy()
     h, w = frame.shape[:2]
@@ -129,4 +137,6 @@ def paste_back(
     roi = out[y1:y2, x1:x2]
     a = np.clip(alpha, 0.0, 1.0)[..., None]
     roi[:] = (warped.astype(np.float32) * a + roi.astype(np.float32) * (1.0 - a) + 0.5).astype(np.uint8)
+    if changed is not None:
+        changed.append(ChangedRegion(int(x1), int(y1), int(x2), int(y2), (alpha > 0).view(np.uint8)))
     return out

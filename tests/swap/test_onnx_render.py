@@ -230,3 +230,28 @@ def test_a_256_px_swapper_renders(pack: Path, face_clip: Path, tmp_path: Path) -
     assert report["frames_out"] == FRAMES
     assert report["swapper"] == "hyperswap_1a_256"
     assert {"hyperswap_1a_256", "arcface_w600k_r50"} <= {m["name"] for m in report["models"]}
+
+
+def test_model_render_keeps_every_pixel_outside_the_pasted_faces(
+    pack: Path, face_clip: Path, tmp_path: Path
+) -> None:
+    """Swap, masks and enhancer paste regions only: with lossless H.264 every luma sample away
+    from the face is exactly what the source decodes to."""
+    import av
+
+    out = tmp_path / "out.mp4"
+    report = render(
+        pack, face_clip, out, "--quality", "100", "--enhancer", "gfpgan_1.4", "--mask", "occlusion,region"
+    )
+    assert report["frames_out"] == FRAMES
+
+    def lumas(path: Path) -> list[np.ndarray]:
+        with av.open(str(path)) as c:
+            return [f.to_ndarray(format="gray") for f in c.decode(video=0)][:FRAMES]
+
+    for a, b in zip(lumas(face_clip), lumas(out), strict=True):
+        changed = a != b
+        ys, xs = np.nonzero(changed)
+        assert changed.sum() > 200  # the face was swapped
+        box = (xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1)
+        assert box < 0.25 * a.size  # ... and only around it

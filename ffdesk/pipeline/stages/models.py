@@ -28,9 +28,10 @@ from ffdesk.faces.model_detectors import ModelDetector
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
+from ffdesk.media.patch import ChangedRegion
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
 from ffdesk.pipeline.stages.embedded import DET_SIZE, DETECT_EVERY, TrackStage, source_face
 from ffdesk.pipeline.stages.embedded import DetectStage as EmbeddedDetect
 from ffdesk.pipeline.stages.embedded import _fps as clip_fps
@@ -377,6 +378,7 @@ class PackDetectStage:
 
     name = "detect"
     workers = 1
+    edits_regions = True  # changes no pixel
 
     def __init__(self, ctx: ModelRender, max_batch: int, every: int = DETECT_EVERY) -> None:
         self.ctx = ctx
@@ -402,6 +404,7 @@ class SwapStage:
 
     name = "swap"
     workers = 1
+    edits_regions = True  # records each pasted face's region
 
     def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool) -> None:
         self.ctx = ctx
@@ -433,10 +436,10 @@ class SwapStage:
         masks = self._masks(stack, swapped)
         self._quality_check(batch, stack, swapped, owners)
         images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
+        pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
-            paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True)
-        for packet, image in zip(batch, images, strict=True):
-            packet.image = image
+            paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
+        _store(batch, images, pasted)
         return list(batch)
 
     def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
@@ -485,6 +488,7 @@ class EnhanceStage:
 
     name = "enhance"
     workers = 1
+    edits_regions = True  # records each pasted face's region
 
     def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool) -> None:
         self.ctx = ctx
@@ -515,10 +519,10 @@ class EnhanceStage:
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
         images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
+        pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
-            paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True)
-        for packet, image in zip(batch, images, strict=True):
-            packet.image = image
+            paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True, changed=pasted[owner])
+        _store(batch, images, pasted)
         return list(batch)
 
     def finish(self) -> dict[str, Any]:
@@ -527,6 +531,14 @@ class EnhanceStage:
         figures = self.ctx.report()
         self.ctx.close()
         return figures
+
+
+def _store(batch: Sequence[FramePacket], images: list[Frame], pasted: list[list[ChangedRegion]]) -> None:
+    """Give each packet its new image and record the regions pasted into it."""
+    for packet, image, regions in zip(batch, images, pasted, strict=True):
+        packet.image = image
+        for region in regions:
+            mark_changed(packet, region)
 
 
 def model_stages(job: RenderJob) -> list[Stage]:

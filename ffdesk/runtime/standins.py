@@ -8,7 +8,7 @@ inswapper, a 512x512 last initializer). Three sizes:
 - `realistic=True`: the published models' size and compute where it matters for memory and
   speed figures: an inswapper-shaped swapper (~130M parameters: conv encoder to 1024x32x32, six
   AdaIN residual blocks modulated by the 512-d identity, conv decoder back to 128x128), a
-  ResNet-50-like ArcFace, a GFPGAN-sized enhancer;
+  ResNet-50-like ArcFace, a GFPGAN-sized enhancer, XSeg- and BiSeNet-sized masks;
 - `cost_ms=X`: a small model padded with residual conv blocks until one face costs about X ms
   on this CPU (calibrated by timing), for pipeline benchmarks that should measure the pipeline
   rather than the model's arithmetic.
@@ -343,8 +343,25 @@ def _image_to_image(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> li
     return [g.op("Tanh", [g.up2(g.conv(x, cin, 3, k=1, gain=0.5))])]
 
 
+def _deep_encoder(g: _Graph, x: str, chans: Sequence[int], blocks: int) -> str:
+    """Stride-2 steps through `chans`, then `blocks` residual blocks at the last width: the
+    realistic masks' weight sits at low resolution, as in the real models, so their size is right
+    without their compute running into seconds on a CPU."""
+    cin = 3
+    for c in chans:
+        x = g.cbr(x, cin, c, s=2)
+        cin = c
+    for _ in range(blocks):
+        x = g.res_block(x, cin)
+    return x
+
+
 def _occluder(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
     x = g.op("Transpose", ["input"], perm=[0, 3, 1, 2])
+    if realistic:  # XSeg-sized: 59 MB (the published file: 70 MB); 256 px in, 16 x 16 at the bottom
+        x = _deep_encoder(g, x, (32, 64, 128, 512), 3)
+        m = g.op("Sigmoid", [g.conv(g.up(x, 16), 512, 1, k=1)])
+        return [g.op("Transpose", [m], perm=[0, 2, 3, 1])]
     x = g.cbr(x, 3, w.base, s=2)
     x = g.cbr(x, w.base, w.deep, s=2)
     for _ in range(w.blocks + w.extra):
@@ -354,6 +371,9 @@ def _occluder(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str
 
 
 def _parser(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    if realistic:  # BiSeNet-ResNet-34-sized: 91 MB (published: 93 MB); 512 px in, 16 x 16 at the bottom
+        x = _deep_encoder(g, "input", (64, 128, 256, 512, 512), 4)
+        return [g.up(g.conv(x, 512, 19, k=1), 32)]
     x = g.cbr("input", 3, w.base, s=2)
     x = g.cbr(x, w.base, w.deep, s=2)
     x = g.cbr(x, w.deep, w.deep, s=2)

@@ -47,3 +47,14 @@ def test_seeds_differ_per_model(standins_dir: Path) -> None:
     a = (standins_dir / "hyperswap_1a_256.onnx").read_bytes()
     b = (standins_dir / "hyperswap_1b_256.onnx").read_bytes()
     assert len(a) == len(b) and a != b
+
+
+def test_realistic_masks_weigh_about_what_the_published_files_do(catalog: Catalog) -> None:
+    from onnx import numpy_helper
+
+    for name in ("xseg_1", "bisenet_resnet_34"):
+        spec = catalog.get(name)
+        model = build_standin(spec, realistic=True)
+        weight_bytes = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+        assert 0.75 * spec.size_bytes < weight_bytes < 1.1 * spec.size_bytes, (name, weight_bytes)
+        assert not check_contract(spec, model), name

@@ -360,7 +360,7 @@ def _occluder(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str
     x = g.op("Transpose", ["input"], perm=[0, 3, 1, 2])
     if realistic:  # XSeg-sized: 59 MB (the published file: 70 MB); 256 px in, 16 x 16 at the bottom
         x = _deep_encoder(g, x, (32, 64, 128, 512), 3)
-        m = g.op("Sigmoid", [g.conv(g.up(x, 16), 512, 1, k=1)])
+        m = g.op("Sigmoid", [g.up(g.conv(x, 512, 1, k=1), 16)])
         return [g.op("Transpose", [m], perm=[0, 2, 3, 1])]
     x = g.cbr(x, 3, w.base, s=2)
     x = g.cbr(x, w.base, w.deep, s=2)

@@ -36,6 +36,15 @@ def _manager(models: Path, budget: int | None, **kw: object) -> ResidencyManager
     return mgr
 
 
+def _largest_model_bytes(models: Path) -> int:
+    """The measured footprint of the largest of KEYS (a one-model budget)."""
+    with _manager(models, None) as probe:
+        for key in KEYS:
+            with probe.acquire(key):
+                pass
+        return max(dict(probe.resident()).values())
+
+
 def _workload(mgr: ResidencyManager, rounds: int = 3) -> list[np.ndarray]:
     """Stage-like use: each round runs every model once, in pipeline order."""
     outs = []
@@ -174,12 +183,7 @@ def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path)
 
 
 def test_a_held_model_is_never_evicted(batch_standins_dir: Path) -> None:
-    with _manager(batch_standins_dir, None) as probe:
-        for key in KEYS:
-            with probe.acquire(key):
-                pass
-        sizes = dict(probe.resident())
-    budget = max(sizes.values())
+    budget = _largest_model_bytes(batch_standins_dir)
     with _manager(batch_standins_dir, budget) as mgr:
         holding, release, got_b = threading.Event(), threading.Event(), threading.Event()
 
@@ -282,12 +286,7 @@ class _SlowLoader(OnnxLoader):
 def test_a_model_another_thread_is_loading_is_not_loaded_over(batch_standins_dir: Path) -> None:
     """Two stages asking at once under a one-model budget take turns: the second waits for the
     first one's load and batch instead of loading beside it over the budget."""
-    with _manager(batch_standins_dir, None) as probe:
-        for key in KEYS:
-            with probe.acquire(key):
-                pass
-        sizes = dict(probe.resident())
-    budget = max(sizes.values())
+    budget = _largest_model_bytes(batch_standins_dir)
     started = threading.Event()
     mgr = ResidencyManager(budget, "cpu")
     mgr.register(

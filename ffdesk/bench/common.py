@@ -38,6 +38,22 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write figures as JSON")
 
 
+def median_ms(fn: Callable[[], Any], runs: int, warmup: int = 1) -> float:
+    """Median milliseconds of `runs` calls of `fn`, after `warmup` untimed calls."""
+    import time
+
+    import numpy as np
+
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(max(1, runs)):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times) * 1000)
+
+
 def timed_command(cmd: Sequence[str], env: dict[str, str] | None = None) -> float:
     """Wall seconds of a command; raises with its stderr tail when it fails."""
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, median_ms
 
 GOAL_FPS = 25.0
 
@@ -77,7 +77,6 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
 
 def _model_costs(frame_path: Path) -> dict[str, float]:
     """Single-thread milliseconds of one detection (720p frame) and one mesh pass."""
-    import numpy as np
 
     from ffdesk.faces.analyser import FaceAnalyser
     from ffdesk.media.decode import read_frame_at
@@ -89,17 +88,9 @@ def _model_costs(frame_path: Path) -> dict[str, float]:
         return {}
     face = faces[0]
 
-    def best(fn: Any, n: int) -> float:
-        times = []
-        for _ in range(n):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return float(np.median(times) * 1000)
-
     return {
-        "detect_ms": round(best(lambda: analyser.detect(frame, try_rotations=False), 10), 2),
-        "mesh_ms": round(best(lambda: analyser.track(frame, face), 30), 2),
+        "detect_ms": round(median_ms(lambda: analyser.detect(frame, try_rotations=False), 10, warmup=0), 2),
+        "mesh_ms": round(median_ms(lambda: analyser.track(frame, face), 30, warmup=0), 2),
         "face_px": round(face.size, 1),
     }
 

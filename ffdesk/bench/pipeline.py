@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, cache_dir, finish
+from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.types import Frame
 
@@ -174,15 +174,6 @@ def models_alone_fps(clip: Path, pack: Path, batch: int, provider: str = "auto")
     )
     crops = np.stack([warp_face(frame, face.kps, spec.template, spec.size)[0]] * batch)
     vector = np.ones((1, 512), np.float32)
-
-    def median_ms(fn: Any, n: int) -> float:
-        fn()
-        times = []
-        for _ in range(n):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return float(np.median(times) * 1000)
 
     detect = median_ms(lambda: analyser.detect(frame, try_rotations=False), 7)
     mesh = median_ms(lambda: analyser.track(frame, face), 15)

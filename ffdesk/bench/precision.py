@@ -10,13 +10,12 @@ FP32 on this CPU.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, finish
+from ffdesk.bench.common import add_json_option, finish, median_ms
 from ffdesk.bench.memory import face_clip, realistic_pack, source_photo
 
 GOAL_INT8_SPEEDUP = 1.5
@@ -114,13 +113,9 @@ def _cost(
 
     session = create_session(path, options)
     outs = list(session.run(feed).values())
-    times = []
-    for _ in range(max(1, runs)):
-        t = time.perf_counter()
-        session.run(feed)
-        times.append((time.perf_counter() - t) * 1000.0)
+    ms = median_ms(lambda: session.run(feed), runs, warmup=0)  # the first run above warmed it up
     row: dict[str, Any] = {
-        "ms": round(float(np.median(times)), 2),
+        "ms": round(ms, 2),
         "mb": round(path.stat().st_size / 1e6, 1),
         "provider": session.provider,
     }

@@ -238,9 +238,3 @@ def embedded_stages(job: RenderJob, analyser: FaceAnalyser | None = None) -> lis
         TrackStage(analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
         SwapStage(swapper),
     ]
-
-
-# Older names, kept for callers that still use them.
-_models_dir = embedded_models_dir
-_reference_appearance = reference_appearance
-_fps = clip_fps

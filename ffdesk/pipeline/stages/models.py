@@ -32,11 +32,16 @@ from ffdesk.media.patch import ChangedRegion
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
-from ffdesk.pipeline.stages.embedded import DET_SIZE, DETECT_EVERY, TrackStage, source_face
+from ffdesk.pipeline.stages.embedded import (
+    DET_SIZE,
+    DETECT_EVERY,
+    TrackStage,
+    clip_fps,
+    embedded_models_dir,
+    reference_appearance,
+    source_face,
+)
 from ffdesk.pipeline.stages.embedded import DetectStage as EmbeddedDetect
-from ffdesk.pipeline.stages.embedded import _fps as clip_fps
-from ffdesk.pipeline.stages.embedded import _models_dir as embedded_models_dir
-from ffdesk.pipeline.stages.embedded import _reference_appearance as reference_appearance
 from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
@@ -421,13 +426,7 @@ class SwapStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         spec = self.ctx.swap_spec
         size = spec.size * self.ctx.tile
-        crops, affines, owners = [], [], []
-        for i, packet in enumerate(batch):
-            for face in packet.annotations.get("swap_faces", ()):
-                crop, m = warp_face(packet.image, face.kps, spec.template, size)
-                crops.append(crop)
-                affines.append(m)
-                owners.append(i)
+        crops, affines, owners = _aligned_faces(batch, spec.template, size)
         self.batches += 1
         if not crops:
             return list(batch)
@@ -435,7 +434,7 @@ class SwapStage:
         swapped = self.ctx.swap_crops(stack)
         masks = self._masks(stack, swapped)
         self._quality_check(batch, stack, swapped, owners)
-        images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
+        images = [_writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
@@ -502,13 +501,7 @@ class EnhanceStage:
         self.ctx.start()
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        crops, affines, owners = [], [], []
-        for i, packet in enumerate(batch):
-            for face in packet.annotations.get("swap_faces", ()):
-                crop, m = warp_face(packet.image, face.kps, self.spec.template, self.spec.size)
-                crops.append(crop)
-                affines.append(m)
-                owners.append(i)
+        crops, affines, owners = _aligned_faces(batch, self.spec.template, self.spec.size)
         if not crops:
             return list(batch)
         stack = np.stack(crops)
@@ -518,7 +511,7 @@ class EnhanceStage:
             return list(enh.FaceEnhancer(session, spec).enhance(np.stack(chunk)))
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
-        images = [p.image if p.image.flags.writeable else p.image.copy() for p in batch]
+        images = [_writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True, changed=pasted[owner])
@@ -531,6 +524,25 @@ class EnhanceStage:
         figures = self.ctx.report()
         self.ctx.close()
         return figures
+
+
+def _aligned_faces(
+    batch: Sequence[FramePacket], template: str, size: int
+) -> tuple[list[Frame], list[npt.NDArray[np.float64]], list[int]]:
+    """Aligned crops of every face chosen for swapping in the batch, their warp matrices, and the
+    index of the packet each came from."""
+    crops, affines, owners = [], [], []
+    for i, packet in enumerate(batch):
+        for face in packet.annotations.get("swap_faces", ()):
+            crop, m = warp_face(packet.image, face.kps, template, size)
+            crops.append(crop)
+            affines.append(m)
+            owners.append(i)
+    return crops, affines, owners
+
+
+def _writable(image: Frame) -> Frame:
+    return image if image.flags.writeable else image.copy()
 
 
 def _store(batch: Sequence[FramePacket], images: list[Frame], pasted: list[list[ChangedRegion]]) -> None:

@@ -188,8 +188,14 @@ def trained_stages(job: RenderJob) -> list[Stage]:
     """Stages for a render with a trained swapper; the model and its contract are checked here,
     on the caller's thread, before any frame is decoded."""
     from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
-    from ffdesk.pipeline.stages.embedded import DET_SIZE, DetectStage, TrackStage, _fps, _models_dir
-    from ffdesk.pipeline.stages.embedded import _reference_appearance as reference_appearance
+    from ffdesk.pipeline.stages.embedded import (
+        DET_SIZE,
+        DetectStage,
+        TrackStage,
+        clip_fps,
+        embedded_models_dir,
+        reference_appearance,
+    )
 
     assert job.swapper is not None
     path = model_path(job.swapper)
@@ -197,10 +203,10 @@ def trained_stages(job: RenderJob) -> list[Stage]:
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
     model = TrainedSwap(path, contract, job.memory_budget)
-    analyser = FaceAnalyser(AnalyserSettings(), models_dir=_models_dir(job))
+    analyser = FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
     reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
     return [
         DetectStage(analyser, det_size=DET_SIZE.get(job.mode, 640)),
-        TrackStage(analyser, fps=_fps(job), selection=job.face_selection, reference=reference),
+        TrackStage(analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
         TrainedSwapStage(model, max_batch=max(1, job.batch)),
     ]

@@ -122,12 +122,12 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _per_frame(report: dict[str, Any]) -> dict[str, float]:
+def _per_frame(report: dict[str, Any], key: str = "ms_total") -> dict[str, float]:
     out = {}
     for name, st in (report.get("stages") or {}).items():
         frames = st.get("frames") or 0
-        if frames:
-            out[name] = round(st["ms_total"] / frames, 2)
+        if frames and key in st:
+            out[name] = round(st[key] / frames, 2)
     return out
 
 
@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
             "steady_cpu_bound_fps": round(cores * 1000 / steady, 2),
             "load_after": _load(),
             "stage_ms_per_frame": _per_frame(report),
+            "stage_cpu_ms_per_frame": _per_frame(report, "cpu_ms_total"),
             "faces_swapped": report.get("faces_swapped"),
             "faces_skipped": report.get("faces_skipped"),
             "encoder": report.get("encoder"),
@@ -184,8 +185,11 @@ def run(args: argparse.Namespace) -> int:
         f"{figures['steady_cpu_ms_per_frame']:.1f} ms/frame, at most "
         f"{figures['steady_cpu_bound_fps']:.1f} frames/s on {cores} idle cores"
     )
+    print("  stage    wall ms/frame  CPU ms/frame (summed over the stage's threads; the encoder's")
+    print("                                          own threads are not in encode's CPU)")
     for name, ms in figures["stage_ms_per_frame"].items():
-        print(f"  {name:<8} {ms:7.2f} ms/frame (summed over its threads)")
+        cpu = figures["stage_cpu_ms_per_frame"].get(name)
+        print(f"  {name:<8} {ms:10.2f}  {cpu if cpu is not None else float('nan'):12.2f}")
     for name, value in figures["models"].items():
         print(f"  {name:<8} {value:7.2f}")
     print(

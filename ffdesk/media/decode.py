@@ -78,7 +78,8 @@ class VideoReader:
 
     `raw=True` skips the RGB conversion and hands over FFmpeg's frames (`DecodedFrame.frame`);
     `keep_frames=True` hands them over as well as the RGB picture. `convert_threads`: swscale
-    threads of the RGB conversion (0: all cores; a render's decode thread uses 1).
+    threads of the RGB conversion (0: all cores; a render's decode thread uses 1). `decode_threads`:
+    the decoder's threads (0: FFmpeg's choice, about one per core plus one).
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
@@ -99,6 +100,7 @@ class VideoReader:
         keep_frames: bool = False,
         low_latency: bool = False,
         convert_threads: int = 0,
+        decode_threads: int = 0,
     ) -> None:
         self.path = Path(path)
         self._upright = upright
@@ -113,6 +115,8 @@ class VideoReader:
             # Frame threading decodes several frames at once: more frames/s, but each answer comes
             # a few frames later; a jump that decodes a dozen frames to show one is faster without.
             self._stream.thread_type = "SLICE" if low_latency else "AUTO"
+            if decode_threads > 0:
+                self._stream.codec_context.thread_count = decode_threads
         except BaseException:
             self.close()
             raise

@@ -9,6 +9,7 @@ manifest beside the output; a killed render resumes from the first unfinished se
 from __future__ import annotations
 
 import contextlib
+import os
 import resource
 import sys
 import threading
@@ -27,7 +28,7 @@ from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
+from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
 from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
@@ -161,9 +162,9 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
         stage.start()
     for stage in stages:
         stats = StageStats(stage.name)
-        t = time.perf_counter()
+        clock = Clock()
         (packet,) = stage.process([packet])
-        stats.add(1, time.perf_counter() - t)
+        stats.add_since(1, clock)
         timings[stage.name] = stats.as_dict()
     write_image(job.output, packet.image)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
@@ -340,6 +341,7 @@ class _Flow:
             raw=self.raw,
             keep_frames=self.patch,
             convert_threads=1,
+            decode_threads=decode_threads(),
         ) as reader:
             yield from reader
 
@@ -347,13 +349,13 @@ class _Flow:
         index = self.first_index
         frames = self._frames()
         while True:
-            t = time.perf_counter()
+            clock = Clock()
             try:
                 frame = next(frames)
             except StopIteration:
                 break
             image = _resize(frame.image, self.size)
-            self.decode_stats.add(1, time.perf_counter() - t)
+            self.decode_stats.add_since(1, clock)
             packet = FramePacket(index=index, pts=frame.pts, image=image)
             if frame.frame is not None:
                 packet.annotations[RAW_FRAME if self.raw else SOURCE_FRAME] = frame.frame
@@ -361,6 +363,15 @@ class _Flow:
             index += 1
             self.frames_in += 1
         self.source.put(END)
+
+
+def decode_threads(cores: int | None = None) -> int:
+    """Decoder threads for a render. The stages and the encoder keep every core busy, where each
+    extra decoder thread only adds work: on 2 cores, frame-threaded H.264 decoding took 3.0 CPU ms a
+    720p frame against 2.0 ms on one thread. One thread decodes 720p at about 400 frames/s, so
+    only many-core machines (fast GPU renders of 4K) get more: a quarter of the cores."""
+    n = cores if cores is not None else (os.cpu_count() or 1)
+    return max(1, n // 4)
 
 
 def _resize(image: Frame, size: tuple[int, int] | None) -> Frame:
@@ -417,7 +428,7 @@ def _encode_segments(
                 encoder = open_segment()
                 encoder_name = encoder.encoder_name
                 seg_first_pts, seg_frames = pts, 0
-            t = time.perf_counter()
+            clock = Clock()
             raw = packet.annotations.get(RAW_FRAME)
             source = packet.annotations.get(SOURCE_FRAME)
             if raw is not None:
@@ -426,14 +437,14 @@ def _encode_segments(
                 encoder.write_patched(source, packet.image, packet.annotations.get(CHANGED_REGIONS, ()), pts)
             else:
                 encoder.write(packet.image, pts)
-            stats.add(1, time.perf_counter() - t)
+            stats.add_since(1, clock)
             seg_frames += 1
             last_pts = pts
             progress.frame(packet, halt)
             if seg_frames >= segment_frames:
-                t = time.perf_counter()
+                clock = Clock()
                 encoder.close()
-                stats.add(0, time.perf_counter() - t)
+                stats.add_since(0, clock)
                 manifest.add(Segment(len(manifest.segments), seg_file, seg_frames, seg_first_pts, last_pts))
                 encoder = None
         if encoder is not None:

@@ -102,25 +102,50 @@ class Pipe:
                 continue
 
 
+class Clock:
+    """Wall time and the calling thread's CPU time since it was made (read it on that thread)."""
+
+    __slots__ = ("wall", "cpu")
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = time.thread_time()
+
+
 @dataclass
 class StageStats:
-    """Per-stage counters, updated from worker threads under a lock."""
+    """Per-stage counters, updated from worker threads under a lock.
+
+    `ms_total` is wall time summed over the stage's calls (on a busy machine it includes time the
+    thread waited for a core); `cpu_ms_total` is the CPU time of the threads making those calls
+    (work handed to other threads, such as the encoder's own, is not in it)."""
 
     name: str
     calls: int = 0
     frames: int = 0
     ms_total: float = 0.0
+    cpu_ms_total: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, frames: int, seconds: float) -> None:
+    def add(self, frames: int, seconds: float, cpu_seconds: float = 0.0) -> None:
         with self.lock:
             self.calls += 1
             self.frames += frames
             self.ms_total += seconds * 1000.0
+            self.cpu_ms_total += cpu_seconds * 1000.0
+
+    def add_since(self, frames: int, clock: Clock) -> None:
+        """Count a call of `frames` frames that started at `clock` (on this thread)."""
+        self.add(frames, time.perf_counter() - clock.wall, time.thread_time() - clock.cpu)
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
-            return {"calls": self.calls, "frames": self.frames, "ms_total": round(self.ms_total, 3)}
+            return {
+                "calls": self.calls,
+                "frames": self.frames,
+                "ms_total": round(self.ms_total, 3),
+                "cpu_ms_total": round(self.cpu_ms_total, 3),
+            }
 
 
 class Sequencer:
@@ -221,9 +246,9 @@ class StageRunner:
                     raise Stopped
         try:
             for batch in self._batches():
-                t0 = time.perf_counter()
+                clock = Clock()
                 out = self.stage.process(batch)
-                self.stats.add(len(batch), time.perf_counter() - t0)
+                self.stats.add_since(len(batch), clock)
                 if len(out) != len(batch):
                     raise RuntimeError(
                         f"stage {self.stage.name} returned {len(out)} frames for a batch of {len(batch)}"

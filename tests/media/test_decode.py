@@ -28,6 +28,17 @@ def test_decodes_every_frame_in_order_with_source_pts(plain: SynthResult) -> Non
     assert diff < 12
 
 
+def test_single_threaded_decoding_gives_the_same_frames(plain: SynthResult) -> None:
+    with VideoReader(plain.path) as reader:
+        default = [(f.pts, f.image) for f in reader]
+    with VideoReader(plain.path, decode_threads=1, start_s=0.2) as reader:
+        assert reader._stream.codec_context.thread_count == 1
+        single = [(f.pts, f.image) for f in reader]
+    assert [p for p, _ in single] == [p for p, _ in default[5:]]
+    for (_, a), (_, b) in zip(single, default[5:], strict=True):
+        assert np.array_equal(a, b)
+
+
 def test_trim_by_time(plain: SynthResult) -> None:
     # frames are 0.04 s apart: [0.30, 0.50) holds frames 8..12 (0.32 .. 0.48)
     with VideoReader(plain.path, start_s=0.30, end_s=0.50) as reader:

@@ -144,3 +144,27 @@ def _slow_feed(runner_linger: float) -> list[int]:
 def test_a_stage_fed_slowly_still_gets_full_batches_within_the_linger() -> None:
     assert _slow_feed(runner_linger=1.0) == [4, 4, 4]
     assert max(_slow_feed(runner_linger=0.0)) < 4
+
+
+def test_render_decoder_threads_leave_the_cores_to_the_stages() -> None:
+    from ffdesk.pipeline.engine import decode_threads
+
+    assert [decode_threads(n) for n in (1, 2, 4, 8, 16, 64)] == [1, 1, 1, 2, 4, 16]
+
+
+def test_stage_stats_tell_cpu_time_from_waiting() -> None:
+    from ffdesk.pipeline.flow import Clock, StageStats
+
+    stats = StageStats("x")
+    clock = Clock()
+    time.sleep(0.05)  # waits: wall time only
+    stats.add_since(1, clock)
+    clock = Clock()
+    end = time.thread_time() + 0.05
+    while time.thread_time() < end:  # works: wall and CPU time
+        pass
+    stats.add_since(1, clock)
+    d = stats.as_dict()
+    assert d["calls"] == 2 and d["frames"] == 2
+    assert d["ms_total"] >= 100.0
+    assert 45.0 <= d["cpu_ms_total"] <= d["ms_total"] - 45.0

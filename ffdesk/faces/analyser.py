@@ -101,12 +101,21 @@ class FaceAnalyser:
         folder = models_dir or resource_path("models")
         self._detector = _session(folder / DETECTOR_FILE, self.settings.threads)
         self._mesh = _session(folder / MESH_FILE, self.settings.threads)
-        self._near = _session(folder / NEAR_DETECTOR_FILE, self.settings.threads)
+        self._near_path = folder / NEAR_DETECTOR_FILE
+        if not self._near_path.is_file():
+            raise FileNotFoundError(self._near_path)
+        self._near_session: ort.InferenceSession | None = None  # made when a face is first lost
         self._near_anchors = _blazeface_anchors()
         self._det_input = self._detector.get_inputs()[0].name
         self._mesh_input = self._mesh.get_inputs()[0].name
         self._anchors: dict[tuple[int, int], F32] = {}
         self._lock = threading.Lock()
+
+    def _near(self) -> ort.InferenceSession:
+        with self._lock:
+            if self._near_session is None:
+                self._near_session = _session(self._near_path, self.settings.threads)
+            return self._near_session
 
     # ---------------------------------------------------------------- detection
     def detect(
@@ -279,7 +288,8 @@ class FaceAnalyser:
             image, m, (NEAR_SIZE, NEAR_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
         )
         x = (crop.astype(np.float32) * (2.0 / 255.0) - 1.0).transpose(2, 0, 1)[None]
-        raw, logits = self._near.run(None, {self._near.get_inputs()[0].name: x})
+        near = self._near()
+        raw, logits = near.run(None, {near.get_inputs()[0].name: x})
         scores = 1.0 / (1.0 + np.exp(-np.clip(logits[0, :, 0], -80, 80)))
         best = int(scores.argmax())
         if scores[best] < self.settings.presence_threshold:

@@ -81,7 +81,7 @@ def run_render(
     if span is not None:
         atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, info.video, span))
     t0 = time.perf_counter()
-    stages = build_stages(job)
+    stages = build_stages(job, info)
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)

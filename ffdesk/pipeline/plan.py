@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import Stage
 
 
-def build_stages(job: RenderJob) -> list[Stage]:
+def build_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """Stages for `job`, built on the caller's thread (so bad sources fail before any work).
+    `info`: the target's probe when the caller has it (otherwise it is probed again).
 
     A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
@@ -17,13 +19,13 @@ def build_stages(job: RenderJob) -> list[Stage]:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
 
         if is_trained_swapper(job.swapper):
-            return list(trained_stages(job))
+            return list(trained_stages(job, info))
     if not job.sources:
         return []
     if job.swapper:
         from ffdesk.pipeline.stages.models import model_stages
 
-        return list(model_stages(job))
+        return list(model_stages(job, info))
     from ffdesk.pipeline.stages.embedded import embedded_stages
 
-    return list(embedded_stages(job))
+    return list(embedded_stages(job, info=info))

@@ -89,7 +89,7 @@ class Previewer:
             return
         from ffdesk.pipeline.plan import build_stages
 
-        self._stages = list(build_stages(self.job))
+        self._stages = list(build_stages(self.job, self.info))
         for stage in self._stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(self._on_event)

@@ -107,7 +107,7 @@ class SlowInvert:
 def test_cancel_leaves_no_output_and_a_resumable_manifest(
     long_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert(0.01)])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert(0.01)])
     out = tmp_path / "cancel.mp4"
     cancel = threading.Event()
 
@@ -134,7 +134,7 @@ def _inverted_indices(path: Path) -> list[int]:
 def test_a_failing_stage_fails_the_render_without_output(
     clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert(fail_at=20)])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert(fail_at=20)])
     out = tmp_path / "fail.mp4"
     with pytest.raises(RuntimeError, match="stage exploded"):
         run_render(RenderJob(target=clip, output=out, sources=(clip,)))
@@ -144,7 +144,7 @@ def test_a_failing_stage_fails_the_render_without_output(
 def test_stage_output_is_what_gets_encoded(
     clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda job: [SlowInvert()])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert()])
     out = tmp_path / "inv.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(clip,), batch=3))
     assert _inverted_indices(out) == list(range(60))
@@ -301,7 +301,7 @@ def test_stages_are_finished_exactly_once_and_not_built_for_a_refused_job(
 ) -> None:
     built: list[CountingStage] = []
 
-    def build(job: RenderJob) -> list[CountingStage]:
+    def build(job: RenderJob, info: object = None) -> list[CountingStage]:
         built.append(CountingStage(fail_at=job.batch if job.batch == 3 else None))
         return built[-1:]
 

@@ -30,6 +30,7 @@ from ffdesk.faces.appearance import Appearance, appearance_of
 from ffdesk.faces.selection import FaceSelector
 from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
 from ffdesk.faces.types import Face
+from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
@@ -211,15 +212,18 @@ def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
     return appearance_of(frame, faces[index])
 
 
-def clip_fps(job: RenderJob) -> float:
-    """Frame rate of the target (30 when unknown, e.g. a still)."""
+def clip_fps(job: RenderJob, info: MediaInfo | None = None) -> float:
+    """Frame rate of the target (30 when unknown, e.g. a still); `info`: its probe, if at hand."""
     from ffdesk.media.probe import probe
 
-    info = probe(job.target)
+    if info is None or Path(info.path) != Path(job.target):
+        info = probe(job.target)
     return info.video.fps if info.video is not None and info.video.fps > 0 else 30.0
 
 
-def embedded_stages(job: RenderJob, analyser: FaceAnalyser | None = None) -> list[Stage]:
+def embedded_stages(
+    job: RenderJob, analyser: FaceAnalyser | None = None, info: MediaInfo | None = None
+) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded."""
     from ffdesk.media.decode import read_image
@@ -235,6 +239,6 @@ def embedded_stages(job: RenderJob, analyser: FaceAnalyser | None = None) -> lis
     det_size = DET_SIZE.get(job.mode, 640)
     return [
         DetectStage(analyser, det_size=det_size),
-        TrackStage(analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
+        TrackStage(analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
         SwapStage(swapper),
     ]

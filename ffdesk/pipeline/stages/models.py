@@ -29,6 +29,7 @@ from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
+from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
@@ -553,7 +554,7 @@ def _store(batch: Sequence[FramePacket], images: list[Frame], pasted: list[list[
             mark_changed(packet, region)
 
 
-def model_stages(job: RenderJob) -> list[Stage]:
+def model_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """The stages of a model-pack render. Model files, the budget and the source face are
     checked here, on the caller's thread, so a bad setting fails before any frame is decoded.
 
@@ -571,7 +572,7 @@ def model_stages(job: RenderJob) -> list[Stage]:
     )
     stages: list[Stage] = [
         detect,
-        TrackStage(ctx.analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
+        TrackStage(ctx.analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
         SwapStage(ctx, batch, reports=ctx.enhancer is None),
     ]
     if ctx.enhancer is not None:

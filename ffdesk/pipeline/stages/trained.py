@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ffdesk.errors import UserError
 from ffdesk.faces.align import TEMPLATES, paste_back, warp_face
 from ffdesk.faces.types import Face
+from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -184,7 +185,7 @@ class TrainedSwapStage:
         return figures
 
 
-def trained_stages(job: RenderJob) -> list[Stage]:
+def trained_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """Stages for a render with a trained swapper; the model and its contract are checked here,
     on the caller's thread, before any frame is decoded."""
     from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
@@ -207,6 +208,6 @@ def trained_stages(job: RenderJob) -> list[Stage]:
     reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
     return [
         DetectStage(analyser, det_size=DET_SIZE.get(job.mode, 640)),
-        TrackStage(analyser, fps=clip_fps(job), selection=job.face_selection, reference=reference),
+        TrackStage(analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
         TrainedSwapStage(model, max_batch=max(1, job.batch)),
     ]

@@ -10,8 +10,8 @@ What it does:
 2. Builds a throw-away virtual environment holding only `tflite2onnx` 0.4.1, `tflite`, `onnx`, `numpy`
    (and `ai-edge-litert` to run the original .tflite files as a reference) and converts there, so none
    of that lands in the project's environment.
-3. Writes each PRelu of the converted MediaPipe models as `Relu(x) + slope * Min(x, 0)`
-   (`ffdesk.runtime.rewrites.expand_prelu`: bit-identical, about twice as fast in ONNX Runtime).
+3. Writes each PRelu of the converted MediaPipe models with elementwise ops, e.g. `Max(x, slope * x)`
+   (`ffdesk.runtime.rewrites.expand_prelu`: bit-identical, over twice as fast in ONNX Runtime).
 4. Extracts the RetinaFace ONNX bytes without importing the package.
 5. Runs every converted model in ONNX Runtime (this interpreter) on the same inputs the reference
    interpreter saw and fails when an output differs by more than a tolerance.
@@ -134,7 +134,7 @@ def _expand_prelu(path: Path) -> None:
     model, count = expand_prelu(onnx.load(str(path)))
     if count:
         onnx.save(model, str(path))
-        print(f"{path.name}: {count} PRelu written as Relu + slope * Min")
+        print(f"{path.name}: {count} PRelu written as elementwise ops")
 
 
 def _verify(out_dir: Path, inputs: dict[str, Any], refs_path: Path) -> dict[str, float]:

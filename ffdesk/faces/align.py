@@ -61,22 +61,24 @@ def template_points(template: str, size: int) -> npt.NDArray[np.float64]:
 
 def similarity_transform(src: npt.ArrayLike, dst: npt.ArrayLike) -> Affine:
     """Least-squares rotation + uniform scale + translation mapping `src` points onto `dst`
-    (Umeyama's method; exact and deterministic, unlike a RANSAC fit on five points)."""
+    (exact and deterministic, unlike a RANSAC fit on five points).
+
+    In 2-D, Umeyama's solution (rotation without reflection) has a closed form: with the points
+    centred, the best scale * rotation is [[a, -b], [b, a]] / sum |src|^2, where
+    a = sum(src . dst) and b = sum(src x dst). No SVD, so no linear-algebra library call per frame."""
     s = np.asarray(src, np.float64)[:, :2]
     d = np.asarray(dst, np.float64)[:, :2]
     ms, md = s.mean(0), d.mean(0)
     sc, dc = s - ms, d - md
-    cov = dc.T @ sc / len(s)
-    u, sig, vt = np.linalg.svd(cov)
-    fix = np.eye(2)
-    if np.linalg.det(u) * np.linalg.det(vt) < 0:
-        fix[1, 1] = -1
-    rot = u @ fix @ vt
-    var = (sc**2).sum() / len(s)
-    scale = float((sig * np.diag(fix)).sum() / var) if var > 0 else 1.0
-    m = np.zeros((2, 3))
-    m[:, :2] = scale * rot
-    m[:, 2] = md - scale * rot @ ms
+    var = float((sc * sc).sum())
+    if var > 0:
+        a = float((sc * dc).sum()) / var
+        b = float((sc[:, 0] * dc[:, 1] - sc[:, 1] * dc[:, 0]).sum()) / var
+    else:
+        a, b = 1.0, 0.0
+    m = np.empty((2, 3))
+    m[0, 0], m[0, 1], m[1, 0], m[1, 1] = a, -b, b, a
+    m[:, 2] = md - m[:, :2] @ ms
     return m
 
 

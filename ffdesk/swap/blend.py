@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 import numpy.typing as npt
@@ -55,20 +57,71 @@ def seamless(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame:
     sw, sh = max(8, round(w * k)), max(8, round(h * k))
     s_small = cv2.resize(src, (sw, sh), interpolation=cv2.INTER_AREA)
     d_small = cv2.resize(dst, (sw, sh), interpolation=cv2.INTER_AREA)
-    m_small = cv2.resize(region, (sw, sh), interpolation=cv2.INTER_NEAREST)
-    # seamlessClone needs the mask's box to stay inside the image with a 1-px border.
+    m_small = np.asarray(cv2.resize(region, (sw, sh), interpolation=cv2.INTER_NEAREST), np.uint8)
+    # the mask's box keeps a border, so the box's edge (kept from dst) is never the image's.
     m_small[:2, :] = 0
     m_small[-2:, :] = 0
     m_small[:, :2] = 0
     m_small[:, -2:] = 0
-    bx, by, bw, bh = cv2.boundingRect(m_small)
-    if bw < 3 or bh < 3:
+    if min(cv2.boundingRect(m_small)[2:]) < 3:
         return src
-    centre = (bx + bw // 2, by + bh // 2)
-    blended = cv2.seamlessClone(s_small, d_small, m_small, centre, cv2.NORMAL_CLONE)
-    small_membrane = blended.astype(np.float32) - s_small.astype(np.float32)
+    s32 = s_small.astype(np.float32)
+    small_membrane = poisson_clone(s32, d_small.astype(np.float32), m_small) - s32
     membrane = cv2.resize(small_membrane, (w, h), interpolation=cv2.INTER_LINEAR)
     return np.asarray(cv2.add(src, membrane, dtype=cv2.CV_8U), np.uint8)  # rounds and saturates
+
+
+_CLONE_ERODE = np.ones((3, 3), np.uint8)
+
+
+@lru_cache(maxsize=256)
+def _dst_basis(n: int) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """The n x n DST-I matrix (its own inverse up to a factor 2 / (n + 1)) and 2 cos(pi k / (n + 1)),
+    k = 1..n: the 1-D second difference with fixed ends has eigenvalues 2 cos(pi k / (n + 1)) - 2.
+    Read-only: the arrays are shared between calls."""
+    k = np.arange(1, n + 1)
+    basis = np.sin(np.pi * np.outer(k, k) / (n + 1)).astype(np.float32)
+    cosines = (2.0 * np.cos(np.pi * k / (n + 1))).astype(np.float32)
+    basis.flags.writeable = False
+    cosines.flags.writeable = False
+    return basis, cosines
+
+
+def poisson_clone(
+    src: npt.NDArray[np.float32], dst: npt.NDArray[np.float32], mask: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.float32]:
+    """Gradient-domain clone of `src` into `dst` (float H x W x C, same size) where `mask` is set:
+    the formulation of OpenCV's `seamlessClone` (NORMAL_CLONE), solved exactly and about five
+    times faster at the sizes `seamless` uses.
+
+    Over the mask's bounding box the result keeps `dst` on the box's edge and has the gradients
+    of `src` inside the mask shrunk by 3 pixels and of `dst` elsewhere (the shrink keeps the seam
+    off the mask's own edge); outside the box it is `dst`. The Poisson equation is solved with a
+    sine transform in each direction (two small matrix products each way).
+    """
+    x, y, w, h = cv2.boundingRect(mask)
+    out = np.array(dst, np.float32, copy=True)
+    if w < 3 or h < 3:
+        return out
+    inside = cv2.erode(mask, _CLONE_ERODE, iterations=3)[y : y + h, x : x + w] > 0
+    s = np.moveaxis(np.asarray(src, np.float32)[y : y + h, x : x + w], -1, 0)  # C x h x w
+    d = np.moveaxis(out[y : y + h, x : x + w], -1, 0)
+    gx, gy = np.diff(d, axis=2), np.diff(d, axis=1)  # forward differences
+    np.copyto(gx, np.diff(s, axis=2), where=inside[None, :, :-1])
+    np.copyto(gy, np.diff(s, axis=1), where=inside[None, :-1, :])
+    # divergence at the interior points, less the fixed edge values next to them
+    f = (gx[:, 1:-1, 1:] - gx[:, 1:-1, :-1]) + (gy[:, 1:, 1:-1] - gy[:, :-1, 1:-1])
+    f[:, 0, :] -= d[:, 0, 1:-1]
+    f[:, -1, :] -= d[:, -1, 1:-1]
+    f[:, :, 0] -= d[:, 1:-1, 0]
+    f[:, :, -1] -= d[:, 1:-1, -1]
+    by, ey = _dst_basis(h - 2)
+    bx, ex = _dst_basis(w - 2)
+    coef = by @ f @ bx
+    coef /= ex[None, None, :] + ey[None, :, None] - 4.0
+    interior = (by @ coef @ bx) * (4.0 / ((h - 1) * (w - 1)))
+    out[y + 1 : y + h - 1, x + 1 : x + w - 1] = np.moveaxis(interior, 0, -1)
+    return out
 
 
 def alpha_blend(fg: Frame, bg: Frame, alpha: Mask) -> Frame:

@@ -73,6 +73,30 @@ def triangle_affines(src: Points, dst: Points, tris: Triangles) -> npt.NDArray[n
     return np.concatenate([lin, off[:, :, None]], axis=2).astype(np.float32)
 
 
+def affine_fit(src: Points, dst: Points) -> npt.NDArray[np.float32]:
+    """The 2 x 3 least-squares affine map taking `src` points onto `dst` points (normal equations
+    on centred points, solved in closed form; identity plus the mean shift when `src` is flat)."""
+    s = np.asarray(src, np.float64)[:, :2]
+    d = np.asarray(dst, np.float64)[:, :2]
+    ms, md = s.mean(0), d.mean(0)
+    sc, dc = s - ms, d - md
+    sxx, syy, sxy = (
+        float((sc[:, 0] ** 2).sum()),
+        float((sc[:, 1] ** 2).sum()),
+        float((sc[:, 0] * sc[:, 1]).sum()),
+    )
+    det = sxx * syy - sxy * sxy
+    out = np.zeros((2, 3), np.float64)
+    if det > 1e-9 * max(sxx * syy, 1e-300):
+        cross = sc.T @ dc  # 2 x 2: rows x, y of src; columns x, y of dst
+        inv = np.array([[syy, -sxy], [-sxy, sxx]]) / det
+        out[:, :2] = (inv @ cross).T
+    else:
+        out[:, :2] = np.eye(2)
+    out[:, 2] = md - out[:, :2] @ ms
+    return out.astype(np.float32)
+
+
 def rasterise(dst: Points, tris: Triangles, shape: tuple[int, int]) -> npt.NDArray[np.int32]:
     """An H x W map of 1 + the index of the triangle covering each pixel (0: none)."""
     out = np.zeros(shape, np.int32)
@@ -99,10 +123,8 @@ def warp_piecewise(
     index = rasterise(small_dst, tris, (sh, sw))
     covered_small = index > 0
     aff = triangle_affines(src, small_dst, tris)
-    ones = np.ones((len(small_dst), 1), np.float32)
-    sol = np.linalg.lstsq(np.hstack([small_dst, ones]), np.asarray(src, np.float32)[:, :2], rcond=None)[0]
-    glob = sol.T  # 2 x 3
-    table = np.concatenate([np.asarray(glob, np.float32)[None], aff], axis=0)
+    glob = affine_fit(small_dst, src)
+    table = np.concatenate([glob[None], aff], axis=0)
     coef = table.reshape(len(table), 6)[index]  # sh x sw x 6
     xs = np.arange(sw, dtype=np.float32)[None, :]
     ys = np.arange(sh, dtype=np.float32)[:, None]

@@ -37,6 +37,31 @@ def test_similarity_recovers_a_known_transform() -> None:
     np.testing.assert_allclose(m[:, 2], shift, atol=1e-9)
 
 
+def _umeyama(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Reference: Umeyama's SVD solution, reflections excluded."""
+    ms, md = src.mean(0), dst.mean(0)
+    sc, dc = src - ms, dst - md
+    u, sig, vt = np.linalg.svd(dc.T @ sc / len(src))
+    fix = np.diag([1.0, np.sign(np.linalg.det(u) * np.linalg.det(vt)) or 1.0])
+    scale = float((sig * np.diag(fix)).sum() / ((sc**2).sum() / len(src)))
+    lin = scale * (u @ fix @ vt)
+    return np.hstack([lin, (md - lin @ ms)[:, None]])
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_similarity_is_the_least_squares_fit_of_noisy_points(mirror: bool) -> None:
+    from ffdesk.faces.align import similarity_transform
+
+    rng = np.random.default_rng(7)
+    src = rng.uniform(0, 200, (468, 2))
+    dst = src @ np.array([[0.8, -0.4], [0.4, 0.8]]).T + 30 + rng.normal(0, 3, src.shape)
+    if mirror:  # the best proper rotation of a mirrored set: the reflection case of the SVD
+        dst[:, 0] = -dst[:, 0]
+    m = similarity_transform(src, dst)
+    np.testing.assert_allclose(m, _umeyama(src, dst), atol=1e-9)
+    assert np.linalg.det(m[:, :2]) > 0  # never a reflection
+
+
 def test_paste_back_of_an_unchanged_crop_leaves_the_frame_alone(analyser: FaceAnalyser, grace: Frame) -> None:
     face = analyser.analyse(grace)[0]
     crop, m = warp_face(grace, face.kps, "arcface_128", 128)

@@ -128,3 +128,62 @@ def test_lab_transfer_matches_the_target_colour_statistics() -> None:
     # the spread follows the target's, but is never squeezed below half the source's
     expected = np.maximum(lab_dst.std(0), 0.5 * lab_src.std(0))
     np.testing.assert_allclose(lab_out.std(0), expected, rtol=0.15)
+
+
+def test_affine_fit_is_the_least_squares_affine_map() -> None:
+    from ffdesk.swap.triangles import affine_fit
+
+    rng = np.random.default_rng(5)
+    src = rng.normal(0, 40, (300, 2)) + 100
+    dst = src @ np.array([[1.1, 0.25], [-0.3, 0.9]]).T + [5.0, -7.0] + rng.normal(0, 0.5, src.shape)
+    ref = np.linalg.lstsq(np.hstack([src, np.ones((300, 1))]), dst, rcond=None)[0].T
+    np.testing.assert_allclose(affine_fit(src, dst), ref, atol=1e-4)
+    flat = np.stack([np.arange(10.0), np.zeros(10)], 1)  # all on a line: no unique fit
+    np.testing.assert_allclose(affine_fit(flat, flat + 3.0), [[1, 0, 3], [0, 1, 3]], atol=1e-6)
+
+
+def _clone_case(seed: int, h: int = 40, w: int = 36) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = cv2.GaussianBlur(rng.uniform(0, 255, (h, w, 3)).astype(np.float32), (0, 0), 3)
+    dst = cv2.GaussianBlur(rng.uniform(0, 255, (h, w, 3)).astype(np.float32), (0, 0), 3)
+    mask = np.zeros((h, w), np.uint8)
+    cv2.ellipse(mask, (w // 2, h // 2), (w // 2 - 4, h // 2 - 3), 0, 0, 360, 255, -1)
+    return src, dst, mask
+
+
+def test_poisson_clone_has_the_source_gradients_inside_and_the_target_on_the_edge() -> None:
+    from ffdesk.swap.blend import poisson_clone
+
+    src, dst, mask = _clone_case(1)
+    out = poisson_clone(src, dst, mask)
+    x, y, w, h = cv2.boundingRect(mask)
+    box = np.zeros(mask.shape, bool)
+    box[y : y + h, x : x + w] = True
+    np.testing.assert_array_equal(out[~box], dst[~box])  # untouched outside the mask's box
+    np.testing.assert_array_equal(out[y, x : x + w], dst[y, x : x + w])  # the box's edge is fixed
+    np.testing.assert_array_equal(out[y + h - 1, x : x + w], dst[y + h - 1, x : x + w])
+    # inside the (shrunk) mask the result's Laplacian is the source's: the defining property
+    inner = cv2.erode(mask, np.ones((3, 3), np.uint8), iterations=4) > 0
+    lap = np.array([[0, 1, 0], [1, -4, 1], [0, 1, 0]], np.float32)
+    got, want = cv2.filter2D(out, -1, lap), cv2.filter2D(src, -1, lap)
+    assert np.abs(got - want)[inner].max() < 1e-2
+    assert np.abs(out - src)[inner].mean() > 1.0  # and it is not just the source pasted in
+
+
+def test_poisson_clone_of_a_picture_into_itself_changes_nothing() -> None:
+    from ffdesk.swap.blend import poisson_clone
+
+    src, _, mask = _clone_case(2)
+    np.testing.assert_allclose(poisson_clone(src, src, mask), src, atol=1e-2)
+
+
+def test_poisson_clone_agrees_with_opencv_seamless_clone() -> None:
+    from ffdesk.swap.blend import poisson_clone
+
+    src, dst, mask = (a.astype(np.uint8) for a in _clone_case(3))
+    bx, by, bw, bh = cv2.boundingRect(mask)
+    ref = cv2.seamlessClone(src, dst, mask.copy(), (bx + bw // 2, by + bh // 2), cv2.NORMAL_CLONE)
+    ours = poisson_clone(src.astype(np.float32), dst.astype(np.float32), mask)
+    # OpenCV truncates its float result to 8 bits (and `ours` may differ in the last bit)
+    assert np.abs(np.clip(np.floor(ours + 1e-3), 0, 255) - ref).max() <= 1
+    assert np.abs(ref.astype(np.float32) - dst).max() > 20  # the clone did change the picture

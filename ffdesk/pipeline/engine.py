@@ -29,7 +29,7 @@ from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
-from ffdesk.pipeline.job import SEGMENT_SECONDS, RenderJob, working_size
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
@@ -394,7 +394,7 @@ def _encode_segments(
 ) -> str:
     """Encode packets into segment files, recording each finished one. Returns the encoder used."""
     suffix = container_suffix(job.encoder)
-    segment_frames = job.segment_frames or max(24, round((video.fps or 25.0) * SEGMENT_SECONDS))
+    segment_frames = job.segment_frames or SEGMENT_FRAMES
     encoder: SegmentEncoder | None = None
     seg_first_pts = 0
     seg_frames = 0

@@ -101,8 +101,9 @@ def rasterise(dst: Points, tris: Triangles, shape: tuple[int, int]) -> npt.NDArr
     """An H x W map of 1 + the index of the triangle covering each pixel (0: none)."""
     out = np.zeros(shape, np.int32)
     pts = np.round(np.asarray(dst, np.float64)[:, :2] * 16.0).astype(np.int32)  # 4 bits sub-pixel
-    for t, tri in enumerate(pts[tris]):
-        cv2.fillConvexPoly(out, tri, t + 1, lineType=cv2.LINE_8, shift=4)
+    fill = cv2.fillConvexPoly  # one call per triangle: positional arguments parse fastest
+    for t, tri in enumerate(list(pts[tris]), 1):
+        fill(out, tri, t, cv2.LINE_8, 4)  # 4 bits of sub-pixel precision
     return out
 
 

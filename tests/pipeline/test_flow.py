@@ -168,3 +168,11 @@ def test_stage_stats_tell_cpu_time_from_waiting() -> None:
     assert d["calls"] == 2 and d["frames"] == 2
     assert d["ms_total"] >= 100.0
     assert 45.0 <= d["cpu_ms_total"] <= d["ms_total"] - 45.0
+
+
+def test_resumed_segments_start_on_a_detection_frame() -> None:
+    from ffdesk.pipeline.job import SEGMENT_FRAMES
+    from ffdesk.pipeline.stages.embedded import DETECT_EVERY
+
+    assert SEGMENT_FRAMES % DETECT_EVERY == 0
+    assert 200 <= SEGMENT_FRAMES <= 250  # about x264's own keyframe interval: few keyframes added

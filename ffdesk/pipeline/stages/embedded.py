@@ -37,7 +37,7 @@ from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
 DETECT_EVERY = 8
-"""Frames between two full detections; resumable segments (48 frames) start on one."""
+"""Frames between two full detections; resumable segments (`SEGMENT_FRAMES`, 240) start on one."""
 DET_SIZE = {"final": 640, "preview": 480}
 
 

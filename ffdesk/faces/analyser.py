@@ -12,6 +12,7 @@ import math
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -67,7 +68,7 @@ def _session(path: Path, threads: int) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def _planes(image: Frame, scale: float, offset: float) -> F32:
+def _planes(image: npt.NDArray[Any], scale: float, offset: float) -> F32:
     """1 x 3 x H x W float input (`image * scale + offset`) of an H x W x 3 uint8 image, written
     plane by plane: a contiguous array, which ONNX Runtime takes without another copy."""
     h, w = image.shape[:2]

@@ -12,7 +12,6 @@ import math
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -22,6 +21,7 @@ import onnxruntime as ort
 from ffdesk.faces.mesh import eye_angle, kps_from_mesh
 from ffdesk.faces.types import Face
 from ffdesk.resources import resource_path
+from ffdesk.runtime.tensors import nchw
 from ffdesk.types import Frame, Points
 
 F32 = npt.NDArray[np.float32]
@@ -66,19 +66,6 @@ def _session(path: Path, threads: int) -> ort.InferenceSession:
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
-def _planes(image: npt.NDArray[Any], scale: float, offset: float) -> F32:
-    """1 x 3 x H x W float input (`image * scale + offset`) of an H x W x 3 uint8 image, written
-    plane by plane: a contiguous array, which ONNX Runtime takes without another copy."""
-    h, w = image.shape[:2]
-    x = np.empty((1, 3, h, w), np.float32)
-    for c in range(3):
-        plane = x[0, c]
-        np.multiply(image[:, :, c], np.float32(scale), out=plane, dtype=np.float32)
-        if offset:
-            plane += np.float32(offset)
-    return x
 
 
 def _sigmoid(x: float) -> float:
@@ -188,9 +175,7 @@ class FaceAnalyser:
         """Detect in `img` (the frame scaled by 1/back, turned `turn` quarter turns clockwise)."""
         h, w = img.shape[:2]
         ph, pw = -(-h // 32) * 32, -(-w // 32) * 32
-        x = np.zeros((1, 3, ph, pw), np.float32)  # BGR planes less the mean; zero padding
-        for c in range(3):
-            np.subtract(img[:, :, 2 - c], _RETINA_MEAN[c], out=x[0, c, :h, :w], dtype=np.float32)
+        x = nchw(img, 1.0, -_RETINA_MEAN, reverse=True, size=(ph, pw))  # BGR less the mean; 0 padding
         loc, conf, lms = self._detector.run(None, {self._det_input: x})
         scores = conf[0, :, 1]
         keep = np.where(scores > threshold)[0]
@@ -231,7 +216,7 @@ class FaceAnalyser:
         crop = cv2.warpAffine(
             image, m, (MESH_SIZE, MESH_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
-        x = _planes(crop, 1.0 / 255.0, 0.0)
+        x = nchw(crop, 1.0 / 255.0)
         raw, flag = self._mesh.run(None, {self._mesh_input: x})
         pts = raw.reshape(468, 3).astype(np.float64)
         inv = cv2.invertAffineTransform(m)
@@ -298,7 +283,7 @@ class FaceAnalyser:
         crop = cv2.warpAffine(
             image, m, (NEAR_SIZE, NEAR_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT
         )
-        x = _planes(crop, 2.0 / 255.0, -1.0)
+        x = nchw(crop, 2.0 / 255.0, -1.0)
         near = self._near()
         raw, logits = near.run(None, {near.get_inputs()[0].name: x})
         scores = 1.0 / (1.0 + np.exp(-np.clip(logits[0, :, 0], -80, 80)))

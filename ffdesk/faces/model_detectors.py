@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from ffdesk.faces.recognizer import Runner, run_stacked
 from ffdesk.faces.types import Face
+from ffdesk.runtime.tensors import nchw
 from ffdesk.types import Frame
 
 F32 = npt.NDArray[np.float32]
@@ -86,8 +87,7 @@ def to_faces(det: Detections, iou_threshold: float, max_faces: int | None = None
 def yolo_input(images: Sequence[Frame], size: int = 640) -> tuple[F32, list[float]]:
     """Letterboxed BGR / 255 NCHW batch and each image's scale back."""
     boxed = [letterbox(im, size) for im in images]
-    batch = np.stack([b[0] for b in boxed])[..., ::-1].astype(np.float32) / np.float32(255.0)
-    return np.ascontiguousarray(batch.transpose(0, 3, 1, 2)), [b[1] for b in boxed]
+    return nchw([b[0] for b in boxed], 1.0 / 255.0, reverse=True), [b[1] for b in boxed]
 
 
 def decode_yolo(output: np.ndarray, scale: float, score_threshold: float) -> Detections:
@@ -120,10 +120,7 @@ def anchor_centers(size: int, stride: int, per_point: int = ANCHORS_PER_POINT) -
 def scrfd_input(images: Sequence[Frame], size: int) -> tuple[F32, list[float]]:
     """Letterboxed BGR NCHW batch normalised as (x - 127.5) / 128, and each image's scale back."""
     boxed = [letterbox(im, size) for im in images]
-    batch = (np.stack([b[0] for b in boxed])[..., ::-1].astype(np.float32) - np.float32(127.5)) / np.float32(
-        128.0
-    )
-    return np.ascontiguousarray(batch.transpose(0, 3, 1, 2)), [b[1] for b in boxed]
+    return nchw([b[0] for b in boxed], 1.0 / 128.0, -127.5 / 128.0, reverse=True), [b[1] for b in boxed]
 
 
 def decode_scrfd(

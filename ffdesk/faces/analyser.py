@@ -174,14 +174,17 @@ class FaceAnalyser:
     def _detect_scaled(self, img: Frame, back: float, turn: int, threshold: float) -> list[Face]:
         """Detect in `img` (the frame scaled by 1/back, turned `turn` quarter turns clockwise)."""
         h, w = img.shape[:2]
-        ph, pw = -(-h // 32) * 32, -(-w // 32) * 32
-        x = nchw(img, 1.0, -_RETINA_MEAN, reverse=True, size=(ph, pw))  # BGR less the mean; 0 padding
+        # Any size works (the network's upsampling takes its sizes from the layer it joins), so
+        # no padding to a multiple of 32: a 640 x 360 frame costs 6% less than 640 x 384.
+        x = nchw(img, 1.0, -_RETINA_MEAN, reverse=True)  # BGR less the mean
         loc, conf, lms = self._detector.run(None, {self._det_input: x})
+        if loc.shape[1] != len(self._anchor_grid(w, h)):
+            raise RuntimeError(f"{DETECTOR_FILE}: {loc.shape[1]} outputs for a {w}x{h} input")
         scores = conf[0, :, 1]
         keep = np.where(scores > threshold)[0]
         if keep.size == 0:
             return []
-        a = self._anchor_grid(pw, ph)[keep]
+        a = self._anchor_grid(w, h)[keep]
         loc, pts, scores = loc[0, keep], lms[0, keep].reshape(-1, 5, 2), scores[keep]
         centre = a[:, :2] + loc[:, :2] * 0.1 * a[:, 2:]
         wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)

@@ -40,8 +40,6 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 def median_ms(fn: Callable[[], Any], runs: int, warmup: int = 1) -> float:
     """Median milliseconds of `runs` calls of `fn`, after `warmup` untimed calls."""
-    import time
-
     import numpy as np
 
     for _ in range(warmup):

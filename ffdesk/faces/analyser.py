@@ -178,13 +178,14 @@ class FaceAnalyser:
         # no padding to a multiple of 32: a 640 x 360 frame costs 6% less than 640 x 384.
         x = nchw(img, 1.0, -_RETINA_MEAN, reverse=True)  # BGR less the mean
         loc, conf, lms = self._detector.run(None, {self._det_input: x})
-        if loc.shape[1] != len(self._anchor_grid(w, h)):
+        anchors = self._anchor_grid(w, h)
+        if loc.shape[1] != len(anchors):
             raise RuntimeError(f"{DETECTOR_FILE}: {loc.shape[1]} outputs for a {w}x{h} input")
         scores = conf[0, :, 1]
         keep = np.where(scores > threshold)[0]
         if keep.size == 0:
             return []
-        a = self._anchor_grid(w, h)[keep]
+        a = anchors[keep]
         loc, pts, scores = loc[0, keep], lms[0, keep].reshape(-1, 5, 2), scores[keep]
         centre = a[:, :2] + loc[:, :2] * 0.1 * a[:, 2:]
         wh = a[:, 2:] * np.exp(loc[:, 2:] * 0.2)

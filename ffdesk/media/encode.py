@@ -146,6 +146,9 @@ class SegmentEncoder:
         self.stored_width, self.stored_height = stored_w, stored_h
         self._color_range = color.color_range if color else None
         self._color_space = color.color_space if color else None
+        # swscale's matrix and range for RGB -> YUV, the same for every way a frame is written
+        self._sws_matrix = sws_matrix(self._color_space)
+        self._sws_range = 2 if self._color_range == "pc" else 1
         self._color_primaries = color.color_primaries if color else None
         self._color_trc = color.color_trc if color else None
         if not self.path.parent.is_dir():
@@ -279,8 +282,8 @@ class SegmentEncoder:
         frame = av.VideoFrame.from_numpy_buffer(img, format="rgb24")
         frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
             format=self._stream.pix_fmt,
-            dst_colorspace=sws_matrix(self._color_space),
-            dst_color_range=2 if self._color_range == "pc" else 1,
+            dst_colorspace=self._sws_matrix,
+            dst_color_range=self._sws_range,
             threads=1,
         )
         frame.pts = int(pts)
@@ -317,8 +320,8 @@ class SegmentEncoder:
             # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
             frame = frame.reformat(
                 format=self._stream.pix_fmt,
-                dst_colorspace=sws_matrix(self._color_space),
-                dst_color_range=2 if self._color_range == "pc" else 1,
+                dst_colorspace=self._sws_matrix,
+                dst_color_range=self._sws_range,
             )
         frame.pts = int(pts)
         frame.time_base = self.time_base
@@ -359,8 +362,8 @@ class SegmentEncoder:
                 source,
                 image,
                 regions,
-                colorspace=sws_matrix(self._color_space),
-                color_range=2 if self._color_range == "pc" else 1,
+                colorspace=self._sws_matrix,
+                color_range=self._sws_range,
             )
         self.write_frame(source, pts)
 

@@ -63,6 +63,11 @@ class Stage(Protocol):
         """
 
 
+def writable(image: Frame) -> Frame:
+    """`image`, or a copy of it when it is read-only (a stage may then draw into the result)."""
+    return image if image.flags.writeable else image.copy()
+
+
 def mark_changed(packet: FramePacket, region: ChangedRegion) -> None:
     """Record that a region-editing stage changed `region` of `packet.image`."""
     packet.annotations.setdefault(CHANGED_REGIONS, []).append(region)

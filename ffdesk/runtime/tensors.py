@@ -23,27 +23,21 @@ def nchw(
     offset: float | Sequence[float] | npt.NDArray[np.float32] = 0.0,
     *,
     reverse: bool = False,
-    size: tuple[int, int] | None = None,
 ) -> F32:
     """`image * scale + offset` for H x W x C images (one, or a batch of equal size) as a
     contiguous N x C x H x W float32 array.
 
     `offset`: one value, or one per output channel. `reverse`: channels in reverse order (RGB in,
-    BGR out). `size`: (height, width) of the output, at least the images'; the images sit at the
-    top left and the rest is 0.
+    BGR out).
     """
     batch = [images] if isinstance(images, np.ndarray) and images.ndim == 3 else list(images)
     h, w, channels = batch[0].shape
-    out_h, out_w = size or (h, w)
-    if out_h < h or out_w < w:
-        raise ValueError(f"output {out_w}x{out_h} is smaller than the image {w}x{h}")
-    padded = (out_h, out_w) != (h, w)
-    out = (np.zeros if padded else np.empty)((len(batch), channels, out_h, out_w), np.float32)
+    out = np.empty((len(batch), channels, h, w), np.float32)
     offsets = np.broadcast_to(np.asarray(offset, np.float32), (channels,))
     s = np.float32(scale)
     for i, image in enumerate(batch):
         for c in range(channels):
-            plane = out[i, c, :h, :w]
+            plane = out[i, c]
             src = image[:, :, channels - 1 - c if reverse else c]
             if s == 1.0:
                 np.add(src, offsets[c], out=plane, dtype=np.float32)

@@ -32,7 +32,7 @@ from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
+from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
@@ -152,7 +152,7 @@ class SwapStage:
                 with_faces += 1
             if not faces:
                 continue
-            image = p.image if p.image.flags.writeable else p.image.copy()
+            image = writable(p.image)
             for face in faces:
                 result = self.swapper.swap(image, face)
                 if result.region is not None:

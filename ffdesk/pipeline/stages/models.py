@@ -32,7 +32,7 @@ from ffdesk.media.patch import ChangedRegion
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed
+from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.embedded import (
     DET_SIZE,
     DETECT_EVERY,
@@ -435,7 +435,7 @@ class SwapStage:
         swapped = self.ctx.swap_crops(stack)
         masks = self._masks(stack, swapped)
         self._quality_check(batch, stack, swapped, owners)
-        images = [_writable(p.image) for p in batch]
+        images = [writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
@@ -512,7 +512,7 @@ class EnhanceStage:
             return list(enh.FaceEnhancer(session, spec).enhance(np.stack(chunk)))
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
-        images = [_writable(p.image) for p in batch]
+        images = [writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
             paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True, changed=pasted[owner])
@@ -540,10 +540,6 @@ def _aligned_faces(
             affines.append(m)
             owners.append(i)
     return crops, affines, owners
-
-
-def _writable(image: Frame) -> Frame:
-    return image if image.flags.writeable else image.copy()
 
 
 def _store(batch: Sequence[FramePacket], images: list[Frame], pasted: list[list[ChangedRegion]]) -> None:

@@ -27,7 +27,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stage import FramePacket, Stage, writable
 from ffdesk.types import Frame, Mask
 
 KIND = "ffdesk-trained-swapper"
@@ -163,7 +163,7 @@ class TrainedSwapStage:
         if crops:
             drawn, masks = self.model.swap(np.stack(crops))
             for (p, face, m), face_img, mask in zip(jobs, drawn, masks, strict=True):
-                image = p.image if p.image.flags.writeable else p.image.copy()
+                image = writable(p.image)
                 p.image = paste_back(image, face_img, m, blend_mask(mask, face, m), inplace=True)
         with self._lock:
             self._frames_with_faces += with_faces

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Literal
 
 import av
 import numpy as np
@@ -13,6 +14,10 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
+
+FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
+_FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
+"""FFmpeg's AVFieldOrder values, in order."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 
@@ -51,6 +56,11 @@ class VideoInfo:
     color_trc: str | None
     vfr: bool
     """True when frame durations differ (variable frame rate)."""
+    sample_aspect_ratio: Fraction | None = None
+    """Pixel shape (e.g. 128/117); None for square pixels or when the file does not say."""
+    field_order: FieldOrder = "progressive"
+    """How the picture is scanned: "progressive", or interlaced with the top ("tt", "tb") or
+    bottom ("bb", "bt") field first; "unknown" when the file does not say."""
 
 
 @dataclass(frozen=True)
@@ -210,7 +220,27 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
         color_primaries=colour_name("primaries", first.color_primaries),
         color_trc=colour_name("trc", first.color_trc),
         vfr=vfr,
+        sample_aspect_ratio=_sample_aspect(stream, first),
+        field_order=_field_order(cc, first),
     )
+
+
+def _sample_aspect(stream: av.VideoStream, first: av.VideoFrame) -> Fraction | None:
+    """The pixel aspect ratio the stream (or, failing that, its codec) declares; None if square."""
+    for value in (stream.sample_aspect_ratio, stream.codec_context.sample_aspect_ratio):
+        if value and value.numerator > 0 and value.denominator > 0:
+            sar = Fraction(value)
+            return None if sar == 1 else sar
+    return None
+
+
+def _field_order(cc: av.video.codeccontext.VideoCodecContext, first: av.VideoFrame) -> FieldOrder:
+    code = int(cc.field_order or 0)
+    order = _FIELD_ORDERS[code] if 0 <= code < len(_FIELD_ORDERS) else "unknown"
+    if order == "unknown":
+        # many decoders leave the stream's field order unset: the first frame still knows
+        return "tt" if first.interlaced_frame else "progressive"
+    return order
 
 
 def _indexed_timestamps(stream: av.VideoStream) -> list[int] | None:

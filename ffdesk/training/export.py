@@ -30,15 +30,55 @@ KIND = "ffdesk-trained-swapper"
 OPSET = 17
 
 
-def load_checkpoint(run_dir: Path) -> dict[str, Any]:
+_CODE_SIGNS = ("GLOBAL", "call reduce", "create new object", "Can only build")
+"""How torch's weights-only unpickler words a refusal of a function or class (not mere damage)."""
+
+CHECKPOINT_KEYS = ("step", "model", "model_config")
+"""What every checkpoint holds; a resumable one also has `optimizer` and `rng`."""
+
+
+def load_checkpoint(run_dir: Path, require: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`RUN_DIR/checkpoint.pt` as plain data: tensors, numbers, strings, lists and dicts.
+
+    It is read with `torch.load(weights_only=True)`, so no pickled code runs: a checkpoint whose
+    pickle names a function or class (a crafted `__reduce__`) is refused before anything in it is
+    called. Raises `UserError` for a missing, damaged, refused or incomplete checkpoint; `require`
+    names keys needed beyond `CHECKPOINT_KEYS`.
+    """
+    import pickle
+
     path = Path(run_dir) / control.CHECKPOINT
     if not path.exists():
         raise UserError(f"{run_dir}: no checkpoint yet ({control.CHECKPOINT}); train first")
     try:
-        ckpt: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if any(sign in str(exc) for sign in _CODE_SIGNS):
+            raise UserError(f"{path}: not a plain checkpoint (it holds code): refused") from None
+        raise UserError(f"{path}: unreadable checkpoint (not a torch checkpoint)") from None
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a damaged file
         raise UserError(f"{path}: unreadable checkpoint ({type(exc).__name__})") from None
+    if not isinstance(ckpt, dict):
+        raise UserError(f"{path}: not an ffdesk checkpoint (holds a {type(ckpt).__name__})")
+    missing = [key for key in (*CHECKPOINT_KEYS, *require) if key not in ckpt]
+    if missing:
+        raise UserError(f"{path}: not an ffdesk checkpoint (no {', '.join(missing)})")
     return ckpt
+
+
+def checkpoint_config(ckpt: dict[str, Any], run_dir: Path, grad_checkpoint: bool = False) -> ModelConfig:
+    """The checkpoint's `ModelConfig`, or `UserError` when its `model_config` is not one."""
+    saved = ckpt.get("model_config")
+    try:
+        if not isinstance(saved, dict):
+            raise TypeError
+        cfg = ModelConfig(**{**saved, "grad_checkpoint": grad_checkpoint})
+        if not all(isinstance(getattr(cfg, f), int) for f in ("resolution", "encoder_dims", "ae_dims")):
+            raise TypeError
+    except TypeError:
+        path = Path(run_dir) / control.CHECKPOINT
+        raise UserError(f"{path}: not an ffdesk checkpoint (bad model_config)") from None
+    return cfg
 
 
 def contract(cfg: ModelConfig, alignment: dict[str, Any], step: int, extra: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +124,7 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     """Write `RUN_DIR/model.onnx` (atomically) and `RUN_DIR/model.json` from the latest checkpoint."""
     run_dir = Path(run_dir)
     ckpt = load_checkpoint(run_dir)
-    cfg = ModelConfig(**{**ckpt["model_config"], "grad_checkpoint": False})
+    cfg = checkpoint_config(ckpt, run_dir)
     model = SwapAutoencoder(cfg)
     model.load_state_dict(ckpt["model"])
     info = contract(

@@ -1,7 +1,8 @@
 """The training loop: data, mixed precision, checkpoints, control files, logs and previews.
 
 Files in the run folder (see `control` for the names): `run.json` (settings), `checkpoint.pt`
-(model, optimizer, scaler, step, RNG; replaced atomically), `metrics.jsonl` (one record per log
+(model, optimizer, scaler, step, RNG: plain tensors, numbers, strings, lists and dicts, read back
+with `torch.load(weights_only=True)`; replaced atomically), `metrics.jsonl` (one record per log
 interval), `status.json`, `control.json` (commands from monitors), `preview.png` and
 `previews/`, `tensorboard/`, and at the end `model.onnx` + `model.json`.
 """
@@ -193,14 +194,14 @@ class Trainer:
                 raise UserError(
                     f"{self.run_dir} already holds a run; add --resume or pick a new --run folder"
                 )
-            from ffdesk.training.export import load_checkpoint
+            from ffdesk.training.export import checkpoint_config, load_checkpoint
 
-            ckpt = load_checkpoint(self.run_dir)
-            saved = ckpt["model_config"]
-            if saved["resolution"] != s.resolution:
-                self.on_message(f"the run trains at {saved['resolution']} px; --resolution is ignored")
-                s = replace(s, resolution=int(saved["resolution"]))
-            s = replace(s, model=ModelConfig(**{**saved, "grad_checkpoint": s.grad_checkpoint}))
+            ckpt = load_checkpoint(self.run_dir, require=("optimizer", "rng"))
+            saved = checkpoint_config(ckpt, self.run_dir, s.grad_checkpoint)
+            if saved.resolution != s.resolution:
+                self.on_message(f"the run trains at {saved.resolution} px; --resolution is ignored")
+                s = replace(s, resolution=saved.resolution)
+            s = replace(s, model=saved)
         Faceset(s.src), Faceset(s.dst)  # both readable before anything is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())

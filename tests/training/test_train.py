@@ -77,8 +77,8 @@ def test_resume_continues_exactly_without_repeating_steps(
     assert result.step == 12
     steps = [r["step"] for r in _records(split)]
     assert steps == list(range(2, 13, 2))  # strictly increasing, nothing repeated or lost
-    a = torch.load(straight / control.CHECKPOINT, weights_only=False)
-    b = torch.load(split / control.CHECKPOINT, weights_only=False)
+    a = torch.load(straight / control.CHECKPOINT, weights_only=True)
+    b = torch.load(split / control.CHECKPOINT, weights_only=True)
     assert b["step"] == 12
     state = next(iter(b["optimizer"]["state"].values()))
     assert int(state["step"]) == 12  # Adam's moments carried over, not restarted
@@ -109,7 +109,7 @@ def test_control_file_pauses_and_stops_the_trainer(facesets: tuple[Path, Path], 
     assert any(m.startswith("paused at step 4") for m in seen)
     assert any(m.startswith("resumed at step 4") for m in seen)
     assert json.loads((run / "model.json").read_text())["step"] == 2  # exported on demand, mid-run
-    assert torch.load(run / control.CHECKPOINT, weights_only=False)["step"] == 6
+    assert torch.load(run / control.CHECKPOINT, weights_only=True)["step"] == 6
     assert not (run / control.CONTROL).exists()
 
 
@@ -134,7 +134,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(facesets: tuple[Path, Path], tm
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
-    ckpt = torch.load(run / control.CHECKPOINT, weights_only=False)
+    ckpt = torch.load(run / control.CHECKPOINT, weights_only=True)
     assert ckpt["step"] >= 1
     assert "continue with --resume" in err
     assert control.read_json(run / control.STATUS)["state"] == "interrupted"  # type: ignore[index]
@@ -149,5 +149,5 @@ def test_mixed_precision_and_gradient_checkpointing_train(
     assert result.step == 4
     recs = _records(tmp_path / "run")
     assert all(np.isfinite(r["loss"]) for r in recs)
-    ckpt = torch.load(tmp_path / "run" / control.CHECKPOINT, weights_only=False)
+    ckpt = torch.load(tmp_path / "run" / control.CHECKPOINT, weights_only=True)
     assert ckpt["settings"]["amp"] and ckpt["model_config"]["grad_checkpoint"]

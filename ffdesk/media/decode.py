@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -16,6 +16,7 @@ import numpy as np
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
+from ffdesk.media.timestamps import TimestampRepair
 from ffdesk.types import Frame
 
 
@@ -35,6 +36,30 @@ class DecodedFrame:
     frame: av.VideoFrame | None = None
     """The decoded frame as FFmpeg gave it (stored layout, native pixel format), with `raw=True`
     or `keep_frames=True`."""
+
+
+@dataclass
+class ReadStats:
+    """What a reader had to mend on its way through a clip (read it after iterating).
+
+    `timestamps_repaired`: frames whose pts was missing, duplicate or backward (see
+    `ffdesk.media.timestamps`). `frames_concealed`: frames the decoder reported as damaged (it
+    concealed the broken parts) plus packets it could not decode at all (the previous frame is
+    shown over their time). `ended_early`: FFmpeg's reason when the file stopped being readable
+    before its end (a cut-off copy), else None.
+    """
+
+    timestamps_repaired: int = 0
+    frames_concealed: int = 0
+    packets_undecodable: int = 0
+    ended_early: str | None = None
+    first_error: str | None = None
+    """FFmpeg's reason for the first packet it could not decode."""
+
+
+_UNPACK_BFRAMES = "mpeg4_unpack_bframes"
+"""FFmpeg's filter that splits DivX/Xvid "packed" B-frames back into one frame per packet; it
+passes streams without packed frames through untouched, so every MPEG-4 Part 2 stream gets it."""
 
 
 _TO_UPRIGHT = MappingProxyType(
@@ -71,6 +96,8 @@ def rotation_of(frame: av.VideoFrame) -> int:
 
 
 _NO_IMAGE: Frame = np.zeros((0, 0, 3), np.uint8)
+_Stamped = tuple[av.VideoFrame, int]
+"""A decoded frame and its repaired pts."""
 
 
 class VideoReader:
@@ -126,6 +153,10 @@ class VideoReader:
         rate = stream.average_rate or stream.guessed_rate
         self.fps: float = float(rate) if rate else 25.0
         self._half_tick = float(self.time_base) / 2
+        self._step = max(1, round(1 / (self.fps * float(self.time_base))))
+        """One frame's duration in the stream's time base."""
+        self.stats = ReadStats()
+        self._bsf = self._make_bsf()
         self._first_pts: int | None = None
         if from_pts is not None:
             self._first_pts = int(from_pts)
@@ -184,33 +215,74 @@ class VideoReader:
             found = self._last_at_or_before(target, seek=True, seek_pts=self.start_pts)
         if found is None:
             raise MediaError(f"{self.path}: no decodable video frames")
-        frame, rotation = found
-        pts = frame.pts
-        t = self.time_of(pts) if pts is not None else 0.0
+        frame, pts = found
         image = rgb_array(frame)
-        return DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation if self._upright else 0))
+        rotation = rotation_of(frame) if self._upright else 0
+        return DecodedFrame(pts=pts, time_s=self.time_of(pts), image=upright(image, rotation))
 
     def _last_at_or_before(
         self, target: int, *, seek: bool, seek_pts: int | None = None
     ) -> tuple[av.VideoFrame, int] | None:
         if seek:
             self._seek(target if seek_pts is None else seek_pts)
-        best: av.VideoFrame | None = None
-        for frame in self._frames_towards(target):
-            if frame.pts is not None and frame.pts > target:
+        best: tuple[av.VideoFrame, int] | None = None
+        for frame, pts in self._stamped(self._frames_towards(target), seeked=True):
+            if pts > target:
                 if best is None and seek_pts is None and target > self.start_pts:
                     return None
                 if best is None:
-                    best = frame
+                    best = (frame, pts)
                 break
-            best = frame
-        return None if best is None else (best, rotation_of(best))
+            best = (frame, pts)
+        return best
 
     def _seek(self, pts: int) -> None:
         try:
             self._container.seek(pts, stream=self._stream, backward=True, any_frame=False)
         except av.error.FFmpegError as exc:
             raise _errors.decode_error(self.path, exc) from exc
+        self._bsf = self._make_bsf()
+
+    def _make_bsf(self) -> av.bitstream.BitStreamFilterContext | None:
+        if self._stream.codec_context.name != "mpeg4":
+            return None
+        return av.bitstream.BitStreamFilterContext(_UNPACK_BFRAMES, self._stream)
+
+    def _packets(self) -> Iterator[av.Packet]:
+        """Demuxed packets (packed B-frames unpacked); a file that stops being readable ends here."""
+        demux = self._container.demux(self._stream)
+        while True:
+            try:
+                packet = next(demux)
+            except StopIteration:
+                break
+            except av.error.FFmpegError as exc:
+                self.stats.ended_early = _errors.describe(exc)
+                break
+            if self._bsf is None:
+                yield packet
+                continue
+            # the filter takes the packet's contents: read what is needed of it first
+            end, time_base = packet.size == 0, packet.time_base or self.time_base
+            for out in self._bsf.filter(None if end else packet):
+                out.time_base = time_base
+                yield out
+            if end:
+                yield av.Packet()
+
+    def _decode(self, packet: av.Packet) -> list[av.VideoFrame]:
+        """The frames one packet gives; a packet the decoder cannot read is counted and skipped."""
+        try:
+            return cast(list[av.VideoFrame], self._stream.decode(packet if packet.size else None))
+        except av.error.EOFError:
+            return []
+        except av.error.FFmpegError as exc:
+            # a damaged packet: the decoder conceals it in the frames that refer to it
+            self.stats.packets_undecodable += 1
+            self.stats.frames_concealed += 1
+            if self.stats.first_error is None:
+                self.stats.first_error = _errors.describe(exc)
+            return []
 
     def _frames_towards(self, target: int) -> Iterator[av.VideoFrame]:
         """Decoded frames from the current position, skipping the work a jump does not need.
@@ -220,68 +292,82 @@ class VideoReader:
         is told to skip them; it is set back to decode everything once near the target.
         """
         cc = self._stream.codec_context
-        margin = 2 * max(1, round(1 / (self.fps * float(self.time_base))))
+        margin = 2 * self._step
         skipping = False
         try:
-            for packet in self._container.demux(self._stream):
+            for packet in self._packets():
                 far = packet.pts is not None and packet.pts < target - margin
                 if far != skipping:
                     cc.skip_frame = "NONREF" if far else "DEFAULT"
                     skipping = far
-                yield from packet.decode()
-        except av.error.FFmpegError as exc:
-            raise _errors.decode_error(self.path, exc) from exc
+                yield from self._decode(packet)
+            yield from self._decode_rest()
         finally:
             if skipping:
                 cc.skip_frame = "DEFAULT"
 
     def _raw_frames(self) -> Iterator[av.VideoFrame]:
+        for packet in self._packets():
+            yield from self._decode(packet)
+        yield from self._decode_rest()
+
+    def _decode_rest(self) -> list[av.VideoFrame]:
+        """The frames the decoder still holds at the end of the packets."""
         try:
-            yield from self._container.decode(self._stream)
-        except av.error.FFmpegError as exc:
-            raise _errors.decode_error(self.path, exc) from exc
+            return cast(list[av.VideoFrame], self._stream.decode(None))
+        except av.error.FFmpegError:
+            return []
+
+    def _stamped(
+        self, frames: Iterator[av.VideoFrame], *, seeked: bool = False
+    ) -> Generator[_Stamped, None, None]:
+        """Each frame with a repaired, strictly increasing pts (see `ffdesk.media.timestamps`)."""
+        repair = TimestampRepair(self._step, self.start_pts)
+        try:
+            for frame in frames:
+                if frame.is_corrupt and not seeked:
+                    self.stats.frames_concealed += 1
+                yield frame, repair(frame.pts, frame.dts)
+        finally:
+            if not seeked:
+                self.stats.timestamps_repaired += repair.repaired
 
     def _generate(self) -> Iterator[DecodedFrame]:
         first = self._first_pts
-        frames = self._raw_frames()
+        frames: Generator[_Stamped, None, None] = self._stamped(self._raw_frames())
         if first is not None and first > self.start_pts:
             self._seek(first)
-            frames = self._frames_towards(first)
+            frames = self._stamped(self._frames_towards(first))
             head = next(frames, None)
-            if head is not None and head.pts is not None and head.pts > first:
+            if head is not None and head[1] > first:
                 # the seek landed after the wanted frame (an imprecise index): start over
+                frames.close()
                 self._seek(self.start_pts)
-                frames = self._frames_towards(first)
+                frames = self._stamped(self._frames_towards(first))
             elif head is not None:
                 frames = _chain(head, frames)
         rotation: int | None = None
-        last_pts: int | None = None
-        step = max(1, round(1 / (self.fps * float(self.time_base))))
-        for frame in frames:
-            pts = frame.pts
-            if pts is None:
-                pts = None if last_pts is None else last_pts + step
-            if pts is not None:
-                last_pts = pts
+        try:
+            for frame, pts in frames:
                 if first is not None and pts < first:
                     continue
                 t = self.time_of(pts)
                 if self._end_s is not None and t >= self._end_s - self._half_tick:
                     return
-            else:
-                t = 0.0
-            if self._raw:
-                # pass-through renders: no RGB round trip, the encoder takes the frame as it is
-                yield DecodedFrame(pts=pts, time_s=t, image=_NO_IMAGE, frame=frame)
-                continue
-            if rotation is None:
-                rotation = rotation_of(frame) if self._upright else 0
-            image = rgb_array(frame, self._convert_threads)
-            kept = frame if self._keep_frames else None
-            yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
+                if self._raw:
+                    # pass-through renders: no RGB round trip, the encoder takes the frame as it is
+                    yield DecodedFrame(pts=pts, time_s=t, image=_NO_IMAGE, frame=frame)
+                    continue
+                if rotation is None:
+                    rotation = rotation_of(frame) if self._upright else 0
+                image = rgb_array(frame, self._convert_threads)
+                kept = frame if self._keep_frames else None
+                yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
+        finally:
+            frames.close()
 
 
-def _chain(head: av.VideoFrame, rest: Iterator[av.VideoFrame]) -> Iterator[av.VideoFrame]:
+def _chain(head: _Stamped, rest: Iterator[_Stamped]) -> Generator[_Stamped, None, None]:
     yield head
     yield from rest
 

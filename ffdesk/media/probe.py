@@ -86,6 +86,8 @@ class MediaInfo:
     is_image: bool
     video: VideoInfo | None
     audio: tuple[AudioInfo, ...]
+    warnings: tuple[str, ...] = ()
+    """What an editor should know before rendering (e.g. a truncated file), one line each."""
 
 
 def is_image_path(path: Path) -> bool:
@@ -103,8 +105,16 @@ def probe(path: Path) -> MediaInfo:
     with _errors.open_input(path) as container:
         stream = _errors.video_stream(path, container)
         _errors.check_decoder(path, stream)
-        _check_not_truncated(path, container)
+        truncated = _truncation(path, container)
         video = _probe_video(path, container, stream)
+        declared = int(stream.frames or 0)
+        if truncated is None and video.frame_count_exact and 0 < video.frame_count < declared:
+            # the header promises more frames than the file holds (an AVI copy cut off)
+            missing = 100.0 * (declared - video.frame_count) / declared
+            truncated = (
+                f"{path.name}: truncated file ({video.frame_count} of {declared} frames, "
+                f"{missing:.0f}% missing): rendering the frames that are there"
+            )
         audio = tuple(_audio_info(s) for s in container.streams.audio)
         duration = container.duration / av.time_base if container.duration else video.duration_s
         return MediaInfo(
@@ -114,11 +124,12 @@ def probe(path: Path) -> MediaInfo:
             is_image=False,
             video=video,
             audio=audio,
+            warnings=() if truncated is None else (truncated,),
         )
 
 
-def _check_not_truncated(path: Path, container: av.container.InputContainer) -> None:
-    """MediaError when the container's index points past the end of the file (a cut-off copy)."""
+def _truncation(path: Path, container: av.container.InputContainer) -> str | None:
+    """A warning when the container's index points past the end of the file (a cut-off copy)."""
     size = path.stat().st_size
     needed = 0
     for stream in container.streams:
@@ -128,10 +139,13 @@ def _check_not_truncated(path: Path, container: av.container.InputContainer) -> 
             e = entries[i]
             if e.pos >= 0:
                 needed = max(needed, e.pos + e.size)
-    if needed > size:
-        raise MediaError(
-            f"{path}: truncated file ({size} bytes, its index needs {needed}); was the copy cut off?"
-        )
+    if needed <= size:
+        return None
+    missing = 100.0 * (needed - size) / needed
+    return (
+        f"{path.name}: truncated file ({size} of {needed} bytes, {missing:.0f}% missing): "
+        "rendering the frames that are there"
+    )
 
 
 def _probe_image(path: Path) -> MediaInfo:

@@ -23,7 +23,15 @@ import numpy as np
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.media import atomic
-from ffdesk.media.decode import DecodedFrame, VideoReader, read_image, rgb_array, rotation_of, upright
+from ffdesk.media.decode import (
+    DecodedFrame,
+    ReadStats,
+    VideoReader,
+    read_image,
+    rgb_array,
+    rotation_of,
+    upright,
+)
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
@@ -80,6 +88,8 @@ def run_render(
     span = None if info.is_image else _render_range(job, info.video, job.target.name)
     if span is not None:
         atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, info.video, span))
+    for warning in info.warnings:
+        emit(ev.Warning(warning))
     t0 = time.perf_counter()
     stages = build_stages(job, info)
     for stage in stages:
@@ -258,7 +268,12 @@ def _render_video(
 
     frames_out = manifest.frames_done
     if frames_out == 0:
+        if flow.read_stats.ended_early or flow.read_stats.first_error:
+            reason = flow.read_stats.ended_early or flow.read_stats.first_error
+            raise UserError(f"{job.target.name}: no decodable video frame ({reason})")
         raise UserError(f"{job.target.name}: no frames in the requested range")
+    for warning in _repair_warnings(job.target.name, flow.read_stats):
+        emit(ev.Warning(warning))
     segment_paths = [work / s.file for s in manifest.segments]
     with atomic.atomic_output(job.output) as tmp:
         join_segments(
@@ -286,7 +301,25 @@ def _render_video(
         "resumed_segments": resumed_segments,
         "resumed_frames": resumed_frames,
         "mode": job.mode,
+        "timestamps_repaired": flow.read_stats.timestamps_repaired,
+        "frames_concealed": flow.read_stats.frames_concealed,
     }
+
+
+def _repair_warnings(name: str, stats: ReadStats) -> list[str]:
+    """One line for each kind of damage the reader mended on its way through the clip."""
+    lines = []
+    if stats.timestamps_repaired:
+        lines.append(
+            f"{name}: {stats.timestamps_repaired} frames had missing or out-of-order timestamps "
+            "(repaired; the frames and their order are kept)"
+        )
+    if stats.frames_concealed:
+        detail = f" (first: {stats.first_error})" if stats.first_error else ""
+        lines.append(f"{name}: {stats.frames_concealed} damaged frames concealed{detail}")
+    if stats.ended_early:
+        lines.append(f"{name}: the file ends early ({stats.ended_early}): rendered the frames that are there")
+    return lines
 
 
 class _Flow:
@@ -316,6 +349,8 @@ class _Flow:
         self.first_index = manifest.frames_done
         self.from_pts = manifest.next_pts
         self.frames_in = 0
+        self.read_stats = ReadStats()
+        """What the reader mended (set once decoding starts; complete after END)."""
         depth = max(_QUEUE_FRAMES, 2 * job.batch)
         self.source = Pipe(halt, depth)
         pipe = self.source
@@ -343,6 +378,7 @@ class _Flow:
             convert_threads=1,
             decode_threads=decode_threads(),
         ) as reader:
+            self.read_stats = reader.stats
             yield from reader
 
     def _decode(self) -> None:

@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
+    p.add_argument(
+        "--fps", type=float, default=None, help="frame rate of an image-sequence target (default 24)"
+    )
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -83,6 +86,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         masks=tuple(m for m in args.mask.split(",") if m),
         telemetry_log=args.telemetry_log,
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
+        fps=args.fps,
         extra=_model_extras(args),
     ).resolved()
 

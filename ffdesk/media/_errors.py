@@ -10,6 +10,7 @@ from pathlib import Path
 import av
 
 from ffdesk.errors import MediaError
+from ffdesk.media.sequence import find_sequence
 
 
 def check_readable_file(path: Path) -> None:
@@ -34,11 +35,25 @@ def describe(exc: BaseException) -> str:
 
 
 @contextmanager
-def open_input(path: Path) -> Iterator[av.container.InputContainer]:
-    """Open `path` for reading with PyAV, mapping failures to MediaError."""
-    check_readable_file(path)
+def open_input(path: Path, *, fps: float | None = None) -> Iterator[av.container.InputContainer]:
+    """Open `path` for reading with PyAV, mapping failures to MediaError.
+
+    An image sequence (a printf-style pattern or a folder of numbered frames, see
+    `ffdesk.media.sequence`) opens as one video stream at `fps` frames/s (None: 24)."""
+    sequence = find_sequence(path)
+    if sequence is None:
+        check_readable_file(path)
     try:
-        container = av.open(str(path), "r", metadata_errors="ignore")
+        if sequence is not None:
+            container = av.open(
+                str(sequence.pattern),
+                "r",
+                format="image2",
+                options=sequence.options(fps),
+                metadata_errors="ignore",
+            )
+        else:
+            container = av.open(str(path), "r", metadata_errors="ignore")
     except av.error.InvalidDataError as exc:
         raise MediaError(f"{path}: not a readable video (damaged, truncated or not a media file)") from exc
     except (av.error.FFmpegError, OSError) as exc:

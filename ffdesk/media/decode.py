@@ -108,6 +108,7 @@ class VideoReader:
     threads of the RGB conversion (0: all cores; a render's decode thread uses 1). `decode_threads`:
     the decoder's threads (0: FFmpeg's choice, about one per core plus one).
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
+    `sequence_fps`: the frame rate of an image-sequence target (None: 24).
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
     base) starts exactly at the first frame whose pts >= from_pts. Either way the reader seeks to
@@ -128,13 +129,14 @@ class VideoReader:
         low_latency: bool = False,
         convert_threads: int = 0,
         decode_threads: int = 0,
+        sequence_fps: float | None = None,
     ) -> None:
         self.path = Path(path)
         self._upright = upright
         self._raw = raw
         self._keep_frames = keep_frames
         self._convert_threads = convert_threads
-        self._cm = _errors.open_input(self.path)
+        self._cm = _errors.open_input(self.path, fps=sequence_fps)
         self._container = self._cm.__enter__()
         try:
             self._stream = _errors.video_stream(self.path, self._container)

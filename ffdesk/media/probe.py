@@ -14,6 +14,7 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
+from ffdesk.media.sequence import is_sequence_path
 
 FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
 _FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
@@ -95,17 +96,20 @@ def is_image_path(path: Path) -> bool:
     return Path(path).suffix.lower() in IMAGE_SUFFIXES
 
 
-def probe(path: Path) -> MediaInfo:
+def probe(path: Path, *, fps: float | None = None) -> MediaInfo:
     """Describe `path`. Raises MediaError (one line naming the file) when it cannot be read
-    or has no decodable video stream."""
+    or has no decodable video stream. An image sequence (`frame_%06d.png` or a folder of
+    numbered frames) is a clip at `fps` frames/s (None: 24)."""
     path = Path(path)
-    _errors.check_readable_file(path)
-    if is_image_path(path):
-        return _probe_image(path)
-    with _errors.open_input(path) as container:
+    sequence = is_sequence_path(path)
+    if not sequence:
+        _errors.check_readable_file(path)
+        if is_image_path(path):
+            return _probe_image(path)
+    with _errors.open_input(path, fps=fps) as container:
         stream = _errors.video_stream(path, container)
         _errors.check_decoder(path, stream)
-        truncated = _truncation(path, container)
+        truncated = None if sequence else _truncation(path, container)
         video = _probe_video(path, container, stream)
         declared = int(stream.frames or 0)
         if truncated is None and video.frame_count_exact and 0 < video.frame_count < declared:

@@ -35,6 +35,7 @@ from ffdesk.media.decode import (
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
+from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
@@ -80,7 +81,7 @@ def run_render(
     emit = on_event or _nothing
     job = job.resolved()
     _check_paths(job)
-    info = probe(job.target)
+    info = probe(job.target, fps=job.fps)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     _check_output_kind(job, info)
@@ -118,7 +119,9 @@ def _peak_rss_bytes() -> int:
 
 
 def _check_paths(job: RenderJob) -> None:
-    if not job.target.exists():
+    if job.fps is not None and not 0 < job.fps <= 1000:
+        raise UserError(f"--fps must be between 0 and 1000, got {job.fps:g}")
+    if not job.target.exists() and not is_sequence_path(job.target):
         raise UserError(f"{job.target}: no such file")
     for src in job.sources:
         if not src.exists():
@@ -213,7 +216,8 @@ def _expected_output_bytes(job: RenderJob, info: MediaInfo, video: VideoInfo, sp
     if job.encoder == "prores":
         return pixels // 2
     fraction = span.total_frames / max(video.frame_count, 1)
-    return int(2 * job.target.stat().st_size * min(1.0, fraction))
+    size = job.target.stat().st_size if job.target.is_file() else pixels // 4
+    return int(2 * size * min(1.0, fraction))
 
 
 def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
@@ -377,6 +381,7 @@ class _Flow:
             keep_frames=self.patch,
             convert_threads=1,
             decode_threads=decode_threads(),
+            sequence_fps=self.job.fps,
         ) as reader:
             self.read_stats = reader.stats
             yield from reader

@@ -59,6 +59,8 @@ class RenderJob:
     telemetry_log: Path | None = None
     segment_frames: int | None = None
     """Frames per resumable segment; None: `SEGMENT_FRAMES`."""
+    fps: float | None = None
+    """Frame rate of an image-sequence target (None: 24); clips keep their own."""
     extra: tuple[tuple[str, str], ...] = field(default=())
 
     def resolved(self) -> RenderJob:

@@ -1,0 +1,102 @@
+"""Image sequences as clips: `shots/frame_%06d.png`, or a folder of numbered PNG/TIFF/JPEG frames.
+
+FFmpeg's image2 reader turns a printf-style pattern into a video stream at a frame rate we give it
+(the files carry none; 24 unless the user says otherwise), numbered from the first frame found.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ffdesk.errors import MediaError
+
+SEQUENCE_SUFFIXES = frozenset({".png", ".tif", ".tiff", ".jpg", ".jpeg"})
+DEFAULT_SEQUENCE_FPS = 24.0
+_PRINTF = re.compile(r"%(0?)(\d*)d")
+_NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)(?P<suffix>\.[A-Za-z0-9]+)$")
+
+
+@dataclass(frozen=True)
+class ImageSequence:
+    """A run of numbered frames that FFmpeg reads as one video stream."""
+
+    pattern: Path
+    """printf-style path of the frames, e.g. shots/frame_%06d.png."""
+    start_number: int
+    count: int
+
+    def options(self, fps: float | None) -> dict[str, str]:
+        """The image2 reader's options for this sequence at `fps` frames/s (None: 24)."""
+        rate = fps if fps and fps > 0 else DEFAULT_SEQUENCE_FPS
+        return {"framerate": f"{rate:g}", "start_number": str(self.start_number)}
+
+
+def is_sequence_path(path: Path) -> bool:
+    """True for a printf-style frame pattern or an existing folder (a folder of frames)."""
+    path = Path(path)
+    return bool(_PRINTF.search(path.name)) or path.is_dir()
+
+
+def find_sequence(path: Path) -> ImageSequence | None:
+    """The image sequence `path` names (pattern or folder), None when it names none.
+
+    MediaError when the pattern matches no file, the folder holds no numbered frames, or frames
+    are missing from the middle of the run (FFmpeg would stop at the gap without a word).
+    """
+    path = Path(path)
+    if _PRINTF.search(path.name):
+        return _from_pattern(path)
+    if path.is_dir():
+        return _from_folder(path)
+    return None
+
+
+def _from_pattern(pattern: Path) -> ImageSequence:
+    folder = pattern.parent
+    m = _PRINTF.search(pattern.name)
+    assert m is not None
+    head, tail = pattern.name[: m.start()], pattern.name[m.end() :]
+    width = int(m.group(2) or 0) if m.group(1) else 0
+    digits = rf"\d{{{width}}}" if width else r"\d+"
+    regex = re.compile(re.escape(head) + f"({digits})" + re.escape(tail) + "$")
+    numbers = sorted(int(g.group(1)) for f in _listing(folder) if (g := regex.match(f.name)))
+    if not numbers:
+        raise MediaError(f"{pattern}: no frames match this pattern")
+    return _run(pattern, numbers)
+
+
+def _from_folder(folder: Path) -> ImageSequence:
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for f in _listing(folder):
+        m = _NUMBERED.match(f.name)
+        if m is None or m.group("suffix").lower() not in SEQUENCE_SUFFIXES:
+            continue
+        number = m.group("number")
+        width = len(number) if number.startswith("0") or len(number) > 1 else 0
+        groups.setdefault((m.group("prefix"), m.group("suffix"), width), []).append(int(number))
+    if not groups:
+        raise MediaError(f"{folder}: no numbered frames (PNG, TIFF or JPEG) in this folder")
+    (prefix, suffix, width), numbers = max(groups.items(), key=lambda kv: len(kv[1]))
+    field = f"%0{width}d" if width else "%d"
+    return _run(folder / f"{prefix}{field}{suffix}", sorted(numbers))
+
+
+def _run(pattern: Path, numbers: list[int]) -> ImageSequence:
+    first, last = numbers[0], numbers[-1]
+    if last - first + 1 != len(numbers):
+        have = set(numbers)
+        gap = next(n for n in range(first, last + 1) if n not in have)
+        m = _PRINTF.search(pattern.name)
+        assert m is not None
+        name = pattern.name[: m.start()] + m.group(0) % gap + pattern.name[m.end() :]
+        raise MediaError(f"{pattern.parent / name}: frame missing from the sequence ({first}-{last})")
+    return ImageSequence(pattern=pattern, start_number=first, count=len(numbers))
+
+
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return [f for f in folder.iterdir() if f.is_file()]
+    except OSError as exc:
+        raise MediaError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from exc

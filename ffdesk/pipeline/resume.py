@@ -4,6 +4,10 @@ A render writes its video in segments into a work folder beside the output. Afte
 segment the manifest is rewritten (temp file, fsync, rename), so after a crash, `kill -9` or a power cut
 it names exactly the segments that are complete on disk. Anything else in the folder is debris from
 the interrupted segment and is deleted on resume.
+
+One render at a time owns a work folder: `Manifest.open` takes an exclusive lock on it
+(`ffdesk.pipeline.lock`, a file beside the folder, so starting over never loses it) and holds it
+until `close()` or `discard()`; a second render of the same output is refused in one line.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ffdesk.media.atomic import fsync_dir
+from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
+_PARTS_SUFFIX = ".ffdesk-parts"
+_LOCK_SUFFIX = ".ffdesk-lock"
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,23 @@ class Segment:
 
 def work_dir_for(output: Path) -> Path:
     """The hidden folder beside `output` that holds its segments and manifest."""
-    return output.parent / f".{output.name}.ffdesk-parts"
+    return output.parent / f".{output.name}{_PARTS_SUFFIX}"
+
+
+def lock_path_for(folder: Path) -> Path:
+    """The lock file of work folder `folder`: beside it, so it outlives the folder's removal."""
+    name = folder.name
+    if name.endswith(_PARTS_SUFFIX):
+        return folder.with_name(name[: -len(_PARTS_SUFFIX)] + _LOCK_SUFFIX)
+    return folder.with_name(name + _LOCK_SUFFIX)
+
+
+def output_for(folder: Path) -> Path:
+    """The output whose work folder is `folder` (the folder itself for one not named that way)."""
+    name = folder.name
+    if name.startswith(".") and name.endswith(_PARTS_SUFFIX):
+        return folder.with_name(name[1 : -len(_PARTS_SUFFIX)])
+    return folder
 
 
 class Manifest:
@@ -42,14 +65,28 @@ class Manifest:
         self.folder = folder
         self.fingerprint = fingerprint
         self.segments: list[Segment] = list(segments or [])
+        self._lock: OutputLock | None = None
 
     @classmethod
     def open(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
-        """Open or start the manifest in `folder`.
+        """Lock `folder` for this render, then open or start the manifest in it.
 
         Returns the manifest and, when earlier work was discarded, a one-line reason for the user.
-        Files in the folder that the manifest does not name are removed.
+        Files in the folder that the manifest does not name are removed. Raises `UserError`
+        ("OUTPUT is being rendered by process PID ...") while another live render holds the
+        folder; the lock is held until `close()` or `discard()`.
         """
+        lock = OutputLock.acquire(lock_path_for(folder), str(output_for(folder)))
+        try:
+            manifest, note = cls._open_locked(folder, fingerprint, resume)
+        except BaseException:
+            lock.release()
+            raise
+        manifest._lock = lock
+        return manifest, note
+
+    @classmethod
+    def _open_locked(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
         note: str | None = None
         existing = cls._read(folder)
         if existing is not None and not resume:
@@ -124,6 +161,24 @@ class Manifest:
         os.replace(tmp, self.folder / MANIFEST_NAME)
         fsync_dir(self.folder)
 
+    @property
+    def locked(self) -> bool:
+        """Whether this manifest still holds its work folder's lock."""
+        return self._lock is not None and self._lock.held
+
+    def close(self) -> None:
+        """Release the work folder's lock, keeping its segments for a later resume. Idempotent."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
     def discard(self) -> None:
-        """Remove the work folder (after the output is in place)."""
+        """Remove the work folder (after the output is in place) and release its lock."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        self.close()
+
+    def __enter__(self) -> Manifest:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

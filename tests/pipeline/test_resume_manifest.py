@@ -14,6 +14,7 @@ def test_finished_segments_survive_a_reopen_and_debris_is_removed(tmp_path: Path
     (folder / "seg00000.mp4").write_bytes(b"x")
     m.add(Segment(0, "seg00000.mp4", 48, 0, 47 * 512))
     (folder / "seg00001.mp4").write_bytes(b"half-written")  # the segment being encoded at the crash
+    m.close()
     again, note = Manifest.open(folder, "abc", resume=True)
     assert note is None
     assert again.frames_done == 48
@@ -27,12 +28,15 @@ def test_changed_settings_or_no_resume_start_over(tmp_path: Path) -> None:
     m, _ = Manifest.open(folder, "abc", resume=True)
     (folder / "seg00000.mp4").write_bytes(b"x")
     m.add(Segment(0, "seg00000.mp4", 10, 0, 9))
+    m.close()
     other, note = Manifest.open(folder, "different", resume=True)
     assert other.frames_done == 0 and note and "changed" in note
     assert not (folder / "seg00000.mp4").exists()
+    other.close()
     m, _ = Manifest.open(folder, "abc", resume=True)
     (folder / "seg00000.mp4").write_bytes(b"x")
     m.add(Segment(0, "seg00000.mp4", 10, 0, 9))
+    m.close()
     fresh, note = Manifest.open(folder, "abc", resume=False)
     assert fresh.frames_done == 0 and note and "no-resume" in note
 
@@ -44,6 +48,7 @@ def test_a_segment_missing_on_disk_truncates_the_finished_prefix(tmp_path: Path)
         (folder / f"seg{i:05d}.mp4").write_bytes(b"x")
         m.add(Segment(i, f"seg{i:05d}.mp4", 10, i * 10, i * 10 + 9))
     (folder / "seg00001.mp4").unlink()
+    m.close()
     again, _ = Manifest.open(folder, "abc", resume=True)
     assert [s.number for s in again.segments] == [0]
     assert not (folder / "seg00002.mp4").exists()

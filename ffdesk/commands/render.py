@@ -53,6 +53,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fps", type=float, default=None, help="frame rate of an image-sequence target (default 24)"
     )
+    p.add_argument(
+        "--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)"
+    )
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -87,6 +90,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         telemetry_log=args.telemetry_log,
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
         fps=args.fps,
+        deinterlace=args.deinterlace,
         extra=_model_extras(args),
     ).resolved()
 

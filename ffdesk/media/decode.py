@@ -16,6 +16,8 @@ import numpy as np
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
+from ffdesk.media.deinterlace import Deinterlacer
+from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
 from ffdesk.media.timestamps import TimestampRepair
 from ffdesk.types import Frame
 
@@ -109,6 +111,7 @@ class VideoReader:
     the decoder's threads (0: FFmpeg's choice, about one per core plus one).
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
     `sequence_fps`: the frame rate of an image-sequence target (None: 24).
+    `deinterlace=True` turns interlaced frames progressive (yadif, one frame per frame).
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
     base) starts exactly at the first frame whose pts >= from_pts. Either way the reader seeks to
@@ -130,6 +133,7 @@ class VideoReader:
         convert_threads: int = 0,
         decode_threads: int = 0,
         sequence_fps: float | None = None,
+        deinterlace: bool = False,
     ) -> None:
         self.path = Path(path)
         self._upright = upright
@@ -159,6 +163,7 @@ class VideoReader:
         """One frame's duration in the stream's time base."""
         self.stats = ReadStats()
         self._bsf = self._make_bsf()
+        self._deinterlace = deinterlace
         self._first_pts: int | None = None
         if from_pts is not None:
             self._first_pts = int(from_pts)
@@ -348,6 +353,8 @@ class VideoReader:
                 frames = self._stamped(self._frames_towards(first))
             elif head is not None:
                 frames = _chain(head, frames)
+        if self._deinterlace:
+            frames = _deinterlaced(frames, Deinterlacer(self.time_base, _field_order(self._stream)))
         rotation: int | None = None
         try:
             for frame, pts in frames:
@@ -367,6 +374,22 @@ class VideoReader:
                 yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
         finally:
             frames.close()
+
+
+def _deinterlaced(
+    frames: Generator[_Stamped, None, None], deinterlacer: Deinterlacer
+) -> Generator[_Stamped, None, None]:
+    try:
+        for frame, pts in frames:
+            yield from deinterlacer.push(frame, pts)
+        yield from deinterlacer.flush()
+    finally:
+        frames.close()
+
+
+def _field_order(stream: av.VideoStream) -> FieldOrder:
+    code = int(stream.codec_context.field_order or 0)
+    return FIELD_ORDERS[code] if 0 <= code < len(FIELD_ORDERS) else "unknown"
 
 
 def _chain(head: _Stamped, rest: Iterator[_Stamped]) -> Generator[_Stamped, None, None]:

@@ -17,7 +17,7 @@ from ffdesk.media._colour import colour_name
 from ffdesk.media.sequence import is_sequence_path
 
 FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
-_FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
+FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
 """FFmpeg's AVFieldOrder values, in order."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
@@ -254,7 +254,7 @@ def _sample_aspect(stream: av.VideoStream, first: av.VideoFrame) -> Fraction | N
 
 def _field_order(cc: av.video.codeccontext.VideoCodecContext, first: av.VideoFrame) -> FieldOrder:
     code = int(cc.field_order or 0)
-    order = _FIELD_ORDERS[code] if 0 <= code < len(_FIELD_ORDERS) else "unknown"
+    order = FIELD_ORDERS[code] if 0 <= code < len(FIELD_ORDERS) else "unknown"
     if order == "unknown":
         # many decoders leave the stream's field order unset: the first frame still knows
         return "tt" if first.interlaced_frame else "progressive"

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
@@ -250,7 +250,10 @@ def _render_video(
     settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
-    flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats)
+    deinterlace = _deinterlaces(job, video, size)
+    if deinterlace:
+        video = replace(video, field_order="progressive")  # what the encoder is handed
+    flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace)
     threads = flow.start()
     encoder_name = ""
     try:
@@ -339,8 +342,10 @@ class _Flow:
         halt: Halt,
         size: tuple[int, int] | None,
         decode_stats: StageStats,
+        deinterlace: bool = False,
     ) -> None:
         self.job = job
+        self.deinterlace = deinterlace
         self.span = span
         self.halt = halt
         self.size = size
@@ -382,6 +387,7 @@ class _Flow:
             convert_threads=1,
             decode_threads=decode_threads(),
             sequence_fps=self.job.fps,
+            deinterlace=self.deinterlace,
         ) as reader:
             self.read_stats = reader.stats
             yield from reader
@@ -404,6 +410,13 @@ class _Flow:
             index += 1
             self.frames_in += 1
         self.source.put(END)
+
+
+def _deinterlaces(job: RenderJob, video: VideoInfo, size: tuple[int, int] | None) -> bool:
+    """Whether the render deinterlaces: when asked, and in preview mode when an interlaced source
+    is scaled (scaling a frame of two fields blends them into combs)."""
+    interlaced = video.field_order in ("tt", "bb", "tb", "bt")
+    return job.deinterlace or (interlaced and size is not None)
 
 
 def decode_threads(cores: int | None = None) -> int:

@@ -61,6 +61,8 @@ class RenderJob:
     """Frames per resumable segment; None: `SEGMENT_FRAMES`."""
     fps: float | None = None
     """Frame rate of an image-sequence target (None: 24); clips keep their own."""
+    deinterlace: bool = False
+    """Turn an interlaced source progressive (yadif) instead of keeping its fields."""
     extra: tuple[tuple[str, str], ...] = field(default=())
 
     def resolved(self) -> RenderJob:

@@ -5,6 +5,12 @@ segment the manifest is rewritten (temp file, fsync, rename), so after a crash, 
 it names exactly the segments that are complete on disk. Anything else in the folder is debris from
 the interrupted segment and is deleted on resume.
 
+Each recorded segment carries its size and CRC32 (a PNG segment, a folder, those of its frames in
+order). Resume checks every segment against them before reusing it: the first one that is missing
+or does not match (a disk that lost a file's tail, a copy gone wrong) is rendered again, with every
+segment after it, and the render says so. A manifest from before these checks existed names
+segments that cannot be checked: they are rendered again too.
+
 One render at a time owns a work folder: `Manifest.open` takes an exclusive lock on it
 (`ffdesk.pipeline.lock`, a file beside the folder, so starting over never loses it) and holds it
 until `close()` or `discard()`; a second render of the same output is refused in one line.
@@ -15,7 +21,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+import zlib
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from ffdesk.media.atomic import fsync_dir
@@ -24,6 +31,7 @@ from ffdesk.pipeline.lock import OutputLock
 MANIFEST_NAME = "manifest.json"
 _PARTS_SUFFIX = ".ffdesk-parts"
 _LOCK_SUFFIX = ".ffdesk-lock"
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,65 @@ class Segment:
     frames: int
     first_pts: int
     last_pts: int
+    size: int | None = None
+    """Bytes on disk (for a PNG segment, its frames together); None: not recorded, not checkable."""
+    crc32: int | None = None
+    """zlib.crc32 of those bytes, in frame order for a PNG segment."""
+
+    @classmethod
+    def from_json(cls, data: object) -> Segment:
+        """A segment as stored in the manifest; `ValueError` for anything else."""
+        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)}:
+            raise ValueError("not a segment record")
+        seg = cls(**data)
+        ints = (seg.number, seg.frames, seg.first_pts, seg.last_pts)
+        optional = (seg.size, seg.crc32)
+        if not all(type(v) is int for v in ints) or not all(v is None or type(v) is int for v in optional):
+            raise ValueError("not a segment record")
+        name = seg.file
+        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+            raise ValueError("not a segment file name")
+        return seg
+
+
+def segment_check(path: Path) -> tuple[int, int]:
+    """(size, CRC32) of a segment file, or of a PNG segment folder's files in name order (streamed)."""
+    files = (
+        sorted((p for p in path.iterdir() if p.is_file()), key=lambda p: p.name) if path.is_dir() else [path]
+    )
+    size = 0
+    crc = 0
+    for file in files:
+        with file.open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                size += len(chunk)
+                crc = zlib.crc32(chunk, crc)
+    return size, crc
+
+
+def _segment_size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    return path.stat().st_size
+
+
+def check_segment(folder: Path, segment: Segment) -> str | None:
+    """None when `segment` is on disk as recorded, else why not (for a note)."""
+    path = folder / segment.file
+    if segment.size is None or segment.crc32 is None:
+        return "has no recorded size and checksum (written by an older ffdesk)"
+    try:
+        size = _segment_size(path)
+        if size != segment.size:
+            return f"failed its check (size {size}, expected {segment.size})"
+        _, crc = segment_check(path)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"could not be read ({exc.strerror or type(exc).__name__})"
+    if crc != segment.crc32:
+        return f"failed its check (crc32 {crc:08x}, expected {segment.crc32:08x})"
+    return None
 
 
 def work_dir_for(output: Path) -> Path:
@@ -96,16 +163,7 @@ class Manifest:
             note = "settings or input changed since the interrupted render: starting over"
             existing = None
         elif existing is not None:
-            missing = [s for s in existing.segments if not (folder / s.file).exists()]
-            if missing:
-                # Keep the finished prefix that is really on disk.
-                keep = []
-                for s in existing.segments:
-                    if (folder / s.file).exists():
-                        keep.append(s)
-                    else:
-                        break
-                existing.segments = keep
+            note = existing._keep_checked_prefix()
         manifest = existing or cls(folder, fingerprint)
         if existing is None and folder.exists():
             shutil.rmtree(folder, ignore_errors=True)
@@ -119,10 +177,22 @@ class Manifest:
         path = folder / MANIFEST_NAME
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            segments = [Segment(**s) for s in data["segments"]]
+            segments = [Segment.from_json(s) for s in data["segments"]]
             return cls(folder, str(data["fingerprint"]), segments)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+    def _keep_checked_prefix(self) -> str | None:
+        """Drop the first segment that fails its check and every one after it; say so."""
+        for i, segment in enumerate(self.segments):
+            problem = check_segment(self.folder, segment)
+            if problem is None:
+                continue
+            after = len(self.segments) - i - 1
+            redo = f"rendering it and the {after} after it again" if after else "rendering it again"
+            self.segments = self.segments[:i]
+            return f"segment {segment.number} {problem}: {redo}"
+        return None
 
     def _remove_debris(self) -> None:
         named = {s.file for s in self.segments} | {MANIFEST_NAME}
@@ -147,7 +217,10 @@ class Manifest:
         return f"seg{len(self.segments):05d}{suffix}"
 
     def add(self, segment: Segment) -> None:
-        """Record a finished segment durably."""
+        """Record a finished segment durably, with its size and CRC32 (read back from disk)."""
+        if segment.size is None or segment.crc32 is None:
+            size, crc = segment_check(self.folder / segment.file)
+            segment = replace(segment, size=size, crc32=crc)
         self.segments.append(segment)
         self.save()
 

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "train",
     "monitor",
     "sample",
+    "probe",
 )
 
 

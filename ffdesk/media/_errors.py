@@ -86,3 +86,59 @@ def check_decoder(path: Path, stream: av.VideoStream) -> None:
 def decode_error(path: Path, exc: BaseException) -> MediaError:
     """The MediaError for a failure while decoding `path`."""
     return MediaError(f"{path}: cannot decode video ({describe(exc)})")
+
+
+LogLine = tuple[int, str, str]
+"""One FFmpeg log message as PyAV captures it: (FFmpeg level, component, text)."""
+
+_REASON_CHARS = 160
+
+
+@contextmanager
+def ffmpeg_log(level: int = av.logging.WARNING) -> Iterator[list[LogLine]]:
+    """Let FFmpeg's log reach PyAV inside the block, so FFmpeg errors carry FFmpeg's own reason.
+
+    PyAV writes FFmpeg's last error message into its exceptions ("last error log: [mp4] ...")
+    only while a log level is set; by default it discards FFmpeg's log and errors read just
+    "returned 22". The level is raised to at least `level` and the previous one restored on
+    exit. Messages this thread logs meanwhile are collected in the yielded list instead of
+    going to Python's logging (pass them to `ffmpeg_reason` when an error has no log of its
+    own). PyAV's level is process-wide: another thread's FFmpeg messages logged during the
+    block go to Python's logging under "libav".
+    """
+    previous = av.logging.get_level()
+    if previous is None or previous < level:  # FFmpeg levels grow with verbosity
+        av.logging.set_level(level)
+    try:
+        with av.logging.Capture(local=True) as logs:
+            yield logs
+    finally:
+        av.logging.set_level(previous)
+
+
+def ffmpeg_reason(exc: BaseException, logs: list[LogLine] | tuple[LogLine, ...] = ()) -> str:
+    """FFmpeg's own reason for a failure, on one short line.
+
+    "[mp4] unsupported channel layout 2 channels" where FFmpeg logged why (the exception's
+    recorded log, else the last error in `logs`), else FFmpeg's error text ("Invalid
+    argument"); other exceptions give their message as `describe` does.
+    """
+    if not isinstance(exc, av.error.FFmpegError):
+        return describe(exc)
+    recorded = getattr(exc, "log", None)  # PyAV's stub types it wrongly
+    line: LogLine | None = recorded if isinstance(recorded, tuple) and len(recorded) == 3 else None
+    if line is None:
+        errors = [entry for entry in logs if entry[0] <= av.logging.ERROR]
+        line = errors[-1] if errors else None
+    if line is None:
+        return _shorten(str(exc.strerror or exc))
+    component = line[1].strip()
+    text = line[2]
+    return _shorten(f"[{component}] {text}" if component else text)
+
+
+def _shorten(text: str) -> str:
+    flat = " ".join(text.split()).rstrip(".")
+    if len(flat) > _REASON_CHARS:
+        flat = flat[: _REASON_CHARS - 1].rstrip() + "…"
+    return flat or "unknown FFmpeg error"

@@ -1,25 +1,59 @@
-"""Join finished segments into the output: video packets remuxed in order, audio copied from the source."""
+"""Join finished segments into the output: video packets remuxed in order, audio from the source."""
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
+import re
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import cast
+from typing import Any
 
 import av
+import numpy as np
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.atomic import raise_if_disk_full
+from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
 from ffdesk.media.encode import PNG_PATTERN
 from ffdesk.media.probe import MediaInfo
 
 _Item = tuple[float, int, av.Packet, av.stream.Stream]
 """(dts in seconds, tie-breaker, packet, output stream) for the time-ordered merge."""
+
+_EPS_S = 1e-6
+_GAP_S = 0.010
+"""Re-encoded audio: a timestamp this far from where the previous samples ended is a real gap
+(silence is inserted) or overlap (samples dropped); closer is rounding (e.g. MKV's 1 ms ticks)."""
+_MAX_REFUSED_IN_A_ROW = 50
+"""Audio packets the muxer may refuse in a row before the join gives up: a damaged packet is
+skipped, a stream the muxer refuses throughout is an error."""
+_MAX_READ_ERRORS = 100
+"""Read errors in the source's audio (damaged data) the join steps over before giving up."""
+
+_LOSSLESS = frozenset({"flac", "alac", "truehd", "mlp", "wavpack", "tta", "ape", "dts"})
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """What the join did to the audio, for the render's warnings and report.
+
+    `notes` holds one warning line per audio stream that was re-encoded or left out, each said
+    once. `audio_packets_skipped` counts source audio packets dropped as damaged (undecodable,
+    without timestamps, out of order, or refused by the muxer). `audio` is the choice made for
+    each output audio stream, in order. `start_shift_s` is how far (seconds) every timestamp was
+    moved so the output starts at its first frame.
+    """
+
+    notes: tuple[str, ...] = ()
+    audio_packets_skipped: int = 0
+    audio: tuple[AudioChoice, ...] = ()
+    start_shift_s: float = 0.0
 
 
 def join_segments(
@@ -31,32 +65,53 @@ def join_segments(
     start_s: float | None,
     end_s: float | None,
     encoder: str,
-) -> None:
+) -> JoinResult:
     """Write `out_path` from the segments (in order) plus every audio stream of `source`.
 
-    Video packets are copied without re-encoding; their timestamps are kept (shifted so the
-    output starts at 0 when `start_s` is given). Audio is trimmed to the span the video covers
-    ([first frame, end_s)), shifted by the same offset so it stays in sync, and copied packet
-    for packet; a codec the output container refuses is re-encoded to AAC. Streams are
+    Video packets are copied without re-encoding; their timestamps are shifted so the output
+    starts at its first frame (a source whose first frame is late, or a trimmed render, starts
+    at 0). Audio is trimmed to the span the video covers ([first frame, end_s)), shifted by the
+    same offset so it stays in sync, and copied packet for packet where the output container
+    takes the codec, else re-encoded (see `ffdesk.media.audio_plan.plan_audio`). Each audio
+    stream keeps its language. Damaged audio packets are skipped and counted. Streams are
     interleaved by time. For png, `out_path` becomes a folder holding the segments' frames
     renumbered frame_000000.png, frame_000001.png, ... (hard links where possible, so the
     segments stay intact until the caller discards them).
+
+    `start_s` and `end_s` are seconds since the source's first frame, as `VideoReader` takes
+    them; `start_s` needs no handling here (the segments start where it was), `end_s` ends the
+    audio. Any failure raises a one-line MediaError (FFmpeg's reason included) and removes
+    `out_path`.
     """
+    del start_s  # the first segment's first frame already says where the render starts
     out_path = Path(out_path)
     if not segments:
         raise MediaError(f"{out_path}: nothing to join (no segments)")
     if encoder == "png":
         _join_png(segments, out_path)
-        return
+        return JoinResult()
     try:
-        _join_video(segments, out_path, Path(source), source_info, start_s, end_s)
-    except OSError as exc:
-        _cleanup(out_path)
-        raise_if_disk_full(exc, out_path)
-        raise MediaError(f"{out_path}: cannot write ({exc.strerror or exc})") from exc
+        with _errors.ffmpeg_log() as logs:
+            try:
+                return _join_video(segments, out_path, Path(source), source_info, end_s)
+            except OSError as exc:  # also FFmpeg's I/O errors
+                raise_if_disk_full(exc, out_path)
+                raise MediaError(
+                    f"{_shown(out_path)}: cannot write ({_errors.ffmpeg_reason(exc, logs)})"
+                ) from exc
+            except (av.error.FFmpegError, ValueError) as exc:
+                raise MediaError(
+                    f"{_shown(out_path)}: cannot write the output ({_errors.ffmpeg_reason(exc, logs)})"
+                ) from exc
     except BaseException:
         _cleanup(out_path)
         raise
+
+
+def _shown(path: Path) -> Path:
+    """The name to show for an output path: the final name for atomic_output's temp files."""
+    m = re.fullmatch(r"\.(.+)\.partial-[0-9a-f]+(\.[^.]*)?", path.name)
+    return path.with_name(m.group(1) + (m.group(2) or "")) if m else path
 
 
 def _cleanup(path: Path) -> None:
@@ -92,53 +147,92 @@ def _first_frame_time(segment: Path) -> float:
     """Presentation time (seconds) of the earliest frame in a segment file."""
     with _errors.open_input(segment) as c:
         vs = c.streams.video[0]
-        times = [
-            float(p.pts * p.time_base)
-            for p in c.demux(vs)
-            if p.pts is not None and p.size > 0 and p.time_base is not None
-        ]
+        try:
+            times = [
+                float(p.pts * p.time_base)
+                for p in c.demux(vs)
+                if p.pts is not None and p.size > 0 and p.time_base is not None
+            ]
+        except av.error.FFmpegError as exc:
+            raise MediaError(f"{segment}: cannot read the segment ({_errors.ffmpeg_reason(exc)})") from exc
     if not times:
         raise MediaError(f"{segment}: segment holds no video frames")
     return min(times)
 
 
 def _join_video(
-    segments: list[Path],
-    out_path: Path,
-    source: Path,
-    info: MediaInfo,
-    start_s: float | None,
-    end_s: float | None,
-) -> None:
+    segments: list[Path], out_path: Path, source: Path, info: MediaInfo, end_s: float | None
+) -> JoinResult:
     video = info.video
     origin = video.start_time_s if video is not None else 0.0
-    first_t = _first_frame_time(segments[0])
-    shift = first_t if start_s is not None else 0.0
-    audio_from = first_t if start_s is not None else None
+    # The output starts at its first frame; audio before it is trimmed, audio after is moved
+    # by the same amount. A source whose first frame is late (MPEG-PS/TS at 0.5 s, an MKV
+    # whose video starts after its audio) would otherwise begin with a gap.
+    shift = _first_frame_time(segments[0])
     audio_to = origin + end_s if end_s is not None else None
 
-    with av.open(str(out_path), "w") as out:
+    out = av.open(str(out_path), "w")
+    try:
         with _errors.open_input(segments[0]) as c0:
             template = c0.streams.video[0]
             vout = out.add_stream_from_template(template)
             vout.time_base = template.time_base
         with _errors.open_input(source) as src:
-            # a stream FFmpeg knows no codec for can be neither copied nor converted: left out
-            audio_in = [a for a in src.streams.audio if a.codec_context is not None]
-            plans = [_plan_audio(out, a) for a in audio_in]
+            tracks: list[_Track] = []
+            notes: list[str] = []
+            for number, audio in enumerate(src.streams.audio, start=1):
+                if audio.codec_context is None:
+                    notes.append(f"audio track {number} left out: FFmpeg has no decoder for its codec")
+                    continue
+                track = _Track.create(out, audio, out_path.suffix, shift, audio_to)
+                tracks.append(track)
+                if track.choice.reason:
+                    notes.append(f"audio track {number}: {track.choice.reason}")
             streams: list[Iterator[_Item]] = [_video_packets(segments, vout, shift)]
-            if audio_in:
-                streams.append(_audio_packets(src, plans, shift, audio_from, audio_to))
-            for _, _, packet, stream in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
-                packet.stream = stream
-                _mux(out, packet)
-            for plan in plans:
-                plan.flush(out)
+            if tracks:
+                streams.append(_audio_packets(source, src, tracks))
+            for _, _, packet, target in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+                packet.stream = target
+                _write(out, packet, tracks)
+            for track in tracks:
+                for packet in track.flush():
+                    _write(out, packet, tracks)
+    except BaseException:
+        _close_quietly(out)
+        raise
+    out.close()  # writes the trailer: errors here are real
     _fsync(out_path)
+    return JoinResult(
+        notes=tuple(notes),
+        audio_packets_skipped=sum(t.skipped for t in tracks),
+        audio=tuple(t.choice for t in tracks),
+        start_shift_s=shift,
+    )
+
+
+def _close_quietly(out: av.container.OutputContainer) -> None:
+    # the join already failed; that error is the one to report
+    with contextlib.suppress(av.error.FFmpegError, OSError, ValueError):
+        out.close()
 
 
 def _mux(out: av.container.OutputContainer, packet: av.Packet) -> None:
     out.mux(packet)
+
+
+def _write(out: av.container.OutputContainer, packet: av.Packet, tracks: list[_Track]) -> None:
+    """Mux one packet; an audio packet the muxer refuses (EINVAL) is skipped and counted."""
+    track = next((t for t in tracks if t.out_stream is packet.stream), None)
+    try:
+        _mux(out, packet)
+    except av.error.ArgumentError:
+        if track is None or track.refused_in_a_row >= _MAX_REFUSED_IN_A_ROW:
+            raise
+        track.skipped += 1
+        track.refused_in_a_row += 1
+        return
+    if track is not None:
+        track.refused_in_a_row = 0
 
 
 def _fsync(path: Path) -> None:
@@ -161,113 +255,307 @@ def _video_packets(segments: list[Path], vout: av.stream.Stream, shift_s: float)
             vs = c.streams.video[0]
             tb = Fraction(vs.time_base or Fraction(1, 90000))
             shift = round(shift_s / tb)
-            for packet in c.demux(vs):
-                if packet.size == 0 or packet.pts is None:
-                    continue
-                pts = packet.pts - shift
-                dts = (packet.dts if packet.dts is not None else packet.pts) - shift
-                if last_dts_s is not None and float(dts * tb) <= last_dts_s:
-                    dts = int(last_dts_s / tb) + 1
-                    while float(dts * tb) <= last_dts_s:
-                        dts += 1
-                    dts = min(dts, pts)
-                packet.pts, packet.dts = pts, dts
-                last_dts_s = float(dts * tb)
-                order += 1
-                yield (last_dts_s, order, packet, vout)
+            try:
+                for packet in c.demux(vs):
+                    if packet.size == 0 or packet.pts is None:
+                        continue
+                    pts = packet.pts - shift
+                    dts = (packet.dts if packet.dts is not None else packet.pts) - shift
+                    if last_dts_s is not None and float(dts * tb) <= last_dts_s:
+                        dts = int(last_dts_s / tb) + 1
+                        while float(dts * tb) <= last_dts_s:
+                            dts += 1
+                        dts = min(dts, pts)
+                    packet.pts, packet.dts = pts, dts
+                    last_dts_s = float(dts * tb)
+                    order += 1
+                    yield (last_dts_s, order, packet, vout)
+            except av.error.FFmpegError as exc:
+                raise MediaError(f"{seg}: cannot read the segment ({_errors.ffmpeg_reason(exc)})") from exc
 
 
-class _AudioPlan:
-    """How one source audio stream reaches the output: copied packets or re-encoded to AAC."""
+def _sample_bits(ctx: av.AudioCodecContext) -> int:
+    """Sample depth worth keeping: PCM's own width, a lossless decoder's output width, else 16."""
+    m = re.match(r"pcm_[suf](\d+)", ctx.name)
+    if m:
+        return int(m.group(1))
+    if ctx.name in _LOSSLESS and ctx.format is not None:
+        return int(ctx.format.bits)
+    return 16
 
-    def __init__(self, out: av.container.OutputContainer, src: av.AudioStream) -> None:
+
+def _is_named(layout: av.AudioLayout) -> bool:
+    """Whether a layout names its channels (AVI and some WAVs only give a count: "2 channels")."""
+    return layout.nb_channels > 0 and all(ch.name not in ("NONE", "USR") for ch in layout.channels)
+
+
+def _output_layout(ctx: av.AudioCodecContext) -> str:
+    layout = ctx.layout
+    return str(layout.name) if _is_named(layout) else default_layout(ctx.channels)
+
+
+class _Track:
+    """One source audio stream on its way into the output: packets copied or re-encoded.
+
+    Timestamps are moved back by `shift_s`; samples before the output's start (0) and at or
+    after `to_s` (source seconds) are left out.
+    """
+
+    def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
+                 shift_s: float, to_s: float | None) -> None:  # fmt: skip
         self.src = src
-        self.copy = src.codec_context.name in out.supported_codecs
-        self.encoder: av.AudioStream | None = None
-        self.resampler: av.AudioResampler | None = None
-        self.next_pts = 0
-        if self.copy:
-            self.out_stream = out.add_stream_from_template(src)
-            self.out_stream.time_base = src.time_base
+        self.choice = choice
+        self.out_stream = out_stream
+        self.shift_s = shift_s
+        self.to_s = to_s
+        self.skipped = 0
+        self.refused_in_a_row = 0
+
+    @staticmethod
+    def create(out: av.container.OutputContainer, src: av.AudioStream, suffix: str,
+               shift_s: float, to_s: float | None) -> _Track:  # fmt: skip
+        ctx = src.codec_context
+        choice = plan_audio(ctx.name, _sample_bits(ctx), suffix)
+        track: _Track
+        if choice.action == "copy":
+            stream = out.add_stream_from_template(src)
+            stream.time_base = src.time_base
+            if not _is_named(ctx.layout) and isinstance(stream, av.AudioStream):
+                # mp4/mov need a channel order to write the stream's header (at the trailer)
+                stream.codec_context.layout = default_layout(ctx.channels)
+            track = _CopyTrack(src, choice, stream, shift_s, to_s)
         else:
-            rate = src.codec_context.sample_rate or 48000
-            enc = cast(av.AudioStream, out.add_stream("aac", rate=rate))
-            enc.layout = src.codec_context.layout.name if src.codec_context.channels else "stereo"
-            enc.time_base = Fraction(1, rate)
-            self.encoder = enc
-            self.out_stream = enc
-            self.resampler = av.AudioResampler(format="fltp", layout=enc.layout, rate=rate)
+            track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
         lang = src.metadata.get("language")
         if lang:
-            self.out_stream.metadata["language"] = lang
+            track.out_stream.metadata["language"] = lang
+        return track
 
-    def reencode(self, packet: av.Packet, shift_s: float) -> list[av.Packet]:
-        assert self.encoder is not None and self.resampler is not None
-        out: list[av.Packet] = []
-        for frame in self.src.decode(packet):
-            if self.next_pts == 0 and frame.pts is not None and frame.time_base is not None:
-                start = float(frame.pts * frame.time_base) - shift_s
-                self.next_pts = max(0, round(start * self.encoder.rate))
-            frame.pts = None
-            for res in self.resampler.resample(frame):
-                res.pts = self.next_pts
-                res.time_base = Fraction(1, self.encoder.rate)
-                self.next_pts += res.samples
-                out.extend(self.encoder.encode(res))
-        return out
+    def feed(self, packet: av.Packet) -> list[_Item]:
+        """Output packets for one source packet (none when it falls outside the span)."""
+        raise NotImplementedError
 
-    def flush(self, out: av.container.OutputContainer) -> None:
-        if self.encoder is None or self.resampler is None:
-            return
-        for res in self.resampler.resample(None):
-            res.pts = self.next_pts
-            self.next_pts += res.samples
-            for p in self.encoder.encode(res):
-                out.mux(p)
-        for p in self.encoder.encode(None):
-            out.mux(p)
+    def flush(self) -> list[av.Packet]:
+        """Packets still held back at the end of the source."""
+        return []
 
 
-def _plan_audio(out: av.container.OutputContainer, src: av.AudioStream) -> _AudioPlan:
-    return _AudioPlan(out, src)
+class _CopyTrack(_Track):
+    """Packets remuxed as they are; the one packet that straddles the start is kept as pre-roll
+    (its negative timestamp becomes an edit list in MP4/MOV, as AAC's priming packet does)."""
 
+    def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
+                 shift_s: float, to_s: float | None) -> None:  # fmt: skip
+        super().__init__(src, choice, out_stream, shift_s, to_s)
+        self.tb = Fraction(self.src.time_base or Fraction(1, self.src.codec_context.sample_rate or 48000))
+        self.shift = round(self.shift_s / self.tb)
+        self.last_dts: int | None = None
+        self.next_ts: int | None = None
+        self.held: av.Packet | None = None
+        self.started = False
+        self.order = 0
 
-def _audio_packets(
-    src: av.container.InputContainer,
-    plans: list[_AudioPlan],
-    shift_s: float,
-    from_s: float | None,
-    to_s: float | None,
-) -> Iterator[_Item]:
-    """Audio packets of the source inside [from_s, to_s), shifted by `shift_s`, in file order."""
-    by_index = {p.src.index: p for p in plans}
-    order = 0
-    eps = 1e-6
-    for packet in src.demux(*[p.src for p in plans]):
-        if packet.size == 0 or packet.time_base is None:
-            continue
-        plan = by_index[packet.stream.index]
-        tb = Fraction(packet.time_base)
+    def feed(self, packet: av.Packet) -> list[_Item]:
         ts = packet.pts if packet.pts is not None else packet.dts
         if ts is None:
-            continue
-        t = float(ts * tb)
-        if from_s is not None and t < from_s - eps:
-            continue
-        if to_s is not None and t >= to_s - eps:
-            continue
-        if plan.copy:
-            shift = round(shift_s / tb)
-            if packet.pts is not None:
-                packet.pts -= shift
-            if packet.dts is not None:
-                packet.dts -= shift
-            order += 1
-            when = float((packet.dts if packet.dts is not None else ts) * tb)
-            yield (when, order, packet, plan.out_stream)
+            ts = self.next_ts  # AVI and raw streams: continue where the previous packet ended
+        if ts is None:
+            self.skipped += 1
+            return []
+        duration = packet.duration or 0
+        self.next_ts = ts + duration if duration else None
+        t = float(ts * self.tb)
+        if self.to_s is not None and t >= self.to_s - _EPS_S:
+            return []
+        if t < self.shift_s - _EPS_S and not self.started:
+            self.held = packet if t + float(duration * self.tb) >= self.shift_s - _EPS_S else None
+            if self.held is not None:
+                self.held.pts = self.held.dts = ts
+            return []
+        out: list[_Item] = []
+        if not self.started:
+            self.started = True
+            if self.held is not None:
+                out.extend(self._emit(self.held, self.held.pts or 0))
+                self.held = None
+        out.extend(self._emit(packet, ts))
+        return out
+
+    def _emit(self, packet: av.Packet, ts: int) -> list[_Item]:
+        dts = (packet.dts if packet.dts is not None else ts) - self.shift
+        if self.last_dts is not None and dts <= self.last_dts:
+            self.skipped += 1  # out of order: the muxer would refuse it
+            return []
+        self.last_dts = dts
+        packet.pts = ts - self.shift
+        packet.dts = dts
+        self.order += 1
+        return [(float(dts * self.tb), self.order, packet, self.out_stream)]
+
+
+class _ReencodeTrack(_Track):
+    """Decoded, cut to the span sample-exactly, and encoded with the planned codec.
+
+    Output timestamps follow the samples: a gap in the source (a skipped packet) is filled with
+    silence, an overlap is dropped, so the audio never drifts from the video.
+    """
+
+    def __init__(self, src: av.AudioStream, choice: AudioChoice, encoder: av.AudioStream,
+                 shift_s: float, to_s: float | None) -> None:  # fmt: skip
+        super().__init__(src, choice, encoder, shift_s, to_s)
+        self.encoder = encoder
+        self.layout = str(encoder.layout.name)
+        self.in_rate = self.src.codec_context.sample_rate or encoder.rate
+        self.resampler = av.AudioResampler(
+            format=encoder.format.name, layout=self.layout, rate=encoder.rate
+        )
+        self.next_pos: int | None = None  # input samples since the output start
+        self.end_pos = round((self.to_s - self.shift_s) * self.in_rate) if self.to_s is not None else None
+        self.order = 0
+
+    @staticmethod
+    def open(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioChoice,
+             shift_s: float, to_s: float | None) -> _ReencodeTrack:  # fmt: skip
+        ctx = src.codec_context
+        codec = av.codec.Codec(choice.codec, "w")
+        rate = ctx.sample_rate or 48000
+        rates = codec.audio_rates
+        if rates and rate not in rates:
+            rate = min((r for r in rates if r >= rate), default=max(rates))
+        formats = [f.name for f in codec.audio_formats or ()]
+        wide = "s32" if choice.codec == "pcm_s24le" else None
+        fmt = wide if wide in formats else formats[0] if formats else "fltp"
+        encoder = out.add_stream(choice.codec, rate=rate)
+        assert isinstance(encoder, av.AudioStream)
+        encoder.layout = _output_layout(ctx)
+        encoder.format = fmt
+        encoder.time_base = Fraction(1, rate)
+        return _ReencodeTrack(src, choice, encoder, shift_s, to_s)
+
+    def feed(self, packet: av.Packet) -> list[_Item]:
+        try:
+            frames = self.src.decode(packet)
+        except av.error.FFmpegError:
+            self.skipped += 1  # damaged: the gap it leaves is filled with silence
+            return []
+        out: list[_Item] = []
+        for frame in frames:
+            for piece in self._cut(frame):
+                out.extend(self._encode(piece))
+        return out
+
+    def flush(self) -> list[av.Packet]:
+        packets: list[av.Packet] = []
+        try:
+            frames = self.src.decode(None)
+        except av.error.FFmpegError:
+            frames = []
+        for frame in frames:
+            for piece in self._cut(frame):
+                packets.extend(p for _, _, p, _ in self._encode(piece))
+        for res in self.resampler.resample(None):
+            packets.extend(self.encoder.encode(res))
+        packets.extend(self.encoder.encode(None))
+        for p in packets:
+            p.stream = self.encoder
+        return packets
+
+    def _cut(self, frame: av.AudioFrame) -> list[av.AudioFrame]:
+        """The part of a decoded frame inside the span, as frames in the track's layout, with
+        silence in front of it where the source skipped ahead."""
+        n = frame.samples
+        if n == 0:
+            return []
+        if frame.pts is not None and frame.time_base is not None:
+            pos = round((float(frame.pts * frame.time_base) - self.shift_s) * self.in_rate)
+        elif self.next_pos is not None:
+            pos = self.next_pos
         else:
-            for out_packet in plan.reencode(packet, shift_s):
-                order += 1
-                otb = Fraction(out_packet.time_base or Fraction(1, plan.encoder.rate))  # type: ignore[union-attr]
-                when = float((out_packet.dts if out_packet.dts is not None else 0) * otb)
-                yield (when, order, out_packet, plan.out_stream)
+            return []
+        pieces: list[av.AudioFrame] = []
+        if self.next_pos is not None:
+            drift = pos - self.next_pos
+            if drift > _GAP_S * self.in_rate:
+                pieces.extend(self._silence(frame, self.next_pos, pos))
+            elif drift >= -_GAP_S * self.in_rate:
+                pos = self.next_pos  # rounding in the source's timestamps: stay continuous
+        begin = max(0, -pos)  # samples before the output start
+        if self.next_pos is not None:
+            begin = max(begin, self.next_pos - pos)  # overlap with what was already written
+        end = n if self.end_pos is None else min(n, self.end_pos - pos)
+        if end <= begin:  # wholly before the start, after the end, or already written
+            if self.next_pos is None or pos + n > self.next_pos:
+                self.next_pos = pos + n
+            return pieces
+        pieces.append(self._slice(frame, begin, end, pos + begin))
+        self.next_pos = pos + end
+        return pieces
+
+    def _slice(self, frame: av.AudioFrame, begin: int, end: int, pts: int) -> av.AudioFrame:
+        data = frame.to_ndarray()
+        channels = frame.layout.nb_channels
+        wide = 1 if frame.format.is_planar else channels  # packed formats interleave the channels
+        part: Any = np.ascontiguousarray(data[:, begin * wide : end * wide])
+        piece = av.AudioFrame.from_ndarray(part, format=frame.format.name, layout=self.layout)
+        piece.sample_rate = self.in_rate
+        piece.pts = pts
+        piece.time_base = Fraction(1, self.in_rate)
+        return piece
+
+    def _silence(self, like: av.AudioFrame, start: int, stop: int) -> list[av.AudioFrame]:
+        start = max(start, 0)
+        if self.end_pos is not None:
+            stop = min(stop, self.end_pos)
+        channels = like.layout.nb_channels
+        dtype = like.to_ndarray().dtype
+        out: list[av.AudioFrame] = []
+        while start < stop:
+            k = min(stop - start, 4096)
+            shape = (channels, k) if like.format.is_planar else (1, k * channels)
+            zero: Any = np.zeros(shape, dtype)
+            if like.format.name.startswith("u8"):
+                zero += 128
+            piece = av.AudioFrame.from_ndarray(zero, format=like.format.name, layout=self.layout)
+            piece.sample_rate = self.in_rate
+            piece.pts = start
+            piece.time_base = Fraction(1, self.in_rate)
+            out.append(piece)
+            start += k
+        return out
+
+    def _encode(self, frame: av.AudioFrame) -> list[_Item]:
+        items: list[_Item] = []
+        for res in self.resampler.resample(frame):
+            for p in self.encoder.encode(res):
+                self.order += 1
+                tb = Fraction(p.time_base or self.encoder.time_base or Fraction(1, self.encoder.rate))
+                when = float((p.dts if p.dts is not None else p.pts or 0) * tb)
+                items.append((when, self.order, p, self.encoder))
+        return items
+
+
+def _audio_packets(source: Path, src: av.container.InputContainer, tracks: list[_Track]) -> Iterator[_Item]:
+    """Output audio packets for every track, in the source's file order.
+
+    A read error inside the source (damaged data) is stepped over: demuxing resumes where the
+    demuxer resynchronised, and the error counts as one skipped packet.
+    """
+    by_index = {t.src.index: t for t in tracks}
+    streams = [t.src for t in tracks]
+    errors = 0
+    while True:
+        try:
+            for packet in src.demux(*streams):
+                if packet.size == 0 or packet.time_base is None:
+                    continue
+                track = by_index.get(packet.stream.index)
+                if track is not None:
+                    yield from track.feed(packet)
+            return
+        except av.error.EOFError:
+            return
+        except av.error.InvalidDataError as exc:
+            errors += 1
+            tracks[0].skipped += 1
+            if errors > _MAX_READ_ERRORS:
+                raise MediaError(f"{source}: cannot read the audio ({_errors.ffmpeg_reason(exc)})") from exc

@@ -216,10 +216,16 @@ class VideoReader:
         Seeks on every call, so a reader kept open answers repeated scrubbing cheaply; do not mix
         with iterating the same reader.
         """
-        target = self.start_pts + math.floor(max(time_s, 0.0) / self.time_base + 0.5)
-        found = self._last_at_or_before(max(target, self.start_pts), seek=True)
-        if found is None:  # the seek overshot (imprecise index): decode from the start
-            found = self._last_at_or_before(target, seek=True, seek_pts=self.start_pts)
+        # the frame showing at time_s: floor, with a hair of slack for times given as floats
+        ticks = math.floor(max(time_s, 0.0) / self.time_base + 1e-6)
+        target = self.start_pts + ticks
+        found: _Stamped | None = None
+        for seek_pts, last_try in self._seek_points(target):
+            if not self._try_seek(seek_pts, last_try):
+                continue
+            found = self._last_at_or_before(target, clamp=last_try)
+            if found is not None:
+                break
         if found is None:
             raise MediaError(f"{self.path}: no decodable video frames")
         frame, pts = found
@@ -227,17 +233,35 @@ class VideoReader:
         rotation = rotation_of(frame) if self._upright else 0
         return DecodedFrame(pts=pts, time_s=self.time_of(pts), image=upright(image, rotation))
 
-    def _last_at_or_before(
-        self, target: int, *, seek: bool, seek_pts: int | None = None
-    ) -> tuple[av.VideoFrame, int] | None:
-        if seek:
-            self._seek(target if seek_pts is None else seek_pts)
-        best: tuple[av.VideoFrame, int] | None = None
+    def _seek_points(self, target: int) -> list[tuple[int, bool]]:
+        """Where to seek for the frame at `target`, nearest first; True marks the last resort.
+
+        Some indexes land after the wanted frame (MPEG-TS seeks by a stamp its first keyframe
+        does not carry), so a landing past the target is retried two seconds earlier, then from
+        a second before the start, which every container takes as "the beginning"."""
+        second = max(1, round(1 / self.time_base))
+        points = [target] if target > self.start_pts else []
+        if target - 2 * second > self.start_pts:
+            points.append(target - 2 * second)
+        return [(p, False) for p in points] + [(self.start_pts - second, True)]
+
+    def _try_seek(self, pts: int, last_try: bool) -> bool:
+        """Seek; False when the container refused a seek that is not the last resort."""
+        try:
+            self._seek(pts)
+        except MediaError:
+            if not last_try:
+                return False
+            self._seek(self.start_pts)
+        return True
+
+    def _last_at_or_before(self, target: int, *, clamp: bool) -> _Stamped | None:
+        """The last frame at or before `target` from the current position; None when the first
+        frame is already past it, unless `clamp` (then that first frame is the answer)."""
+        best: _Stamped | None = None
         for frame, pts in self._stamped(self._frames_towards(target), seeked=True):
             if pts > target:
-                if best is None and seek_pts is None and target > self.start_pts:
-                    return None
-                if best is None:
+                if best is None and clamp:
                     best = (frame, pts)
                 break
             best = (frame, pts)
@@ -343,15 +367,16 @@ class VideoReader:
         first = self._first_pts
         frames: Generator[_Stamped, None, None] = self._stamped(self._raw_frames())
         if first is not None and first > self.start_pts:
-            self._seek(first)
-            frames = self._stamped(self._frames_towards(first))
-            head = next(frames, None)
-            if head is not None and head[1] > first:
-                # the seek landed after the wanted frame (an imprecise index): start over
-                frames.close()
-                self._seek(self.start_pts)
+            frames.close()
+            for seek_pts, last_try in self._seek_points(first):
+                if not self._try_seek(seek_pts, last_try):
+                    continue
                 frames = self._stamped(self._frames_towards(first))
-            elif head is not None:
+                head = next(frames, None)
+                if head is None or head[1] <= first or last_try:
+                    break
+                frames.close()  # the seek landed after the wanted frame: try earlier
+            if head is not None:
                 frames = _chain(head, frames)
         if self._deinterlace:
             frames = _deinterlaced(frames, Deinterlacer(self.time_base, _field_order(self._stream)))

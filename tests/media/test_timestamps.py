@@ -106,3 +106,34 @@ def plain_clip_path(tmp_path: Path) -> Path:
     from ffdesk.media.synth import synth_clip
 
     return synth_clip(tmp_path / "plain.mp4", seconds=2.0).path
+
+
+def _mpeg2_ts(path: Path, frames: int = 75) -> None:
+    with av.open(str(path), "w") as out:
+        s = out.add_stream("mpeg2video", rate=25)
+        s.width, s.height = 160, 120
+        s.pix_fmt = "yuv420p"
+        for i in range(frames):
+            f = av.VideoFrame.from_ndarray(draw_frame(i, 160, 120), format="rgb24")
+            f.pts = i
+            for p in s.encode(f):
+                out.mux(p)
+        for p in s.encode(None):
+            out.mux(p)
+
+
+@pytest.mark.parametrize("maker", [_mpeg2_ts, _avi_with_bframes], ids=["ts", "avi"])
+def test_scrubbing_finds_the_frame_showing_at_each_time(tmp_path: Path, maker) -> None:  # type: ignore[no-untyped-def]
+    # MPEG-TS seeks land after the first keyframe; AVI frames carry no pts of their own
+    path = tmp_path / ("clip.ts" if maker is _mpeg2_ts else "clip.avi")
+    maker(path)
+    with VideoReader(path) as reader:
+        frames = [(f.time_s, frame_index_of(f.image)) for f in reader]
+    with VideoReader(path, low_latency=True) as reader:
+        for wanted in (0, 7, 15, 5, len(frames) - 1, 1):
+            t, index = frames[wanted]
+            got = reader.frame_at(t + 0.01)
+            assert frame_index_of(got.image) == index, (wanted, got.time_s)
+        assert frame_index_of(reader.frame_at(99.0).image) == frames[-1][1]
+    with VideoReader(path, start_s=frames[10][0]) as reader:
+        assert frame_index_of(next(iter(reader)).image) == frames[10][1]

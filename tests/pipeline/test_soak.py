@@ -1,0 +1,42 @@
+"""Soak: a long render keeps its memory flat (slow; run with `pytest -m slow`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ffdesk.media.synth import synth_clip
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
+
+FRAMES = 10_000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(tmp_path: Path) -> None:
+    from ffdesk.media.decode import read_image
+    from ffdesk.resources import resource_path
+
+    face_photo = resource_path("sample") / "grace_hopper.jpg"
+    face = read_image(resource_path("sample") / "astronaut.jpg")[0:300, 120:400]
+    clip = synth_clip(
+        tmp_path / "long.mp4", width=320, height=180, frames=FRAMES, audio_streams=1, face_image=face
+    ).path
+    proc = psutil.Process()
+    samples: list[tuple[int, int]] = []
+
+    def on_event(event: ev.Event) -> None:
+        if isinstance(event, ev.Progress):
+            samples.append((event.done, proc.memory_info().rss))
+
+    out = tmp_path / "out.mp4"
+    report = run_render(RenderJob(target=clip, output=out, sources=(face_photo,)), on_event)
+    assert report["frames_out"] == FRAMES
+    after_first = [rss for done, rss in samples if done >= SEGMENT_FRAMES]
+    baseline, peak = after_first[0], max(after_first)
+    print(f"RSS after the first segment {baseline / 2**20:.1f} MiB, peak later {peak / 2**20:.1f} MiB")
+    assert peak < 1.05 * baseline

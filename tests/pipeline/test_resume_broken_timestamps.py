@@ -1,0 +1,62 @@
+"""Resume and segment joins on sources whose timestamps the reader repairs (AVI, MPEG-TS)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import av
+import pytest
+
+from ffdesk.errors import Cancelled
+from ffdesk.media.synth import draw_frame, frame_index_of
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import RenderJob
+
+FRAMES = 60
+
+
+def _write(path: Path, codec: str, bframes: int) -> None:
+    with av.open(str(path), "w") as out:
+        s = out.add_stream(codec, rate=25)
+        s.width, s.height = 160, 120
+        s.pix_fmt = "yuv420p"
+        s.codec_context.max_b_frames = bframes
+        for i in range(FRAMES):
+            f = av.VideoFrame.from_ndarray(draw_frame(i, 160, 120), format="rgb24")
+            f.pts = i
+            for p in s.encode(f):
+                out.mux(p)
+        for p in s.encode(None):
+            out.mux(p)
+
+
+def _indices(path: Path) -> list[int]:
+    with av.open(str(path)) as c:
+        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+
+
+@pytest.mark.parametrize(("name", "codec"), [("b.avi", "mpeg4"), ("p.ts", "mpeg2video")])
+def test_an_interrupted_render_resumes_with_every_frame_once(tmp_path: Path, name: str, codec: str) -> None:
+    src = tmp_path / name
+    _write(src, codec, bframes=2)
+    out = tmp_path / "out.mp4"
+    cancel = threading.Event()
+
+    def on_event(e: ev.Event) -> None:
+        if isinstance(e, ev.Progress) and e.frames_done >= 25:
+            cancel.set()
+
+    job = RenderJob(target=src, output=out, segment_frames=10, mode="final")
+    with pytest.raises(Cancelled):
+        run_render(job, on_event, cancel)
+    assert not out.exists()
+    report = run_render(job)
+    assert report["resumed_segments"] >= 2
+    assert _indices(out) == list(range(FRAMES))
+    with av.open(str(out)) as c:
+        v = c.streams.video[0]
+        stamps = [p.pts for p in c.demux(v) if p.size]
+        duration = float((max(stamps) - min(stamps)) * v.time_base) + 1 / 25
+    assert abs(duration - FRAMES / 25) <= 1 / 25 + 1e-6

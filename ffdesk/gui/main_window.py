@@ -27,7 +27,7 @@ from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.queue_view import QueueView
 from ffdesk.gui.render_queue import QueueController
 from ffdesk.gui.sources_view import SourcesView
-from ffdesk.gui.status_view import StatusView
+from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
@@ -89,7 +89,9 @@ class MainWindow(QMainWindow):
         self.controls = ControlsView(self.session, self.residency, memory_total_mb=self._memory_total_mb())
         self.graphs = GraphsView(self.telemetry)
         self.queue_view = QueueView(self.queue)
-        self.status_view = StatusView(self.status)
+        self.clip_notes = ClipNotes(self)
+        self.inspector = ClipInspector(self.clip_notes, self)
+        self.status_view = StatusView(self.status, self.clip_notes)
         self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
 
         central = QWidget()
@@ -124,6 +126,8 @@ class MainWindow(QMainWindow):
             sig.connect(lambda: self._schedule_preview(SETTINGS_DEBOUNCE_MS))
         s.sourcesChanged.connect(self._detect_new_sources)
         s.targetChanged.connect(self._update_title)
+        s.settingsChanged.connect(lambda: self.inspector.follow_encoder(s.settings.encoder))
+        self.inspector.inspected.connect(self._on_clip_inspected)
         self.preview_worker.ready.connect(s.set_preview)
         self.preview_view.canvas.sizeChanged.connect(
             self.preview_worker.set_display_size, Qt.ConnectionType.DirectConnection
@@ -218,7 +222,15 @@ class MainWindow(QMainWindow):
         self.session.set_clip(clip)
         self._add_recent(path)
         self.status.post("info", f"opened {path.name}: {clip.width}x{clip.height}, {clip.frame_count} frames")
+        self.inspector.inspect(path, self.session.settings.encoder)
         return True
+
+    def _on_clip_inspected(self, name: str, lines: tuple[str, ...]) -> None:
+        """The open clip's notes are in the Status tab: bring it forward when there is something to know."""
+        if lines:
+            self.docks["Status"].raise_()
+            things = "1 thing" if len(lines) == 1 else f"{len(lines)} things"
+            self.statusBar().showMessage(f"{name}: {things} to know before rendering (Status)", 8000)
 
     def add_source(self, path: Path) -> None:
         self.session.add_source(Path(path).expanduser().resolve())
@@ -396,6 +408,7 @@ class MainWindow(QMainWindow):
         self.graphs.stop()
         self.training_view.stop()
         self.preview_worker.shutdown()
+        self.inspector.shutdown()
         self.queue.shutdown()
         if self.sampler is not None:
             self.sampler.stop()

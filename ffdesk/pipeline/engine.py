@@ -283,7 +283,7 @@ def _render_video(
         emit(ev.Warning(warning))
     segment_paths = [work / s.file for s in manifest.segments]
     with atomic.atomic_output(job.output) as tmp:
-        join_segments(
+        joined = join_segments(
             segment_paths,
             out_path=tmp,
             source=job.target,
@@ -293,6 +293,10 @@ def _render_video(
             encoder=job.encoder,
         )
     manifest.discard()
+    for note in joined.notes:
+        emit(ev.Warning(note))
+    if joined.audio_packets_skipped:
+        emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
     timings = {"decode": decode_stats.as_dict()}
     timings.update({r.stats.name: r.stats.as_dict() for r in flow.runners})
     timings["encode"] = encode_stats.as_dict()
@@ -310,6 +314,8 @@ def _render_video(
         "mode": job.mode,
         "timestamps_repaired": flow.read_stats.timestamps_repaired,
         "frames_concealed": flow.read_stats.frames_concealed,
+        "audio_packets_skipped": joined.audio_packets_skipped,
+        "audio": [f"{c.action} {c.codec}" for c in joined.audio],
     }
 
 

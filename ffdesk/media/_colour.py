@@ -1,7 +1,13 @@
-"""FFmpeg colour-tag codes <-> the names `ffprobe` prints."""
+"""FFmpeg colour-tag and field-order codes <-> the names `ffprobe` prints, and what an encoder writes.
+
+The names are those of FFmpeg 8's `av_color_*_name` (what ffprobe shows): every code FFmpeg names
+is listed, including HLG ("arib-std-b67", 18) and PQ ("smpte2084", 16). "unknown"/"reserved"
+codes read as None (unspecified).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
@@ -25,6 +31,9 @@ _NAMES = MappingProxyType(
                 12: "chroma-derived-nc",
                 13: "chroma-derived-c",
                 14: "ictcp",
+                15: "ipt-c2",
+                16: "ycgco-re",
+                17: "ycgco-ro",
             }
         ),
         "primaries": MappingProxyType(
@@ -40,13 +49,14 @@ _NAMES = MappingProxyType(
                 11: "smpte431",
                 12: "smpte432",
                 22: "ebu3213",
+                256: "vgamut",
             }
         ),
         "trc": MappingProxyType(
             {
                 1: "bt709",
-                4: "gamma22",
-                5: "gamma28",
+                4: "bt470m",
+                5: "bt470bg",
                 6: "smpte170m",
                 7: "smpte240m",
                 8: "linear",
@@ -60,14 +70,32 @@ _NAMES = MappingProxyType(
                 16: "smpte2084",
                 17: "smpte428",
                 18: "arib-std-b67",
+                256: "vlog",
             }
         ),
     }
 )
 
+_ALIASES = MappingProxyType(
+    {
+        "range": MappingProxyType({"mpeg": 1, "limited": 1, "jpeg": 2, "full": 2}),
+        "space": MappingProxyType({"rgb": 0, "bt2020_ncl": 9, "bt2020_cl": 10}),
+        "primaries": MappingProxyType({"jedec-p22": 22}),
+        # older FFmpeg (and x264/x265 option) names of the same transfers
+        "trc": MappingProxyType({"gamma22": 4, "gamma28": 5, "srgb": 13, "smpte428_1": 17}),
+    }
+)
+"""Other spellings of the same codes, accepted by `colour_code`."""
+
 # swscale's matrix choices (SWS_CS_*) for each AVColorSpace; anything else converts as BT.601,
 # which is also what swscale assumes for untagged video, so decode and encode agree.
 _SWS_MATRIX = MappingProxyType({1: 1, 4: 4, 5: 5, 6: 5, 7: 7, 9: 9, 10: 9})
+
+_WRITABLE_SPACES = frozenset({"bt709", "fcc", "bt470bg", "smpte170m", "smpte240m", "bt2020nc"})
+"""Matrices an RGB -> YUV conversion by swscale really produces (and may therefore be tagged)."""
+
+FIELD_ORDERS: tuple[str, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
+"""FFmpeg's AVFieldOrder values (AV_FIELD_UNKNOWN 0 .. AV_FIELD_BT 5), as ffprobe names them."""
 
 
 def colour_name(kind: ColourKind, code: int | None) -> str | None:
@@ -78,16 +106,108 @@ def colour_name(kind: ColourKind, code: int | None) -> str | None:
 
 
 def colour_code(kind: ColourKind, name: str | None) -> int | None:
-    """The FFmpeg code of a colour name, or None when unknown."""
+    """The FFmpeg code of a colour name (or a known alias), or None when unknown."""
     if name is None:
         return None
     for code, n in _NAMES[kind].items():
         if n == name:
             return code
-    return None
+    return _ALIASES[kind].get(name)
 
 
 def sws_matrix(space: str | None) -> int:
     """The swscale colourspace constant to convert RGB<->YUV for a tagged matrix."""
     code = colour_code("space", space)
     return _SWS_MATRIX.get(code if code is not None else -1, 5)
+
+
+def sws_matrix_of_code(code: int) -> int | None:
+    """The swscale matrix a decoded frame's colorspace code stands for; None when unspecified
+    (2), and -1 for a matrix swscale cannot convert exactly (RGB, YCgCo, ICtCp, ...)."""
+    if code == 2:
+        return None
+    return _SWS_MATRIX.get(int(code), -1)
+
+
+def field_order_code(order: str | None) -> int:
+    """FFmpeg's AVFieldOrder value of a field-order name (0, unknown, for None or anything else)."""
+    return FIELD_ORDERS.index(order) if order in FIELD_ORDERS else 0
+
+
+def is_interlaced(order: str | None) -> bool:
+    """True for the interlaced field orders ("tt", "bb", "tb", "bt")."""
+    return order in ("tt", "bb", "tb", "bt")
+
+
+def top_field_first(order: str | None) -> bool:
+    """Whether the top field is shown first: "tt", and "bt" (bottom coded first, top displayed
+    first); "bb" and "tb" show the bottom field first."""
+    return order in ("tt", "bt")
+
+
+@dataclass(frozen=True)
+class OutputColour:
+    """The colour tags an encoder writes for a source and the conversion that makes them true."""
+
+    color_range: str | None
+    color_space: str | None
+    color_primaries: str | None
+    color_trc: str | None
+    sws_matrix: int
+    """swscale's matrix for RGB -> YUV (and YUV -> YUV) conversions into the output."""
+    sws_range: int
+    """1 limited, 2 full."""
+    notes: tuple[str, ...]
+    """One line for each way the output's picture differs from the source's tags."""
+
+    def code(self, kind: ColourKind) -> int | None:
+        """The FFmpeg code of the output's tag of one kind (None: left unspecified)."""
+        value = {
+            "range": self.color_range,
+            "space": self.color_space,
+            "primaries": self.color_primaries,
+            "trc": self.color_trc,
+        }[kind]
+        return colour_code(kind, value)
+
+
+def output_colour(
+    color_range: str | None,
+    color_space: str | None,
+    color_primaries: str | None,
+    color_trc: str | None,
+    *,
+    limited_only: bool = False,
+    codec: str = "",
+) -> OutputColour:
+    """The tags to write for a source tagged so: its own, except where the output cannot hold
+    them. `limited_only`: the codec stores limited range only (ProRes), so a full-range source
+    is converted to limited range. A matrix swscale cannot produce from RGB (an RGB source's
+    "gbr", YCgCo, ICtCp, constant-luminance BT.2020, ...) is replaced by the nearest one it can,
+    and tagged as such. Transfer and primaries are always kept (no conversion involves them)."""
+    notes: list[str] = []
+    out_range = color_range
+    if limited_only and color_range == "pc":
+        out_range = "tv"
+        notes.append(
+            f"{codec or 'the codec'} holds limited range only: the full-range source is "
+            "converted to limited range"
+        )
+    out_space = color_space
+    if color_space is not None and color_space not in _WRITABLE_SPACES:
+        if color_space == "bt2020c" or color_primaries == "bt2020":
+            out_space = "bt2020nc"
+        elif color_primaries == "bt709":
+            out_space = "bt709"
+        else:
+            out_space = "smpte170m"
+        notes.append(f"matrix {color_space} cannot be written from RGB: written and tagged as {out_space}")
+    return OutputColour(
+        color_range=out_range,
+        color_space=out_space,
+        color_primaries=color_primaries,
+        color_trc=color_trc,
+        sws_matrix=sws_matrix(out_space),
+        sws_range=2 if out_range == "pc" else 1,
+        notes=tuple(notes),
+    )

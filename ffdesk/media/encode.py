@@ -18,13 +18,26 @@ control. PNG is lossless: quality is ignored.
 
 Odd sizes: 4:2:0 (H.264/H.265) and 4:2:2 (ProRes) cannot hold an odd width or height, so the frame is
 padded to the next even size by repeating its last column/row (the encoded picture is then one pixel
-wider/taller; `coded_width`/`coded_height` say so). PNG keeps the exact size.
+wider/taller; `coded_width`/`coded_height` say so). Interlaced H.264 needs a height divisible by 4
+(each field 4:2:0): it is padded to one, repeating the last row of each field. PNG keeps the exact size.
 
 Timestamps: frames are written with the source's pts in the source's time base. Frames arrive
 upright; for video they are turned back to the source's stored layout and the source's display
 rotation is written, so the file is laid out like the source. PNG frames are written upright.
-Colour: the source's range/matrix/primaries/transfer tags are written and the RGB->YUV conversion
-uses the source's matrix and range, so a decode of the output matches the source's colours.
+Colour: the source's range/matrix/primaries/transfer tags (HLG and PQ transfers and BT.2020 included)
+are written and the RGB->YUV conversion uses the source's matrix and range, so a decode of the output
+matches the source's colours. ProRes holds limited range only: a full-range source is converted to
+limited range (at 10 bits nothing is lost). A matrix swscale cannot write (an RGB source's "gbr",
+YCgCo, ...) is replaced by the nearest one it can, and tagged so.
+
+The picture's shape and scan are kept: the source's sample aspect ratio (of the stored layout) is
+written as is, and an interlaced source's field order is tagged; libx264 and prores_ks also code the
+frames interlaced with that field order (ILDCT/ILME, x264's tff/bff, and each frame flagged
+interlaced with the right first field). H.265 and NVENC code interlaced frames as progressive
+pictures (the fields stay interleaved) and keep the tag.
+
+Bit depth: a source deeper than 8 bits gives libx265 Main10 (yuv420p10le; NVENC p010le); ProRes is
+always 10-bit; H.264 stays 8-bit. Every such difference from the source is one line of `notes`.
 """
 
 from __future__ import annotations
@@ -33,10 +46,11 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import MappingProxyType
 from typing import cast
 
 import av
@@ -44,17 +58,35 @@ import cv2
 import numpy as np
 
 from ffdesk.errors import MediaError
-from ffdesk.media._colour import colour_code, sws_matrix
+from ffdesk.media._colour import (
+    ColourKind,
+    field_order_code,
+    is_interlaced,
+    output_colour,
+    sws_matrix_of_code,
+    top_field_first,
+)
 from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
-from ffdesk.media.probe import VideoInfo
+from ffdesk.media.probe import FieldOrder, VideoInfo
 from ffdesk.types import EncoderName, Frame, Mode
 
 _SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
 _SOFTWARE = {"h264": "libx264", "h265": "libx265", "prores": "prores_ks"}
 _NVENC = {"h264": "h264_nvenc", "h265": "hevc_nvenc"}
 _PNG_PATTERN = "frame_{:06d}.png"
+_ILDCT = int(av.codec.context.Flags.interlaced_dct)
+_ILME = int(av.codec.context.Flags.interlaced_me)
+_FRAME_TAGS: tuple[tuple[str, ColourKind], ...] = (
+    ("color_range", "range"),
+    ("colorspace", "space"),
+    ("color_primaries", "primaries"),
+    ("color_trc", "trc"),
+)
+"""Codec-context/frame attributes of the colour tags, and their kind."""
+_UNSPECIFIED: Mapping[ColourKind, int] = MappingProxyType({"range": 0, "space": 2, "primaries": 2, "trc": 2})
+"""FFmpeg's codes for an unspecified tag of each kind."""
 PNG_PATTERN = "frame_%06d.png"
 """Names of the frames of a PNG sequence, numbered from 0."""
 
@@ -113,7 +145,9 @@ class SegmentEncoder:
 
     `width`/`height` are the size of the upright frames that `write` receives. `time_base` is the
     time base of the pts given to `write` (the source's). `rotation` is the source's rotation in
-    degrees clockwise; `color` the source's colour tags (None: untagged, converted as BT.601).
+    degrees clockwise; `color` the source's picture: colour tags (None: untagged, converted as
+    BT.601), sample aspect ratio, field order and bit depth, all kept in the output where the
+    codec can hold them (`notes` says where it cannot).
     """
 
     def __init__(
@@ -137,26 +171,48 @@ class SegmentEncoder:
         self.frames_written = 0
         self.hw_fallback_reason: str | None = None
         """Why NVENC was not used although tried (for a warning), else None."""
+        self.notes: tuple[str, ...] = ()
+        """One line for each way the output's picture differs from the source's (bit depth,
+        range, interlacing, ...): worth showing beside the render; empty when nothing does."""
         self._closed = False
         self._container: av.container.OutputContainer | None = None
         self._stream: av.VideoStream | None = None
+        self._fields: av.filter.Graph | None = None
         stored_w, stored_h = (
             (self.height, self.width) if self.rotation in (90, 270) else (self.width, self.height)
         )
         self.stored_width, self.stored_height = stored_w, stored_h
-        self._color_range = color.color_range if color else None
-        self._color_space = color.color_space if color else None
+        self.bit_depth = color.bit_depth if color else 8
+        """The source's bits per sample."""
+        sar = color.sample_aspect_ratio if color else None
+        self.sample_aspect_ratio: Fraction | None = Fraction(sar) if sar and sar > 0 and sar != 1 else None
+        """The pixel shape written (the source's, of its stored layout); None for square pixels."""
+        self.field_order: FieldOrder = color.field_order if color else "unknown"
+        """The source's field order, written as the output's ("progressive", "tt", "bb", ...)."""
+        self.interlaced = is_interlaced(self.field_order)
+        self._colour = output_colour(
+            color.color_range if color else None,
+            color.color_space if color else None,
+            color.color_primaries if color else None,
+            color.color_trc if color else None,
+            limited_only=settings.encoder == "prores",
+            codec="ProRes",
+        )
         # swscale's matrix and range for RGB -> YUV, the same for every way a frame is written
-        self._sws_matrix = sws_matrix(self._color_space)
-        self._sws_range = 2 if self._color_range == "pc" else 1
-        self._color_primaries = color.color_primaries if color else None
-        self._color_trc = color.color_trc if color else None
+        self._sws_matrix = self._colour.sws_matrix
+        self._sws_range = self._colour.sws_range
+        # an untagged kind is written as unspecified, so that every frame says the same
+        self._tags: tuple[tuple[str, int], ...] = tuple(
+            (attr, _UNSPECIFIED[kind] if (code := self._colour.code(kind)) is None else code)
+            for attr, kind in _FRAME_TAGS
+        )
         if not self.path.parent.is_dir():
             raise MediaError(f"{self.path.parent}: output folder does not exist")
         if settings.encoder == "png":
             self.coded_width, self.coded_height = self.width, self.height
             self.encoder_name = "png"
             self._png_level = 3 if settings.mode == "final" else 1
+            self.notes = self._png_notes()
             try:
                 self.path.mkdir(exist_ok=False)
             except OSError as exc:
@@ -164,8 +220,11 @@ class SegmentEncoder:
                 raise MediaError(f"{self.path}: cannot create the frame folder ({exc.strerror})") from exc
             return
         self.coded_width = stored_w + (stored_w % 2)
-        self.coded_height = stored_h + (stored_h % 2)
+        # interlaced 4:2:0 H.264 codes each field in 4:2:0 as well: the height must divide by 4
+        multiple = 4 if self.interlaced and settings.encoder == "h264" else 2
+        self.coded_height = stored_h + (-stored_h) % multiple
         self.encoder_name = self._open()
+        self.notes = self._codec_notes(self.encoder_name)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -197,6 +256,21 @@ class SegmentEncoder:
                 raise MediaError(f"{self.path}: cannot open the {name} encoder ({exc})") from exc
         raise MediaError(f"{self.path}: no usable encoder ({last})")
 
+    def _pix_fmt(self, name: str) -> str:
+        """The pixel format `name` encodes: 10-bit where the codec can and the source has it."""
+        deep = self.bit_depth > 8
+        if name == "prores_ks":
+            return "yuv422p10le"
+        if name == "libx265" and deep:
+            return "yuv420p10le"
+        if name == "hevc_nvenc" and deep:
+            return "p010le"
+        return "yuv420p"
+
+    def _codes_fields(self, name: str) -> bool:
+        """Whether `name` codes an interlaced source as interlaced (field-aware) pictures."""
+        return self.interlaced and name in ("libx264", "prores_ks")
+
     def _open_with(self, name: str) -> None:
         try:
             container = av.open(str(self.path), "w")
@@ -216,20 +290,28 @@ class SegmentEncoder:
         cc.framerate = rate
         cc.thread_count = 0  # let the encoder pick (x264/x265 use all cores)
         self._apply_colour(cc)
+        if self.sample_aspect_ratio is not None:
+            cc.sample_aspect_ratio = self.sample_aspect_ratio
+        if self.field_order != "unknown":
+            cc.field_order = field_order_code(self.field_order)
+        if self._codes_fields(name):
+            cc.flags = cc.flags | _ILDCT | (_ILME if name == "libx264" else 0)
+        stream.pix_fmt = self._pix_fmt(name)
         crf = x264_crf(self.settings)
         final = self.settings.mode == "final"
         if name == "libx264":
-            stream.pix_fmt = "yuv420p"
-            stream.options = {"preset": "medium" if final else "veryfast", "crf": str(crf)}
+            options: dict[str, object] = {"preset": "medium" if final else "veryfast", "crf": str(crf)}
+            if self._codes_fields(name):
+                # the frames' own flags decide per frame too; they are set to the same order
+                options["x264-params"] = "tff=1" if top_field_first(self.field_order) else "bff=1"
+            stream.options = options
         elif name == "libx265":
-            stream.pix_fmt = "yuv420p"
             stream.options = {
                 "preset": "medium" if final else "veryfast",
                 "crf": str(min(51, crf + 5)),
                 "x265-params": "log-level=error",
             }
         elif name.endswith("_nvenc"):
-            stream.pix_fmt = "yuv420p"
             stream.options = {
                 "preset": "p5" if final else "p2",
                 "rc": "vbr",
@@ -237,7 +319,6 @@ class SegmentEncoder:
                 "b": "0",
             }
         elif name == "prores_ks":
-            stream.pix_fmt = "yuv422p10le"
             stream.options = {"profile": "3", "vendor": "apl0"}
             if self.settings.quality is not None:
                 cc.qscale = True
@@ -250,15 +331,36 @@ class SegmentEncoder:
         container.start_encoding()
 
     def _apply_colour(self, cc: av.video.codeccontext.VideoCodecContext) -> None:
-        for attr, kind, value in (
-            ("color_range", "range", self._color_range),
-            ("colorspace", "space", self._color_space),
-            ("color_primaries", "primaries", self._color_primaries),
-            ("color_trc", "trc", self._color_trc),
-        ):
-            code = colour_code(kind, value)  # type: ignore[arg-type]
-            if code is not None:
-                setattr(cc, attr, code)
+        for attr, code in self._tags:
+            setattr(cc, attr, code)
+
+    def _codec_notes(self, name: str) -> tuple[str, ...]:
+        notes = list(self._colour.notes)
+        depth = self.bit_depth
+        if depth > 8 and self.settings.encoder == "h264":
+            notes.append(
+                f"H.264 is written 8-bit: the {depth}-bit source is rounded to 8 bits "
+                "(h265 or prores keep 10)"
+            )
+        elif depth > 10:
+            notes.append(f"{name} writes 10 bits: the {depth}-bit source is rounded to 10 bits")
+        if self.interlaced and not self._codes_fields(name):
+            notes.append(
+                f"{name} codes the interlaced frames as progressive pictures (fields stay "
+                f"interleaved; field order {self.field_order} is kept as a tag)"
+            )
+        return tuple(notes)
+
+    def _png_notes(self) -> tuple[str, ...]:
+        notes = []
+        if self.bit_depth > 8:
+            notes.append(f"PNG frames are 8-bit RGB: the {self.bit_depth}-bit source is rounded to 8 bits")
+        if self.sample_aspect_ratio is not None:
+            sar = self.sample_aspect_ratio
+            notes.append(f"PNG frames do not carry the sample aspect ratio {sar.numerator}:{sar.denominator}")
+        if self.interlaced:
+            notes.append(f"PNG frames keep the fields interleaved, not the field order ({self.field_order})")
+        return tuple(notes)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -274,11 +376,7 @@ class SegmentEncoder:
             self._write_png(image)
             return
         assert self._container is not None and self._stream is not None
-        img = stored(image, self.rotation)
-        if (self.coded_width, self.coded_height) != (img.shape[1], img.shape[0]):
-            pad_h, pad_w = self.coded_height - img.shape[0], self.coded_width - img.shape[1]
-            img = np.pad(img, ((0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-        img = np.ascontiguousarray(img)
+        img = self._pad(stored(image, self.rotation))
         frame = av.VideoFrame.from_numpy_buffer(img, format="rgb24")
         frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
             format=self._stream.pix_fmt,
@@ -286,8 +384,73 @@ class SegmentEncoder:
             dst_color_range=self._sws_range,
             threads=1,
         )
+        self._encode(frame, pts)
+
+    def _pad(self, img: Frame) -> Frame:
+        """Pad a stored-layout picture to the coded size: the last column is repeated, and the
+        last row (of its own field when interlaced, so both fields stay whole)."""
+        h, w = img.shape[:2]
+        if (self.coded_width, self.coded_height) == (w, h):
+            return np.ascontiguousarray(img)
+        if self.coded_width > w:
+            img = np.pad(img, ((0, 0), (0, self.coded_width - w), (0, 0)), mode="edge")
+        if self.coded_height > h:
+            if self.interlaced and h >= 2:
+                rows = np.arange(self.coded_height)
+                extra = rows[h:]
+                rows[h:] = np.where(extra % 2 == (h - 1) % 2, h - 1, h - 2)
+                img = img[rows]
+            else:
+                img = np.pad(img, ((0, self.coded_height - h), (0, 0), (0, 0)), mode="edge")
+        return np.ascontiguousarray(img)
+
+    def write_frame(self, frame: av.VideoFrame, pts: int) -> None:
+        """Encode a decoded frame as it is (stored layout, any pixel format) with `pts`.
+
+        For pass-through renders: a frame already in the encoder's pixel format, size, matrix and
+        range is encoded without any conversion, so the pixels reach the encoder exactly as decoded
+        (a 10-bit frame to a 10-bit H.265 or a 4:2:0 frame to H.264, for instance).
+        """
+        if self._closed:
+            raise RuntimeError("SegmentEncoder is closed")
+        if self.settings.encoder == "png":
+            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+            return
+        assert self._container is not None and self._stream is not None
+        if (frame.width, frame.height) != (self.coded_width, self.coded_height):
+            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+            return
+        if self._needs_conversion(frame):
+            # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
+            frame = frame.reformat(
+                format=self._stream.pix_fmt,
+                dst_colorspace=self._sws_matrix,
+                dst_color_range=self._sws_range,
+            )
+        self._encode(frame, pts)
+
+    def _needs_conversion(self, frame: av.VideoFrame) -> bool:
+        """Whether a decoded frame must be converted: another pixel format, or samples in a range
+        or matrix other than the output's (a full-range source into ProRes, for one)."""
+        assert self._stream is not None
+        if frame.format.name != self._stream.pix_fmt:
+            return True
+        out_range = self._colour.code("range")
+        if out_range is not None and frame.color_range not in (0, out_range):
+            return True
+        matrix = sws_matrix_of_code(frame.colorspace)
+        return matrix is not None and self._colour.color_space is not None and matrix != self._sws_matrix
+
+    def _encode(self, frame: av.VideoFrame, pts: int) -> None:
+        """Tag, flag and encode one frame in the encoder's format and coded size."""
+        assert self._stream is not None
         frame.pts = int(pts)
         frame.time_base = self.time_base
+        frame.pict_type = av.video.frame.PictureType.NONE  # let the encoder choose frame types
+        for attr, code in self._tags:  # prores_ks writes the frame's tags into its frame header
+            setattr(frame, attr, code)
+        if self._codes_fields(self.encoder_name):
+            frame = self._flag_fields(frame)
         try:
             for packet in self._stream.encode(frame):
                 self._mux(packet)
@@ -297,43 +460,31 @@ class SegmentEncoder:
             raise
         self.frames_written += 1
 
-    def write_frame(self, frame: av.VideoFrame, pts: int) -> None:
-        """Encode a decoded frame as it is (stored layout, any pixel format) with `pts`.
-
-        For pass-through renders: a frame already in the encoder's pixel format and size is
-        encoded without any conversion, so the pixels reach the encoder exactly as decoded.
-        """
-        if self._closed:
-            raise RuntimeError("SegmentEncoder is closed")
-        if self.settings.encoder == "png":
-            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
-            return
-        assert self._container is not None and self._stream is not None
-        if (frame.width, frame.height, frame.format.name) != (
-            self.coded_width,
-            self.coded_height,
-            self._stream.pix_fmt,
-        ):
-            if (frame.width, frame.height) != (self.coded_width, self.coded_height):
-                self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
-                return
-            # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
-            frame = frame.reformat(
-                format=self._stream.pix_fmt,
-                dst_colorspace=self._sws_matrix,
-                dst_color_range=self._sws_range,
+    def _flag_fields(self, frame: av.VideoFrame) -> av.VideoFrame:
+        """The frame flagged interlaced with the source's first field (FFmpeg's setfield filter:
+        PyAV cannot set a frame's flags; the picture is passed on, not copied). The encoders read
+        these flags per frame: libx264 would otherwise switch to bottom field first."""
+        if self._fields is None:
+            graph = av.filter.Graph()
+            sar = self.sample_aspect_ratio or Fraction(1)
+            src = graph.add(
+                "buffer",
+                video_size=f"{frame.width}x{frame.height}",
+                pix_fmt=frame.format.name,
+                time_base=str(self.time_base),
+                pixel_aspect=f"{sar.numerator}/{sar.denominator}",
+                colorspace=str(frame.colorspace),
+                range=str(frame.color_range),
             )
-        frame.pts = int(pts)
-        frame.time_base = self.time_base
-        frame.pict_type = av.video.frame.PictureType.NONE  # let the encoder choose frame types
-        try:
-            for packet in self._stream.encode(frame):
-                self._mux(packet)
-        except OSError as exc:
-            self.abort()
-            raise_if_disk_full(exc, self.path)
-            raise
-        self.frames_written += 1
+            mode = "tff" if top_field_first(self.field_order) else "bff"
+            field = graph.add("setfield", f"mode={mode}")
+            sink = graph.add("buffersink")
+            src.link_to(field)
+            field.link_to(sink)
+            graph.configure()
+            self._fields = graph
+        self._fields.push(frame)
+        return cast(av.VideoFrame, self._fields.pull())
 
     def can_patch(self, frame: av.VideoFrame) -> bool:
         """Whether `write_patched` can write into this decoded frame (same 4:2:0 layout and size as
@@ -425,6 +576,7 @@ class SegmentEncoder:
                 self._container.close()
             self._container = None
             self._stream = None
+        self._fields = None
         if self.path.is_file():
             self.path.unlink(missing_ok=True)
 

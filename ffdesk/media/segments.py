@@ -36,8 +36,6 @@ skipped, a stream the muxer refuses throughout is an error."""
 _MAX_READ_ERRORS = 100
 """Read errors in the source's audio (damaged data) the join steps over before giving up."""
 
-_LOSSLESS = frozenset({"flac", "alac", "truehd", "mlp", "wavpack", "tta", "ape", "dts"})
-
 
 @dataclass(frozen=True)
 class JoinResult:
@@ -274,12 +272,17 @@ def _video_packets(segments: list[Path], vout: av.stream.Stream, shift_s: float)
                 raise MediaError(f"{seg}: cannot read the segment ({_errors.ffmpeg_reason(exc)})") from exc
 
 
+def _codec_name(ctx: av.AudioCodecContext) -> str:
+    """FFmpeg's name of the codec ("mp3"), not of the decoder that reads it ("mp3float")."""
+    return str(ctx.codec.canonical_name)
+
+
 def _sample_bits(ctx: av.AudioCodecContext) -> int:
     """Sample depth worth keeping: PCM's own width, a lossless decoder's output width, else 16."""
-    m = re.match(r"pcm_[suf](\d+)", ctx.name)
+    m = re.match(r"pcm_[suf](\d+)", _codec_name(ctx))
     if m:
         return int(m.group(1))
-    if ctx.name in _LOSSLESS and ctx.format is not None:
+    if ctx.codec.lossless and ctx.format is not None:
         return int(ctx.format.bits)
     return 16
 
@@ -315,7 +318,7 @@ class _Track:
     def create(out: av.container.OutputContainer, src: av.AudioStream, suffix: str,
                shift_s: float, to_s: float | None) -> _Track:  # fmt: skip
         ctx = src.codec_context
-        choice = plan_audio(ctx.name, _sample_bits(ctx), suffix)
+        choice = plan_audio(_codec_name(ctx), _sample_bits(ctx), suffix)
         track: _Track
         if choice.action == "copy":
             stream = out.add_stream_from_template(src)

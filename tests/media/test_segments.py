@@ -161,7 +161,7 @@ def test_png_join_renumbers_frames(tmp_path: Path, plain: SynthResult) -> None:
 
 def test_disk_full_while_joining(tmp_path: Path, plain: SynthResult, monkeypatch: pytest.MonkeyPatch) -> None:
     info, files, _ = _render_segments(plain.path, tmp_path / "segs")
-    written = []
+    written: list[av.Packet] = []
 
     def mux(out: av.container.OutputContainer, packet: av.Packet) -> None:
         if len(written) > 5:

@@ -17,7 +17,9 @@ each reference VOP's chunk carries the B-VOP that follows it in decode order, an
 is a placeholder N-VOP (a VOP header with vop_coded=0), so there is still one chunk per frame
 slot; a DivX user-data string ending in 'p' after the VOL header tells decoders the stream is
 packed. AVI stores no timestamps: every chunk gets a dts one tick after the previous one and no
-pts, which is what an AVI demuxer hands back.
+pts, which is what an AVI demuxer hands back. (PyAV opens inputs with FFmpeg's genpts flag, so
+its demuxer makes up pts = next dts for such packets; open with options={"fflags": "-genpts"} to
+see them as stored. Decoded frames then carry pts that go backwards: 1, 3, 2, 5, 4, ...)
 """
 
 from __future__ import annotations
@@ -70,9 +72,10 @@ class CorpusFile:
     audio_codecs: tuple[str, ...] = ()
     audio_languages: tuple[str | None, ...] = ()
     audio_seconds: float = 0.0
-    """Duration of each audio stream as written (the video's duration)."""
+    """Duration of each audio stream as written: the video's (for `truncated_60`: before the cut).
+    Encoders round up to whole audio frames; MP3 in AVI also keeps its priming delay."""
     packets_without_pts: bool = False
-    """Most video packets come out of the demuxer with pts None (AVI: dts only)."""
+    """Most video packets come out of the demuxer with pts None (AVI: dts only; with genpts off)."""
     packed_bframes: bool = False
     """DivX packed bitstream: a B-VOP rides in its reference's chunk, N-VOP placeholders follow."""
     pts_in_decode_order: bool = False
@@ -941,9 +944,7 @@ def _truncated_60(folder: Path, face: Frame | None) -> CorpusFile:
     data = full.read_bytes()
     full.unlink()
     path.write_bytes(data[: int(len(data) * 0.6)])
-    return _spec(
-        path, "truncated_60", "avi", "mpeg4", audio_codecs=("mp3",), truncated=True, audio_seconds=0.0
-    )
+    return _spec(path, "truncated_60", "avi", "mpeg4", audio_codecs=("mp3",), truncated=True)
 
 
 def _vorbis_encoder() -> str:

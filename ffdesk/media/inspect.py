@@ -105,7 +105,7 @@ class VideoReport:
     """False when `frame_count` is estimated from duration x frame rate."""
     duration_s: float
     start_time_s: float
-    """When the first frame is shown (a late first frame: above 0)."""
+    """When the first frame is shown, on the file's clock (MPEG-TS files start at 1.4 s)."""
     rotation: int
     color_range: str | None
     color_space: str | None
@@ -138,6 +138,8 @@ class AudioReport:
     sample_format: str | None
     sample_bits: int
     duration_s: float
+    start_time_s: float | None
+    """When the stream's first sample plays; None when the file does not say."""
     language: str | None
 
 
@@ -274,7 +276,7 @@ def _scan_packets(path: Path, fps: float | None) -> _Scan:
         stream = _errors.video_stream(path, container)
         audio = tuple(_audio_report(s) for s in container.streams.audio)
         packets = without_pts = 0
-        packed = False
+        packed = has_packed_bframes(bytes(stream.codec_context.extradata or b""))  # MP4/MKV headers
         damage: str | None = None
         reached_end = True
         try:
@@ -308,7 +310,7 @@ def _scan_packets(path: Path, fps: float | None) -> _Scan:
 def _check_frames(path: Path, fps: float | None) -> tuple[TimestampScan, str | None]:
     """Decode the first frames as a render reads them and check their pts."""
     stamps: list[int | None] = []
-    undecodable = 0
+    undecodable = corrupt = 0
     first_error: str | None = None
     damage: str | None = None
     with _errors.open_input(path, fps=fps) as container:
@@ -321,7 +323,9 @@ def _check_frames(path: Path, fps: float | None) -> tuple[TimestampScan, str | N
                 if len(stamps) >= CHECK_FRAMES:
                     break
                 try:
-                    stamps += [f.pts for f in stream.decode(packet if packet.size else None)]
+                    frames = stream.decode(packet if packet.size else None)
+                    stamps += [f.pts for f in frames]
+                    corrupt += sum(1 for f in frames if f.is_corrupt)
                 except av.error.EOFError:
                     break
                 except av.error.FFmpegError as exc:
@@ -343,6 +347,9 @@ def _check_frames(path: Path, fps: float | None) -> tuple[TimestampScan, str | N
         some = "1 packet does" if undecodable == 1 else f"{undecodable} packets do"
         total = len(stamps) + undecodable
         damage = _join(damage, f"damaged: {some} not decode among the first {total} ({first_error})")
+    if corrupt:
+        some = "1 frame decodes" if corrupt == 1 else f"{corrupt} frames decode"
+        damage = _join(damage, f"damaged: {some} with errors (concealed) among the first {len(stamps)}")
     return TimestampScan(0, 0, len(stamps), missing, backwards, undecodable), damage
 
 
@@ -383,6 +390,7 @@ def _audio_report(stream: av.AudioStream) -> AudioReport:
         sample_format=fmt.name if fmt is not None else None,
         sample_bits=_sample_bits(codec, fmt),
         duration_s=float(stream.duration * tb) if stream.duration else 0.0,
+        start_time_s=float(stream.start_time * tb) if stream.start_time is not None else None,
         language=None if lang in (None, "und") else lang,
     )
 
@@ -398,6 +406,7 @@ def _audio_from_probe(a: AudioInfo) -> AudioReport:
         sample_format=None,
         sample_bits=_sample_bits(a.codec, None),
         duration_s=a.duration_s,
+        start_time_s=None,
         language=a.language,
     )
 
@@ -561,8 +570,13 @@ def _warnings(
             f"non-square pixels (SAR {sar.numerator}:{sar.denominator}): "
             f"{video.width}x{video.height} is shown at {dar.numerator}:{dar.denominator} ({float(dar):.2f}:1)"
         )
-    if video.start_time_s > max(0.05, 1.0 / max(video.fps, 1.0)):
-        out.append(f"late first frame: video starts at {video.start_time_s:.3f} s")
+    audio_starts = [a.start_time_s for a in audio if a.start_time_s is not None]
+    lead = video.start_time_s - min(audio_starts) if audio_starts else 0.0
+    if lead > max(0.05, 1.0 / max(video.fps, 1.0)):
+        out.append(
+            f"late first frame: video starts {lead:.3f} s after the audio; the output begins at the "
+            "first frame (the audio before it is not kept)"
+        )
     if not audio:
         out.append("no audio stream: the output is silent")
     for plan in plans:

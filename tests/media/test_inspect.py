@@ -78,7 +78,6 @@ def h264_clip(
     sar: Fraction | None = None,
     hdr: bool = False,
     interlaced: bool = False,
-    first_pts: int = 0,
     pts_of: Callable[[int], int] | None = None,
 ) -> Path:
     """A small clip; `pts_of(i)` gives frame i's pts (without B-frames, so packets keep it)."""
@@ -105,7 +104,7 @@ def h264_clip(
             )
         for i in range(frames):
             vf = av.VideoFrame.from_ndarray(draw_frame(i, 176, 144), format="rgb24").reformat(format=pix_fmt)
-            vf.pts = first_pts + i
+            vf.pts = i
             for pkt in vs.encode(vf):
                 if pts_of is not None and pkt.pts is not None:
                     pkt.pts = pts_of(int(pkt.pts))
@@ -281,10 +280,47 @@ def test_hdr_ten_bit_into_h264_and_h265(tmp_path: Path) -> None:
     assert any(w.startswith("HDR PQ") for w in r265.warnings)
 
 
-def test_a_late_first_frame(tmp_path: Path) -> None:
-    r = inspect_clip(h264_clip(tmp_path / "late.mkv", first_pts=14))  # 14 frames at 25 fps
+def late_video(path: Path, *, first_frame: int = 14, audio: bool = True) -> Path:
+    """Video from frame `first_frame` at 25 fps (0.56 s for 14), audio (if any) from 0."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=25)
+        vs.width, vs.height, vs.pix_fmt = 160, 96, "yuv420p"
+        vs.options = {"preset": "ultrafast"}
+        if audio:
+            a = out.add_stream("aac", rate=48000)
+            a.layout = "stereo"
+            for k in range(0, 48000 * (first_frame + 25) // 25, 1024):
+                af = av.AudioFrame.from_ndarray(
+                    np.zeros((2, 1024), np.float32), format="fltp", layout="stereo"
+                )
+                af.sample_rate, af.pts = 48000, k
+                for pkt in a.encode(af):
+                    out.mux(pkt)
+            for pkt in a.encode(None):
+                out.mux(pkt)
+        for i in range(25):
+            vf = av.VideoFrame.from_ndarray(draw_frame(i, 160, 96), format="rgb24").reformat(format="yuv420p")
+            vf.pts = first_frame + i
+            for pkt in vs.encode(vf):
+                out.mux(pkt)
+        for pkt in vs.encode(None):
+            out.mux(pkt)
+    return path
+
+
+def test_video_starting_after_the_audio(tmp_path: Path) -> None:
+    r = inspect_clip(late_video(tmp_path / "late.mkv"))
     assert r.video.start_time_s == pytest.approx(0.56, abs=0.01)
-    assert "late first frame: video starts at 0.560 s" in r.warnings
+    assert r.audio[0].start_time_s is not None and r.audio[0].start_time_s < 0.05
+    (line,) = [w for w in r.warnings if w.startswith("late first frame")]
+    assert "after the audio" in line and "not kept" in line
+
+
+def test_a_late_start_alone_is_no_warning(tmp_path: Path) -> None:
+    # the output starts at its first frame: with nothing before it, nothing is lost
+    r = inspect_clip(late_video(tmp_path / "late_silent.mkv", audio=False))
+    assert r.video.start_time_s == pytest.approx(0.56, abs=0.01)
+    assert not any(w.startswith("late first frame") for w in r.warnings)
 
 
 # -- damage and bad input ---------------------------------------------------------------------------
@@ -327,3 +363,32 @@ def test_an_image(tmp_path: Path) -> None:
     assert r.is_image and r.container == "image"
     assert (r.video.width, r.video.height) == (64, 48)
     assert r.audio == () and r.warnings == ()
+
+
+# -- the real-world-shaped corpus ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "expect"),
+    [
+        ("avi_mpeg4_packed", ("packed MPEG-4 B-frames", "timestamps will be repaired")),
+        ("mkv_from_avi", ("timestamps will be repaired",)),
+        ("ts_mpeg2_interlaced", ("interlaced, top field first",)),
+        ("mp4_hevc10_hlg", ("HDR HLG", "10-bit video")),
+        ("sar_176x144", ("non-square pixels (SAR 128:117)",)),
+        ("truncated_60", ("truncated",)),
+    ],
+)
+def test_corpus_clips_say_what_they_are(tmp_path: Path, case: str, expect: tuple[str, ...]) -> None:
+    from tests.media import corpus
+
+    reason = corpus.unavailable(case)
+    if reason:
+        pytest.skip(reason)
+    r = inspect_clip(corpus.make(case, tmp_path).path)
+    for fragment in expect:
+        assert any(fragment in w for w in r.warnings), (fragment, r.warnings)
+    if case == "avi_mpeg4_packed":
+        assert r.video.packed_bframes and r.video.timestamps.frames_backwards > 0
+    if case == "ts_mpeg2_interlaced":  # MPEG-TS starts its clock at 1.4 s: nothing is late
+        assert not any(w.startswith("late first frame") for w in r.warnings)

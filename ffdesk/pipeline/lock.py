@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ffdesk.errors import UserError
+from ffdesk.media.atomic import raise_if_disk_full
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _ATTEMPTS = 20
@@ -213,7 +214,8 @@ class OutputLock:
         me = LockHolder.me(output)
         try:
             _write_holder(fd, me)
-        except BaseException:
+        except BaseException as exc:
             _release(fd, path)
+            raise_if_disk_full(exc, path)
             raise
         return cls(path, fd, me, stale)

@@ -25,7 +25,7 @@ import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from ffdesk.media.atomic import fsync_dir
+from ffdesk.media.atomic import fsync_dir, raise_if_disk_full
 from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
@@ -225,13 +225,19 @@ class Manifest:
         self.save()
 
     def save(self) -> None:
+        """Rewrite the manifest atomically; a full disk leaves the previous one and is a `MediaError`."""
         data = {"fingerprint": self.fingerprint, "segments": [asdict(s) for s in self.segments]}
         tmp = self.folder / (MANIFEST_NAME + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.folder / MANIFEST_NAME)
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                json.dump(data, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.folder / MANIFEST_NAME)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise_if_disk_full(exc, self.folder / MANIFEST_NAME)
+            raise
         fsync_dir(self.folder)
 
     @property

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -137,10 +138,27 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_model_name(name: str) -> None:
+    """`UserError` unless `name` is a bare model name: no path separators, no `..`, no leading dot."""
+    bad = (
+        not name
+        or "/" in name
+        or "\\" in name
+        or (os.altsep is not None and os.altsep in name)
+        or ".." in name
+        or name.startswith(".")
+        or not name.isprintable()
+    )
+    if bad:
+        raise UserError(f"--as {name!r}: a model name, not a path (no '/', '\\', '..' or leading '.')")
+
+
 def _import(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import import_model, resolve_models_dir
 
+    if args.as_name is not None:
+        check_model_name(args.as_name)
     if args.as_name and len(args.paths) > 1:
         raise UserError("--as takes one file at a time")
     catalog = load_catalog()

@@ -75,3 +75,17 @@ def test_standins_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "xseg_1.onnx",
     ]
     assert main(["models", "verify", "--strict", "--models-dir", str(out)]) == 0
+
+
+@pytest.mark.parametrize("name", ["../inswapper_128", "a/b", "a\\b", ".hidden", "..", "x..y", ""])
+def test_import_as_refuses_a_name_that_is_a_path(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    pack = tmp_path / "pack"
+    code = main(["models", "import", str(standins_dir / "gfpgan_1.4.onnx"), "--as", name,
+                 "--models-dir", str(pack)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "a model name, not a path" in lines[0] and "Traceback" not in err
+    assert not pack.exists() and not (tmp_path / "inswapper_128.onnx").exists()

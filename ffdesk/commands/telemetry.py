@@ -37,7 +37,10 @@ def register(sub: Any) -> None:
         "--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics on port N"
     )
     parser.add_argument(
-        "--metrics-host", default="127.0.0.1", metavar="ADDR", help="address to bind (default 127.0.0.1)"
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to bind (default 127.0.0.1, this machine only; 0.0.0.0 for every interface)",
     )
     parser.set_defaults(func=run)
 
@@ -89,6 +92,12 @@ def _live(probe: SystemProbe, args: argparse.Namespace, out: TextIO) -> int:
                 lambda: sampler.latest, args.metrics_port, args.metrics_host, probe.no_gpu_reason
             )
             print(f"serving metrics on {server.url}", file=sys.stderr)
+            if not server.loopback:
+                print(
+                    f"ffdesk: warning: metrics on {server.host} can be read by anyone who can reach "
+                    "this machine (--metrics-host 127.0.0.1 keeps them local)",
+                    file=sys.stderr,
+                )
         if probe.no_gpu_reason and args.json:
             print(probe.no_gpu_reason, file=sys.stderr)
         sampler.start()

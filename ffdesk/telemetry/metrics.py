@@ -2,11 +2,16 @@
 
 `serve_metrics(latest, port)` serves `/metrics` on 127.0.0.1 by default, from its own registry
 (never the library's global one), on a thread named "ffdesk-metrics"; `close()` shuts it down.
+Any other address must be asked for by name (`--metrics-host`): an empty one, which would mean
+every interface, is refused, and `MetricsServer.loopback` tells a front end when to warn that the
+figures are readable from other machines. IPv6 addresses (`::1`) are served as well.
 Missing values are left out rather than exported as NaN.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,6 +24,9 @@ from ffdesk.errors import UserError
 from ffdesk.telemetry.sampler import Sample
 
 LatestSample = Callable[[], Sample | None]
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where the endpoint listens unless told otherwise: this machine only."""
 
 # (attribute of HostSample, metric name, help, scale)
 _HOST_GAUGES: tuple[tuple[str, str, str, float], ...] = (
@@ -133,6 +141,20 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+class _WSGIServer6(WSGIServer):
+    address_family = socket.AF_INET6
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 class MetricsServer:
     """A running `/metrics` endpoint; `close()` stops it and joins its thread."""
 
@@ -144,7 +166,13 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can scrape it."""
+        return is_loopback(self.host)
 
     def close(self) -> None:
         if self._thread.is_alive():
@@ -160,13 +188,26 @@ class MetricsServer:
 
 
 def serve_metrics(
-    latest: LatestSample, port: int, host: str = "127.0.0.1", no_gpu_reason: str | None = None
+    latest: LatestSample, port: int, host: str = DEFAULT_HOST, no_gpu_reason: str | None = None
 ) -> MetricsServer:
-    """Serve the latest sample on `http://host:port/metrics` (port 0 picks a free port)."""
+    """Serve the latest sample on `http://host:port/metrics` (port 0 picks a free port).
+
+    `host` is 127.0.0.1 unless the caller names another address; an empty one (every interface
+    by accident) is a `UserError`: say 0.0.0.0 or :: to mean that.
+    """
+    host = host.strip().strip("[]")
+    if not host:
+        raise UserError(
+            "the metrics address is empty: give one, e.g. 127.0.0.1 (this machine only) "
+            "or 0.0.0.0 (every interface)"
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TelemetryCollector(latest, no_gpu_reason))  # type: ignore[arg-type]
+    server_class = _WSGIServer6 if ":" in host else WSGIServer
     try:
-        server = make_server(host, port, make_wsgi_app(registry), handler_class=_QuietHandler)
+        server = make_server(
+            host, port, make_wsgi_app(registry), server_class=server_class, handler_class=_QuietHandler
+        )
     except OSError as exc:
         raise UserError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
     thread = threading.Thread(

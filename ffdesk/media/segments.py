@@ -287,6 +287,11 @@ def _sample_bits(ctx: av.AudioCodecContext) -> int:
     return 16
 
 
+def _has_edit_lists(out: av.container.OutputContainer) -> bool:
+    """Whether the output's muxer (the ISO/QuickTime family) writes edit lists."""
+    return bool(set(out.format.name.split(",")) & {"mp4", "mov", "ipod", "3gp", "3g2", "ismv", "f4v", "psp"})
+
+
 def _is_named(layout: av.AudioLayout) -> bool:
     """Whether a layout names its channels (AVI and some WAVs only give a count: "2 channels")."""
     return layout.nb_channels > 0 and all(ch.name not in ("NONE", "USR") for ch in layout.channels)
@@ -326,7 +331,8 @@ class _Track:
             if not _is_named(ctx.layout) and isinstance(stream, av.AudioStream):
                 # mp4/mov need a channel order to write the stream's header (at the trailer)
                 stream.codec_context.layout = default_layout(ctx.channels)
-            track = _CopyTrack(src, choice, stream, shift_s, to_s)
+            preroll = _has_edit_lists(out) and not choice.codec.startswith("pcm_")
+            track = _CopyTrack(src, choice, stream, shift_s, to_s, preroll=preroll)
         else:
             track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
         lang = src.metadata.get("language")
@@ -344,12 +350,18 @@ class _Track:
 
 
 class _CopyTrack(_Track):
-    """Packets remuxed as they are; the one packet that straddles the start is kept as pre-roll
-    (its negative timestamp becomes an edit list in MP4/MOV, as AAC's priming packet does)."""
+    """Packets remuxed as they are, from the first that starts at the output's start.
+
+    With `preroll`, the packet just before it (ending at or after the start) is kept too: a
+    lossy decoder needs it to decode the next one cleanly (AAC's priming packet is one), and
+    MP4/MOV hide its negative timestamp with an edit list. Containers without edit lists would
+    move every stream later to make room for it instead, so they go without.
+    """
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
-                 shift_s: float, to_s: float | None) -> None:  # fmt: skip
+                 shift_s: float, to_s: float | None, *, preroll: bool) -> None:  # fmt: skip
         super().__init__(src, choice, out_stream, shift_s, to_s)
+        self.preroll = preroll
         self.tb = Fraction(self.src.time_base or Fraction(1, self.src.codec_context.sample_rate or 48000))
         self.shift = round(self.shift_s / self.tb)
         self.last_dts: int | None = None
@@ -371,7 +383,8 @@ class _CopyTrack(_Track):
         if self.to_s is not None and t >= self.to_s - _EPS_S:
             return []
         if t < self.shift_s - _EPS_S and not self.started:
-            self.held = packet if t + float(duration * self.tb) >= self.shift_s - _EPS_S else None
+            touches = t + float(duration * self.tb) >= self.shift_s - _EPS_S
+            self.held = packet if self.preroll and touches else None
             if self.held is not None:
                 self.held.pts = self.held.dts = ts
             return []

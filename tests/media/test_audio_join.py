@@ -99,7 +99,8 @@ def _tone(t: Track, samples: int) -> np.ndarray[Any, Any]:
     return np.tile(wave, (av.AudioLayout(t.layout).nb_channels, 1))
 
 
-def _segments(clip: Path, folder: Path, encoder: str = "h264", per_segment: int = 10) -> list[Path]:
+def _segments(clip: Path, folder: Path, encoder: str = "h264", per_segment: int = 10,
+              start_s: float | None = None, end_s: float | None = None) -> list[Path]:  # fmt: skip
     """Re-encode the clip's video in segments, as a render without a face source does."""
     info = probe(clip)
     v = info.video
@@ -107,7 +108,7 @@ def _segments(clip: Path, folder: Path, encoder: str = "h264", per_segment: int 
     folder.mkdir(exist_ok=True)
     files: list[Path] = []
     enc: SegmentEncoder | None = None
-    with VideoReader(clip) as reader:
+    with VideoReader(clip, start_s=start_s, end_s=end_s) as reader:
         for i, frame in enumerate(reader):
             if i % per_segment == 0:
                 if enc is not None:
@@ -287,6 +288,24 @@ def test_pcm_from_avi_gets_a_named_layout(
         assert c.streams.audio[0].codec_context.layout.name == "stereo"
 
 
+@pytest.mark.parametrize(
+    ("codec", "suffix", "vcodec"), [("aac", ".mp4", "libx264"), ("pcm_s16le", ".avi", "mpeg4")]
+)
+def test_mkv_output_starts_at_its_first_frame(
+    codec_clip: Callable[[str, str, str], Clip], tmp_path: Path, codec: str, suffix: str, vcodec: str
+) -> None:
+    # MKV has no edit lists: AAC's priming packet (negative time) would push every stream later
+    clip = codec_clip(codec, suffix, vcodec)
+    out = tmp_path / "out.mkv"
+    result = _join(clip.path, out)
+    assert _codecs(out) == [codec] and result.notes == ()
+    assert _first_frame_s(out) == pytest.approx(0.0, abs=1e-6)
+    src, dst = _listen(clip.path), _listen(out)
+    assert dst.start_s >= -1e-6
+    assert dst.end_s - dst.start_s == pytest.approx(src.end_s - src.start_s, abs=FRAME_S)
+    assert src.onset_s is not None and dst.onset_s == pytest.approx(src.onset_s, abs=0.01)
+
+
 # -- several tracks, late video, trims --------------------------------------------------------
 
 
@@ -316,14 +335,14 @@ def test_two_tracks_keep_codec_language_and_sync(tmp_path: Path) -> None:
 def test_late_first_frame_starts_the_output(
     tmp_path: Path, name: str, fmt: str | None, vcodec: str, audio: str, video_start_s: float
 ) -> None:
-    tone = max(video_start_s, 0.54) + 0.3
+    tone = video_start_s + 0.3  # in the track's own time, which the MPEG-PS muxer starts at 0.53 s
     clip = _write_clip(tmp_path / name, [Track(audio, tone_at_s=tone)], vcodec=vcodec,
                        video_start_s=video_start_s, fmt=fmt)  # fmt: skip
     first_src = _first_frame_s(clip.path)
     assert first_src >= 0.4
     src = _listen(clip.path)
     assert src.onset_s is not None
-    out = tmp_path / "late.mp4"
+    out = tmp_path / "out.mp4"
     result = _join(clip.path, out)
     assert result.start_shift_s == pytest.approx(first_src, abs=1e-3)
     assert _first_frame_s(out) == pytest.approx(0.0, abs=1e-6)
@@ -332,6 +351,16 @@ def test_late_first_frame_starts_the_output(
     # audio before the first frame is left out: the output's audio starts with its picture
     assert dst.start_s == pytest.approx(0.0, abs=0.03)
     assert dst.end_s == pytest.approx(src.end_s - first_src, abs=FRAME_S)
+    # a trimmed render of the same clip: the first kept frame is the start, audio moved with it
+    files = _segments(clip.path, tmp_path / "trim_segs", start_s=0.2, end_s=0.8)
+    trimmed = tmp_path / "trimmed.mp4"
+    result = join_segments(files, out_path=trimmed, source=clip.path, source_info=probe(clip.path),
+                           start_s=0.2, end_s=0.8, encoder="h264")  # fmt: skip
+    assert result.start_shift_s == pytest.approx(first_src + 0.2, abs=FRAME_S)
+    assert _first_frame_s(trimmed) == pytest.approx(0.0, abs=1e-6)
+    cut = _listen(trimmed)
+    assert cut.onset_s == pytest.approx(src.onset_s - result.start_shift_s, abs=0.01)
+    assert cut.end_s == pytest.approx(0.6, abs=FRAME_S)
 
 
 def test_end_trims_reencoded_audio_sample_exactly(tmp_path: Path) -> None:

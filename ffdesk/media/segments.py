@@ -287,6 +287,14 @@ def _sample_bits(ctx: av.AudioCodecContext) -> int:
     return 16
 
 
+def _copy_time_base(src: av.AudioStream) -> Fraction:
+    """Time base for copied audio: one sample (the source's own where the rate is unknown)."""
+    rate = src.codec_context.sample_rate if src.codec_context is not None else 0
+    if rate:
+        return Fraction(1, rate)
+    return Fraction(src.time_base or Fraction(1, 48000))
+
+
 def _has_edit_lists(out: av.container.OutputContainer) -> bool:
     """Whether the output's muxer (the ISO/QuickTime family) writes edit lists."""
     return bool(set(out.format.name.split(",")) & {"mp4", "mov", "ipod", "3gp", "3g2", "ismv", "f4v", "psp"})
@@ -327,7 +335,7 @@ class _Track:
         track: _Track
         if choice.action == "copy":
             stream = out.add_stream_from_template(src)
-            stream.time_base = src.time_base
+            stream.time_base = _copy_time_base(src)
             if not _is_named(ctx.layout) and isinstance(stream, av.AudioStream):
                 # mp4/mov need a channel order to write the stream's header (at the trailer)
                 stream.codec_context.layout = default_layout(ctx.channels)
@@ -362,8 +370,11 @@ class _CopyTrack(_Track):
                  shift_s: float, to_s: float | None, *, preroll: bool) -> None:  # fmt: skip
         super().__init__(src, choice, out_stream, shift_s, to_s)
         self.preroll = preroll
-        self.tb = Fraction(self.src.time_base or Fraction(1, self.src.codec_context.sample_rate or 48000))
-        self.shift = round(self.shift_s / self.tb)
+        self.tb = Fraction(self.src.time_base or _copy_time_base(src))
+        # Written in samples, not in the source's ticks: AVI counts whole MP3 frames (32/1225 s),
+        # and a start shift rounded to those would move the audio by up to half a packet.
+        self.out_tb = _copy_time_base(src)
+        self.shift_out = round(self.shift_s / self.out_tb)
         self.last_dts: int | None = None
         self.next_ts: int | None = None
         self.held: av.Packet | None = None
@@ -398,15 +409,22 @@ class _CopyTrack(_Track):
         return out
 
     def _emit(self, packet: av.Packet, ts: int) -> list[_Item]:
-        dts = (packet.dts if packet.dts is not None else ts) - self.shift
+        dts = self._rescale(packet.dts if packet.dts is not None else ts)
         if self.last_dts is not None and dts <= self.last_dts:
             self.skipped += 1  # out of order: the muxer would refuse it
             return []
         self.last_dts = dts
-        packet.pts = ts - self.shift
+        duration = packet.duration or 0
+        packet.pts = self._rescale(ts)
         packet.dts = dts
+        if duration:
+            packet.duration = max(1, round(duration * self.tb / self.out_tb))
+        packet.time_base = self.out_tb
         self.order += 1
-        return [(float(dts * self.tb), self.order, packet, self.out_stream)]
+        return [(float(dts * self.out_tb), self.order, packet, self.out_stream)]
+
+    def _rescale(self, ts: int) -> int:
+        return round(ts * self.tb / self.out_tb) - self.shift_out
 
 
 class _ReencodeTrack(_Track):

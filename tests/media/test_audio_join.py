@@ -49,7 +49,7 @@ class Clip:
 
 
 def _write_clip(path: Path, tracks: Sequence[Track], *, vcodec: str = "libx264", seconds: float = 1.0,
-                video_start_s: float = 0.0, fmt: str | None = None) -> Clip:  # fmt: skip
+                video_start_s: float = 0.0, fmt: str | None = None, bframes: int = 0) -> Clip:  # fmt: skip
     """A clip of `seconds` with video from `video_start_s` and every audio track from 0."""
     out = av.open(str(path), "w", format=fmt)
     vs = out.add_stream(vcodec, rate=FPS)
@@ -58,6 +58,8 @@ def _write_clip(path: Path, tracks: Sequence[Track], *, vcodec: str = "libx264",
     vs.pix_fmt = "yuv420p"
     if vcodec == "libx264":
         vs.options = {"preset": "ultrafast", "bf": "2"}
+    elif bframes:
+        vs.options = {"bf": str(bframes)}
     audio: list[av.AudioStream] = []
     for t in tracks:
         a = out.add_stream(t.codec, rate=t.rate, options={"strict": "experimental"})
@@ -304,6 +306,22 @@ def test_mkv_output_starts_at_its_first_frame(
     assert dst.start_s >= -1e-6
     assert dst.end_s - dst.start_s == pytest.approx(src.end_s - src.start_s, abs=FRAME_S)
     assert src.onset_s is not None and dst.onset_s == pytest.approx(src.onset_s, abs=0.01)
+
+
+def test_audio_in_coarse_ticks_moves_by_the_exact_shift(tmp_path: Path) -> None:
+    # AVI stamps MP3 in whole packets (1152 samples, 26 ms); B-frames put its first frame at 0.04 s
+    clip = _write_clip(tmp_path / "bframes.avi", [Track("mp3", rate=44100, tone_at_s=0.5)],
+                       vcodec="mpeg4", bframes=2)  # fmt: skip
+    first_src = _first_frame_s(clip.path)
+    with av.open(str(clip.path)) as c:
+        assert c.streams.audio[0].time_base == Fraction(1152, 44100)
+    out = tmp_path / "bframes.mp4"
+    result = _join(clip.path, out)
+    assert result.start_shift_s == pytest.approx(first_src) and first_src > 0
+    src, dst = _listen(clip.path), _listen(out)
+    assert src.onset_s is not None and dst.onset_s is not None
+    assert dst.onset_s == pytest.approx(src.onset_s - first_src, abs=0.002)
+    assert dst.end_s == pytest.approx(src.end_s - first_src, abs=0.002)
 
 
 # -- several tracks, late video, trims --------------------------------------------------------

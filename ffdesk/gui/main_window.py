@@ -1,9 +1,15 @@
-"""The main window: assembles the views around the models and wires the workers."""
+"""The main window: assembles the views around the models and wires the workers.
+
+Its settings file (gui.ini) and the render queue (queue.json) are read defensively: one that is
+damaged is kept aside as `*.corrupt`, the window starts with the defaults for what could not be
+read, and the status area says so. Start-up never fails on them.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
+import logging
+import typing
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -32,6 +38,7 @@ from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.queue import fits, keep_aside
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 VIDEO_FILTER = "Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;Images (*.png *.jpg *.jpeg);;All files (*)"
@@ -49,6 +56,66 @@ def settings_path() -> Path:
 
 def open_settings(path: Path | None = None) -> QSettings:
     return QSettings(str(path or settings_path()), QSettings.Format.IniFormat)
+
+
+log = logging.getLogger(__name__)
+_QT_INT_MAX = 2**31 - 1
+
+
+def set_aside(q: QSettings, problem: str, *, start_over: bool) -> str:
+    """Keep `q`'s file as NAME.corrupt (moved when `start_over`, so the window begins from the
+    defaults; copied otherwise) and return the warning to show."""
+    path = Path(q.fileName())
+    try:
+        aside = keep_aside(path, copy=not start_over)
+        kept = f"kept the file as {aside.name}"
+    except OSError as exc:
+        kept = f"could not keep the file aside ({exc.strerror or exc})"
+    if start_over:
+        q.clear()
+    what = (
+        "started from the default settings" if start_over else "used the defaults for what could not be read"
+    )
+    text = f"{path.name}: {problem}; {kept} and {what}"
+    log.warning("%s", text)
+    return text
+
+
+def vet_settings_file(q: QSettings) -> str | None:
+    """A warning (after setting the file aside) when `q`'s file holds something but not settings."""
+    path = Path(q.fileName())
+    try:
+        raw = path.read_bytes() if path.is_file() else b""
+    except OSError as exc:
+        return f"{path.name}: cannot read the settings ({exc.strerror or exc}); using the defaults"
+    if q.status() == QSettings.Status.NoError and (q.allKeys() or not raw.strip()):
+        return None
+    return set_aside(q, "not a settings file (damaged?)", start_over=True)
+
+
+def saved_settings(raw: object) -> tuple[Settings | None, str | None]:
+    """The controls' values saved as JSON text: what is usable, and the first problem, if any."""
+    if not isinstance(raw, str):
+        return None, "the saved controls are not text"
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None, "the saved controls are not JSON"
+    if not isinstance(data, dict):
+        return None, "the saved controls are not a JSON object"
+    hints = typing.get_type_hints(Settings)
+    good: dict[str, Any] = {}
+    problem: str | None = None
+    for name, hint in hints.items():
+        if name not in data:
+            continue
+        value = data[name]
+        ok = fits(value, hint) and (hint is not int or 0 <= value <= _QT_INT_MAX)
+        if ok:
+            good[name] = value
+        elif problem is None:
+            problem = f"the saved {name} is {json.dumps(value)[:40]}"
+    return Settings(**good), problem
 
 
 def is_image(path: Path) -> bool:
@@ -72,6 +139,7 @@ class MainWindow(QMainWindow):
         self.setObjectName("ffdeskMainWindow")
         self.setAcceptDrops(True)
         self.qsettings = settings or open_settings()
+        settings_warning = vet_settings_file(self.qsettings)
         self.confirm_close = confirm_close or self._ask_close
         self.session = SessionModel(self)
         self.status = StatusLog(self)
@@ -142,6 +210,9 @@ class MainWindow(QMainWindow):
         self.status.posted.connect(lambda _lvl, text: self.statusBar().showMessage(text, 8000))
         if self.sampler is not None and self.sampler.no_gpu_reason:
             self.status.post("info", self.sampler.no_gpu_reason)
+        for warning in (settings_warning, self.queue.load_warning):
+            if warning:
+                self.status.post("warning", warning)
         self._restore()
         QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
@@ -347,11 +418,20 @@ class MainWindow(QMainWindow):
 
     # -- persistence and closing ----------------------------------------------------------
     def _restore(self) -> None:
+        try:
+            problem = self._restore_saved()
+        except Exception as exc:  # noqa: BLE001 - a damaged settings file must never stop the app
+            log.exception("restoring the window settings failed")
+            problem = f"the saved window could not be restored ({type(exc).__name__})"
+        if problem:
+            self.status.post("warning", set_aside(self.qsettings, problem, start_over=False))
+
+    def _restore_saved(self) -> str | None:
+        """Apply the saved window and controls; the first problem found, if any."""
         q = self.qsettings
+        problem: str | None = None
         geometry = q.value("window/geometry")
-        if isinstance(geometry, QByteArray | bytes):
-            self.restoreGeometry(QByteArray(geometry))
-        else:
+        if not (isinstance(geometry, QByteArray | bytes) and self.restoreGeometry(QByteArray(geometry))):
             self.resize(1400, 900)
             bottom = [self.docks[n] for n in ("Graphs", "Queue")]
             self.resizeDocks(bottom, [250, 250], Qt.Orientation.Vertical)
@@ -360,16 +440,23 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray | bytes):
             self.restoreState(QByteArray(state))
         raw = q.value("session/settings")
-        if isinstance(raw, str):
-            with contextlib.suppress(ValueError, TypeError):
-                self.session.update_settings(**Settings.from_dict(json.loads(raw)).to_dict())
+        if raw is not None:
+            saved, problem = saved_settings(raw)
+            if saved is not None:
+                self.session.update_settings(**saved.to_dict())
+            if problem is not None:
+                q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         split = q.value("session/split")
         if split is not None:
-            with contextlib.suppress(TypeError, ValueError):
+            try:
                 self.session.set_split(float(str(split)))
+            except (TypeError, ValueError):
+                problem = problem or f"the saved split is {str(split)[:40]!r}"
+                q.remove("session/split")
         show_before = q.value("session/show_before")
         if show_before is not None:
             self.session.set_show_before(str(show_before).lower() in ("true", "1"))
+        return problem
 
     def save_settings(self) -> None:
         q = self.qsettings

@@ -72,6 +72,11 @@ class QueueController(QObject):
             self.store.remove(entry_id)
 
     @property
+    def load_warning(self) -> str | None:
+        """A note for the status area when the stored queue was damaged (and kept aside)."""
+        return self.store.warning
+
+    @property
     def busy(self) -> bool:
         return self.current is not None
 

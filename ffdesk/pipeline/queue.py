@@ -4,19 +4,27 @@ Qt-free. The desktop app drives it (add, reorder, cancel, resume) and a worker u
 every change is written atomically, so a crash or power cut leaves the last good queue on disk.
 A job that was running when the process died comes back as "interrupted" and can be resumed: the
 engine picks up its finished segments from the output's manifest.
+
+A damaged queue file (not JSON, wrong types) never stops the app: it is kept aside as
+`queue.json.corrupt`, the jobs that can be read are kept, and `RenderQueue.warning` says what
+happened so the window can show it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import threading
 import time
+import types
+import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, get_origin
 
 from ffdesk.pipeline.job import RenderJob
 
@@ -26,6 +34,9 @@ RESUMABLE: frozenset[str] = frozenset({"failed", "cancelled", "interrupted"})
 FORMAT_VERSION = 1
 
 _PATH_FIELDS = ("target", "output", "report", "models_dir", "telemetry_log")
+_INT_MAX = 2**63 - 1
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -68,10 +79,79 @@ def job_to_dict(job: RenderJob) -> dict[str, Any]:
     return d
 
 
-def job_from_dict(d: dict[str, Any]) -> RenderJob:
-    """The inverse of `job_to_dict`; unknown keys (from a newer version) are ignored."""
-    known = {f.name for f in fields(RenderJob)}
-    kw: dict[str, Any] = {k: v for k, v in d.items() if k in known}
+def keep_aside(path: Path, copy: bool = False) -> Path:
+    """Move (or `copy`) a damaged file to NAME.corrupt, or NAME.N.corrupt when that is taken.
+
+    Returns where it went; raises OSError when it cannot be kept.
+    """
+    dest = path.with_name(f"{path.name}.corrupt")
+    n = 1
+    while dest.exists() and n < 1000:
+        dest = path.with_name(f"{path.name}.{n}.corrupt")
+        n += 1
+    if copy:
+        shutil.copy2(path, dest)
+    else:
+        os.replace(path, dest)
+    return dest
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value can stand for a field of type `hint` (a Path as a string, a tuple as a
+    list, a float as an int or float; Literal values by equality; bool is never an int)."""
+    origin = get_origin(hint)
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if origin is Literal:
+        return any(value == a and type(value) is type(a) for a in get_args(hint))
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, h) for h in get_args(hint))
+    if origin is tuple:
+        args = get_args(hint)
+        if not isinstance(value, list | tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(fits(v, args[0]) for v in value)
+        return len(value) == len(args) and all(fits(v, h) for v, h in zip(value, args, strict=True))
+    if hint is bool:
+        return type(value) is bool
+    if hint is int:
+        return type(value) is int and -_INT_MAX <= value <= _INT_MAX
+    if hint is float:
+        return type(value) in (int, float)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is Path:
+        return isinstance(value, str) and bool(value) and "\0" not in value
+    return False
+
+
+def _check_fields(d: dict[str, Any], cls: type, skip: frozenset[str], what: str) -> dict[str, Any]:
+    """The known keys of `d` whose values fit `cls`'s fields; `ValueError` naming the first that does not."""
+    hints = typing.get_type_hints(cls)
+    kw: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in skip or f.name not in d:
+            continue
+        if not fits(d[f.name], hints[f.name]):
+            raise ValueError(f"{what} {f.name} is {json.dumps(d[f.name])[:40]}")
+        kw[f.name] = d[f.name]
+    return kw
+
+
+def job_from_dict(d: Any) -> RenderJob:
+    """The inverse of `job_to_dict`; unknown keys (from a newer version) are ignored.
+
+    `ValueError` when a value is of the wrong type or the target or output is missing.
+    """
+    if not isinstance(d, dict):
+        raise ValueError("a job is not an object")
+    kw = _check_fields(d, RenderJob, frozenset(), "job's")
+    for key in ("target", "output"):
+        if key not in kw:
+            raise ValueError(f"a job has no {key}")
     for key in _PATH_FIELDS:
         if kw.get(key) is not None:
             kw[key] = Path(kw[key])
@@ -87,19 +167,54 @@ def _entry_to_dict(e: QueueEntry) -> dict[str, Any]:
     return d
 
 
-def _entry_from_dict(d: dict[str, Any]) -> QueueEntry:
+def _entry_from_dict(d: Any) -> QueueEntry:
+    """A stored entry; `ValueError` for one of the wrong shape. An unknown state (from a newer
+    version) comes back as "interrupted"."""
+    if not isinstance(d, dict):
+        raise ValueError("a job entry is not an object")
     state = d.get("state", "queued")
     if state not in JOB_STATES:
         state = "interrupted"
-    known = {f.name for f in fields(QueueEntry)} - {"job", "state"}
-    kw = {k: v for k, v in d.items() if k in known}
-    return QueueEntry(job=job_from_dict(d["job"]), state=state, **kw)
+    kw = _check_fields(d, QueueEntry, frozenset({"job", "state"}), "entry's")
+    if "id" not in kw or not kw["id"]:
+        raise ValueError("a job entry has no id")
+    return QueueEntry(job=job_from_dict(d.get("job")), state=state, **kw)
+
+
+def parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
+    """The entries a queue file holds and, for what could not be read, why (one line each).
+
+    A file that is not a queue at all gives no entries and one reason.
+    """
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return [], ["not text"]
+    except ValueError as exc:
+        return [], [f"not JSON: {str(exc).splitlines()[0]}"]
+    if not isinstance(data, dict) or not isinstance(data.get("jobs", []), list):
+        return [], ["not a render queue"]
+    entries: list[QueueEntry] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for d in data.get("jobs", []):
+        try:
+            e = _entry_from_dict(d)
+            if e.id in seen:
+                raise ValueError(f"a second job with id {e.id}")
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(str(exc) or type(exc).__name__)
+            continue  # a malformed entry must not cost the user the rest of the queue
+        seen.add(e.id)
+        entries.append(e)
+    return entries, problems
 
 
 class RenderQueue:
     """Ordered, persisted render jobs. Thread-safe; every mutation is saved before it returns.
 
     `on_change` (optional) is called after each mutation with no arguments, on the mutating thread.
+    `warning` is a one-line note for the user when the stored queue was damaged, else None.
     """
 
     def __init__(self, path: Path | None = None, on_change: Callable[[], None] | None = None) -> None:
@@ -107,6 +222,7 @@ class RenderQueue:
         self._lock = threading.RLock()
         self._entries: list[QueueEntry] = []
         self._listeners: list[Callable[[], None]] = [on_change] if on_change else []
+        self.warning: str | None = None
         self._load()
 
     # -- reading ---------------------------------------------------------------------------
@@ -204,19 +320,35 @@ class RenderQueue:
 
     def _load(self) -> None:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
             return
-        entries = []
-        for d in data.get("jobs", []) if isinstance(data, dict) else []:
+        except OSError as exc:
+            self._warn(f"{self.path}: cannot read the render queue ({exc.strerror or exc}); starting empty")
+            return
+        entries, problems = parse_queue(raw)
+        if problems:
             try:
-                e = _entry_from_dict(d)
-            except (KeyError, TypeError, ValueError):
-                continue  # a malformed entry must not cost the user the rest of the queue
-            if e.state == "running":  # the process died while it ran
-                e = replace(e, state="interrupted", eta_s=None)
-            entries.append(e)
-        self._entries = entries
+                aside = keep_aside(self.path, copy=bool(entries))
+                kept = f"kept {'the file' if entries else 'it'} as {aside.name}"
+            except OSError as exc:
+                kept = f"could not keep it aside ({exc.strerror or exc})"
+            if entries:
+                self._warn(
+                    f"{self.path.name}: {len(problems)} job(s) could not be read ({problems[0]}); "
+                    f"{kept} and loaded the other {len(entries)}"
+                )
+            else:
+                what = problems[0] if len(problems) == 1 else f"{len(problems)} bad jobs: {problems[0]}"
+                self._warn(f"{self.path.name} was damaged ({what}); {kept} and started an empty queue")
+        self._entries = [
+            replace(e, state="interrupted", eta_s=None) if e.state == "running" else e  # the process died
+            for e in entries
+        ]
+
+    def _warn(self, text: str) -> None:
+        self.warning = text
+        log.warning("%s", text)
 
     def _commit(self, persist: bool = True) -> None:
         if persist:

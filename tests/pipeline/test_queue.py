@@ -107,3 +107,55 @@ def test_update_without_persist_stays_in_memory_until_the_next_save(tmp_path: Pa
     assert RenderQueue(path).get(e.id).frames_done == 0
     q.update(e.id, message="x")
     assert RenderQueue(path).get(e.id).frames_done == 7
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"{not json", "not JSON"),
+        (bytes(range(256)), "not text"),
+        (b"[]", "not a render queue"),
+        (b'{"jobs": 5}', "not a render queue"),
+        (b'{"jobs": ["x"]}', "not an object"),
+        (b'{"jobs": [{"id": "a", "job": {"target": 5, "output": "/o.mp4"}}]}', "target is 5"),
+        (b'{"jobs": [{"id": "a", "frames_done": "3", "job": {"target": "/t.mp4", "output": "/o.mp4"}}]}',
+         'frames_done is "3"'),
+        (b'{"jobs": [{"id": "a", "job": {"target": "/t.mp4", "output": "/o.mp4", "batch": "x"}}]}', "batch"),
+        (b'{"jobs": [{"id": "a", "job": {"target": "/t.mp4", "output": "/o.mp4", "extra": [[1]]}}]}',
+         "extra"),
+        (b'{"jobs": [{"id": "a", "job": {"target": "/t.mp4"}}]}', "no output"),
+    ],
+    ids=["bad-json", "binary", "a-list", "jobs-int", "job-str", "target-int", "frames-str", "batch-str",
+         "extra-bad", "no-output"],
+)  # fmt: skip
+def test_a_corrupt_queue_is_kept_aside_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, raw: bytes, reason: str
+) -> None:
+    path = tmp_path / "queue.json"
+    path.write_bytes(raw)
+    q = RenderQueue(path)
+    assert q.entries() == []
+    assert q.warning is not None and reason in q.warning, q.warning
+    assert q.warning.startswith("queue.json was damaged (") and "kept it as queue.json.corrupt" in q.warning
+    assert (tmp_path / "queue.json.corrupt").read_bytes() == raw
+    assert any(r.levelname == "WARNING" and "queue.json" in r.getMessage() for r in caplog.records)
+    q.add(_job(tmp_path, "a"))  # the app carries on with a fresh queue; the damaged one stays aside
+    assert len(RenderQueue(path).entries()) == 1 and RenderQueue(path).warning is None
+    assert (tmp_path / "queue.json.corrupt").read_bytes() == raw
+
+
+def test_the_readable_jobs_of_a_damaged_queue_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "queue.json"
+    q = RenderQueue(path)
+    a, b = q.add(_job(tmp_path, "a")), q.add(_job(tmp_path, "b"))
+    data = json.loads(path.read_text())
+    data["jobs"].insert(1, {"id": "zz", "fps": "fast", "job": {"target": "/t.mp4", "output": "/o.mp4"}})
+    path.write_text(json.dumps(data))
+    again = RenderQueue(path)
+    assert [e.id for e in again.entries()] == [a.id, b.id]
+    assert again.warning is not None and again.warning.startswith("queue.json: 1 job(s) could not be read")
+    assert "fps" in again.warning and "kept the file as queue.json.corrupt" in again.warning
+    assert json.loads((tmp_path / "queue.json.corrupt").read_text()) == data
+    path.write_text("{")
+    RenderQueue(path)
+    assert (tmp_path / "queue.json.1.corrupt").read_text() == "{"  # an earlier one is not overwritten

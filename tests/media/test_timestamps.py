@@ -45,12 +45,13 @@ def test_duplicates_are_forced_strictly_increasing() -> None:
     assert out == [0, 3, 6, 9, 12]
 
 
-def _avi_with_bframes(path: Path, frames: int = 30) -> None:
+def write_clip(path: Path, codec: str, frames: int, bframes: int = 0) -> None:
+    """A 160x120 clip at 25 frames/s with `bframes` B-frames, bar-coded frame indices."""
     with av.open(str(path), "w") as out:
-        s = out.add_stream("mpeg4", rate=25)
+        s = out.add_stream(codec, rate=25)
         s.width, s.height = 160, 120
         s.pix_fmt = "yuv420p"
-        s.codec_context.max_b_frames = 2
+        s.codec_context.max_b_frames = bframes
         for i in range(frames):
             f = av.VideoFrame.from_ndarray(draw_frame(i, 160, 120), format="rgb24")
             f.pts = i
@@ -58,6 +59,10 @@ def _avi_with_bframes(path: Path, frames: int = 30) -> None:
                 out.mux(p)
         for p in s.encode(None):
             out.mux(p)
+
+
+def _avi_with_bframes(path: Path, frames: int = 30) -> None:
+    write_clip(path, "mpeg4", frames, bframes=2)
 
 
 def test_avi_with_bframes_reads_every_frame_once_with_increasing_pts(tmp_path: Path) -> None:
@@ -109,17 +114,7 @@ def plain_clip_path(tmp_path: Path) -> Path:
 
 
 def _mpeg2_ts(path: Path, frames: int = 75) -> None:
-    with av.open(str(path), "w") as out:
-        s = out.add_stream("mpeg2video", rate=25)
-        s.width, s.height = 160, 120
-        s.pix_fmt = "yuv420p"
-        for i in range(frames):
-            f = av.VideoFrame.from_ndarray(draw_frame(i, 160, 120), format="rgb24")
-            f.pts = i
-            for p in s.encode(f):
-                out.mux(p)
-        for p in s.encode(None):
-            out.mux(p)
+    write_clip(path, "mpeg2video", frames)
 
 
 @pytest.mark.parametrize("maker", [_mpeg2_ts, _avi_with_bframes], ids=["ts", "avi"])

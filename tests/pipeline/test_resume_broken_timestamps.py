@@ -9,27 +9,13 @@ import av
 import pytest
 
 from ffdesk.errors import Cancelled
-from ffdesk.media.synth import draw_frame, frame_index_of
+from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
+from tests.media.test_timestamps import write_clip
 
 FRAMES = 60
-
-
-def _write(path: Path, codec: str, bframes: int) -> None:
-    with av.open(str(path), "w") as out:
-        s = out.add_stream(codec, rate=25)
-        s.width, s.height = 160, 120
-        s.pix_fmt = "yuv420p"
-        s.codec_context.max_b_frames = bframes
-        for i in range(FRAMES):
-            f = av.VideoFrame.from_ndarray(draw_frame(i, 160, 120), format="rgb24")
-            f.pts = i
-            for p in s.encode(f):
-                out.mux(p)
-        for p in s.encode(None):
-            out.mux(p)
 
 
 def _indices(path: Path) -> list[int]:
@@ -40,7 +26,7 @@ def _indices(path: Path) -> list[int]:
 @pytest.mark.parametrize(("name", "codec"), [("b.avi", "mpeg4"), ("p.ts", "mpeg2video")])
 def test_an_interrupted_render_resumes_with_every_frame_once(tmp_path: Path, name: str, codec: str) -> None:
     src = tmp_path / name
-    _write(src, codec, bframes=2)
+    write_clip(src, codec, FRAMES, bframes=2)
     out = tmp_path / "out.mp4"
     cancel = threading.Event()
 

@@ -51,11 +51,15 @@ def register(sub: Any) -> None:
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
     p.add_argument(
-        "--fps", type=float, default=None, help="frame rate of an image-sequence target (default 24)"
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the metrics endpoint binds (default 127.0.0.1, this machine only)",
     )
     p.add_argument(
-        "--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)"
+        "--fps", type=float, default=None, help="frame rate of an image-sequence target (default 24)"
     )
+    p.add_argument("--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)")
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -160,6 +164,16 @@ def _model_bytes(report: dict[str, Any]) -> dict[str, int]:
     return {str(m.get("name")): int(m.get("bytes") or 0) for m in models if isinstance(m, dict)}
 
 
+def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgress) -> None:
+    server = telemetry.serve_metrics(port, host)
+    progress.write(f"serving metrics on {server.url}")
+    if not server.loopback:
+        progress.write(
+            f"ffdesk: warning: metrics on {server.host} can be read by anyone who can reach "
+            "this machine (--metrics-host 127.0.0.1 keeps them local)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.telemetry.render import RenderTelemetry
@@ -170,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with RenderTelemetry(log_path=job.telemetry_log) as telemetry:
             if args.metrics_port is not None:
-                telemetry.serve_metrics(args.metrics_port)
+                _serve_metrics(telemetry, args.metrics_port, args.metrics_host, progress)
             report = run_render(job, progress, cancel)
         stage_ms = {name: t["ms_total"] for name, t in report.get("stages", {}).items()}
         report["telemetry"] = telemetry.summary(report["frames_out"], stage_ms, _model_bytes(report))

@@ -175,6 +175,11 @@ def _join_video(
             template = c0.streams.video[0]
             vout = out.add_stream_from_template(template)
             vout.time_base = template.time_base
+            # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
+            # and not on the codec parameters the template copies.
+            sar = template.sample_aspect_ratio
+            if sar and sar > 0 and sar != 1 and vout.codec_context is not None:
+                vout.codec_context.sample_aspect_ratio = sar
         with _errors.open_input(source) as src:
             tracks: list[_Track] = []
             notes: list[str] = []
@@ -440,9 +445,7 @@ class _ReencodeTrack(_Track):
         self.encoder = encoder
         self.layout = str(encoder.layout.name)
         self.in_rate = self.src.codec_context.sample_rate or encoder.rate
-        self.resampler = av.AudioResampler(
-            format=encoder.format.name, layout=self.layout, rate=encoder.rate
-        )
+        self.resampler = av.AudioResampler(format=encoder.format.name, layout=self.layout, rate=encoder.rate)
         self.next_pos: int | None = None  # input samples since the output start
         self.end_pos = round((self.to_s - self.shift_s) * self.in_rate) if self.to_s is not None else None
         self.order = 0

@@ -92,20 +92,29 @@ def run_render(
     for warning in info.warnings:
         emit(ev.Warning(warning))
     t0 = time.perf_counter()
-    stages = build_stages(job, info)
-    for stage in stages:
-        if isinstance(stage, EmitsEvents):
-            stage.bind_events(emit)
-    try:
-        if span is None:
-            report = _render_image(job, stages, emit)
-        else:
-            report = _render_video(job, info, span, stages, emit, Halt(cancel))
-    except BaseException:
-        with contextlib.suppress(Exception):
-            _stage_report(stages)  # release models and threads; the first error is what counts
-        raise
-    report.update(_stage_report(stages))
+    with contextlib.ExitStack() as held:
+        manifest: Manifest | None = None
+        if span is not None:
+            # The output's lock is taken before any model loads, so a second render of the same
+            # output is refused at once; it is released when the render ends, however it ends.
+            manifest, note = Manifest.open(work_dir_for(job.output), job.output_fingerprint(), job.resume)
+            held.enter_context(manifest)
+            if note:
+                emit(ev.Warning(note))
+        stages = build_stages(job, info)
+        for stage in stages:
+            if isinstance(stage, EmitsEvents):
+                stage.bind_events(emit)
+        try:
+            if span is None or manifest is None:
+                report = _render_image(job, stages, emit)
+            else:
+                report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel))
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _stage_report(stages)  # release models and threads; the first error is what counts
+            raise
+        report.update(_stage_report(stages))
     report["seconds"] = round(time.perf_counter() - t0, 3)
     report["fps"] = round(report["frames_processed"] / report["seconds"], 3) if report["seconds"] else 0.0
     report["peak_rss_bytes"] = _peak_rss_bytes()
@@ -231,16 +240,14 @@ def _render_video(
     job: RenderJob,
     info: MediaInfo,
     span: _Range,
+    manifest: Manifest,
     stages: list[Stage],
     emit: ev.EventCallback,
     halt: Halt,
 ) -> dict[str, Any]:
     video = info.video
     assert video is not None
-    work = work_dir_for(job.output)
-    manifest, note = Manifest.open(work, job.output_fingerprint(), job.resume)
-    if note:
-        emit(ev.Warning(note))
+    work = manifest.folder
     resumed_segments = len(manifest.segments)
     resumed_frames = manifest.frames_done
     size = _working_size(job, video)
@@ -462,6 +469,7 @@ def _encode_segments(
     last_pts = -1
     encoder_name = ""
     progress = _ProgressClock(span.total_frames, manifest.frames_done, emit)
+    noted: set[str] = set()  # what the encoder cannot keep of the source, said once per render
 
     def open_segment() -> SegmentEncoder:
         nonlocal seg_file
@@ -487,6 +495,10 @@ def _encode_segments(
             if encoder is None:
                 encoder = open_segment()
                 encoder_name = encoder.encoder_name
+                for note in encoder.notes:
+                    if note not in noted:
+                        noted.add(note)
+                        emit(ev.Warning(f"{job.output.name}: {note}"))
                 seg_first_pts, seg_frames = pts, 0
             clock = Clock()
             raw = packet.annotations.get(RAW_FRAME)

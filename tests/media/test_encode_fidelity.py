@@ -329,9 +329,6 @@ def test_prores_remux_keeps_sar_once_set_on_the_output_stream(tmp_path: Path, ci
         assert (field_order, colours) == _stream_facts(seg)[1:3]
 
 
-@pytest.mark.xfail(
-    reason="join_segments does not carry a MOV stream's SAR (see the test above)", strict=False
-)
 def test_prores_join_keeps_sample_aspect_ratio(tmp_path: Path, cif: Path) -> None:
     seg = tmp_path / "seg.mov"
     _reencode(cif, seg, "prores", "write_frame")

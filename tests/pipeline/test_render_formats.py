@@ -11,6 +11,7 @@ import pytest
 from ffdesk.errors import MediaError, UserError
 from ffdesk.media.probe import probe
 from ffdesk.media.synth import frame_index_of, has_red_corner, synth_clip
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import work_dir_for
@@ -199,3 +200,24 @@ def test_an_output_type_the_encoder_cannot_write_is_refused_before_work(
         run_render(RenderJob(target=target, output=tmp_path / output, encoder=encoder))  # type: ignore[arg-type]
     assert not (tmp_path / output).exists()
     assert not work_dir_for(tmp_path / output).exists()
+
+
+def test_what_the_encoder_cannot_keep_is_warned_once(tmp_path: Path) -> None:
+    """A 10-bit HEVC source rendered to H.264 loses two bits: one warning, however many segments."""
+    from tests.media import corpus
+
+    if reason := corpus.unavailable("mp4_hevc10_hlg"):
+        pytest.skip(reason)
+    clip = corpus.make("mp4_hevc10_hlg", tmp_path)
+    warnings: list[str] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, ev.Warning):
+            warnings.append(event.message)
+
+    out = tmp_path / "out.mp4"
+    report = run_render(RenderJob(target=clip.path, output=out, segment_frames=3), on_event=on_event)
+    assert report["frames_out"] > 3
+    eight_bit = [w for w in warnings if "written 8-bit" in w]
+    assert len(eight_bit) == 1, warnings
+    assert eight_bit[0].startswith("out.mp4: ")

@@ -1,9 +1,15 @@
 """Face detection and 468-point landmarks with the embedded ONNX models (no model pack needed).
 
 Detection: RetinaFace (MobileNet-0.25, multi-face, five keypoints) on a downscaled copy of the
-frame; when nothing is found the frame is also tried turned by 90, 270 and 180 degrees.
+frame; when nothing is found the frame is also tried turned by 90, 270 and 180 degrees. A
+detection whose keypoints cannot be a face's (both eyes on one spot, the mouth on the eye line:
+what the upright detector gives for a face upside down) is dropped, so the turned passes get
+their chance.
 Landmarks: MediaPipe's face mesh on a rotated square region around the face, run twice on a fresh
-detection (the second time around its own first result, as MediaPipe does when tracking).
+detection (the second time around its own first result, as MediaPipe does when tracking). When
+the mesh model is unsure of a fresh detection, the region is also tried in the other three
+quarter turns and the most certain is kept (`Face.turn` says which), so a face is always meshed,
+and later warped and pasted, in its own orientation.
 """
 
 from __future__ import annotations
@@ -56,6 +62,9 @@ class AnalyserSettings:
     presence_threshold: float = 0.5
     min_face: float = 12.0
     """Detections smaller than this (pixels of the frame) are dropped as noise."""
+    sure_presence: float = 0.9
+    """Mesh presence above which a fresh detection's orientation is taken as it is; below it,
+    the other quarter turns are tried too."""
     threads: int = 1
     """ONNX Runtime intra-op threads per session (1 is best when several workers call at once)."""
 
@@ -202,11 +211,14 @@ class FaceAnalyser:
             x2, y2 = corners.max(0)
             if max(x2 - x1, y2 - y1) < self.settings.min_face:
                 continue
+            if not plausible_keypoints(kp, float(max(x2 - x1, y2 - y1))):
+                continue
             faces.append(
                 Face(
                     bbox=(float(x1), float(y1), float(x2), float(y2)),
                     score=float(scores[i]),
                     kps=kp.astype(np.float32),
+                    turn=turn,
                 )
             )
         faces.sort(key=lambda f: -f.score)
@@ -254,26 +266,36 @@ class FaceAnalyser:
         return self.landmarks_with_presence(image, face)[0]
 
     def landmarks_with_presence(self, image: Frame, face: Face) -> tuple[Face, float]:
-        """`landmarks` and the mesh model's face-presence probability (0-1)."""
-        pts, presence = self._mesh_for(image, face)
-        if face.landmarks is None:
-            staged = _with_mesh(face, pts, presence)
-            pts2, presence2 = self._mesh_for(image, staged)
-            if presence2 >= presence:
-                pts, presence = pts2, presence2
-        return _with_mesh(face, pts, presence), presence
+        """`landmarks` and the mesh model's face-presence probability (0-1). A fresh detection
+        the model is unsure of is also tried in the other quarter turns (see the module
+        docstring); `turn` of the result then counts the extra turns."""
+        if face.landmarks is not None:
+            pts, presence = self._mesh_for(image, face)
+            return _with_mesh(face, pts, presence), presence
+        center, size, angle = _detection_roi(face)
+        pts, presence = self.mesh_at(image, center, size, angle)
+        extra = 0
+        if presence < self.settings.sure_presence:
+            for k in (2, 1, 3):
+                p, pr = self.mesh_at(image, center, size, angle + k * math.pi / 2)
+                if pr > presence and _faces_the_roi(p, angle + k * math.pi / 2):
+                    pts, presence, extra = p, pr, k
+        staged = _with_mesh(face, pts, presence)
+        pts2, presence2 = self._mesh_for(image, staged)
+        if presence2 >= presence:
+            pts, presence = pts2, presence2
+        out = _with_mesh(face, pts, presence)
+        if extra:
+            out = replace(out, turn=(face.turn + extra) % 4)
+        return out, presence
 
     def _mesh_for(self, image: Frame, face: Face) -> tuple[Points, float]:
         if face.landmarks is not None:
             angle = eye_angle(face.landmarks)
             center, extent = _rotated_extent(face.landmarks, angle)
             return self.mesh_at(image, center, extent * MESH_ROI_SCALE, angle)
-        kps = np.asarray(face.kps, np.float64)
-        d = kps[1] - kps[0]
-        angle = math.atan2(d[1], d[0])
-        x1, y1, x2, y2 = face.bbox
-        center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
-        return self.mesh_at(image, center, max(x2 - x1, y2 - y1) * DETECTION_ROI_SCALE, angle)
+        center, size, angle = _detection_roi(face)
+        return self.mesh_at(image, center, size, angle)
 
     def reacquire(self, image: Frame, face: Face) -> Face | None:
         """Find a face that the mesh lost (fast motion, a blink of occlusion) near where it was,
@@ -327,6 +349,37 @@ class FaceAnalyser:
             if presence >= self.settings.presence_threshold:
                 out.append(f)
         return out
+
+
+def _detection_roi(face: Face) -> tuple[npt.NDArray[np.float64], float, float]:
+    """Centre, side and angle of the mesh's first region around a detection."""
+    kps = np.asarray(face.kps, np.float64)
+    d = kps[1] - kps[0]
+    angle = math.atan2(d[1], d[0])
+    x1, y1, x2, y2 = face.bbox
+    center = np.array([(x1 + x2) / 2, (y1 + y2) / 2])
+    return center, max(x2 - x1, y2 - y1) * DETECTION_ROI_SCALE, angle
+
+
+def _faces_the_roi(points: Points, angle: float) -> bool:
+    """Whether a mesh found in a region turned by `angle` is upright in it (within 60 degrees):
+    a mesh fitted to a face on its side or upside down in the crop is not."""
+    d = eye_angle(points) - angle
+    return abs(math.atan2(math.sin(d), math.cos(d))) < math.radians(60)
+
+
+def plausible_keypoints(kps: Points, size: float) -> bool:
+    """Whether five detector keypoints can be a face of `size` pixels: the eyes apart, the mouth
+    corners apart and the mouth off the eye line, on the side away from the forehead."""
+    p = np.asarray(kps, np.float64)[:, :2]
+    eyes = p[1] - p[0]
+    eye_gap = float(np.linalg.norm(eyes))
+    if eye_gap < 0.15 * size or float(np.linalg.norm(p[4] - p[3])) < 0.1 * size:
+        return False
+    # the mouth's distance below the eye line, in the face's own frame (y grows towards the chin)
+    normal = np.array([-eyes[1], eyes[0]]) / eye_gap
+    drop = float(np.dot((p[3] + p[4]) / 2 - (p[0] + p[1]) / 2, normal))
+    return drop > 0.15 * size
 
 
 def _blazeface_anchors() -> F32:

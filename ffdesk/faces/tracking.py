@@ -4,17 +4,25 @@ Between detections each face's mesh is searched around where it was in the previ
 MediaPipe tracks faces), which is cheaper than detecting and steadier; a face the mesh loses is
 looked for nearby with the small BlazeFace detector before its track is dropped. Fresh detections,
 when a frame has them, start new tracks for faces not followed yet.
+
+A new track is tentative until the mesh has found the same face in the following frames
+(`TrackerSettings.confirm_frames`, more for a face found turned or upside down, which must also
+keep its orientation); a tentative track the mesh loses is dropped, never reacquired, and only
+confirmed tracks are returned. On the first frame after a reset (the start of a render, a resumed
+segment, a preview frame), which has no neighbours to wait for, a face that both models are sure
+of (upright, detector and mesh scores at least `sure_score`) is confirmed at once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ffdesk.faces.analyser import FaceAnalyser
-from ffdesk.faces.mesh import kps_from_mesh
+from ffdesk.faces.mesh import eye_angle, kps_from_mesh
 from ffdesk.faces.smoothing import LandmarkFilter, OneEuroSettings
 from ffdesk.faces.types import Face
 from ffdesk.types import Frame
@@ -38,6 +46,22 @@ def _same_face(detection: Face, tracked: Face) -> bool:
     return tx1 <= cx <= tx2 and ty1 <= cy <= ty2 and 0.5 <= ratio <= 2.0
 
 
+@dataclass(frozen=True)
+class TrackerSettings:
+    """When a new track counts as a face."""
+
+    confirm_frames: int = 3
+    """Consecutive frames (its first included) in which the mesh must find a new upright face."""
+    turned_confirm_frames: int = 6
+    """The same for a face found only turned (`Face.turn` != 0)."""
+    turned_presence: float = 0.8
+    """Mean mesh presence a turned face needs over those frames."""
+    max_turn_step: float = 30.0
+    """Degrees a tentative face may turn in the picture from one frame to the next."""
+    sure_score: float = 0.9
+    """Detector score and mesh presence for confirming at once on a frame after a reset."""
+
+
 @dataclass
 class _Track:
     id: int
@@ -45,6 +69,9 @@ class _Track:
     filter: LandmarkFilter
     age: int = 0
     smoothed: Face | None = field(default=None)
+    confirmed: bool = False
+    seen: int = 1
+    presence_sum: float = 0.0
 
 
 class FaceTracker:
@@ -58,25 +85,32 @@ class FaceTracker:
         fps: float = 30.0,
         smoothing: OneEuroSettings | None = None,
         smooth: bool = True,
+        settings: TrackerSettings | None = None,
     ) -> None:
         self.analyser = analyser
         self.dt = 1.0 / (fps if fps > 0 else 30.0)
         self.smoothing = smoothing or OneEuroSettings()
         self.smooth = smooth
+        self.settings = settings or TrackerSettings()
         self._tracks: list[_Track] = []
         self._next_id = 0
+        self._fresh = True
 
     def reset(self) -> None:
         self._tracks = []
+        self._fresh = True
 
     def update(self, image: Frame, index: int, detections: Sequence[Face] | None) -> list[Face]:
-        """Tracked faces in frame `index`. `detections` are the detector's faces in this frame, or
-        None on frames without detection (tracks are then only carried forward)."""
+        """Confirmed, tracked faces in frame `index`. `detections` are the detector's faces in this
+        frame, or None on frames without detection (tracks are then only carried forward)."""
         alive: list[_Track] = []
         for track in self._tracks:
-            found = self.analyser.track(image, track.raw) or self.analyser.reacquire(image, track.raw)
+            if track.confirmed:
+                found = self.analyser.track(image, track.raw) or self.analyser.reacquire(image, track.raw)
+            else:
+                found = self._follow_tentative(image, track)
             if found is not None:
-                track.raw = replace(found, score=track.raw.score)
+                track.raw = replace(found, score=track.raw.score, turn=track.raw.turn)
                 alive.append(track)
         if detections is not None:
             for det in sorted(detections, key=lambda f: -f.score):
@@ -87,13 +121,20 @@ class FaceTracker:
                     continue
                 if any(iou(face.bbox, t.raw.bbox) > 0.4 for t in alive):
                     continue
-                alive.append(_Track(self._next_id, face, LandmarkFilter(self.smoothing)))
+                track = _Track(self._next_id, face, LandmarkFilter(self.smoothing), presence_sum=presence)
+                s = self.settings
+                sure = face.turn == 0 and face.score >= s.sure_score and presence >= s.sure_score
+                track.confirmed = (self._fresh and sure) or self._enough(track)
+                alive.append(track)
                 self._next_id += 1
+        self._fresh = False
         alive = _drop_duplicates(alive)
         t = index * self.dt
         out = []
         for track in alive:
             track.age += 1
+            if not track.confirmed:
+                continue
             face = replace(track.raw, track_id=track.id)
             if self.smooth and face.landmarks is not None:
                 pts = track.filter(face.landmarks, t)
@@ -109,6 +150,28 @@ class FaceTracker:
             out.append(face)
         self._tracks = alive
         return out
+
+    def _follow_tentative(self, image: Frame, track: _Track) -> Face | None:
+        """The mesh of a tentative track in the next frame, or None when the face is not there
+        (or turned too far since the last frame to be the same face); confirms the track once it
+        has been found in enough frames."""
+        found, presence = self.analyser.landmarks_with_presence(image, track.raw)
+        if presence < self.analyser.settings.presence_threshold or found.landmarks is None:
+            return None
+        assert track.raw.landmarks is not None
+        step = eye_angle(found.landmarks) - eye_angle(track.raw.landmarks)
+        if abs(math.degrees(math.atan2(math.sin(step), math.cos(step)))) > self.settings.max_turn_step:
+            return None
+        track.seen += 1
+        track.presence_sum += presence
+        track.confirmed = self._enough(track)
+        return found
+
+    def _enough(self, track: _Track) -> bool:
+        s = self.settings
+        if track.raw.turn == 0:
+            return track.seen >= s.confirm_frames
+        return track.seen >= s.turned_confirm_frames and track.presence_sum / track.seen >= s.turned_presence
 
 
 def _drop_duplicates(tracks: list[_Track]) -> list[_Track]:

@@ -25,6 +25,10 @@ class Face:
     """468 x 3 face-mesh points (x, y in pixels; z relative), when computed."""
     track_id: int | None = None
     embedding: npt.NDArray[np.float32] | None = None
+    turn: int = 0
+    """Quarter turns (clockwise) away from upright in which the face was found: by the detector
+    in a turned copy of the frame, or by the mesh when the detection's own orientation was wrong.
+    0 for a face found upright."""
 
     @property
     def size(self) -> float:

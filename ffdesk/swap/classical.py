@@ -39,6 +39,15 @@ class SwapSettings:
     """Faces whose mesh box is smaller than this (pixels) are skipped."""
     max_yaw: float = 0.6
     """Faces turned further than this (see `yaw_ratio`) are skipped as profiles."""
+    enter_face: float = 46.0
+    """In a clip, a face that was skipped is swapped again only once it is this large..."""
+    enter_yaw: float = 0.5
+    """...and turned no further than this: between these and `min_face` / `max_yaw` a face
+    keeps its state, so a face near a limit does not go on and off (see `SwapGate`)."""
+    fade_frames: int = 4
+    """Frames over which a face's swap fades in or out in a clip instead of popping."""
+    fade_margin: float = 0.25
+    """While fading out, a face may be this fraction beyond `min_face` and `max_yaw`."""
     max_outside: float = 0.04
     """Faces with more than this fraction of their size beyond the frame edge are skipped."""
     feather: float = 0.06
@@ -108,26 +117,15 @@ class ClassicalSwapper:
         self.source = source
         self.settings = settings or SwapSettings()
 
-    def check(self, frame_shape: tuple[int, ...], face: Face) -> SkipReason | None:
-        """Why `face` cannot be swapped in a frame of this shape, or None when it can."""
-        if face.landmarks is None:
-            return "no_landmarks"
-        pts = np.asarray(face.landmarks, np.float32)[:, :2]
-        lo, hi = pts.min(0), pts.max(0)
-        size = float((hi - lo).max())
-        if size < self.settings.min_face:
-            return "too_small"
-        h, w = frame_shape[:2]
-        outside = max(-lo[0], -lo[1], hi[0] - w, hi[1] - h, 0.0)
-        if outside > self.settings.max_outside * size:
-            return "cut_off"
-        if abs(yaw_ratio(face.landmarks)) > self.settings.max_yaw:
-            return "profile"
-        return None
+    def check(self, frame_shape: tuple[int, ...], face: Face, *, slack: float = 0.0) -> SkipReason | None:
+        """Why `face` cannot be swapped in a frame of this shape, or None when it can. `slack`
+        widens the size and yaw limits by that fraction (a face fading out)."""
+        return skip_reason(self.settings, frame_shape, face, slack=slack)
 
-    def swap(self, frame: Frame, face: Face) -> SwapResult:
-        """Swap the source onto `face` in `frame`, in place (only the face's region changes)."""
-        reason = self.check(frame.shape, face)
+    def swap(self, frame: Frame, face: Face, weight: float = 1.0) -> SwapResult:
+        """Swap the source onto `face` in `frame`, in place (only the face's region changes).
+        `weight` (0-1) scales the paste: below 1 while a swap fades in or out."""
+        reason = self.check(frame.shape, face, slack=self.settings.fade_margin if weight < 1.0 else 0.0)
         if reason is not None:
             return SwapResult(False, reason)
         assert face.landmarks is not None
@@ -173,9 +171,104 @@ class ClassicalSwapper:
                 max(1.0, radius / 3.0),
             )
             alpha = alpha * (1.0 - np.clip(soft_keep, 0.0, 1.0))
+        if weight < 1.0:
+            alpha = alpha * float(max(0.0, weight))
         roi[:] = alpha_blend(warped, roi, alpha)
         changed = (alpha > 0).view(np.uint8)
         return SwapResult(True, region=ChangedRegion(x1, y1, x2, y2, changed))
+
+
+def face_extent(face: Face) -> tuple[np.ndarray, np.ndarray, float]:
+    """Low and high corners of the face's mesh box and its longer side."""
+    assert face.landmarks is not None
+    pts = np.asarray(face.landmarks, np.float32)[:, :2]
+    lo, hi = pts.min(0), pts.max(0)
+    return lo, hi, float((hi - lo).max())
+
+
+def skip_reason(
+    settings: SwapSettings, frame_shape: tuple[int, ...], face: Face, *, slack: float = 0.0
+) -> SkipReason | None:
+    """Why `face` cannot be swapped (see `ClassicalSwapper.check`)."""
+    if face.landmarks is None:
+        return "no_landmarks"
+    lo, hi, size = face_extent(face)
+    if size < settings.min_face * (1.0 - slack):
+        return "too_small"
+    h, w = frame_shape[:2]
+    outside = max(-lo[0], -lo[1], hi[0] - w, hi[1] - h, 0.0)
+    if outside > settings.max_outside * size:
+        return "cut_off"
+    if abs(yaw_ratio(face.landmarks)) > settings.max_yaw * (1.0 + slack):
+        return "profile"
+    return None
+
+
+@dataclass
+class _GateState:
+    on: bool
+    level: float
+    reason: SkipReason | None = None
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """How strongly to swap one face in one frame (0: skip it, for `reason`)."""
+
+    weight: float
+    reason: SkipReason | None
+
+
+class SwapGate:
+    """Decides, frame after frame, how strongly each tracked face is swapped: with hysteresis on
+    size and yaw (a face is swapped again only once inside `enter_face` / `enter_yaw`, and stops
+    only beyond `min_face` / `max_yaw`), fading in and out over `fade_frames` frames. Faces
+    without a track ID are decided frame by frame. Feed frames in order; not thread-safe."""
+
+    def __init__(self, settings: SwapSettings | None = None) -> None:
+        self.settings = settings or SwapSettings()
+        self._state: dict[int, _GateState] = {}
+        self._started = False
+
+    def reset(self) -> None:
+        self._state = {}
+        self._started = False
+
+    def decide(self, frame_shape: tuple[int, ...], faces: list[Face]) -> list[GateDecision]:
+        """One decision per face of this frame; faces whose track is gone are forgotten."""
+        s = self.settings
+        step = 1.0 / max(1, s.fade_frames)
+        out = []
+        seen: dict[int, _GateState] = {}
+        for face in faces:
+            stay = skip_reason(s, frame_shape, face)
+            if face.track_id is None:
+                out.append(GateDecision(1.0 if stay is None else 0.0, stay))
+                continue
+            enter = stay or self._enter_reason(face)
+            state = self._state.get(face.track_id)
+            if state is None:  # a new track starts at full strength only on a clip's first frame
+                state = _GateState(on=enter is None, level=0.0)
+                if not self._started and state.on:
+                    state.level = 1.0
+            state.on = (stay is None) if state.on else (enter is None)
+            state.reason = None if state.on else (stay or enter)
+            state.level = min(1.0, state.level + step) if state.on else max(0.0, state.level - step)
+            if state.level > 0.0 and skip_reason(s, frame_shape, face, slack=s.fade_margin) is not None:
+                state.level = 0.0  # beyond what a fade may show
+            seen[face.track_id] = state
+            out.append(GateDecision(state.level, None if state.level > 0.0 else state.reason or "profile"))
+        self._state = seen
+        self._started = True
+        return out
+
+    def _enter_reason(self, face: Face) -> SkipReason | None:
+        assert face.landmarks is not None
+        if face_extent(face)[2] < self.settings.enter_face:
+            return "too_small"
+        if abs(yaw_ratio(face.landmarks)) > self.settings.enter_yaw:
+            return "profile"
+        return None
 
 
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:

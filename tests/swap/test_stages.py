@@ -43,28 +43,38 @@ def _run_stages(stages: list[Stage], frames: list[Frame]) -> tuple[list[FramePac
 def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
     analyser: FaceAnalyser, astronaut: Frame, grace: Frame
 ) -> None:
+    """A face that comes into a clip is swapped once the mesh has confirmed it over three frames,
+    fading in; a face already in the first frame (nothing before it to wait for) is swapped at
+    once, at full strength."""
     swapper = ClassicalSwapper(SourceFace.from_face(grace, analyser.analyse(grace)[0]))
     stages: list[Stage] = [DetectStage(analyser, every=2), TrackStage(analyser, fps=25.0), SwapStage(swapper)]
     for stage in stages:
         assert isinstance(stage, Stage)
     empty = photos.background(400, 300, seed=3)
     with_face = photos.place(empty, astronaut, 60, 0, 300)
-    frames = [empty, empty, with_face, with_face, with_face, empty, empty]
+    frames = [empty, empty] + [with_face] * 8 + [empty, empty]
     packets, report = _run_stages(stages, frames)
     for p, original in zip(packets, frames, strict=True):
-        if original is empty:
+        if original is empty or p.index < 4:
             np.testing.assert_array_equal(p.image, original)
+            assert p.annotations["swap_faces"] == []
         else:
             assert np.abs(p.image.astype(int) - original.astype(int)).max() > 30
             assert len(p.annotations["swap_faces"]) == 1
-    ids = {p.annotations["faces"][0].track_id for p in packets[2:5]}
+    weights = [p.annotations["swap_weights"][0] for p in packets[4:10]]
+    assert weights == sorted(weights) and weights[0] < 0.5 and weights[-1] == 1.0
+    ids = {p.annotations["faces"][0].track_id for p in packets[4:10]}
     assert len(ids) == 1
     assert report == {
-        "frames_with_faces": 3,
-        "faces_swapped": 3,
+        "frames_with_faces": 6,
+        "faces_swapped": 6,
         "faces_skipped": 0,
         "faces_skipped_by_reason": {},
     }
+    fresh: list[Stage] = [DetectStage(analyser, every=2), TrackStage(analyser, fps=25.0), SwapStage(swapper)]
+    packets, report = _run_stages(fresh, [with_face] * 3)
+    assert [p.annotations["swap_weights"] for p in packets] == [[1.0]] * 3
+    assert report["faces_swapped"] == 3
 
 
 def test_source_without_a_face_is_a_user_error(tmp_path: Path, analyser: FaceAnalyser) -> None:
@@ -154,7 +164,9 @@ def test_reference_face_is_the_only_one_swapped(
         reference_face=1,  # the second face from the left: Grace Hopper
     )
     stages = embedded_stages(job, analyser)
-    frame = np.asarray(cv2.imread(str(target))[..., ::-1])
+    bgr = cv2.imread(str(target))
+    assert bgr is not None
+    frame = np.ascontiguousarray(bgr[..., ::-1])
     packets, report = _run_stages(stages, [frame, frame])
     assert report["faces_swapped"] == 2
     for p in packets:

@@ -4,9 +4,11 @@
 
 - detect: RetinaFace on every `DETECT_EVERY`-th frame (and the first of a render or resumed
   segment, which start on such frames); stateless. Annotation "detections".
-- track: carries each face's mesh from frame to frame, gives stable track IDs, smooths the
-  landmarks (One-Euro) and picks the faces to swap. Annotations "faces" (all tracked) and
-  "swap_faces" (the chosen ones).
+- track: carries each face's mesh from frame to frame, gives stable track IDs, confirms new
+  tracks over a few frames (see `FaceTracker`), smooths the landmarks (One-Euro), picks the faces
+  to swap and decides how strongly (`SwapGate`: hysteresis on size and yaw, fades in and out).
+  Annotations "faces" (all confirmed faces), "swap_faces" (the chosen ones with a weight above
+  0), "swap_weights" (their weights, 0-1) and "swap_skips" (why chosen faces are not swapped).
 - swap: warps the source face onto each chosen face; counts swapped and skipped faces and reports
   `frames_with_faces`, `faces_swapped`, `faces_skipped` (and the reasons) from its `finish()`.
 
@@ -33,7 +35,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
-from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapGate, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
 DETECT_EVERY = 8
@@ -91,18 +93,22 @@ class TrackStage:
         fps: float,
         selection: FaceSelection = "largest",
         reference: Appearance | None = None,
+        swap_settings: SwapSettings | None = None,
     ) -> None:
         self.analyser = analyser
         self.fps = fps
         self.selection = selection
         self.reference = reference
+        self.swap_settings = swap_settings or SwapSettings()
         self._tracker = FaceTracker(analyser, fps=fps)
         self._selector = FaceSelector(selection, reference)
+        self._gate = SwapGate(self.swap_settings)
         self._last_index: int | None = None
 
     def start(self) -> None:
         self._tracker = FaceTracker(self.analyser, fps=self.fps)
         self._selector = FaceSelector(self.selection, self.reference)
+        self._gate = SwapGate(self.swap_settings)
         self._last_index = None
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
@@ -111,13 +117,19 @@ class TrackStage:
             jumped = self._last_index is not None and p.index != self._last_index + 1
             if jumped:
                 self._tracker.reset()  # a jump (resume, seek): nothing carries over
+                self._gate.reset()
             if (self._last_index is None or jumped) and detections is None:
                 detections = self.analyser.detect(  # not a key frame: nothing to track from
                     p.image, threshold=self.analyser.settings.candidate_threshold
                 )
             faces = self._tracker.update(p.image, p.index, detections)
             p.annotations["faces"] = faces
-            p.annotations["swap_faces"] = self._selector.select(p.image, faces)
+            chosen = self._selector.select(p.image, faces)
+            decisions = self._gate.decide(p.image.shape, chosen)
+            swap = [(f, d.weight) for f, d in zip(chosen, decisions, strict=True) if d.weight > 0.0]
+            p.annotations["swap_faces"] = [f for f, _ in swap]
+            p.annotations["swap_weights"] = [w for _, w in swap]
+            p.annotations["swap_skips"] = [d.reason for d in decisions if d.weight <= 0.0]
             self._last_index = p.index
         return list(batch)
 
@@ -148,13 +160,16 @@ class SwapStage:
         skipped: Counter[str] = Counter()
         for p in batch:
             faces: list[Face] = p.annotations.get("swap_faces", [])
+            weights: list[float] = p.annotations.get("swap_weights") or [1.0] * len(faces)
             if p.annotations.get("faces"):
                 with_faces += 1
+            for reason in p.annotations.get("swap_skips", ()):
+                skipped[reason or "unknown"] += 1
             if not faces:
                 continue
             image = writable(p.image)
-            for face in faces:
-                result = self.swapper.swap(image, face)
+            for face, weight in zip(faces, weights, strict=True):
+                result = self.swapper.swap(image, face, weight)
                 if result.region is not None:
                     mark_changed(p, result.region)
                 if result.swapped:
@@ -234,11 +249,18 @@ def embedded_stages(
     path = Path(job.sources[0])
     photo = read_image(path)
     face = source_face(analyser, photo, path.name, job.source_face)
-    swapper = ClassicalSwapper(SourceFace.from_face(photo, face), SwapSettings())
+    settings = SwapSettings()
+    swapper = ClassicalSwapper(SourceFace.from_face(photo, face), settings)
     reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
     det_size = DET_SIZE.get(job.mode, 640)
     return [
         DetectStage(analyser, det_size=det_size),
-        TrackStage(analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
+        TrackStage(
+            analyser,
+            fps=clip_fps(job, info),
+            selection=job.face_selection,
+            reference=reference,
+            swap_settings=settings,
+        ),
         SwapStage(swapper),
     ]

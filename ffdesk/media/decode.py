@@ -373,9 +373,11 @@ class VideoReader:
                     continue
                 frames = self._stamped(self._frames_towards(first))
                 head = next(frames, None)
-                if head is None or head[1] <= first or last_try:
+                if (head is not None and head[1] <= first) or last_try:
                     break
-                frames.close()  # the seek landed after the wanted frame: try earlier
+                # The seek landed after the wanted frame, or where no keyframe follows (MPEG-TS
+                # seeks by byte position; a long GOP may have none left): try earlier.
+                frames.close()
             if head is not None:
                 frames = _chain(head, frames)
         if self._deinterlace:

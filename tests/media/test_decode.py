@@ -153,3 +153,22 @@ def test_a_reader_opened_at_a_jump_target_starts_exactly_there(tmp_path: Path) -
         with VideoReader(clip, start_s=max(0.0, (i - 0.25) / 25), low_latency=True) as reader:
             got = [frame_index_of(next(reader).image) for _ in range(min(4, 90 - i))]
         assert got == list(range(i, i + len(got))), i
+
+
+def test_a_trim_into_a_long_gop_in_mpeg_ts_starts_at_the_asked_frame(tmp_path: Path) -> None:
+    """MPEG-TS seeks by byte position: into a GOP that has no keyframe left, the decoder gives
+    nothing at all, and the reader must go back further instead of reporting an empty range."""
+    import av
+
+    clip = tmp_path / "long_gop.ts"
+    with av.open(str(clip), "w") as out:
+        stream = out.add_stream("libx264", rate=25, options={"g": "300", "keyint_min": "300"})
+        stream.width, stream.height, stream.pix_fmt = 96, 64, "yuv420p"
+        for i in range(60):
+            image = draw_frame(i, 96, 64)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    with VideoReader(clip, start_s=1.0, end_s=2.0) as reader:
+        assert _indices(reader) == list(range(25, 50))

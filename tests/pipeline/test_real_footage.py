@@ -35,10 +35,7 @@ from tests.faces import photos
 from tests.media import corpus
 from tests.media.corpus import CASES, CaseUnavailable, CorpusFile
 
-KNOWN_FAILING: dict[str, str] = {
-    "avi_mpeg4_packed": "MP3 from AVI comes out two packets short: 0.993 s where the source has 1.045 s",
-    "avi_mpeg4_bframes": "MP3 from AVI comes out two packets short: 0.993 s where the source has 1.045 s",
-}
+KNOWN_FAILING: dict[str, str] = {}
 """Cases that fail on today's code, with the first line of what goes wrong."""
 
 MODES = ("reencode", "swap")

@@ -15,5 +15,14 @@ class MediaError(UserError):
     """A clip or image that cannot be read or written."""
 
 
+class DiskFull(MediaError):
+    """No space (or no inode) left while writing `path`; `hint` says how much a finish needs."""
+
+    def __init__(self, path: object, reason: str, hint: str = "") -> None:
+        self.path, self.reason, self.hint = path, reason, hint
+        line = f"disk full while writing {path} ({reason})"
+        super().__init__(f"{line}; {hint}" if hint else line)
+
+
 class Cancelled(Exception):
     """The render was cancelled; nothing half-written is left at the output path."""

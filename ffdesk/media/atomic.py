@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
-from ffdesk.errors import MediaError
+from ffdesk.errors import DiskFull, MediaError
 from ffdesk.units import format_bytes
 
 
@@ -63,6 +63,8 @@ def atomic_output(final: Path) -> Iterator[Path]:
     except BaseException as exc:
         _remove(tmp)
         raise_if_disk_full(exc, final)
+        if isinstance(exc, DiskFull) and exc.path == tmp:  # the user knows the output, not its temp name
+            raise DiskFull(final, exc.reason, exc.hint) from exc
         raise
     try:
         if not tmp.exists():
@@ -109,7 +111,7 @@ def raise_if_disk_full(exc: BaseException, path: Path) -> None:
 
 
 def _disk_full(exc: OSError, path: Path) -> NoReturn:
-    raise MediaError(f"disk full while writing {path} ({exc.strerror or 'no space left'})") from exc
+    raise DiskFull(path, exc.strerror or "no space left") from exc
 
 
 def same_file(a: Path, b: Path) -> bool:

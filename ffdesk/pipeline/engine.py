@@ -11,17 +11,19 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-from ffdesk.errors import Cancelled, UserError
+from ffdesk.errors import Cancelled, DiskFull, UserError
 from ffdesk.media import atomic
 from ffdesk.media.decode import (
     DecodedFrame,
@@ -50,6 +52,7 @@ from ffdesk.pipeline.stage import (
     edits_regions_only,
 )
 from ffdesk.types import Frame
+from ffdesk.units import format_bytes
 
 RAW_FRAME = "raw_frame"
 """Annotation key of a pass-through packet's decoded frame (no stage ever sees one)."""
@@ -87,8 +90,10 @@ def run_render(
     _check_output_kind(job, info)
     # Everything that can refuse the job is checked before the stages load their models.
     span = None if info.is_image else _render_range(job, info.video, job.target.name)
+    expected = 0
     if span is not None:
-        atomic.check_disk_space(job.output.parent, _expected_output_bytes(job, info, info.video, span))
+        expected = _expected_output_bytes(job, info, info.video, span)
+        atomic.check_disk_space(job.output.parent, expected)
     for warning in info.warnings:
         emit(ev.Warning(warning))
     t0 = time.perf_counter()
@@ -109,7 +114,11 @@ def run_render(
             if span is None or manifest is None:
                 report = _render_image(job, stages, emit)
             else:
-                report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel))
+                try:
+                    report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel))
+                except DiskFull as exc:
+                    hint = _room_to_finish(manifest, span, expected, job.output.parent)
+                    raise DiskFull(exc.path, exc.reason, hint) from exc
         except BaseException:
             with contextlib.suppress(Exception):
                 _stage_report(stages)  # release models and threads; the first error is what counts
@@ -227,6 +236,30 @@ def _expected_output_bytes(job: RenderJob, info: MediaInfo, video: VideoInfo, sp
     fraction = span.total_frames / max(video.frame_count, 1)
     size = job.target.stat().st_size if job.target.is_file() else pixels // 4
     return int(2 * size * min(1.0, fraction))
+
+
+_FEW_INODES = 16
+"""Fewer free inodes than this is what filled the disk, whatever the free bytes say."""
+
+
+def _room_to_finish(manifest: Manifest, span: _Range, expected: int, folder: Path) -> str:
+    """How much free space the rest of a render needs: the segments still to encode, at the
+    rate the finished ones were written (else at the estimate), plus the joined output."""
+    done = manifest.frames_done
+    written = sum(s.size or 0 for s in manifest.segments)
+    per_frame = written / done if done and written else expected / (2 * max(1, span.total_frames))
+    to_encode = per_frame * max(0, span.total_frames - done)
+    need = int(to_encode + written + to_encode)  # the rest of the segments, then the joined file
+    try:
+        free_bytes = shutil.disk_usage(folder).free
+        inodes = os.statvfs(folder).f_favail if hasattr(os, "statvfs") else None
+    except OSError:
+        return f"to finish, the render needs about {format_bytes(need)} free in {folder}"
+    if inodes is not None and inodes < _FEW_INODES:
+        # the bytes are there; a render creates a file per segment (and a manifest beside them)
+        return f"the file system of {folder} has {inodes} free inodes left (files it can still create)"
+    free = f" ({format_bytes(free_bytes)} free now)"
+    return f"to finish, the render needs about {format_bytes(need)} free in {folder}{free}"
 
 
 def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:

@@ -6,26 +6,41 @@ host-RAM tier for a fast reload, then out entirely), never evicts a model a runn
 prefetches on a background thread, and recovers from out-of-memory errors by freeing memory,
 halving the batch and, if allowed, dropping to a lower precision.
 
+One budget for a whole application: managers made inside `app.sharing(holder)` (on that thread)
+join `app`'s pool instead of keeping their own, so a preview and the renders it runs beside hold
+at most the one budget together, each model labelled with who holds it. A manager made outside
+any `sharing` block keeps a private pool (the command line's renders).
+
+What to evict, what a model will cost and how to recover from out-of-memory are decided by the
+pure functions of `residency_policy`; this module applies them. Loads, offloads and unloads (the
+file and device work) run outside the manager's lock; the lock only guards the bookkeeping.
+`on_change` callbacks run on the thread of the call that changed residency (a background
+prefetch's change is delivered by the next call), never under the lock.
+
 On a GPU the budget is device memory (measured with NVML or torch); on a CPU-only machine it is
 the process's model memory (the larger of the RSS growth and the malloc-heap growth over loading
-plus one warm-up inference, and never less than the file).
+plus one warm-up inference, and never less than the file). The `MemoryProbe` that measures can be
+replaced (tests give a fake one).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
-import os
+import itertools
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from ffdesk.errors import UserError
+from ffdesk.runtime import residency_policy as policy
+from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.memprobe import MemoryProbe, ProcessMemoryProbe
+from ffdesk.runtime.residency_policy import OomAction
 from ffdesk.runtime.sessions import (
     CPU,
     CUDA,
@@ -34,17 +49,33 @@ from ffdesk.runtime.sessions import (
     Session,
     SessionOptions,
     prime_onnxruntime,
-    user_cache_dir,
     warm_up,
 )
+
+__all__ = [
+    "FootprintStore",
+    "ModelStats",
+    "OnnxLoader",
+    "OomAction",
+    "OomEvent",
+    "Plan",
+    "ResidencyManager",
+    "ResidencySnapshot",
+    "ResidentModel",
+    "format_size",
+    "is_oom_error",
+    "parse_size",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 OnChange = Callable[[tuple[tuple[str, int], ...], int | None], None]
-"""Called with ((model key, bytes on the device), ...) and the budget whenever residency changes."""
+"""Called with ((model label, bytes on the device), ...) and the budget whenever residency
+changes. A private manager's labels are its keys; in a shared pool every model of the pool is
+listed, those of joined managers labelled "key (holder)"."""
 
-State = Literal["out", "host", "loading", "device"]
+State = Literal["out", "host", "loading", "device", "evicting"]
 
 
 def parse_size(text: str | int) -> int:
@@ -95,42 +126,6 @@ def is_oom_error(exc: BaseException) -> bool:
     return any(s in msg for s in _OOM_NEEDLES)
 
 
-class FootprintStore:
-    """Measured model footprints, kept in a small JSON file so the next run knows them before
-    loading. Keys are "<file fingerprint>|<precision>|<provider>"."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = Path(path) if path is not None else user_cache_dir() / "footprints.json"
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(fingerprint: str, precision: str, provider: str) -> str:
-        return f"{fingerprint}|{precision}|{provider}"
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return data if isinstance(data, dict) else {}
-        except (OSError, ValueError):
-            return {}
-
-    def get(self, key: str) -> int | None:
-        with self._lock:
-            rec = self._read().get(key)
-        if isinstance(rec, dict) and isinstance(rec.get("bytes"), int):
-            return int(rec["bytes"])
-        return None
-
-    def put(self, key: str, nbytes: int, load_ms: float) -> None:
-        with self._lock:
-            data = self._read()
-            data[key] = {"bytes": int(nbytes), "load_ms": round(load_ms, 1), "at": int(time.time())}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, self.path)
-
-
 @dataclass(frozen=True)
 class OnnxLoader:
     """A loader for an ONNX file: `loader()` builds the session. Carries what the manager needs
@@ -177,8 +172,13 @@ class OomEvent:
     key: str
     batch_before: int
     batch_after: int
-    actions: tuple[str, ...]
+    actions: tuple[OomAction, ...]
     error: str
+    evicted: tuple[str, ...] = ()
+    """The idle models evicted (with `OomAction.EVICTED`)."""
+    precision_before: str | None = None
+    precision_after: str | None = None
+    """The precisions switched between (with `OomAction.DROPPED_PRECISION`)."""
 
 
 @dataclass(frozen=True)
@@ -192,9 +192,42 @@ class Plan:
     fits_all: bool
 
 
+@dataclass(frozen=True)
+class ResidentModel:
+    """One model on the device in a pool: who holds it and what it costs."""
+
+    key: str
+    holder: str
+    """The label of the manager that loaded it ("" for the pool's own manager)."""
+    nbytes: int
+    in_use: bool
+    """A batch is running on it now."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.key} ({self.holder})" if self.holder else self.key
+
+
+@dataclass(frozen=True)
+class ResidencySnapshot:
+    """Every model on the device in a pool, least recently used first, and the budget."""
+
+    models: tuple[ResidentModel, ...]
+    budget_bytes: int | None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.nbytes for m in self.models)
+
+
 @dataclass
 class _Entry:
+    """One registered model. Written only under the pool's lock."""
+
+    slot: str
     key: str
+    owner: int
+    holder: str
     loader: Callable[[], Session]
     size_hint: int | None
     name: str
@@ -217,14 +250,383 @@ class _Entry:
     provider: str = ""
 
 
-def _malloc_trim() -> None:
-    """Hand freed heap back to the OS (glibc keeps it otherwise, and RSS would never drop)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+@dataclass(frozen=True)
+class _Ticket:
+    """What a load needs, copied under the lock when the load is reserved."""
+
+    loader: Callable[[], Session]
+    host: HostCopy | None
+    store_key: Callable[[str], str | None]
+    warmup: bool
+    measured: int | None
+    floor: int
+
+
+@dataclass(frozen=True)
+class _Unload:
+    """An eviction claimed under the lock, carried out after it is released."""
+
+    entry: _Entry
+    session: Session | None
+    keep_host: bool
+
+
+_SHARED: ContextVar[tuple[_Pool, str] | None] = ContextVar("ffdesk_shared_residency", default=None)
+"""The pool (and holder label) managers made in this context join; see `sharing()`."""
+
+_ids = itertools.count(1)
+
+
+class _Pool:
+    """The state one budget covers: every entry of every manager sharing it, the lock, the
+    loader thread and the measuring tools. Methods named `_locked_*` expect the lock held."""
+
+    def __init__(
+        self,
+        budget_bytes: int | None,
+        device: Literal["cuda", "cpu"],
+        device_id: int,
+        host_budget_bytes: int,
+        footprints: FootprintStore,
+        probe: MemoryProbe,
+    ) -> None:
+        self.budget_bytes = budget_bytes
+        self.device = device
+        self.device_id = device_id
+        self.host_budget_bytes = host_budget_bytes
+        self.footprints = footprints
+        self.probe = probe
+        self.cond = threading.Condition()
+        self.load_lock = threading.Lock()
+        self.deliver_lock = threading.RLock()
+        self.entries: dict[str, _Entry] = {}
+        self.views: dict[int, ResidencyManager] = {}
+        self.owner = 0
+        self.dirty: set[int] = set()
+        self.clock = 0
+        self.waiting: set[int] = set()
+        self.peak_bytes = 0
+        self.primed = False
+        self.closed = False
+        self.prefetch_q: queue.Queue[str | None] = queue.Queue()
+        self.prefetch_thread: threading.Thread | None = None
+
+    # ---- bookkeeping (lock held) ----------------------------------------------------------
+
+    def _locked_device_bytes(self, owner: int | None = None) -> int:
+        return sum(
+            e.nbytes
+            for e in self.entries.values()
+            if e.state in ("device", "loading", "evicting") and (owner is None or e.owner == owner)
+        )
+
+    def _locked_host_bytes(self) -> int:
+        return sum(e.host.nbytes for e in self.entries.values() if e.host is not None)
+
+    def _locked_touch(self, e: _Entry) -> None:
+        self.clock += 1
+        e.last_used = self.clock
+
+    def _locked_hold(self, e: _Entry) -> None:
+        tid = threading.get_ident()
+        e.refs += 1
+        e.holders[tid] = e.holders.get(tid, 0) + 1
+        self._locked_touch(e)
+
+    def _locked_changed(self) -> None:
+        """Residency changed: every manager of the pool has an `on_change` due."""
+        self.dirty.update(self.views)
+        self.cond.notify_all()
+
+    def expected_provider(self) -> str:
+        return CUDA if self.device == "cuda" else CPU
+
+    def _locked_estimate(self, e: _Entry) -> int:
+        if e.state in ("device", "loading", "evicting") and e.nbytes:
+            return e.nbytes
+        recorded = None
+        if e.fingerprint:
+            provider = e.provider or self.expected_provider()
+            recorded = self.footprints.get(FootprintStore.key(e.fingerprint, e.precision, provider))
+        return policy.estimate_bytes(
+            recorded=recorded,
+            measured=e.nbytes if e.loads and e.nbytes else None,
+            size_hint=e.size_hint,
+            file_bytes=e.file_bytes,
+        )
+
+    def _locked_fits(self, need: int) -> bool:
+        return policy.fits(need, self._locked_device_bytes(), self.budget_bytes)
+
+    def _locked_waiting_helps(self, tid: int) -> bool:
+        in_flight = any(e.state in ("loading", "evicting") for e in self.entries.values())
+        holders = [e.holders for e in self.entries.values() if e.state == "device" and e.refs > 0]
+        return policy.waiting_helps(tid, in_flight, holders, self.waiting)
+
+    def _locked_loaded(self) -> list[policy.Loaded]:
+        return [
+            policy.Loaded(e.slot, e.nbytes, e.refs > 0, e.last_used)
+            for e in self.entries.values()
+            if e.state == "device"
+        ]
+
+    def _locked_claim(self, victims: Sequence[_Entry], keep_host: bool) -> list[_Unload]:
+        """Mark `victims` as being evicted; their bytes stay counted until `unload` frees them."""
+        claims = []
+        for v in victims:
+            claims.append(_Unload(v, v.session, keep_host))
+            v.session = None
+            v.state = "evicting"
+        return claims
+
+    def _locked_claim_room(self, need: int, exclude: str) -> list[_Unload]:
+        """Claim the idle models to evict (the policy's choice) so `need` more bytes fit."""
+        chosen = policy.choose_evictions(
+            need, self._locked_device_bytes(), self.budget_bytes, self._locked_loaded(), (exclude,)
+        )
+        return self._locked_claim([self.entries[s] for s in chosen], keep_host=True)
+
+    def _locked_reserve(self, e: _Entry, need: int) -> _Ticket:
+        """Mark `e` loading with `need` bytes reserved; what the load needs, copied."""
+        fingerprint, precision, host = e.fingerprint, e.precision, e.host
+        ticket = _Ticket(
+            loader=e.loader,
+            host=host,
+            store_key=lambda provider: (
+                FootprintStore.key(fingerprint, precision, provider) if fingerprint else None
+            ),
+            warmup=e.warmup,
+            measured=e.nbytes if e.loads and e.nbytes else None,
+            floor=e.file_bytes or (host.nbytes if host is not None else 0),
+        )
+        e.state = "loading"
+        e.nbytes = need
+        return ticket
+
+    # ---- work outside the lock -------------------------------------------------------------
+
+    def unload(self, claims: Sequence[_Unload]) -> None:
+        """Carry out claimed evictions: offload to the host tier (reads the model back), close,
+        hand the memory back; then record the outcome under the lock."""
+        if not claims:
+            return
+        copies: list[HostCopy | None] = []
+        for c in claims:
+            host = None
+            if c.session is not None:
+                if c.keep_host and self.host_budget_bytes > 0:
+                    with contextlib.suppress(OSError, MemoryError):
+                        host = c.session.offload()
+                c.session.close()
+            copies.append(host)
+        self.probe.release_freed()
+        with self.cond:
+            for c, host in zip(claims, copies, strict=True):
+                self._locked_settle_evicted(c.entry, host)
+            self._locked_changed()
+
+    def _locked_settle_evicted(self, e: _Entry, host: HostCopy | None) -> None:
+        e.evictions += 1
+        e.state = "out"
+        e.host = None
+        if host is None:
+            return
+        hosted = [
+            policy.Loaded(x.slot, x.host.nbytes, False, x.last_used)
+            for x in self.entries.values()
+            if x.state == "host" and x.host is not None
+        ]
+        drops = policy.choose_host_drops(
+            host.nbytes, self._locked_host_bytes(), self.host_budget_bytes, hosted, (e.slot,)
+        )
+        if drops is None:
+            return
+        for slot in drops:
+            dropped = self.entries[slot]
+            dropped.host = None
+            dropped.state = "out"
+        e.host = host
+        e.state = "host"
+
+    def load(self, e: _Entry, ticket: _Ticket, hold: bool) -> Session:
+        """Load a reserved entry (measuring what it costs), then make it resident."""
+        try:
+            session, load_ms, before, after, recorded = self._open(ticket)
+        except BaseException:
+            with self.cond:
+                e.state = "host" if e.host is not None else "out"
+                e.nbytes = 0 if not e.loads else e.nbytes
+                self._locked_changed()
+            raise
+        store_key = ticket.store_key(session.provider)
+        if recorded is not None:
+            nbytes = recorded
+        elif ticket.measured and not store_key:
+            nbytes = ticket.measured  # measured on the first load of this run; reloads reuse freed memory
+        else:
+            nbytes = policy.measured_footprint(before, after, ticket.floor)
+            if store_key and ticket.host is None:
+                self.footprints.put(store_key, nbytes, load_ms)
+        with self.cond:
+            self._locked_commit(e, session, nbytes, load_ms, ticket.host is not None, hold)
+            claims = self._locked_claim_room(0, exclude=e.slot)
+        self.unload(claims)
+        with self.cond:
+            self.peak_bytes = max(self.peak_bytes, self._locked_device_bytes())
+            view = self.views.get(e.owner)
+            if view is not None:
+                view._locked_note_peak(self._locked_device_bytes(e.owner))
+        return session
+
+    def _open(
+        self, ticket: _Ticket
+    ) -> tuple[Session, float, tuple[int | None, ...], tuple[int | None, ...], int | None]:
+        """Build the session (one load at a time, so each is measured alone)."""
+        with self.load_lock:
+            if not self.primed and isinstance(ticket.loader, OnnxLoader):
+                prime_onnxruntime()
+                self.primed = True
+            before = self.probe.used()
+            t0 = time.perf_counter()
+            session = ticket.host.reload() if ticket.host is not None else ticket.loader()
+            load_ms = (time.perf_counter() - t0) * 1000.0
+            store_key = ticket.store_key(session.provider)
+            recorded = self.footprints.get(store_key) if store_key else None
+            # Warm up only to measure: once the footprint is known, a reload after an
+            # eviction should cost a load, not a load plus an inference.
+            known = recorded is not None or bool(ticket.measured)
+            if ticket.warmup and not known and ticket.host is None:
+                warm_up(session)
+            after = self.probe.used()
+        return session, load_ms, before, after, recorded
+
+    def _locked_commit(
+        self, e: _Entry, session: Session, nbytes: int, load_ms: float, from_host: bool, hold: bool
+    ) -> None:
+        e.session = session
+        e.host = None
+        e.state = "device"
+        e.provider = session.provider
+        e.nbytes = nbytes
+        e.loads += 1
+        e.host_reloads += int(from_host)
+        e.load_ms += load_ms
+        if hold:
+            self._locked_hold(e)
+        else:
+            self._locked_touch(e)
+        self._locked_changed()
+
+    # ---- events -----------------------------------------------------------------------------
+
+    def _locked_resident(self) -> list[_Entry]:
+        return sorted((e for e in self.entries.values() if e.state == "device"), key=lambda e: e.last_used)
+
+    def _locked_snapshot(self) -> ResidencySnapshot:
+        models = tuple(
+            ResidentModel(e.key, "" if e.owner == self.owner else e.holder, e.nbytes, e.refs > 0)
+            for e in self._locked_resident()
+        )
+        return ResidencySnapshot(models, self.budget_bytes)
+
+    def deliver(self) -> None:
+        """Call the `on_change` of every manager with one due, on this thread, outside the lock.
+        Deliveries are serialised, so each manager sees residency in the order it changed."""
+        with self.deliver_lock:
+            with self.cond:
+                if not self.dirty:
+                    return
+                due = [self.views[v] for v in sorted(self.dirty) if v in self.views]
+                self.dirty.clear()
+                snapshot = self._locked_snapshot()
+            for view in due:
+                view._notify(snapshot)
+
+    # ---- prefetch -----------------------------------------------------------------------------
+
+    def _locked_queue_prefetch(self, slot: str) -> None:
+        if self.prefetch_thread is None:
+            self.prefetch_thread = threading.Thread(
+                target=self._prefetch_loop, name="ffdesk-prefetch", daemon=True
+            )
+            self.prefetch_thread.start()
+        self.prefetch_q.put(slot)
+
+    def _prefetch_loop(self) -> None:
+        while True:
+            slot = self.prefetch_q.get()
+            if slot is None:
+                return
+            with self.cond:
+                e = self.entries.get(slot)
+                view = self.views.get(e.owner) if e is not None else None
+                if e is None or view is None or view._closed or self.closed:
+                    continue
+                if e.state in ("device", "loading", "evicting"):
+                    continue
+                need = self._locked_estimate(e)
+                if not self._locked_fits(need):
+                    continue
+                ticket = self._locked_reserve(e, need)
+            with contextlib.suppress(Exception):
+                self.load(e, ticket, hold=False)
+
+    def stop_prefetch(self) -> None:
+        with self.cond:
+            thread = self.prefetch_thread
+        if thread is not None:
+            self.prefetch_q.put(None)
+            thread.join(timeout=30)
+
+    def _locked_wait_settled(self, owner: int | None = None) -> None:
+        """Wait until no load or eviction (of `owner`'s entries, or any) is in flight."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+            e.state in ("loading", "evicting") and (owner is None or e.owner == owner)
+            for e in self.entries.values()
+        ):
+            self.cond.wait(0.1)
+
+    def close_entries(self, owner: int | None) -> None:
+        """Unload the entries of `owner` (every entry when None), closing sessions after the lock."""
+        with self.cond:
+            self._locked_wait_settled(owner)
+            victims = [e for e in self.entries.values() if owner is None or e.owner == owner]
+            sessions = []
+            for e in victims:
+                sessions.append(e.session)
+                e.session = None
+                e.host = None
+                e.state = "out"
+            if owner is not None:
+                for e in victims:
+                    del self.entries[e.slot]
+            self._locked_changed()
+        for s in sessions:
+            if s is not None:
+                s.close()
+        self.probe.release_freed()
+
+
+@dataclass(frozen=True)
+class _Held:
+    session: Session
+
+
+@dataclass(frozen=True)
+class _Evict:
+    claims: list[_Unload]
+
+
+@dataclass(frozen=True)
+class _Load:
+    ticket: _Ticket
 
 
 class ResidencyManager:
-    """Owns every loaded model; see the module docstring."""
+    """Owns every loaded model of its pool's budget; see the module docstring."""
+
+    _pool: _Pool
 
     def __init__(
         self,
@@ -236,36 +638,111 @@ class ResidencyManager:
         allow_precision_drop: bool = False,
         footprints: FootprintStore | None = None,
         device_id: int = 0,
+        probe: MemoryProbe | None = None,
+        share: ResidencyManager | None = None,
+        holder: str = "",
     ) -> None:
         """`budget_bytes` None means unlimited. `host_budget_bytes` bounds the host-RAM tier of
         evicted models; by default it is half the free RAM for a GPU, and 0 on a CPU (where the
-        device *is* host RAM, so a host copy would only count the same memory twice)."""
-        if budget_bytes is not None and budget_bytes <= 0:
-            raise UserError("the memory budget must be more than zero")
-        self.budget_bytes = budget_bytes
-        self.device = device
-        self.device_id = device_id
-        self.allow_precision_drop = allow_precision_drop
+        device *is* host RAM, so a host copy would only count the same memory twice).
+
+        `share` (or, when not given, an enclosing `sharing()` block on this thread) joins that
+        manager's pool: its budget, device, host tier, footprints and probe are used, and
+        `budget_bytes`, `device`, `host_budget_bytes`, `footprints` and `probe` are ignored.
+        `holder` labels this manager's models in the pool ("preview", "render clip.mp4")."""
+        self._id = next(_ids)
         self._on_change = on_change
-        self.footprints = footprints if footprints is not None else FootprintStore()
-        if host_budget_bytes is None:
-            host_budget_bytes = _half_free_ram() if device == "cuda" else 0
-        self.host_budget_bytes = host_budget_bytes
-        self._entries: dict[str, _Entry] = {}
-        self._cond = threading.Condition()
-        self._load_lock = threading.Lock()
-        self._clock = 0
-        self._waiting: set[int] = set()
-        self.peak_model_bytes = 0
+        self.allow_precision_drop = allow_precision_drop
+        self.holder = holder
+        self._closed = False
+        self._peak = 0
         self.oom_events: list[OomEvent] = []
         self._batch_cap: dict[str, int] = {}
         self._redirect: dict[str, str] = {}
-        self._prefetch_q: queue.Queue[str | None] = queue.Queue()
-        self._prefetch_thread: threading.Thread | None = None
-        self._closed = False
-        self._primed = False
+        ambient = _SHARED.get()
+        pool: _Pool
+        if share is not None:
+            pool = share._pool
+        elif ambient is not None:
+            pool, ambient_holder = ambient
+            self.holder = holder or ambient_holder
+        else:
+            pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe)
+        self._pool = pool
+        with self._pool.cond:
+            self._pool.views[self._id] = self
+            if not self._pool.owner:
+                self._pool.owner = self._id
+
+    @staticmethod
+    def _own_pool(
+        budget_bytes: int | None,
+        device: Literal["cuda", "cpu"],
+        device_id: int,
+        host_budget_bytes: int | None,
+        footprints: FootprintStore | None,
+        probe: MemoryProbe | None,
+    ) -> _Pool:
+        if budget_bytes is not None and budget_bytes <= 0:
+            raise UserError("the memory budget must be more than zero")
+        probe = probe if probe is not None else ProcessMemoryProbe(device, device_id)
+        if host_budget_bytes is None:
+            host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
+        store = footprints if footprints is not None else FootprintStore()
+        return _Pool(budget_bytes, device, device_id, host_budget_bytes, store, probe)
+
+    # ---- the pool's settings ----------------------------------------------------------------
+
+    @property
+    def budget_bytes(self) -> int | None:
+        return self._pool.budget_bytes
+
+    @property
+    def device(self) -> Literal["cuda", "cpu"]:
+        return self._pool.device
+
+    @property
+    def device_id(self) -> int:
+        return self._pool.device_id
+
+    @property
+    def host_budget_bytes(self) -> int:
+        return self._pool.host_budget_bytes
+
+    @property
+    def footprints(self) -> FootprintStore:
+        return self._pool.footprints
+
+    @property
+    def shared(self) -> bool:
+        """Whether this manager joined another manager's pool."""
+        return self._pool.owner != self._id
+
+    def set_budget(self, budget_bytes: int | None) -> None:
+        """Change the pool's budget (None: unlimited); idle models over a lower one are evicted."""
+        if budget_bytes is not None and budget_bytes <= 0:
+            raise UserError("the memory budget must be more than zero")
+        pool = self._pool
+        with pool.cond:
+            pool.budget_bytes = budget_bytes
+            claims = pool._locked_claim_room(0, exclude="")
+            pool._locked_changed()
+        pool.unload(claims)
+        pool.deliver()
+
+    @contextlib.contextmanager
+    def sharing(self, holder: str) -> Iterator[None]:
+        """Managers made on this thread inside the block join this manager's pool as `holder`."""
+        token = _SHARED.set((self._pool, holder))
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
 
     # ---- registration and planning -------------------------------------------------------
+
+    def _slot(self, key: str) -> str:
+        return f"{self._id}/{key}"
 
     def register(
         self,
@@ -292,47 +769,47 @@ class ResidencyManager:
         if fingerprint is None:
             with contextlib.suppress(OSError, AttributeError):
                 fingerprint = str(loader.fingerprint)  # type: ignore[attr-defined]
-        with self._cond:
-            old = self._entries.get(key)
-            if old is not None and old.state in ("device", "loading"):
+        self._pool.footprints.get("")  # the file is read here, not under the lock
+        entry = _Entry(
+            slot=self._slot(key),
+            key=key,
+            owner=self._id,
+            holder=self.holder,
+            loader=loader,
+            size_hint=size_hint,
+            name=name,
+            precision=precision,
+            fingerprint=fingerprint,
+            file_bytes=file_bytes,
+            fallback=fallback,
+            warmup=warmup,
+        )
+        with self._pool.cond:
+            old = self._pool.entries.get(entry.slot)
+            if old is not None and old.state in ("device", "loading", "evicting"):
                 raise RuntimeError(f"model {key} is loaded; cannot register it again")
-            self._entries[key] = _Entry(
-                key=key,
-                loader=loader,
-                size_hint=size_hint,
-                name=name,
-                precision=precision,
-                fingerprint=fingerprint,
-                file_bytes=file_bytes,
-                fallback=fallback,
-                warmup=warmup,
-            )
+            self._pool.entries[entry.slot] = entry
 
     def registered(self) -> tuple[str, ...]:
-        with self._cond:
-            return tuple(self._entries)
+        with self._pool.cond:
+            return tuple(e.key for e in self._own())
+
+    def _own(self) -> list[_Entry]:
+        return [e for e in self._pool.entries.values() if e.owner == self._id]
+
+    def _entry(self, key: str) -> _Entry:
+        try:
+            return self._pool.entries[self._slot(key)]
+        except KeyError:
+            raise KeyError(f"model {key!r} is not registered") from None
 
     def _expected_provider(self) -> str:
-        return CUDA if self.device == "cuda" else CPU
+        return self._pool.expected_provider()
 
     def expected_bytes(self, key: str) -> int:
         """What `key` will cost when loaded: measured, recorded, hinted or estimated."""
-        with self._cond:
-            e = self._entry(key)
-            if e.state in ("device", "loading") and e.nbytes:
-                return e.nbytes
-        recorded = None
-        if e.fingerprint:
-            recorded = self.footprints.get(
-                FootprintStore.key(e.fingerprint, e.precision, e.provider or self._expected_provider())
-            )
-        if recorded is not None:
-            return recorded
-        if e.size_hint is not None:
-            return e.size_hint
-        if e.file_bytes is not None:
-            return int(e.file_bytes * 1.25)
-        return 0
+        with self._pool.cond:
+            return self._pool._locked_estimate(self._entry(key))
 
     def plan(self, keys: Sequence[str]) -> Plan:
         """Check before any work that each model fits the budget on its own.
@@ -342,13 +819,12 @@ class ResidencyManager:
         sizes = tuple((k, self.expected_bytes(k)) for k in keys)
         largest, largest_bytes = max(sizes, key=lambda s: s[1]) if sizes else (None, 0)
         total = sum(s for _, s in sizes)
-        if self.budget_bytes is not None and largest is not None and largest_bytes > self.budget_bytes:
-            name = self._entry(largest).name
-            raise UserError(
-                f"memory budget {format_size(self.budget_bytes)} is smaller than {name} "
-                f"({format_size(largest_bytes)}); raise --memory-budget or pick a smaller model"
-            )
-        fits = self.budget_bytes is None or total <= self.budget_bytes
+        budget = self.budget_bytes
+        if budget is not None and largest is not None and largest_bytes > budget:
+            with self._pool.cond:
+                name = self._entry(largest).name
+            raise UserError(_too_small(budget, name, largest_bytes))
+        fits = budget is None or total <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
     # ---- acquire / release ---------------------------------------------------------------
@@ -356,81 +832,71 @@ class ResidencyManager:
     @contextlib.contextmanager
     def acquire(self, key: str) -> Iterator[Session]:
         """The loaded session for `key`, held (never evicted) until the block ends."""
-        active = self._redirect.get(key, key)
+        active = self.active_key(key)
         session = self._checkout(active)
         try:
             yield session
         finally:
             self._release(active, session)
 
-    def _entry(self, key: str) -> _Entry:
-        try:
-            return self._entries[key]
-        except KeyError:
-            raise KeyError(f"model {key!r} is not registered") from None
-
-    def _device_bytes(self) -> int:
-        return sum(e.nbytes for e in self._entries.values() if e.state in ("device", "loading"))
-
-    def _host_bytes(self) -> int:
-        return sum(e.host.nbytes for e in self._entries.values() if e.host is not None)
-
-    def _touch(self, e: _Entry) -> None:
-        self._clock += 1
-        e.last_used = self._clock
-
-    def _hold(self, e: _Entry) -> None:
-        tid = threading.get_ident()
-        e.refs += 1
-        e.holders[tid] = e.holders.get(tid, 0) + 1
-        self._touch(e)
-
     def _checkout(self, key: str, retry: bool = False) -> Session:
-        changed = False
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("the residency manager is closed")
-            e = self._entry(key)
-            tid = threading.get_ident()
-            while True:
-                if e.state == "device" and e.session is not None:
-                    self._hold(e)
-                    return e.session
-                if e.state == "loading":
-                    self._cond.wait(0.5)
-                    continue
-                need = self._expected_unlocked(e)
-                if self.budget_bytes is not None and need > self.budget_bytes:
-                    raise UserError(
-                        f"memory budget {format_size(self.budget_bytes)} is smaller than {e.name} "
-                        f"({format_size(need)}); raise --memory-budget or pick a smaller model"
-                    )
-                changed |= self._make_room(need, exclude=key)
-                if self._fits(need) or not self._blocked_by_others(tid):
-                    break
-                # Models other running batches hold: wait until one is released.
-                self._waiting.add(tid)
-                try:
-                    self._cond.wait(0.5)
-                finally:
-                    self._waiting.discard(tid)
-            e.state = "loading"
-            e.nbytes = need
-        if changed:
-            self._emit()
+        pool = self._pool
+        while True:
+            with pool.cond:
+                if pool.closed or self._closed:
+                    raise RuntimeError("the residency manager is closed")
+                e = self._entry(key)
+                step = self._locked_next_step(e)
+            if isinstance(step, _Evict):
+                pool.unload(step.claims)
+                pool.deliver()
+                continue
+            if isinstance(step, _Held):
+                pool.deliver()
+                return step.session
+            break
         try:
-            self._load(e, hold=True)
+            session = pool.load(e, step.ticket, hold=True)
         except Exception as exc:
             # Out of memory while loading: free every idle model and try once more.
-            if retry or not is_oom_error(exc) or not self.evict_idle(exclude=key, keep_host=False):
+            if retry or not is_oom_error(exc) or not self._evict_idle(e.slot, False, everyone=True):
                 raise
             return self._checkout(key, retry=True)
-        assert e.session is not None
-        return e.session
+        finally:
+            pool.deliver()
+        return session
+
+    def _locked_next_step(self, e: _Entry) -> _Held | _Evict | _Load:
+        """Under the lock: hold `e` if loaded, else claim evictions to make room, else reserve
+        its load; waits while loads or evictions are in flight or others hold what is in the way."""
+        pool = self._pool
+        tid = threading.get_ident()
+        while True:
+            if e.state == "device" and e.session is not None:
+                pool._locked_hold(e)
+                return _Held(e.session)
+            if e.state in ("loading", "evicting"):
+                pool.cond.wait(0.5)
+                continue
+            need = pool._locked_estimate(e)
+            if pool.budget_bytes is not None and need > pool.budget_bytes:
+                raise UserError(_too_small(pool.budget_bytes, e.name, need))
+            claims = pool._locked_claim_room(need, exclude=e.slot)
+            if claims:
+                return _Evict(claims)
+            if pool._locked_fits(need) or not pool._locked_waiting_helps(tid):
+                return _Load(pool._locked_reserve(e, need))
+            # Models other running batches hold: wait until one is released.
+            pool.waiting.add(tid)
+            try:
+                pool.cond.wait(0.5)
+            finally:
+                pool.waiting.discard(tid)
 
     def _release(self, key: str, session: Session) -> None:
-        with self._cond:
-            e = self._entries.get(key)
+        pool = self._pool
+        with pool.cond:
+            e = pool.entries.get(self._slot(key))
             if e is None or e.session is not session:
                 return
             tid = threading.get_ident()
@@ -440,196 +906,69 @@ class ResidencyManager:
                 e.holders[tid] = left
             else:
                 e.holders.pop(tid, None)
-            self._touch(e)
-            self._cond.notify_all()
-
-    def _fits(self, need: int) -> bool:
-        return self.budget_bytes is None or self._device_bytes() + need <= self.budget_bytes
-
-    def _blocked_by_others(self, tid: int) -> bool:
-        """True when models held by other threads (that are not themselves waiting for room) are
-        what stands in the way; then waiting helps. Otherwise loading over budget is the only way
-        forward (this thread holds them, or everyone is waiting on everyone). A model another
-        thread is loading counts as held: its bytes are reserved and it is about to be used."""
-        for e in self._entries.values():
-            if e.state == "loading":
-                return True
-            if e.state == "device" and e.refs > 0:
-                for holder in e.holders:
-                    if holder != tid and holder not in self._waiting:
-                        return True
-        return False
-
-    def _expected_unlocked(self, e: _Entry) -> int:
-        # expected_bytes without re-taking the lock (Condition's lock is not re-entrant).
-        if e.fingerprint:
-            rec = self.footprints.get(
-                FootprintStore.key(e.fingerprint, e.precision, e.provider or self._expected_provider())
-            )
-            if rec is not None:
-                return rec
-        if e.nbytes and e.loads:
-            return e.nbytes
-        if e.size_hint is not None:
-            return e.size_hint
-        return int((e.file_bytes or 0) * 1.25)
-
-    def _make_room(self, need: int, exclude: str) -> bool:
-        """Evict idle models, least recently used first, until `need` more bytes fit."""
-        changed = False
-        while not self._fits(need):
-            idle = [
-                x for x in self._entries.values() if x.state == "device" and x.refs == 0 and x.key != exclude
-            ]
-            if not idle:
-                break
-            self._evict(min(idle, key=lambda x: x.last_used))
-            changed = True
-        return changed
-
-    def _evict(self, e: _Entry, keep_host: bool = True) -> None:
-        session = e.session
-        e.session = None
-        e.state = "out"
-        e.evictions += 1
-        if session is not None:
-            host = None
-            if keep_host and self.host_budget_bytes > 0:
-                with contextlib.suppress(OSError, MemoryError):
-                    host = session.offload()
-            if host is not None:
-                self._make_host_room(host.nbytes, exclude=e.key)
-                if self._host_bytes() + host.nbytes <= self.host_budget_bytes:
-                    e.host = host
-                    e.state = "host"
-            session.close()
-        del session
-        e.nbytes = e.nbytes  # keep the measured size: the next load can be planned with it
-        _malloc_trim()
-
-    def _make_host_room(self, need: int, exclude: str) -> None:
-        while self._host_bytes() + need > self.host_budget_bytes:
-            hosted = [x for x in self._entries.values() if x.host is not None and x.key != exclude]
-            if not hosted:
-                return
-            victim = min(hosted, key=lambda x: x.last_used)
-            victim.host = None
-            if victim.state == "host":
-                victim.state = "out"
-
-    # ---- loading and measuring -----------------------------------------------------------
-
-    def _used_bytes(self) -> tuple[int | None, ...]:
-        """Memory figures whose growth over a load is the model's footprint: on a GPU the
-        device memory in use; on a CPU the RSS (sees every page, but hides a load that reuses
-        memory freed earlier) and the malloc heap in use (immune to that reuse)."""
-        if self.device == "cuda":
-            return (_gpu_used_bytes(self.device_id),)
-        import psutil
-
-        return (int(psutil.Process().memory_info().rss), _heap_in_use())
-
-    def _load(self, e: _Entry, hold: bool) -> None:
-        try:
-            with self._load_lock:
-                if not self._primed:
-                    prime_onnxruntime()
-                    self._primed = True
-                before = self._used_bytes()
-                t0 = time.perf_counter()
-                from_host = e.host is not None
-                session = e.host.reload() if e.host is not None else e.loader()
-                load_ms = (time.perf_counter() - t0) * 1000.0
-                provider = session.provider
-                store_key = (
-                    FootprintStore.key(e.fingerprint, e.precision, provider) if e.fingerprint else None
-                )
-                recorded = self.footprints.get(store_key) if store_key else None
-                # Warm up only to measure: once the footprint is known, a reload after an
-                # eviction should cost a load, not a load plus an inference.
-                known = recorded is not None or bool(e.loads and e.nbytes)
-                if e.warmup and not known and not from_host:
-                    warm_up(session)
-                after = self._used_bytes()
-        except BaseException:
-            with self._cond:
-                e.state = "host" if e.host is not None else "out"
-                e.nbytes = 0 if not e.loads else e.nbytes
-                self._cond.notify_all()
-            raise
-        measured = max(
-            [a - b for a, b in zip(after, before, strict=True) if a is not None and b is not None] + [0]
-        )
-        if recorded is not None:
-            nbytes = recorded
-        elif e.loads and e.nbytes and not store_key:
-            nbytes = e.nbytes  # measured on the first load of this run; reloads reuse freed memory
-        else:
-            # The weights must be somewhere: never believe a delta below the file size (allocator
-            # reuse of freed memory can hide a load entirely).
-            floor = e.file_bytes or 0
-            if not floor:
-                host_copy = e.host
-                floor = host_copy.nbytes if host_copy is not None else 0
-            nbytes = max(measured, floor, 1)
-            if store_key and not from_host:
-                self.footprints.put(store_key, nbytes, load_ms)
-        with self._cond:
-            e.session = session
-            e.host = None
-            e.state = "device"
-            e.provider = provider
-            e.nbytes = nbytes
-            e.loads += 1
-            e.host_reloads += int(from_host)
-            e.load_ms += load_ms
-            if hold:
-                self._hold(e)
-            else:
-                self._touch(e)
-            self._make_room(0, exclude=e.key)
-            self.peak_model_bytes = max(self.peak_model_bytes, self._device_bytes())
-            self._cond.notify_all()
-        self._emit()
-
-    def _emit(self) -> None:
-        if self._on_change is None:
-            return
-        self._on_change(self.resident(), self.budget_bytes)
+            pool._locked_touch(e)
+            pool.cond.notify_all()
 
     # ---- inspection ----------------------------------------------------------------------
 
     def resident(self) -> tuple[tuple[str, int], ...]:
-        """(key, bytes) of every model loaded on the device, least recently used first."""
-        with self._cond:
-            loaded = sorted(
-                (e for e in self._entries.values() if e.state == "device"), key=lambda e: e.last_used
-            )
-            return tuple((e.key, e.nbytes) for e in loaded)
+        """(key, bytes) of every model of this manager loaded on the device, least recently used first."""
+        with self._pool.cond:
+            return tuple((e.key, e.nbytes) for e in self._pool._locked_resident() if e.owner == self._id)
+
+    def snapshot(self) -> ResidencySnapshot:
+        """Every model loaded in the pool (all sharing managers), with who holds it."""
+        with self._pool.cond:
+            return self._pool._locked_snapshot()
 
     def state(self, key: str) -> State:
-        with self._cond:
+        with self._pool.cond:
             return self._entry(key).state
 
     @property
     def model_bytes(self) -> int:
-        with self._cond:
-            return self._device_bytes()
+        """Bytes this manager's models hold on the device."""
+        with self._pool.cond:
+            return self._pool._locked_device_bytes(self._id)
+
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes every model of the pool holds on the device (all sharing managers)."""
+        with self._pool.cond:
+            return self._pool._locked_device_bytes()
+
+    @property
+    def peak_model_bytes(self) -> int:
+        """The most this manager's models held at once."""
+        with self._pool.cond:
+            return self._peak
+
+    @property
+    def pool_peak_bytes(self) -> int:
+        """The most the whole pool held at once (after each load settled)."""
+        with self._pool.cond:
+            return self._pool.peak_bytes
+
+    def _locked_note_peak(self, nbytes: int) -> None:
+        self._peak = max(self._peak, nbytes)
 
     @property
     def oom_recoveries(self) -> int:
-        return len(self.oom_events)
+        with self._pool.cond:
+            return len(self.oom_events)
 
     def batch_limit(self, key: str) -> int | None:
         """The largest batch known to run for `key` after an out-of-memory recovery."""
-        return self._batch_cap.get(key)
+        with self._pool.cond:
+            return self._batch_cap.get(key)
 
     def active_key(self, key: str) -> str:
         """`key`, or the lower-precision key it was switched to after out-of-memory."""
-        return self._redirect.get(key, key)
+        with self._pool.cond:
+            return self._redirect.get(key, key)
 
     def stats(self) -> tuple[ModelStats, ...]:
-        with self._cond:
+        with self._pool.cond:
             return tuple(
                 ModelStats(
                     key=e.key,
@@ -642,77 +981,73 @@ class ResidencyManager:
                     bytes=e.nbytes,
                     load_ms=round(e.load_ms, 1),
                 )
-                for e in self._entries.values()
+                for e in self._own()
                 if e.loads
             )
 
     def report(self) -> dict[str, Any]:
         """The render report's figures: `models`, `peak_model_bytes`, `memory_budget_bytes`,
-        `oom_recoveries` (and `oom_events` describing each)."""
+        `oom_recoveries` (and `oom_events` describing each; their `actions` are `OomAction`
+        values, which JSON writes as strings)."""
+        with self._pool.cond:
+            events = list(self.oom_events)
         return {
             "models": [asdict(s) for s in self.stats()],
             "peak_model_bytes": self.peak_model_bytes,
             "memory_budget_bytes": self.budget_bytes,
-            "oom_recoveries": self.oom_recoveries,
-            "oom_events": [asdict(o) for o in self.oom_events],
+            "oom_recoveries": len(events),
+            "oom_events": [asdict(o) for o in events],
         }
+
+    def _notify(self, snapshot: ResidencySnapshot) -> None:
+        if self._on_change is not None:
+            self._on_change(tuple((m.label, m.nbytes) for m in snapshot.models), snapshot.budget_bytes)
 
     # ---- eviction on request -------------------------------------------------------------
 
     def evict_idle(self, exclude: str | None = None, keep_host: bool = True) -> list[str]:
-        """Evict every loaded model no batch holds (except `exclude`); returns their keys."""
-        with self._cond:
+        """Evict every loaded model of this manager no batch holds (except `exclude`); returns their keys."""
+        freed = self._evict_idle(self._slot(exclude) if exclude else "", keep_host, everyone=False)
+        self._pool.deliver()
+        return freed
+
+    def _evict_idle(self, exclude_slot: str, keep_host: bool, everyone: bool) -> list[str]:
+        """Evict idle models (this manager's, or the whole pool's); their labels."""
+        pool = self._pool
+        with pool.cond:
             victims = [
-                e for e in self._entries.values() if e.state == "device" and e.refs == 0 and e.key != exclude
+                e
+                for e in pool.entries.values()
+                if e.state == "device"
+                and e.refs == 0
+                and e.slot != exclude_slot
+                and (everyone or e.owner == self._id)
             ]
-            for v in victims:
-                self._evict(v, keep_host=keep_host)
-            self._cond.notify_all()
-        if victims:
-            self._emit()
-        return [v.key for v in victims]
+            claims = pool._locked_claim(victims, keep_host)
+        pool.unload(claims)
+        return [e.key if e.owner == self._id else f"{e.key} ({e.holder})" for e in victims]
 
     # ---- prefetch ------------------------------------------------------------------------
 
     def prefetch(self, key: str) -> None:
         """Load `key` in the background if it fits the free budget (no eviction); no-op otherwise."""
-        with self._cond:
-            if self._closed:
+        with self._pool.cond:
+            if self._closed or self._pool.closed:
                 return
             self._entry(key)
-            if self._prefetch_thread is None:
-                self._prefetch_thread = threading.Thread(
-                    target=self._prefetch_loop, name="ffdesk-prefetch", daemon=True
-                )
-                self._prefetch_thread.start()
-        self._prefetch_q.put(key)
-
-    def _prefetch_loop(self) -> None:
-        while True:
-            key = self._prefetch_q.get()
-            if key is None:
-                return
-            with self._cond:
-                e = self._entries.get(key)
-                if e is None or e.state in ("device", "loading") or self._closed:
-                    continue
-                need = self._expected_unlocked(e)
-                if not self._fits(need):
-                    continue
-                e.state = "loading"
-                e.nbytes = need
-            with contextlib.suppress(Exception):
-                self._load(e, hold=False)
+            self._pool._locked_queue_prefetch(self._slot(key))
 
     def wait_prefetched(self, timeout: float = 30.0) -> None:
         """Block until queued prefetches are done (tests, benchmarks)."""
+        pool = self._pool
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            with self._cond:
-                busy = any(e.state == "loading" for e in self._entries.values())
-            if self._prefetch_q.empty() and not busy:
-                return
+            with pool.cond:
+                busy = any(e.state == "loading" for e in pool.entries.values())
+            if pool.prefetch_q.empty() and not busy:
+                break
             time.sleep(0.01)
+        pool.deliver()
 
     # ---- out-of-memory recovery ----------------------------------------------------------
 
@@ -732,8 +1067,9 @@ class ResidencyManager:
         """
         items = list(batch)
         results: list[R] = []
-        active = self._redirect.get(key, key)
-        chunk = max(1, min(max_batch or len(items) or 1, self._batch_cap.get(key, len(items) or 1)))
+        active = self.active_key(key)
+        cap = self.batch_limit(key)
+        chunk = max(1, min(max_batch or len(items) or 1, cap or len(items) or 1))
         i = 0
         while i < len(items):
             part = items[i : i + chunk]
@@ -743,34 +1079,10 @@ class ResidencyManager:
             except Exception as exc:
                 if not is_oom_error(exc):
                     raise
-                actions: list[str] = []
-                freed = self.evict_idle(exclude=active)
-                if freed:
-                    actions.append("evicted " + ", ".join(freed))
-                new_chunk = chunk
-                if chunk > 1:
-                    new_chunk = max(1, (chunk + 1) // 2)
-                    actions.append(f"batch {chunk} -> {new_chunk}")
-                elif not freed:
-                    fb = self._entries[active].fallback if active in self._entries else None
-                    if self.allow_precision_drop and fb is not None and fb in self._entries:
-                        actions.append(
-                            f"precision {self._entries[active].precision} -> {self._entries[fb].precision}"
-                        )
-                        self.evict_idle(keep_host=False)
-                        with self._cond:
-                            ent = self._entries[active]
-                            if ent.state == "device" and ent.refs == 0:
-                                self._evict(ent, keep_host=False)
-                        active = fb
-                        self._redirect[key] = fb
-                    else:
-                        raise
-                self.oom_events.append(
-                    OomEvent(key, chunk, new_chunk, tuple(actions), f"{type(exc).__name__}: {exc}"[:200])
-                )
-                chunk = new_chunk
-                self._batch_cap[key] = chunk
+                step = self._recover(key, active, chunk, exc)
+                if step is None:
+                    raise
+                active, chunk = step
                 continue
             if len(out) != len(part):
                 raise RuntimeError(f"{key}: {len(part)} items in, {len(out)} results out")
@@ -778,26 +1090,61 @@ class ResidencyManager:
             i += len(part)
         return results
 
+    def _recover(self, key: str, active: str, chunk: int, exc: Exception) -> tuple[str, int] | None:
+        """Free memory after an out-of-memory error and decide the retry: (key to use, chunk);
+        None when nothing is left to try."""
+        pool = self._pool
+        freed = self._evict_idle(self._slot(active), keep_host=True, everyone=True)
+        with pool.cond:
+            current = pool.entries.get(self._slot(active))
+            fb = current.fallback if current is not None else None
+            fallback = pool.entries.get(self._slot(fb)) if fb is not None else None
+        step = policy.after_oom(chunk, freed, self.allow_precision_drop and fallback is not None)
+        if step is None:
+            pool.deliver()
+            return None
+        precisions: tuple[str | None, str | None] = (None, None)
+        if step.drop_precision and fallback is not None and current is not None:
+            precisions = (current.precision, fallback.precision)
+            self._evict_idle("", keep_host=False, everyone=True)
+            active = fallback.key
+        event = OomEvent(
+            key,
+            chunk,
+            step.chunk,
+            step.actions,
+            f"{type(exc).__name__}: {exc}"[:200],
+            evicted=tuple(freed),
+            precision_before=precisions[0],
+            precision_after=precisions[1],
+        )
+        with pool.cond:
+            if step.drop_precision:
+                self._redirect[key] = active
+            self.oom_events.append(event)
+            self._batch_cap[key] = step.chunk
+        pool.deliver()
+        return active, step.chunk
+
     # ---- shutdown ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the prefetch thread and unload everything."""
-        with self._cond:
+        """Unload this manager's models. The pool's own manager also stops the prefetch thread
+        and unloads every model of the pool."""
+        pool = self._pool
+        with pool.cond:
+            if self._closed:
+                return
             self._closed = True
-            thread = self._prefetch_thread
-        if thread is not None:
-            self._prefetch_q.put(None)
-            thread.join(timeout=30)
-        with self._cond:
-            for e in self._entries.values():
-                if e.session is not None:
-                    e.session.close()
-                e.session = None
-                e.host = None
-                e.state = "out"
-            self._cond.notify_all()
-        _malloc_trim()
-        self._emit()
+            owns_pool = pool.owner == self._id
+            if owns_pool:
+                pool.closed = True
+        if owns_pool:
+            pool.stop_prefetch()
+        pool.close_entries(None if owns_pool else self._id)
+        pool.deliver()
+        with pool.cond:
+            pool.views.pop(self._id, None)
 
     def __enter__(self) -> ResidencyManager:
         return self
@@ -806,62 +1153,8 @@ class ResidencyManager:
         self.close()
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
-
-
-def _heap_in_use() -> int | None:
-    """Bytes malloc has handed out and not had back (glibc `mallinfo2`); None elsewhere."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        fn = libc.mallinfo2
-    except (OSError, AttributeError):
-        return None
-    fn.restype = _MallInfo2
-    info = fn()
-    return int(info.uordblks + info.hblkhd)
-
-
-def _half_free_ram() -> int:
-    import psutil
-
-    return int(psutil.virtual_memory().available // 2)
-
-
-def _gpu_used_bytes(device_id: int) -> int | None:
-    """This process's memory on the GPU (NVML), else the device's used memory (torch)."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if p.pid == os.getpid() and p.usedGpuMemory is not None:
-                    return int(p.usedGpuMemory)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - fall through to torch
-        pass
-    try:
-        import torch
-
-        free, total = torch.cuda.mem_get_info(device_id)
-        return int(total - free)
-    except Exception:  # noqa: BLE001 - no way to measure
-        return None
+def _too_small(budget: int, name: str, need: int) -> str:
+    return (
+        f"memory budget {format_size(budget)} is smaller than {name} "
+        f"({format_size(need)}); raise --memory-budget or pick a smaller model"
+    )

@@ -14,6 +14,7 @@ from ffdesk.errors import UserError
 from ffdesk.runtime.residency import (
     FootprintStore,
     OnnxLoader,
+    OomAction,
     ResidencyManager,
     format_size,
     is_oom_error,
@@ -151,7 +152,9 @@ def test_injected_oom_is_recovered_without_losing_items(batch_standins_dir: Path
     assert len({round(r - n, 6) for r, n in zip(results, items, strict=True)}) == 1
     assert calls[:3] == [7, 4, 2]
     assert report["oom_recoveries"] == 2
-    assert "evicted arcface_w600k_r50" in report["oom_events"][0]["actions"]
+    first = report["oom_events"][0]
+    assert first["actions"] == (OomAction.EVICTED, OomAction.HALVED_BATCH)
+    assert first["evicted"] == ("arcface_w600k_r50",)
 
 
 def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path) -> None:
@@ -176,8 +179,9 @@ def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path)
                 continue
             assert mgr.run_with_recovery("swap@fp32", run, [1, 2, 3, 4]) == ["fp16"] * 4
             assert mgr.active_key("swap@fp32") == "swap@fp16"
-            actions = [a for e in mgr.report()["oom_events"] for a in e["actions"]]
-            assert "precision fp32 -> fp16" in actions
+            events = mgr.report()["oom_events"]
+            (drop,) = [e for e in events if OomAction.DROPPED_PRECISION in e["actions"]]
+            assert (drop["precision_before"], drop["precision_after"]) == ("fp32", "fp16")
             assert {m["precision"] for m in mgr.report()["models"]} == {"fp32", "fp16"}
             assert mgr.state("swap@fp32") == "out" and mgr.state("swap@fp16") == "device"
 

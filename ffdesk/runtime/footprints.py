@@ -1,0 +1,99 @@
+"""Measured model footprints, remembered between runs so a model's cost is known before loading.
+
+The records live in memory; the JSON file (footprints.json in the user cache) is read once, on the
+first lookup, and written only when a record changes. Keys are
+"<file fingerprint>|<precision>|<provider>".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """One measured model: bytes it holds when loaded, and how long the load took."""
+
+    bytes: int
+    load_ms: float
+    at: int
+
+
+class FootprintStore:
+    """Measured model footprints: an in-memory cache backed by a small JSON file."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            from ffdesk.runtime.sessions import user_cache_dir
+
+            path = user_cache_dir() / "footprints.json"
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._records: dict[str, Footprint] | None = None
+        self.reads = 0
+        """How many times the file was read (once, unless `reload()` is called)."""
+
+    @staticmethod
+    def key(fingerprint: str, precision: str, provider: str) -> str:
+        return f"{fingerprint}|{precision}|{provider}"
+
+    def get(self, key: str) -> int | None:
+        """The recorded bytes for `key`, from memory (the file is read on the first lookup only)."""
+        with self._lock:
+            rec = self._loaded().get(key)
+        return None if rec is None else rec.bytes
+
+    def put(self, key: str, nbytes: int, load_ms: float) -> None:
+        """Record a measurement; the file is rewritten only when the bytes differ from the record."""
+        with self._lock:
+            records = self._loaded()
+            old = records.get(key)
+            if old is not None and old.bytes == int(nbytes):
+                return
+            records[key] = Footprint(int(nbytes), round(load_ms, 1), int(time.time()))
+            self._persist(records)
+
+    def reload(self) -> None:
+        """Forget the cached records; the next lookup reads the file again."""
+        with self._lock:
+            self._records = None
+
+    def _loaded(self) -> dict[str, Footprint]:
+        if self._records is None:
+            self._records = self._read_file()
+        return self._records
+
+    def _read_file(self) -> dict[str, Footprint]:
+        self.reads += 1
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        out: dict[str, Footprint] = {}
+        for key, rec in data.items():
+            if isinstance(rec, dict) and isinstance(rec.get("bytes"), int):
+                load_ms = rec.get("load_ms")
+                at = rec.get("at")
+                out[str(key)] = Footprint(
+                    int(rec["bytes"]),
+                    float(load_ms) if isinstance(load_ms, int | float) else 0.0,
+                    int(at) if isinstance(at, int) else 0,
+                )
+        return out
+
+    def _persist(self, records: dict[str, Footprint]) -> None:
+        data = {k: {"bytes": r.bytes, "load_ms": r.load_ms, "at": r.at} for k, r in records.items()}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a cache: the records stay in memory for this run

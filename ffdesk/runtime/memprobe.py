@@ -1,0 +1,113 @@
+"""How much memory the process uses, as the residency manager measures a model's footprint.
+
+A `MemoryProbe` is handed to `ResidencyManager`; the real one reads the GPU (NVML, else torch) or,
+on a CPU-only machine, the process's RSS and malloc heap. Tests give the manager a fake probe so
+footprints do not depend on what else the test process allocates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from typing import Literal, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class MemoryProbe(Protocol):
+    """What the residency manager asks about memory."""
+
+    def used(self) -> tuple[int | None, ...]:
+        """Figures whose growth over a load is the model's footprint (None: cannot be read)."""
+
+    def host_available(self) -> int:
+        """Bytes of host RAM free now (sizes the host tier of evicted models)."""
+
+    def release_freed(self) -> None:
+        """Hand memory freed by an unload back to the system, so the next reading sees it."""
+
+
+class ProcessMemoryProbe:
+    """This process's memory: on a GPU the device memory in use; on a CPU the RSS (sees every
+    page, but hides a load that reuses memory freed earlier) and the malloc heap in use (immune
+    to that reuse)."""
+
+    def __init__(self, device: Literal["cuda", "cpu"] = "cpu", device_id: int = 0) -> None:
+        self.device = device
+        self.device_id = device_id
+
+    def used(self) -> tuple[int | None, ...]:
+        if self.device == "cuda":
+            return (gpu_used_bytes(self.device_id),)
+        import psutil
+
+        return (int(psutil.Process().memory_info().rss), heap_in_use())
+
+    def host_available(self) -> int:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+
+    def release_freed(self) -> None:
+        malloc_trim()
+
+
+def malloc_trim() -> None:
+    """Hand freed heap back to the OS (glibc keeps it otherwise, and RSS would never drop)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena",
+            "ordblks",
+            "smblks",
+            "hblks",
+            "hblkhd",
+            "usmblks",
+            "fsmblks",
+            "uordblks",
+            "fordblks",
+            "keepcost",
+        )
+    ]
+
+
+def heap_in_use() -> int | None:
+    """Bytes malloc has handed out and not had back (glibc `mallinfo2`); None elsewhere."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        fn = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
+
+
+def gpu_used_bytes(device_id: int) -> int | None:
+    """This process's memory on the GPU (NVML), else the device's used memory (torch)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if p.pid == os.getpid() and p.usedGpuMemory is not None:
+                    return int(p.usedGpuMemory)
+            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - fall through to torch
+        pass
+    try:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(device_id)
+        return int(total - free)
+    except Exception:  # noqa: BLE001 - no way to measure
+        return None

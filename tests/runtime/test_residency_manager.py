@@ -1,0 +1,210 @@
+"""ResidencyManager with fake models and a fake memory probe: bookkeeping, locking, events, sharing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.residency import OomAction, ResidencyManager
+from tests.runtime.conftest import FakeLoader, FakeProbe
+
+MB = 2**20
+
+
+def _manager(probe: FakeProbe, tmp_path: Path, budget: int | None, **kw: object) -> ResidencyManager:
+    return ResidencyManager(
+        budget,
+        "cpu",
+        probe=probe,
+        footprints=FootprintStore(tmp_path / "footprints.json"),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _from_another_thread(fn: Callable[[], object], timeout: float = 2.0) -> bool:
+    """Whether `fn` finishes on another thread in time (it cannot while this thread holds a lock it needs)."""
+    done = threading.Event()
+
+    def run() -> None:
+        fn()
+        done.set()
+
+    t = threading.Thread(target=run, name="ffdesk-test-probe")
+    t.start()
+    t.join(timeout)
+    return done.is_set()
+
+
+def test_footprints_come_from_the_probe(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    with _manager(fake_probe, tmp_path, None) as mgr:
+        mgr.register("a", FakeLoader(fake_probe, 300 * MB, "a"), size_hint=10 * MB, warmup=False)
+        assert mgr.expected_bytes("a") == 10 * MB
+        with mgr.acquire("a"):
+            assert fake_probe.allocated == 300 * MB
+        assert mgr.resident() == (("a", 300 * MB),)
+    assert fake_probe.allocated == 0  # closed
+
+
+def test_an_evicted_model_has_one_size_estimate(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    """After a load and an eviction, planning and loading expect the size measured this run."""
+    with _manager(fake_probe, tmp_path, None) as mgr:
+        mgr.register("a", FakeLoader(fake_probe, 300 * MB, "a"), size_hint=10 * MB, warmup=False)
+        with mgr.acquire("a"):
+            pass
+        assert mgr.evict_idle() == ["a"]
+        assert mgr.state("a") == "out"
+        assert mgr.expected_bytes("a") == 300 * MB
+        assert dict(mgr.plan(["a"]).sizes)["a"] == 300 * MB
+
+
+def test_lru_eviction_under_a_budget(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    events: list[tuple[tuple[str, int], ...]] = []
+    with _manager(fake_probe, tmp_path, 500 * MB, on_change=lambda m, _b: events.append(m)) as mgr:
+        for key in ("a", "b", "c"):
+            mgr.register(key, FakeLoader(fake_probe, 200 * MB, key), size_hint=200 * MB, warmup=False)
+        for key in ("a", "b", "a", "c"):
+            with mgr.acquire(key):
+                assert fake_probe.allocated <= 500 * MB
+        assert {k for k, _ in mgr.resident()} == {"a", "c"}  # b was least recently used
+        assert mgr.peak_model_bytes <= 500 * MB
+    assert all(sum(n for _, n in m) <= 500 * MB for m in events)
+    assert events[-1] == ()
+
+
+def test_offload_and_close_run_outside_the_lock(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    """While a model is read back to the host tier, another thread can still ask the manager."""
+    seen: list[bool] = []
+    holder: list[ResidencyManager] = []
+
+    def probe_manager() -> None:
+        seen.append(_from_another_thread(lambda: holder[0].resident()))
+
+    mgr = _manager(fake_probe, tmp_path, None, host_budget_bytes=1024 * MB)
+    holder.append(mgr)
+    with mgr:
+        loader = FakeLoader(fake_probe, 100 * MB, "a", host_copy=True, on_offload=probe_manager)
+        mgr.register("a", loader, size_hint=100 * MB, warmup=False)
+        mgr.register("b", FakeLoader(fake_probe, 50 * MB, "b", on_load=probe_manager), warmup=False)
+        with mgr.acquire("a"):
+            pass
+        assert mgr.evict_idle() == ["a"]
+        assert mgr.state("a") == "host"
+        with mgr.acquire("b"):
+            pass
+        with mgr.acquire("a"):
+            pass
+        (a,) = [s for s in mgr.stats() if s.key == "a"]
+        assert a.host_reloads == 1 and loader.loads == 1
+    assert seen == [True, True]
+
+
+def test_on_change_runs_on_the_callers_thread_outside_the_lock(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    calls: list[tuple[str, bool]] = []
+    holder: list[ResidencyManager] = []
+
+    def on_change(models: tuple[tuple[str, int], ...], budget: int | None) -> None:
+        free = _from_another_thread(lambda: holder[0].resident())
+        calls.append((threading.current_thread().name, free))
+
+    mgr = _manager(fake_probe, tmp_path, None, on_change=on_change)
+    holder.append(mgr)
+    with mgr:
+        mgr.register("a", FakeLoader(fake_probe, 10 * MB, "a"), warmup=False)
+        mgr.register("b", FakeLoader(fake_probe, 10 * MB, "b"), warmup=False)
+        mgr.prefetch("a")
+        mgr.wait_prefetched()
+        assert mgr.state("a") == "device"
+        with mgr.acquire("b"):
+            pass
+    assert calls, "no residency event"
+    assert {name for name, _ in calls} == {threading.current_thread().name}  # never ffdesk-prefetch
+    assert all(free for _, free in calls)
+
+
+def test_oom_actions_are_an_enum_in_the_report(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    def run(_session: object, chunk: Sequence[int]) -> list[int]:
+        if len(chunk) > 1:
+            raise MemoryError
+        return list(chunk)
+
+    with _manager(fake_probe, tmp_path, None) as mgr:
+        mgr.register("a", FakeLoader(fake_probe, 10 * MB, "a"), warmup=False)
+        mgr.register("idle", FakeLoader(fake_probe, 10 * MB, "idle"), warmup=False)
+        with mgr.acquire("idle"):
+            pass
+        assert mgr.run_with_recovery("a", run, [1, 2, 3]) == [1, 2, 3]
+        report = mgr.report()
+    first, second = report["oom_events"]
+    assert first["actions"] == (OomAction.EVICTED, OomAction.HALVED_BATCH)
+    assert first["evicted"] == ("idle",) and (first["batch_before"], first["batch_after"]) == (3, 2)
+    assert second["actions"] == (OomAction.HALVED_BATCH,) and second["batch_after"] == 1
+    assert json.loads(json.dumps(report))["oom_events"][0]["actions"] == ["evicted", "halved_batch"]
+
+
+def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> None:
+    path = tmp_path / "footprints.json"
+    path.write_text(json.dumps({"k|fp32|cpu": {"bytes": 7, "load_ms": 1.0, "at": 1}}))
+    store = FootprintStore(path)
+    assert [store.get("k|fp32|cpu") for _ in range(50)] == [7] * 50
+    assert store.get("other") is None and store.reads == 1
+    mtime = path.stat().st_mtime_ns
+    store.put("k|fp32|cpu", 7, 3.0)  # unchanged: not rewritten
+    assert path.stat().st_mtime_ns == mtime
+    path.write_text("{}")  # what is on disk is not re-read on each lookup
+    assert store.get("k|fp32|cpu") == 7
+    store.put("new|fp16|cpu", 9, 2.0)
+    assert FootprintStore(path).get("new|fp16|cpu") == 9
+    assert FootprintStore(path).get("k|fp32|cpu") == 7
+
+
+def test_sharing_managers_keep_one_budget(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    app_events: list[tuple[tuple[str, int], ...]] = []
+    app = _manager(fake_probe, tmp_path, 500 * MB, on_change=lambda m, _b: app_events.append(m))
+    with app:
+        with app.sharing("preview"):
+            preview = ResidencyManager(10 * 2**40, "cpu")  # its own budget is ignored: the app's counts
+        render = ResidencyManager(share=app, holder="render clip.mp4")
+        assert preview.shared and render.shared and not app.shared
+        assert preview.budget_bytes == 500 * MB and preview.holder == "preview"
+        for mgr in (preview, render):
+            for key in ("swap", "embed"):
+                mgr.register(key, FakeLoader(fake_probe, 200 * MB, key), size_hint=200 * MB, warmup=False)
+        with preview.acquire("swap"), preview.acquire("embed"):
+            assert fake_probe.allocated == 400 * MB
+        with render.acquire("swap"):
+            assert fake_probe.allocated <= 500 * MB
+            labels = [m.label for m in app.snapshot().models]
+            assert labels[-1] == "swap (render clip.mp4)" and len(labels) == 2
+            assert app.snapshot().total_bytes <= 500 * MB
+        assert preview.resident() == (("swap", 200 * MB),)  # its own models; embed (released first) went
+        render.close()
+        assert [m.holder for m in app.snapshot().models] == ["preview"]
+        app.set_budget(100 * MB)  # lower than what is idle now: evicted
+        assert app.snapshot().models == () and fake_probe.allocated == 0
+        preview.close()
+    assert app_events and all(sum(n for _, n in m) <= 500 * MB for m in app_events)
+    assert any("swap (render clip.mp4)" in dict(m) for m in app_events)
+    assert app.pool_peak_bytes <= 500 * MB
+
+
+def test_a_manager_outside_sharing_keeps_its_own_pool(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    with _manager(fake_probe, tmp_path, 100 * MB) as app:
+        with app.sharing("preview"):
+            pass
+        alone = _manager(fake_probe, tmp_path, 300 * MB)
+        assert not alone.shared and alone.budget_bytes == 300 * MB
+        alone.close()
+
+
+def test_a_zero_budget_is_refused(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    from ffdesk.errors import UserError
+
+    with pytest.raises(UserError, match="more than zero"):
+        _manager(fake_probe, tmp_path, 0)
+    with _manager(fake_probe, tmp_path, None) as mgr, pytest.raises(UserError, match="more than zero"):
+        mgr.set_budget(0)

@@ -44,6 +44,49 @@ def lab_transfer_from_lab(src_lab: Frame, dst: Frame, region: npt.NDArray[np.uin
     return np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), np.uint8)
 
 
+def half_lab(image: Frame) -> Frame:
+    """Every other pixel of every other row of an RGB image, in 8-bit LAB: a quarter of the
+    conversions, and (unlike averaging down) the spread of skin texture is kept."""
+    return np.asarray(cv2.cvtColor(np.ascontiguousarray(image[::2, ::2]), cv2.COLOR_RGB2LAB), np.uint8)
+
+
+def lab_transfer_skin(
+    src_lab: Frame,
+    dst_lab_half: Frame,
+    skin: npt.NDArray[np.uint8],
+    eyes: npt.NDArray[np.float32] | None = None,
+) -> Frame:
+    """`lab_transfer_from_lab` with the statistics of both images measured on the skin only
+    (`skin`: uint8 mask of cheeks, forehead and nose at full size; `dst_lab_half`: the target
+    from `half_lab`), so dark glasses, eye sockets, brows or lipstick do not pull the face's
+    colour. Inside `eyes` (soft 0-1 weights) the lightness keeps its contrast and only moves by
+    the mean, so the whites of the eyes and their highlights stay bright where the skin's
+    contrast is squeezed. Returns RGB."""
+    sub = np.ascontiguousarray(skin[::2, ::2])
+    if cv2.countNonZero(sub) < 16:
+        return np.asarray(cv2.cvtColor(src_lab, cv2.COLOR_LAB2RGB), np.uint8)
+    sm, ss = cv2.meanStdDev(src_lab, mask=skin)
+    dm, ds = cv2.meanStdDev(dst_lab_half, mask=sub)
+    sm, ss, dm, ds = sm.ravel(), ss.ravel(), dm.ravel(), ds.ravel()
+    ratio = np.clip(ds / np.maximum(ss, 1e-3), 0.5, 2.0)
+    offset = dm - sm * ratio
+    base = np.arange(256, dtype=np.float32)[:, None]
+    lut = np.clip(base * ratio + offset + 0.5, 0, 255).astype(np.uint8)
+    out = cv2.LUT(src_lab, np.ascontiguousarray(lut.reshape(256, 1, 3)))
+    if eyes is not None and float(eyes.max(initial=0.0)) > 0.0:
+        gentle_ratio = ratio.copy()
+        gentle_ratio[0] = max(1.0, ratio[0])
+        gentle_offset = dm - sm * gentle_ratio
+        gentle_lut = np.clip(base * gentle_ratio + gentle_offset + 0.5, 0, 255).astype(np.uint8)
+        x, y, w, h = cv2.boundingRect((eyes > 0).view(np.uint8))
+        box = (slice(y, y + h), slice(x, x + w))
+        table = np.ascontiguousarray(gentle_lut.reshape(256, 1, 3))
+        soft = cv2.LUT(np.ascontiguousarray(src_lab[box]), table)
+        wgt = np.ascontiguousarray(eyes[box], np.float32)
+        out[box] = cv2.blendLinear(soft, np.ascontiguousarray(out[box]), wgt, 1.0 - wgt)
+    return np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), np.uint8)
+
+
 def seamless(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame:
     """Poisson (gradient-domain) blend of `src` into `dst` inside `region` (same-size images).
 

@@ -2,8 +2,13 @@
 
 For each target face: piecewise-affine warp of the source face onto the target's mesh (Delaunay
 triangles computed once on the source), a feathered hull mask (optionally keeping the target's
-mouth interior and eyes), LAB colour transfer, a Poisson blend, and an alpha paste. Everything
-runs on the face's bounding region, never on the whole frame.
+mouth interior and eyes), LAB colour transfer measured on the skin only (cheeks, forehead, nose:
+not the eyes, brows or lips, so glasses, dark sockets and make-up do not pull the colour; the
+eyes keep their contrast), a Poisson blend, and an alpha paste. What covers the face is kept:
+triangles the target's mesh folds over (turned away from the camera) are not pasted, nor are
+parts of the target inside the hull that reach in from its edge and are neither skin-coloured
+nor a feature of the face (a hand's sleeve, a microphone, a scarf). Everything runs on the
+face's bounding region, never on the whole frame.
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from typing import Literal
 
 import cv2
 import numpy as np
+import numpy.typing as npt
 
 from ffdesk.faces import mesh
-from ffdesk.faces.mesh import INNER_LIPS, LEFT_EYE, RIGHT_EYE, yaw_ratio
+from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
-from ffdesk.swap.blend import alpha_blend, feathered, lab_transfer_from_lab, seamless
+from ffdesk.swap.blend import alpha_blend, feathered, half_lab, lab_transfer_skin, seamless
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
@@ -52,6 +58,13 @@ class SwapSettings:
     """Faces with more than this fraction of their size beyond the frame edge are skipped."""
     feather: float = 0.06
     """Soft edge width as a fraction of the face size."""
+    keep_occluders: bool = True
+    """Keep what covers the target face (see the module docstring)."""
+    occluder_sigma: float = 4.0
+    """A target pixel whose colour (LAB a, b) is this many standard deviations from the skin's
+    may belong to something in front of the face."""
+    occluder_min_area: float = 0.01
+    """Smallest occluder kept, as a fraction of the face's region."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,8 @@ class ClassicalSwapper:
         hull = cv2.convexHull(np.round(local * 16).astype(np.int32))
         cv2.fillConvexPoly(region, hull, 255, lineType=cv2.LINE_8, shift=4)
         region[~covered] = 0
+        if s.keep_occluders:
+            _unfill_folded(region, self.source, local)
         keep = np.zeros(shape, np.uint8)
         if s.keep_mouth:
             _fill(keep, local, INNER_LIPS)
@@ -156,13 +171,34 @@ class ClassicalSwapper:
             _fill(keep, local, RIGHT_EYE)
             _fill(keep, local, LEFT_EYE)
         radius = max(1, int(s.feather * size))
-        if s.colour_transfer:
-            stats = _shrink(region, max(1, radius // 2))
-            stats[keep > 0] = 0
-            warped = lab_transfer_from_lab(warped, roi, stats)
+        occluders: np.ndarray | None = None
+        if s.colour_transfer or s.keep_occluders:
+            features = _features(local, shape, max(1, radius // 2))
+            skin = _shrink(region, max(1, radius // 2))
+            skin[(features > 0) | (keep > 0)] = 0
+            eyes = np.zeros(shape, np.uint8)
+            _fill_hull(eyes, local, RIGHT_EYE)
+            _fill_hull(eyes, local, LEFT_EYE)
+            soft_eyes = np.asarray(
+                cv2.GaussianBlur(
+                    cv2.dilate(eyes, _DISK3, iterations=max(1, radius // 3)).astype(np.float32) / 255.0,
+                    (0, 0),
+                    max(1.0, radius / 4.0),
+                ),
+                np.float32,
+            )
+            target_lab = half_lab(roi)
+            if s.keep_occluders:
+                occluders = _occluders(target_lab, region, features, skin, s)
+                if occluders is not None:
+                    skin[occluders > 0.05] = 0
+            if s.colour_transfer:
+                warped = lab_transfer_skin(warped, target_lab, skin, soft_eyes)
         if s.seamless:
             warped = seamless(warped, roi, _shrink(region, 2))
         alpha = feathered(region, radius)
+        if occluders is not None:
+            alpha = np.asarray(alpha * (1.0 - occluders), np.float32)
         if keep.any():
             soft_keep = cv2.GaussianBlur(
                 cv2.dilate(keep, np.ones((3, 3), np.uint8), iterations=max(1, radius // 4)).astype(np.float32)
@@ -269,6 +305,81 @@ class SwapGate:
         if abs(yaw_ratio(face.landmarks)) > self.settings.enter_yaw:
             return "profile"
         return None
+
+
+_DISK3 = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
+
+
+def _fill_hull(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:
+    hull = cv2.convexHull(np.round(pts[list(indices)] * 16).astype(np.int32))
+    cv2.fillConvexPoly(mask, hull, 255, lineType=cv2.LINE_8, shift=4)
+
+
+def _features(local: Points, shape: tuple[int, int], grow: int) -> np.ndarray:
+    """Eyes, brows and lips (their hulls grown by `grow` pixels): the parts of a face that are not
+    skin, so neither colour statistics nor the occluder test look at them."""
+    out = np.zeros(shape, np.uint8)
+    for part in (RIGHT_EYE, LEFT_EYE, RIGHT_BROW, LEFT_BROW, OUTER_LIPS):
+        _fill_hull(out, local, part)
+    return np.asarray(cv2.dilate(out, _DISK3, iterations=grow), np.uint8)
+
+
+def _unfill_folded(region: np.ndarray, source: SourceFace, local: Points) -> None:
+    """Clear the triangles that the target's mesh folds over (their winding flips against the
+    source's): on a face turning away they lie behind the nose or the cheek, out of sight."""
+    tris = source.triangles
+    src = np.asarray(source.points, np.float64)[tris]
+    dst = np.asarray(local, np.float64)[:, :2][tris]
+
+    def signed(p: np.ndarray) -> np.ndarray:
+        a, b = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
+        return np.asarray(a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0])
+
+    flipped = np.where(signed(src) * signed(dst) < 0)[0]
+    for t in flipped:
+        cv2.fillConvexPoly(region, np.round(dst[t] * 16).astype(np.int32), 0, cv2.LINE_8, 4)
+
+
+def _occluders(
+    lab_half: np.ndarray, region: np.ndarray, features: np.ndarray, skin: np.ndarray, s: SwapSettings
+) -> np.ndarray | None:
+    """Soft 0-1 weights of what covers the face in the target, or None when nothing does: pixels
+    inside the region whose colour is far from the skin's (median and spread, which what covers
+    part of the skin does not pull), away from the eyes, brows and lips, in blobs that reach in
+    from the region's edge (what is in front of a face comes from outside it) and are not thin
+    lines (glasses' frames, strands of hair)."""
+    reg = np.ascontiguousarray(region[::2, ::2])
+    skin_half = skin[::2, ::2] > 0
+    if cv2.countNonZero(reg) < 64 or int(skin_half.sum()) < 32:
+        return None
+    ab = lab_half[..., 1:3].astype(np.float32)
+    samples = ab[skin_half]
+    centre = np.median(samples, axis=0)
+    spread = np.maximum(1.4826 * np.median(np.abs(samples - centre), axis=0), 2.0)
+    far = (((ab - centre) / spread) ** 2).sum(-1)
+    cand = ((far > s.occluder_sigma**2) & (reg > 0)).view(np.uint8)
+    if not cand.any():
+        return None
+    k = max(3, int(0.04 * max(reg.shape)) | 1)
+    cand = cv2.morphologyEx(cand, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    edge = (reg > 0) & (cv2.erode(reg, _DISK3, iterations=3) == 0)
+    n, labels, _, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
+    touching = np.unique(labels[edge & (labels > 0)])
+    if touching.size == 0:
+        return None
+    # a blob counts by its part on the skin: lips or eyes alone never make an occluder, but
+    # one that covers them is kept whole
+    on_skin = np.bincount(labels[features[::2, ::2] == 0].ravel(), minlength=n)
+    min_area = s.occluder_min_area * cv2.countNonZero(reg)
+    keep = [i for i in touching if on_skin[i] >= min_area]
+    if not keep:
+        return None
+    mask = np.isin(labels, keep).astype(np.uint8) * 255
+    h, w = region.shape
+    full = cv2.resize(mask, (w, h), interpolation=cv2.INTER_LINEAR)
+    full = cv2.dilate(full, _DISK3, iterations=2)
+    soft = cv2.GaussianBlur(full.astype(np.float32) / 255.0, (0, 0), max(1.0, k / 2.0))
+    return np.asarray(np.clip(soft, 0.0, 1.0), np.float32)
 
 
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:

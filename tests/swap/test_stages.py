@@ -47,7 +47,12 @@ def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
     fading in; a face already in the first frame (nothing before it to wait for) is swapped at
     once, at full strength."""
     swapper = ClassicalSwapper(SourceFace.from_face(grace, analyser.analyse(grace)[0]))
-    stages: list[Stage] = [DetectStage(analyser, every=2), TrackStage(analyser, fps=25.0), SwapStage(swapper)]
+
+    def stages_() -> list[Stage]:
+        track = TrackStage(analyser, fps=25.0, swap_settings=swapper.settings)
+        return [DetectStage(analyser, every=2), track, SwapStage(swapper)]
+
+    stages = stages_()
     for stage in stages:
         assert isinstance(stage, Stage)
     empty = photos.background(400, 300, seed=3)
@@ -71,8 +76,7 @@ def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
         "faces_skipped": 0,
         "faces_skipped_by_reason": {},
     }
-    fresh: list[Stage] = [DetectStage(analyser, every=2), TrackStage(analyser, fps=25.0), SwapStage(swapper)]
-    packets, report = _run_stages(fresh, [with_face] * 3)
+    packets, report = _run_stages(stages_(), [with_face] * 3)
     assert [p.annotations["swap_weights"] for p in packets] == [[1.0]] * 3
     assert report["faces_swapped"] == 3
 

@@ -6,7 +6,8 @@
   segment, which start on such frames); stateless. Annotation "detections".
 - track: carries each face's mesh from frame to frame, gives stable track IDs, confirms new
   tracks over a few frames (see `FaceTracker`), smooths the landmarks (One-Euro), picks the faces
-  to swap and decides how strongly (`SwapGate`: hysteresis on size and yaw, fades in and out).
+  to swap and, given the classical swap's settings, decides how strongly (`SwapGate`: hysteresis
+  on size and yaw, fades in and out; without them every chosen face is swapped in full).
   Annotations "faces" (all confirmed faces), "swap_faces" (the chosen ones with a weight above
   0), "swap_weights" (their weights, 0-1) and "swap_skips" (why chosen faces are not swapped).
 - swap: warps the source face onto each chosen face; counts swapped and skipped faces and reports
@@ -35,7 +36,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
-from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapGate, SwapSettings
+from ffdesk.swap.classical import ClassicalSwapper, GateDecision, SourceFace, SwapGate, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
 DETECT_EVERY = 8
@@ -99,16 +100,16 @@ class TrackStage:
         self.fps = fps
         self.selection = selection
         self.reference = reference
-        self.swap_settings = swap_settings or SwapSettings()
+        self.swap_settings = swap_settings
         self._tracker = FaceTracker(analyser, fps=fps)
         self._selector = FaceSelector(selection, reference)
-        self._gate = SwapGate(self.swap_settings)
+        self._gate = SwapGate(swap_settings) if swap_settings is not None else None
         self._last_index: int | None = None
 
     def start(self) -> None:
         self._tracker = FaceTracker(self.analyser, fps=self.fps)
         self._selector = FaceSelector(self.selection, self.reference)
-        self._gate = SwapGate(self.swap_settings)
+        self._gate = SwapGate(self.swap_settings) if self.swap_settings is not None else None
         self._last_index = None
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
@@ -117,7 +118,8 @@ class TrackStage:
             jumped = self._last_index is not None and p.index != self._last_index + 1
             if jumped:
                 self._tracker.reset()  # a jump (resume, seek): nothing carries over
-                self._gate.reset()
+                if self._gate is not None:
+                    self._gate.reset()
             if (self._last_index is None or jumped) and detections is None:
                 detections = self.analyser.detect(  # not a key frame: nothing to track from
                     p.image, threshold=self.analyser.settings.candidate_threshold
@@ -125,7 +127,10 @@ class TrackStage:
             faces = self._tracker.update(p.image, p.index, detections)
             p.annotations["faces"] = faces
             chosen = self._selector.select(p.image, faces)
-            decisions = self._gate.decide(p.image.shape, chosen)
+            if self._gate is None:  # a swapper with its own limits: every chosen face, in full
+                decisions = [GateDecision(1.0, None)] * len(chosen)
+            else:
+                decisions = self._gate.decide(p.image.shape, chosen)
             swap = [(f, d.weight) for f, d in zip(chosen, decisions, strict=True) if d.weight > 0.0]
             p.annotations["swap_faces"] = [f for f, _ in swap]
             p.annotations["swap_weights"] = [w for _, w in swap]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import cast
 
 import av
 import numpy as np
@@ -47,13 +48,13 @@ def write_seed(seed: Seed, folder: Path) -> Path:
     """Write one seed clip (video with a moving picture, a one-second stereo tone)."""
     path = folder / seed.name
     with av.open(str(path), "w", format=seed.container) as out:
-        v = out.add_stream(seed.video, rate=FPS, options=dict(seed.video_options))
+        v = cast(av.VideoStream, out.add_stream(seed.video, rate=FPS, options=dict(seed.video_options)))
         v.width, v.height = WIDTH, HEIGHT
         v.pix_fmt = "yuvj420p" if seed.video == "mjpeg" else "yuv420p"
         if seed.b_frames:
             v.codec_context.max_b_frames = seed.b_frames
         rate = 48000
-        a = out.add_stream(seed.audio, rate=rate, layout="stereo")
+        a = cast(av.AudioStream, out.add_stream(seed.audio, rate=rate, layout="stereo"))
         for i in range(FRAMES):
             frame = av.VideoFrame.from_ndarray(draw_frame(i, WIDTH, HEIGHT), format="rgb24")
             frame.pts = i

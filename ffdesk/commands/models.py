@@ -107,7 +107,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import hash_status, resolve_models_dir, verify
+    from ffdesk.runtime.files import hash_status, reads_of, resolve_models_dir, verify
 
     catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir)
@@ -128,8 +128,11 @@ def _verify(args: argparse.Namespace) -> int:
             for line in problems:
                 print(line, file=sys.stderr)
         else:
-            status = hash_status(spec, path)
-            print(f"{spec.file}: ok" + (" (unverified: no .hash sidecar)" if status == "unverified" else ""))
+            notes = [reads_of(spec, path)]
+            if hash_status(spec, path) == "unverified":
+                notes.append("unverified: no .hash sidecar")
+            note = "; ".join(n for n in notes if n)
+            print(f"{spec.file}: ok" + (f" ({note})" if note else ""))
     if checked == 0 and not bad:
         raise UserError(f"{folder}: no catalog model files found")
     if bad:

@@ -16,14 +16,47 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 
-ModelKind = Literal["swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser"]
-Template = Literal["arcface_112_v2", "arcface_128", "ffhq_512", "none"]
+ModelKind = Literal[
+    "swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser", "converter"
+]
+Template = Literal["arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "none"]
+Identity = Literal["projected", "unit", "converted", "image"]
 HashKind = Literal["crc32", "sha256"]
 Dim = int | str
 """A fixed dimension (int >= 0) or a dynamic one (-1 or a symbol such as "N")."""
 
-KINDS: tuple[str, ...] = ("swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser")
-TEMPLATES: tuple[str, ...] = ("arcface_112_v2", "arcface_128", "ffhq_512", "none")
+KINDS: tuple[str, ...] = (
+    "swapper",
+    "recognizer",
+    "detector",
+    "landmarker",
+    "enhancer",
+    "occluder",
+    "parser",
+    "converter",
+)
+TEMPLATES: tuple[str, ...] = (
+    "arcface_112_v1",
+    "arcface_112_v2",
+    "arcface_128",
+    "ffhq_512",
+    "mtcnn_512",
+    "none",
+)
+IDENTITIES: tuple[str, ...] = ("projected", "unit", "converted", "image")
+"""How a swapper takes the source identity:
+
+- projected: the raw recogniser embedding times the model's last initializer, over its norm
+  (inswapper);
+- unit: the unit-length embedding (hyperswap);
+- converted: the raw embedding through a separate converter model (`options.converter`), used
+  as it comes out or made unit-length (`options.converted_unit`) (ghost, simswap, hififace);
+- image: an aligned crop of the source face (`options.source_template`) instead of an
+  embedding (blendswap, uniface).
+"""
+DESCRIPTION_SUFFIX = ".toml"
+"""A model file not in the catalog can be described by `<stem>.toml` beside it, holding one
+`[[model]]` table in the catalog's format."""
 DTYPES: tuple[str, ...] = ("float32", "float16", "float64", "int64", "int32", "uint8")
 
 
@@ -103,6 +136,13 @@ class ModelSpec:
     sha256: str | None = None
     description: str = ""
     options: tuple[tuple[str, Any], ...] = ()
+    identity: str = ""
+    """Swappers: how the source identity enters the model (one of `IDENTITIES`)."""
+    extra_outputs: bool = True
+    """Whether a file may have more outputs than listed: true where the processor reads its
+    outputs by position (every FaceFusion processor does), so extra heads are ignored."""
+    source: str = ""
+    """Where the facts of this entry come from (for `models list` and the README)."""
 
     @property
     def framework(self) -> str:
@@ -231,6 +271,11 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
             raise ValueError(f"hash {hash_kind!r}")
         here = f"{where} model {name!r}"
         options = raw.get("options", {})
+        identity = str(raw.get("identity", ""))
+        if kind == "swapper" and identity not in IDENTITIES:
+            raise ValueError(f"identity {identity!r} (a swapper needs one of {', '.join(IDENTITIES)})")
+        if kind == "swapper" and identity == "converted" and not options.get("converter"):
+            raise ValueError("identity 'converted' needs options.converter")
         return ModelSpec(
             name=name,
             kind=kind,
@@ -243,8 +288,11 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
             sha256=cast(str | None, raw.get("sha256")),
             description=str(raw.get("description", "")),
             options=tuple((str(k), _freeze(v)) for k, v in options.items()),
+            identity=identity,
+            extra_outputs=bool(raw.get("extra_outputs", True)),
+            source=str(raw.get("source", "")),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{where}: bad model entry ({exc})") from exc
 
 
@@ -263,3 +311,34 @@ def load_catalog(path: Path | None = None) -> Catalog:
     if dupes:
         raise UserError(f"{path}: duplicate model names {', '.join(dupes)}")
     return Catalog(models=models, source=path)
+
+
+def description_path(model_file: Path) -> Path:
+    """Where a description of a model file the catalog does not know would be: `<stem>.toml`."""
+    return Path(model_file).with_suffix(DESCRIPTION_SUFFIX)
+
+
+def load_description(model_file: Path) -> ModelSpec | None:
+    """The user's own catalog entry for `model_file` (`<stem>.toml` beside it), or None when
+    there is none. Its `file` is the model file's name whatever the description says."""
+    from dataclasses import replace
+
+    path = description_path(model_file)
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the model description ({exc.strerror})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not a valid model description ({exc})") from exc
+    entries = data.get("model", [])
+    if isinstance(entries, dict):
+        entries = [entries]
+    if len(entries) != 1:
+        raise UserError(f"{path}: a model description holds exactly one [[model]] table")
+    raw = dict(entries[0])
+    raw.setdefault("name", Path(model_file).stem)
+    raw.setdefault("file", Path(model_file).name)
+    spec = _model(raw, str(path))
+    return replace(spec, file=Path(model_file).name)

@@ -173,6 +173,14 @@ def _fmt(shape: Iterable[Dim]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+def _accepted_dtypes(role: str, want: str) -> tuple[str, ...]:
+    """The element types a tensor may have: the catalog's, and for a float32 output also float16
+    (a half-precision build; every processor converts outputs to float32 as it reads them)."""
+    if role == "output" and want == "float32":
+        return ("float32", "float16")
+    return (want,)
+
+
 def _check_tensor(file: str, role: str, label: str, want: TensorSpec, got: Any) -> list[str]:
     problems: list[str] = []
     dims = _dims(got)
@@ -190,17 +198,30 @@ def _check_tensor(file: str, role: str, label: str, want: TensorSpec, got: Any) 
         if int(g) != int(w):
             problems.append(f"{file}: {role} {label} is {_fmt(dims)}, expected {_fmt(want.shape)}")
             break
-    if elem != want.dtype:
+    if elem not in _accepted_dtypes(role, want.dtype):
         problems.append(f"{file}: {role} {label} is {elem}, expected {want.dtype}")
     return problems
 
 
+def _graph_inputs(model: Any) -> list[Any]:
+    inits = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in inits]
+
+
+def input_signature(model: Any) -> str:
+    """A loaded model's inputs as `'name' [dims]`, comma-separated (for messages)."""
+    return ", ".join(f"{i.name!r} {_fmt(_dims(i))}" for i in _graph_inputs(model)) or "none"
+
+
 def check_contract(spec: ModelSpec, model: Any, file: str | None = None) -> list[str]:
-    """Problems with a loaded `onnx.ModelProto` against `spec`'s inputs and outputs."""
+    """Problems with a loaded `onnx.ModelProto` against `spec`'s inputs and outputs.
+
+    Outputs are compared by position. A file may have more outputs than the catalog lists where
+    the processor reads fixed positions (`spec.extra_outputs`): the extra ones are never read.
+    """
     file = file or spec.file
     graph = model.graph
-    inits = {i.name for i in graph.initializer}
-    inputs = [i for i in graph.input if i.name not in inits]
+    inputs = _graph_inputs(model)
     problems: list[str] = []
     by_name = {i.name: i for i in inputs}
     named = [w for w in spec.inputs if w.name]
@@ -218,8 +239,10 @@ def check_contract(spec: ModelSpec, model: Any, file: str | None = None) -> list
             problems += _check_tensor(file, "input", f"{idx} ({g.name!r})", w, g)
     outputs = list(graph.output)
     required = [w for w in spec.outputs if not w.optional]
-    if not len(required) <= len(outputs) <= len(spec.outputs):
-        problems.append(f"{file}: has {len(outputs)} outputs, expected {len(spec.outputs)}")
+    most = None if spec.extra_outputs else len(spec.outputs)
+    if len(outputs) < len(required) or (most is not None and len(outputs) > most):
+        want = f"at least {len(required)}" if most is None else str(len(spec.outputs))
+        problems.append(f"{file}: has {len(outputs)} outputs, expected {want}")
     else:
         for idx, (w, g) in enumerate(zip(spec.outputs, outputs, strict=False)):
             label = repr(w.name) if w.name else f"{idx} ({g.name!r})"
@@ -236,6 +259,25 @@ def check_contract(spec: ModelSpec, model: Any, file: str | None = None) -> list
                 f"{file}: last initializer (identity projection) is {got}, expected {_fmt(shape)}"
             )
     return problems
+
+
+def describe_reads(spec: ModelSpec, model: Any) -> str:
+    """What ffdesk reads of a (verified) file's outputs, e.g. "reads output 0 of 3 (1-2 unused)"."""
+    outputs = list(model.graph.output)
+    used = min(len(spec.outputs), len(outputs))
+    half = [
+        str(i)
+        for i, (w, g) in enumerate(zip(spec.outputs, outputs, strict=False))
+        if w.dtype == "float32" and g.type.tensor_type.elem_type == 10
+    ]
+    which = "output 0" if used == 1 else f"outputs 0-{used - 1}"
+    text = f"reads {which} of {len(outputs)}"
+    if len(outputs) > used:
+        rest = str(used) if len(outputs) == used + 1 else f"{used}-{len(outputs) - 1}"
+        text += f" by position ({rest} not used)"
+    if half:
+        text += f"; float16 output {','.join(half)} read as float32"
+    return text
 
 
 def load_onnx(path: Path) -> Any:
@@ -279,6 +321,16 @@ def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
     elif status == "unverified" and strict:
         problems.insert(0, f"{name}: no {sidecar_path(path).name} sidecar to check the file against")
     return problems
+
+
+def reads_of(spec: ModelSpec, path: Path) -> str:
+    """`describe_reads` of a file on disk ("" for torch weights or a file that does not load)."""
+    if spec.framework != "onnx":
+        return ""
+    try:
+        return describe_reads(spec, load_onnx(Path(path)))
+    except UserError:
+        return ""
 
 
 def load_torch_weights(path: Path) -> dict[str, Any]:

@@ -150,7 +150,14 @@ def _dims(t: TensorSpec, dynamic_batch: bool) -> list[int | str]:
 
 
 def _finish(
-    spec: ModelSpec, g: _Graph, outputs: Sequence[str], dynamic_batch: bool, last_init: Any = None
+    spec: ModelSpec,
+    g: _Graph,
+    outputs: Sequence[str],
+    dynamic_batch: bool,
+    last_init: Any = None,
+    *,
+    float16_outputs: bool = False,
+    extra_outputs: int = 0,
 ) -> Any:
     from onnx import helper
 
@@ -159,10 +166,20 @@ def _finish(
     ]
     outs = []
     renamed = []
-    for idx, (t, produced) in enumerate(zip(spec.outputs, outputs, strict=True)):
-        name = t.name or (f"output{idx}" if idx else "output")
+    specs = list(spec.outputs[: len(outputs)])
+    produced_all = list(outputs[: len(spec.outputs)])
+    for k in range(extra_outputs):
+        # auxiliary heads (BiSeNet's, CodeFormer's): output 0's shape, never read by ffdesk
+        produced_all.append(g.op("Mul", [outputs[0], g.const(np.array([0.5 + 0.1 * k], np.float32), "aux")]))
+        specs.append(spec.outputs[0])
+    for idx, (t, produced) in enumerate(zip(specs, produced_all, strict=True)):
+        name = (t.name if idx < len(spec.outputs) else "") or (f"output{idx}" if idx else "output")
+        dtype = t.dtype
+        if float16_outputs and dtype == "float32":
+            produced = g.op("Cast", [produced], to=_TYPES["float16"])
+            dtype = "float16"
         renamed.append(helper.make_node("Identity", [produced], [name], name=f"output_{idx}"))
-        outs.append(helper.make_tensor_value_info(name, _TYPES[t.dtype], _dims(t, dynamic_batch)))
+        outs.append(helper.make_tensor_value_info(name, _TYPES[dtype], _dims(t, dynamic_batch)))
     inits = list(g.inits) + ([last_init] if last_init is not None else [])
     graph = helper.make_graph(g.nodes + renamed, spec.name, ins, outs, inits)
     model = helper.make_model(
@@ -181,6 +198,9 @@ def _swapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> tuple[lis
     # The identity projection is the last initializer (as in inswapper); the stand-in also reads
     # it (times zero) so it is not a dead weight that loaders warn about and optimisers drop.
     source = "source"
+    if spec.identity == "image":  # a face crop: pooled features become the 512-d style
+        feat = g.cbr(g.cbr(source, 3, w.base, s=2), w.base, w.deep, s=2)
+        source = g.gemm(g.op("Flatten", [g.op("GlobalAveragePool", [feat])], axis=1), w.deep, 512)
     if spec.option("projection") == "last_initializer":
         zero = g.const(np.zeros(1, np.float32), "zero")
         source = g.op("Add", [source, g.op("Mul", [g.op("MatMul", [source, "emap"]), zero])])
@@ -310,6 +330,53 @@ def _landmarker(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[s
     return [marks, heat]
 
 
+def _yunet(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    """Twelve outputs: class score, objectness, box, keypoints per stride (8/16/32), one anchor
+    per point, rank 3 with a batch axis; scores near zero so no faces are found."""
+    feats = _backbone(g, "input", w, (8, 16, 32))
+    groups: dict[int, list[str]] = {1: [], 2: [], 4: [], 10: []}
+    for n, key in ((1, 1), (1, 2), (4, 4), (10, 10)):
+        for s in (8, 16, 32):
+            feat, c = feats[s]
+            h = g.op("Transpose", [g.conv(feat, c, n, k=1)], perm=[0, 2, 3, 1])
+            h = g.reshape(h, [0, -1, n])
+            if n == 1:
+                h = g.op("Mul", [g.op("Sigmoid", [h]), g.const(np.array([1e-2], np.float32), "s")])
+            groups[key].append(h)
+    return groups[1] + groups[2] + groups[4] + groups[10]
+
+
+# Each of the 68 points as a fixed mix of the five (eyes, nose, mouth corners), so the stand-in
+# turns with the face: jaw ends beside the eyes, the rest spread between the five.
+def _fan_68_5_weights() -> npt.NDArray[np.float32]:
+    mix = np.zeros((68, 5), np.float32)
+    for k in range(68):
+        a, b = k % 5, (k * 3 + 1) % 5
+        t = (k % 7) / 7.0
+        mix[k, a] += 1.0 - t
+        mix[k, b] += t
+    mix[0] = [1.5, -0.5, 0.0, 0.0, 0.0]
+    mix[16] = [-0.5, 1.5, 0.0, 0.0, 0.0]
+    return mix
+
+
+def _point_mapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    """fan_68_5: [N, 5, 2] -> [N, 68, 2], each point a fixed mix of the five, plus a small
+    learned-looking correction."""
+    mix = g.const(_fan_68_5_weights(), "mix")
+    mapped = g.op("MatMul", [mix, "input"])  # [68, 5] x [N, 5, 2] -> [N, 68, 2]
+    flat = g.reshape("input", [-1, 10])
+    nudge = g.reshape(g.gemm(flat, 10, 136, std=1e-3), [-1, 68, 2])
+    return [g.op("Add", [mapped, nudge])]
+
+
+def _converter(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    """An embedding converter: 512 -> 512 (two linear layers with a ReLU between)."""
+    hidden = 1024 if realistic else 64
+    h = g.relu(g.gemm("input", 512, hidden))
+    return [g.gemm(h, hidden, 512)]
+
+
 def _image_to_image(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
     """U-Net-like enhancer (GFPGAN-sized when realistic); CodeFormer's weight scales the skips."""
     size = int(spec.inputs[0].shape[2])
@@ -390,6 +457,7 @@ REALISTIC_WIDTH = {
     "landmarker": Width(base=64, deep=256, blocks=8),
     "occluder": Width(base=32, deep=128, blocks=2),
     "parser": Width(base=64, deep=256, blocks=2),
+    "converter": Width(base=64, deep=1024, blocks=0),
 }
 
 
@@ -400,8 +468,12 @@ def build_standin(
     extra_blocks: int = 0,
     dynamic_batch: bool = False,
     seed: int = 0,
+    float16_outputs: bool = False,
+    extra_outputs: int = 0,
 ) -> Any:
-    """An `onnx.ModelProto` honouring `spec`'s contract."""
+    """An `onnx.ModelProto` honouring `spec`'s contract. `float16_outputs`: float32 outputs
+    become float16 (as some half-precision builds have them); `extra_outputs`: that many
+    auxiliary outputs after the listed ones (as exports with extra heads have them)."""
     width = REALISTIC_WIDTH[spec.kind] if realistic else SMALL
     if realistic and spec.kind == "swapper" and spec.resolution == 256:
         width = Width(width.base, 896, width.blocks)  # 256-px swappers: ~100M parameters
@@ -413,16 +485,28 @@ def build_standin(
     elif spec.kind == "recognizer":
         outputs = _recognizer(spec, width, g, realistic)
     elif spec.kind == "detector":
-        outputs = (_yolo if len(spec.outputs) == 1 else _anchor_detector)(spec, width, g, realistic)
+        builder = {1: _yolo, 12: _yunet}.get(len(spec.outputs), _anchor_detector)
+        outputs = builder(spec, width, g, realistic)
     elif spec.kind == "landmarker":
-        outputs = _landmarker(spec, width, g, realistic)
+        mapper = spec.inputs[0].rank == 3
+        outputs = (_point_mapper if mapper else _landmarker)(spec, width, g, realistic)
+    elif spec.kind == "converter":
+        outputs = _converter(spec, width, g, realistic)
     elif spec.kind == "enhancer":
         outputs = _image_to_image(spec, width, g, realistic)
     elif spec.kind == "occluder":
         outputs = _occluder(spec, width, g, realistic)
     else:
         outputs = _parser(spec, width, g, realistic)
-    return _finish(spec, g, outputs, dynamic_batch, last)
+    return _finish(
+        spec,
+        g,
+        outputs,
+        dynamic_batch,
+        last,
+        float16_outputs=float16_outputs,
+        extra_outputs=extra_outputs,
+    )
 
 
 def _example_feed(spec: ModelSpec, batch: int = 1) -> dict[str, npt.NDArray[Any]]:
@@ -502,14 +586,23 @@ def write_standin(
     dynamic_batch: bool = False,
     threads: int = 1,
     seed: int = 0,
+    float16_outputs: bool = False,
+    extra_outputs: int = 0,
 ) -> StandinInfo:
     """Write `<out_dir>/<spec.file>` and its `.hash` sidecar. With `cost_ms`, the stand-in is
-    padded until one batch-1 inference takes about that long here (with `threads` ORT threads)."""
+    padded until one batch-1 inference takes about that long here (with `threads` ORT threads).
+    `float16_outputs` and `extra_outputs` as in `build_standin`."""
     extra = 0
     if cost_ms is not None and not realistic:
         extra = calibrate_extra_blocks(spec, cost_ms, threads=threads, dynamic_batch=dynamic_batch)
     model = build_standin(
-        spec, realistic=realistic, extra_blocks=extra, dynamic_batch=dynamic_batch, seed=seed
+        spec,
+        realistic=realistic,
+        extra_blocks=extra,
+        dynamic_batch=dynamic_batch,
+        seed=seed,
+        float16_outputs=float16_outputs,
+        extra_outputs=extra_outputs,
     )
     params = int(sum(int(np.prod(t.dims)) for t in model.graph.initializer))
     ms = time_model(model, spec, threads) if cost_ms is not None else None
@@ -522,7 +615,9 @@ def write_standin(
         block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(FP16_KEEP_FLOAT32))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "number truncated to 1e-07" for tiny random weights
-            model = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+            model = float16.convert_float_to_float16(
+                model, keep_io_types=True, op_block_list=block, check_fp16_ready=False
+            )
     save_onnx_atomic(model, dest)
     del model
     write_sidecar(dest)

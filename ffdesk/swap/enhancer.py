@@ -1,10 +1,17 @@
-"""Face restoration with GFPGAN 1.4 or CodeFormer (FaceFusion-compatible, 512 px, ffhq_512 crops)."""
+"""Face restoration with FaceFusion-compatible enhancers (GFPGAN, CodeFormer, GPEN-BFR, RestoreFormer++).
+
+Each family's crop template and size come from its catalog entry; every one takes RGB in
+[-1, 1] and gives output 0 in [-1, 1]. A model with an input called `weight` (CodeFormer) gets
+the fidelity weight as a float64 [1]. The restored face is pasted back and then mixed with the
+frame it was pasted into by `blend` (FaceFusion's face enhancer blend, 0.8 by default).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -12,7 +19,14 @@ import numpy.typing as npt
 from ffdesk.faces.recognizer import Runner, accepts_batch, first_output, run_batched
 from ffdesk.types import Frame
 
+if TYPE_CHECKING:
+    from ffdesk.runtime.catalog import ModelSpec
+
 F32 = npt.NDArray[np.float32]
+DEFAULT_WEIGHT = 0.5
+"""FaceFusion's default face enhancer weight (CodeFormer's fidelity)."""
+DEFAULT_BLEND = 0.8
+"""FaceFusion's default face enhancer blend (80 %)."""
 
 
 @dataclass(frozen=True)
@@ -25,12 +39,32 @@ class EnhancerSpec:
     output: str | None = None
 
 
+def enhancer_spec(model: ModelSpec) -> EnhancerSpec:
+    """The processor settings of a catalog (or described) enhancer entry."""
+    image = next((t for t in model.inputs if t.layout), None)
+    if image is None or model.resolution is None:
+        raise ValueError(f"{model.name}: an enhancer needs a fixed-size image input")
+    weight = next((t.name for t in model.inputs if t.name == "weight"), None)
+    return EnhancerSpec(
+        size=model.resolution,
+        template=model.template,
+        input_name=image.name,
+        weight_input=weight,
+        output=model.outputs[0].name or None,
+    )
+
+
 def spec_for(name: str) -> EnhancerSpec:
-    """The spec of a known enhancer name (file stem)."""
-    stem = Path(name).stem
-    if stem.startswith("codeformer"):
-        return EnhancerSpec(weight_input="weight")
-    return EnhancerSpec()
+    """The spec of a catalog enhancer by name (or file name); `UserError` for any other name."""
+    from ffdesk.errors import UserError
+    from ffdesk.runtime.catalog import load_catalog
+
+    catalog = load_catalog()
+    model = catalog.get(name) if name in catalog else catalog.by_file(Path(name).name)
+    model = model or catalog.get(Path(name).stem)
+    if model.kind != "enhancer":
+        raise UserError(f"{model.name} is a {model.kind} model, not an enhancer")
+    return enhancer_spec(model)
 
 
 def to_model_input(crops: npt.NDArray[np.uint8]) -> F32:
@@ -40,15 +74,23 @@ def to_model_input(crops: npt.NDArray[np.uint8]) -> F32:
 
 
 def from_model_output(y: np.ndarray) -> npt.NDArray[np.uint8]:
-    """N x 3 x S x S in [-1, 1] -> N x S x S x 3 RGB uint8."""
+    """N x 3 x S x S in [-1, 1] (float32 or float16) -> N x S x S x 3 RGB uint8."""
     x = (np.clip(np.asarray(y, np.float32), -1, 1) + np.float32(1.0)) * np.float32(127.5)
     return np.clip(x.transpose(0, 2, 3, 1) + np.float32(0.5), 0, 255).astype(np.uint8)
 
 
 class FaceEnhancer:
-    """Restores aligned 512-px crops; `blend` mixes the result with the input (1 = all enhanced)."""
+    """Restores aligned crops; `blend` mixes the result with the input (1 = all enhanced);
+    `fidelity` is the weight input of models that have one."""
 
-    def __init__(self, runner: Runner, spec: EnhancerSpec, *, blend: float = 0.8, fidelity: float = 1.0):
+    def __init__(
+        self,
+        runner: Runner,
+        spec: EnhancerSpec,
+        *,
+        blend: float = DEFAULT_BLEND,
+        fidelity: float = DEFAULT_WEIGHT,
+    ):
         self.runner = runner
         self.spec = spec
         self.blend = float(np.clip(blend, 0.0, 1.0))

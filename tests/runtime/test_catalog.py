@@ -21,6 +21,33 @@ REQUIRED = (
     "codeformer",
     "xseg_1",
     "bisenet_resnet_34",
+    # what a FaceFusion 3.x models folder holds beyond those
+    "fan_68_5",
+    "xseg_2",
+    "xseg_3",
+    "bisenet_resnet_18",
+    "gfpgan_1.2",
+    "gfpgan_1.3",
+    "gpen_bfr_256",
+    "gpen_bfr_512",
+    "gpen_bfr_1024",
+    "gpen_bfr_2048",
+    "restoreformer_plus_plus",
+    "yunet_2023_mar",
+    "ghost_1_256",
+    "ghost_2_256",
+    "ghost_3_256",
+    "simswap_256",
+    "simswap_unofficial_512",
+    "hififace_unofficial_256",
+    "blendswap_256",
+    "uniface_256",
+    "crossface_ghost",
+    "crossface_simswap",
+    "crossface_hififace",
+    "arcface_converter_ghost",
+    "arcface_converter_simswap",
+    "arcface_converter_hififace",
 )
 
 
@@ -54,7 +81,57 @@ def test_contracts_match_the_published_files(catalog: Catalog) -> None:
         "enhancer",
         "occluder",
         "parser",
+        "converter",
     }
+
+
+def test_every_entry_names_where_its_facts_come_from(catalog: Catalog) -> None:
+    for spec in catalog:
+        assert spec.source, spec.name
+        if spec.kind == "swapper":
+            assert spec.identity in ("projected", "unit", "converted", "image"), spec.name
+
+
+def test_swapper_families_are_data(catalog: Catalog) -> None:
+    identity = {s.name: s.identity for s in catalog.by_kind("swapper")}
+    assert identity["inswapper_128"] == "projected"
+    assert identity["hyperswap_1b_256"] == "unit"
+    assert {identity[n] for n in ("ghost_2_256", "simswap_256", "hififace_unofficial_256")} == {"converted"}
+    assert identity["blendswap_256"] == identity["uniface_256"] == "image"
+    for spec in catalog.by_kind("swapper"):
+        if spec.identity == "converted":
+            names = [spec.option("converter"), *spec.option("converter_alternatives", ())]
+            assert all(catalog.get(n).kind == "converter" for n in names), spec.name
+    assert catalog.get("simswap_256").option("converted_unit") is True
+    assert catalog.get("ghost_1_256").option("converted_unit") is None
+    assert catalog.get("hififace_unofficial_256").template == "mtcnn_512"
+    assert catalog.get("ghost_3_256").template == "arcface_112_v1"
+    assert catalog.get("uniface_256").input("source").shape == (1, 3, 256, 256)
+    assert catalog.get("blendswap_256").input("source").shape == (1, 3, 112, 112)
+
+
+def test_enhancer_sizes_and_templates_follow_facefusion(catalog: Catalog) -> None:
+    sizes = {s.name: (s.resolution, s.template) for s in catalog.by_kind("enhancer")}
+    assert sizes["gpen_bfr_256"] == (256, "arcface_128")
+    assert sizes["gpen_bfr_1024"] == (1024, "ffhq_512")
+    assert sizes["gpen_bfr_2048"] == (2048, "ffhq_512")
+    assert sizes["restoreformer_plus_plus"] == (512, "ffhq_512")
+    assert len(catalog.get("yunet_2023_mar").outputs) == 12
+    assert catalog.get("2dfan4").inputs[0].color == "BGR"
+    assert catalog.get("fan_68_5").inputs[0].shape == (1, 5, 2)
+
+
+def test_a_swapper_without_an_identity_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "catalog.toml"
+    bad.write_text('[[model]]\nname = "x"\nkind = "swapper"\nfile = "x.onnx"\ninputs = []\noutputs = []\n')
+    with pytest.raises(UserError, match="identity ''"):
+        load_catalog(bad)
+    bad.write_text(
+        '[[model]]\nname = "x"\nkind = "swapper"\nidentity = "converted"\nfile = "x.onnx"\n'
+        "inputs = []\noutputs = []\n"
+    )
+    with pytest.raises(UserError, match="needs options.converter"):
+        load_catalog(bad)
 
 
 def test_normalisation_round_trips(catalog: Catalog) -> None:

@@ -156,3 +156,44 @@ def test_torch_weights_only(tmp_path: Path) -> None:
 
 class _Payload:
     """A pickled object: `weights_only=True` must refuse to rebuild it."""
+
+
+def test_extra_outputs_are_accepted_where_outputs_are_read_by_position(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    from ffdesk.runtime.files import describe_reads
+
+    for name in ("bisenet_resnet_34", "codeformer"):
+        spec = catalog.get(name)
+        path = tmp_path / spec.file
+        model = build_standin(spec, extra_outputs=2)
+        assert len(model.graph.output) == 3
+        onnx.save(model, path)
+        assert verify(spec, path) == [], name
+        assert describe_reads(spec, model) == "reads output 0 of 3 by position (1-2 not used)"
+    # an entry that reads by name and count keeps refusing them
+    strict = replace(catalog.get("xseg_1"), extra_outputs=False)
+    path = tmp_path / "xseg_1.onnx"
+    onnx.save(build_standin(strict, extra_outputs=1), path)
+    assert "xseg_1.onnx: has 2 outputs, expected 1" in verify(strict, path)
+    # too few outputs are still a problem
+    spec = catalog.get("2dfan4")
+    few = replace(spec, outputs=spec.outputs[:1])
+    path = tmp_path / "2dfan4.onnx"
+    onnx.save(build_standin(few), path)
+    assert "2dfan4.onnx: has 1 outputs, expected at least 2" in verify(spec, path)
+
+
+def test_float16_outputs_are_accepted_float16_inputs_are_not(catalog: Catalog, tmp_path: Path) -> None:
+    from ffdesk.runtime.files import describe_reads
+
+    spec = catalog.get("inswapper_128_fp16")
+    path = tmp_path / spec.file
+    model = build_standin(spec, float16_outputs=True)
+    assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    onnx.save(model, path)
+    assert verify(spec, path) == []
+    assert describe_reads(spec, model) == "reads output 0 of 1; float16 output 0 read as float32"
+    half_in = replace(spec, inputs=(replace(spec.inputs[0], dtype="float16"), spec.inputs[1]))
+    onnx.save(build_standin(half_in), path)
+    assert "inswapper_128_fp16.onnx: input 'target' is float16, expected float32" in verify(spec, path)

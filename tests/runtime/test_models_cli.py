@@ -89,3 +89,19 @@ def test_import_as_refuses_a_name_that_is_a_path(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "a model name, not a path" in lines[0] and "Traceback" not in err
     assert not pack.exists() and not (tmp_path / "inswapper_128.onnx").exists()
+
+
+def test_verify_says_which_outputs_are_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    catalog = load_catalog()
+    pack = tmp_path / "m"
+    write_standin(catalog.get("bisenet_resnet_18"), pack, extra_outputs=2)
+    write_standin(catalog.get("inswapper_128_fp16"), pack, float16_outputs=True)
+    write_standin(catalog.get("xseg_2"), pack)
+    assert main(["models", "verify", "--models-dir", str(pack)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "bisenet_resnet_18.onnx: ok (reads output 0 of 3 by position (1-2 not used))" in out
+    assert "inswapper_128_fp16.onnx: ok (reads output 0 of 1; float16 output 0 read as float32)" in out
+    assert "xseg_2.onnx: ok (reads output 0 of 1)" in out

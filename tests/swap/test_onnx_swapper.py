@@ -10,13 +10,18 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ffdesk.errors import UserError
 from ffdesk.swap.onnx_swapper import (
     OnnxSwapper,
+    from_model_output,
+    identity_input,
     merge_tiles,
     project_source,
     read_projection,
+    source_image_input,
     spec_for,
     split_tiles,
+    to_model_input,
 )
 
 
@@ -167,5 +172,77 @@ def test_catalog_contracts_give_the_same_specs_as_the_known_families(tmp_path: P
         spec = catalog.get(name)
         derived = _swapper_spec(ModelChoice("swapper", name, tmp_path / spec.file, spec))
         assert derived == spec_for(name), name
-    unknown = _swapper_spec(ModelChoice("swapper", "my_swapper", tmp_path / "my_swapper.onnx", None))
-    assert unknown == spec_for("inswapper_128")
+    assert spec_for("inswapper_128").source == "projected"
+    assert spec_for("hyperswap_1a_256").source == "normed"
+    with pytest.raises(UserError, match="unknown swapper"):
+        _swapper_spec(ModelChoice("swapper", "my_swapper", tmp_path / "my_swapper.onnx", None))
+    with pytest.raises(UserError, match="unknown model 'my_swapper'"):
+        spec_for("my_swapper.onnx")
+
+
+def test_each_family_is_fed_as_its_catalog_entry_says() -> None:
+    simswap = spec_for("simswap_256")
+    assert simswap.size == 256 and simswap.template == "arcface_112_v1" and simswap.source == "converted_unit"
+    np.testing.assert_allclose(simswap.mean, (0.485, 0.456, 0.406), atol=1e-6)
+    assert simswap.out_mean == 0.0 and simswap.out_std == 1.0  # its output is 0..1 as it comes
+    ghost = spec_for("ghost_1_256")
+    assert ghost.source == "converted" and ghost.mean == ghost.out_mean == 0.5
+    assert spec_for("hififace_unofficial_256").template == "mtcnn_512"
+    assert spec_for("simswap_unofficial_512").size == 512
+    blend = spec_for("blendswap_256")
+    assert blend.takes_image and (blend.source_template, blend.source_size) == ("arcface_112_v2", 112)
+    uni = spec_for("uniface_256")
+    assert uni.takes_image and (uni.source_template, uni.source_size) == ("ffhq_512", 256)
+    # ImageNet-normalised input, unnormalised output: a mid-grey pixel comes back as the model's value
+    crops = np.full((1, 256, 256, 3), 128, np.uint8)
+    x = to_model_input(crops, simswap)
+    np.testing.assert_allclose(
+        x[0, :, 0, 0], (128 / 255 - np.array([0.485, 0.456, 0.406])) / [0.229, 0.224, 0.225], rtol=1e-5
+    )
+    back = from_model_output(np.full((1, 3, 256, 256), 0.25, np.float16), simswap)
+    assert back.dtype == np.uint8 and back[0, 0, 0].tolist() == [64, 64, 64]
+
+
+def test_several_photos_are_averaged_as_each_family_does() -> None:
+    rng = np.random.default_rng(7)
+    photos = rng.normal(size=(3, 512)).astype(np.float32) * np.array([[1.0], [3.0], [0.5]], np.float32)
+    units = photos / np.linalg.norm(photos, axis=1, keepdims=True)
+    # hyperswap: the mean of the unit-length embeddings, not made unit-length again
+    hyper = identity_input(photos, spec_for("hyperswap_1a_256"))
+    np.testing.assert_allclose(hyper[0], units.mean(0), rtol=1e-5)
+    assert np.linalg.norm(hyper) < 0.99
+    # inswapper: the mean raw embedding, projected and divided by its norm
+    w = rng.normal(size=(512, 512)).astype(np.float32)
+    ins = identity_input(photos, spec_for("inswapper_128"), w)
+    mean = photos.mean(0)
+    np.testing.assert_allclose(ins[0], mean @ w / np.linalg.norm(mean), rtol=1e-4, atol=1e-5)
+    # converted: the mean raw embedding through the converter; unit-length after it for simswap
+    seen: list[np.ndarray] = []
+
+    def convert(e: np.ndarray) -> np.ndarray:
+        seen.append(e)
+        return e * 2.0
+
+    ghost = identity_input(photos, spec_for("ghost_1_256"), convert=convert)
+    np.testing.assert_allclose(seen[0][0], mean, rtol=1e-5)
+    np.testing.assert_allclose(ghost[0], mean * 2.0, rtol=1e-5)
+    sim = identity_input(photos, spec_for("simswap_256"), convert=convert)
+    np.testing.assert_allclose(sim[0], mean / np.linalg.norm(mean), rtol=1e-5)
+    with pytest.raises(ValueError, match="converter"):
+        identity_input(photos, spec_for("ghost_1_256"))
+    with pytest.raises(ValueError, match="source image"):
+        identity_input(photos, spec_for("uniface_256"))
+
+
+def test_an_image_identity_swapper_gets_the_source_crop_in_every_batch_row() -> None:
+    runner = Recorder()
+    spec = spec_for("blendswap_256")
+    swapper = OnnxSwapper(runner, spec)
+    crop = np.zeros((112, 112, 3), np.uint8)
+    crop[0, 0] = (255, 0, 51)
+    source = source_image_input(crop, spec)
+    assert source.shape == (1, 3, 112, 112)
+    swapper.swap(np.zeros((2, 256, 256, 3), np.uint8), source)
+    feed = runner.calls[0]["source"]
+    assert feed.shape == (2, 3, 112, 112)
+    np.testing.assert_allclose(feed[1, :, 0, 0], [1.0, 0.0, 0.2], atol=1e-6)

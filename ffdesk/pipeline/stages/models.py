@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -75,24 +75,44 @@ class ModelChoice:
     spec: ModelSpec | None
 
 
+_UNKNOWN = {
+    "swapper": "how the source identity enters it, its crop template or how its pixels are scaled",
+    "enhancer": "its crop template, its size or how its pixels are scaled",
+}
+"""What cannot be read off a file of these kinds; other kinds given by path run as their family."""
+
+
 def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> ModelChoice:
     """Find and check the file for a catalog name or an .onnx path, before any work.
 
-    `UserError` naming the file and what is wrong: missing, truncated, not ONNX, hash mismatch,
-    or inputs/outputs that break the catalog's contract.
+    A path whose file the catalog does not know is run by the contract in `<stem>.toml` beside
+    it when there is one; a swapper or enhancer without one is refused in one line (its inputs
+    do not say how it is fed). `UserError` naming the file and what is wrong: missing, truncated,
+    not ONNX, hash mismatch, or inputs/outputs that break the contract.
     """
-    from ffdesk.runtime.files import find_model, load_onnx, verify
+    from ffdesk.runtime.catalog import description_path, load_description
+    from ffdesk.runtime.files import find_model, input_signature, load_onnx, verify
 
     as_path = Path(value).expanduser()
     if as_path.suffix.lower() == ".onnx":
         path = as_path if as_path.is_absolute() or as_path.exists() else models_dir / as_path
         if not path.is_file():
             raise UserError(f"{path}: model file not found")
-        spec = catalog.by_file(path.name)
+        spec = load_description(path)
         if spec is not None and spec.kind != kind:
-            spec = None
+            raise UserError(f"{description_path(path).name} describes a {spec.kind} model, not a {kind}")
         if spec is None:
-            load_onnx(path)  # at least a whole ONNX file
+            spec = catalog.by_file(path.name)
+            if spec is not None and spec.kind != kind:
+                spec = None
+        if spec is None:
+            model = load_onnx(path)  # at least a whole ONNX file
+            if kind in _UNKNOWN:
+                raise UserError(
+                    f"{path.name}: unknown {kind} (inputs {input_signature(model)}): ffdesk cannot tell "
+                    f"{_UNKNOWN[kind]}; describe it in {description_path(path).name} beside it "
+                    "(a [[model]] table as in the catalog) or rename it to the catalog file it is"
+                )
     else:
         spec = catalog.get(value)
         if spec.kind != kind:
@@ -140,6 +160,7 @@ class ModelRender:
             kind, default = MASK_MODELS[mask]
             self.masks[mask] = resolve_model(default, kind, folder, cat)
         self.swap_spec = _swapper_spec(self.swapper)
+        self.converter = self._converter(folder)
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
@@ -178,8 +199,21 @@ class ModelRender:
         self.quality_flags: list[dict[str, Any]] = []
 
     def _all(self) -> list[ModelChoice]:
-        found = [self.swapper, self.recognizer, self.detector, self.enhancer]
+        found = [self.swapper, self.recognizer, self.converter, self.detector, self.enhancer]
         return [c for c in found if c is not None]
+
+    def _converter(self, folder: Path) -> ModelChoice | None:
+        """The embedding converter a converted-identity swapper needs (the first of its names
+        found in the folder: FaceFusion 3.4+ calls them crossface_*, earlier arcface_converter_*)."""
+        spec = self.swapper.spec
+        if spec is None or not self.swap_spec.converts:
+            return None
+        names = [str(spec.option("converter")), *(str(n) for n in spec.option("converter_alternatives", ()))]
+        for name in names:
+            if name in self.catalog and (folder / self.catalog.get(name).file).is_file():
+                return resolve_model(name, "converter", folder, self.catalog)
+        files = " or ".join(self.catalog.get(n).file if n in self.catalog else n for n in names)
+        raise UserError(f"{self.swapper.name} needs its embedding converter {files} in {folder}")
 
     def _register(self, choice: ModelChoice, precision: str, path: Path) -> str:
         from ffdesk.runtime.residency import OnnxLoader
@@ -240,6 +274,14 @@ class ModelRender:
     def _embed_sources(self) -> None:
         from ffdesk.media.decode import read_image
 
+        spec = self.swap_spec
+        if spec.takes_image:
+            # the first photo's face, aligned as the family expects (FaceFusion: the first source)
+            crop = warp_face(self.source_image, self.source_face.kps, spec.source_template, spec.source_size)[
+                0
+            ]
+            self.source_vector = sw.source_image_input(crop, spec)
+            return
         crops = [warp_face(self.source_image, self.source_face.kps, "arcface_112_v2", 112)[0]]
         for path in self.job.sources[1:]:
             image = read_image(path)
@@ -250,8 +292,24 @@ class ModelRender:
         def embed(session: Runner, chunk: Sequence[Frame]) -> list[npt.NDArray[np.float32]]:
             return list(ArcFaceRecognizer(session).embed_crops(np.stack(chunk)))
 
-        mean = np.mean(np.stack(self.run("recognizer", embed, crops)), axis=0).astype(np.float32)
-        self.source_vector = sw.source_vector(mean, self.swap_spec, self.projection)
+        embeddings = np.stack(self.run("recognizer", embed, crops))
+        self.source_vector = sw.identity_input(
+            embeddings, spec, self.projection, self._convert if spec.converts else None
+        )
+
+    def _convert(self, embedding: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """The converter model's output for one 1 x 512 embedding (read by position)."""
+        assert self.converter is not None
+        spec = self.converter.spec
+        name = spec.inputs[0].name if spec is not None else "input"
+
+        def convert(
+            session: Runner, chunk: Sequence[npt.NDArray[np.float32]]
+        ) -> list[npt.NDArray[np.float32]]:
+            out = session.run({name: np.asarray(chunk[0], np.float32).reshape(1, -1)})
+            return [np.asarray(next(iter(out.values())), np.float32).reshape(1, -1)]
+
+        return self.run("converter", convert, [embedding])[0]
 
     def _prepare_variant(self) -> None:
         from ffdesk.runtime import precision as prec
@@ -332,29 +390,22 @@ def _ignore(_event: ev.Event) -> None:
 
 
 def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
-    base = sw.spec_for(choice.name if choice.spec is None else choice.spec.name)
-    spec = choice.spec
-    if spec is None:
-        return base
-    form = str(spec.option("embedding", "projected"))
-    source: sw.SourceForm = {"projected": "projected", "normalized": "normed", "normed": "normed"}.get(
-        form, "raw"
-    )  # type: ignore[assignment]
-    size = spec.resolution or base.size
-    names = [t.name for t in spec.inputs]
-    target = next((t for t in spec.inputs if t.layout), None)
-    mean = float(target.mean[0]) / 255.0 if target else base.mean
-    std = float(target.std[0]) / 255.0 if target else base.std
-    return replace(
-        base,
-        size=size,
-        mean=mean,
-        std=std,
-        source=source,
-        template=spec.template if spec.template != "none" else base.template,
-        target_input=target.name if target else base.target_input,
-        source_input=next((n for n in names if n != (target.name if target else "")), base.source_input),
-    )
+    """The swapper's processor settings from its catalog entry or description."""
+    if choice.spec is None:
+        raise UserError(f"{choice.path.name}: unknown swapper (no catalog entry or description)")
+    try:
+        return sw.swapper_spec(choice.spec)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _enhancer_spec(choice: ModelChoice) -> enh.EnhancerSpec:
+    if choice.spec is None:
+        raise UserError(f"{choice.path.name}: unknown enhancer (no catalog entry or description)")
+    try:
+        return enh.enhancer_spec(choice.spec)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _detector_kind(name: str) -> str:
@@ -495,7 +546,7 @@ class EnhanceStage:
         self.max_batch = max_batch
         self.reports = reports
         assert ctx.enhancer is not None
-        self.spec = enh.spec_for(ctx.enhancer.name)
+        self.spec = _enhancer_spec(ctx.enhancer)
         self.mask = mk.box_mask(self.spec.size, blur=0.3)
 
     def start(self) -> None:

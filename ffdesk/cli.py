@@ -9,7 +9,9 @@ Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 1 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import time
 import traceback
@@ -97,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else 0
+    except BrokenPipeError:
+        # the reader went away (`ffdesk probe CLIP | head`): stop quietly, as command-line tools do
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         log = _write_crash_log()
         where = f" (details in {log})" if log else ""

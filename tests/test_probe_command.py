@@ -119,3 +119,18 @@ def test_an_unreadable_file_is_exit_2(tmp_path: Path, clips: dict[str, Path]) ->
 def test_usage_errors_are_exit_2() -> None:
     assert _run("probe").returncode == 2
     assert _run("probe", "x.mp4", "--encoder", "vp9").returncode == 2
+
+
+def test_a_reader_that_stops_early_is_not_an_error(clips: dict[str, Path]) -> None:
+    """`ffdesk probe CLIP | head -1`: the pipe closes under the table; no internal error."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ffdesk", "probe", str(clips["avi"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # gone before the table is written, as `head` is after its line
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) in (0, 141)
+    assert "internal error" not in err and "Traceback" not in err, err

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
+from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
 from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.queue_view import QueueView
@@ -144,8 +145,11 @@ class MainWindow(QMainWindow):
         self.session = SessionModel(self)
         self.status = StatusLog(self)
         self.residency = ResidencyModel(self)
-        self.queue = QueueController(queue_path, autostart=autostart, parent=self)
-        self.preview_worker = PreviewWorker()
+        self.memory = AppMemory(parent=self)
+        """The one memory budget the preview and every queued render share."""
+        self.memory.changed.connect(self.residency.set)
+        self.queue = QueueController(queue_path, autostart=autostart, memory=self.memory, parent=self)
+        self.preview_worker = PreviewWorker(self.memory)
         self.sampler = self._start_sampler() if telemetry else None
         self.telemetry = TelemetryModel(self.sampler, self)
         self._requested_sources: set[Path] = set()
@@ -197,6 +201,8 @@ class MainWindow(QMainWindow):
         s.settingsChanged.connect(lambda: self.inspector.follow_encoder(s.settings.encoder))
         self.inspector.inspected.connect(self._on_clip_inspected)
         self.preview_worker.ready.connect(s.set_preview)
+        self.preview_worker.memoryChanged.connect(self.telemetry.on_event)
+        s.settingsChanged.connect(self._follow_budget)
         self.preview_view.canvas.sizeChanged.connect(
             self.preview_worker.set_display_size, Qt.ConnectionType.DirectConnection
         )
@@ -214,6 +220,7 @@ class MainWindow(QMainWindow):
             if warning:
                 self.status.post("warning", warning)
         self._restore()
+        self._follow_budget()
         QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
     # -- assembly -------------------------------------------------------------------------
@@ -394,11 +401,16 @@ class MainWindow(QMainWindow):
         entry = self.queue.add(job)
         self.status.post("info", f"queued {job.target.name} → {entry.job.output.name}")
 
+    def _follow_budget(self) -> None:
+        """The shared budget follows the control (renders and the preview apply it on their threads)."""
+        mb = self.session.settings.memory_budget_mb
+        self.memory.set_budget(mb * 2**20 if mb > 0 else None)
+
     def _on_render_event(self, entry_id: str, event: Any) -> None:
+        # The budget bar follows the shared manager (`self.memory`), which sees preview and
+        # renders together; a render's own MemoryChanged events feed the graphs.
         self.telemetry.on_event(event)
-        if isinstance(event, ev.MemoryChanged):
-            self.residency.set(event.models, event.budget_bytes)
-        elif isinstance(event, ev.Done):
+        if isinstance(event, ev.Done):
             self._markers_from_report(entry_id, event.report)
 
     def _markers_from_report(self, entry_id: str, report: dict[str, Any]) -> None:
@@ -497,6 +509,7 @@ class MainWindow(QMainWindow):
         self.preview_worker.shutdown()
         self.inspector.shutdown()
         self.queue.shutdown()
+        self.memory.close()
         if self.sampler is not None:
             self.sampler.stop()
 

@@ -337,7 +337,9 @@ class StatusLog(QObject):
 
 
 class ResidencyModel(QObject):
-    """Models resident on the device (name, bytes) and the budget, from `MemoryChanged` events."""
+    """Models resident on the device and the budget, as the window's shared manager reports them:
+    (label, bytes) pairs where the label names the model and who holds it
+    ("inswapper_128@fp32 (preview)", "... (render clip.mp4)"), so the bar shows the sum."""
 
     changed = Signal()
 

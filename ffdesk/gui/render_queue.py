@@ -9,6 +9,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.worker import RenderWorker
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
@@ -30,12 +31,20 @@ class QueueController(QObject):
     message = Signal(str, str)  # level, text
     jobFinished = Signal(str, str)  # id, final state
 
-    def __init__(self, path: Path | None = None, *, autostart: bool = True, parent: QObject | None = None):
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        autostart: bool = True,
+        memory: AppMemory | None = None,
+        parent: QObject | None = None,
+    ):
+        """`memory`: the window's shared budget, which every render joins."""
         super().__init__(parent)
         self.store = RenderQueue(path)
         self.store.add_listener(self.changed.emit)
         self.autostart = autostart
-        self.worker = RenderWorker()
+        self.worker = RenderWorker(memory)
         self.worker.engineEvent.connect(self._on_event)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)

@@ -18,6 +18,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ffdesk.errors import Cancelled, UserError
+from ffdesk.gui.memory import AppMemory
 from ffdesk.pipeline.job import RenderJob
 
 RENDER_NICE = 5
@@ -67,8 +68,11 @@ class RenderWorker(_Threaded):
     cancelled = Signal(str)
     _run = Signal(str, object)
 
-    def __init__(self) -> None:
+    def __init__(self, memory: AppMemory | None = None) -> None:
+        """`memory`: the window's shared budget (renders then join it); None: each render keeps
+        its own, as on the command line."""
         super().__init__("ffdesk-render")
+        self.memory = memory
         self._cancel: threading.Event | None = None
         self._busy = threading.Event()
         self._run.connect(self._do_run)
@@ -97,7 +101,8 @@ class RenderWorker(_Threaded):
         cancel = self._cancel or threading.Event()
         lower_thread_priority(RENDER_NICE)
         try:
-            report = run_render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
+            with self._shared_budget(f"render {job.target.name}"):
+                report = run_render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
         except Cancelled:
             self.cancelled.emit(entry_id)
         except UserError as exc:
@@ -112,6 +117,12 @@ class RenderWorker(_Threaded):
                 self.finished.emit(entry_id, report)
         finally:
             self._busy.clear()
+
+    def _shared_budget(self, holder: str) -> contextlib.AbstractContextManager[object]:
+        if self.memory is None:
+            return contextlib.nullcontext()
+        self.memory.apply_budget()
+        return self.memory.sharing(holder)
 
     def shutdown(self, timeout_ms: int = 60000) -> bool:
         """Cancel any render, stop the thread, wait for it. True when it stopped in time."""
@@ -136,12 +147,15 @@ class PreviewWorker(_Threaded):
 
     ready = Signal(object, object)  # PreviewResult, DisplayImages
     previewFailed = Signal(str)
+    memoryChanged = Signal(object)  # MemoryChanged of the preview's stages
     sourceReady = Signal(object, object, object)  # path, faces tuple, thumbnail
     sourceFailed = Signal(object, str)  # path, message
     _wake = Signal()
 
-    def __init__(self) -> None:
+    def __init__(self, memory: AppMemory | None = None) -> None:
+        """`memory`: the window's shared budget (the preview's models then join it)."""
         super().__init__("ffdesk-preview")
+        self.memory = memory
         self._lock = threading.Lock()
         self._pending: PreviewRequest | None = None
         self._sources: list[Path] = []
@@ -156,6 +170,8 @@ class PreviewWorker(_Threaded):
         """Fill a background frame cache per clip so preview-mode scrubs skip decoding."""
         self.computed = 0
         """How many previews were computed (coalesced requests are not)."""
+        self.builds = 0
+        """How many previewers were built (a new one only when the processing changed)."""
         self._wake.connect(self._drain)
 
     def request(self, job: RenderJob, time_s: float) -> int:
@@ -196,13 +212,8 @@ class PreviewWorker(_Threaded):
                 return
 
     def _render(self, req: PreviewRequest) -> None:
-        from ffdesk.pipeline.preview import Previewer
-
         try:
-            if self._previewer is None or self._previewer.job != req.job:
-                self._close_previewer()
-                self._previewer = Previewer(req.job, self._scrub_cache(req.job))
-                self._stage_error = ""
+            self._follow(req.job)
             if self._stage_error:
                 result = self._previewer.passthrough(req.time_s)
             else:
@@ -221,6 +232,33 @@ class PreviewWorker(_Threaded):
 
         w, h = self._display_size
         self.ready.emit(result, display_images(result.original, result.processed, w, h))
+
+    def _follow(self, job: RenderJob) -> None:
+        """Keep the previewer when only settings that do not change a frame's processing changed
+        (quality, in/out points, output); otherwise build one for `job` (its models reload)."""
+        from ffdesk.pipeline.preview import Previewer, same_processing
+
+        if self.memory is not None:
+            self.memory.set_budget(job.memory_budget)
+            self.memory.apply_budget()
+        if self._previewer is not None and same_processing(self._previewer.job, job):
+            return
+        self._close_previewer()
+        self._previewer = Previewer(
+            job,
+            self._scrub_cache(job),
+            on_event=self._on_stage_event,
+            residency=self.memory.manager() if self.memory is not None else None,
+            holder="preview",
+        )
+        self.builds += 1
+        self._stage_error = ""
+
+    def _on_stage_event(self, event: Any) -> None:
+        from ffdesk.pipeline import events as ev
+
+        if isinstance(event, ev.MemoryChanged):
+            self.memoryChanged.emit(event)
 
     def _scrub_cache(self, job: RenderJob) -> Any:
         """The background frame cache of `job.target` (started on first use), or None."""

@@ -12,17 +12,23 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 
 from ffdesk.faces.types import Face
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.events import EventCallback
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.residency import ResidencyManager
 
 FRAME_CACHE = 12
 SEQUENTIAL_WINDOW = 12
@@ -47,6 +53,33 @@ class PreviewResult:
     warnings: tuple[str, ...] = ()
 
 
+PREVIEW_NEUTRAL_FIELDS = (
+    "output",
+    "quality",
+    "start",
+    "end",
+    "resume",
+    "report",
+    "telemetry_log",
+    "segment_frames",
+    "encoder",
+    "batch",
+    "memory_budget",
+)
+"""`RenderJob` fields a previewed frame does not depend on: where and how the render is written,
+which part of the clip it covers, how it is batched and budgeted. Changing only these keeps the
+previewer (and its loaded models)."""
+
+
+def same_processing(a: RenderJob, b: RenderJob) -> bool:
+    """Whether a previewer built for `a` shows exactly what one built for `b` would."""
+    return replace(a, **_neutral(b)) == b
+
+
+def _neutral(job: RenderJob) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in PREVIEW_NEUTRAL_FIELDS}
+
+
 def faces_in(annotations: dict[str, Any]) -> tuple[Face, ...]:
     """The faces a detection stage left in a packet's annotations (key "faces" preferred)."""
     preferred = annotations.get("faces")
@@ -62,13 +95,29 @@ class Previewer:
 
     Not thread-safe by design: one worker thread owns it (call `start`, `render` and `close` from
     that thread). `close()` releases the stages.
+
+    `residency`: an application's manager; the stages' models then join its pool (one budget for
+    the preview and the renders beside it), labelled `holder`. `on_event`: gets the stages' events
+    other than warnings (which come back with each result), such as `MemoryChanged`; it is called
+    on the thread that changed residency, which may be a render's.
     """
 
-    def __init__(self, job: RenderJob, cache: ScrubCache | None = None) -> None:
+    def __init__(
+        self,
+        job: RenderJob,
+        cache: ScrubCache | None = None,
+        *,
+        on_event: EventCallback | None = None,
+        residency: ResidencyManager | None = None,
+        holder: str = "preview",
+    ) -> None:
         from ffdesk.media.probe import probe
 
         self.job = job
         self.cache = cache
+        self.on_event = on_event
+        self.residency = residency
+        self.holder = holder
         self.info = probe(job.target)
         video = self.info.video
         self.fps = video.fps if video and video.fps > 0 else 25.0
@@ -89,7 +138,9 @@ class Previewer:
             return
         from ffdesk.pipeline.plan import build_stages
 
-        self._stages = list(build_stages(self.job, self.info))
+        shared = self.residency.sharing(self.holder) if self.residency is not None else nullcontext()
+        with shared:
+            self._stages = list(build_stages(self.job, self.info))
         for stage in self._stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(self._on_event)
@@ -229,10 +280,11 @@ class Previewer:
         return figures
 
     def _on_event(self, event: Any) -> None:
-        message = getattr(event, "message", None)
-        if type(event).__name__ == "Warning" and isinstance(message, str):
+        if isinstance(event, ev.Warning):
             with self._warn_lock:
-                self._warnings.append(message)
+                self._warnings.append(event.message)
+        elif self.on_event is not None:
+            self.on_event(event)
 
     def __enter__(self) -> Previewer:
         return self

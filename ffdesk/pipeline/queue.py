@@ -158,6 +158,9 @@ def job_from_dict(d: Any) -> RenderJob:
     kw["sources"] = tuple(Path(s) for s in kw.get("sources", ()))
     kw["masks"] = tuple(kw.get("masks", ()))
     kw["extra"] = tuple((str(a), str(b)) for a, b in kw.get("extra", ()))
+    for key, value in kw.items():  # every other list is a tuple field (JSON has no tuples)
+        if isinstance(value, list):
+            kw[key] = tuple(value)
     return RenderJob(**kw)
 
 

@@ -1,0 +1,140 @@
+"""One budget for a preview and a render running beside it (model-pack stand-ins, real stages)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.runtime.files import file_fingerprint
+from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.residency import ResidencyManager
+from ffdesk.runtime.sessions import CPU
+from ffdesk.runtime.standins import write_standins
+from tests.runtime.conftest import FakeProbe
+
+SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+MODELS = ("inswapper_128", "arcface_w600k_r50")
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("shared-pack")
+    write_standins(folder, list(MODELS), dynamic_batch=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ffdesk.media.decode import read_image
+    from ffdesk.media.synth import synth_clip
+
+    path = tmp_path_factory.mktemp("shared-clip") / "face.mp4"
+    synth_clip(
+        path, width=320, height=180, fps=25, frames=40, face_image=read_image(SAMPLE / "astronaut.jpg")
+    )
+    return path
+
+
+def _job(pack: Path, clip: Path, output: Path, mode: str) -> RenderJob:
+    return RenderJob(
+        target=clip,
+        output=output,
+        sources=(SAMPLE / "grace_hopper.jpg",),
+        mode=mode,  # type: ignore[arg-type]
+        precision="fp32",
+        swapper="inswapper_128",
+        models_dir=pack,
+        resume=False,
+        batch=2,
+    )
+
+
+def test_a_preview_beside_a_render_stays_under_one_budget(
+    pack: Path, face_clip: Path, tmp_path: Path
+) -> None:
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.preview import Previewer
+
+    # With a probe that sees no growth, a model's footprint is its file size: exact sums.
+    sizes = {m: (pack / f"{m}.onnx").stat().st_size for m in MODELS}
+    budget = sizes["inswapper_128"] + sizes["arcface_w600k_r50"] + 4096  # one holder's models, not two
+    assert 2 * sum(sizes.values()) > budget  # preview and render together could not all stay
+    sums: list[int] = []
+    holders_seen: set[str] = set()
+    lock = threading.Lock()
+
+    def record(models: tuple[tuple[str, int], ...], budget_bytes: int | None) -> None:
+        assert budget_bytes == budget
+        with lock:
+            sums.append(sum(n for _, n in models))
+            holders_seen.update(label.rsplit("(", 1)[-1].rstrip(")") for label, _ in models if "(" in label)
+
+    store = FootprintStore(tmp_path / "footprints.json")
+    for m, size in sizes.items():  # as an earlier run would have measured them
+        store.put(FootprintStore.key(file_fingerprint(pack / f"{m}.onnx"), "fp32", CPU), size, 1.0)
+    app = ResidencyManager(budget, "cpu", on_change=record, probe=FakeProbe(), footprints=store)
+    started = threading.Event()
+    render_events: list[Any] = []
+    outcome: dict[str, Any] = {}
+
+    def on_render_event(event: Any) -> None:
+        render_events.append(event)
+        if isinstance(event, ev.Progress):
+            started.set()
+
+    def render() -> None:
+        try:
+            with app.sharing("render face.mp4"):
+                outcome["report"] = run_render(
+                    _job(pack, face_clip, tmp_path / "out.mp4", "final"), on_render_event
+                )
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            outcome["error"] = exc
+        finally:
+            started.set()
+
+    preview_events: list[Any] = []
+    with app:
+        thread = threading.Thread(target=render, name="ffdesk-test-render")
+        thread.start()
+        assert started.wait(120)
+        previewer = Previewer(
+            _job(pack, face_clip, tmp_path / "preview.mp4", "preview"),
+            on_event=preview_events.append,
+            residency=app,
+            holder="preview",
+        )
+        beside = 0
+        t = 0.0
+        try:
+            while thread.is_alive():
+                result = previewer.render(t)
+                assert len(result.faces) == 1
+                assert np.abs(result.processed.astype(int) - result.original.astype(int)).max() > 12
+                beside += int(thread.is_alive())  # this frame was previewed while the render ran
+                t = (t + 0.28) % 1.5
+        finally:
+            figures = previewer.close()
+        thread.join(120)
+        peak = app.pool_peak_bytes
+    assert "error" not in outcome, outcome.get("error")
+    assert beside >= 1, "the render ended before a preview ran beside it"
+    assert sums and max(sums) <= budget
+    assert peak <= budget
+    assert {"preview", "render face.mp4"} <= holders_seen
+    # the preview's memory events are delivered, and show the render's models beside its own
+    previewed = [e for e in preview_events if isinstance(e, ev.MemoryChanged)]
+    assert previewed and all(sum(n for _, n in e.models) <= budget for e in previewed)
+    rendered = [e for e in render_events if isinstance(e, ev.MemoryChanged)]
+    assert rendered and all(sum(n for _, n in e.models) <= budget for e in rendered)
+    evictions = sum(m["evictions"] for m in outcome["report"]["models"]) + sum(
+        m["evictions"] for m in figures["models"]
+    )
+    assert evictions > 0  # they took turns with the swapper
+    assert outcome["report"]["frames_processed"] == 40

@@ -9,6 +9,7 @@ from ffdesk.cli import register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
+    "quality",
 )  # fmt: skip
 
 

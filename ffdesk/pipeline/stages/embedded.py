@@ -12,6 +12,7 @@
   0), "swap_weights" (their weights, 0-1) and "swap_skips" (why chosen faces are not swapped).
 - swap: warps the source face onto each chosen face; counts swapped and skipped faces and reports
   `frames_with_faces`, `faces_swapped`, `faces_skipped` (and the reasons) from its `finish()`.
+  Annotation "swapped_tracks": the track IDs of the faces it swapped in the frame.
 
 Source photos: the largest face of the first photo is used, or with `job.source_face = N` the
 N-th face counted from 0, left to right. Reference selection (`face_selection="reference"`)
@@ -173,14 +174,17 @@ class SwapStage:
             if not faces:
                 continue
             image = writable(p.image)
+            done: list[int | None] = []
             for face, weight in zip(faces, weights, strict=True):
                 result = self.swapper.swap(image, face, weight)
                 if result.region is not None:
                     mark_changed(p, result.region)
                 if result.swapped:
                     swapped += 1
+                    done.append(face.track_id)
                 else:
                     skipped[result.reason or "unknown"] += 1
+            p.annotations["swapped_tracks"] = done
             p.image = image
         with self._lock:
             self._frames_with_faces += with_faces

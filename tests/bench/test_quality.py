@@ -53,7 +53,8 @@ def test_bench_quality_reports_each_clip(tmp_path: Path, monkeypatch: pytest.Mon
     _write(clips / "b_face.mp4", [np.roll(face, i, axis=1) for i in range(12)])
     (clips / "notes.txt").write_text("not a clip")
     out = tmp_path / "q.json"
-    assert cli.main(["bench", "quality", "--clips", str(clips), "--source", str(SOURCE), "--json", str(out)]) == 0
+    args = ["bench", "quality", "--clips", str(clips), "--source", str(SOURCE), "--json", str(out)]
+    assert cli.main(args) == 0
     rows = {r["clip"]: r for r in json.loads(out.read_text())["figures"]["clips"]}
     assert set(rows) == {"a_no_face.mp4", "b_face.mp4"}
     assert rows["a_no_face.mp4"]["with_face"] == 0 and rows["a_no_face.mp4"]["swapped_frames"] == 0

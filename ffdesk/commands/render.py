@@ -41,7 +41,33 @@ def register(sub: Any) -> None:
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
     p.add_argument("--enhancer", default=None)
-    p.add_argument("--mask", default="", help="comma-separated masks, e.g. occlusion,region")
+    p.add_argument(
+        "--mask",
+        default="",
+        help="comma-separated masks, each with its model if not the default: box, occlusion[=xseg_1], "
+        "region[=bisenet_resnet_34], e.g. occlusion=xseg_2,region",
+    )
+    p.add_argument(
+        "--mask-regions",
+        default="",
+        metavar="R,R",
+        help="face regions the region mask keeps (default: all): skin, left-eyebrow, right-eyebrow, "
+        "left-eye, right-eye, glasses, nose, mouth, upper-lip, lower-lip (or brows, eyes, lips)",
+    )
+    p.add_argument(
+        "--enhancer-weight",
+        type=float,
+        default=0.5,
+        metavar="W",
+        help="fidelity weight 0-1 of enhancers that take one (CodeFormer); default 0.5",
+    )
+    p.add_argument(
+        "--enhancer-blend",
+        type=int,
+        default=80,
+        metavar="PCT",
+        help="percent of the enhanced face mixed into the frame, 0-100; default 80",
+    )
     p.add_argument(
         "--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto", help="where models run"
     )
@@ -68,6 +94,18 @@ def register(sub: Any) -> None:
 def job_from_args(args: argparse.Namespace) -> RenderJob:
     if args.quality is not None and not 0 <= args.quality <= 100:
         raise UserError("--quality must be between 0 and 100")
+    if not 0.0 <= args.enhancer_weight <= 1.0:
+        raise UserError(f"--enhancer-weight must be between 0 and 1, not {args.enhancer_weight}")
+    if not 0 <= args.enhancer_blend <= 100:
+        raise UserError(f"--enhancer-blend must be between 0 and 100, not {args.enhancer_blend}")
+    regions = tuple(r.strip() for r in args.mask_regions.split(",") if r.strip())
+    if regions:
+        from ffdesk.swap.masks import region_classes
+
+        try:
+            region_classes(regions)
+        except ValueError as exc:
+            raise UserError(f"--mask-regions: {exc}") from None
     return RenderJob(
         target=args.target,
         output=args.output,
@@ -90,7 +128,10 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         recognizer=args.recognizer,
         detector=args.detector,
         enhancer=args.enhancer,
-        masks=tuple(m for m in args.mask.split(",") if m),
+        masks=tuple(m.strip() for m in args.mask.split(",") if m.strip()),
+        mask_regions=regions,
+        enhancer_weight=args.enhancer_weight,
+        enhancer_blend=args.enhancer_blend,
         telemetry_log=args.telemetry_log,
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
         fps=args.fps,

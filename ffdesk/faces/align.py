@@ -16,7 +16,9 @@ import numpy.typing as npt
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask, Points
 
-TemplateName = Literal["arcface_112", "arcface_112_v2", "arcface_128", "ffhq_512"]
+TemplateName = Literal[
+    "arcface_112", "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512"
+]
 Affine = npt.NDArray[np.float64]
 """2 x 3 affine matrix mapping frame pixels to crop pixels."""
 
@@ -30,6 +32,16 @@ _ARCFACE_112_V2 = [
 TEMPLATES: dict[str, npt.NDArray[np.float64]] = {
     "arcface_112": np.array(_ARCFACE_112_V2),
     "arcface_112_v2": np.array(_ARCFACE_112_V2),
+    # FaceFusion face_helper.py WARP_TEMPLATE_SET (ghost and simswap crops)
+    "arcface_112_v1": np.array(
+        [
+            [0.35473214, 0.45658929],
+            [0.64526786, 0.45658929],
+            [0.50000000, 0.61154464],
+            [0.37913393, 0.77687500],
+            [0.62086607, 0.77687500],
+        ]
+    ),
     "arcface_128": np.array(
         [
             [0.36167656, 0.40387734],
@@ -46,6 +58,16 @@ TEMPLATES: dict[str, npt.NDArray[np.float64]] = {
             [0.50123859, 0.61331904],
             [0.39308822, 0.72541100],
             [0.61150205, 0.72490465],
+        ]
+    ),
+    # FaceFusion face_helper.py WARP_TEMPLATE_SET (hififace crops)
+    "mtcnn_512": np.array(
+        [
+            [0.36562865, 0.46733799],
+            [0.63305391, 0.46585885],
+            [0.50019127, 0.61942959],
+            [0.39032951, 0.77598822],
+            [0.61178945, 0.77476328],
         ]
     ),
 }

@@ -1,4 +1,4 @@
-"""Face detectors from FaceFusion-compatible packs: yoloface_8n, scrfd_2.5g and retinaface_10g.
+"""Face detectors from FaceFusion-compatible packs: yoloface_8n, scrfd_2.5g, retinaface_10g, yunet.
 
 Each detector letterboxes the frame into the model's square input (scaled to fit, padded at the
 bottom/right so coordinates only need one scale factor back), runs it, decodes boxes and five
@@ -151,6 +151,47 @@ def decode_scrfd(
     )
 
 
+# --- yunet ----------------------------------------------------------------------------------
+
+
+def yunet_input(images: Sequence[Frame], size: int = 640) -> tuple[F32, list[float]]:
+    """Letterboxed BGR NCHW batch of raw 0..255 values (YuNet normalises inside), and each
+    image's scale back."""
+    boxed = [letterbox(im, size) for im in images]
+    return nchw([b[0] for b in boxed], 1.0, reverse=True), [b[1] for b in boxed]
+
+
+def decode_yunet(
+    outputs: Sequence[np.ndarray], size: int, scale: float, score_threshold: float
+) -> Detections:
+    """Decode one image's twelve outputs: class scores, objectness, boxes and keypoints for
+    strides 8, 16, 32 (one anchor per grid point). Score = class * objectness; a box is the
+    centre offset and log size in strides; keypoints are offsets in strides."""
+    boxes, scores, kps = [], [], []
+    for i, stride in enumerate(STRIDES):
+        s = np.asarray(outputs[i], np.float32).reshape(-1) * np.asarray(outputs[i + 3], np.float32).reshape(
+            -1
+        )
+        keep = np.nonzero(s >= score_threshold)[0]
+        if len(keep) == 0:
+            continue
+        centers = anchor_centers(size, stride, per_point=1)[keep]
+        b = np.asarray(outputs[i + 6], np.float32).reshape(-1, 4)[keep]
+        mid = b[:, :2] * stride + centers
+        half = np.exp(b[:, 2:4]) * stride / 2
+        k = np.asarray(outputs[i + 9], np.float32).reshape(-1, 5, 2)[keep] * stride + centers[:, None, :]
+        boxes.append(np.concatenate([mid - half, mid + half], axis=1))
+        kps.append(k)
+        scores.append(s[keep])
+    if not boxes:
+        return Detections.empty()
+    return Detections(
+        (np.concatenate(boxes) * scale).astype(np.float32),
+        np.concatenate(scores).astype(np.float32),
+        (np.concatenate(kps) * scale).astype(np.float32),
+    )
+
+
 # --- the detector objects -------------------------------------------------------------------
 
 
@@ -168,7 +209,7 @@ class ModelDetector:
         iou_threshold: float = 0.4,
         max_faces: int | None = None,
     ):
-        if kind not in ("yoloface", "scrfd", "retinaface"):
+        if kind not in ("yoloface", "scrfd", "retinaface", "yunet"):
             raise ValueError(f"unknown detector kind {kind!r}")
         self.runner = runner
         self.kind = kind
@@ -187,6 +228,8 @@ class ModelDetector:
             return []
         if self.kind == "yoloface":
             x, scales = yolo_input(images, self.size)
+        elif self.kind == "yunet":
+            x, scales = yunet_input(images, self.size)
         else:
             x, scales = scrfd_input(images, self.size)
         out = run_stacked(self.runner, self.input_name, x)
@@ -195,6 +238,9 @@ class ModelDetector:
         for i, scale in enumerate(scales):
             if self.kind == "yoloface":
                 det = decode_yolo(arrays[0][i], scale, self.score_threshold)
+            elif self.kind == "yunet":
+                per_image = [_item(a, i, len(images)) for a in arrays[:12]]
+                det = decode_yunet(per_image, self.size, scale, self.score_threshold)
             else:
                 per_image = [_item(a, i, len(images)) for a in arrays]
                 det = decode_scrfd(per_image, self.size, scale, self.score_threshold)

@@ -63,6 +63,13 @@ class RenderJob:
     """Frame rate of an image-sequence target (None: 24); clips keep their own."""
     deinterlace: bool = False
     """Turn an interlaced source progressive (yadif) instead of keeping its fields."""
+    mask_regions: tuple[str, ...] = ()
+    """Face regions the region mask keeps (FaceFusion's names, e.g. skin, nose, glasses); empty:
+    every region, as FaceFusion does by default."""
+    enhancer_weight: float = 0.5
+    """Fidelity weight of enhancers that take one (CodeFormer); FaceFusion's default."""
+    enhancer_blend: int = 80
+    """Percent of the enhanced face mixed into the frame; FaceFusion's default."""
     extra: tuple[tuple[str, str], ...] = field(default=())
 
     def resolved(self) -> RenderJob:

@@ -19,14 +19,44 @@ F32 = npt.NDArray[np.float32]
 
 REGIONS: dict[str, tuple[int, ...]] = {
     "skin": (1,),
-    "brows": (2, 3),
-    "eyes": (4, 5),
+    "left-eyebrow": (2,),
+    "right-eyebrow": (3,),
+    "left-eye": (4,),
+    "right-eye": (5,),
     "glasses": (6,),
     "nose": (10,),
     "mouth": (11,),
-    "lips": (12, 13),
+    "upper-lip": (12,),
+    "lower-lip": (13,),
 }
-DEFAULT_REGIONS = ("skin", "brows", "eyes", "nose", "mouth", "lips")
+"""BiSeNet's 19-class face parsing: FaceFusion's region names and classes (choices.py
+face_mask_region_set); a parser's catalog entry may give its own in its options."""
+GROUPS: dict[str, tuple[str, ...]] = {
+    "brows": ("left-eyebrow", "right-eyebrow"),
+    "eyes": ("left-eye", "right-eye"),
+    "lips": ("upper-lip", "lower-lip"),
+}
+"""Shorter names for pairs of regions."""
+DEFAULT_REGIONS = tuple(REGIONS)
+"""FaceFusion's default: every region (glasses included)."""
+
+
+def region_classes(
+    regions: Sequence[str], table: dict[str, tuple[int, ...]] | None = None
+) -> tuple[int, ...]:
+    """The parser classes of `regions` (FaceFusion's names or the `GROUPS`); `ValueError` naming
+    an unknown one."""
+    table = table or REGIONS
+    names: list[str] = []
+    for region in regions:
+        names += GROUPS.get(region, (region,))
+    unknown = [r for r in names if r not in table]
+    if unknown:
+        choices = ", ".join([*table, *GROUPS])
+        raise ValueError(f"unknown face region {unknown[0]!r}; choose from {choices}")
+    return tuple(sorted({c for r in names for c in table[r]}))
+
+
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
@@ -97,7 +127,8 @@ class OcclusionMasker:
         size = batch.shape[1]
         x = occlusion_input(batch, self.model_size)
         out = run_stacked(self.runner, self.input_name, x)
-        raw = np.clip(first_output(out).reshape(len(batch), self.model_size, self.model_size), 0, 1)
+        first = np.asarray(first_output(out), np.float32)
+        raw = np.clip(first.reshape(len(batch), self.model_size, self.model_size), 0, 1)
         return soften(_resize_all(raw, size))
 
 
@@ -111,12 +142,10 @@ class RegionMasker:
         *,
         model_size: int = 512,
         input_name: str = "input",
+        classes: Sequence[int] | None = None,
     ):
-        unknown = [r for r in regions if r not in REGIONS]
-        if unknown:
-            raise ValueError(f"unknown face regions {unknown}; choose from {sorted(REGIONS)}")
         self.runner = runner
-        self.classes = tuple(c for r in regions for c in REGIONS[r])
+        self.classes = tuple(classes) if classes is not None else region_classes(regions)
         self.model_size = model_size
         self.input_name = input_name
 
@@ -125,7 +154,7 @@ class RegionMasker:
         size = batch.shape[1]
         x = region_input(batch, self.model_size)
         out = run_stacked(self.runner, self.input_name, x)
-        hard = region_from_logits(first_output(out), self.classes)
+        hard = region_from_logits(np.asarray(first_output(out), np.float32), self.classes)
         return soften(_resize_all(hard, size))
 
 

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from ffdesk.swap.enhancer import FaceEnhancer, spec_for
-from ffdesk.swap.masks import REGIONS, OcclusionMasker, RegionMasker, box_mask, combine
+from ffdesk.swap.masks import (
+    DEFAULT_REGIONS,
+    REGIONS,
+    OcclusionMasker,
+    RegionMasker,
+    box_mask,
+    combine,
+    region_classes,
+)
 
 
 class Echo:
@@ -80,7 +88,12 @@ def test_region_mask_keeps_the_chosen_classes_only() -> None:
     assert masks[0, 20, 20] == pytest.approx(0.0)
     with_glasses = RegionMasker(Echo(parse), ("skin", "glasses")).masks(crops)
     assert with_glasses[0, 250, 250] == pytest.approx(1.0)
-    assert REGIONS["lips"] == (12, 13)
+    assert region_classes(("lips",)) == (12, 13) == region_classes(("upper-lip", "lower-lip"))
+    assert REGIONS["glasses"] == (6,)
+    # FaceFusion's default is every region, glasses included
+    assert set(region_classes(DEFAULT_REGIONS)) == {1, 2, 3, 4, 5, 6, 10, 11, 12, 13}
+    every = RegionMasker(Echo(parse)).masks(crops)
+    assert every[0, 250, 250] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="hat"):
         RegionMasker(runner, ("hat",))
 

@@ -62,7 +62,9 @@ CALIBRATION_FRAMES = 16
 """Frames of the user's clip whose aligned faces calibrate an INT8 swapper."""
 DEFAULT_RECOGNIZER = "arcface_w600k_r50"
 MASK_MODELS = {"occlusion": ("occluder", "xseg_1"), "region": ("parser", "bisenet_resnet_34")}
-DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd"}
+"""Each model mask's kind and default model (FaceFusion's defaults); `--mask region=NAME` picks
+another catalog model (or an .onnx path)."""
+DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd", "yunet": "yunet"}
 
 
 @dataclass(frozen=True)
@@ -153,12 +155,15 @@ class ModelRender:
         self.enhancer = resolve_model(wanted, "enhancer", folder, cat) if wanted else None
         self.masks: dict[str, ModelChoice] = {}
         for mask in job.masks:
-            if mask == "box":
+            role, _, name = mask.partition("=")
+            role, name = role.strip(), name.strip()
+            if role == "box" and not name:
                 continue
-            if mask not in MASK_MODELS:
-                raise UserError(f"unknown mask {mask!r}; choose from box, occlusion, region")
-            kind, default = MASK_MODELS[mask]
-            self.masks[mask] = resolve_model(default, kind, folder, cat)
+            if role not in MASK_MODELS:
+                raise UserError(f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], region[=MODEL]")
+            kind, default = MASK_MODELS[role]
+            self.masks[role] = resolve_model(name or default, kind, folder, cat)
+        self.region_classes = self._region_classes()
         self.swap_spec = _swapper_spec(self.swapper)
         self.converter = self._converter(folder)
         self.projection = (
@@ -197,6 +202,19 @@ class ModelRender:
         self._closed = False
         self.quality_checked = 0
         self.quality_flags: list[dict[str, Any]] = []
+
+    def _region_classes(self) -> tuple[int, ...]:
+        """The parser classes of `job.mask_regions` (every region when empty), from the parser's
+        catalog entry where it lists its own."""
+        regions = tuple(self.job.mask_regions) or mk.DEFAULT_REGIONS
+        choice = self.masks.get("region")
+        table = None
+        if choice is not None and choice.spec is not None and choice.spec.options:
+            table = {k: tuple(int(c) for c in v) for k, v in choice.spec.options if isinstance(v, tuple)}
+        try:
+            return mk.region_classes(regions, table or None)
+        except ValueError as exc:
+            raise UserError(f"--mask-regions: {exc}") from None
 
     def _all(self) -> list[ModelChoice]:
         found = [self.swapper, self.recognizer, self.converter, self.detector, self.enhancer]
@@ -418,12 +436,36 @@ def _detector_kind(name: str) -> str:
 # ---------------------------------------------------------------------- stages
 
 
-def _occlusion(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
-    return list(mk.OcclusionMasker(session).masks(np.stack(chunk)))
+def _mask_input(choice: ModelChoice, default_size: int) -> tuple[int, str]:
+    """(model side, input name) of a mask model, from its catalog entry when it has one."""
+    spec = choice.spec
+    if spec is None:
+        return default_size, "input"
+    return spec.resolution or default_size, spec.inputs[0].name or "input"
 
 
-def _regions(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
-    return list(mk.RegionMasker(session).masks(np.stack(chunk)))
+MaskFn = Callable[[Runner, Sequence[Frame]], list[Mask]]
+
+
+def _occlusion(choice: ModelChoice) -> MaskFn:
+    size, name = _mask_input(choice, 256)
+
+    def run(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
+        return list(mk.OcclusionMasker(session, model_size=size, input_name=name).masks(np.stack(chunk)))
+
+    return run
+
+
+def _regions(
+    choice: ModelChoice, classes: tuple[int, ...]
+) -> Callable[[Runner, Sequence[Frame]], list[Mask]]:
+    size, name = _mask_input(choice, 512)
+
+    def run(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
+        masker = mk.RegionMasker(session, model_size=size, input_name=name, classes=classes)
+        return list(masker.masks(np.stack(chunk)))
+
+    return run
 
 
 class PackDetectStage:
@@ -496,10 +538,13 @@ class SwapStage:
     def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
         size = targets.shape[1]
         parts: list[npt.NDArray[np.float32]] = [np.broadcast_to(mk.box_mask(size), targets.shape[:3])]
-        if "occlusion" in self.ctx.masks:
-            parts.append(np.stack(self.ctx.run("occlusion", _occlusion, list(targets))))
-        if "region" in self.ctx.masks:
-            parts.append(np.stack(self.ctx.run("region", _regions, list(swapped))))
+        ctx = self.ctx
+        if "occlusion" in ctx.masks:
+            occlusion = _occlusion(ctx.masks["occlusion"])
+            parts.append(np.stack(ctx.run("occlusion", occlusion, list(targets))))
+        if "region" in ctx.masks:
+            regions = _regions(ctx.masks["region"], ctx.region_classes)
+            parts.append(np.stack(ctx.run("region", regions, list(swapped))))
         combined = mk.combine(parts)
         return [combined[i] for i in range(len(combined))]
 
@@ -558,9 +603,12 @@ class EnhanceStage:
             return list(batch)
         stack = np.stack(crops)
         spec = self.spec
+        blend = self.ctx.job.enhancer_blend / 100.0
+        weight = self.ctx.job.enhancer_weight
 
         def enhance(session: Runner, chunk: Sequence[Frame]) -> list[Frame]:
-            return list(enh.FaceEnhancer(session, spec).enhance(np.stack(chunk)))
+            enhancer = enh.FaceEnhancer(session, spec, blend=blend, fidelity=weight)
+            return list(enhancer.enhance(np.stack(chunk)))
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
         images = [writable(p.image) for p in batch]

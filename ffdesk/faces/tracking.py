@@ -8,9 +8,11 @@ when a frame has them, start new tracks for faces not followed yet.
 A new track is tentative until the mesh has found the same face in the following frames
 (`TrackerSettings.confirm_frames`, more for a face found turned or upside down, which must also
 keep its orientation); a tentative track the mesh loses is dropped, never reacquired, and only
-confirmed tracks are returned. On the first frame after a reset (the start of a render, a resumed
-segment, a preview frame), which has no neighbours to wait for, a face that both models are sure
-of (upright, detector and mesh scores at least `sure_score`) is confirmed at once.
+confirmed tracks are returned (the tentative ones are kept aside in `tentative`, so that a caller
+that still holds the frames can swap a track from its first frame once it is confirmed). On the
+first frame after a reset (the start of a render, a resumed segment, a preview frame), which has
+no neighbours to wait for, a face that both models are sure of (upright, detector and mesh scores
+at least `sure_score`) is confirmed at once.
 """
 
 from __future__ import annotations
@@ -95,6 +97,11 @@ class FaceTracker:
         self._tracks: list[_Track] = []
         self._next_id = 0
         self._fresh = True
+        self.tentative: list[Face] = []
+        """The faces of the last `update` whose tracks are not confirmed yet (smoothed like the
+        others): a caller holding that frame may still swap them once their track is confirmed."""
+        self.born: set[int] = set()
+        """The IDs of the tracks that the last `update` started."""
 
     def reset(self) -> None:
         self._tracks = []
@@ -131,10 +138,10 @@ class FaceTracker:
         alive = _drop_duplicates(alive)
         t = index * self.dt
         out = []
+        self.tentative = []
+        self.born = {track.id for track in alive if track.age == 0}
         for track in alive:
             track.age += 1
-            if not track.confirmed:
-                continue
             face = replace(track.raw, track_id=track.id)
             if self.smooth and face.landmarks is not None:
                 pts = track.filter(face.landmarks, t)
@@ -147,7 +154,7 @@ class FaceTracker:
                     bbox=(float(x1), float(y1), float(x2), float(y2)),
                 )
             track.smoothed = face
-            out.append(face)
+            (out if track.confirmed else self.tentative).append(face)
         self._tracks = alive
         return out
 

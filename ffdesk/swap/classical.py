@@ -18,7 +18,6 @@ from typing import Literal
 
 import cv2
 import numpy as np
-import numpy.typing as npt
 
 from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, yaw_ratio
@@ -270,8 +269,16 @@ class SwapGate:
         self._state = {}
         self._started = False
 
-    def decide(self, frame_shape: tuple[int, ...], faces: list[Face]) -> list[GateDecision]:
-        """One decision per face of this frame; faces whose track is gone are forgotten."""
+    def decide(
+        self,
+        frame_shape: tuple[int, ...],
+        faces: list[Face],
+        *,
+        born: set[int] | frozenset[int] = frozenset(),
+    ) -> list[GateDecision]:
+        """One decision per face of this frame; faces whose track is gone are forgotten. A track
+        seen from the frame it starts in (its ID in `born`), or in the first frame, is swapped at
+        full strength at once: the face itself appears there. Others fade in."""
         s = self.settings
         step = 1.0 / max(1, s.fade_frames)
         out = []
@@ -285,7 +292,7 @@ class SwapGate:
             state = self._state.get(face.track_id)
             if state is None:  # a new track starts at full strength only on a clip's first frame
                 state = _GateState(on=enter is None, level=0.0)
-                if not self._started and state.on:
+                if state.on and (not self._started or face.track_id in born):
                     state.level = 1.0
             state.on = (stay is None) if state.on else (enter is None)
             state.reason = None if state.on else (stay or enter)

@@ -29,11 +29,11 @@ def _write(path: Path, image: Frame) -> Path:
     return path
 
 
-def _run_stages(stages: list[Stage], frames: list[Frame]) -> tuple[list[FramePacket], dict]:
+def _run_stages(stages: list[Stage], frames: list[Frame], batch: int = 3) -> tuple[list[FramePacket], dict]:
     packets = [FramePacket(index=i, pts=i, image=f.copy()) for i, f in enumerate(frames)]
     for stage in stages:
         stage.start()
-        packets = [p for i in range(0, len(packets), 3) for p in stage.process(packets[i : i + 3])]
+        packets = [p for i in range(0, len(packets), batch) for p in stage.process(packets[i : i + batch])]
     report: dict = {}
     for stage in stages:
         report.update(stage.finish())
@@ -43,40 +43,44 @@ def _run_stages(stages: list[Stage], frames: list[Frame]) -> tuple[list[FramePac
 def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
     analyser: FaceAnalyser, astronaut: Frame, grace: Frame
 ) -> None:
-    """A face that comes into a clip is swapped once the mesh has confirmed it over three frames,
-    fading in; a face already in the first frame (nothing before it to wait for) is swapped at
-    once, at full strength."""
+    """A face that comes into a clip is swapped once the mesh has confirmed it over three frames:
+    from its first frame when the confirmation comes in the same batch of frames, else from the
+    confirmation on, fading in. A face in the first frame (nothing before it to wait for) is
+    swapped at once."""
     swapper = ClassicalSwapper(SourceFace.from_face(grace, analyser.analyse(grace)[0]))
 
     def stages_() -> list[Stage]:
         track = TrackStage(analyser, fps=25.0, swap_settings=swapper.settings)
-        return [DetectStage(analyser, every=2), track, SwapStage(swapper)]
+        return [DetectStage(analyser, every=4), track, SwapStage(swapper)]
 
     stages = stages_()
     for stage in stages:
         assert isinstance(stage, Stage)
     empty = photos.background(400, 300, seed=3)
     with_face = photos.place(empty, astronaut, 60, 0, 300)
-    frames = [empty, empty] + [with_face] * 8 + [empty, empty]
-    packets, report = _run_stages(stages, frames)
-    for p, original in zip(packets, frames, strict=True):
-        if original is empty or p.index < 4:
-            np.testing.assert_array_equal(p.image, original)
-            assert p.annotations["swap_faces"] == []
+    frames = [empty] * 4 + [with_face] * 8 + [empty] * 2
+    for batch, first in ((4, 4), (1, 6)):  # batch 4: frames 4-7 come together; 1: one by one
+        packets, report = _run_stages(stages_(), frames, batch)
+        for p, original in zip(packets, frames, strict=True):
+            if original is empty or p.index < first:
+                np.testing.assert_array_equal(p.image, original)
+                assert p.annotations["swap_faces"] == []
+            else:
+                assert np.abs(p.image.astype(int) - original.astype(int)).max() > 30
+                assert len(p.annotations["swap_faces"]) == 1
+        weights = [p.annotations["swap_weights"][0] for p in packets[first:12]]
+        if first == 4:
+            assert weights == [1.0] * 8
         else:
-            assert np.abs(p.image.astype(int) - original.astype(int)).max() > 30
-            assert len(p.annotations["swap_faces"]) == 1
-    weights = [p.annotations["swap_weights"][0] for p in packets[4:10]]
-    assert weights == sorted(weights) and weights[0] < 0.5 and weights[-1] == 1.0
-    ids = {p.annotations["faces"][0].track_id for p in packets[4:10]}
-    assert len(ids) == 1
-    assert report == {
-        "frames_with_faces": 6,
-        "faces_swapped": 6,
-        "faces_skipped": 0,
-        "faces_skipped_by_reason": {},
-    }
-    packets, report = _run_stages(stages_(), [with_face] * 3)
+            assert weights == sorted(weights) and weights[0] < 0.5 and weights[-1] == 1.0
+        assert len({p.annotations["faces"][0].track_id for p in packets[first:12]}) == 1
+        assert report == {
+            "frames_with_faces": 12 - first,
+            "faces_swapped": 12 - first,
+            "faces_skipped": 0,
+            "faces_skipped_by_reason": {},
+        }
+    packets, report = _run_stages(stages_(), [with_face] * 3, 1)
     assert [p.annotations["swap_weights"] for p in packets] == [[1.0]] * 3
     assert report["faces_swapped"] == 3
 
@@ -170,7 +174,7 @@ def test_reference_face_is_the_only_one_swapped(
     stages = embedded_stages(job, analyser)
     bgr = cv2.imread(str(target))
     assert bgr is not None
-    frame = np.ascontiguousarray(bgr[..., ::-1])
+    frame: Frame = np.ascontiguousarray(bgr[..., ::-1], np.uint8)
     packets, report = _run_stages(stages, [frame, frame])
     assert report["faces_swapped"] == 2
     for p in packets:

@@ -114,6 +114,9 @@ class TrackStage:
         self._last_index = None
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        """Tracks the whole batch first, so that a track confirmed in a later frame of the batch
+        is swapped from its first frame in the batch; then selects and decides frame by frame."""
+        tracked: list[tuple[FramePacket, list[Face], list[Face], set[int]]] = []
         for p in batch:
             detections = p.annotations.get("detections")
             jumped = self._last_index is not None and p.index != self._last_index + 1
@@ -126,17 +129,23 @@ class TrackStage:
                     p.image, threshold=self.analyser.settings.candidate_threshold
                 )
             faces = self._tracker.update(p.image, p.index, detections)
+            tracked.append((p, faces, list(self._tracker.tentative), set(self._tracker.born)))
+            self._last_index = p.index
+        confirmed = {f.track_id for _, faces, _, _ in tracked for f in faces}
+        for p, faces, tentative, born in tracked:
+            early = [f for f in tentative if f.track_id in confirmed]
+            if early:
+                faces = sorted(faces + early, key=lambda f: f.track_id if f.track_id is not None else -1)
             p.annotations["faces"] = faces
             chosen = self._selector.select(p.image, faces)
             if self._gate is None:  # a swapper with its own limits: every chosen face, in full
                 decisions = [GateDecision(1.0, None)] * len(chosen)
             else:
-                decisions = self._gate.decide(p.image.shape, chosen)
+                decisions = self._gate.decide(p.image.shape, chosen, born=born)
             swap = [(f, d.weight) for f, d in zip(chosen, decisions, strict=True) if d.weight > 0.0]
             p.annotations["swap_faces"] = [f for f, _ in swap]
             p.annotations["swap_weights"] = [w for _, w in swap]
             p.annotations["swap_skips"] = [d.reason for d in decisions if d.weight <= 0.0]
-            self._last_index = p.index
         return list(batch)
 
     def finish(self) -> dict[str, Any]:

@@ -137,7 +137,7 @@ class FaceTracker:
         self._fresh = False
         alive = _drop_duplicates(alive)
         t = index * self.dt
-        out = []
+        out: list[Face] = []
         self.tentative = []
         self.born = {track.id for track in alive if track.age == 0}
         for track in alive:

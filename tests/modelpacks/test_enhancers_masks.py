@@ -1,0 +1,139 @@
+"""Enhancers, masks and detectors of a FaceFusion folder through `ffdesk render`, chosen by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.runtime import sessions
+
+from .helpers import frames, model_names, render, render_args
+
+ENHANCERS = (
+    "gfpgan_1.2",
+    "gfpgan_1.3",
+    "gpen_bfr_256",
+    "gpen_bfr_512",
+    "gpen_bfr_1024",
+    "gpen_bfr_2048",
+    "restoreformer_plus_plus",
+    "codeformer",  # three outputs
+)
+
+
+def _record(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, np.ndarray]]:
+    real = sessions.OrtSession.run
+    feeds: list[dict[str, np.ndarray]] = []
+
+    def run(self: sessions.OrtSession, inputs: Any) -> Any:
+        if self.name == name and np.asarray(inputs["input"]).std() > 0:  # a face, not a warm-up run
+            feeds.append({k: np.asarray(v).copy() for k, v in inputs.items()})
+        return real(self, inputs)
+
+    monkeypatch.setattr(sessions.OrtSession, "run", run)
+    return feeds
+
+
+@pytest.mark.parametrize("enhancer", ENHANCERS)
+def test_each_enhancer_runs_at_its_own_size(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, enhancer: str
+) -> None:
+    from ffdesk.runtime.catalog import load_catalog
+
+    feeds = _record(monkeypatch, enhancer)
+    report = render(ff_pack, face_clip, tmp_path / "f", "--swapper", "inswapper_128", "--enhancer", enhancer)
+    assert enhancer in model_names(report)
+    assert report["stages"]["enhance"]["frames"] > 0
+    side = load_catalog().get(enhancer).resolution
+    assert feeds and all(f["input"].shape[1:] == (3, side, side) for f in feeds)
+    if enhancer == "codeformer":
+        assert {(f["weight"].dtype.name, tuple(f["weight"].tolist())) for f in feeds} == {("float64", (0.5,))}
+    else:
+        assert all("weight" not in f for f in feeds)
+
+
+def test_enhancer_weight_and_blend_are_passed(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feeds = _record(monkeypatch, "codeformer")
+    base = ("--swapper", "inswapper_128", "--enhancer", "codeformer", "--enhancer-weight", "0.25")
+    render(ff_pack, face_clip, tmp_path / "none", *base, "--enhancer-blend", "0")
+    assert feeds and {float(f["weight"][0]) for f in feeds} == {0.25}
+    render(ff_pack, face_clip, tmp_path / "all", *base, "--enhancer-blend", "100")
+    render(ff_pack, face_clip, tmp_path / "swap", "--swapper", "inswapper_128")
+    swap, none, every = frames(tmp_path / "swap"), frames(tmp_path / "none"), frames(tmp_path / "all")
+
+    def gap(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+        return float(
+            np.mean([np.abs(x.astype(int) - y.astype(int)).mean() for x, y in zip(a, b, strict=True)])
+        )
+
+    # blend 0 keeps the swapped face (up to resampling); blend 100 replaces it with the enhancer's
+    assert gap(swap, none) < 0.25 * gap(swap, every)
+
+
+@pytest.mark.parametrize(
+    "bad", [("--enhancer-weight", "1.5"), ("--enhancer-blend", "101"), ("--mask-regions", "hat")]
+)
+def test_bad_enhancer_and_region_settings_are_one_line(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: tuple[str, str]
+) -> None:
+    args = render_args(ff_pack, face_clip, tmp_path / "o.mp4", "--swapper", "inswapper_128", *bad)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and bad[0] in err[0], err
+
+
+def test_masks_are_chosen_by_name(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed = _record(monkeypatch, "bisenet_resnet_18")
+    masks = "occlusion=xseg_2,region=bisenet_resnet_18"
+    report = render(ff_pack, face_clip, tmp_path / "a", "--swapper", "inswapper_128", "--mask", masks)
+    used = model_names(report)
+    assert {"xseg_2", "bisenet_resnet_18"} <= used and not {"xseg_1", "bisenet_resnet_34"} & used
+    assert parsed and parsed[0]["input"].shape[1:] == (3, 512, 512)  # the three-output parser ran
+    report = render(
+        ff_pack, face_clip, tmp_path / "b", "--swapper", "inswapper_128", "--mask", "occlusion=xseg_3"
+    )
+    assert "xseg_3" in model_names(report)
+    # the defaults are FaceFusion's: xseg_1 and bisenet_resnet_34
+    report = render(
+        ff_pack, face_clip, tmp_path / "c", "--swapper", "inswapper_128", "--mask", "box,occlusion,region",
+        "--mask-regions", "skin,nose,glasses",
+    )  # fmt: skip
+    assert {"xseg_1", "bisenet_resnet_34"} <= model_names(report)
+
+
+def test_region_choice_changes_the_mask(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.swap import masks
+
+    seen: list[tuple[int, ...]] = []
+    real = masks.RegionMasker.__init__
+
+    def init(self: masks.RegionMasker, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        seen.append(self.classes)
+
+    monkeypatch.setattr(masks.RegionMasker, "__init__", init)
+    render(ff_pack, face_clip, tmp_path / "a", "--swapper", "inswapper_128", "--mask", "region")
+    assert set(seen[-1]) == {1, 2, 3, 4, 5, 6, 10, 11, 12, 13}  # every region, glasses too
+    render(
+        ff_pack, face_clip, tmp_path / "b", "--swapper", "inswapper_128", "--mask", "region",
+        "--mask-regions", "skin,lips",
+    )  # fmt: skip
+    assert seen[-1] == (1, 12, 13)
+
+
+def test_yunet_detects_in_the_render(ff_pack: Path, face_clip: Path, tmp_path: Path) -> None:
+    report = render(
+        ff_pack, face_clip, tmp_path / "f", "--swapper", "inswapper_128", "--detector", "yunet_2023_mar"
+    )
+    assert "yunet_2023_mar" in model_names(report)
+    assert report["stages"]["detect"]["frames"] > 0

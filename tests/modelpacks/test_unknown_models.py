@@ -29,7 +29,7 @@ DESCRIBED_ENHANCER = """
 [[model]]
 kind = "enhancer"
 template = "ffhq_512"
-inputs = [{ name = "input", shape = [1, 3, 256, 256], layout = "NCHW", color = "RGB", mean = 127.5, std = 127.5 }]
+inputs = [{ name = "input", shape = [1, 3, 256, 256], layout = "NCHW", mean = 127.5, std = 127.5 }]
 outputs = [{ name = "", shape = [1, 3, 256, 256], layout = "NCHW", color = "RGB", mean = 127.5, std = 127.5 }]
 """
 

@@ -65,9 +65,8 @@ def lab_transfer_skin(
     sub = np.ascontiguousarray(skin[::2, ::2])
     if cv2.countNonZero(sub) < 16:
         return np.asarray(cv2.cvtColor(src_lab, cv2.COLOR_LAB2RGB), np.uint8)
-    sm, ss = cv2.meanStdDev(src_lab, mask=skin)
-    dm, ds = cv2.meanStdDev(dst_lab_half, mask=sub)
-    sm, ss, dm, ds = sm.ravel(), ss.ravel(), dm.ravel(), ds.ravel()
+    sm, ss = _robust_stats(np.ascontiguousarray(src_lab[::2, ::2]), sub)
+    dm, ds = _robust_stats(dst_lab_half, sub)
     ratio = np.clip(ds / np.maximum(ss, 1e-3), 0.5, 2.0)
     offset = dm - sm * ratio
     base = np.arange(256, dtype=np.float32)[:, None]
@@ -85,6 +84,26 @@ def lab_transfer_skin(
         wgt = np.ascontiguousarray(eyes[box], np.float32)
         out[box] = cv2.blendLinear(soft, np.ascontiguousarray(out[box]), wgt, 1.0 - wgt)
     return np.asarray(cv2.cvtColor(out, cv2.COLOR_LAB2RGB), np.uint8)
+
+
+SKIN_TRIM = 3.0
+"""Skin pixels whose lightness is further than this many (robust) standard deviations from the
+median are left out of the skin's statistics: dark glasses or a shadow reaching onto the cheek,
+highlights on a shiny forehead."""
+
+
+def _robust_stats(
+    lab: Frame, mask: npt.NDArray[np.uint8]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """LAB mean and standard deviation inside `mask`, without the lightness outliers."""
+    pixels = lab[mask > 0].astype(np.float64)
+    light = pixels[:, 0]
+    median = float(np.median(light))
+    spread = max(1.4826 * float(np.median(np.abs(light - median))), 2.0)
+    kept = pixels[np.abs(light - median) <= SKIN_TRIM * spread]
+    if len(kept) < 8:
+        kept = pixels
+    return kept.mean(0), kept.std(0)
 
 
 def seamless(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame:

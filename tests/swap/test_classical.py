@@ -13,7 +13,7 @@ from ffdesk.faces import mesh
 from ffdesk.faces.align import warp_face
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.faces.types import Face
-from ffdesk.swap.classical import ClassicalSwapper, SourceFace
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapGate, SwapSettings
 from ffdesk.types import Frame
 
 
@@ -187,3 +187,95 @@ def test_poisson_clone_agrees_with_opencv_seamless_clone() -> None:
     # OpenCV truncates its float result to 8 bits (and `ours` may differ in the last bit)
     assert np.abs(np.clip(np.floor(ours + 1e-3), 0, 255) - ref).max() <= 1
     assert np.abs(ref.astype(np.float32) - dst).max() > 20  # the clone did change the picture
+
+
+def _with_yaw(face: Face, yaw: float) -> Face:
+    """`face` with its nose tip moved along the cheek line so that `yaw_ratio` reads `yaw`."""
+    assert face.landmarks is not None
+    pts = face.landmarks.copy()
+    right, left = pts[mesh.RIGHT_CHEEK, :2], pts[mesh.LEFT_CHEEK, :2]
+    axis = left - right
+    nose = pts[mesh.NOSE_TIP, :2]
+    off = nose - right - axis * float(np.dot(nose - right, axis) / np.dot(axis, axis))
+    pts[mesh.NOSE_TIP, :2] = right + axis * (0.5 + yaw / 2.0) + off
+    assert mesh.yaw_ratio(pts) == pytest.approx(yaw, abs=1e-4)
+    return replace(face, landmarks=pts, track_id=7)
+
+
+def test_gate_has_hysteresis_on_yaw_and_fades(analyser: FaceAnalyser, astronaut: Frame) -> None:
+    """A face hovering about the profile limit goes off once and comes back once, fading out and
+    in, where a per-frame test would switch it on and off five times."""
+    face = analyser.analyse(astronaut)[0]
+    settings = SwapSettings()
+    yaws = [0.3, 0.3, 0.62, 0.58, 0.61, 0.57, 0.63, 0.59, 0.55, 0.52, 0.45, 0.3, 0.3, 0.3]
+    gate = SwapGate(settings)
+    weights = [gate.decide(astronaut.shape, [_with_yaw(face, y)])[0].weight for y in yaws]
+    assert weights == [1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25, 0.5, 0.75, 1.0]
+    on = [w > 0 for w in weights]
+    assert sum(a != b for a, b in zip(on, on[1:], strict=False)) == 2
+    per_frame = [abs(y) <= settings.max_yaw for y in yaws]
+    assert sum(a != b for a, b in zip(per_frame, per_frame[1:], strict=False)) >= 5
+    skipped = gate.decide(astronaut.shape, [_with_yaw(face, 0.7)])[0]
+    assert skipped.weight == 0.75 and skipped.reason is None  # fading out, not yet skipped
+    new = SwapGate(settings)
+    assert new.decide(astronaut.shape, [_with_yaw(face, 0.55)])[0].reason == "profile"  # not entered
+
+
+def test_partial_weight_pastes_part_of_the_way(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame
+) -> None:
+    face = analyser.analyse(astronaut)[0]
+    full, half = astronaut.copy(), astronaut.copy()
+    assert swapper.swap(full, face).swapped and swapper.swap(half, face, 0.5).swapped
+    d_full = np.abs(full.astype(float) - astronaut).sum()
+    d_half = np.abs(half.astype(float) - astronaut).sum()
+    assert 0.4 < d_half / d_full < 0.6
+
+
+def test_something_in_front_of_the_face_is_kept(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame
+) -> None:
+    """A dark microphone reaching in from the side over the mouth stays in front of the new face."""
+    face = analyser.analyse(astronaut)[0]
+    x1, y1, x2, y2 = (int(v) for v in face.bbox)
+    cy, h = int(y1 + 0.78 * (y2 - y1)), int(0.12 * (y2 - y1))
+    mic = astronaut.copy()
+    head = int(x1 + 0.45 * (x2 - x1))
+    cv2.rectangle(mic, (head, cy - h), (511, cy + h), (40, 40, 45), -1)
+    cv2.circle(mic, (head, cy), int(1.6 * h), (70, 70, 75), -1)
+    covered = np.zeros(mic.shape[:2], np.uint8)
+    cv2.rectangle(covered, (head, cy - h + 3), (x2, cy + h - 3), 1, -1)
+    cv2.circle(covered, (head, cy), int(1.6 * h) - 3, 1, -1)
+    out, plain = mic.copy(), mic.copy()
+    assert swapper.swap(out, face).swapped
+    ClassicalSwapper(swapper.source, SwapSettings(keep_occluders=False)).swap(plain, face)
+    diff = np.abs(out.astype(int) - mic.astype(int)).sum(-1)
+    assert diff[covered > 0].mean() < 3.0
+    assert np.abs(plain.astype(int) - mic.astype(int)).sum(-1)[covered > 0].mean() > 30.0
+    rest = hull_mask(mic.shape, face, 0) & (covered == 0)
+    assert diff[rest].mean() > 30.0  # the rest of the face is swapped
+
+
+def test_glasses_do_not_pull_the_skin_dark(
+    analyser: FaceAnalyser, swapper: ClassicalSwapper, astronaut: Frame
+) -> None:
+    """Colour is measured on the skin only: dark lenses on the target leave the swapped cheeks,
+    forehead and nose as they are without them (measured over the whole hull, the lenses raised
+    the lightness' spread and moved these pixels by 5.7 levels on average)."""
+    face = analyser.analyse(astronaut)[0]
+    assert face.landmarks is not None
+    pts = face.landmarks[:, :2]
+    shades = astronaut.copy()
+    for eye in (mesh.RIGHT_EYE, mesh.LEFT_EYE):
+        c = pts[list(eye)].mean(0)
+        w = float(np.ptp(pts[list(eye)][:, 0]))
+        cv2.ellipse(shades, (int(c[0]), int(c[1])), (int(0.6 * w), int(0.4 * w)), 0, 0, 360, (15, 15, 20), -1)
+    plain, dark = astronaut.copy(), shades.copy()
+    swapper.swap(plain, face)
+    swapper.swap(dark, face)
+    skin = hull_mask(astronaut.shape, face, 0) & (np.abs(shades.astype(int) - astronaut).sum(-1) == 0)
+    light = cv2.cvtColor(plain, cv2.COLOR_RGB2LAB)[..., 0][skin].astype(float)
+    light_dark = cv2.cvtColor(dark, cv2.COLOR_RGB2LAB)[..., 0][skin].astype(float)
+    assert abs(light.mean() - light_dark.mean()) < 2.0
+    assert np.abs(light - light_dark).mean() < 2.5
+    assert abs(light.std() - light_dark.std()) < 1.5

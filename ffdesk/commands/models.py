@@ -27,7 +27,9 @@ def register(sub: Any) -> None:
             help="models folder (default: the saved setting, else the user data folder)",
         )
 
-    p = cmds.add_parser("list", help="catalog models: present, verified, size, cached variants")
+    p = cmds.add_parser(
+        "list", help="every file of the folder: verified, failing (why), half-downloaded, or not used"
+    )
     dir_arg(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--no-verify", action="store_true", help="skip hashing and contract checks (fast)")
@@ -70,38 +72,50 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+STATUS_WORDS = {
+    "verified": "verified",
+    "unverified": "unverified",
+    "present": "present",
+    "bad": "BAD",
+    "partial": "PARTIAL",
+    "unused": "not used",
+}
+
+
 def _list(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import model_status, resolve_models_dir
+    from ffdesk.runtime.files import model_status, resolve_models_dir, scan_folder
 
+    catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir)
-    rows = [model_status(spec, folder, check=not args.no_verify) for spec in load_catalog()]
+    check = not args.no_verify
+    files = scan_folder(catalog, folder, check=check)
     if args.json:
+        rows = [model_status(spec, folder, check=check) for spec in catalog]
         data = {
             "models_dir": str(folder),
+            "files": [dict(asdict(f), usable=f.usable) for f in files],
             "models": [dict(asdict(r), verified=r.verified) for r in rows],
         }
         print(json.dumps(data, indent=1))
         return 0
     print(f"models folder: {folder}")
-    print(f"{'model':<20} {'kind':<11} {'status':<11} {'size':>10}  variants  notes")
-    for r in rows:
-        if not r.present:
-            status = "missing"
-        elif r.problems:
-            status = "BAD"
-        elif r.hash == "ok":
-            status = "verified"
-        elif r.hash is None:
-            status = "present"
-        else:
-            status = "unverified"
-        size = _mb(r.size_bytes) if r.present else "-"
-        variants = ",".join(r.variants) or "-"
-        note = r.problems[0] if r.problems else ""
-        if not note and r.present and r.expected_bytes and r.size_bytes < r.expected_bytes // 4:
-            note = f"published file is ~{_mb(r.expected_bytes)} (a stand-in?)"
-        print(f"{r.name:<20} {r.kind:<11} {status:<11} {size:>10}  {variants:<8}  {note}")
+    if not files:
+        print("no model files here")
+    else:
+        width = max(len(f.file) for f in files) + 1
+        print(f"{'file':<{width}} {'model':<24} {'kind':<11} {'status':<10} {'size':>10}  notes")
+        for f in files:
+            size = _mb(f.size_bytes) if f.size_bytes else "-"
+            kind = f.kind or "-"
+            model = f.model or "-"
+            print(
+                f"{f.file:<{width}} {model:<24} {kind:<11} {STATUS_WORDS[f.status]:<10} {size:>10}  {f.note}"
+            )
+    here = {f.model for f in files if f.model}
+    absent = [spec.name for spec in catalog if spec.name not in here]
+    if absent:
+        print(f"catalog models not in this folder ({len(absent)}): {', '.join(absent)}")
     return 0
 
 

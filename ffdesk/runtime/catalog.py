@@ -177,11 +177,32 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class OtherFile:
+    """Files a FaceFusion folder may hold that ffdesk does not use, and what they are."""
+
+    patterns: tuple[str, ...]
+    """Shell-style patterns matched against the file name (without its extension too)."""
+    what: str
+
+    def matches(self, file_name: str) -> bool:
+        from fnmatch import fnmatch
+
+        stem = Path(file_name).stem
+        return any(fnmatch(file_name, p) or fnmatch(stem, p) for p in self.patterns)
+
+
+@dataclass(frozen=True)
 class Catalog:
     """All known models, in file order."""
 
     models: tuple[ModelSpec, ...]
     source: Path | None = None
+    others: tuple[OtherFile, ...] = ()
+    """What the files ffdesk does not use are, for `models list`."""
+
+    def other(self, file_name: str) -> str | None:
+        """What a file ffdesk does not use is, when the catalog knows."""
+        return next((o.what for o in self.others if o.matches(file_name)), None)
 
     def __iter__(self) -> Iterator[ModelSpec]:
         return iter(self.models)
@@ -310,7 +331,13 @@ def load_catalog(path: Path | None = None) -> Catalog:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise UserError(f"{path}: duplicate model names {', '.join(dupes)}")
-    return Catalog(models=models, source=path)
+    try:
+        others = tuple(
+            OtherFile(tuple(str(m) for m in o["match"]), str(o["what"])) for o in data.get("other", [])
+        )
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{path}: bad [[other]] entry ({exc})") from exc
+    return Catalog(models=models, source=path, others=others)
 
 
 def description_path(model_file: Path) -> Path:

@@ -475,3 +475,96 @@ def import_model(
             # Record the CRC32 now so later damage to the copy is caught.
             write_sidecar(dest)
     return ImportResult(src, spec.name, dest, (), status)
+
+
+# ---- a whole folder, as FaceFusion leaves it ------------------------------------------------
+
+FileStatus = Literal["verified", "unverified", "present", "bad", "partial", "unused"]
+MODEL_SUFFIXES = (".onnx", ".pth", ".pt", ".safetensors", ".dfm")
+
+
+@dataclass(frozen=True)
+class FolderFile:
+    """One model file (or a lone `.hash`) in a models folder, and what ffdesk makes of it.
+
+    status: verified (a catalog model that passes every check, `.hash` included); unverified
+    (passes, but has no `.hash` to check against); present (not checked: --no-verify); bad (a
+    catalog model that fails a check: `note` says why); partial (half-downloaded: truncated
+    with a `.hash` it does not match, or a `.hash` whose model never arrived); unused (not a
+    model ffdesk runs: `note` says what it is, when the catalog knows)."""
+
+    file: str
+    status: FileStatus
+    model: str | None
+    kind: str | None
+    size_bytes: int
+    note: str
+    variants: tuple[str, ...] = ()
+    """Precision variants ffdesk has cached for it (fp16, int8)."""
+
+    @property
+    def usable(self) -> bool:
+        return self.status in ("verified", "unverified", "present")
+
+
+def _catalog_file(catalog: Catalog, name: str) -> ModelSpec | None:
+    return next((m for m in catalog.models if m.file == name), None)
+
+
+def _model_file(catalog: Catalog, path: Path, check: bool) -> FolderFile:
+    spec = _catalog_file(catalog, path.name)
+    size = path.stat().st_size
+    if spec is None:
+        what = catalog.other(path.name)
+        return FolderFile(path.name, "unused", None, None, size, what or "not a model ffdesk knows")
+    if not check:
+        return FolderFile(path.name, "present", spec.name, spec.kind, size, "")
+    problems = verify(spec, path)
+    side = sidecar_path(path)
+    if problems:
+        truncated = problems[0].endswith(("truncated or not an ONNX model", "empty file"))
+        if truncated and side.is_file():
+            of = f" of ~{spec.size_bytes / 1e6:.0f} MB" if spec.size_bytes else ""
+            note = f"half-downloaded ({size / 1e6:.1f} MB{of}, does not match its .hash)"
+            return FolderFile(path.name, "partial", spec.name, spec.kind, size, note)
+        why = "; ".join(p.removeprefix(f"{path.name}: ") for p in problems)
+        return FolderFile(path.name, "bad", spec.name, spec.kind, size, why)
+    from ffdesk.runtime.precision import cached_variants
+
+    status: FileStatus = "verified" if hash_status(spec, path) == "ok" else "unverified"
+    note = "no .hash sidecar to check it against" if status == "unverified" else reads_of(spec, path)
+    return FolderFile(path.name, status, spec.name, spec.kind, size, note, cached_variants(path))
+
+
+def scan_folder(catalog: Catalog, folder: Path, *, check: bool = True) -> tuple[FolderFile, ...]:
+    """Every model file in `folder` (and every `.hash` without its model), by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ()
+    rows: list[FolderFile] = []
+    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    present = set(names)
+    for name in names:
+        path = folder / name
+        if not path.is_file():
+            continue
+        suffix = path.suffix.lower()
+        if suffix in MODEL_SUFFIXES:
+            rows.append(_model_file(catalog, path, check))
+        elif suffix == ".hash" and not any(path.stem + s in present for s in MODEL_SUFFIXES):
+            spec = next((m for m in catalog.models if m.hash_file == name), None)
+            what = "its model file never arrived (a download that did not start or was removed)"
+            if spec is not None:
+                rows.append(FolderFile(name, "partial", spec.name, spec.kind, 0, what))
+            elif (other := catalog.other(path.stem)) is not None:
+                rows.append(FolderFile(name, "unused", None, None, 0, f"{other}; {what}"))
+    return tuple(rows)
+
+
+def usable_models(catalog: Catalog, folder: Path) -> dict[str, list[str]]:
+    """Catalog names by kind of the files in `folder` that pass verification (for pickers)."""
+    out: dict[str, list[str]] = {}
+    for row in scan_folder(catalog, folder):
+        if row.usable and row.model is not None and row.kind is not None:
+            out.setdefault(row.kind, []).append(row.model)
+    return out

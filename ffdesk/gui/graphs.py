@@ -199,7 +199,7 @@ class GraphsView(QWidget):
         stacks = []
         for name in names:
             values = t.render.get(f"model.{name}")
-            values = np.nan_to_num(values if values is not None else np.zeros_like(x))
+            values = np.nan_to_num(forward_filled(values) if values is not None else np.zeros_like(x))
             total = total + values / MIB
             stacks.append((name, total.copy()))
         for i, (name, cum) in enumerate(reversed(stacks)):
@@ -216,6 +216,20 @@ class GraphsView(QWidget):
 
     def stop(self) -> None:
         self.timer.stop()
+
+
+def forward_filled(values: np.ndarray) -> np.ndarray:
+    """`values` with each NaN replaced by the last value before it (samples of other series, such
+    as frames/s, share the buffer's times; a model's bytes hold until its next event)."""
+    values = np.asarray(values, dtype=np.float64)
+    known = ~np.isnan(values)
+    if known.all() or not known.any():
+        return values
+    last = np.where(known, np.arange(len(values)), 0)
+    np.maximum.accumulate(last, out=last)
+    filled = values[last]
+    filled[: int(np.argmax(known))] = np.nan  # nothing known yet
+    return filled
 
 
 def nice_ceiling(value: float) -> float:

@@ -336,6 +336,10 @@ def test_graphs_plot_host_figures_without_gpu_and_stack_models(qtbot) -> None:  
     # stacked: the swapper's band sits on top of the detector's
     assert view.model_curves["detector"].getData()[1][-1] == 50.0
     assert view.model_curves["swapper"].getData()[1][-1] == 250.0
+    # frames/s samples between memory events do not drop the models' bands to zero
+    model.on_event(ev.Progress(6, 10, 12.0, 1.0))
+    view.refresh()
+    assert view.model_curves["swapper"].getData()[1][-1] == 250.0
     view.stop()
 
 

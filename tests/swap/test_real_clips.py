@@ -50,7 +50,10 @@ def carphone(analyser: FaceAnalyser) -> tuple[ClipQuality, dict[int, tuple[Frame
 def _turned(src: Path, dst: Path, k: int, frames: int) -> Path:
     """`src`'s first frames turned by `k` quarter turns counter-clockwise, nearly losslessly."""
     with av.open(str(src)) as c:
-        images = [np.ascontiguousarray(np.rot90(f.to_ndarray(format="rgb24"), k)) for f in c.decode(video=0)]
+        images = [
+            np.ascontiguousarray(np.rot90(f.to_ndarray(format="rgb24"), k), np.uint8)
+            for f in c.decode(video=0)
+        ]
     images = images[:frames]
     h, w = images[0].shape[:2]
     with av.open(str(dst), "w") as out:

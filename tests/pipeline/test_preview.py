@@ -126,3 +126,43 @@ def test_scrub_cache_respects_its_budget(face_clip: Path) -> None:
     assert cache.done.wait(30)
     cache.stop()
     assert len(cache) == 1
+
+
+def test_same_processing_ignores_what_only_the_render_writes(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from ffdesk.pipeline.preview import same_processing
+
+    job = RenderJob(target=tmp_path / "a.mp4", output=tmp_path / "o.mp4", mode="preview")
+    for neutral in (
+        {"quality": 90},
+        {"start": 1.0, "end": 2.0},
+        {"output": tmp_path / "other.mov", "encoder": "prores"},
+        {"batch": 8, "memory_budget": 2**30, "resume": False, "segment_frames": 24},
+    ):
+        assert same_processing(job, replace(job, **neutral)), neutral  # type: ignore[arg-type]
+    for changed in (
+        {"mode": "final"},
+        {"precision": "fp16"},
+        {"sources": (tmp_path / "face.jpg",)},
+        {"swapper": "inswapper_128"},
+        {"target": tmp_path / "b.mp4"},
+        {"face_selection": "all"},
+    ):
+        assert not same_processing(job, replace(job, **changed)), changed  # type: ignore[arg-type]
+
+
+def test_stage_events_other_than_warnings_reach_on_event(face_clip: Path) -> None:
+    """A stage's memory event is handed on (not dropped); its warnings come back with the result."""
+    from ffdesk.pipeline import events as ev
+
+    job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="preview")
+    got: list[object] = []
+    p = Previewer(job, on_event=got.append)
+    memory = ev.MemoryChanged((("swap (preview)", 10),), 100)
+    p._on_event(memory)
+    p._on_event(ev.Warning("a stage noticed something"))
+    r = p.render(0.0)
+    p.close()
+    assert got == [memory]
+    assert r.warnings == ("a stage noticed something",)

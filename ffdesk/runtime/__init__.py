@@ -3,7 +3,11 @@
 - `catalog`: the supported models and their input/output contracts (data: resources/catalog.toml).
 - `files`: the models folder, `verify` (hash sidecars, contracts), import, safe torch weights.
 - `sessions`: ONNX Runtime (TensorRT -> CUDA -> CPU, read back) and torch sessions, one Protocol.
-- `residency`: `ResidencyManager`, the one place that decides which models are loaded.
+- `residency`: `ResidencyManager`, the one place that decides which models are loaded; managers
+  made inside `app.sharing(holder)` join one pool, so an application keeps one budget.
+- `residency_policy`: what residency decides (evictions, size estimates, out-of-memory steps) as
+  pure functions; `footprints`: measured model sizes remembered between runs; `memprobe`: how
+  memory use is read (replaceable, so tests measure fake models).
 - `precision`: FP16/INT8 variants made on demand and cached; `--precision auto`.
 - `standins`: random-weight models that honour each contract (tests, benchmarks).
 """

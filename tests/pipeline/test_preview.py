@@ -21,7 +21,8 @@ def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ffdesk.media.decode import read_image
     from ffdesk.media.synth import synth_clip
 
-    face = np.ascontiguousarray(cv2.resize(read_image(SAMPLE / "astronaut.jpg")[0:300, 120:400], (180, 190)))
+    crop = cv2.resize(read_image(SAMPLE / "astronaut.jpg")[0:300, 120:400], (180, 190))
+    face = np.ascontiguousarray(crop, dtype=np.uint8)
     path = tmp_path_factory.mktemp("preview") / "face.mp4"
     synth_clip(path, width=320, height=600, fps=10.0, frames=10, face_image=face, gop=5)
     return path

@@ -92,18 +92,32 @@ median are left out of the skin's statistics: dark glasses or a shadow reaching 
 highlights on a shiny forehead."""
 
 
+def hist_median(channel: npt.NDArray[np.uint8], mask: npt.NDArray[np.uint8]) -> tuple[float, float]:
+    """Median and robust standard deviation (1.4826 x the median absolute deviation) of an 8-bit
+    channel inside `mask`, from its histogram (no sorting)."""
+    hist = cv2.calcHist([channel], [0], mask, [256], [0, 256]).ravel()
+    total = float(hist.sum())
+    if total <= 0:
+        return 0.0, 0.0
+    median = int(np.searchsorted(np.cumsum(hist), total / 2.0))
+    deviation = np.bincount(np.abs(np.arange(256) - median), weights=hist, minlength=256)
+    mad = int(np.searchsorted(np.cumsum(deviation), total / 2.0))
+    return float(median), 1.4826 * mad
+
+
 def _robust_stats(
     lab: Frame, mask: npt.NDArray[np.uint8]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """LAB mean and standard deviation inside `mask`, without the lightness outliers."""
-    pixels = lab[mask > 0].astype(np.float64)
-    light = pixels[:, 0]
-    median = float(np.median(light))
-    spread = max(1.4826 * float(np.median(np.abs(light - median))), 2.0)
-    kept = pixels[np.abs(light - median) <= SKIN_TRIM * spread]
-    if len(kept) < 8:
-        kept = pixels
-    return kept.mean(0), kept.std(0)
+    light = np.ascontiguousarray(lab[..., 0])
+    median, spread = hist_median(light, mask)
+    reach = SKIN_TRIM * max(spread, 2.0)
+    kept = cv2.inRange(light, max(0.0, median - reach), min(255.0, median + reach))
+    kept = cv2.bitwise_and(kept, mask)
+    if cv2.countNonZero(kept) < 8:
+        kept = mask
+    m, sd = cv2.meanStdDev(lab, mask=kept)
+    return np.asarray(m, np.float64).ravel(), np.asarray(sd, np.float64).ravel()
 
 
 def seamless(src: Frame, dst: Frame, region: npt.NDArray[np.uint8]) -> Frame:

@@ -23,7 +23,7 @@ from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
-from ffdesk.swap.blend import alpha_blend, feathered, half_lab, lab_transfer_skin, seamless
+from ffdesk.swap.blend import alpha_blend, feathered, half_lab, hist_median, lab_transfer_skin, seamless
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
@@ -77,9 +77,14 @@ class SourceFace:
     lab: Frame = field(init=False, repr=False, compare=False)
     """`image` in 8-bit LAB: warped instead of `image` when the colour is transferred, which
     saves converting every frame's warped face."""
+    winding: np.ndarray = field(init=False, repr=False, compare=False)
+    """Sign of each triangle's area in the source (a target triangle of the other sign is folded)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lab", cv2.cvtColor(self.image, cv2.COLOR_RGB2LAB))
+        object.__setattr__(
+            self, "winding", np.sign(_signed_areas(np.asarray(self.points, np.float64), self.triangles))
+        )
 
     @classmethod
     def from_face(cls, photo: Frame, face: Face) -> SourceFace:
@@ -331,20 +336,20 @@ def _features(local: Points, shape: tuple[int, int], grow: int) -> np.ndarray:
     return np.asarray(cv2.dilate(out, _DISK3, iterations=grow), np.uint8)
 
 
+def _signed_areas(points: np.ndarray, tris: np.ndarray) -> np.ndarray:
+    p = points[:, :2]
+    a, b, c = p[tris[:, 0]], p[tris[:, 1]], p[tris[:, 2]]
+    return np.asarray((b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0]))
+
+
 def _unfill_folded(region: np.ndarray, source: SourceFace, local: Points) -> None:
     """Clear the triangles that the target's mesh folds over (their winding flips against the
     source's): on a face turning away they lie behind the nose or the cheek, out of sight."""
-    tris = source.triangles
-    src = np.asarray(source.points, np.float64)[tris]
-    dst = np.asarray(local, np.float64)[:, :2][tris]
-
-    def signed(p: np.ndarray) -> np.ndarray:
-        a, b = p[:, 1] - p[:, 0], p[:, 2] - p[:, 0]
-        return np.asarray(a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0])
-
-    flipped = np.where(signed(src) * signed(dst) < 0)[0]
+    dst = np.asarray(local, np.float64)
+    flipped = np.flatnonzero(_signed_areas(dst, source.triangles) * source.winding < 0)
     for t in flipped:
-        cv2.fillConvexPoly(region, np.round(dst[t] * 16).astype(np.int32), 0, cv2.LINE_8, 4)
+        tri = np.round(dst[source.triangles[t], :2] * 16).astype(np.int32)
+        cv2.fillConvexPoly(region, tri, 0, cv2.LINE_8, 4)
 
 
 def _occluders(
@@ -359,16 +364,18 @@ def _occluders(
     skin_half = skin[::2, ::2] > 0
     if cv2.countNonZero(reg) < 64 or int(skin_half.sum()) < 32:
         return None
-    ab = lab_half[..., 1:3].astype(np.float32)
-    samples = ab[skin_half]
-    centre = np.median(samples, axis=0)
-    spread = np.maximum(1.4826 * np.median(np.abs(samples - centre), axis=0), 2.0)
-    far = (((ab - centre) / spread) ** 2).sum(-1)
+    skin_mask = skin_half.view(np.uint8)
+    far = np.zeros(reg.shape, np.float32)
+    for c in (1, 2):
+        channel = np.ascontiguousarray(lab_half[..., c])
+        centre, spread = hist_median(channel, skin_mask)
+        far += ((channel.astype(np.float32) - centre) / max(spread, 2.0)) ** 2
     cand = ((far > s.occluder_sigma**2) & (reg > 0)).view(np.uint8)
     if not cand.any():
         return None
     k = max(3, int(0.04 * max(reg.shape)) | 1)
-    cand = cv2.morphologyEx(cand, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k)))
+    opening = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    cand = np.asarray(cv2.morphologyEx(cand, cv2.MORPH_OPEN, opening), np.uint8)
     edge = (reg > 0) & (cv2.erode(reg, _DISK3, iterations=3) == 0)
     n, labels, _, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
     touching = np.unique(labels[edge & (labels > 0)])

@@ -12,8 +12,9 @@ at most the one budget together, each model labelled with who holds it. A manage
 any `sharing` block keeps a private pool (the command line's renders).
 
 What to evict, what a model will cost and how to recover from out-of-memory are decided by the
-pure functions of `residency_policy`; this module applies them. Loads, offloads and unloads (the
-file and device work) run outside the manager's lock; the lock only guards the bookkeeping.
+pure functions of `residency_policy`; the pool (`residency_pool`) applies them to its entries.
+Loads, offloads and unloads (the file and device work) run outside the pool's lock; the lock only
+guards the bookkeeping.
 `on_change` callbacks run on the thread of the call that changed residency (a background
 prefetch's change is delivered by the next call), never under the lock.
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,20 +41,23 @@ from ffdesk.runtime import residency_policy as policy
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.memprobe import MemoryProbe, ProcessMemoryProbe
 from ffdesk.runtime.residency_policy import OomAction
-from ffdesk.runtime.sessions import (
-    CPU,
-    CUDA,
-    HostCopy,
-    OrtSession,
-    Session,
-    SessionOptions,
-    prime_onnxruntime,
-    warm_up,
+from ffdesk.runtime.residency_pool import (
+    Entry,
+    Member,
+    OnChange,
+    Pool,
+    ResidencySnapshot,
+    ResidentModel,
+    State,
+    Ticket,
+    Unload,
 )
+from ffdesk.runtime.sessions import OrtSession, Session, SessionOptions
 
 __all__ = [
     "FootprintStore",
     "ModelStats",
+    "OnChange",
     "OnnxLoader",
     "OomAction",
     "OomEvent",
@@ -62,6 +65,7 @@ __all__ = [
     "ResidencyManager",
     "ResidencySnapshot",
     "ResidentModel",
+    "State",
     "format_size",
     "is_oom_error",
     "parse_size",
@@ -69,13 +73,6 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-OnChange = Callable[[tuple[tuple[str, int], ...], int | None], None]
-"""Called with ((model label, bytes on the device), ...) and the budget whenever residency
-changes. A private manager's labels are its keys; in a shared pool every model of the pool is
-listed, those of joined managers labelled "key (holder)"."""
-
-State = Literal["out", "host", "loading", "device", "evicting"]
 
 
 def parse_size(text: str | int) -> int:
@@ -193,440 +190,30 @@ class Plan:
 
 
 @dataclass(frozen=True)
-class ResidentModel:
-    """One model on the device in a pool: who holds it and what it costs."""
-
-    key: str
-    holder: str
-    """The label of the manager that loaded it ("" for the pool's own manager)."""
-    nbytes: int
-    in_use: bool
-    """A batch is running on it now."""
-
-    @property
-    def label(self) -> str:
-        return f"{self.key} ({self.holder})" if self.holder else self.key
-
-
-@dataclass(frozen=True)
-class ResidencySnapshot:
-    """Every model on the device in a pool, least recently used first, and the budget."""
-
-    models: tuple[ResidentModel, ...]
-    budget_bytes: int | None
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(m.nbytes for m in self.models)
-
-
-@dataclass
-class _Entry:
-    """One registered model. Written only under the pool's lock."""
-
-    slot: str
-    key: str
-    owner: int
-    holder: str
-    loader: Callable[[], Session]
-    size_hint: int | None
-    name: str
-    precision: str
-    fingerprint: str | None
-    file_bytes: int | None
-    fallback: str | None
-    warmup: bool
-    state: State = "out"
-    session: Session | None = None
-    host: HostCopy | None = None
-    refs: int = 0
-    holders: dict[int, int] = field(default_factory=dict)
-    nbytes: int = 0
-    last_used: int = 0
-    loads: int = 0
-    host_reloads: int = 0
-    evictions: int = 0
-    load_ms: float = 0.0
-    provider: str = ""
-
-
-@dataclass(frozen=True)
-class _Ticket:
-    """What a load needs, copied under the lock when the load is reserved."""
-
-    loader: Callable[[], Session]
-    host: HostCopy | None
-    store_key: Callable[[str], str | None]
-    warmup: bool
-    measured: int | None
-    floor: int
-
-
-@dataclass(frozen=True)
-class _Unload:
-    """An eviction claimed under the lock, carried out after it is released."""
-
-    entry: _Entry
-    session: Session | None
-    keep_host: bool
-
-
-_SHARED: ContextVar[tuple[_Pool, str] | None] = ContextVar("ffdesk_shared_residency", default=None)
-"""The pool (and holder label) managers made in this context join; see `sharing()`."""
-
-_ids = itertools.count(1)
-
-
-class _Pool:
-    """The state one budget covers: every entry of every manager sharing it, the lock, the
-    loader thread and the measuring tools. Methods named `_locked_*` expect the lock held."""
-
-    def __init__(
-        self,
-        budget_bytes: int | None,
-        device: Literal["cuda", "cpu"],
-        device_id: int,
-        host_budget_bytes: int,
-        footprints: FootprintStore,
-        probe: MemoryProbe,
-    ) -> None:
-        self.budget_bytes = budget_bytes
-        self.device = device
-        self.device_id = device_id
-        self.host_budget_bytes = host_budget_bytes
-        self.footprints = footprints
-        self.probe = probe
-        self.cond = threading.Condition()
-        self.load_lock = threading.Lock()
-        self.deliver_lock = threading.RLock()
-        self.entries: dict[str, _Entry] = {}
-        self.views: dict[int, ResidencyManager] = {}
-        self.owner = 0
-        self.dirty: set[int] = set()
-        self.clock = 0
-        self.waiting: set[int] = set()
-        self.peak_bytes = 0
-        self.primed = False
-        self.closed = False
-        self.prefetch_q: queue.Queue[str | None] = queue.Queue()
-        self.prefetch_thread: threading.Thread | None = None
-
-    # ---- bookkeeping (lock held) ----------------------------------------------------------
-
-    def _locked_device_bytes(self, owner: int | None = None) -> int:
-        return sum(
-            e.nbytes
-            for e in self.entries.values()
-            if e.state in ("device", "loading", "evicting") and (owner is None or e.owner == owner)
-        )
-
-    def _locked_host_bytes(self) -> int:
-        return sum(e.host.nbytes for e in self.entries.values() if e.host is not None)
-
-    def _locked_touch(self, e: _Entry) -> None:
-        self.clock += 1
-        e.last_used = self.clock
-
-    def _locked_hold(self, e: _Entry) -> None:
-        tid = threading.get_ident()
-        e.refs += 1
-        e.holders[tid] = e.holders.get(tid, 0) + 1
-        self._locked_touch(e)
-
-    def _locked_changed(self) -> None:
-        """Residency changed: every manager of the pool has an `on_change` due."""
-        self.dirty.update(self.views)
-        self.cond.notify_all()
-
-    def expected_provider(self) -> str:
-        return CUDA if self.device == "cuda" else CPU
-
-    def _locked_estimate(self, e: _Entry) -> int:
-        if e.state in ("device", "loading", "evicting") and e.nbytes:
-            return e.nbytes
-        recorded = None
-        if e.fingerprint:
-            provider = e.provider or self.expected_provider()
-            recorded = self.footprints.get(FootprintStore.key(e.fingerprint, e.precision, provider))
-        return policy.estimate_bytes(
-            recorded=recorded,
-            measured=e.nbytes if e.loads and e.nbytes else None,
-            size_hint=e.size_hint,
-            file_bytes=e.file_bytes,
-        )
-
-    def _locked_fits(self, need: int) -> bool:
-        return policy.fits(need, self._locked_device_bytes(), self.budget_bytes)
-
-    def _locked_waiting_helps(self, tid: int) -> bool:
-        in_flight = any(e.state in ("loading", "evicting") for e in self.entries.values())
-        holders = [e.holders for e in self.entries.values() if e.state == "device" and e.refs > 0]
-        return policy.waiting_helps(tid, in_flight, holders, self.waiting)
-
-    def _locked_loaded(self) -> list[policy.Loaded]:
-        return [
-            policy.Loaded(e.slot, e.nbytes, e.refs > 0, e.last_used)
-            for e in self.entries.values()
-            if e.state == "device"
-        ]
-
-    def _locked_claim(self, victims: Sequence[_Entry], keep_host: bool) -> list[_Unload]:
-        """Mark `victims` as being evicted; their bytes stay counted until `unload` frees them."""
-        claims = []
-        for v in victims:
-            claims.append(_Unload(v, v.session, keep_host))
-            v.session = None
-            v.state = "evicting"
-        return claims
-
-    def _locked_claim_room(self, need: int, exclude: str) -> list[_Unload]:
-        """Claim the idle models to evict (the policy's choice) so `need` more bytes fit."""
-        chosen = policy.choose_evictions(
-            need, self._locked_device_bytes(), self.budget_bytes, self._locked_loaded(), (exclude,)
-        )
-        return self._locked_claim([self.entries[s] for s in chosen], keep_host=True)
-
-    def _locked_reserve(self, e: _Entry, need: int) -> _Ticket:
-        """Mark `e` loading with `need` bytes reserved; what the load needs, copied."""
-        fingerprint, precision, host = e.fingerprint, e.precision, e.host
-        ticket = _Ticket(
-            loader=e.loader,
-            host=host,
-            store_key=lambda provider: (
-                FootprintStore.key(fingerprint, precision, provider) if fingerprint else None
-            ),
-            warmup=e.warmup,
-            measured=e.nbytes if e.loads and e.nbytes else None,
-            floor=e.file_bytes or (host.nbytes if host is not None else 0),
-        )
-        e.state = "loading"
-        e.nbytes = need
-        return ticket
-
-    # ---- work outside the lock -------------------------------------------------------------
-
-    def unload(self, claims: Sequence[_Unload]) -> None:
-        """Carry out claimed evictions: offload to the host tier (reads the model back), close,
-        hand the memory back; then record the outcome under the lock."""
-        if not claims:
-            return
-        copies: list[HostCopy | None] = []
-        for c in claims:
-            host = None
-            if c.session is not None:
-                if c.keep_host and self.host_budget_bytes > 0:
-                    with contextlib.suppress(OSError, MemoryError):
-                        host = c.session.offload()
-                c.session.close()
-            copies.append(host)
-        self.probe.release_freed()
-        with self.cond:
-            for c, host in zip(claims, copies, strict=True):
-                self._locked_settle_evicted(c.entry, host)
-            self._locked_changed()
-
-    def _locked_settle_evicted(self, e: _Entry, host: HostCopy | None) -> None:
-        e.evictions += 1
-        e.state = "out"
-        e.host = None
-        if host is None:
-            return
-        hosted = [
-            policy.Loaded(x.slot, x.host.nbytes, False, x.last_used)
-            for x in self.entries.values()
-            if x.state == "host" and x.host is not None
-        ]
-        drops = policy.choose_host_drops(
-            host.nbytes, self._locked_host_bytes(), self.host_budget_bytes, hosted, (e.slot,)
-        )
-        if drops is None:
-            return
-        for slot in drops:
-            dropped = self.entries[slot]
-            dropped.host = None
-            dropped.state = "out"
-        e.host = host
-        e.state = "host"
-
-    def load(self, e: _Entry, ticket: _Ticket, hold: bool) -> Session:
-        """Load a reserved entry (measuring what it costs), then make it resident."""
-        try:
-            session, load_ms, before, after, recorded = self._open(ticket)
-        except BaseException:
-            with self.cond:
-                e.state = "host" if e.host is not None else "out"
-                e.nbytes = 0 if not e.loads else e.nbytes
-                self._locked_changed()
-            raise
-        store_key = ticket.store_key(session.provider)
-        if recorded is not None:
-            nbytes = recorded
-        elif ticket.measured and not store_key:
-            nbytes = ticket.measured  # measured on the first load of this run; reloads reuse freed memory
-        else:
-            nbytes = policy.measured_footprint(before, after, ticket.floor)
-            if store_key and ticket.host is None:
-                self.footprints.put(store_key, nbytes, load_ms)
-        with self.cond:
-            self._locked_commit(e, session, nbytes, load_ms, ticket.host is not None, hold)
-            claims = self._locked_claim_room(0, exclude=e.slot)
-        self.unload(claims)
-        with self.cond:
-            self.peak_bytes = max(self.peak_bytes, self._locked_device_bytes())
-            view = self.views.get(e.owner)
-            if view is not None:
-                view._locked_note_peak(self._locked_device_bytes(e.owner))
-        return session
-
-    def _open(
-        self, ticket: _Ticket
-    ) -> tuple[Session, float, tuple[int | None, ...], tuple[int | None, ...], int | None]:
-        """Build the session (one load at a time, so each is measured alone)."""
-        with self.load_lock:
-            if not self.primed and isinstance(ticket.loader, OnnxLoader):
-                prime_onnxruntime()
-                self.primed = True
-            before = self.probe.used()
-            t0 = time.perf_counter()
-            session = ticket.host.reload() if ticket.host is not None else ticket.loader()
-            load_ms = (time.perf_counter() - t0) * 1000.0
-            store_key = ticket.store_key(session.provider)
-            recorded = self.footprints.get(store_key) if store_key else None
-            # Warm up only to measure: once the footprint is known, a reload after an
-            # eviction should cost a load, not a load plus an inference.
-            known = recorded is not None or bool(ticket.measured)
-            if ticket.warmup and not known and ticket.host is None:
-                warm_up(session)
-            after = self.probe.used()
-        return session, load_ms, before, after, recorded
-
-    def _locked_commit(
-        self, e: _Entry, session: Session, nbytes: int, load_ms: float, from_host: bool, hold: bool
-    ) -> None:
-        e.session = session
-        e.host = None
-        e.state = "device"
-        e.provider = session.provider
-        e.nbytes = nbytes
-        e.loads += 1
-        e.host_reloads += int(from_host)
-        e.load_ms += load_ms
-        if hold:
-            self._locked_hold(e)
-        else:
-            self._locked_touch(e)
-        self._locked_changed()
-
-    # ---- events -----------------------------------------------------------------------------
-
-    def _locked_resident(self) -> list[_Entry]:
-        return sorted((e for e in self.entries.values() if e.state == "device"), key=lambda e: e.last_used)
-
-    def _locked_snapshot(self) -> ResidencySnapshot:
-        models = tuple(
-            ResidentModel(e.key, "" if e.owner == self.owner else e.holder, e.nbytes, e.refs > 0)
-            for e in self._locked_resident()
-        )
-        return ResidencySnapshot(models, self.budget_bytes)
-
-    def deliver(self) -> None:
-        """Call the `on_change` of every manager with one due, on this thread, outside the lock.
-        Deliveries are serialised, so each manager sees residency in the order it changed."""
-        with self.deliver_lock:
-            with self.cond:
-                if not self.dirty:
-                    return
-                due = [self.views[v] for v in sorted(self.dirty) if v in self.views]
-                self.dirty.clear()
-                snapshot = self._locked_snapshot()
-            for view in due:
-                view._notify(snapshot)
-
-    # ---- prefetch -----------------------------------------------------------------------------
-
-    def _locked_queue_prefetch(self, slot: str) -> None:
-        if self.prefetch_thread is None:
-            self.prefetch_thread = threading.Thread(
-                target=self._prefetch_loop, name="ffdesk-prefetch", daemon=True
-            )
-            self.prefetch_thread.start()
-        self.prefetch_q.put(slot)
-
-    def _prefetch_loop(self) -> None:
-        while True:
-            slot = self.prefetch_q.get()
-            if slot is None:
-                return
-            with self.cond:
-                e = self.entries.get(slot)
-                view = self.views.get(e.owner) if e is not None else None
-                if e is None or view is None or view._closed or self.closed:
-                    continue
-                if e.state in ("device", "loading", "evicting"):
-                    continue
-                need = self._locked_estimate(e)
-                if not self._locked_fits(need):
-                    continue
-                ticket = self._locked_reserve(e, need)
-            with contextlib.suppress(Exception):
-                self.load(e, ticket, hold=False)
-
-    def stop_prefetch(self) -> None:
-        with self.cond:
-            thread = self.prefetch_thread
-        if thread is not None:
-            self.prefetch_q.put(None)
-            thread.join(timeout=30)
-
-    def _locked_wait_settled(self, owner: int | None = None) -> None:
-        """Wait until no load or eviction (of `owner`'s entries, or any) is in flight."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-            e.state in ("loading", "evicting") and (owner is None or e.owner == owner)
-            for e in self.entries.values()
-        ):
-            self.cond.wait(0.1)
-
-    def close_entries(self, owner: int | None) -> None:
-        """Unload the entries of `owner` (every entry when None), closing sessions after the lock."""
-        with self.cond:
-            self._locked_wait_settled(owner)
-            victims = [e for e in self.entries.values() if owner is None or e.owner == owner]
-            sessions = []
-            for e in victims:
-                sessions.append(e.session)
-                e.session = None
-                e.host = None
-                e.state = "out"
-            if owner is not None:
-                for e in victims:
-                    del self.entries[e.slot]
-            self._locked_changed()
-        for s in sessions:
-            if s is not None:
-                s.close()
-        self.probe.release_freed()
-
-
-@dataclass(frozen=True)
 class _Held:
     session: Session
 
 
 @dataclass(frozen=True)
 class _Evict:
-    claims: list[_Unload]
+    claims: list[Unload]
 
 
 @dataclass(frozen=True)
 class _Load:
-    ticket: _Ticket
+    ticket: Ticket
+
+
+_SHARED: ContextVar[tuple[Pool, str] | None] = ContextVar("ffdesk_shared_residency", default=None)
+"""The pool (and holder label) managers made in this context join; see `sharing()`."""
+
+_ids = itertools.count(1)
 
 
 class ResidencyManager:
     """Owns every loaded model of its pool's budget; see the module docstring."""
 
-    _pool: _Pool
+    _pool: Pool
 
     def __init__(
         self,
@@ -651,16 +238,14 @@ class ResidencyManager:
         `budget_bytes`, `device`, `host_budget_bytes`, `footprints` and `probe` are ignored.
         `holder` labels this manager's models in the pool ("preview", "render clip.mp4")."""
         self._id = next(_ids)
-        self._on_change = on_change
         self.allow_precision_drop = allow_precision_drop
         self.holder = holder
-        self._closed = False
-        self._peak = 0
+        self._member = Member(on_change)
         self.oom_events: list[OomEvent] = []
         self._batch_cap: dict[str, int] = {}
         self._redirect: dict[str, str] = {}
         ambient = _SHARED.get()
-        pool: _Pool
+        pool: Pool
         if share is not None:
             pool = share._pool
         elif ambient is not None:
@@ -670,7 +255,7 @@ class ResidencyManager:
             pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe)
         self._pool = pool
         with self._pool.cond:
-            self._pool.views[self._id] = self
+            self._pool.members[self._id] = self._member
             if not self._pool.owner:
                 self._pool.owner = self._id
 
@@ -682,14 +267,14 @@ class ResidencyManager:
         host_budget_bytes: int | None,
         footprints: FootprintStore | None,
         probe: MemoryProbe | None,
-    ) -> _Pool:
+    ) -> Pool:
         if budget_bytes is not None and budget_bytes <= 0:
             raise UserError("the memory budget must be more than zero")
         probe = probe if probe is not None else ProcessMemoryProbe(device, device_id)
         if host_budget_bytes is None:
             host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
         store = footprints if footprints is not None else FootprintStore()
-        return _Pool(budget_bytes, device, device_id, host_budget_bytes, store, probe)
+        return Pool(budget_bytes, device, device_id, host_budget_bytes, store, probe)
 
     # ---- the pool's settings ----------------------------------------------------------------
 
@@ -770,7 +355,7 @@ class ResidencyManager:
             with contextlib.suppress(OSError, AttributeError):
                 fingerprint = str(loader.fingerprint)  # type: ignore[attr-defined]
         self._pool.footprints.get("")  # the file is read here, not under the lock
-        entry = _Entry(
+        entry = Entry(
             slot=self._slot(key),
             key=key,
             owner=self._id,
@@ -783,6 +368,7 @@ class ResidencyManager:
             file_bytes=file_bytes,
             fallback=fallback,
             warmup=warmup,
+            onnx=isinstance(loader, OnnxLoader),
         )
         with self._pool.cond:
             old = self._pool.entries.get(entry.slot)
@@ -794,10 +380,10 @@ class ResidencyManager:
         with self._pool.cond:
             return tuple(e.key for e in self._own())
 
-    def _own(self) -> list[_Entry]:
+    def _own(self) -> list[Entry]:
         return [e for e in self._pool.entries.values() if e.owner == self._id]
 
-    def _entry(self, key: str) -> _Entry:
+    def _entry(self, key: str) -> Entry:
         try:
             return self._pool.entries[self._slot(key)]
         except KeyError:
@@ -843,7 +429,7 @@ class ResidencyManager:
         pool = self._pool
         while True:
             with pool.cond:
-                if pool.closed or self._closed:
+                if pool.closed or self._member.closed:
                     raise RuntimeError("the residency manager is closed")
                 e = self._entry(key)
                 step = self._locked_next_step(e)
@@ -866,7 +452,7 @@ class ResidencyManager:
             pool.deliver()
         return session
 
-    def _locked_next_step(self, e: _Entry) -> _Held | _Evict | _Load:
+    def _locked_next_step(self, e: Entry) -> _Held | _Evict | _Load:
         """Under the lock: hold `e` if loaded, else claim evictions to make room, else reserve
         its load; waits while loads or evictions are in flight or others hold what is in the way."""
         pool = self._pool
@@ -941,16 +527,13 @@ class ResidencyManager:
     def peak_model_bytes(self) -> int:
         """The most this manager's models held at once."""
         with self._pool.cond:
-            return self._peak
+            return self._member.peak_bytes
 
     @property
     def pool_peak_bytes(self) -> int:
         """The most the whole pool held at once (after each load settled)."""
         with self._pool.cond:
             return self._pool.peak_bytes
-
-    def _locked_note_peak(self, nbytes: int) -> None:
-        self._peak = max(self._peak, nbytes)
 
     @property
     def oom_recoveries(self) -> int:
@@ -999,10 +582,6 @@ class ResidencyManager:
             "oom_events": [asdict(o) for o in events],
         }
 
-    def _notify(self, snapshot: ResidencySnapshot) -> None:
-        if self._on_change is not None:
-            self._on_change(tuple((m.label, m.nbytes) for m in snapshot.models), snapshot.budget_bytes)
-
     # ---- eviction on request -------------------------------------------------------------
 
     def evict_idle(self, exclude: str | None = None, keep_host: bool = True) -> list[str]:
@@ -1032,7 +611,7 @@ class ResidencyManager:
     def prefetch(self, key: str) -> None:
         """Load `key` in the background if it fits the free budget (no eviction); no-op otherwise."""
         with self._pool.cond:
-            if self._closed or self._pool.closed:
+            if self._member.closed or self._pool.closed:
                 return
             self._entry(key)
             self._pool._locked_queue_prefetch(self._slot(key))
@@ -1133,9 +712,9 @@ class ResidencyManager:
         and unloads every model of the pool."""
         pool = self._pool
         with pool.cond:
-            if self._closed:
+            if self._member.closed:
                 return
-            self._closed = True
+            self._member.closed = True
             owns_pool = pool.owner == self._id
             if owns_pool:
                 pool.closed = True
@@ -1144,7 +723,7 @@ class ResidencyManager:
         pool.close_entries(None if owns_pool else self._id)
         pool.deliver()
         with pool.cond:
-            pool.views.pop(self._id, None)
+            pool.members.pop(self._id, None)
 
     def __enter__(self) -> ResidencyManager:
         return self

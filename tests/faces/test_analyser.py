@@ -6,6 +6,8 @@ under test.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import cv2
 import numpy as np
 import pytest
@@ -111,3 +113,41 @@ def test_threads_share_one_analyser(analyser: FaceAnalyser, astronaut: Frame, gr
         results = list(pool.map(lambda img: analyser.analyse(img)[0].kps, [astronaut, grace] * 3))
     for i, kps in enumerate(results):
         np.testing.assert_allclose(kps, expected[i % 2], atol=1e-3)
+
+
+def test_keypoints_that_cannot_be_a_face_are_refused(analyser: FaceAnalyser, astronaut: Frame) -> None:
+    from ffdesk.faces.analyser import plausible_keypoints
+
+    (face,) = analyser.detect(astronaut)
+    assert plausible_keypoints(face.kps, face.size)
+    collapsed = face.kps.copy()
+    collapsed[1] = collapsed[0] + 2.0  # both eyes on one spot
+    assert not plausible_keypoints(collapsed, face.size)
+    flipped = face.kps.copy()
+    flipped[3:] = 2 * flipped[:2].mean(0) - flipped[3:]  # the mouth above the eyes
+    assert not plausible_keypoints(flipped, face.size)
+
+
+def test_an_upside_down_face_is_found_and_meshed_upside_down(
+    analyser: FaceAnalyser, astronaut: Frame
+) -> None:
+    """The upright pass must not keep what it finds on an upside-down face: the face is found
+    turned, and its mesh is upside down too (eye line about 180 degrees, chin above the eyes)."""
+    upside_down = np.ascontiguousarray(astronaut[::-1, ::-1])
+    (face,) = analyser.analyse(upside_down)
+    assert face.turn != 0 and face.landmarks is not None  # found in a turned copy of the frame
+    angle = np.degrees(mesh.eye_angle(face.landmarks))
+    assert abs(abs(angle) - 180.0) < 20.0
+    assert face.landmarks[mesh.CHIN, 1] < face.landmarks[mesh.FOREHEAD, 1]
+
+
+def test_a_detection_in_the_wrong_orientation_is_meshed_in_the_right_one(
+    analyser: FaceAnalyser, astronaut: Frame
+) -> None:
+    """A detection whose keypoints point the wrong way (as a detector gives on a face it does not
+    see well) is tried in the other quarter turns; the most certain mesh wins and says so."""
+    (face,) = analyser.detect(astronaut)
+    wrong = replace(face, kps=face.kps[[1, 0, 2, 4, 3]])  # eye line pointing left: upside down
+    found, presence = analyser.landmarks_with_presence(astronaut, wrong)
+    assert presence > 0.9 and found.turn == 2 and found.landmarks is not None
+    assert abs(np.degrees(mesh.eye_angle(found.landmarks))) < 20.0

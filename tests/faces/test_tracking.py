@@ -114,3 +114,33 @@ def test_a_face_that_jumps_between_detections_keeps_its_track(
     (after,) = tracker.update(moved, 1, None)  # no detection on this frame
     assert after.track_id == face.track_id
     assert abs(after.kps[0, 0] - (face.kps[0, 0] + jump)) < 0.3 * jump  # smoothing may lag a little
+
+
+def test_a_face_seen_in_one_frame_only_is_never_returned(analyser: FaceAnalyser, astronaut: Frame) -> None:
+    """A detection that no following frame confirms (a flash) is dropped; one the mesh finds in
+    the next frames becomes a track from the third frame on, with the ID it started with."""
+    empty = photos.background(400, 300, seed=2)
+    face = photos.place(empty, astronaut, 50, 0, 300)
+    tracker = FaceTracker(analyser, fps=25.0)
+    assert tracker.update(empty, 0, analyser.detect(empty)) == []
+    assert tracker.update(face, 1, analyser.detect(face)) == []  # tentative
+    assert [f.track_id for f in tracker.tentative] == [0] and tracker.born == {0}
+    for i in range(2, 6):
+        assert tracker.update(empty, i, None) == []
+    assert tracker.tentative == []
+    seen = [tracker.update(face, i, analyser.detect(face) if i == 6 else None) for i in range(6, 10)]
+    assert [len(f) for f in seen] == [0, 0, 1, 1]
+    assert {f[0].track_id for f in seen[2:]} == {1}
+
+
+def test_after_a_reset_a_sure_face_counts_at_once_and_a_turned_one_waits(
+    analyser: FaceAnalyser, astronaut: Frame
+) -> None:
+    frame = photos.place(photos.background(400, 400, seed=4), astronaut, 50, 50, 300)
+    tracker = FaceTracker(analyser, fps=25.0)
+    assert len(tracker.update(frame, 0, analyser.detect(frame))) == 1
+    upside_down = np.ascontiguousarray(frame[::-1, ::-1])
+    tracker.reset()
+    first = analyser.detect(upside_down)
+    counts = [len(tracker.update(upside_down, i, first if i == 0 else None)) for i in range(8)]
+    assert counts == [0] * 5 + [1] * 3  # found turned: six frames of the same face first

@@ -235,13 +235,17 @@ class PreviewWorker(_Threaded):
 
     def _follow(self, job: RenderJob) -> None:
         """Keep the previewer when only settings that do not change a frame's processing changed
-        (quality, in/out points, output); otherwise build one for `job` (its models reload)."""
+        (quality, in/out points, output); otherwise build one for `job` (its models reload).
+        After its stages failed, any change builds a new one (a raised budget may be the fix)."""
         from ffdesk.pipeline.preview import Previewer, same_processing
 
         if self.memory is not None:
             self.memory.set_budget(job.memory_budget)
             self.memory.apply_budget()
-        if self._previewer is not None and same_processing(self._previewer.job, job):
+        kept = self._previewer
+        if kept is not None and (
+            kept.job == job or (same_processing(kept.job, job) and not self._stage_error)
+        ):
             return
         self._close_previewer()
         self._previewer = Previewer(

@@ -117,3 +117,29 @@ def test_preview_beside_a_queued_render_stays_under_the_budget(  # type: ignore[
     assert {"preview", f"render {longer_clip.name}"} <= holders
     assert window.memory.manager().pool_peak_bytes <= budget
     assert worker.builds == 1  # scrubbing and queueing kept the preview's models
+
+
+def test_a_preview_that_failed_for_the_budget_recovers_when_it_is_raised(  # type: ignore[no-untyped-def]
+    qtbot, window, tiny_clip: Path, face_photo: Path
+) -> None:
+    from ffdesk.runtime.files import default_models_dir
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(default_models_dir(), ["inswapper_128", "arcface_w600k_r50"], dynamic_batch=True)
+    window.memory.probe = FakeProbe()
+    failures: list[str] = []
+    window.preview_worker.previewFailed.connect(failures.append)
+    s = window.session
+    s.update_settings(
+        swapper="inswapper_128", precision="fp32", memory_budget_mb=1
+    )  # smaller than the swapper
+    assert window.open_clip(tiny_clip)
+    window.add_source(face_photo)
+    qtbot.waitUntil(lambda: any("memory budget" in f for f in failures), timeout=60000)
+    builds = window.preview_worker.builds
+    s.update_settings(memory_budget_mb=4)
+    qtbot.waitUntil(lambda: window.preview_worker.builds > builds, timeout=30000)
+    qtbot.waitUntil(
+        lambda: s.preview is not None and not s.preview.warnings and len(s.preview.faces) == 1, timeout=60000
+    )
+    assert window.memory.manager().budget_bytes == 4 * MIB

@@ -6,8 +6,9 @@
 - `residency`: `ResidencyManager`, the one place that decides which models are loaded; managers
   made inside `app.sharing(holder)` join one pool, so an application keeps one budget.
 - `residency_policy`: what residency decides (evictions, size estimates, out-of-memory steps) as
-  pure functions; `footprints`: measured model sizes remembered between runs; `memprobe`: how
-  memory use is read (replaceable, so tests measure fake models).
+  pure functions; `residency_pool`: the state one budget covers; `footprints`: measured model
+  sizes remembered between runs; `memprobe`: how memory use is read (replaceable, so tests
+  measure fake models).
 - `precision`: FP16/INT8 variants made on demand and cached; `--precision auto`.
 - `standins`: random-weight models that honour each contract (tests, benchmarks).
 """

@@ -34,6 +34,7 @@ class FootprintStore:
             path = user_cache_dir() / "footprints.json"
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._records: dict[str, Footprint] | None = None
         self.reads = 0
         """How many times the file was read (once, unless `reload()` is called)."""
@@ -49,14 +50,17 @@ class FootprintStore:
         return None if rec is None else rec.bytes
 
     def put(self, key: str, nbytes: int, load_ms: float) -> None:
-        """Record a measurement; the file is rewritten only when the bytes differ from the record."""
+        """Record a measurement; the file is rewritten only when the bytes differ from the record.
+        Lookups never wait for the write (it runs after the records' lock is released)."""
         with self._lock:
             records = self._loaded()
             old = records.get(key)
             if old is not None and old.bytes == int(nbytes):
                 return
             records[key] = Footprint(int(nbytes), round(load_ms, 1), int(time.time()))
-            self._persist(records)
+            copy = dict(records)
+        with self._write_lock:
+            self._persist(copy)
 
     def reload(self) -> None:
         """Forget the cached records; the next lookup reads the file again."""

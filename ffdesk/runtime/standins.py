@@ -323,7 +323,11 @@ def _landmarker(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[s
     x = g.cbr(x, w.base, w.deep, s=2)
     for _ in range(w.blocks + w.extra):
         x = g.res_block(x, w.deep)
-    heat = g.op("Sigmoid", [g.conv(x, w.deep, 68, k=1)])
+    # faint heatmaps (peaks under 0.05): the landmarker is never sure, so the detector's five
+    # points keep aligning the faces, as with a real 2dfan4 on a face it cannot read
+    heat = g.op(
+        "Mul", [g.op("Sigmoid", [g.conv(x, w.deep, 68, k=1)]), g.const(np.array([0.05], np.float32), "faint")]
+    )
     flat = g.reshape(heat, [0, 68, 64 * 64])
     proj = g.weight((64 * 64, 3), 1.0 / 64)
     marks = g.op("MatMul", [flat, proj])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +61,9 @@ QUALITY_EVERY = 12
 CALIBRATION_FRAMES = 16
 """Frames of the user's clip whose aligned faces calibrate an INT8 swapper."""
 DEFAULT_RECOGNIZER = "arcface_w600k_r50"
+LANDMARKER = "2dfan4"
+POINT_MAPPER = "fan_68_5"
+"""Used together when the folder has both: the alignment points come from the 68 landmarks."""
 MASK_MODELS = {"occlusion": ("occluder", "xseg_1"), "region": ("parser", "bisenet_resnet_34")}
 """Each model mask's kind and default model (FaceFusion's defaults); `--mask region=NAME` picks
 another catalog model (or an .onnx path)."""
@@ -166,6 +169,9 @@ class ModelRender:
         self.region_classes = self._region_classes()
         self.swap_spec = _swapper_spec(self.swapper)
         self.converter = self._converter(folder)
+        self.landmarker, self.point_mapper, self.landmarker_note = self._landmarkers(folder)
+        self.aligned_on_68 = 0
+        self.aligned_faces = 0
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
@@ -217,8 +223,73 @@ class ModelRender:
             raise UserError(f"--mask-regions: {exc}") from None
 
     def _all(self) -> list[ModelChoice]:
-        found = [self.swapper, self.recognizer, self.converter, self.detector, self.enhancer]
+        found = [
+            self.swapper,
+            self.recognizer,
+            self.converter,
+            self.detector,
+            self.point_mapper,
+            self.landmarker,
+            self.enhancer,
+        ]
         return [c for c in found if c is not None]
+
+    def _landmarkers(self, folder: Path) -> tuple[ModelChoice | None, ModelChoice | None, str]:
+        """2dfan4 and fan_68_5 when the folder has both and both verify (FaceFusion then aligns
+        on the 68 points' five); a note saying why not otherwise."""
+        from ffdesk.runtime.files import verify
+
+        names = (LANDMARKER, POINT_MAPPER)
+        if any(n not in self.catalog for n in names):
+            return None, None, "not in the catalog"
+        specs = [self.catalog.get(n) for n in names]
+        missing = [s.file for s in specs if not (folder / s.file).is_file()]
+        if missing:
+            return None, None, f"{' and '.join(missing)} not in the models folder"
+        problems = [p for s in specs for p in verify(s, folder / s.file)]
+        if problems:
+            return None, None, problems[0]
+        choices = [
+            ModelChoice(role, s.name, (folder / s.file).resolve(), s)
+            for role, s in zip(("landmarker", "point_mapper"), specs, strict=True)
+        ]
+        return choices[0], choices[1], ""
+
+    def refine_faces(self, batch: Sequence[FramePacket]) -> None:
+        """Replace each chosen face's keypoints by the five from 2dfan4's 68 landmarks where the
+        landmarker is sure (FaceFusion's alignment), in place on the packets' "swap_faces"."""
+        if self.landmarker is None or self.point_mapper is None:
+            return
+        from ffdesk.faces import landmarks68 as lm
+
+        owners = [(i, f) for i, p in enumerate(batch) for f in p.annotations.get("swap_faces", ())]
+        if not owners:
+            return
+
+        def rough(session: Runner, chunk: Sequence[Face]) -> list[npt.NDArray[np.float32]]:
+            return list(lm.FivePointMapper(session).landmarks([f.kps for f in chunk]))
+
+        angles = [lm.face_angle(r) for r in self.run("point_mapper", rough, [f for _, f in owners])]
+        jobs = []
+        for i, packet in enumerate(batch):
+            idx = [j for j, (owner, _) in enumerate(owners) if owner == i]
+            if idx:
+                jobs.append((packet, [owners[j][1] for j in idx], [angles[j] for j in idx]))
+
+        def landmarks(session: Runner, chunk: Sequence[Any]) -> list[Any]:
+            marker = lm.Landmarker68(session)
+            return [marker.landmarks(p.image, [f.bbox for f in faces], a) for p, faces, a in chunk]
+
+        for (packet, faces, _), (pts, scores) in zip(
+            jobs, self.run("landmarker", landmarks, jobs), strict=True
+        ):
+            refined = [
+                replace(f, kps=lm.five_from_68(q)) if float(sc) > lm.LANDMARKER_SCORE else f
+                for f, q, sc in zip(faces, pts, scores, strict=True)
+            ]
+            self.aligned_faces += len(faces)
+            self.aligned_on_68 += sum(1 for sc in scores if float(sc) > lm.LANDMARKER_SCORE)
+            packet.annotations["swap_faces"] = refined
 
     def _converter(self, folder: Path) -> ModelChoice | None:
         """The embedding converter a converted-identity swapper needs (the first of its names
@@ -392,6 +463,10 @@ class ModelRender:
             quality_checked_frames=self.quality_checked,
             quality_flags=list(self.quality_flags),
             quality_psnr_threshold_db=QUALITY_PSNR_DB,
+            landmarker=self.landmarker.name if self.landmarker is not None else None,
+            landmarker_note=self.landmarker_note,
+            faces_aligned_on_68_points=self.aligned_on_68,
+            faces_aligned=self.aligned_faces,
         )
         return figures
 
@@ -520,6 +595,7 @@ class SwapStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         spec = self.ctx.swap_spec
         size = spec.size * self.ctx.tile
+        self.ctx.refine_faces(batch)
         crops, affines, owners = _aligned_faces(batch, spec.template, size)
         self.batches += 1
         if not crops:

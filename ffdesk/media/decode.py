@@ -18,7 +18,7 @@ from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.deinterlace import Deinterlacer
 from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
-from ffdesk.media.timestamps import TimestampRepair
+from ffdesk.media.timestamps import LOOKAHEAD, Faults, TimestampRepair, faults, repaired
 from ffdesk.types import Frame
 
 
@@ -134,8 +134,10 @@ class VideoReader:
         decode_threads: int = 0,
         sequence_fps: float | None = None,
         deinterlace: bool = False,
+        origin: StreamOrigin | None = None,
     ) -> None:
         self.path = Path(path)
+        self._sequence_fps = sequence_fps
         self._upright = upright
         self._raw = raw
         self._keep_frames = keep_frames
@@ -155,7 +157,10 @@ class VideoReader:
             raise
         stream = self._stream
         self.time_base: Fraction = Fraction(stream.time_base or Fraction(1, 90000))
-        self.start_pts: int = int(stream.start_time or 0)
+        self.start_pts: int = int(stream.start_time or 0) if origin is None else origin.pts
+        """The pts of the clip's first frame: time 0 of `time_s`, `start_s` and `frame_at`."""
+        self._prior = origin.faults if origin is not None else Faults()
+        self._origin_known = origin is not None
         rate = stream.average_rate or stream.guessed_rate
         self.fps: float = float(rate) if rate else 25.0
         self._half_tick = float(self.time_base) / 2
@@ -166,8 +171,10 @@ class VideoReader:
         self._deinterlace = deinterlace
         self._first_pts: int | None = None
         if from_pts is not None:
+            self._ensure_origin()  # a resumed pass stamps its frames as the first pass did
             self._first_pts = int(from_pts)
         elif start_s is not None and start_s > 0:
+            self._ensure_origin()
             self._first_pts = self.start_pts + math.ceil(start_s / self.time_base - 0.5)
         self._end_s = end_s
         self._frames = self._generate()
@@ -216,6 +223,7 @@ class VideoReader:
         Seeks on every call, so a reader kept open answers repeated scrubbing cheaply; do not mix
         with iterating the same reader.
         """
+        self._ensure_origin()
         # the frame showing at time_s: floor, with a hair of slack for times given as floats
         ticks = math.floor(max(time_s, 0.0) / self.time_base + 1e-6)
         target = self.start_pts + ticks
@@ -232,6 +240,33 @@ class VideoReader:
         image = rgb_array(frame)
         rotation = rotation_of(frame) if self._upright else 0
         return DecodedFrame(pts=pts, time_s=self.time_of(pts), image=upright(image, rotation))
+
+    @property
+    def origin(self) -> StreamOrigin:
+        """Where the clip starts and how its stamps behave; give it to the next reader of the same
+        file (`origin=`) to spare it finding them again."""
+        self._ensure_origin()
+        return StreamOrigin(self.start_pts, self._prior)
+
+    @property
+    def origin_s(self) -> float:
+        """The first frame's time in the stream's own clock (where time_s is 0), seconds."""
+        return float(self.start_pts * self.time_base)
+
+    def _ensure_origin(self) -> None:
+        """Find the first frame's pts before a jump needs it.
+
+        The stream's start time is its first packet's, in decode order: AVI and its remuxes give
+        the first frame a pts a frame later (MPEG-4 B-frames), so times counted from the stream
+        start would be one frame off the clip's own timeline (and the render's output)."""
+        if self._origin_known:
+            return
+        self._origin_known = True
+        cc = self._stream.codec_context
+        threads = (self._stream.thread_type, cc.thread_count)
+        found = _stream_origin(self.path, self._sequence_fps, self._step, threads)
+        if found is not None:
+            self.start_pts, self._prior = found.pts, found.faults
 
     def _seek_points(self, target: int) -> list[tuple[int, bool]]:
         """Where to seek for the frame at `target`, nearest first; True marks the last resort.
@@ -325,9 +360,12 @@ class VideoReader:
         cc = self._stream.codec_context
         margin = 2 * self._step
         skipping = False
+        # Where the dts stamp the frames (their pts are broken), a frame's stamp is the dts of the
+        # packet that made the decoder give it out; skipped frames would shift that.
+        skips = self._prior.pts <= self._prior.dts
         try:
             for packet in self._packets():
-                far = packet.pts is not None and packet.pts < target - margin
+                far = skips and packet.pts is not None and packet.pts < target - margin
                 if far != skipping:
                     cc.skip_frame = "NONREF" if far else "DEFAULT"
                     skipping = far
@@ -353,15 +391,22 @@ class VideoReader:
         self, frames: Iterator[av.VideoFrame], *, seeked: bool = False
     ) -> Generator[_Stamped, None, None]:
         """Each frame with a repaired, strictly increasing pts (see `ffdesk.media.timestamps`)."""
-        repair = TimestampRepair(self._step, self.start_pts)
+        # seeded with what the clip's first frames showed: a pass that starts after a jump sees
+        # too few frames (B-frames skipped on the way) to tell a broken pts from a broken dts
+        repair = TimestampRepair(self._step, self.start_pts, self._prior)
         try:
-            for frame in frames:
-                if frame.is_corrupt and not seeked:
-                    self.stats.frames_concealed += 1
-                yield frame, repair(frame.pts, frame.dts)
+            yield from repaired(self._counted(frames, seeked), repair)
         finally:
             if not seeked:
                 self.stats.timestamps_repaired += repair.repaired
+
+    def _counted(
+        self, frames: Iterator[av.VideoFrame], seeked: bool
+    ) -> Iterator[tuple[av.VideoFrame, int | None, int | None]]:
+        for frame in frames:
+            if frame.is_corrupt and not seeked:
+                self.stats.frames_concealed += 1
+            yield frame, frame.pts, frame.dts
 
     def _generate(self) -> Iterator[DecodedFrame]:
         first = self._first_pts
@@ -385,6 +430,9 @@ class VideoReader:
         rotation: int | None = None
         try:
             for frame, pts in frames:
+                if not self._origin_known:  # read from the start: the first frame is the origin
+                    self._origin_known = True
+                    self.start_pts = pts
                 if first is not None and pts < first:
                     continue
                 t = self.time_of(pts)
@@ -401,6 +449,58 @@ class VideoReader:
                 yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
         finally:
             frames.close()
+
+
+@dataclass(frozen=True)
+class StreamOrigin:
+    """A clip's first frame (its repaired pts) and its stamps' faults over the first frames."""
+
+    pts: int
+    faults: Faults
+
+
+def _stream_origin(
+    path: Path, sequence_fps: float | None, step: int, threads: tuple[object, int]
+) -> StreamOrigin | None:
+    """The first frames of a clip, read with a container of its own: the first one's repaired pts
+    and the faults of their stamps (None when nothing decodes in the first packets).
+
+    Decoded with the reader's threading (`threads`: type and count): where the dts stamp the
+    frames, a frame's dts is that of the packet the decoder gave it out after, which frame
+    threads make later."""
+    try:
+        with _errors.open_input(path, fps=sequence_fps) as container:
+            stream = container.streams.video[0]
+            stream.thread_type = threads[0]  # type: ignore[assignment]
+            stream.codec_context.thread_count = threads[1]
+            repair = TimestampRepair(step, int(stream.start_time or 0))
+            seen: list[tuple[None, int | None, int | None]] = []
+            bsf = (
+                av.bitstream.BitStreamFilterContext(_UNPACK_BFRAMES, stream)
+                if stream.codec_context.name == "mpeg4"
+                else None
+            )
+            for number, packet in enumerate(container.demux(stream)):
+                if number > _ORIGIN_PACKETS:
+                    break
+                units = [packet] if bsf is None else bsf.filter(None if packet.size == 0 else packet)
+                for unit in units:
+                    try:
+                        frames = stream.decode(unit if unit.size else None)
+                    except av.error.FFmpegError:
+                        continue
+                    seen += [(None, frame.pts, frame.dts) for frame in frames]
+                if len(seen) >= LOOKAHEAD:
+                    break
+    except (MediaError, av.error.FFmpegError, IndexError):
+        return None
+    # stamped as a pass from the start stamps them: the same look ahead gives the same stamp
+    first = next((pts for _, pts in repaired(seen, repair)), None)
+    return None if first is None else StreamOrigin(first, faults((p, d) for _, p, d in seen))
+
+
+_ORIGIN_PACKETS = 300
+"""Packets read at most to find the first frame (a damaged start gives up, not hangs)."""
 
 
 def _deinterlaced(
@@ -424,12 +524,12 @@ def _chain(head: _Stamped, rest: Iterator[_Stamped]) -> Generator[_Stamped, None
     yield from rest
 
 
-def read_frame_at(path: Path, time_s: float) -> DecodedFrame:
+def read_frame_at(path: Path, time_s: float, *, sequence_fps: float | None = None) -> DecodedFrame:
     """The frame shown at `time_s` seconds (the last frame starting at or before it), upright RGB.
 
     Times before the start give the first frame; times past the end give the last frame.
     """
-    with VideoReader(path, low_latency=True) as reader:
+    with VideoReader(path, low_latency=True, sequence_fps=sequence_fps) as reader:
         return reader.frame_at(time_s)
 
 

@@ -63,6 +63,7 @@ def join_segments(
     start_s: float | None,
     end_s: float | None,
     encoder: str,
+    origin_s: float | None = None,
 ) -> JoinResult:
     """Write `out_path` from the segments (in order) plus every audio stream of `source`.
 
@@ -78,8 +79,10 @@ def join_segments(
 
     `start_s` and `end_s` are seconds since the source's first frame, as `VideoReader` takes
     them; `start_s` needs no handling here (the segments start where it was), `end_s` ends the
-    audio. Any failure raises a one-line MediaError (FFmpeg's reason included) and removes
-    `out_path`.
+    audio. `origin_s` is where that first frame is in the source's own clock
+    (`VideoReader.origin_s`; default: the video stream's start time, which is a frame early for
+    AVI's B-frames). Any failure raises a one-line MediaError (FFmpeg's reason included) and
+    removes `out_path`.
     """
     del start_s  # the first segment's first frame already says where the render starts
     out_path = Path(out_path)
@@ -91,7 +94,7 @@ def join_segments(
     try:
         with _errors.ffmpeg_log() as logs:
             try:
-                return _join_video(segments, out_path, Path(source), source_info, end_s)
+                return _join_video(segments, out_path, Path(source), source_info, end_s, origin_s)
             except OSError as exc:  # also FFmpeg's I/O errors
                 raise_if_disk_full(exc, out_path)
                 raise MediaError(
@@ -159,10 +162,15 @@ def _first_frame_time(segment: Path) -> float:
 
 
 def _join_video(
-    segments: list[Path], out_path: Path, source: Path, info: MediaInfo, end_s: float | None
+    segments: list[Path],
+    out_path: Path,
+    source: Path,
+    info: MediaInfo,
+    end_s: float | None,
+    origin_s: float | None = None,
 ) -> JoinResult:
     video = info.video
-    origin = video.start_time_s if video is not None else 0.0
+    origin = origin_s if origin_s is not None else video.start_time_s if video is not None else 0.0
     # The output starts at its first frame; audio before it is trimmed, audio after is moved
     # by the same amount. A source whose first frame is late (MPEG-PS/TS at 0.5 s, an MKV
     # whose video starts after its audio) would otherwise begin with a gap.

@@ -331,6 +331,7 @@ def _render_video(
             start_s=span.start_s,
             end_s=span.end_s,
             encoder=job.encoder,
+            origin_s=flow.origin_s,
         )
     manifest.discard()
     for note in joined.notes:
@@ -405,6 +406,7 @@ class _Flow:
         self.from_pts = manifest.next_pts
         self.frames_in = 0
         self.read_stats = ReadStats()
+        self.origin_s: float | None = None
         """What the reader mended (set once decoding starts; complete after END)."""
         depth = max(_QUEUE_FRAMES, 2 * job.batch)
         self.source = Pipe(halt, depth)
@@ -436,7 +438,10 @@ class _Flow:
             deinterlace=self.deinterlace,
         ) as reader:
             self.read_stats = reader.stats
-            yield from reader
+            try:
+                yield from reader
+            finally:
+                self.origin_s = reader.origin_s  # the first frame's time: where --end counts from
 
     def _decode(self) -> None:
         index = self.first_index

@@ -28,6 +28,7 @@ from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
+    from ffdesk.media.decode import StreamOrigin
     from ffdesk.runtime.residency import ResidencyManager
 
 FRAME_CACHE = 12
@@ -118,7 +119,7 @@ class Previewer:
         self.on_event = on_event
         self.residency = residency
         self.holder = holder
-        self.info = probe(job.target)
+        self.info = probe(job.target, fps=job.fps)
         video = self.info.video
         self.fps = video.fps if video and video.fps > 0 else 25.0
         self.frame_count = video.frame_count if video else 1
@@ -130,6 +131,7 @@ class Previewer:
         self._warn_lock = threading.Lock()
         self._frames: OrderedDict[int, tuple[float, Frame]] = OrderedDict()
         self._reader: Any = None
+        self._origin: StreamOrigin | None = None
         self._next_index = 0
 
     def start(self) -> None:
@@ -205,15 +207,20 @@ class Previewer:
             self._close_reader()
             # A quarter frame early, so a pts rounded down still counts as this frame.
             self._reader = VideoReader(
-                self.job.target, start_s=max(0.0, (index - 0.25) / self.fps), low_latency=True
+                self.job.target,
+                start_s=max(0.0, (index - 0.25) / self.fps),
+                low_latency=True,
+                sequence_fps=self.job.fps,
+                origin=self._origin,  # found by the first reader, not again at every jump
             )
+            self._origin = self._reader.origin
             self._next_index = index
         frame = None
         while self._next_index <= index:
             frame = next(self._reader, None)
             if frame is None:  # past the last frame (the frame count was an estimate)
                 self._close_reader()
-                return read_frame_at(self.job.target, index / self.fps)
+                return read_frame_at(self.job.target, index / self.fps, sequence_fps=self.job.fps)
             self._next_index += 1
         return frame
 

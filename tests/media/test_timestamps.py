@@ -11,7 +11,7 @@ import pytest
 from ffdesk.media.decode import VideoReader
 from ffdesk.media.probe import probe
 from ffdesk.media.synth import draw_frame, frame_index_of
-from ffdesk.media.timestamps import TimestampRepair
+from ffdesk.media.timestamps import Faults, TimestampRepair, faults, repaired
 
 
 def _run(step: int, pairs: list[tuple[int | None, int | None]]) -> tuple[list[int], int]:
@@ -38,6 +38,39 @@ def test_backward_pts_trust_the_dts_once_pts_proves_worse() -> None:
     assert all(b > a for a, b in zip(out, out[1:], strict=False))
     assert len(out) == len(pts) and repaired > 0
     assert out[-1] - out[0] <= len(pts)  # no drift beyond a frame per repaired frame
+
+
+def test_looking_ahead_stamps_packed_bframes_from_their_first_frame() -> None:
+    """Counting as it goes trusts the pts until their first backward step (1, 3, then 4 ...: a
+    gap after the first frame); four frames seen ahead give 1, 2, 3, ... from the start."""
+    pts = [1, 3, 2, 5, 4, 7, 6, 9, 8]
+    stamps = [(i, p, d) for i, (p, d) in enumerate(zip(pts, range(1, 10), strict=True))]
+    out = [stamp for _, stamp in repaired(stamps, TimestampRepair(1))]
+    assert out == list(range(1, 10))
+    online = [stamp for _, stamp in repaired(stamps, TimestampRepair(1), lookahead=0)]
+    assert online[:3] == [1, 3, 4]  # what FFmpeg's running count gives
+
+
+def test_a_pass_after_a_jump_is_seeded_with_the_streams_faults() -> None:
+    """After a seek with B-frames skipped, the frames left look sound either way; the faults
+    of the clip's first frames decide, as they did for a pass from the start."""
+    after_jump = [(2, 3), (4, 5), (6, 7), (8, 9)]  # pts of the reference frames, a frame early
+    first = faults([(1, 1), (3, 2), (2, 3), (5, 4), (4, 5)])
+    assert first == Faults(pts=2, dts=0, lag=0)
+    seeded = [s for _, s in repaired([(None, p, d) for p, d in after_jump], TimestampRepair(1, prior=first))]
+    assert seeded == [3, 5, 7, 9]
+    unseeded = [s for _, s in repaired([(None, p, d) for p, d in after_jump], TimestampRepair(1))]
+    assert unseeded == [2, 4, 6, 8]
+
+
+def test_dts_handed_out_late_by_a_decoder_that_holds_frames_are_taken_back() -> None:
+    """H.264 B-frames in AVI: each frame comes with the dts of the packet it was handed out
+    after, two packets late; the lag the first frame shows is taken off every dts."""
+    pts = [1, 2, 3, 4, 5, 6, 8, 7, 10, 9]
+    dts = list(range(2, 12))
+    stamps = [(i, p, d) for i, (p, d) in enumerate(zip(pts, dts, strict=True))]
+    out = [stamp for _, stamp in repaired(stamps, TimestampRepair(1))]
+    assert out == list(range(1, 11))
 
 
 def test_duplicates_are_forced_strictly_increasing() -> None:

@@ -218,3 +218,26 @@ def test_cli_swaps_a_packed_divx_avi(sources: dict[str, Source | str], tmp_path:
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
     assert decoded_indices(out) == list(src.indices)
+
+
+@pytest.mark.parametrize(
+    "case", ["avi_mpeg4_packed", "mkv_from_avi", "avi_h264_bframes", "ts_mpeg2_interlaced"]
+)
+def test_a_trim_counts_from_the_first_frame_and_keeps_the_sound_in_step(
+    sources: dict[str, Source | str], case: str, tmp_path: Path
+) -> None:
+    """`--start 0.48 --end 0.8` is frames 12 to 19 on the clip's own timeline, whatever its
+    first frame's stamp (a frame late in AVI with B-frames, 1.4 s in MPEG-TS), and the sound
+    cut with them lasts as long."""
+    src = sources[case]
+    if isinstance(src, str):
+        pytest.skip(src)
+    out = tmp_path / "trim.mp4"
+    run_render(RenderJob(target=src.file.path, output=out, start=0.48, end=0.8, resume=False))
+    assert decoded_indices(out) == list(range(12, 20))
+    seconds, offsets = audio_facts(out)
+    step = 1.0 / src.file.fps
+    for got in seconds:
+        assert abs(got - 0.32) <= step + 5e-3, seconds
+    for got in offsets:
+        assert abs(got) <= step, offsets

@@ -121,3 +121,24 @@ def test_without_2dfan4_the_report_says_why(ff_pack: Path, face_clip: Path, tmp_
         report["landmarker"] is None and report["landmarker_note"] == "2dfan4.onnx not in the models folder"
     )
     assert report["faces_aligned"] == 0
+
+
+def test_the_source_photo_is_aligned_the_same_way(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[tuple[Any, Any]] = []
+    real = stage_models.ModelRender.align_faces
+
+    def align(self: stage_models.ModelRender, items: Any) -> Any:
+        out = real(self, items)
+        calls.append((items, out))
+        return out
+
+    monkeypatch.setattr(stage_models.ModelRender, "align_faces", align)
+    pack = _pack(ff_pack, tmp_path / "models", peak=0.85)
+    render(pack, face_clip, tmp_path / "f", "--swapper", "inswapper_128")
+    (items, out) = calls[0]  # the source photo, before any frame
+    (image, faces), (aligned, sure) = items[0], out[0]
+    assert image.shape[:2] != (270, 480) and len(faces) == 1 and sure == 1
+    want = five_from_68(map_back(CROP_68[None], crop_transform(faces[0].bbox)[None])[0])
+    np.testing.assert_allclose(aligned[0].kps, want, atol=1e-2)

@@ -255,41 +255,54 @@ class ModelRender:
         ]
         return choices[0], choices[1], ""
 
-    def refine_faces(self, batch: Sequence[FramePacket]) -> None:
-        """Replace each chosen face's keypoints by the five from 2dfan4's 68 landmarks where the
-        landmarker is sure (FaceFusion's alignment), in place on the packets' "swap_faces"."""
+    def align_faces(self, items: Sequence[tuple[Frame, Sequence[Face]]]) -> list[tuple[list[Face], int]]:
+        """FaceFusion's alignment points for the faces of each image: the five from 2dfan4's 68
+        landmarks where the landmarker is sure, else the detector's (with the count of faces
+        the landmarker aligned). Unchanged faces without 2dfan4 and fan_68_5."""
         if self.landmarker is None or self.point_mapper is None:
-            return
+            return [(list(faces), 0) for _, faces in items]
         from ffdesk.faces import landmarks68 as lm
 
-        owners = [(i, f) for i, p in enumerate(batch) for f in p.annotations.get("swap_faces", ())]
-        if not owners:
-            return
+        flat = [f for _, faces in items for f in faces]
+        if not flat:
+            return [([], 0) for _ in items]
 
         def rough(session: Runner, chunk: Sequence[Face]) -> list[npt.NDArray[np.float32]]:
             return list(lm.FivePointMapper(session).landmarks([f.kps for f in chunk]))
 
-        angles = [lm.face_angle(r) for r in self.run("point_mapper", rough, [f for _, f in owners])]
-        jobs = []
-        for i, packet in enumerate(batch):
-            idx = [j for j, (owner, _) in enumerate(owners) if owner == i]
-            if idx:
-                jobs.append((packet, [owners[j][1] for j in idx], [angles[j] for j in idx]))
+        angles = iter([lm.face_angle(r) for r in self.run("point_mapper", rough, flat)])
+        jobs = [(image, list(faces), [next(angles) for _ in faces]) for image, faces in items if faces]
 
         def landmarks(session: Runner, chunk: Sequence[Any]) -> list[Any]:
             marker = lm.Landmarker68(session)
-            return [marker.landmarks(p.image, [f.bbox for f in faces], a) for p, faces, a in chunk]
+            return [marker.landmarks(image, [f.bbox for f in faces], a) for image, faces, a in chunk]
 
-        for (packet, faces, _), (pts, scores) in zip(
-            jobs, self.run("landmarker", landmarks, jobs), strict=True
-        ):
+        found = iter(self.run("landmarker", landmarks, jobs))
+        out: list[tuple[list[Face], int]] = []
+        for _, faces in items:
+            if not faces:
+                out.append(([], 0))
+                continue
+            pts, scores = next(found)
+            sure = [float(sc) > lm.LANDMARKER_SCORE for sc in scores]
             refined = [
-                replace(f, kps=lm.five_from_68(q)) if float(sc) > lm.LANDMARKER_SCORE else f
-                for f, q, sc in zip(faces, pts, scores, strict=True)
+                replace(f, kps=lm.five_from_68(q)) if ok else f
+                for f, q, ok in zip(faces, pts, sure, strict=True)
             ]
-            self.aligned_faces += len(faces)
-            self.aligned_on_68 += sum(1 for sc in scores if float(sc) > lm.LANDMARKER_SCORE)
-            packet.annotations["swap_faces"] = refined
+            out.append((refined, sum(sure)))
+        return out
+
+    def refine_faces(self, batch: Sequence[FramePacket]) -> None:
+        """Align each chosen face as FaceFusion does (`align_faces`), in place on the packets'
+        "swap_faces"."""
+        if self.landmarker is None or self.point_mapper is None:
+            return
+        items = [(p.image, list(p.annotations.get("swap_faces", ()))) for p in batch]
+        for packet, (faces, sure) in zip(batch, self.align_faces(items), strict=True):
+            if faces:
+                packet.annotations["swap_faces"] = faces
+                self.aligned_faces += len(faces)
+                self.aligned_on_68 += sure
 
     def _converter(self, folder: Path) -> ModelChoice | None:
         """The embedding converter a converted-identity swapper needs (the first of its names
@@ -364,19 +377,24 @@ class ModelRender:
         from ffdesk.media.decode import read_image
 
         spec = self.swap_spec
+        photos: list[tuple[Frame, list[Face]]] = [(self.source_image, [self.source_face])]
+        if not spec.takes_image:
+            for path in self.job.sources[1:]:
+                image = read_image(path)
+                face = largest(self.analyser.analyse(image))
+                if face is not None:
+                    photos.append((image, [face]))
+        # the source faces are aligned as the target faces are (FaceFusion's '5/68' points)
+        aligned = [
+            (image, faces[0]) for (image, _), (faces, _) in zip(photos, self.align_faces(photos), strict=True)
+        ]
         if spec.takes_image:
             # the first photo's face, aligned as the family expects (FaceFusion: the first source)
-            crop = warp_face(self.source_image, self.source_face.kps, spec.source_template, spec.source_size)[
-                0
-            ]
+            image, face = aligned[0]
+            crop = warp_face(image, face.kps, spec.source_template, spec.source_size)[0]
             self.source_vector = sw.source_image_input(crop, spec)
             return
-        crops = [warp_face(self.source_image, self.source_face.kps, "arcface_112_v2", 112)[0]]
-        for path in self.job.sources[1:]:
-            image = read_image(path)
-            face = largest(self.analyser.analyse(image))
-            if face is not None:
-                crops.append(warp_face(image, face.kps, "arcface_112_v2", 112)[0])
+        crops = [warp_face(image, face.kps, "arcface_112_v2", 112)[0] for image, face in aligned]
 
         def embed(session: Runner, chunk: Sequence[Frame]) -> list[npt.NDArray[np.float32]]:
             return list(ArcFaceRecognizer(session).embed_crops(np.stack(chunk)))

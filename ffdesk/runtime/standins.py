@@ -385,6 +385,8 @@ def _image_to_image(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> li
     """U-Net-like enhancer (GFPGAN-sized when realistic); CodeFormer's weight scales the skips."""
     size = int(spec.inputs[0].shape[2])
     chans = [32, 64, 128, 256, 512, 512, 512] if realistic else [w.base, w.deep, w.deep]
+    if realistic:  # larger inputs (GPEN-BFR 1024/2048) go further down: the same 8 x 8 bottleneck
+        chans += [512] * max(0, (size // 512).bit_length() - 1)
     # Small stand-ins start at half resolution: full-resolution convs would dominate their cost.
     x = g.cbr("input", 3, chans[0], s=1 if realistic else 2)
     skips = []

@@ -137,3 +137,17 @@ def test_yunet_detects_in_the_render(ff_pack: Path, face_clip: Path, tmp_path: P
     )
     assert "yunet_2023_mar" in model_names(report)
     assert report["stages"]["detect"]["frames"] > 0
+
+
+def test_the_enhanced_face_keeps_the_occlusion_mask(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    feeds = _record(monkeypatch, "xseg_2")
+    render(ff_pack, face_clip, tmp_path / "a", "--swapper", "inswapper_128", "--mask", "occlusion=xseg_2")
+    swap_only = sum(len(f["input"]) for f in feeds)
+    feeds.clear()
+    render(
+        ff_pack, face_clip, tmp_path / "b", "--swapper", "inswapper_128", "--mask", "occlusion=xseg_2",
+        "--enhancer", "gpen_bfr_256",
+    )  # fmt: skip
+    assert swap_only > 0 and sum(len(f["input"]) for f in feeds) == 2 * swap_only  # swap and enhance

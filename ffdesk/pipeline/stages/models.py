@@ -705,10 +705,14 @@ class EnhanceStage:
             return list(enhancer.enhance(np.stack(chunk)))
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
+        masks = [self.mask] * len(owners)
+        if "occlusion" in self.ctx.masks:  # FaceFusion's enhancer keeps the occlusion mask too
+            hidden = self.ctx.run("occlusion", _occlusion(self.ctx.masks["occlusion"]), list(stack))
+            masks = [np.minimum(self.mask, m) for m in hidden]
         images = [writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):
-            paste_back(images[owner], restored[j], affines[j], self.mask, inplace=True, changed=pasted[owner])
+            paste_back(images[owner], restored[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
         _store(batch, images, pasted)
         return list(batch)
 

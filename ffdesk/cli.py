@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import sys
 import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ffdesk import __version__
+from ffdesk.commands.registry import register_modules
 from ffdesk.errors import Cancelled, UserError
 
 COMMAND_MODULES = (
@@ -41,18 +40,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UserError(f"{self.prog}: {message}")
-
-
-def register_modules(sub: Any, package: str, names: Sequence[str]) -> None:
-    """Let each module `package.name` that exists add its parser(s) with `register(sub)`."""
-    for name in names:
-        try:
-            module = importlib.import_module(f"{package}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{package}.{name}":
-                continue
-            raise
-        module.register(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

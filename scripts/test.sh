@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run every check CI runs: ruff, mypy, the Qt-free-core contract and pytest.
+# Set up (if needed) and run every check CI runs: ruff, mypy, the import contracts (layers, Qt-free core) and pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff"; .venv/bin/ruff check ffdesk tests
 echo "== mypy"; .venv/bin/mypy ffdesk
+echo "== import contracts"; .venv/bin/lint-imports --no-cache
 echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 echo "== gui smoke (Xvfb)"; bash scripts/gui_smoke.sh

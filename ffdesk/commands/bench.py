@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ffdesk.cli import register_modules
+from ffdesk.commands.registry import register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",

@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -58,6 +57,7 @@ import cv2
 import numpy as np
 
 from ffdesk.errors import MediaError
+from ffdesk.hw import nvenc_possible
 from ffdesk.media._colour import (
     ColourKind,
     field_order_code,
@@ -129,15 +129,8 @@ def prores_qscale(quality: int) -> int:
 
 
 def nvidia_gpu_present() -> bool:
-    """A cheap check for an NVIDIA driver, made before trying to open NVENC."""
-    if os.environ.get("FFDESK_NO_NVENC"):
-        return False
-    if sys.platform.startswith("linux"):
-        return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()
-    if sys.platform == "win32":
-        root = Path(os.environ.get("SYSTEMROOT", r"C:\Windows"))
-        return (root / "System32" / "nvEncodeAPI64.dll").exists()
-    return False
+    """A cheap check for an NVIDIA driver, made before trying to open NVENC (see ffdesk.hw)."""
+    return nvenc_possible()
 
 
 class SegmentEncoder:

@@ -7,7 +7,6 @@ then silently runs on the CPU.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.hw import gpu_count as hw_gpu_count
 from ffdesk.runtime.catalog import Dim
 
 if TYPE_CHECKING:
@@ -125,9 +125,8 @@ def cuda_usable() -> bool:
 
 
 def gpu_count() -> int:
-    """NVIDIA GPUs visible through NVML (0 on any failure)."""
-    if os.environ.get("FFDESK_NO_NVML"):
-        return 0
+    """NVIDIA GPUs visible through NVML (0 on any failure; see ffdesk.hw)."""
+    return hw_gpu_count()
     try:
         import pynvml
 

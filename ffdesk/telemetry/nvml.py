@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
+from ffdesk.hw import nvml_disabled
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -110,7 +112,7 @@ class GpuSample:
 
 
 def _nvml_disabled_by_env() -> bool:
-    return os.environ.get("FFDESK_NO_NVML", "").strip() not in ("", "0")
+    return nvml_disabled()
 
 
 class Nvml:

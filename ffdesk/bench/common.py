@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench import history
+from ffdesk.media import atomic
 
 
 def cache_dir() -> Path:
@@ -28,9 +29,8 @@ def cached(path: Path, make: Callable[[Path], Any]) -> Path:
     """Create `path` with `make(tmp)` once (atomically); reuse it afterwards."""
     if path.exists():
         return path
-    tmp = path.with_name(f".tmp-{path.name}")
-    make(tmp)
-    os.replace(tmp, path)
+    with atomic.replacing(path, durable=False) as tmp:
+        make(tmp)
     return path
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ffdesk.errors import DiskFull, MediaError
 from ffdesk.units import format_bytes
@@ -136,3 +137,39 @@ def check_disk_space(folder: Path, need_bytes: int) -> None:
         raise MediaError(
             f"not enough disk space in {folder}: need {format_bytes(need_bytes)}, have {format_bytes(have)}"
         )
+
+
+@contextmanager
+def replacing(path: Path, *, durable: bool = True) -> Iterator[Path]:
+    """Yield a temp path beside `path` to write a file at; on success it replaces `path` (after an
+    fsync when `durable`), on any error it is removed and `path` is untouched. The one way files
+    (manifests, queues, checkpoints, sidecars, caches) are replaced in ffdesk; a full disk is
+    `DiskFull` naming `path`."""
+    path = Path(path)
+    tmp = temp_path_for(path)
+    try:
+        yield tmp
+        if durable:
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        raise_if_disk_full(exc, path)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    with replacing(path, durable=durable) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    with replacing(path, durable=durable) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1, durable: bool = True) -> None:
+    write_text_atomic(path, json.dumps(data, indent=indent), durable=durable)

@@ -12,8 +12,6 @@ Contract (also written to `model.json` and to the ONNX metadata under `ffdesk.*`
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import numpy as np
 import torch
 
 from ffdesk.errors import UserError
+from ffdesk.media import atomic
 from ffdesk.training import control
 from ffdesk.training.model import ExportedSwapper, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import write_json_atomic
@@ -144,10 +143,7 @@ def export_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Pat
     swapper = ExportedSwapper(model).eval().float().cpu()
     probe = torch.rand(2, 3, r, r, generator=torch.Generator().manual_seed(0))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic.replacing(out) as tmp:
         _torch_export(swapper, probe[:1], tmp)
         proto = onnx.load(str(tmp))
         meta = {"ffdesk.kind": KIND, "ffdesk.contract": json.dumps(info)}
@@ -159,9 +155,6 @@ def export_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Pat
             want = swapper(probe)[0].numpy()
         got = _run_onnx(tmp, probe.numpy())
         info = {**info, "max_abs_diff_vs_torch": float(np.abs(got - want).max())}
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     write_json_atomic(out.with_suffix(".json"), info)
     return out
 

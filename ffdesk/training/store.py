@@ -17,8 +17,6 @@ images, and each DataLoader worker opens its own maps lazily.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ import numpy.typing as npt
 from numpy.lib.format import open_memmap
 
 from ffdesk.errors import UserError
+from ffdesk.media import atomic
 from ffdesk.types import Frame
 
 INDEX_NAME = "index.json"
@@ -37,18 +36,9 @@ ARRAYS = ("faces", "masks", "landmarks", "hashes")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file beside `path` and rename it into place."""
+    """Write JSON beside `path` and rename it into place (its folder made if need be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic.write_json_atomic(path, data)
 
 
 @dataclass(frozen=True)
@@ -273,12 +263,11 @@ class FacesetWriter:
         n = len(self._buf_records)
         for array in ARRAYS:
             data = np.stack(self._buf[array]) if array != "hashes" else np.array(self._buf[array], np.uint64)
-            tmp = self.folder / f".{name}.{array}.npy"
-            mm = open_memmap(tmp, mode="w+", dtype=data.dtype, shape=data.shape)
-            mm[...] = data
-            mm.flush()
-            del mm
-            os.replace(tmp, shard_path(self.folder, name, array))
+            with atomic.replacing(shard_path(self.folder, name, array), durable=False) as tmp:
+                mm = open_memmap(tmp, mode="w+", dtype=data.dtype, shape=data.shape)
+                mm[...] = data
+                mm.flush()
+                del mm
         self._hashes.append(np.array(self._buf["hashes"], np.uint64))
         self._pending_shards.append({"name": name, "count": n, "records": list(self._buf_records)})
         self._buf = {a: [] for a in ARRAYS}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -25,6 +24,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ffdesk.errors import UserError
+from ffdesk.media import atomic
 from ffdesk.training import control
 from ffdesk.training.augment import AugmentSettings, resize_crop
 from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
@@ -97,16 +97,8 @@ def amp_dtype(device: torch.device) -> torch.dtype:
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic.replacing(path) as tmp:
         torch.save(obj, tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _alignment(a: Faceset, b: Faceset) -> dict[str, Any]:
@@ -219,10 +211,7 @@ class Trainer:
                     keep.append(line)
             except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                 continue
-        fd, tmp = tempfile.mkstemp(prefix=".metrics.", dir=self.run_dir)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write("".join(line + "\n" for line in keep))
-        os.replace(tmp, path)
+        atomic.write_text_atomic(path, "".join(line + "\n" for line in keep), durable=False)
 
     # ---- the loop ------------------------------------------------------------------------------
 
@@ -498,8 +487,5 @@ def write_preview(run_dir: Path, grid: np.ndarray, step: int) -> Path:
     if not ok:
         raise RuntimeError("PNG encoding failed")
     for path in (folder / f"preview_{step:08d}.png", run_dir / control.PREVIEW):
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(png.tobytes())
-        os.replace(tmp, path)
+        atomic.write_bytes_atomic(path, png.tobytes(), durable=False)
     return run_dir / control.PREVIEW

@@ -107,3 +107,25 @@ def test_check_disk_space(tmp_path: Path) -> None:
     msg = str(err.value)
     assert msg.startswith(f"not enough disk space in {tmp_path}: need ")
     assert ", have " in msg and "\n" not in msg
+
+
+def test_replacing_a_file_is_all_or_nothing(tmp_path: Path) -> None:
+    import errno
+
+    from ffdesk.errors import DiskFull
+    from ffdesk.media.atomic import replacing, write_json_atomic
+
+    target = tmp_path / "settings.json"
+    write_json_atomic(target, {"a": 1})
+    assert target.read_text() == '{\n "a": 1\n}'
+    with pytest.raises(ValueError), replacing(target) as tmp:
+        tmp.write_text("half")
+        raise ValueError("interrupted")
+    assert target.read_text() == '{\n "a": 1\n}'  # the old contents, no temp file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]
+    with (
+        pytest.raises(DiskFull, match=r"disk full while writing .*settings\.json \(No space"),
+        replacing(target),
+    ):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json"]

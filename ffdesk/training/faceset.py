@@ -19,10 +19,10 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.faces.types import Face
+from ffdesk.media.probe import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".mts"})
 MESH_POINTS = 468
 

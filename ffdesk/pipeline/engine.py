@@ -597,3 +597,253 @@ class _ProgressClock:
             raw = packet.annotations.get(RAW_FRAME)
             image = upright(rgb_array(raw), rotation_of(raw)) if raw is not None else packet.image
             self.emit(ev.PreviewFrame(packet.index, image))
+
+
+# ---- one segment at a time (a render farm renders segments on many workers) ----------------
+
+
+@dataclass(frozen=True)
+class PlannedSegment:
+    """One segment of a render, cut where a local render cuts it: frames `first_index` to
+    `first_index + frames - 1` of the range, source pts `first_pts` to `last_pts`. `end_s`:
+    where the next segment starts (seconds since the clip's first frame; None for the last,
+    which ends with the range)."""
+
+    number: int
+    first_index: int
+    frames: int
+    first_pts: int
+    last_pts: int
+    end_s: float | None
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """A clip render split into the segments a local render of the same job would write."""
+
+    job: RenderJob
+    info: MediaInfo
+    start_s: float | None
+    end_s: float | None
+    total_frames: int
+    origin_s: float | None
+    suffix: str
+    segments: tuple[PlannedSegment, ...]
+    warnings: tuple[str, ...]
+    expected_bytes: int
+
+    @property
+    def frames(self) -> int:
+        return sum(s.frames for s in self.segments)
+
+
+def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> SegmentPlan:
+    """Check `job` as `run_render` does, then find the segments a local render would cut, by
+    reading the clip's frames once without converting them. `UserError` for an image target
+    (one frame, nothing to split) and for a range without frames."""
+    job = job.resolved()
+    _check_paths(job)
+    info = probe(job.target, fps=job.fps)
+    if info.video is None:
+        raise UserError(f"{job.target.name}: no video stream")
+    _check_output_kind(job, info)
+    if info.is_image:
+        raise UserError(f"{job.target.name} is an image: render it on this machine (without --farm)")
+    video = info.video
+    span = _render_range(job, video, job.target.name)
+    expected = _expected_output_bytes(job, info, video, span)
+    atomic.check_disk_space(job.output.parent, expected)
+    deinterlace = _deinterlaces(job, video, _working_size(job, video))
+    per_segment = job.segment_frames or SEGMENT_FRAMES
+    stamps: list[int] = []
+    times: list[float] = []
+    with VideoReader(
+        job.target,
+        start_s=span.start_s,
+        end_s=span.end_s,
+        raw=True,
+        decode_threads=decode_threads(),
+        sequence_fps=job.fps,
+        deinterlace=deinterlace,
+    ) as reader:
+        for frame in reader:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled
+            pts = frame.pts if frame.pts is not None else (stamps[-1] + 1 if stamps else 0)
+            stamps.append(pts)
+            times.append(reader.time_of(pts))
+        stats = reader.stats
+        origin_s = reader.origin_s
+    if not stamps:
+        reason = stats.ended_early or stats.first_error
+        detail = f"no decodable video frame ({reason})" if reason else "no frames in the requested range"
+        raise UserError(f"{job.target.name}: {detail}")
+    segments = []
+    for number, first in enumerate(range(0, len(stamps), per_segment)):
+        last = min(first + per_segment, len(stamps)) - 1
+        end_s = times[last + 1] if last + 1 < len(stamps) else span.end_s
+        segments.append(PlannedSegment(number, first, last - first + 1, stamps[first], stamps[last], end_s))
+    return SegmentPlan(
+        job=job,
+        info=info,
+        start_s=span.start_s,
+        end_s=span.end_s,
+        total_frames=len(stamps),
+        origin_s=origin_s,
+        suffix=container_suffix(job.encoder),
+        segments=tuple(segments),
+        warnings=(*info.warnings, *_repair_warnings(job.target.name, stats)),
+        expected_bytes=expected,
+    )
+
+
+class _OneSegment(Manifest):
+    """What `_Flow` and `_encode_segments` read of a manifest, for one segment written to `path`:
+    the frames before it count as done, nothing is saved to disk."""
+
+    def __init__(self, path: Path, segment: PlannedSegment) -> None:
+        super().__init__(path.parent, "", [])
+        self.path = path
+        self.planned = segment
+
+    @property
+    def frames_done(self) -> int:
+        return self.planned.first_index + sum(s.frames for s in self.segments)
+
+    @property
+    def next_pts(self) -> int | None:
+        if self.segments:
+            return self.segments[-1].last_pts + 1
+        return self.planned.first_pts if self.planned.first_index else None
+
+    def next_segment_file(self, suffix: str) -> str:
+        return self.path.name if not self.segments else f"{self.path.name}.{len(self.segments)}{suffix}"
+
+    def add(self, segment: Segment) -> None:
+        self.segments.append(segment)
+
+    def save(self) -> None:
+        return None
+
+
+def render_segment(
+    job: RenderJob,
+    segment: PlannedSegment,
+    out_path: Path,
+    on_event: ev.EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    residency: Any = None,
+    holder: str = "",
+) -> dict[str, Any]:
+    """Render the frames of one planned segment of `job` into `out_path` (a file; a folder for
+    png), exactly as a local render writes that segment: the same frames, indices, pts and
+    encoder settings. `residency`: a `ResidencyManager` whose pool the stages' models join (as
+    `holder`). Returns the segment's report; `UserError` when the clip does not give the
+    planned frames."""
+    emit = on_event or _nothing
+    job = job.resolved()
+    info = probe(job.target, fps=job.fps)
+    if info.video is None:
+        raise UserError(f"{job.target.name}: no video stream")
+    video = info.video
+    span = _render_range(job, video, job.target.name)
+    span = _Range(span.start_s, segment.end_s, span.total_frames)
+    size = _working_size(job, video)
+    out_w, out_h = size or (video.display_width, video.display_height)
+    deinterlace = _deinterlaces(job, video, size)
+    if deinterlace:
+        video = replace(video, field_order="progressive")
+    one = replace(job, segment_frames=segment.frames)
+    sink = _OneSegment(out_path, segment)
+    halt = Halt(cancel)
+    t0 = time.perf_counter()
+    shared = residency.sharing(holder) if residency is not None else contextlib.nullcontext()
+    with shared:
+        stages = build_stages(job, info)
+    for stage in stages:
+        if isinstance(stage, EmitsEvents):
+            stage.bind_events(emit)
+    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
+    decode_stats = StageStats("decode")
+    encode_stats = StageStats("encode")
+    try:
+        flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace)
+        threads = flow.start()
+        encoder_name = ""
+        try:
+            encoder_name = _encode_segments(
+                one, video, sink, settings, flow.output, (out_w, out_h), span, emit, halt, encode_stats
+            )
+        except (Stopped, KeyboardInterrupt) as exc:
+            halt.stop()
+            if isinstance(exc, KeyboardInterrupt):
+                raise Cancelled from None
+        finally:
+            halt.stop()
+            for t in threads:
+                t.join()
+        if halt.error is not None:
+            raise halt.error
+        if halt.cancelled:
+            raise Cancelled
+        written = [(s.frames, s.first_pts, s.last_pts) for s in sink.segments]
+        if written != [(segment.frames, segment.first_pts, segment.last_pts)]:
+            raise UserError(
+                f"{job.target.name}: segment {segment.number} decoded as {written}, not as planned "
+                f"({segment.frames} frames, pts {segment.first_pts}-{segment.last_pts})"
+            )
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _stage_report(stages)
+        raise
+    timings = {"decode": decode_stats.as_dict()}
+    timings.update({r.stats.name: r.stats.as_dict() for r in flow.runners})
+    timings["encode"] = encode_stats.as_dict()
+    report: dict[str, Any] = {
+        "segment": segment.number,
+        "frames": segment.frames,
+        "encoder": encoder_name,
+        "stages": timings,
+        "frames_concealed": flow.read_stats.frames_concealed,
+    }
+    report.update(_stage_report(stages))
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def join_planned(
+    plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None
+) -> dict[str, Any]:
+    """Join the finished segments of `manifest` into the plan's output as `run_render` does
+    (video copied, audio trimmed to the range and kept in sync), then remove the work folder.
+    Returns the join's part of the report."""
+    emit = emit or _nothing
+    job = plan.job
+    if manifest.frames_done != plan.frames or len(manifest.segments) != len(plan.segments):
+        raise UserError(
+            f"{job.output.name}: {manifest.frames_done} of {plan.frames} frames are rendered; "
+            "nothing to join yet"
+        )
+    segment_paths = [manifest.folder / s.file for s in manifest.segments]
+    with atomic.atomic_output(job.output) as tmp:
+        joined = join_segments(
+            segment_paths,
+            out_path=tmp,
+            source=job.target,
+            source_info=plan.info,
+            start_s=plan.start_s,
+            end_s=plan.end_s,
+            encoder=job.encoder,
+            origin_s=plan.origin_s,
+        )
+    manifest.discard()
+    for note in joined.notes:
+        emit(ev.Warning(note))
+    if joined.audio_packets_skipped:
+        emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
+    return {
+        "output": str(job.output),
+        "frames_out": manifest.frames_done,
+        "audio_packets_skipped": joined.audio_packets_skipped,
+        "audio": [f"{c.action} {c.codec}" for c in joined.audio],
+    }

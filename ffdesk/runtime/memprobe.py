@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 from typing import Literal, Protocol, runtime_checkable
 
 
@@ -89,21 +88,13 @@ def heap_in_use() -> int | None:
 
 
 def gpu_used_bytes(device_id: int) -> int | None:
-    """This process's memory on the GPU (NVML), else the device's used memory (torch)."""
-    try:
-        import pynvml
+    """This process's memory on the GPU (NVML, through `ffdesk.hw`), else the device's used
+    memory (torch); None when neither can tell."""
+    from ffdesk.hw import process_gpu_memory
 
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(device_id)
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                if p.pid == os.getpid() and p.usedGpuMemory is not None:
-                    return int(p.usedGpuMemory)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - fall through to torch
-        pass
+    used = process_gpu_memory(device_id)
+    if used is not None:
+        return used
     try:
         import torch
 

@@ -292,7 +292,7 @@ def test_display_images_are_scaled_to_the_canvas_and_drawn(qtbot) -> None:  # ty
 class _FakeSource:
     """Host readings that change with every sample; no GPU."""
 
-    no_gpu_reason = "no NVIDIA GPU: test"
+    no_gpu_reason: str | None = "no NVIDIA GPU: test"
 
     def __init__(self) -> None:
         self.n = 0

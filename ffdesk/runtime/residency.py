@@ -241,6 +241,7 @@ class ResidencyManager:
         self.allow_precision_drop = allow_precision_drop
         self.holder = holder
         self._member = Member(on_change)
+        self._closed_stats: tuple[ModelStats, ...] | None = None
         self.oom_events: list[OomEvent] = []
         self._batch_cap: dict[str, int] = {}
         self._redirect: dict[str, str] = {}
@@ -551,22 +552,11 @@ class ResidencyManager:
             return self._redirect.get(key, key)
 
     def stats(self) -> tuple[ModelStats, ...]:
+        """Figures of each of this manager's models that was loaded (kept after `close()`)."""
         with self._pool.cond:
-            return tuple(
-                ModelStats(
-                    key=e.key,
-                    name=e.name,
-                    precision=e.precision,
-                    provider=e.provider,
-                    loads=e.loads,
-                    host_reloads=e.host_reloads,
-                    evictions=e.evictions,
-                    bytes=e.nbytes,
-                    load_ms=round(e.load_ms, 1),
-                )
-                for e in self._own()
-                if e.loads
-            )
+            if self._closed_stats is not None:
+                return self._closed_stats
+            return _stats_of(self._own())
 
     def report(self) -> dict[str, Any]:
         """The render report's figures: `models`, `peak_model_bytes`, `memory_budget_bytes`,
@@ -720,9 +710,10 @@ class ResidencyManager:
                 pool.closed = True
         if owns_pool:
             pool.stop_prefetch()
-        pool.close_entries(None if owns_pool else self._id)
+        closed = pool.close_entries(None if owns_pool else self._id)
         pool.deliver()
         with pool.cond:
+            self._closed_stats = _stats_of([e for e in closed if e.owner == self._id])
             pool.members.pop(self._id, None)
 
     def __enter__(self) -> ResidencyManager:
@@ -730,6 +721,24 @@ class ResidencyManager:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
+    return tuple(
+        ModelStats(
+            key=e.key,
+            name=e.name,
+            precision=e.precision,
+            provider=e.provider,
+            loads=e.loads,
+            host_reloads=e.host_reloads,
+            evictions=e.evictions,
+            bytes=e.nbytes,
+            load_ms=round(e.load_ms, 1),
+        )
+        for e in entries
+        if e.loads
+    )
 
 
 def _too_small(budget: int, name: str, need: int) -> str:

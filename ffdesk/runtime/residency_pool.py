@@ -438,8 +438,9 @@ class Pool:
         ):
             self.cond.wait(0.1)
 
-    def close_entries(self, owner: int | None) -> None:
-        """Unload the entries of `owner` (every entry when None), closing sessions after the lock."""
+    def close_entries(self, owner: int | None) -> list[Entry]:
+        """Unload the entries of `owner` (every entry when None), closing sessions after the lock;
+        the entries unloaded (those of a manager that joined the pool leave it)."""
         with self.cond:
             self._locked_wait_settled(owner)
             victims = [e for e in self.entries.values() if owner is None or e.owner == owner]
@@ -457,3 +458,4 @@ class Pool:
             if s is not None:
                 s.close()
         self.probe.release_freed()
+        return victims

@@ -208,3 +208,55 @@ def test_a_zero_budget_is_refused(fake_probe: FakeProbe, tmp_path: Path) -> None
         _manager(fake_probe, tmp_path, 0)
     with _manager(fake_probe, tmp_path, None) as mgr, pytest.raises(UserError, match="more than zero"):
         mgr.set_budget(0)
+
+
+def test_many_threads_sharing_a_pool_never_pass_the_budget(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    """Four managers on four threads, one model held at a time each: the memory the models
+    really hold (the probe's count) stays under the budget at every load, and nobody deadlocks."""
+    import random
+
+    budget = 500 * MB
+    worst = [0]
+    lock = threading.Lock()
+
+    def watch() -> None:
+        with lock:
+            worst[0] = max(worst[0], fake_probe.allocated)
+
+    app = _manager(fake_probe, tmp_path, budget, host_budget_bytes=300 * MB)
+    errors: list[BaseException] = []
+    with app:
+        managers = [ResidencyManager(share=app, holder=f"job {i}") for i in range(4)]
+        for i, mgr in enumerate(managers):
+            for key, size in (("swap", 200), ("embed", 60), ("mask", 120)):
+                loader = FakeLoader(fake_probe, size * MB, key, host_copy=i % 2 == 0, on_load=watch)
+                mgr.register(key, loader, size_hint=size * MB, warmup=False)
+
+        def work(mgr: ResidencyManager, seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                for _ in range(40):
+                    key = rng.choice(("swap", "embed", "mask"))
+                    with mgr.acquire(key):
+                        watch()
+                    if rng.random() < 0.2:
+                        mgr.prefetch(rng.choice(("swap", "embed", "mask")))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=work, args=(m, i), name=f"ffdesk-test-{i}")
+            for i, m in enumerate(managers)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "deadlocked"
+        for mgr in managers:
+            mgr.close()
+        assert app.pool_peak_bytes <= budget
+        assert sum(s.evictions for m in managers for s in m.stats()) > 0  # kept after close
+    assert not errors, errors
+    assert worst[0] <= budget
+    assert fake_probe.allocated == 0

@@ -42,7 +42,11 @@ class PreviewFrame:
 
 @dataclass(frozen=True)
 class MemoryChanged:
-    """Residency changed: `models` maps model name to bytes resident on the device."""
+    """Residency changed: (label, bytes) of every model resident on the device under the budget.
+
+    A render with its own budget labels models by key ("inswapper_128@fp32"); where the preview and
+    renders share the application's budget, every model under it is listed and labelled with who
+    holds it ("inswapper_128@fp32 (preview)", "... (render clip.mp4)")."""
 
     models: tuple[tuple[str, int], ...]
     budget_bytes: int | None

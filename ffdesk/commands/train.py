@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -22,7 +23,13 @@ def register(sub: Any) -> None:
     p.add_argument("--src", type=Path, metavar="FACESET_A", help="faceset of the face to put in")
     p.add_argument("--dst", type=Path, metavar="FACESET_B", help="faceset of the face to replace")
     p.add_argument(
-        "--run", type=Path, required=True, metavar="RUN_DIR", help="folder for checkpoints and logs"
+        "--run",
+        "--run-dir",
+        dest="run",
+        type=Path,
+        required=True,
+        metavar="RUN_DIR",
+        help="folder for checkpoints and logs (spell it --run-dir under torchrun)",
     )
     p.add_argument("--steps", type=int, default=100_000, help="step goal (default 100000)")
     p.add_argument("--resolution", type=int, choices=(64, 128, 256), default=128)
@@ -40,7 +47,62 @@ def register(sub: Any) -> None:
     p.add_argument("--model-size", choices=("tiny", "default"), default="default", help=argparse.SUPPRESS)
     p.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    g = p.add_argument_group("scale and tuning")
+    g.add_argument(
+        "--nproc",
+        type=int,
+        metavar="N",
+        help="processes on this machine (DistributedDataParallel; default: one per GPU, else 1)",
+    )
+    g.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="R",
+        help="with --nproc: restart the processes from the last checkpoint up to R times",
+    )
+    g.add_argument(
+        "--amp-dtype",
+        choices=("auto", "bf16", "fp16"),
+        default="auto",
+        help="with --amp: bf16 where supported else fp16 with a gradient scaler (auto), or forced",
+    )
+    g.add_argument(
+        "--alloc-split-mb",
+        type=int,
+        metavar="MB",
+        help="PYTORCH_CUDA_ALLOC_CONF max_split_size_mb (less fragmentation on long GPU runs)",
+    )
+    g.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help=argparse.SUPPRESS)
+    g.add_argument(
+        "--mask-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="weight of the mask loss (0: mask heads not trained)",
+    )
     p.set_defaults(func=run)
+
+
+_VALUE_FLAGS = tuple(
+    (f"--{name.replace('_', '-')}", name)
+    for name in ("src", "dst", "run_dir", "steps", "resolution", "batch", "lr", "workers", "device", "seed",
+                 "log_every", "preview_every", "save_every", "model_size", "amp_dtype", "alloc_split_mb",
+                 "optimizer", "mask_weight")
+)  # fmt: skip
+_SWITCHES = (("--amp", "amp"), ("--grad-checkpoint", "grad_checkpoint"), ("--resume", "resume"),
+             ("--no-export", "no_export"), ("--quiet", "quiet"))  # fmt: skip
+
+
+def worker_argv(args: argparse.Namespace) -> list[str]:
+    """The options of this command for the processes torchrun starts (no --nproc)."""
+    out = [args.action] if args.action else []
+    for flag, name in _VALUE_FLAGS:
+        value = getattr(args, "run" if name == "run_dir" else name, None)
+        if value is not None:
+            out += [flag, str(value.resolve() if isinstance(value, Path) else value)]
+    out += [flag for flag, name in _SWITCHES if getattr(args, name, False)]
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -81,14 +143,30 @@ def run(args: argparse.Namespace) -> int:
         save_every=args.save_every,
         export_at_end=not args.no_export,
         model=ModelConfig.tiny(args.resolution) if args.model_size == "tiny" else None,
+        optimizer=args.optimizer,
+        mask_weight=args.mask_weight,
+        amp_dtype=args.amp_dtype,
+        alloc_split_mb=args.alloc_split_mb,
     )
-    interrupts = {"count": 0}
+    from ffdesk.training import launch
+
+    nproc = args.nproc if args.nproc is not None else (1 if launch.in_torchrun() else launch.default_nproc())
+    if nproc < 1 or args.max_restarts < 0:
+        raise UserError("--nproc must be at least 1 and --max-restarts at least 0")
+    if nproc > 1 and not launch.in_torchrun():
+        return _launch(settings, args, nproc)
+    interrupts = {"count": 0, "term": 0}
 
     def on_sigint(_sig: int, _frame: FrameType | None) -> None:
         interrupts["count"] += 1
         if interrupts["count"] > 1:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now (checkpoints are written atomically)
-        print("\nffdesk: saving a checkpoint, then stopping (Ctrl-C again to quit at once)", file=sys.stderr)
+        if not launch.in_torchrun() or os.environ.get("RANK", "0") == "0":
+            print("\nffdesk: saving a checkpoint, then stopping (Ctrl-C again to quit at once)",
+                  file=sys.stderr)  # fmt: skip
+
+    def on_sigterm(_sig: int, _frame: FrameType | None) -> None:
+        interrupts["term"] = 1  # torchrun shutting the workers down: save, then stop
 
     bars: list[Any] = []  # made at the first record, so errors before training print alone
 
@@ -105,15 +183,43 @@ def run(args: argparse.Namespace) -> int:
         tqdm.write(msg, file=sys.stderr)
 
     previous = signal.signal(signal.SIGINT, on_sigint)
+    previous_term = signal.signal(signal.SIGTERM, on_sigterm) if launch.in_torchrun() else None
     try:
-        result = Trainer(settings, lambda: interrupts["count"] > 0, on_record, on_message).run()
+        result = Trainer(
+            settings, lambda: interrupts["count"] > 0 or interrupts["term"] > 0, on_record, on_message
+        ).run()
     finally:
         signal.signal(signal.SIGINT, previous)
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
         for bar in bars:
             bar.close()
     if result.outcome == "interrupted":
         print(f"ffdesk: checkpoint saved at step {result.step} in {settings.run_dir}; continue with --resume",
               file=sys.stderr)  # fmt: skip
         return 130
-    print(f"{result.outcome} at step {result.step}" + (f"; model: {result.model}" if result.model else ""))
+    if result.model is not None or not launch.in_torchrun() or os.environ.get("RANK", "0") == "0":
+        print(
+            f"{result.outcome} at step {result.step}" + (f"; model: {result.model}" if result.model else "")
+        )
+    return 0
+
+
+def _launch(settings: Any, args: argparse.Namespace, nproc: int) -> int:
+    """Check the input here (one clear error, not N), then run the N processes under torchrun."""
+    from ffdesk.training import control, launch
+    from ffdesk.training.dist import DistContext
+    from ffdesk.training.trainer import Trainer
+
+    Trainer(settings, ctx=DistContext(rank=0, world_size=nproc)).check()
+    code = launch.run(launch.plan(nproc, args.max_restarts, worker_argv(args)))
+    status = control.read_json(settings.run_dir / control.STATUS) or {}
+    if status.get("state") == "interrupted":
+        print(f"ffdesk: checkpoint saved at step {status.get('step')} in {settings.run_dir}; "
+              "continue with --resume", file=sys.stderr)  # fmt: skip
+        return 130
+    if code != 0:
+        raise UserError(
+            f"training with {nproc} processes failed (torchrun exit {code}); see the messages above"
+        )
     return 0

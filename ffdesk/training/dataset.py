@@ -1,8 +1,12 @@
 """Training batches over two memory-mapped facesets.
 
-Item `k` of `PairBatches` is the whole batch for training step `k`, drawn from a generator seeded
-by (seed, k). A batch therefore depends only on the step number, not on worker count, worker
-scheduling or what ran before: a resumed run sees exactly the batches an uninterrupted run would.
+Item `k` of `PairBatches` is this process's part of the batch for training step `k`. Sample `j`
+of the global batch of step `k` is drawn from a generator seeded by (seed, k, j), so a batch
+depends only on the step number and the global batch size: not on worker count, worker
+scheduling, what ran before or how many processes share the batch. Rank `r` of `W` takes
+samples `[r*B/W, (r+1)*B/W)`: the ranks' parts are disjoint and together make the batch one
+process would draw, so a resumed run (with any world size that divides the batch) sees exactly
+the batches an uninterrupted run would.
 Tensors leave the workers as uint8 (a quarter of float32's bytes through pinned memory) and become
 float on the device.
 """
@@ -28,14 +32,31 @@ class BatchSpec:
     batch: int
     seed: int
     augment: AugmentSettings = AugmentSettings()
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or not 0 <= self.rank < self.world_size:
+            raise ValueError(f"rank {self.rank} of {self.world_size}")
+        if self.batch % self.world_size:
+            raise ValueError(f"a batch of {self.batch} does not split across {self.world_size} processes")
+
+    @property
+    def local_batch(self) -> int:
+        return self.batch // self.world_size
+
+    def samples(self) -> range:
+        """This rank's sample numbers within the global batch."""
+        n = self.local_batch
+        return range(self.rank * n, (self.rank + 1) * n)
 
 
-def _side(
-    faceset: Faceset, idx: np.ndarray, spec: BatchSpec, rng: np.random.Generator
-) -> dict[str, torch.Tensor]:
+def _side(faceset: Faceset, step: int, side: int, spec: BatchSpec) -> dict[str, torch.Tensor]:
     inputs, targets, masks = [], [], []
-    for i in idx:
-        crop, mask = resize_crop(faceset.face(int(i)), faceset.mask(int(i)), spec.resolution)
+    for j in spec.samples():
+        rng = np.random.default_rng([spec.seed, int(step), side, j])
+        i = int(rng.integers(0, len(faceset)))
+        crop, mask = resize_crop(faceset.face(i), faceset.mask(i), spec.resolution)
         s = augment(crop, mask, rng, spec.augment)
         inputs.append(s.input)
         targets.append(s.target)
@@ -60,11 +81,7 @@ class PairBatches(Dataset[dict[str, dict[str, torch.Tensor]]]):
         return self.length
 
     def __getitem__(self, step: int) -> dict[str, dict[str, torch.Tensor]]:
-        rng = np.random.default_rng([self.spec.seed, int(step)])
-        n = self.spec.batch
-        ia = rng.integers(0, len(self.a), n)
-        ib = rng.integers(0, len(self.b), n)
-        return {"a": _side(self.a, ia, self.spec, rng), "b": _side(self.b, ib, self.spec, rng)}
+        return {"a": _side(self.a, step, 0, self.spec), "b": _side(self.b, step, 1, self.spec)}
 
 
 class StepSampler(torch.utils.data.Sampler[int]):

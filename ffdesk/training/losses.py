@@ -40,8 +40,9 @@ def masked_losses(
     """Loss terms for one identity. All inputs float32, N x C x H x W in [0, 1]."""
     # A slightly blurred mask keeps a few pixels of context around the hull: seams stay learnt.
     soft = F.avg_pool2d(mask, 5, stride=1, padding=2).clamp(0, 1)
-    area = soft.sum().clamp_min(1.0) * rgb.shape[1]
-    l1 = ((rgb - target).abs() * soft).sum() / area
+    # Per face, then averaged: a batch split across processes averages to the same loss.
+    area = soft.sum(dim=(1, 2, 3)).clamp_min(1.0) * rgb.shape[1]
+    l1 = (((rgb - target).abs() * soft).sum(dim=(1, 2, 3)) / area).mean()
     ds = dssim(rgb * soft, target * soft)
     mask_term = F.mse_loss(mask_pred, mask)
     return {"l1": l1, "dssim": ds, "mask": mask_term}

@@ -26,13 +26,19 @@ from torch.utils.data import DataLoader
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.training import control
+from ffdesk.training import dist as tdist
 from ffdesk.training.augment import AugmentSettings, resize_crop
 from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
-from ffdesk.training.losses import WEIGHTS, masked_losses, total
-from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder, parameter_count
+from ffdesk.training.dist import CommTimer, DistContext
+from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import Faceset, write_json_atomic
+from ffdesk.training.tasks import SwapTask, Task, weighted_total
 
 Outcome = Literal["done", "stopped", "interrupted"]
+Optimizer = Literal["adam", "sgd"]
+AmpDtype = Literal["auto", "bf16", "fp16"]
+
+_COMMANDS: tuple[control.Command, ...] = ("pause", "resume", "stop", "export")
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,11 @@ class TrainSettings:
     steps: int = 100_000
     resolution: int = 128
     batch: int = 8
+    """Faces per identity per step, over all processes (the global batch)."""
     lr: float = 5e-5
     amp: bool = False
+    amp_dtype: AmpDtype = "auto"
+    """With `amp`: bf16 where the device does it, else fp16 (with a gradient scaler); or forced."""
     grad_checkpoint: bool = False
     resume: bool = False
     workers: int = 2
@@ -59,6 +68,11 @@ class TrainSettings:
     model: ModelConfig | None = None
     """Network size; None picks the default for `resolution`."""
     augment: AugmentSettings = field(default_factory=AugmentSettings)
+    optimizer: Optimizer = "adam"
+    mask_weight: float = 1.0
+    """Weight of the mask term; 0 leaves the mask heads out of the loss (and frozen)."""
+    alloc_split_mb: int | None = None
+    """PYTORCH_CUDA_ALLOC_CONF max_split_size_mb: large blocks are not split below it (fragmentation)."""
 
     def model_config(self) -> ModelConfig:
         cfg = self.model or ModelConfig.for_resolution(self.resolution)
@@ -89,11 +103,26 @@ def pick_device(name: str) -> torch.device:
     return dev
 
 
-def amp_dtype(device: torch.device) -> torch.dtype:
+def amp_dtype(device: torch.device, choice: AmpDtype = "auto") -> torch.dtype:
     """bf16 where the device does it natively, else fp16 (which needs a gradient scaler)."""
+    if choice == "bf16":
+        return torch.bfloat16
+    if choice == "fp16":
+        return torch.float16
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16
+
+
+def set_alloc_split(mb: int | None) -> None:
+    """`PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:<mb>` for this process (before CUDA starts)."""
+    if mb is None:
+        return
+    if mb < 20:
+        raise UserError("--alloc-split-mb must be at least 20 (the allocator's smallest split size)")
+    parts = [p for p in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",") if p]
+    parts = [p for p in parts if not p.startswith("max_split_size_mb:")] + [f"max_split_size_mb:{mb}"]
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(parts)
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
@@ -156,6 +185,12 @@ class Trainer:
     `should_stop()` is polled between steps (the CLI sets it from Ctrl-C); when it turns true the
     trainer saves a checkpoint and returns `interrupted`. `on_record(record)` gets each metrics
     record as it is logged.
+
+    Under torchrun every rank runs this loop on its part of each batch (DistributedDataParallel
+    averages the gradients); rank 0 alone writes the run folder (checkpoints, metrics, status,
+    previews, the export) and reads the control file, and the loop shares its command and any
+    rank's Ctrl-C with all ranks once a step, so every rank pauses, stops and exports together.
+    A restart by torchrun (`--max-restarts`) resumes from the last checkpoint.
     """
 
     def __init__(
@@ -164,17 +199,26 @@ class Trainer:
         should_stop: Callable[[], bool] = lambda: False,
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_message: Callable[[str], None] | None = None,
+        ctx: DistContext | None = None,
     ) -> None:
         self.s = settings
         self.run_dir = Path(settings.run_dir)
         self.should_stop = should_stop
         self.on_record = on_record or (lambda _r: None)
-        self.on_message = on_message or (lambda _m: None)
+        self.ctx = ctx if ctx is not None else DistContext.from_env()
+        say = on_message or (lambda _m: None)
+        self.on_message: Callable[[str], None] = say if self.ctx.is_main else (lambda _m: None)
+        self._ranks: list[dict[str, Any]] = []
 
     # ---- setup -------------------------------------------------------------------------------
 
-    def _prepare(self) -> tuple[TrainSettings, dict[str, Any] | None]:
-        s = self.s
+    def check(self) -> None:
+        """Everything `run` checks before it writes anything (`UserError` if the run cannot start)."""
+        self._prepare(write=False)
+        pick_device(self.s.device)
+
+    def _prepare(self, write: bool = True) -> tuple[TrainSettings, dict[str, Any] | None]:
+        s, ctx = self.s, self.ctx
         if s.resolution not in RESOLUTIONS:
             raise UserError(f"--resolution {s.resolution}: choose one of {', '.join(map(str, RESOLUTIONS))}")
         if s.batch < 1 or s.steps < 1:
@@ -182,7 +226,7 @@ class Trainer:
         ckpt_path = self.run_dir / control.CHECKPOINT
         ckpt = None
         if ckpt_path.exists():
-            if not s.resume:
+            if not (s.resume or ctx.restart > 0):
                 raise UserError(
                     f"{self.run_dir} already holds a run; add --resume or pick a new --run folder"
                 )
@@ -193,10 +237,20 @@ class Trainer:
             if saved.resolution != s.resolution:
                 self.on_message(f"the run trains at {saved.resolution} px; --resolution is ignored")
                 s = replace(s, resolution=saved.resolution)
+            saved_batch = int((ckpt.get("settings") or {}).get("batch") or s.batch)
+            if saved_batch != s.batch:
+                self.on_message(f"the run trains with a global batch of {saved_batch}; --batch is ignored")
+                s = replace(s, batch=saved_batch)
             s = replace(s, model=saved)
+        if s.batch % ctx.world_size:
+            raise UserError(
+                f"the global batch of {s.batch} does not split across {ctx.world_size} processes; "
+                f"use a multiple of {ctx.world_size}"
+            )
         Faceset(s.src), Faceset(s.dst)  # both readable before anything is written
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
+        if ctx.is_main and write:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
         return s, ckpt
 
     def _truncate_metrics(self, step: int) -> None:
@@ -213,23 +267,44 @@ class Trainer:
                 continue
         atomic.write_text_atomic(path, "".join(line + "\n" for line in keep), durable=False)
 
+    def _status(self, state: control.State, step: int, goal: int, **extra: Any) -> None:
+        if self.ctx.is_main:
+            control.write_status(
+                self.run_dir, state, step, goal, world_size=self.ctx.world_size, ranks=self._ranks, **extra
+            )
+
     # ---- the loop ------------------------------------------------------------------------------
 
     def run(self) -> TrainResult:
+        set_alloc_split(self.s.alloc_split_mb)
         s, ckpt = self._prepare()
-        device = pick_device(s.device)
+        device = tdist.device_for(self.ctx, pick_device(s.device))
+        tdist.init(self.ctx, device)
+        try:
+            return self._run(s, ckpt, device)
+        finally:
+            tdist.close(self.ctx)
+
+    def _run(self, s: TrainSettings, ckpt: dict[str, Any] | None, device: torch.device) -> TrainResult:
+        ctx = self.ctx
         cfg = s.model_config()
         fa, fb = Faceset(s.src), Faceset(s.dst)
         alignment = _alignment(fa, fb)
         torch.manual_seed(s.seed)
-        model = SwapAutoencoder(cfg).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=s.lr, betas=(0.5, 0.999))
-        dtype = amp_dtype(device)
+        task: Task = SwapTask(cfg, mask_weight=s.mask_weight)
+        module = task.module.to(device)
+        params = [p for p in module.parameters() if p.requires_grad]
+        opt: torch.optim.Optimizer
+        if s.optimizer == "sgd":
+            opt = torch.optim.SGD(params, lr=s.lr)
+        else:
+            opt = torch.optim.Adam(params, lr=s.lr, betas=(0.5, 0.999))
+        dtype = amp_dtype(device, s.amp_dtype)
         use_amp = s.amp
         scaler = torch.amp.GradScaler(device.type, enabled=use_amp and dtype == torch.float16)
         step = 0
         if ckpt is not None:
-            model.load_state_dict(ckpt["model"])
+            task.load(ckpt["model"])
             opt.load_state_dict(ckpt["optimizer"])
             if ckpt.get("scaler"):
                 scaler.load_state_dict(ckpt["scaler"])
@@ -237,17 +312,30 @@ class Trainer:
             torch.set_rng_state(ckpt["rng"]["torch"])
             if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
                 torch.cuda.set_rng_state(ckpt["rng"]["cuda"], device)
-            self._truncate_metrics(step)
-            self.on_message(f"resumed at step {step}")
+            if ctx.is_main:
+                self._truncate_metrics(step)
+            again = f" (restart {ctx.restart})" if ctx.restart else ""
+            self.on_message(f"resumed at step {step}{again}")
         if step >= s.steps:
             self.on_message(f"already at step {step} of {s.steps}; raise --steps to train further")
+        comm = CommTimer()
+        step_module: torch.nn.Module = module
+        if ctx.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ddp = DistributedDataParallel(
+                module, device_ids=[device.index] if device.type == "cuda" else None
+            )
+            ddp.register_comm_hook(comm, tdist.timed_allreduce_hook)
+            step_module = ddp
+        procs = f", {ctx.world_size} processes" if ctx.distributed else ""
         self.on_message(
-            f"training on {device} ({'amp ' + str(dtype).split('.')[-1] if use_amp else 'fp32'}), "
-            f"{parameter_count(model) / 1e6:.2f}M parameters, {len(fa)} + {len(fb)} faces, "
-            f"{s.resolution} px, batch {s.batch}"
+            f"training on {device}{procs} ({'amp ' + str(dtype).split('.')[-1] if use_amp else 'fp32'}), "
+            f"{task.describe()}, {len(fa)} + {len(fb)} faces, {s.resolution} px, batch {s.batch}"
         )
 
-        spec = BatchSpec(resolution=s.resolution, batch=s.batch, seed=s.seed, augment=s.augment)
+        spec = BatchSpec(resolution=s.resolution, batch=s.batch, seed=s.seed, augment=s.augment,
+                         rank=ctx.rank, world_size=ctx.world_size)  # fmt: skip
         data = PairBatches(s.src, s.dst, spec, length=max(s.steps, step))
         loader = DataLoader(
             data,
@@ -259,22 +347,31 @@ class Trainer:
             prefetch_factor=4 if s.workers else None,
             persistent_workers=False,
         )
-        preview_batch = _preview_batch(fa, fb, s.resolution)
-        from torch.utils.tensorboard import SummaryWriter
+        main = ctx.is_main
+        preview_batch = _preview_batch(fa, fb, s.resolution) if main else None
+        tb: Any = None
+        metrics: Any = None
+        if main:
+            from torch.utils.tensorboard import SummaryWriter
 
-        tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=step + 1)
+            tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=step + 1)
+            metrics = (self.run_dir / control.METRICS).open("a", encoding="utf-8")
         telemetry = _Telemetry(device)
-        metrics = (self.run_dir / control.METRICS).open("a", encoding="utf-8")
+        pids = tdist.gather_floats(ctx, [float(os.getpid())], device)
+        self._ranks = [{"rank": r, "pid": int(p[0])} for r, p in enumerate(pids)]
 
         def save(state: control.State) -> None:
+            if not main:
+                return
             _atomic_torch_save(
                 {
                     "step": step,
-                    "model": model.state_dict(),
+                    "model": task.state(),
                     "optimizer": opt.state_dict(),
                     "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-                    "model_config": cfg.to_json(),
+                    **task.checkpoint_extra(),
                     "settings": s.to_json(),
+                    "world_size": ctx.world_size,
                     "alignment": alignment,
                     "src": str(s.src),
                     "dst": str(s.dst),
@@ -285,129 +382,140 @@ class Trainer:
                 },
                 self.run_dir / control.CHECKPOINT,
             )
-            control.write_status(self.run_dir, state, step, s.steps)
+            self._status(state, step, s.steps)
 
-        def export() -> Path:
-            from ffdesk.training.export import export_run
-
-            control.write_status(self.run_dir, "exporting", step, s.steps)
+        def export() -> Path | None:
+            if not main:
+                return None
+            self._status("exporting", step, s.steps)
             save("exporting")
-            path = export_run(self.run_dir)
+            path = task.export(self.run_dir)
             self.on_message(f"exported {path}")
             return path
 
         outcome: Outcome = "done"
         model_path: Path | None = None
-        control.write_status(self.run_dir, "running", step, s.steps)
+        self._status("running", step, s.steps)
         window_t, window_steps = time.perf_counter(), 0
         acc: dict[str, float] = {}
         threads_before = torch.get_num_threads()
         if device.type == "cpu" and s.workers:
             # The data workers need their cores: compute threads spinning on a busy core cost
             # many times the work (measured 20x slower with 2 threads on 2 busy cores).
-            torch.set_num_threads(max(1, min(threads_before, (os.cpu_count() or 1) - s.workers)))
+            cores = max(1, (os.cpu_count() or 1) // ctx.world_size)
+            torch.set_num_threads(max(1, min(threads_before, cores - s.workers)))
         try:
-            model.train()
+            module.train()
             batches = iter(loader)
             while step < s.steps:
-                outcome_now = self._handle_controls(step, s.steps, save, export)
+                outcome_now = self._handle_controls(step, s.steps, save, export, device)
                 if outcome_now is not None:
                     outcome = outcome_now
                     break
-                if self.should_stop():
-                    outcome = "interrupted"
-                    break
                 batch = next(batches)
-                terms = self._train_step(model, opt, scaler, batch, device, dtype, use_amp)
+                terms = self._train_step(
+                    step_module, opt, scaler, batch, device, dtype, use_amp, task.weights
+                )
                 step += 1
                 window_steps += 1
                 for k, v in terms.items():
                     acc[k] = acc.get(k, 0.0) + v
                 if step % s.log_every == 0 or step == s.steps:
                     dt = time.perf_counter() - window_t
-                    rec = self._record(step, s, acc, window_steps, dt, opt, telemetry)
-                    metrics.write(json.dumps(rec) + "\n")
-                    metrics.flush()
-                    for k, v in rec["losses"].items():
-                        tb.add_scalar(f"loss/{k}", v, step)
-                    tb.add_scalar("loss/total", rec["loss"], step)
-                    tb.add_scalar("speed/samples_per_s", rec["samples_per_s"], step)
-                    tb.add_scalar("lr", rec["lr"], step)
-                    control.write_status(self.run_dir, "running", step, s.steps)
-                    self.on_record(rec)
+                    rec = self._record(step, s, acc, window_steps, dt, opt, telemetry, comm, device, task)
+                    if main:
+                        metrics.write(json.dumps(rec) + "\n")
+                        metrics.flush()
+                        for k, v in rec["losses"].items():
+                            tb.add_scalar(f"loss/{k}", v, step)
+                        tb.add_scalar("loss/total", rec["loss"], step)
+                        tb.add_scalar("speed/samples_per_s", rec["samples_per_s"], step)
+                        tb.add_scalar("lr", rec["lr"], step)
+                        self._status("running", step, s.steps)
+                        self.on_record(rec)
                     window_t, window_steps, acc = time.perf_counter(), 0, {}
-                if step % s.preview_every == 0 or step == s.steps:
-                    grid = render_preview(model, preview_batch, device)
+                    comm.seconds, comm.calls = 0.0, 0
+                if main and (step % s.preview_every == 0 or step == s.steps):
+                    assert preview_batch is not None
+                    grid = task.preview(preview_batch, device)
                     write_preview(self.run_dir, grid, step)
                     tb.add_image("preview", grid, step, dataformats="HWC")
                 if step % s.save_every == 0:
                     save("running")
+            replica_diff = tdist.broadcast_max_diff(ctx, list(module.parameters()), device)
             save(outcome)
             if outcome in ("done", "stopped") and s.export_at_end:
                 model_path = export()
-            control.write_status(self.run_dir, outcome, step, s.steps)
+            self._status(outcome, step, s.steps, replica_max_diff=replica_diff)
         except BaseException:
-            control.write_status(self.run_dir, "failed", step, s.steps)
+            self._status("failed", step, s.steps)
             raise
         finally:
             del loader
             torch.set_num_threads(threads_before)
-            metrics.close()
-            tb.close()
+            if metrics is not None:
+                metrics.close()
+            if tb is not None:
+                tb.close()
             telemetry.close()
         return TrainResult(outcome=outcome, step=step, model=model_path)
+
+    def _poll(self, device: torch.device) -> tuple[control.Command | None, bool]:
+        """Rank 0's pending command and whether any rank was asked to stop (the same on all)."""
+        command = control.take(self.run_dir) if self.ctx.is_main else None
+        code = _COMMANDS.index(command) + 1 if command else 0
+        code, stop = tdist.max_ints(self.ctx, [code, int(self.should_stop())], device)
+        return (_COMMANDS[code - 1] if code else None), bool(stop)
 
     def _handle_controls(
         self,
         step: int,
         goal: int,
         save: Callable[[control.State], None],
-        export: Callable[[], Path],
+        export: Callable[[], Path | None],
+        device: torch.device,
     ) -> Outcome | None:
-        command = control.take(self.run_dir)
+        command, stop = self._poll(device)
         paused = False
-        while command is not None or paused:
+        while True:
+            if stop:
+                return "interrupted"
             if command == "stop":
                 self.on_message(f"stop requested at step {step}")
                 return "stopped"
             if command == "export":
                 export()
-                control.write_status(self.run_dir, "paused" if paused else "running", step, goal)
+                self._status("paused" if paused else "running", step, goal)
             elif command == "pause" and not paused:
                 paused = True
                 save("paused")
                 self.on_message(f"paused at step {step}")
             elif command == "resume" and paused:
                 paused = False
-                control.write_status(self.run_dir, "running", step, goal)
+                self._status("running", step, goal)
                 self.on_message(f"resumed at step {step}")
+            if command is None and not paused:
+                return None
             if paused:
-                if self.should_stop():
-                    return "interrupted"
                 time.sleep(0.1)
-            command = control.take(self.run_dir)
-        return None
+            command, stop = self._poll(device)
 
     @staticmethod
     def _train_step(
-        model: SwapAutoencoder,
+        module: torch.nn.Module,
         opt: torch.optim.Optimizer,
         scaler: torch.amp.GradScaler,
         batch: dict[str, dict[str, torch.Tensor]],
         device: torch.device,
         dtype: torch.dtype,
         use_amp: bool,
+        weights: dict[str, float],
     ) -> dict[str, float]:
         t = {side: _to_device(batch[side], device) for side in ("a", "b")}
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=dtype, enabled=use_amp):
-            out = model(t["a"]["input"], t["b"]["input"])
-        terms: dict[str, torch.Tensor] = {}
-        for side in ("a", "b"):
-            rgb, mask = out[side]
-            for k, v in masked_losses(rgb.float(), mask.float(), t[side]["target"], t[side]["mask"]).items():
-                terms[f"{k}_{side}"] = v
-        loss = total(terms)
+            terms = module(t)
+        loss = weighted_total(terms, weights)
         if not torch.isfinite(loss):
             raise FloatingPointError("the training loss is not finite; lower --lr or turn off --amp")
         scaler.scale(loss).backward()
@@ -424,9 +532,45 @@ class Trainer:
         dt: float,
         opt: torch.optim.Optimizer,
         telemetry: _Telemetry,
+        comm: CommTimer,
+        device: torch.device,
+        task: Task,
     ) -> dict[str, Any]:
+        """The metrics record (rank 0's), with every rank's rate, all-reduce share and GPU figures.
+        Every rank calls it at the same steps (it gathers)."""
+        ctx = self.ctx
         losses = {k: v / max(steps, 1) for k, v in acc.items()}
-        weighted = sum(WEIGHTS[k.split("_")[0]] * v for k, v in losses.items())
+        weighted = sum(task.weights[k.split("_")[0]] * v for k, v in losses.items())
+        gpu = telemetry.read()
+        nan = float("nan")
+
+        def num(v: Any) -> float:
+            return nan if v is None else float(v)
+
+        local = 2 * (s.batch // ctx.world_size) * steps
+        mine = [local / dt if dt > 0 else nan, comm.seconds, dt, num(gpu["gpu_memory_bytes"]),
+                num(gpu["gpu_memory_peak_bytes"]), num(gpu["gpu_power_w"])]  # fmt: skip
+        rows = tdist.gather_floats(ctx, mine, device)
+
+        def val(v: float, kind: type = float) -> Any:
+            return None if v != v else kind(v)
+
+        ranks = []
+        for r, row in enumerate(rows):
+            ranks.append(
+                {
+                    "rank": r,
+                    "pid": self._ranks[r]["pid"] if r < len(self._ranks) else None,
+                    "samples_per_s": val(row[0]),
+                    "allreduce_s": row[1] if ctx.distributed else None,
+                    "allreduce_share": (row[1] / row[2] if row[2] > 0 else None) if ctx.distributed else None,
+                    "gpu_memory_bytes": val(row[3], int),
+                    "gpu_memory_peak_bytes": val(row[4], int),
+                    "gpu_power_w": val(row[5]),
+                }
+            )
+        self._ranks = ranks
+        shares = [r["allreduce_share"] for r in ranks if r["allreduce_share"] is not None]
         return {
             "step": step,
             "time": time.time(),
@@ -436,7 +580,10 @@ class Trainer:
             "steps_per_s": steps / dt if dt > 0 else None,
             "lr": float(opt.param_groups[0]["lr"]),
             "steps_goal": s.steps,
-            **telemetry.read(),
+            "world_size": ctx.world_size,
+            "allreduce_share": max(shares) if shares else None,
+            "ranks": ranks,
+            **gpu,
         }
 
 

@@ -1,0 +1,88 @@
+"""Starting N training processes on this machine under torchrun (`ffdesk train --nproc N`).
+
+`ffdesk train --nproc N ...` checks its input, then runs
+
+    python -m torch.distributed.run --standalone --nnodes 1 --nproc-per-node N
+        --max-restarts R -m ffdesk train ...(the same options, without --nproc)
+
+and waits for it. The workers find their rank in the environment torchrun gives them. Several
+machines start the same `ffdesk train` command under torchrun themselves (see the README).
+
+Environment set for torchrun and its workers (a value the user set is kept):
+
+- `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`: with torch 2.13's default (the rendezvous store
+  shared with the workers), a restart after a lost process can hang in the rendezvous;
+- `GLOO_SOCKET_IFNAME=lo` on Linux: on one machine the CPU processes talk over loopback, whatever
+  the host name resolves to;
+- `PYTHONPATH` led by the folder ffdesk is imported from, so the workers import the same ffdesk.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ELASTIC_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+def in_torchrun(env: Mapping[str, str] | None = None) -> bool:
+    """Whether this process is a worker started by torchrun (or another launcher that sets ranks)."""
+    e = os.environ if env is None else env
+    return "LOCAL_RANK" in e or "TORCHELASTIC_RUN_ID" in e
+
+
+def default_nproc() -> int:
+    """One process per GPU there is, else one."""
+    import torch
+
+    return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
+
+
+def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    for key, value in ELASTIC_ENV.items():
+        env.setdefault(key, value)
+    if sys.platform.startswith("linux"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    root = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([root, *[p for p in paths if p != root]])
+    return env
+
+
+def plan(nproc: int, max_restarts: int, train_argv: Sequence[str], base_env: Mapping[str, str] | None = None
+         ) -> LaunchPlan:  # fmt: skip
+    command = (
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+        "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
+        "-m", "ffdesk", "train", *train_argv,
+    )  # fmt: skip
+    return LaunchPlan(command=command, env=worker_env(base_env))
+
+
+def run(p: LaunchPlan) -> int:
+    """Run torchrun and wait; Ctrl-C reaches the workers (same process group), which save first."""
+    import signal
+
+    # A handler, not SIG_IGN: an ignored signal stays ignored in the child after exec.
+    previous = signal.signal(signal.SIGINT, lambda _s, _f: None)
+    try:
+        proc = subprocess.Popen(list(p.command), env=dict(p.env))
+        try:
+            return proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)

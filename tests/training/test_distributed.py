@@ -1,0 +1,141 @@
+"""`ffdesk train --nproc 2` on the CPU (gloo, two processes, tiny model, SGD), bound to loopback.
+
+Each run goes through torchrun inside a network namespace that has only loopback (as root with
+`unshare -n`), with MASTER_ADDR=127.0.0.1 and GLOO_SOCKET_IFNAME=lo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ffdesk.training import control
+from ffdesk.training.model import ModelConfig, SwapAutoencoder
+from ffdesk.training.trainer import Trainer
+from tests.training.conftest import tiny_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 6
+
+
+def _loopback_prefix() -> list[str]:
+    try:
+        ok = subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        pytest.skip("unshare -n is not permitted here (needs root or user namespaces)")
+    return ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+
+
+def _train_cmd(facesets: tuple[Path, Path], run: Path, steps: int, *extra: str) -> list[str]:
+    a, b = facesets
+    return [sys.executable, "-m", "ffdesk", "train", "--src", str(a), "--dst", str(b), "--run", str(run),
+            "--steps", str(steps), "--resolution", "64", "--batch", "4", "--model-size", "tiny",
+            "--workers", "0", "--lr", "1e-3", "--optimizer", "sgd", "--log-every", "2",
+            "--preview-every", "10", "--save-every", "10", "--no-export", "-q", "--nproc", "2",
+            *extra]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1",
+            "GLOO_SOCKET_IFNAME": "lo"}  # fmt: skip
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / control.CHECKPOINT, weights_only=True)["model"]
+
+
+def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / control.METRICS).read_text().splitlines()]
+
+
+def test_two_processes_equal_one_with_the_same_global_batch(
+    facesets: tuple[Path, Path], tmp_path: Path
+) -> None:
+    prefix = _loopback_prefix()
+    ddp = tmp_path / "ddp"
+    proc = subprocess.run([*prefix, *_train_cmd(facesets, ddp, STEPS)], env=_env(), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    status = control.read_json(ddp / control.STATUS)
+    assert status is not None and status["state"] == "done" and status["world_size"] == 2
+    assert status["replica_max_diff"] <= 1e-5  # both ranks hold the same weights
+    assert [r["rank"] for r in status["ranks"]] == [0, 1]
+    recs = _records(ddp)
+    assert [r["step"] for r in recs] == [2, 4, 6]  # rank 0 alone writes metrics
+    assert all(r["world_size"] == 2 and len(r["ranks"]) == 2 for r in recs)
+    assert all(0 <= r["allreduce_share"] <= 1 and r["ranks"][1]["samples_per_s"] > 0 for r in recs)
+
+    single = tmp_path / "single"
+    Trainer(tiny_settings(facesets, single, STEPS, optimizer="sgd")).run()
+    _assert_same(_weights(ddp), _weights(single))
+
+    # resumed with another world size (one process), the global batch stays: still the same run
+    Trainer(tiny_settings(facesets, ddp, STEPS + 4, optimizer="sgd", resume=True)).run()
+    Trainer(tiny_settings(facesets, single, STEPS + 4, optimizer="sgd", resume=True)).run()
+    _assert_same(_weights(ddp), _weights(single))
+
+
+def test_unused_mask_heads_do_not_break_ddp(facesets: tuple[Path, Path], tmp_path: Path) -> None:
+    prefix = _loopback_prefix()
+    run = tmp_path / "run"
+    cmd = [*prefix, *_train_cmd(facesets, run, 4, "--mask-weight", "0")]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(_records(run)[-1]["losses"]) == {"l1_a", "dssim_a", "l1_b", "dssim_b"}
+    ckpt = torch.load(run / control.CHECKPOINT, weights_only=True)
+    head = ckpt["model"]["decoder_a.mask.weight"]
+    torch.manual_seed(0)
+    fresh = SwapAutoencoder(ModelConfig.tiny(64)).state_dict()["decoder_a.mask.weight"]
+    torch.testing.assert_close(head, fresh)  # frozen: never updated
+
+
+def test_a_killed_rank_is_restarted_from_the_checkpoint(facesets: tuple[Path, Path], tmp_path: Path) -> None:
+    prefix = _loopback_prefix()
+    run, steps = tmp_path / "run", 10
+    cmd = [*prefix, *_train_cmd(facesets, run, steps, "--max-restarts", "1")]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        sent = False
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the run did not pause"
+            status = control.read_json(run / control.STATUS) or {}
+            if not sent and status.get("step", 0) >= 2:
+                control.send(run, "pause")  # a fixed point to kill at: the pause writes a checkpoint
+                sent = True
+            if status.get("state") == "paused":
+                break
+            time.sleep(0.05)
+        paused_at = status["step"]
+        assert 2 <= paused_at < steps
+        os.kill(status["ranks"][1]["pid"], signal.SIGKILL)  # rank 1 lost mid-run
+        _out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err[-3000:]
+    assert f"resumed at step {paused_at} (restart 1)" in err
+    assert control.read_json(run / control.STATUS)["state"] == "done"  # type: ignore[index]
+    assert [r["step"] for r in _records(run)] == list(range(2, steps + 1, 2))  # none repeated or lost
+    straight = tmp_path / "straight"
+    Trainer(tiny_settings(facesets, straight, steps, optimizer="sgd")).run()
+    _assert_same(_weights(run), _weights(straight))

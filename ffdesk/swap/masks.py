@@ -122,14 +122,18 @@ class OcclusionMasker:
         self.model_size = model_size
         self.input_name = input_name
 
-    def masks(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:
+    def raw(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:
+        """The model's masks in [0, 1] at the crops' size, before `soften` (several occluders'
+        are combined at this stage, as FaceFusion's "many" does)."""
         batch = np.asarray(crops, np.uint8)
         size = batch.shape[1]
         x = occlusion_input(batch, self.model_size)
         out = run_stacked(self.runner, self.input_name, x)
         first = np.asarray(first_output(out), np.float32)
-        raw = np.clip(first.reshape(len(batch), self.model_size, self.model_size), 0, 1)
-        return soften(_resize_all(raw, size))
+        return _resize_all(np.clip(first.reshape(len(batch), self.model_size, self.model_size), 0, 1), size)
+
+    def masks(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:
+        return soften(self.raw(crops))
 
 
 class RegionMasker:

@@ -151,3 +151,30 @@ def test_the_enhanced_face_keeps_the_occlusion_mask(
         "--enhancer", "gpen_bfr_256",
     )  # fmt: skip
     assert swap_only > 0 and sum(len(f["input"]) for f in feeds) == 2 * swap_only  # swap and enhance
+
+
+def test_occlusion_many_takes_the_minimum_of_every_xseg(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.pipeline.stages import models as stage_models
+    from ffdesk.swap import masks
+
+    combined: list[tuple[int, np.ndarray, np.ndarray]] = []
+    real = stage_models.ModelRender.occlusion_masks
+
+    def occlusion(self: stage_models.ModelRender, crops: np.ndarray) -> np.ndarray:
+        out = real(self, crops)
+        raws = [
+            np.stack(self.run(r, stage_models._occlusion(self.masks[r]), list(crops))) for r in self.occluders
+        ]
+        combined.append((len(raws), out, masks.soften(np.minimum.reduce(raws))))
+        return out
+
+    monkeypatch.setattr(stage_models.ModelRender, "occlusion_masks", occlusion)
+    report = render(
+        ff_pack, face_clip, tmp_path / "f", "--swapper", "inswapper_128", "--mask", "occlusion=many"
+    )
+    assert {"xseg_1", "xseg_2", "xseg_3"} <= model_names(report)
+    assert combined and all(n == 3 for n, _, _ in combined)
+    for _, got, want in combined:
+        np.testing.assert_allclose(got, want, atol=1e-6)

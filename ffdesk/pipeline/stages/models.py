@@ -67,6 +67,8 @@ POINT_MAPPER = "fan_68_5"
 MASK_MODELS = {"occlusion": ("occluder", "xseg_1"), "region": ("parser", "bisenet_resnet_34")}
 """Each model mask's kind and default model (FaceFusion's defaults); `--mask region=NAME` picks
 another catalog model (or an .onnx path)."""
+OCCLUDERS = ("xseg_1", "xseg_2", "xseg_3")
+"""`--mask occlusion=many`: FaceFusion's face occluder model "many"."""
 DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd", "yunet": "yunet"}
 
 
@@ -165,7 +167,13 @@ class ModelRender:
             if role not in MASK_MODELS:
                 raise UserError(f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], region[=MODEL]")
             kind, default = MASK_MODELS[role]
-            self.masks[role] = resolve_model(name or default, kind, folder, cat)
+            if role == "occlusion" and name == "many":  # FaceFusion: the minimum of every XSeg
+                for model in OCCLUDERS:
+                    self.masks[f"occlusion:{model}"] = resolve_model(model, kind, folder, cat)
+                continue
+            self.masks[f"occlusion:{name or default}" if role == "occlusion" else role] = resolve_model(
+                name or default, kind, folder, cat
+            )
         self.region_classes = self._region_classes()
         self.swap_spec = _swapper_spec(self.swapper)
         self.converter = self._converter(folder)
@@ -208,6 +216,19 @@ class ModelRender:
         self._closed = False
         self.quality_checked = 0
         self.quality_flags: list[dict[str, Any]] = []
+
+    @property
+    def occluders(self) -> list[str]:
+        """The roles of the occlusion models chosen (one, or every XSeg for "many")."""
+        return [role for role in self.masks if role.startswith("occlusion:")]
+
+    def occlusion_masks(self, crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+        """The occlusion mask of each crop: the minimum of the chosen occluders' masks, softened
+        once (FaceFusion's create_occlusion_mask)."""
+        raws = [
+            np.stack(self.run(role, _occlusion(self.masks[role]), list(crops))) for role in self.occluders
+        ]
+        return mk.soften(np.minimum.reduce(raws) if len(raws) > 1 else raws[0])
 
     def _region_classes(self) -> tuple[int, ...]:
         """The parser classes of `job.mask_regions` (every region when empty), from the parser's
@@ -541,10 +562,11 @@ MaskFn = Callable[[Runner, Sequence[Frame]], list[Mask]]
 
 
 def _occlusion(choice: ModelChoice) -> MaskFn:
+    """The occluder's masks before softening (`ModelRender.occlusion_masks` combines them)."""
     size, name = _mask_input(choice, 256)
 
     def run(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
-        return list(mk.OcclusionMasker(session, model_size=size, input_name=name).masks(np.stack(chunk)))
+        return list(mk.OcclusionMasker(session, model_size=size, input_name=name).raw(np.stack(chunk)))
 
     return run
 
@@ -633,9 +655,8 @@ class SwapStage:
         size = targets.shape[1]
         parts: list[npt.NDArray[np.float32]] = [np.broadcast_to(mk.box_mask(size), targets.shape[:3])]
         ctx = self.ctx
-        if "occlusion" in ctx.masks:
-            occlusion = _occlusion(ctx.masks["occlusion"])
-            parts.append(np.stack(ctx.run("occlusion", occlusion, list(targets))))
+        if ctx.occluders:
+            parts.append(ctx.occlusion_masks(targets))
         if "region" in ctx.masks:
             regions = _regions(ctx.masks["region"], ctx.region_classes)
             parts.append(np.stack(ctx.run("region", regions, list(swapped))))
@@ -706,9 +727,8 @@ class EnhanceStage:
 
         restored = self.ctx.run("enhancer", enhance, list(stack))
         masks = [self.mask] * len(owners)
-        if "occlusion" in self.ctx.masks:  # FaceFusion's enhancer keeps the occlusion mask too
-            hidden = self.ctx.run("occlusion", _occlusion(self.ctx.masks["occlusion"]), list(stack))
-            masks = [np.minimum(self.mask, m) for m in hidden]
+        if self.ctx.occluders:  # FaceFusion's enhancer keeps the occlusion mask too
+            masks = [np.minimum(self.mask, m) for m in self.ctx.occlusion_masks(stack)]
         images = [writable(p.image) for p in batch]
         pasted: list[list[ChangedRegion]] = [[] for _ in batch]
         for j, owner in enumerate(owners):

@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
         "--mask",
         default="",
         help="comma-separated masks, each with its model if not the default: box, occlusion[=xseg_1], "
-        "region[=bisenet_resnet_34], e.g. occlusion=xseg_2,region",
+        "region[=bisenet_resnet_34], e.g. occlusion=xseg_2,region (occlusion=many: every XSeg)",
     )
     p.add_argument(
         "--mask-regions",
@@ -87,6 +87,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)")
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--farm",
+        default=None,
+        metavar="ADDR",
+        help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), or auto (RAY_ADDRESS, else a local Ray)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -216,6 +222,10 @@ def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgr
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "farm", None) is not None:
+        from ffdesk.farm.command import render_on_farm
+
+        return render_on_farm(args)
     from ffdesk.pipeline.engine import run_render
     from ffdesk.telemetry.render import RenderTelemetry
 

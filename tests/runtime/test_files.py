@@ -197,3 +197,12 @@ def test_float16_outputs_are_accepted_float16_inputs_are_not(catalog: Catalog, t
     half_in = replace(spec, inputs=(replace(spec.inputs[0], dtype="float16"), spec.inputs[1]))
     onnx.save(build_standin(half_in), path)
     assert "inswapper_128_fp16.onnx: input 'target' is float16, expected float32" in verify(spec, path)
+
+
+def test_every_model_with_float16_outputs_and_an_extra_head_verifies(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    for spec in catalog:
+        path = tmp_path / spec.file
+        onnx.save(build_standin(spec, float16_outputs=True, extra_outputs=1), path)
+        assert verify(spec, path) == [], spec.name

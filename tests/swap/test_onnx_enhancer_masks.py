@@ -103,3 +103,23 @@ def test_box_mask_and_combine() -> None:
     assert m[64, 64] == pytest.approx(1.0) and m[0, 0] < 0.1 and m[64, 0] < 0.1 and m[64, 32] > 0.9
     both = combine([m, np.zeros_like(m)])
     assert both.max() == 0.0
+
+
+def test_float16_outputs_are_read_as_float32() -> None:
+    crops = np.random.default_rng(5).integers(0, 256, (2, 512, 512, 3), dtype=np.uint8)
+    half = FaceEnhancer(Echo(lambda x: x.astype(np.float16)), spec_for("gfpgan_1.4"), blend=1.0).enhance(
+        crops
+    )
+    assert half.dtype == np.uint8 and np.abs(half.astype(int) - crops.astype(int)).max() <= 1
+
+    def parse(x: np.ndarray) -> np.ndarray:
+        logits = np.zeros((len(x), 19, 512, 512), np.float16)
+        logits[:, 1] = 1
+        return logits
+
+    region = RegionMasker(Echo(parse), ("skin",)).masks(crops)
+    assert region.dtype == np.float32 and region[0, 256, 256] == pytest.approx(1.0)
+    occluded = OcclusionMasker(Echo(lambda x: np.ones((len(x), 256, 256, 1), np.float16))).masks(
+        crops[:, :256, :256]
+    )
+    assert occluded.dtype == np.float32 and occluded[0, 128, 128] == pytest.approx(1.0)

@@ -302,7 +302,7 @@ class ResidencyManager:
     @property
     def shared(self) -> bool:
         """Whether this manager joined another manager's pool."""
-        return self._pool.owner != self._id
+        return not self._owns_pool()
 
     def set_budget(self, budget_bytes: int | None) -> None:
         """Change the pool's budget (None: unlimited); idle models over a lower one are evicted."""
@@ -514,9 +514,10 @@ class ResidencyManager:
 
     @property
     def model_bytes(self) -> int:
-        """Bytes this manager's models hold on the device."""
+        """Bytes this manager's models hold on the device; for the pool's own manager, every
+        model of the pool (those of the managers that joined it too)."""
         with self._pool.cond:
-            return self._pool._locked_device_bytes(self._id)
+            return self._pool._locked_device_bytes(None if self._owns_pool() else self._id)
 
     @property
     def pool_bytes(self) -> int:
@@ -526,9 +527,13 @@ class ResidencyManager:
 
     @property
     def peak_model_bytes(self) -> int:
-        """The most this manager's models held at once."""
+        """The most this manager's models held at once; for the pool's own manager, the most the
+        whole pool held (`pool_peak_bytes`)."""
         with self._pool.cond:
-            return self._member.peak_bytes
+            return self._pool.peak_bytes if self._owns_pool() else self._member.peak_bytes
+
+    def _owns_pool(self) -> bool:
+        return self._pool.owner == self._id
 
     @property
     def pool_peak_bytes(self) -> int:

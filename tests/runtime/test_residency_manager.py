@@ -190,6 +190,8 @@ def test_sharing_managers_keep_one_budget(fake_probe: FakeProbe, tmp_path: Path)
     assert app_events and all(sum(n for _, n in m) <= 500 * MB for m in app_events)
     assert any("swap (render clip.mp4)" in dict(m) for m in app_events)
     assert app.pool_peak_bytes <= 500 * MB
+    assert app.peak_model_bytes == app.pool_peak_bytes >= 400 * MB  # the pool's manager sees them all
+    assert preview.peak_model_bytes == 400 * MB and render.peak_model_bytes == 200 * MB
 
 
 def test_a_manager_outside_sharing_keeps_its_own_pool(fake_probe: FakeProbe, tmp_path: Path) -> None:

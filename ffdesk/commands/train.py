@@ -19,7 +19,12 @@ def register(sub: Any) -> None:
         help="train a person-specific swap model (or `train export --run RUN_DIR`)",
         description="Train a swap model that draws the face of --src onto the faces of --dst.",
     )
-    p.add_argument("action", nargs="?", choices=("export",), help="export RUN_DIR/model.onnx and stop")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("export", "distill"),
+        help="export: write RUN_DIR/model.onnx and stop; distill: train a small student of --teacher",
+    )
     p.add_argument("--src", type=Path, metavar="FACESET_A", help="faceset of the face to put in")
     p.add_argument("--dst", type=Path, metavar="FACESET_B", help="faceset of the face to replace")
     p.add_argument(
@@ -34,7 +39,7 @@ def register(sub: Any) -> None:
     p.add_argument("--steps", type=int, default=100_000, help="step goal (default 100000)")
     p.add_argument("--resolution", type=int, choices=(64, 128, 256), default=128)
     p.add_argument("--batch", type=int, default=8, help="faces per identity per step")
-    p.add_argument("--lr", type=float, default=5e-5, help="learning rate (Adam)")
+    p.add_argument("--lr", type=float, help="learning rate (Adam; default 5e-5, with --qat 1e-5)")
     p.add_argument("--amp", action="store_true", help="mixed precision (bf16 where supported, else fp16)")
     p.add_argument("--grad-checkpoint", action="store_true", help="trade compute for activation memory")
     p.add_argument("--resume", action="store_true", help="continue the run in RUN_DIR")
@@ -47,6 +52,26 @@ def register(sub: Any) -> None:
     p.add_argument("--model-size", choices=("tiny", "default"), default="default", help=argparse.SUPPRESS)
     p.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    d = p.add_argument_group("distillation and quantization")
+    d.add_argument("--teacher", type=Path, metavar="RUN_DIR", help="distill: the finished run to reproduce")
+    d.add_argument(
+        "--size",
+        choices=("small", "tiny"),
+        default="small",
+        help="distill: the student's width (small: 1/2 of the teacher's channels, tiny: 1/4)",
+    )
+    d.add_argument(
+        "--feature-weight",
+        type=float,
+        default=1.0,
+        metavar="W",
+        help="distill: weight of matching the decoders' intermediate maps (0: outputs only)",
+    )
+    d.add_argument(
+        "--qat",
+        action="store_true",
+        help="fine-tune RUN_DIR with fake INT8 (in RUN_DIR/qat), export RUN_DIR/model_int8.onnx",
+    )
     g = p.add_argument_group("scale and tuning")
     g.add_argument(
         "--nproc",
@@ -88,10 +113,10 @@ _VALUE_FLAGS = tuple(
     (f"--{name.replace('_', '-')}", name)
     for name in ("src", "dst", "run_dir", "steps", "resolution", "batch", "lr", "workers", "device", "seed",
                  "log_every", "preview_every", "save_every", "model_size", "amp_dtype", "alloc_split_mb",
-                 "optimizer", "mask_weight")
+                 "optimizer", "mask_weight", "teacher", "size", "feature_weight")
 )  # fmt: skip
 _SWITCHES = (("--amp", "amp"), ("--grad-checkpoint", "grad_checkpoint"), ("--resume", "resume"),
-             ("--no-export", "no_export"), ("--quiet", "quiet"))  # fmt: skip
+             ("--no-export", "no_export"), ("--quiet", "quiet"), ("--qat", "qat"))  # fmt: skip
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
@@ -112,12 +137,38 @@ def run(args: argparse.Namespace) -> int:
         path = export_run(args.run)
         print(f"exported {path} (contract: {path.with_suffix('.json')})")
         return 0
-    if args.src is None or args.dst is None:
-        raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
     from tqdm import tqdm
 
     from ffdesk.training.model import ModelConfig
     from ffdesk.training.trainer import Trainer, TrainSettings
+
+    model, teacher, run_dir = (
+        (ModelConfig.tiny(args.resolution) if args.model_size == "tiny" else None),
+        None,
+        args.run,
+    )
+    resolution = args.resolution
+    if args.action == "distill" or args.qat:
+        from dataclasses import replace
+
+        from ffdesk.training.tasks import teacher_config
+
+        if args.action == "distill" and args.qat:
+            raise UserError("ffdesk train: distill a student first, then run --qat on the student's folder")
+        if args.action == "distill" and args.teacher is None:
+            raise UserError("ffdesk train distill: --teacher RUN_DIR is required")
+        teacher = (args.teacher if args.action == "distill" else args.run).resolve()
+        teacher_cfg, teacher_ckpt = teacher_config(teacher)
+        if args.action == "distill":
+            model = teacher_cfg.student(args.size)
+        else:
+            model = replace(teacher_cfg, decoders=1)
+            run_dir = args.run / "qat"
+        resolution = teacher_cfg.resolution
+        args.src = args.src or (Path(teacher_ckpt["src"]) if teacher_ckpt.get("src") else None)
+        args.dst = args.dst or (Path(teacher_ckpt["dst"]) if teacher_ckpt.get("dst") else None)
+    if args.src is None or args.dst is None:
+        raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
 
     counts = {"--batch": args.batch, "--steps": args.steps, "--log-every": args.log_every,
               "--preview-every": args.preview_every, "--save-every": args.save_every}  # fmt: skip
@@ -127,11 +178,11 @@ def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(
         src=args.src.resolve(),
         dst=args.dst.resolve(),
-        run_dir=args.run.resolve(),
+        run_dir=run_dir.resolve(),
         steps=args.steps,
-        resolution=args.resolution,
+        resolution=resolution,
         batch=args.batch,
-        lr=args.lr,
+        lr=args.lr if args.lr is not None else (1e-5 if args.qat else 5e-5),
         amp=args.amp,
         grad_checkpoint=args.grad_checkpoint,
         resume=args.resume,
@@ -142,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
         preview_every=args.preview_every,
         save_every=args.save_every,
         export_at_end=not args.no_export,
-        model=ModelConfig.tiny(args.resolution) if args.model_size == "tiny" else None,
+        model=model,
+        teacher=teacher,
+        feature_weight=args.feature_weight,
+        qat=args.qat,
         optimizer=args.optimizer,
         mask_weight=args.mask_weight,
         amp_dtype=args.amp_dtype,

@@ -119,38 +119,88 @@ def contract(cfg: ModelConfig, alignment: dict[str, Any], step: int, extra: dict
     }
 
 
+INT8_MODEL = "model_int8.onnx"
+"""A quantization-aware run's export, written beside the FP32 `model.onnx` of the run it tuned."""
+
+
 def export_run(run_dir: Path, out: Path | None = None) -> Path:
-    """Write `RUN_DIR/model.onnx` (atomically) and `RUN_DIR/model.json` from the latest checkpoint."""
+    """Write `RUN_DIR/model.onnx` (atomically) and `RUN_DIR/model.json` from the latest checkpoint.
+
+    A quantization-aware run (`RUN_DIR/qat` of a run) writes `model_int8.onnx` + `model_int8.json`
+    into the run it tuned instead.
+    """
     run_dir = Path(run_dir)
     ckpt = load_checkpoint(run_dir)
     cfg = checkpoint_config(ckpt, run_dir)
+    kind = str(ckpt.get("model_kind") or "swap")
     model = SwapAutoencoder(cfg)
+    if kind == "qat":
+        from ffdesk.training import qat
+
+        qat.prepare(model)
     model.load_state_dict(ckpt["model"])
-    info = contract(
-        cfg,
-        alignment=ckpt.get("alignment") or {},
-        step=int(ckpt["step"]),
-        extra={"source_faceset": ckpt.get("src"), "target_faceset": ckpt.get("dst")},
-    )
+    extra: dict[str, Any] = {
+        "source_faceset": ckpt.get("src"),
+        "target_faceset": ckpt.get("dst"),
+        "model_kind": kind,
+    }
+    if ckpt.get("teacher"):
+        extra["teacher"] = ckpt["teacher"]
+    if kind == "qat":
+        extra["precision"] = "int8"
+        extra["quantization"] = {
+            "method": "qat",
+            "format": "QDQ",
+            "weights": "int8 per channel",
+            "activations": "uint8 per tensor",
+            "float_layers": "output heads",
+        }
+        info = contract(cfg, alignment=ckpt.get("alignment") or {}, step=int(ckpt["step"]), extra=extra)
+        teacher = Path(str(ckpt.get("teacher") or run_dir.parent))
+        return export_int8_model(model, info, out or teacher / INT8_MODEL)
+    info = contract(cfg, alignment=ckpt.get("alignment") or {}, step=int(ckpt["step"]), extra=extra)
     return export_model(model, info, out or run_dir / control.MODEL)
 
 
-def export_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Path:
-    """Export decoder A over the shared encoder and check it against torch in onnxruntime."""
-    import onnx
+def export_int8_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Path:
+    """The fake-quantized network as an INT8 QDQ ONNX, checked against torch in onnxruntime."""
+    from ffdesk.training import qat
 
     r = model.cfg.resolution
     swapper = ExportedSwapper(model).eval().float().cpu()
     probe = torch.rand(2, 3, r, r, generator=torch.Generator().manual_seed(0))
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic.replacing(out) as tmp:
+        qat.export_int8(swapper, r, tmp)
+        _add_metadata(tmp, info)
+        with torch.no_grad():
+            want = swapper(probe)[0].numpy()
+        got = _run_onnx(tmp, probe.numpy())
+        info = {**info, "max_abs_diff_vs_torch": float(np.abs(got - want).max())}
+    write_json_atomic(out.with_suffix(".json"), info)
+    return out
+
+
+def _add_metadata(path: Path, info: dict[str, Any]) -> None:
+    import onnx
+
+    proto = onnx.load(str(path))
+    meta = {"ffdesk.kind": KIND, "ffdesk.contract": json.dumps(info)}
+    for key, value in meta.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    onnx.save(proto, str(path))
+
+
+def export_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Path:
+    """Export decoder A over the shared encoder and check it against torch in onnxruntime."""
+    r = model.cfg.resolution
+    swapper = ExportedSwapper(model).eval().float().cpu()
+    probe = torch.rand(2, 3, r, r, generator=torch.Generator().manual_seed(0))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic.replacing(out) as tmp:
         _torch_export(swapper, probe[:1], tmp)
-        proto = onnx.load(str(tmp))
-        meta = {"ffdesk.kind": KIND, "ffdesk.contract": json.dumps(info)}
-        for key, value in meta.items():
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = key, value
-        onnx.save(proto, str(tmp))
+        _add_metadata(tmp, info)
         with torch.no_grad():
             want = swapper(probe)[0].numpy()
         got = _run_onnx(tmp, probe.numpy())

@@ -25,6 +25,10 @@ class ModelConfig:
     ae_dims: int = 256
     decoder_dims: int = 64
     grad_checkpoint: bool = False
+    separable: bool = False
+    """Depthwise-separable convolutions (a distilled student: a fraction of the multiply-adds)."""
+    decoders: int = 2
+    """2: decoders `a` and `b` (a swap run); 1: decoder `a` alone (a student or a QAT copy)."""
 
     @classmethod
     def for_resolution(cls, resolution: int, grad_checkpoint: bool = False) -> ModelConfig:
@@ -37,6 +41,21 @@ class ModelConfig:
         """A few hundred thousand parameters: enough to see the loss fall in a test."""
         return cls(resolution=resolution, encoder_dims=8, ae_dims=32, decoder_dims=8)
 
+    def student(self, size: str) -> ModelConfig:
+        """A narrower network with separable blocks and one decoder, distilled from this one."""
+        div = {"small": 2, "tiny": 4}.get(size)
+        if div is None:
+            raise ValueError(f"unknown student size {size!r} (small, tiny)")
+        return ModelConfig(
+            resolution=self.resolution,
+            encoder_dims=max(4, self.encoder_dims // div),
+            ae_dims=max(16, self.ae_dims // div),
+            decoder_dims=max(4, self.decoder_dims // div),
+            grad_checkpoint=self.grad_checkpoint,
+            separable=True,
+            decoders=1,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -45,23 +64,32 @@ def _act() -> nn.Module:
     return nn.LeakyReLU(0.1, inplace=True)
 
 
+def conv(cin: int, cout: int, k: int, stride: int = 1, separable: bool = False) -> nn.Module:
+    """A k x k convolution, or its depthwise-separable form (k x k per channel, then 1 x 1)."""
+    if not separable:
+        return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2)
+    return nn.Sequential(
+        nn.Conv2d(cin, cin, k, stride=stride, padding=k // 2, groups=cin), nn.Conv2d(cin, cout, 1)
+    )
+
+
 class Down(nn.Sequential):
-    def __init__(self, cin: int, cout: int) -> None:
-        super().__init__(nn.Conv2d(cin, cout, 5, stride=2, padding=2), _act())
+    def __init__(self, cin: int, cout: int, separable: bool = False) -> None:
+        super().__init__(conv(cin, cout, 5, 2, separable), _act())
 
 
 class Up(nn.Sequential):
     """Upscale x2 by sub-pixel convolution (PixelShuffle exports as ONNX DepthToSpace)."""
 
-    def __init__(self, cin: int, cout: int) -> None:
-        super().__init__(nn.Conv2d(cin, cout * 4, 3, padding=1), _act(), nn.PixelShuffle(2))
+    def __init__(self, cin: int, cout: int, separable: bool = False) -> None:
+        super().__init__(conv(cin, cout * 4, 3, 1, separable), _act(), nn.PixelShuffle(2))
 
 
 class Residual(nn.Module):
-    def __init__(self, ch: int) -> None:
+    def __init__(self, ch: int, separable: bool = False) -> None:
         super().__init__()
-        self.c1 = nn.Conv2d(ch, ch, 3, padding=1)
-        self.c2 = nn.Conv2d(ch, ch, 3, padding=1)
+        self.c1 = conv(ch, ch, 3, 1, separable)
+        self.c2 = conv(ch, ch, 3, 1, separable)
         self.act = nn.LeakyReLU(0.2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,10 +110,13 @@ class Encoder(nn.Module):
         e, ae = cfg.encoder_dims, cfg.ae_dims
         self.cfg = cfg
         self.lowest = cfg.resolution // 16
-        self.down = nn.ModuleList([Down(3, e), Down(e, e * 2), Down(e * 2, e * 4), Down(e * 4, e * 8)])
+        sep = cfg.separable
+        self.down = nn.ModuleList(
+            [Down(3, e, sep), Down(e, e * 2, sep), Down(e * 2, e * 4, sep), Down(e * 4, e * 8, sep)]
+        )
         self.dense1 = nn.Linear(e * 8 * self.lowest**2, ae)
         self.dense2 = nn.Linear(ae, ae * self.lowest**2)
-        self.up = Up(ae, ae)
+        self.up = Up(ae, ae, sep)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = _run(self.down, x * 2 - 1, self.cfg.grad_checkpoint)
@@ -99,24 +130,41 @@ class Decoder(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        d = cfg.decoder_dims
+        d, sep = cfg.decoder_dims, cfg.separable
         self.cfg = cfg
         self.blocks = nn.ModuleList(
             [
-                Up(cfg.ae_dims, d * 8),
-                Residual(d * 8),
-                Up(d * 8, d * 4),
-                Residual(d * 4),
-                Up(d * 4, d * 2),
-                Residual(d * 2),
+                Up(cfg.ae_dims, d * 8, sep),
+                Residual(d * 8, sep),
+                Up(d * 8, d * 4, sep),
+                Residual(d * 4, sep),
+                Up(d * 4, d * 2, sep),
+                Residual(d * 2, sep),
             ]
         )
         self.rgb = nn.Conv2d(d * 2, 3, 1)
         self.mask = nn.Conv2d(d * 2, 1, 1)
 
+    FEATURES = (1, 3, 5)
+    """The blocks whose output maps feature matching compares (after each residual)."""
+
+    def feature_channels(self) -> tuple[int, ...]:
+        d = self.cfg.decoder_dims
+        return (d * 8, d * 4, d * 2)
+
     def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = _run(self.blocks, z, self.cfg.grad_checkpoint)
         return torch.sigmoid(self.rgb(x)), torch.sigmoid(self.mask(x))
+
+    def forward_features(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """(rgb, mask, the maps after each residual block) in one pass."""
+        feats = []
+        x = z
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+            if i in self.FEATURES:
+                feats.append(x)
+        return torch.sigmoid(self.rgb(x)), torch.sigmoid(self.mask(x)), feats
 
 
 class SwapAutoencoder(nn.Module):
@@ -126,10 +174,13 @@ class SwapAutoencoder(nn.Module):
         super().__init__()
         if cfg.resolution not in RESOLUTIONS and cfg.resolution % 16:
             raise ValueError(f"resolution {cfg.resolution} is not a multiple of 16")
+        if cfg.decoders not in (1, 2):
+            raise ValueError(f"{cfg.decoders} decoders (1 or 2)")
         self.cfg = cfg
         self.encoder = Encoder(cfg)
         self.decoder_a = Decoder(cfg)
-        self.decoder_b = Decoder(cfg)
+        if cfg.decoders == 2:
+            self.decoder_b = Decoder(cfg)
 
     def forward(self, xa: torch.Tensor, xb: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         return {"a": self.decoder_a(self.encoder(xa)), "b": self.decoder_b(self.encoder(xb))}

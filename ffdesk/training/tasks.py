@@ -8,7 +8,8 @@ The loop (`trainer`) is the same for every kind of run; a task supplies:
 - `state()` / `load()`: the weights saved as the checkpoint's `model`;
 - `preview()` and `export()`.
 
-`swap` trains the two-decoder autoencoder on two facesets (`model`).
+`swap` trains the two-decoder autoencoder on two facesets (`model`); `distill` trains a student
+(or, for quantization-aware training, a fake-quantized copy) on a frozen teacher's outputs.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.nn.functional as F  # noqa: N812 - the usual name
 from torch import nn
 
-from ffdesk.training.losses import WEIGHTS, masked_losses
+from ffdesk.errors import UserError
+from ffdesk.training.losses import WEIGHTS, dssim, masked_losses
 from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count
 
 Batch = dict[str, dict[str, torch.Tensor]]
@@ -35,7 +38,7 @@ class Task(Protocol):
 
     def state(self) -> dict[str, torch.Tensor]: ...
 
-    def load(self, state: dict[str, torch.Tensor]) -> None: ...
+    def load(self, ckpt: dict[str, Any]) -> None: ...
 
     def checkpoint_extra(self) -> dict[str, Any]: ...
 
@@ -100,8 +103,8 @@ class SwapTask:
     def state(self) -> dict[str, torch.Tensor]:
         return self.net.state_dict()
 
-    def load(self, state: dict[str, torch.Tensor]) -> None:
-        self.net.load_state_dict(state)
+    def load(self, ckpt: dict[str, Any]) -> None:
+        self.net.load_state_dict(ckpt["model"])
 
     def checkpoint_extra(self) -> dict[str, Any]:
         return {"model_kind": "swap", "model_config": self.cfg.to_json()}
@@ -118,3 +121,141 @@ class SwapTask:
 
     def describe(self) -> str:
         return f"{parameter_count(self.net) / 1e6:.2f}M parameters"
+
+
+DISTILL_WEIGHTS = {"l1": 10.0, "dssim": 10.0, "mask": 1.0, "feat": 1.0}
+
+
+def load_swapper(run_dir: Path) -> tuple[SwapAutoencoder, dict[str, Any]]:
+    """The network a run folder's checkpoint holds (a swap run, a student or a QAT copy), in eval
+    mode, and the checkpoint."""
+    from ffdesk.training import qat
+    from ffdesk.training.export import checkpoint_config, load_checkpoint
+
+    ckpt = load_checkpoint(run_dir)
+    net = SwapAutoencoder(checkpoint_config(ckpt, run_dir))
+    if ckpt.get("model_kind") == "qat":
+        qat.prepare(net)
+    net.load_state_dict(ckpt["model"])
+    return net.eval(), ckpt
+
+
+def teacher_config(teacher_dir: Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """The teacher's network settings and checkpoint (`UserError` when it is not a finished run)."""
+    from ffdesk.training.export import checkpoint_config, load_checkpoint
+
+    ckpt = load_checkpoint(teacher_dir)
+    if ckpt.get("model_kind") == "qat":
+        raise UserError(f"{teacher_dir}: a fake-quantized run cannot teach; use the run it came from")
+    return checkpoint_config(ckpt, teacher_dir), ckpt
+
+
+class DistillObjective(nn.Module):
+    """A student reproducing a frozen teacher's drawn faces and masks: L1 + DSSIM on the face,
+    MSE on the mask, and (with `feature_weight`) MSE between the decoders' intermediate maps
+    through 1 x 1 adapters from the student's widths to the teacher's."""
+
+    def __init__(self, teacher: SwapAutoencoder, student: SwapAutoencoder, feature_weight: float) -> None:
+        super().__init__()
+        self.teacher = teacher.eval().requires_grad_(False)
+        self.student = student
+        self.adapters: nn.ModuleList | None = None
+        if feature_weight > 0:
+            pairs = zip(
+                student.decoder_a.feature_channels(), teacher.decoder_a.feature_channels(), strict=True
+            )
+            self.adapters = nn.ModuleList([nn.Conv2d(s, t, 1) for s, t in pairs])
+
+    def train(self, mode: bool = True) -> DistillObjective:
+        super().train(mode)
+        self.teacher.eval()
+        return self
+
+    def forward(self, t: Batch) -> dict[str, torch.Tensor]:
+        terms: dict[str, torch.Tensor] = {}
+        for side in ("a", "b"):
+            x = t[side]["target"]
+            with torch.no_grad():
+                t_rgb, t_mask, t_feats = self.teacher.decoder_a.forward_features(self.teacher.encoder(x))
+            s_rgb, s_mask, s_feats = self.student.decoder_a.forward_features(self.student.encoder(x))
+            with torch.autocast(x.device.type, enabled=False):
+                s_rgb, t_rgb = s_rgb.float(), t_rgb.float()
+                terms[f"l1_{side}"] = (s_rgb - t_rgb).abs().mean()
+                terms[f"dssim_{side}"] = dssim(s_rgb, t_rgb)
+                terms[f"mask_{side}"] = F.mse_loss(s_mask.float(), t_mask.float())
+                if self.adapters is not None:
+                    parts = [
+                        F.mse_loss(a(sf).float(), tf.float())
+                        for a, sf, tf in zip(self.adapters, s_feats, t_feats, strict=True)
+                    ]  # noqa: E501
+                    terms[f"feat_{side}"] = torch.stack(parts).mean()
+        return terms
+
+
+@dataclass
+class DistillTask:
+    """Train `cfg` (a student, or with `qat` a fake-quantized copy of the teacher) on a teacher's
+    outputs. The student starts fresh; the QAT copy starts from the teacher's weights."""
+
+    teacher_dir: Path
+    cfg: ModelConfig
+    feature_weight: float = 1.0
+    qat: bool = False
+
+    def __post_init__(self) -> None:
+        from ffdesk.training import qat
+
+        self.kind = "qat" if self.qat else "student"
+        teacher, _ckpt = load_swapper(self.teacher_dir)
+        self.student = SwapAutoencoder(self.cfg)
+        if self.qat:
+            own = {k: v for k, v in teacher.state_dict().items() if not k.startswith("decoder_b.")}
+            self.student.load_state_dict(own)
+            qat.prepare(self.student)
+        self.objective = DistillObjective(teacher, self.student, 0.0 if self.qat else self.feature_weight)
+        self.module: nn.Module = self.objective
+        self.weights = dict(DISTILL_WEIGHTS)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.student.state_dict()
+
+    def load(self, ckpt: dict[str, Any]) -> None:
+        self.student.load_state_dict(ckpt["model"])
+        if self.objective.adapters is not None and ckpt.get("adapters"):
+            self.objective.adapters.load_state_dict(ckpt["adapters"])
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        adapters = self.objective.adapters
+        return {
+            "model_kind": self.kind,
+            "model_config": self.cfg.to_json(),
+            "teacher": str(self.teacher_dir),
+            "adapters": adapters.state_dict() if adapters is not None else None,
+        }
+
+    @torch.no_grad()
+    def preview(self, batch: dict[str, torch.Tensor], device: torch.device) -> np.ndarray:
+        """One face per row: B, the teacher's A-as-B, the student's | A, teacher's, student's."""
+        was = self.student.training
+        self.student.eval()
+        cols = []
+        for side in ("b", "a"):
+            x = batch[side].to(device)
+            cols += [x, self.objective.teacher.swap(x)[0], self.student.swap(x)[0]]
+        self.student.train(was)
+        n = min(len(batch["a"]), len(batch["b"]))
+        rows = [torch.cat([c[i] for c in cols], dim=2) for i in range(n)]
+        grid = torch.cat(rows, dim=1).clamp(0, 1).mul(255).round().byte()
+        return np.ascontiguousarray(grid.permute(1, 2, 0).cpu().numpy())
+
+    def export(self, run_dir: Path) -> Path:
+        from ffdesk.training.export import export_run
+
+        return export_run(run_dir)
+
+    def describe(self) -> str:
+        what = "fake-quantized INT8 copy" if self.qat else f"student of {self.teacher_dir}"
+        teacher = parameter_count(self.objective.teacher.encoder) + parameter_count(
+            self.objective.teacher.decoder_a
+        )
+        return f"{what}: {parameter_count(self.student) / 1e6:.2f}M parameters (teacher {teacher / 1e6:.2f}M)"

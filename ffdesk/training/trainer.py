@@ -32,7 +32,7 @@ from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_
 from ffdesk.training.dist import CommTimer, DistContext
 from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import Faceset, write_json_atomic
-from ffdesk.training.tasks import SwapTask, Task, weighted_total
+from ffdesk.training.tasks import DistillTask, SwapTask, Task, weighted_total
 
 Outcome = Literal["done", "stopped", "interrupted"]
 Optimizer = Literal["adam", "sgd"]
@@ -73,6 +73,11 @@ class TrainSettings:
     """Weight of the mask term; 0 leaves the mask heads out of the loss (and frozen)."""
     alloc_split_mb: int | None = None
     """PYTORCH_CUDA_ALLOC_CONF max_split_size_mb: large blocks are not split below it (fragmentation)."""
+    teacher: Path | None = None
+    """A finished run: train `model` (a student, or with `qat` a fake-quantized copy) on its outputs."""
+    feature_weight: float = 1.0
+    """Distillation: weight of matching the decoders' intermediate maps."""
+    qat: bool = False
 
     def model_config(self) -> ModelConfig:
         cfg = self.model or ModelConfig.for_resolution(self.resolution)
@@ -291,7 +296,11 @@ class Trainer:
         fa, fb = Faceset(s.src), Faceset(s.dst)
         alignment = _alignment(fa, fb)
         torch.manual_seed(s.seed)
-        task: Task = SwapTask(cfg, mask_weight=s.mask_weight)
+        task: Task
+        if s.teacher is not None:
+            task = DistillTask(s.teacher, cfg, feature_weight=s.feature_weight, qat=s.qat)
+        else:
+            task = SwapTask(cfg, mask_weight=s.mask_weight)
         module = task.module.to(device)
         params = [p for p in module.parameters() if p.requires_grad]
         opt: torch.optim.Optimizer
@@ -304,7 +313,7 @@ class Trainer:
         scaler = torch.amp.GradScaler(device.type, enabled=use_amp and dtype == torch.float16)
         step = 0
         if ckpt is not None:
-            task.load(ckpt["model"])
+            task.load(ckpt)
             opt.load_state_dict(ckpt["optimizer"])
             if ckpt.get("scaler"):
                 scaler.load_state_dict(ckpt["scaler"])

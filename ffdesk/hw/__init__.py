@@ -4,6 +4,7 @@ Telemetry, ONNX Runtime sessions, the memory probe of residency and the encoder'
 ask here, so `FFDESK_NO_NVML=1` (and `FFDESK_NO_NVENC=1`) mean the same everywhere.
 """
 
+from ffdesk.hw.memory import trim_heap
 from ffdesk.hw.nvidia import (
     driver_present,
     env_flag,
@@ -22,4 +23,5 @@ __all__ = [
     "nvml_disabled",
     "nvml_session",
     "process_gpu_memory",
+    "trim_heap",
 ]

@@ -57,7 +57,7 @@ import cv2
 import numpy as np
 
 from ffdesk.errors import MediaError
-from ffdesk.hw import nvenc_possible
+from ffdesk.hw import nvenc_possible, trim_heap
 from ffdesk.media._colour import (
     ColourKind,
     field_order_code,
@@ -548,6 +548,7 @@ class SegmentEncoder:
             self._container.close()
             self._container = None
             _fsync_file(self.path)
+            trim_heap()  # the encoder's buffers, freed on close: keeps a long render's RSS flat
         except OSError as exc:
             self._discard()
             raise_if_disk_full(exc, self.path)

@@ -36,7 +36,13 @@ def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(tmp_path: 
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(face_photo,)), on_event)
     assert report["frames_out"] == FRAMES
-    after_first = [rss for done, rss in samples if done >= SEGMENT_FRAMES]
-    baseline, peak = after_first[0], max(after_first)
-    print(f"RSS after the first segment {baseline / 2**20:.1f} MiB, peak later {peak / 2**20:.1f} MiB")
+    # The footprint once the first segment is done: the highest RSS over the second segment. A
+    # single reading right at a segment's end falls in the dip between one segment's encoder
+    # closing and the next one's opening (about 15 MiB here), which is no baseline.
+    second = [rss for done, rss in samples if SEGMENT_FRAMES <= done < 2 * SEGMENT_FRAMES]
+    later = [rss for done, rss in samples if done >= 2 * SEGMENT_FRAMES]
+    baseline, peak = max(second), max(later)
+    curve = ", ".join(f"{done}: {rss / 2**20:.0f}" for done, rss in samples[:: max(1, len(samples) // 12)])
+    print(f"RSS over the second segment {baseline / 2**20:.1f} MiB, peak later {peak / 2**20:.1f} MiB "
+          f"(+{100 * (peak / baseline - 1):.1f}%); frames: MiB {curve}")  # fmt: skip
     assert peak < 1.05 * baseline

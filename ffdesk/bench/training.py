@@ -1,6 +1,7 @@
 """`ffdesk bench training`: the training data loader (memory-mapped faceset vs decoding image
-files) and training steps, in samples per second. The work lives in `training_run`, imported only
-when the bench runs, so the command line starts without loading torch.
+files), training steps, distributed training (1 vs 2 processes), a distilled student against its
+teacher, and quantization-aware INT8 against post-training INT8. The work lives in
+`training_run`, imported only when the bench runs, so the command line starts without loading torch.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ def register(sub: Any) -> None:
                    help="network for the steps (auto: default on a GPU, tiny on the CPU)")  # fmt: skip
     p.add_argument("--amp", action="store_true", help="mixed precision for the training steps")
     p.add_argument("--device", default="auto")
+    p.add_argument("--sections", default="loader,train,distributed,distill,qat",
+                   help="comma-separated: loader, train, distributed, distill, qat (all)")  # fmt: skip
+    p.add_argument(
+        "--nproc", type=int, default=2, help="distributed: processes compared with one (default 2)"
+    )
+    p.add_argument("--ddp-steps", type=int, default=12, help="distributed: steps timed per run (default 12)")
+    p.add_argument("--teacher-steps", type=int, default=200, help="distill/qat: teacher training steps")
+    p.add_argument("--distill-steps", type=int, default=200, help="distill: student training steps")
+    p.add_argument("--student-size", choices=("small", "tiny"), default="small")
+    p.add_argument("--qat-steps", type=int, default=50, help="qat: fine-tuning steps")
+    p.add_argument("--held-out", type=int, default=32, help="distill/qat: held-out faces compared")
     add_json_option(p)
     p.set_defaults(func=run)
 

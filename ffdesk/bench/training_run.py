@@ -10,8 +10,19 @@ through a torch DataLoader with the same workers, batch and random order:
 - `loader`: what the storage decides: read a face and its mask, resize to the training resolution.
 - `loader_augmented`: the same plus the training augmentation (warp, affine, colour).
 - `train`: full training steps (data + forward + backward + optimizer) on the chosen device.
+- `distributed`: the same global batch trained by 1 and by N processes (`ffdesk train --nproc`,
+  gloo on the CPU, NCCL on GPUs): median step time of each, the speed-up, the scaling efficiency
+  (speed-up / N) and the all-reduce share of a step (the N-process run's, from its metrics).
+- `distill`: a teacher trained here, a student distilled from it; ms per face of each exported
+  ONNX in ONNX Runtime on the CPU (one thread) and PSNR of the student's faces against the
+  teacher's on held-out faces.
+- `qat`: the teacher fine-tuned with fake INT8 (`--qat`) against post-training INT8 of its FP32
+  export (the runtime's `--precision int8`): PSNR of each against FP32 on the held-out faces, and
+  ms per face.
 
-Goal: the memory-mapped loader at least 4x faster than decoding images.
+Goals: the memory-mapped loader at least 4x faster than decoding images; all-reduce under 5% of
+a step, scaling efficiency at least 0.9 on GPUs; the student at least 3x faster than the teacher at
+PSNR at least 30 dB; QAT at least 2 dB closer to FP32 than PTQ and at least 1.5x faster than FP32.
 """
 
 from __future__ import annotations
@@ -34,6 +45,10 @@ from ffdesk.training.dataset import worker_init
 from ffdesk.types import Frame
 
 GOAL_RATIO = 4.0
+GOAL_ALLREDUCE_SHARE = 0.05
+GOAL_SCALING = 0.9
+GOAL_STUDENT_SPEEDUP, GOAL_STUDENT_PSNR = 3.0, 30.0
+GOAL_QAT_GAIN_DB, GOAL_QAT_SPEEDUP = 2.0, 1.5
 
 
 class FaceSource(Protocol):
@@ -150,12 +165,49 @@ def _train_rate(args: argparse.Namespace, fs_path: Path, folder: Path) -> dict[s
     }
 
 
+SECTIONS = ("loader", "train", "distributed", "distill", "qat")
+
+
 def run(args: argparse.Namespace) -> int:
+    from ffdesk.errors import UserError
+
     settings = {k: v for k, v in vars(args).items() if k not in ("func", "json", "command", "bench")}
+    sections = [x.strip() for x in str(args.sections).split(",") if x.strip()]
+    unknown = [x for x in sections if x not in SECTIONS]
+    if unknown or not sections:
+        raise UserError(
+            f"--sections: unknown {', '.join(unknown) or '(none)'} (choose from {', '.join(SECTIONS)})"
+        )
+    if args.nproc < 2 or args.batch % args.nproc:
+        raise UserError("--nproc must be at least 2 and divide --batch")
     figures: dict[str, Any] = {}
+    if args.model == "auto":
+        from ffdesk.training.trainer import pick_device
+
+        args.model = "default" if pick_device(args.device).type == "cuda" else "tiny"
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-training-") as tmp:
-        print(f"synthesizing {args.faces} faces at {args.size} px (faceset, PNG, JPEG) ...", flush=True)
-        fs_path, png, jpg = _prepare(Path(tmp), args.faces, args.size)
+        if "loader" in sections or "train" in sections:
+            _loader_and_steps(args, Path(tmp), sections, figures)
+        if {"distributed", "distill", "qat"} & set(sections):
+            from ffdesk.training.synth import synth_faceset
+
+            print(f"synthesizing two identities of {args.faces} faces at {args.size} px ...", flush=True)
+            pair = (synth_faceset(Path(tmp) / "id_a", 0, args.faces, size=args.size, seed=1),
+                    synth_faceset(Path(tmp) / "id_b", 1, args.faces, size=args.size, seed=1))  # fmt: skip
+            if "distributed" in sections:
+                figures["distributed"] = _distributed(args, pair, Path(tmp))
+            if "distill" in sections or "qat" in sections:
+                figures.update(_distill_and_qat(args, pair, Path(tmp), sections))
+    finish("training", settings, figures, args.json)
+    return 0
+
+
+def _loader_and_steps(
+    args: argparse.Namespace, tmp: Path, sections: list[str], figures: dict[str, Any]
+) -> None:
+    print(f"synthesizing {args.faces} faces at {args.size} px (faceset, PNG, JPEG) ...", flush=True)
+    fs_path, png, jpg = _prepare(tmp, args.faces, args.size)
+    if "loader" in sections:
         from ffdesk.training.store import Faceset
 
         sources: dict[str, FaceSource] = {"faceset": Faceset(fs_path), "png": png, "jpeg": jpg}
@@ -176,28 +228,150 @@ def run(args: argparse.Namespace) -> int:
                 "faceset_vs_png": rates["faceset"] / rates["png"],
                 "faceset_vs_jpeg": rates["faceset"] / rates["jpeg"],
             }
-        if args.steps > 0:
-            if args.model == "auto":
-                from ffdesk.training.trainer import pick_device
+        ratio = min(figures["loader"]["faceset_vs_png"], figures["loader"]["faceset_vs_jpeg"])
+        figures["goal_ratio"] = GOAL_RATIO
+        figures["goal_met"] = ratio >= GOAL_RATIO
+        one = figures["loader_1proc"]
+        print(f"loader in one process: faceset {one['faceset_vs_png']:.1f}x PNG, "
+              f"{one['faceset_vs_jpeg']:.1f}x JPEG")  # fmt: skip
+        print(f"loader, {args.workers} workers: faceset {figures['loader']['faceset_vs_png']:.1f}x PNG, "
+              f"{figures['loader']['faceset_vs_jpeg']:.1f}x JPEG (goal {GOAL_RATIO:g}x: "
+              f"{'met' if figures['goal_met'] else 'NOT met'})")  # fmt: skip
+        aug = figures["loader_augmented"]
+        print(f"with augmentation: {aug['faceset_vs_png']:.1f}x PNG, {aug['faceset_vs_jpeg']:.1f}x JPEG")
+    if "train" in sections and args.steps > 0:
+        what = f"{args.model} model, {args.resolution} px, batch {args.batch}"
+        print(f"training {args.steps} steps ({what}) ...", flush=True)
+        figures["train"] = _train_rate(args, fs_path, tmp)
+        t = figures["train"]
+        print(f"train             {t['device']:8s} {t['samples_per_s']:9.1f} samples/s "
+              f"({t['steps_per_s']:.2f} steps/s, {t['parameters'] / 1e6:.1f}M parameters)")  # fmt: skip
 
-                args.model = "default" if pick_device(args.device).type == "cuda" else "tiny"
-            what = f"{args.model} model, {args.resolution} px, batch {args.batch}"
-            print(f"training {args.steps} steps ({what}) ...", flush=True)
-            figures["train"] = _train_rate(args, fs_path, Path(tmp))
-            t = figures["train"]
-            print(f"train             {t['device']:8s} {t['samples_per_s']:9.1f} samples/s "
-                  f"({t['steps_per_s']:.2f} steps/s, {t['parameters'] / 1e6:.1f}M parameters)")  # fmt: skip
-    ratio = min(figures["loader"]["faceset_vs_png"], figures["loader"]["faceset_vs_jpeg"])
-    figures["goal_ratio"] = GOAL_RATIO
-    figures["goal_met"] = ratio >= GOAL_RATIO
-    one = figures["loader_1proc"]
-    print(
-        f"loader in one process: faceset {one['faceset_vs_png']:.1f}x PNG, {one['faceset_vs_jpeg']:.1f}x JPEG"
+
+def _model(args: argparse.Namespace) -> Any:
+    from ffdesk.training.model import ModelConfig
+
+    return (
+        ModelConfig.tiny(args.resolution)
+        if args.model == "tiny"
+        else ModelConfig.for_resolution(args.resolution)
     )
-    print(f"loader, {args.workers} workers: faceset {figures['loader']['faceset_vs_png']:.1f}x PNG, "
-          f"{figures['loader']['faceset_vs_jpeg']:.1f}x JPEG (goal {GOAL_RATIO:g}x: "
-          f"{'met' if figures['goal_met'] else 'NOT met'})")  # fmt: skip
-    aug = figures["loader_augmented"]
-    print(f"with augmentation: {aug['faceset_vs_png']:.1f}x PNG, {aug['faceset_vs_jpeg']:.1f}x JPEG")
-    finish("training", settings, figures, args.json)
-    return 0
+
+
+def _distributed(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Path) -> dict[str, Any]:
+    """Median step time of the same global batch in 1 and N processes (`ffdesk train --nproc`)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from ffdesk.training import control, launch
+
+    warm = 3
+    out: dict[str, Any] = {"global_batch": args.batch, "model": args.model, "resolution": args.resolution}
+    times: dict[int, float] = {}
+    share: float | None = None
+    for n in (1, args.nproc):
+        run = tmp / f"ddp-{n}"
+        cmd = [sys.executable, "-m", "ffdesk", "train", "--src", str(pair[0]), "--dst", str(pair[1]),
+               "--run", str(run), "--steps", str(warm + args.ddp_steps), "--resolution", str(args.resolution),
+               "--batch", str(args.batch), "--model-size", "tiny" if args.model == "tiny" else "default",
+               "--workers", str(args.workers), "--device", args.device, "--log-every", "1",
+               "--preview-every", str(10**9), "--save-every", str(10**9), "--no-export", "-q",
+               "--nproc", str(n)] + (["--amp"] if args.amp else [])  # fmt: skip
+        print(
+            f"distributed: {n} process{'es' if n > 1 else ''}, {warm + args.ddp_steps} steps ...", flush=True
+        )
+        # One compute thread per process (what torchrun gives each rank): 1 vs N processes is 1 vs N cores.
+        env = launch.worker_env({**os.environ, "MASTER_ADDR": os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                                 "OMP_NUM_THREADS": "1"})  # fmt: skip
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"training with {n} processes failed: {' | '.join(tail)}")
+        recs = [json.loads(line) for line in (run / control.METRICS).read_text().splitlines()]
+        timed = [r for r in recs if r["step"] > warm and r.get("steps_per_s")]
+        times[n] = float(np.median([1.0 / r["steps_per_s"] for r in timed]))
+        if n > 1:
+            shares = [r["allreduce_share"] for r in timed if r.get("allreduce_share") is not None]
+            share = float(np.median(shares)) if shares else None
+            out["per_rank_samples_per_s"] = [r["samples_per_s"] for r in timed[-1]["ranks"]]
+    speedup = times[1] / times[args.nproc]
+    out.update(
+        step_s={str(k): v for k, v in times.items()},
+        speedup=speedup,
+        scaling_efficiency=speedup / args.nproc,
+        allreduce_share=share,
+        goal_allreduce_share=GOAL_ALLREDUCE_SHARE,
+        goal_scaling_efficiency=GOAL_SCALING,
+        goal_allreduce_met=share is not None and share < GOAL_ALLREDUCE_SHARE,
+        goal_scaling_met=speedup / args.nproc >= GOAL_SCALING,
+        cpu_cores=os.cpu_count(),
+        threads_per_process=1,
+    )
+    print(f"distributed: step {times[1] * 1000:.0f} ms (1 process) vs {times[args.nproc] * 1000:.0f} ms "
+          f"({args.nproc}); speed-up {speedup:.2f}, efficiency {speedup / args.nproc:.2f} "
+          f"(goal {GOAL_SCALING}); all-reduce share {share if share is None else f'{share:.1%}'} "
+          f"(goal under {GOAL_ALLREDUCE_SHARE:.0%})")  # fmt: skip
+    return out
+
+
+def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Path, sections: list[str]
+                     ) -> dict[str, Any]:  # fmt: skip
+    from dataclasses import replace
+
+    from ffdesk.training import evaluate as ev
+    from ffdesk.training.synth import synth_faceset
+    from ffdesk.training.trainer import Trainer, TrainSettings
+
+    cfg = _model(args)
+    base = TrainSettings(src=pair[0], dst=pair[1], run_dir=tmp / "teacher", steps=args.teacher_steps,
+                         resolution=args.resolution, batch=args.batch, lr=5e-4, amp=args.amp,
+                         workers=args.workers, device=args.device, log_every=10, preview_every=10**9,
+                         save_every=10**9, export_at_end=True, model=cfg)  # fmt: skip
+    print(f"teacher: {args.teacher_steps} steps ({args.model} model, {args.resolution} px) ...", flush=True)
+    Trainer(base).run()
+    teacher = base.run_dir
+    held = ev.faces_from(
+        synth_faceset(tmp / "held", 1, args.held_out, size=args.size, seed=7), args.resolution
+    )
+    out: dict[str, Any] = {}
+    if "distill" in sections:
+        student = replace(base, run_dir=tmp / "student", steps=args.distill_steps, lr=2e-3, teacher=teacher,
+                          model=cfg.student(args.student_size))  # fmt: skip
+        print(f"student ({args.student_size}): {args.distill_steps} steps ...", flush=True)
+        Trainer(student).run()
+        c = ev.compare_student(teacher / "model.onnx", student.run_dir / "model.onnx", held, timed=True)
+        assert c.ms_teacher is not None and c.ms_student is not None
+        speed = c.ms_teacher / c.ms_student
+        out["distill"] = {
+            "student_size": args.student_size, "steps": args.distill_steps, "held_out_faces": c.faces,
+            "ms_per_face_teacher": c.ms_teacher, "ms_per_face_student": c.ms_student, "speedup": speed,
+            "psnr_db": c.psnr_db, "goal_speedup": GOAL_STUDENT_SPEEDUP, "goal_psnr_db": GOAL_STUDENT_PSNR,
+            "goal_met": speed >= GOAL_STUDENT_SPEEDUP and c.psnr_db >= GOAL_STUDENT_PSNR,
+        }  # fmt: skip
+        print(f"student: {c.ms_student:.2f} ms/face vs teacher {c.ms_teacher:.2f} ({speed:.1f}x, "
+              f"goal {GOAL_STUDENT_SPEEDUP:g}x), PSNR {c.psnr_db:.1f} dB "
+              f"(goal {GOAL_STUDENT_PSNR:g})")  # fmt: skip
+    if "qat" in sections:
+        q = replace(base, run_dir=teacher / "qat", steps=args.qat_steps, lr=1e-5, teacher=teacher, qat=True,
+                    model=replace(cfg, decoders=1))  # fmt: skip
+        print(f"qat: {args.qat_steps} steps ...", flush=True)
+        Trainer(q).run()
+        calibration = ev.faces_from(pair[1], args.resolution, 32)
+        r = ev.compare_int8(
+            teacher / "model.onnx", teacher / "model_int8.onnx", held, calibration, timed=True
+        )
+        assert r.ms_fp32 is not None and r.ms_qat is not None and r.ms_ptq is not None
+        out["qat"] = {
+            "steps": args.qat_steps, "held_out_faces": r.faces, "psnr_qat_db": r.psnr_qat_db,
+            "psnr_ptq_db": r.psnr_ptq_db, "qat_gain_db": r.qat_gain_db, "ms_per_face_fp32": r.ms_fp32,
+            "ms_per_face_qat": r.ms_qat, "ms_per_face_ptq": r.ms_ptq, "qat_speedup": r.ms_fp32 / r.ms_qat,
+            "goal_gain_db": GOAL_QAT_GAIN_DB, "goal_speedup": GOAL_QAT_SPEEDUP,
+            "goal_met": r.qat_gain_db >= GOAL_QAT_GAIN_DB and r.ms_fp32 / r.ms_qat >= GOAL_QAT_SPEEDUP,
+        }  # fmt: skip
+        print(f"qat: PSNR vs FP32 {r.psnr_qat_db:.1f} dB, PTQ {r.psnr_ptq_db:.1f} dB "
+              f"({r.qat_gain_db:+.1f} dB, goal +{GOAL_QAT_GAIN_DB:g}); "
+              f"ms/face FP32 {r.ms_fp32:.2f}, QAT {r.ms_qat:.2f} "
+              f"({r.ms_fp32 / r.ms_qat:.1f}x, goal {GOAL_QAT_SPEEDUP:g}x), PTQ {r.ms_ptq:.2f}")  # fmt: skip
+    return out

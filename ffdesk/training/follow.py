@@ -60,6 +60,39 @@ class MetricsFollower:
 
 
 @dataclass(frozen=True)
+class RankFigures:
+    """One training process's figures from the last metrics record (rank 0 gathers them)."""
+
+    rank: int
+    samples_per_s: float | None
+    allreduce_share: float | None
+    """Share of the logging window with a gradient all-reduce in flight (an upper bound)."""
+    gpu_memory_bytes: int | None
+    gpu_power_w: float | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RankFigures:
+        return cls(
+            rank=int(d.get("rank") or 0),
+            samples_per_s=d.get("samples_per_s"),
+            allreduce_share=d.get("allreduce_share"),
+            gpu_memory_bytes=d.get("gpu_memory_bytes"),
+            gpu_power_w=d.get("gpu_power_w"),
+        )
+
+    def line(self) -> str:
+        rate = "-" if self.samples_per_s is None else f"{self.samples_per_s:.1f}"
+        parts = [f"rank {self.rank}: samples/s {rate}"]
+        if self.allreduce_share is not None:
+            parts.append(f"all-reduce {self.allreduce_share:.0%}")
+        if self.gpu_memory_bytes is not None:
+            parts.append(f"GPU memory {self.gpu_memory_bytes / 2**20:.0f} MiB")
+        if self.gpu_power_w is not None:
+            parts.append(f"power {self.gpu_power_w:.0f} W")
+        return "  ".join(parts)
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """What a monitor shows about a run at one moment."""
 
@@ -75,6 +108,11 @@ class RunSummary:
     gpu_power_w: float | None
     preview: Path | None
     updated: float | None
+    world_size: int = 1
+    """Training processes (DistributedDataParallel ranks); 1 for a single process."""
+    allreduce_share: float | None = None
+    """The largest rank's all-reduce share of a step (None for one process)."""
+    ranks: tuple[RankFigures, ...] = ()
 
     def lines(self) -> list[str]:
         goal = f"/{self.steps_goal}" if self.steps_goal else ""
@@ -92,6 +130,10 @@ class RunSummary:
         if self.gpu_power_w is not None:
             gpu.append(f"power {self.gpu_power_w:.0f} W")
         out.append("  ".join(gpu) if gpu else "GPU: no figures (CPU run or no NVML)")
+        if self.world_size > 1:
+            share = "-" if self.allreduce_share is None else f"{self.allreduce_share:.0%}"
+            out.append(f"{self.world_size} processes, all-reduce share of a step {share}")
+            out += [f"  {r.line()}" for r in self.ranks]
         if self.preview:
             out.append(f"preview {self.preview}")
         return out
@@ -145,4 +187,11 @@ def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
         gpu_power_w=last.get("gpu_power_w"),
         preview=preview if preview.exists() else None,
         updated=status.get("time") or last.get("time") or (time.time() if records else None),
+        world_size=int(last.get("world_size") or status.get("world_size") or 1),
+        allreduce_share=last.get("allreduce_share"),
+        ranks=tuple(
+            RankFigures.from_json(r)
+            for r in (last.get("ranks") or status.get("ranks") or [])
+            if isinstance(r, dict) and "samples_per_s" in r
+        ),
     )

@@ -139,3 +139,28 @@ def test_a_killed_rank_is_restarted_from_the_checkpoint(facesets: tuple[Path, Pa
     straight = tmp_path / "straight"
     Trainer(tiny_settings(facesets, straight, steps, optimizer="sgd")).run()
     _assert_same(_weights(run), _weights(straight))
+
+
+def test_ctrl_c_stops_every_rank_after_a_checkpoint(facesets: tuple[Path, Path], tmp_path: Path) -> None:
+    prefix = _loopback_prefix()
+    run = tmp_path / "run"
+    cmd = [*prefix, *_train_cmd(facesets, run, 100_000)]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not (run / control.METRICS).exists() or not (run / control.METRICS).read_text():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process gets it
+        _out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    assert "continue with --resume" in err
+    status = control.read_json(run / control.STATUS)
+    assert status is not None and status["state"] == "interrupted"
+    assert torch.load(run / control.CHECKPOINT, weights_only=True)["step"] == status["step"] >= 2

@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "monitor",
     "sample",
     "probe",
+    "farm",
 )
 
 

@@ -734,11 +734,13 @@ def render_segment(
     cancel: threading.Event | None = None,
     residency: Any = None,
     holder: str = "",
+    stages_for: Callable[[RenderJob, MediaInfo], list[Stage]] | None = None,
 ) -> dict[str, Any]:
     """Render the frames of one planned segment of `job` into `out_path` (a file; a folder for
     png), exactly as a local render writes that segment: the same frames, indices, pts and
     encoder settings. `residency`: a `ResidencyManager` whose pool the stages' models join (as
-    `holder`). Returns the segment's report; `UserError` when the clip does not give the
+    `holder`). `stages_for`: builds the stages instead of the job's own (stand-ins for
+    benchmarks). Returns the segment's report; `UserError` when the clip does not give the
     planned frames."""
     emit = on_event or _nothing
     job = job.resolved()
@@ -759,7 +761,7 @@ def render_segment(
     t0 = time.perf_counter()
     shared = residency.sharing(holder) if residency is not None else contextlib.nullcontext()
     with shared:
-        stages = build_stages(job, info)
+        stages = (stages_for or build_stages)(job, info)
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)

@@ -1,0 +1,37 @@
+"""`ffdesk farm status ADDR`: the render farm's nodes, workers and jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser("farm", help="the render farm (Ray): its state")
+    farm = parser.add_subparsers(dest="farm_command", parser_class=type(parser))
+    status = farm.add_parser("status", help="nodes, workers (what each renders) and finished jobs")
+    status.add_argument("address", metavar="ADDR", help="HEAD:PORT of the Ray head (or auto)")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(func=run_status)
+
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from ffdesk.farm.ray_support import require_ray
+
+    require_ray("farm status")
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.status import farm_status, status_lines
+
+    status = farm_status(parse_farm(args.address))
+    if args.json:
+        print(json.dumps(status.as_dict(), indent=2, default=str))
+    else:
+        print("\n".join(status_lines(status)))
+    return 0

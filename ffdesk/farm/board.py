@@ -1,0 +1,60 @@
+"""The farm's notice board: a small named Ray actor that `ffdesk farm status` reads.
+
+The head posts to it as a render goes (which worker renders what, what each has done, the jobs
+that finished); it lives on the cluster (detached), so the status of a farm can be read from any
+machine that can reach the head, during a render and after it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+BOARD_NAME = "ffdesk-farm-board"
+KEEP_JOBS = 20
+
+
+class FarmBoard:
+    """Plain state; the head wraps it with `ray.remote`."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.jobs: list[dict[str, Any]] = []
+
+    def job_started(self, job: dict[str, Any]) -> None:
+        self.jobs = [j for j in self.jobs if j.get("id") != job.get("id")]
+        self.jobs.append({**job, "state": "rendering", "started": time.time()})
+        self.jobs = self.jobs[-KEEP_JOBS:]
+
+    def job_update(self, job_id: str, changes: dict[str, Any]) -> None:
+        for job in self.jobs:
+            if job.get("id") == job_id:
+                job.update(changes)
+
+    def worker(self, slot: str, state: dict[str, Any]) -> None:
+        self.workers.setdefault(slot, {}).update({**state, "seen": time.time()})
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"workers": dict(self.workers), "jobs": list(self.jobs)}
+
+
+def open_board(ray: Any) -> Any:
+    """The cluster's board, created on first use."""
+    from ffdesk.farm.ray_support import NAMESPACE
+
+    cls = ray.remote(FarmBoard)
+    return cls.options(
+        name=BOARD_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0
+    ).remote()
+
+
+def read_board(ray: Any, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """The board's snapshot, or None when no farm render ever ran on this cluster."""
+    from ffdesk.farm.ray_support import NAMESPACE
+
+    try:
+        board = ray.get_actor(BOARD_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return None
+    snapshot: dict[str, Any] = ray.get(board.snapshot.remote(), timeout=timeout_s)
+    return snapshot

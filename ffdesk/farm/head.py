@@ -1,0 +1,439 @@
+"""The head of a farm render: plan, hand segments to workers, keep what comes back, join.
+
+Everything that can refuse the job (paths, output kind, range, disk room) is checked by
+`plan_segments` before the farm is contacted. The output's lock and manifest are the local
+render's: finished segments are recorded in order as they arrive, so a killed head resumes
+(from the farm or from a local render) after the last segment of the unbroken prefix.
+
+Failures: a worker that dies (process killed, node gone) gives its segment back to the queue; Ray
+restarts the worker once on its node, after which it is dropped. A segment is tried at most
+`max_tries` times: the last error (the segment's own exception for a render that failed, or the
+loss of its worker) then stops the job, keeping every finished segment for a resume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ffdesk.errors import Cancelled, UserError
+from ffdesk.farm.address import FarmAddress, connected
+from ffdesk.farm.board import open_board
+from ffdesk.farm.ray_support import require_ray
+from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
+from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
+from ffdesk.media.atomic import fsync_dir, raise_if_disk_full
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
+from ffdesk.pipeline.job import RenderJob, working_size
+from ffdesk.pipeline.job_json import job_to_json
+from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+
+WORKER_START_S = 120.0
+"""How long a worker may take to start (Ray starts its process, it imports ffdesk)."""
+_WAIT_S = 0.25
+
+
+@dataclass(frozen=True)
+class FarmOptions:
+    """How a farm render uses the farm."""
+
+    slots: SlotRules = field(default_factory=SlotRules)
+    stand_in: str | None = None
+    """Stand-in stages for benchmarks (`wait:MS`, see `ffdesk.farm.standin`); None: the job's."""
+    max_tries: int = 3
+    """Times a segment is tried before its error stops the job."""
+    local_cpus: int | None = None
+    """CPUs of a Ray started on this machine (`--farm auto` without RAY_ADDRESS); None: all."""
+
+
+def _nothing(_event: ev.Event) -> None:
+    return None
+
+
+def run_farm_render(
+    job: RenderJob,
+    farm: FarmAddress,
+    on_event: ev.EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    options: FarmOptions | None = None,
+) -> dict[str, Any]:
+    """Render `job` on `farm` and return the report (the local render's keys, plus `farm`)."""
+    emit = on_event or _nothing
+    options = options or FarmOptions()
+    require_ray()
+    if options.stand_in:
+        from ffdesk.farm.standin import parse_stand_in
+
+        parse_stand_in(options.stand_in)
+    t0 = time.perf_counter()
+    plan = plan_segments(job, cancel)
+    job = plan.job
+    for warning in plan.warnings:
+        emit(ev.Warning(warning))
+    manifest, note = Manifest.open(work_dir_for(job.output), job.output_fingerprint(), job.resume)
+    with manifest:
+        if note:
+            emit(ev.Warning(note))
+        mismatch = _keep_planned_prefix(manifest, plan)
+        if mismatch:
+            emit(ev.Warning(mismatch))
+        resumed_segments = len(manifest.segments)
+        resumed_frames = manifest.frames_done
+        with connected(farm, local_cpus=options.local_cpus) as ray:
+            run = _FarmRun(ray, plan, manifest, emit, cancel, options, farm.label)
+            with run:
+                run.render()
+        joined = join_planned(plan, manifest, emit)
+    seconds = round(time.perf_counter() - t0, 3)
+    processed = plan.frames - resumed_frames
+    report: dict[str, Any] = {
+        "frames_in": plan.frames,
+        "frames_out": joined["frames_out"],
+        "frames_processed": processed,
+        "stages": run.stage_totals(),
+        "output": joined["output"],
+        "encoder": run.encoder,
+        "resumed_segments": resumed_segments,
+        "resumed_frames": resumed_frames,
+        "mode": job.mode,
+        "audio_packets_skipped": joined["audio_packets_skipped"],
+        "audio": joined["audio"],
+        "seconds": seconds,
+        "fps": round(processed / seconds, 3) if seconds else 0.0,
+        "farm": run.summary(),
+    }
+    emit(ev.Done(report))
+    return report
+
+
+def _keep_planned_prefix(manifest: Manifest, plan: SegmentPlan) -> str | None:
+    """Keep the recorded segments that are the plan's, in order; drop the rest (and say so)."""
+    for i, seg in enumerate(manifest.segments):
+        planned = plan.segments[i] if i < len(plan.segments) else None
+        same = planned is not None and (seg.frames, seg.first_pts, seg.last_pts) == (
+            planned.frames,
+            planned.first_pts,
+            planned.last_pts,
+        )
+        if not same:
+            manifest.segments = manifest.segments[:i]
+            manifest.save()
+            return f"segment {i} of the interrupted render was cut elsewhere: rendering from it again"
+    return None
+
+
+@dataclass
+class _Worker:
+    slot: Slot
+    actor: Any
+    pid: int = 0
+    node: str = ""
+    losses: int = 0
+    segments: int = 0
+    frames: int = 0
+    seconds: float = 0.0
+    peak_model_bytes: int = 0
+    dropped: bool = False
+
+
+class _FarmRun:
+    """One render's use of the farm: its workers, the queue, what came back."""
+
+    def __init__(
+        self,
+        ray: Any,
+        plan: SegmentPlan,
+        manifest: Manifest,
+        emit: ev.EventCallback,
+        cancel: threading.Event | None,
+        options: FarmOptions,
+        label: str,
+    ) -> None:
+        self.ray = ray
+        self.plan = plan
+        self.manifest = manifest
+        self.emit = emit
+        self.cancel = cancel
+        self.options = options
+        self.label = label
+        self.job_json = job_to_json(plan.job)
+        self.job_id = f"{plan.job.output}@{os.getpid()}"
+        self.done: dict[int, Segment] = {s.number: s for s in manifest.segments}
+        self.waiting: dict[int, Segment] = {}
+        """Segments back from the workers that wait for an earlier one before the manifest."""
+        self.tries: dict[int, int] = {}
+        self.reruns = 0
+        self.worker_losses = 0
+        self.duplicates = 0
+        self.encoder = ""
+        self.warned: set[str] = set()
+        self.stage_ms: dict[str, dict[str, float]] = {}
+        self.workers: list[_Worker] = []
+        self.board: Any = None
+        self.t0 = time.perf_counter()
+        self.frames_this_run = 0
+
+    # ---- workers ---------------------------------------------------------------------------
+
+    def __enter__(self) -> _FarmRun:
+        ray = self.ray
+        nodes = [NodeResources.from_ray(n) for n in ray.nodes() if n.get("Alive")]
+        slots = plan_slots(nodes, self.options.slots, self.plan.job.memory_budget)
+        if not slots:
+            raise UserError(f"the farm at {self.label} has no node with a GPU or CPU to give a worker")
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        remote = ray.remote(FarmWorker)
+        for slot in slots:
+            actor = remote.options(
+                num_cpus=slot.num_cpus,
+                num_gpus=slot.num_gpus,
+                max_restarts=1,
+                max_task_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
+            ).remote(slot.name, slot.budget_bytes, slot.num_gpus > 0)
+            self.workers.append(_Worker(slot, actor))
+        self._wait_for_workers()
+        with contextlib.suppress(Exception):
+            self.board = open_board(ray)
+            self.board.job_started.remote(
+                {
+                    "id": self.job_id,
+                    "target": str(self.plan.job.target),
+                    "output": str(self.plan.job.output),
+                    "frames": self.plan.frames,
+                    "segments": len(self.plan.segments),
+                    "segments_done": len(self.done),
+                }
+            )
+        return self
+
+    def _wait_for_workers(self) -> None:
+        refs = {w.actor.describe.remote(): w for w in self.workers}
+        ready, late = self.ray.wait(list(refs), num_returns=len(refs), timeout=WORKER_START_S)
+        for ref in ready:
+            w = refs[ref]
+            try:
+                info = self.ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a worker that cannot start is left out
+                self._warn(f"farm worker {w.slot.name} did not start ({_one_line(exc)})")
+                w.dropped = True
+                continue
+            w.pid, w.node = int(info["pid"]), str(info["node"])
+        for ref in late:
+            refs[ref].dropped = True
+            self._warn(f"farm worker {refs[ref].slot.name} did not start within {WORKER_START_S:.0f} s")
+        if all(w.dropped for w in self.workers):
+            raise UserError(f"no worker of the farm at {self.label} could start")
+
+    def __exit__(self, *_exc: object) -> None:
+        for w in self.workers:
+            with contextlib.suppress(Exception):
+                self.ray.kill(w.actor, no_restart=True)
+        if self.board is not None:
+            state = "finished" if len(self.done) == len(self.plan.segments) else "stopped"
+            with contextlib.suppress(Exception):
+                self.board.job_update.remote(self.job_id, {"state": state, "segments_done": len(self.done)})
+                for w in self.workers:
+                    self.board.worker.remote(w.slot.name, {**self._worker_row(w), "rendering": None})
+
+    # ---- the queue -------------------------------------------------------------------------
+
+    def render(self) -> None:
+        ray = self.ray
+        plan = self.plan
+        video = plan.info.video
+        assert video is not None
+        width, height = working_size(video.display_width, video.display_height, plan.job.mode)
+        resumed = self.manifest.frames_done
+        self.emit(ev.Started(plan.frames, resumed, width, height, video.fps))
+        pending: deque[int] = deque(s.number for s in plan.segments if s.number not in self.done)
+        inflight: dict[Any, tuple[_Worker, int]] = {}
+        idle = [w for w in self.workers if not w.dropped]
+        while pending or inflight:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled
+            while idle and pending:
+                worker, number = idle.pop(0), pending.popleft()
+                seg = plan.segments[number]
+                ref = worker.actor.render.remote(self.job_json, segment_dict(seg), self.options.stand_in)
+                inflight[ref] = (worker, number)
+                self._post(
+                    worker, f"segment {number} (frames {seg.first_index}-{seg.first_index + seg.frames - 1})"
+                )
+            if not inflight:
+                raise UserError(
+                    f"every worker of the farm at {self.label} was lost; "
+                    f"{len(self.done)} of {len(plan.segments)} segments are kept for a resume"
+                )
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_WAIT_S)
+            for ref in ready:
+                worker, number = inflight.pop(ref)
+                came_back = self._collect(ref, worker, number)
+                if not worker.dropped:
+                    idle.append(worker)
+                if not came_back:
+                    pending.appendleft(number)
+
+    def _collect(self, ref: Any, worker: _Worker, number: int) -> bool:
+        """Take one finished call; True when its segment came back."""
+        from ray.exceptions import RayError, RayTaskError
+
+        try:
+            result: SegmentFiles = self.ray.get(ref)
+        except RayTaskError as exc:
+            cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+            self._failed(number, cause, worker, lost=False)
+            return False
+        except RayError as exc:
+            self._failed(number, exc, worker, lost=True)
+            return False
+        self._store(result)
+        worker.segments += 1
+        worker.frames += result.frames
+        worker.seconds += result.seconds
+        worker.peak_model_bytes = max(worker.peak_model_bytes, result.peak_model_bytes)
+        worker.pid = result.pid
+        self.encoder = self.encoder or str(result.report.get("encoder", ""))
+        for name, timing in (result.report.get("stages") or {}).items():
+            total = self.stage_ms.setdefault(name, {"calls": 0, "frames": 0, "ms_total": 0.0})
+            for key in total:
+                total[key] += timing.get(key, 0)
+        for warning in result.warnings:
+            self._warn(warning)
+        self._post(worker, None)
+        return True
+
+    def _failed(self, number: int, exc: BaseException, worker: _Worker, *, lost: bool) -> None:
+        tries = self.tries[number] = self.tries.get(number, 0) + 1
+        if lost:
+            self.worker_losses += 1
+            worker.losses += 1
+            if worker.losses > 1:  # Ray restarted it once already: leave it out from now on
+                worker.dropped = True
+            self._warn(
+                f"farm worker {worker.slot.name} was lost rendering segment {number}: rendering it again"
+            )
+        if tries >= self.options.max_tries:
+            if isinstance(exc, UserError):
+                raise UserError(f"segment {number} failed {tries} times: {exc}") from None
+            raise UserError(f"segment {number} failed {tries} times: {_one_line(exc)}") from None
+        self.reruns += 1
+
+    def _store(self, result: SegmentFiles) -> None:
+        """Write a returned segment beside the manifest; record the unbroken prefix in order."""
+        number = result.number
+        if number in self.done or number in self.waiting:
+            self.duplicates += 1  # rendered twice (a worker thought lost came back): keep one
+            return
+        planned = self.plan.segments[number]
+        name = f"seg{number:05d}{self.plan.suffix}"
+        folder = self.manifest.folder
+        _write_segment(folder, name, result)
+        self.waiting[number] = Segment(number, name, planned.frames, planned.first_pts, planned.last_pts)
+        while (nxt := len(self.manifest.segments)) in self.waiting:
+            segment = self.waiting.pop(nxt)
+            self.manifest.add(segment)
+            self.done[nxt] = segment
+        self.frames_this_run += result.frames
+        done_frames = self.manifest.frames_done + sum(s.frames for s in self.waiting.values())
+        elapsed = time.perf_counter() - self.t0
+        fps = self.frames_this_run / elapsed if elapsed > 0 else 0.0
+        left = self.plan.frames - done_frames
+        self.emit(ev.Progress(done_frames, self.plan.frames, fps, left / fps if fps > 0 else None))
+        if self.board is not None:
+            with contextlib.suppress(Exception):
+                self.board.job_update.remote(
+                    self.job_id, {"segments_done": len(self.done) + len(self.waiting), "fps": round(fps, 2)}
+                )
+
+    # ---- reporting -------------------------------------------------------------------------
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warned:
+            self.warned.add(message)
+            self.emit(ev.Warning(message))
+
+    def _worker_row(self, w: _Worker) -> dict[str, Any]:
+        return {
+            "slot": w.slot.name,
+            "node": w.node or w.slot.address,
+            "pid": w.pid,
+            "num_cpus": w.slot.num_cpus,
+            "num_gpus": w.slot.num_gpus,
+            "budget_bytes": w.slot.budget_bytes,
+            "segments": w.segments,
+            "frames": w.frames,
+            "seconds": round(w.seconds, 3),
+            "peak_model_bytes": w.peak_model_bytes,
+            "losses": w.losses,
+            "dropped": w.dropped,
+        }
+
+    def _post(self, w: _Worker, rendering: str | None) -> None:
+        if self.board is None:
+            return
+        label = f"{self.plan.job.target.name} {rendering}" if rendering else None
+        with contextlib.suppress(Exception):
+            self.board.worker.remote(w.slot.name, {**self._worker_row(w), "rendering": label})
+
+    def stage_totals(self) -> dict[str, dict[str, float]]:
+        return {name: {k: round(v, 3) for k, v in t.items()} for name, t in self.stage_ms.items()}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "address": self.label,
+            "workers": [self._worker_row(w) for w in self.workers],
+            "segments": len(self.plan.segments),
+            "segments_rerun": self.reruns,
+            "worker_losses": self.worker_losses,
+            "duplicates": self.duplicates,
+        }
+
+
+def _write_segment(folder: Path, name: str, result: SegmentFiles) -> None:
+    """The segment's file (or PNG folder) in `folder` under `name`, written whole or not at all."""
+    final = folder / name
+    tmp = folder / f".incoming-{name}"
+    try:
+        if result.is_dir:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            for file_name, data in result.files:
+                _write_file(tmp / file_name, data)
+            fsync_dir(tmp)
+            if final.exists():
+                shutil.rmtree(final)
+        else:
+            ((_, data),) = result.files
+            _write_file(tmp, data)
+        os.replace(tmp, final)
+        fsync_dir(folder)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            if tmp.is_dir():
+                shutil.rmtree(tmp)
+            else:
+                tmp.unlink()
+        raise_if_disk_full(exc, final)
+        raise
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}".rstrip(": ")

@@ -1,0 +1,68 @@
+"""What `ffdesk farm status` shows: the farm's nodes and resources, its workers, its jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ffdesk.farm.address import FarmAddress, connected
+from ffdesk.farm.board import read_board
+from ffdesk.farm.slots import NodeResources
+from ffdesk.units import format_bytes
+
+
+@dataclass(frozen=True)
+class FarmStatus:
+    address: str
+    nodes: tuple[NodeResources, ...]
+    available: dict[str, float]
+    workers: tuple[dict[str, Any], ...]
+    jobs: tuple[dict[str, Any], ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "nodes": [n.__dict__ for n in self.nodes],
+            "available": self.available,
+            "workers": list(self.workers),
+            "jobs": list(self.jobs),
+        }
+
+
+def farm_status(farm: FarmAddress) -> FarmStatus:
+    """Read the farm's state (connects, reads, disconnects)."""
+    with connected(farm) as ray:
+        nodes = tuple(NodeResources.from_ray(n) for n in ray.nodes() if n.get("Alive"))
+        available = {k: float(v) for k, v in ray.available_resources().items() if "node:" not in k}
+        board = read_board(ray) or {"workers": {}, "jobs": []}
+    workers = tuple(sorted(board["workers"].values(), key=lambda w: str(w.get("slot"))))
+    return FarmStatus(farm.label, nodes, available, workers, tuple(board["jobs"]))
+
+
+def status_lines(status: FarmStatus) -> list[str]:
+    """The status as lines for a terminal."""
+    cpus = sum(n.cpus for n in status.nodes)
+    gpus = sum(n.gpus for n in status.nodes)
+    lines = [f"farm at {status.address}: {len(status.nodes)} nodes, {cpus:g} CPUs, {gpus:g} GPUs"]
+    for n in status.nodes:
+        memory = f", {n.gpu_memory_gb:g} GB GPU memory" if n.gpu_memory_gb else ""
+        lines.append(f"  node {n.address} ({n.node_id[:8]}): {n.cpus:g} CPUs, {n.gpus:g} GPUs{memory}")
+    if not status.workers:
+        lines.append("  no farm render has run here yet")
+    for w in status.workers:
+        doing = w.get("rendering") or "idle"
+        budget = w.get("budget_bytes")
+        share = f"{w['num_gpus']:g} GPU" if w.get("num_gpus") else f"{w.get('num_cpus', 0):g} CPU"
+        peak = format_bytes(int(w.get("peak_model_bytes") or 0))
+        lines.append(
+            f"  worker {w.get('slot')} (pid {w.get('pid')}, {share}, budget "
+            f"{format_bytes(budget) if budget else 'unlimited'}): {doing}; "
+            f"{w.get('segments', 0)} segments, {w.get('frames', 0)} frames, peak models {peak}"
+            + (", lost" if w.get("dropped") else "")
+        )
+    for j in status.jobs:
+        lines.append(
+            f"  job {j.get('target')} -> {j.get('output')}: {j.get('state')}, "
+            f"{j.get('segments_done', 0)} of {j.get('segments')} segments"
+        )
+    return lines

@@ -36,11 +36,11 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing ffdesk and its dependencies into .venv"
   log=.venv/pip-install.log
-  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev]'; } >"$log" 2>&1; then
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev,farm]'; } >"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -30
     echo "setup: pip install failed (full log: $log)" >&2
     exit 1
   fi
-  .venv/bin/python -c "import ffdesk, av, cv2, onnxruntime, PySide6, torch" 
+  .venv/bin/python -c "import ffdesk, av, cv2, onnxruntime, PySide6, torch, ray, kubernetes_validate" 
   echo "$want" > "$stamp"
 fi

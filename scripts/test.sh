@@ -6,6 +6,7 @@ bash scripts/setup.sh
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff"; .venv/bin/ruff check ffdesk tests
 echo "== mypy"; .venv/bin/mypy ffdesk
+echo "== k8s manifests"; .venv/bin/python packaging/k8s/validate.py
 echo "== import contracts"; .venv/bin/lint-imports --no-cache
 echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 echo "== gui smoke (Xvfb)"; bash scripts/gui_smoke.sh

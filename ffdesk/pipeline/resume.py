@@ -19,13 +19,12 @@ until `close()` or `discard()`; a second render of the same output is refused in
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from ffdesk.media.atomic import fsync_dir, raise_if_disk_full
+from ffdesk.media.atomic import write_text_atomic
 from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
@@ -227,18 +226,7 @@ class Manifest:
     def save(self) -> None:
         """Rewrite the manifest atomically; a full disk leaves the previous one and is a `MediaError`."""
         data = {"fingerprint": self.fingerprint, "segments": [asdict(s) for s in self.segments]}
-        tmp = self.folder / (MANIFEST_NAME + ".tmp")
-        try:
-            with tmp.open("w", encoding="utf-8") as fh:
-                json.dump(data, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.folder / MANIFEST_NAME)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise_if_disk_full(exc, self.folder / MANIFEST_NAME)
-            raise
-        fsync_dir(self.folder)
+        write_text_atomic(self.folder / MANIFEST_NAME, json.dumps(data))
 
     @property
     def locked(self) -> bool:

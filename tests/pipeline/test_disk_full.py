@@ -165,6 +165,7 @@ def test_a_manifest_save_on_a_full_disk_is_one_line_and_keeps_the_previous_manif
     import errno
 
     from ffdesk.errors import MediaError
+    from ffdesk.media import atomic
     from ffdesk.pipeline import resume
     from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 
@@ -177,12 +178,12 @@ def test_a_manifest_save_on_a_full_disk_is_one_line_and_keeps_the_previous_manif
     def full(*_a: object, **_k: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(resume.json, "dump", full)
+    monkeypatch.setattr(atomic.os, "fsync", full)  # the new manifest's bytes cannot be made durable
     (folder / "seg00001.mp4").write_bytes(b"y")
     with pytest.raises(
         MediaError, match=r"disk full while writing .*manifest\.json \(No space left on device\)"
     ):
         m.add(Segment(1, "seg00001.mp4", 1, 1, 1))
     assert (folder / resume.MANIFEST_NAME).read_text() == before
-    assert not (folder / (resume.MANIFEST_NAME + ".tmp")).exists()
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "seg00000.mp4", "seg00001.mp4"]
     m.close()

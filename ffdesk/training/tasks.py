@@ -123,6 +123,26 @@ class SwapTask:
         return f"{parameter_count(self.net) / 1e6:.2f}M parameters"
 
 
+STUDENT_NOTE = "student.json"
+"""In a teacher's run folder: where its latest exported student is (for a preview to pick)."""
+
+
+def note_student(teacher_dir: Path, model: Path) -> None:
+    """Record in `TEACHER/student.json` the student export `model` (and its step and size)."""
+    import contextlib
+    import json
+
+    from ffdesk.training.store import write_json_atomic
+
+    info: dict[str, Any] = {}
+    with contextlib.suppress(OSError, ValueError):
+        info = json.loads(model.with_suffix(".json").read_text(encoding="utf-8"))
+    write_json_atomic(
+        Path(teacher_dir) / STUDENT_NOTE,
+        {"model": str(Path(model).resolve()), "step": info.get("step"), "model_config": info.get("model")},
+    )
+
+
 DISTILL_WEIGHTS = {"l1": 10.0, "dssim": 10.0, "mask": 1.0, "feat": 1.0}
 
 
@@ -251,7 +271,10 @@ class DistillTask:
     def export(self, run_dir: Path) -> Path:
         from ffdesk.training.export import export_run
 
-        return export_run(run_dir)
+        path = export_run(run_dir)
+        if not self.qat:
+            note_student(self.teacher_dir, path)
+        return path
 
     def describe(self) -> str:
         what = "fake-quantized INT8 copy" if self.qat else f"student of {self.teacher_dir}"

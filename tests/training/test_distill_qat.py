@@ -61,6 +61,8 @@ def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
     info = read_contract(run / control.MODEL)
     assert info is not None and info["model_kind"] == "student" and info["teacher"] == str(trained)
     assert info["max_abs_diff_vs_torch"] < 1e-4
+    note = json.loads((trained / "student.json").read_text())  # the teacher knows its student
+    assert note["model"] == str((run / control.MODEL).resolve()) and note["step"] == 40
 
     # trained, the student draws closer to the teacher than the same network untrained
     from ffdesk.training.export import export_model

@@ -35,6 +35,7 @@ from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.job_json import job_to_json
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+from ffdesk.units import format_bytes
 
 WORKER_START_S = 120.0
 """How long a worker may take to start (Ray starts its process, it imports ffdesk)."""
@@ -180,6 +181,8 @@ class _FarmRun:
         self.board: Any = None
         self.t0 = time.perf_counter()
         self.frames_this_run = 0
+        self.first_dispatch: float | None = None
+        self.last_result: float | None = None
 
     # ---- workers ---------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class _FarmRun:
             ).remote(slot.name, slot.budget_bytes, slot.num_gpus > 0)
             self.workers.append(_Worker(slot, actor))
         self._wait_for_workers()
+        self._check_job()
         with contextlib.suppress(Exception):
             self.board = open_board(ray)
             self.board.job_started.remote(
@@ -233,6 +237,23 @@ class _FarmRun:
             self._warn(f"farm worker {refs[ref].slot.name} did not start within {WORKER_START_S:.0f} s")
         if all(w.dropped for w in self.workers):
             raise UserError(f"no worker of the farm at {self.label} could start")
+
+    def _check_job(self) -> None:
+        """Every worker checks the job before any segment is handed out (see `FarmWorker.check`)."""
+        from ray.exceptions import RayTaskError
+
+        live = [w for w in self.workers if not w.dropped]
+        refs = [w.actor.check.remote(self.job_json, self.options.stand_in) for w in live]
+        for w, ref in zip(live, refs, strict=True):
+            try:
+                self.ray.get(ref, timeout=WORKER_START_S)
+            except RayTaskError as exc:
+                cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+                budget = f"budget {format_bytes(w.slot.budget_bytes)}" if w.slot.budget_bytes else "no budget"
+                reason = str(cause) if isinstance(cause, UserError) else _one_line(cause)
+                raise UserError(
+                    f"farm worker {w.slot.name} ({budget}) cannot take this job: {reason}"
+                ) from None
 
     def __exit__(self, *_exc: object) -> None:
         for w in self.workers:
@@ -266,6 +287,8 @@ class _FarmRun:
                 seg = plan.segments[number]
                 ref = worker.actor.render.remote(self.job_json, segment_dict(seg), self.options.stand_in)
                 inflight[ref] = (worker, number)
+                if self.first_dispatch is None:
+                    self.first_dispatch = time.perf_counter()
                 self._post(
                     worker, f"segment {number} (frames {seg.first_index}-{seg.first_index + seg.frames - 1})"
                 )
@@ -344,6 +367,7 @@ class _FarmRun:
             self.manifest.add(segment)
             self.done[nxt] = segment
         self.frames_this_run += result.frames
+        self.last_result = time.perf_counter()
         done_frames = self.manifest.frames_done + sum(s.frames for s in self.waiting.values())
         elapsed = time.perf_counter() - self.t0
         fps = self.frames_this_run / elapsed if elapsed > 0 else 0.0
@@ -396,6 +420,9 @@ class _FarmRun:
             "segments_rerun": self.reruns,
             "worker_losses": self.worker_losses,
             "duplicates": self.duplicates,
+            "render_seconds": round(self.last_result - self.first_dispatch, 3)
+            if self.first_dispatch is not None and self.last_result is not None
+            else 0.0,
         }
 
 

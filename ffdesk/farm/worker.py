@@ -90,15 +90,35 @@ class FarmWorker:
             "rendering": self.current,
         }
 
+    def check(self, job_json: str, stand_in: str | None = None) -> None:
+        """Refuse, before any work, a job this worker cannot take: the clip not visible here, or
+        a model pack that does not fit this worker's budget (the stages are built in its pool,
+        which plans the pack's models without loading them, then released)."""
+        if stand_in:
+            return
+        job = job_from_json(job_json)
+        self._check_visible(job.target)
+        from ffdesk.media.probe import probe
+        from ffdesk.pipeline.plan import build_stages
+
+        info = probe(job.target, fps=job.fps)
+        with self.manager.sharing(f"check {job.target.name}"):
+            stages = build_stages(job, info)
+        for stage in stages:
+            stage.finish()
+
+    def _check_visible(self, path: Path) -> None:
+        if not path.exists():
+            raise UserError(
+                f"node {self.node} cannot see {path}: every node needs the clip at the same path "
+                "(shared storage)"
+            )
+
     def render(self, job_json: str, segment: dict[str, Any], stand_in: str | None = None) -> SegmentFiles:
         """Render one planned segment of the job and return its file(s)."""
         job = job_from_json(job_json)
         planned = PlannedSegment(**segment)
-        if not job.target.exists():
-            raise UserError(
-                f"node {self.node} cannot see {job.target}: every node needs the clip at the same path "
-                "(shared storage)"
-            )
+        self._check_visible(job.target)
         stages_for = None
         if stand_in:
             from ffdesk.farm.standin import stand_in_stages

@@ -1,0 +1,200 @@
+"""Farm scenarios on a real local Ray cluster, run by tests/farm/test_farm.py in a network
+namespace that has only loopback (so Ray's nodes are on 127.0.0.1 and nothing leaves the machine).
+
+    python tests/farm/scenario.py WORKDIR RAYDIR SCENARIO [SCENARIO ...]
+
+Starts a head (no CPU: it only plans and joins) and two worker nodes of one CPU each, with token
+authentication on (a fresh token in the environment), runs each SCENARIO on the clip in
+WORKDIR/SCENARIO/clip.mp4, stops every Ray process it started, then prints one JSON line with
+what each saw. RAYDIR: a short folder for Ray's sessions and sockets, which the caller removes
+once every process of the namespace is gone. The tests make their assertions on that line and on
+the files left in the scenarios' folders. It runs in its own PID namespace too, so the worker
+processes it finds (and kills) are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def start_cluster(ray_dir: Path, tries: int = 3) -> tuple[Any, str]:
+    """A head without CPUs plus two one-CPU worker nodes; (cluster, address). Ray gives a node
+    30 s to register; on a machine too busy for that the cluster is started again."""
+    os.environ["RAY_TMPDIR"] = str(ray_dir)
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
+    from ray.cluster_utils import Cluster
+
+    for attempt in range(tries):
+        cluster = None
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
+            )
+            for _ in range(2):
+                cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
+            cluster.wait_for_nodes()
+            return cluster, str(cluster.address)
+        except Exception:
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def worker_pids() -> list[int]:
+    import psutil
+
+    pids = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info.get("cmdline") or [])
+        if cmd.startswith("ray::FarmWorker"):
+            pids.append(int(proc.info["pid"]))
+    return sorted(pids)
+
+
+def manifest_segments(output: Path) -> int:
+    from ffdesk.pipeline.resume import MANIFEST_NAME, work_dir_for
+
+    try:
+        data = json.loads((work_dir_for(output) / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return 0
+    return len(data.get("segments", []))
+
+
+def wait_until(check: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def render_and_status(address: str, work: Path) -> dict[str, Any]:
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
+    from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.job import RenderJob
+
+    events: list[Any] = []
+    job = RenderJob(target=work / "clip.mp4", output=work / "farm.mov", encoder="prores", segment_frames=8)
+    report = run_farm_render(job, parse_farm(address), events.append)
+    status = subprocess.run(
+        [sys.executable, "-m", "ffdesk", "farm", "status", address, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    return {
+        "report": report,
+        "progress": [e.frames_done for e in events if isinstance(e, ev.Progress)],
+        "started": [e.total_frames for e in events if isinstance(e, ev.Started)],
+        "status_rc": status.returncode,
+        "status": json.loads(status.stdout) if status.returncode == 0 else status.stderr,
+    }
+
+
+def kill_worker(address: str, work: Path) -> dict[str, Any]:
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import FarmOptions, run_farm_render
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(target=work / "clip.mp4", output=work / "killed.mov", encoder="prores", segment_frames=8)
+    result: dict[str, Any] = {}
+
+    def render() -> None:
+        try:
+            result["report"] = run_farm_render(
+                job, parse_farm(address), options=FarmOptions(stand_in="wait:60")
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            result["error"] = f"{type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=render, name="farm-render")
+    thread.start()
+    killed = None
+    if wait_until(lambda: manifest_segments(job.output) >= 1 and len(worker_pids()) >= 2, 180):
+        time.sleep(0.15)  # into the next segment
+        killed = worker_pids()[0]
+        os.kill(killed, signal.SIGKILL)
+    thread.join(300)
+    return {**result, "killed": killed}
+
+
+def kill_driver(address: str, work: Path) -> dict[str, Any]:
+    output = work / "driver.mov"
+    cmd = [
+        sys.executable, "-m", "ffdesk", "render", "--target", str(work / "clip.mp4"), "--output", str(output),
+        "--encoder", "prores", "--segment-frames", "8", "--farm", address, "-q",
+        "--report", str(work / "driver-report.json"),
+    ]  # fmt: skip
+    first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    recorded = wait_until(lambda: manifest_segments(output) >= 2, 240)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    at_kill = manifest_segments(output)
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = json.loads((work / "driver-report.json").read_text()) if second.returncode == 0 else None
+    return {
+        "recorded_before_kill": recorded,
+        "segments_at_kill": at_kill,
+        "first_rc": first.returncode,
+        "second_rc": second.returncode,
+        "second_stderr": second.stderr[-2000:],
+        "report": report,
+    }
+
+
+SCENARIOS = {"render": render_and_status, "kill-worker": kill_worker, "kill-driver": kill_driver}
+
+
+def main() -> int:
+    work, ray_dir, names = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+    home = Path(tempfile.mkdtemp(prefix="ffdesk-farm-home-"))
+    os.environ["HOME"] = str(home)  # Ray's default token file stays out of the real home
+    cluster = None
+    out: dict[str, Any]
+    try:
+        cluster, address = start_cluster(ray_dir)
+        out = {"node_addresses": sorted({n.node_ip_address for n in cluster.list_all_nodes()})}
+        for name in names:
+            try:
+                out[name] = SCENARIOS[name](address, work / name)
+            except BaseException as exc:  # noqa: BLE001 - the test reads the reason
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    except BaseException as exc:  # noqa: BLE001 - the test reads the reason
+        out = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        if cluster is not None:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+            cluster.shutdown()
+        shutil.rmtree(home, ignore_errors=True)
+    print("SCENARIO-RESULT " + json.dumps(out, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

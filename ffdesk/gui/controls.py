@@ -9,6 +9,7 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
+    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -161,6 +162,17 @@ class ControlsView(QWidget):
         self.encoder = _combo(get_args(EncoderName))
         self.quality = QSpinBox()
         self.quality.setRange(0, 100)
+        self.enhancer_weight = QDoubleSpinBox()
+        self.enhancer_weight.setRange(0.0, 1.0)
+        self.enhancer_weight.setSingleStep(0.05)
+        self.enhancer_weight.setToolTip("CodeFormer's fidelity weight: 0 restores most, 1 keeps most")
+        self.enhancer_blend = QSpinBox()
+        self.enhancer_blend.setRange(0, 100)
+        self.enhancer_blend.setSuffix(" %")
+        self.enhancer_blend.setToolTip("how much of the enhanced face is pasted over the swapped one")
+        self.mask_regions = QLineEdit()
+        self.mask_regions.setPlaceholderText("every region")
+        self.mask_regions.setToolTip("face-parser regions the region mask keeps, e.g. skin,nose,upper-lip")
         self.output_dir = QLineEdit()
         self.output_dir.setPlaceholderText("beside the clip")
         self.model_choice: dict[str, QComboBox] = {}
@@ -182,6 +194,9 @@ class ControlsView(QWidget):
             self.model_choice[kind] = combo
             form.addRow(kind.capitalize(), combo)
             combo.currentIndexChanged.connect(self._push)
+        form.addRow("Enhancer weight", self.enhancer_weight)
+        form.addRow("Enhancer blend", self.enhancer_blend)
+        form.addRow("Mask regions", self.mask_regions)
         form.addRow("Faces", self.face_selection)
         form.addRow("Output format", self.encoder)
         form.addRow("Quality", self.quality)
@@ -194,8 +209,9 @@ class ControlsView(QWidget):
         self.browse.clicked.connect(self._browse)
         for c in (self.mode, self.precision, self.face_selection, self.encoder):
             c.currentIndexChanged.connect(self._push)
-        for s in (self.batch, self.quality):
+        for s in (self.batch, self.quality, self.enhancer_blend, self.enhancer_weight):
             s.valueChanged.connect(self._push)
+        self.mask_regions.editingFinished.connect(self._push)
         self.budget.valueChanged.connect(self._push)
         self.output_dir.editingFinished.connect(self._push)
         model.settingsChanged.connect(self.sync)
@@ -214,6 +230,10 @@ class ControlsView(QWidget):
             self.face_selection.setCurrentText(s.face_selection)
             self.encoder.setCurrentText(s.encoder)
             self.quality.setValue(s.quality)
+            self.enhancer_weight.setValue(s.enhancer_weight)
+            self.enhancer_blend.setValue(s.enhancer_blend)
+            if self.mask_regions.text() != s.mask_regions:
+                self.mask_regions.setText(s.mask_regions)
             if self.output_dir.text() != s.output_dir:
                 self.output_dir.setText(s.output_dir)
             for kind, combo in self.model_choice.items():
@@ -239,6 +259,9 @@ class ControlsView(QWidget):
             face_selection=self.face_selection.currentText(),
             encoder=self.encoder.currentText(),
             quality=self.quality.value(),
+            enhancer_weight=round(self.enhancer_weight.value(), 2),
+            enhancer_blend=self.enhancer_blend.value(),
+            mask_regions=self.mask_regions.text().strip(),
             output_dir=self.output_dir.text().strip(),
             **models,
         )

@@ -75,6 +75,12 @@ class Settings:
     recognizer: str = ""
     detector: str = ""
     enhancer: str = ""
+    enhancer_weight: float = 0.5
+    """CodeFormer's fidelity weight (FaceFusion's default 0.5)."""
+    enhancer_blend: int = 80
+    """How much of the enhanced face is pasted, percent (FaceFusion's default 80)."""
+    mask_regions: str = ""
+    """Comma-separated face-parser regions for the region mask; "" = every region."""
     face_selection: FaceSelection = "largest"
     encoder: EncoderName = "h264"
     quality: int = 65
@@ -299,6 +305,9 @@ class SessionModel(QObject):
             recognizer=s.recognizer or None,
             detector=s.detector or None,
             enhancer=s.enhancer or None,
+            enhancer_weight=s.enhancer_weight,
+            enhancer_blend=s.enhancer_blend,
+            mask_regions=tuple(r.strip() for r in s.mask_regions.split(",") if r.strip()),
         )
 
 

@@ -173,6 +173,27 @@ def test_controls_round_trip(qtbot) -> None:  # type: ignore[no-untyped-def]
     assert m.settings.swapper == ""
 
 
+def test_enhancer_and_mask_controls_reach_the_job(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """FaceFusion's defaults (weight 0.5, blend 80 %, every region) until the editor changes them."""
+    from ffdesk.gui.controls import ControlsView
+
+    m = SessionModel()
+    view = ControlsView(m, ResidencyModel(), memory_total_mb=4096, models={})
+    qtbot.addWidget(view)
+    m.set_clip(ClipInfo(tmp_path / "clip.mp4", 320, 180, 25.0, 25, 1.0))
+    job = m.build_job(tmp_path / "out.mp4")
+    assert (job.enhancer_weight, job.enhancer_blend, job.mask_regions) == (0.5, 80, ())
+    assert view.enhancer_weight.value() == 0.5 and view.enhancer_blend.value() == 80
+    view.enhancer_weight.setValue(0.7)
+    view.enhancer_blend.setValue(60)
+    view.mask_regions.setText("skin, nose")
+    view.mask_regions.editingFinished.emit()
+    job = m.build_job(tmp_path / "out.mp4")
+    assert (job.enhancer_weight, job.enhancer_blend, job.mask_regions) == (0.7, 60, ("skin", "nose"))
+    m.update_settings(enhancer_blend=90)
+    assert view.enhancer_blend.value() == 90
+
+
 def test_budget_bar_draws_resident_models_and_sets_budget(qtbot) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.controls import ControlsView
 

@@ -87,3 +87,18 @@ def test_auto_takes_ray_address() -> None:
 def test_bad_farm_addresses_are_refused(text: str) -> None:
     with pytest.raises(UserError, match="--farm"):
         parse_farm(text, environ={})
+
+
+def test_bench_farm_without_ray_exits_2_with_the_install_line() -> None:
+    done = run_without_ray("bench", "farm", "--workers", "1,2")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "ffdesk[farm]" in done.stderr
+
+
+def test_bench_farm_refuses_bad_farm_sizes() -> None:
+    from ffdesk.bench.farm import _sizes
+
+    assert _sizes("4,1,2,2") == [1, 2, 4]
+    for text in ("", "0", "a,b", "-1,2"):
+        with pytest.raises(UserError, match="--workers"):
+            _sizes(text)

@@ -287,31 +287,13 @@ def _render_video(
     out_w, out_h = size or (video.display_width, video.display_height)
     emit(ev.Started(span.total_frames, resumed_frames, out_w, out_h, video.fps))
 
-    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     deinterlace = _deinterlaces(job, video, size)
     if deinterlace:
         video = replace(video, field_order="progressive")  # what the encoder is handed
     flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace)
-    threads = flow.start()
-    encoder_name = ""
-    try:
-        encoder_name = _encode_segments(
-            job, video, manifest, settings, flow.output, (out_w, out_h), span, emit, halt, encode_stats
-        )
-    except (Stopped, KeyboardInterrupt) as exc:
-        halt.stop()
-        if isinstance(exc, KeyboardInterrupt):
-            raise Cancelled from None
-    finally:
-        halt.stop()  # after END every flow thread is done; otherwise this stops them
-        for t in threads:
-            t.join()
-    if halt.error is not None:
-        raise halt.error
-    if halt.cancelled:
-        raise Cancelled
+    encoder_name = _run_flow(job, flow, video, manifest, (out_w, out_h), span, emit, halt, encode_stats)
 
     frames_out = manifest.frames_done
     if frames_out == 0:
@@ -358,6 +340,42 @@ def _render_video(
         "audio_packets_skipped": joined.audio_packets_skipped,
         "audio": [f"{c.action} {c.codec}" for c in joined.audio],
     }
+
+
+def _run_flow(
+    job: RenderJob,
+    flow: _Flow,
+    video: VideoInfo,
+    manifest: Manifest,
+    size: tuple[int, int],
+    span: _Range,
+    emit: ev.EventCallback,
+    halt: Halt,
+    encode_stats: StageStats,
+) -> str:
+    """Decode and process through `flow`'s threads while this thread encodes the segments into
+    `manifest`; every thread is joined before it returns. Returns the encoder used; raises the
+    first error a thread hit, or `Cancelled`."""
+    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
+    threads = flow.start()
+    encoder_name = ""
+    try:
+        encoder_name = _encode_segments(
+            job, video, manifest, settings, flow.output, size, span, emit, halt, encode_stats
+        )
+    except (Stopped, KeyboardInterrupt) as exc:
+        halt.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            raise Cancelled from None
+    finally:
+        halt.stop()  # after END every flow thread is done; otherwise this stops them
+        for t in threads:
+            t.join()
+    if halt.error is not None:
+        raise halt.error
+    if halt.cancelled:
+        raise Cancelled
+    return encoder_name
 
 
 def _repair_warnings(name: str, stats: ReadStats) -> list[str]:
@@ -765,29 +783,11 @@ def render_segment(
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
-    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     try:
         flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace)
-        threads = flow.start()
-        encoder_name = ""
-        try:
-            encoder_name = _encode_segments(
-                one, video, sink, settings, flow.output, (out_w, out_h), span, emit, halt, encode_stats
-            )
-        except (Stopped, KeyboardInterrupt) as exc:
-            halt.stop()
-            if isinstance(exc, KeyboardInterrupt):
-                raise Cancelled from None
-        finally:
-            halt.stop()
-            for t in threads:
-                t.join()
-        if halt.error is not None:
-            raise halt.error
-        if halt.cancelled:
-            raise Cancelled
+        encoder_name = _run_flow(one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats)
         written = [(s.frames, s.first_pts, s.last_pts) for s in sink.segments]
         if written != [(segment.frames, segment.first_pts, segment.last_pts)]:
             raise UserError(

@@ -22,18 +22,19 @@ import types
 import typing
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
 RESUMABLE: frozenset[str] = frozenset({"failed", "cancelled", "interrupted"})
 FORMAT_VERSION = 1
 
-_PATH_FIELDS = ("target", "output", "report", "models_dir", "telemetry_log")
 _INT_MAX = 2**63 - 1
 
 log = logging.getLogger(__name__)
@@ -68,15 +69,8 @@ def default_queue_path() -> Path:
 
 
 def job_to_dict(job: RenderJob) -> dict[str, Any]:
-    """A JSON-ready dict of a job (paths as strings, tuples as lists)."""
-    d = asdict(job)
-    for key in _PATH_FIELDS:
-        if d[key] is not None:
-            d[key] = str(d[key])
-    d["sources"] = [str(s) for s in job.sources]
-    d["masks"] = list(job.masks)
-    d["extra"] = [list(pair) for pair in job.extra]
-    return d
+    """A JSON-ready dict of a job (paths as strings, tuples as lists; see ffdesk.pipeline.job_json)."""
+    return fields_to_dict(job)
 
 
 def keep_aside(path: Path, copy: bool = False) -> Path:
@@ -152,16 +146,10 @@ def job_from_dict(d: Any) -> RenderJob:
     for key in ("target", "output"):
         if key not in kw:
             raise ValueError(f"a job has no {key}")
-    for key in _PATH_FIELDS:
-        if kw.get(key) is not None:
-            kw[key] = Path(kw[key])
-    kw["sources"] = tuple(Path(s) for s in kw.get("sources", ()))
-    kw["masks"] = tuple(kw.get("masks", ()))
-    kw["extra"] = tuple((str(a), str(b)) for a, b in kw.get("extra", ()))
-    for key, value in kw.items():  # every other list is a tuple field (JSON has no tuples)
-        if isinstance(value, list):
-            kw[key] = tuple(value)
-    return RenderJob(**kw)
+    try:
+        return fields_from_dict(RenderJob, kw)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _entry_to_dict(e: QueueEntry) -> dict[str, Any]:

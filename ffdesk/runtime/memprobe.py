@@ -7,9 +7,10 @@ footprints do not depend on what else the test process allocates.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 from typing import Literal, Protocol, runtime_checkable
+
+from ffdesk.hw import trim_heap
 
 
 @runtime_checkable
@@ -48,13 +49,7 @@ class ProcessMemoryProbe:
         return int(psutil.virtual_memory().available)
 
     def release_freed(self) -> None:
-        malloc_trim()
-
-
-def malloc_trim() -> None:
-    """Hand freed heap back to the OS (glibc keeps it otherwise, and RSS would never drop)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        trim_heap()
 
 
 class _MallInfo2(ctypes.Structure):

@@ -262,9 +262,14 @@ class _FarmRun:
         if self.board is not None:
             state = "finished" if len(self.done) == len(self.plan.segments) else "stopped"
             with contextlib.suppress(Exception):
-                self.board.job_update.remote(self.job_id, {"state": state, "segments_done": len(self.done)})
+                final = {"state": state, "segments_done": len(self.done)}
+                posted = [self.board.job_update.remote(self.job_id, final)]
                 for w in self.workers:
-                    self.board.worker.remote(w.slot.name, {**self._worker_row(w), "rendering": None})
+                    row = {**self._worker_row(w), "rendering": None}
+                    posted.append(self.board.worker.remote(w.slot.name, row))
+                # The board takes a caller's posts in order: once the last is in, every one is,
+                # and `farm status` run right after this command sees the whole job.
+                self.ray.get(posted, timeout=10)
 
     # ---- the queue -------------------------------------------------------------------------
 

@@ -148,7 +148,7 @@ def run_ffdesk(
     job = RenderJob(
         target=clip, output=out, sources=(source_photo(),), models_dir=pack, swapper="inswapper_128",
         recognizer="arcface_w600k_r50", precision="fp32", batch=batch, resume=False, end=frames / 25.0,
-        extra=(("provider", provider),),
+        provider=provider,  # type: ignore[arg-type]
     )  # fmt: skip
     return run_render(job)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.units import parse_size, parse_time
 
 
@@ -68,11 +68,9 @@ def register(sub: Any) -> None:
         metavar="PCT",
         help="percent of the enhanced face mixed into the frame, 0-100; default 80",
     )
+    p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where models run")
     p.add_argument(
-        "--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto", help="where models run"
-    )
-    p.add_argument(
-        "--swap-scale", type=int, choices=(1, 2, 4), default=1, help="swapper output resolution x N (tiled)"
+        "--swap-scale", type=int, choices=SWAP_SCALES, default=1, help="swapper output resolution x N (tiled)"
     )
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
@@ -142,17 +140,9 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
         fps=args.fps,
         deinterlace=args.deinterlace,
-        extra=_model_extras(args),
+        provider=args.provider,
+        swap_scale=args.swap_scale,
     ).resolved()
-
-
-def _model_extras(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    extras = []
-    if getattr(args, "provider", "auto") != "auto":
-        extras.append(("provider", str(args.provider)))
-    if getattr(args, "swap_scale", 1) != 1:
-        extras.append(("swap_scale", str(args.swap_scale)))
-    return tuple(extras)
 
 
 class TerminalProgress:

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Literal, get_args
 
+from ffdesk.errors import UserError
 from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+
+Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
+"""Where the models of a render run: "auto" (CUDA when usable, else the CPU), "cpu", "cuda"
+(falls back to the CPU where CUDA is not usable), "tensorrt" (TensorRT first, then CUDA, then CPU)."""
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+
+SwapScale = Literal[1, 2, 4]
+"""The swapper's output resolution as a multiple of its own (sub-pixel tiling of the crop)."""
+SWAP_SCALES: tuple[SwapScale, ...] = get_args(SwapScale)
 
 PREVIEW_MAX_HEIGHT = 540
 """Working height of preview mode (renders and scrubbing): a draft of the whole clip."""
@@ -70,7 +81,13 @@ class RenderJob:
     """Fidelity weight of enhancers that take one (CodeFormer); FaceFusion's default."""
     enhancer_blend: int = 80
     """Percent of the enhanced face mixed into the frame; FaceFusion's default."""
-    extra: tuple[tuple[str, str], ...] = field(default=())
+    provider: Provider = "auto"
+    """Where the swapper, enhancer and mask models run (see `Provider`)."""
+    swap_scale: SwapScale = 1
+    """Swapper output resolution x N (see `SwapScale`); needs a swapper model."""
+
+    def __post_init__(self) -> None:
+        check_job(self)
 
     def resolved(self) -> RenderJob:
         """A copy with every path made absolute."""
@@ -98,6 +115,9 @@ class RenderJob:
         d = asdict(self)
         for k in ("resume", "report", "telemetry_log", "batch", "memory_budget"):
             d.pop(k, None)
+        # provider and swap scale once travelled as string pairs: the same hash as then, so a
+        # render interrupted before that change still resumes
+        d["extra"] = [list(pair) for pair in legacy_extra(d.pop("provider"), d.pop("swap_scale"))]
         for src in self.sources:
             st = src.stat() if src.exists() else None
             d.setdefault("source_stats", []).append(
@@ -107,3 +127,53 @@ class RenderJob:
         d["target_stat"] = [st.st_size, st.st_mtime_ns] if st else None
         blob = json.dumps(d, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def check_job(job: RenderJob) -> None:
+    """`UserError` (one line) for a setting outside its choices; every front end and the queue
+    build jobs through `RenderJob`, so this is the one check."""
+    if job.provider not in PROVIDERS:
+        raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
+    if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
+        raise UserError(f"swap scale must be 1, 2 or 4, not {job.swap_scale!r}")
+
+
+LEGACY_EXTRA_KEYS = ("provider", "swap_scale")
+"""The keys of the string pairs (`extra`) jobs carried before these settings were fields."""
+
+
+def legacy_extra(provider: str, swap_scale: int) -> tuple[tuple[str, str], ...]:
+    """The string pairs a job with these settings carried before they were fields."""
+    pairs: list[tuple[str, str]] = []
+    if provider != "auto":
+        pairs.append(("provider", provider))
+    if swap_scale != 1:
+        pairs.append(("swap_scale", str(swap_scale)))
+    return tuple(pairs)
+
+
+def upgrade_legacy_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A stored job's fields with the old `extra` string pairs (provider, swap_scale) turned into
+    the fields that replaced them; other fields pass through. `UserError` for pairs that cannot
+    be read, an unknown key or a value that is not a number where one is needed."""
+    if "extra" not in fields:
+        return fields
+    out = {k: v for k, v in fields.items() if k != "extra"}
+    pairs = fields["extra"]
+    if not isinstance(pairs, list | tuple) or not all(
+        isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs
+    ):
+        raise UserError(f"render job: extra must be [key, value] string pairs, not {json.dumps(pairs)[:40]}")
+    for key, value in pairs:
+        if key not in LEGACY_EXTRA_KEYS:
+            raise UserError(f"render job: unknown extra setting {key!r}")
+        if key in out:
+            continue  # the field itself wins over an old copy
+        if key == "swap_scale":
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise UserError(f"render job: swap scale must be 1, 2 or 4, not {value!r}") from None
+        else:
+            out[key] = value
+    return out

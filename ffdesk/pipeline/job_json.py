@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 
 T = TypeVar("T")
 
@@ -61,12 +61,14 @@ def job_to_dict(job: RenderJob) -> dict[str, Any]:
 
 
 def job_from_dict(data: object) -> RenderJob:
-    """The job `job_to_dict` wrote; missing fields take their defaults. `UserError` for anything else."""
+    """The job `job_to_dict` wrote; missing fields take their defaults, and the string pairs
+    (`extra`) older versions wrote become the fields that replaced them. `UserError` for anything
+    else."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("job"), dict):
         raise UserError("not a render job (expected the JSON that ffdesk writes for a job)")
     if data.get("version") != VERSION:
         raise UserError(f"render job version {data.get('version')!r} is not {VERSION}")
-    return fields_from_dict(RenderJob, data["job"])
+    return fields_from_dict(RenderJob, upgrade_legacy_fields(data["job"]))
 
 
 def job_to_json(job: RenderJob) -> str:

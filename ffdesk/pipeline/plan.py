@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import Stage
@@ -13,7 +14,8 @@ def build_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
 
     A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
-    A swapper model named: the model-based stages. Otherwise: the embedded classical swap.
+    A swapper model named: the model-based stages. Otherwise: the embedded classical swap (which
+    has no swap scale: `UserError` for one).
     """
     if job.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
@@ -26,6 +28,8 @@ def build_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
         from ffdesk.pipeline.stages.models import model_stages
 
         return list(model_stages(job, info))
+    if job.swap_scale != 1:
+        raise UserError("--swap-scale needs a swapper model (--swapper); the embedded swap has one size")
     from ffdesk.pipeline.stages.embedded import embedded_stages
 
     return list(embedded_stages(job, info=info))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
@@ -136,12 +136,17 @@ def _check_fields(d: dict[str, Any], cls: type, skip: frozenset[str], what: str)
 
 
 def job_from_dict(d: Any) -> RenderJob:
-    """The inverse of `job_to_dict`; unknown keys (from a newer version) are ignored.
+    """The inverse of `job_to_dict`; unknown keys (from a newer version) are ignored, and the
+    string pairs (`extra`) older versions wrote become the fields that replaced them.
 
     `ValueError` when a value is of the wrong type or the target or output is missing.
     """
     if not isinstance(d, dict):
         raise ValueError("a job is not an object")
+    try:
+        d = upgrade_legacy_fields(d)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
     kw = _check_fields(d, RenderJob, frozenset(), "job's")
     for key in ("target", "output"):
         if key not in kw:

@@ -52,7 +52,8 @@ def _other_value(hint: Any, default: Any, salt: int) -> Any:
     raise AssertionError(f"no test value for {hint}")
 
 
-def _every_field_changed() -> RenderJob:
+def every_field_changed() -> RenderJob:
+    """A job whose every field differs from its default (a new field is changed too)."""
     hints = typing.get_type_hints(RenderJob)
     values = {}
     for i, f in enumerate(dataclasses.fields(RenderJob)):
@@ -62,7 +63,7 @@ def _every_field_changed() -> RenderJob:
 
 
 def test_every_field_of_a_job_survives_the_round_trip() -> None:
-    job = _every_field_changed()
+    job = every_field_changed()
     back = job_from_json(job_to_json(job))
     assert back == job
     for f in dataclasses.fields(RenderJob):
@@ -77,7 +78,17 @@ def test_the_default_job_and_a_float_keep_their_exact_values() -> None:
     job = RenderJob(target=Path("/x/in.mp4"), output=Path("/x/out.mp4"), start=0.1 + 0.2, end=1 / 3)
     back = job_from_json(job_to_json(job))
     assert back == job and back.start == 0.1 + 0.2 and back.end == 1 / 3
-    assert json.loads(job_to_json(job))["job"]["extra"] == []
+    assert json.loads(job_to_json(job))["job"]["provider"] == "auto"
+
+
+def test_a_job_written_with_extra_pairs_reads_as_the_fields_that_replaced_them() -> None:
+    data = job_to_dict(RenderJob(target=Path("/in.mp4"), output=Path("/out.mp4")))
+    for name in ("provider", "swap_scale"):
+        del data["job"][name]
+    data["job"]["extra"] = [["provider", "tensorrt"], ["swap_scale", "4"]]
+    job = job_from_json(json.dumps(data))
+    assert (job.provider, job.swap_scale) == ("tensorrt", 4)
+    assert job_from_json(job_to_json(job)) == job
 
 
 @dataclass(frozen=True)
@@ -107,6 +118,10 @@ def test_fields_of_other_types_round_trip_through_the_same_code() -> None:
         {"batch": True},
         {"sources": "one.jpg"},
         {"extra": [["a"]]},
+        {"extra": [["colour", "red"]]},
+        {"provider": "gpu"},
+        {"swap_scale": 3},
+        {"swap_scale": True},
         {"no_such_field": 1},
         {"target": None},
     ],

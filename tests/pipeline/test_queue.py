@@ -9,6 +9,7 @@ import pytest
 
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import RenderQueue, job_from_dict, job_to_dict
+from tests.farm.test_job_json import every_field_changed
 
 
 def _job(tmp_path: Path, name: str, **kw: object) -> RenderJob:
@@ -25,11 +26,68 @@ def test_job_round_trips_through_json(tmp_path: Path) -> None:
         start=1.5,
         end=3.0,
         masks=("occluder",),
-        extra=(("k", "v"),),
+        provider="tensorrt",
+        swap_scale=4,
         models_dir=tmp_path / "models",
     ).resolved()
     again = job_from_dict(json.loads(json.dumps(job_to_dict(job))))
     assert again == job
+
+
+def test_a_job_with_every_field_changed_survives_the_queue_file(tmp_path: Path) -> None:
+    job = every_field_changed()
+    path = tmp_path / "queue.json"
+    entry = RenderQueue(path).add(job)
+    back = RenderQueue(path).get(entry.id).job
+    assert back == job.resolved()
+    assert (back.provider, back.swap_scale) == (job.provider, job.swap_scale) != ("auto", 1)
+
+
+def test_a_queue_file_written_with_extra_pairs_keeps_its_provider_and_swap_scale(tmp_path: Path) -> None:
+    path = tmp_path / "queue.json"
+    old_job = {"target": "/t.mp4", "output": "/o.mp4", "swapper": "inswapper_128", "extra": []}
+    jobs = [
+        {
+            "id": "a",
+            "state": "queued",
+            "job": {**old_job, "extra": [["provider", "cpu"], ["swap_scale", "2"]]},
+        },
+        {"id": "b", "state": "done", "job": {**old_job, "extra": [["swap_scale", "4"]]}},
+        {"id": "c", "state": "queued", "job": old_job},
+    ]
+    path.write_text(json.dumps({"version": 1, "jobs": jobs}))
+    q = RenderQueue(path)
+    assert q.warning is None
+    got = {e.id: (e.job.provider, e.job.swap_scale, e.job.swapper) for e in q.entries()}
+    assert got == {
+        "a": ("cpu", 2, "inswapper_128"),
+        "b": ("auto", 4, "inswapper_128"),
+        "c": ("auto", 1, "inswapper_128"),
+    }
+    q.update("a", message="saved again")  # the next save writes the fields, not the pairs
+    stored = json.loads(path.read_text())["jobs"][0]["job"]
+    assert "extra" not in stored and (stored["provider"], stored["swap_scale"]) == ("cpu", 2)
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ([["provider", "gpu"]], 'provider is "gpu"'),
+        ([["swap_scale", "3"]], "swap_scale is 3"),
+        ([["swap_scale", "two"]], "swap scale must be 1, 2 or 4, not 'two'"),
+        ([["colour", "red"]], "unknown extra setting 'colour'"),
+    ],
+)
+def test_an_old_job_with_a_bad_extra_pair_is_kept_aside(
+    tmp_path: Path, extra: list[list[str]], reason: str
+) -> None:
+    path = tmp_path / "queue.json"
+    good = {"id": "ok", "job": {"target": "/t.mp4", "output": "/o.mp4"}}
+    bad = {"id": "bad", "job": {"target": "/t.mp4", "output": "/o.mp4", "extra": extra}}
+    path.write_text(json.dumps({"version": 1, "jobs": [good, bad]}))
+    q = RenderQueue(path)
+    assert [e.id for e in q.entries()] == ["ok"]
+    assert q.warning is not None and reason in q.warning, q.warning
 
 
 def test_add_reorder_and_persist(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -15,6 +16,7 @@ from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.stage import edits_regions_only
 from ffdesk.pipeline.stages.trained import TrainedSwapStage, is_trained_swapper, read_contract
 
 
@@ -65,6 +67,31 @@ def test_render_swaps_faces_with_the_trained_model(trained: Path, face_clip: Pat
     assert not changed[:10, :].any()  # and nothing else (the bar code row stays)
 
 
+def test_trained_render_writes_only_the_pasted_faces(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+    """The trained swap records the pixels it pastes, so the encoder writes only those back into
+    the decoded frames: with lossless H.264 every luma sample away from the face is exactly what
+    the source decodes to."""
+    out = tmp_path / "lossless.mp4"
+    job = RenderJob(target=face_clip, output=out, swapper=str(trained), batch=4, quality=100, resume=False)
+    stages = build_stages(job)
+    assert edits_regions_only(stages)
+    stages[-1].finish()  # releases the model this check loaded
+    assert run_render(job, lambda _e: None)["faces_swapped"] == 6
+
+    def lumas(path: Path) -> list[np.ndarray]:
+        with av.open(str(path)) as c:
+            return [f.to_ndarray(format="gray") for f in c.decode(video=0)]
+
+    before, after = lumas(face_clip), lumas(out)
+    assert len(before) == len(after) == 6
+    for a, b in zip(before, after, strict=True):
+        changed = a != b
+        ys, xs = np.nonzero(changed)
+        assert changed.sum() > 500  # the face was redrawn ...
+        box = (xs.max() - xs.min() + 1) * (ys.max() - ys.min() + 1)
+        assert box < 0.5 * a.size  # ... and nothing outside its region changed
+
+
 def test_cli_render_with_a_run_folder_and_a_bad_model(trained: Path, face_clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.mp4"
     assert (
@@ -78,3 +105,40 @@ def test_cli_render_with_a_run_folder_and_a_bad_model(trained: Path, face_clip: 
         from ffdesk.pipeline.stages.trained import trained_stages
 
         trained_stages(RenderJob(target=face_clip, output=out, swapper=str(bogus)))
+
+
+def test_the_trained_swapper_runs_where_the_provider_says(
+    trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.pipeline.stages.trained import trained_stages
+    from ffdesk.runtime import sessions
+
+    monkeypatch.setattr(sessions, "cuda_usable", lambda: True)  # as on a machine with a GPU
+
+    def model_for(**kw: object) -> Any:
+        job = RenderJob(target=face_clip, output=tmp_path / "o.mp4", swapper=str(trained), **kw)  # type: ignore[arg-type]
+        stage = trained_stages(job)[-1]
+        assert isinstance(stage, TrainedSwapStage)
+        stage.model.close()
+        return stage.model
+
+    auto, cpu, trt = model_for(), model_for(provider="cpu"), model_for(provider="tensorrt")
+    assert auto.manager.device == auto.options.device == "cuda" and not auto.options.tensorrt
+    assert cpu.manager.device == cpu.options.device == "cpu" and not cpu.options.tensorrt
+    assert trt.manager.device == "cuda" and trt.options.tensorrt
+
+
+def test_a_trained_swapper_draws_at_the_swap_scale(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+    outs = {}
+    for scale in (1, 2):
+        out = tmp_path / f"x{scale}.mp4"
+        job = RenderJob(target=face_clip, output=out, swapper=str(trained), swap_scale=scale, provider="cpu")  # type: ignore[arg-type]
+        report = run_render(job, lambda _e: None)
+        assert report["faces_swapped"] == 6
+        outs[scale] = _frames(out)
+    before = _frames(face_clip)
+    for scale in (1, 2):
+        changed = np.abs(outs[scale][0].astype(int) - before[0].astype(int)).sum(axis=2) > 40
+        assert changed.mean() > 0.03 and not changed[:10, :].any()  # the face redrawn, nothing else
+    # twice the crop: the faces are drawn from four interleaved model calls, not one
+    assert np.abs(outs[2][0].astype(int) - outs[1][0].astype(int)).max() > 10

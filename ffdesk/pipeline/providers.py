@@ -1,0 +1,30 @@
+"""Where a job's models run: its `provider` as a device and as ONNX Runtime session options.
+
+Every model stage (model packs, trained swappers) builds its sessions through these two, so a
+`--provider` means the same whichever swapper a render uses.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from ffdesk.pipeline.job import Provider
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.sessions import SessionOptions
+
+
+def job_device(provider: Provider) -> Literal["cuda", "cpu"]:
+    """The device a job's models run on: the CPU for "cpu", else CUDA where it is usable."""
+    from ffdesk.runtime.sessions import resolve_device
+
+    return resolve_device("cpu" if provider == "cpu" else "auto")
+
+
+def session_options(
+    provider: Provider, device: Literal["cuda", "cpu"], precision: str = "fp32"
+) -> SessionOptions:
+    """Session options for a model of `precision` on `device` (TensorRT first for "tensorrt")."""
+    from ffdesk.runtime.sessions import SessionOptions
+
+    return SessionOptions(device=device, tensorrt=provider == "tensorrt", trt_fp16=precision == "fp16")

@@ -1,0 +1,86 @@
+"""Provider and swap scale: typed fields of a job, checked once, refused in one line."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.commands.render import job_from_args, register
+from ffdesk.errors import UserError
+from ffdesk.media.synth import synth_clip
+from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
+from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.providers import job_device, session_options
+
+
+def _job(**kw: object) -> RenderJob:
+    return RenderJob(target=Path("/in.mp4"), output=Path("/out.mp4"), **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"provider": "gpu"}, "unknown provider 'gpu'"),
+        ({"provider": "CPU"}, "unknown provider 'CPU'"),
+        ({"swap_scale": 3}, "swap scale must be 1, 2 or 4, not 3"),
+        ({"swap_scale": "2"}, "not '2'"),
+        ({"swap_scale": True}, "not True"),
+        ({"swap_scale": 2.0}, "not 2.0"),
+    ],
+)
+def test_a_bad_provider_or_swap_scale_is_one_line(change: dict[str, object], fragment: str) -> None:
+    with pytest.raises(UserError) as info:
+        _job(**change)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(UserError):  # a copy is checked the same way
+        replace(_job(), **change)  # type: ignore[arg-type]
+
+
+def test_every_choice_is_accepted_and_changes_the_fingerprint() -> None:
+    prints = {_job(provider=p, swap_scale=s).output_fingerprint() for p in PROVIDERS for s in SWAP_SCALES}
+    assert len(prints) == len(PROVIDERS) * len(SWAP_SCALES)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["render", "--target", "/in.mp4", "--output", "/out.mp4", *argv])
+
+
+def test_the_cli_fills_the_fields() -> None:
+    job = job_from_args(_args("--provider", "tensorrt", "--swap-scale", "4"))
+    assert (job.provider, job.swap_scale) == ("tensorrt", 4)
+    job = job_from_args(_args())
+    assert (job.provider, job.swap_scale) == ("auto", 1)
+
+
+def test_session_options_follow_the_provider() -> None:
+    assert job_device("cpu") == "cpu"
+    trt = session_options("tensorrt", "cuda", "fp16")
+    assert trt.tensorrt and trt.trt_fp16 and trt.device == "cuda"
+    cpu = session_options("cpu", "cpu", "fp16")
+    assert not cpu.tensorrt and cpu.device == "cpu"
+
+
+def test_cli_bad_swap_scale_and_one_the_embedded_swap_cannot_do_are_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = tmp_path / "clip.mp4"
+    synth_clip(clip, width=96, height=64, fps=25, frames=3)
+    face = tmp_path / "face.png"
+    cv2.imwrite(str(face), np.full((64, 64, 3), 128, np.uint8))
+    base = ["render", "--target", str(clip), "--output", str(tmp_path / "o.mp4"), "-q"]
+    assert main([*base, "--swap-scale", "3"]) == 2
+    capsys.readouterr()
+    assert main([*base, "--source", str(face), "--swap-scale", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--swap-scale needs a swapper model" in err[0]
+    assert not (tmp_path / "o.mp4").exists()
+    with pytest.raises(UserError):
+        build_stages(RenderJob(target=clip, output=tmp_path / "o.mp4", sources=(face,), swap_scale=4))

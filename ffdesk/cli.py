@@ -4,6 +4,9 @@ Each command lives in its own module under `ffdesk.commands` and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func=handler(args) -> int`.
 Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 1 internal error
 (one-line summary; the traceback goes to a log file under the user's cache folder).
+
+`main` builds the runtime environment (`RuntimeEnv.from_system()`: user folders, settings,
+`FFDESK_*` switches) once per call and hands it to the command as `args.runtime_env`.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from pathlib import Path
 
 from ffdesk import __version__
 from ffdesk.commands.registry import register_modules
+from ffdesk.commands.runtime_env import ATTRIBUTE as ENV_ATTRIBUTE
 from ffdesk.errors import Cancelled, UserError
+from ffdesk.runtime.env import RuntimeEnv
 
 COMMAND_MODULES = (
     "render",
@@ -51,15 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def log_dir() -> Path:
-    from platformdirs import user_cache_dir
+def log_dir(env: RuntimeEnv | None = None) -> Path:
+    """Where crash logs go: the environment's `logs_dir` (`<user cache>/ffdesk/logs`)."""
+    return (env or RuntimeEnv.from_system()).logs_dir
 
-    return Path(user_cache_dir("ffdesk")) / "logs"
 
-
-def _write_crash_log() -> Path | None:
+def _write_crash_log(env: RuntimeEnv | None) -> Path | None:
     try:
-        folder = log_dir()
+        folder = log_dir(env)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
         path.write_text(traceback.format_exc())
@@ -70,7 +74,9 @@ def _write_crash_log() -> Path | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    env: RuntimeEnv | None = None
     try:
+        env = RuntimeEnv.from_system()
         parser = build_parser()
         if not args_list:
             args_list = ["gui"] if "gui" in _available(parser) and _can_show_window() else ["--help"]
@@ -78,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
+        setattr(args, ENV_ATTRIBUTE, env)
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"ffdesk: error: {exc}", file=sys.stderr)
@@ -93,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # noqa: BLE001 - the last line of defence
-        log = _write_crash_log()
+        log = _write_crash_log(env)
         where = f" (details in {log})" if log else ""
         print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
         return 1

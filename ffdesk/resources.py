@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 _MARKER = "models"
 
 
-def resources_dir() -> Path:
-    """The `resources/` folder: `$FFDESK_RESOURCES`, else a PyInstaller bundle's, else the
-    repository's (source checkout or editable install), else the copy a wheel installs under
-    `<prefix>/share/ffdesk/resources`."""
-    env = os.environ.get("FFDESK_RESOURCES")
-    candidates = [Path(env)] if env else []
+def resources_dir(moved: Path | None = None) -> Path:
+    """The `resources/` folder: `moved` (a runtime environment's `resources_dir`; by default
+    `$FFDESK_RESOURCES`), else a PyInstaller bundle's, else the repository's (source checkout or
+    editable install), else the copy a wheel installs under `<prefix>/share/ffdesk/resources`."""
+    if moved is None:
+        from ffdesk.runtime.env import moved_resources_dir
+
+        moved = moved_resources_dir()
+    candidates = [Path(moved)] if moved else []
     bundle = getattr(sys, "_MEIPASS", None)  # a PyInstaller one-folder app
     if bundle:
         candidates.append(Path(bundle) / "resources")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -14,13 +13,13 @@ from typing import Any
 
 from ffdesk.bench import history
 from ffdesk.media import atomic
+from ffdesk.runtime.env import RuntimeEnv, given_or_system
 
 
-def cache_dir() -> Path:
-    """Where benches keep their synthesized inputs between runs."""
-    from platformdirs import user_cache_dir
-
-    folder = Path(os.environ.get("FFDESK_BENCH_CACHE", user_cache_dir("ffdesk"))) / "bench"
+def cache_dir(env: RuntimeEnv | None = None) -> Path:
+    """Where benches keep their synthesized inputs between runs: the environment's
+    `bench_cache` (`$FFDESK_BENCH_CACHE/bench`, else `<user cache>/ffdesk/bench`)."""
+    folder = given_or_system(env).bench_cache
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

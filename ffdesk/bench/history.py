@@ -10,16 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk import __version__
+from ffdesk.runtime.env import RuntimeEnv, given_or_system
 
 
-def history_path() -> Path:
-    """`$FFDESK_BENCH_HISTORY`, else bench-history.jsonl in the user's data folder."""
-    env = os.environ.get("FFDESK_BENCH_HISTORY")
-    if env:
-        return Path(env)
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("ffdesk")) / "bench-history.jsonl"
+def history_path(env: RuntimeEnv | None = None) -> Path:
+    """The environment's `bench_history_path`: `$FFDESK_BENCH_HISTORY`, else
+    bench-history.jsonl in the user's data folder."""
+    return given_or_system(env).bench_history_path
 
 
 def machine() -> dict[str, Any]:

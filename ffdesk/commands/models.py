@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 
 
@@ -86,12 +87,13 @@ def _list(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import model_status, resolve_models_dir, scan_folder
 
+    env = runtime_env(args)
     catalog = load_catalog()
-    folder = resolve_models_dir(args.models_dir)
+    folder = resolve_models_dir(args.models_dir, env)
     check = not args.no_verify
-    files = scan_folder(catalog, folder, check=check)
+    files = scan_folder(catalog, folder, check=check, variants_dir=env.variants_dir)
     if args.json:
-        rows = [model_status(spec, folder, check=check) for spec in catalog]
+        rows = [model_status(s, folder, check=check, variants_dir=env.variants_dir) for s in catalog]
         data = {
             "models_dir": str(folder),
             "files": [dict(asdict(f), usable=f.usable) for f in files],
@@ -124,7 +126,7 @@ def _verify(args: argparse.Namespace) -> int:
     from ffdesk.runtime.files import hash_status, reads_of, resolve_models_dir, verify
 
     catalog = load_catalog()
-    folder = resolve_models_dir(args.models_dir)
+    folder = resolve_models_dir(args.models_dir, runtime_env(args))
     specs = [catalog.get(n) for n in args.names] if args.names else list(catalog)
     checked = 0
     bad = 0
@@ -179,7 +181,7 @@ def _import(args: argparse.Namespace) -> int:
     if args.as_name and len(args.paths) > 1:
         raise UserError("--as takes one file at a time")
     catalog = load_catalog()
-    folder = resolve_models_dir(args.models_dir)
+    folder = resolve_models_dir(args.models_dir, runtime_env(args))
     failed = 0
     for src in args.paths:
         result = import_model(src, catalog, folder, as_name=args.as_name)
@@ -215,7 +217,7 @@ def _standins(args: argparse.Namespace) -> int:
 def _set_dir(args: argparse.Namespace) -> int:
     from ffdesk.runtime.files import save_models_dir
 
-    path = save_models_dir(args.path)
+    path = save_models_dir(args.path, runtime_env(args))
     if not path.is_dir():
         print(f"note: {path} does not exist yet", file=sys.stderr)
     print(f"models folder: {path}")

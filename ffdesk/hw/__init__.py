@@ -1,11 +1,13 @@
 """The one place that talks to the GPU driver: NVML sessions, device counts, driver presence.
 
 Telemetry, ONNX Runtime sessions, the memory probe of residency and the encoder's NVENC check all
-ask here, so `FFDESK_NO_NVML=1` (and `FFDESK_NO_NVENC=1`) mean the same everywhere.
+ask here, with the `DriverFlags` a front end decided once (`FFDESK_NO_NVML=1`, `FFDESK_NO_NVENC=1`),
+so the switches mean the same everywhere. A caller handed no flags gets the environment's.
 """
 
 from ffdesk.hw.memory import trim_heap
 from ffdesk.hw.nvidia import (
+    DriverFlags,
     driver_present,
     env_flag,
     gpu_count,
@@ -16,6 +18,7 @@ from ffdesk.hw.nvidia import (
 )
 
 __all__ = [
+    "DriverFlags",
     "driver_present",
     "env_flag",
     "gpu_count",

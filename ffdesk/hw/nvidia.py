@@ -8,27 +8,48 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 
-def env_flag(name: str) -> bool:
+def env_flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
     """An on/off environment switch: set to anything but "" or "0" means on."""
-    return os.environ.get(name, "").strip() not in ("", "0")
+    env = os.environ if environ is None else environ
+    return env.get(name, "").strip() not in ("", "0")
 
 
-def nvml_disabled() -> bool:
-    """`FFDESK_NO_NVML=1`: behave as if there were no NVIDIA GPU (tests, CPU-only runs)."""
-    return env_flag("FFDESK_NO_NVML")
+@dataclass(frozen=True)
+class DriverFlags:
+    """The user's switches against the GPU driver, decided once by a front end and passed down.
+
+    no_nvml: behave as if there were no NVIDIA GPU (`FFDESK_NO_NVML=1`: tests, CPU-only runs);
+    no_nvenc: never try the NVENC encoders (`FFDESK_NO_NVENC=1`)."""
+
+    no_nvml: bool = False
+    no_nvenc: bool = False
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> DriverFlags:
+        """The switches as `environ` (default: this process's environment) sets them."""
+        return cls(env_flag("FFDESK_NO_NVML", environ), env_flag("FFDESK_NO_NVENC", environ))
+
+
+def _flags(flags: DriverFlags | None) -> DriverFlags:
+    """`flags`, or the environment's for a caller that was handed none."""
+    return DriverFlags.from_environ() if flags is None else flags
+
+
+def nvml_disabled(flags: DriverFlags | None = None) -> bool:
+    """NVML switched off: behave as if there were no NVIDIA GPU."""
+    return _flags(flags).no_nvml
 
 
 def load_pynvml() -> ModuleType | None:
-    """The pynvml module, or None when NVML is switched off or the library is missing."""
-    if nvml_disabled():
-        return None
+    """The pynvml module, or None when the library is missing."""
     try:
         import pynvml
     except ImportError:
@@ -37,9 +58,14 @@ def load_pynvml() -> ModuleType | None:
 
 
 @contextmanager
-def nvml_session(module: ModuleType | Any | None = None) -> Iterator[Any | None]:
+def nvml_session(
+    module: ModuleType | Any | None = None, flags: DriverFlags | None = None
+) -> Iterator[Any | None]:
     """An initialised NVML (the pynvml module, or `module` when given) for the block, or None
-    when it cannot be had; shut down on leaving."""
+    when it cannot be had or `flags` switch it off; shut down on leaving."""
+    if module is None and nvml_disabled(flags):
+        yield None
+        return
     nv = module if module is not None else load_pynvml()
     if nv is None:
         yield None
@@ -56,9 +82,9 @@ def nvml_session(module: ModuleType | Any | None = None) -> Iterator[Any | None]
             nv.nvmlShutdown()
 
 
-def gpu_count() -> int:
-    """NVIDIA GPUs NVML sees (0 on any failure)."""
-    with nvml_session() as nv:
+def gpu_count(flags: DriverFlags | None = None) -> int:
+    """NVIDIA GPUs NVML sees (0 on any failure, or with NVML switched off)."""
+    with nvml_session(flags=flags) as nv:
         if nv is None:
             return 0
         try:
@@ -67,11 +93,13 @@ def gpu_count() -> int:
             return 0
 
 
-def process_gpu_memory(device_id: int, pid: int | None = None) -> int | None:
+def process_gpu_memory(
+    device_id: int, pid: int | None = None, flags: DriverFlags | None = None
+) -> int | None:
     """Bytes process `pid` (default: this one) holds on GPU `device_id`; the device's used bytes
     when NVML lists no such process; None without NVML."""
     pid = os.getpid() if pid is None else pid
-    with nvml_session() as nv:
+    with nvml_session(flags=flags) as nv:
         if nv is None:
             return None
         try:
@@ -89,12 +117,12 @@ def driver_present() -> bool:
     if sys.platform.startswith("linux"):
         return Path("/proc/driver/nvidia/version").exists() or Path("/dev/nvidiactl").exists()
     if sys.platform == "win32":
-        root = Path(os.environ.get("SYSTEMROOT", r"C:\Windows"))
+        root = Path(os.environ.get("SYSTEMROOT", r"C:\Windows"))  # where Windows is, not a setting
         return (root / "System32" / "nvEncodeAPI64.dll").exists()
     return False
 
 
-def nvenc_possible() -> bool:
-    """Worth trying NVENC: a driver is there and neither `FFDESK_NO_NVENC` nor `FFDESK_NO_NVML`
-    says no."""
-    return not env_flag("FFDESK_NO_NVENC") and not nvml_disabled() and driver_present()
+def nvenc_possible(flags: DriverFlags | None = None) -> bool:
+    """Worth trying NVENC: a driver is there and neither switch (no_nvenc, no_nvml) says no."""
+    f = _flags(flags)
+    return not f.no_nvenc and not f.no_nvml and driver_present()

@@ -11,74 +11,62 @@ users often copy files without them; `ffdesk models verify --strict` treats it a
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import shutil
-import tempfile
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from ffdesk.errors import UserError
 from ffdesk.runtime.catalog import Catalog, Dim, ModelSpec, TensorSpec, is_dynamic
+from ffdesk.runtime.env import RuntimeEnv, given_or_system, write_setting
+from ffdesk.runtime.integrity import (
+    CHUNK,
+    crc32_hex,
+    file_fingerprint,
+    save_onnx_atomic,
+    sha256_hex,
+    sidecar_path,
+    write_atomic,
+    write_sidecar,
+)
+from ffdesk.runtime.precision import cached_variants
+
+__all__ = [
+    "CHUNK",
+    "crc32_hex",
+    "file_fingerprint",
+    "save_onnx_atomic",
+    "sha256_hex",
+    "sidecar_path",
+    "write_atomic",
+    "write_sidecar",
+]
 
 HashStatus = Literal["ok", "mismatch", "unverified"]
-CHUNK = 1 << 20
 
 _ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 7: "int64", 6: "int32", 2: "uint8", 9: "bool"}
 
 
-# ---- settings and the models folder -----------------------------------------------------
+# ---- the models folder --------------------------------------------------------------------
 
 
-def settings_path() -> Path:
-    """`<user config dir>/ffdesk/settings.json`."""
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("ffdesk")) / "settings.json"
-
-
-def read_settings() -> dict[str, Any]:
-    try:
-        data = json.loads(settings_path().read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def write_setting(key: str, value: Any) -> None:
-    """Set one key in the settings file (atomically; other keys are kept)."""
-    data = read_settings()
-    data[key] = value
-    path = settings_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write_bytes(path, json.dumps(data, indent=1, sort_keys=True).encode())
-
-
-def default_models_dir() -> Path:
+def default_models_dir(env: RuntimeEnv | None = None) -> Path:
     """`<user data dir>/ffdesk/models`."""
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("ffdesk")) / "models"
+    return given_or_system(env).default_models_dir
 
 
-def resolve_models_dir(explicit: Path | str | None = None) -> Path:
-    """`--models-dir` if given, else the saved setting, else the default folder."""
+def resolve_models_dir(explicit: Path | str | None = None, env: RuntimeEnv | None = None) -> Path:
+    """`--models-dir` if given, else the environment's (the saved setting, else the default)."""
     if explicit:
         return Path(explicit).expanduser().resolve()
-    saved = read_settings().get("models_dir")
-    if isinstance(saved, str) and saved:
-        return Path(saved).expanduser()
-    return default_models_dir()
+    return given_or_system(env).models_dir
 
 
-def save_models_dir(path: Path | str) -> Path:
-    """Remember `path` as the models folder for later runs."""
+def save_models_dir(path: Path | str, env: RuntimeEnv | None = None) -> Path:
+    """Remember `path` as the models folder for later runs (in the environment's settings file)."""
     resolved = Path(path).expanduser().resolve()
-    write_setting("models_dir", str(resolved))
+    write_setting(given_or_system(env).settings_path, "models_dir", str(resolved))
     return resolved
 
 
@@ -101,34 +89,6 @@ def find_model(spec: ModelSpec, models_dir: Path | str | None = None) -> Path:
 # ---- hashes -------------------------------------------------------------------------------
 
 
-def crc32_hex(path: Path) -> str:
-    """zlib CRC32 of the file as 8 hex digits (FaceFusion's `.hash` format), streamed."""
-    crc = 0
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            crc = zlib.crc32(block, crc)
-    return format(crc & 0xFFFFFFFF, "08x")
-
-
-def sha256_hex(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            h.update(block)
-    return h.hexdigest()
-
-
-def sidecar_path(path: Path) -> Path:
-    return path.with_suffix(".hash")
-
-
-def write_sidecar(path: Path) -> Path:
-    """Write `<stem>.hash` with the file's CRC32."""
-    side = sidecar_path(path)
-    _atomic_write_bytes(side, crc32_hex(path).encode())
-    return side
-
-
 def hash_status(spec: ModelSpec | None, path: Path) -> HashStatus:
     """ "ok", "mismatch" or "unverified" (no sidecar and no catalog sha256)."""
     checked = False
@@ -143,17 +103,6 @@ def hash_status(spec: ModelSpec | None, path: Path) -> HashStatus:
             return "mismatch"
         checked = True
     return "ok" if checked else "unverified"
-
-
-def file_fingerprint(path: Path) -> str:
-    """A stable identity for a model file: its sidecar CRC32 when present (cheap), else the
-    CRC32 of its bytes."""
-    side = sidecar_path(path)
-    if side.is_file():
-        text = side.read_text(encoding="utf-8", errors="replace").strip().lower()
-        if len(text) == 8:
-            return f"crc32:{text}"
-    return f"crc32:{crc32_hex(path)}"
 
 
 # ---- contracts ----------------------------------------------------------------------------
@@ -382,9 +331,11 @@ class ModelStatus:
         return self.present and not self.problems and self.hash == "ok"
 
 
-def model_status(spec: ModelSpec, models_dir: Path, *, check: bool = True) -> ModelStatus:
-    from ffdesk.runtime.precision import cached_variants
-
+def model_status(
+    spec: ModelSpec, models_dir: Path, *, check: bool = True, variants_dir: Path | None = None
+) -> ModelStatus:
+    """`spec`'s file in `models_dir`; `variants_dir` is where its precision variants are cached
+    (default: the environment's)."""
     path = models_dir / spec.file
     if not path.is_file():
         return ModelStatus(spec.name, spec.kind, spec.file, False, 0, spec.size_bytes, None, (), ())
@@ -399,39 +350,8 @@ def model_status(spec: ModelSpec, models_dir: Path, *, check: bool = True) -> Mo
         spec.size_bytes,
         status,
         problems,
-        cached_variants(path),
+        cached_variants(path, variants_dir),
     )
-
-
-def _atomic_write_bytes(dest: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_atomic(dest: Path, write: Callable[[str], object]) -> None:
-    """Call `write(tmp)` on a temp path beside `dest`, then move it into place (nothing half-written)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def save_onnx_atomic(model: Any, dest: Path) -> None:
-    """Write an ONNX model to `dest` atomically."""
-    import onnx
-
-    write_atomic(dest, lambda tmp: onnx.save(model, tmp))
 
 
 def _atomic_copy(src: Path, dest: Path) -> None:
@@ -511,7 +431,7 @@ def _catalog_file(catalog: Catalog, name: str) -> ModelSpec | None:
     return next((m for m in catalog.models if m.file == name), None)
 
 
-def _model_file(catalog: Catalog, path: Path, check: bool) -> FolderFile:
+def _model_file(catalog: Catalog, path: Path, check: bool, variants_dir: Path | None) -> FolderFile:
     spec = _catalog_file(catalog, path.name)
     size = path.stat().st_size
     if spec is None:
@@ -529,15 +449,18 @@ def _model_file(catalog: Catalog, path: Path, check: bool) -> FolderFile:
             return FolderFile(path.name, "partial", spec.name, spec.kind, size, note)
         why = "; ".join(p.removeprefix(f"{path.name}: ") for p in problems)
         return FolderFile(path.name, "bad", spec.name, spec.kind, size, why)
-    from ffdesk.runtime.precision import cached_variants
-
     status: FileStatus = "verified" if hash_status(spec, path) == "ok" else "unverified"
     note = "no .hash sidecar to check it against" if status == "unverified" else reads_of(spec, path)
-    return FolderFile(path.name, status, spec.name, spec.kind, size, note, cached_variants(path))
+    return FolderFile(
+        path.name, status, spec.name, spec.kind, size, note, cached_variants(path, variants_dir)
+    )
 
 
-def scan_folder(catalog: Catalog, folder: Path, *, check: bool = True) -> tuple[FolderFile, ...]:
-    """Every model file in `folder` (and every `.hash` without its model), by name."""
+def scan_folder(
+    catalog: Catalog, folder: Path, *, check: bool = True, variants_dir: Path | None = None
+) -> tuple[FolderFile, ...]:
+    """Every model file in `folder` (and every `.hash` without its model), by name; `variants_dir`
+    is where precision variants are cached (default: the environment's)."""
     folder = Path(folder)
     if not folder.is_dir():
         return ()
@@ -550,7 +473,7 @@ def scan_folder(catalog: Catalog, folder: Path, *, check: bool = True) -> tuple[
             continue
         suffix = path.suffix.lower()
         if suffix in MODEL_SUFFIXES:
-            rows.append(_model_file(catalog, path, check))
+            rows.append(_model_file(catalog, path, check, variants_dir))
         elif suffix == ".hash" and not any(path.stem + s in present for s in MODEL_SUFFIXES):
             spec = next((m for m in catalog.models if m.hash_file == name), None)
             what = "its model file never arrived (a download that did not start or was removed)"
@@ -561,10 +484,12 @@ def scan_folder(catalog: Catalog, folder: Path, *, check: bool = True) -> tuple[
     return tuple(rows)
 
 
-def usable_models(catalog: Catalog, folder: Path) -> dict[str, list[str]]:
+def usable_models(
+    catalog: Catalog, folder: Path, *, variants_dir: Path | None = None
+) -> dict[str, list[str]]:
     """Catalog names by kind of the files in `folder` that pass verification (for pickers)."""
     out: dict[str, list[str]] = {}
-    for row in scan_folder(catalog, folder):
+    for row in scan_folder(catalog, folder, variants_dir=variants_dir):
         if row.usable and row.model is not None and row.kind is not None:
             out.setdefault(row.kind, []).append(row.model)
     return out

@@ -1,18 +1,21 @@
 """Measured model footprints, remembered between runs so a model's cost is known before loading.
 
-The records live in memory; the JSON file (footprints.json in the user cache) is read once, on the
-first lookup, and written only when a record changes. Keys are
+The records live in memory; the JSON file (the runtime environment's `footprints_path`,
+footprints.json in the user cache) is read once, on the first lookup, and written only when a
+record changes. Keys are
 "<file fingerprint>|<precision>|<provider>".
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ffdesk.media import atomic
+from ffdesk.runtime.env import RuntimeEnv, given_or_system
 
 
 @dataclass(frozen=True)
@@ -25,14 +28,11 @@ class Footprint:
 
 
 class FootprintStore:
-    """Measured model footprints: an in-memory cache backed by a small JSON file."""
+    """Measured model footprints: an in-memory cache backed by a small JSON file at `path`
+    (default: the environment's `footprints_path`)."""
 
-    def __init__(self, path: Path | None = None) -> None:
-        if path is None:
-            from ffdesk.runtime.sessions import user_cache_dir
-
-            path = user_cache_dir() / "footprints.json"
-        self.path = Path(path)
+    def __init__(self, path: Path | None = None, *, env: RuntimeEnv | None = None) -> None:
+        self.path = Path(path) if path is not None else given_or_system(env).footprints_path
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._records: dict[str, Footprint] | None = None
@@ -96,8 +96,7 @@ class FootprintStore:
         data = {k: {"bytes": r.bytes, "load_ms": r.load_ms, "at": r.at} for k, r in records.items()}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, self.path)
+            text = json.dumps(data, indent=1, sort_keys=True)
+            atomic.write_text_atomic(self.path, text, durable=False)
         except OSError:
             pass  # a cache: the records stay in memory for this run

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Literal, Protocol, runtime_checkable
 
-from ffdesk.hw import trim_heap
+from ffdesk.hw import DriverFlags, process_gpu_memory, trim_heap
 
 
 @runtime_checkable
@@ -30,15 +30,18 @@ class MemoryProbe(Protocol):
 class ProcessMemoryProbe:
     """This process's memory: on a GPU the device memory in use; on a CPU the RSS (sees every
     page, but hides a load that reuses memory freed earlier) and the malloc heap in use (immune
-    to that reuse)."""
+    to that reuse). `flags`: the GPU driver switches (None: the environment's)."""
 
-    def __init__(self, device: Literal["cuda", "cpu"] = "cpu", device_id: int = 0) -> None:
+    def __init__(
+        self, device: Literal["cuda", "cpu"] = "cpu", device_id: int = 0, flags: DriverFlags | None = None
+    ) -> None:
         self.device = device
         self.device_id = device_id
+        self.flags = flags
 
     def used(self) -> tuple[int | None, ...]:
         if self.device == "cuda":
-            return (gpu_used_bytes(self.device_id),)
+            return (gpu_used_bytes(self.device_id, self.flags),)
         import psutil
 
         return (int(psutil.Process().memory_info().rss), heap_in_use())
@@ -82,12 +85,10 @@ def heap_in_use() -> int | None:
     return int(info.uordblks + info.hblkhd)
 
 
-def gpu_used_bytes(device_id: int) -> int | None:
+def gpu_used_bytes(device_id: int, flags: DriverFlags | None = None) -> int | None:
     """This process's memory on the GPU (NVML, through `ffdesk.hw`), else the device's used
     memory (torch); None when neither can tell."""
-    from ffdesk.hw import process_gpu_memory
-
-    used = process_gpu_memory(device_id)
+    used = process_gpu_memory(device_id, flags=flags)
     if used is not None:
         return used
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tempfile
 import time
 import warnings
@@ -29,8 +28,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
-from ffdesk.runtime.files import save_onnx_atomic
-from ffdesk.runtime.sessions import user_cache_dir
+from ffdesk.media import atomic
+from ffdesk.runtime.env import RuntimeEnv, given_or_system
+from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
 
 Concrete = Literal["fp32", "fp16", "int8"]
 Sample = Mapping[str, npt.NDArray[Any]]
@@ -89,8 +89,9 @@ def resolve_precision(requested: str, mode: str, device: str) -> Concrete:
     return "fp16" if gpu else "fp32"
 
 
-def variants_dir() -> Path:
-    return user_cache_dir() / "variants"
+def variants_dir(env: RuntimeEnv | None = None) -> Path:
+    """Where variants are cached: the environment's `variants_dir`."""
+    return given_or_system(env).variants_dir
 
 
 def _settings_hash(settings: Mapping[str, Any]) -> str:
@@ -124,9 +125,8 @@ def variant_path(
     per_channel: bool = True,
     calibration_tag: str | None = None,
 ) -> Path:
-    """Where the cached variant of `src` lives (it may not exist). FP32 is `src` itself."""
-    from ffdesk.runtime.files import file_fingerprint
-
+    """Where the cached variant of `src` lives (it may not exist): in `cache_dir`, default the
+    environment's variants folder. FP32 is `src` itself."""
     if precision == "fp32":
         return Path(src)
     settings = _fp16_settings() if precision == "fp16" else _int8_settings(per_channel, calibration_tag)
@@ -142,8 +142,6 @@ def cached_variants(src: Path, cache_dir: Path | None = None) -> tuple[str, ...]
 
 def _write_sidecar(path: Path) -> None:
     """A CRC32 sidecar, so loading the variant later need not hash it to know its identity."""
-    from ffdesk.runtime.files import write_sidecar
-
     write_sidecar(path)
 
 
@@ -264,19 +262,18 @@ def make_int8(
         fixed = first[0] if first and isinstance(first[0], int) else None
         del probe
         reader = ArrayCalibrationReader(calibration, fixed_batch=fixed)
-        out = Path(work) / "int8.onnx"
-        quantize_static(
-            str(pre),
-            str(out),
-            reader,  # type: ignore[arg-type]
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            per_channel=per_channel,
-            nodes_to_exclude=exclude,
-            op_types_to_quantize=int8_op_types(),
-        )
-        os.replace(out, dest)
+        with atomic.replacing(dest, durable=False) as out:
+            quantize_static(
+                str(pre),
+                str(out),
+                reader,  # type: ignore[arg-type]
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                per_channel=per_channel,
+                nodes_to_exclude=exclude,
+                op_types_to_quantize=int8_op_types(),
+            )
     _write_sidecar(dest)
     return dest
 

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.hw import DriverFlags
 from ffdesk.hw import gpu_count as hw_gpu_count
 from ffdesk.runtime.catalog import Dim
+from ffdesk.runtime.env import given_or_system
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -105,43 +107,29 @@ class SessionOptions:
     """CPU threads per session; 0 lets ONNX Runtime choose (one per core)."""
     inter_op_threads: int = 1
     cache_dir: Path | None = None
-    """TensorRT engine and timing caches; default: `<user cache>/ffdesk/trt`."""
+    """TensorRT engine and timing caches; default: the runtime environment's `trt_cache_dir`
+    (`<user cache>/ffdesk/trt`)."""
+    driver: DriverFlags | None = None
+    """The GPU driver switches (the runtime environment's `driver`; None: the environment's)."""
 
 
-def user_cache_dir() -> Path:
-    """`~/.cache/ffdesk` (or the platform's equivalent)."""
-    from platformdirs import user_cache_dir as _ucd
-
-    return Path(_ucd("ffdesk"))
-
-
-def cuda_usable() -> bool:
+def cuda_usable(flags: DriverFlags | None = None) -> bool:
     """True only when a CUDA device is present and ONNX Runtime was built with CUDA."""
     import onnxruntime as ort
 
     if CUDA not in ort.get_available_providers():
         return False
-    return gpu_count() > 0
+    return gpu_count(flags) > 0
 
 
-def gpu_count() -> int:
-    """NVIDIA GPUs visible through NVML (0 on any failure; see ffdesk.hw)."""
-    return hw_gpu_count()
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver, no library: no GPU
-        return 0
+def gpu_count(flags: DriverFlags | None = None) -> int:
+    """NVIDIA GPUs visible through NVML (0 on any failure, or with NVML switched off; ffdesk.hw)."""
+    return hw_gpu_count(flags)
 
 
-def resolve_device(device: Device) -> Literal["cuda", "cpu"]:
+def resolve_device(device: Device, flags: DriverFlags | None = None) -> Literal["cuda", "cpu"]:
     if device == "auto":
-        return "cuda" if cuda_usable() else "cpu"
+        return "cuda" if cuda_usable(flags) else "cpu"
     return device
 
 
@@ -149,9 +137,9 @@ def provider_list(options: SessionOptions) -> list[str | tuple[str, dict[str, An
     """The providers to ask for, best first. CUDA/TensorRT are only asked for when usable, so a
     CPU-only machine never pays for (or prints) a failed CUDA load."""
     providers: list[str | tuple[str, dict[str, Any]]] = []
-    if resolve_device(options.device) == "cuda" and cuda_usable():
+    if resolve_device(options.device, options.driver) == "cuda" and cuda_usable(options.driver):
         if options.tensorrt:
-            cache = Path(options.cache_dir or user_cache_dir() / "trt")
+            cache = Path(options.cache_dir or given_or_system(None).trt_cache_dir)
             cache.mkdir(parents=True, exist_ok=True)
             providers.append(
                 (

@@ -1,0 +1,157 @@
+"""The runtime environment: the folders and switches a run uses, decided once by a front end.
+
+The command line and the desktop app build a `RuntimeEnv` at start (`RuntimeEnv.from_system()`:
+the platform's user folders, the settings file, `FFDESK_*` variables) and hand it to what needs
+it: the residency manager's footprint store, precision variants, TensorRT caches, the models
+folder, the GPU driver switches. This module is the one place in the core that reads environment
+variables, the settings file or the platform's folders; everything else is given the values.
+
+A call site that was handed no environment still works: it gets `RuntimeEnv.from_system()`, so
+the folders and switches are the same as a front end's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ffdesk.hw import DriverFlags
+from ffdesk.media import atomic
+
+APP = "ffdesk"
+
+
+def read_settings(path: Path) -> dict[str, Any]:
+    """The settings file's keys ({} when it is missing or unreadable)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_setting(path: Path, key: str, value: Any) -> None:
+    """Set one key in the settings file at `path` (atomically; other keys are kept)."""
+    path = Path(path)
+    data = read_settings(path)
+    data[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True), durable=False)
+
+
+@dataclass(frozen=True)
+class RuntimeEnv:
+    """Where a run keeps its files and which switches it honours.
+
+    cache_dir: measured footprints, precision variants, TensorRT engines, crash logs;
+    data_dir: the default models folder and the bench history;
+    settings_path: settings.json (the saved models folder);
+    models_dir: the models folder (the saved setting, else `<data_dir>/models`);
+    driver: the GPU driver switches (no NVML, no NVENC);
+    bench_cache_dir / bench_history: where benches keep inputs and their figures;
+    resources_dir: the bundled resources folder when moved (`FFDESK_RESOURCES`), else None (the
+    installed one, see `ffdesk.resources`)."""
+
+    cache_dir: Path
+    data_dir: Path
+    settings_path: Path
+    models_dir: Path
+    driver: DriverFlags = field(default_factory=DriverFlags)
+    bench_cache_dir: Path | None = None
+    bench_history: Path | None = None
+    resources_dir: Path | None = None
+
+    @classmethod
+    def from_system(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv:
+        """The platform's user folders (`platformdirs`), the saved settings and the `FFDESK_*`
+        variables of `environ` (default: this process's environment)."""
+        from platformdirs import user_cache_dir, user_config_dir, user_data_dir
+
+        env = os.environ if environ is None else environ
+        cache = Path(user_cache_dir(APP))
+        data = Path(user_data_dir(APP))
+        settings = Path(user_config_dir(APP)) / "settings.json"
+        bench_root = env.get("FFDESK_BENCH_CACHE")
+        history = env.get("FFDESK_BENCH_HISTORY")
+        return cls(
+            cache_dir=cache,
+            data_dir=data,
+            settings_path=settings,
+            models_dir=saved_models_dir(settings) or data / "models",
+            driver=DriverFlags.from_environ(env),
+            bench_cache_dir=(Path(bench_root) if bench_root else cache) / "bench",
+            bench_history=Path(history) if history else data / "bench-history.jsonl",
+            resources_dir=moved_resources_dir(env),
+        )
+
+    @classmethod
+    def in_folder(cls, root: Path, driver: DriverFlags | None = None) -> RuntimeEnv:
+        """Everything under one folder (tests, portable runs): cache/, data/, settings.json."""
+        root = Path(root)
+        return cls(
+            cache_dir=root / "cache",
+            data_dir=root / "data",
+            settings_path=root / "settings.json",
+            models_dir=root / "data" / "models",
+            driver=driver or DriverFlags(),
+        )
+
+    def with_models_dir(self, folder: Path | str) -> RuntimeEnv:
+        """The same environment with another models folder (`--models-dir`)."""
+        return replace(self, models_dir=Path(folder).expanduser().resolve())
+
+    @property
+    def default_models_dir(self) -> Path:
+        """`<data_dir>/models`: the models folder when none was saved."""
+        return self.data_dir / "models"
+
+    @property
+    def variants_dir(self) -> Path:
+        """Cached FP16/INT8 variants of models."""
+        return self.cache_dir / "variants"
+
+    @property
+    def footprints_path(self) -> Path:
+        """Measured model footprints (footprints.json)."""
+        return self.cache_dir / "footprints.json"
+
+    @property
+    def trt_cache_dir(self) -> Path:
+        """TensorRT engine and timing caches."""
+        return self.cache_dir / "trt"
+
+    @property
+    def logs_dir(self) -> Path:
+        """Crash logs of the command line."""
+        return self.cache_dir / "logs"
+
+    @property
+    def bench_cache(self) -> Path:
+        """Synthesized bench inputs (`$FFDESK_BENCH_CACHE/bench`, else `<cache_dir>/bench`)."""
+        return self.bench_cache_dir or self.cache_dir / "bench"
+
+    @property
+    def bench_history_path(self) -> Path:
+        """The bench history file (`$FFDESK_BENCH_HISTORY`, else in the data folder)."""
+        return self.bench_history or self.data_dir / "bench-history.jsonl"
+
+
+def saved_models_dir(settings_path: Path) -> Path | None:
+    """The models folder saved in the settings file, or None."""
+    saved = read_settings(settings_path).get("models_dir")
+    return Path(saved).expanduser() if isinstance(saved, str) and saved else None
+
+
+def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None:
+    """`$FFDESK_RESOURCES`: a resources folder to use instead of the installed one, or None."""
+    value = (os.environ if environ is None else environ).get("FFDESK_RESOURCES")
+    return Path(value) if value else None
+
+
+def given_or_system(env: RuntimeEnv | None) -> RuntimeEnv:
+    """`env`, or `RuntimeEnv.from_system()` for a call site that was handed none."""
+    return RuntimeEnv.from_system() if env is None else env

@@ -49,6 +49,19 @@ class FootprintStore:
             rec = self._loaded().get(key)
         return None if rec is None else rec.bytes
 
+    def load(self) -> None:
+        """Read the file now unless its records are already in memory. Callers that look records
+        up under a lock of their own (`cached`) call this before taking it."""
+        with self._lock:
+            self._loaded()
+
+    def cached(self, key: str) -> int | None:
+        """The recorded bytes for `key` from memory only: never touches the disk (None when not
+        recorded, or when the file has not been read yet: see `load`)."""
+        with self._lock:
+            rec = (self._records or {}).get(key)
+        return None if rec is None else rec.bytes
+
     def put(self, key: str, nbytes: int, load_ms: float) -> None:
         """Record a measurement; the file is rewritten only when the bytes differ from the record.
         Lookups never wait for the write (it runs after the records' lock is released)."""

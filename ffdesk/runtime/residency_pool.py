@@ -197,7 +197,8 @@ class Pool:
         recorded = None
         if e.fingerprint:
             provider = e.provider or self.expected_provider()
-            recorded = self.footprints.get(FootprintStore.key(e.fingerprint, e.precision, provider))
+            # from memory only: callers read the file (`footprints.load()`) before taking the lock
+            recorded = self.footprints.cached(FootprintStore.key(e.fingerprint, e.precision, provider))
         return policy.estimate_bytes(
             recorded=recorded,
             measured=e.nbytes if e.loads and e.nbytes else None,
@@ -408,6 +409,7 @@ class Pool:
             slot = self.prefetch_q.get()
             if slot is None:
                 return
+            self.footprints.load()  # any file read happens before the lock
             with self.cond:
                 e = self.entries.get(slot)
                 member = self.members.get(e.owner) if e is not None else None

@@ -1,7 +1,10 @@
 """Model catalog, sessions, residency under a memory budget, precision variants, integrity.
 
 - `catalog`: the supported models and their input/output contracts (data: resources/catalog.toml).
-- `files`: the models folder, `verify` (hash sidecars, contracts), import, safe torch weights.
+- `env`: `RuntimeEnv`, the folders and switches a front end decides once and passes in (the one
+  place the core reads environment variables, settings and the platform's folders).
+- `files`: the models folder, `verify` (hash sidecars, contracts), import, safe torch weights;
+  `integrity`: CRC32/SHA-256, `.hash` sidecars, file fingerprints, atomic model writes.
 - `sessions`: ONNX Runtime (TensorRT -> CUDA -> CPU, read back) and torch sessions, one Protocol.
 - `residency`: `ResidencyManager`, the one place that decides which models are loaded; managers
   made inside `app.sharing(holder)` join one pool, so an application keeps one budget.

@@ -173,3 +173,20 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
 
 def write_json_atomic(path: Path, data: Any, *, indent: int | None = 1, durable: bool = True) -> None:
     write_text_atomic(path, json.dumps(data, indent=indent), durable=durable)
+
+
+def keep_aside(path: Path, copy: bool = False) -> Path:
+    """Move (or `copy`) a damaged file to NAME.corrupt, or NAME.N.corrupt when that is taken, so
+    it can be looked at later while a fresh one takes its place. Returns where it went; OSError
+    when it cannot be kept."""
+    path = Path(path)
+    dest = path.with_name(f"{path.name}.corrupt")
+    n = 1
+    while dest.exists() and n < 1000:
+        dest = path.with_name(f"{path.name}.{n}.corrupt")
+        n += 1
+    if copy:
+        shutil.copy2(path, dest)
+    else:
+        os.replace(path, dest)
+    return dest

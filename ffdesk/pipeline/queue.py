@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import threading
 import time
 import types
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from ffdesk.errors import UserError
+from ffdesk.media.atomic import keep_aside, write_json_atomic
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
 
@@ -71,23 +70,6 @@ def default_queue_path() -> Path:
 def job_to_dict(job: RenderJob) -> dict[str, Any]:
     """A JSON-ready dict of a job (paths as strings, tuples as lists; see ffdesk.pipeline.job_json)."""
     return fields_to_dict(job)
-
-
-def keep_aside(path: Path, copy: bool = False) -> Path:
-    """Move (or `copy`) a damaged file to NAME.corrupt, or NAME.N.corrupt when that is taken.
-
-    Returns where it went; raises OSError when it cannot be kept.
-    """
-    dest = path.with_name(f"{path.name}.corrupt")
-    n = 1
-    while dest.exists() and n < 1000:
-        dest = path.with_name(f"{path.name}.{n}.corrupt")
-        n += 1
-    if copy:
-        shutil.copy2(path, dest)
-    else:
-        os.replace(path, dest)
-    return dest
 
 
 def fits(value: Any, hint: Any) -> bool:
@@ -354,12 +336,5 @@ class RenderQueue:
 
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        blob = json.dumps(
-            {"version": FORMAT_VERSION, "jobs": [_entry_to_dict(e) for e in self._entries]}, indent=1
-        )
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        jobs = [_entry_to_dict(e) for e in self._entries]
+        write_json_atomic(self.path, {"version": FORMAT_VERSION, "jobs": jobs}, indent=1)

@@ -40,7 +40,7 @@ def take(run_dir: Path) -> Command | None:
     """Claim the pending command, if any (the trainer's side)."""
     path = Path(run_dir) / CONTROL
     claimed = path.with_name(f".{CONTROL}.{os.getpid()}.taken")
-    try:
+    try:  # a claim, not a write: the rename is what makes one reader act on the command once
         os.replace(path, claimed)
     except FileNotFoundError:
         return None

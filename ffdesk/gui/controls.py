@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import get_args
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QObject, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import (
     QComboBox,
@@ -32,19 +33,23 @@ def colour_for(index: int) -> QColor:
     return QColor(MODEL_COLOURS[index % len(MODEL_COLOURS)])
 
 
-def models_present(models_dir: Path | None = None) -> dict[str, list[str]]:
-    """Catalog models of each kind whose file is in the models folder (empty lists when none)."""
+def usable_models_in(models_dir: Path | None = None) -> dict[str, list[str]]:
+    """Catalog models of each kind whose file in the models folder passes verification (its
+    contract, and its `.hash` when it has one). Reads every file: call it off the GUI thread."""
     out: dict[str, list[str]] = {k: [] for k in MODEL_KINDS}
     try:
         from ffdesk.runtime import catalog as cat
+        from ffdesk.runtime.files import usable_models
 
         catalog = cat.load_catalog()
         folder = models_dir or _default_models_dir()
-    except Exception:  # noqa: BLE001 - no catalog means only the embedded models
+        if folder is None:
+            return out
+        found = usable_models(catalog, folder)
+    except Exception:  # noqa: BLE001 - an unreadable folder or catalog means only the embedded models
         return out
-    for spec in catalog:
-        if spec.kind in out and folder is not None and (folder / spec.file).is_file():
-            out[spec.kind].append(spec.name)
+    for kind in out:
+        out[kind] = sorted(found.get(kind, []))
     return out
 
 
@@ -55,6 +60,31 @@ def _default_models_dir() -> Path | None:
         return resolve_models_dir()
     except Exception:  # noqa: BLE001 - a runtime without a models folder
         return None
+
+
+class ModelFolderScan(QObject):
+    """Verifies the models folder on a plain thread and hands the usable models to the GUI thread
+    (`done`, queued because this object lives on the GUI thread)."""
+
+    done = Signal(object)
+    """dict[str, list[str]]: usable catalog names by kind."""
+
+    def __init__(self, models_dir: Path | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._thread = threading.Thread(
+            target=self._run, args=(models_dir,), name="ffdesk-model-scan", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self, models_dir: Path | None) -> None:
+        self.done.emit(usable_models_in(models_dir))
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Let a scan in flight finish (its result is then dropped if nobody listens)."""
+        if self._thread.is_alive():
+            self._thread.join(timeout)
 
 
 class BudgetBar(QWidget):
@@ -145,11 +175,16 @@ class ControlsView(QWidget):
         *,
         memory_total_mb: int,
         models: dict[str, list[str]] | None = None,
+        models_dir: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`models`: the pickers' choices by kind; when not given, the models folder (`models_dir`,
+        else the configured one) is verified in the background and the pickers offer only what
+        passes, staying at the embedded models until then."""
         super().__init__(parent)
         self.model = model
         self._syncing = False
+        self._models_known = models is not None
         self.mode = _combo(get_args(Mode))
         self.precision = _combo(get_args(Precision))
         self.batch = QSpinBox()
@@ -176,7 +211,7 @@ class ControlsView(QWidget):
         self.output_dir = QLineEdit()
         self.output_dir.setPlaceholderText("beside the clip")
         self.model_choice: dict[str, QComboBox] = {}
-        present = models if models is not None else models_present()
+        present = models if models is not None else {}
         form = QFormLayout(self)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Mode", self.mode)
@@ -190,7 +225,11 @@ class ControlsView(QWidget):
             choices = [EMBEDDED if kind != "enhancer" else "none", *present.get(kind, [])]
             combo = _combo(choices)
             combo.setEnabled(len(choices) > 1)
-            combo.setToolTip(f"{kind} models found in the models folder")
+            combo.setToolTip(
+                f"{kind} models in the models folder that pass verification"
+                if self._models_known
+                else "checking the models folder…"
+            )
             self.model_choice[kind] = combo
             form.addRow(kind.capitalize(), combo)
             combo.currentIndexChanged.connect(self._push)
@@ -216,6 +255,36 @@ class ControlsView(QWidget):
         self.output_dir.editingFinished.connect(self._push)
         model.settingsChanged.connect(self.sync)
         self.sync()
+        self.scan: ModelFolderScan | None = None
+        if models is None:
+            self.scan = ModelFolderScan(models_dir, self)
+            self.scan.done.connect(self.set_models)
+            self.scan.start()
+
+    def set_models(self, models: dict[str, list[str]]) -> None:
+        """Offer exactly these models (by kind) in the pickers; the settings' choices are kept."""
+        self._syncing = True
+        try:
+            for kind, combo in self.model_choice.items():
+                choices = [EMBEDDED if kind != "enhancer" else "none", *models.get(kind, [])]
+                combo.clear()
+                combo.addItems(choices)
+                combo.setEnabled(len(choices) > 1)
+                combo.setToolTip(
+                    f"{kind} models in the models folder that pass verification"
+                    if len(choices) > 1
+                    else f"no {kind} model in the models folder passes verification"
+                )
+        finally:
+            self._syncing = False
+        self._models_known = True
+        self.sync()
+        self._push()  # a saved choice whose file is gone or fails verification is not kept
+
+    def stop(self) -> None:
+        """Wait for a models-folder scan still in flight (window shutdown)."""
+        if self.scan is not None:
+            self.scan.wait()
 
     def sync(self) -> None:
         """Model → widgets."""
@@ -247,9 +316,11 @@ class ControlsView(QWidget):
         """Widgets → model."""
         if self._syncing:
             return
+        # Until the models folder is verified the pickers cannot show the saved choices: keep them.
         models = {
             kind: (combo.currentText() if combo.currentIndex() > 0 else "")
             for kind, combo in self.model_choice.items()
+            if self._models_known
         }
         self.model.update_settings(
             mode=self.mode.currentText(),

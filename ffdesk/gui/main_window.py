@@ -509,6 +509,7 @@ class MainWindow(QMainWindow):
         self.preview_worker.shutdown()
         self.inspector.shutdown()
         self.queue.shutdown()
+        self.controls.stop()
         self.memory.close()
         if self.sampler is not None:
             self.sampler.stop()

@@ -127,9 +127,14 @@ def gpu_count(flags: DriverFlags | None = None) -> int:
     return hw_gpu_count(flags)
 
 
+def _cuda_usable(flags: DriverFlags | None) -> bool:
+    # without switches the call stays `cuda_usable()`, as callers and tests replace it
+    return cuda_usable() if flags is None else cuda_usable(flags)
+
+
 def resolve_device(device: Device, flags: DriverFlags | None = None) -> Literal["cuda", "cpu"]:
     if device == "auto":
-        return "cuda" if cuda_usable(flags) else "cpu"
+        return "cuda" if _cuda_usable(flags) else "cpu"
     return device
 
 
@@ -137,7 +142,7 @@ def provider_list(options: SessionOptions) -> list[str | tuple[str, dict[str, An
     """The providers to ask for, best first. CUDA/TensorRT are only asked for when usable, so a
     CPU-only machine never pays for (or prints) a failed CUDA load."""
     providers: list[str | tuple[str, dict[str, Any]]] = []
-    if resolve_device(options.device, options.driver) == "cuda" and cuda_usable(options.driver):
+    if resolve_device(options.device, options.driver) == "cuda" and _cuda_usable(options.driver):
         if options.tensorrt:
             cache = Path(options.cache_dir or given_or_system(None).trt_cache_dir)
             cache.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
+from ffdesk.units import format_bytes
 
 
 def register(sub: Any) -> None:
@@ -69,10 +70,6 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=usage)
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
-
-
 STATUS_WORDS = {
     "verified": "verified",
     "unverified": "unverified",
@@ -108,7 +105,7 @@ def _list(args: argparse.Namespace) -> int:
         width = max(len(f.file) for f in files) + 1
         print(f"{'file':<{width}} {'model':<24} {'kind':<11} {'status':<10} {'size':>10}  notes")
         for f in files:
-            size = _mb(f.size_bytes) if f.size_bytes else "-"
+            size = format_bytes(f.size_bytes) if f.size_bytes else "-"
             kind = f.kind or "-"
             model = f.model or "-"
             print(
@@ -208,9 +205,8 @@ def _standins(args: argparse.Namespace) -> int:
     )
     for info in infos:
         ms = f"  {info.ms:.1f} ms/face" if info.ms is not None else ""
-        print(
-            f"{info.name:<20} {_mb(info.bytes):>10}  {info.parameters / 1e6:7.2f} M params{ms}  {info.path}"
-        )
+        size = format_bytes(info.bytes)
+        print(f"{info.name:<20} {size:>10}  {info.parameters / 1e6:7.2f} M params{ms}  {info.path}")
     return 0
 
 

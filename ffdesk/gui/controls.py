@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.gui.models import ResidencyModel, SessionModel
 from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+from ffdesk.units import format_bytes
 
 MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
 MODEL_KINDS = ("swapper", "recognizer", "detector", "enhancer")
@@ -108,7 +109,7 @@ class BudgetBar(QWidget):
 
     def _on_residency(self) -> None:
         self.setToolTip(
-            "\n".join(f"{n}: {b / 2**20:.0f} MiB" for n, b in self.residency.models) or "no model resident"
+            "\n".join(f"{n}: {format_bytes(b)}" for n, b in self.residency.models) or "no model resident"
         )
         self.update()
 

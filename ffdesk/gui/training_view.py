@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.training import control
 from ffdesk.training.follow import MetricsFollower, RunSummary, format_eta, summarise
+from ffdesk.units import format_bytes
 
 MIB = 2**20
 LOSS_COLOURS = {
@@ -305,7 +306,7 @@ class TrainingView(QWidget):
         self.eta_label.setText(f"ETA {format_eta(s.eta_s)}")
         gpu = []
         if s.gpu_memory_bytes is not None:
-            gpu.append(f"{s.gpu_memory_bytes / MIB:.0f} MiB")
+            gpu.append(format_bytes(s.gpu_memory_bytes))
         if s.gpu_power_w is not None:
             gpu.append(f"{s.gpu_power_w:.0f} W")
         self.gpu_label.setText("GPU " + ", ".join(gpu) if gpu else "")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.training import control
+from ffdesk.units import format_bytes
 
 
 class MetricsFollower:
@@ -86,7 +87,7 @@ class RankFigures:
         if self.allreduce_share is not None:
             parts.append(f"all-reduce {self.allreduce_share:.0%}")
         if self.gpu_memory_bytes is not None:
-            parts.append(f"GPU memory {self.gpu_memory_bytes / 2**20:.0f} MiB")
+            parts.append(f"GPU memory {format_bytes(self.gpu_memory_bytes)}")
         if self.gpu_power_w is not None:
             parts.append(f"power {self.gpu_power_w:.0f} W")
         return "  ".join(parts)
@@ -126,7 +127,7 @@ class RunSummary:
         ]
         gpu = []
         if self.gpu_memory_bytes is not None:
-            gpu.append(f"GPU memory {self.gpu_memory_bytes / 2**20:.0f} MiB")
+            gpu.append(f"GPU memory {format_bytes(self.gpu_memory_bytes)}")
         if self.gpu_power_w is not None:
             gpu.append(f"power {self.gpu_power_w:.0f} W")
         out.append("  ".join(gpu) if gpu else "GPU: no figures (CPU run or no NVML)")

@@ -63,7 +63,7 @@ def test_budget_bar_shows_the_sum_with_who_holds_each_model(qtbot, window) -> No
     assert window.residency.used_bytes == 60 * MIB and window.residency.budget_bytes == 64 * MIB
     bar = window.controls.budget
     assert [name for name, _ in bar.segments()] == list(want)
-    assert "swap@fp32 (render clip.mp4): 30 MiB" in bar.toolTip()
+    assert "swap@fp32 (render clip.mp4): 30.0 MiB" in bar.toolTip()
     render.close()
     preview.close()
     qtbot.waitUntil(lambda: window.residency.models == (), timeout=5000)

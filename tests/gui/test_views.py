@@ -207,7 +207,7 @@ def test_budget_bar_draws_resident_models_and_sets_budget(qtbot) -> None:  # typ
     segs = bar.segments()
     assert [n for n, _ in segs] == ["detector", "swapper"]
     assert segs[1][1].width() == pytest.approx(3 * segs[0][1].width(), rel=0.02)
-    assert "swapper: 300 MiB" in bar.toolTip()
+    assert "swapper: 300.0 MiB" in bar.toolTip()
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(201, 15))
     assert m.settings.memory_budget_mb == 512
     assert view.budget_label.text() == "512 MiB"

@@ -101,7 +101,7 @@ def test_the_monitor_shows_each_rank(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["monitor", str(run), "--once"]) == 0
     out = capsys.readouterr().out
     assert "2 processes, all-reduce share of a step 4%" in out
-    assert "rank 1: samples/s 13.5  all-reduce 4%  GPU memory 2048 MiB  power 251 W" in out
+    assert "rank 1: samples/s 13.5  all-reduce 4%  GPU memory 2.0 GiB  power 251 W" in out
 
 
 def test_allocator_split_and_amp_choice(monkeypatch: pytest.MonkeyPatch) -> None:

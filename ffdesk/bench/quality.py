@@ -196,7 +196,8 @@ def measure_clip(
     output of the frames whose indices are in `keep`."""
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.stage import FramePacket
-    from ffdesk.pipeline.stages.embedded import clip_fps, embedded_stages
+    from ffdesk.pipeline.stages.embedded import embedded_stages
+    from ffdesk.pipeline.stages.front import clip_fps
 
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-quality-") as tmp:
         job = RenderJob(target=clip, output=Path(tmp) / "out.mp4", sources=(source,))
@@ -216,8 +217,8 @@ def measure_clip(
         for stage in stages:
             out = stage.process(out)
         for p in out:
-            faces: list[Face] = p.annotations.get("faces", [])
-            done = tuple(t for t in p.annotations.get("swapped_tracks", ()) if t is not None)
+            faces: list[Face] = p.faces
+            done = tuple(t for t in p.swapped_tracks if t is not None)
             ids = tuple(f.track_id for f in faces if f.track_id is not None)
             records.append(FrameFaces(p.index, ids, done))
             original = originals.pop(p.index)
@@ -243,7 +244,7 @@ def measure_clip(
     after: list[float] = []
     if judge is not None and candidates:
         from ffdesk.media.decode import read_image
-        from ffdesk.pipeline.stages.embedded import source_face
+        from ffdesk.pipeline.stages.front import source_face
 
         photo = read_image(source)
         analyser = getattr(stages[0], "analyser", None)

@@ -27,6 +27,7 @@ class WaitingStage:
     max_batch: int = 4
     name: str = "standin_wait"
     workers: int = 1
+    edits_regions: bool = False  # frames are converted and encoded whole, as a stage drawing anywhere
 
     def start(self) -> None:
         return None

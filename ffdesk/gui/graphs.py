@@ -8,7 +8,6 @@ happens per sample. Without a GPU the same plots show process memory and CPU, wi
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -56,8 +55,8 @@ class TelemetryModel(QObject):
         """Every model seen resident, in first-seen order (stacking order)."""
         return self._models
 
-    def on_event(self, event: Any) -> None:
-        """Feed a render event (main thread)."""
+    def on_event(self, event: ev.Event) -> None:
+        """Feed a render event (main thread); events are told apart by their class."""
         now = time.monotonic()
         if isinstance(event, ev.Progress):
             self.render.append(now, {"fps": float(event.fps)})

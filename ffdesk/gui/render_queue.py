@@ -102,7 +102,7 @@ class QueueController(QObject):
         return True
 
     # -- worker signals (main thread) -----------------------------------------------------
-    def _on_event(self, entry_id: str, event: Any) -> None:
+    def _on_event(self, entry_id: str, event: ev.Event) -> None:
         self.renderEvent.emit(entry_id, event)
         if isinstance(event, ev.Started):
             self.store.update(entry_id, frames_total=event.total_frames, frames_done=event.resumed_frames)

@@ -44,8 +44,6 @@ from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
-    CHANGED_REGIONS,
-    SOURCE_FRAME,
     EmitsEvents,
     FramePacket,
     Stage,
@@ -53,9 +51,6 @@ from ffdesk.pipeline.stage import (
 )
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
-
-RAW_FRAME = "raw_frame"
-"""Annotation key of a pass-through packet's decoded frame (no stage ever sees one)."""
 
 _QUEUE_FRAMES = 8
 _PROGRESS_EVERY_S = 0.25
@@ -473,8 +468,10 @@ class _Flow:
             image = _resize(frame.image, self.size)
             self.decode_stats.add_since(1, clock)
             packet = FramePacket(index=index, pts=frame.pts, image=image)
-            if frame.frame is not None:
-                packet.annotations[RAW_FRAME if self.raw else SOURCE_FRAME] = frame.frame
+            if self.raw:
+                packet.raw = frame.frame
+            else:
+                packet.decoded = frame.frame
             self.source.put(packet)
             index += 1
             self.frames_in += 1
@@ -557,12 +554,10 @@ def _encode_segments(
                         emit(ev.Warning(f"{job.output.name}: {note}"))
                 seg_first_pts, seg_frames = pts, 0
             clock = Clock()
-            raw = packet.annotations.get(RAW_FRAME)
-            source = packet.annotations.get(SOURCE_FRAME)
-            if raw is not None:
-                encoder.write_frame(raw, pts)
-            elif source is not None:
-                encoder.write_patched(source, packet.image, packet.annotations.get(CHANGED_REGIONS, ()), pts)
+            if packet.raw is not None:
+                encoder.write_frame(packet.raw, pts)
+            elif packet.decoded is not None:
+                encoder.write_patched(packet.decoded, packet.image, packet.regions, pts)
             else:
                 encoder.write(packet.image, pts)
             stats.add_since(1, clock)
@@ -612,7 +607,7 @@ class _ProgressClock:
             self.emit(ev.Progress(self.done, max(self.total, self.done), fps, eta))
         if now - self.last_preview >= _PREVIEW_EVERY_S:
             self.last_preview = now
-            raw = packet.annotations.get(RAW_FRAME)
+            raw = packet.raw
             image = upright(rgb_array(raw), rotation_of(raw)) if raw is not None else packet.image
             self.emit(ev.PreviewFrame(packet.index, image))
 

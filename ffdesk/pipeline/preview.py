@@ -81,13 +81,12 @@ def _neutral(job: RenderJob) -> dict[str, Any]:
     return {name: getattr(job, name) for name in PREVIEW_NEUTRAL_FIELDS}
 
 
-def faces_in(annotations: dict[str, Any]) -> tuple[Face, ...]:
-    """The faces a detection stage left in a packet's annotations (key "faces" preferred)."""
-    preferred = annotations.get("faces")
-    candidates = [preferred, *annotations.values()] if preferred is not None else annotations.values()
-    for value in candidates:
-        if isinstance(value, list | tuple) and value and all(isinstance(f, Face) for f in value):
-            return tuple(value)
+def faces_in(packet: FramePacket) -> tuple[Face, ...]:
+    """The faces the stages found in a packet: the tracked faces, else (before a track is
+    confirmed) the detections, else the faces chosen for swapping."""
+    for faces in (packet.faces, packet.detections, packet.swap.faces):
+        if faces:
+            return tuple(faces)
     return ()
 
 
@@ -234,7 +233,7 @@ class Previewer:
         t0 = time.perf_counter()
         self.start()
         index, t, original = self.read(time_s)
-        packet = FramePacket(index=index, pts=None, image=original.copy(), annotations={})
+        packet = FramePacket(index=index, pts=None, image=original.copy())
         batch: Sequence[FramePacket] = [packet]
         stage_ms: dict[str, float] = {}
         for stage in self._stages:
@@ -250,7 +249,7 @@ class Previewer:
             time_s=t,
             original=original,
             processed=np.ascontiguousarray(out.image),
-            faces=faces_in(out.annotations),
+            faces=faces_in(out),
             scale=original.shape[0] / src_h if src_h else 1.0,
             ms=(time.perf_counter() - t0) * 1000.0,
             stage_ms=stage_ms,

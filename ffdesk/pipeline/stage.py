@@ -2,13 +2,14 @@
 
 A stage receives batches of `FramePacket`s in index order (unless it declares `workers > 1`, in
 which case the engine runs it on several threads and restores the order after it). It may change
-`image` and add entries to `annotations` for later stages (detected faces, masks, ...).
+`image` and fill the packet's typed fields for later stages (detections, tracked faces, the swap
+plan, ...).
 
-Region edits: a stage that sets `edits_regions = True` promises that every pixel it changes in
-`image` lies inside a `ChangedRegion` it appends to `annotations[CHANGED_REGIONS]`. When every stage
-of a render says so, the engine keeps each decoded frame and the encoder writes only those regions
-back into it (`ffdesk.media.patch`): untouched pixels are encoded exactly as decoded, and the
-whole-frame RGB -> YUV conversion is skipped.
+Region edits: a stage whose `edits_regions` is True promises that every pixel it changes in
+`image` lies inside a `ChangedRegion` it records with `mark_changed` (in `regions`). When every
+stage of a render says so, the engine keeps each decoded frame (`decoded`) and the encoder writes
+only those regions back into it (`ffdesk.media.patch`): untouched pixels are encoded exactly as
+decoded, and the whole-frame RGB -> YUV conversion is skipped.
 """
 
 from __future__ import annotations
@@ -17,13 +18,36 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import av
+
+from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame
 
-CHANGED_REGIONS = "changed_regions"
-"""Annotation: list of `ChangedRegion`s a region-editing stage changed in `image`."""
-SOURCE_FRAME = "source_frame"
-"""Annotation set by the engine: the decoded frame `image` was converted from (region edits only)."""
+
+@dataclass(frozen=True)
+class SwapPlan:
+    """The faces of a frame chosen for swapping and how strongly, and why chosen faces are not.
+
+    `faces[i]` is swapped with weight `weights[i]` (0-1, above 0); `skips` holds the reason for
+    each chosen face the tracking stage decided not to swap (None where no reason was given)."""
+
+    faces: tuple[Face, ...] = ()
+    weights: tuple[float, ...] = ()
+    skips: tuple[str | None, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.faces) != len(self.weights):
+            raise ValueError(f"{len(self.faces)} faces but {len(self.weights)} weights")
+
+    @classmethod
+    def full(cls, faces: Sequence[Face]) -> SwapPlan:
+        """Every face of `faces` swapped in full."""
+        return cls(tuple(faces), (1.0,) * len(faces))
+
+    def with_faces(self, faces: Sequence[Face]) -> SwapPlan:
+        """The same plan for the same faces given new points (e.g. refined alignment)."""
+        return SwapPlan(tuple(faces), self.weights, self.skips)
 
 
 @dataclass(slots=True)
@@ -36,7 +60,21 @@ class FramePacket:
     """Source timestamp in the source video stream's time base (None for a still image)."""
     image: Frame
     """Upright H x W x 3 RGB uint8 (rotation metadata already applied)."""
-    annotations: dict[str, Any] = field(default_factory=dict)
+    decoded: av.VideoFrame | None = None
+    """Set by the engine for region edits: the decoded frame `image` was converted from."""
+    raw: av.VideoFrame | None = None
+    """Set by the engine for a pass-through render: the decoded frame itself (`image` is empty and
+    no stage ever sees the packet)."""
+    regions: list[ChangedRegion] = field(default_factory=list)
+    """What region-editing stages changed in `image` (`mark_changed`)."""
+    detections: list[Face] | None = None
+    """Faces a detection stage found in the whole frame; None on frames it did not look at."""
+    faces: list[Face] = field(default_factory=list)
+    """Every confirmed face of the frame, with its track ID (set by the tracking stage)."""
+    swap: SwapPlan = field(default_factory=SwapPlan)
+    """The faces to swap and their weights (set by the tracking stage)."""
+    swapped_tracks: list[int | None] = field(default_factory=list)
+    """Track IDs of the faces a swap stage did swap in this frame."""
 
 
 @runtime_checkable
@@ -44,6 +82,9 @@ class Stage(Protocol):
     """A processing step between decode and encode."""
 
     name: str
+    edits_regions: bool
+    """Whether every pixel the stage changes is recorded with `mark_changed` (see the module
+    docstring); a stage that changes no pixel says True."""
     max_batch: int
     """How many frames the stage can take in one call."""
     workers: int
@@ -70,12 +111,12 @@ def writable(image: Frame) -> Frame:
 
 def mark_changed(packet: FramePacket, region: ChangedRegion) -> None:
     """Record that a region-editing stage changed `region` of `packet.image`."""
-    packet.annotations.setdefault(CHANGED_REGIONS, []).append(region)
+    packet.regions.append(region)
 
 
 def edits_regions_only(stages: Sequence[Stage]) -> bool:
     """Whether every stage records its pixel changes as regions (see the module docstring)."""
-    return bool(stages) and all(getattr(stage, "edits_regions", False) for stage in stages)
+    return bool(stages) and all(stage.edits_regions for stage in stages)
 
 
 @runtime_checkable

@@ -77,9 +77,9 @@ def _watch(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
     real = stage_models.ModelRender.refine_faces
 
     def refine(self: stage_models.ModelRender, batch: Any) -> None:
-        before = [list(p.annotations.get("swap_faces", ())) for p in batch]
+        before = [list(p.swap.faces) for p in batch]
         real(self, batch)
-        seen.extend(zip(before, [list(p.annotations.get("swap_faces", ())) for p in batch], strict=True))
+        seen.extend(zip(before, [list(p.swap.faces) for p in batch], strict=True))
 
     monkeypatch.setattr(stage_models.ModelRender, "refine_faces", refine)
     return seen

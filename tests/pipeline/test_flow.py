@@ -17,6 +17,8 @@ from ffdesk.pipeline.stage import FramePacket
 class AddStage:
     """Adds a constant to every pixel; records batch sizes; optionally sleeps out of order."""
 
+    edits_regions = False
+
     def __init__(self, name: str, workers: int = 1, max_batch: int = 4, fail_at: int | None = None) -> None:
         self.name = name
         self.workers = workers
@@ -172,7 +174,7 @@ def test_stage_stats_tell_cpu_time_from_waiting() -> None:
 
 def test_resumed_segments_start_on_a_detection_frame() -> None:
     from ffdesk.pipeline.job import SEGMENT_FRAMES
-    from ffdesk.pipeline.stages.embedded import DETECT_EVERY
+    from ffdesk.pipeline.stages.front import DETECT_EVERY
 
     assert SEGMENT_FRAMES % DETECT_EVERY == 0
     assert 200 <= SEGMENT_FRAMES <= 250  # about x264's own keyframe interval: few keyframes added

@@ -85,14 +85,17 @@ def test_passthrough_helper_and_bad_target(tmp_path: Path, face_clip: Path) -> N
         Previewer(RenderJob(target=bad, output=tmp_path / "o.mp4"))
 
 
-def test_faces_in_prefers_the_faces_key() -> None:
+def test_faces_in_prefers_the_tracked_faces() -> None:
     from ffdesk.faces.types import Face
+    from ffdesk.pipeline.stage import FramePacket
 
     f = Face(bbox=(0, 0, 1, 1), score=1.0, kps=np.zeros((5, 2), np.float32))
     g = Face(bbox=(0, 0, 2, 2), score=1.0, kps=np.zeros((5, 2), np.float32))
-    assert faces_in({"detections": [g], "faces": [f]}) == (f,)
-    assert faces_in({"detections": [g]}) == (g,)
-    assert faces_in({"x": 3}) == ()
+    image = np.zeros((4, 4, 3), np.uint8)
+    assert faces_in(FramePacket(0, None, image, detections=[g], faces=[f])) == (f,)
+    assert faces_in(FramePacket(0, None, image, detections=[g])) == (g,)  # before a track is confirmed
+    assert faces_in(FramePacket(0, None, image, detections=[g], faces=[])) == (g,)
+    assert faces_in(FramePacket(0, None, image)) == ()
 
 
 def test_scrub_cache_serves_preview_frames_and_stops(face_clip: Path) -> None:

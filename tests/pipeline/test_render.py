@@ -83,6 +83,7 @@ class SlowInvert:
 
     name = "invert"
     max_batch = 4
+    edits_regions = False
     workers = 2
 
     def __init__(self, delay: float = 0.0, fail_at: int | None = None) -> None:

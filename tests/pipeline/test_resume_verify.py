@@ -139,6 +139,7 @@ class SlowPass:
 
     name = "slow"
     max_batch = 4
+    edits_regions = False
     workers = 1
 
     def start(self) -> None:

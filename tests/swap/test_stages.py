@@ -12,13 +12,8 @@ from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.embedded import (
-    DetectStage,
-    SwapStage,
-    TrackStage,
-    embedded_stages,
-    source_face,
-)
+from ffdesk.pipeline.stages.embedded import SwapStage, embedded_stages
+from ffdesk.pipeline.stages.front import DetectStage, TrackStage, source_face
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace
 from ffdesk.types import Frame
 from tests.faces import photos
@@ -64,16 +59,18 @@ def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
         for p, original in zip(packets, frames, strict=True):
             if original is empty or p.index < first:
                 np.testing.assert_array_equal(p.image, original)
-                assert p.annotations["swap_faces"] == []
+                assert p.swap.faces == ()
             else:
                 assert np.abs(p.image.astype(int) - original.astype(int)).max() > 30
-                assert len(p.annotations["swap_faces"]) == 1
-        weights = [p.annotations["swap_weights"][0] for p in packets[first:12]]
+                assert len(p.swap.faces) == 1
+        weights = [p.swap.weights[0] for p in packets[first:12]]
         if first == 4:
             assert weights == [1.0] * 8
         else:
             assert weights == sorted(weights) and weights[0] < 0.5 and weights[-1] == 1.0
-        assert len({p.annotations["faces"][0].track_id for p in packets[first:12]}) == 1
+        assert len({p.faces[0].track_id for p in packets[first:12]}) == 1
+        swapped = packets[first:12]
+        assert [p.swapped_tracks for p in swapped] == [[p.faces[0].track_id] for p in swapped]
         assert report == {
             "frames_with_faces": 12 - first,
             "faces_swapped": 12 - first,
@@ -81,7 +78,7 @@ def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
             "faces_skipped_by_reason": {},
         }
     packets, report = _run_stages(stages_(), [with_face] * 3, 1)
-    assert [p.annotations["swap_weights"] for p in packets] == [[1.0]] * 3
+    assert [p.swap.weights for p in packets] == [(1.0,)] * 3
     assert report["faces_swapped"] == 3
 
 
@@ -153,7 +150,7 @@ def test_all_faces_in_a_frame_are_swapped(analyser: FaceAnalyser, astronaut: Fra
     assert report["faces_swapped"] == 6 and report["frames_with_faces"] == 3
     split = 360  # the astronaut tile is square
     for p in packets:
-        assert len({f.track_id for f in p.annotations["swap_faces"]}) == 2
+        assert len({f.track_id for f in p.swap.faces}) == 2
         changed = np.any(p.image != tiled, axis=2)
         assert changed[:, :split].any() and changed[:, split:].any()
 

@@ -22,27 +22,17 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
-from ffdesk.faces.align import paste_back, warp_face
-from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
+from ffdesk.faces.align import warp_face
 from ffdesk.faces.model_detectors import ModelDetector
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
-from ffdesk.media.patch import ChangedRegion
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
-from ffdesk.pipeline.stages.embedded import (
-    DET_SIZE,
-    DETECT_EVERY,
-    TrackStage,
-    clip_fps,
-    embedded_models_dir,
-    reference_appearance,
-    source_face,
-)
-from ffdesk.pipeline.stages.embedded import DetectStage as EmbeddedDetect
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.front import DETECT_EVERY, FaceFrontEnd, job_analyser, source_face
+from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
@@ -142,10 +132,10 @@ class ModelRender:
     """What the model stages of one render share: files, the residency manager, the source."""
 
     def __init__(self, job: RenderJob, catalog: Catalog | None = None) -> None:
+        from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.files import resolve_models_dir
         from ffdesk.runtime.precision import resolve_precision
         from ffdesk.runtime.residency import ResidencyManager
-        from ffdesk.runtime.sessions import SessionOptions, resolve_device
 
         if job.swapper is None:
             raise ValueError("model stages need job.swapper")
@@ -183,22 +173,14 @@ class ModelRender:
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
-        extras = dict(job.extra)
-        provider = extras.get("provider", "auto")
-        if provider not in ("auto", "cpu", "cuda", "tensorrt"):
-            raise UserError(f"unknown provider {provider!r} (auto, cpu, cuda, tensorrt)")
-        self.device = resolve_device("cpu" if provider == "cpu" else "auto")
-        self.tile = int(extras.get("swap_scale", "1"))
-        if self.tile not in (1, 2, 4):
-            raise UserError(f"--swap-scale must be 1, 2 or 4, not {self.tile}")
+        self.device = job_device(job.provider)
+        self.tile: int = job.swap_scale
         self.on_event: Callable[[ev.Event], None] = _ignore
         self.manager = ResidencyManager(
             budget_bytes=job.memory_budget, device=self.device, on_change=self._memory_changed
         )
         self.precision: str = resolve_precision(job.precision, job.mode, self.device)
-        self.options = SessionOptions(
-            device=self.device, tensorrt=provider == "tensorrt", trt_fp16=self.precision == "fp16"
-        )
+        self.options = session_options(job.provider, self.device, self.precision)
         self.keys: dict[str, str] = {}
         for choice in self._all():
             self.keys[choice.role] = self._register(choice, "fp32", choice.path)
@@ -209,7 +191,7 @@ class ModelRender:
         self.manager.plan(list(self.keys.values()))
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
-        self.analyser = FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
+        self.analyser = job_analyser(job)
         self.source_image, self.source_face = self._source_face()
         self.source_vector: npt.NDArray[np.float32] | None = None
         self._started = False
@@ -315,13 +297,13 @@ class ModelRender:
 
     def refine_faces(self, batch: Sequence[FramePacket]) -> None:
         """Align each chosen face as FaceFusion does (`align_faces`), in place on the packets'
-        "swap_faces"."""
+        swap plans."""
         if self.landmarker is None or self.point_mapper is None:
             return
-        items = [(p.image, list(p.annotations.get("swap_faces", ()))) for p in batch]
+        items = [(p.image, list(p.swap.faces)) for p in batch]
         for packet, (faces, sure) in zip(batch, self.align_faces(items), strict=True):
             if faces:
-                packet.annotations["swap_faces"] = faces
+                packet.swap = packet.swap.with_faces(faces)
                 self.aligned_faces += len(faces)
                 self.aligned_on_68 += sure
 
@@ -586,8 +568,8 @@ def _regions(
 class PackDetectStage:
     """Detection with the pack's detector on key frames, batched across the batch's key frames.
 
-    It writes the "detections" annotation the tracking stage reads; frames between key frames
-    are followed by the tracker.
+    It sets the packets' `detections` the tracking stage reads; frames between key frames are
+    followed by the tracker.
     """
 
     name = "detect"
@@ -606,7 +588,7 @@ class PackDetectStage:
         keys = [p for p in batch if p.index % self.every == 0]
         if keys:
             for packet, faces in zip(keys, self.ctx.detect([p.image for p in keys]), strict=True):
-                packet.annotations["detections"] = faces
+                packet.detections = faces
         return list(batch)
 
     def finish(self) -> dict[str, Any]:
@@ -636,19 +618,15 @@ class SwapStage:
         spec = self.ctx.swap_spec
         size = spec.size * self.ctx.tile
         self.ctx.refine_faces(batch)
-        crops, affines, owners = _aligned_faces(batch, spec.template, size)
         self.batches += 1
-        if not crops:
-            return list(batch)
-        stack = np.stack(crops)
-        swapped = self.ctx.swap_crops(stack)
-        masks = self._masks(stack, swapped)
-        self._quality_check(batch, stack, swapped, owners)
-        images = [writable(p.image) for p in batch]
-        pasted: list[list[ChangedRegion]] = [[] for _ in batch]
-        for j, owner in enumerate(owners):
-            paste_back(images[owner], swapped[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
-        _store(batch, images, pasted)
+
+        def draw(aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
+            swapped = self.ctx.swap_crops(aligned.crops)
+            masks = self._masks(aligned.crops, swapped)
+            self._quality_check(batch, aligned.crops, swapped, list(aligned.owners))
+            return swapped, masks
+
+        redraw_faces(batch, spec.template, size, draw)
         return list(batch)
 
     def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
@@ -713,10 +691,10 @@ class EnhanceStage:
         self.ctx.start()
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        crops, affines, owners = _aligned_faces(batch, self.spec.template, self.spec.size)
-        if not crops:
-            return list(batch)
-        stack = np.stack(crops)
+        redraw_faces(batch, self.spec.template, self.spec.size, self._enhance)
+        return list(batch)
+
+    def _enhance(self, aligned: AlignedFaces) -> tuple[list[Frame], list[Mask]]:
         spec = self.spec
         blend = self.ctx.job.enhancer_blend / 100.0
         weight = self.ctx.job.enhancer_weight
@@ -725,16 +703,11 @@ class EnhanceStage:
             enhancer = enh.FaceEnhancer(session, spec, blend=blend, fidelity=weight)
             return list(enhancer.enhance(np.stack(chunk)))
 
-        restored = self.ctx.run("enhancer", enhance, list(stack))
-        masks = [self.mask] * len(owners)
+        restored = self.ctx.run("enhancer", enhance, list(aligned.crops))
+        masks: list[Mask] = [self.mask] * len(aligned)
         if self.ctx.occluders:  # FaceFusion's enhancer keeps the occlusion mask too
-            masks = [np.minimum(self.mask, m) for m in self.ctx.occlusion_masks(stack)]
-        images = [writable(p.image) for p in batch]
-        pasted: list[list[ChangedRegion]] = [[] for _ in batch]
-        for j, owner in enumerate(owners):
-            paste_back(images[owner], restored[j], affines[j], masks[j], inplace=True, changed=pasted[owner])
-        _store(batch, images, pasted)
-        return list(batch)
+            masks = [np.minimum(self.mask, m) for m in self.ctx.occlusion_masks(aligned.crops)]
+        return restored, masks
 
     def finish(self) -> dict[str, Any]:
         if not self.reports:
@@ -744,48 +717,20 @@ class EnhanceStage:
         return figures
 
 
-def _aligned_faces(
-    batch: Sequence[FramePacket], template: str, size: int
-) -> tuple[list[Frame], list[npt.NDArray[np.float64]], list[int]]:
-    """Aligned crops of every face chosen for swapping in the batch, their warp matrices, and the
-    index of the packet each came from."""
-    crops, affines, owners = [], [], []
-    for i, packet in enumerate(batch):
-        for face in packet.annotations.get("swap_faces", ()):
-            crop, m = warp_face(packet.image, face.kps, template, size)
-            crops.append(crop)
-            affines.append(m)
-            owners.append(i)
-    return crops, affines, owners
-
-
-def _store(batch: Sequence[FramePacket], images: list[Frame], pasted: list[list[ChangedRegion]]) -> None:
-    """Give each packet its new image and record the regions pasted into it."""
-    for packet, image, regions in zip(batch, images, pasted, strict=True):
-        packet.image = image
-        for region in regions:
-            mark_changed(packet, region)
-
-
 def model_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """The stages of a model-pack render. Model files, the budget and the source face are
     checked here, on the caller's thread, so a bad setting fails before any frame is decoded.
 
-    Tracking, smoothing and face selection are the embedded pipeline's; detection on key frames
-    is the pack's detector when one is named.
+    Detection, tracking, smoothing and face selection are the shared face front end
+    (`ffdesk.pipeline.stages.front`); detection on key frames is the pack's detector when one is
+    named.
     """
     ctx = ModelRender(job)
     batch = max(1, job.batch)
-    det_size = DET_SIZE.get(job.mode, 640)
-    reference = reference_appearance(ctx.analyser, job) if job.face_selection == "reference" else None
-    detect: Stage = (
-        PackDetectStage(ctx, batch)
-        if ctx.detector is not None
-        else EmbeddedDetect(ctx.analyser, det_size=det_size)
-    )
+    front = FaceFrontEnd.for_job(job, ctx.analyser, info)
+    detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None
     stages: list[Stage] = [
-        detect,
-        TrackStage(ctx.analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
+        *front.stages(detect=detect),
         SwapStage(ctx, batch, reports=ctx.enhancer is None),
     ]
     if ctx.enhancer is not None:

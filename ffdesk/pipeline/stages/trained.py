@@ -1,11 +1,13 @@
 """Render stages for a locally trained swapper (`ffdesk train` -> `RUN_DIR/model.onnx`).
 
-    detect -> track (the embedded pipeline's) -> swap with the trained model (batched)
+    detect -> track (the shared face front end) -> swap with the trained model (batched)
 
 A trained swapper needs no source photo: it only ever draws the one person it was trained on.
 Its contract (`model.json` beside the file, also in the ONNX metadata) gives the crop size and
 the alignment template; each chosen face is aligned with that template, swapped in batches
-through the render's `ResidencyManager`, and pasted back under the model's own face mask.
+through the render's `ResidencyManager`, and pasted back under the model's own face mask. The
+pasted pixels are recorded as changed regions, so the encoder writes only those back into the
+decoded frames (as for the other swappers).
 `--swapper` may name the .onnx file or the run folder holding it.
 """
 
@@ -22,12 +24,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
-from ffdesk.faces.align import TEMPLATES, paste_back, warp_face
+from ffdesk.faces.align import TEMPLATES
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import FramePacket, Stage, writable
+from ffdesk.pipeline.job import Provider, RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.types import Frame, Mask
 
 KIND = "ffdesk-trained-swapper"
@@ -73,29 +76,51 @@ def is_trained_swapper(value: str | None) -> bool:
 
 
 class TrainedSwap:
-    """The model and its contract; swaps stacks of aligned crops through a residency manager."""
+    """The model and its contract; swaps stacks of aligned crops through a residency manager.
 
-    def __init__(self, path: Path, contract: dict[str, Any], budget_bytes: int | None) -> None:
+    `provider` says where the model runs; `tile` > 1 draws faces at `tile` x the model's
+    resolution by sub-pixel tiling, as the model-pack swappers do."""
+
+    def __init__(
+        self,
+        path: Path,
+        contract: dict[str, Any],
+        budget_bytes: int | None,
+        provider: Provider = "auto",
+        tile: int = 1,
+    ) -> None:
+        from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
-        from ffdesk.runtime.sessions import resolve_device
 
         self.path = path
         self.resolution = int(contract["resolution"])
         self.template = str((contract.get("alignment") or {}).get("template") or DEFAULT_TEMPLATE)
         if self.template not in TEMPLATES:
             raise UserError(f"{path}: unknown alignment template {self.template!r} in its contract")
+        self.tile = tile
         self.on_event: Callable[[ev.Event], None] = lambda _e: None
+        self.device = job_device(provider)
+        self.options = session_options(provider, self.device)
         self.manager = ResidencyManager(
-            budget_bytes=budget_bytes, device=resolve_device("auto"), on_change=self._memory_changed
+            budget_bytes=budget_bytes, device=self.device, on_change=self._memory_changed
         )
         self.key = "trained_swapper@fp32"
-        self.manager.register(self.key, OnnxLoader(path, name="trained_swapper", precision="fp32"))
+        self.manager.register(
+            self.key, OnnxLoader(path, self.options, name="trained_swapper", precision="fp32")
+        )
+
+    @property
+    def crop_size(self) -> int:
+        """The side of the aligned crops `swap` takes: the model's resolution x `tile`."""
+        return self.resolution * self.tile
 
     def _memory_changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
         self.on_event(ev.MemoryChanged(models, budget))
 
     def swap(self, crops: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
-        """N x R x R x 3 uint8 crops of the person to replace -> (drawn faces, masks N x R x R)."""
+        """N x C x C x 3 uint8 crops of the person to replace (C: `crop_size`) -> (drawn faces,
+        masks N x C x C)."""
+        from ffdesk.swap.onnx_swapper import merge_tiles, split_tiles
 
         def run(session: Any, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
             x = np.stack(chunk).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
@@ -104,8 +129,10 @@ class TrainedSwap:
             masks = np.clip(out["mask"][:, 0], 0, 1).astype(np.float32)
             return list(zip(rgb, masks, strict=True))
 
-        results = self.manager.run_with_recovery(self.key, run, list(crops))
-        return np.stack([r[0] for r in results]), np.stack([r[1] for r in results])
+        results = self.manager.run_with_recovery(self.key, run, list(split_tiles(crops, self.tile)))
+        rgb = merge_tiles(np.stack([r[0] for r in results]), self.tile)
+        masks = merge_tiles(np.stack([r[1] for r in results])[..., None], self.tile)  # type: ignore[arg-type]
+        return rgb, np.asarray(masks[..., 0], np.float32)
 
     def close(self) -> None:
         self.manager.close()
@@ -133,6 +160,7 @@ class TrainedSwapStage:
 
     name = "swap"
     workers = 1
+    edits_regions = True  # records each pasted face's region
 
     def __init__(self, model: TrainedSwap, max_batch: int) -> None:
         self.model = model
@@ -148,27 +176,17 @@ class TrainedSwapStage:
         pass
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        r, template = self.model.resolution, self.model.template
-        jobs: list[tuple[FramePacket, Face, npt.NDArray[np.float64]]] = []
-        crops: list[Frame] = []
-        with_faces = 0
-        for p in batch:
-            faces: list[Face] = p.annotations.get("swap_faces", [])
-            if p.annotations.get("faces"):
-                with_faces += 1
-            for face in faces:
-                crop, m = warp_face(p.image, face.kps, template, r)
-                crops.append(crop)
-                jobs.append((p, face, m))
-        if crops:
-            drawn, masks = self.model.swap(np.stack(crops))
-            for (p, face, m), face_img, mask in zip(jobs, drawn, masks, strict=True):
-                image = writable(p.image)
-                p.image = paste_back(image, face_img, m, blend_mask(mask, face, m), inplace=True)
+        with_faces = sum(1 for p in batch if p.faces)
+        aligned = redraw_faces(batch, self.model.template, self.model.crop_size, self._draw)
         with self._lock:
             self._frames_with_faces += with_faces
-            self._swapped += len(crops)
+            self._swapped += len(aligned) if aligned is not None else 0
         return list(batch)
+
+    def _draw(self, aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
+        drawn, masks = self.model.swap(aligned.crops)
+        faces = zip(masks, aligned.faces, aligned.affines, strict=True)
+        return drawn, [blend_mask(mask, face, m) for mask, face, m in faces]
 
     def finish(self) -> dict[str, Any]:
         figures = self.model.manager.report()
@@ -188,26 +206,13 @@ class TrainedSwapStage:
 def trained_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """Stages for a render with a trained swapper; the model and its contract are checked here,
     on the caller's thread, before any frame is decoded."""
-    from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
-    from ffdesk.pipeline.stages.embedded import (
-        DET_SIZE,
-        DetectStage,
-        TrackStage,
-        clip_fps,
-        embedded_models_dir,
-        reference_appearance,
-    )
+    from ffdesk.pipeline.stages.front import FaceFrontEnd
 
     assert job.swapper is not None
     path = model_path(job.swapper)
     contract = read_contract(path)
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
-    model = TrainedSwap(path, contract, job.memory_budget)
-    analyser = FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
-    reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
-    return [
-        DetectStage(analyser, det_size=DET_SIZE.get(job.mode, 640)),
-        TrackStage(analyser, fps=clip_fps(job, info), selection=job.face_selection, reference=reference),
-        TrainedSwapStage(model, max_batch=max(1, job.batch)),
-    ]
+    model = TrainedSwap(path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale)
+    front = FaceFrontEnd.for_job(job, info=info)
+    return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]

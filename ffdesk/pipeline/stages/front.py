@@ -1,0 +1,242 @@
+"""The face front end every swap shares: which faces each frame holds, followed over time.
+
+    detect (key frames)  ->  track (1 thread, in order)
+
+- detect: full-frame detection on every `DETECT_EVERY`-th frame (and the first of a render or
+  resumed segment, which start on such frames); stateless. Sets `FramePacket.detections`. The
+  embedded RetinaFace by default; a model pack brings its own detection stage.
+- track: carries each face's mesh from frame to frame, gives stable track IDs, confirms new
+  tracks over a few frames (see `FaceTracker`), smooths the landmarks (One-Euro), picks the faces
+  to swap and, given the classical swap's settings, decides how strongly (`SwapGate`: hysteresis
+  on size and yaw, fades in and out; without them every chosen face is swapped in full). Sets
+  `faces` (all confirmed faces) and `swap` (the chosen faces with a weight above 0, their
+  weights, and why chosen faces are not swapped).
+
+`FaceFrontEnd.for_job` reads what a job asks of it (reference face, frame rate, detection size)
+on the caller's thread, so a bad setting fails before any frame is decoded; `stages()` gives the
+two stages a swapper puts its own after.
+
+Source photos: the largest face of the first photo is used, or with `job.source_face = N` the
+N-th face counted from 0, left to right. Reference selection (`face_selection="reference"`)
+follows face `job.reference_face` (0-based, left to right; default 0) of the first frame of the
+render range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ffdesk.errors import UserError
+from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
+from ffdesk.faces.appearance import Appearance, appearance_of
+from ffdesk.faces.selection import FaceSelector
+from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
+from ffdesk.faces.types import Face
+from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage, SwapPlan
+from ffdesk.swap.classical import GateDecision, SwapGate, SwapSettings
+from ffdesk.types import FaceSelection, Frame
+
+DETECT_EVERY = 8
+"""Frames between two full detections; resumable segments (`SEGMENT_FRAMES`, 240) start on one."""
+DET_SIZE = {"final": 640, "preview": 480}
+
+
+def embedded_models_dir(job: RenderJob) -> Path | None:
+    """The embedded models are looked for in `job.models_dir` first when it holds them."""
+    if job.models_dir is not None and (Path(job.models_dir) / "face_mesh_468.onnx").is_file():
+        return Path(job.models_dir)
+    return None
+
+
+def job_analyser(job: RenderJob) -> FaceAnalyser:
+    """The embedded face analyser (detector, mesh, recognizer) for `job`."""
+    return FaceAnalyser(AnalyserSettings(), models_dir=embedded_models_dir(job))
+
+
+class DetectStage:
+    """Full-frame face detection on key frames. Stateless: runs on several threads."""
+
+    name = "detect"
+    max_batch = 4
+    workers = 2
+    edits_regions = True  # changes no pixel
+
+    def __init__(self, analyser: FaceAnalyser, *, every: int = DETECT_EVERY, det_size: int = 640) -> None:
+        self.analyser = analyser
+        self.every = max(1, every)
+        self.det_size = det_size
+
+    def start(self) -> None:
+        pass
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        for p in batch:
+            if p.index % self.every == 0:
+                p.detections = self.analyser.detect(
+                    p.image, det_size=self.det_size, threshold=self.analyser.settings.candidate_threshold
+                )
+        return list(batch)
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+class TrackStage:
+    """Tracks, smooths and selects faces. Order-dependent: one thread."""
+
+    name = "track"
+    max_batch = 4
+    workers = 1
+    edits_regions = True  # changes no pixel
+
+    def __init__(
+        self,
+        analyser: FaceAnalyser,
+        *,
+        fps: float,
+        selection: FaceSelection = "largest",
+        reference: Appearance | None = None,
+        swap_settings: SwapSettings | None = None,
+    ) -> None:
+        self.analyser = analyser
+        self.fps = fps
+        self.selection = selection
+        self.reference = reference
+        self.swap_settings = swap_settings
+        self._tracker = FaceTracker(analyser, fps=fps)
+        self._selector = FaceSelector(selection, reference)
+        self._gate = SwapGate(swap_settings) if swap_settings is not None else None
+        self._last_index: int | None = None
+
+    def start(self) -> None:
+        self._tracker = FaceTracker(self.analyser, fps=self.fps)
+        self._selector = FaceSelector(self.selection, self.reference)
+        self._gate = SwapGate(self.swap_settings) if self.swap_settings is not None else None
+        self._last_index = None
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        """Tracks the whole batch first, so that a track confirmed in a later frame of the batch
+        is swapped from its first frame in the batch; then selects and decides frame by frame."""
+        tracked: list[tuple[FramePacket, list[Face], list[Face], set[int]]] = []
+        for p in batch:
+            detections = p.detections
+            jumped = self._last_index is not None and p.index != self._last_index + 1
+            if jumped:
+                self._tracker.reset()  # a jump (resume, seek): nothing carries over
+                if self._gate is not None:
+                    self._gate.reset()
+            if (self._last_index is None or jumped) and detections is None:
+                detections = self.analyser.detect(  # not a key frame: nothing to track from
+                    p.image, threshold=self.analyser.settings.candidate_threshold
+                )
+            faces = self._tracker.update(p.image, p.index, detections)
+            tracked.append((p, faces, list(self._tracker.tentative), set(self._tracker.born)))
+            self._last_index = p.index
+        confirmed = {f.track_id for _, faces, _, _ in tracked for f in faces}
+        for p, faces, tentative, born in tracked:
+            early = [f for f in tentative if f.track_id in confirmed]
+            if early:
+                faces = sorted(faces + early, key=lambda f: f.track_id if f.track_id is not None else -1)
+            p.faces = faces
+            p.swap = self._plan(p.image, faces, born)
+        return list(batch)
+
+    def _plan(self, image: Frame, faces: list[Face], born: set[int]) -> SwapPlan:
+        chosen = self._selector.select(image, faces)
+        if self._gate is None:  # a swapper with its own limits: every chosen face, in full
+            decisions = [GateDecision(1.0, None)] * len(chosen)
+        else:
+            decisions = self._gate.decide(image.shape, chosen, born=born)
+        swap = [(f, d.weight) for f, d in zip(chosen, decisions, strict=True) if d.weight > 0.0]
+        return SwapPlan(
+            tuple(f for f, _ in swap),
+            tuple(w for _, w in swap),
+            tuple(d.reason for d in decisions if d.weight <= 0.0),
+        )
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+
+def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | None) -> Face:
+    """The face to take from a source photo: the largest, or the `index`-th from the left."""
+    faces = analyser.analyse(image)
+    if not faces:
+        raise UserError(f"no face found in {name}")
+    if index is None:
+        face = largest(faces)
+        assert face is not None
+        return face
+    ordered = left_to_right(faces)
+    if not 0 <= index < len(ordered):
+        raise UserError(
+            f"{name}: --source-face {index} is out of range (found {len(ordered)} faces, counted from 0)"
+        )
+    return ordered[index]
+
+
+def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
+    """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
+    from ffdesk.media.decode import read_frame_at
+
+    frame = read_frame_at(job.target, job.start or 0.0).image
+    faces = left_to_right(analyser.analyse(frame))
+    index = job.reference_face or 0
+    if not faces:
+        raise UserError(f"{job.target.name}: no face in the first frame to use as the reference face")
+    if not 0 <= index < len(faces):
+        raise UserError(
+            f"{job.target.name}: reference face {index} is out of range "
+            f"(the first frame has {len(faces)} faces, counted from 0)"
+        )
+    return appearance_of(frame, faces[index])
+
+
+def clip_fps(job: RenderJob, info: MediaInfo | None = None) -> float:
+    """Frame rate of the target (30 when unknown, e.g. a still); `info`: its probe, if at hand."""
+    from ffdesk.media.probe import probe
+
+    if info is None or Path(info.path) != Path(job.target):
+        info = probe(job.target)
+    return info.video.fps if info.video is not None and info.video.fps > 0 else 30.0
+
+
+@dataclass(frozen=True)
+class FaceFrontEnd:
+    """What a job's front end needs, read once: the analyser, the reference face (when faces are
+    selected by reference), the clip's frame rate and the detection size."""
+
+    analyser: FaceAnalyser
+    selection: FaceSelection
+    reference: Appearance | None
+    fps: float
+    det_size: int
+
+    @classmethod
+    def for_job(
+        cls, job: RenderJob, analyser: FaceAnalyser | None = None, info: MediaInfo | None = None
+    ) -> FaceFrontEnd:
+        """Reads the reference face and the frame rate of `job` (`UserError` when the reference
+        face is missing); `analyser`: the render's own, else the embedded one for `job`."""
+        analyser = analyser or job_analyser(job)
+        reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
+        return cls(analyser, job.face_selection, reference, clip_fps(job, info), DET_SIZE.get(job.mode, 640))
+
+    def stages(
+        self, *, detect: Stage | None = None, swap_settings: SwapSettings | None = None
+    ) -> list[Stage]:
+        """Detection (the embedded detector unless `detect` is given) and tracking; with
+        `swap_settings` (the classical swap's) the tracker also gates each face's weight."""
+        track = TrackStage(
+            self.analyser,
+            fps=self.fps,
+            selection=self.selection,
+            reference=self.reference,
+            swap_settings=swap_settings,
+        )
+        return [detect or DetectStage(self.analyser, det_size=self.det_size), track]

@@ -38,6 +38,7 @@ from typing import Any, Literal, TypeVar
 
 from ffdesk.errors import UserError
 from ffdesk.runtime import residency_policy as policy
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.memprobe import MemoryProbe, ProcessMemoryProbe
 from ffdesk.runtime.residency_policy import OomAction
@@ -228,6 +229,7 @@ class ResidencyManager:
         probe: MemoryProbe | None = None,
         share: ResidencyManager | None = None,
         holder: str = "",
+        env: RuntimeEnv | None = None,
     ) -> None:
         """`budget_bytes` None means unlimited. `host_budget_bytes` bounds the host-RAM tier of
         evicted models; by default it is half the free RAM for a GPU, and 0 on a CPU (where the
@@ -236,7 +238,9 @@ class ResidencyManager:
         `share` (or, when not given, an enclosing `sharing()` block on this thread) joins that
         manager's pool: its budget, device, host tier, footprints and probe are used, and
         `budget_bytes`, `device`, `host_budget_bytes`, `footprints` and `probe` are ignored.
-        `holder` labels this manager's models in the pool ("preview", "render clip.mp4")."""
+        `holder` labels this manager's models in the pool ("preview", "render clip.mp4").
+        `env` (the runtime environment) places the footprint store and gives the memory probe
+        its GPU driver switches, unless `footprints` / `probe` are given."""
         self._id = next(_ids)
         self.allow_precision_drop = allow_precision_drop
         self.holder = holder
@@ -253,7 +257,7 @@ class ResidencyManager:
             pool, ambient_holder = ambient
             self.holder = holder or ambient_holder
         else:
-            pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe)
+            pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe, env)
         self._pool = pool
         with self._pool.cond:
             self._pool.members[self._id] = self._member
@@ -268,13 +272,15 @@ class ResidencyManager:
         host_budget_bytes: int | None,
         footprints: FootprintStore | None,
         probe: MemoryProbe | None,
+        env: RuntimeEnv | None,
     ) -> Pool:
         if budget_bytes is not None and budget_bytes <= 0:
             raise UserError("the memory budget must be more than zero")
-        probe = probe if probe is not None else ProcessMemoryProbe(device, device_id)
+        if probe is None:
+            probe = ProcessMemoryProbe(device, device_id, env.driver if env is not None else None)
         if host_budget_bytes is None:
             host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
-        store = footprints if footprints is not None else FootprintStore()
+        store = footprints if footprints is not None else FootprintStore(env=env)
         return Pool(budget_bytes, device, device_id, host_budget_bytes, store, probe)
 
     # ---- the pool's settings ----------------------------------------------------------------
@@ -355,7 +361,7 @@ class ResidencyManager:
         if fingerprint is None:
             with contextlib.suppress(OSError, AttributeError):
                 fingerprint = str(loader.fingerprint)  # type: ignore[attr-defined]
-        self._pool.footprints.get("")  # the file is read here, not under the lock
+        self._pool.footprints.load()  # the file is read here, not under the lock
         entry = Entry(
             slot=self._slot(key),
             key=key,
@@ -395,6 +401,7 @@ class ResidencyManager:
 
     def expected_bytes(self, key: str) -> int:
         """What `key` will cost when loaded: measured, recorded, hinted or estimated."""
+        self._pool.footprints.load()  # any file read happens before the lock
         with self._pool.cond:
             return self._pool._locked_estimate(self._entry(key))
 
@@ -429,6 +436,7 @@ class ResidencyManager:
     def _checkout(self, key: str, retry: bool = False) -> Session:
         pool = self._pool
         while True:
+            pool.footprints.load()  # any file read happens before the lock
             with pool.cond:
                 if pool.closed or self._member.closed:
                     raise RuntimeError("the residency manager is closed")

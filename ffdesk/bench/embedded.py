@@ -17,9 +17,12 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, median_ms
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
 
 GOAL_FPS = 25.0
 
@@ -95,17 +98,16 @@ def _model_costs(frame_path: Path) -> dict[str, float]:
     }
 
 
-def _render(clip: Path, out: Path, sources: tuple[Path, ...]) -> dict[str, Any]:
-    """Render and add `cpu_ms_per_frame`: CPU time of the whole process (every thread, the
-    encoder's included) per frame, which other processes' load barely changes."""
+def _render(clip: Path, out: Path, sources: tuple[Path, ...]) -> tuple[RenderReport, float]:
+    """Render; the report and the CPU time of the whole process per frame (every thread, the
+    encoder's included), which other processes' load barely changes."""
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
     cpu = time.process_time()
     report = run_render(RenderJob(target=clip, output=out, sources=sources, resume=False, mode="final"))
-    frames = max(1, int(report["frames_processed"]))
-    report["cpu_ms_per_frame"] = round((time.process_time() - cpu) * 1000 / frames, 2)
-    return report
+    frames = max(1, report.frames_processed)
+    return report, round((time.process_time() - cpu) * 1000 / frames, 2)
 
 
 def _setup_cpu_ms(clip: Path, source: Path, out: Path) -> float:
@@ -122,13 +124,13 @@ def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _per_frame(report: dict[str, Any], key: str = "ms_total") -> dict[str, float]:
-    out = {}
-    for name, st in (report.get("stages") or {}).items():
-        frames = st.get("frames") or 0
-        if frames and key in st:
-            out[name] = round(st[key] / frames, 2)
-    return out
+def _per_frame(report: RenderReport, cpu: bool = False) -> dict[str, float]:
+    """Wall (or CPU) milliseconds a frame of each stage."""
+    return {
+        t.name: round((t.cpu_ms_total if cpu else t.ms_total) / t.frames, 2)
+        for t in report.stages
+        if t.frames
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,40 +143,44 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-embedded-") as tmp:
         figures["load_before"] = _load()
         if not args.no_baseline:
-            base = _render(clip, Path(tmp) / "plain.mp4", ())
-            figures["reencode_fps"] = base["fps"]
-            figures["reencode_cpu_ms_per_frame"] = base["cpu_ms_per_frame"]
+            base, base_cpu_ms = _render(clip, Path(tmp) / "plain.mp4", ())
+            figures["reencode_fps"] = base.fps
+            figures["reencode_cpu_ms_per_frame"] = base_cpu_ms
             print(
-                f"plain re-encode   {base['fps']:6.1f} frames/s  (decode + H.264 encode only; "
-                f"{base['cpu_ms_per_frame']:.1f} CPU ms/frame)"
+                f"plain re-encode   {base.fps:6.1f} frames/s  (decode + H.264 encode only; "
+                f"{base_cpu_ms:.1f} CPU ms/frame)"
             )
         t0 = time.perf_counter()
-        report = _render(clip, Path(tmp) / "swapped.mp4", (source,))
+        report, cpu_ms = _render(clip, Path(tmp) / "swapped.mp4", (source,))
         wall = time.perf_counter() - t0
         setup_ms = _setup_cpu_ms(clip, source, Path(tmp) / "setup.mp4")
-    frames = report["frames_processed"]
+    from ffdesk.pipeline.report import FaceCounts
+
+    frames = report.frames_processed
     cores = os.cpu_count() or 1
-    steady = report["cpu_ms_per_frame"] - setup_ms / max(1, frames)
+    steady = cpu_ms - setup_ms / max(1, frames)
+    faces = report.faces or FaceCounts()
+    encoder = report.video.encoder if report.video is not None else None
     figures.update(
         {
-            "fps": report["fps"],
+            "fps": report.fps,
             "frames": frames,
             "seconds": round(wall, 3),
-            "cpu_ms_per_frame": report["cpu_ms_per_frame"],
-            "cpu_bound_fps": round(cores * 1000 / report["cpu_ms_per_frame"], 2),
+            "cpu_ms_per_frame": cpu_ms,
+            "cpu_bound_fps": round(cores * 1000 / cpu_ms, 2),
             "setup_cpu_ms": round(setup_ms, 1),
             "steady_cpu_ms_per_frame": round(steady, 2),
             "steady_cpu_bound_fps": round(cores * 1000 / steady, 2),
             "load_after": _load(),
             "stage_ms_per_frame": _per_frame(report),
-            "stage_cpu_ms_per_frame": _per_frame(report, "cpu_ms_total"),
-            "faces_swapped": report.get("faces_swapped"),
-            "faces_skipped": report.get("faces_skipped"),
-            "encoder": report.get("encoder"),
+            "stage_cpu_ms_per_frame": _per_frame(report, cpu=True),
+            "faces_swapped": faces.faces_swapped,
+            "faces_skipped": faces.faces_skipped,
+            "encoder": encoder,
         }
     )
     figures["models"] = _model_costs(clip)
-    print(f"embedded swap     {report['fps']:6.1f} frames/s  (goal: at least {GOAL_FPS:g})")
+    print(f"embedded swap     {report.fps:6.1f} frames/s  (goal: at least {GOAL_FPS:g})")
     print(
         f"  CPU {figures['cpu_ms_per_frame']:.1f} ms/frame over all threads: at most "
         f"{figures['cpu_bound_fps']:.1f} frames/s on {cores} idle cores; load average "
@@ -201,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             "height": args.height,
             "seconds": args.seconds,
             "preset": "medium",
-            "encoder": report.get("encoder"),
+            "encoder": encoder,
         },
         figures,
         args.json,

@@ -117,14 +117,15 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 report = run_farm_render(job, FarmAddress(None), options=options)
                 wall = time.perf_counter() - t0
-                steady = report["frames_processed"] / max(report["farm"]["render_seconds"], 1e-9)
+                assert report.farm is not None
+                steady = report.frames_processed / max(report.farm.render_seconds, 1e-9)
                 base = base if base is not None else steady / n
                 efficiency = steady / (n * base)
                 figures[f"farm_{n}_fps"] = round(steady, 2)
-                figures[f"farm_{n}_wall_fps"] = round(report["frames_processed"] / wall, 2)
+                figures[f"farm_{n}_wall_fps"] = round(report.frames_processed / wall, 2)
                 figures[f"farm_{n}_efficiency"] = round(efficiency, 3)
                 print(
-                    f"farm of {n}: {steady:.1f} frames/s rendering ({report['frames_processed'] / wall:.1f} "
+                    f"farm of {n}: {steady:.1f} frames/s rendering ({report.frames_processed / wall:.1f} "
                     f"over the whole command, {wall:.1f} s), speedup {steady / base:.2f}, "
                     f"efficiency {efficiency:.2f}"
                 )

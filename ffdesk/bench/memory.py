@@ -23,9 +23,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
+    from ffdesk.runtime.residency import ModelStats
 
 GOAL_REDUCTION = 0.35
 GOAL_THROUGHPUT = 0.90
@@ -80,8 +84,10 @@ def source_photo() -> Path:
 
 def render_in_process(
     clip: Path, pack: Path, out: Path, frames: int, extra: list[str], fps: float = 25.0
-) -> dict[str, Any]:
-    """Run `ffdesk render` in a fresh process and return its report."""
+) -> RenderReport:
+    """Run `ffdesk render` in a fresh process and return its report (read from `--report`)."""
+    from ffdesk.pipeline.report import RenderReport
+
     report = out.with_suffix(".json")
     cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
            "--source", str(source_photo()), "--models-dir", str(pack), "--no-resume", "-q",
@@ -90,8 +96,7 @@ def render_in_process(
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise RuntimeError(f"render failed ({proc.returncode}): {' | '.join(tail)}")
-    result: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
-    return result
+    return RenderReport.from_json_dict(json.loads(report.read_text(encoding="utf-8")))
 
 
 def _published_bound(names: tuple[str, ...], budget_models: int) -> float:
@@ -102,6 +107,14 @@ def _published_bound(names: tuple[str, ...], budget_models: int) -> float:
     sizes = sorted((catalog.get(n).size_bytes or 0 for n in names), reverse=True)
     total = sum(sizes)
     return round(1 - sum(sizes[: max(1, budget_models)]) / total, 3) if total else 0.0
+
+
+def _models(report: RenderReport) -> tuple[ModelStats, ...]:
+    return report.models.models if report.models is not None else ()
+
+
+def _peak_model_bytes(report: RenderReport) -> int:
+    return report.models.peak_model_bytes if report.models is not None else 0
 
 
 def _mib(n: float | None) -> float | None:
@@ -119,31 +132,34 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-memory-") as tmp:
         print(f"all resident: {args.frames} frames of {clip.name} ...", flush=True)
         resident = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
-        sizes = sorted((m["bytes"] for m in resident["models"]), reverse=True)
+        sizes = sorted((m.bytes for m in _models(resident)), reverse=True)
         budget = sum(sizes[: max(1, args.budget_models)])
         limited = [*base, "--memory-budget", str(budget)]
         print(f"on demand: budget {_mib(budget)} MiB ({args.budget_models} largest models) ...", flush=True)
         demand = render_in_process(clip, pack, Path(tmp) / "demand.mp4", args.frames, limited)
+        best = {"all_resident": resident.fps, "on_demand": demand.fps}
         for _ in range(max(1, args.repeat) - 1):
             again = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
-            resident["fps"] = max(resident["fps"], again["fps"])
+            best["all_resident"] = max(best["all_resident"], again.fps)
             again = render_in_process(clip, pack, Path(tmp) / "demand.mp4", args.frames, limited)
-            demand["fps"] = max(demand["fps"], again["fps"])
+            best["on_demand"] = max(best["on_demand"], again.fps)
     runs = {"all_resident": resident, "on_demand": demand}
     figures: dict[str, Any] = {}
     for label, rep in runs.items():
         figures[label] = {
-            "peak_model_mib": _mib(rep["peak_model_bytes"]),
-            "peak_rss_mib": _mib(rep["peak_rss_bytes"]),
-            "fps": rep["fps"],
-            "loads": sum(m["loads"] for m in rep["models"]),
-            "evictions": sum(m["evictions"] for m in rep["models"]),
+            "peak_model_mib": _mib(_peak_model_bytes(rep)),
+            "peak_rss_mib": _mib(rep.peak_rss_bytes),
+            "fps": best[label],
+            "loads": sum(m.loads for m in _models(rep)),
+            "evictions": sum(m.evictions for m in _models(rep)),
         }
-    figures["models_mib"] = {m["name"]: _mib(m["bytes"]) for m in resident["models"]}
+    figures["models_mib"] = {m.name: _mib(m.bytes) for m in _models(resident)}
     figures["budget_mib"] = _mib(budget)
-    figures["peak_model_reduction"] = round(1 - demand["peak_model_bytes"] / resident["peak_model_bytes"], 3)
-    figures["peak_rss_reduction"] = round(1 - demand["peak_rss_bytes"] / resident["peak_rss_bytes"], 3)
-    figures["throughput_ratio"] = round(demand["fps"] / resident["fps"], 3) if resident["fps"] else None
+    figures["peak_model_reduction"] = round(1 - _peak_model_bytes(demand) / _peak_model_bytes(resident), 3)
+    rss = (demand.peak_rss_bytes or 0) / (resident.peak_rss_bytes or 1)  # a local render has both
+    figures["peak_rss_reduction"] = round(1 - rss, 3)
+    ratio = best["on_demand"] / best["all_resident"] if best["all_resident"] else None
+    figures["throughput_ratio"] = round(ratio, 3) if ratio is not None else None
     figures["best_possible_reduction"] = round(1 - budget / sum(sizes), 3)
     figures["published_bound"] = _published_bound(names, args.budget_models)
     for label in runs:

@@ -20,7 +20,7 @@ import tempfile
 import time
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -29,6 +29,9 @@ import numpy.typing as npt
 from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
 
 GOAL_SPEEDUP = 1.5
 MODELS = ("inswapper_128", "arcface_w600k_r50")
@@ -141,7 +144,7 @@ def run_loop(clip: Path, out: Path, pack: Path, frames: int, provider: str = "au
 
 def run_ffdesk(
     clip: Path, out: Path, pack: Path, frames: int, batch: int, provider: str = "auto"
-) -> dict[str, Any]:
+) -> RenderReport:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
@@ -200,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         t = time.perf_counter()
         report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, args.provider)
         ffdesk_s = time.perf_counter() - t
-    frames = report["frames_out"]
+    frames = report.frames_out
     alone = models_alone_fps(clip, pack, args.batch, args.provider)
     loop_fps, ffdesk_fps = args.frames / loop_s, frames / ffdesk_s
     figures = {
@@ -210,9 +213,7 @@ def run(args: argparse.Namespace) -> int:
         "speedup": round(ffdesk_fps / loop_fps, 3),
         "models_alone": alone,
         "pipeline_efficiency": round(ffdesk_fps / alone["fps"], 3),
-        "stage_ms_per_frame": {
-            k: round(v["ms_total"] / max(v["frames"], 1), 2) for k, v in report["stages"].items()
-        },
+        "stage_ms_per_frame": {t.name: round(t.ms_total / max(t.frames, 1), 2) for t in report.stages},
     }
     print(f"loop    {loop_fps:7.2f} frames/s")
     print(f"ffdesk  {ffdesk_fps:7.2f} frames/s  ({figures['speedup']:.2f}x the loop; goal: {GOAL_SPEEDUP}x)")

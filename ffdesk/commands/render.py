@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.units import parse_size, parse_time
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
 
 
 def register(sub: Any) -> None:
@@ -183,22 +186,19 @@ class TerminalProgress:
             self.bar = None
 
 
-def write_report(path: Path, report: dict[str, Any]) -> None:
-    """Write the report JSON atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
+def write_report(path: Path, report: RenderReport) -> None:
+    """Write the report's JSON (`RenderReport.to_json_dict`) atomically."""
+    from ffdesk.media.atomic import write_text_atomic
+
     try:
-        tmp.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(report.to_json_dict(), indent=2) + "\n")
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write report {path}: {exc.strerror}") from None
 
 
-def _model_bytes(report: dict[str, Any]) -> dict[str, int]:
-    models = report.get("models") or []
-    if isinstance(models, dict):
-        models = list(models.values())
-    return {str(m.get("name")): int(m.get("bytes") or 0) for m in models if isinstance(m, dict)}
+def _model_bytes(report: RenderReport) -> dict[str, int]:
+    models = report.models.models if report.models is not None else ()
+    return {m.name: m.bytes for m in models}
 
 
 def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgress) -> None:
@@ -227,11 +227,11 @@ def run(args: argparse.Namespace) -> int:
             if args.metrics_port is not None:
                 _serve_metrics(telemetry, args.metrics_port, args.metrics_host, progress)
             report = run_render(job, progress, cancel)
-        stage_ms = {name: t["ms_total"] for name, t in report.get("stages", {}).items()}
-        report["telemetry"] = telemetry.summary(report["frames_out"], stage_ms, _model_bytes(report))
+        summary = telemetry.summary(report.frames_out, report.stage_ms(), _model_bytes(report))
+        report = replace(report, telemetry=summary)
     finally:
         progress.close()
     if job.report is not None:
         write_report(job.report, report)
-    print(f"wrote {report['output']} ({report['frames_out']} frames, {report['fps']:.1f} frames/s)")
+    print(f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s)")
     return 0

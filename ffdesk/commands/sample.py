@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.commands.render import TerminalProgress
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.report import FaceCounts
     from ffdesk.resources import resource_path
 
     out_dir: Path = args.out
@@ -78,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
         report = run_render(job, progress)
     finally:
         progress.close()
+    faces = report.faces or FaceCounts()
     print(
-        f"done: {report.get('frames_processed', 0)} frames at {report.get('fps', 0):.1f} frames/s; "
-        f"{report.get('faces_swapped', 0)} faces swapped, {report.get('faces_skipped', 0)} skipped"
+        f"done: {report.frames_processed} frames at {report.fps:.1f} frames/s; "
+        f"{faces.faces_swapped} faces swapped, {faces.faces_skipped} skipped"
     )
     print(f"output: {output.resolve()}")
     return 0

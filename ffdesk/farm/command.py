@@ -25,11 +25,13 @@ def render_on_farm(args: argparse.Namespace) -> int:
         progress.close()
     if job.report is not None:
         write_report(job.report, report)
-    rerun = report["farm"]["segments_rerun"]
+    farm_used = report.farm
+    assert farm_used is not None
+    rerun = farm_used.segments_rerun
     again = f", {rerun} segments rendered again" if rerun else ""
-    workers = sum(1 for w in report["farm"]["workers"] if w["segments"])
+    workers = sum(1 for w in farm_used.workers if w.segments)
     print(
-        f"wrote {report['output']} ({report['frames_out']} frames, {report['fps']:.1f} frames/s "
+        f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s "
         f"on {workers} farm workers{again})"
     )
     return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 import time
 from collections import deque
@@ -29,11 +28,12 @@ from ffdesk.farm.board import open_board
 from ffdesk.farm.ray_support import require_ray
 from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
-from ffdesk.media.atomic import fsync_dir, raise_if_disk_full
+from ffdesk.media.atomic import atomic_output, fsync_dir
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.job_json import job_to_json
+from ffdesk.pipeline.report import FarmSummary, FarmWorkerRow, RenderReport, VideoFigures
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.units import format_bytes
 
@@ -65,8 +65,10 @@ def run_farm_render(
     on_event: ev.EventCallback | None = None,
     cancel: threading.Event | None = None,
     options: FarmOptions | None = None,
-) -> dict[str, Any]:
-    """Render `job` on `farm` and return the report (the local render's keys, plus `farm`)."""
+) -> RenderReport:
+    """Render `job` on `farm` and return the report: the segments' reports added up (stage
+    times, face counts, model figures), the whole render's frames, output and wall time, and
+    how the farm was used (`farm`)."""
     emit = on_event or _nothing
     options = options or FarmOptions()
     require_ray()
@@ -93,24 +95,28 @@ def run_farm_render(
             with run:
                 run.render()
         joined = join_planned(plan, manifest, emit)
-    seconds = round(time.perf_counter() - t0, 3)
-    processed = plan.frames - resumed_frames
-    report: dict[str, Any] = {
-        "frames_in": plan.frames,
-        "frames_out": joined["frames_out"],
-        "frames_processed": processed,
-        "stages": run.stage_totals(),
-        "output": joined["output"],
-        "encoder": run.encoder,
-        "resumed_segments": resumed_segments,
-        "resumed_frames": resumed_frames,
-        "mode": job.mode,
-        "audio_packets_skipped": joined["audio_packets_skipped"],
-        "audio": joined["audio"],
-        "seconds": seconds,
-        "fps": round(processed / seconds, 3) if seconds else 0.0,
-        "farm": run.summary(),
-    }
+    rendered = run.rendered
+    video = rendered.video if rendered is not None else None
+    report = RenderReport(
+        frames_in=plan.frames,
+        frames_out=joined.frames_out,
+        frames_processed=plan.frames - resumed_frames,
+        stages=rendered.stages if rendered is not None else (),
+        output=joined.output,
+        resumed_segments=resumed_segments,
+        video=VideoFigures(
+            encoder=video.encoder if video is not None else "",
+            mode=job.mode,
+            resumed_frames=resumed_frames,
+            timestamps_repaired=video.timestamps_repaired if video is not None else 0,
+            frames_concealed=video.frames_concealed if video is not None else 0,
+            audio_packets_skipped=joined.audio_packets_skipped,
+            audio=joined.audio,
+        ),
+        faces=rendered.faces if rendered is not None else None,
+        models=rendered.models if rendered is not None else None,
+        farm=run.summary(),
+    ).timed(time.perf_counter() - t0, None)  # the frames were rendered in the workers' processes
     emit(ev.Done(report))
     return report
 
@@ -174,9 +180,9 @@ class _FarmRun:
         self.reruns = 0
         self.worker_losses = 0
         self.duplicates = 0
-        self.encoder = ""
+        self.rendered: RenderReport | None = None
+        """The reports of the segments rendered by this run, added up (None before the first)."""
         self.warned: set[str] = set()
-        self.stage_ms: dict[str, dict[str, float]] = {}
         self.workers: list[_Worker] = []
         self.board: Any = None
         self.t0 = time.perf_counter()
@@ -265,7 +271,7 @@ class _FarmRun:
                 final = {"state": state, "segments_done": len(self.done)}
                 posted = [self.board.job_update.remote(self.job_id, final)]
                 for w in self.workers:
-                    row = {**self._worker_row(w), "rendering": None}
+                    row = {**self._worker_row(w).to_json_dict(), "rendering": None}
                     posted.append(self.board.worker.remote(w.slot.name, row))
                 # The board takes a caller's posts in order: once the last is in, every one is,
                 # and `farm status` run right after this command sees the whole job.
@@ -324,17 +330,14 @@ class _FarmRun:
         except RayError as exc:
             self._failed(number, exc, worker, lost=True)
             return False
-        self._store(result)
+        if self._store(result):
+            part = RenderReport.from_json_dict(result.report)
+            self.rendered = part if self.rendered is None else self.rendered.plus(part)
         worker.segments += 1
         worker.frames += result.frames
         worker.seconds += result.seconds
         worker.peak_model_bytes = max(worker.peak_model_bytes, result.peak_model_bytes)
         worker.pid = result.pid
-        self.encoder = self.encoder or str(result.report.get("encoder", ""))
-        for name, timing in (result.report.get("stages") or {}).items():
-            total = self.stage_ms.setdefault(name, {"calls": 0, "frames": 0, "ms_total": 0.0})
-            for key in total:
-                total[key] += timing.get(key, 0)
         for warning in result.warnings:
             self._warn(warning)
         self._post(worker, None)
@@ -356,12 +359,13 @@ class _FarmRun:
             raise UserError(f"segment {number} failed {tries} times: {_one_line(exc)}") from None
         self.reruns += 1
 
-    def _store(self, result: SegmentFiles) -> None:
-        """Write a returned segment beside the manifest; record the unbroken prefix in order."""
+    def _store(self, result: SegmentFiles) -> bool:
+        """Write a returned segment beside the manifest; record the unbroken prefix in order.
+        False for a segment already kept."""
         number = result.number
         if number in self.done or number in self.waiting:
             self.duplicates += 1  # rendered twice (a worker thought lost came back): keep one
-            return
+            return False
         planned = self.plan.segments[number]
         name = f"seg{number:05d}{self.plan.suffix}"
         folder = self.manifest.folder
@@ -383,6 +387,7 @@ class _FarmRun:
                 self.board.job_update.remote(
                     self.job_id, {"segments_done": len(self.done) + len(self.waiting), "fps": round(fps, 2)}
                 )
+        return True
 
     # ---- reporting -------------------------------------------------------------------------
 
@@ -391,72 +396,54 @@ class _FarmRun:
             self.warned.add(message)
             self.emit(ev.Warning(message))
 
-    def _worker_row(self, w: _Worker) -> dict[str, Any]:
-        return {
-            "slot": w.slot.name,
-            "node": w.node or w.slot.address,
-            "pid": w.pid,
-            "num_cpus": w.slot.num_cpus,
-            "num_gpus": w.slot.num_gpus,
-            "budget_bytes": w.slot.budget_bytes,
-            "segments": w.segments,
-            "frames": w.frames,
-            "seconds": round(w.seconds, 3),
-            "peak_model_bytes": w.peak_model_bytes,
-            "losses": w.losses,
-            "dropped": w.dropped,
-        }
+    def _worker_row(self, w: _Worker) -> FarmWorkerRow:
+        return FarmWorkerRow(
+            slot=w.slot.name,
+            node=w.node or w.slot.address,
+            pid=w.pid,
+            num_cpus=w.slot.num_cpus,
+            num_gpus=w.slot.num_gpus,
+            budget_bytes=w.slot.budget_bytes,
+            segments=w.segments,
+            frames=w.frames,
+            seconds=round(w.seconds, 3),
+            peak_model_bytes=w.peak_model_bytes,
+            losses=w.losses,
+            dropped=w.dropped,
+        )
 
     def _post(self, w: _Worker, rendering: str | None) -> None:
         if self.board is None:
             return
         label = f"{self.plan.job.target.name} {rendering}" if rendering else None
         with contextlib.suppress(Exception):
-            self.board.worker.remote(w.slot.name, {**self._worker_row(w), "rendering": label})
+            self.board.worker.remote(w.slot.name, {**self._worker_row(w).to_json_dict(), "rendering": label})
 
-    def stage_totals(self) -> dict[str, dict[str, float]]:
-        return {name: {k: round(v, 3) for k, v in t.items()} for name, t in self.stage_ms.items()}
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "address": self.label,
-            "workers": [self._worker_row(w) for w in self.workers],
-            "segments": len(self.plan.segments),
-            "segments_rerun": self.reruns,
-            "worker_losses": self.worker_losses,
-            "duplicates": self.duplicates,
-            "render_seconds": round(self.last_result - self.first_dispatch, 3)
+    def summary(self) -> FarmSummary:
+        return FarmSummary(
+            address=self.label,
+            workers=tuple(self._worker_row(w) for w in self.workers),
+            segments=len(self.plan.segments),
+            segments_rerun=self.reruns,
+            worker_losses=self.worker_losses,
+            duplicates=self.duplicates,
+            render_seconds=round(self.last_result - self.first_dispatch, 3)
             if self.first_dispatch is not None and self.last_result is not None
             else 0.0,
-        }
+        )
 
 
 def _write_segment(folder: Path, name: str, result: SegmentFiles) -> None:
     """The segment's file (or PNG folder) in `folder` under `name`, written whole or not at all."""
-    final = folder / name
-    tmp = folder / f".incoming-{name}"
-    try:
+    with atomic_output(folder / name) as tmp:
         if result.is_dir:
-            shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
             for file_name, data in result.files:
                 _write_file(tmp / file_name, data)
             fsync_dir(tmp)
-            if final.exists():
-                shutil.rmtree(final)
         else:
             ((_, data),) = result.files
             _write_file(tmp, data)
-        os.replace(tmp, final)
-        fsync_dir(folder)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            if tmp.is_dir():
-                shutil.rmtree(tmp)
-            else:
-                tmp.unlink()
-        raise_if_disk_full(exc, final)
-        raise
 
 
 def _write_file(path: Path, data: bytes) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
@@ -36,8 +35,8 @@ class WaitingStage:
         time.sleep(self.ms * len(batch) / 1000.0)
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 def parse_stand_in(spec: str) -> float:

@@ -40,6 +40,7 @@ class SegmentFiles:
     peak_model_bytes: int
     warnings: tuple[str, ...]
     report: dict[str, Any]
+    """The segment's `RenderReport` as JSON (`to_json_dict`): it crosses machines."""
 
 
 class _Collect:
@@ -155,7 +156,7 @@ class FarmWorker:
             pid=os.getpid(),
             peak_model_bytes=self.manager.peak_model_bytes,
             warnings=tuple(events.warnings),
-            report=report,
+            report=report.to_json_dict(),
         )
 
     def close(self) -> None:

@@ -38,12 +38,13 @@ from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
+from ffdesk.media.probe import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import fits, keep_aside
+from ffdesk.pipeline.report import RenderReport
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
-VIDEO_FILTER = "Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;Images (*.png *.jpg *.jpeg);;All files (*)"
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.bmp *.webp *.tif *.tiff)"
+IMAGE_FILTER = f"Images ({' '.join(f'*{s}' for s in sorted(IMAGE_SUFFIXES))})"
+VIDEO_FILTER = f"Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;{IMAGE_FILTER};;All files (*)"
 MAX_RECENT = 10
 SETTINGS_DEBOUNCE_MS = 150
 
@@ -413,7 +414,7 @@ class MainWindow(QMainWindow):
         if isinstance(event, ev.Done):
             self._markers_from_report(entry_id, event.report)
 
-    def _markers_from_report(self, entry_id: str, report: dict[str, Any]) -> None:
+    def _markers_from_report(self, entry_id: str, report: RenderReport) -> None:
         """Mark the frames the quality guard flagged (when the render was of the open clip)."""
         clip = self.session.clip
         try:
@@ -423,10 +424,9 @@ class MainWindow(QMainWindow):
         if clip is None or job.target != clip.path:
             return
         first = round((job.start or 0.0) * clip.fps)
-        for flag in report.get("quality_flags") or ():
-            frame = flag.get("frame") if isinstance(flag, dict) else None
-            if isinstance(frame, int):
-                self.session.set_marker(first + frame, "flagged")
+        quality = report.models.quality if report.models is not None else None
+        for flag in quality.flags if quality is not None else ():
+            self.session.set_marker(first + flag.frame, "flagged")
 
     # -- persistence and closing ----------------------------------------------------------
     def _restore(self) -> None:

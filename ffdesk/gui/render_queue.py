@@ -14,6 +14,7 @@ from ffdesk.gui.worker import RenderWorker
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import QueueEntry, RenderQueue
+from ffdesk.pipeline.report import RenderReport
 
 PERSIST_PROGRESS_EVERY_S = 10.0
 """Progress is written to disk this often (the resume manifest, not this, decides what is redone)."""
@@ -132,7 +133,7 @@ class QueueController(QObject):
         self.jobFinished.emit(entry_id, state)
         self.start_next()
 
-    def _on_finished(self, entry_id: str, report: Any) -> None:
+    def _on_finished(self, entry_id: str, report: RenderReport) -> None:
         total = self.store.get(entry_id).frames_total
         self._finish(entry_id, "done", frames_done=total, message=str(self.store.get(entry_id).job.output))
         self.message.emit("info", f"render done: {self.store.get(entry_id).job.output}")

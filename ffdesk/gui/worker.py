@@ -63,7 +63,7 @@ class RenderWorker(_Threaded):
     """
 
     engineEvent = Signal(str, object)
-    finished = Signal(str, object)  # id, report dict
+    finished = Signal(str, object)  # id, RenderReport
     failed = Signal(str, str)  # id, one-line message
     cancelled = Signal(str)
     _run = Signal(str, object)

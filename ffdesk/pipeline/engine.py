@@ -35,13 +35,20 @@ from ffdesk.media.decode import (
     upright,
 )
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
-from ffdesk.media.probe import MediaInfo, VideoInfo, probe
+from ffdesk.media.probe import IMAGE_SUFFIXES, MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.report import (
+    RenderReport,
+    StageFigures,
+    StageTiming,
+    VideoFigures,
+    merge_figures,
+)
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
     EmitsEvents,
@@ -74,7 +81,7 @@ def run_render(
     job: RenderJob,
     on_event: ev.EventCallback | None = None,
     cancel: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> RenderReport:
     """Render `job` and return its report. Raises `UserError` for bad input, `Cancelled` on cancel."""
     emit = on_event or _nothing
     job = job.resolved()
@@ -116,12 +123,10 @@ def run_render(
                     raise DiskFull(exc.path, exc.reason, hint) from exc
         except BaseException:
             with contextlib.suppress(Exception):
-                _stage_report(stages)  # release models and threads; the first error is what counts
+                _stage_figures(stages)  # release models and threads; the first error is what counts
             raise
-        report.update(_stage_report(stages))
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    report["fps"] = round(report["frames_processed"] / report["seconds"], 3) if report["seconds"] else 0.0
-    report["peak_rss_bytes"] = _peak_rss_bytes()
+        report = report.with_figures(_stage_figures(stages))
+    report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
     emit(ev.Done(report))
     return report
 
@@ -147,7 +152,6 @@ def _check_paths(job: RenderJob) -> None:
         raise UserError("--batch must be at least 1")
 
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 VIDEO_SUFFIXES: dict[str, tuple[str, ...]] = {
     "h264": (".mp4", ".mov", ".mkv", ".m4v"),
     "h265": (".mp4", ".mov", ".mkv", ".m4v"),
@@ -160,9 +164,8 @@ def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
     suffix = job.output.suffix.lower()
     if info.is_image:
         if suffix not in IMAGE_SUFFIXES:
-            raise UserError(
-                f"{job.output.name}: an image target needs an image output ({', '.join(IMAGE_SUFFIXES)})"
-            )
+            kinds = ", ".join(sorted(IMAGE_SUFFIXES))
+            raise UserError(f"{job.output.name}: an image target needs an image output ({kinds})")
         return
     allowed = VIDEO_SUFFIXES.get(job.encoder)
     if allowed is not None and suffix not in allowed:
@@ -172,18 +175,26 @@ def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
         )
 
 
-def _stage_report(stages: list[Stage]) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for stage in stages:
-        merged.update(stage.finish() or {})
-    return merged
+def _stage_figures(stages: list[Stage]) -> StageFigures:
+    """Finish every stage (in order); their figures, added up."""
+    return merge_figures([stage.finish() for stage in stages])
 
 
-def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> dict[str, Any]:
+def _timing(stats: StageStats) -> StageTiming:
+    t = stats.as_dict()
+    return StageTiming(stats.name, t["calls"], t["frames"], t["ms_total"], t["cpu_ms_total"])
+
+
+def _flow_timings(decode: StageStats, flow: _Flow, encode: StageStats) -> tuple[StageTiming, ...]:
+    """Decode, each stage in order, encode."""
+    return (_timing(decode), *(_timing(r.stats) for r in flow.runners), _timing(encode))
+
+
+def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> RenderReport:
     image = read_image(job.target)
     emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
     packet = FramePacket(index=0, pts=None, image=image)
-    timings: dict[str, dict[str, Any]] = {}
+    timings: list[StageTiming] = []
     for stage in stages:
         stage.start()
     for stage in stages:
@@ -191,17 +202,12 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
         clock = Clock()
         (packet,) = stage.process([packet])
         stats.add_since(1, clock)
-        timings[stage.name] = stats.as_dict()
+        timings.append(_timing(stats))
     write_image(job.output, packet.image)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
-    return {
-        "frames_in": 1,
-        "frames_out": 1,
-        "frames_processed": 1,
-        "stages": timings,
-        "output": str(job.output),
-        "resumed_segments": 0,
-    }
+    return RenderReport(
+        frames_in=1, frames_out=1, frames_processed=1, stages=tuple(timings), output=job.output
+    )
 
 
 def _render_range(job: RenderJob, video: VideoInfo, name: str) -> _Range:
@@ -272,7 +278,7 @@ def _render_video(
     stages: list[Stage],
     emit: ev.EventCallback,
     halt: Halt,
-) -> dict[str, Any]:
+) -> RenderReport:
     video = info.video
     assert video is not None
     work = manifest.folder
@@ -315,26 +321,26 @@ def _render_video(
         emit(ev.Warning(note))
     if joined.audio_packets_skipped:
         emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
-    timings = {"decode": decode_stats.as_dict()}
-    timings.update({r.stats.name: r.stats.as_dict() for r in flow.runners})
-    timings["encode"] = encode_stats.as_dict()
-    for name, timing in timings.items():
-        emit(ev.StageTiming(name, timing["calls"], timing["frames"], timing["ms_total"]))
-    return {
-        "frames_in": flow.frames_in + resumed_frames,
-        "frames_out": frames_out,
-        "frames_processed": frames_out - resumed_frames,
-        "stages": timings,
-        "output": str(job.output),
-        "encoder": encoder_name,
-        "resumed_segments": resumed_segments,
-        "resumed_frames": resumed_frames,
-        "mode": job.mode,
-        "timestamps_repaired": flow.read_stats.timestamps_repaired,
-        "frames_concealed": flow.read_stats.frames_concealed,
-        "audio_packets_skipped": joined.audio_packets_skipped,
-        "audio": [f"{c.action} {c.codec}" for c in joined.audio],
-    }
+    timings = _flow_timings(decode_stats, flow, encode_stats)
+    for t in timings:
+        emit(ev.StageTiming(t.name, t.calls, t.frames, t.ms_total))
+    return RenderReport(
+        frames_in=flow.frames_in + resumed_frames,
+        frames_out=frames_out,
+        frames_processed=frames_out - resumed_frames,
+        stages=timings,
+        output=job.output,
+        resumed_segments=resumed_segments,
+        video=VideoFigures(
+            encoder=encoder_name,
+            mode=job.mode,
+            resumed_frames=resumed_frames,
+            timestamps_repaired=flow.read_stats.timestamps_repaired,
+            frames_concealed=flow.read_stats.frames_concealed,
+            audio_packets_skipped=joined.audio_packets_skipped,
+            audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
+        ),
+    )
 
 
 def _run_flow(
@@ -748,12 +754,13 @@ def render_segment(
     residency: Any = None,
     holder: str = "",
     stages_for: Callable[[RenderJob, MediaInfo], list[Stage]] | None = None,
-) -> dict[str, Any]:
+) -> RenderReport:
     """Render the frames of one planned segment of `job` into `out_path` (a file; a folder for
     png), exactly as a local render writes that segment: the same frames, indices, pts and
     encoder settings. `residency`: a `ResidencyManager` whose pool the stages' models join (as
     `holder`). `stages_for`: builds the stages instead of the job's own (stand-ins for
-    benchmarks). Returns the segment's report; `UserError` when the clip does not give the
+    benchmarks). Returns the segment's report (its output is `out_path`; the farm adds the
+    segments' reports up with `RenderReport.plus`); `UserError` when the clip does not give the
     planned frames."""
     emit = on_event or _nothing
     job = job.resolved()
@@ -791,26 +798,36 @@ def render_segment(
             )
     except BaseException:
         with contextlib.suppress(Exception):
-            _stage_report(stages)
+            _stage_figures(stages)
         raise
-    timings = {"decode": decode_stats.as_dict()}
-    timings.update({r.stats.name: r.stats.as_dict() for r in flow.runners})
-    timings["encode"] = encode_stats.as_dict()
-    report: dict[str, Any] = {
-        "segment": segment.number,
-        "frames": segment.frames,
-        "encoder": encoder_name,
-        "stages": timings,
-        "frames_concealed": flow.read_stats.frames_concealed,
-    }
-    report.update(_stage_report(stages))
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    return report
+    report = RenderReport(
+        frames_in=segment.frames,
+        frames_out=segment.frames,
+        frames_processed=segment.frames,
+        stages=_flow_timings(decode_stats, flow, encode_stats),
+        output=out_path,
+        video=VideoFigures(
+            encoder=encoder_name,
+            mode=job.mode,
+            timestamps_repaired=flow.read_stats.timestamps_repaired,
+            frames_concealed=flow.read_stats.frames_concealed,
+        ),
+    )
+    report = report.with_figures(_stage_figures(stages))
+    return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
 
 
-def join_planned(
-    plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class JoinedOutput:
+    """What `join_planned` wrote: the output, its frames and what the join did to the audio."""
+
+    output: Path
+    frames_out: int
+    audio_packets_skipped: int
+    audio: tuple[str, ...]
+
+
+def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None) -> JoinedOutput:
     """Join the finished segments of `manifest` into the plan's output as `run_render` does
     (video copied, audio trimmed to the range and kept in sync), then remove the work folder.
     Returns the join's part of the report."""
@@ -838,9 +855,9 @@ def join_planned(
         emit(ev.Warning(note))
     if joined.audio_packets_skipped:
         emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
-    return {
-        "output": str(job.output),
-        "frames_out": manifest.frames_done,
-        "audio_packets_skipped": joined.audio_packets_skipped,
-        "audio": [f"{c.action} {c.codec}" for c in joined.audio],
-    }
+    return JoinedOutput(
+        output=job.output,
+        frames_out=manifest.frames_done,
+        audio_packets_skipped=joined.audio_packets_skipped,
+        audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
+    )

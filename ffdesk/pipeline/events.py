@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class Error:
 
 @dataclass(frozen=True)
 class Done:
-    report: dict[str, Any]
+    report: RenderReport
 
 
 Event = Started | Progress | StageTiming | PreviewFrame | MemoryChanged | Warning | Error | Done

@@ -24,6 +24,7 @@ from ffdesk.faces.types import Face
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.events import EventCallback
 from ffdesk.pipeline.job import RenderJob, working_size
+from ffdesk.pipeline.report import StageFigures
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
 
@@ -272,12 +273,12 @@ class Previewer:
             warnings=(warning,) if warning else (),
         )
 
-    def close(self) -> dict[str, Any]:
-        """Finish every stage; returns their merged figures."""
-        figures: dict[str, Any] = {}
+    def close(self) -> StageFigures:
+        """Finish every stage; returns their figures, added up."""
+        figures = StageFigures()
         for stage in self._stages:
             try:
-                figures.update(stage.finish())
+                figures = figures.plus(stage.finish())
             except Exception:  # noqa: BLE001 - one stage failing to clean up must not leak the rest
                 continue
         self._stages = []

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import av
 
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import StageFigures
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,12 @@ class Stage(Protocol):
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         """Process a batch and return the packets (same indices, same order)."""
 
-    def finish(self) -> dict[str, Any]:
-        """Release resources; return figures for the report (may be empty).
+    def finish(self) -> StageFigures | None:
+        """Release resources; return the stage's figures for the report (None: it has none).
 
-        The engine merges the dicts of all stages into the report with `dict.update`, in stage
-        order, so each figure should come from exactly one stage.
+        `StageFigures` holds face counts (`FaceCounts`, from the stage that swaps faces) and
+        model figures (`ModelsReport`, from the stage that closes the models). The engine adds
+        the figures of all stages up, in stage order, into the `RenderReport`.
         """
 
 

@@ -32,9 +32,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from ffdesk.errors import UserError
 from ffdesk.runtime import residency_policy as policy
@@ -64,6 +64,7 @@ __all__ = [
     "OomEvent",
     "Plan",
     "ResidencyManager",
+    "ResidencyReport",
     "ResidencySnapshot",
     "ResidentModel",
     "State",
@@ -177,6 +178,21 @@ class OomEvent:
     precision_before: str | None = None
     precision_after: str | None = None
     """The precisions switched between (with `OomAction.DROPPED_PRECISION`)."""
+
+
+@dataclass(frozen=True)
+class ResidencyReport:
+    """A manager's figures for the render report: its models, the peak they held together, the
+    budget (None: unlimited) and each out-of-memory recovery."""
+
+    models: tuple[ModelStats, ...]
+    peak_model_bytes: int
+    memory_budget_bytes: int | None
+    oom_events: tuple[OomEvent, ...]
+
+    @property
+    def oom_recoveries(self) -> int:
+        return len(self.oom_events)
 
 
 @dataclass(frozen=True)
@@ -571,19 +587,12 @@ class ResidencyManager:
                 return self._closed_stats
             return _stats_of(self._own())
 
-    def report(self) -> dict[str, Any]:
-        """The render report's figures: `models`, `peak_model_bytes`, `memory_budget_bytes`,
-        `oom_recoveries` (and `oom_events` describing each; their `actions` are `OomAction`
-        values, which JSON writes as strings)."""
+    def report(self) -> ResidencyReport:
+        """The render report's figures: each model's `ModelStats`, the peak, the budget and the
+        out-of-memory recoveries (`OomEvent`s, their actions `OomAction`s)."""
         with self._pool.cond:
-            events = list(self.oom_events)
-        return {
-            "models": [asdict(s) for s in self.stats()],
-            "peak_model_bytes": self.peak_model_bytes,
-            "memory_budget_bytes": self.budget_bytes,
-            "oom_recoveries": len(events),
-            "oom_events": [asdict(o) for o in events],
-        }
+            events = tuple(self.oom_events)
+        return ResidencyReport(tuple(self.stats()), self.peak_model_bytes, self.budget_bytes, events)
 
     # ---- eviction on request -------------------------------------------------------------
 

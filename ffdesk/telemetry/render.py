@@ -2,7 +2,7 @@
 
     with RenderTelemetry(interval_s=0.2, log_path=Path("run.jsonl")) as tel:
         ...render...
-    report["telemetry"] = tel.summary(frames_out, stage_ms=..., model_bytes=...)
+    summary = tel.summary(frames_out, stage_ms=..., model_bytes=...)  # a TelemetrySummary
 
 Statistics are accumulated per sample (not by keeping every sample), so long renders cost nothing
 extra. A last sample is taken when the context exits, so the energy figures cover the whole render.
@@ -13,12 +13,91 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
 from ffdesk.errors import UserError
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SampleSource
+
+
+@dataclass(frozen=True)
+class TelemetrySummary:
+    """What the sampling of one render found (None where a figure does not exist here): the
+    memory and power figures come from the GPU when there is one, else from this process and
+    the CPU package; `memory_source`, `power_source` and `energy_source` say which."""
+
+    gpu_available: bool
+    no_gpu_reason: str | None
+    samples: int
+    interval_s: float
+    duration_s: float | None
+    frames: int
+    memory_source: str
+    memory_peak_bytes: int | None
+    memory_mean_bytes: int | None
+    gpu_process_memory_peak_bytes: int | None
+    process_rss_peak_bytes: int | None
+    power_source: str | None
+    power_mean_w: float | None
+    power_peak_w: float | None
+    energy_source: str | None
+    energy_j: float | None
+    energy_per_frame_j: float | None
+    gpu_util_mean_pct: float | None
+    stage_ms: tuple[tuple[str, float], ...] = ()
+    """Wall milliseconds of each stage, in stage order."""
+    model_bytes: tuple[tuple[str, int], ...] = ()
+    """Bytes of each model the render ran."""
+    log_path: str | None = None
+    log_error: str | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["stage_ms"] = dict(self.stage_ms)
+        out["model_bytes"] = dict(self.model_bytes)
+        return out
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> TelemetrySummary:
+        """The summary from its JSON; `ValueError` naming a missing or mistyped figure."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                raise ValueError(f"telemetry: '{f.name}' is missing")
+            values[f.name] = _checked(f.name, data[f.name])
+        values["stage_ms"] = tuple((str(k), float(v)) for k, v in values["stage_ms"].items())
+        values["model_bytes"] = tuple((str(k), int(v)) for k, v in values["model_bytes"].items())
+        return cls(**values)
+
+
+_INTS = {"samples", "frames", "memory_peak_bytes", "memory_mean_bytes"}
+_INTS |= {"gpu_process_memory_peak_bytes", "process_rss_peak_bytes"}
+_STRS = {"no_gpu_reason", "memory_source", "power_source", "energy_source", "log_path", "log_error"}
+_REQUIRED = {"gpu_available", "samples", "interval_s", "frames", "memory_source", "stage_ms", "model_bytes"}
+
+
+def _checked(name: str, value: Any) -> Any:
+    """`value` of the summary's figure `name` when it has that figure's type."""
+    if value is None and name not in _REQUIRED:
+        return None
+    if name == "gpu_available":
+        ok = isinstance(value, bool)
+    elif name in ("stage_ms", "model_bytes"):
+        ok = isinstance(value, dict) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
+        )
+    elif name in _STRS:
+        ok = isinstance(value, str)
+    elif name in _INTS:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    if not ok:
+        raise ValueError(f"telemetry: '{name}' is {value!r}, not what the summary holds")
+    return value
 
 
 @dataclass
@@ -188,8 +267,8 @@ class RenderTelemetry:
         frames_out: int,
         stage_ms: dict[str, float] | None = None,
         model_bytes: dict[str, int] | None = None,
-    ) -> dict[str, Any]:
-        """Figures for the render report (JSON-ready; None where a figure does not exist here)."""
+    ) -> TelemetrySummary:
+        """Figures for the render report (None where a figure does not exist here)."""
         with self._lock:
             tot = self._totals
             gpu = self.no_gpu_reason is None
@@ -212,32 +291,30 @@ class RenderTelemetry:
             duration = (
                 tot.last_t - tot.first_t if tot.first_t is not None and tot.last_t is not None else None
             )
-            return {
-                "gpu_available": gpu,
-                "no_gpu_reason": self.no_gpu_reason,
-                "samples": tot.samples,
-                "interval_s": self.sampler.interval_s,
-                "duration_s": duration,
-                "frames": frames_out,
-                "memory_source": memory_source,
-                "memory_peak_bytes": _maybe_int(memory.peak),
-                "memory_mean_bytes": _maybe_int(memory.mean),
-                "gpu_process_memory_peak_bytes": _maybe_int(tot.gpu_process_memory.peak),
-                "process_rss_peak_bytes": _maybe_int(tot.rss.peak),
-                "power_source": power_source,
-                "power_mean_w": power.mean,
-                "power_peak_w": power.peak,
-                "energy_source": energy_source,
-                "energy_j": energy_j,
-                "energy_per_frame_j": energy_j / frames_out
-                if energy_j is not None and frames_out > 0
-                else None,
-                "gpu_util_mean_pct": tot.gpu_util.mean,
-                "stage_ms": dict(stage_ms or {}),
-                "model_bytes": dict(model_bytes or {}),
-                "log_path": str(self.log_path) if self.log_path is not None else None,
-                "log_error": self.log_error,
-            }
+            return TelemetrySummary(
+                gpu_available=gpu,
+                no_gpu_reason=self.no_gpu_reason,
+                samples=tot.samples,
+                interval_s=self.sampler.interval_s,
+                duration_s=duration,
+                frames=frames_out,
+                memory_source=memory_source,
+                memory_peak_bytes=_maybe_int(memory.peak),
+                memory_mean_bytes=_maybe_int(memory.mean),
+                gpu_process_memory_peak_bytes=_maybe_int(tot.gpu_process_memory.peak),
+                process_rss_peak_bytes=_maybe_int(tot.rss.peak),
+                power_source=power_source,
+                power_mean_w=power.mean,
+                power_peak_w=power.peak,
+                energy_source=energy_source,
+                energy_j=energy_j,
+                energy_per_frame_j=energy_j / frames_out if energy_j is not None and frames_out > 0 else None,
+                gpu_util_mean_pct=tot.gpu_util.mean,
+                stage_ms=tuple((str(k), float(v)) for k, v in (stage_ms or {}).items()),
+                model_bytes=tuple((str(k), int(v)) for k, v in (model_bytes or {}).items()),
+                log_path=str(self.log_path) if self.log_path is not None else None,
+                log_error=self.log_error,
+            )
 
 
 def _maybe_int(value: float | None) -> int | None:

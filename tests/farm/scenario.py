@@ -106,7 +106,7 @@ def render_and_status(address: str, work: Path) -> dict[str, Any]:
         cwd=ROOT,
     )
     return {
-        "report": report,
+        "report": report.to_json_dict(),
         "progress": [e.frames_done for e in events if isinstance(e, ev.Progress)],
         "started": [e.total_frames for e in events if isinstance(e, ev.Started)],
         "status_rc": status.returncode,
@@ -126,7 +126,7 @@ def kill_worker(address: str, work: Path) -> dict[str, Any]:
         try:
             result["report"] = run_farm_render(
                 job, parse_farm(address), options=FarmOptions(stand_in="wait:60")
-            )
+            ).to_json_dict()
         except BaseException as exc:  # noqa: BLE001 - reported to the test
             result["error"] = f"{type(exc).__name__}: {exc}"
 

@@ -21,6 +21,7 @@ from ffdesk.media.probe import probe
 from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline.engine import join_planned, plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import RenderReport
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 
 pytest.importorskip("ray")
@@ -116,22 +117,27 @@ def test_a_farm_render_is_the_local_render_and_farm_status_shows_it(
     local = work / "local.mov"
     run_render(RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8))
     out = work / "farm.mov"
-    report = result["report"]
+    report = RenderReport.from_json_dict(result["report"])
+    assert report.to_json_dict() == result["report"]
     assert_same_frames(out, local, 60)
     assert [frame_index_of(f) for f in frames_of(out)] == list(range(60))
-    assert report["frames_out"] == 60 and report["resumed_segments"] == 0
+    assert report.frames_out == 60 and report.resumed_segments == 0 and report.output == out
+    # the segments' reports, added up: every frame decoded and encoded once, by the workers
+    assert report.stage_names == ("decode", "encode")
+    assert report.timing("encode").frames == 60
+    assert report.video is not None and report.video.encoder == "prores_ks"
     assert abs(probe(out).audio[0].duration_s - probe(local).audio[0].duration_s) < 0.02
-    farm = report["farm"]
-    assert farm["segments"] == 8 and farm["segments_rerun"] == 0
-    workers = farm["workers"]
-    assert len(workers) == 2 and len({w["pid"] for w in workers}) == 2
-    assert sum(w["frames"] for w in workers) == 60 and all(w["segments"] >= 1 for w in workers)
+    farm = report.farm
+    assert farm is not None and farm.segments == 8 and farm.segments_rerun == 0
+    workers = farm.workers
+    assert len(workers) == 2 and len({w.pid for w in workers}) == 2
+    assert sum(w.frames for w in workers) == 60 and all(w.segments >= 1 for w in workers)
     assert result["started"] == [60] and result["progress"][-1] == 60
     assert not work_dir_for(out).exists()
     status = result["status"]
     assert result["status_rc"] == 0, status
     assert len(status["nodes"]) == 3 and sum(n["cpus"] for n in status["nodes"]) == 2
-    assert sorted(w["frames"] for w in status["workers"]) == sorted(w["frames"] for w in workers)
+    assert sorted(w["frames"] for w in status["workers"]) == sorted(w.frames for w in workers)
     (job,) = status["jobs"]
     assert job["state"] == "finished" and job["segments_done"] == 8 and job["output"] == str(out)
 
@@ -154,10 +160,11 @@ def _render_here(clip: Path, output: Path, stand_in: str) -> None:
 def test_a_worker_killed_mid_render_costs_one_segment_again(farm_runs: tuple[Path, dict[str, Any]]) -> None:
     work, result = scenario(farm_runs, "kill-worker")
     assert result["killed"], "no worker process was found to kill"
-    report = result["report"]
-    farm = report["farm"]
-    assert farm["worker_losses"] >= 1 and farm["segments_rerun"] >= 1
-    assert report["frames_out"] == 96
+    report = RenderReport.from_json_dict(result["report"])
+    farm = report.farm
+    assert farm is not None and farm.worker_losses >= 1 and farm.segments_rerun >= 1
+    assert report.frames_out == 96
+    assert report.timing("standin_wait").frames == 96  # a segment rendered twice counts once
     here = work / "here.mov"
     _render_here(work / "clip.mp4", here, "wait:60")
     assert_same_frames(work / "killed.mov", here, 96)
@@ -171,8 +178,8 @@ def test_a_killed_head_resumes_when_the_command_is_run_again(farm_runs: tuple[Pa
     run_render(RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8))
     assert result["recorded_before_kill"] and result["first_rc"] == -9
     assert result["second_rc"] == 0, result["second_stderr"]
-    report = result["report"]
+    report = RenderReport.from_json_dict(result["report"])  # the --report the command wrote
     assert 2 <= result["segments_at_kill"] < 30
-    assert report["resumed_segments"] == result["segments_at_kill"]
-    assert report["frames_processed"] == 240 - 8 * result["segments_at_kill"]
+    assert report.resumed_segments == result["segments_at_kill"]
+    assert report.frames_processed == 240 - 8 * result["segments_at_kill"]
     assert_same_frames(work / "driver.mov", local, 240)

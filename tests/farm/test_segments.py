@@ -11,7 +11,7 @@ import pytest
 from ffdesk.errors import UserError
 from ffdesk.media.probe import probe
 from ffdesk.media.synth import frame_index_of, synth_clip
-from ffdesk.pipeline.engine import join_planned, plan_segments, render_segment, run_render
+from ffdesk.pipeline.engine import JoinedOutput, join_planned, plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.types import Mode
@@ -29,7 +29,7 @@ def frames_of(path: Path) -> list[np.ndarray]:
         return [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
 
 
-def render_by_segments(job: RenderJob, order: list[int] | None = None) -> dict:
+def render_by_segments(job: RenderJob, order: list[int] | None = None) -> JoinedOutput:
     plan = plan_segments(job)
     folder = work_dir_for(plan.job.output)
     manifest, _ = Manifest.open(folder, plan.job.output_fingerprint(), True)
@@ -58,7 +58,7 @@ def test_segments_rendered_out_of_order_join_to_the_local_render(
     plan = plan_segments(job)
     assert [s.frames for s in plan.segments] == [16, 16, 16, 2]
     report = render_by_segments(job, order=[3, 1, 0, 2])
-    assert report["frames_out"] == 50
+    assert report.frames_out == 50
     a, b = frames_of(local), frames_of(split)
     assert len(a) == len(b) == 50
     assert [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if not np.array_equal(x, y)] == []

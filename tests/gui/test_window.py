@@ -183,11 +183,15 @@ def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> 
 
 def test_quality_flags_of_a_render_become_timeline_markers(window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.report import ModelsReport, QualityCheck, QualityFlag, RenderReport
 
     assert window.open_clip(tiny_clip)
     window.session.set_in(2)
-    entry = window.queue.store.add(window.session.build_job())
-    report = {"quality_flags": [{"frame": 0, "psnr_db": 20.0}, {"frame": 3, "psnr_db": 21.0}]}
+    job = window.session.build_job()
+    entry = window.queue.store.add(job)
+    flags = (QualityFlag(0, 20.0), QualityFlag(3, 21.0))
+    models = ModelsReport((), 0, None, (), "inswapper_128", "int8", quality=QualityCheck(2, flags, 30.0))
+    report = RenderReport(6, 6, 6, (), job.output, models=models)
     window._on_render_event(entry.id, ev.Done(report))
     assert {i: k for i, k in window.session.markers.items() if k == "flagged"} == {2: "flagged", 5: "flagged"}
 

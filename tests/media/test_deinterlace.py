@@ -58,7 +58,7 @@ def test_a_render_with_deinterlace_keeps_the_frame_count(tmp_path: Path) -> None
     _interlaced_ts(path)
     out = tmp_path / "p.mp4"
     report = run_render(RenderJob(target=path, output=out, deinterlace=True))
-    assert report["frames_out"] == 20
+    assert report.frames_out == 20
     with VideoReader(out) as reader:
         rendered = list(reader)[10].image
     with VideoReader(path) as reader:

@@ -68,7 +68,7 @@ def test_a_folder_renders_to_a_clip_at_the_given_rate(tmp_path: Path) -> None:
     _frames(tmp_path / "shots", range(1, 13))
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=tmp_path / "shots", output=out, fps=30.0))
-    assert report["frames_out"] == 12
+    assert report.frames_out == 12
     info = probe(out)
     assert info.video is not None and info.video.fps == pytest.approx(30.0)
     assert abs(info.duration_s - 12 / 30) < 1 / 30 + 1e-6

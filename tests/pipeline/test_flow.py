@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytest
@@ -42,8 +41,8 @@ class AddStage:
             p.image = p.image + 1
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 def _run(stages: list[AddStage], n: int, batch: int) -> tuple[list[FramePacket], Halt]:

@@ -29,6 +29,7 @@ from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import RenderReport
 from ffdesk.resources import resource_path
 from ffdesk.types import Frame
 from tests.faces import photos
@@ -123,7 +124,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Source | str]
 
 @dataclass
 class Rendered:
-    report: dict[str, Any]
+    report: RenderReport
     warnings: list[str]
     path: Path
 
@@ -167,7 +168,7 @@ def test_real_footage_renders_every_frame_with_its_sound_and_tags(
     elif not f.damaged:
         assert list(src.indices) == list(range(f.frames))
     assert decoded_indices(r.path) == list(src.indices)
-    assert r.report["frames_out"] == len(src.indices)
+    assert r.report.frames_out == len(src.indices)
 
     info = probe(r.path)
     v = info.video
@@ -199,11 +200,13 @@ def test_real_footage_renders_every_frame_with_its_sound_and_tags(
         assert abs(start_s(c.streams.video[0])) < step
 
     if f.damaged:
-        assert r.report.get("frames_concealed", 0) > 0 or any("damag" in w for w in r.warnings)
+        concealed = r.report.video.frames_concealed if r.report.video is not None else 0
+        assert concealed > 0 or any("damag" in w for w in r.warnings)
     if f.truncated:
         assert any("truncated" in w for w in r.warnings), r.warnings
     if mode == "swap":
-        assert r.report["faces_swapped"] >= len(src.indices) // 2, r.report["faces_swapped"]
+        assert r.report.faces is not None
+        assert r.report.faces.faces_swapped >= len(src.indices) // 2, r.report.faces
 
 
 def test_cli_swaps_a_packed_divx_avi(sources: dict[str, Source | str], tmp_path: Path) -> None:

@@ -54,12 +54,14 @@ def test_identity_render_keeps_every_frame_once_and_the_audio(clip: Path, tmp_pa
     events: list[ev.Event] = []
     report = run_render(RenderJob(target=clip, output=out, segment_frames=16), events.append)
     assert decoded_indices(out) == list(range(60))
-    assert report["frames_in"] == report["frames_out"] == 60
-    assert report["resumed_segments"] == 0
-    for key in ("fps", "seconds", "stages", "peak_rss_bytes", "output"):
-        assert key in report
-    assert report["stages"]["encode"]["frames"] == 60
-    assert report["peak_rss_bytes"] > 10_000_000
+    assert report.frames_in == report.frames_out == 60
+    assert report.resumed_segments == 0
+    assert report.seconds > 0 and report.fps > 0 and report.output == out
+    assert report.stage_names == ("decode", "encode")
+    assert report.timing("encode").frames == 60
+    assert report.peak_rss_bytes is not None and report.peak_rss_bytes > 10_000_000
+    assert report.video is not None and report.video.audio == ("copy aac",)
+    assert report.faces is None and report.models is None  # no stage swaps faces or runs models
     assert len(probe(out).audio) == 1
     assert abs(audio_seconds(out)[0] - probe(clip).audio[0].duration_s) < 0.1
     assert any(isinstance(e, ev.Progress) and e.frames_done == 60 for e in events)
@@ -73,7 +75,7 @@ def test_trim_keeps_the_range_and_audio_in_step(long_clip: Path, tmp_path: Path)
     report = run_render(RenderJob(target=long_clip, output=out, start=2.0, end=4.0))
     idx = decoded_indices(out)
     assert idx[0] == 50 and idx[-1] == 99 and idx == list(range(50, 100))
-    assert report["frames_out"] == 50
+    assert report.frames_out == 50
     durations = audio_seconds(out)
     assert len(durations) == 2 and all(abs(d - 2.0) < 0.1 for d in durations)
 
@@ -101,8 +103,8 @@ class SlowInvert:
             p.image = 255 - p.image
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {"inverted": True}
+    def finish(self) -> None:
+        return None
 
 
 def test_cancel_leaves_no_output_and_a_resumable_manifest(
@@ -122,7 +124,7 @@ def test_cancel_leaves_no_output_and_a_resumable_manifest(
     assert not out.exists()
     assert not any(p.name.startswith(".out") or p.suffix == ".mp4" for p in tmp_path.iterdir() if p != out)
     report = run_render(job)
-    assert report["resumed_segments"] >= 3
+    assert report.resumed_segments >= 3
     idx = decoded_indices(out)
     assert len(idx) == 250 and idx == list(range(250)) or _inverted_indices(out) == list(range(250))
 
@@ -149,9 +151,8 @@ def test_stage_output_is_what_gets_encoded(
     out = tmp_path / "inv.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(clip,), batch=3))
     assert _inverted_indices(out) == list(range(60))
-    assert report["inverted"] is True
-    assert report["stages"]["invert"]["frames"] == 60
-    assert report["stages"]["invert"]["calls"] >= 60 / 3
+    assert report.timing("invert").frames == 60
+    assert report.timing("invert").calls >= 60 / 3
 
 
 def test_image_target_gives_an_image(tmp_path: Path) -> None:
@@ -165,7 +166,7 @@ def test_image_target_gives_an_image(tmp_path: Path) -> None:
     report = run_render(RenderJob(target=src, output=out))
     back = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
     assert np.array_equal(back, img)
-    assert report["frames_out"] == 1
+    assert report.frames_out == 1
 
 
 def test_preview_mode_renders_a_reduced_draft(tmp_path: Path) -> None:
@@ -292,9 +293,8 @@ class CountingStage(SlowInvert):
         super().__init__(fail_at=fail_at)
         self.finished = 0
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> None:
         self.finished += 1
-        return {"finished_once": self.finished == 1}
 
 
 def test_stages_are_finished_exactly_once_and_not_built_for_a_refused_job(
@@ -311,7 +311,7 @@ def test_stages_are_finished_exactly_once_and_not_built_for_a_refused_job(
         run_render(RenderJob(target=clip, output=tmp_path / "a.mp4", sources=(clip,), start=99.0))
     assert built == []  # refused before any model was loaded
     report = run_render(RenderJob(target=clip, output=tmp_path / "b.mp4", sources=(clip,)))
-    assert report["finished_once"] is True and built[-1].finished == 1
+    assert report.frames_out == 60 and built[-1].finished == 1
     with pytest.raises(RuntimeError, match="stage exploded"):
         run_render(RenderJob(target=clip, output=tmp_path / "c.mp4", sources=(clip,), batch=3))
     assert built[-1].finished == 1

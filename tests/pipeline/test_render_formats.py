@@ -67,7 +67,7 @@ def test_odd_dimensions_render(tmp_path: Path) -> None:
     synth_clip(src, width=721, height=405, fps=25, frames=5)
     out = tmp_path / "odd_out.mp4"
     report = run_render(RenderJob(target=src, output=out))
-    assert report["frames_out"] == 5
+    assert report.frames_out == 5
     v = probe(out).video
     assert v is not None and abs(v.width - 721) <= 1 and abs(v.height - 405) <= 1
     assert frames_and_pts(out)[0] == list(range(5))
@@ -88,7 +88,7 @@ def test_other_encoders(tmp_path: Path, encoder: str) -> None:
     synth_clip(src, width=128, height=72, fps=25, frames=10, audio_streams=1)
     out = tmp_path / {"h265": "o.mp4", "prores": "o.mov", "png": "frames"}[encoder]
     report = run_render(RenderJob(target=src, output=out, encoder=encoder, segment_frames=4))  # type: ignore[arg-type]
-    assert report["frames_out"] == 10
+    assert report.frames_out == 10
     if encoder == "png":
         assert sorted(p.name for p in out.iterdir()) == [f"frame_{i:06d}.png" for i in range(10)]
     else:
@@ -158,7 +158,7 @@ def test_disk_full_mid_render_loses_nothing_and_resumes(
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
     monkeypatch.setattr(SegmentEncoder, "_mux", real_mux)
     report = run_render(RenderJob(target=src, output=out, segment_frames=8))
-    assert report["resumed_segments"] >= 1
+    assert report.resumed_segments >= 1
     assert frames_and_pts(out)[0] == list(range(40))
     assert not work_dir_for(out).exists()
 
@@ -217,7 +217,7 @@ def test_what_the_encoder_cannot_keep_is_warned_once(tmp_path: Path) -> None:
 
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=clip.path, output=out, segment_frames=3), on_event=on_event)
-    assert report["frames_out"] > 3
+    assert report.frames_out > 3
     eight_bit = [w for w in warnings if "written 8-bit" in w]
     assert len(eight_bit) == 1, warnings
     assert eight_bit[0].startswith("out.mp4: ")

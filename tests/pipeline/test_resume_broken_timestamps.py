@@ -39,7 +39,7 @@ def test_an_interrupted_render_resumes_with_every_frame_once(tmp_path: Path, nam
         run_render(job, on_event, cancel)
     assert not out.exists()
     report = run_render(job)
-    assert report["resumed_segments"] >= 2
+    assert report.resumed_segments >= 2
     assert _indices(out) == list(range(FRAMES))
     with av.open(str(out)) as c:
         v = c.streams.video[0]

@@ -149,8 +149,8 @@ class SlowPass:
         time.sleep(0.01)
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 def _indices(path: Path) -> list[int]:
@@ -189,6 +189,7 @@ def test_resume_after_damage_renders_every_frame_once(
     notes = [e.message for e in events if isinstance(e, ev.Warning)]
     expect = f"segment 1 failed its check ({'size' if damage == 'truncate' else 'crc32'} "
     assert any(n.startswith(expect) and "rendering it and the" in n for n in notes), notes
-    assert report["resumed_segments"] == 1 and report["resumed_frames"] == 10
+    assert report.resumed_segments == 1
+    assert report.video is not None and report.video.resumed_frames == 10
     assert _indices(out) == list(range(100))
     assert not work.exists()

@@ -35,7 +35,7 @@ def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(tmp_path: 
 
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(face_photo,)), on_event)
-    assert report["frames_out"] == FRAMES
+    assert report.frames_out == FRAMES
     # The footprint once the first segment is done: the highest RSS over the second segment. A
     # single reading right at a segment's end falls in the dip between one segment's encoder
     # closing and the next one's opening (about 15 MiB here), which is no baseline.

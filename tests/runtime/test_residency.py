@@ -90,11 +90,11 @@ def test_generous_then_one_model_budget(batch_standins_dir: Path) -> None:
         mgr.plan(KEYS)
         tight = _workload(mgr)
         report = mgr.report()
-    assert report["peak_model_bytes"] <= budget
-    assert report["memory_budget_bytes"] == budget
-    assert sum(m["evictions"] for m in report["models"]) >= 6
-    assert all(m["loads"] == 3 for m in report["models"])
-    assert all(m["provider"] == "CPUExecutionProvider" and m["precision"] == "fp32" for m in report["models"])
+    assert report.peak_model_bytes <= budget
+    assert report.memory_budget_bytes == budget
+    assert sum(m.evictions for m in report.models) >= 6
+    assert all(m.loads == 3 for m in report.models)
+    assert all(m.provider == "CPUExecutionProvider" and m.precision == "fp32" for m in report.models)
     for a, b in zip(generous, tight, strict=True):
         np.testing.assert_array_equal(a, b)
     assert events and all(b == budget for _, b in events)
@@ -151,10 +151,10 @@ def test_injected_oom_is_recovered_without_losing_items(batch_standins_dir: Path
     assert [int(r) for r in results] == items  # every item once, in order (model output in (0, 1))
     assert len({round(r - n, 6) for r, n in zip(results, items, strict=True)}) == 1
     assert calls[:3] == [7, 4, 2]
-    assert report["oom_recoveries"] == 2
-    first = report["oom_events"][0]
-    assert first["actions"] == (OomAction.EVICTED, OomAction.HALVED_BATCH)
-    assert first["evicted"] == ("arcface_w600k_r50",)
+    assert report.oom_recoveries == 2
+    first = report.oom_events[0]
+    assert first.actions == (OomAction.EVICTED, OomAction.HALVED_BATCH)
+    assert first.evicted == ("arcface_w600k_r50",)
 
 
 def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path) -> None:
@@ -179,10 +179,10 @@ def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path)
                 continue
             assert mgr.run_with_recovery("swap@fp32", run, [1, 2, 3, 4]) == ["fp16"] * 4
             assert mgr.active_key("swap@fp32") == "swap@fp16"
-            events = mgr.report()["oom_events"]
-            (drop,) = [e for e in events if OomAction.DROPPED_PRECISION in e["actions"]]
-            assert (drop["precision_before"], drop["precision_after"]) == ("fp32", "fp16")
-            assert {m["precision"] for m in mgr.report()["models"]} == {"fp32", "fp16"}
+            events = mgr.report().oom_events
+            (drop,) = [e for e in events if OomAction.DROPPED_PRECISION in e.actions]
+            assert (drop.precision_before, drop.precision_after) == ("fp32", "fp16")
+            assert {m.precision for m in mgr.report().models} == {"fp32", "fp16"}
             assert mgr.state("swap@fp32") == "out" and mgr.state("swap@fp16") == "device"
 
 

@@ -139,11 +139,11 @@ def test_oom_actions_are_an_enum_in_the_report(fake_probe: FakeProbe, tmp_path: 
             pass
         assert mgr.run_with_recovery("a", run, [1, 2, 3]) == [1, 2, 3]
         report = mgr.report()
-    first, second = report["oom_events"]
-    assert first["actions"] == (OomAction.EVICTED, OomAction.HALVED_BATCH)
-    assert first["evicted"] == ("idle",) and (first["batch_before"], first["batch_after"]) == (3, 2)
-    assert second["actions"] == (OomAction.HALVED_BATCH,) and second["batch_after"] == 1
-    assert json.loads(json.dumps(report))["oom_events"][0]["actions"] == ["evicted", "halved_batch"]
+    first, second = report.oom_events
+    assert first.actions == (OomAction.EVICTED, OomAction.HALVED_BATCH)
+    assert first.evicted == ("idle",) and (first.batch_before, first.batch_after) == (3, 2)
+    assert second.actions == (OomAction.HALVED_BATCH,) and second.batch_after == 1
+    assert report.oom_recoveries == 2 and [str(a) for a in first.actions] == ["evicted", "halved_batch"]
 
 
 def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> None:

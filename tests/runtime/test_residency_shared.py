@@ -133,8 +133,10 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
     assert previewed and all(sum(n for _, n in e.models) <= budget for e in previewed)
     rendered = [e for e in render_events if isinstance(e, ev.MemoryChanged)]
     assert rendered and all(sum(n for _, n in e.models) <= budget for e in rendered)
-    evictions = sum(m["evictions"] for m in outcome["report"]["models"]) + sum(
-        m["evictions"] for m in figures["models"]
+    rendered = outcome["report"]
+    assert rendered.models is not None and figures.models is not None
+    evictions = sum(m.evictions for m in rendered.models.models) + sum(
+        m.evictions for m in figures.models.models
     )
     assert evictions > 0  # they took turns with the swapper
-    assert outcome["report"]["frames_processed"] == 40
+    assert rendered.frames_processed == 40

@@ -11,6 +11,7 @@ import pytest
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import FaceCounts, merge_figures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.embedded import SwapStage, embedded_stages
 from ffdesk.pipeline.stages.front import DetectStage, TrackStage, source_face
@@ -24,15 +25,16 @@ def _write(path: Path, image: Frame) -> Path:
     return path
 
 
-def _run_stages(stages: list[Stage], frames: list[Frame], batch: int = 3) -> tuple[list[FramePacket], dict]:
+def _run_stages(
+    stages: list[Stage], frames: list[Frame], batch: int = 3
+) -> tuple[list[FramePacket], FaceCounts]:
     packets = [FramePacket(index=i, pts=i, image=f.copy()) for i, f in enumerate(frames)]
     for stage in stages:
         stage.start()
         packets = [p for i in range(0, len(packets), batch) for p in stage.process(packets[i : i + batch])]
-    report: dict = {}
-    for stage in stages:
-        report.update(stage.finish())
-    return packets, report
+    figures = merge_figures([stage.finish() for stage in stages])
+    assert figures.faces is not None and figures.models is None
+    return packets, figures.faces
 
 
 def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
@@ -71,15 +73,11 @@ def test_frames_without_faces_pass_unchanged_and_faces_are_counted(
         assert len({p.faces[0].track_id for p in packets[first:12]}) == 1
         swapped = packets[first:12]
         assert [p.swapped_tracks for p in swapped] == [[p.faces[0].track_id] for p in swapped]
-        assert report == {
-            "frames_with_faces": 12 - first,
-            "faces_swapped": 12 - first,
-            "faces_skipped": 0,
-            "faces_skipped_by_reason": {},
-        }
+        assert report == FaceCounts(frames_with_faces=12 - first, faces_swapped=12 - first)
+        assert report.faces_skipped == 0
     packets, report = _run_stages(stages_(), [with_face] * 3, 1)
     assert [p.swap.weights for p in packets] == [(1.0,)] * 3
-    assert report["faces_swapped"] == 3
+    assert report.faces_swapped == 3
 
 
 def test_source_without_a_face_is_a_user_error(tmp_path: Path, analyser: FaceAnalyser) -> None:
@@ -117,9 +115,8 @@ def test_render_through_the_engine(tmp_path: Path, astronaut: Frame) -> None:
     _write(source, photos.grace_hopper())
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(source,), resume=False))
-    assert report["frames_with_faces"] == 8
-    assert report["faces_swapped"] == 8
-    assert report["faces_skipped"] == 0
+    assert report.faces == FaceCounts(frames_with_faces=8, faces_swapped=8)
+    assert report.faces.faces_skipped == 0
     with VideoReader(clip) as a, VideoReader(out) as b:
         diffs = [np.abs(x.image.astype(int) - y.image.astype(int)).mean() for x, y in zip(a, b, strict=True)]
     assert min(diffs) > 1.0
@@ -147,7 +144,7 @@ def test_all_faces_in_a_frame_are_swapped(analyser: FaceAnalyser, astronaut: Fra
     ]
     tiled = photos.side_by_side(astronaut, grace, height=360)
     packets, report = _run_stages(stages, [tiled, tiled, tiled])
-    assert report["faces_swapped"] == 6 and report["frames_with_faces"] == 3
+    assert report.faces_swapped == 6 and report.frames_with_faces == 3
     split = 360  # the astronaut tile is square
     for p in packets:
         assert len({f.track_id for f in p.swap.faces}) == 2
@@ -173,7 +170,7 @@ def test_reference_face_is_the_only_one_swapped(
     assert bgr is not None
     frame: Frame = np.ascontiguousarray(bgr[..., ::-1], np.uint8)
     packets, report = _run_stages(stages, [frame, frame])
-    assert report["faces_swapped"] == 2
+    assert report.faces_swapped == 2
     for p in packets:
         changed = np.any(p.image != frame, axis=2)
         assert not changed[:, :360].any() and changed[:, 360:].any()
@@ -193,7 +190,7 @@ def test_render_keeps_every_pixel_outside_the_swapped_faces(tmp_path: Path, astr
     source = _write(tmp_path / "face.jpg", photos.grace_hopper())
     out = tmp_path / "out.mp4"
     report = run_render(RenderJob(target=clip, output=out, sources=(source,), quality=100, resume=False))
-    assert report["faces_swapped"] == 6
+    assert report.faces is not None and report.faces.faces_swapped == 6
 
     def lumas(path: Path) -> list[np.ndarray]:
         with av.open(str(path)) as c:

@@ -33,11 +33,11 @@ def test_jsonl_log_has_every_sample_and_is_flushed_while_running(tmp_path: Path)
     summary = tel.summary(frames_out=10)
     assert len(while_running) >= 3
     assert lines[: len(while_running)] == while_running
-    assert len(lines) == summary["samples"] >= len(while_running) + 1  # + the sample at exit
+    assert len(lines) == summary.samples >= len(while_running) + 1  # + the sample at exit
     assert all(set(rec) == {"t", "wall_time", "host", "gpus"} for rec in lines)
     assert [rec["t"] for rec in lines] == sorted(rec["t"] for rec in lines)
     assert lines[0]["gpus"][0]["power_w"] == pytest.approx(215.5)
-    assert summary["log_path"] == str(log)
+    assert summary.log_path == str(log)
 
 
 def test_summary_with_gpu_energy_counter(tmp_path: Path) -> None:
@@ -62,23 +62,21 @@ def test_summary_with_gpu_energy_counter(tmp_path: Path) -> None:
     energy = [sum(g["energy_j"] for g in r["gpus"]) for r in recs]
     used = [sum(g["memory_used_bytes"] for g in r["gpus"]) for r in recs]
     power = [sum(g["power_w"] for g in r["gpus"]) for r in recs]
-    assert s["gpu_available"] is True and s["no_gpu_reason"] is None
-    assert s["samples"] == n >= 5
-    assert s["energy_source"] == "nvml_total_energy"
-    assert s["energy_j"] == pytest.approx(energy[-1] - energy[0]) and s["energy_j"] == pytest.approx(
-        3.0 * (n - 1)
-    )
-    assert s["energy_per_frame_j"] == pytest.approx(3.0 * (n - 1) / 12)
-    assert s["memory_source"] == "gpu_memory_used"
-    assert s["memory_peak_bytes"] == max(used) == 6 * 2**30
-    assert s["memory_mean_bytes"] == pytest.approx(sum(used) / n, abs=1)
-    assert s["power_source"] == "gpu"
-    assert s["power_peak_w"] == pytest.approx(450.0) and s["power_mean_w"] == pytest.approx(sum(power) / n)
-    assert s["gpu_util_mean_pct"] == pytest.approx(60.0)
-    assert s["stage_ms"] == {"swap": 812.5, "decode": 40.0}
-    assert s["model_bytes"] == {"inswapper": 554_000}
-    assert s["frames"] == 12 and s["process_rss_peak_bytes"] > 0
-    json.dumps(s)
+    assert s.gpu_available is True and s.no_gpu_reason is None
+    assert s.samples == n >= 5
+    assert s.energy_source == "nvml_total_energy"
+    assert s.energy_j == pytest.approx(energy[-1] - energy[0]) and s.energy_j == pytest.approx(3.0 * (n - 1))
+    assert s.energy_per_frame_j == pytest.approx(3.0 * (n - 1) / 12)
+    assert s.memory_source == "gpu_memory_used"
+    assert s.memory_peak_bytes == max(used) == 6 * 2**30
+    assert s.memory_mean_bytes == pytest.approx(sum(used) / n, abs=1)
+    assert s.power_source == "gpu"
+    assert s.power_peak_w == pytest.approx(450.0) and s.power_mean_w == pytest.approx(sum(power) / n)
+    assert s.gpu_util_mean_pct == pytest.approx(60.0)
+    assert dict(s.stage_ms) == {"swap": 812.5, "decode": 40.0}
+    assert dict(s.model_bytes) == {"inswapper": 554_000}
+    assert s.frames == 12 and (s.process_rss_peak_bytes or 0) > 0
+    json.dumps(s.to_json_dict())
 
 
 def test_summary_without_gpu_uses_rss_and_rapl(tmp_path: Path) -> None:
@@ -94,24 +92,26 @@ def test_summary_without_gpu_uses_rss_and_rapl(tmp_path: Path) -> None:
         (pkg / "energy_uj").write_text("6000000\n")  # 6 J during the render
         time.sleep(0.05)
     s = tel.summary(frames_out=3)
-    assert s["gpu_available"] is False
-    assert s["no_gpu_reason"] == "no NVIDIA GPU: NVML library not found"
-    assert s["memory_source"] == "process_rss" and s["memory_peak_bytes"] > 10 * 2**20
-    assert s["memory_peak_bytes"] == s["process_rss_peak_bytes"] >= s["memory_mean_bytes"]
-    assert s["energy_source"] == "rapl" and s["energy_j"] == pytest.approx(6.0)
-    assert s["energy_per_frame_j"] == pytest.approx(2.0)
-    assert s["power_source"] == "cpu_package" and s["power_peak_w"] > 0
-    assert s["gpu_util_mean_pct"] is None and s["log_path"] is None
+    assert s.gpu_available is False
+    assert s.no_gpu_reason == "no NVIDIA GPU: NVML library not found"
+    assert s.memory_peak_bytes is not None and s.memory_mean_bytes is not None
+    assert s.process_rss_peak_bytes is not None
+    assert s.memory_source == "process_rss" and s.memory_peak_bytes > 10 * 2**20
+    assert s.memory_peak_bytes == s.process_rss_peak_bytes >= s.memory_mean_bytes
+    assert s.energy_source == "rapl" and s.energy_j == pytest.approx(6.0)
+    assert s.energy_per_frame_j == pytest.approx(2.0)
+    assert s.power_source == "cpu_package" and (s.power_peak_w or 0) > 0
+    assert s.gpu_util_mean_pct is None and s.log_path is None
 
 
 def test_summary_on_this_machine_and_zero_frames() -> None:
     with RenderTelemetry(interval_s=0.05) as tel:
         time.sleep(0.06)
     s = tel.summary(frames_out=0)
-    assert s["samples"] >= 2 and s["memory_peak_bytes"] > 0
-    assert s["energy_per_frame_j"] is None
-    assert s["gpu_available"] == (s["no_gpu_reason"] is None)
-    assert s["stage_ms"] == {} and s["model_bytes"] == {}
+    assert s.samples >= 2 and (s.memory_peak_bytes or 0) > 0
+    assert s.energy_per_frame_j is None
+    assert s.gpu_available == (s.no_gpu_reason is None)
+    assert s.stage_ms == () and s.model_bytes == ()
 
 
 def test_close_twice_and_metrics_server_stopped(tmp_path: Path) -> None:
@@ -142,5 +142,24 @@ def test_log_full_disk_stops_the_log_not_the_render() -> None:
         time.sleep(0.1)
     probe.close()
     s = tel.summary(frames_out=1)
-    assert s["samples"] >= 3
-    assert s["log_error"] and "No space left" in s["log_error"]
+    assert s.samples >= 3
+    assert s.log_error and "No space left" in s.log_error
+
+
+def test_summary_goes_to_json_and_back_unchanged(tmp_path: Path) -> None:
+    import json
+
+    from ffdesk.telemetry.render import TelemetrySummary
+
+    probe = SystemProbe(nvml_module=FakeNvml(devices=[FakeDevice(power_mw=150_000, util_gpu=30)]))
+    with RenderTelemetry(interval_s=0.02, log_path=tmp_path / "run.jsonl", source=probe) as tel:
+        time.sleep(0.08)
+    probe.close()
+    s = tel.summary(frames_out=4, stage_ms={"swap": 12.25, "decode": 1.0}, model_bytes={"inswapper": 9})
+    data = json.loads(json.dumps(s.to_json_dict()))
+    assert list(data["stage_ms"]) == ["swap", "decode"] and data["model_bytes"] == {"inswapper": 9}
+    assert TelemetrySummary.from_json_dict(data) == s
+    with pytest.raises(ValueError, match="'samples' is missing"):
+        TelemetrySummary.from_json_dict({k: v for k, v in data.items() if k != "samples"})
+    with pytest.raises(ValueError, match="'frames'"):
+        TelemetrySummary.from_json_dict({**data, "frames": "four"})

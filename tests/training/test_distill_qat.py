@@ -79,7 +79,8 @@ def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
     synth_clip(clip, width=256, height=192, fps=25, frames=4, face_image=face, crf=12)
     job = RenderJob(target=clip, output=tmp_path / "out.mp4", swapper=str(run), batch=4)
     report = run_render(job, lambda _e: None)
-    assert report["faces_swapped"] == report["frames_with_faces"] == 4
+    assert report.faces is not None
+    assert report.faces.faces_swapped == report.faces.frames_with_faces == 4
     with av.open(str(tmp_path / "out.mp4")) as c:
         assert sum(1 for _ in c.decode(video=0)) == 4
 

@@ -55,8 +55,9 @@ def test_render_swaps_faces_with_the_trained_model(trained: Path, face_clip: Pat
     assert isinstance(stages[-1], TrainedSwapStage)
     stages[-1].finish()  # releases the model this check loaded
     report = run_render(job, lambda _e: None)
-    assert report["faces_swapped"] == report["frames_with_faces"] == 6
-    assert report["swapper_kind"] == "ffdesk-trained-swapper"
+    assert report.faces is not None and report.models is not None
+    assert report.faces.faces_swapped == report.faces.frames_with_faces == 6
+    assert report.models.swapper_kind == "ffdesk-trained-swapper"
     before, after = _frames(face_clip), _frames(tmp_path / "out.mp4")
     assert len(after) == 6
     diff = np.abs(after[0].astype(int) - before[0].astype(int)).sum(axis=2)
@@ -76,7 +77,8 @@ def test_trained_render_writes_only_the_pasted_faces(trained: Path, face_clip: P
     stages = build_stages(job)
     assert edits_regions_only(stages)
     stages[-1].finish()  # releases the model this check loaded
-    assert run_render(job, lambda _e: None)["faces_swapped"] == 6
+    faces = run_render(job, lambda _e: None).faces
+    assert faces is not None and faces.faces_swapped == 6
 
     def lumas(path: Path) -> list[np.ndarray]:
         with av.open(str(path)) as c:
@@ -134,7 +136,7 @@ def test_a_trained_swapper_draws_at_the_swap_scale(trained: Path, face_clip: Pat
         out = tmp_path / f"x{scale}.mp4"
         job = RenderJob(target=face_clip, output=out, swapper=str(trained), swap_scale=scale, provider="cpu")  # type: ignore[arg-type]
         report = run_render(job, lambda _e: None)
-        assert report["faces_swapped"] == 6
+        assert report.faces is not None and report.faces.faces_swapped == 6
         outs[scale] = _frames(out)
     before = _frames(face_clip)
     for scale in (1, 2):

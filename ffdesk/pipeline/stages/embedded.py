@@ -16,12 +16,12 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import FaceCounts, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.front import DETECT_EVERY as DETECT_EVERY
 from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser, source_face
@@ -75,14 +75,9 @@ class SwapStage:
             self._skipped.update(skipped)
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> StageFigures:
         with self._lock:
-            return {
-                "frames_with_faces": self._frames_with_faces,
-                "faces_swapped": self._swapped,
-                "faces_skipped": sum(self._skipped.values()),
-                "faces_skipped_by_reason": dict(self._skipped),
-            }
+            return StageFigures(faces=FaceCounts.of(self._frames_with_faces, self._swapped, self._skipped))
 
 
 def embedded_stages(

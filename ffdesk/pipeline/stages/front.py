@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
@@ -82,8 +81,8 @@ class DetectStage:
                 )
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 class TrackStage:
@@ -159,8 +158,8 @@ class TrackStage:
             tuple(d.reason for d in decisions if d.weight <= 0.0),
         )
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | None) -> Face:

@@ -2,7 +2,8 @@
 
 Used when a job names a swapper (`--swapper inswapper_128` or a path to an .onnx). Every model is
 loaded through one `ResidencyManager` shared by the render's stages, under `job.memory_budget`;
-the last stage's `finish()` reports what it did (`models`, `peak_model_bytes`, ...).
+the last stage's `finish()` reports what it did (a `ModelsReport`), and the swap stage counts the
+faces it swapped as the embedded swap does (`FaceCounts`).
 
 Faces of a whole batch of frames are aligned, stacked and swapped in one model call; masks are
 computed on the same stacks. Precision comes from `job.precision` (`auto`: preview takes INT8 on
@@ -13,6 +14,7 @@ sample of frames' faces in FP32 and flags those whose face differs by more than 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +32,14 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import (
+    Alignment,
+    FaceCounts,
+    ModelsReport,
+    QualityCheck,
+    QualityFlag,
+    StageFigures,
+)
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.front import DETECT_EVERY, FaceFrontEnd, job_analyser, source_face
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
@@ -197,7 +207,7 @@ class ModelRender:
         self._started = False
         self._closed = False
         self.quality_checked = 0
-        self.quality_flags: list[dict[str, Any]] = []
+        self.quality_flags: list[QualityFlag] = []
 
     @property
     def occluders(self) -> list[str]:
@@ -474,22 +484,21 @@ class ModelRender:
 
         return np.stack(self.run(key or self.swap_key, swap, list(crops)))
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> ModelsReport:
         """The render report's model figures (call once, at the end)."""
-        figures = self.manager.report()
-        figures.update(
+        return ModelsReport.of(
+            self.manager.report(),
             swapper=self.swapper.name,
             swapper_precision=self.precision,
             swap_scale=self.tile,
-            quality_checked_frames=self.quality_checked,
-            quality_flags=list(self.quality_flags),
-            quality_psnr_threshold_db=QUALITY_PSNR_DB,
-            landmarker=self.landmarker.name if self.landmarker is not None else None,
-            landmarker_note=self.landmarker_note,
-            faces_aligned_on_68_points=self.aligned_on_68,
-            faces_aligned=self.aligned_faces,
+            quality=QualityCheck(self.quality_checked, tuple(self.quality_flags), QUALITY_PSNR_DB),
+            alignment=Alignment(
+                self.landmarker.name if self.landmarker is not None else None,
+                self.landmarker_note,
+                self.aligned_on_68,
+                self.aligned_faces,
+            ),
         )
-        return figures
 
     def close(self) -> None:
         with self._lock:
@@ -591,8 +600,8 @@ class PackDetectStage:
                 packet.detections = faces
         return list(batch)
 
-    def finish(self) -> dict[str, Any]:
-        return {}
+    def finish(self) -> None:
+        return None
 
 
 class SwapStage:
@@ -607,6 +616,9 @@ class SwapStage:
         self.max_batch = max_batch
         self.reports = reports
         self.batches = 0
+        self.frames_with_faces = 0
+        self.faces_swapped = 0
+        self.skipped: Counter[str] = Counter()
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event
@@ -619,6 +631,7 @@ class SwapStage:
         size = spec.size * self.ctx.tile
         self.ctx.refine_faces(batch)
         self.batches += 1
+        self._count_faces(batch)
 
         def draw(aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
             swapped = self.ctx.swap_crops(aligned.crops)
@@ -628,6 +641,13 @@ class SwapStage:
 
         redraw_faces(batch, spec.template, size, draw)
         return list(batch)
+
+    def _count_faces(self, batch: Sequence[FramePacket]) -> None:
+        """Count what the embedded swap counts: every chosen face is drawn (one thread)."""
+        for p in batch:
+            self.frames_with_faces += bool(p.faces)
+            self.faces_swapped += len(p.swap.faces)
+            self.skipped.update(reason or "unknown" for reason in p.swap.skips)
 
     def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
         size = targets.shape[1]
@@ -658,18 +678,19 @@ class SwapStage:
             value = psnr(swapped[j], reference[j])
             if value < QUALITY_PSNR_DB:
                 index = batch[owner].index
-                ctx.quality_flags.append({"frame": index, "psnr_db": round(value, 2)})
+                ctx.quality_flags.append(QualityFlag(index, round(value, 2)))
                 ctx.on_event(
                     ev.Warning(f"frame {index}: {ctx.precision} face differs from fp32 ({value:.1f} dB)")
                 )
         ctx.quality_checked += len(set(owners))
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> StageFigures:
+        faces = FaceCounts.of(self.frames_with_faces, self.faces_swapped, self.skipped)
         if not self.reports:
-            return {}
-        figures = self.ctx.report()
+            return StageFigures(faces=faces)
+        models = self.ctx.report()
         self.ctx.close()
-        return figures
+        return StageFigures(faces=faces, models=models)
 
 
 class EnhanceStage:
@@ -709,12 +730,12 @@ class EnhanceStage:
             masks = [np.minimum(self.mask, m) for m in self.ctx.occlusion_masks(aligned.crops)]
         return restored, masks
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> StageFigures | None:
         if not self.reports:
-            return {}
-        figures = self.ctx.report()
+            return None
+        models = self.ctx.report()
         self.ctx.close()
-        return figures
+        return StageFigures(models=models)
 
 
 def model_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:

@@ -29,6 +29,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import Provider, RenderJob
+from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.types import Frame, Mask
@@ -188,19 +189,15 @@ class TrainedSwapStage:
         faces = zip(masks, aligned.faces, aligned.affines, strict=True)
         return drawn, [blend_mask(mask, face, m) for mask, face, m in faces]
 
-    def finish(self) -> dict[str, Any]:
-        figures = self.model.manager.report()
+    def finish(self) -> StageFigures:
+        residency = self.model.manager.report()
         self.model.close()
+        models = ModelsReport.of(
+            residency, swapper=str(self.model.path), swapper_precision="fp32", swapper_kind=KIND
+        )
         with self._lock:
-            figures.update(
-                swapper=str(self.model.path),
-                swapper_kind=KIND,
-                swapper_precision="fp32",
-                frames_with_faces=self._frames_with_faces,
-                faces_swapped=self._swapped,
-                faces_skipped=0,
-            )
-        return figures
+            faces = FaceCounts(self._frames_with_faces, self._swapped)
+        return StageFigures(faces=faces, models=models)
 
 
 def trained_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:

@@ -57,7 +57,8 @@ def test_render_swaps_faces_with_the_trained_model(trained: Path, face_clip: Pat
     report = run_render(job, lambda _e: None)
     assert report.faces is not None and report.models is not None
     assert report.faces.faces_swapped == report.faces.frames_with_faces == 6
-    assert report.models.swapper_kind == "ffdesk-trained-swapper"
+    assert report.models.swapper_kind == "ffdesk-trained-swapper" and report.models.swap_scale == 1
+    assert report.faces.faces_skipped == 0 and report.models.quality is None
     before, after = _frames(face_clip), _frames(tmp_path / "out.mp4")
     assert len(after) == 6
     diff = np.abs(after[0].astype(int) - before[0].astype(int)).sum(axis=2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,7 @@ class TrainedSwapStage:
         self._lock = threading.Lock()
         self._frames_with_faces = 0
         self._swapped = 0
+        self._skipped: Counter[str] = Counter()
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.model.on_event = on_event
@@ -182,6 +184,7 @@ class TrainedSwapStage:
         with self._lock:
             self._frames_with_faces += with_faces
             self._swapped += len(aligned) if aligned is not None else 0
+            self._skipped.update(reason or "unknown" for p in batch for reason in p.swap.skips)
         return list(batch)
 
     def _draw(self, aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
@@ -193,10 +196,14 @@ class TrainedSwapStage:
         residency = self.model.manager.report()
         self.model.close()
         models = ModelsReport.of(
-            residency, swapper=str(self.model.path), swapper_precision="fp32", swapper_kind=KIND
+            residency,
+            swapper=str(self.model.path),
+            swapper_precision="fp32",
+            swapper_kind=KIND,
+            swap_scale=self.model.tile,
         )
         with self._lock:
-            faces = FaceCounts(self._frames_with_faces, self._swapped)
+            faces = FaceCounts.of(self._frames_with_faces, self._swapped, self._skipped)
         return StageFigures(faces=faces, models=models)
 
 

@@ -172,18 +172,14 @@ def extract(
     progress: ExtractProgress | None = None,
 ) -> ExtractStats:
     """Add the faces of `inputs` to the faceset at `out`; returns what was kept and dropped."""
-    from ffdesk.faces.align import TEMPLATES, warp_face
+    from ffdesk.faces.align import TEMPLATES
 
     if settings.template not in TEMPLATES:
         raise UserError(f"--template {settings.template}: one of {', '.join(sorted(TEMPLATES))}")
     files = find_inputs(inputs)
     if not files:
         raise UserError("no images or clips found in " + ", ".join(str(p) for p in inputs))
-    writer = FacesetWriter(out, size=settings.size, points=MESH_POINTS)
-    saved = writer.index.settings.get("alignment")
-    if saved and saved.get("template") != settings.template:
-        raise UserError(f"{out}: faceset was aligned with {saved.get('template')}, not {settings.template}")
-    writer.index.settings = settings.to_json()
+    writer = _open_writer(out, settings)
     if finder is None:
         from ffdesk.faces.analyser import FaceAnalyser
 
@@ -208,29 +204,57 @@ def extract(
             faces = sorted(finder.detect(image), key=lambda f: -f.area)[: settings.max_faces_per_frame]
             for face in faces:
                 stats.faces_found += 1
-                if face.size < settings.min_face:
-                    stats.tiny += 1
-                    continue
-                meshed = finder.landmarks(image, face)
-                crop, m = warp_face(image, meshed.kps, settings.template, settings.size)
-                blur = blur_score(crop)
-                if blur < settings.blur_threshold:
-                    stats.blurred += 1
-                    continue
-                phash = difference_hash(crop)
-                if writer.is_duplicate(phash, settings.dedup_bits):
-                    stats.duplicates += 1
-                    continue
-                pts = meshed.landmarks if meshed.landmarks is not None else meshed.kps
-                local = np.asarray(pts, np.float64)[:, :2] @ m[:, :2].T + m[:, 2]
-                if len(local) != MESH_POINTS:
-                    continue  # no mesh for this face: without it there is no face mask
-                record = FaceRecord(source=source, frame=index, score=float(face.score), blur=blur)
-                writer.add(crop, hull_mask(local, settings.size), local.astype(np.float32), phash, record)
-                kept_here += 1
-                stats.kept += 1
+                if _add_face(writer, finder, image, face, settings, stats, source, index):
+                    kept_here += 1
+                    stats.kept += 1
             if progress is not None:
                 progress.frame(path, stats)
         writer.source_done(source, {**st, "faces": kept_here, "frames": frames_here})
     writer.commit()
     return stats
+
+
+def _open_writer(out: Path, settings: ExtractSettings) -> FacesetWriter:
+    """The faceset at `out` opened for adding; `UserError` when it was aligned another way."""
+    writer = FacesetWriter(out, size=settings.size, points=MESH_POINTS)
+    saved = writer.index.settings.get("alignment")
+    if saved and saved.get("template") != settings.template:
+        raise UserError(f"{out}: faceset was aligned with {saved.get('template')}, not {settings.template}")
+    writer.index.settings = settings.to_json()
+    return writer
+
+
+def _add_face(
+    writer: FacesetWriter,
+    finder: FaceFinder,
+    image: Frame,
+    face: Face,
+    settings: ExtractSettings,
+    stats: ExtractStats,
+    source: str,
+    frame: int,
+) -> bool:
+    """Align `face` and add it to `writer`; False (counted in `stats`) for a face too small, too
+    blurred or already in the set, and for one without a mesh (no face mask without it)."""
+    from ffdesk.faces.align import warp_face
+
+    if face.size < settings.min_face:
+        stats.tiny += 1
+        return False
+    meshed = finder.landmarks(image, face)
+    crop, m = warp_face(image, meshed.kps, settings.template, settings.size)
+    blur = blur_score(crop)
+    if blur < settings.blur_threshold:
+        stats.blurred += 1
+        return False
+    phash = difference_hash(crop)
+    if writer.is_duplicate(phash, settings.dedup_bits):
+        stats.duplicates += 1
+        return False
+    pts = meshed.landmarks if meshed.landmarks is not None else meshed.kps
+    local = np.asarray(pts, np.float64)[:, :2] @ m[:, :2].T + m[:, 2]
+    if len(local) != MESH_POINTS:
+        return False
+    record = FaceRecord(source=source, frame=frame, score=float(face.score), blur=blur)
+    writer.add(crop, hull_mask(local, settings.size), local.astype(np.float32), phash, record)
+    return True

@@ -125,18 +125,31 @@ def _store_integer_weights(model: Any) -> None:
     """Fold QuantizeLinear(float initializer) into an int8 initializer, and turn each quantized
     layer's float bias into int32 at input scale x weight scale behind a DequantizeLinear: the
     pattern ONNX Runtime fuses into integer convolutions and matrix products."""
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     g = model.graph
-    inits = {i.name: i for i in g.initializer}
-    consts: dict[str, np.ndarray] = {n: numpy_helper.to_array(i) for n, i in inits.items()}
+    consts: dict[str, np.ndarray] = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     for node in g.node:  # the exporter may give scales as Constant nodes
         if node.op_type == "Constant" and node.attribute:
             consts[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    producer = {o: n for n in g.node for o in n.output}
-    removed: set[int] = set()
+    _fold_weight_quantizers(g, consts)
+    consts.update({i.name: numpy_helper.to_array(i) for i in g.initializer})
+    _integer_biases(g, consts)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+
+
+def _fold_weight_quantizers(g: Any, consts: dict[str, np.ndarray]) -> None:
+    """Each QuantizeLinear of a float initializer replaced by the int8 initializer it computes."""
+    from onnx import numpy_helper
+
+    inits = {i.name for i in g.initializer}
+    nodes = list(g.node)
+    removed: set[int] = set()  # positions in `nodes`
     new_inits = []
-    for node in list(g.node):
+    for k, node in enumerate(nodes):
         if node.op_type != "QuantizeLinear" or node.input[0] not in inits:
             continue
         w = consts[node.input[0]]
@@ -152,21 +165,26 @@ def _store_integer_weights(model: Any) -> None:
         new_inits.append(numpy_helper.from_array(q.astype(zp.dtype), name))
         for other in g.node:
             other.input[:] = [name if i == node.output[0] else i for i in other.input]
-        removed.add(id(node))
+        removed.add(k)
     g.initializer.extend(new_inits)
-    kept = [n for n in g.node if id(n) not in removed]
+    kept = [n for k, n in enumerate(nodes) if k not in removed]
     del g.node[:]
     g.node.extend(kept)
-    # biases: Conv / Gemm whose input and weight come from DequantizeLinear
+
+
+def _integer_biases(g: Any, consts: dict[str, np.ndarray]) -> None:
+    """The float bias of each Conv / Gemm whose input and weight come from DequantizeLinear
+    stored as int32 at input scale x weight scale, read through its own DequantizeLinear."""
+    from onnx import helper, numpy_helper
+
     producer = {o: n for n in g.node for o in n.output}
-    inits = {i.name: i for i in g.initializer}
-    consts.update({n: numpy_helper.to_array(i) for n, i in inits.items()})
+    inits = {i.name for i in g.initializer}
     extra_nodes = []
     for node in g.node:
         if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3 or node.input[2] not in inits:
             continue
         x_dq, w_dq = producer.get(node.input[0]), producer.get(node.input[1])
-        if x_dq is None or w_dq is None or "DequantizeLinear" not in (x_dq.op_type, w_dq.op_type):
+        if x_dq is None or w_dq is None:
             continue
         if x_dq.op_type != "DequantizeLinear" or w_dq.op_type != "DequantizeLinear":
             continue
@@ -196,7 +214,3 @@ def _store_integer_weights(model: Any) -> None:
         node.input[2] = out
     for n in reversed(extra_nodes):
         g.node.insert(0, n)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)

@@ -184,6 +184,72 @@ class _Telemetry:
                 self._nvml.close()
 
 
+@dataclass
+class _Loop:
+    """What one training session works on; `step` advances as it trains."""
+
+    s: TrainSettings
+    task: Task
+    module: torch.nn.Module
+    """`task.module` on the training device."""
+    opt: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    device: torch.device
+    dtype: torch.dtype
+    """The autocast dtype (used when `s.amp`)."""
+    alignment: dict[str, Any]
+    step: int = 0
+
+
+class _Logs:
+    """Rank 0's metrics file (one JSON record per line) and TensorBoard writer."""
+
+    def __init__(self, run_dir: Path, step: int) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.tb: Any = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=step + 1)
+        self.metrics = (run_dir / control.METRICS).open("a", encoding="utf-8")
+
+    def write(self, rec: dict[str, Any], step: int) -> None:
+        self.metrics.write(json.dumps(rec) + "\n")
+        self.metrics.flush()
+        for k, v in rec["losses"].items():
+            self.tb.add_scalar(f"loss/{k}", v, step)
+        self.tb.add_scalar("loss/total", rec["loss"], step)
+        self.tb.add_scalar("speed/samples_per_s", rec["samples_per_s"], step)
+        self.tb.add_scalar("lr", rec["lr"], step)
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.tb.close()
+
+
+def _loader(s: TrainSettings, step: int, device: torch.device, ctx: DistContext) -> DataLoader[Any]:
+    """Batches of this rank's part of each step, from `step` on (the same on a resume)."""
+    spec = BatchSpec(resolution=s.resolution, batch=s.batch, seed=s.seed, augment=s.augment,
+                     rank=ctx.rank, world_size=ctx.world_size)  # fmt: skip
+    data = PairBatches(s.src, s.dst, spec, length=max(s.steps, step))
+    return DataLoader(
+        data,
+        batch_size=None,
+        sampler=StepSampler(step, s.steps),
+        num_workers=s.workers,
+        pin_memory=device.type == "cuda",
+        worker_init_fn=worker_init if s.workers else None,
+        prefetch_factor=4 if s.workers else None,
+        persistent_workers=False,
+    )
+
+
+def _leave_cores_to_workers(device: torch.device, workers: int, world_size: int, threads: int) -> None:
+    """On a CPU with data workers, fewer compute threads: the workers need their cores, and
+    compute threads spinning on a busy core cost many times the work (measured 20x slower with
+    2 threads on 2 busy cores)."""
+    if device.type == "cpu" and workers:
+        cores = max(1, (os.cpu_count() or 1) // world_size)
+        torch.set_num_threads(max(1, min(threads, cores - workers)))
+
+
 class Trainer:
     """Runs one training session of a run folder. Qt-free; the caller supplies callbacks.
 
@@ -291,10 +357,47 @@ class Trainer:
             tdist.close(self.ctx)
 
     def _run(self, s: TrainSettings, ckpt: dict[str, Any] | None, device: torch.device) -> TrainResult:
-        ctx = self.ctx
-        cfg = s.model_config()
         fa, fb = Faceset(s.src), Faceset(s.dst)
-        alignment = _alignment(fa, fb)
+        loop = self._start(s, ckpt, device, _alignment(fa, fb))
+        comm = CommTimer()
+        step_module = self._distributed(loop.module, device, comm)
+        self._announce(loop, len(fa), len(fb))
+        loader = _loader(s, loop.step, device, self.ctx)
+        main = self.ctx.is_main
+        preview_batch = _preview_batch(fa, fb, s.resolution) if main else None
+        logs = _Logs(self.run_dir, loop.step) if main else None
+        telemetry = _Telemetry(device)
+        pids = tdist.gather_floats(self.ctx, [float(os.getpid())], device)
+        self._ranks = [{"rank": r, "pid": int(p[0])} for r, p in enumerate(pids)]
+
+        outcome: Outcome = "done"
+        model_path: Path | None = None
+        self._status("running", loop.step, s.steps)
+        threads_before = torch.get_num_threads()
+        _leave_cores_to_workers(device, s.workers, self.ctx.world_size, threads_before)
+        try:
+            outcome = self._train(loop, step_module, loader, comm, telemetry, logs, preview_batch)
+            replica_diff = tdist.broadcast_max_diff(self.ctx, list(loop.module.parameters()), device)
+            self._save(loop, outcome)
+            if outcome in ("done", "stopped") and s.export_at_end:
+                model_path = self._export(loop)
+            self._status(outcome, loop.step, s.steps, replica_max_diff=replica_diff)
+        except BaseException:
+            self._status("failed", loop.step, s.steps)
+            raise
+        finally:
+            del loader
+            torch.set_num_threads(threads_before)
+            if logs is not None:
+                logs.close()
+            telemetry.close()
+        return TrainResult(outcome=outcome, step=loop.step, model=model_path)
+
+    def _start(
+        self, s: TrainSettings, ckpt: dict[str, Any] | None, device: torch.device, alignment: dict[str, Any]
+    ) -> _Loop:
+        """The task, its optimizer and gradient scaler on `device`, at the checkpoint's step."""
+        cfg = s.model_config()
         torch.manual_seed(s.seed)
         task: Task
         if s.teacher is not None:
@@ -309,165 +412,145 @@ class Trainer:
         else:
             opt = torch.optim.Adam(params, lr=s.lr, betas=(0.5, 0.999))
         dtype = amp_dtype(device, s.amp_dtype)
-        use_amp = s.amp
-        scaler = torch.amp.GradScaler(device.type, enabled=use_amp and dtype == torch.float16)
-        step = 0
+        scaler = torch.amp.GradScaler(device.type, enabled=s.amp and dtype == torch.float16)
+        loop = _Loop(s, task, module, opt, scaler, device, dtype, alignment)
         if ckpt is not None:
-            task.load(ckpt)
-            opt.load_state_dict(ckpt["optimizer"])
-            if ckpt.get("scaler"):
-                scaler.load_state_dict(ckpt["scaler"])
-            step = int(ckpt["step"])
-            torch.set_rng_state(ckpt["rng"]["torch"])
-            if device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
-                torch.cuda.set_rng_state(ckpt["rng"]["cuda"], device)
-            if ctx.is_main:
-                self._truncate_metrics(step)
-            again = f" (restart {ctx.restart})" if ctx.restart else ""
-            self.on_message(f"resumed at step {step}{again}")
-        if step >= s.steps:
-            self.on_message(f"already at step {step} of {s.steps}; raise --steps to train further")
-        comm = CommTimer()
-        step_module: torch.nn.Module = module
-        if ctx.distributed:
-            from torch.nn.parallel import DistributedDataParallel
+            self._resume(loop, ckpt)
+        if loop.step >= s.steps:
+            self.on_message(f"already at step {loop.step} of {s.steps}; raise --steps to train further")
+        return loop
 
-            ddp = DistributedDataParallel(
-                module, device_ids=[device.index] if device.type == "cuda" else None
-            )
-            ddp.register_comm_hook(comm, tdist.timed_allreduce_hook)
-            step_module = ddp
+    def _resume(self, loop: _Loop, ckpt: dict[str, Any]) -> None:
+        """Model, optimizer, scaler, step and random state from the checkpoint."""
+        loop.task.load(ckpt)
+        loop.opt.load_state_dict(ckpt["optimizer"])
+        if ckpt.get("scaler"):
+            loop.scaler.load_state_dict(ckpt["scaler"])
+        loop.step = int(ckpt["step"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if loop.device.type == "cuda" and ckpt["rng"].get("cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng"]["cuda"], loop.device)
+        if self.ctx.is_main:
+            self._truncate_metrics(loop.step)
+        again = f" (restart {self.ctx.restart})" if self.ctx.restart else ""
+        self.on_message(f"resumed at step {loop.step}{again}")
+
+    def _distributed(self, module: torch.nn.Module, device: torch.device, comm: CommTimer) -> torch.nn.Module:
+        """The module each step runs: itself, or under torchrun its DistributedDataParallel wrapper
+        (all-reduce timed by `comm`)."""
+        if not self.ctx.distributed:
+            return module
+        from torch.nn.parallel import DistributedDataParallel
+
+        ddp = DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
+        ddp.register_comm_hook(comm, tdist.timed_allreduce_hook)
+        return ddp
+
+    def _announce(self, loop: _Loop, faces_a: int, faces_b: int) -> None:
+        s, ctx = loop.s, self.ctx
         procs = f", {ctx.world_size} processes" if ctx.distributed else ""
+        precision = "amp " + str(loop.dtype).split(".")[-1] if s.amp else "fp32"
         self.on_message(
-            f"training on {device}{procs} ({'amp ' + str(dtype).split('.')[-1] if use_amp else 'fp32'}), "
-            f"{task.describe()}, {len(fa)} + {len(fb)} faces, {s.resolution} px, batch {s.batch}"
+            f"training on {loop.device}{procs} ({precision}), "
+            f"{loop.task.describe()}, {faces_a} + {faces_b} faces, {s.resolution} px, batch {s.batch}"
         )
 
-        spec = BatchSpec(resolution=s.resolution, batch=s.batch, seed=s.seed, augment=s.augment,
-                         rank=ctx.rank, world_size=ctx.world_size)  # fmt: skip
-        data = PairBatches(s.src, s.dst, spec, length=max(s.steps, step))
-        loader = DataLoader(
-            data,
-            batch_size=None,
-            sampler=StepSampler(step, s.steps),
-            num_workers=s.workers,
-            pin_memory=device.type == "cuda",
-            worker_init_fn=worker_init if s.workers else None,
-            prefetch_factor=4 if s.workers else None,
-            persistent_workers=False,
-        )
-        main = ctx.is_main
-        preview_batch = _preview_batch(fa, fb, s.resolution) if main else None
-        tb: Any = None
-        metrics: Any = None
-        if main:
-            from torch.utils.tensorboard import SummaryWriter
-
-            tb = SummaryWriter(log_dir=str(self.run_dir / "tensorboard"), purge_step=step + 1)
-            metrics = (self.run_dir / control.METRICS).open("a", encoding="utf-8")
-        telemetry = _Telemetry(device)
-        pids = tdist.gather_floats(ctx, [float(os.getpid())], device)
-        self._ranks = [{"rank": r, "pid": int(p[0])} for r, p in enumerate(pids)]
-
-        def save(state: control.State) -> None:
-            if not main:
-                return
-            _atomic_torch_save(
-                {
-                    "step": step,
-                    "model": task.state(),
-                    "optimizer": opt.state_dict(),
-                    "scaler": scaler.state_dict() if scaler.is_enabled() else None,
-                    **task.checkpoint_extra(),
-                    "settings": s.to_json(),
-                    "world_size": ctx.world_size,
-                    "alignment": alignment,
-                    "src": str(s.src),
-                    "dst": str(s.dst),
-                    "rng": {
-                        "torch": torch.get_rng_state(),
-                        "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
-                    },
-                },
-                self.run_dir / control.CHECKPOINT,
-            )
-            self._status(state, step, s.steps)
-
-        def export() -> Path | None:
-            if not main:
-                return None
-            self._status("exporting", step, s.steps)
-            save("exporting")
-            path = task.export(self.run_dir)
-            self.on_message(f"exported {path}")
-            return path
-
-        outcome: Outcome = "done"
-        model_path: Path | None = None
-        self._status("running", step, s.steps)
+    def _train(
+        self,
+        loop: _Loop,
+        step_module: torch.nn.Module,
+        loader: DataLoader[Any],
+        comm: CommTimer,
+        telemetry: _Telemetry,
+        logs: _Logs | None,
+        preview_batch: dict[str, torch.Tensor] | None,
+    ) -> Outcome:
+        """Steps until the goal or a command ends the session; logs, previews and checkpoints on
+        their intervals (rank 0 writes; every rank gathers the figures)."""
+        s = loop.s
         window_t, window_steps = time.perf_counter(), 0
         acc: dict[str, float] = {}
-        threads_before = torch.get_num_threads()
-        if device.type == "cpu" and s.workers:
-            # The data workers need their cores: compute threads spinning on a busy core cost
-            # many times the work (measured 20x slower with 2 threads on 2 busy cores).
-            cores = max(1, (os.cpu_count() or 1) // ctx.world_size)
-            torch.set_num_threads(max(1, min(threads_before, cores - s.workers)))
-        try:
-            module.train()
-            batches = iter(loader)
-            while step < s.steps:
-                outcome_now = self._handle_controls(step, s.steps, save, export, device)
-                if outcome_now is not None:
-                    outcome = outcome_now
-                    break
-                batch = next(batches)
-                terms = self._train_step(
-                    step_module, opt, scaler, batch, device, dtype, use_amp, task.weights
+        loop.module.train()
+        batches = iter(loader)
+        while loop.step < s.steps:
+            outcome = self._handle_controls(
+                loop.step,
+                s.steps,
+                lambda state: self._save(loop, state),
+                lambda: self._export(loop),
+                loop.device,
+            )
+            if outcome is not None:
+                return outcome
+            terms = self._train_step(
+                step_module,
+                loop.opt,
+                loop.scaler,
+                next(batches),
+                loop.device,
+                loop.dtype,
+                s.amp,
+                loop.task.weights,
+            )
+            loop.step += 1
+            window_steps += 1
+            for k, v in terms.items():
+                acc[k] = acc.get(k, 0.0) + v
+            if loop.step % s.log_every == 0 or loop.step == s.steps:
+                dt = time.perf_counter() - window_t
+                rec = self._record(
+                    loop.step, s, acc, window_steps, dt, loop.opt, telemetry, comm, loop.device, loop.task
                 )
-                step += 1
-                window_steps += 1
-                for k, v in terms.items():
-                    acc[k] = acc.get(k, 0.0) + v
-                if step % s.log_every == 0 or step == s.steps:
-                    dt = time.perf_counter() - window_t
-                    rec = self._record(step, s, acc, window_steps, dt, opt, telemetry, comm, device, task)
-                    if main:
-                        metrics.write(json.dumps(rec) + "\n")
-                        metrics.flush()
-                        for k, v in rec["losses"].items():
-                            tb.add_scalar(f"loss/{k}", v, step)
-                        tb.add_scalar("loss/total", rec["loss"], step)
-                        tb.add_scalar("speed/samples_per_s", rec["samples_per_s"], step)
-                        tb.add_scalar("lr", rec["lr"], step)
-                        self._status("running", step, s.steps)
-                        self.on_record(rec)
-                    window_t, window_steps, acc = time.perf_counter(), 0, {}
-                    comm.seconds, comm.calls = 0.0, 0
-                if main and (step % s.preview_every == 0 or step == s.steps):
-                    assert preview_batch is not None
-                    grid = task.preview(preview_batch, device)
-                    write_preview(self.run_dir, grid, step)
-                    tb.add_image("preview", grid, step, dataformats="HWC")
-                if step % s.save_every == 0:
-                    save("running")
-            replica_diff = tdist.broadcast_max_diff(ctx, list(module.parameters()), device)
-            save(outcome)
-            if outcome in ("done", "stopped") and s.export_at_end:
-                model_path = export()
-            self._status(outcome, step, s.steps, replica_max_diff=replica_diff)
-        except BaseException:
-            self._status("failed", step, s.steps)
-            raise
-        finally:
-            del loader
-            torch.set_num_threads(threads_before)
-            if metrics is not None:
-                metrics.close()
-            if tb is not None:
-                tb.close()
-            telemetry.close()
-        return TrainResult(outcome=outcome, step=step, model=model_path)
+                if logs is not None:
+                    logs.write(rec, loop.step)
+                    self._status("running", loop.step, s.steps)
+                    self.on_record(rec)
+                window_t, window_steps, acc = time.perf_counter(), 0, {}
+                comm.seconds, comm.calls = 0.0, 0
+            if preview_batch is not None and (loop.step % s.preview_every == 0 or loop.step == s.steps):
+                grid = loop.task.preview(preview_batch, loop.device)
+                write_preview(self.run_dir, grid, loop.step)
+                if logs is not None:
+                    logs.tb.add_image("preview", grid, loop.step, dataformats="HWC")
+            if loop.step % s.save_every == 0:
+                self._save(loop, "running")
+        return "done"
+
+    def _save(self, loop: _Loop, state: control.State) -> None:
+        """Rank 0 writes the checkpoint (atomically) and the status."""
+        if not self.ctx.is_main:
+            return
+        _atomic_torch_save(self._checkpoint(loop), self.run_dir / control.CHECKPOINT)
+        self._status(state, loop.step, loop.s.steps)
+
+    def _checkpoint(self, loop: _Loop) -> dict[str, Any]:
+        s, device = loop.s, loop.device
+        return {
+            "step": loop.step,
+            "model": loop.task.state(),
+            "optimizer": loop.opt.state_dict(),
+            "scaler": loop.scaler.state_dict() if loop.scaler.is_enabled() else None,
+            **loop.task.checkpoint_extra(),
+            "settings": s.to_json(),
+            "world_size": self.ctx.world_size,
+            "alignment": loop.alignment,
+            "src": str(s.src),
+            "dst": str(s.dst),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+            },
+        }
+
+    def _export(self, loop: _Loop) -> Path | None:
+        """Rank 0 saves a checkpoint and exports the model; None on the other ranks."""
+        if not self.ctx.is_main:
+            return None
+        self._status("exporting", loop.step, loop.s.steps)
+        self._save(loop, "exporting")
+        path = loop.task.export(self.run_dir)
+        self.on_message(f"exported {path}")
+        return path
 
     def _poll(self, device: torch.device) -> tuple[control.Command | None, bool]:
         """Rank 0's pending command and whether any rank was asked to stop (the same on all)."""
@@ -559,25 +642,7 @@ class Trainer:
         local = 2 * (s.batch // ctx.world_size) * steps
         mine = [local / dt if dt > 0 else nan, comm.seconds, dt, num(gpu["gpu_memory_bytes"]),
                 num(gpu["gpu_memory_peak_bytes"]), num(gpu["gpu_power_w"])]  # fmt: skip
-        rows = tdist.gather_floats(ctx, mine, device)
-
-        def val(v: float, kind: type = float) -> Any:
-            return None if v != v else kind(v)
-
-        ranks = []
-        for r, row in enumerate(rows):
-            ranks.append(
-                {
-                    "rank": r,
-                    "pid": self._ranks[r]["pid"] if r < len(self._ranks) else None,
-                    "samples_per_s": val(row[0]),
-                    "allreduce_s": row[1] if ctx.distributed else None,
-                    "allreduce_share": (row[1] / row[2] if row[2] > 0 else None) if ctx.distributed else None,
-                    "gpu_memory_bytes": val(row[3], int),
-                    "gpu_memory_peak_bytes": val(row[4], int),
-                    "gpu_power_w": val(row[5]),
-                }
-            )
+        ranks = self._rank_rows(tdist.gather_floats(ctx, mine, device))
         self._ranks = ranks
         shares = [r["allreduce_share"] for r in ranks if r["allreduce_share"] is not None]
         return {
@@ -594,6 +659,28 @@ class Trainer:
             "ranks": ranks,
             **gpu,
         }
+
+    def _rank_rows(self, rows: list[list[float]]) -> list[dict[str, Any]]:
+        """Each rank's figures (as gathered by `_record`) as its row of the metrics record; NaN
+        (a figure a rank does not have) becomes None."""
+        distributed = self.ctx.distributed
+
+        def val(v: float, kind: type = float) -> Any:
+            return None if v != v else kind(v)
+
+        return [
+            {
+                "rank": r,
+                "pid": self._ranks[r]["pid"] if r < len(self._ranks) else None,
+                "samples_per_s": val(row[0]),
+                "allreduce_s": row[1] if distributed else None,
+                "allreduce_share": (row[1] / row[2] if row[2] > 0 else None) if distributed else None,
+                "gpu_memory_bytes": val(row[3], int),
+                "gpu_memory_peak_bytes": val(row[4], int),
+                "gpu_power_w": val(row[5]),
+            }
+            for r, row in enumerate(rows)
+        ]
 
 
 def _to_device(side: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:

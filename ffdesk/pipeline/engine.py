@@ -36,7 +36,7 @@ from ffdesk.media.decode import (
 )
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
 from ffdesk.media.probe import IMAGE_SUFFIXES, MediaInfo, VideoInfo, probe
-from ffdesk.media.segments import join_segments
+from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
@@ -281,7 +281,6 @@ def _render_video(
 ) -> RenderReport:
     video = info.video
     assert video is not None
-    work = manifest.folder
     resumed_segments = len(manifest.segments)
     resumed_frames = manifest.frames_done
     size = _working_size(job, video)
@@ -290,37 +289,15 @@ def _render_video(
 
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
-    deinterlace = _deinterlaces(job, video, size)
-    if deinterlace:
-        video = replace(video, field_order="progressive")  # what the encoder is handed
+    video, deinterlace = _as_encoded(job, video, size)
     flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace)
     encoder_name = _run_flow(job, flow, video, manifest, (out_w, out_h), span, emit, halt, encode_stats)
 
     frames_out = manifest.frames_done
-    if frames_out == 0:
-        if flow.read_stats.ended_early or flow.read_stats.first_error:
-            reason = flow.read_stats.ended_early or flow.read_stats.first_error
-            raise UserError(f"{job.target.name}: no decodable video frame ({reason})")
-        raise UserError(f"{job.target.name}: no frames in the requested range")
+    _check_frames_out(job, frames_out, flow.read_stats)
     for warning in _repair_warnings(job.target.name, flow.read_stats):
         emit(ev.Warning(warning))
-    segment_paths = [work / s.file for s in manifest.segments]
-    with atomic.atomic_output(job.output) as tmp:
-        joined = join_segments(
-            segment_paths,
-            out_path=tmp,
-            source=job.target,
-            source_info=info,
-            start_s=span.start_s,
-            end_s=span.end_s,
-            encoder=job.encoder,
-            origin_s=flow.origin_s,
-        )
-    manifest.discard()
-    for note in joined.notes:
-        emit(ev.Warning(note))
-    if joined.audio_packets_skipped:
-        emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
+    joined = _join_output(job, info, span, manifest, flow.origin_s, emit)
     timings = _flow_timings(decode_stats, flow, encode_stats)
     for t in timings:
         emit(ev.StageTiming(t.name, t.calls, t.frames, t.ms_total))
@@ -341,6 +318,46 @@ def _render_video(
             audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
         ),
     )
+
+
+def _check_frames_out(job: RenderJob, frames_out: int, stats: ReadStats) -> None:
+    """A one-line error when the render produced no frame at all."""
+    if frames_out:
+        return
+    reason = stats.ended_early or stats.first_error
+    if reason:
+        raise UserError(f"{job.target.name}: no decodable video frame ({reason})")
+    raise UserError(f"{job.target.name}: no frames in the requested range")
+
+
+def _join_output(
+    job: RenderJob,
+    info: MediaInfo,
+    span: _Range,
+    manifest: Manifest,
+    origin_s: float | None,
+    emit: ev.EventCallback,
+) -> JoinResult:
+    """Join the manifest's segments (and the source's audio) into the output, atomically; the
+    work folder goes once the output is in place."""
+    segment_paths = [manifest.folder / s.file for s in manifest.segments]
+    with atomic.atomic_output(job.output) as tmp:
+        joined = join_segments(
+            segment_paths,
+            out_path=tmp,
+            source=job.target,
+            source_info=info,
+            start_s=span.start_s,
+            end_s=span.end_s,
+            encoder=job.encoder,
+            origin_s=origin_s,
+        )
+    manifest.discard()
+    for note in joined.notes:
+        emit(ev.Warning(note))
+    if joined.audio_packets_skipped:
+        emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
+    return joined
 
 
 def _run_flow(
@@ -484,6 +501,14 @@ class _Flow:
         self.source.put(END)
 
 
+def _as_encoded(job: RenderJob, video: VideoInfo, size: tuple[int, int] | None) -> tuple[VideoInfo, bool]:
+    """The video as the encoder is handed it (progressive when the render deinterlaces), and
+    whether it deinterlaces."""
+    if _deinterlaces(job, video, size):
+        return replace(video, field_order="progressive"), True
+    return video, False
+
+
 def _deinterlaces(job: RenderJob, video: VideoInfo, size: tuple[int, int] | None) -> bool:
     """Whether the render deinterlaces: when asked, and in preview mode when an interlaced source
     is scaled (scaling a frame of two fields blends them into combs)."""
@@ -519,71 +544,102 @@ def _encode_segments(
     stats: StageStats,
 ) -> str:
     """Encode packets into segment files, recording each finished one. Returns the encoder used."""
-    suffix = container_suffix(job.encoder)
-    segment_frames = job.segment_frames or SEGMENT_FRAMES
-    encoder: SegmentEncoder | None = None
-    seg_first_pts = 0
-    seg_frames = 0
-    seg_file = ""
-    last_pts = -1
-    encoder_name = ""
+    writer = _SegmentWriter(job, video, manifest, settings, size, emit)
     progress = _ProgressClock(span.total_frames, manifest.frames_done, emit)
-    noted: set[str] = set()  # what the encoder cannot keep of the source, said once per render
-
-    def open_segment() -> SegmentEncoder:
-        nonlocal seg_file
-        seg_file = manifest.next_segment_file(suffix)
-        return SegmentEncoder(
-            manifest.folder / seg_file,
-            settings,
-            width=size[0],
-            height=size[1],
-            time_base=video.time_base,
-            fps=video.fps,
-            rotation=video.rotation,
-            color=video,
-        )
-
     try:
         while True:
             item = inbox.get()
             if item is END:
                 break
             packet: FramePacket = item
-            pts = packet.pts if packet.pts is not None else last_pts + 1
-            if encoder is None:
-                encoder = open_segment()
-                encoder_name = encoder.encoder_name
-                for note in encoder.notes:
-                    if note not in noted:
-                        noted.add(note)
-                        emit(ev.Warning(f"{job.output.name}: {note}"))
-                seg_first_pts, seg_frames = pts, 0
             clock = Clock()
-            if packet.raw is not None:
-                encoder.write_frame(packet.raw, pts)
-            elif packet.decoded is not None:
-                encoder.write_patched(packet.decoded, packet.image, packet.regions, pts)
-            else:
-                encoder.write(packet.image, pts)
+            writer.write(packet)
             stats.add_since(1, clock)
-            seg_frames += 1
-            last_pts = pts
             progress.frame(packet, halt)
-            if seg_frames >= segment_frames:
+            if writer.frames >= (job.segment_frames or SEGMENT_FRAMES):
                 clock = Clock()
-                encoder.close()
+                writer.close()
                 stats.add_since(0, clock)
-                manifest.add(Segment(len(manifest.segments), seg_file, seg_frames, seg_first_pts, last_pts))
-                encoder = None
-        if encoder is not None:
-            encoder.close()
-            manifest.add(Segment(len(manifest.segments), seg_file, seg_frames, seg_first_pts, last_pts))
-            encoder = None
+        writer.close()
     finally:
-        if encoder is not None:
-            encoder.abort()
-    return encoder_name
+        writer.abort()
+    return writer.encoder_name
+
+
+class _SegmentWriter:
+    """Writes packets into the next segment file of `manifest`, opening one when needed; `close()`
+    records the finished segment, `abort()` drops an unfinished one."""
+
+    def __init__(
+        self,
+        job: RenderJob,
+        video: VideoInfo,
+        manifest: Manifest,
+        settings: EncodeSettings,
+        size: tuple[int, int],
+        emit: ev.EventCallback,
+    ) -> None:
+        self.job = job
+        self.video = video
+        self.manifest = manifest
+        self.settings = settings
+        self.size = size
+        self.emit = emit
+        self.suffix = container_suffix(job.encoder)
+        self.encoder: SegmentEncoder | None = None
+        self.encoder_name = ""
+        self.file = ""
+        self.first_pts = 0
+        self.frames = 0
+        self.last_pts = -1
+        self._noted: set[str] = set()  # what the encoder cannot keep of the source, said once per render
+
+    def _open(self, first_pts: int) -> SegmentEncoder:
+        self.file = self.manifest.next_segment_file(self.suffix)
+        video = self.video
+        encoder = SegmentEncoder(
+            self.manifest.folder / self.file,
+            self.settings,
+            width=self.size[0],
+            height=self.size[1],
+            time_base=video.time_base,
+            fps=video.fps,
+            rotation=video.rotation,
+            color=video,
+        )
+        self.encoder_name = encoder.encoder_name
+        for note in encoder.notes:
+            if note not in self._noted:
+                self._noted.add(note)
+                self.emit(ev.Warning(f"{self.job.output.name}: {note}"))
+        self.first_pts, self.frames = first_pts, 0
+        return encoder
+
+    def write(self, packet: FramePacket) -> None:
+        pts = packet.pts if packet.pts is not None else self.last_pts + 1
+        if self.encoder is None:
+            self.encoder = self._open(pts)
+        if packet.raw is not None:
+            self.encoder.write_frame(packet.raw, pts)
+        elif packet.decoded is not None:
+            self.encoder.write_patched(packet.decoded, packet.image, packet.regions, pts)
+        else:
+            self.encoder.write(packet.image, pts)
+        self.frames += 1
+        self.last_pts = pts
+
+    def close(self) -> None:
+        if self.encoder is None:
+            return
+        self.encoder.close()
+        self.encoder = None
+        segment = Segment(len(self.manifest.segments), self.file, self.frames, self.first_pts, self.last_pts)
+        self.manifest.add(segment)
+
+    def abort(self) -> None:
+        if self.encoder is not None:
+            self.encoder.abort()
+            self.encoder = None
 
 
 class _ProgressClock:
@@ -767,14 +823,11 @@ def render_segment(
     info = probe(job.target, fps=job.fps)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
-    video = info.video
-    span = _render_range(job, video, job.target.name)
+    span = _render_range(job, info.video, job.target.name)
     span = _Range(span.start_s, segment.end_s, span.total_frames)
-    size = _working_size(job, video)
-    out_w, out_h = size or (video.display_width, video.display_height)
-    deinterlace = _deinterlaces(job, video, size)
-    if deinterlace:
-        video = replace(video, field_order="progressive")
+    size = _working_size(job, info.video)
+    out_w, out_h = size or (info.video.display_width, info.video.display_height)
+    video, deinterlace = _as_encoded(job, info.video, size)
     one = replace(job, segment_frames=segment.frames)
     sink = _OneSegment(out_path, segment)
     halt = Halt(cancel)
@@ -790,12 +843,7 @@ def render_segment(
     try:
         flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace)
         encoder_name = _run_flow(one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats)
-        written = [(s.frames, s.first_pts, s.last_pts) for s in sink.segments]
-        if written != [(segment.frames, segment.first_pts, segment.last_pts)]:
-            raise UserError(
-                f"{job.target.name}: segment {segment.number} decoded as {written}, not as planned "
-                f"({segment.frames} frames, pts {segment.first_pts}-{segment.last_pts})"
-            )
+        _check_as_planned(job, segment, sink)
     except BaseException:
         with contextlib.suppress(Exception):
             _stage_figures(stages)
@@ -812,9 +860,18 @@ def render_segment(
             timestamps_repaired=flow.read_stats.timestamps_repaired,
             frames_concealed=flow.read_stats.frames_concealed,
         ),
-    )
-    report = report.with_figures(_stage_figures(stages))
+    ).with_figures(_stage_figures(stages))
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
+
+
+def _check_as_planned(job: RenderJob, segment: PlannedSegment, sink: _OneSegment) -> None:
+    """A one-line error when the clip did not give the planned segment's frames."""
+    written = [(s.frames, s.first_pts, s.last_pts) for s in sink.segments]
+    if written != [(segment.frames, segment.first_pts, segment.last_pts)]:
+        raise UserError(
+            f"{job.target.name}: segment {segment.number} decoded as {written}, not as planned "
+            f"({segment.frames} frames, pts {segment.first_pts}-{segment.last_pts})"
+        )
 
 
 @dataclass(frozen=True)

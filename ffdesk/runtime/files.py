@@ -31,6 +31,7 @@ from ffdesk.runtime.integrity import (
     write_sidecar,
 )
 from ffdesk.runtime.precision import cached_variants
+from ffdesk.units import format_bytes
 
 __all__ = [
     "CHUNK",
@@ -444,8 +445,8 @@ def _model_file(catalog: Catalog, path: Path, check: bool, variants_dir: Path | 
     if problems:
         truncated = problems[0].endswith(("truncated or not an ONNX model", "empty file"))
         if truncated and side.is_file():
-            of = f" of ~{spec.size_bytes / 1e6:.0f} MB" if spec.size_bytes else ""
-            note = f"half-downloaded ({size / 1e6:.1f} MB{of}, does not match its .hash)"
+            of = f" of ~{format_bytes(spec.size_bytes)}" if spec.size_bytes else ""
+            note = f"half-downloaded ({format_bytes(size)}{of}, does not match its .hash)"
             return FolderFile(path.name, "partial", spec.name, spec.kind, size, note)
         why = "; ".join(p.removeprefix(f"{path.name}: ") for p in problems)
         return FolderFile(path.name, "bad", spec.name, spec.kind, size, why)

@@ -91,17 +91,10 @@ def parse_size(text: str | int) -> int:
 
 
 def format_size(n: int | float | None) -> str:
-    """ "530 MiB", "1.5 GiB", "12 KiB"."""
-    if n is None:
-        return "unlimited"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            if unit == "B":
-                return f"{int(value)} B"
-            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
-        value /= 1024
-    return f"{value:.0f} GiB"
+    """ "530.0 MiB", "1.5 GiB" (`ffdesk.units.format_bytes`); "unlimited" for no budget."""
+    from ffdesk.units import format_bytes
+
+    return "unlimited" if n is None else format_bytes(n)
 
 
 _OOM_NEEDLES = (

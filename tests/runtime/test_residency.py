@@ -65,8 +65,10 @@ def test_parse_and_format_sizes() -> None:
     for bad in ("lots", "5 parsecs", "0", "-1G"):
         with pytest.raises(UserError):
             parse_size(bad)
-    assert format_size(530 * 1024**2) == "530 MiB"
+    assert format_size(530 * 1024**2) == "530.0 MiB"
     assert format_size(1536 * 1024**2) == "1.5 GiB"
+    assert format_size(12 * 1024) == "12.0 KiB"
+    assert format_size(None) == "unlimited"
 
 
 def test_oom_errors_are_recognised() -> None:

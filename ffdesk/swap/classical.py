@@ -213,9 +213,16 @@ class ClassicalSwapper:
             alpha = alpha * (1.0 - np.clip(soft_keep, 0.0, 1.0))
         if weight < 1.0:
             alpha = alpha * float(max(0.0, weight))
-        roi[:] = alpha_blend(warped, roi, alpha)
         changed = (alpha > 0).view(np.uint8)
-        return SwapResult(True, region=ChangedRegion(x1, y1, x2, y2, changed))
+        # only the pixels with some weight change: blend and report their box, not the region's
+        bx, by, bw, bh = cv2.boundingRect(changed)
+        if bw == 0 or bh == 0:
+            return SwapResult(True)  # nothing pasted
+        box = (slice(by, by + bh), slice(bx, bx + bw))
+        roi[box] = alpha_blend(warped[box], roi[box], alpha[box])
+        return SwapResult(
+            True, region=ChangedRegion(x1 + bx, y1 + by, x1 + bx + bw, y1 + by + bh, changed[box])
+        )
 
 
 def face_extent(face: Face) -> tuple[np.ndarray, np.ndarray, float]:
@@ -378,17 +385,18 @@ def _occluders(
     cand = np.asarray(cv2.morphologyEx(cand, cv2.MORPH_OPEN, opening), np.uint8)
     edge = (reg > 0) & (cv2.erode(reg, _DISK3, iterations=3) == 0)
     n, labels, _, _ = cv2.connectedComponentsWithStats(cand, connectivity=8)
-    touching = np.unique(labels[edge & (labels > 0)])
-    if touching.size == 0:
+    touching = np.bincount(labels[edge].ravel(), minlength=n) > 0
+    touching[0] = False
+    if not touching.any():
         return None
     # a blob counts by its part on the skin: lips or eyes alone never make an occluder, but
     # one that covers them is kept whole
     on_skin = np.bincount(labels[features[::2, ::2] == 0].ravel(), minlength=n)
     min_area = s.occluder_min_area * cv2.countNonZero(reg)
-    keep = [i for i in touching if on_skin[i] >= min_area]
-    if not keep:
+    keep = touching & (on_skin >= min_area)
+    if not keep.any():
         return None
-    mask = np.isin(labels, keep).astype(np.uint8) * 255
+    mask = np.where(keep, np.uint8(255), np.uint8(0))[labels]
     h, w = region.shape
     full = cv2.resize(mask, (w, h), interpolation=cv2.INTER_LINEAR)
     full = cv2.dilate(full, _DISK3, iterations=2)

@@ -125,22 +125,20 @@ def warp_piecewise(
     covered_small = index > 0
     aff = triangle_affines(src, small_dst, tris)
     glob = affine_fit(small_dst, src)
-    table = np.concatenate([glob[None], aff], axis=0)
-    coef = table.reshape(len(table), 6)[index]  # sh x sw x 6
+    table = np.concatenate([glob[None], aff], axis=0).reshape(len(aff) + 1, 6)
+    coef = np.take(np.ascontiguousarray(table.T), index, axis=1)  # 6 x sh x sw
     xs = np.arange(sw, dtype=np.float32)[None, :]
     ys = np.arange(sh, dtype=np.float32)[:, None]
-    map_x = coef[..., 0] * xs + coef[..., 1] * ys + coef[..., 2]
-    map_y = coef[..., 3] * xs + coef[..., 4] * ys + coef[..., 5]
+    maps = coef[0:4:3] * xs + coef[1:5:3] * ys + coef[2:6:3]  # x and y: 2 x sh x sw
+    # one two-channel map: remap reads it without splitting it into two planes
+    xy = cv2.merge([maps[0], maps[1]])
     if step > 1:
         # Small-map pixel i sits at full-res pixel i * step: align the grids when scaling up.
-        full = np.stack([map_x, map_y], -1)
         m = np.array([[step, 0, 0], [0, step, 0]], np.float32)
-        full = cv2.warpAffine(full, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
-        map_x, map_y = full[..., 0], full[..., 1]
-        covered = cv2.resize(covered_small.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+        xy = cv2.warpAffine(xy, m, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        covered = cv2.resize(covered_small.view(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
     else:
         covered = covered_small
-    warped = cv2.remap(
-        src_image, map_x, map_y, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
-    )
+    no_map2 = np.empty((0, 0), np.float32)  # the map holds both coordinates
+    warped = cv2.remap(src_image, xy, no_map2, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     return np.asarray(warped, np.uint8), covered

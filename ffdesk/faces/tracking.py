@@ -102,19 +102,29 @@ class FaceTracker:
         others): a caller holding that frame may still swap them once their track is confirmed."""
         self.born: set[int] = set()
         """The IDs of the tracks that the last `update` started."""
+        self.steady_frames = 0
+        """Consecutive updates, up to the last, that followed at least one face and every face
+        of the frame before, all confirmed, with the mesh alone (no face lost, found again
+        nearby, or new): while it is high a detection is needed only to find new faces."""
 
     def reset(self) -> None:
         self._tracks = []
         self._fresh = True
+        self.steady_frames = 0
 
     def update(self, image: Frame, index: int, detections: Sequence[Face] | None) -> list[Face]:
         """Confirmed, tracked faces in frame `index`. `detections` are the detector's faces in this
         frame, or None on frames without detection (tracks are then only carried forward)."""
         alive: list[_Track] = []
+        steady = bool(self._tracks)
         for track in self._tracks:
             if track.confirmed:
-                found = self.analyser.track(image, track.raw) or self.analyser.reacquire(image, track.raw)
+                found = self.analyser.track(image, track.raw)
+                if found is None:
+                    steady = False
+                    found = self.analyser.reacquire(image, track.raw)
             else:
+                steady = False
                 found = self._follow_tentative(image, track)
             if found is not None:
                 track.raw = replace(found, score=track.raw.score, turn=track.raw.turn)
@@ -136,6 +146,8 @@ class FaceTracker:
                 self._next_id += 1
         self._fresh = False
         alive = _drop_duplicates(alive)
+        steady = steady and len(alive) == len(self._tracks) and all(t.confirmed for t in alive)
+        self.steady_frames = self.steady_frames + 1 if steady else 0
         t = index * self.dt
         out: list[Face] = []
         self.tentative = []

@@ -2,9 +2,12 @@
 
     detect (key frames)  ->  track (1 thread, in order)
 
-- detect: full-frame detection on every `DETECT_EVERY`-th frame (and the first of a render or
-  resumed segment, which start on such frames); stateless. Sets `FramePacket.detections`. The
-  embedded RetinaFace by default; a model pack brings its own detection stage.
+- detect: full-frame detection on key frames (and the first of a render or resumed segment,
+  which start on such frames); stateless. Sets `FramePacket.detections`. The embedded
+  RetinaFace by default, on every `FULL_DETECT_EVERY`-th frame, the tracking stage detecting on
+  the `DETECT_EVERY`-th frames in between (`Rescan`: at full size unless every face is followed
+  steadily, then on a small copy for new faces only); a model pack brings its own detection
+  stage, which detects on every `DETECT_EVERY`-th frame.
 - track: carries each face's mesh from frame to frame, gives stable track IDs, confirms new
   tracks over a few frames (see `FaceTracker`), smooths the landmarks (One-Euro), picks the faces
   to swap and, given the classical swap's settings, decides how strongly (`SwapGate`: hysteresis
@@ -41,8 +44,29 @@ from ffdesk.swap.classical import GateDecision, SwapGate, SwapSettings
 from ffdesk.types import FaceSelection, Frame
 
 DETECT_EVERY = 8
-"""Frames between two full detections; resumable segments (`SEGMENT_FRAMES`, 240) start on one."""
+"""Frames between two detections (key frames); resumable segments (`SEGMENT_FRAMES`, 240) start
+on one."""
+FULL_DETECT_EVERY = 24
+"""Frames between two full-size detections when every face is followed steadily (see
+`Rescan`); a multiple of `DETECT_EVERY` that divides `SEGMENT_FRAMES`."""
+SCAN_SIZE = 320
+"""Longer side of the image the detector sees on the key frames in between: enough to find a new
+face of about 55 px or more in a 720p frame, at a quarter of the full detection's cost."""
 DET_SIZE = {"final": 640, "preview": 480}
+
+
+@dataclass(frozen=True)
+class Rescan:
+    """The key frames between the detection stage's own (every `FULL_DETECT_EVERY`-th frame),
+    detected by the tracking stage, which knows how the faces are followed: at full size
+    (`det_size`) while a face is new, lost or found again, or there is none; once every face has
+    been followed by the mesh alone for `DETECT_EVERY` frames, only new faces are looked for, on
+    a `scan_size` copy and upright only (new small or turned faces wait for the next full
+    detection)."""
+
+    every: int = DETECT_EVERY
+    det_size: int = 640
+    scan_size: int = SCAN_SIZE
 
 
 def embedded_models_dir(job: RenderJob) -> Path | None:
@@ -101,8 +125,10 @@ class TrackStage:
         selection: FaceSelection = "largest",
         reference: Appearance | None = None,
         swap_settings: SwapSettings | None = None,
+        rescan: Rescan | None = None,
     ) -> None:
         self.analyser = analyser
+        self.rescan = rescan
         self.fps = fps
         self.selection = selection
         self.reference = reference
@@ -133,6 +159,8 @@ class TrackStage:
                 detections = self.analyser.detect(  # not a key frame: nothing to track from
                     p.image, threshold=self.analyser.settings.candidate_threshold
                 )
+            elif detections is None and self.rescan is not None and p.index % self.rescan.every == 0:
+                detections = self._rescan(p.image, self.rescan)
             faces = self._tracker.update(p.image, p.index, detections)
             tracked.append((p, faces, list(self._tracker.tentative), set(self._tracker.born)))
             self._last_index = p.index
@@ -144,6 +172,14 @@ class TrackStage:
             p.faces = faces
             p.swap = self._plan(p.image, faces, born)
         return list(batch)
+
+    def _rescan(self, image: Frame, rescan: Rescan) -> list[Face]:
+        threshold = self.analyser.settings.candidate_threshold
+        if self._tracker.steady_frames >= rescan.every:
+            return self.analyser.detect(
+                image, det_size=rescan.scan_size, try_rotations=False, threshold=threshold
+            )
+        return self.analyser.detect(image, det_size=rescan.det_size, threshold=threshold)
 
     def _plan(self, image: Frame, faces: list[Face], born: set[int]) -> SwapPlan:
         chosen = self._selector.select(image, faces)
@@ -230,12 +266,20 @@ class FaceFrontEnd:
         self, *, detect: Stage | None = None, swap_settings: SwapSettings | None = None
     ) -> list[Stage]:
         """Detection (the embedded detector unless `detect` is given) and tracking; with
-        `swap_settings` (the classical swap's) the tracker also gates each face's weight."""
+        `swap_settings` (the classical swap's) the tracker also gates each face's weight.
+
+        The embedded detector runs at full size on every `FULL_DETECT_EVERY`-th frame and the
+        tracking stage detects on the key frames in between (`Rescan`); a detection stage that
+        is given detects on its own key frames."""
+        own = detect is None
         track = TrackStage(
             self.analyser,
             fps=self.fps,
             selection=self.selection,
             reference=self.reference,
             swap_settings=swap_settings,
+            rescan=Rescan(det_size=self.det_size) if own else None,
         )
-        return [detect or DetectStage(self.analyser, det_size=self.det_size), track]
+        if detect is None:
+            detect = DetectStage(self.analyser, every=FULL_DETECT_EVERY, det_size=self.det_size)
+        return [detect, track]

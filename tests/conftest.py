@@ -48,6 +48,15 @@ def _isolated_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
     monkeypatch.setenv("FFDESK_BENCH_HISTORY", str(home / "bench-history.jsonl"))
 
 
+@pytest.fixture
+def run_env(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The runtime environment a test's renders, previews and windows are given: every folder in
+    a fresh one of the test's own (`RuntimeEnv.in_folder`), no driver switch set."""
+    from ffdesk.runtime.env import RuntimeEnv
+
+    return RuntimeEnv.in_folder(tmp_path_factory.mktemp("env"))
+
+
 # Face fixtures shared by the faces, swap and runtime tests (one analyser for the whole session).
 
 

@@ -1,5 +1,7 @@
 """The core reads no environment variables and no platform folders of its own: front ends build a
-`RuntimeEnv` (ffdesk.runtime.env, the one builder) and pass it in."""
+`RuntimeEnv` (ffdesk.runtime.env, the one builder) and pass it in. Nor does the core build one from
+the system itself (`RuntimeEnv.from_system()`): a core function that needs the environment is given
+it."""
 
 from __future__ import annotations
 
@@ -18,9 +20,9 @@ KNOWN = {
     "ffdesk/training/launch.py": "torchrun's variables",
     "ffdesk/training/dist.py": "torchrun's variables",
     "ffdesk/training/trainer.py": "PYTORCH_CUDA_ALLOC_CONF for the torch allocator",
-    # the render queue's default file: still in the pipeline, to move to the environment
-    "ffdesk/pipeline/queue.py": "the queue file's default folder",
 }
+SYSTEM_BUILDER = "ffdesk/runtime/env.py"
+"""Where `RuntimeEnv.from_system` is defined (the only core module that may name it)."""
 
 
 def ambient_reads(source: str) -> list[str]:
@@ -38,6 +40,25 @@ def ambient_reads(source: str) -> list[str]:
         elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "platformdirs" for a in node.names):
             found.append(f"line {node.lineno}: import platformdirs")
     return found
+
+
+def system_builds(source: str) -> list[str]:
+    """Uses of `from_system` (`RuntimeEnv.from_system()`, an alias of it, a bare name) in a source."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr == "from_system":
+            found.append(f"line {node.lineno}: .from_system")
+        elif isinstance(node, ast.Name) and node.id == "from_system":
+            found.append(f"line {node.lineno}: from_system")
+    return found
+
+
+def _core_sources() -> list[tuple[str, str]]:
+    return [
+        (path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8"))
+        for layer in CORE
+        for path in sorted((ROOT / "ffdesk" / layer).rglob("*.py"))
+    ]
 
 
 def test_core_modules_leave_the_environment_to_the_front_ends() -> None:
@@ -62,3 +83,28 @@ def test_the_check_catches_each_way_of_reading_the_environment() -> None:
     ]
     assert ambient_reads("import platformdirs\n") == ["line 1: import platformdirs"]
     assert ambient_reads("import os\nos.getpid()\nos.path.join('a')\n") == []
+
+
+def test_core_modules_are_given_the_runtime_environment() -> None:
+    offenders = {
+        rel: found
+        for rel, source in _core_sources()
+        if rel != SYSTEM_BUILDER and (found := system_builds(source))
+    }
+    assert offenders == {}, "take the RuntimeEnv a front end passes in: " + repr(offenders)
+
+
+def test_the_queue_file_lives_in_the_environment(tmp_path: Path) -> None:
+    from ffdesk.pipeline.queue import default_queue_path
+    from ffdesk.runtime.env import RuntimeEnv
+
+    env = RuntimeEnv.in_folder(tmp_path)
+    assert default_queue_path(env) == tmp_path / "data" / "queue.json"
+
+
+def test_the_build_check_catches_each_way_of_calling_it() -> None:
+    assert system_builds("RuntimeEnv.from_system()\n") == ["line 1: .from_system"]
+    assert system_builds("env.RuntimeEnv.from_system(environ={})\n") == ["line 1: .from_system"]
+    assert system_builds("build = RuntimeEnv.from_system\n") == ["line 1: .from_system"]
+    assert system_builds("from_system()\n") == ["line 1: from_system"]
+    assert system_builds("RuntimeEnv.in_folder(root)\nenv.from_json()\n") == []

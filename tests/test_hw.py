@@ -76,6 +76,8 @@ def test_nvenc_is_tried_only_with_a_driver_and_no_switch_against_it(monkeypatch:
     monkeypatch.setenv("FFDESK_NO_NVML", "0")
     monkeypatch.setenv("FFDESK_NO_NVENC", "1")
     assert not nvidia_gpu_present()
+    assert nvidia_gpu_present(hw.DriverFlags())  # the switches a front end passed decide
+    assert not nvidia_gpu_present(hw.DriverFlags(no_nvenc=True))
     monkeypatch.setattr(nvidia, "driver_present", lambda: False)
     monkeypatch.delenv("FFDESK_NO_NVENC")
     assert not nvidia_gpu_present()

@@ -13,13 +13,13 @@ from typing import Any
 
 from ffdesk.bench import history
 from ffdesk.media import atomic
-from ffdesk.runtime.env import RuntimeEnv, given_or_system
+from ffdesk.runtime.env import RuntimeEnv
 
 
-def cache_dir(env: RuntimeEnv | None = None) -> Path:
+def cache_dir(env: RuntimeEnv) -> Path:
     """Where benches keep their synthesized inputs between runs: the environment's
     `bench_cache` (`$FFDESK_BENCH_CACHE/bench`, else `<user cache>/ffdesk/bench`)."""
-    folder = given_or_system(env).bench_cache
+    folder = env.bench_cache
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -63,10 +63,10 @@ def timed_command(cmd: Sequence[str], env: dict[str, str] | None = None) -> floa
 
 
 def finish(
-    name: str, settings: dict[str, Any], figures: dict[str, Any], json_path: Path | None
+    name: str, settings: dict[str, Any], figures: dict[str, Any], json_path: Path | None, env: RuntimeEnv
 ) -> dict[str, Any]:
-    """Record the run in the history and write the JSON file if asked."""
-    rec = history.record(name, settings, figures)
+    """Record the run in the environment's bench history and write the JSON file if asked."""
+    rec = history.record(name, settings, figures, history.history_path(env))
     if json_path is not None:
         json_path.write_text(json.dumps(rec, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"figures written to {json_path}")

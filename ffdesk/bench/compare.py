@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ffdesk.bench import history
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 
 
@@ -16,13 +17,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    runs = history.load()
+    path = history.history_path(runtime_env(args))
+    runs = history.load(path)
     if not runs:
-        raise UserError(f"no benchmark history yet at {history.history_path()}")
+        raise UserError(f"no benchmark history yet at {path}")
     name = args.name or runs[-1]["bench"]
     rows = history.compare_last_two(runs, name)
     if not rows:
-        raise UserError(f"bench '{name}' has fewer than two runs in {history.history_path()}")
+        raise UserError(f"bench '{name}' has fewer than two runs in {path}")
     print(f"bench {name}: previous run vs latest")
     width = max(len(r[0]) for r in rows)
     for key, prev, last, change in rows:

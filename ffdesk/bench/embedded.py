@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, median_ms
+from ffdesk.commands.runtime_env import runtime_env
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport
+    from ffdesk.runtime.env import RuntimeEnv
 
 GOAL_FPS = 25.0
 
@@ -36,10 +38,10 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def make_clip(seconds: float, height: int) -> Path:
+def make_clip(seconds: float, height: int, env: RuntimeEnv) -> Path:
     width = height * 16 // 9
     name = f"embedded_footage2_{width}x{height}_{seconds:g}s.mp4"
-    return cached(cache_dir() / name, lambda tmp: write_footage(tmp, seconds, width, height))
+    return cached(cache_dir(env) / name, lambda tmp: write_footage(tmp, seconds, width, height))
 
 
 def write_footage(path: Path, seconds: float, width: int, height: int, fps: int = 25) -> None:
@@ -98,25 +100,26 @@ def _model_costs(frame_path: Path) -> dict[str, float]:
     }
 
 
-def _render(clip: Path, out: Path, sources: tuple[Path, ...]) -> tuple[RenderReport, float]:
+def _render(clip: Path, out: Path, sources: tuple[Path, ...], env: RuntimeEnv) -> tuple[RenderReport, float]:
     """Render; the report and the CPU time of the whole process per frame (every thread, the
     encoder's included), which other processes' load barely changes."""
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
     cpu = time.process_time()
-    report = run_render(RenderJob(target=clip, output=out, sources=sources, resume=False, mode="final"))
+    job = RenderJob(target=clip, output=out, sources=sources, resume=False, mode="final")
+    report = run_render(job, env=env)
     frames = max(1, report.frames_processed)
     return report, round((time.process_time() - cpu) * 1000 / frames, 2)
 
 
-def _setup_cpu_ms(clip: Path, source: Path, out: Path) -> float:
+def _setup_cpu_ms(clip: Path, source: Path, out: Path, env: RuntimeEnv) -> float:
     """CPU time of building the embedded stages (loading models, analysing the source photo)."""
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.plan import build_stages
 
     cpu = time.process_time()
-    build_stages(RenderJob(target=clip, output=out, sources=(source,), mode="final").resolved())
+    build_stages(RenderJob(target=clip, output=out, sources=(source,), mode="final").resolved(), env=env)
     return (time.process_time() - cpu) * 1000
 
 
@@ -137,13 +140,14 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.resources import resource_path
 
     print(f"preparing a {args.height}p, {args.seconds:g} s clip with one face ...", flush=True)
-    clip = make_clip(args.seconds, args.height)
+    env = runtime_env(args)
+    clip = make_clip(args.seconds, args.height, env)
     source = resource_path("sample", "grace_hopper.jpg")
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-embedded-") as tmp:
         figures["load_before"] = _load()
         if not args.no_baseline:
-            base, base_cpu_ms = _render(clip, Path(tmp) / "plain.mp4", ())
+            base, base_cpu_ms = _render(clip, Path(tmp) / "plain.mp4", (), env)
             figures["reencode_fps"] = base.fps
             figures["reencode_cpu_ms_per_frame"] = base_cpu_ms
             print(
@@ -151,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{base_cpu_ms:.1f} CPU ms/frame)"
             )
         t0 = time.perf_counter()
-        report, cpu_ms = _render(clip, Path(tmp) / "swapped.mp4", (source,))
+        report, cpu_ms = _render(clip, Path(tmp) / "swapped.mp4", (source,), env)
         wall = time.perf_counter() - t0
-        setup_ms = _setup_cpu_ms(clip, source, Path(tmp) / "setup.mp4")
+        setup_ms = _setup_cpu_ms(clip, source, Path(tmp) / "setup.mp4", env)
     from ffdesk.pipeline.report import FaceCounts
 
     frames = report.frames_processed
@@ -211,5 +215,6 @@ def run(args: argparse.Namespace) -> int:
         },
         figures,
         args.json,
+        env,
     )
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish, which
+from ffdesk.commands.runtime_env import runtime_env
 
 
 def register(sub: Any) -> None:
@@ -94,5 +95,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"ratio   {figures['ratio']:.3f}  (ffdesk wall / ffmpeg wall)")
     print(f"RGB->YUV 4:2:0 alone: {figures['rgb_to_yuv_ms']:.1f} ms/frame")
     settings_rec = {"frames": n, "height": args.height, "encoder": args.encoder, "mode": args.mode}
-    finish("encode", settings_rec, figures, args.json)
+    finish("encode", settings_rec, figures, args.json, runtime_env(args))
     return 0

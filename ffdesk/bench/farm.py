@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def register(sub: Any) -> None:
@@ -50,11 +52,11 @@ def _sizes(text: str) -> list[int]:
     return sizes
 
 
-def _clip(frames: int, height: int) -> Path:
+def _clip(frames: int, height: int, env: RuntimeEnv) -> Path:
     from ffdesk.media.synth import synth_clip
 
     width = height * 16 // 9 // 2 * 2
-    path = cache_dir() / f"farm-{width}x{height}-{frames}.mp4"
+    path = cache_dir(env) / f"farm-{width}x{height}-{frames}.mp4"
     return cached(
         path, lambda p: synth_clip(p, width=width, height=height, fps=25, frames=frames, audio_streams=1)
     )
@@ -71,7 +73,11 @@ def _local_fps(clip: Path, out: Path, args: argparse.Namespace) -> float:
     (whole,) = plan.segments
     t0 = time.perf_counter()
     render_segment(
-        plan.job, whole, out.with_name("local-segment.mp4"), stages_for=stand_in_stages(_spec(args))
+        plan.job,
+        whole,
+        out.with_name("local-segment.mp4"),
+        env=runtime_env(args),
+        stages_for=stand_in_stages(_spec(args)),
     )
     return whole.frames / (time.perf_counter() - t0)
 
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     sizes = _sizes(args.workers)
     if args.frames < 1 or args.segment_frames < 1:
         raise UserError("--frames and --segment-frames must be at least 1")
-    clip = _clip(args.frames, args.height)
+    clip = _clip(args.frames, args.height, runtime_env(args))
     figures: dict[str, Any] = {
         "frames": args.frames,
         "wait_ms": args.wait_ms,
@@ -136,5 +142,5 @@ def run(args: argparse.Namespace) -> int:
         finally:
             ray.shutdown()
     settings = {"workers": sizes, "height": args.height}
-    finish("farm", settings, figures, args.json)
+    finish("farm", settings, figures, args.json, runtime_env(args))
     return 0

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk import __version__
-from ffdesk.runtime.env import RuntimeEnv, given_or_system
+from ffdesk.runtime.env import RuntimeEnv
 
 
-def history_path(env: RuntimeEnv | None = None) -> Path:
+def history_path(env: RuntimeEnv) -> Path:
     """The environment's `bench_history_path`: `$FFDESK_BENCH_HISTORY`, else
     bench-history.jsonl in the user's data folder."""
-    return given_or_system(env).bench_history_path
+    return env.bench_history_path
 
 
 def machine() -> dict[str, Any]:
@@ -31,10 +31,8 @@ def machine() -> dict[str, Any]:
     }
 
 
-def record(
-    bench: str, settings: dict[str, Any], figures: dict[str, Any], path: Path | None = None
-) -> dict[str, Any]:
-    """Append one run to the history and return the record written."""
+def record(bench: str, settings: dict[str, Any], figures: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Append one run to the history file `path` and return the record written."""
     rec = {
         "bench": bench,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -43,15 +41,15 @@ def record(
         "settings": settings,
         "figures": figures,
     }
-    target = path or history_path()
+    target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("a", encoding="utf-8") as fh:
         fh.write(json.dumps(rec, default=str) + "\n")
     return rec
 
 
-def load(path: Path | None = None) -> list[dict[str, Any]]:
-    target = path or history_path()
+def load(path: Path) -> list[dict[str, Any]]:
+    target = Path(path)
     if not target.exists():
         return []
     runs = []

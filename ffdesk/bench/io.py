@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, timed_command, which
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
+from ffdesk.runtime.env import RuntimeEnv
 
 if TYPE_CHECKING:
     from ffdesk.media.inspect import ClipReport
@@ -40,13 +42,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def make_clip(seconds: float, height: int) -> Path:
+def make_clip(seconds: float, height: int, env: RuntimeEnv) -> Path:
     from ffdesk.media.synth import synth_clip
 
     width = height * 16 // 9
     name = f"io_{width}x{height}_{seconds:g}s.mp4"
     return cached(
-        cache_dir() / name,
+        cache_dir(env) / name,
         lambda tmp: synth_clip(
             tmp, width=width, height=height, fps=25.0, seconds=seconds, audio_streams=1, crf=18
         ),
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target is not None:
         return _run_target(args, ffmpeg)
     print(f"preparing a {args.height}p, {args.seconds:g} s clip with audio ...", flush=True)
-    clip = make_clip(args.seconds, args.height)
+    clip = make_clip(args.seconds, args.height, runtime_env(args))
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-io-") as tmp:
         out_ff = Path(tmp) / "ffmpeg.mp4"
         out_fd = Path(tmp) / "ffdesk.mp4"
@@ -111,7 +113,13 @@ def run(args: argparse.Namespace) -> int:
         figures = _compare(
             ff_cmd, _render_command(clip, out_fd), out_fd, round(args.seconds * 25), args.repeat
         )
-    finish("io", {"height": args.height, "seconds": args.seconds, "repeat": args.repeat}, figures, args.json)
+    finish(
+        "io",
+        {"height": args.height, "seconds": args.seconds, "repeat": args.repeat},
+        figures,
+        args.json,
+        runtime_env(args),
+    )
     return 0
 
 
@@ -143,5 +151,5 @@ def _run_target(args: argparse.Namespace, ffmpeg: str) -> int:
         "audio": [p.action for p in audio],
         "repeat": args.repeat,
     }
-    finish("io", settings, figures, args.json)
+    finish("io", settings, figures, args.json, runtime_env(args))
     return 0

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.runtime.env import RuntimeEnv
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport
@@ -53,11 +55,11 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def realistic_pack(names: tuple[str, ...] = PACK, *, dynamic_batch: bool = True) -> Path:
+def realistic_pack(env: RuntimeEnv, names: tuple[str, ...] = PACK, *, dynamic_batch: bool = True) -> Path:
     """A folder of realistic-size stand-ins, made once and cached between bench runs."""
     from ffdesk.runtime.standins import write_standins
 
-    folder = cache_dir() / ("standins-realistic" + ("-batch" if dynamic_batch else ""))
+    folder = cache_dir(env) / ("standins-realistic" + ("-batch" if dynamic_batch else ""))
     missing = [n for n in names if not (folder / f"{n}.onnx").is_file()]
     if missing:
         print(f"writing realistic stand-ins ({', '.join(missing)}) to {folder} ...", flush=True)
@@ -65,13 +67,13 @@ def realistic_pack(names: tuple[str, ...] = PACK, *, dynamic_batch: bool = True)
     return folder
 
 
-def face_clip(seconds: float = 6.0, height: int = 720) -> Path:
+def face_clip(env: RuntimeEnv, seconds: float = 6.0, height: int = 720) -> Path:
     """The 720p sample clip with one slowly moving face (cached)."""
     from ffdesk.commands.sample import make_sample_clip
 
     width = height * 16 // 9
     return cached(
-        cache_dir() / f"models_{width}x{height}_{seconds:g}s.mp4",
+        cache_dir(env) / f"models_{width}x{height}_{seconds:g}s.mp4",
         lambda tmp: make_sample_clip(tmp, seconds=seconds, width=width, height=height),
     )
 
@@ -123,8 +125,9 @@ def _mib(n: float | None) -> float | None:
 
 def run(args: argparse.Namespace) -> int:
     names = PACK if args.masks else PACK[:3]
-    pack = args.models_dir or realistic_pack(names)
-    clip = face_clip()
+    env = runtime_env(args)
+    pack = args.models_dir or realistic_pack(env, names)
+    clip = face_clip(env)
     base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
             "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
     if args.masks:
@@ -187,5 +190,5 @@ def run(args: argparse.Namespace) -> int:
         "repeat": args.repeat,
         "budget_models": args.budget_models,
     }
-    finish("memory", settings, figures, args.json)
+    finish("memory", settings, figures, args.json, runtime_env(args))
     return 0

@@ -28,6 +28,8 @@ import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
@@ -48,12 +50,12 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def cost_pack(cost_ms: float) -> Path:
+def cost_pack(cost_ms: float, env: RuntimeEnv) -> Path:
     """Stand-ins padded to about `cost_ms` per face on this CPU (cached per cost)."""
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.standins import write_standin
 
-    folder = cache_dir() / f"standins-cost{cost_ms:g}ms"
+    folder = cache_dir(env) / f"standins-cost{cost_ms:g}ms"
     catalog = load_catalog()
     for name, ms in (("inswapper_128", cost_ms), ("arcface_w600k_r50", cost_ms / 2)):
         if not (folder / f"{name}.onnx").is_file():
@@ -83,14 +85,21 @@ def paste_full_frame(frame: Frame, crop: Frame, m: npt.NDArray[np.float64]) -> F
     return merged.astype(np.uint8)
 
 
-def _options(provider: str) -> Any:
+def _options(provider: str, env: RuntimeEnv) -> Any:
     from ffdesk.runtime.sessions import SessionOptions
 
     device = "cpu" if provider == "cpu" else "auto"
-    return SessionOptions(device=device, tensorrt=provider == "tensorrt")  # type: ignore[arg-type]
+    return SessionOptions(
+        device=device,  # type: ignore[arg-type]
+        tensorrt=provider == "tensorrt",
+        cache_dir=env.trt_cache_dir,
+        driver=env.driver,
+    )
 
 
-def run_loop(clip: Path, out: Path, pack: Path, frames: int, provider: str = "auto") -> float:
+def run_loop(
+    clip: Path, out: Path, pack: Path, frames: int, env: RuntimeEnv, provider: str = "auto"
+) -> float:
     """Render `frames` frames the straightforward way; returns wall seconds."""
     import av
 
@@ -103,7 +112,7 @@ def run_loop(clip: Path, out: Path, pack: Path, frames: int, provider: str = "au
     from ffdesk.swap import onnx_swapper as sw
 
     analyser = FaceAnalyser()
-    options = _options(provider)
+    options = _options(provider, env)
     recognizer = ArcFaceRecognizer(create_session(pack / "arcface_w600k_r50.onnx", options))
     spec = sw.spec_for("inswapper_128")
     projection = sw.read_projection(pack / "inswapper_128.onnx")
@@ -143,7 +152,7 @@ def run_loop(clip: Path, out: Path, pack: Path, frames: int, provider: str = "au
 
 
 def run_ffdesk(
-    clip: Path, out: Path, pack: Path, frames: int, batch: int, provider: str = "auto"
+    clip: Path, out: Path, pack: Path, frames: int, batch: int, env: RuntimeEnv, provider: str = "auto"
 ) -> RenderReport:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
@@ -153,7 +162,7 @@ def run_ffdesk(
         recognizer="arcface_w600k_r50", precision="fp32", batch=batch, resume=False, end=frames / 25.0,
         provider=provider,  # type: ignore[arg-type]
     )  # fmt: skip
-    return run_render(job)
+    return run_render(job, env=env)
 
 
 def models_alone_fps(clip: Path, pack: Path, batch: int, provider: str = "auto") -> dict[str, float]:
@@ -189,19 +198,20 @@ def models_alone_fps(clip: Path, pack: Path, batch: int, provider: str = "auto")
 
 
 def run(args: argparse.Namespace) -> int:
+    env = runtime_env(args)
     if args.realistic:
         from ffdesk.bench.memory import realistic_pack
 
-        pack = realistic_pack(MODELS)
+        pack = realistic_pack(env, MODELS)
     else:
-        pack = cost_pack(args.cost_ms)
-    clip = face_clip()
+        pack = cost_pack(args.cost_ms, env)
+    clip = face_clip(env)
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-pipeline-") as tmp:
         print(f"straightforward loop: {args.frames} frames ...", flush=True)
-        loop_s = run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames, args.provider)
+        loop_s = run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames, env, args.provider)
         print(f"ffdesk: {args.frames} frames ...", flush=True)
         t = time.perf_counter()
-        report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, args.provider)
+        report = run_ffdesk(clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, env, args.provider)
         ffdesk_s = time.perf_counter() - t
     frames = report.frames_out
     alone = models_alone_fps(clip, pack, args.batch, args.provider)
@@ -229,5 +239,5 @@ def run(args: argparse.Namespace) -> int:
         "provider": args.provider,
         "height": 720,
     }
-    finish("pipeline", settings, figures, args.json)
+    finish("pipeline", settings, figures, args.json, runtime_env(args))
     return 0

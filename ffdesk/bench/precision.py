@@ -17,6 +17,8 @@ import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, finish, median_ms
 from ffdesk.bench.memory import face_clip, realistic_pack, source_photo
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.runtime.env import RuntimeEnv
 
 GOAL_INT8_SPEEDUP = 1.5
 DEFAULT_MODELS = ("inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34")
@@ -33,7 +35,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _crops(template: str, size: int) -> list[npt.NDArray[np.uint8]]:
+def _crops(template: str, size: int, env: RuntimeEnv) -> list[npt.NDArray[np.uint8]]:
     """Aligned crops of the clip's face: CALIBRATION_FRAMES for calibration, then one held out."""
     from ffdesk.faces.align import warp_face
     from ffdesk.faces.analyser import FaceAnalyser
@@ -41,7 +43,7 @@ def _crops(template: str, size: int) -> list[npt.NDArray[np.uint8]]:
 
     analyser = FaceAnalyser()
     crops = []
-    with VideoReader(face_clip()) as reader:
+    with VideoReader(face_clip(env)) as reader:
         for i, frame in enumerate(reader):
             if i % 7:
                 continue
@@ -55,7 +57,7 @@ def _crops(template: str, size: int) -> list[npt.NDArray[np.uint8]]:
     return crops
 
 
-def _feeds(name: str, pack: Any) -> list[dict[str, np.ndarray]]:
+def _feeds(name: str, pack: Any, env: RuntimeEnv) -> list[dict[str, np.ndarray]]:
     """Real inputs of model `name`: face crops from the clip, prepared as its processor does."""
     from ffdesk.faces.recognizer import arcface_input
     from ffdesk.runtime.catalog import load_catalog
@@ -65,29 +67,31 @@ def _feeds(name: str, pack: Any) -> list[dict[str, np.ndarray]]:
     spec = load_catalog().get(name)
     if spec.kind == "swapper":
         swap = sw.spec_for(name)
-        vector = _source_vector(pack, sw.read_projection(pack / spec.file), swap)
+        vector = _source_vector(pack, sw.read_projection(pack / spec.file), swap, env)
         return [
             {swap.target_input: sw.to_model_input(c[None], swap), swap.source_input: vector}
-            for c in _crops(swap.template, swap.size)
+            for c in _crops(swap.template, swap.size, env)
         ]
     if spec.kind == "recognizer":
-        return [{"input": arcface_input(c[None])} for c in _crops("arcface_112_v2", 112)]
+        return [{"input": arcface_input(c[None])} for c in _crops("arcface_112_v2", 112, env)]
     if spec.kind == "enhancer":
         feeds: list[dict[str, np.ndarray]] = [
-            {"input": enhancer.to_model_input(c[None])} for c in _crops("ffhq_512", 512)
+            {"input": enhancer.to_model_input(c[None])} for c in _crops("ffhq_512", 512, env)
         ]
         if any(t.name == "weight" for t in spec.inputs):
             for f in feeds:
                 f["weight"] = np.array([1.0], np.float64)
         return feeds
     if spec.kind == "occluder":
-        return [{"input": masks.occlusion_input(c[None])} for c in _crops("arcface_128", 256)]
+        return [{"input": masks.occlusion_input(c[None])} for c in _crops("arcface_128", 256, env)]
     if spec.kind == "parser":
-        return [{"input": masks.region_input(c[None])} for c in _crops("arcface_128", 512)]
+        return [{"input": masks.region_input(c[None])} for c in _crops("arcface_128", 512, env)]
     raise ValueError(f"{name}: no crop-based inputs for a {spec.kind}")
 
 
-def _source_vector(pack: Any, projection: npt.NDArray[np.float32], spec: Any) -> npt.NDArray[np.float32]:
+def _source_vector(
+    pack: Any, projection: npt.NDArray[np.float32], spec: Any, env: RuntimeEnv
+) -> npt.NDArray[np.float32]:
     from ffdesk.faces.align import warp_face
     from ffdesk.faces.analyser import FaceAnalyser
     from ffdesk.faces.recognizer import ArcFaceRecognizer
@@ -99,7 +103,7 @@ def _source_vector(pack: Any, projection: npt.NDArray[np.float32], spec: Any) ->
     face = FaceAnalyser().detect(photo)[0]
     crop = warp_face(photo, face.kps, "arcface_112_v2", 112)[0]
     recognizer = ArcFaceRecognizer(
-        create_session(realistic_pack(("arcface_w600k_r50",)) / "arcface_w600k_r50.onnx")
+        create_session(realistic_pack(env, ("arcface_w600k_r50",)) / "arcface_w600k_r50.onnx")
     )
     return sw.source_vector(recognizer.embed_crops(crop[None])[0], spec, projection)
 
@@ -136,19 +140,25 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.runtime.sessions import SessionOptions
 
     names = tuple(n.strip() for n in args.models.split(",") if n.strip())
-    pack = realistic_pack(names)
+    env = runtime_env(args)
+    pack = realistic_pack(env, names)
     options = SessionOptions(
         device="cpu" if args.provider == "cpu" else "cuda",
         tensorrt=args.provider == "tensorrt",
         intra_op_threads=args.threads,
+        cache_dir=env.trt_cache_dir,
+        driver=env.driver,
     )
     figures: dict[str, Any] = {}
     for name in names:
         src = pack / f"{name}.onnx"
-        feeds = _feeds(name, pack)
+        feeds = _feeds(name, pack, env)
         calibration, held_out = feeds[:-1], feeds[-1]
         print(f"{name}: making variants ...", flush=True)
-        paths = {p: prec.ensure_variant(src, p, calibration) for p in ("fp32", "fp16", "int8")}
+        variants = env.variants_dir
+        paths = {
+            p: prec.ensure_variant(src, p, calibration, cache_dir=variants) for p in ("fp32", "fp16", "int8")
+        }
         reference: list[np.ndarray] | None = None
         rows: dict[str, dict[str, Any]] = {}
         for p in ("fp32", "fp16", "int8"):
@@ -173,5 +183,5 @@ def run(args: argparse.Namespace) -> int:
         figures["int8_swapper_speedup"] = speedup
         print(f"INT8 swapper {speedup:.2f}x FP32 (goal: at least {GOAL_INT8_SPEEDUP}x)")
     settings = {"models": list(names), "runs": args.runs, "threads": args.threads, "provider": args.provider}
-    finish("precision", settings, figures, args.json)
+    finish("precision", settings, figures, args.json, runtime_env(args))
     return 0

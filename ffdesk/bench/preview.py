@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.resources import resource_path
+from ffdesk.runtime.env import RuntimeEnv
 
 PROBE_MS = 5
 GOP = 25
@@ -44,7 +46,7 @@ def source_photo() -> Path:
     return resource_path("sample", "grace_hopper.jpg")
 
 
-def make_clip(height: int, seconds: float) -> Path:
+def make_clip(height: int, seconds: float, env: RuntimeEnv) -> Path:
     import cv2
     import numpy as np
 
@@ -56,7 +58,7 @@ def make_clip(height: int, seconds: float) -> Path:
     crop = read_image(astronaut)[0:300, 120:400]
     face = np.asarray(cv2.resize(crop, (height * 280 // 1080 * 2, height * 300 // 1080 * 2)), np.uint8)
     return cached(
-        cache_dir() / f"preview_{width}x{height}_{seconds:g}s_gop{GOP}.mp4",
+        cache_dir(env) / f"preview_{width}x{height}_{seconds:g}s_gop{GOP}.mp4",
         lambda tmp: synth_clip(
             tmp, width=width, height=height, fps=25.0, seconds=seconds, face_image=face, gop=GOP
         ),
@@ -68,7 +70,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def scrub_latency(clip: Path, mode: str, scrubs: int) -> dict[str, Any]:
+def scrub_latency(clip: Path, mode: str, scrubs: int, env: RuntimeEnv) -> dict[str, Any]:
     from ffdesk.media.probe import probe
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.preview import Previewer
@@ -76,7 +78,7 @@ def scrub_latency(clip: Path, mode: str, scrubs: int) -> dict[str, Any]:
     duration = probe(clip).duration_s
     job = RenderJob(target=clip, output=clip.with_name("unused.mp4"), sources=(source_photo(),), mode=mode)  # type: ignore[arg-type]
     t0 = time.perf_counter()
-    previewer = Previewer(job)
+    previewer = Previewer(job, env=env)
     previewer.start()
     start_ms = (time.perf_counter() - t0) * 1000
     times, reads, faces = [], [], 0
@@ -96,7 +98,7 @@ def scrub_latency(clip: Path, mode: str, scrubs: int) -> dict[str, Any]:
         steps = [previewer.render((10 + k) / previewer.fps).ms for k in range(scrubs)]
     finally:
         previewer.close()
-    cached = cached_scrubs(job, duration, scrubs) if mode == "preview" else {}
+    cached = cached_scrubs(job, duration, scrubs, env) if mode == "preview" else {}
     return {
         **cached,
         "step_ms_median": round(statistics.median(steps), 1),
@@ -113,7 +115,7 @@ def scrub_latency(clip: Path, mode: str, scrubs: int) -> dict[str, Any]:
     }
 
 
-def cached_scrubs(job: Any, duration: float, scrubs: int) -> dict[str, Any]:
+def cached_scrubs(job: Any, duration: float, scrubs: int, env: RuntimeEnv) -> dict[str, Any]:
     """The same jumps once the background scrub cache holds the clip."""
     from ffdesk.pipeline.preview import Previewer, ScrubCache
 
@@ -124,7 +126,7 @@ def cached_scrubs(job: Any, duration: float, scrubs: int) -> dict[str, Any]:
     fill_s = time.perf_counter() - t0
     cache.stop()
     times, faces = [], 0
-    with Previewer(job, cache) as previewer:
+    with Previewer(job, cache, env=env) as previewer:
         previewer.render(0.0)
         for k in range(scrubs):
             t = ((k * 7919) % scrubs) / scrubs * duration * 0.95 + 0.02
@@ -142,7 +144,7 @@ def cached_scrubs(job: Any, duration: float, scrubs: int) -> dict[str, Any]:
     }
 
 
-def gui_stalls(clip: Path, out_dir: Path) -> dict[str, Any]:
+def gui_stalls(clip: Path, out_dir: Path, env: RuntimeEnv) -> dict[str, Any]:
     import os
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -159,6 +161,7 @@ def gui_stalls(clip: Path, out_dir: Path) -> dict[str, Any]:
 
     app = application()
     window = MainWindow(
+        env=env,
         settings=open_settings(out_dir / "gui.ini"),
         queue_path=out_dir / "queue.json",
         confirm_close=lambda: True,
@@ -219,8 +222,9 @@ def gui_stalls(clip: Path, out_dir: Path) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     print(f"preparing a {args.height}p clip with a face ...", flush=True)
-    clip = make_clip(args.height, 4.0)
-    figures: dict[str, Any] = scrub_latency(clip, args.mode, args.scrubs)
+    env = runtime_env(args)
+    clip = make_clip(args.height, 4.0, env)
+    figures: dict[str, Any] = scrub_latency(clip, args.mode, args.scrubs, env)
     print(
         f"scrub ({args.mode}, {args.height}p, working size {figures['working_size']}): "
         f"median {figures['scrub_ms_median']} ms, p90 {figures['scrub_ms_p90']} ms, "
@@ -237,9 +241,9 @@ def run(args: argparse.Namespace) -> int:
             f"max {figures['scrub_cached_ms_max']} ms (goal <= 150 ms)"
         )
     if args.gui:
-        render_clip = make_clip(args.height, args.render_seconds)
+        render_clip = make_clip(args.height, args.render_seconds, env)
         with tempfile.TemporaryDirectory(prefix="ffdesk-bench-preview-") as tmp:
-            gui = gui_stalls(render_clip, Path(tmp))
+            gui = gui_stalls(render_clip, Path(tmp), env)
         figures["gui"] = gui
         print(
             f"window during a render ({gui['render_state']}, {gui['render_seconds']} s, "
@@ -253,5 +257,5 @@ def run(args: argparse.Namespace) -> int:
     load = figures["load_average_1min"]
     print(f"machine load average (1 min) at the end: {load} on {os.cpu_count()} cores")
     settings = {"height": args.height, "mode": args.mode, "scrubs": args.scrubs, "gui": args.gui}
-    finish("preview", settings, figures, args.json)
+    finish("preview", settings, figures, args.json, runtime_env(args))
     return 0

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, finish
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.faces.types import Face
 from ffdesk.types import Frame
@@ -335,5 +336,6 @@ def run(args: argparse.Namespace) -> int:
         {"clips": str(args.clips), "source": str(args.source), "judge": judge.name if judge else None},
         {"clips": [asdict(r) for r in rows]},
         args.json,
+        runtime_env(args),
     )
     return 0

@@ -40,6 +40,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ffdesk.bench.common import finish
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.training.augment import AugmentSettings, augment, resize_crop
 from ffdesk.training.dataset import worker_init
 from ffdesk.types import Frame
@@ -198,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
                 figures["distributed"] = _distributed(args, pair, Path(tmp))
             if "distill" in sections or "qat" in sections:
                 figures.update(_distill_and_qat(args, pair, Path(tmp), sections))
-    finish("training", settings, figures, args.json)
+    finish("training", settings, figures, args.json, runtime_env(args))
     return 0
 
 

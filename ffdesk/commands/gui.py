@@ -40,4 +40,6 @@ def run(args: argparse.Namespace) -> int:
         from ffdesk.gui.app import run_gui
     except ImportError as exc:  # a system library Qt needs is missing
         raise UserError(f"the desktop app cannot start: {exc}") from exc
-    return run_gui(args.clip, tuple(args.source))
+    from ffdesk.commands.runtime_env import runtime_env
+
+    return run_gui(args.clip, tuple(args.source), env=runtime_env(args))

@@ -42,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
         if not display_available():
             raise UserError("no display for the monitor window; use --no-window (or --once) in a terminal")
 
-        return run_monitor(run_dir, interval_ms=int(args.interval * 1000))
+        from ffdesk.commands.runtime_env import runtime_env
+
+        return run_monitor(run_dir, interval_ms=int(args.interval * 1000), flags=runtime_env(args).driver)
     follower = MetricsFollower(run_dir / control.METRICS)
     records: list[dict[str, Any]] = []
     while True:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
@@ -220,13 +221,14 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.telemetry.render import RenderTelemetry
 
     job = job_from_args(args)
+    env = runtime_env(args)
     progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
     cancel = threading.Event()
     try:
-        with RenderTelemetry(log_path=job.telemetry_log) as telemetry:
+        with RenderTelemetry(log_path=job.telemetry_log, flags=env.driver) as telemetry:
             if args.metrics_port is not None:
                 _serve_metrics(telemetry, args.metrics_port, args.metrics_host, progress)
-            report = run_render(job, progress, cancel)
+            report = run_render(job, progress, cancel, env=env)
         summary = telemetry.summary(report.frames_out, report.stage_ms(), _model_bytes(report))
         report = replace(report, telemetry=summary)
     finally:

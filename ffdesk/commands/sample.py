@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 
 CLIP_NAME = "sample_clip.mp4"
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"swapping {source.name} onto {clip.name} with the embedded models ...", flush=True)
     progress = TerminalProgress(enabled=sys.stderr.isatty())
     try:
-        report = run_render(job, progress)
+        report = run_render(job, progress, env=runtime_env(args))
     finally:
         progress.close()
     faces = report.faces or FaceCounts()

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.telemetry.nvml import GpuSample
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SystemProbe
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
         if not psutil.pid_exists(args.pid):
             raise UserError(f"--pid {args.pid}: no such process")
-    probe = SystemProbe(pid=args.pid)
+    probe = SystemProbe(pid=args.pid, flags=runtime_env(args).driver)
     if args.once:
         return _once(probe, args)
     return _live(probe, args, sys.stdout)

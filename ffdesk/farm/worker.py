@@ -22,6 +22,7 @@ from ffdesk.media.encode import container_suffix
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import PlannedSegment, render_segment
 from ffdesk.pipeline.job_json import job_from_json
+from ffdesk.runtime.env import RuntimeEnv
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,21 @@ class _Collect:
 class FarmWorker:
     """Renders segments for the head; see the module docstring."""
 
-    def __init__(self, slot: str, budget_bytes: int | None, use_gpu: bool) -> None:
+    def __init__(
+        self, slot: str, budget_bytes: int | None, use_gpu: bool, env: RuntimeEnv | None = None
+    ) -> None:
+        """`env`: the runtime environment of this machine; by default it is built here, at the
+        worker's edge (its own user folders, settings and `FFDESK_*` switches), since a worker
+        runs on a machine of its own."""
         from ffdesk.runtime.residency import ResidencyManager
 
+        self.env = env if env is not None else RuntimeEnv.from_system()
         self.slot = slot
         self.node = socket.gethostname()
         self.device: Literal["cuda", "cpu"] = "cuda" if use_gpu else "cpu"
-        self.manager = ResidencyManager(budget_bytes=budget_bytes, device=self.device, holder=slot)
+        self.manager = ResidencyManager(
+            budget_bytes=budget_bytes, device=self.device, holder=slot, env=self.env
+        )
         self.segments_done = 0
         self.frames_done = 0
         self.current: str | None = None
@@ -103,8 +112,8 @@ class FarmWorker:
         from ffdesk.pipeline.plan import build_stages
 
         info = probe(job.target, fps=job.fps)
-        with self.manager.sharing(f"check {job.target.name}"):
-            stages = build_stages(job, info)
+        share = self.manager.share(f"check {job.target.name}")
+        stages = build_stages(job, info, env=self.env, share=share)
         for stage in stages:
             stage.finish()
 
@@ -136,8 +145,8 @@ class FarmWorker:
                     planned,
                     out,
                     events,
-                    residency=self.manager,
-                    holder=f"segment {planned.number}",
+                    env=self.env,
+                    share=self.manager.share(f"segment {planned.number}"),
                     stages_for=stages_for,
                 )
                 files = _read(out)

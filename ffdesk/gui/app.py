@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 
 from ffdesk import __version__
 from ffdesk.resources import resource_path
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def icon_path() -> Path:
@@ -38,12 +39,13 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
-def run_gui(clip: Path | None = None, sources: tuple[Path, ...] = ()) -> int:
-    """Open the window (with `clip` as the target, when given) and run until it closes."""
+def run_gui(clip: Path | None = None, sources: tuple[Path, ...] = (), *, env: RuntimeEnv) -> int:
+    """Open the window (with `clip` as the target, when given) and run until it closes. `env`:
+    the runtime environment the command line built (models folder, caches, driver switches)."""
     from ffdesk.gui.main_window import MainWindow
 
     app = application()
-    window = MainWindow()
+    window = MainWindow(env=env)
     window.show()
     for s in sources:
         window.add_source(s)

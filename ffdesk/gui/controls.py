@@ -34,33 +34,24 @@ def colour_for(index: int) -> QColor:
     return QColor(MODEL_COLOURS[index % len(MODEL_COLOURS)])
 
 
-def usable_models_in(models_dir: Path | None = None) -> dict[str, list[str]]:
+def usable_models_in(models_dir: Path | None) -> dict[str, list[str]]:
     """Catalog models of each kind whose file in the models folder passes verification (its
-    contract, and its `.hash` when it has one). Reads every file: call it off the GUI thread."""
+    contract, and its `.hash` when it has one); none without a folder. Reads every file: call
+    it off the GUI thread."""
     out: dict[str, list[str]] = {k: [] for k in MODEL_KINDS}
     try:
         from ffdesk.runtime import catalog as cat
         from ffdesk.runtime.files import usable_models
 
         catalog = cat.load_catalog()
-        folder = models_dir or _default_models_dir()
-        if folder is None:
+        if models_dir is None:
             return out
-        found = usable_models(catalog, folder)
+        found = usable_models(catalog, models_dir)
     except Exception:  # noqa: BLE001 - an unreadable folder or catalog means only the embedded models
         return out
     for kind in out:
         out[kind] = sorted(found.get(kind, []))
     return out
-
-
-def _default_models_dir() -> Path | None:
-    try:
-        from ffdesk.runtime.files import resolve_models_dir
-
-        return resolve_models_dir()
-    except Exception:  # noqa: BLE001 - a runtime without a models folder
-        return None
 
 
 class ModelFolderScan(QObject):
@@ -179,8 +170,8 @@ class ControlsView(QWidget):
         models_dir: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`models`: the pickers' choices by kind; when not given, the models folder (`models_dir`,
-        else the configured one) is verified in the background and the pickers offer only what
+        """`models`: the pickers' choices by kind; when not given, the models folder `models_dir`
+        (the runtime environment's) is verified in the background and the pickers offer only what
         passes, staying at the embedded models until then."""
         super().__init__(parent)
         self.model = model

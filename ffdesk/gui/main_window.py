@@ -40,8 +40,9 @@ from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.probe import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.queue import fits, keep_aside
+from ffdesk.pipeline.queue import default_queue_path, fits, keep_aside
 from ffdesk.pipeline.report import RenderReport
+from ffdesk.runtime.env import RuntimeEnv
 
 IMAGE_FILTER = f"Images ({' '.join(f'*{s}' for s in sorted(IMAGE_SUFFIXES))})"
 VIDEO_FILTER = f"Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;{IMAGE_FILTER};;All files (*)"
@@ -130,6 +131,7 @@ class MainWindow(QMainWindow):
     def __init__(
         self,
         *,
+        env: RuntimeEnv,
         settings: QSettings | None = None,
         queue_path: Path | None = None,
         telemetry: bool = True,
@@ -146,11 +148,19 @@ class MainWindow(QMainWindow):
         self.session = SessionModel(self)
         self.status = StatusLog(self)
         self.residency = ResidencyModel(self)
-        self.memory = AppMemory(parent=self)
+        self.env = env
+        """The runtime environment (models folder, caches, driver switches) everything is given."""
+        self.memory = AppMemory(env, parent=self)
         """The one memory budget the preview and every queued render share."""
         self.memory.changed.connect(self.residency.set)
-        self.queue = QueueController(queue_path, autostart=autostart, memory=self.memory, parent=self)
-        self.preview_worker = PreviewWorker(self.memory)
+        self.queue = QueueController(
+            queue_path or default_queue_path(env),
+            env=env,
+            autostart=autostart,
+            memory=self.memory,
+            parent=self,
+        )
+        self.preview_worker = PreviewWorker(env, self.memory)
         self.sampler = self._start_sampler() if telemetry else None
         self.telemetry = TelemetryModel(self.sampler, self)
         self._requested_sources: set[Path] = set()
@@ -159,7 +169,9 @@ class MainWindow(QMainWindow):
         self.preview_view = PreviewView(self.session)
         self.timeline = TimelineView(self.session)
         self.sources_view = SourcesView(self.session)
-        self.controls = ControlsView(self.session, self.residency, memory_total_mb=self._memory_total_mb())
+        self.controls = ControlsView(
+            self.session, self.residency, memory_total_mb=self._memory_total_mb(), models_dir=env.models_dir
+        )
         self.graphs = GraphsView(self.telemetry)
         self.queue_view = QueueView(self.queue)
         self.clip_notes = ClipNotes(self)
@@ -274,7 +286,7 @@ class MainWindow(QMainWindow):
         try:
             from ffdesk.telemetry.sampler import Sampler
 
-            sampler = Sampler(interval_s=0.5)
+            sampler = Sampler(interval_s=0.5, flags=self.env.driver)
             sampler.start()
             return sampler
         except Exception as exc:  # noqa: BLE001 - graphs are optional; the window is not

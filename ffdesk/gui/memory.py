@@ -1,23 +1,23 @@
 """The window's one memory budget: a `ResidencyManager` that the preview and every render share.
 
 The manager is made on first use, on the worker thread that needs it (so opening the window does
-not load ONNX Runtime). Preview and render stages built inside `sharing(holder)` join its pool,
-so their models together stay under the user's budget. Residency changes reach the main thread
-through `changed` (labels name who holds each model: "inswapper_128@fp32 (preview)").
+not load ONNX Runtime). `share(holder)` hands out what a preview's or a render's stages need to
+join its pool (passed to them explicitly), so their models together stay under the user's
+budget. Residency changes reach the main thread through `changed` (labels name who holds
+each model: "inswapper_128@fp32 (preview)").
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
 if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.memprobe import MemoryProbe
-    from ffdesk.runtime.residency import ResidencyManager
+    from ffdesk.runtime.residency import ResidencyManager, Share
 
 
 class AppMemory(QObject):
@@ -25,8 +25,12 @@ class AppMemory(QObject):
 
     changed = Signal(object, object)  # ((label, bytes), ...), budget bytes or None
 
-    def __init__(self, budget_bytes: int | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self, env: RuntimeEnv, budget_bytes: int | None = None, parent: QObject | None = None
+    ) -> None:
+        """`env`: the window's runtime environment (footprint store, driver switches)."""
         super().__init__(parent)
+        self.env = env
         self._lock = threading.Lock()
         self._manager: ResidencyManager | None = None
         self._budget = budget_bytes
@@ -50,7 +54,11 @@ class AppMemory(QObject):
                 from ffdesk.runtime.sessions import resolve_device
 
                 self._manager = ResidencyManager(
-                    self._budget, resolve_device("auto"), on_change=self._emit, probe=self.probe
+                    self._budget,
+                    resolve_device("auto", self.env.driver),
+                    on_change=self._emit,
+                    probe=self.probe,
+                    env=self.env,
                 )
             return self._manager
 
@@ -70,12 +78,10 @@ class AppMemory(QObject):
         if manager is not None and manager.budget_bytes != budget:
             manager.set_budget(budget)
 
-    @contextmanager
-    def sharing(self, holder: str) -> Iterator[ResidencyManager]:
-        """Managers made on this thread inside the block join the shared pool as `holder`."""
-        manager = self.manager()
-        with manager.sharing(holder):
-            yield manager
+    def share(self, holder: str) -> Share:
+        """What the stages of `holder` ("preview", "render clip.mp4") are handed to join the
+        shared pool (the manager is made now if this is the first use)."""
+        return self.manager().share(holder)
 
     def close(self) -> None:
         """Unload every model (after the workers stopped)."""

@@ -9,6 +9,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
+from ffdesk.hw import DriverFlags
 
 
 class MonitorWindow(QMainWindow):
@@ -41,21 +42,22 @@ class MonitorWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def _start_sampler() -> Any | None:
+def _start_sampler(flags: DriverFlags | None) -> Any | None:
     try:
         from ffdesk.telemetry.sampler import Sampler
 
-        sampler = Sampler(interval_s=0.5)
+        sampler = Sampler(interval_s=0.5, flags=flags)
         sampler.start()
         return sampler
     except Exception:  # noqa: BLE001 - graphs are optional; the monitor is not
         return None
 
 
-def run_monitor(run_dir: Path, interval_ms: int = 1000) -> int:
-    """Open the monitor window on `run_dir` and run until it is closed."""
+def run_monitor(run_dir: Path, interval_ms: int = 1000, flags: DriverFlags | None = None) -> int:
+    """Open the monitor window on `run_dir` and run until it is closed. `flags`: the runtime
+    environment's driver switches (for the GPU graphs)."""
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    window = MonitorWindow(Path(run_dir), _start_sampler(), interval_ms=interval_ms)
+    window = MonitorWindow(Path(run_dir), _start_sampler(flags), interval_ms=interval_ms)
     window.show()
     try:
         return int(app.exec())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -15,6 +15,9 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import QueueEntry, RenderQueue
 from ffdesk.pipeline.report import RenderReport
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
 
 PERSIST_PROGRESS_EVERY_S = 10.0
 """Progress is written to disk this often (the resume manifest, not this, decides what is redone)."""
@@ -34,18 +37,20 @@ class QueueController(QObject):
 
     def __init__(
         self,
-        path: Path | None = None,
+        path: Path,
         *,
+        env: RuntimeEnv,
         autostart: bool = True,
         memory: AppMemory | None = None,
         parent: QObject | None = None,
     ):
-        """`memory`: the window's shared budget, which every render joins."""
+        """`path`: the queue file; `env`: the runtime environment every render is given;
+        `memory`: the window's shared budget, which every render joins (handed its share)."""
         super().__init__(parent)
         self.store = RenderQueue(path)
         self.store.add_listener(self.changed.emit)
         self.autostart = autostart
-        self.worker = RenderWorker(memory)
+        self.worker = RenderWorker(env, memory)
         self.worker.engineEvent.connect(self._on_event)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)

@@ -13,13 +13,17 @@ import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.gui.memory import AppMemory
 from ffdesk.pipeline.job import RenderJob
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
 
 RENDER_NICE = 5
 """Niceness of the render threads, so the window's thread wins the CPU when the machine is busy."""
@@ -68,10 +72,12 @@ class RenderWorker(_Threaded):
     cancelled = Signal(str)
     _run = Signal(str, object)
 
-    def __init__(self, memory: AppMemory | None = None) -> None:
-        """`memory`: the window's shared budget (renders then join it); None: each render keeps
-        its own, as on the command line."""
+    def __init__(self, env: RuntimeEnv, memory: AppMemory | None = None) -> None:
+        """`env`: the window's runtime environment, passed to every render; `memory`: the
+        window's shared budget (each render is handed its share); None: each render keeps its
+        own, as on the command line."""
         super().__init__("ffdesk-render")
+        self.env = env
         self.memory = memory
         self._cancel: threading.Event | None = None
         self._busy = threading.Event()
@@ -101,8 +107,10 @@ class RenderWorker(_Threaded):
         cancel = self._cancel or threading.Event()
         lower_thread_priority(RENDER_NICE)
         try:
-            with self._shared_budget(f"render {job.target.name}"):
-                report = run_render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
+            share = self._share(f"render {job.target.name}")
+            report = run_render(
+                job, lambda e: self.engineEvent.emit(entry_id, e), cancel, env=self.env, share=share
+            )
         except Cancelled:
             self.cancelled.emit(entry_id)
         except UserError as exc:
@@ -118,11 +126,12 @@ class RenderWorker(_Threaded):
         finally:
             self._busy.clear()
 
-    def _shared_budget(self, holder: str) -> contextlib.AbstractContextManager[object]:
+    def _share(self, holder: str) -> Share | None:
+        """The render's share of the window's budget (None without one)."""
         if self.memory is None:
-            return contextlib.nullcontext()
+            return None
         self.memory.apply_budget()
-        return self.memory.sharing(holder)
+        return self.memory.share(holder)
 
     def shutdown(self, timeout_ms: int = 60000) -> bool:
         """Cancel any render, stop the thread, wait for it. True when it stopped in time."""
@@ -152,9 +161,11 @@ class PreviewWorker(_Threaded):
     sourceFailed = Signal(object, str)  # path, message
     _wake = Signal()
 
-    def __init__(self, memory: AppMemory | None = None) -> None:
-        """`memory`: the window's shared budget (the preview's models then join it)."""
+    def __init__(self, env: RuntimeEnv, memory: AppMemory | None = None) -> None:
+        """`env`: the window's runtime environment; `memory`: the window's shared budget (the
+        preview's models then join it)."""
         super().__init__("ffdesk-preview")
+        self.env = env
         self.memory = memory
         self._lock = threading.Lock()
         self._pending: PreviewRequest | None = None
@@ -252,8 +263,8 @@ class PreviewWorker(_Threaded):
             job,
             self._scrub_cache(job),
             on_event=self._on_stage_event,
-            residency=self.memory.manager() if self.memory is not None else None,
-            holder="preview",
+            env=self.env,
+            share=self.memory.share("preview") if self.memory is not None else None,
         )
         self.builds += 1
         self._stage_error = ""

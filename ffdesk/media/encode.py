@@ -46,7 +46,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
@@ -57,7 +57,7 @@ import cv2
 import numpy as np
 
 from ffdesk.errors import MediaError
-from ffdesk.hw import nvenc_possible, trim_heap
+from ffdesk.hw import DriverFlags, nvenc_possible, trim_heap
 from ffdesk.media._colour import (
     ColourKind,
     field_order_code,
@@ -100,6 +100,8 @@ class EncodeSettings:
     mode: Mode = "final"
     hw: bool = True
     """Try NVENC for h264/h265 when an NVIDIA GPU is present; falls back to software on any error."""
+    driver: DriverFlags = field(default_factory=DriverFlags)
+    """The GPU driver switches of the runtime environment (no NVENC, no NVML) the check honours."""
 
     def __post_init__(self) -> None:
         if self.encoder not in _SUFFIX:
@@ -128,9 +130,10 @@ def prores_qscale(quality: int) -> int:
     return round(1 + 31 * (100 - quality) / 100)
 
 
-def nvidia_gpu_present() -> bool:
-    """A cheap check for an NVIDIA driver, made before trying to open NVENC (see ffdesk.hw)."""
-    return nvenc_possible()
+def nvidia_gpu_present(flags: DriverFlags | None = None) -> bool:
+    """A cheap check for an NVIDIA driver, made before trying to open NVENC (see ffdesk.hw),
+    honouring the driver switches `flags` (the runtime environment's `driver`)."""
+    return nvenc_possible(flags)
 
 
 class SegmentEncoder:
@@ -225,7 +228,7 @@ class SegmentEncoder:
         enc = self.settings.encoder
         names = []
         hw = self.settings.hw and enc in _NVENC and _NVENC[enc] in av.codecs_available
-        if hw and nvidia_gpu_present():
+        if hw and nvidia_gpu_present(self.settings.driver):
             names.append(_NVENC[enc])
         names.append(_SOFTWARE[enc])
         return names

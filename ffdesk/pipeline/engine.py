@@ -1,9 +1,12 @@
 """The render engine: decode → stages → encode in segments, resumable, Qt-free.
 
-`run_render(job, on_event, cancel)` is the whole API. Decoding runs on its own thread, each stage on
-its own worker thread(s), and encoding on the calling thread; bounded queues join them, so decode,
-processing and encode overlap and memory stays flat. The video is encoded in segments recorded in a
-manifest beside the output; a killed render resumes from the first unfinished segment.
+`run_render(job, on_event, cancel, env=..., share=...)` is the whole API: the front end passes the
+runtime environment it built (folders, models folder, driver switches) and, in an application
+that keeps one memory budget, the residency `Share` its stages' models join. Decoding runs on
+its own thread, each stage on its own worker thread(s), and encoding on the calling thread;
+bounded queues join them, so decode, processing and encode overlap and memory stays flat. The
+video is encoded in segments recorded in a manifest beside the output; a killed render resumes
+from the first unfinished segment.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 
 from ffdesk.errors import Cancelled, DiskFull, UserError
+from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
 from ffdesk.media.decode import (
     DecodedFrame,
@@ -59,6 +63,10 @@ from ffdesk.pipeline.stage import (
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
 
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
+
 _QUEUE_FRAMES = 8
 _PROGRESS_EVERY_S = 0.25
 _PREVIEW_EVERY_S = 0.5
@@ -81,8 +89,14 @@ def run_render(
     job: RenderJob,
     on_event: ev.EventCallback | None = None,
     cancel: threading.Event | None = None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
 ) -> RenderReport:
-    """Render `job` and return its report. Raises `UserError` for bad input, `Cancelled` on cancel."""
+    """Render `job` and return its report. Raises `UserError` for bad input, `Cancelled` on cancel.
+
+    `env`: the runtime environment (models folder, caches, driver switches); `share`: the pool
+    the stages' models join (None: the render keeps its own, under `job.memory_budget`)."""
     emit = on_event or _nothing
     job = job.resolved()
     _check_paths(job)
@@ -108,7 +122,7 @@ def run_render(
             held.enter_context(manifest)
             if note:
                 emit(ev.Warning(note))
-        stages = build_stages(job, info)
+        stages = build_stages(job, info, env=env, share=share)
         for stage in stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(emit)
@@ -117,7 +131,7 @@ def run_render(
                 report = _render_image(job, stages, emit)
             else:
                 try:
-                    report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel))
+                    report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel), env.driver)
                 except DiskFull as exc:
                     hint = _room_to_finish(manifest, span, expected, job.output.parent)
                     raise DiskFull(exc.path, exc.reason, hint) from exc
@@ -278,6 +292,7 @@ def _render_video(
     stages: list[Stage],
     emit: ev.EventCallback,
     halt: Halt,
+    driver: DriverFlags,
 ) -> RenderReport:
     video = info.video
     assert video is not None
@@ -291,7 +306,9 @@ def _render_video(
     encode_stats = StageStats("encode")
     video, deinterlace = _as_encoded(job, video, size)
     flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace)
-    encoder_name = _run_flow(job, flow, video, manifest, (out_w, out_h), span, emit, halt, encode_stats)
+    encoder_name = _run_flow(
+        job, flow, video, manifest, (out_w, out_h), span, emit, halt, encode_stats, driver
+    )
 
     frames_out = manifest.frames_done
     _check_frames_out(job, frames_out, flow.read_stats)
@@ -370,11 +387,12 @@ def _run_flow(
     emit: ev.EventCallback,
     halt: Halt,
     encode_stats: StageStats,
+    driver: DriverFlags,
 ) -> str:
     """Decode and process through `flow`'s threads while this thread encodes the segments into
     `manifest`; every thread is joined before it returns. Returns the encoder used; raises the
-    first error a thread hit, or `Cancelled`."""
-    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode)
+    first error a thread hit, or `Cancelled`. `driver`: the switches the NVENC check honours."""
+    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode, driver=driver)
     threads = flow.start()
     encoder_name = ""
     try:
@@ -807,15 +825,16 @@ def render_segment(
     out_path: Path,
     on_event: ev.EventCallback | None = None,
     cancel: threading.Event | None = None,
-    residency: Any = None,
-    holder: str = "",
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
     stages_for: Callable[[RenderJob, MediaInfo], list[Stage]] | None = None,
 ) -> RenderReport:
     """Render the frames of one planned segment of `job` into `out_path` (a file; a folder for
     png), exactly as a local render writes that segment: the same frames, indices, pts and
-    encoder settings. `residency`: a `ResidencyManager` whose pool the stages' models join (as
-    `holder`). `stages_for`: builds the stages instead of the job's own (stand-ins for
-    benchmarks). Returns the segment's report (its output is `out_path`; the farm adds the
+    encoder settings. `env`: the runtime environment; `share`: the residency pool the stages'
+    models join (and who holds them there). `stages_for`: builds the stages instead of the job's
+    own (stand-ins for benchmarks). Returns the segment's report (its output is `out_path`; the farm adds the
     segments' reports up with `RenderReport.plus`); `UserError` when the clip does not give the
     planned frames."""
     emit = on_event or _nothing
@@ -832,9 +851,10 @@ def render_segment(
     sink = _OneSegment(out_path, segment)
     halt = Halt(cancel)
     t0 = time.perf_counter()
-    shared = residency.sharing(holder) if residency is not None else contextlib.nullcontext()
-    with shared:
-        stages = (stages_for or build_stages)(job, info)
+    if stages_for is not None:
+        stages = stages_for(job, info)
+    else:
+        stages = build_stages(job, info, env=env, share=share)
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
@@ -842,7 +862,9 @@ def render_segment(
     encode_stats = StageStats("encode")
     try:
         flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace)
-        encoder_name = _run_flow(one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats)
+        encoder_name = _run_flow(
+            one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver
+        )
         _check_as_planned(job, segment, sink)
     except BaseException:
         with contextlib.suppress(Exception):

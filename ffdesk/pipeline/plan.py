@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import Stage
 
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
 
-def build_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
+
+def build_stages(
+    job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
+) -> list[Stage]:
     """Stages for `job`, built on the caller's thread (so bad sources fail before any work).
-    `info`: the target's probe when the caller has it (otherwise it is probed again).
+    `info`: the target's probe when the caller has it (otherwise it is probed again). `env`: the
+    runtime environment (models folder, caches, driver switches); `share`: the residency pool
+    the models join (None: the render's own, under `job.memory_budget`).
 
     A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
@@ -19,15 +29,16 @@ def build_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
     """
     if job.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
+        from ffdesk.runtime.files import resolve_models_dir
 
-        if is_trained_swapper(job.swapper):
-            return list(trained_stages(job, info))
+        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
+            return list(trained_stages(job, info, env=env, share=share))
     if not job.sources:
         return []
     if job.swapper:
         from ffdesk.pipeline.stages.models import model_stages
 
-        return list(model_stages(job, info))
+        return list(model_stages(job, info, env=env, share=share))
     if job.swap_scale != 1:
         raise UserError("--swap-scale needs a swapper model (--swapper); the embedded swap has one size")
     from ffdesk.pipeline.stages.embedded import embedded_stages

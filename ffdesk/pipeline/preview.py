@@ -1,6 +1,6 @@
 """Single-frame previews through the same stages a render uses. Qt-free.
 
-`Previewer(job)` builds the job's stages once; `render(time_s)` reads that frame, runs it through
+`Previewer(job, env=env)` builds the job's stages once; `render(time_s)` reads that frame, runs it through
 every stage as a batch of one and returns the original beside the processed image. In preview mode
 the frame is first scaled down to a working resolution (at most `PREVIEW_MAX_HEIGHT` rows), which
 is what keeps a scrub fast; final mode works at full size, exactly as the render will.
@@ -12,7 +12,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,8 @@ from ffdesk.types import Frame
 
 if TYPE_CHECKING:
     from ffdesk.media.decode import StreamOrigin
-    from ffdesk.runtime.residency import ResidencyManager
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
 
 FRAME_CACHE = 12
 SEQUENTIAL_WINDOW = 12
@@ -97,8 +97,9 @@ class Previewer:
     Not thread-safe by design: one worker thread owns it (call `start`, `render` and `close` from
     that thread). `close()` releases the stages.
 
-    `residency`: an application's manager; the stages' models then join its pool (one budget for
-    the preview and the renders beside it), labelled `holder`. `on_event`: gets the stages' events
+    `env`: the runtime environment the stages use (models folder, caches, driver switches).
+    `share`: an application's residency pool and the holder label to join it as; the stages'
+    models then share its one budget with the renders beside the preview. `on_event`: gets the stages' events
     other than warnings (which come back with each result), such as `MemoryChanged`; it is called
     on the thread that changed residency, which may be a render's.
     """
@@ -109,16 +110,16 @@ class Previewer:
         cache: ScrubCache | None = None,
         *,
         on_event: EventCallback | None = None,
-        residency: ResidencyManager | None = None,
-        holder: str = "preview",
+        env: RuntimeEnv,
+        share: Share | None = None,
     ) -> None:
         from ffdesk.media.probe import probe
 
         self.job = job
         self.cache = cache
         self.on_event = on_event
-        self.residency = residency
-        self.holder = holder
+        self.env = env
+        self.share = share
         self.info = probe(job.target, fps=job.fps)
         video = self.info.video
         self.fps = video.fps if video and video.fps > 0 else 25.0
@@ -140,9 +141,7 @@ class Previewer:
             return
         from ffdesk.pipeline.plan import build_stages
 
-        shared = self.residency.sharing(self.holder) if self.residency is not None else nullcontext()
-        with shared:
-            self._stages = list(build_stages(self.job, self.info))
+        self._stages = list(build_stages(self.job, self.info, env=self.env, share=self.share))
         for stage in self._stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(self._on_event)

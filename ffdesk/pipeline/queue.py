@@ -22,12 +22,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import keep_aside, write_json_atomic
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
 
 JobState = Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
 JOB_STATES: tuple[str, ...] = get_args(JobState)
@@ -60,11 +63,9 @@ class QueueEntry:
         return min(1.0, self.frames_done / self.frames_total) if self.frames_total > 0 else 0.0
 
 
-def default_queue_path() -> Path:
-    """queue.json in the user's data folder."""
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("ffdesk")) / "queue.json"
+def default_queue_path(env: RuntimeEnv) -> Path:
+    """queue.json in the runtime environment's data folder."""
+    return env.data_dir / "queue.json"
 
 
 def job_to_dict(job: RenderJob) -> dict[str, Any]:
@@ -195,8 +196,9 @@ class RenderQueue:
     `warning` is a one-line note for the user when the stored queue was damaged, else None.
     """
 
-    def __init__(self, path: Path | None = None, on_change: Callable[[], None] | None = None) -> None:
-        self.path = path or default_queue_path()
+    def __init__(self, path: Path, on_change: Callable[[], None] | None = None) -> None:
+        """`path`: the queue file (a front end's choice, e.g. `default_queue_path(env)`)."""
+        self.path = Path(path)
         self._lock = threading.RLock()
         self._entries: list[QueueEntry] = []
         self._listeners: list[Callable[[], None]] = [on_change] if on_change else []

@@ -6,8 +6,9 @@ it: the residency manager's footprint store, precision variants, TensorRT caches
 folder, the GPU driver switches. This module is the one place in the core that reads environment
 variables, the settings file or the platform's folders; everything else is given the values.
 
-A call site that was handed no environment still works: it gets `RuntimeEnv.from_system()`, so
-the folders and switches are the same as a front end's.
+A core function that needs the environment requires it; only front ends (the command line, the
+desktop app, a farm worker on its own machine) call `RuntimeEnv.from_system()`, and tests build
+one in a folder of their own (`RuntimeEnv.in_folder`).
 """
 
 from __future__ import annotations
@@ -150,8 +151,3 @@ def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None
     """`$FFDESK_RESOURCES`: a resources folder to use instead of the installed one, or None."""
     value = (os.environ if environ is None else environ).get("FFDESK_RESOURCES")
     return Path(value) if value else None
-
-
-def given_or_system(env: RuntimeEnv | None) -> RuntimeEnv:
-    """`env`, or `RuntimeEnv.from_system()` for a call site that was handed none."""
-    return RuntimeEnv.from_system() if env is None else env

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from ffdesk.errors import UserError
 from ffdesk.runtime.catalog import Catalog, Dim, ModelSpec, TensorSpec, is_dynamic
-from ffdesk.runtime.env import RuntimeEnv, given_or_system, write_setting
+from ffdesk.runtime.env import RuntimeEnv, write_setting
 from ffdesk.runtime.integrity import (
     CHUNK,
     crc32_hex,
@@ -52,31 +52,31 @@ _ONNX_DTYPES = {1: "float32", 10: "float16", 11: "float64", 7: "int64", 6: "int3
 # ---- the models folder --------------------------------------------------------------------
 
 
-def default_models_dir(env: RuntimeEnv | None = None) -> Path:
+def default_models_dir(env: RuntimeEnv) -> Path:
     """`<user data dir>/ffdesk/models`."""
-    return given_or_system(env).default_models_dir
+    return env.default_models_dir
 
 
-def resolve_models_dir(explicit: Path | str | None = None, env: RuntimeEnv | None = None) -> Path:
+def resolve_models_dir(explicit: Path | str | None, env: RuntimeEnv) -> Path:
     """`--models-dir` if given, else the environment's (the saved setting, else the default)."""
     if explicit:
         return Path(explicit).expanduser().resolve()
-    return given_or_system(env).models_dir
+    return env.models_dir
 
 
-def save_models_dir(path: Path | str, env: RuntimeEnv | None = None) -> Path:
+def save_models_dir(path: Path | str, env: RuntimeEnv) -> Path:
     """Remember `path` as the models folder for later runs (in the environment's settings file)."""
     resolved = Path(path).expanduser().resolve()
-    write_setting(given_or_system(env).settings_path, "models_dir", str(resolved))
+    write_setting(env.settings_path, "models_dir", str(resolved))
     return resolved
 
 
-def model_path(spec: ModelSpec, models_dir: Path | str | None = None) -> Path:
-    """Where `spec`'s file lives (it may not exist)."""
-    return resolve_models_dir(models_dir) / spec.file
+def model_path(spec: ModelSpec, models_dir: Path | str) -> Path:
+    """Where `spec`'s file lives in the models folder `models_dir` (it may not exist)."""
+    return Path(models_dir).expanduser().resolve() / spec.file
 
 
-def find_model(spec: ModelSpec, models_dir: Path | str | None = None) -> Path:
+def find_model(spec: ModelSpec, models_dir: Path | str) -> Path:
     """`spec`'s file, or a `UserError` saying where it was looked for."""
     path = model_path(spec, models_dir)
     if not path.is_file():

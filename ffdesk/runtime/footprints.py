@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ffdesk.media import atomic
-from ffdesk.runtime.env import RuntimeEnv, given_or_system
+from ffdesk.runtime.env import RuntimeEnv
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,9 @@ class FootprintStore:
     (default: the environment's `footprints_path`)."""
 
     def __init__(self, path: Path | None = None, *, env: RuntimeEnv | None = None) -> None:
-        self.path = Path(path) if path is not None else given_or_system(env).footprints_path
+        if path is None and env is None:
+            raise TypeError("FootprintStore needs its file's path or the runtime environment")
+        self.path = Path(path) if path is not None else env.footprints_path  # type: ignore[union-attr]
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._records: dict[str, Footprint] | None = None

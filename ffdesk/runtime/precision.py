@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
-from ffdesk.runtime.env import RuntimeEnv, given_or_system
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
 
 Concrete = Literal["fp32", "fp16", "int8"]
@@ -89,9 +89,9 @@ def resolve_precision(requested: str, mode: str, device: str) -> Concrete:
     return "fp16" if gpu else "fp32"
 
 
-def variants_dir(env: RuntimeEnv | None = None) -> Path:
+def variants_dir(env: RuntimeEnv) -> Path:
     """Where variants are cached: the environment's `variants_dir`."""
-    return given_or_system(env).variants_dir
+    return env.variants_dir
 
 
 def _settings_hash(settings: Mapping[str, Any]) -> str:
@@ -121,22 +121,24 @@ def variant_path(
     src: Path,
     precision: str,
     *,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     per_channel: bool = True,
     calibration_tag: str | None = None,
 ) -> Path:
-    """Where the cached variant of `src` lives (it may not exist): in `cache_dir`, default the
-    environment's variants folder. FP32 is `src` itself."""
+    """Where the cached variant of `src` lives (it may not exist): in `cache_dir` (the runtime
+    environment's `variants_dir`). FP32 is `src` itself."""
     if precision == "fp32":
         return Path(src)
     settings = _fp16_settings() if precision == "fp16" else _int8_settings(per_channel, calibration_tag)
     fp = file_fingerprint(Path(src)).split(":")[-1]
-    folder = Path(cache_dir) if cache_dir is not None else variants_dir()
-    return folder / f"{Path(src).stem}.{fp}.{_settings_hash(settings)}.{precision}.onnx"
+    return Path(cache_dir) / f"{Path(src).stem}.{fp}.{_settings_hash(settings)}.{precision}.onnx"
 
 
-def cached_variants(src: Path, cache_dir: Path | None = None) -> tuple[str, ...]:
-    """Which of fp16/int8 (default settings) are already cached for `src`."""
+def cached_variants(src: Path, cache_dir: Path | None) -> tuple[str, ...]:
+    """Which of fp16/int8 (default settings) are already cached for `src` in `cache_dir` (none
+    when no variants folder is given)."""
+    if cache_dir is None:
+        return ()
     return tuple(p for p in ("fp16", "int8") if variant_path(src, p, cache_dir=cache_dir).is_file())
 
 
@@ -145,7 +147,7 @@ def _write_sidecar(path: Path) -> None:
     write_sidecar(path)
 
 
-def make_fp16(src: Path, *, cache_dir: Path | None = None) -> Path:
+def make_fp16(src: Path, *, cache_dir: Path) -> Path:
     """The FP16 variant of `src` (made now unless cached)."""
     dest = variant_path(src, "fp16", cache_dir=cache_dir)
     if dest.is_file():
@@ -226,7 +228,7 @@ def make_int8(
     src: Path,
     calibration: Sequence[Sample] | None,
     *,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
     per_channel: bool = True,
     calibration_tag: str | None = None,
 ) -> Path:
@@ -283,9 +285,9 @@ def ensure_variant(
     precision: str,
     calibration: Sequence[Sample] | None = None,
     *,
-    cache_dir: Path | None = None,
+    cache_dir: Path,
 ) -> Path:
-    """The file to load for `src` at `precision` (made and cached when missing)."""
+    """The file to load for `src` at `precision` (made and cached in `cache_dir` when missing)."""
     if precision == "fp32":
         return Path(src)
     if precision == "fp16":

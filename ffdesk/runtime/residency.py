@@ -6,10 +6,11 @@ host-RAM tier for a fast reload, then out entirely), never evicts a model a runn
 prefetches on a background thread, and recovers from out-of-memory errors by freeing memory,
 halving the batch and, if allowed, dropping to a lower precision.
 
-One budget for a whole application: managers made inside `app.sharing(holder)` (on that thread)
-join `app`'s pool instead of keeping their own, so a preview and the renders it runs beside hold
-at most the one budget together, each model labelled with who holds it. A manager made outside
-any `sharing` block keeps a private pool (the command line's renders).
+One budget for a whole application: a manager made with `share=app.share(holder)` joins `app`'s
+pool instead of keeping its own, so a preview and the renders it runs beside hold at most the one
+budget together, each model labelled with who holds it. A manager made without a `Share` keeps a
+private pool (the command line's renders). The share is always handed over explicitly (the render
+context a front end passes to the engine carries it); nothing joins a pool implicitly.
 
 What to evict, what a model will cost and how to recover from out-of-memory are decided by the
 pure functions of `residency_policy`; the pool (`residency_pool`) applies them to its entries.
@@ -27,16 +28,15 @@ replaced (tests give a fake one).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TypeVar
 
 from ffdesk.errors import UserError
+from ffdesk.hw import DriverFlags
 from ffdesk.runtime import residency_policy as policy
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.footprints import FootprintStore
@@ -67,6 +67,7 @@ __all__ = [
     "ResidencyReport",
     "ResidencySnapshot",
     "ResidentModel",
+    "Share",
     "State",
     "format_size",
     "is_oom_error",
@@ -214,10 +215,19 @@ class _Load:
     ticket: Ticket
 
 
-_SHARED: ContextVar[tuple[Pool, str] | None] = ContextVar("ffdesk_shared_residency", default=None)
-"""The pool (and holder label) managers made in this context join; see `sharing()`."""
+@dataclass(frozen=True)
+class Share:
+    """Which pool a new manager joins and who it is there: made by `ResidencyManager.share()`
+    and handed to whatever builds the stages (a render, a preview)."""
 
-_ids = itertools.count(1)
+    manager: ResidencyManager
+    """A manager of the pool to join (its budget, device, host tier, footprints and probe)."""
+    holder: str
+    """The label of the joining manager's models in the pool ("preview", "render clip.mp4")."""
+
+    @property
+    def pool(self) -> Pool:
+        return self.manager._pool
 
 
 class ResidencyManager:
@@ -236,7 +246,7 @@ class ResidencyManager:
         footprints: FootprintStore | None = None,
         device_id: int = 0,
         probe: MemoryProbe | None = None,
-        share: ResidencyManager | None = None,
+        share: Share | None = None,
         holder: str = "",
         env: RuntimeEnv | None = None,
     ) -> None:
@@ -244,13 +254,12 @@ class ResidencyManager:
         evicted models; by default it is half the free RAM for a GPU, and 0 on a CPU (where the
         device *is* host RAM, so a host copy would only count the same memory twice).
 
-        `share` (or, when not given, an enclosing `sharing()` block on this thread) joins that
-        manager's pool: its budget, device, host tier, footprints and probe are used, and
-        `budget_bytes`, `device`, `host_budget_bytes`, `footprints` and `probe` are ignored.
-        `holder` labels this manager's models in the pool ("preview", "render clip.mp4").
+        `share` joins that pool as `share.holder`: its budget, device, host tier, footprints and
+        probe are used, and `budget_bytes`, `device`, `host_budget_bytes`, `footprints` and
+        `probe` are ignored. `holder` labels this manager's models in its own pool.
         `env` (the runtime environment) places the footprint store and gives the memory probe
-        its GPU driver switches, unless `footprints` / `probe` are given."""
-        self._id = next(_ids)
+        its GPU driver switches, unless `footprints` / `probe` are given (a manager with its own
+        pool needs `env` or `footprints`)."""
         self.allow_precision_drop = allow_precision_drop
         self.holder = holder
         self._member = Member(on_change)
@@ -258,17 +267,16 @@ class ResidencyManager:
         self.oom_events: list[OomEvent] = []
         self._batch_cap: dict[str, int] = {}
         self._redirect: dict[str, str] = {}
-        ambient = _SHARED.get()
         pool: Pool
         if share is not None:
-            pool = share._pool
-        elif ambient is not None:
-            pool, ambient_holder = ambient
-            self.holder = holder or ambient_holder
+            pool = share.pool
+            self.holder = share.holder
         else:
             pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe, env)
         self._pool = pool
         with self._pool.cond:
+            self._pool.joined += 1
+            self._id = self._pool.joined
             self._pool.members[self._id] = self._member
             if not self._pool.owner:
                 self._pool.owner = self._id
@@ -286,7 +294,7 @@ class ResidencyManager:
         if budget_bytes is not None and budget_bytes <= 0:
             raise UserError("the memory budget must be more than zero")
         if probe is None:
-            probe = ProcessMemoryProbe(device, device_id, env.driver if env is not None else None)
+            probe = ProcessMemoryProbe(device, device_id, env.driver if env is not None else DriverFlags())
         if host_budget_bytes is None:
             host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
         store = footprints if footprints is not None else FootprintStore(env=env)
@@ -331,14 +339,9 @@ class ResidencyManager:
         pool.unload(claims)
         pool.deliver()
 
-    @contextlib.contextmanager
-    def sharing(self, holder: str) -> Iterator[None]:
-        """Managers made on this thread inside the block join this manager's pool as `holder`."""
-        token = _SHARED.set((self._pool, holder))
-        try:
-            yield
-        finally:
-            _SHARED.reset(token)
+    def share(self, holder: str) -> Share:
+        """What a manager made for `holder` needs to join this manager's pool."""
+        return Share(self, holder)
 
     # ---- registration and planning -------------------------------------------------------
 

@@ -151,6 +151,8 @@ class Pool:
         self.deliver_lock = threading.RLock()
         self.entries: dict[str, Entry] = {}
         self.members: dict[int, Member] = {}
+        self.joined = 0
+        """How many managers have joined (each one's id is the count when it joined)."""
         self.owner = 0
         self.dirty: set[int] = set()
         self.clock = 0

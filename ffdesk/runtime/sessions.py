@@ -18,7 +18,6 @@ import numpy.typing as npt
 from ffdesk.hw import DriverFlags
 from ffdesk.hw import gpu_count as hw_gpu_count
 from ffdesk.runtime.catalog import Dim
-from ffdesk.runtime.env import given_or_system
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -107,8 +106,8 @@ class SessionOptions:
     """CPU threads per session; 0 lets ONNX Runtime choose (one per core)."""
     inter_op_threads: int = 1
     cache_dir: Path | None = None
-    """TensorRT engine and timing caches; default: the runtime environment's `trt_cache_dir`
-    (`<user cache>/ffdesk/trt`)."""
+    """TensorRT engine and timing caches: the runtime environment's `trt_cache_dir` (needed
+    only when `tensorrt` is asked for)."""
     driver: DriverFlags | None = None
     """The GPU driver switches (the runtime environment's `driver`; None: the environment's)."""
 
@@ -144,7 +143,9 @@ def provider_list(options: SessionOptions) -> list[str | tuple[str, dict[str, An
     providers: list[str | tuple[str, dict[str, Any]]] = []
     if resolve_device(options.device, options.driver) == "cuda" and _cuda_usable(options.driver):
         if options.tensorrt:
-            cache = Path(options.cache_dir or given_or_system(None).trt_cache_dir)
+            if options.cache_dir is None:
+                raise ValueError("TensorRT needs a cache folder (SessionOptions.cache_dir)")
+            cache = Path(options.cache_dir)
             cache.mkdir(parents=True, exist_ok=True)
             providers.append(
                 (

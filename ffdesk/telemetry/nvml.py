@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ffdesk.hw import nvml_disabled
+from ffdesk.hw import DriverFlags, nvml_disabled
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ class GpuSample:
         return out
 
 
-def _nvml_disabled_by_env() -> bool:
-    return nvml_disabled()
+def _nvml_disabled_by_env(flags: DriverFlags | None = None) -> bool:
+    return nvml_disabled(flags)
 
 
 class Nvml:
@@ -122,11 +122,18 @@ class Nvml:
     `pid` is the process whose GPU memory `GpuSample.process_memory_bytes` reports (default: ours).
     `pcie_every_s`: each PCIe throughput read blocks for NVML's 20 ms measuring window, so it is
     repeated at most this often and the last figures are reused in between (0: every sample).
+    `flags`: the runtime environment's driver switches (`FFDESK_NO_NVML` as the front end read it).
     """
 
     def __init__(
-        self, module: ModuleType | Any | None = None, pid: int | None = None, pcie_every_s: float = 1.0
+        self,
+        module: ModuleType | Any | None = None,
+        pid: int | None = None,
+        pcie_every_s: float = 1.0,
+        *,
+        flags: DriverFlags | None = None,
     ) -> None:
+        self.flags = flags
         self.pid = os.getpid() if pid is None else pid
         self.pcie_every_s = pcie_every_s
         self._pcie: dict[int, tuple[float, float | None, float | None]] = {}
@@ -149,7 +156,7 @@ class Nvml:
 
     def _start(self, module: ModuleType | Any | None) -> None:
         if module is None:
-            if _nvml_disabled_by_env():
+            if _nvml_disabled_by_env(self.flags):
                 self.reason = "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
                 return
             try:

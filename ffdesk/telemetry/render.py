@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ffdesk.errors import UserError
+from ffdesk.hw import DriverFlags
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SampleSource
 
 
@@ -175,9 +176,12 @@ class RenderTelemetry:
         log_path: Path | None = None,
         *,
         source: SampleSource | None = None,
+        flags: DriverFlags | None = None,
     ) -> None:
+        """`flags`: the runtime environment's driver switches (for the probe made without a
+        `source`)."""
         self.log_path = Path(log_path) if log_path is not None else None
-        self.sampler = Sampler(interval_s=interval_s, source=source)
+        self.sampler = Sampler(interval_s=interval_s, source=source, flags=flags)
         self._totals = _Totals()
         self._lock = threading.Lock()
         self._log: IO[str] | None = None

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.hw import DriverFlags
 from ffdesk.telemetry.host import HostMonitor, HostSample
 from ffdesk.telemetry.nvml import GpuSample, Nvml
 
@@ -83,11 +84,19 @@ class SampleSource(Protocol):
 class SystemProbe:
     """The real source: NVML for GPUs (when present) plus the host monitor.
 
-    `nvml_module` is passed to `Nvml` (tests give a stand-in); `pid` is the watched process.
+    `nvml_module` is passed to `Nvml` (tests give a stand-in); `pid` is the watched process;
+    `flags`: the runtime environment's driver switches.
     """
 
-    def __init__(self, pid: int | None = None, nvml_module: Any | None = None, nvml: Nvml | None = None):
-        self.nvml = nvml if nvml is not None else Nvml(nvml_module, pid=pid)
+    def __init__(
+        self,
+        pid: int | None = None,
+        nvml_module: Any | None = None,
+        nvml: Nvml | None = None,
+        *,
+        flags: DriverFlags | None = None,
+    ):
+        self.nvml = nvml if nvml is not None else Nvml(nvml_module, pid=pid, flags=flags)
         self.host = HostMonitor(pid=pid)
         self.no_gpu_reason: str | None = self.nvml.reason
 
@@ -187,12 +196,15 @@ class Sampler:
         capacity: int = DEFAULT_CAPACITY,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
+        *,
+        flags: DriverFlags | None = None,
     ) -> None:
+        """`flags`: the driver switches of the `SystemProbe` made when no `source` is given."""
         if not interval_s > 0:
             raise ValueError(f"interval must be positive, got {interval_s}")
         self.interval_s = float(interval_s)
         self._owns_source = source is None
-        self.source: SampleSource = source if source is not None else SystemProbe()
+        self.source: SampleSource = source if source is not None else SystemProbe(flags=flags)
         self.buffers = RingBuffers(capacity)
         self._callbacks: list[SampleCallback] = []
         self._lock = threading.Lock()

@@ -23,6 +23,7 @@ from ffdesk.pipeline.engine import join_planned, plan_segments, render_segment, 
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+from ffdesk.runtime.env import RuntimeEnv
 
 pytest.importorskip("ray")
 
@@ -111,11 +112,14 @@ def assert_same_frames(a: Path, b: Path, count: int) -> None:
 
 
 def test_a_farm_render_is_the_local_render_and_farm_status_shows_it(
+    run_env: RuntimeEnv,
     farm_runs: tuple[Path, dict[str, Any]],
 ) -> None:
     work, result = scenario(farm_runs, "render")
     local = work / "local.mov"
-    run_render(RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8))
+    run_render(
+        RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8), env=run_env
+    )
     out = work / "farm.mov"
     report = RenderReport.from_json_dict(result["report"])
     assert report.to_json_dict() == result["report"]
@@ -152,7 +156,8 @@ def _render_here(clip: Path, output: Path, stand_in: str) -> None:
     with manifest:
         for seg in plan.segments:
             name = f"seg{seg.number:05d}{plan.suffix}"
-            render_segment(plan.job, seg, folder / name, stages_for=stand_in_stages(stand_in))
+            env = RuntimeEnv.in_folder(folder.parent / "env")
+            render_segment(plan.job, seg, folder / name, env=env, stages_for=stand_in_stages(stand_in))
             manifest.add(Segment(seg.number, name, seg.frames, seg.first_pts, seg.last_pts))
         join_planned(plan, manifest)
 
@@ -172,10 +177,14 @@ def test_a_worker_killed_mid_render_costs_one_segment_again(farm_runs: tuple[Pat
     assert len(probe(work / "killed.mov").audio) == 1
 
 
-def test_a_killed_head_resumes_when_the_command_is_run_again(farm_runs: tuple[Path, dict[str, Any]]) -> None:
+def test_a_killed_head_resumes_when_the_command_is_run_again(
+    run_env: RuntimeEnv, farm_runs: tuple[Path, dict[str, Any]]
+) -> None:
     work, result = scenario(farm_runs, "kill-driver")
     local = work / "local.mov"
-    run_render(RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8))
+    run_render(
+        RenderJob(target=work / "clip.mp4", output=local, encoder="prores", segment_frames=8), env=run_env
+    )
     assert result["recorded_before_kill"] and result["first_rc"] == -9
     assert result["second_rc"] == 0, result["second_stderr"]
     report = RenderReport.from_json_dict(result["report"])  # the --report the command wrote

@@ -14,6 +14,7 @@ from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline.engine import JoinedOutput, join_planned, plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.types import Mode
 
 
@@ -38,7 +39,7 @@ def render_by_segments(job: RenderJob, order: list[int] | None = None) -> Joined
         for number in order or range(len(plan.segments)):
             seg = plan.segments[number]
             name = f"seg{number:05d}{plan.suffix}"
-            render_segment(plan.job, seg, folder / name)
+            render_segment(plan.job, seg, folder / name, env=RuntimeEnv.in_folder(folder.parent / "env"))
             files[number] = name
         for seg in plan.segments:
             manifest.add(Segment(seg.number, files[seg.number], seg.frames, seg.first_pts, seg.last_pts))
@@ -49,11 +50,13 @@ def render_by_segments(job: RenderJob, order: list[int] | None = None) -> Joined
 # not always (two local renders of one job can differ), so pixel identity is checked with it.
 @pytest.mark.parametrize("mode", ["final", "preview"])
 def test_segments_rendered_out_of_order_join_to_the_local_render(
-    clip: Path, tmp_path: Path, mode: Mode
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, mode: Mode
 ) -> None:
     local = tmp_path / "local.mov"
     split = tmp_path / "split.mov"
-    run_render(RenderJob(target=clip, output=local, segment_frames=16, mode=mode, encoder="prores"))
+    run_render(
+        RenderJob(target=clip, output=local, segment_frames=16, mode=mode, encoder="prores"), env=run_env
+    )
     job = RenderJob(target=clip, output=split, segment_frames=16, mode=mode, encoder="prores")
     plan = plan_segments(job)
     assert [s.frames for s in plan.segments] == [16, 16, 16, 2]

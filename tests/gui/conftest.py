@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ffdesk.runtime.env import RuntimeEnv
+
 pytest.importorskip("pytestqt")
 
 
@@ -36,7 +38,7 @@ def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def window(qtbot, tmp_path: Path) -> Iterator[object]:  # type: ignore[no-untyped-def]
+def window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[object]:  # type: ignore[no-untyped-def]
     """A main window with its settings and queue in tmp_path, no telemetry thread, no autostart."""
     from ffdesk.gui.app import application
     from ffdesk.gui.main_window import MainWindow, open_settings
@@ -48,6 +50,7 @@ def window(qtbot, tmp_path: Path) -> Iterator[object]:  # type: ignore[no-untype
         telemetry=False,
         autostart=False,
         confirm_close=lambda: True,
+        env=run_env,
     )
     qtbot.addWidget(w)
     yield w

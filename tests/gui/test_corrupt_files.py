@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from ffdesk.runtime.env import RuntimeEnv
+
 
 @pytest.fixture
-def open_window(qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: ignore[no-untyped-def]
+def open_window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: ignore[no-untyped-def]
     """Opens a window on tmp_path/gui.ini and tmp_path/queue.json, as written by the test."""
     from ffdesk.gui.app import application
     from ffdesk.gui.main_window import MainWindow, open_settings
@@ -26,6 +28,7 @@ def open_window(qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: 
             telemetry=False,
             autostart=False,
             confirm_close=lambda: True,
+            env=run_env,
         )
         qtbot.addWidget(w)
         made.append(w)

@@ -51,9 +51,8 @@ def test_budget_bar_shows_the_sum_with_who_holds_each_model(qtbot, window) -> No
     window.session.update_settings(memory_budget_mb=64)
     app = window.memory.manager()
     assert app.budget_bytes == 64 * MIB
-    with window.memory.sharing("preview"):
-        preview = ResidencyManager(None, "cpu")
-    render = ResidencyManager(share=app, holder="render clip.mp4")
+    preview = ResidencyManager(None, "cpu", share=window.memory.share("preview"))
+    render = ResidencyManager(share=app.share("render clip.mp4"))
     preview.register("swap@fp32", FakeLoader(probe, 30 * MIB, "swap"), warmup=False)
     render.register("swap@fp32", FakeLoader(probe, 30 * MIB, "swap"), warmup=False)
     with preview.acquire("swap@fp32"), render.acquire("swap@fp32"):
@@ -72,10 +71,9 @@ def test_budget_bar_shows_the_sum_with_who_holds_each_model(qtbot, window) -> No
 def test_preview_beside_a_queued_render_stays_under_the_budget(  # type: ignore[no-untyped-def]
     qtbot, window, longer_clip: Path, face_photo: Path, tmp_path: Path
 ) -> None:
-    from ffdesk.runtime.files import default_models_dir
     from ffdesk.runtime.standins import write_standins
 
-    models = default_models_dir()
+    models = window.env.models_dir  # the window's environment's models folder
     write_standins(models, ["inswapper_128", "arcface_w600k_r50"], dynamic_batch=True)
     swap = (models / "inswapper_128.onnx").stat().st_size
     embed = (models / "arcface_w600k_r50.onnx").stat().st_size
@@ -122,10 +120,9 @@ def test_preview_beside_a_queued_render_stays_under_the_budget(  # type: ignore[
 def test_a_preview_that_failed_for_the_budget_recovers_when_it_is_raised(  # type: ignore[no-untyped-def]
     qtbot, window, tiny_clip: Path, face_photo: Path
 ) -> None:
-    from ffdesk.runtime.files import default_models_dir
     from ffdesk.runtime.standins import write_standins
 
-    write_standins(default_models_dir(), ["inswapper_128", "arcface_w600k_r50"], dynamic_batch=True)
+    write_standins(window.env.models_dir, ["inswapper_128", "arcface_w600k_r50"], dynamic_batch=True)
     window.memory.probe = FakeProbe()
     failures: list[str] = []
     window.preview_worker.previewFailed.connect(failures.append)

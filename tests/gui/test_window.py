@@ -13,6 +13,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _drop(window: Any, paths: list[Path]) -> None:
@@ -127,7 +128,9 @@ def test_queue_render_cancel_resume(qtbot, window, tiny_clip: Path, tmp_path: Pa
     assert RenderQueue(q.store.path).get(entry.id).state == "done"
 
 
-def test_closing_during_a_render_asks_once_then_cancels(qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_closing_during_a_render_asks_once_then_cancels(
+    run_env: RuntimeEnv, qtbot, tiny_clip: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.main_window import MainWindow, open_settings
 
     asked: list[int] = []
@@ -137,6 +140,7 @@ def test_closing_during_a_render_asks_once_then_cancels(qtbot, tiny_clip: Path, 
         queue_path=tmp_path / "queue.json",
         telemetry=False,
         confirm_close=lambda: (asked.append(1), answers[len(asked) - 1])[1],
+        env=run_env,
     )
     qtbot.addWidget(w)
     w.show()
@@ -153,12 +157,15 @@ def test_closing_during_a_render_asks_once_then_cancels(qtbot, tiny_clip: Path, 
     assert not w.queue.worker.thread_.isRunning() and not w.preview_worker.thread_.isRunning()
 
 
-def test_settings_and_layout_persist(qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_settings_and_layout_persist(run_env: RuntimeEnv, qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.main_window import MainWindow, open_settings
 
     def make() -> Any:
         w = MainWindow(
-            settings=open_settings(tmp_path / "gui.ini"), queue_path=tmp_path / "q.json", telemetry=False
+            settings=open_settings(tmp_path / "gui.ini"),
+            queue_path=tmp_path / "q.json",
+            telemetry=False,
+            env=run_env,
         )
         qtbot.addWidget(w)
         return w

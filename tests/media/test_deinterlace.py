@@ -9,6 +9,7 @@ import numpy as np
 
 from ffdesk.media.decode import VideoReader
 from ffdesk.media.synth import draw_frame
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _interlaced_ts(path: Path, frames: int = 20) -> None:
@@ -50,14 +51,14 @@ def test_deinterlacing_keeps_every_frame_and_stamp_and_removes_combs(tmp_path: P
     assert after < 0.6 * before
 
 
-def test_a_render_with_deinterlace_keeps_the_frame_count(tmp_path: Path) -> None:
+def test_a_render_with_deinterlace_keeps_the_frame_count(run_env: RuntimeEnv, tmp_path: Path) -> None:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
     path = tmp_path / "i.ts"
     _interlaced_ts(path)
     out = tmp_path / "p.mp4"
-    report = run_render(RenderJob(target=path, output=out, deinterlace=True))
+    report = run_render(RenderJob(target=path, output=out, deinterlace=True), env=run_env)
     assert report.frames_out == 20
     with VideoReader(out) as reader:
         rendered = list(reader)[10].image

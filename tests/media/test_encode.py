@@ -158,7 +158,7 @@ def test_nvenc_falls_back_to_software(
 ) -> None:
     v, frames = _frames(plain)
     # pretend a GPU is there: NVENC is tried, fails to open here, and libx264 takes over
-    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: True)
     enc = _encode(tmp_path / "hw.mp4", frames[:5], v, EncodeSettings("h264", mode="preview", hw=True))
     assert enc.encoder_name == "libx264"
     assert enc.hw_fallback_reason is not None and "h264_nvenc" in enc.hw_fallback_reason
@@ -175,7 +175,7 @@ def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path
         tried.append(name)
         real(self, name)
 
-    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: False)
     monkeypatch.setattr(SegmentEncoder, "_open_with", spy)
     enc = SegmentEncoder(
         tmp_path / "x.mp4", EncodeSettings("h265"), width=64, height=48,
@@ -183,6 +183,32 @@ def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path
     )  # fmt: skip
     enc.abort()
     assert tried == ["libx265"]
+
+
+def test_the_settings_driver_switches_decide_the_nvenc_attempt(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The switches the front end passed (EncodeSettings.driver), not this process's variables."""
+    from ffdesk.hw import DriverFlags, nvidia
+
+    seen: list[DriverFlags | None] = []
+
+    def present(flags: DriverFlags | None = None) -> bool:
+        seen.append(flags)
+        return False
+
+    monkeypatch.setattr(encode, "nvidia_gpu_present", present)
+    monkeypatch.setattr(nvidia, "driver_present", lambda: True)
+    switched = DriverFlags(no_nvenc=True)
+    enc = SegmentEncoder(
+        tmp_path / "x.mp4", EncodeSettings("h264", driver=switched), width=64, height=48,
+        time_base=Fraction(1, 25), fps=25, rotation=0, color=None,
+    )  # fmt: skip
+    enc.abort()
+    assert seen == [switched] and enc.encoder_name == "libx264"
+    monkeypatch.setenv("FFDESK_NO_NVENC", "1")
+    assert encode.nvenc_possible(DriverFlags())  # given switches: the variable is not read
+    assert not encode.nvenc_possible(switched)
     assert not (tmp_path / "x.mp4").exists()
 
 

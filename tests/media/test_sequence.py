@@ -12,6 +12,7 @@ from ffdesk.media.decode import VideoReader
 from ffdesk.media.probe import probe
 from ffdesk.media.sequence import find_sequence
 from ffdesk.media.synth import draw_frame, frame_index_of
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _frames(folder: Path, numbers: range, name: str = "shot_{:04d}.png") -> None:
@@ -61,13 +62,13 @@ def test_an_empty_folder_is_refused(tmp_path: Path) -> None:
         probe(tmp_path / "e")
 
 
-def test_a_folder_renders_to_a_clip_at_the_given_rate(tmp_path: Path) -> None:
+def test_a_folder_renders_to_a_clip_at_the_given_rate(run_env: RuntimeEnv, tmp_path: Path) -> None:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
 
     _frames(tmp_path / "shots", range(1, 13))
     out = tmp_path / "out.mp4"
-    report = run_render(RenderJob(target=tmp_path / "shots", output=out, fps=30.0))
+    report = run_render(RenderJob(target=tmp_path / "shots", output=out, fps=30.0), env=run_env)
     assert report.frames_out == 12
     info = probe(out)
     assert info.video is not None and info.video.fps == pytest.approx(30.0)

@@ -13,10 +13,12 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.commands.render import job_from_args, register
 from ffdesk.errors import UserError
+from ffdesk.hw import DriverFlags
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.providers import job_device, session_options
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _job(**kw: object) -> RenderJob:
@@ -60,16 +62,19 @@ def test_the_cli_fills_the_fields() -> None:
     assert (job.provider, job.swap_scale) == ("auto", 1)
 
 
-def test_session_options_follow_the_provider() -> None:
-    assert job_device("cpu") == "cpu"
-    trt = session_options("tensorrt", "cuda", "fp16")
+def test_session_options_follow_the_provider(tmp_path: Path) -> None:
+    env = RuntimeEnv.in_folder(tmp_path, DriverFlags(no_nvml=True))
+    assert job_device("cpu", env) == "cpu"
+    assert job_device("auto", env) == "cpu"  # NVML switched off: no GPU is seen
+    trt = session_options("tensorrt", "cuda", env, "fp16")
     assert trt.tensorrt and trt.trt_fp16 and trt.device == "cuda"
-    cpu = session_options("cpu", "cpu", "fp16")
+    assert trt.cache_dir == env.trt_cache_dir and trt.driver == env.driver  # the environment's
+    cpu = session_options("cpu", "cpu", env, "fp16")
     assert not cpu.tensorrt and cpu.device == "cpu"
 
 
 def test_cli_bad_swap_scale_and_one_the_embedded_swap_cannot_do_are_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    run_env: RuntimeEnv, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     clip = tmp_path / "clip.mp4"
     synth_clip(clip, width=96, height=64, fps=25, frames=3)
@@ -83,4 +88,6 @@ def test_cli_bad_swap_scale_and_one_the_embedded_swap_cannot_do_are_exit_2(
     assert len(err) == 1 and "--swap-scale needs a swapper model" in err[0]
     assert not (tmp_path / "o.mp4").exists()
     with pytest.raises(UserError):
-        build_stages(RenderJob(target=clip, output=tmp_path / "o.mp4", sources=(face,), swap_scale=4))
+        build_stages(
+            RenderJob(target=clip, output=tmp_path / "o.mp4", sources=(face,), swap_scale=4), env=run_env
+        )

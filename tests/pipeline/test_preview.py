@@ -9,6 +9,7 @@ import pytest
 
 from ffdesk.pipeline.job import PREVIEW_MAX_HEIGHT, RenderJob, working_size
 from ffdesk.pipeline.preview import Previewer, faces_in
+from ffdesk.runtime.env import RuntimeEnv
 
 SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
 
@@ -34,11 +35,11 @@ def test_working_size() -> None:
     assert working_size(640, 360, "preview") == (640, 360)
 
 
-def test_passthrough_preview_reads_the_exact_frame(face_clip: Path) -> None:
+def test_passthrough_preview_reads_the_exact_frame(run_env: RuntimeEnv, face_clip: Path) -> None:
     from ffdesk.media.synth import frame_index_of
 
     job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="final")
-    with Previewer(job) as p:
+    with Previewer(job, env=run_env) as p:
         for t, want in ((0.0, 0), (0.62, 6), (0.3, 3), (99.0, 9)):
             r = p.render(t)
             assert r.index == want and frame_index_of(r.original) == want
@@ -47,14 +48,14 @@ def test_passthrough_preview_reads_the_exact_frame(face_clip: Path) -> None:
         assert p.stage_names == []
 
 
-def test_preview_mode_swaps_at_working_resolution(face_clip: Path) -> None:
+def test_preview_mode_swaps_at_working_resolution(run_env: RuntimeEnv, face_clip: Path) -> None:
     job = RenderJob(
         target=face_clip,
         output=face_clip.with_name("o.mp4"),
         sources=(SAMPLE / "grace_hopper.jpg",),
         mode="preview",
     )
-    with Previewer(job) as p:
+    with Previewer(job, env=run_env) as p:
         first = p.render(0.0)
         jump = p.render(0.7)  # a jump to a frame that is not a detection key frame
     assert first.original.shape[0] == PREVIEW_MAX_HEIGHT
@@ -71,18 +72,18 @@ def test_preview_mode_swaps_at_working_resolution(face_clip: Path) -> None:
     assert set(first.stage_ms) == {"detect", "track", "swap"}
 
 
-def test_passthrough_helper_and_bad_target(tmp_path: Path, face_clip: Path) -> None:
+def test_passthrough_helper_and_bad_target(run_env: RuntimeEnv, tmp_path: Path, face_clip: Path) -> None:
     from ffdesk.errors import MediaError
 
     job = RenderJob(target=face_clip, output=tmp_path / "o.mp4")
-    p = Previewer(job)
+    p = Previewer(job, env=run_env)
     r = p.passthrough(0.5, "stages unavailable")
     assert r.index == 5 and r.warnings == ("stages unavailable",) and r.faces == ()
     p.close()
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"nope")
     with pytest.raises(MediaError):
-        Previewer(RenderJob(target=bad, output=tmp_path / "o.mp4"))
+        Previewer(RenderJob(target=bad, output=tmp_path / "o.mp4"), env=run_env)
 
 
 def test_faces_in_prefers_the_tracked_faces() -> None:
@@ -98,7 +99,7 @@ def test_faces_in_prefers_the_tracked_faces() -> None:
     assert faces_in(FramePacket(0, None, image)) == ()
 
 
-def test_scrub_cache_serves_preview_frames_and_stops(face_clip: Path) -> None:
+def test_scrub_cache_serves_preview_frames_and_stops(run_env: RuntimeEnv, face_clip: Path) -> None:
     from ffdesk.media.synth import frame_index_of
     from ffdesk.pipeline.preview import ScrubCache
 
@@ -113,12 +114,12 @@ def test_scrub_cache_serves_preview_frames_and_stops(face_clip: Path) -> None:
     assert frame is not None and (frame.shape[1], frame.shape[0]) == cache.size
     assert frame_index_of(frame) == 3
     job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="preview")
-    with Previewer(job, cache) as p:
+    with Previewer(job, cache, env=run_env) as p:
         r = p.render(0.7)
         assert r.index == 7 and frame_index_of(r.original) == 7
         np.testing.assert_array_equal(r.original, cache.get(7))
     final = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="final")
-    with Previewer(final, cache) as p:
+    with Previewer(final, cache, env=run_env) as p:
         assert p.render(0.7).original.shape == (600, 320, 3)  # final mode reads the exact frame
 
 
@@ -156,13 +157,13 @@ def test_same_processing_ignores_what_only_the_render_writes(tmp_path: Path) -> 
         assert not same_processing(job, replace(job, **changed)), changed  # type: ignore[arg-type]
 
 
-def test_stage_events_other_than_warnings_reach_on_event(face_clip: Path) -> None:
+def test_stage_events_other_than_warnings_reach_on_event(run_env: RuntimeEnv, face_clip: Path) -> None:
     """A stage's memory event is handed on (not dropped); its warnings come back with the result."""
     from ffdesk.pipeline import events as ev
 
     job = RenderJob(target=face_clip, output=face_clip.with_name("o.mp4"), mode="preview")
     got: list[object] = []
-    p = Previewer(job, on_event=got.append)
+    p = Previewer(job, on_event=got.append, env=run_env)
     memory = ev.MemoryChanged((("swap (preview)", 10),), 100)
     p._on_event(memory)
     p._on_event(ev.Warning("a stage noticed something"))

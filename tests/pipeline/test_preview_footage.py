@@ -14,6 +14,7 @@ import pytest
 from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.preview import Previewer
+from ffdesk.runtime.env import RuntimeEnv
 from tests.media import corpus
 from tests.media.corpus import CASES, CaseUnavailable
 
@@ -22,13 +23,15 @@ SCRUB = (12, 2, 22, 0, 7, 17, 8)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_every_footage_case_previews_and_scrubs_to_the_right_frame(case: str, tmp_path: Path) -> None:
+def test_every_footage_case_previews_and_scrubs_to_the_right_frame(
+    run_env: RuntimeEnv, case: str, tmp_path: Path
+) -> None:
     try:
         f = corpus.make(case, tmp_path)
     except CaseUnavailable as exc:
         pytest.skip(str(exc))
     job = RenderJob(target=f.path, output=tmp_path / "out.mp4", mode="final", fps=f.fps)
-    with Previewer(job) as previewer:
+    with Previewer(job, env=run_env) as previewer:
         for frame in SCRUB:
             t = (frame + 0.3) / f.fps  # a time inside the frame, as a timeline position gives
             want = min(frame, previewer.frame_count - 1)

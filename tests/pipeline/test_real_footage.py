@@ -31,6 +31,7 @@ from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.resources import resource_path
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.types import Frame
 from tests.faces import photos
 from tests.media import corpus
@@ -146,7 +147,7 @@ def render(src: Source, out: Path, mode: str) -> Rendered:
         resume=False,
         **extra,
     )
-    report = run_render(job, on_event)
+    report = run_render(job, on_event, env=RuntimeEnv.in_folder(out.parent / "env"))
     return Rendered(report, warnings, out)
 
 
@@ -227,7 +228,7 @@ def test_cli_swaps_a_packed_divx_avi(sources: dict[str, Source | str], tmp_path:
     "case", ["avi_mpeg4_packed", "mkv_from_avi", "avi_h264_bframes", "ts_mpeg2_interlaced"]
 )
 def test_a_trim_counts_from_the_first_frame_and_keeps_the_sound_in_step(
-    sources: dict[str, Source | str], case: str, tmp_path: Path
+    run_env: RuntimeEnv, sources: dict[str, Source | str], case: str, tmp_path: Path
 ) -> None:
     """`--start 0.48 --end 0.8` is frames 12 to 19 on the clip's own timeline, whatever its
     first frame's stamp (a frame late in AVI with B-frames, 1.4 s in MPEG-TS), and the sound
@@ -236,7 +237,7 @@ def test_a_trim_counts_from_the_first_frame_and_keeps_the_sound_in_step(
     if isinstance(src, str):
         pytest.skip(src)
     out = tmp_path / "trim.mp4"
-    run_render(RenderJob(target=src.file.path, output=out, start=0.48, end=0.8, resume=False))
+    run_render(RenderJob(target=src.file.path, output=out, start=0.48, end=0.8, resume=False), env=run_env)
     assert decoded_indices(out) == list(range(12, 20))
     seconds, offsets = audio_facts(out)
     step = 1.0 / src.file.fps

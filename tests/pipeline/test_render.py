@@ -23,6 +23,7 @@ from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import work_dir_for
 from ffdesk.pipeline.stage import FramePacket
+from ffdesk.runtime.env import RuntimeEnv
 
 
 @pytest.fixture(scope="session")
@@ -49,10 +50,12 @@ def audio_seconds(path: Path) -> list[float]:
     return [a.duration_s for a in info.audio]
 
 
-def test_identity_render_keeps_every_frame_once_and_the_audio(clip: Path, tmp_path: Path) -> None:
+def test_identity_render_keeps_every_frame_once_and_the_audio(
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out.mp4"
     events: list[ev.Event] = []
-    report = run_render(RenderJob(target=clip, output=out, segment_frames=16), events.append)
+    report = run_render(RenderJob(target=clip, output=out, segment_frames=16), events.append, env=run_env)
     assert decoded_indices(out) == list(range(60))
     assert report.frames_in == report.frames_out == 60
     assert report.resumed_segments == 0
@@ -70,9 +73,9 @@ def test_identity_render_keeps_every_frame_once_and_the_audio(clip: Path, tmp_pa
     assert clip.stat().st_size > 0
 
 
-def test_trim_keeps_the_range_and_audio_in_step(long_clip: Path, tmp_path: Path) -> None:
+def test_trim_keeps_the_range_and_audio_in_step(run_env: RuntimeEnv, long_clip: Path, tmp_path: Path) -> None:
     out = tmp_path / "trim.mp4"
-    report = run_render(RenderJob(target=long_clip, output=out, start=2.0, end=4.0))
+    report = run_render(RenderJob(target=long_clip, output=out, start=2.0, end=4.0), env=run_env)
     idx = decoded_indices(out)
     assert idx[0] == 50 and idx[-1] == 99 and idx == list(range(50, 100))
     assert report.frames_out == 50
@@ -108,9 +111,9 @@ class SlowInvert:
 
 
 def test_cancel_leaves_no_output_and_a_resumable_manifest(
-    long_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, long_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert(0.01)])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_, **_kw: [SlowInvert(0.01)])
     out = tmp_path / "cancel.mp4"
     cancel = threading.Event()
 
@@ -120,10 +123,10 @@ def test_cancel_leaves_no_output_and_a_resumable_manifest(
 
     job = RenderJob(target=long_clip, output=out, sources=(long_clip,), segment_frames=10)
     with pytest.raises(Cancelled):
-        run_render(job, on_event, cancel)
+        run_render(job, on_event, cancel, env=run_env)
     assert not out.exists()
     assert not any(p.name.startswith(".out") or p.suffix == ".mp4" for p in tmp_path.iterdir() if p != out)
-    report = run_render(job)
+    report = run_render(job, env=run_env)
     assert report.resumed_segments >= 3
     idx = decoded_indices(out)
     assert len(idx) == 250 and idx == list(range(250)) or _inverted_indices(out) == list(range(250))
@@ -135,27 +138,27 @@ def _inverted_indices(path: Path) -> list[int]:
 
 
 def test_a_failing_stage_fails_the_render_without_output(
-    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert(fail_at=20)])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_, **_kw: [SlowInvert(fail_at=20)])
     out = tmp_path / "fail.mp4"
     with pytest.raises(RuntimeError, match="stage exploded"):
-        run_render(RenderJob(target=clip, output=out, sources=(clip,)))
+        run_render(RenderJob(target=clip, output=out, sources=(clip,)), env=run_env)
     assert not out.exists()
 
 
 def test_stage_output_is_what_gets_encoded(
-    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowInvert()])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_, **_kw: [SlowInvert()])
     out = tmp_path / "inv.mp4"
-    report = run_render(RenderJob(target=clip, output=out, sources=(clip,), batch=3))
+    report = run_render(RenderJob(target=clip, output=out, sources=(clip,), batch=3), env=run_env)
     assert _inverted_indices(out) == list(range(60))
     assert report.timing("invert").frames == 60
     assert report.timing("invert").calls >= 60 / 3
 
 
-def test_image_target_gives_an_image(tmp_path: Path) -> None:
+def test_image_target_gives_an_image(run_env: RuntimeEnv, tmp_path: Path) -> None:
     import cv2
 
     src = tmp_path / "still.png"
@@ -163,17 +166,17 @@ def test_image_target_gives_an_image(tmp_path: Path) -> None:
     img[10:20, 10:30] = (255, 0, 0)
     cv2.imwrite(str(src), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     out = tmp_path / "still_out.png"
-    report = run_render(RenderJob(target=src, output=out))
+    report = run_render(RenderJob(target=src, output=out), env=run_env)
     back = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
     assert np.array_equal(back, img)
     assert report.frames_out == 1
 
 
-def test_preview_mode_renders_a_reduced_draft(tmp_path: Path) -> None:
+def test_preview_mode_renders_a_reduced_draft(run_env: RuntimeEnv, tmp_path: Path) -> None:
     src = tmp_path / "tall.mp4"
     synth_clip(src, width=960, height=720, fps=25, frames=6)
     out = tmp_path / "draft.mp4"
-    run_render(RenderJob(target=src, output=out, mode="preview"))
+    run_render(RenderJob(target=src, output=out, mode="preview"), env=run_env)
     v = probe(out).video
     assert v is not None and v.height == 540 and v.width == 720 and v.frame_count == 6
 
@@ -186,16 +189,16 @@ def test_preview_mode_renders_a_reduced_draft(tmp_path: Path) -> None:
     ],
 )
 def test_bad_ranges_are_user_errors(
-    clip: Path, tmp_path: Path, job_kwargs: dict[str, Any], message: str
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, job_kwargs: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(UserError, match=message):
-        run_render(RenderJob(target=clip, output=tmp_path / "o.mp4", **job_kwargs))
+        run_render(RenderJob(target=clip, output=tmp_path / "o.mp4", **job_kwargs), env=run_env)
 
 
-def test_output_equal_to_input_is_refused(clip: Path) -> None:
+def test_output_equal_to_input_is_refused(run_env: RuntimeEnv, clip: Path) -> None:
     size = clip.stat().st_size
     with pytest.raises(UserError, match="one of the inputs"):
-        run_render(RenderJob(target=clip, output=clip))
+        run_render(RenderJob(target=clip, output=clip), env=run_env)
     assert clip.stat().st_size == size
 
 
@@ -298,20 +301,25 @@ class CountingStage(SlowInvert):
 
 
 def test_stages_are_finished_exactly_once_and_not_built_for_a_refused_job(
-    clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[CountingStage] = []
 
-    def build(job: RenderJob, info: object = None) -> list[CountingStage]:
+    def build(
+        job: RenderJob, info: object = None, *, env: RuntimeEnv, share: object = None
+    ) -> list[CountingStage]:
+        assert env is run_env and share is None  # the render's context reaches the stage builder
         built.append(CountingStage(fail_at=job.batch if job.batch == 3 else None))
         return built[-1:]
 
     monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", build)
     with pytest.raises(UserError, match="beyond the end"):
-        run_render(RenderJob(target=clip, output=tmp_path / "a.mp4", sources=(clip,), start=99.0))
+        run_render(
+            RenderJob(target=clip, output=tmp_path / "a.mp4", sources=(clip,), start=99.0), env=run_env
+        )
     assert built == []  # refused before any model was loaded
-    report = run_render(RenderJob(target=clip, output=tmp_path / "b.mp4", sources=(clip,)))
+    report = run_render(RenderJob(target=clip, output=tmp_path / "b.mp4", sources=(clip,)), env=run_env)
     assert report.frames_out == 60 and built[-1].finished == 1
     with pytest.raises(RuntimeError, match="stage exploded"):
-        run_render(RenderJob(target=clip, output=tmp_path / "c.mp4", sources=(clip,), batch=3))
+        run_render(RenderJob(target=clip, output=tmp_path / "c.mp4", sources=(clip,), batch=3), env=run_env)
     assert built[-1].finished == 1

@@ -15,6 +15,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import work_dir_for
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def frames_and_pts(path: Path) -> tuple[list[int], list[int], list[bool]]:
@@ -31,11 +32,11 @@ def frames_and_pts(path: Path) -> tuple[list[int], list[int], list[bool]]:
         return idx, pts, corners
 
 
-def test_rotation_metadata_is_kept_and_frames_stay_upright(tmp_path: Path) -> None:
+def test_rotation_metadata_is_kept_and_frames_stay_upright(run_env: RuntimeEnv, tmp_path: Path) -> None:
     src = tmp_path / "rot.mp4"
     synth_clip(src, width=96, height=160, fps=25, frames=12, rotation=90)
     out = tmp_path / "rot_out.mp4"
-    run_render(RenderJob(target=src, output=out))
+    run_render(RenderJob(target=src, output=out), env=run_env)
     v_in, v_out = probe(src).video, probe(out).video
     assert v_in is not None and v_out is not None
     assert v_out.rotation == v_in.rotation == 90
@@ -44,11 +45,11 @@ def test_rotation_metadata_is_kept_and_frames_stay_upright(tmp_path: Path) -> No
     assert idx == list(range(12)) and all(corners)
 
 
-def test_variable_frame_rate_keeps_the_source_timestamps(tmp_path: Path) -> None:
+def test_variable_frame_rate_keeps_the_source_timestamps(run_env: RuntimeEnv, tmp_path: Path) -> None:
     src = tmp_path / "vfr.mp4"
     made = synth_clip(src, width=128, height=72, frames=30, vfr=True)
     out = tmp_path / "vfr_out.mp4"
-    run_render(RenderJob(target=src, output=out, segment_frames=7))
+    run_render(RenderJob(target=src, output=out, segment_frames=7), env=run_env)
     info = probe(out).video
     assert info is not None and info.vfr
     idx, pts, _ = frames_and_pts(out)
@@ -62,11 +63,11 @@ def test_variable_frame_rate_keeps_the_source_timestamps(tmp_path: Path) -> None
     )
 
 
-def test_odd_dimensions_render(tmp_path: Path) -> None:
+def test_odd_dimensions_render(run_env: RuntimeEnv, tmp_path: Path) -> None:
     src = tmp_path / "odd.mp4"
     synth_clip(src, width=721, height=405, fps=25, frames=5)
     out = tmp_path / "odd_out.mp4"
-    report = run_render(RenderJob(target=src, output=out))
+    report = run_render(RenderJob(target=src, output=out), env=run_env)
     assert report.frames_out == 5
     v = probe(out).video
     assert v is not None and abs(v.width - 721) <= 1 and abs(v.height - 405) <= 1
@@ -74,20 +75,20 @@ def test_odd_dimensions_render(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("streams", [0, 2])
-def test_no_audio_and_two_audio_streams(tmp_path: Path, streams: int) -> None:
+def test_no_audio_and_two_audio_streams(run_env: RuntimeEnv, tmp_path: Path, streams: int) -> None:
     src = tmp_path / f"a{streams}.mp4"
     synth_clip(src, width=128, height=72, fps=25, frames=25, audio_streams=streams)
     out = tmp_path / f"a{streams}_out.mp4"
-    run_render(RenderJob(target=src, output=out))
+    run_render(RenderJob(target=src, output=out), env=run_env)
     assert len(probe(out).audio) == streams
 
 
 @pytest.mark.parametrize("encoder", ["h265", "prores", "png"])
-def test_other_encoders(tmp_path: Path, encoder: str) -> None:
+def test_other_encoders(run_env: RuntimeEnv, tmp_path: Path, encoder: str) -> None:
     src = tmp_path / "src.mp4"
     synth_clip(src, width=128, height=72, fps=25, frames=10, audio_streams=1)
     out = tmp_path / {"h265": "o.mp4", "prores": "o.mov", "png": "frames"}[encoder]
-    report = run_render(RenderJob(target=src, output=out, encoder=encoder, segment_frames=4))  # type: ignore[arg-type]
+    report = run_render(RenderJob(target=src, output=out, encoder=encoder, segment_frames=4), env=run_env)  # type: ignore[arg-type]
     assert report.frames_out == 10
     if encoder == "png":
         assert sorted(p.name for p in out.iterdir()) == [f"frame_{i:06d}.png" for i in range(10)]
@@ -98,7 +99,7 @@ def test_other_encoders(tmp_path: Path, encoder: str) -> None:
             assert v.codec == "prores" and v.bit_depth == 10
 
 
-def test_unsupported_stream_is_a_user_error(tmp_path: Path) -> None:
+def test_unsupported_stream_is_a_user_error(run_env: RuntimeEnv, tmp_path: Path) -> None:
     audio_only = tmp_path / "tone.m4a"
     with av.open(str(audio_only), "w") as c:
         s = c.add_stream("aac", rate=48000)
@@ -113,10 +114,12 @@ def test_unsupported_stream_is_a_user_error(tmp_path: Path) -> None:
         for p in s.encode(None):
             c.mux(p)
     with pytest.raises(UserError, match="tone.m4a"):
-        run_render(RenderJob(target=audio_only, output=tmp_path / "o.mp4"))
+        run_render(RenderJob(target=audio_only, output=tmp_path / "o.mp4"), env=run_env)
 
 
-def test_output_folder_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_folder_not_writable(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     src = tmp_path / "s.mp4"
     synth_clip(src, width=64, height=48, frames=3)
     real_open = __import__("os").open
@@ -128,12 +131,12 @@ def test_output_folder_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr("ffdesk.media.atomic.os.open", deny)
     with pytest.raises(MediaError, match="not writable"):
-        run_render(RenderJob(target=src, output=tmp_path / "o.mp4"))
+        run_render(RenderJob(target=src, output=tmp_path / "o.mp4"), env=run_env)
     assert not (tmp_path / "o.mp4").exists()
 
 
 def test_disk_full_mid_render_loses_nothing_and_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = tmp_path / "s.mp4"
     synth_clip(src, width=128, height=72, fps=25, frames=40, audio_streams=1)
@@ -152,18 +155,20 @@ def test_disk_full_mid_render_loses_nothing_and_resumes(
 
     monkeypatch.setattr(SegmentEncoder, "_mux", full_after_a_while)
     with pytest.raises(MediaError, match="disk full"):
-        run_render(RenderJob(target=src, output=out, segment_frames=8))
+        run_render(RenderJob(target=src, output=out, segment_frames=8), env=run_env)
     assert not out.exists()
     assert src.read_bytes() == src_bytes
     assert not [p for p in tmp_path.iterdir() if ".partial" in p.name]
     monkeypatch.setattr(SegmentEncoder, "_mux", real_mux)
-    report = run_render(RenderJob(target=src, output=out, segment_frames=8))
+    report = run_render(RenderJob(target=src, output=out, segment_frames=8), env=run_env)
     assert report.resumed_segments >= 1
     assert frames_and_pts(out)[0] == list(range(40))
     assert not work_dir_for(out).exists()
 
 
-def test_not_enough_space_is_refused_before_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_not_enough_space_is_refused_before_work(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
     from collections import namedtuple
 
@@ -172,7 +177,7 @@ def test_not_enough_space_is_refused_before_work(tmp_path: Path, monkeypatch: py
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 10, 10))
     with pytest.raises(MediaError, match="not enough disk space"):
-        run_render(RenderJob(target=src, output=tmp_path / "o.mp4"))
+        run_render(RenderJob(target=src, output=tmp_path / "o.mp4"), env=run_env)
     assert not work_dir_for(tmp_path / "o.mp4").exists()
 
 
@@ -185,7 +190,7 @@ def test_not_enough_space_is_refused_before_work(tmp_path: Path, monkeypatch: py
     ],
 )
 def test_an_output_type_the_encoder_cannot_write_is_refused_before_work(
-    tmp_path: Path, target_is_image: bool, output: str, encoder: str, fragment: str
+    run_env: RuntimeEnv, tmp_path: Path, target_is_image: bool, output: str, encoder: str, fragment: str
 ) -> None:
     if target_is_image:
         import cv2
@@ -197,12 +202,12 @@ def test_an_output_type_the_encoder_cannot_write_is_refused_before_work(
         target = tmp_path / "s.mp4"
         synth_clip(target, width=64, height=48, frames=3)
     with pytest.raises(UserError, match=fragment):
-        run_render(RenderJob(target=target, output=tmp_path / output, encoder=encoder))  # type: ignore[arg-type]
+        run_render(RenderJob(target=target, output=tmp_path / output, encoder=encoder), env=run_env)  # type: ignore[arg-type]
     assert not (tmp_path / output).exists()
     assert not work_dir_for(tmp_path / output).exists()
 
 
-def test_what_the_encoder_cannot_keep_is_warned_once(tmp_path: Path) -> None:
+def test_what_the_encoder_cannot_keep_is_warned_once(run_env: RuntimeEnv, tmp_path: Path) -> None:
     """A 10-bit HEVC source rendered to H.264 loses two bits: one warning, however many segments."""
     from tests.media import corpus
 
@@ -216,7 +221,9 @@ def test_what_the_encoder_cannot_keep_is_warned_once(tmp_path: Path) -> None:
             warnings.append(event.message)
 
     out = tmp_path / "out.mp4"
-    report = run_render(RenderJob(target=clip.path, output=out, segment_frames=3), on_event=on_event)
+    report = run_render(
+        RenderJob(target=clip.path, output=out, segment_frames=3), on_event=on_event, env=run_env
+    )
     assert report.frames_out > 3
     eight_bit = [w for w in warnings if "written 8-bit" in w]
     assert len(eight_bit) == 1, warnings

@@ -26,6 +26,7 @@ from ffdesk.pipeline.report import (
     StageTiming,
 )
 from ffdesk.resources import resource_path
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.residency import ModelStats, OomAction, OomEvent
 
 PHOTO = resource_path("sample", "grace_hopper.jpg")
@@ -135,9 +136,11 @@ def test_a_model_pack_report_keeps_its_keys_and_counts_faces(face_clip: Path, tm
     assert report.to_json_dict() == data
 
 
-def test_a_real_render_goes_to_json_and_back_unchanged(face_clip: Path, tmp_path: Path) -> None:
+def test_a_real_render_goes_to_json_and_back_unchanged(
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path
+) -> None:
     report = run_render(
-        RenderJob(target=face_clip, output=tmp_path / "o.mp4", sources=(PHOTO,), resume=False)
+        RenderJob(target=face_clip, output=tmp_path / "o.mp4", sources=(PHOTO,), resume=False), env=run_env
     )
     assert report.faces is not None and report.faces.faces_swapped > 0
     assert report.video is not None and report.video.encoder and report.peak_rss_bytes
@@ -184,9 +187,11 @@ def test_model_figures_go_to_json_and_back_with_their_types() -> None:
 
 
 def test_a_report_with_a_missing_or_wrong_figure_is_refused_in_one_line(
-    face_clip: Path, tmp_path: Path
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path
 ) -> None:
-    report = run_render(RenderJob(target=face_clip, output=tmp_path / "o.mp4", resume=False, end=0.2))
+    report = run_render(
+        RenderJob(target=face_clip, output=tmp_path / "o.mp4", resume=False, end=0.2), env=run_env
+    )
     data = report.to_json_dict()
     with pytest.raises(ReportError, match="^render report: 'frames_out' is missing$"):
         RenderReport.from_json_dict({k: v for k, v in data.items() if k != "frames_out"})
@@ -211,16 +216,21 @@ def test_a_report_with_a_missing_or_wrong_figure_is_refused_in_one_line(
         )
 
 
-def test_segment_reports_add_up_to_the_local_render(face_clip: Path, tmp_path: Path) -> None:
+def test_segment_reports_add_up_to_the_local_render(
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path
+) -> None:
     """A farm adds its segments' reports up: the frames, stage calls and face counts of a clip
     rendered segment by segment are those of the same render done in one go."""
     local = run_render(
-        RenderJob(target=face_clip, output=tmp_path / "local.mp4", sources=(PHOTO,), segment_frames=8)
+        RenderJob(target=face_clip, output=tmp_path / "local.mp4", sources=(PHOTO,), segment_frames=8),
+        env=run_env,
     )
     job = RenderJob(target=face_clip, output=tmp_path / "split.mp4", sources=(PHOTO,), segment_frames=8)
     plan = plan_segments(job)
     assert len(plan.segments) == 2
-    parts = [render_segment(plan.job, seg, tmp_path / f"seg{seg.number}.mp4") for seg in plan.segments]
+    parts = [
+        render_segment(plan.job, seg, tmp_path / f"seg{seg.number}.mp4", env=run_env) for seg in plan.segments
+    ]
     assert [p.frames_out for p in parts] == [8, 8]
     merged = RenderReport.merge(parts)
     assert merged.frames_out == merged.frames_processed == local.frames_out == 16

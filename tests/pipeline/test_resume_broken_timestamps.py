@@ -13,6 +13,7 @@ from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.runtime.env import RuntimeEnv
 from tests.media.test_timestamps import write_clip
 
 FRAMES = 60
@@ -24,7 +25,9 @@ def _indices(path: Path) -> list[int]:
 
 
 @pytest.mark.parametrize(("name", "codec"), [("b.avi", "mpeg4"), ("p.ts", "mpeg2video")])
-def test_an_interrupted_render_resumes_with_every_frame_once(tmp_path: Path, name: str, codec: str) -> None:
+def test_an_interrupted_render_resumes_with_every_frame_once(
+    run_env: RuntimeEnv, tmp_path: Path, name: str, codec: str
+) -> None:
     src = tmp_path / name
     write_clip(src, codec, FRAMES, bframes=2)
     out = tmp_path / "out.mp4"
@@ -36,9 +39,9 @@ def test_an_interrupted_render_resumes_with_every_frame_once(tmp_path: Path, nam
 
     job = RenderJob(target=src, output=out, segment_frames=10, mode="final")
     with pytest.raises(Cancelled):
-        run_render(job, on_event, cancel)
+        run_render(job, on_event, cancel, env=run_env)
     assert not out.exists()
-    report = run_render(job)
+    report = run_render(job, env=run_env)
     assert report.resumed_segments >= 2
     assert _indices(out) == list(range(FRAMES))
     with av.open(str(out)) as c:

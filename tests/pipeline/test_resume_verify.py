@@ -20,6 +20,7 @@ from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import MANIFEST_NAME, Manifest, Segment, segment_check, work_dir_for
 from ffdesk.pipeline.stage import FramePacket
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _three_segments(folder: Path) -> None:
@@ -160,11 +161,11 @@ def _indices(path: Path) -> list[int]:
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_resume_after_damage_renders_every_frame_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
 ) -> None:
     clip = tmp_path / "clip.mp4"
     synth_clip(clip, width=160, height=90, fps=25, frames=100, audio_streams=1)
-    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_: [SlowPass()])
+    monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_, **_kw: [SlowPass()])
     out = tmp_path / "out.mp4"
     job = RenderJob(target=clip, output=out, sources=(clip,), segment_frames=10)
     cancel = threading.Event()
@@ -174,7 +175,7 @@ def test_resume_after_damage_renders_every_frame_once(
             cancel.set()
 
     with pytest.raises(Cancelled):
-        run_render(job, stop_mid_way, cancel)
+        run_render(job, stop_mid_way, cancel, env=run_env)
     work = work_dir_for(out)
     finished = json.loads((work / MANIFEST_NAME).read_text())["segments"]
     assert len(finished) >= 3 and not out.exists()
@@ -185,7 +186,7 @@ def test_resume_after_damage_renders_every_frame_once(
     else:
         victim.write_bytes(data[:500] + bytes([data[500] ^ 0xFF]) + data[501:])  # a copy gone wrong
     events: list[ev.Event] = []
-    report = run_render(job, events.append)
+    report = run_render(job, events.append, env=run_env)
     notes = [e.message for e in events if isinstance(e, ev.Warning)]
     expect = f"segment 1 failed its check ({'size' if damage == 'truncate' else 'crc32'} "
     assert any(n.startswith(expect) and "rendering it and the" in n for n in notes), notes

@@ -11,13 +11,16 @@ from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
+from ffdesk.runtime.env import RuntimeEnv
 
 FRAMES = 10_000
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(tmp_path: Path) -> None:
+def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(
+    run_env: RuntimeEnv, tmp_path: Path
+) -> None:
     from ffdesk.media.decode import read_image
     from ffdesk.resources import resource_path
 
@@ -34,7 +37,7 @@ def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(tmp_path: 
             samples.append((event.frames_done, proc.memory_info().rss))
 
     out = tmp_path / "out.mp4"
-    report = run_render(RenderJob(target=clip, output=out, sources=(face_photo,)), on_event)
+    report = run_render(RenderJob(target=clip, output=out, sources=(face_photo,)), on_event, env=run_env)
     assert report.frames_out == FRAMES
     # The footprint once the first segment is done: the highest RSS over the second segment. A
     # single reading right at a segment's end falls in the dip between one segment's encoder

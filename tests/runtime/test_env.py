@@ -84,7 +84,7 @@ def test_the_cli_lists_variants_from_the_same_cache_as_before(
     from ffdesk.cli import main
     from ffdesk.runtime.precision import make_fp16
 
-    make_fp16(standins_dir / "arcface_w600k_r50.onnx")
+    make_fp16(standins_dir / "arcface_w600k_r50.onnx", cache_dir=RuntimeEnv.from_system().variants_dir)
     assert (Path(os.environ["XDG_CACHE_HOME"]) / "ffdesk" / "variants").is_dir()
     assert main(["models", "list", "--json", "--models-dir", str(standins_dir)]) == 0
     files = {f["file"]: f for f in json.loads(capsys.readouterr().out)["files"]}

@@ -9,6 +9,7 @@ import pytest
 
 from ffdesk.errors import UserError
 from ffdesk.runtime.catalog import Catalog, TensorSpec
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.files import (
     crc32_hex,
     hash_status,
@@ -108,11 +109,12 @@ def test_missing_sidecar_is_unverified_not_an_error(
 
 
 def test_models_dir_setting(tmp_path: Path) -> None:
-    default = resolve_models_dir()
+    """A saved folder is the models folder of the runs after (each builds its environment)."""
+    default = resolve_models_dir(None, RuntimeEnv.from_system())
     assert default.name == "models"
-    save_models_dir(tmp_path / "pack")
-    assert resolve_models_dir() == (tmp_path / "pack").resolve()
-    assert resolve_models_dir(tmp_path / "other") == (tmp_path / "other").resolve()
+    save_models_dir(tmp_path / "pack", RuntimeEnv.from_system())
+    assert resolve_models_dir(None, RuntimeEnv.from_system()) == (tmp_path / "pack").resolve()
+    assert resolve_models_dir(tmp_path / "other", RuntimeEnv.from_system()) == (tmp_path / "other").resolve()
 
 
 def test_import_copies_verifies_and_refuses_bad_files(

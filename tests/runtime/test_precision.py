@@ -10,6 +10,7 @@ import pytest
 from ffdesk.errors import UserError
 from ffdesk.runtime import precision as prec
 from ffdesk.runtime.catalog import Catalog
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.sessions import create_session
 
 
@@ -48,12 +49,17 @@ def test_resolve_precision() -> None:
         prec.resolve_precision("fp8", "final", "cpu")
 
 
-def test_fp16_variant_is_cached_and_close(swapper: Path) -> None:
-    path = prec.ensure_variant(swapper, "fp16")
+def test_fp16_variant_is_cached_and_close(swapper: Path, run_env: RuntimeEnv) -> None:
+    path = prec.ensure_variant(swapper, "fp16", cache_dir=run_env.variants_dir)
     assert path != swapper and path.is_file()
     mtime = path.stat().st_mtime_ns
-    assert prec.ensure_variant(swapper, "fp16") == path and path.stat().st_mtime_ns == mtime
-    assert prec.cached_variants(swapper) == ("fp16",)
+    assert (
+        prec.ensure_variant(swapper, "fp16", cache_dir=run_env.variants_dir) == path
+        and path.stat().st_mtime_ns == mtime
+    )
+    assert prec.cached_variants(swapper, run_env.variants_dir) == ("fp16",)
+    assert path.parent == run_env.variants_dir
+    assert prec.cached_variants(swapper, None) == ()  # no variants folder: none listed
     model = onnx.load(str(path))
     assert {i.type.tensor_type.elem_type for i in model.graph.input} == {onnx.TensorProto.FLOAT}
     assert any(t.data_type == onnx.TensorProto.FLOAT16 for t in model.graph.initializer)
@@ -65,12 +71,14 @@ def test_fp16_variant_is_cached_and_close(swapper: Path) -> None:
         assert np.abs(a - b).max() < 1e-2
 
 
-def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path) -> None:
+def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path, run_env: RuntimeEnv) -> None:
     with pytest.raises(UserError, match="calibration"):
-        prec.make_int8(swapper, None)
+        prec.make_int8(swapper, None, cache_dir=run_env.variants_dir)
     calib = _swap_feeds(6)
-    path = prec.make_int8(swapper, calib)
-    assert prec.make_int8(swapper, None) == path  # cached: no calibration needed again
+    path = prec.make_int8(swapper, calib, cache_dir=run_env.variants_dir)
+    assert (
+        prec.make_int8(swapper, None, cache_dir=run_env.variants_dir) == path
+    )  # cached: no calibration needed again
     model = onnx.load(str(path))
     ops = [n.op_type for n in model.graph.node]
     assert "QuantizeLinear" in ops and "DequantizeLinear" in ops
@@ -96,9 +104,9 @@ def test_int8_calibration_splits_batches() -> None:
     assert first is not None and first["x"].shape == (1, 3, 8, 8)
 
 
-def test_variant_keys_differ_by_settings(swapper: Path, catalog: Catalog) -> None:
-    a = prec.variant_path(swapper, "int8")
-    b = prec.variant_path(swapper, "int8", calibration_tag="clip-2")
-    c = prec.variant_path(swapper, "int8", per_channel=False)
+def test_variant_keys_differ_by_settings(swapper: Path, catalog: Catalog, tmp_path: Path) -> None:
+    a = prec.variant_path(swapper, "int8", cache_dir=tmp_path)
+    b = prec.variant_path(swapper, "int8", cache_dir=tmp_path, calibration_tag="clip-2")
+    c = prec.variant_path(swapper, "int8", cache_dir=tmp_path, per_channel=False)
     assert len({a, b, c}) == 3
-    assert prec.variant_path(swapper, "fp32") == swapper
+    assert prec.variant_path(swapper, "fp32", cache_dir=tmp_path) == swapper

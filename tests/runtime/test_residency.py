@@ -11,6 +11,7 @@ import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import RuntimeException
 
 from ffdesk.errors import UserError
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.residency import (
     FootprintStore,
     OnnxLoader,
@@ -37,9 +38,9 @@ def _manager(models: Path, budget: int | None, **kw: object) -> ResidencyManager
     return mgr
 
 
-def _largest_model_bytes(models: Path) -> int:
+def _largest_model_bytes(models: Path, env: RuntimeEnv) -> int:
     """The measured footprint of the largest of KEYS (a one-model budget)."""
-    with _manager(models, None) as probe:
+    with _manager(models, None, env=env) as probe:
         for key in KEYS:
             with probe.acquire(key):
                 pass
@@ -79,16 +80,18 @@ def test_oom_errors_are_recognised() -> None:
     assert not is_oom_error(ValueError("shape mismatch"))
 
 
-def test_generous_then_one_model_budget(batch_standins_dir: Path) -> None:
+def test_generous_then_one_model_budget(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
     events: list[tuple[tuple[tuple[str, int], ...], int | None]] = []
-    with _manager(batch_standins_dir, None) as mgr:
+    with _manager(batch_standins_dir, None, env=run_env) as mgr:
         generous = _workload(mgr)
         stats = {s.key: s for s in mgr.stats()}
         assert all(s.loads == 1 and s.evictions == 0 for s in stats.values())
         assert all(s.bytes >= (batch_standins_dir / f"{s.key}.onnx").stat().st_size for s in stats.values())
         assert mgr.peak_model_bytes == sum(s.bytes for s in stats.values())
     budget = max(s.bytes for s in stats.values())
-    with _manager(batch_standins_dir, budget, on_change=lambda m, b: events.append((m, b))) as mgr:
+    with _manager(
+        batch_standins_dir, budget, on_change=lambda m, b: events.append((m, b)), env=run_env
+    ) as mgr:
         mgr.plan(KEYS)
         tight = _workload(mgr)
         report = mgr.report()
@@ -103,9 +106,9 @@ def test_generous_then_one_model_budget(batch_standins_dir: Path) -> None:
     assert all(sum(n for _, n in models) <= budget for models, _ in events)
 
 
-def test_too_small_budget_fails_before_any_work(batch_standins_dir: Path) -> None:
+def test_too_small_budget_fails_before_any_work(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
     size = (batch_standins_dir / "inswapper_128.onnx").stat().st_size
-    with _manager(batch_standins_dir, size // 2) as mgr:
+    with _manager(batch_standins_dir, size // 2, env=run_env) as mgr:
         with pytest.raises(UserError, match=r"memory budget .* is smaller than inswapper_128 \("):
             mgr.plan(KEYS)
         assert mgr.stats() == ()
@@ -131,7 +134,9 @@ def test_footprints_are_recorded_and_reused(batch_standins_dir: Path, tmp_path: 
         assert dict(again.plan(["arcface_w600k_r50"]).sizes)["arcface_w600k_r50"] == measured
 
 
-def test_injected_oom_is_recovered_without_losing_items(batch_standins_dir: Path) -> None:
+def test_injected_oom_is_recovered_without_losing_items(
+    run_env: RuntimeEnv, batch_standins_dir: Path
+) -> None:
     items = list(range(7))
     calls: list[int] = []
 
@@ -143,7 +148,7 @@ def test_injected_oom_is_recovered_without_losing_items(batch_standins_dir: Path
         out = next(iter(session.run(feeds).values()))
         return [float(out[j].mean()) + n for j, n in enumerate(chunk)]
 
-    with _manager(batch_standins_dir, None) as mgr:
+    with _manager(batch_standins_dir, None, env=run_env) as mgr:
         with mgr.acquire("arcface_w600k_r50"):
             pass  # an idle model the recovery can evict
         results = mgr.run_with_recovery("inswapper_128", swap, items)
@@ -159,11 +164,11 @@ def test_injected_oom_is_recovered_without_losing_items(batch_standins_dir: Path
     assert first.evicted == ("arcface_w600k_r50",)
 
 
-def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path) -> None:
+def test_oom_at_batch_one_drops_precision_when_allowed(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
     from ffdesk.runtime.precision import ensure_variant
 
     src = batch_standins_dir / "inswapper_128.onnx"
-    fp16 = ensure_variant(src, "fp16")
+    fp16 = ensure_variant(src, "fp16", cache_dir=run_env.variants_dir)
 
     def run(session: Session, chunk: Sequence[int]) -> list[str]:
         if session.precision == "fp32":
@@ -171,7 +176,7 @@ def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path)
         return [session.precision] * len(chunk)
 
     for allowed in (True, False):
-        mgr = ResidencyManager(None, "cpu", allow_precision_drop=allowed)
+        mgr = ResidencyManager(None, "cpu", allow_precision_drop=allowed, env=run_env)
         mgr.register("swap@fp32", OnnxLoader(src, name="inswapper_128"), fallback="swap@fp16")
         mgr.register("swap@fp16", OnnxLoader(fp16, name="inswapper_128", precision="fp16"))
         with mgr:
@@ -188,9 +193,9 @@ def test_oom_at_batch_one_drops_precision_when_allowed(batch_standins_dir: Path)
             assert mgr.state("swap@fp32") == "out" and mgr.state("swap@fp16") == "device"
 
 
-def test_a_held_model_is_never_evicted(batch_standins_dir: Path) -> None:
-    budget = _largest_model_bytes(batch_standins_dir)
-    with _manager(batch_standins_dir, budget) as mgr:
+def test_a_held_model_is_never_evicted(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
+    budget = _largest_model_bytes(batch_standins_dir, run_env)
+    with _manager(batch_standins_dir, budget, env=run_env) as mgr:
         holding, release, got_b = threading.Event(), threading.Event(), threading.Event()
 
         def hold_a() -> None:
@@ -220,8 +225,8 @@ def test_a_held_model_is_never_evicted(batch_standins_dir: Path) -> None:
             assert {k for k, _ in mgr.resident()} >= {"inswapper_128", "gfpgan_1.4"}
 
 
-def test_host_tier_reload(batch_standins_dir: Path) -> None:
-    with _manager(batch_standins_dir, None, host_budget_bytes=64 * 1024**2) as mgr:
+def test_host_tier_reload(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
+    with _manager(batch_standins_dir, None, host_budget_bytes=64 * 1024**2, env=run_env) as mgr:
         with mgr.acquire("arcface_w600k_r50") as s:
             first = s.run(_feeds(s, 1, 0))
         assert mgr.evict_idle() == ["arcface_w600k_r50"]
@@ -234,8 +239,8 @@ def test_host_tier_reload(batch_standins_dir: Path) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_prefetch_loads_in_background_and_stops(batch_standins_dir: Path) -> None:
-    mgr = _manager(batch_standins_dir, None)
+def test_prefetch_loads_in_background_and_stops(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
+    mgr = _manager(batch_standins_dir, None, env=run_env)
     mgr.prefetch("gfpgan_1.4")
     mgr.wait_prefetched()
     assert mgr.state("gfpgan_1.4") == "device"
@@ -245,18 +250,20 @@ def test_prefetch_loads_in_background_and_stops(batch_standins_dir: Path) -> Non
     assert mgr.state("gfpgan_1.4") == "out"
 
 
-def test_prefetch_waits_for_budget(batch_standins_dir: Path) -> None:
-    with _manager(batch_standins_dir, None) as probe:
+def test_prefetch_waits_for_budget(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
+    with _manager(batch_standins_dir, None, env=run_env) as probe:
         with probe.acquire("gfpgan_1.4"):
             pass
         size = probe.model_bytes
-    with _manager(batch_standins_dir, size) as mgr, mgr.acquire("gfpgan_1.4"):
+    with _manager(batch_standins_dir, size, env=run_env) as mgr, mgr.acquire("gfpgan_1.4"):
         mgr.prefetch("inswapper_128")  # does not fit beside a model in use: skipped
         mgr.wait_prefetched()
         assert mgr.state("inswapper_128") == "out"
 
 
-def test_oom_while_loading_frees_idle_models_and_retries(batch_standins_dir: Path) -> None:
+def test_oom_while_loading_frees_idle_models_and_retries(
+    run_env: RuntimeEnv, batch_standins_dir: Path
+) -> None:
     attempts: list[int] = []
     real = OnnxLoader(batch_standins_dir / "gfpgan_1.4.onnx", name="gfpgan_1.4")
 
@@ -266,7 +273,7 @@ def test_oom_while_loading_frees_idle_models_and_retries(batch_standins_dir: Pat
             raise RuntimeException("Failed to allocate memory for requested buffer of size 268435456")
         return real()
 
-    with _manager(batch_standins_dir, None) as mgr:
+    with _manager(batch_standins_dir, None, env=run_env) as mgr:
         mgr.register("flaky", flaky, size_hint=1024)
         with mgr.acquire("arcface_w600k_r50"):
             pass
@@ -289,12 +296,14 @@ class _SlowLoader(OnnxLoader):
         return super().__call__()
 
 
-def test_a_model_another_thread_is_loading_is_not_loaded_over(batch_standins_dir: Path) -> None:
+def test_a_model_another_thread_is_loading_is_not_loaded_over(
+    run_env: RuntimeEnv, batch_standins_dir: Path
+) -> None:
     """Two stages asking at once under a one-model budget take turns: the second waits for the
     first one's load and batch instead of loading beside it over the budget."""
-    budget = _largest_model_bytes(batch_standins_dir)
+    budget = _largest_model_bytes(batch_standins_dir, run_env)
     started = threading.Event()
-    mgr = ResidencyManager(budget, "cpu")
+    mgr = ResidencyManager(budget, "cpu", env=run_env)
     mgr.register(
         "gfpgan_1.4", _SlowLoader(batch_standins_dir / "gfpgan_1.4.onnx", 0.5, started, name="gfpgan_1.4")
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -166,9 +167,9 @@ def test_sharing_managers_keep_one_budget(fake_probe: FakeProbe, tmp_path: Path)
     app_events: list[tuple[tuple[str, int], ...]] = []
     app = _manager(fake_probe, tmp_path, 500 * MB, on_change=lambda m, _b: app_events.append(m))
     with app:
-        with app.sharing("preview"):
-            preview = ResidencyManager(10 * 2**40, "cpu")  # its own budget is ignored: the app's counts
-        render = ResidencyManager(share=app, holder="render clip.mp4")
+        # its own budget is ignored: the app's counts
+        preview = ResidencyManager(10 * 2**40, "cpu", share=app.share("preview"))
+        render = ResidencyManager(share=app.share("render clip.mp4"))
         assert preview.shared and render.shared and not app.shared
         assert preview.budget_bytes == 500 * MB and preview.holder == "preview"
         for mgr in (preview, render):
@@ -194,10 +195,14 @@ def test_sharing_managers_keep_one_budget(fake_probe: FakeProbe, tmp_path: Path)
     assert preview.peak_model_bytes == 400 * MB and render.peak_model_bytes == 200 * MB
 
 
-def test_a_manager_outside_sharing_keeps_its_own_pool(fake_probe: FakeProbe, tmp_path: Path) -> None:
+def test_a_manager_without_a_share_keeps_its_own_pool(fake_probe: FakeProbe, tmp_path: Path) -> None:
+    """Only the share handed to a manager joins it to a pool: one handed out elsewhere (to a
+    preview, on this thread) does not draw in the managers made after it."""
     with _manager(fake_probe, tmp_path, 100 * MB) as app:
-        with app.sharing("preview"):
-            pass
+        share = app.share("preview")
+        assert share.holder == "preview" and share.manager is app
+        with pytest.raises(FrozenInstanceError):
+            share.holder = "render"  # type: ignore[misc]
         alone = _manager(fake_probe, tmp_path, 300 * MB)
         assert not alone.shared and alone.budget_bytes == 300 * MB
         alone.close()
@@ -228,7 +233,7 @@ def test_many_threads_sharing_a_pool_never_pass_the_budget(fake_probe: FakeProbe
     app = _manager(fake_probe, tmp_path, budget, host_budget_bytes=300 * MB)
     errors: list[BaseException] = []
     with app:
-        managers = [ResidencyManager(share=app, holder=f"job {i}") for i in range(4)]
+        managers = [ResidencyManager(share=app.share(f"job {i}")) for i in range(4)]
         for i, mgr in enumerate(managers):
             for key, size in (("swap", 200), ("embed", 60), ("mask", 120)):
                 loader = FakeLoader(fake_probe, size * MB, key, host_copy=i % 2 == 0, on_load=watch)

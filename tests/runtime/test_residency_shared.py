@@ -11,6 +11,7 @@ import pytest
 
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.files import file_fingerprint
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.residency import ResidencyManager
@@ -56,7 +57,7 @@ def _job(pack: Path, clip: Path, output: Path, mode: str) -> RenderJob:
 
 
 def test_a_preview_beside_a_render_stays_under_one_budget(
-    pack: Path, face_clip: Path, tmp_path: Path
+    run_env: RuntimeEnv, pack: Path, face_clip: Path, tmp_path: Path
 ) -> None:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.preview import Previewer
@@ -90,10 +91,12 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
 
     def render() -> None:
         try:
-            with app.sharing("render face.mp4"):
-                outcome["report"] = run_render(
-                    _job(pack, face_clip, tmp_path / "out.mp4", "final"), on_render_event
-                )
+            outcome["report"] = run_render(
+                _job(pack, face_clip, tmp_path / "out.mp4", "final"),
+                on_render_event,
+                env=run_env,
+                share=app.share("render face.mp4"),
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the test below
             outcome["error"] = exc
         finally:
@@ -107,8 +110,8 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
         previewer = Previewer(
             _job(pack, face_clip, tmp_path / "preview.mp4", "preview"),
             on_event=preview_events.append,
-            residency=app,
-            holder="preview",
+            env=run_env,
+            share=app.share("preview"),
         )
         beside = 0
         t = 0.0

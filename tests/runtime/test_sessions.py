@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.residency import ResidencyManager
 from ffdesk.runtime.sessions import (
     CPU,
@@ -61,14 +62,14 @@ def test_run_torch_falls_back_to_numpy_on_cpu(standins_dir: Path) -> None:
     np.testing.assert_array_equal(t.numpy(), next(iter(ref.values())))
 
 
-def test_torch_session_under_the_manager() -> None:
+def test_torch_session_under_the_manager(run_env: RuntimeEnv) -> None:
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU())
     info = (IOInfo("input", (-1, 3, 32, 32), "float32"),)
 
     def load() -> Session:
         return TorchSession(module, info, ["features"], name="tiny", precision="fp32")
 
-    with ResidencyManager(None, "cpu") as mgr:
+    with ResidencyManager(None, "cpu", env=run_env) as mgr:
         mgr.register("tiny", load, size_hint=4096)
         with mgr.acquire("tiny") as s:
             out = s.run({"input": np.ones((2, 3, 32, 32), np.float32)})

@@ -15,6 +15,7 @@ from ffdesk.pipeline.report import FaceCounts, merge_figures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.embedded import SwapStage, embedded_stages
 from ffdesk.pipeline.stages.front import DetectStage, TrackStage, source_face
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace
 from ffdesk.types import Frame
 from tests.faces import photos
@@ -104,7 +105,7 @@ def test_several_source_faces_largest_or_chosen_left_to_right(
         source_face(analyser, tiled, "two.jpg", 2)
 
 
-def test_render_through_the_engine(tmp_path: Path, astronaut: Frame) -> None:
+def test_render_through_the_engine(run_env: RuntimeEnv, tmp_path: Path, astronaut: Frame) -> None:
     from ffdesk.media.decode import VideoReader
     from ffdesk.media.synth import synth_clip
     from ffdesk.pipeline.engine import run_render
@@ -114,7 +115,7 @@ def test_render_through_the_engine(tmp_path: Path, astronaut: Frame) -> None:
     source = tmp_path / "face.jpg"
     _write(source, photos.grace_hopper())
     out = tmp_path / "out.mp4"
-    report = run_render(RenderJob(target=clip, output=out, sources=(source,), resume=False))
+    report = run_render(RenderJob(target=clip, output=out, sources=(source,), resume=False), env=run_env)
     assert report.faces == FaceCounts(frames_with_faces=8, faces_swapped=8)
     assert report.faces.faces_skipped == 0
     with VideoReader(clip) as a, VideoReader(out) as b:
@@ -176,7 +177,9 @@ def test_reference_face_is_the_only_one_swapped(
         assert not changed[:, :360].any() and changed[:, 360:].any()
 
 
-def test_render_keeps_every_pixel_outside_the_swapped_faces(tmp_path: Path, astronaut: Frame) -> None:
+def test_render_keeps_every_pixel_outside_the_swapped_faces(
+    run_env: RuntimeEnv, tmp_path: Path, astronaut: Frame
+) -> None:
     """The embedded stages edit regions only, so the encoder writes just those back into the
     decoded frames: with lossless encoding every luma sample away from the face, and every sample
     of a frame without a face, is exactly what the source decodes to."""
@@ -189,7 +192,9 @@ def test_render_keeps_every_pixel_outside_the_swapped_faces(tmp_path: Path, astr
     synth_clip(clip, width=320, height=240, fps=25.0, frames=6, face_image=astronaut[20:260, 110:350])
     source = _write(tmp_path / "face.jpg", photos.grace_hopper())
     out = tmp_path / "out.mp4"
-    report = run_render(RenderJob(target=clip, output=out, sources=(source,), quality=100, resume=False))
+    report = run_render(
+        RenderJob(target=clip, output=out, sources=(source,), quality=100, resume=False), env=run_env
+    )
     assert report.faces is not None and report.faces.faces_swapped == 6
 
     def lumas(path: Path) -> list[np.ndarray]:

@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
+from ffdesk.hw import DriverFlags
 from ffdesk.telemetry.nvml import GpuSample, Nvml, ProcessGpuMemory, decode_throttle_reasons
+from ffdesk.telemetry.sampler import SystemProbe
 from tests.telemetry.fake_nvml import (
     FakeDevice,
     FakeNvml,
@@ -179,6 +181,18 @@ def test_library_not_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_disabled_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FFDESK_NO_NVML", "1")
     assert Nvml().reason == "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
+
+
+def test_disabled_by_the_flags_a_front_end_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The switch the front end read decides, not this process's variables."""
+    monkeypatch.delenv("FFDESK_NO_NVML", raising=False)
+    assert Nvml(flags=DriverFlags(no_nvml=True)).reason == "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
+    monkeypatch.setenv("FFDESK_NO_NVML", "1")
+    fake = FakeNvml()
+    assert Nvml(fake, flags=DriverFlags()).available  # a stand-in module is used whatever the flags
+    assert SystemProbe(flags=DriverFlags(no_nvml=True)).no_gpu_reason == (
+        "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
+    )
 
 
 def test_the_real_module_never_raises() -> None:

@@ -17,6 +17,7 @@ from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stages.trained import read_contract
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.training import control
 from ffdesk.training import evaluate as ev
 from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count
@@ -36,7 +37,7 @@ def held_out(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 
 
 def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
-    trained: Path, facesets: tuple[Path, Path], held_out: np.ndarray, tmp_path: Path
+    run_env: RuntimeEnv, trained: Path, facesets: tuple[Path, Path], held_out: np.ndarray, tmp_path: Path
 ) -> None:
     teacher_cfg = ModelConfig.tiny(64)
     student_cfg = teacher_cfg.student("tiny")
@@ -78,7 +79,7 @@ def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
     face = skimage.data.astronaut()[30:260, 130:320]
     synth_clip(clip, width=256, height=192, fps=25, frames=4, face_image=face, crf=12)
     job = RenderJob(target=clip, output=tmp_path / "out.mp4", swapper=str(run), batch=4)
-    report = run_render(job, lambda _e: None)
+    report = run_render(job, lambda _e: None, env=run_env)
     assert report.faces is not None
     assert report.faces.faces_swapped == report.faces.frames_with_faces == 4
     with av.open(str(tmp_path / "out.mp4")) as c:

@@ -18,6 +18,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.stage import edits_regions_only
 from ffdesk.pipeline.stages.trained import TrainedSwapStage, is_trained_swapper, read_contract
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _frames(path: Path) -> list[np.ndarray]:
@@ -45,16 +46,20 @@ def test_the_exported_model_is_recognised_by_its_contract(trained: Path, tmp_pat
     other = tmp_path / "other.onnx"
     other.write_bytes(b"not a model")
     assert not is_trained_swapper(str(other)) and not is_trained_swapper("inswapper_128")
+    # a relative name is also looked for in the environment's models folder
+    assert is_trained_swapper(trained.name, trained.parent) and not is_trained_swapper(trained.name)
 
 
-def test_render_swaps_faces_with_the_trained_model(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+def test_render_swaps_faces_with_the_trained_model(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path
+) -> None:
     job = RenderJob(
         target=face_clip, output=tmp_path / "out.mp4", swapper=str(trained / "model.onnx"), batch=4
     )
-    stages = build_stages(job)  # no --source needed: the model knows whom to draw
+    stages = build_stages(job, env=run_env)  # no --source needed: the model knows whom to draw
     assert isinstance(stages[-1], TrainedSwapStage)
     stages[-1].finish()  # releases the model this check loaded
-    report = run_render(job, lambda _e: None)
+    report = run_render(job, lambda _e: None, env=run_env)
     assert report.faces is not None and report.models is not None
     assert report.faces.faces_swapped == report.faces.frames_with_faces == 6
     assert report.models.swapper_kind == "ffdesk-trained-swapper" and report.models.swap_scale == 1
@@ -69,16 +74,18 @@ def test_render_swaps_faces_with_the_trained_model(trained: Path, face_clip: Pat
     assert not changed[:10, :].any()  # and nothing else (the bar code row stays)
 
 
-def test_trained_render_writes_only_the_pasted_faces(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+def test_trained_render_writes_only_the_pasted_faces(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path
+) -> None:
     """The trained swap records the pixels it pastes, so the encoder writes only those back into
     the decoded frames: with lossless H.264 every luma sample away from the face is exactly what
     the source decodes to."""
     out = tmp_path / "lossless.mp4"
     job = RenderJob(target=face_clip, output=out, swapper=str(trained), batch=4, quality=100, resume=False)
-    stages = build_stages(job)
+    stages = build_stages(job, env=run_env)
     assert edits_regions_only(stages)
     stages[-1].finish()  # releases the model this check loaded
-    faces = run_render(job, lambda _e: None).faces
+    faces = run_render(job, lambda _e: None, env=run_env).faces
     assert faces is not None and faces.faces_swapped == 6
 
     def lumas(path: Path) -> list[np.ndarray]:
@@ -95,7 +102,9 @@ def test_trained_render_writes_only_the_pasted_faces(trained: Path, face_clip: P
         assert box < 0.5 * a.size  # ... and nothing outside its region changed
 
 
-def test_cli_render_with_a_run_folder_and_a_bad_model(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+def test_cli_render_with_a_run_folder_and_a_bad_model(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "cli.mp4"
     assert (
         main(["render", "--target", str(face_clip), "--output", str(out), "--swapper", str(trained), "-q"])
@@ -107,20 +116,20 @@ def test_cli_render_with_a_run_folder_and_a_bad_model(trained: Path, face_clip: 
     with pytest.raises(UserError):
         from ffdesk.pipeline.stages.trained import trained_stages
 
-        trained_stages(RenderJob(target=face_clip, output=out, swapper=str(bogus)))
+        trained_stages(RenderJob(target=face_clip, output=out, swapper=str(bogus)), env=run_env)
 
 
 def test_the_trained_swapper_runs_where_the_provider_says(
-    trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ffdesk.pipeline.stages.trained import trained_stages
     from ffdesk.runtime import sessions
 
-    monkeypatch.setattr(sessions, "cuda_usable", lambda: True)  # as on a machine with a GPU
+    monkeypatch.setattr(sessions, "cuda_usable", lambda _flags=None: True)  # as on a machine with a GPU
 
     def model_for(**kw: object) -> Any:
         job = RenderJob(target=face_clip, output=tmp_path / "o.mp4", swapper=str(trained), **kw)  # type: ignore[arg-type]
-        stage = trained_stages(job)[-1]
+        stage = trained_stages(job, env=run_env)[-1]
         assert isinstance(stage, TrainedSwapStage)
         stage.model.close()
         return stage.model
@@ -131,12 +140,14 @@ def test_the_trained_swapper_runs_where_the_provider_says(
     assert trt.manager.device == "cuda" and trt.options.tensorrt
 
 
-def test_a_trained_swapper_draws_at_the_swap_scale(trained: Path, face_clip: Path, tmp_path: Path) -> None:
+def test_a_trained_swapper_draws_at_the_swap_scale(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path
+) -> None:
     outs = {}
     for scale in (1, 2):
         out = tmp_path / f"x{scale}.mp4"
         job = RenderJob(target=face_clip, output=out, swapper=str(trained), swap_scale=scale, provider="cpu")  # type: ignore[arg-type]
-        report = run_render(job, lambda _e: None)
+        report = run_render(job, lambda _e: None, env=run_env)
         assert report.faces is not None and report.faces.faces_swapped == 6
         outs[scale] = _frames(out)
     before = _frames(face_clip)

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,10 @@ from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
 from ffdesk.types import Frame, Mask
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -141,7 +145,17 @@ def psnr(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> float:
 class ModelRender:
     """What the model stages of one render share: files, the residency manager, the source."""
 
-    def __init__(self, job: RenderJob, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self,
+        job: RenderJob,
+        catalog: Catalog | None = None,
+        *,
+        env: RuntimeEnv,
+        share: Share | None = None,
+    ) -> None:
+        """`env`: the runtime environment (models folder, variants and TensorRT caches, driver
+        switches); `share`: the residency pool to join (None: one of the render's own, under
+        `job.memory_budget`)."""
         from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.files import resolve_models_dir
         from ffdesk.runtime.precision import resolve_precision
@@ -150,8 +164,9 @@ class ModelRender:
         if job.swapper is None:
             raise ValueError("model stages need job.swapper")
         self.job = job
+        self.env = env
         self.catalog = catalog or load_catalog()
-        cat, folder = self.catalog, resolve_models_dir(job.models_dir)
+        cat, folder = self.catalog, resolve_models_dir(job.models_dir, env)
         self.swapper = resolve_model(job.swapper, "swapper", folder, cat)
         self.recognizer = resolve_model(job.recognizer or DEFAULT_RECOGNIZER, "recognizer", folder, cat)
         self.detector = resolve_model(job.detector, "detector", folder, cat) if job.detector else None
@@ -183,14 +198,18 @@ class ModelRender:
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
-        self.device = job_device(job.provider)
+        self.device = job_device(job.provider, env)
         self.tile: int = job.swap_scale
         self.on_event: Callable[[ev.Event], None] = _ignore
         self.manager = ResidencyManager(
-            budget_bytes=job.memory_budget, device=self.device, on_change=self._memory_changed
+            budget_bytes=job.memory_budget,
+            device=self.device,
+            on_change=self._memory_changed,
+            env=env,
+            share=share,
         )
         self.precision: str = resolve_precision(job.precision, job.mode, self.device)
-        self.options = session_options(job.provider, self.device, self.precision)
+        self.options = session_options(job.provider, self.device, env, self.precision)
         self.keys: dict[str, str] = {}
         for choice in self._all():
             self.keys[choice.role] = self._register(choice, "fp32", choice.path)
@@ -434,12 +453,13 @@ class ModelRender:
     def _prepare_variant(self) -> None:
         from ffdesk.runtime import precision as prec
 
-        src = self.swapper.path
+        src, variants = self.swapper.path, self.env.variants_dir
         if self.precision == "int8":
-            cached = prec.variant_path(src, "int8").is_file()
-            variant = prec.make_int8(src, None if cached else self._calibration_feeds())
+            cached = prec.variant_path(src, "int8", cache_dir=variants).is_file()
+            feeds = None if cached else self._calibration_feeds()
+            variant = prec.make_int8(src, feeds, cache_dir=variants)
         else:
-            variant = prec.make_fp16(src)
+            variant = prec.make_fp16(src, cache_dir=variants)
         self.swap_key = self._register(self.swapper, self.precision, variant)
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
@@ -738,15 +758,17 @@ class EnhanceStage:
         return StageFigures(models=models)
 
 
-def model_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
+def model_stages(
+    job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
+) -> list[Stage]:
     """The stages of a model-pack render. Model files, the budget and the source face are
     checked here, on the caller's thread, so a bad setting fails before any frame is decoded.
 
     Detection, tracking, smoothing and face selection are the shared face front end
     (`ffdesk.pipeline.stages.front`); detection on key frames is the pack's detector when one is
-    named.
+    named. `env` and `share`: as for `ModelRender`.
     """
-    ctx = ModelRender(job)
+    ctx = ModelRender(job, env=env, share=share)
     batch = max(1, job.batch)
     front = FaceFrontEnd.for_job(job, ctx.analyser, info)
     detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None

@@ -18,7 +18,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -35,13 +35,20 @@ from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.types import Frame, Mask
 
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
+
 KIND = "ffdesk-trained-swapper"
 DEFAULT_TEMPLATE = "arcface_128"
 
 
-def model_path(value: str) -> Path:
-    """The .onnx a `--swapper` value names (a run folder means its model.onnx)."""
+def model_path(value: str, models_dir: Path | None = None) -> Path:
+    """The .onnx a `--swapper` value names (a run folder means its model.onnx). A relative
+    name that is not there is looked for in `models_dir` (the environment's models folder)."""
     p = Path(value).expanduser()
+    if models_dir is not None and not p.is_absolute() and not p.exists() and (models_dir / p).exists():
+        p = models_dir / p
     return p / "model.onnx" if p.is_dir() else p
 
 
@@ -72,9 +79,10 @@ def read_contract(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def is_trained_swapper(value: str | None) -> bool:
-    """Whether a `--swapper` value names a model made by `ffdesk train`."""
-    return bool(value) and read_contract(model_path(str(value))) is not None
+def is_trained_swapper(value: str | None, models_dir: Path | None = None) -> bool:
+    """Whether a `--swapper` value names a model made by `ffdesk train` (`models_dir`: where a
+    relative name is also looked for)."""
+    return bool(value) and read_contract(model_path(str(value), models_dir)) is not None
 
 
 class TrainedSwap:
@@ -90,6 +98,9 @@ class TrainedSwap:
         budget_bytes: int | None,
         provider: Provider = "auto",
         tile: int = 1,
+        *,
+        env: RuntimeEnv,
+        share: Share | None = None,
     ) -> None:
         from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
@@ -101,10 +112,14 @@ class TrainedSwap:
             raise UserError(f"{path}: unknown alignment template {self.template!r} in its contract")
         self.tile = tile
         self.on_event: Callable[[ev.Event], None] = lambda _e: None
-        self.device = job_device(provider)
-        self.options = session_options(provider, self.device)
+        self.device = job_device(provider, env)
+        self.options = session_options(provider, self.device, env)
         self.manager = ResidencyManager(
-            budget_bytes=budget_bytes, device=self.device, on_change=self._memory_changed
+            budget_bytes=budget_bytes,
+            device=self.device,
+            on_change=self._memory_changed,
+            env=env,
+            share=share,
         )
         self.key = "trained_swapper@fp32"
         self.manager.register(
@@ -207,16 +222,22 @@ class TrainedSwapStage:
         return StageFigures(faces=faces, models=models)
 
 
-def trained_stages(job: RenderJob, info: MediaInfo | None = None) -> list[Stage]:
+def trained_stages(
+    job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
+) -> list[Stage]:
     """Stages for a render with a trained swapper; the model and its contract are checked here,
-    on the caller's thread, before any frame is decoded."""
+    on the caller's thread, before any frame is decoded. `env`: the runtime environment (models
+    folder, driver switches); `share`: the residency pool the model joins."""
     from ffdesk.pipeline.stages.front import FaceFrontEnd
+    from ffdesk.runtime.files import resolve_models_dir
 
     assert job.swapper is not None
-    path = model_path(job.swapper)
+    path = model_path(job.swapper, resolve_models_dir(job.models_dir, env))
     contract = read_contract(path)
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
-    model = TrainedSwap(path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale)
+    model = TrainedSwap(
+        path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share
+    )
     front = FaceFrontEnd.for_job(job, info=info)
     return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]

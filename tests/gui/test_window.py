@@ -277,3 +277,24 @@ def test_without_a_display_the_app_says_so_in_one_line(tmp_path: Path) -> None:
         env=env,
     )
     assert mon.returncode == 2 and "--no-window" in mon.stderr
+
+
+def test_the_window_takes_its_folders_from_the_environment(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The queue file and the models folder the pickers offer are the runtime environment's."""
+    from ffdesk.gui.main_window import MainWindow, open_settings
+    from ffdesk.runtime.standins import write_standins
+
+    env = RuntimeEnv.in_folder(tmp_path / "env")
+    write_standins(env.models_dir, ["inswapper_128"])
+    w = MainWindow(
+        env=env, settings=open_settings(tmp_path / "gui.ini"), telemetry=False, confirm_close=lambda: True
+    )
+    qtbot.addWidget(w)
+    try:
+        assert w.queue.store.path == env.data_dir / "queue.json"
+        assert w.memory.env is env and w.queue.worker.env is env and w.preview_worker.env is env
+        combo = w.controls.model_choice["swapper"]
+        qtbot.waitUntil(lambda: combo.count() > 1, timeout=60_000)
+        assert "inswapper_128" in [combo.itemText(i) for i in range(combo.count())]
+    finally:
+        w.shutdown()

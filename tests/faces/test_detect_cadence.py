@@ -115,3 +115,9 @@ def test_a_tracker_counts_steady_frames_and_starts_again_when_a_face_is_lost(
     for i, frame in enumerate(blank_clip):
         fresh.update(frame, i, analyser.detect(frame))
         assert fresh.steady_frames == 0  # no face: never steady
+
+
+def test_resumed_segments_start_on_a_full_detection_frame() -> None:
+    from ffdesk.pipeline.job import SEGMENT_FRAMES
+
+    assert SEGMENT_FRAMES % FULL_DETECT_EVERY == 0 and FULL_DETECT_EVERY % DETECT_EVERY == 0

@@ -29,12 +29,15 @@ class Footprint:
 
 class FootprintStore:
     """Measured model footprints: an in-memory cache backed by a small JSON file at `path`
-    (default: the environment's `footprints_path`)."""
+    (else the runtime environment's `footprints_path`; one of the two is needed)."""
 
     def __init__(self, path: Path | None = None, *, env: RuntimeEnv | None = None) -> None:
-        if path is None and env is None:
+        if path is not None:
+            self.path = Path(path)
+        elif env is not None:
+            self.path = env.footprints_path
+        else:
             raise TypeError("FootprintStore needs its file's path or the runtime environment")
-        self.path = Path(path) if path is not None else env.footprints_path  # type: ignore[union-attr]
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._records: dict[str, Footprint] | None = None

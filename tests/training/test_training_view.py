@@ -105,8 +105,13 @@ def qtbot_button():  # type: ignore[no-untyped-def]
 
 def test_monitor_window_with_live_telemetry_stops_its_sampler(qtbot, run: Path) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.monitor_app import _start_sampler
+    from ffdesk.hw import DriverFlags
 
-    sampler = _start_sampler()
+    sampler = _start_sampler(DriverFlags(no_nvml=True))  # the switches the command passes
+    assert (
+        sampler is not None
+        and sampler.source.no_gpu_reason == "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
+    )
     assert sampler is not None and sampler.running
     window = MonitorWindow(run, sampler=sampler, interval_ms=50)
     qtbot.addWidget(window)

@@ -46,13 +46,16 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ffdesk.commands.runtime_env import runtime_env
     from ffdesk.media.encode import container_suffix
     from ffdesk.media.inspect import inspect_clip
 
     suffix = args.output.suffix.lower() if args.output is not None else container_suffix(args.encoder)
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
-    report = inspect_clip(args.clip, suffix, encoder=args.encoder, fps=args.fps)
+    report = inspect_clip(
+        args.clip, suffix, encoder=args.encoder, fps=args.fps, driver=runtime_env(args).driver
+    )
     if args.json:
         json.dump(report_dict(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -202,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         amp_dtype=args.amp_dtype,
         alloc_split_mb=args.alloc_split_mb,
     )
+    from ffdesk.commands.runtime_env import runtime_env
     from ffdesk.training import launch
 
     nproc = args.nproc if args.nproc is not None else (1 if launch.in_torchrun() else launch.default_nproc())
@@ -240,7 +241,11 @@ def run(args: argparse.Namespace) -> int:
     previous_term = signal.signal(signal.SIGTERM, on_sigterm) if launch.in_torchrun() else None
     try:
         result = Trainer(
-            settings, lambda: interrupts["count"] > 0 or interrupts["term"] > 0, on_record, on_message
+            settings,
+            lambda: interrupts["count"] > 0 or interrupts["term"] > 0,
+            on_record,
+            on_message,
+            driver=runtime_env(args).driver,
         ).run()
     finally:
         signal.signal(signal.SIGINT, previous)

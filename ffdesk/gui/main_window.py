@@ -175,7 +175,7 @@ class MainWindow(QMainWindow):
         self.graphs = GraphsView(self.telemetry)
         self.queue_view = QueueView(self.queue)
         self.clip_notes = ClipNotes(self)
-        self.inspector = ClipInspector(self.clip_notes, self)
+        self.inspector = ClipInspector(self.clip_notes, self, driver=self.env.driver)
         self.status_view = StatusView(self.status, self.clip_notes)
         self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
 

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.models import StatusLog
+from ffdesk.hw import DriverFlags
 from ffdesk.types import EncoderName
 
 LEVEL_COLOURS = {"info": "#bbbbbb", "warning": "#e0a040", "error": "#ff6060"}
@@ -74,9 +75,13 @@ class ClipInspector(QObject):
     inspected = Signal(str, object)  # file name, tuple of warning lines
     _done = Signal(int, str, object, str)  # serial, name, lines, error
 
-    def __init__(self, notes: ClipNotes, parent: QObject | None = None) -> None:
+    def __init__(
+        self, notes: ClipNotes, parent: QObject | None = None, *, driver: DriverFlags | None = None
+    ) -> None:
         super().__init__(parent)
         self.notes = notes
+        self.driver = driver
+        """The app's driver switches: they decide whether the plan tries NVENC."""
         self._serial = 0
         self._threads: list[threading.Thread] = []
         self._last: tuple[Path, str] | None = None
@@ -110,7 +115,9 @@ class ClipInspector(QObject):
         from ffdesk.media.inspect import inspect_clip
 
         try:
-            report = inspect_clip(path, container_suffix(encoder), encoder=cast(EncoderName, encoder))
+            report = inspect_clip(
+                path, container_suffix(encoder), encoder=cast(EncoderName, encoder), driver=self.driver
+            )
         except Exception as exc:  # noqa: BLE001 - shown in the status area, never a crash
             text = str(exc).strip().splitlines()
             self._done.emit(serial, path.name, (), text[0] if text else type(exc).__name__)

@@ -25,6 +25,7 @@ from typing import Literal, cast
 import av
 
 from ffdesk.errors import MediaError
+from ffdesk.hw import DriverFlags
 from ffdesk.media import _errors
 from ffdesk.media.audio_plan import default_layout, plan_audio
 from ffdesk.media.probe import AudioInfo, FieldOrder, VideoInfo, probe
@@ -203,9 +204,15 @@ def has_packed_bframes(data: bytes) -> bool:
 
 
 def inspect_clip(
-    path: Path, output_suffix: str = ".mp4", *, encoder: EncoderName = "h264", fps: float | None = None
+    path: Path,
+    output_suffix: str = ".mp4",
+    *,
+    encoder: EncoderName = "h264",
+    fps: float | None = None,
+    driver: DriverFlags | None = None,
 ) -> ClipReport:
-    """Describe `path` and what a render into an `output_suffix` file with `encoder` will do.
+    """Describe `path` and what a render into an `output_suffix` file with `encoder` will do
+    (`driver`: the front end's driver switches, which decide whether NVENC is tried).
 
     Fast: it reads at most a few hundred packets and decodes about a hundred frames. `fps` is the
     rate of an image sequence (None: 24). Raises MediaError (one line naming the file) for a file
@@ -245,7 +252,7 @@ def inspect_clip(
         )
     vreport = _video_report(video, scan.profile, scan.packed, stamps)
     audio = scan.audio or tuple(_audio_from_probe(a) for a in info.audio)
-    plans = (_video_plan(vreport, encoder), *(_audio_plan(a, output_suffix, encoder) for a in audio))
+    plans = (_video_plan(vreport, encoder, driver), *(_audio_plan(a, output_suffix, encoder) for a in audio))
     damage = _join(*info.warnings, scan.damage, frame_damage)
     return ClipReport(
         path=path,
@@ -480,17 +487,17 @@ def _image_report(path: Path, video: VideoInfo, size: int, suffix: str, encoder:
     )
 
 
-def video_encoder_name(encoder: EncoderName) -> str:
+def video_encoder_name(encoder: EncoderName, driver: DriverFlags | None = None) -> str:
     """The FFmpeg encoder a render tries first for `encoder` (NVENC when an NVIDIA GPU is there)."""
     from ffdesk.media.encode import nvidia_gpu_present
 
-    if encoder in _NVENC and nvidia_gpu_present():
+    if encoder in _NVENC and nvidia_gpu_present(driver):
         return _NVENC[encoder]
     return _SOFTWARE[encoder]
 
 
-def _video_plan(video: VideoReport, encoder: EncoderName) -> StreamPlan:
-    name = video_encoder_name(encoder)
+def _video_plan(video: VideoReport, encoder: EncoderName, driver: DriverFlags | None = None) -> StreamPlan:
+    name = video_encoder_name(encoder, driver)
     deep = video.bit_depth > 8
     if encoder == "h264":
         detail = "yuv420p, 8-bit"

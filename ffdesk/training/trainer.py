@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from ffdesk.errors import UserError
+from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
 from ffdesk.training import control
 from ffdesk.training import dist as tdist
@@ -148,14 +149,14 @@ def _alignment(a: Faceset, b: Faceset) -> dict[str, Any]:
 class _Telemetry:
     """GPU memory and power for the metrics log; None where there is no GPU or NVML."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, driver: DriverFlags | None = None) -> None:
         self.device = device
         self._nvml: Any = None
         if device.type == "cuda":
             try:
                 from ffdesk.telemetry.nvml import Nvml
 
-                nv = Nvml()
+                nv = Nvml(flags=driver)
                 self._nvml = nv if nv.available else None
             except Exception:  # noqa: BLE001 - telemetry must never stop training
                 self._nvml = None
@@ -271,8 +272,12 @@ class Trainer:
         on_record: Callable[[dict[str, Any]], None] | None = None,
         on_message: Callable[[str], None] | None = None,
         ctx: DistContext | None = None,
+        *,
+        driver: DriverFlags | None = None,
     ) -> None:
+        """`driver`: the front end's driver switches (`FFDESK_NO_NVML`) for the GPU telemetry."""
         self.s = settings
+        self.driver = driver
         self.run_dir = Path(settings.run_dir)
         self.should_stop = should_stop
         self.on_record = on_record or (lambda _r: None)
@@ -366,7 +371,7 @@ class Trainer:
         main = self.ctx.is_main
         preview_batch = _preview_batch(fa, fb, s.resolution) if main else None
         logs = _Logs(self.run_dir, loop.step) if main else None
-        telemetry = _Telemetry(device)
+        telemetry = _Telemetry(device, self.driver)
         pids = tdist.gather_floats(self.ctx, [float(os.getpid())], device)
         self._ranks = [{"rank": r, "pid": int(p[0])} for r, p in enumerate(pids)]
 

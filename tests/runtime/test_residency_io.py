@@ -3,28 +3,14 @@ pool's lock, so other threads can still ask the manager while a file is read or 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from ffdesk.runtime.footprints import Footprint, FootprintStore
 from ffdesk.runtime.residency import ResidencyManager
 from tests.runtime.conftest import FakeLoader, FakeProbe
+from tests.runtime.test_residency_manager import _from_another_thread
 
 MB = 2**20
-
-
-def _free_from_another_thread(fn: Callable[[], object], timeout: float = 2.0) -> bool:
-    done = threading.Event()
-
-    def run() -> None:
-        fn()
-        done.set()
-
-    t = threading.Thread(target=run, name="ffdesk-test-probe")
-    t.start()
-    t.join(timeout)
-    return done.is_set()
 
 
 class WatchedStore(FootprintStore):
@@ -38,7 +24,7 @@ class WatchedStore(FootprintStore):
     def _check(self, what: str) -> None:
         mgr = self.manager
         if mgr is not None:
-            self.io.append((what, _free_from_another_thread(mgr.resident)))
+            self.io.append((what, _from_another_thread(mgr.resident)))
 
     def _read_file(self) -> dict[str, Footprint]:
         self._check("read")

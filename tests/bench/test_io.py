@@ -30,7 +30,7 @@ def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_ffmpeg_gets_the_renders_job(clips: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inspect_mod, "video_encoder_name", lambda enc: "libx264")
+    monkeypatch.setattr(inspect_mod, "video_encoder_name", lambda enc, driver=None: "libx264")
     out = Path("out.mp4")
     cmd = ffmpeg_command("ffmpeg", inspect_clip(clips["mp4"]), out)
     text = " ".join(cmd)

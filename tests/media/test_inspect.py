@@ -20,7 +20,9 @@ from ffdesk.media.synth import SynthResult, draw_frame
 @pytest.fixture(autouse=True)
 def _no_nvenc(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plans name the software encoders whatever GPU the test machine has."""
-    monkeypatch.setattr(inspect_mod, "video_encoder_name", lambda enc: inspect_mod._SOFTWARE[enc])
+    monkeypatch.setattr(
+        inspect_mod, "video_encoder_name", lambda enc, _driver=None: inspect_mod._SOFTWARE[enc]
+    )
 
 
 # -- clips with quirks, written with PyAV ---------------------------------------------------------

@@ -27,6 +27,10 @@ CHECKPOINT = "checkpoint.pt"
 PREVIEW = "preview.png"
 MODEL = "model.onnx"
 MODEL_INFO = "model.json"
+INT8_MODEL = "model_int8.onnx"
+"""A quantization-aware run's export, written beside the FP32 `model.onnx` of the run it tuned."""
+STUDENT_NOTE = "student.json"
+"""In a teacher's run folder: where its latest exported student is (for a preview to pick)."""
 
 
 def send(run_dir: Path, command: Command) -> None:

@@ -119,8 +119,7 @@ def contract(cfg: ModelConfig, alignment: dict[str, Any], step: int, extra: dict
     }
 
 
-INT8_MODEL = "model_int8.onnx"
-"""A quantization-aware run's export, written beside the FP32 `model.onnx` of the run it tuned."""
+INT8_MODEL = control.INT8_MODEL
 
 
 def export_run(run_dir: Path, out: Path | None = None) -> Path:

@@ -24,6 +24,7 @@ import torch.nn.functional as F  # noqa: N812 - the usual name
 from torch import nn
 
 from ffdesk.errors import UserError
+from ffdesk.training import control
 from ffdesk.training.losses import WEIGHTS, dssim, masked_losses
 from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count
 
@@ -123,8 +124,7 @@ class SwapTask:
         return f"{parameter_count(self.net) / 1e6:.2f}M parameters"
 
 
-STUDENT_NOTE = "student.json"
-"""In a teacher's run folder: where its latest exported student is (for a preview to pick)."""
+STUDENT_NOTE = control.STUDENT_NOTE
 
 
 def note_student(teacher_dir: Path, model: Path) -> None:

@@ -156,3 +156,60 @@ def test_a_trained_swapper_draws_at_the_swap_scale(
         assert changed.mean() > 0.03 and not changed[:10, :].any()  # the face redrawn, nothing else
     # twice the crop: the faces are drawn from four interleaved model calls, not one
     assert np.abs(outs[2][0].astype(int) - outs[1][0].astype(int)).max() > 10
+
+
+def _copy_run(trained: Path, dest: Path) -> Path:
+    import shutil
+
+    dest.mkdir()
+    for name in ("model.onnx", "model.json"):
+        shutil.copy(trained / name, dest / name)
+    return dest
+
+
+def test_a_run_folder_gives_its_int8_export_and_its_student_where_asked(
+    trained: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from ffdesk.pipeline.stages.trained import chosen_model
+
+    run = _copy_run(trained, tmp_path / "teacher")
+    model = run / "model.onnx"
+    assert chosen_model(str(run), None, "final", "auto") == model
+    with pytest.raises(UserError, match="--qat"):
+        chosen_model(str(run), None, "final", "int8")
+    # a quantization-aware export beside it (here: the same graph, its contract saying int8)
+    (run / "model_int8.onnx").write_bytes(model.read_bytes())
+    contract = json.loads((run / "model.json").read_text())
+    (run / "model_int8.json").write_text(json.dumps({**contract, "precision": "int8", "model_kind": "qat"}))
+    assert chosen_model(str(run), None, "final", "int8") == run / "model_int8.onnx"
+    assert chosen_model(str(model), None, "final", "int8") == run / "model_int8.onnx"
+    # a distilled student the teacher's student.json names: a preview with precision auto takes it
+    student = _copy_run(trained, tmp_path / "student")
+    (run / "student.json").write_text(json.dumps({"model": str(student / "model.onnx"), "step": 40}))
+    assert chosen_model(str(run), None, "preview", "auto") == student / "model.onnx"
+    assert chosen_model(str(run), None, "final", "auto") == model  # a final render keeps the teacher
+    assert chosen_model(str(run), None, "preview", "fp32") == model  # so does a precision asked for
+    (student / "model.onnx").unlink()  # a student that is gone is not picked
+    assert chosen_model(str(run), None, "preview", "auto") == model
+    # a file named directly is run as named
+    other = tmp_path / "elsewhere.onnx"
+    other.write_bytes(model.read_bytes())
+    assert chosen_model(str(other), None, "preview", "int8") == other
+
+
+def test_an_int8_render_runs_the_quantization_aware_export(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path
+) -> None:
+    import json
+
+    run = _copy_run(trained, tmp_path / "teacher")
+    (run / "model_int8.onnx").write_bytes((run / "model.onnx").read_bytes())
+    contract = json.loads((run / "model.json").read_text())
+    (run / "model_int8.json").write_text(json.dumps({**contract, "precision": "int8", "model_kind": "qat"}))
+    job = RenderJob(target=face_clip, output=tmp_path / "out.mp4", swapper=str(run), precision="int8")
+    report = run_render(job, lambda _e: None, env=run_env)
+    assert report.models is not None and report.faces is not None
+    assert report.models.swapper == str(run / "model_int8.onnx")
+    assert report.models.swapper_precision == "int8" and report.faces.faces_swapped == 6

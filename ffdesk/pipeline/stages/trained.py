@@ -33,7 +33,7 @@ from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
-from ffdesk.types import Frame, Mask
+from ffdesk.types import Frame, Mask, Mode, Precision
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -50,6 +50,47 @@ def model_path(value: str, models_dir: Path | None = None) -> Path:
     if models_dir is not None and not p.is_absolute() and not p.exists() and (models_dir / p).exists():
         p = models_dir / p
     return p / "model.onnx" if p.is_dir() else p
+
+
+def chosen_model(value: str, models_dir: Path | None, mode: Mode, precision: Precision) -> Path:
+    """The .onnx a render runs for a `--swapper` value. A file is run as named. A run folder gives
+    its `model.onnx`, except: `--precision int8` takes the quantization-aware export beside it
+    (`model_int8.onnx`: a one-line error when the run has none), and a preview with `--precision
+    auto` takes the run's latest distilled student (the one its `student.json` names) when that
+    file is there."""
+    from ffdesk.training import control
+
+    path = model_path(value, models_dir)
+    run = path.parent
+    if path.name != control.MODEL or not (run / control.MODEL).is_file():
+        return path
+    if precision == "int8":
+        int8 = run / control.INT8_MODEL
+        if not int8.is_file():
+            raise UserError(
+                f"{run}: --precision int8 needs the run's quantization-aware export "
+                f"{control.INT8_MODEL} (make it with `ffdesk train --qat`)"
+            )
+        return int8
+    if mode == "preview" and precision == "auto":
+        student = _student_of(run)
+        if student is not None:
+            return student
+    return path
+
+
+def _student_of(run: Path) -> Path | None:
+    """The student export a teacher run's `student.json` names, when it is there and ours."""
+    from ffdesk.training import control
+
+    try:
+        note = json.loads((run / control.STUDENT_NOTE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    model = Path(str(note.get("model") or "")) if isinstance(note, dict) else None
+    if model is None or not model.is_file() or read_contract(model) is None:
+        return None
+    return model
 
 
 def read_contract(path: Path) -> dict[str, Any] | None:
@@ -121,9 +162,11 @@ class TrainedSwap:
             env=env,
             share=share,
         )
-        self.key = "trained_swapper@fp32"
+        self.precision = "int8" if contract.get("precision") == "int8" else "fp32"
+        """What the file holds: a quantization-aware export is int8, every other export fp32."""
+        self.key = f"trained_swapper@{self.precision}"
         self.manager.register(
-            self.key, OnnxLoader(path, self.options, name="trained_swapper", precision="fp32")
+            self.key, OnnxLoader(path, self.options, name="trained_swapper", precision=self.precision)
         )
 
     @property
@@ -213,7 +256,7 @@ class TrainedSwapStage:
         models = ModelsReport.of(
             residency,
             swapper=str(self.model.path),
-            swapper_precision="fp32",
+            swapper_precision=self.model.precision,
             swapper_kind=KIND,
             swap_scale=self.model.tile,
         )
@@ -232,7 +275,7 @@ def trained_stages(
     from ffdesk.runtime.files import resolve_models_dir
 
     assert job.swapper is not None
-    path = model_path(job.swapper, resolve_models_dir(job.models_dir, env))
+    path = chosen_model(job.swapper, resolve_models_dir(job.models_dir, env), job.mode, job.precision)
     contract = read_contract(path)
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")

@@ -39,14 +39,13 @@ def usable_models_in(models_dir: Path | None) -> dict[str, list[str]]:
     contract, and its `.hash` when it has one); none without a folder. Reads every file: call
     it off the GUI thread."""
     out: dict[str, list[str]] = {k: [] for k in MODEL_KINDS}
+    if models_dir is None:
+        return out
     try:
         from ffdesk.runtime import catalog as cat
         from ffdesk.runtime.files import usable_models
 
-        catalog = cat.load_catalog()
-        if models_dir is None:
-            return out
-        found = usable_models(catalog, models_dir)
+        found = usable_models(cat.load_catalog(), models_dir)
     except Exception:  # noqa: BLE001 - an unreadable folder or catalog means only the embedded models
         return out
     for kind in out:
@@ -151,6 +150,20 @@ class BudgetBar(QWidget):
         self.set_value(round(max(0.0, min(1.0, frac)) * self.maximum_mb / 64) * 64)
 
 
+def _fill_models(combo: QComboBox, kind: str, names: list[str], *, checked: bool) -> None:
+    """The picker of one model kind: the embedded default (no enhancer) and then `names`;
+    `checked`: whether the models folder has been verified yet."""
+    combo.clear()
+    combo.addItems([EMBEDDED if kind != "enhancer" else "none", *names])
+    combo.setEnabled(bool(names))
+    if not checked:
+        combo.setToolTip("checking the models folder…")
+    elif names:
+        combo.setToolTip(f"{kind} models in the models folder that pass verification")
+    else:
+        combo.setToolTip(f"no {kind} model in the models folder passes verification")
+
+
 def _combo(choices: tuple[str, ...] | list[str]) -> QComboBox:
     c = QComboBox()
     c.addItems(list(choices))
@@ -214,14 +227,8 @@ class ControlsView(QWidget):
         budget_row.addWidget(self.budget_label)
         form.addRow("Memory budget", budget_row)
         for kind in MODEL_KINDS:
-            choices = [EMBEDDED if kind != "enhancer" else "none", *present.get(kind, [])]
-            combo = _combo(choices)
-            combo.setEnabled(len(choices) > 1)
-            combo.setToolTip(
-                f"{kind} models in the models folder that pass verification"
-                if self._models_known
-                else "checking the models folder…"
-            )
+            combo = QComboBox()
+            _fill_models(combo, kind, present.get(kind, []), checked=self._models_known)
             self.model_choice[kind] = combo
             form.addRow(kind.capitalize(), combo)
             combo.currentIndexChanged.connect(self._push)
@@ -258,15 +265,7 @@ class ControlsView(QWidget):
         self._syncing = True
         try:
             for kind, combo in self.model_choice.items():
-                choices = [EMBEDDED if kind != "enhancer" else "none", *models.get(kind, [])]
-                combo.clear()
-                combo.addItems(choices)
-                combo.setEnabled(len(choices) > 1)
-                combo.setToolTip(
-                    f"{kind} models in the models folder that pass verification"
-                    if len(choices) > 1
-                    else f"no {kind} model in the models folder passes verification"
-                )
+                _fill_models(combo, kind, models.get(kind, []), checked=True)
         finally:
             self._syncing = False
         self._models_known = True

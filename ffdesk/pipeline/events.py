@@ -70,5 +70,24 @@ class Done:
     report: RenderReport
 
 
-Event = Started | Progress | StageTiming | PreviewFrame | MemoryChanged | Warning | Error | Done
+@dataclass(frozen=True)
+class WorkerProgress:
+    """A farm render's view of one worker (sent besides the render's overall `Progress`).
+
+    `rendering` names the segment the worker is on (None: idle); `frames_done` counts the frames
+    it finished in this render, `fps` its recent rate, `gpu_memory_bytes` the device memory its
+    models hold (None where unknown)."""
+
+    worker: str
+    node: str
+    rendering: str | None
+    frames_done: int
+    segments_done: int
+    fps: float
+    gpu_memory_bytes: int | None
+
+
+Event = (
+    Started | Progress | StageTiming | PreviewFrame | MemoryChanged | Warning | Error | Done | WorkerProgress
+)
 EventCallback = Callable[[Event], None]

@@ -195,6 +195,7 @@ def measure_clip(
 ) -> tuple[ClipQuality, dict[int, tuple[Frame, Frame]]]:
     """Run the embedded swap over `clip` with the face in `source`; the figures, and the input and
     output of the frames whose indices are in `keep`."""
+    from ffdesk.pipeline.flow import run_through
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.stage import FramePacket
     from ffdesk.pipeline.stages.embedded import embedded_stages
@@ -212,12 +213,9 @@ def measure_clip(
     candidates: list[tuple[int, Face, Frame, Frame]] = []
     batch: list[FramePacket] = []
 
-    def flush() -> None:
+    def flush(end: bool = False) -> None:
         nonlocal batch
-        out = batch
-        for stage in stages:
-            out = stage.process(out)
-        for p in out:
+        for p in run_through(stages, batch, end=end):
             faces: list[Face] = p.faces
             done = tuple(t for t in p.swapped_tracks if t is not None)
             ids = tuple(f.track_id for f in faces if f.track_id is not None)
@@ -235,8 +233,7 @@ def measure_clip(
         batch.append(FramePacket(index=i, pts=i, image=image.copy()))
         if len(batch) == 4:
             flush()
-    if batch:
-        flush()
+    flush(end=True)  # the last frames, and those a stage holds back
     for stage in stages:
         stage.finish()
 

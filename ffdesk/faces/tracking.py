@@ -63,6 +63,13 @@ class TrackerSettings:
     sure_score: float = 0.9
     """Detector score and mesh presence for confirming at once on a frame after a reset."""
 
+    @property
+    def longest_confirmation(self) -> int:
+        """Frames (its first included) a new track takes to be confirmed, at the least, of the
+        slowest kind: a caller holding that many frames less one after a face's first frame
+        knows, for most new faces, whether to swap the face there."""
+        return max(self.confirm_frames, self.turned_confirm_frames)
+
 
 @dataclass
 class _Track:

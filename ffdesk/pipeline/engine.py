@@ -43,7 +43,17 @@ from ffdesk.media.probe import IMAGE_SUFFIXES, MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.flow import END, Clock, Halt, Pipe, StageRunner, StageStats, Stopped, run_thread
+from ffdesk.pipeline.flow import (
+    END,
+    Clock,
+    Halt,
+    Pipe,
+    StageRunner,
+    StageStats,
+    Stopped,
+    run_thread,
+    run_through,
+)
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.report import (
@@ -207,17 +217,14 @@ def _flow_timings(decode: StageStats, flow: _Flow, encode: StageStats) -> tuple[
 def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> RenderReport:
     image = read_image(job.target)
     emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
-    packet = FramePacket(index=0, pts=None, image=image)
-    timings: list[StageTiming] = []
     for stage in stages:
         stage.start()
-    for stage in stages:
-        stats = StageStats(stage.name)
-        clock = Clock()
-        (packet,) = stage.process([packet])
-        stats.add_since(1, clock)
-        timings.append(_timing(stats))
-    write_image(job.output, packet.image)  # atomic by itself
+    stats = [StageStats(stage.name) for stage in stages]
+    out = run_through(stages, [FramePacket(index=0, pts=None, image=image)], stats=stats)  # drained
+    if len(out) != 1:
+        raise RuntimeError(f"the stages returned {len(out)} frames for one image")
+    timings = [_timing(s) for s in stats]
+    write_image(job.output, out[0].image)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return RenderReport(
         frames_in=1, frames_out=1, frames_processed=1, stages=tuple(timings), output=job.output

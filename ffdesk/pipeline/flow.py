@@ -2,6 +2,10 @@
 
 Every blocking call waits in short slices and checks the shared `Halt`, so a cancel or an error in
 any thread stops the whole flow promptly and no thread is left running.
+
+A stage that holds frames back (`HoldsFrames`) is drained when its input ends, before the end
+travels on; `run_through` does the same for code that calls the stages on its own thread (a still
+image, a preview frame, a bench).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ import functools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stage import FramePacket, HoldsFrames, Stage
 
 _POLL_S = 0.05
 
@@ -148,6 +153,57 @@ class StageStats:
             }
 
 
+class Owed:
+    """The packets a stage was given and has not returned yet, oldest first: checks that it returns
+    each exactly once, in index order, holding back at most `lookahead` (0: none)."""
+
+    def __init__(self, name: str, lookahead: int = 0) -> None:
+        self.name = name
+        self.lookahead = lookahead
+        self._owed: deque[int] = deque()
+
+    def given(self, packets: Sequence[FramePacket]) -> None:
+        self._owed.extend(p.index for p in packets)
+
+    def returned(self, packets: Sequence[FramePacket], *, end: bool = False) -> None:
+        """Check what a call returned; with `end` (after draining) the stage may hold nothing."""
+        for p in packets:
+            if not self._owed or p.index != self._owed[0]:
+                want = f"frame {self._owed[0]}" if self._owed else "no frame"
+                raise RuntimeError(f"stage {self.name} returned frame {p.index} where {want} was due")
+            self._owed.popleft()
+        allowed = 0 if end else self.lookahead
+        if len(self._owed) > allowed:
+            raise RuntimeError(
+                f"stage {self.name} kept {len(self._owed)} frames back"
+                + (" after the end of its input" if end else f", more than its lookahead of {allowed}")
+            )
+
+
+def run_through(
+    stages: Sequence[Stage],
+    packets: Sequence[FramePacket],
+    *,
+    end: bool = True,
+    stats: Sequence[StageStats] | None = None,
+) -> list[FramePacket]:
+    """Push `packets` through `stages` in order on this thread, as the flow's runners do. What a
+    stage holds back (`HoldsFrames`) stays in it for the next call; with `end` (the input ends
+    here: a still image, a preview frame, a clip's last batch) every such stage is drained and what
+    it gives back goes on through the stages after it, so every packet comes out. `stats`, one per
+    stage: each call's time, and its frames counted once (when they go in)."""
+    out = list(packets)
+    for i, stage in enumerate(stages):
+        clock = Clock()
+        given = len(out)
+        out = stage.process(out) if out else []
+        if end and isinstance(stage, HoldsFrames):
+            out += stage.drain()
+        if stats is not None:
+            stats[i].add_since(given, clock)
+    return out
+
+
 class Sequencer:
     """Restores index order after a stage that runs on several threads."""
 
@@ -203,6 +259,9 @@ class StageRunner:
         self.workers = max(1, int(getattr(stage, "workers", 1) or 1))
         self.linger_s = BATCH_LINGER_S if linger_s is None else linger_s
         self.stats = StageStats(stage.name)
+        self.holds = isinstance(stage, HoldsFrames)
+        if self.holds and self.workers > 1:
+            raise ValueError(f"stage {stage.name} holds frames back, so it must run on one thread")
         self._sequencer = Sequencer(outbox, first_index) if self.workers > 1 else None
         self._started = threading.Event()
         self._ended_lock = threading.Lock()
@@ -244,23 +303,35 @@ class StageRunner:
             while not self._started.wait(_POLL_S):
                 if self.halt.is_set():
                     raise Stopped
+        lookahead = int(getattr(self.stage, "lookahead", 0)) if self.holds else 0
+        owed = Owed(self.stage.name, lookahead)  # one thread's; a batch at a time on several
         try:
             for batch in self._batches():
                 clock = Clock()
+                if self._sequencer is not None:
+                    owed = Owed(self.stage.name)
+                owed.given(batch)
                 out = self.stage.process(batch)
                 self.stats.add_since(len(batch), clock)
-                if len(out) != len(batch):
-                    raise RuntimeError(
-                        f"stage {self.stage.name} returned {len(out)} frames for a batch of {len(batch)}"
-                    )
-                if self._sequencer is not None:
-                    self._sequencer.push(out)
-                else:
-                    for p in out:
-                        self.outbox.put(p)
+                owed.returned(out)
+                self._pass_on(out)
+            if self.holds:  # the input has ended (a halt raises Stopped instead)
+                assert isinstance(self.stage, HoldsFrames)
+                clock = Clock()
+                out = self.stage.drain()
+                self.stats.add_since(0, clock)
+                owed.returned(out, end=True)
+                self._pass_on(out)
         finally:
             with self._ended_lock:
                 self._ended += 1
                 last = self._ended == self.workers
         if last and not self.halt.is_set():
             self.outbox.put(END)
+
+    def _pass_on(self, packets: list[FramePacket]) -> None:
+        if self._sequencer is not None:
+            self._sequencer.push(packets)
+        else:
+            for p in packets:
+                self.outbox.put(p)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ import numpy as np
 from ffdesk.faces.types import Face
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.events import EventCallback
+from ffdesk.pipeline.flow import StageStats, run_through
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.report import StageFigures
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
@@ -234,12 +234,9 @@ class Previewer:
         self.start()
         index, t, original = self.read(time_s)
         packet = FramePacket(index=index, pts=None, image=original.copy())
-        batch: Sequence[FramePacket] = [packet]
-        stage_ms: dict[str, float] = {}
-        for stage in self._stages:
-            s0 = time.perf_counter()
-            batch = stage.process(batch)
-            stage_ms[stage.name] = (time.perf_counter() - s0) * 1000.0
+        stats = [StageStats(stage.name) for stage in self._stages]
+        batch = run_through(self._stages, [packet], stats=stats)  # drained: the frame comes out
+        stage_ms = {s.name: s.ms_total for s in stats}
         out = batch[0] if batch else packet
         with self._warn_lock:
             warnings, self._warnings = tuple(self._warnings), []

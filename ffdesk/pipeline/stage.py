@@ -3,7 +3,9 @@
 A stage receives batches of `FramePacket`s in index order (unless it declares `workers > 1`, in
 which case the engine runs it on several threads and restores the order after it). It may change
 `image` and fill the packet's typed fields for later stages (detections, tracked faces, the swap
-plan, ...).
+plan, ...). It returns the packets of each batch, in order; a stage that looks ahead may hold some
+back (`HoldsFrames`) and return them later, and `run_through` (in `ffdesk.pipeline.flow`) is how
+code that calls stages directly honours that.
 
 Region edits: a stage whose `edits_regions` is True promises that every pixel it changes in
 `image` lies inside a `ChangedRegion` it records with `mark_changed` (in `regions`). When every
@@ -121,6 +123,24 @@ def mark_changed(packet: FramePacket, region: ChangedRegion) -> None:
 def edits_regions_only(stages: Sequence[Stage]) -> bool:
     """Whether every stage records its pixel changes as regions (see the module docstring)."""
     return bool(stages) and all(stage.edits_regions for stage in stages)
+
+
+@runtime_checkable
+class HoldsFrames(Protocol):
+    """Optional: a stage that decides about a frame only once it has seen the frames after it.
+
+    Its `process` may return fewer packets than it was given: always its oldest, in index order,
+    each exactly once, holding back at most `lookahead` packets; `drain()` returns the ones it
+    still holds, in order. Whoever feeds the stage calls `drain()` when its input ends (the end of
+    a render range or segment, a still image, a preview frame) and may then go on feeding it. Such
+    a stage runs on one thread (`workers == 1`)."""
+
+    lookahead: int
+    """The most packets the stage holds back between two calls."""
+
+    def drain(self) -> list[FramePacket]:
+        """Every packet still held, in index order (the stage then holds none)."""
+        ...
 
 
 @runtime_checkable

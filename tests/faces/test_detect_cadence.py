@@ -12,6 +12,7 @@ import pytest
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.faces.tracking import FaceTracker
 from ffdesk.faces.types import Face
+from ffdesk.pipeline.flow import run_through
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages.front import (
     DETECT_EVERY,
@@ -61,7 +62,7 @@ def _render(analyser: FaceAnalyser, clip: list[Frame]) -> list[FramePacket]:
         batch = [FramePacket(index=i, pts=i, image=clip[i]) for i in range(first, min(first + 4, len(clip)))]
         for p in batch:
             frame_of[id(p.image)] = p.index
-        out += track.process(detect.process(batch))
+        out += run_through((detect, track), batch, end=first + 4 >= len(clip))
     return out
 
 

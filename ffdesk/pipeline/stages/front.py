@@ -11,7 +11,8 @@
 - track: carries each face's mesh from frame to frame, gives stable track IDs, confirms new
   tracks over a few frames (see `FaceTracker`), smooths the landmarks (One-Euro), picks the faces
   to swap and, given the classical swap's settings, decides how strongly (`SwapGate`: hysteresis
-  on size and yaw, fades in and out; without them every chosen face is swapped in full). Sets
+  on size and yaw, fades in and out; without them every chosen face is swapped in full). It holds
+  a few frames back, so a new face is swapped from its first frame once confirmed. Sets
   `faces` (all confirmed faces) and `swap` (the chosen faces with a weight above 0, their
   weights, and why chosen faces are not swapped).
 
@@ -27,6 +28,7 @@ render range.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +37,7 @@ from ffdesk.errors import UserError
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.appearance import Appearance, appearance_of
 from ffdesk.faces.selection import FaceSelector
-from ffdesk.faces.tracking import FaceTracker, largest, left_to_right
+from ffdesk.faces.tracking import FaceTracker, TrackerSettings, largest, left_to_right
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
@@ -109,8 +111,25 @@ class DetectStage:
         return None
 
 
+@dataclass(frozen=True)
+class _Tracked:
+    """A frame the tracking stage has tracked and holds until it decides what to swap in it."""
+
+    packet: FramePacket
+    faces: list[Face]
+    tentative: list[Face]
+    born: frozenset[int]
+
+
 class TrackStage:
-    """Tracks, smooths and selects faces. Order-dependent: one thread."""
+    """Tracks, smooths and selects faces. Order-dependent: one thread.
+
+    It holds frames back (`HoldsFrames`): each frame is tracked as it arrives, but the faces to
+    swap in it are chosen and gated (both in index order) only once `lookahead` later frames are
+    tracked, or the input ends. A new face whose track is confirmed within those frames is then
+    swapped from its first frame, in full, wherever the batches fall. `lookahead` is the longest
+    confirmation of the tracker's settings less its first frame (`TrackerSettings`: 5 frames, for a
+    face found turned); the memory it takes is that many frames' pictures."""
 
     name = "track"
     max_batch = 4
@@ -126,6 +145,7 @@ class TrackStage:
         reference: Appearance | None = None,
         swap_settings: SwapSettings | None = None,
         rescan: Rescan | None = None,
+        tracker_settings: TrackerSettings | None = None,
     ) -> None:
         self.analyser = analyser
         self.rescan = rescan
@@ -133,45 +153,71 @@ class TrackStage:
         self.selection = selection
         self.reference = reference
         self.swap_settings = swap_settings
-        self._tracker = FaceTracker(analyser, fps=fps)
+        self.tracker_settings = tracker_settings or TrackerSettings()
+        self.lookahead = self.tracker_settings.longest_confirmation - 1
+        self._tracker = self._new_tracker()
         self._selector = FaceSelector(selection, reference)
         self._gate = SwapGate(swap_settings) if swap_settings is not None else None
         self._last_index: int | None = None
+        self._held: deque[_Tracked] = deque()
+
+    def _new_tracker(self) -> FaceTracker:
+        return FaceTracker(self.analyser, fps=self.fps, settings=self.tracker_settings)
 
     def start(self) -> None:
-        self._tracker = FaceTracker(self.analyser, fps=self.fps)
+        self._tracker = self._new_tracker()
         self._selector = FaceSelector(self.selection, self.reference)
         self._gate = SwapGate(self.swap_settings) if self.swap_settings is not None else None
         self._last_index = None
+        self._held = deque()
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        """Tracks the whole batch first, so that a track confirmed in a later frame of the batch
-        is swapped from its first frame in the batch; then selects and decides frame by frame."""
-        tracked: list[tuple[FramePacket, list[Face], list[Face], set[int]]] = []
+        """Tracks each frame; returns, oldest first, the frames that `lookahead` later ones have
+        been tracked after, with their faces and swap plan."""
+        out: list[FramePacket] = []
         for p in batch:
-            detections = p.detections
             jumped = self._last_index is not None and p.index != self._last_index + 1
-            if jumped:
-                self._tracker.reset()  # a jump (resume, seek): nothing carries over
+            if jumped:  # a jump (resume, seek): the frames before it are decided, nothing carries over
+                out += self.drain()
+                self._tracker.reset()
                 if self._gate is not None:
                     self._gate.reset()
-            if (self._last_index is None or jumped) and detections is None:
-                detections = self.analyser.detect(  # not a key frame: nothing to track from
-                    p.image, threshold=self.analyser.settings.candidate_threshold
-                )
-            elif detections is None and self.rescan is not None and p.index % self.rescan.every == 0:
-                detections = self._rescan(p.image, self.rescan)
-            faces = self._tracker.update(p.image, p.index, detections)
-            tracked.append((p, faces, list(self._tracker.tentative), set(self._tracker.born)))
+            self._held.append(self._track(p, after_reset=self._last_index is None or jumped))
             self._last_index = p.index
-        confirmed = {f.track_id for _, faces, _, _ in tracked for f in faces}
-        for p, faces, tentative, born in tracked:
-            early = [f for f in tentative if f.track_id in confirmed]
-            if early:
-                faces = sorted(faces + early, key=lambda f: f.track_id if f.track_id is not None else -1)
-            p.faces = faces
-            p.swap = self._plan(p.image, faces, born)
-        return list(batch)
+            while len(self._held) > self.lookahead:
+                out.append(self._decide(self._held.popleft()))
+        return out
+
+    def drain(self) -> list[FramePacket]:
+        """The frames held, decided with what is known (the input ends, or jumps)."""
+        out = []
+        while self._held:
+            out.append(self._decide(self._held.popleft()))
+        return out
+
+    def _track(self, p: FramePacket, *, after_reset: bool) -> _Tracked:
+        detections = p.detections
+        if after_reset and detections is None:
+            detections = self.analyser.detect(  # not a key frame: nothing to track from
+                p.image, threshold=self.analyser.settings.candidate_threshold
+            )
+        elif detections is None and self.rescan is not None and p.index % self.rescan.every == 0:
+            detections = self._rescan(p.image, self.rescan)
+        faces = self._tracker.update(p.image, p.index, detections)
+        return _Tracked(p, faces, list(self._tracker.tentative), frozenset(self._tracker.born))
+
+    def _decide(self, tracked: _Tracked) -> FramePacket:
+        """Faces and swap plan of a frame leaving the window: its confirmed faces, and its
+        tentative ones whose track a later frame held has confirmed."""
+        confirmed = {f.track_id for later in self._held for f in later.faces}
+        faces = tracked.faces
+        early = [f for f in tracked.tentative if f.track_id in confirmed]
+        if early:
+            faces = sorted(faces + early, key=lambda f: f.track_id if f.track_id is not None else -1)
+        p = tracked.packet
+        p.faces = faces
+        p.swap = self._plan(p.image, faces, tracked.born)
+        return p
 
     def _rescan(self, image: Frame, rescan: Rescan) -> list[Face]:
         threshold = self.analyser.settings.candidate_threshold
@@ -181,7 +227,7 @@ class TrackStage:
             )
         return self.analyser.detect(image, det_size=rescan.det_size, threshold=threshold)
 
-    def _plan(self, image: Frame, faces: list[Face], born: set[int]) -> SwapPlan:
+    def _plan(self, image: Frame, faces: list[Face], born: frozenset[int]) -> SwapPlan:
         chosen = self._selector.select(image, faces)
         if self._gate is None:  # a swapper with its own limits: every chosen face, in full
             decisions = [GateDecision(1.0, None)] * len(chosen)

@@ -191,17 +191,22 @@ def run_through(
     stage holds back (`HoldsFrames`) stays in it for the next call; with `end` (the input ends
     here: a still image, a preview frame, a clip's last batch) every such stage is drained and what
     it gives back goes on through the stages after it, so every packet comes out. `stats`, one per
-    stage: each call's time, and its frames counted once (when they go in)."""
+    stage: each call's time, and its frames counted once (when they go in). A stage is given at
+    most its `max_batch` packets a call."""
     out = list(packets)
     for i, stage in enumerate(stages):
         clock = Clock()
-        given = len(out)
-        out = stage.process(out) if out else []
+        given, size = out, _max_batch(stage)
+        out = [p for first in range(0, len(given), size) for p in stage.process(given[first : first + size])]
         if end and isinstance(stage, HoldsFrames):
             out += stage.drain()
         if stats is not None:
-            stats[i].add_since(given, clock)
+            stats[i].add_since(len(given), clock)
     return out
+
+
+def _max_batch(stage: Stage) -> int:
+    return max(1, int(getattr(stage, "max_batch", 1) or 1))
 
 
 class Sequencer:
@@ -255,12 +260,12 @@ class StageRunner:
         self.inbox = inbox
         self.outbox = outbox
         self.halt = halt
-        self.batch = max(1, min(batch, int(getattr(stage, "max_batch", 1) or 1)))
+        self.batch = max(1, min(batch, _max_batch(stage)))
         self.workers = max(1, int(getattr(stage, "workers", 1) or 1))
         self.linger_s = BATCH_LINGER_S if linger_s is None else linger_s
         self.stats = StageStats(stage.name)
-        self.holds = isinstance(stage, HoldsFrames)
-        if self.holds and self.workers > 1:
+        self._holder = stage if isinstance(stage, HoldsFrames) else None
+        if self._holder is not None and self.workers > 1:
             raise ValueError(f"stage {stage.name} holds frames back, so it must run on one thread")
         self._sequencer = Sequencer(outbox, first_index) if self.workers > 1 else None
         self._started = threading.Event()
@@ -303,7 +308,7 @@ class StageRunner:
             while not self._started.wait(_POLL_S):
                 if self.halt.is_set():
                     raise Stopped
-        lookahead = int(getattr(self.stage, "lookahead", 0)) if self.holds else 0
+        lookahead = self._holder.lookahead if self._holder is not None else 0
         owed = Owed(self.stage.name, lookahead)  # one thread's; a batch at a time on several
         try:
             for batch in self._batches():
@@ -315,10 +320,9 @@ class StageRunner:
                 self.stats.add_since(len(batch), clock)
                 owed.returned(out)
                 self._pass_on(out)
-            if self.holds:  # the input has ended (a halt raises Stopped instead)
-                assert isinstance(self.stage, HoldsFrames)
+            if self._holder is not None:  # the input has ended (a halt raises Stopped instead)
                 clock = Clock()
-                out = self.stage.drain()
+                out = self._holder.drain()
                 self.stats.add_since(0, clock)
                 owed.returned(out, end=True)
                 self._pass_on(out)

@@ -164,8 +164,8 @@ def test_a_holding_stage_runs_on_one_thread() -> None:
         StageRunner(hold, Pipe(halt, 4), Pipe(halt, 4), halt, 4, first_index=0)
 
 
-def test_run_through_holds_until_the_end_and_counts_each_frame_once() -> None:
-    hold, after = HoldBack(lookahead=2), AddStage("after")
+def test_run_through_holds_until_the_end_counts_each_frame_once_and_keeps_to_max_batch() -> None:
+    hold, after = HoldBack(lookahead=2), AddStage("after", max_batch=2)
     stages: list[Stage] = [hold, after]
     stats = [StageStats(s.name) for s in stages]
     packets = [FramePacket(i, i, np.full((2, 2, 3), 5, np.uint8)) for i in range(7)]
@@ -175,6 +175,7 @@ def test_run_through_holds_until_the_end_and_counts_each_frame_once() -> None:
     assert [p.index for p in rest] == [2, 3, 4, 5, 6]
     assert all(int(p.image[0, 0, 0]) == 251 for p in first + rest)
     assert [s.frames for s in stats] == [7, 7]
+    assert sum(after.batches) == 7 and max(after.batches) == 2  # never more than it takes
     assert run_through(stages, [], stats=stats) == [] and hold.drains == 2
 
 

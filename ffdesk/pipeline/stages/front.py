@@ -129,7 +129,8 @@ class TrackStage:
     tracked, or the input ends. A new face whose track is confirmed within those frames is then
     swapped from its first frame, in full, wherever the batches fall. `lookahead` is the longest
     confirmation of the tracker's settings less its first frame (`TrackerSettings`: 5 frames, for a
-    face found turned); the memory it takes is that many frames' pictures."""
+    face found turned); the memory it takes is that many frames (their pictures, and the decoded
+    frames a region-patching render keeps with them), and the output starts as many frames later."""
 
     name = "track"
     max_batch = 4

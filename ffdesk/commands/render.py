@@ -95,6 +95,19 @@ def register(sub: Any) -> None:
         metavar="ADDR",
         help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), or auto (RAY_ADDRESS, else a local Ray)",
     )
+    p.add_argument(
+        "--farm-storage",
+        choices=("shared", "ship"),
+        default="shared",
+        help="shared: every farm node sees the clip at its path (default); ship: send each "
+        "segment's part of the clip to the workers through Ray",
+    )
+    p.add_argument(
+        "--farm-metrics-port",
+        default="0",
+        metavar="PORT",
+        help="port each farm worker serves its Prometheus metrics on (default 0: a free one; off: none)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -2,7 +2,9 @@
 
 The head posts to it as a render goes (which worker renders what, what each has done, the jobs
 that finished); it lives on the cluster (detached), so the status of a farm can be read from any
-machine that can reach the head, during a render and after it.
+machine that can reach the head, during a render and after it. Workers post their progress
+within a segment to it (every few frames), which the head reads to show a render's progress
+between finished segments.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ class FarmBoard:
     def __init__(self) -> None:
         self.workers: dict[str, dict[str, Any]] = {}
         self.jobs: list[dict[str, Any]] = []
+        self.progress: dict[str, dict[str, Any]] = {}
+        """Per worker slot: the segment it renders now (job id, segment, frames done, rate)."""
 
     def job_started(self, job: dict[str, Any]) -> None:
         self.jobs = [j for j in self.jobs if j.get("id") != job.get("id")]
@@ -33,6 +37,14 @@ class FarmBoard:
 
     def worker(self, slot: str, state: dict[str, Any]) -> None:
         self.workers.setdefault(slot, {}).update({**state, "seen": time.time()})
+
+    def segment_progress(self, slot: str, state: dict[str, Any]) -> None:
+        """A worker's progress within its segment (`job`, `segment`, `frames_done`, `fps`, ...)."""
+        self.progress[slot] = {**state, "seen": time.time()}
+
+    def progress_of(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest progress each worker posted for `job_id`, by slot."""
+        return {slot: p for slot, p in self.progress.items() if p.get("job") == job_id}
 
     def snapshot(self) -> dict[str, Any]:
         return {"workers": dict(self.workers), "jobs": list(self.jobs)}
@@ -48,13 +60,20 @@ def open_board(ray: Any) -> Any:
     ).remote()
 
 
-def read_board(ray: Any, timeout_s: float = 10.0) -> dict[str, Any] | None:
-    """The board's snapshot, or None when no farm render ever ran on this cluster."""
+def find_board(ray: Any) -> Any:
+    """The cluster's board, or None when there is none (no farm render opened it)."""
     from ffdesk.farm.ray_support import NAMESPACE
 
     try:
-        board = ray.get_actor(BOARD_NAME, namespace=NAMESPACE)
+        return ray.get_actor(BOARD_NAME, namespace=NAMESPACE)
     except ValueError:
+        return None
+
+
+def read_board(ray: Any, timeout_s: float = 10.0) -> dict[str, Any] | None:
+    """The board's snapshot, or None when no farm render ever ran on this cluster."""
+    board = find_board(ray)
+    if board is None:
         return None
     snapshot: dict[str, Any] = ray.get(board.snapshot.remote(), timeout=timeout_s)
     return snapshot

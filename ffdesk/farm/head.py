@@ -5,6 +5,12 @@ Everything that can refuse the job (paths, output kind, range, disk room) is che
 render's: finished segments are recorded in order as they arrive, so a killed head resumes
 (from the farm or from a local render) after the last segment of the unbroken prefix.
 
+Workers keep a job's models loaded from one segment to the next: the next segment goes to an
+idle worker that already holds them when there is one. Without shared storage
+(`FarmOptions.ship_source`) each segment's part of the clip travels with it through Ray's object
+store (`ffdesk.farm.ship`). While segments render, the workers' progress on the board gives the
+caller a smooth `Progress` and a `WorkerProgress` for each worker.
+
 Failures: a worker that dies (process killed, node gone) gives its segment back to the queue; Ray
 restarts the worker once on its node, after which it is dropped. A segment is tried at most
 `max_tries` times: the last error (the segment's own exception for a render that failed, or the
@@ -26,6 +32,7 @@ from ffdesk.errors import Cancelled, UserError
 from ffdesk.farm.address import FarmAddress, connected
 from ffdesk.farm.board import open_board
 from ffdesk.farm.ray_support import require_ray
+from ffdesk.farm.ship import ShippedRange, cut_range, lead_range, sent_job
 from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.media.atomic import atomic_output, fsync_dir
@@ -40,6 +47,8 @@ from ffdesk.units import format_bytes
 WORKER_START_S = 120.0
 """How long a worker may take to start (Ray starts its process, it imports ffdesk)."""
 _WAIT_S = 0.25
+_POLL_S = 0.25
+"""How often the head reads the workers' progress from the board."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,10 @@ class FarmOptions:
     """Times a segment is tried before its error stops the job."""
     local_cpus: int | None = None
     """CPUs of a Ray started on this machine (`--farm auto` without RAY_ADDRESS); None: all."""
+    ship_source: bool = False
+    """The workers cannot see the clip (no shared storage): ship each segment's part of it."""
+    metrics_port: int | None = 0
+    """Where each worker serves its Prometheus metrics (0: a free port; None: not served)."""
 
 
 def _nothing(_event: ev.Event) -> None:
@@ -148,6 +161,15 @@ class _Worker:
     frames: int = 0
     seconds: float = 0.0
     peak_model_bytes: int = 0
+    model_loads: int = 0
+    metrics_url: str | None = None
+    holds_job: bool = False
+    """It rendered (or checked) this job: its models are loaded or planned in its pool."""
+    partial: int = 0
+    """Frames done of the segment it renders now (from its progress posts)."""
+    fps: float = 0.0
+    gpu_memory_bytes: int | None = None
+    rendering: str | None = None
     dropped: bool = False
 
 
@@ -171,7 +193,7 @@ class _FarmRun:
         self.cancel = cancel
         self.options = options
         self.label = label
-        self.job_json = job_to_json(plan.job)
+        self.job_json = job_to_json(sent_job(plan.job) if options.ship_source else plan.job)
         self.job_id = f"{plan.job.output}@{os.getpid()}"
         self.done: dict[int, Segment] = {s.number: s for s in manifest.segments}
         self.waiting: dict[int, Segment] = {}
@@ -189,6 +211,13 @@ class _FarmRun:
         self.frames_this_run = 0
         self.first_dispatch: float | None = None
         self.last_result: float | None = None
+        self.lead: Any = None
+        """The lead cut's object (shipping only)."""
+        self.cuts: dict[int, Any] = {}
+        """Shipped segments' objects, kept until the segment comes back (a rerun reuses it)."""
+        self.shown_frames = manifest.frames_done
+        self.last_poll = 0.0
+        self.shown_workers: dict[str, ev.WorkerProgress] = {}
 
     # ---- workers ---------------------------------------------------------------------------
 
@@ -208,7 +237,7 @@ class _FarmRun:
                 max_restarts=1,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
-            ).remote(slot.name, slot.budget_bytes, slot.num_gpus > 0)
+            ).remote(slot.name, slot.budget_bytes, slot.num_gpus > 0, None, self.options.metrics_port)
             self.workers.append(_Worker(slot, actor))
         self._wait_for_workers()
         self._check_job()
@@ -238,6 +267,7 @@ class _FarmRun:
                 w.dropped = True
                 continue
             w.pid, w.node = int(info["pid"]), str(info["node"])
+            w.metrics_url = info.get("metrics_url")
         for ref in late:
             refs[ref].dropped = True
             self._warn(f"farm worker {refs[ref].slot.name} did not start within {WORKER_START_S:.0f} s")
@@ -249,10 +279,13 @@ class _FarmRun:
         from ray.exceptions import RayTaskError
 
         live = [w for w in self.workers if not w.dropped]
-        refs = [w.actor.check.remote(self.job_json, self.options.stand_in) for w in live]
+        if self.options.ship_source:
+            self.lead = self.ray.put(lead_range(self.plan))
+        refs = [w.actor.check.remote(self.job_json, self.options.stand_in, self.lead) for w in live]
         for w, ref in zip(live, refs, strict=True):
             try:
                 self.ray.get(ref, timeout=WORKER_START_S)
+                w.holds_job = not self.options.stand_in
             except RayTaskError as exc:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                 budget = f"budget {format_bytes(w.slot.budget_bytes)}" if w.slot.budget_bytes else "no budget"
@@ -294,12 +327,21 @@ class _FarmRun:
             if self.cancel is not None and self.cancel.is_set():
                 raise Cancelled
             while idle and pending:
+                idle.sort(key=lambda w: not w.holds_job)  # a worker holding the job's models first
                 worker, number = idle.pop(0), pending.popleft()
                 seg = plan.segments[number]
-                ref = worker.actor.render.remote(self.job_json, segment_dict(seg), self.options.stand_in)
+                ref = worker.actor.render.remote(
+                    self.job_json,
+                    segment_dict(seg),
+                    self.options.stand_in,
+                    self._shipped(number),
+                    self.lead,
+                    self.job_id,
+                )
                 inflight[ref] = (worker, number)
                 if self.first_dispatch is None:
                     self.first_dispatch = time.perf_counter()
+                worker.partial, worker.holds_job = 0, True
                 self._post(
                     worker, f"segment {number} (frames {seg.first_index}-{seg.first_index + seg.frames - 1})"
                 )
@@ -311,11 +353,71 @@ class _FarmRun:
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=_WAIT_S)
             for ref in ready:
                 worker, number = inflight.pop(ref)
+                worker.partial, worker.rendering = 0, None
                 came_back = self._collect(ref, worker, number)
                 if not worker.dropped:
                     idle.append(worker)
                 if not came_back:
                     pending.appendleft(number)
+                else:
+                    self.cuts.pop(number, None)
+            self._poll_progress(inflight)
+
+    def _shipped(self, number: int) -> Any:
+        """The object holding segment `number`'s part of the clip (None with shared storage)."""
+        if not self.options.ship_source:
+            return None
+        ref = self.cuts.get(number)
+        if ref is None:
+            seg = self.plan.segments[number]
+            shipped: ShippedRange = cut_range(self.plan, seg, seg)
+            ref = self.cuts[number] = self.ray.put(shipped)
+        return ref
+
+    def _poll_progress(self, inflight: dict[Any, tuple[_Worker, int]]) -> None:
+        """Read the rendering workers' progress from the board; emit the render's `Progress`
+        (never backwards) and each worker's `WorkerProgress` when they changed."""
+        now = time.perf_counter()
+        if self.board is None or now - self.last_poll < _POLL_S:
+            return
+        self.last_poll = now
+        try:
+            posted = self.ray.get(self.board.progress_of.remote(self.job_id), timeout=5)
+        except Exception:  # noqa: BLE001 - progress between segments is a nicety
+            return
+        for worker, number in inflight.values():
+            state = posted.get(worker.slot.name)
+            if state is None or state.get("segment") != number:
+                continue
+            worker.partial = int(state.get("frames_done", 0))
+            worker.fps = float(state.get("fps", 0.0))
+            gpu = state.get("gpu_memory_bytes")
+            worker.gpu_memory_bytes = int(gpu) if gpu is not None else None
+        self._emit_progress()
+
+    def _emit_progress(self) -> None:
+        finished = self.manifest.frames_done + sum(s.frames for s in self.waiting.values())
+        partial = sum(w.partial for w in self.workers if w.rendering is not None)
+        done = min(self.plan.frames, finished + partial)
+        if done > self.shown_frames:
+            self.shown_frames = done
+            elapsed = time.perf_counter() - self.t0
+            fps = (self.frames_this_run + partial) / elapsed if elapsed > 0 else 0.0
+            left = self.plan.frames - done
+            self.emit(ev.Progress(done, self.plan.frames, fps, left / fps if fps > 0 else None))
+        for w in self.workers:
+            shown = ev.WorkerProgress(
+                worker=w.slot.name,
+                node=w.node or w.slot.address,
+                rendering=w.rendering,
+                frames_done=w.frames + (w.partial if w.rendering is not None else 0),
+                segments_done=w.segments,
+                fps=w.fps if w.rendering is not None else 0.0,
+                gpu_memory_bytes=w.gpu_memory_bytes,
+            )
+            if self.shown_workers.get(w.slot.name) != shown:
+                self.shown_workers[w.slot.name] = shown
+                self.emit(shown)
 
     def _collect(self, ref: Any, worker: _Worker, number: int) -> bool:
         """Take one finished call; True when its segment came back."""
@@ -337,10 +439,13 @@ class _FarmRun:
         worker.frames += result.frames
         worker.seconds += result.seconds
         worker.peak_model_bytes = max(worker.peak_model_bytes, result.peak_model_bytes)
+        worker.model_loads += result.model_loads
+        worker.fps = result.frames / result.seconds if result.seconds > 0 else 0.0
         worker.pid = result.pid
         for warning in result.warnings:
             self._warn(warning)
         self._post(worker, None)
+        self._emit_progress()
         return True
 
     def _failed(self, number: int, exc: BaseException, worker: _Worker, *, lost: bool) -> None:
@@ -377,11 +482,8 @@ class _FarmRun:
             self.done[nxt] = segment
         self.frames_this_run += result.frames
         self.last_result = time.perf_counter()
-        done_frames = self.manifest.frames_done + sum(s.frames for s in self.waiting.values())
         elapsed = time.perf_counter() - self.t0
         fps = self.frames_this_run / elapsed if elapsed > 0 else 0.0
-        left = self.plan.frames - done_frames
-        self.emit(ev.Progress(done_frames, self.plan.frames, fps, left / fps if fps > 0 else None))
         if self.board is not None:
             with contextlib.suppress(Exception):
                 self.board.job_update.remote(
@@ -410,12 +512,15 @@ class _FarmRun:
             peak_model_bytes=w.peak_model_bytes,
             losses=w.losses,
             dropped=w.dropped,
+            model_loads=w.model_loads,
+            metrics_url=w.metrics_url,
         )
 
     def _post(self, w: _Worker, rendering: str | None) -> None:
+        label = f"{self.plan.job.target.name} {rendering}" if rendering else None
+        w.rendering = label
         if self.board is None:
             return
-        label = f"{self.plan.job.target.name} {rendering}" if rendering else None
         with contextlib.suppress(Exception):
             self.board.worker.remote(w.slot.name, {**self._worker_row(w).to_json_dict(), "rendering": label})
 

@@ -57,7 +57,9 @@ def status_lines(status: FarmStatus) -> list[str]:
         lines.append(
             f"  worker {w.get('slot')} (pid {w.get('pid')}, {share}, budget "
             f"{format_bytes(budget) if budget else 'unlimited'}): {doing}; "
-            f"{w.get('segments', 0)} segments, {w.get('frames', 0)} frames, peak models {peak}"
+            f"{w.get('segments', 0)} segments, {w.get('frames', 0)} frames, "
+            f"{w.get('model_loads', 0)} model loads, peak models {peak}"
+            + (f", metrics {w['metrics_url']}" if w.get("metrics_url") else "")
             + (", lost" if w.get("dropped") else "")
         )
     for j in status.jobs:

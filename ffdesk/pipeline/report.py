@@ -567,6 +567,10 @@ class FarmWorkerRow:
     peak_model_bytes: int
     losses: int
     dropped: bool
+    model_loads: int = 0
+    """Models it loaded: a job's pack once while the worker keeps it, not once a segment."""
+    metrics_url: str | None = None
+    """Where it served its Prometheus metrics (None: not served)."""
 
     def to_json_dict(self) -> JsonDict:
         return {
@@ -582,6 +586,8 @@ class FarmWorkerRow:
             "peak_model_bytes": self.peak_model_bytes,
             "losses": self.losses,
             "dropped": self.dropped,
+            "model_loads": self.model_loads,
+            "metrics_url": self.metrics_url,
         }
 
     @classmethod
@@ -601,6 +607,8 @@ class FarmWorkerRow:
             peak_model_bytes=_int(data, "peak_model_bytes", where),
             losses=_int(data, "losses", where),
             dropped=bool(_get(data, "dropped", bool, where)),
+            model_loads=_int(data, "model_loads", where) if "model_loads" in data else 0,
+            metrics_url=_opt_str(data, "metrics_url", where) if "metrics_url" in data else None,
         )
 
 

@@ -165,7 +165,81 @@ def kill_driver(address: str, work: Path) -> dict[str, Any]:
     }
 
 
-SCENARIOS = {"render": render_and_status, "kill-worker": kill_worker, "kill-driver": kill_driver}
+def _pack_job(work: Path, output: str) -> Any:
+    from tests.farm.conftest import pack_job, write_pack
+
+    return pack_job(work / "clip.mp4", write_pack(work / "pack"), work / output)
+
+
+def _events(events: list[Any]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from ffdesk.pipeline import events as ev
+
+    return {
+        "progress": [e.frames_done for e in events if isinstance(e, ev.Progress)],
+        "worker_progress": [asdict(e) for e in events if isinstance(e, ev.WorkerProgress)],
+    }
+
+
+def pack_render(address: str, work: Path) -> dict[str, Any]:
+    """A model-pack job on both workers: each keeps the pack loaded for its segments."""
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
+
+    events: list[Any] = []
+    report = run_farm_render(_pack_job(work, "farm.mov"), parse_farm(address), events.append)
+    return {"report": report.to_json_dict(), **_events(events)}
+
+
+def ship_render(address: str, work: Path) -> dict[str, Any]:
+    """The same job with the clip shipped: the workers are told a path that exists nowhere."""
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import FarmOptions, run_farm_render
+
+    job = _pack_job(work, "shipped.mov")
+    report = run_farm_render(job, parse_farm(address), options=FarmOptions(ship_source=True))
+    return {"report": report.to_json_dict()}
+
+
+def progress_and_metrics(address: str, work: Path) -> dict[str, Any]:
+    """Slow stand-in segments: progress between segments, and each worker's metrics scraped
+    over loopback while it renders."""
+    import urllib.request
+
+    import ray
+
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.board import read_board
+    from ffdesk.farm.head import FarmOptions, run_farm_render
+    from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.job import RenderJob
+
+    events: list[Any] = []
+    scraped: dict[str, str] = {}
+
+    def on_event(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, ev.WorkerProgress) and event.frames_done > 0 and len(scraped) < 2:
+            for row in (read_board(ray) or {}).get("workers", {}).values():
+                url = row.get("metrics_url")
+                if url and url not in scraped:
+                    scraped[url] = urllib.request.urlopen(url, timeout=10).read().decode()
+
+    job = RenderJob(target=work / "clip.mp4", output=work / "slow.mov", encoder="prores", segment_frames=24)
+    options = FarmOptions(stand_in="wait:40")
+    report = run_farm_render(job, parse_farm(address), on_event, options=options)
+    return {"report": report.to_json_dict(), "scraped": scraped, **_events(events)}
+
+
+SCENARIOS = {
+    "render": render_and_status,
+    "kill-worker": kill_worker,
+    "kill-driver": kill_driver,
+    "pack": pack_render,
+    "ship": ship_render,
+    "progress": progress_and_metrics,
+}
 
 
 def main() -> int:

@@ -4,12 +4,6 @@ namespace cannot be made (not root)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,21 +21,10 @@ from ffdesk.runtime.env import RuntimeEnv
 
 pytest.importorskip("ray")
 
-SCENARIO = Path(__file__).with_name("scenario.py")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _namespace_works() -> bool:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return False
-    probe_run = subprocess.run(
-        ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c", "ip link set lo up"], capture_output=True
-    )
-    return probe_run.returncode == 0
-
+from .cluster import namespace_works, run_scenarios  # noqa: E402
 
 pytestmark = [
-    pytest.mark.skipif(not _namespace_works(), reason="needs `unshare -n -p` (root) to keep Ray on loopback"),
+    pytest.mark.skipif(not namespace_works(), reason="needs `unshare -n -p` (root) to keep Ray on loopback"),
     pytest.mark.timeout(1500),
 ]
 
@@ -60,36 +43,7 @@ def farm_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         synth_clip(
             folder / "clip.mp4", width=160, height=90, fps=25, frames=CLIP_FRAMES[name], audio_streams=1
         )
-    # its own network (loopback only) and PID namespaces: Ray's node address is 127.0.0.1, and
-    # when the scenario ends or is killed, every process it started ends with it
-    ray_dir = Path(tempfile.mkdtemp(prefix="ffr", dir="/tmp"))  # short: Ray's socket paths
-    command = f"ip link set lo up && exec {sys.executable} {SCENARIO} {work} {ray_dir} {' '.join(SCENARIOS)}"
-    try:
-        done = subprocess.run(
-            ["unshare", "-n", "-p", "-f", "--mount-proc", "--kill-child", "sh", "-c", command],
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            cwd=ROOT,
-        )
-    finally:
-        shutil.rmtree(ray_dir, ignore_errors=True)  # the namespace's processes are all gone now
-    lines = [line for line in done.stdout.splitlines() if line.startswith("SCENARIO-RESULT ")]
-    assert lines, f"the farm scenarios printed no result (rc {done.returncode}): {done.stderr[-3000:]}"
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("SCENARIO-RESULT "))
-    _skip_if_overloaded(result.get("error"))
-    assert "error" not in result, result["error"]
-    assert result["node_addresses"] == ["127.0.0.1"]
-    return work, result
-
-
-def _skip_if_overloaded(error: str | None) -> None:
-    """Ray gives a starting node 30 s to register (not configurable): on a machine running far
-    more than it has cores for, the cluster cannot start at all (three tries). That says nothing
-    about the farm, so the tests are skipped then, saying why; on a machine with room they run."""
-    load = os.getloadavg()[0] / (os.cpu_count() or 1)
-    if error and "timed out during startup" in error and load > 4:
-        pytest.skip(f"Ray could not start its nodes: this machine is overloaded (load {load:.0f} a core)")
+    return work, run_scenarios(work, SCENARIOS)
 
 
 def scenario(farm_runs: tuple[Path, dict[str, Any]], name: str) -> tuple[Path, dict[str, Any]]:

@@ -1,0 +1,74 @@
+"""A farm worker's Prometheus metrics: what it rendered, how fast, what its models hold.
+
+Each worker serves `/metrics` on its node's address (the one Ray uses; port 0 picks a free one,
+shown by `ffdesk farm status` and in the report's worker rows), from its own registry, so a
+Prometheus that scrapes the farm's nodes sees every worker with its slot as a label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ffdesk.errors import UserError
+from ffdesk.telemetry.metrics import MetricsServer
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """A worker's figures at one moment."""
+
+    slot: str
+    frames: int
+    segments: int
+    model_loads: int
+    fps: float
+    model_bytes: int
+    gpu_memory_bytes: int | None
+    rendering: bool
+
+
+class WorkerCollector:
+    """A `prometheus_client` collector reading the worker's figures at each scrape."""
+
+    def __init__(self, figures: Callable[[], WorkerFigures]) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[Metric]:
+        f = self._figures()
+        labels = ["slot"]
+
+        def counter(name: str, doc: str, value: float) -> Metric:
+            family = CounterMetricFamily(name, doc, labels=labels)
+            family.add_metric([f.slot], value)
+            return family
+
+        def gauge(name: str, doc: str, value: float) -> Metric:
+            family = GaugeMetricFamily(name, doc, labels=labels)
+            family.add_metric([f.slot], value)
+            return family
+
+        yield counter("ffdesk_farm_worker_frames", "Frames this worker rendered", f.frames)
+        yield counter("ffdesk_farm_worker_segments", "Segments this worker rendered", f.segments)
+        yield counter("ffdesk_farm_worker_model_loads", "Models this worker loaded", f.model_loads)
+        yield gauge("ffdesk_farm_worker_fps", "Frames/s of the segment being rendered", f.fps)
+        yield gauge("ffdesk_farm_worker_model_memory_bytes", "Memory its loaded models hold", f.model_bytes)
+        yield gauge("ffdesk_farm_worker_rendering", "1 while a segment renders", float(f.rendering))
+        if f.gpu_memory_bytes is not None:
+            yield gauge(
+                "ffdesk_farm_worker_gpu_memory_bytes", "GPU memory in use on its card", f.gpu_memory_bytes
+            )
+
+
+def serve_worker_metrics(figures: Callable[[], WorkerFigures], host: str, port: int) -> MetricsServer:
+    """Serve the worker's figures on `http://host:port/metrics` (port 0: a free one)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(figures))  # type: ignore[arg-type]
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise UserError(f"cannot serve the worker's metrics on {host}:{port}: {exc.strerror or exc}") from exc
+    return MetricsServer(server, thread)

@@ -1,0 +1,76 @@
+"""A farm worker keeps a job's models loaded across the segments it renders, and each segment
+still renders as a fresh render of its range does (fresh tracker, fresh counters)."""
+
+from __future__ import annotations
+
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
+from ffdesk.pipeline.engine import SegmentPlan, plan_segments, render_segment
+from ffdesk.pipeline.job_json import job_to_json
+from ffdesk.pipeline.report import RenderReport
+from ffdesk.runtime.env import RuntimeEnv
+
+from .conftest import PACK_MODELS, pack_job
+
+
+def pack_plan(clip: Path, pack: Path, out: Path) -> SegmentPlan:
+    return plan_segments(replace(pack_job(clip, pack, out), resume=False))
+
+
+def render_all(worker: FarmWorker, plan: SegmentPlan) -> list[SegmentFiles]:
+    return [worker.render(job_to_json(plan.job), segment_dict(s)) for s in plan.segments]
+
+
+def test_a_worker_loads_the_pack_once_and_renders_each_segment_as_a_fresh_render(
+    tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
+) -> None:
+    plan = pack_plan(face_clip, small_pack, tmp_path / "out.mov")
+    assert len(plan.segments) == 3
+    worker = FarmWorker("slot-0", None, use_gpu=False, env=run_env, metrics_port=0)
+    try:
+        done = render_all(worker, plan)
+        assert [d.model_loads for d in done] == [len(PACK_MODELS), 0, 0]
+        assert worker.model_loads == len(PACK_MODELS) and worker.job is not None and worker.job.builds == 1
+        assert worker.manager.pool_bytes > 0  # still loaded, for the job's next segment
+        # the segments' reports added up count each load once, and every swapped face
+        total = RenderReport.from_json_dict(done[0].report)
+        for d in done[1:]:
+            total = total.plus(RenderReport.from_json_dict(d.report))
+        assert total.models is not None and sum(m.loads for m in total.models.models) == len(PACK_MODELS)
+        assert total.faces is not None and total.faces.faces_swapped > 0
+        # each segment is byte for byte the one a render that builds its own stages writes
+        for seg, d in zip(plan.segments, done, strict=True):
+            fresh = tmp_path / f"fresh{seg.number}.mov"
+            render_segment(plan.job, seg, fresh, env=run_env)
+            ((_, data),) = d.files
+            assert data == fresh.read_bytes(), f"segment {seg.number} differs"
+        # its metrics endpoint counts what it rendered
+        assert worker.metrics is not None and worker.metrics.url.startswith("http://127.0.0.1:")
+        text = urllib.request.urlopen(worker.metrics.url, timeout=10).read().decode()
+        assert 'ffdesk_farm_worker_frames_total{slot="slot-0"} 24.0' in text
+        assert f'ffdesk_farm_worker_model_loads_total{{slot="slot-0"}} {len(PACK_MODELS)}.0' in text
+        assert "ffdesk_farm_worker_gpu_memory_bytes" not in text  # a CPU worker has none
+        worker.release()
+        assert worker.manager.pool_bytes == 0 and worker.job is None
+    finally:
+        worker.close()
+    assert worker.metrics is None
+
+
+def test_another_jobs_segment_releases_the_kept_models(
+    tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
+) -> None:
+    first = pack_plan(face_clip, small_pack, tmp_path / "a.mov")
+    other = plan_segments(replace(first.job, output=tmp_path / "b.mov", swap_scale=2))
+    worker = FarmWorker("slot-1", None, use_gpu=False, env=run_env)
+    try:
+        a = worker.render(job_to_json(first.job), segment_dict(first.segments[1]))
+        b = worker.render(job_to_json(other.job), segment_dict(other.segments[1]))
+        again = worker.render(job_to_json(other.job), segment_dict(other.segments[2]))
+        assert (a.model_loads, b.model_loads, again.model_loads) == (len(PACK_MODELS), len(PACK_MODELS), 0)
+        assert a.files != b.files
+    finally:
+        worker.close()

@@ -455,6 +455,7 @@ class _FarmRun:
             worker.losses += 1
             if worker.losses > 1:  # Ray restarted it once already: leave it out from now on
                 worker.dropped = True
+            worker.holds_job = False  # a restarted worker loads the job's models again
             self._warn(
                 f"farm worker {worker.slot.name} was lost rendering segment {number}: rendering it again"
             )

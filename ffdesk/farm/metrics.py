@@ -63,12 +63,24 @@ class WorkerCollector:
             )
 
 
+PORTS_TRIED = 32
+"""A fixed port taken (another worker of the node serves there): the next ones are tried."""
+
+
 def serve_worker_metrics(figures: Callable[[], WorkerFigures], host: str, port: int) -> MetricsServer:
-    """Serve the worker's figures on `http://host:port/metrics` (port 0: a free one)."""
+    """Serve the worker's figures on `http://host:port/metrics`. Port 0 picks a free one; a
+    fixed port already taken (several workers on one node) gives the next free one of the
+    `PORTS_TRIED` from it, so a node's workers serve on PORT, PORT+1, ..."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(figures))  # type: ignore[arg-type]
-    try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
-    except OSError as exc:
-        raise UserError(f"cannot serve the worker's metrics on {host}:{port}: {exc.strerror or exc}") from exc
-    return MetricsServer(server, thread)
+    tries = range(port, min(port + PORTS_TRIED, 65536)) if port else range(0, 1)
+    failure: OSError | None = None
+    for candidate in tries:
+        try:
+            server, thread = start_http_server(candidate, addr=host, registry=registry)
+        except OSError as exc:
+            failure = exc
+            continue
+        return MetricsServer(server, thread)
+    reason = failure.strerror if failure is not None and failure.strerror else failure
+    raise UserError(f"cannot serve the worker's metrics on {host}:{port}: {reason}")

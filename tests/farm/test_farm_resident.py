@@ -7,6 +7,10 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from ffdesk.errors import UserError
+from ffdesk.farm.command import parse_metrics_port
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.pipeline.engine import SegmentPlan, plan_segments, render_segment
 from ffdesk.pipeline.job_json import job_to_json
@@ -74,3 +78,48 @@ def test_another_jobs_segment_releases_the_kept_models(
         assert a.files != b.files
     finally:
         worker.close()
+
+
+def test_an_embedded_swap_keeps_its_analyser_and_renders_each_segment_as_a_fresh_render(
+    tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
+) -> None:
+    embedded = replace(pack_job(face_clip, small_pack, tmp_path / "e.mov"), swapper=None, resume=False)
+    plan = plan_segments(embedded)
+    worker = FarmWorker("slot-2", None, use_gpu=False, env=run_env)
+    try:
+        done = render_all(worker, plan)
+        assert worker.job is not None and worker.job.builds == 1 and worker.job.holds_models
+        for seg, d in zip(plan.segments, done, strict=True):
+            fresh = tmp_path / f"fresh{seg.number}.mov"
+            render_segment(plan.job, seg, fresh, env=run_env)
+            ((_, data),) = d.files
+            assert data == fresh.read_bytes(), f"segment {seg.number} differs"
+    finally:
+        worker.close()
+
+
+def test_workers_on_one_node_serve_their_metrics_on_consecutive_ports(run_env: RuntimeEnv) -> None:
+    first = FarmWorker("a", None, use_gpu=False, env=run_env, metrics_port=0)
+    try:
+        assert first.metrics is not None
+        taken = first.metrics.port
+        second = FarmWorker("b", None, use_gpu=False, env=run_env, metrics_port=taken)
+        try:
+            assert second.metrics is not None and second.metrics.port > taken
+            text = urllib.request.urlopen(second.metrics.url, timeout=10).read().decode()
+            assert 'ffdesk_farm_worker_frames_total{slot="b"} 0.0' in text
+        finally:
+            second.close()
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize(("text", "port"), [("0", 0), ("9100", 9100), ("off", None), ("OFF", None)])
+def test_the_metrics_port_option(text: str, port: int | None) -> None:
+    assert parse_metrics_port(text) == port
+
+
+@pytest.mark.parametrize("text", ["-1", "65536", "x", ""])
+def test_a_bad_metrics_port_is_one_line(text: str) -> None:
+    with pytest.raises(UserError, match="--farm-metrics-port .*: give a port from 0 to 65535, or off"):
+        parse_metrics_port(text)

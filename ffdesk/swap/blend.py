@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask
 
 SEAMLESS_WORK_SIZE = 48
@@ -204,6 +205,39 @@ def alpha_blend(fg: Frame, bg: Frame, alpha: Mask) -> Frame:
     """fg * alpha + bg * (1 - alpha), rounded."""
     a = np.ascontiguousarray(alpha, np.float32)
     return np.asarray(cv2.blendLinear(fg, bg, a, 1.0 - a), np.uint8)
+
+
+def paste_face(frame: Frame, crop: Frame, m: npt.NDArray[np.floating], mask: Mask) -> ChangedRegion | None:
+    """Un-warp `crop` (aligned by `m`, frame -> crop) into `frame` in place, blended by `mask`
+    (crop-sized, [0, 1]); returns the pixels that may have changed (None: none did).
+
+    Only the frame box that the mask's nonzero part maps to is warped and blended (the crop's
+    zero border and the rest of the frame are never touched), in one pass (`alpha_blend`). The
+    result is a full-frame inverse warp and float blend's, within one level of rounding.
+    """
+    x, y, bw, bh = cv2.boundingRect((mask > 0).view(np.uint8))
+    if bw == 0 or bh == 0:
+        return None
+    inv = cv2.invertAffineTransform(np.asarray(m, np.float64))
+    # a bilinear sample has weight from the mask only within a pixel of its nonzero part
+    corners = np.array([[x - 1, y - 1], [x + bw, y - 1], [x - 1, y + bh], [x + bw, y + bh]], np.float64)
+    mapped = corners @ inv[:, :2].T + inv[:, 2]
+    h, w = frame.shape[:2]
+    x1, y1 = (max(int(v), 0) for v in np.floor(mapped.min(0)) - 1)
+    x2, y2 = (int(v) for v in np.minimum(np.ceil(mapped.max(0)) + 2, (w, h)))
+    if x2 <= x1 or y2 <= y1:
+        return None
+    inv[:, 2] -= (x1, y1)
+    size = (x2 - x1, y2 - y1)
+    warped: Frame = np.asarray(
+        cv2.warpAffine(crop, inv, size, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE), np.uint8
+    )
+    alpha: Mask = np.asarray(
+        cv2.warpAffine(np.asarray(mask, np.float32), inv, size, flags=cv2.INTER_LINEAR), np.float32
+    )
+    roi = frame[y1:y2, x1:x2]
+    roi[:] = alpha_blend(warped, roi, alpha)
+    return ChangedRegion(x1, y1, x2, y2, (alpha > 0).view(np.uint8))
 
 
 def feathered(region: npt.NDArray[np.uint8], radius: int) -> Mask:

@@ -68,9 +68,14 @@ def spec_for(name: str) -> EnhancerSpec:
 
 
 def to_model_input(crops: npt.NDArray[np.uint8]) -> F32:
-    """N x S x S x 3 RGB uint8 -> N x 3 x S x S float32 in [-1, 1] ((x / 255 - 0.5) / 0.5)."""
-    x = (crops.astype(np.float32) / np.float32(255.0) - np.float32(0.5)) / np.float32(0.5)
-    return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    """N x S x S x 3 RGB uint8 -> N x 3 x S x S float32 in [-1, 1] (x / 127.5 - 1), cast into the
+    channels-first layout once and scaled in place."""
+    n, h, w, c = crops.shape
+    x: F32 = np.empty((n, c, h, w), np.float32)
+    x[:] = crops.transpose(0, 3, 1, 2)
+    np.divide(x, np.float32(127.5), out=x)
+    np.subtract(x, np.float32(1.0), out=x)
+    return x
 
 
 def from_model_output(y: np.ndarray) -> npt.NDArray[np.uint8]:

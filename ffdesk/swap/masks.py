@@ -7,6 +7,7 @@ a pixel (a hand in front of the face, hair over the brow).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -61,8 +62,16 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
+@lru_cache(maxsize=16)
 def box_mask(size: int, blur: float = 0.3, padding: float = 0.0) -> Mask:
-    """A square mask that fades to zero over the outer `blur`/2 of each side."""
+    """A square mask that fades to zero over the outer `blur`/2 of each side. Made once per
+    size and shared: the array is read-only."""
+    mask = _box_mask(size, blur, padding)
+    mask.flags.writeable = False
+    return mask
+
+
+def _box_mask(size: int, blur: float, padding: float) -> Mask:
     mask = np.ones((size, size), np.float32)
     blur_px = int(size * 0.5 * blur)
     pad = int(size * padding)
@@ -73,7 +82,7 @@ def box_mask(size: int, blur: float = 0.3, padding: float = 0.0) -> Mask:
         mask[:, :edge] = 0
         mask[:, -edge:] = 0
     if blur_px:
-        return cv2.GaussianBlur(mask, (0, 0), blur_px * 0.25).astype(np.float32)
+        return np.asarray(cv2.GaussianBlur(mask, (0, 0), blur_px * 0.25), np.float32)
     return mask
 
 

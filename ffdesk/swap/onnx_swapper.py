@@ -206,19 +206,35 @@ def merge_tiles(tiles: npt.NDArray[np.uint8], k: int) -> npt.NDArray[np.uint8]:
 
 
 def to_model_input(crops: npt.NDArray[np.uint8], spec: SwapperSpec) -> F32:
-    """N x S x S x 3 RGB uint8 -> N x 3 x S x S float32 normalised per the spec."""
-    x: F32 = crops.astype(np.float32) / np.float32(255.0)
-    mean = np.asarray(spec.mean, np.float32)
-    std = np.asarray(spec.std, np.float32)
-    return np.ascontiguousarray(((x - mean) / std).transpose(0, 3, 1, 2).astype(np.float32))
+    """N x S x S x 3 RGB uint8 -> N x 3 x S x S float32 normalised per the spec:
+    (rgb - 255 mean) / (255 std), in three passes (cast into the channels-first layout, then
+    the offset and the scale in place)."""
+    n, h, w, c = crops.shape
+    x: F32 = np.empty((n, c, h, w), np.float32)
+    x[:] = crops.transpose(0, 3, 1, 2)
+    mean = _per_channel(spec.mean)
+    if mean.any():
+        np.subtract(x, mean * np.float32(255.0), out=x)
+    np.divide(x, _per_channel(spec.std) * np.float32(255.0), out=x)
+    return x
+
+
+def _per_channel(scale: Scale) -> F32:
+    """A spec's scale as a C x 1 x 1 (or scalar) float32 array for channels-first data."""
+    values = np.asarray(scale, np.float32)
+    return values.reshape(-1, 1, 1) if values.ndim else values
 
 
 def from_model_output(y: np.ndarray, spec: SwapperSpec) -> npt.NDArray[np.uint8]:
     """N x 3 x S x S model output (float32 or float16) -> N x S x S x 3 RGB uint8."""
     std = np.asarray(spec.std if spec.out_std is None else spec.out_std, np.float32)
     mean = np.asarray(spec.mean if spec.out_mean is None else spec.out_mean, np.float32)
-    x = np.asarray(y, np.float32).transpose(0, 2, 3, 1) * std + mean
-    return np.clip(x * np.float32(255.0) + np.float32(0.5), 0, 255).astype(np.uint8)
+    n, c, h, w = y.shape
+    x: F32 = np.empty((n, h, w, c), np.float32)
+    np.multiply(np.asarray(y).transpose(0, 2, 3, 1), std * np.float32(255.0), out=x)
+    np.add(x, mean * np.float32(255.0) + np.float32(0.5), out=x)
+    np.clip(x, 0, 255, out=x)
+    return x.astype(np.uint8)
 
 
 class OnnxSwapper:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.faces.align import Affine, paste_back, warp_face
+from ffdesk.faces.align import Affine, warp_face
 from ffdesk.faces.types import Face
-from ffdesk.media.patch import ChangedRegion
 from ffdesk.pipeline.stage import FramePacket, mark_changed, writable
+from ffdesk.swap.blend import paste_face
 from ffdesk.types import Frame, Mask
 
 
@@ -63,17 +63,16 @@ def paste_aligned(
     batch: Sequence[FramePacket], aligned: AlignedFaces, drawn: Crops, masks: Sequence[Mask]
 ) -> None:
     """Paste each drawn crop back into its packet's image (in face order) under its mask, and
-    record the pasted pixels as changed regions."""
+    record the pasted pixels as changed regions. Each paste warps and blends only the frame box
+    its mask's nonzero part covers (`paste_face`)."""
     if not len(drawn) == len(masks) == len(aligned):
         raise ValueError(f"{len(aligned)} faces but {len(drawn)} drawn crops and {len(masks)} masks")
-    images = {owner: writable(batch[owner].image) for owner in aligned.owners}
-    pasted: dict[int, list[ChangedRegion]] = {owner: [] for owner in images}
+    for owner in dict.fromkeys(aligned.owners):
+        batch[owner].image = writable(batch[owner].image)
     for j, owner in enumerate(aligned.owners):
-        paste_back(images[owner], drawn[j], aligned.affines[j], masks[j], inplace=True, changed=pasted[owner])
-    for owner, image in images.items():
         packet = batch[owner]
-        packet.image = image
-        for region in pasted[owner]:
+        region = paste_face(packet.image, drawn[j], aligned.affines[j], masks[j])
+        if region is not None:
             mark_changed(packet, region)
 
 

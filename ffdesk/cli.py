@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "sample",
     "probe",
     "farm",
+    "queue",
 )
 
 

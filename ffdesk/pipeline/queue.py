@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 import types
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import keep_aside, write_json_atomic
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
 
@@ -340,3 +342,72 @@ class RenderQueue:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         jobs = [_entry_to_dict(e) for e in self._entries]
         write_json_atomic(self.path, {"version": FORMAT_VERSION, "jobs": jobs}, indent=1)
+
+
+PERSIST_PROGRESS_EVERY_S = 10.0
+"""A running job's progress is written to disk this often (the resume manifest, not this, decides
+what is redone)."""
+
+
+class JobProgress:
+    """Keeps one running entry of a queue up to date as its render's events arrive: what the
+    desktop app and `ffdesk queue run` both do, so either shows the other's work.
+
+    `Started` sets the totals, `Progress` frames/s and ETA (persisted at most every
+    `persist_every_s`; the in-memory entry always); `done`/`failed`/`stopped` end the entry.
+    """
+
+    def __init__(
+        self,
+        queue: RenderQueue,
+        entry_id: str,
+        *,
+        persist_every_s: float = PERSIST_PROGRESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.queue = queue
+        self.entry_id = entry_id
+        self.persist_every_s = persist_every_s
+        self._clock = clock
+        self._last_persist = -math.inf  # the first figures are written at once
+
+    def start(self) -> QueueEntry:
+        """Mark the entry running (its figures of an earlier run cleared)."""
+        return self.queue.update(self.entry_id, state="running", message="", fps=0.0, eta_s=None)
+
+    def on_event(self, event: ev.Event) -> None:
+        """Take one render event (others than `Started` and `Progress` change nothing)."""
+        if isinstance(event, ev.Started):
+            done = event.resumed_frames
+            self.queue.update(self.entry_id, frames_total=event.total_frames, frames_done=done)
+        elif isinstance(event, ev.Progress):
+            now = self._clock()
+            persist = now - self._last_persist >= self.persist_every_s
+            if persist:
+                self._last_persist = now
+            self.queue.update(
+                self.entry_id,
+                persist=persist,
+                frames_done=event.frames_done,
+                frames_total=event.frames_total,
+                fps=event.fps,
+                eta_s=event.eta_s,
+            )
+
+    def done(self) -> QueueEntry:
+        """The render finished: every frame done, the output as the message."""
+        entry = self.queue.get(self.entry_id)
+        return self._end("done", str(entry.job.output), frames_done=entry.frames_total)
+
+    def failed(self, message: str) -> QueueEntry:
+        """The render stopped with an error: `message` is its one line."""
+        return self._end("failed", message)
+
+    def stopped(self, state: Literal["cancelled", "interrupted"], message: str) -> QueueEntry:
+        """The render was stopped before its end; a resume continues from its manifest."""
+        return self._end(state, message)
+
+    def _end(self, state: JobState, message: str, **changes: Any) -> QueueEntry:
+        return self.queue.update(
+            self.entry_id, state=state, message=message, finished=time.time(), eta_s=None, **changes
+        )

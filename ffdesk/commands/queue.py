@@ -1,0 +1,260 @@
+"""`ffdesk queue list|run`: the desktop app's saved render queue, on the command line.
+
+`run` renders the queued jobs in order (with `--resume`, the interrupted, failed and cancelled
+ones too, each from where it stopped), here or on a farm (`--farm`), keeping every job's state
+and progress in the queue file as the app does. A job that fails is marked failed with its one
+line and the queue goes on; Ctrl-C stops the running job, which stays resumable ("interrupted").
+Exit status: 0 when every job run is done, 2 when one failed, 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import Cancelled, UserError
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.queue import RESUMABLE, JobProgress, QueueEntry, RenderQueue, default_queue_path
+
+if TYPE_CHECKING:
+    from ffdesk.farm.address import FarmAddress
+    from ffdesk.pipeline.report import RenderReport
+
+Render = Callable[[RenderJob, ev.EventCallback, threading.Event], "RenderReport"]
+
+INTERRUPTED_NOTE = "interrupted; `ffdesk queue run --resume` continues where it stopped"
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "queue", help="the saved render queue (the desktop app's): list it, run it here or on a farm"
+    )
+    queue = parser.add_subparsers(dest="queue_command", parser_class=type(parser))
+    listing = queue.add_parser("list", help="the jobs, their states and progress")
+    _queue_file_arg(listing)
+    listing.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    listing.set_defaults(func=run_list)
+    run = queue.add_parser("run", help="render every queued job in order")
+    _queue_file_arg(run)
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="also run the interrupted, failed and cancelled jobs (each resumes where it stopped)",
+    )
+    run.add_argument(
+        "--farm",
+        default=None,
+        metavar="ADDR",
+        help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), or auto (RAY_ADDRESS, else a local Ray)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(func=run_queue)
+
+    def usage(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+
+    parser.set_defaults(func=usage)
+
+
+def _queue_file_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--queue",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the queue file (default: the desktop app's, queue.json in the user data folder)",
+    )
+
+
+def open_queue(args: argparse.Namespace) -> RenderQueue:
+    """The queue `--queue` names (else the app's); a note on stderr when it was damaged."""
+    path = args.queue if args.queue is not None else default_queue_path(runtime_env(args))
+    if path.is_dir():
+        raise UserError(f"--queue {path}: is a folder, not a queue file")
+    queue = RenderQueue(path)
+    if queue.warning:
+        print(f"ffdesk: warning: {queue.warning}", file=sys.stderr)
+    return queue
+
+
+# ---- list ----------------------------------------------------------------------------------
+
+
+def entry_line(number: int, e: QueueEntry) -> str:
+    """One job as `queue list` prints it."""
+    frames = f"{e.frames_done}/{e.frames_total} {e.fraction * 100:3.0f}%" if e.frames_total else ""
+    note = f"  ({e.message})" if e.message and e.state != "done" else ""
+    return f"{number:>3}  {e.id}  {e.state:<11} {frames:>16}  {e.job.target.name} -> {e.job.output}{note}"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    queue = open_queue(args)
+    entries = queue.entries()
+    if args.json:
+        rows = [
+            {
+                "id": e.id,
+                "state": e.state,
+                "frames_done": e.frames_done,
+                "frames_total": e.frames_total,
+                "target": str(e.job.target),
+                "output": str(e.job.output),
+                "message": e.message,
+            }
+            for e in entries
+        ]
+        print(json.dumps({"queue": str(queue.path), "jobs": rows}, indent=2))
+        return 0
+    if not entries:
+        print(f"no jobs in {queue.path}")
+        return 0
+    for i, e in enumerate(entries, 1):
+        print(entry_line(i, e))
+    return 0
+
+
+# ---- run -----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def rendering(args: argparse.Namespace, farm: FarmAddress | None) -> Iterator[tuple[Render, str]]:
+    """How each job is rendered, and where (for the summary): here, or on `farm`, joined once
+    for the whole queue (a farm that does not answer: `UserError`)."""
+    if farm is None:
+        from ffdesk.pipeline.engine import run_render
+
+        env = runtime_env(args)
+        yield (lambda job, emit, cancel: run_render(job, emit, cancel, env=env)), ""
+        return
+    from ffdesk.farm.address import connected
+    from ffdesk.farm.head import run_farm_render
+    from ffdesk.farm.reach import check_reachable
+
+    check_reachable(farm)
+    with connected(farm):
+        yield (
+            (lambda job, emit, cancel: run_farm_render(job, farm, emit, cancel)),
+            f" on the farm at {farm.label}",
+        )
+
+
+@contextlib.contextmanager
+def ctrl_c_cancels(cancel: threading.Event) -> Iterator[None]:
+    """Ctrl-C sets `cancel` (the render stops at the next frame, resumable); a second one
+    interrupts at once. Only on the main thread, where Python takes signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def stop(_signum: int, _frame: object) -> None:
+        cancel.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def run_one(
+    queue: RenderQueue, entry: QueueEntry, render: Render, cancel: threading.Event, bars: bool
+) -> str:
+    """Render one entry, keeping its row in the queue; its final state."""
+    from ffdesk.commands.render import TerminalProgress, write_report
+
+    progress = JobProgress(queue, entry.id)
+    progress.start()
+    bar = TerminalProgress(enabled=bars)
+
+    def emit(event: ev.Event) -> None:
+        progress.on_event(event)
+        bar(event)
+
+    try:
+        report = render(entry.job, emit, cancel)
+    except (Cancelled, KeyboardInterrupt):
+        progress.stopped("interrupted", INTERRUPTED_NOTE)
+        return "interrupted"
+    except UserError as exc:
+        return _failed(progress, entry, _one_line(exc))
+    except Exception as exc:  # noqa: BLE001 - one job's crash must not cost the rest of the queue
+        return _failed(progress, entry, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+    finally:
+        bar.close()
+    progress.done()
+    if entry.job.report is not None:
+        write_report(entry.job.report, report)
+    resumed = report.video.resumed_frames if report.video is not None else 0
+    after = f", resumed after {resumed} frames" if resumed else ""
+    figures = f"{report.frames_out} frames, {report.fps:.1f} frames/s{after}"
+    print(f"done   {entry.job.target.name} -> {report.output} ({figures})")
+    return "done"
+
+
+def _failed(progress: JobProgress, entry: QueueEntry, message: str) -> str:
+    progress.failed(message)
+    job = entry.job
+    named = message.startswith((job.target.name, str(job.target)))
+    print(f"ffdesk: error: {message if named else f'{job.target.name}: {message}'}", file=sys.stderr)
+    return "failed"
+
+
+def run_queue(args: argparse.Namespace) -> int:
+    farm = None
+    if args.farm is not None:
+        from ffdesk.farm.ray_support import require_ray
+
+        require_ray()  # before anything else: without Ray, one line and exit 2
+        from ffdesk.farm.address import parse_farm
+
+        farm = parse_farm(args.farm)
+    queue = open_queue(args)
+    if args.resume:
+        for e in queue.entries():
+            if e.state in RESUMABLE:
+                queue.resume(e.id)
+    if queue.next_queued() is None:
+        waiting = sum(1 for e in queue.entries() if e.state in RESUMABLE)
+        hint = f"; --resume runs the {waiting} interrupted, failed or cancelled" if waiting else ""
+        print(f"nothing queued in {queue.path}{hint}")
+        return 0
+    t0 = time.perf_counter()
+    with rendering(args, farm) as (render, where):
+        outcomes = run_all(queue, render, bars=not args.quiet and sys.stderr.isatty())
+    parts = [f"{outcomes[s]} {s}" for s in ("done", "failed", "interrupted") if outcomes[s]]
+    left = sum(1 for e in queue.entries() if e.state == "queued")
+    if left:
+        parts.append(f"{left} still queued")
+    print(f"queue: {', '.join(parts)}{where} in {time.perf_counter() - t0:.1f} s ({queue.path})")
+    if outcomes["interrupted"]:
+        return 130
+    return 2 if outcomes["failed"] else 0
+
+
+def run_all(queue: RenderQueue, render: Render, *, bars: bool) -> Counter[str]:
+    """Run the queued entries in order until none is left or Ctrl-C; how many ended how."""
+    cancel = threading.Event()
+    outcomes: Counter[str] = Counter()
+    with ctrl_c_cancels(cancel):
+        while not cancel.is_set() and (entry := queue.next_queued()) is not None:
+            outcomes[run_one(queue, entry, render, cancel, bars)] += 1
+    return outcomes

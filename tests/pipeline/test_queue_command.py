@@ -1,0 +1,185 @@
+"""`ffdesk queue list|run`: the app's saved queue rendered from the command line, its file kept
+as the app keeps it (states, progress, messages), a failing job passed over, Ctrl-C resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.synth import frame_index_of, synth_clip
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.queue import RenderQueue
+from ffdesk.pipeline.resume import MANIFEST_NAME, work_dir_for
+from tests.farm.test_without_ray import run_without_ray
+
+
+def _job(folder: Path, name: str) -> RenderJob:
+    return RenderJob(target=folder / f"{name}.mp4", output=folder / f"{name}-out.mov", encoder="prores")
+
+
+def _queue(folder: Path, *names: str) -> Path:
+    path = folder / "queue.json"
+    queue = RenderQueue(path)
+    for name in names:
+        queue.add(_job(folder, name))
+    return path
+
+
+def _indices(path: Path) -> list[int]:
+    with av.open(str(path)) as c:
+        return [frame_index_of(f.to_ndarray(format="rgb24").astype(np.uint8)) for f in c.decode(video=0)]
+
+
+def _segments_recorded(output: Path) -> int:
+    try:
+        return len(json.loads((work_dir_for(output) / MANIFEST_NAME).read_text())["segments"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def test_queue_run_renders_every_queued_job_in_order_and_a_failing_one_does_not_stop_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synth_clip(tmp_path / "a.mp4", width=96, height=64, fps=25, frames=20, audio_streams=1)
+    synth_clip(tmp_path / "c.mp4", width=96, height=64, fps=25, frames=12, audio_streams=0)
+    path = _queue(tmp_path, "a", "missing", "c")
+
+    assert main(["queue", "run", "--queue", str(path)]) == 2
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("done   a.mp4 -> ") and "(20 frames," in lines[0]
+    assert lines[1].startswith("done   c.mp4 -> ") and "(12 frames," in lines[1]
+    assert lines[2].startswith("queue: 2 done, 1 failed in ") and str(path) in lines[2]
+    assert err.strip().splitlines() == [f"ffdesk: error: {tmp_path / 'missing.mp4'}: no such file"]
+
+    # the file the app reads: each job's state, figures and one-line message
+    a, missing, c = RenderQueue(path).entries()
+    assert [e.state for e in (a, missing, c)] == ["done", "failed", "done"]
+    assert (a.frames_done, a.frames_total, a.message) == (20, 20, str(tmp_path / "a-out.mov"))
+    assert (c.frames_done, c.frames_total) == (12, 12)
+    assert missing.message == f"{tmp_path / 'missing.mp4'}: no such file"
+    assert all(e.finished is not None and e.eta_s is None for e in (a, missing, c))
+    assert a.finished is not None and c.finished is not None and a.finished <= c.finished
+    assert _indices(tmp_path / "a-out.mov") == list(range(20))
+    assert _indices(tmp_path / "c-out.mov") == list(range(12))
+
+    # nothing is left to run; the failed job runs again only when asked
+    assert main(["queue", "run", "--queue", str(path)]) == 0
+    assert "nothing queued" in capsys.readouterr().out
+    assert main(["queue", "list", "--queue", str(path)]) == 0
+    listed = capsys.readouterr().out.strip().splitlines()
+    assert len(listed) == 3
+    assert "done" in listed[0] and "20/20 100%" in listed[0] and "a.mp4 -> " in listed[0]
+    assert "failed" in listed[1] and listed[1].endswith("(" + missing.message + ")")
+
+
+def test_ctrl_c_leaves_the_running_job_interrupted_and_resume_finishes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synth_clip(tmp_path / "long.mp4", width=96, height=64, fps=25, frames=400, audio_streams=1)
+    synth_clip(tmp_path / "next.mp4", width=96, height=64, fps=25, frames=8, audio_streams=0)
+    path = tmp_path / "queue.json"
+    queue = RenderQueue(path)
+    long_job = queue.add(replace(_job(tmp_path, "long"), segment_frames=8))
+    queue.add(_job(tmp_path, "next"))
+    output = long_job.job.output
+
+    def ctrl_c_after_the_first_segment() -> None:
+        end = time.monotonic() + 120
+        while _segments_recorded(output) < 1 and time.monotonic() < end:
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=ctrl_c_after_the_first_segment)
+    presser.start()
+    try:
+        assert main(["queue", "run", "--queue", str(path)]) == 130
+    finally:
+        presser.join()
+    out = capsys.readouterr().out
+    assert "queue: 1 interrupted, 1 still queued in " in out
+    interrupted, waiting = RenderQueue(path).entries()
+    assert interrupted.state == "interrupted" and "--resume" in interrupted.message
+    assert interrupted.frames_done < 400 and interrupted.frames_total == 400
+    assert waiting.state == "queued" and not (tmp_path / "next-out.mov").exists()
+    kept = _segments_recorded(output)
+    assert kept >= 1
+
+    # without --resume the interrupted job waits; the queued one runs
+    assert main(["queue", "run", "--queue", str(path)]) == 0
+    assert [e.state for e in RenderQueue(path).entries()] == ["interrupted", "done"]
+    capsys.readouterr()
+    assert main(["queue", "run", "--queue", str(path), "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert f"resumed after {8 * kept} frames" in out and "queue: 1 done in " in out
+    resumed = RenderQueue(path).entries()[0]
+    assert (resumed.state, resumed.frames_done, resumed.job.resume) == ("done", 400, True)
+    assert _indices(output) == list(range(400))
+
+
+def test_queue_list_of_an_empty_queue_and_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "queue.json"
+    assert main(["queue", "list", "--queue", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == f"no jobs in {path}"
+    entry = RenderQueue(path).add(_job(tmp_path, "x"))
+    assert main(["queue", "list", "--queue", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["queue"] == str(path)
+    assert data["jobs"] == [
+        {
+            "id": entry.id,
+            "state": "queued",
+            "frames_done": 0,
+            "frames_total": 0,
+            "target": str(tmp_path / "x.mp4"),
+            "output": str(tmp_path / "x-out.mov"),
+            "message": "",
+        }
+    ]
+
+
+def test_the_default_queue_is_the_apps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ffdesk.pipeline.queue import default_queue_path
+    from ffdesk.runtime.env import RuntimeEnv
+
+    app_queue = default_queue_path(RuntimeEnv.from_system())
+    assert app_queue.is_relative_to(Path(os.environ["XDG_DATA_HOME"]))  # the test's own folder
+    RenderQueue(app_queue).add(_job(tmp_path, "from-the-app"))
+    assert main(["queue", "list"]) == 0
+    assert "from-the-app.mp4 -> " in capsys.readouterr().out
+
+
+def test_queue_run_on_a_farm_without_ray_exits_2_with_the_install_line(tmp_path: Path) -> None:
+    path = _queue(tmp_path, "a")
+    done = run_without_ray("queue", "run", "--queue", str(path), "--farm", "auto")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'ffdesk[farm]'" in lines[0], done.stderr
+    assert RenderQueue(path).entries()[0].state == "queued"
+
+
+def test_a_farm_that_does_not_answer_is_one_line_and_the_jobs_stay_queued(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    path = _queue(tmp_path, "a")
+    t0 = time.monotonic()
+    assert main(["queue", "run", "--queue", str(path), "--farm", f"127.0.0.1:{port}"]) == 2
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err.strip()
+    assert err == f"ffdesk: error: cannot reach the farm at 127.0.0.1:{port}: connection refused"
+    assert RenderQueue(path).entries()[0].state == "queued"

@@ -382,7 +382,7 @@ class _FarmRun:
             return
         self.last_poll = now
         try:
-            posted = self.ray.get(self.board.progress_of.remote(self.job_id), timeout=5)
+            posted = self.ray.get(self.board.progress_of.remote(self.job_id), timeout=2)
         except Exception:  # noqa: BLE001 - progress between segments is a nicety
             return
         for worker, number in inflight.values():

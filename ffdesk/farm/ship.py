@@ -15,13 +15,16 @@ The job a worker is sent names the clip and photos in a folder that exists nowhe
 reads of the clip (the reference face in the range's first frame, int8 calibration
 on its first frames) read the lead cut: the clip's first `LEAD_FRAMES` frames of the range,
 shipped once a job. The source photos travel with it (small files, named as in the job).
+Cuts hold the video only: the join, on the head, takes the audio from the clip itself.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -56,6 +59,9 @@ _SAME = (
 """What a cut must share with its clip: everything a segment render reads of the stream."""
 
 
+_Stamp = tuple[int | None, int | None]
+
+
 @dataclass(frozen=True)
 class ShippedRange:
     """Part of a clip as a worker receives it: the file's bytes and where it sits in the clip."""
@@ -79,9 +85,14 @@ def cut_range(plan: SegmentPlan, first: PlannedSegment, last: PlannedSegment) ->
     folder = Path(tempfile.mkdtemp(prefix="ffdesk-cut-"))
     try:
         path = folder / f"cut{suffix}"
-        _remux(source, path, None if from_start else first.first_pts, end_pts)
+        copied = _remux(source, path, None if from_start else first.first_pts, end_pts)
         cut = probe(path, fps=plan.job.fps)
         _check_same(source, video, cut)
+        if _stamps(path) != copied:
+            raise UserError(
+                f"{source.name}: a cut of this clip moves its timestamps: it cannot be shipped to "
+                "the workers (render it with shared storage)"
+            )
         shift = _first_frame_s(path) - (plan.origin_s or 0.0)
         return ShippedRange(path.read_bytes(), suffix, shift)
     finally:
@@ -96,27 +107,53 @@ def lead_range(plan: SegmentPlan) -> ShippedRange:
     return replace(cut, sources=photos)
 
 
-def _remux(source: Path, out_path: Path, from_pts: int | None, end_pts: int | None) -> None:
+def _remux(source: Path, out_path: Path, from_pts: int | None, end_pts: int | None) -> list[_Stamp]:
     """Copy the video packets from the keyframe at or before `from_pts` (None: the first packet)
-    up to the first whose decode time is past `end_pts` (None: the end)."""
+    up to the first whose decode time is past `end_pts` (None: the end); their (pts, dts)."""
+    copied: list[_Stamp] = []
     with av.open(str(source)) as inp:
         stream = inp.streams.video[0]
         options: dict[str, str] = {}
         tb = Fraction(stream.time_base or Fraction(1, 90000))
         if out_path.suffix.lower() in (".mp4", ".mov", ".m4v") and tb.numerator == 1:
             options["video_track_timescale"] = str(tb.denominator)  # keep the clip's own ticks
-        if from_pts is not None:
-            inp.seek(from_pts, stream=stream, backward=True, any_frame=False)
+        packets = inp.demux(stream) if from_pts is None else _packets_from(inp, stream, from_pts, tb)
         with av.open(str(out_path), "w", options=options) as out:
             copy = out.add_stream_from_template(stream)
-            for packet in inp.demux(stream):
+            for packet in packets:
                 if packet.size == 0:
                     continue
                 stamp = packet.dts if packet.dts is not None else packet.pts
                 if end_pts is not None and stamp is not None and stamp > end_pts:
                     break
+                copied.append((packet.pts, packet.dts))
                 packet.stream = copy
                 out.mux(packet)
+    return copied
+
+
+def _packets_from(
+    inp: av.container.InputContainer, stream: av.VideoStream, from_pts: int, tb: Fraction
+) -> Iterator[av.Packet]:
+    """The packets from the keyframe a seek to `from_pts` lands on. A landing after `from_pts`
+    (MPEG-TS seeks by a stamp its first keyframe does not carry) is tried two seconds earlier,
+    then from the start, as the segment's own reader does."""
+    second = max(1, round(1 / tb))
+    for target in (from_pts, from_pts - 2 * second, None):
+        if target is None:
+            inp.seek(int(stream.start_time or 0) - second, stream=stream, backward=True, any_frame=False)
+            return inp.demux(stream)
+        inp.seek(target, stream=stream, backward=True, any_frame=False)
+        packets = inp.demux(stream)
+        first = next((p for p in packets if p.size), None)
+        if first is not None and first.pts is not None and first.pts <= from_pts:
+            return itertools.chain([first], packets)
+    raise AssertionError("unreachable")
+
+
+def _stamps(path: Path) -> list[_Stamp]:
+    with av.open(str(path)) as container:
+        return [(p.pts, p.dts) for p in container.demux(video=0) if p.size]
 
 
 def _check_same(source: Path, video: VideoInfo, cut: MediaInfo) -> None:

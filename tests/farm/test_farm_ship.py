@@ -78,3 +78,42 @@ def test_a_cut_that_does_not_keep_the_stream_is_refused(tmp_path: Path) -> None:
     _check_same(clip, info.video, info)
     with pytest.raises(UserError, match="does not keep its time_base, fps: it cannot be shipped"):
         _check_same(clip, replace(info.video, time_base=info.video.time_base / 2, fps=30.0), info)
+
+
+@pytest.mark.parametrize("name", ["clip.mkv", "clip.ts", "clip.mov"])
+def test_other_containers_ship_their_segments_identically(
+    name: str, tmp_path: Path, run_env: RuntimeEnv
+) -> None:
+    clip = tmp_path / name
+    synth_clip(clip, width=96, height=64, fps=25, frames=32, gop=10)
+    plan = plan_segments(
+        RenderJob(target=clip, output=tmp_path / "o.mov", encoder="prores", segment_frames=8)
+    )
+    shared = FarmWorker("shared", None, use_gpu=False, env=run_env)
+    shipped = FarmWorker("shipped", None, use_gpu=False, env=run_env)
+    try:
+        lead = lead_range(plan)
+        for seg in plan.segments[1:]:  # an MPEG-TS seek lands after the frame: the cut starts earlier
+            here = shared.render(job_to_json(plan.job), segment_dict(seg))
+            there = shipped.render(
+                job_to_json(sent_job(plan.job)),
+                segment_dict(seg),
+                shipped=cut_range(plan, seg, seg),
+                lead=lead,
+            )
+            assert there.files == here.files, f"segment {seg.number} differs"
+    finally:
+        shared.close()
+        shipped.close()
+
+
+def test_a_clip_whose_cut_moves_its_timestamps_is_refused_in_one_line(tmp_path: Path) -> None:
+    clip = tmp_path / "clip.avi"  # AVI keeps no timestamps of its own: a remux renumbers them
+    synth_clip(clip, width=64, height=48, fps=25, frames=32, gop=10, codec="mpeg4")
+    plan = plan_segments(
+        RenderJob(target=clip, output=tmp_path / "o.mov", encoder="prores", segment_frames=8)
+    )
+    with pytest.raises(
+        UserError, match=r"^clip.avi: a cut of this clip moves its timestamps: it cannot be shipped"
+    ):
+        cut_range(plan, plan.segments[2], plan.segments[2])  # from the keyframe at frame 10

@@ -99,7 +99,8 @@ class Stage(Protocol):
         """Load what the stage needs. Called once, on a worker thread, before the first batch."""
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        """Process a batch and return the packets (same indices, same order)."""
+        """Process a batch and return the packets (same indices, same order; a stage that
+        `HoldsFrames` may return its oldest packets only)."""
 
     def finish(self) -> StageFigures | None:
         """Release resources; return the stage's figures for the report (None: it has none).

@@ -92,6 +92,7 @@ def run_farm_render(
     t0 = time.perf_counter()
     plan = plan_segments(job, cancel)
     job = plan.job
+    lead = shippable(plan) if options.ship_source else None
     for warning in plan.warnings:
         emit(ev.Warning(warning))
     manifest, note = Manifest.open(work_dir_for(job.output), job.output_fingerprint(), job.resume)
@@ -104,7 +105,7 @@ def run_farm_render(
         resumed_segments = len(manifest.segments)
         resumed_frames = manifest.frames_done
         with connected(farm, local_cpus=options.local_cpus) as ray:
-            run = _FarmRun(ray, plan, manifest, emit, cancel, options, farm.label)
+            run = _FarmRun(ray, plan, manifest, emit, cancel, options, farm.label, lead)
             with run:
                 run.render()
         joined = join_planned(plan, manifest, emit)
@@ -132,6 +133,16 @@ def run_farm_render(
     ).timed(time.perf_counter() - t0, None)  # the frames were rendered in the workers' processes
     emit(ev.Done(report))
     return report
+
+
+def shippable(plan: SegmentPlan) -> ShippedRange:
+    """The lead cut of a clip to ship, once the last segment's cut showed that cuts from a later
+    keyframe keep the clip's stream and timestamps too (`UserError` when they do not)."""
+    lead = lead_range(plan)
+    if len(plan.segments) > 1:
+        last = plan.segments[-1]
+        cut_range(plan, last, last)
+    return lead
 
 
 def _keep_planned_prefix(manifest: Manifest, plan: SegmentPlan) -> str | None:
@@ -185,7 +196,9 @@ class _FarmRun:
         cancel: threading.Event | None,
         options: FarmOptions,
         label: str,
+        lead: ShippedRange | None = None,
     ) -> None:
+        """`lead`: the range's first frames, when the clip is shipped (`shippable`)."""
         self.ray = ray
         self.plan = plan
         self.manifest = manifest
@@ -211,8 +224,9 @@ class _FarmRun:
         self.frames_this_run = 0
         self.first_dispatch: float | None = None
         self.last_result: float | None = None
+        self.lead_range = lead
         self.lead: Any = None
-        """The lead cut's object (shipping only)."""
+        """The lead cut's object in the object store (shipping only)."""
         self.cuts: dict[int, Any] = {}
         """Shipped segments' objects, kept until the segment comes back (a rerun reuses it)."""
         self.shown_frames = manifest.frames_done
@@ -279,8 +293,8 @@ class _FarmRun:
         from ray.exceptions import RayTaskError
 
         live = [w for w in self.workers if not w.dropped]
-        if self.options.ship_source:
-            self.lead = self.ray.put(lead_range(self.plan))
+        if self.lead_range is not None:
+            self.lead = self.ray.put(self.lead_range)
         refs = [w.actor.check.remote(self.job_json, self.options.stand_in, self.lead) for w in live]
         for w, ref in zip(live, refs, strict=True):
             try:

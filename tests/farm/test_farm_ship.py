@@ -117,3 +117,17 @@ def test_a_clip_whose_cut_moves_its_timestamps_is_refused_in_one_line(tmp_path: 
         UserError, match=r"^clip.avi: a cut of this clip moves its timestamps: it cannot be shipped"
     ):
         cut_range(plan, plan.segments[2], plan.segments[2])  # from the keyframe at frame 10
+
+
+def test_a_clip_that_cannot_be_shipped_is_refused_before_the_farm_is_contacted(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import FarmOptions, run_farm_render
+
+    clip = tmp_path / "clip.avi"
+    synth_clip(clip, width=64, height=48, fps=25, frames=32, gop=10, codec="mpeg4")
+    job = RenderJob(target=clip, output=tmp_path / "o.mov", encoder="prores", segment_frames=8)
+    nobody = parse_farm("127.0.0.1:9")  # nothing listens there: contacting it would fail differently
+    with pytest.raises(UserError, match="moves its timestamps"):
+        run_farm_render(job, nobody, options=FarmOptions(ship_source=True))
+    assert not (tmp_path / "o.mov").exists()

@@ -1,0 +1,30 @@
+"""What `ffdesk farm status` prints for a worker: its share, budget, work, model loads, metrics."""
+
+from __future__ import annotations
+
+from ffdesk.farm.slots import NodeResources
+from ffdesk.farm.status import FarmStatus, status_lines
+
+
+def test_a_worker_line_says_its_model_loads_and_where_its_metrics_are() -> None:
+    row = {
+        "slot": "10.0.0.2/gpu0",
+        "pid": 41,
+        "num_gpus": 0.5,
+        "budget_bytes": 12 << 30,
+        "rendering": "cut.mov segment 3 (frames 360-479)",
+        "segments": 3,
+        "frames": 360,
+        "model_loads": 4,
+        "peak_model_bytes": 3 << 30,
+        "metrics_url": "http://10.0.0.2:40123/metrics",
+    }
+    idle = {**row, "slot": "10.0.0.2/gpu1", "rendering": None, "metrics_url": None, "model_loads": 0}
+    node = NodeResources("n1", "10.0.0.2", 16, 1, 24.0)
+    lines = status_lines(FarmStatus("HEAD:6379", (node,), {}, (row, idle), ()))
+    busy, rest = lines[2], lines[3]
+    assert busy == (
+        "  worker 10.0.0.2/gpu0 (pid 41, 0.5 GPU, budget 12.0 GiB): cut.mov segment 3 (frames 360-479); "
+        "3 segments, 360 frames, 4 model loads, peak models 3.0 GiB, metrics http://10.0.0.2:40123/metrics"
+    )
+    assert rest.endswith("idle; 3 segments, 360 frames, 0 model loads, peak models 3.0 GiB")

@@ -7,8 +7,10 @@ not the eyes, brows or lips, so glasses, dark sockets and make-up do not pull th
 eyes keep their contrast), a Poisson blend, and an alpha paste. What covers the face is kept:
 triangles the target's mesh folds over (turned away from the camera) are not pasted, nor are
 parts of the target inside the hull that reach in from its edge and are neither skin-coloured
-nor a feature of the face (a hand's sleeve, a microphone, a scarf). Everything runs on the
-face's bounding region, never on the whole frame.
+nor a feature of the face (a hand's sleeve, a microphone, a scarf); on request
+(`SwapSettings.skin_occluders`) also a hand of the face's own colour that reaches over it from
+the side (see `ffdesk.swap.occlusion`). Everything runs on the face's bounding region, never on
+the whole frame.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.swap.blend import alpha_blend, feathered, half_lab, hist_median, lab_transfer_skin, seamless
+from ffdesk.swap.occlusion import SkinOccluderSettings, skin_occluder
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
@@ -64,6 +67,11 @@ class SwapSettings:
     may belong to something in front of the face."""
     occluder_min_area: float = 0.01
     """Smallest occluder kept, as a fraction of the face's region."""
+    skin_occluders: bool = False
+    """With `keep_occluders`, also keep a skin-coloured hand reaching over the face from the side.
+    Off by default: a background of skin colour beside the face can pass for a hand (on the
+    carphone clip, the car's beige lining beside the cheek in one frame of 120)."""
+    skin_occluder: SkinOccluderSettings = field(default_factory=SkinOccluderSettings)
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,9 @@ class ClassicalSwapper:
             target_lab = half_lab(roi)
             if s.keep_occluders:
                 occluders = _occluders(target_lab, region, features, skin, s)
+                if s.skin_occluders:
+                    face_box = (x1, y1, x2, y2)
+                    occluders = _with_skin_occluder(occluders, frame, pts, face_box, target_lab, skin, s)
                 if occluders is not None:
                     skin[occluders > 0.05] = 0
             if s.colour_transfer:
@@ -402,6 +413,23 @@ def _occluders(
     full = cv2.dilate(full, _DISK3, iterations=2)
     soft = cv2.GaussianBlur(full.astype(np.float32) / 255.0, (0, 0), max(1.0, k / 2.0))
     return np.asarray(np.clip(soft, 0.0, 1.0), np.float32)
+
+
+def _with_skin_occluder(
+    occluders: np.ndarray | None,
+    frame: Frame,
+    pts: Points,
+    box: tuple[int, int, int, int],
+    lab_half: np.ndarray,
+    skin: np.ndarray,
+    s: SwapSettings,
+) -> np.ndarray | None:
+    """`occluders` with a skin-coloured one added (their maximum), when there is one."""
+    skin_half = np.ascontiguousarray(skin[::2, ::2])
+    hand = skin_occluder(frame, pts, box, lab_half, skin_half, s.skin_occluder)
+    if hand is None:
+        return occluders
+    return hand if occluders is None else np.maximum(occluders, hand)
 
 
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:

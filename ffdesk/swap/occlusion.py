@@ -1,0 +1,217 @@
+"""Skin-coloured occluders: a hand (or an arm) that reaches over the face from the side.
+
+Its colour is the face's own, so the colour test of the classical swap does not see it; what
+gives it away is that it goes on beyond the face. Skin-coloured pixels that reach far out of the
+mesh's hull at its sides (between the eyes' line and the chin: a palm, a wrist; the face's own
+skin reaches out by a few pixels only, and ears, neck and forehead are left out by the place or
+the size) seed a watershed of the target against markers on the far half of the face; what the
+seeds win inside the hull is the occluder, where the watershed follows the hand's contour. It is
+kept only when it is deep inside the hull, skin-coloured and bounded by an edge of the target
+at least as strong as the face's own, so a flood that stops in smooth skin is dropped.
+
+Everything runs on every other pixel of a box around the face; when nothing skin-coloured
+reaches out of the hull (the usual frame), only the seeds are looked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.faces.mesh import CHIN, LEFT_EYE, LEFT_EYE_OUTER, NOSE_TIP, RIGHT_EYE, RIGHT_EYE_OUTER
+from ffdesk.swap.blend import hist_median
+from ffdesk.types import Frame, Points
+
+_DISK3 = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
+
+
+@dataclass(frozen=True)
+class SkinOccluderSettings:
+    """Limits of the skin-coloured occluder test; sizes are fractions of the face's size."""
+
+    reach: float = 0.15
+    """How far skin-coloured pixels must reach out of the hull's side to seed the test."""
+    margin: float = 0.25
+    """How far around the face the target is looked at (the box for the seeds)."""
+    min_outside: float = 0.025
+    """Smallest skin-coloured area out of the hull that seeds the test, as a fraction of the hull."""
+    min_area: float = 0.02
+    """Smallest occluder kept, as a fraction of the hull."""
+    depth: float = 0.1
+    """How deep into the hull (from its edge) a kept occluder must reach."""
+    chroma_sigma: float = 2.0
+    """Skin-coloured: LAB a and b within this many robust standard deviations of the skin's..."""
+    chroma_floor: float = 2.5
+    """...counting the spread as at least this (8-bit LAB units)..."""
+    light_range: tuple[float, float] = (0.8, 1.25)
+    """...and lightness within this range of the skin's median."""
+    min_skin: float = 0.6
+    """Fraction of a kept occluder that must be skin-coloured (not a beard, not the background)."""
+    edge_quantile: float = 60.0
+    """A kept occluder's edge must be as strong on average as this percentile of the skin's
+    own gradients."""
+
+
+@dataclass(frozen=True)
+class SkinReference:
+    """The face's skin in the target: LAB medians and robust spreads (see `hist_median`)."""
+
+    light: float
+    a: tuple[float, float]
+    b: tuple[float, float]
+
+
+def skin_reference(lab_half: Frame, skin_half: npt.NDArray[np.uint8]) -> SkinReference | None:
+    """The skin's reference from the target in LAB at half size (`half_lab`) and a mask of its
+    skin at the same size; None when too little skin shows."""
+    if cv2.countNonZero(skin_half) < 32:
+        return None
+    light, _ = hist_median(np.ascontiguousarray(lab_half[..., 0]), skin_half)
+    a = hist_median(np.ascontiguousarray(lab_half[..., 1]), skin_half)
+    b = hist_median(np.ascontiguousarray(lab_half[..., 2]), skin_half)
+    return SkinReference(light, a, b)
+
+
+def smooth_gradient(light: npt.NDArray[np.float32], sigma: float) -> npt.NDArray[np.float32]:
+    """Gradient magnitude of a lightness image blurred by `sigma` pixels."""
+    blurred = cv2.GaussianBlur(light, (0, 0), sigma)
+    gx = cv2.Sobel(blurred, cv2.CV_32F, 1, 0)
+    gy = cv2.Sobel(blurred, cv2.CV_32F, 0, 1)
+    return np.asarray(cv2.magnitude(gx, gy), np.float32)
+
+
+def skin_occluder(
+    frame: Frame,
+    points: Points,
+    box: tuple[int, int, int, int],
+    lab_half: Frame,
+    skin_half: npt.NDArray[np.uint8],
+    settings: SkinOccluderSettings | None = None,
+) -> npt.NDArray[np.float32] | None:
+    """Soft 0-1 weights, over `box` (x1, y1, x2, y2 of `frame`), of a skin-coloured occluder
+    reaching over the face whose mesh is `points` (frame pixels), or None when there is none.
+    `lab_half` is the box in LAB at half size (`half_lab`), `skin_half` its skin there."""
+    s = settings or SkinOccluderSettings()
+    reference = skin_reference(lab_half, skin_half)
+    if reference is None:
+        return None
+    pts = np.asarray(points, np.float32)[:, :2]
+    lo, hi = pts.min(0), pts.max(0)
+    size = float((hi - lo).max())
+    h_img, w_img = frame.shape[:2]
+    pad = 4 + int(s.margin * size)
+    ex1, ey1 = int(max(0, np.floor(lo[0]) - pad)), int(max(0, np.floor(lo[1]) - pad))
+    ex2, ey2 = int(min(w_img, np.ceil(hi[0]) + pad)), int(min(h_img, np.ceil(hi[1]) + pad))
+    small = np.ascontiguousarray(frame[ey1:ey2:2, ex1:ex2:2])
+    if min(small.shape[:2]) < 8:
+        return None
+    found = _find(small, (pts - np.array([ex1, ey1], np.float32)) / 2.0, size / 2.0, reference, s)
+    if found is None:
+        return None
+    # the face's own edges, which the occluder's must match (only now: this is the rare case)
+    grad = smooth_gradient(np.ascontiguousarray(lab_half[..., 0]).astype(np.float32), max(0.6, 0.005 * size))
+    mask, rim_edge = found
+    if rim_edge < float(np.percentile(grad[skin_half > 0], s.edge_quantile)):
+        return None
+    # back to the box, at full size, with a feathered edge
+    full = cv2.resize(mask, (ex2 - ex1, ey2 - ey1), interpolation=cv2.INTER_LINEAR)
+    x1, y1, x2, y2 = box
+    out = np.zeros((y2 - y1, x2 - x1), np.uint8)
+    sx1, sy1 = max(x1, ex1), max(y1, ey1)
+    sx2, sy2 = min(x2, ex2), min(y2, ey2)
+    out[sy1 - y1 : sy2 - y1, sx1 - x1 : sx2 - x1] = full[sy1 - ey1 : sy2 - ey1, sx1 - ex1 : sx2 - ex1]
+    grown = np.asarray(cv2.dilate(out, _DISK3, iterations=max(1, int(0.015 * size))), np.uint8)
+    soft = cv2.GaussianBlur(grown.astype(np.float32) / 255.0, (0, 0), max(1.0, 0.02 * size))
+    return np.asarray(np.clip(soft, 0.0, 1.0), np.float32)
+
+
+def _skin_like(lab: Frame, ref: SkinReference, s: SkinOccluderSettings) -> npt.NDArray[np.bool_]:
+    light = lab[..., 0]
+    low, high = s.light_range
+    like = (light > low * ref.light) & (light < high * ref.light)
+    for c, (centre, spread) in ((1, ref.a), (2, ref.b)):
+        reach = s.chroma_sigma * max(spread, s.chroma_floor)
+        like &= np.abs(lab[..., c].astype(np.float32) - centre) < reach
+    return np.asarray(like)
+
+
+def _find(
+    small: Frame, q: Points, hs: float, ref: SkinReference, s: SkinOccluderSettings
+) -> tuple[npt.NDArray[np.uint8], float] | None:
+    """The occluder's mask (uint8, 255 inside) at the size of `small` (the target's box at half
+    size; `q` the mesh there, `hs` the face's size there) and the mean gradient along its edge
+    with the face, or None."""
+    h, w = small.shape[:2]
+    lab = np.asarray(cv2.cvtColor(small, cv2.COLOR_RGB2LAB), np.uint8)
+    hull = np.zeros((h, w), np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(np.round(q * 16).astype(np.int32)), 255, cv2.LINE_8, 4)
+    total = cv2.countNonZero(hull)
+    if total < 64:
+        return None
+    like = _skin_like(lab, ref, s)
+    outside = hull == 0
+    dist = cv2.distanceTransform(outside.view(np.uint8), cv2.DIST_L2, 3)
+    # the face's own axes: `down` from the eyes to the chin, `across` from eye to eye
+    eyes = 0.5 * (q[list(RIGHT_EYE)].mean(0) + q[list(LEFT_EYE)].mean(0))
+    down = q[CHIN] - eyes
+    chin = float(np.linalg.norm(down))
+    if chin < 1e-3:
+        return None
+    down = down / chin
+    xs = np.arange(w, dtype=np.float32)[None, :]
+    ys = np.arange(h, dtype=np.float32)[:, None]
+    v = (xs - eyes[0]) * down[0] + (ys - eyes[1]) * down[1]
+    sides = (v > -0.05 * hs) & (v < 0.9 * chin)
+    # seeds: skin-coloured blobs out of the hull that touch its sides and reach far out
+    blobs = (like & outside).view(np.uint8)
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(blobs, connectivity=8)
+    touching = np.bincount(labels[(dist <= 2.5) & outside & sides].ravel(), minlength=n) > 0
+    far = np.bincount(labels[(dist >= s.reach * hs) & sides].ravel(), minlength=n) > 0
+    keep = touching & far & (stats[:, cv2.CC_STAT_AREA] >= s.min_outside * total)
+    keep[0] = False
+    if not keep.any():
+        return None
+    blob = keep[labels]
+    seeds = blob & (dist <= 0.08 * hs + 2)
+    across = q[LEFT_EYE_OUTER] - q[RIGHT_EYE_OUTER]
+    across = across / (float(np.linalg.norm(across)) + 1e-6)
+    nose = q[NOSE_TIP]
+    u = (xs - nose[0]) * across[0] + (ys - nose[1]) * across[1]
+    side = float(np.sign(u[seeds]).mean())
+    inner = cv2.erode(hull, _DISK3, iterations=max(1, int(0.08 * hs))) > 0
+    if abs(side) > 0.5:  # from one side: the other half of the face is the face
+        face = inner & (np.sign(u) == -np.sign(side)) & (np.abs(u) > 0.05 * hs)
+    else:
+        face = inner & (np.abs(u) < 0.08 * hs) & (v < 0)
+    markers = np.ones((h, w), np.int32)  # 1: what is around the face
+    markers[hull > 0] = 0
+    markers[cv2.dilate(blob.view(np.uint8), _DISK3, iterations=max(2, int(0.06 * hs))) > 0] = 0
+    markers[seeds] = 2
+    markers[face] = 3
+    blurred = cv2.GaussianBlur(small, (0, 0), max(0.5, 0.01 * hs))
+    won = (cv2.watershed(blurred, markers) == 2) & (hull > 0)
+    if int(won.sum()) < s.min_area * total:
+        return None
+    k = max(3, int(0.05 * hs) | 1)
+    opening = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (k, k))
+    mask = cv2.morphologyEx(won.view(np.uint8) * np.uint8(255), cv2.MORPH_OPEN, opening)
+    depth = cv2.distanceTransform(hull, cv2.DIST_L2, 3)
+    m, parts, part_stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=8)
+    deep = np.bincount(parts[depth >= s.depth * hs].ravel(), minlength=m) > 0
+    ok = deep & (part_stats[:, cv2.CC_STAT_AREA] >= s.min_area * total)
+    ok[0] = False
+    if not ok.any():
+        return None
+    mask = np.where(ok, np.uint8(255), np.uint8(0))[parts]
+    inside = mask > 0
+    if float(like[inside].mean()) < s.min_skin:
+        return None
+    grad = smooth_gradient(lab[..., 0].astype(np.float32), max(0.6, 0.01 * hs))
+    edge = (cv2.dilate(mask, _DISK3) > 0) & (cv2.erode(mask, _DISK3) == 0)
+    rim = edge & (cv2.erode(hull, _DISK3, iterations=2) > 0)
+    if not rim.any():
+        return None
+    return mask, float(grad[rim].mean())

@@ -173,7 +173,7 @@ class MainWindow(QMainWindow):
             self.session, self.residency, memory_total_mb=self._memory_total_mb(), models_dir=env.models_dir
         )
         self.graphs = GraphsView(self.telemetry)
-        self.queue_view = QueueView(self.queue)
+        self.queue_view = QueueView(self.queue, settings=self.qsettings)
         self.clip_notes = ClipNotes(self)
         self.inspector = ClipInspector(self.clip_notes, self, driver=self.env.driver)
         self.status_view = StatusView(self.status, self.clip_notes)

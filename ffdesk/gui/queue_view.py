@@ -1,25 +1,50 @@
-"""The render queue: jobs with state, progress, frames/s and ETA; reorder, cancel, resume, open folder."""
+"""The render queue: jobs with state, progress, frames/s and ETA; reorder, cancel, resume, open folder.
+
+Above the jobs, where they run: this machine, or a render farm (its address, `auto` by default),
+kept in the app's settings. On a farm a second table shows one row per worker, from the
+render's `WorkerProgress` events: its node, the segment it renders, frames done, frames/s and
+the GPU memory its models hold.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QUrl, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSettings,
+    Qt,
+    QUrl,
+    Signal,
+)
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
+    QLabel,
+    QLineEdit,
     QPushButton,
+    QSplitter,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
+from ffdesk.errors import UserError
+from ffdesk.farm.address import parse_farm
 from ffdesk.gui.render_queue import QueueController
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import RESUMABLE, QueueEntry
+from ffdesk.units import format_bytes
 
 COLUMNS = ("Clip", "State", "Progress", "Frames/s", "ETA", "Output")
+WORKER_COLUMNS = ("Worker", "Node", "Rendering", "Frames", "Frames/s", "GPU memory")
+TARGETS = (("local", "This machine"), ("farm", "Farm"))
+DEFAULT_FARM = "auto"
 _Index = QModelIndex | QPersistentModelIndex
 
 
@@ -90,14 +115,139 @@ class QueueTableModel(QAbstractTableModel):
         return None
 
 
+class FarmWorkersModel(QAbstractTableModel):
+    """One row per farm worker, from the `WorkerProgress` events of the render that runs now
+    (a new render's `Started` clears them)."""
+
+    def __init__(self, controller: QueueController, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._rows: list[ev.WorkerProgress] = []
+        controller.renderEvent.connect(self.on_event)
+
+    def on_event(self, _entry_id: str, event: object) -> None:
+        if isinstance(event, ev.Started):
+            self.beginResetModel()
+            self._rows = []
+            self.endResetModel()
+        elif isinstance(event, ev.WorkerProgress):
+            for i, row in enumerate(self._rows):
+                if row.worker == event.worker:
+                    self._rows[i] = event
+                    self.dataChanged.emit(self.index(i, 0), self.index(i, len(WORKER_COLUMNS) - 1))
+                    return
+            self.beginInsertRows(QModelIndex(), len(self._rows), len(self._rows))
+            self._rows.append(event)
+            self.endInsertRows()
+
+    def rows(self) -> list[ev.WorkerProgress]:
+        return list(self._rows)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802 - Qt signature
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008, N802 - Qt signature
+        return 0 if parent.isValid() else len(WORKER_COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return WORKER_COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = 0) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole or not 0 <= index.row() < len(self._rows):
+            return None
+        w = self._rows[index.row()]
+        col = WORKER_COLUMNS[index.column()]
+        if col == "Worker":
+            return w.worker
+        if col == "Node":
+            return w.node
+        if col == "Rendering":
+            return w.rendering or "idle"
+        if col == "Frames":
+            return f"{w.frames_done} ({w.segments_done} segments)"
+        if col == "Frames/s":
+            return f"{w.fps:.1f}" if w.rendering and w.fps else ""
+        return format_bytes(w.gpu_memory_bytes) if w.gpu_memory_bytes is not None else ""
+
+
+class TargetSelector(QWidget):
+    """Where queued jobs run: "This machine" or "Farm" with its address, kept in `settings`
+    (`queue/target`, `queue/farm`) and handed to the controller as it changes."""
+
+    def __init__(
+        self, controller: QueueController, settings: QSettings | None, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.controller = controller
+        self.settings = settings
+        self.choice = QComboBox()
+        for key, text in TARGETS:
+            self.choice.addItem(text, key)
+        self.address = QLineEdit()
+        self.address.setPlaceholderText("HEAD:PORT or auto")
+        self.address.setToolTip(
+            "the Ray head: HOST:PORT, or TOKEN@HOST:PORT; auto: RAY_ADDRESS, else a local Ray here"
+        )
+        self.address.setMaximumWidth(260)
+        self.note = QLabel()
+        self.note.setStyleSheet("color: #c0392b")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel("Run on:"))
+        row.addWidget(self.choice)
+        row.addWidget(self.address)
+        row.addWidget(self.note)
+        row.addStretch(1)
+        saved_target = str(settings.value("queue/target", "local")) if settings is not None else "local"
+        saved_farm = str(settings.value("queue/farm", DEFAULT_FARM)) if settings is not None else DEFAULT_FARM
+        self.choice.setCurrentIndex(max(0, self.choice.findData(saved_target)))
+        self.address.setText(saved_farm.strip() or DEFAULT_FARM)
+        self.choice.currentIndexChanged.connect(self._changed)
+        self.address.editingFinished.connect(self._changed)
+        self._changed()
+
+    @property
+    def on_farm(self) -> bool:
+        return bool(self.choice.currentData() == "farm")
+
+    def farm_address(self) -> str:
+        return self.address.text().strip() or DEFAULT_FARM
+
+    def _changed(self, *_args: object) -> None:
+        self.address.setEnabled(self.on_farm)
+        try:
+            parse_farm(self.farm_address())
+            self.note.setText("")
+        except UserError:
+            self.note.setText("expected HOST:PORT of the Ray head, or auto")
+        self.note.setVisible(self.on_farm and bool(self.note.text()))
+        self.controller.set_farm(self.farm_address() if self.on_farm else None)
+        if self.settings is not None:
+            self.settings.setValue("queue/target", self.choice.currentData())
+            self.settings.setValue("queue/farm", self.farm_address())
+
+
 class QueueView(QWidget):
-    """Table of jobs plus the actions on the selected one."""
+    """Where jobs run, the table of jobs, the actions on the selected one, and (on a farm) the
+    table of workers."""
 
     addRequested = Signal()
 
-    def __init__(self, controller: QueueController, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, controller: QueueController, parent: QWidget | None = None, *, settings: QSettings | None = None
+    ) -> None:
+        """`settings`: where the target is kept (the app's settings; None: not kept)."""
         super().__init__(parent)
         self.controller = controller
+        self.target = TargetSelector(controller, settings)
+        self.workers_model = FarmWorkersModel(controller, self)
+        self.workers = QTableView()
+        self.workers.setModel(self.workers_model)
+        self.workers.verticalHeader().setVisible(False)
+        self.workers.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.workers.horizontalHeader().setStretchLastSection(True)
+        self.workers.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.table_model = QueueTableModel(controller, self)
         self.table = QTableView()
         self.table.setModel(self.table_model)
@@ -130,11 +280,22 @@ class QueueView(QWidget):
         self.buttons["open"].clicked.connect(self.open_folder)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.target)
         layout.addLayout(row)
-        layout.addWidget(self.table, 1)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.table)
+        split.addWidget(self.workers)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        layout.addWidget(split, 1)
+        self.target.choice.currentIndexChanged.connect(self._show_workers)
+        self._show_workers()
         self.table.selectionModel().selectionChanged.connect(self._sync_buttons)
         controller.changed.connect(self._sync_buttons)
         self._sync_buttons()
+
+    def _show_workers(self, *_args: object) -> None:
+        self.workers.setVisible(self.target.on_farm)
 
     def selected(self) -> QueueEntry | None:
         rows = self.table.selectionModel().selectedRows()

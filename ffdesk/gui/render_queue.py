@@ -1,26 +1,87 @@
-"""The render queue on the Qt side: a persisted `RenderQueue` driven by one `RenderWorker`."""
+"""The render queue on the Qt side: a persisted `RenderQueue` driven by one `RenderWorker`.
+
+Its target is this machine or a render farm (`set_farm`): on a farm each job runs through
+`run_farm_render` on the same worker thread, after the head was found answering (a farm that
+cannot be reached fails the job in seconds, with one line, and the queue goes on).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import time
+import threading
+import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Signal, Slot
 
+from ffdesk.errors import Cancelled, UserError
 from ffdesk.gui.memory import AppMemory
-from ffdesk.gui.worker import RenderWorker
+from ffdesk.gui.worker import RENDER_NICE, RenderWorker, lower_thread_priority
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.queue import QueueEntry, RenderQueue
+from ffdesk.pipeline.queue import JobProgress, QueueEntry, RenderQueue
 from ffdesk.pipeline.report import RenderReport
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
 
-PERSIST_PROGRESS_EVERY_S = 10.0
-"""Progress is written to disk this often (the resume manifest, not this, decides what is redone)."""
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def render_on_farm(
+    farm_text: str, job: RenderJob, emit: ev.EventCallback, cancel: threading.Event
+) -> RenderReport:
+    """`job` on the farm `farm_text` names (`auto`, `HOST:PORT`, `TOKEN@HOST:PORT`)."""
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.ray_support import require_ray
+    from ffdesk.farm.reach import check_reachable
+
+    require_ray("running on the farm")
+    farm = parse_farm(farm_text)
+    check_reachable(farm)
+    from ffdesk.farm.head import run_farm_render
+
+    return run_farm_render(job, farm, emit, cancel)
+
+
+class QueueWorker(RenderWorker):
+    """A `RenderWorker` that renders a job on a farm when it is started with one."""
+
+    def __init__(self, env: RuntimeEnv, memory: AppMemory | None = None) -> None:
+        super().__init__(env, memory)
+        self._farm: str | None = None
+
+    def start_job(self, entry_id: str, job: RenderJob, farm: str | None = None) -> None:
+        """Start `job` on the worker thread: here (`farm` None) or on the farm `farm` names."""
+        self._farm = farm
+        super().start_job(entry_id, job)
+
+    @Slot(str, object)
+    def _do_run(self, entry_id: str, job: RenderJob) -> None:
+        farm = self._farm
+        if farm is None:
+            super()._do_run(entry_id, job)
+            return
+        cancel = self._cancel or threading.Event()
+        lower_thread_priority(RENDER_NICE)
+        try:
+            report = render_on_farm(farm, job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
+        except Cancelled:
+            self.cancelled.emit(entry_id)
+        except UserError as exc:
+            self.failed.emit(entry_id, _one_line(exc))
+        except Exception as exc:  # noqa: BLE001 - the window reports it; it must not die with it
+            traceback.print_exc()
+            self.failed.emit(entry_id, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
+        else:
+            self.finished.emit(entry_id, report)
+        finally:
+            self._busy.clear()
 
 
 class QueueController(QObject):
@@ -50,13 +111,15 @@ class QueueController(QObject):
         self.store = RenderQueue(path)
         self.store.add_listener(self.changed.emit)
         self.autostart = autostart
-        self.worker = RenderWorker(env, memory)
+        self.worker = QueueWorker(env, memory)
         self.worker.engineEvent.connect(self._on_event)
         self.worker.finished.connect(self._on_finished)
         self.worker.failed.connect(self._on_failed)
         self.worker.cancelled.connect(self._on_cancelled)
         self.current: str | None = None
-        self._last_persist = 0.0
+        self.farm: str | None = None
+        """Where jobs run: None on this machine, else the farm's address (`auto`, HOST:PORT)."""
+        self._progress: JobProgress | None = None
         self._closed = False
 
     # -- user actions ---------------------------------------------------------------------
@@ -91,6 +154,10 @@ class QueueController(QObject):
         """A note for the status area when the stored queue was damaged (and kept aside)."""
         return self.store.warning
 
+    def set_farm(self, farm: str | None) -> None:
+        """Run the jobs started from now on here (None) or on the farm `farm` names."""
+        self.farm = farm
+
     @property
     def busy(self) -> bool:
         return self.current is not None
@@ -103,52 +170,43 @@ class QueueController(QObject):
         if entry is None:
             return False
         self.current = entry.id
-        self.store.update(entry.id, state="running", message="", fps=0.0, eta_s=None)
-        self.worker.start_job(entry.id, entry.job)
+        self._progress = JobProgress(self.store, entry.id)
+        self._progress.start()
+        self.worker.start_job(entry.id, entry.job, self.farm)
         return True
 
     # -- worker signals (main thread) -----------------------------------------------------
     def _on_event(self, entry_id: str, event: ev.Event) -> None:
         self.renderEvent.emit(entry_id, event)
-        if isinstance(event, ev.Started):
-            self.store.update(entry_id, frames_total=event.total_frames, frames_done=event.resumed_frames)
-            if event.resumed_frames:
-                self.message.emit("info", f"resumed after {event.resumed_frames} finished frames")
-        elif isinstance(event, ev.Progress):
-            changes = dict(
-                frames_done=event.frames_done,
-                frames_total=event.frames_total,
-                fps=event.fps,
-                eta_s=event.eta_s,
-            )
-            now = time.monotonic()
-            persist = now - self._last_persist >= PERSIST_PROGRESS_EVERY_S
-            if persist:
-                self._last_persist = now
-            self.store.update(entry_id, persist=persist, **changes)
+        if self._progress is not None and self._progress.entry_id == entry_id:
+            self._progress.on_event(event)
+        if isinstance(event, ev.Started) and event.resumed_frames:
+            self.message.emit("info", f"resumed after {event.resumed_frames} finished frames")
         elif isinstance(event, ev.Warning):
             self.message.emit("warning", event.message)
         elif isinstance(event, ev.Error):
             self.message.emit("error", event.message)
 
-    def _finish(self, entry_id: str, state: str, **changes: Any) -> None:
+    def _finish(self, entry_id: str, state: str, end: Callable[[JobProgress], object]) -> None:
+        """End the entry with `end` (it reaches `state`), then start the next job."""
         self.current = None
+        progress, self._progress = self._progress, None
         with contextlib.suppress(KeyError):
-            self.store.update(entry_id, state=state, finished=time.time(), eta_s=None, **changes)
+            end(progress if progress is not None else JobProgress(self.store, entry_id))
         self.jobFinished.emit(entry_id, state)
         self.start_next()
 
     def _on_finished(self, entry_id: str, report: RenderReport) -> None:
-        total = self.store.get(entry_id).frames_total
-        self._finish(entry_id, "done", frames_done=total, message=str(self.store.get(entry_id).job.output))
-        self.message.emit("info", f"render done: {self.store.get(entry_id).job.output}")
+        self._finish(entry_id, "done", JobProgress.done)
+        self.message.emit("info", f"render done: {report.output}")
 
     def _on_failed(self, entry_id: str, text: str) -> None:
-        self._finish(entry_id, "failed", message=text)
+        self._finish(entry_id, "failed", lambda p: p.failed(text))
         self.message.emit("error", text)
 
     def _on_cancelled(self, entry_id: str) -> None:
-        self._finish(entry_id, "cancelled", message="cancelled; resume continues where it stopped")
+        note = "cancelled; resume continues where it stopped"
+        self._finish(entry_id, "cancelled", lambda p: p.stopped("cancelled", note))
         self.message.emit("info", "render cancelled")
 
     def shutdown(self, timeout_ms: int = 60000) -> bool:

@@ -8,7 +8,7 @@
 - `FaceCounts`: frames with faces, faces swapped and skipped (by reason), from a swap stage;
 - `ModelsReport`: the models a model stage ran (`ModelStats`), its residency figures, the
   out-of-memory recoveries (`OomEvent`, actions as `OomAction`), the swapper, and for a model pack
-  the reduced-precision `QualityCheck` and the `Alignment` it used;
+  the reduced-precision `QualityCheck`, the `Alignment` it used and the `ModelOrder` it ran in;
 - `FarmSummary`: how a farm render used its workers.
 
 A stage's `finish()` returns `StageFigures` (its face counts and/or model figures); the engine
@@ -289,6 +289,29 @@ class Alignment:
         )
 
 
+@dataclass(frozen=True)
+class ModelOrder:
+    """In which order a model-pack render ran its models, and why: "batch" (every model over each
+    batch of frames in turn) or "segment" (each model over the faces of up to `window_frames`
+    frames, held in host memory, before the next model loads)."""
+
+    order: str
+    reason: str
+    window_frames: int
+
+    def plus(self, other: ModelOrder) -> ModelOrder:
+        return self if other == self else replace(self, order="mixed", reason="parts ran in different orders")
+
+    def to_json_dict(self) -> JsonDict:
+        return {"order": self.order, "reason": self.reason, "window_frames": self.window_frames}
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> ModelOrder:
+        where = "model order"
+        order, reason = _str(data, "order", where), _str(data, "reason", where)
+        return cls(order, reason, _int(data, "window_frames", where))
+
+
 def _model_stats_json(m: ModelStats) -> JsonDict:
     return {
         "key": m.key,
@@ -376,8 +399,8 @@ def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[Mod
 class ModelsReport:
     """What the model stages of a render ran, and how memory went.
 
-    `swapper_kind` is set for a trained swapper only; `swap_scale`, `quality` and `alignment` for
-    a model pack only (their JSON keys are left out otherwise)."""
+    `swapper_kind` is set for a trained swapper only; `swap_scale`, `quality`, `alignment` and
+    `order` for a model pack only (their JSON keys are left out otherwise)."""
 
     models: tuple[ModelStats, ...]
     peak_model_bytes: int
@@ -389,6 +412,8 @@ class ModelsReport:
     swap_scale: int | None = None
     quality: QualityCheck | None = None
     alignment: Alignment | None = None
+    order: ModelOrder | None = None
+    """A model pack's model order (JSON: "model_order")."""
 
     @classmethod
     def of(
@@ -401,6 +426,7 @@ class ModelsReport:
         swap_scale: int | None = None,
         quality: QualityCheck | None = None,
         alignment: Alignment | None = None,
+        order: ModelOrder | None = None,
     ) -> ModelsReport:
         """A residency manager's figures, with what the stage that ran the models adds."""
         return cls(
@@ -414,6 +440,7 @@ class ModelsReport:
             swap_scale=swap_scale,
             quality=quality,
             alignment=alignment,
+            order=order,
         )
 
     @property
@@ -436,6 +463,7 @@ class ModelsReport:
             oom_events=self.oom_events + other.oom_events,
             quality=_plus(self.quality, other.quality),
             alignment=_plus(self.alignment, other.alignment),
+            order=_plus(self.order, other.order),
         )
 
     def to_json_dict(self) -> JsonDict:
@@ -456,6 +484,8 @@ class ModelsReport:
             out.update(self.quality.to_json_dict())
         if self.alignment is not None:
             out.update(self.alignment.to_json_dict())
+        if self.order is not None:
+            out["model_order"] = self.order.to_json_dict()
         return out
 
     @classmethod
@@ -472,7 +502,12 @@ class ModelsReport:
             swap_scale=_int(data, "swap_scale", where) if "swap_scale" in data else None,
             quality=QualityCheck.from_json_dict(data) if "quality_checked_frames" in data else None,
             alignment=Alignment.from_json_dict(data) if "faces_aligned" in data else None,
+            order=_model_order(data, where),
         )
+
+
+def _model_order(data: Mapping[str, Any], where: str) -> ModelOrder | None:
+    return ModelOrder.from_json_dict(_dict(data, "model_order", where)) if "model_order" in data else None
 
 
 def _plus(a: Any, b: Any) -> Any:

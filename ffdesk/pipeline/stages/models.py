@@ -6,7 +6,12 @@ the last stage's `finish()` reports what it did (a `ModelsReport`), and the swap
 faces it swapped as the embedded swap does (`FaceCounts`).
 
 Faces of a whole batch of frames are aligned, stacked and swapped in one model call; masks are
-computed on the same stacks. Precision comes from `job.precision` (`auto`: preview takes INT8 on
+computed on the same stacks. When the memory budget cannot hold together the models every frame
+needs (swapper, masks, enhancer, landmarkers), the swap and enhance stages run in segment order:
+each holds up to a window of frames (the segment's, as far as `HOLD_BYTES` allows) and runs each
+model over all their faces, in chunks of `job.batch` under one load, before the next model loads,
+so a model loads once per window instead of once per batch. The report's `model_order` says which
+order ran and why. Precision comes from `job.precision` (`auto`: preview takes INT8 on
 the CPU and FP16 on a GPU, final FP32 on the CPU and FP16 on a GPU); a run below FP32 re-renders a
 sample of frames' faces in FP32 and flags those whose face differs by more than `QUALITY_PSNR_DB`.
 """
@@ -31,10 +36,11 @@ from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
 from ffdesk.pipeline.report import (
     Alignment,
     FaceCounts,
+    ModelOrder,
     ModelsReport,
     QualityCheck,
     QualityFlag,
@@ -74,6 +80,12 @@ another catalog model (or an .onnx path)."""
 OCCLUDERS = ("xseg_1", "xseg_2", "xseg_3")
 """`--mask occlusion=many`: FaceFusion's face occluder model "many"."""
 DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd", "yunet": "yunet"}
+HOLD_BYTES = 768 * 2**20
+"""Host memory the frames a model stage holds back in segment order may take (each held frame
+counts its RGB image twice: the image and the decoded frame it came from, with headroom)."""
+PER_FRAME_ROLES = ("point_mapper", "landmarker", "swapper", "enhancer")
+"""The models that run on every frame's faces (with the masks); the recogniser and converter run
+once, on the source."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +239,10 @@ class ModelRender:
         self._closed = False
         self.quality_checked = 0
         self.quality_flags: list[QualityFlag] = []
+        self.order: ModelOrder | None = None
+        """Set by whoever builds the stages (`model_stages`): the order they run the models in."""
+        self.chunk: int | None = None
+        """In segment order: the most items a model call takes (one load covers all of them)."""
 
     @property
     def occluders(self) -> list[str]:
@@ -363,9 +379,34 @@ class ModelRender:
         self, role_or_key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], items: Sequence[T]
     ) -> list[R]:
         """`fn(session, chunk)` over `items` with out-of-memory recovery: on an allocation
-        failure memory is freed and the chunk halved, and the same items are retried."""
+        failure memory is freed and the chunk halved, and the same items are retried. With
+        `chunk` set, `fn` is called on at most that many items at a time, all under one load."""
         key = self.keys.get(role_or_key, role_or_key)
-        return self.manager.run_with_recovery(key, fn, items)
+        return self.manager.run_with_recovery(key, _in_chunks(fn, self.chunk) if self.chunk else fn, items)
+
+    def planned_order(self, info: MediaInfo | None) -> ModelOrder:
+        """The order the budget calls for: segment order (with its window in frames) when the
+        budget cannot hold every per-frame model at once, else batch order."""
+        from ffdesk.units import format_bytes
+
+        batch = max(1, self.job.batch)
+        roles = [r for r in (*PER_FRAME_ROLES, *self.masks) if r in self.keys]
+        budget = self.manager.budget_bytes
+        if budget is None:
+            return ModelOrder("batch", "no memory budget: every model stays loaded", batch)
+        if len(roles) < 2:
+            return ModelOrder("batch", "one model runs on every frame", batch)
+        need = sum(self.manager.expected_bytes(self.keys[r]) for r in roles)
+        held = f"the {len(roles)} models every frame needs ({format_bytes(need)})"
+        if need <= budget:
+            return ModelOrder("batch", f"the budget ({format_bytes(budget)}) holds {held}", batch)
+        window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
+        return ModelOrder(
+            "segment",
+            f"the budget ({format_bytes(budget)}) cannot hold {held} together: each model runs "
+            f"over the faces of up to {window} frames before the next loads",
+            window,
+        )
 
     # ------------------------------------------------------------------ source and detection
     def detect(self, images: Sequence[Frame]) -> list[list[Face]]:
@@ -518,6 +559,7 @@ class ModelRender:
                 self.aligned_on_68,
                 self.aligned_faces,
             ),
+            order=self.order,
         )
 
     def close(self) -> None:
@@ -530,6 +572,26 @@ class ModelRender:
 
 def _ignore(_event: ev.Event) -> None:
     return None
+
+
+def _in_chunks(
+    fn: Callable[[Runner, Sequence[T]], Sequence[R]], size: int
+) -> Callable[[Runner, Sequence[T]], list[R]]:
+    """`fn` called on at most `size` items at a time, with the one session it is given."""
+
+    def run(session: Runner, items: Sequence[T]) -> list[R]:
+        return [r for i in range(0, len(items), size) for r in fn(session, items[i : i + size])]
+
+    return run
+
+
+def hold_window(info: MediaInfo | None, batch: int, segment_frames: int) -> int:
+    """Frames a model stage holds back in segment order: a segment's, as far as `HOLD_BYTES`
+    allows for the clip's frame size, and never fewer than a batch."""
+    video = info.video if info is not None else None
+    width, height = (video.width, video.height) if video is not None else (1920, 1080)
+    fits = HOLD_BYTES // max(1, width * height * 3 * 2)
+    return max(batch, min(segment_frames, fits))
 
 
 def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
@@ -693,16 +755,20 @@ class SwapStage:
             return
         if (self.batches - 1) % QUALITY_EVERY:
             return
-        reference = ctx.swap_crops(stack, ctx.fp32_swap_key)
-        for j, owner in enumerate(owners):
-            value = psnr(swapped[j], reference[j])
+        # the first frames of the batch (a whole window in segment order) up to the samples left
+        frames = sorted(set(owners))[: QUALITY_SAMPLES - ctx.quality_checked]
+        picked = [j for j, owner in enumerate(owners) if owner in frames]
+        reference = ctx.swap_crops(stack[picked], ctx.fp32_swap_key)
+        for j, ref in zip(picked, reference, strict=True):
+            owner = owners[j]
+            value = psnr(swapped[j], ref)
             if value < QUALITY_PSNR_DB:
                 index = batch[owner].index
                 ctx.quality_flags.append(QualityFlag(index, round(value, 2)))
                 ctx.on_event(
                     ev.Warning(f"frame {index}: {ctx.precision} face differs from fp32 ({value:.1f} dB)")
                 )
-        ctx.quality_checked += len(set(owners))
+        ctx.quality_checked += len(frames)
 
     def finish(self) -> StageFigures:
         faces = FaceCounts.of(self.frames_with_faces, self.faces_swapped, self.skipped)
@@ -758,6 +824,76 @@ class EnhanceStage:
         return StageFigures(models=models)
 
 
+class FrameWindow:
+    """Segment order's hold: packets are kept until `frames` of them are held, then drawn
+    together (`draw`, a stage's batch `process`) and given back in order; `flush()` draws and
+    gives back whatever is held (the end of the stage's input)."""
+
+    def __init__(self, frames: int, draw: Callable[[Sequence[FramePacket]], list[FramePacket]]) -> None:
+        self.frames = max(1, frames)
+        self._draw = draw
+        self._held: list[FramePacket] = []
+
+    def add(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        self._held.extend(batch)
+        return self.flush() if len(self._held) >= self.frames else []
+
+    def flush(self) -> list[FramePacket]:
+        held, self._held = self._held, []
+        return self._draw(held) if held else []
+
+
+class SegmentSwapStage(SwapStage):
+    """`SwapStage` in segment order: holds up to `window` frames back (`HoldsFrames`) and runs
+    each model over all their faces before the next model loads."""
+
+    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
+        super().__init__(ctx, max_batch, reports=reports)
+        self.lookahead = window
+        self._window = FrameWindow(window, super().process)
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        return self._window.add(batch)
+
+    def drain(self) -> list[FramePacket]:
+        return self._window.flush()
+
+
+class SegmentEnhanceStage(EnhanceStage):
+    """`EnhanceStage` in segment order (see `SegmentSwapStage`)."""
+
+    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
+        super().__init__(ctx, max_batch, reports=reports)
+        self.lookahead = window
+        self._window = FrameWindow(window, super().process)
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        return self._window.add(batch)
+
+    def drain(self) -> list[FramePacket]:
+        return self._window.flush()
+
+
+def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> list[Stage]:
+    """The stages of a model pack after the face front end, in `order` (which the report then
+    gives)."""
+    batch = max(1, ctx.job.batch)
+    ctx.order = order
+    detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None
+    reports = ctx.enhancer is None
+    stages: list[Stage] = [*front.stages(detect=detect)]
+    if order.order == "segment":
+        ctx.chunk = batch
+        stages.append(SegmentSwapStage(ctx, batch, reports=reports, window=order.window_frames))
+        if ctx.enhancer is not None:
+            stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=order.window_frames))
+        return stages
+    stages.append(SwapStage(ctx, batch, reports=reports))
+    if ctx.enhancer is not None:
+        stages.append(EnhanceStage(ctx, batch, reports=True))
+    return stages
+
+
 def model_stages(
     job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
 ) -> list[Stage]:
@@ -766,16 +902,9 @@ def model_stages(
 
     Detection, tracking, smoothing and face selection are the shared face front end
     (`ffdesk.pipeline.stages.front`); detection on key frames is the pack's detector when one is
-    named. `env` and `share`: as for `ModelRender`.
+    named. The model order is the one the budget calls for (`ModelRender.planned_order`). `env`
+    and `share`: as for `ModelRender`.
     """
     ctx = ModelRender(job, env=env, share=share)
-    batch = max(1, job.batch)
     front = FaceFrontEnd.for_job(job, ctx.analyser, info)
-    detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None
-    stages: list[Stage] = [
-        *front.stages(detect=detect),
-        SwapStage(ctx, batch, reports=ctx.enhancer is None),
-    ]
-    if ctx.enhancer is not None:
-        stages.append(EnhanceStage(ctx, batch, reports=True))
-    return stages
+    return pack_stages(ctx, front, ctx.planned_order(info))

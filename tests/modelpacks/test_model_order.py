@@ -1,0 +1,137 @@
+"""Segment order: when the budget cannot hold the models every frame needs, each model runs over a
+window of frames before the next loads; the same frames come out with fewer loads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.decode import read_image
+from ffdesk.pipeline.report import ModelOrder
+from ffdesk.pipeline.stage import FramePacket
+from ffdesk.pipeline.stages import models
+from ffdesk.resources import resource_path
+from ffdesk.runtime.standins import write_standins
+
+from .conftest import FRAMES
+
+PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("order-pack")
+    write_standins(folder, [*PER_FRAME, "arcface_w600k_r50"], dynamic_batch=True)
+    return folder
+
+
+def _render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
+    report = out.with_suffix(".json")
+    args = [
+        "render",
+        "--target",
+        str(clip),
+        "--output",
+        str(out),
+        "--no-resume",
+        "-q",
+        "--end",
+        str(FRAMES / 25),
+    ]
+    args += ["--source", str(resource_path("sample", "grace_hopper.jpg")), "--models-dir", str(pack)]
+    args += ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion"]
+    args += ["--encoder", "png", "--precision", "fp32", "--batch", "2", "--report", str(report), *extra]
+    assert main(args) == 0
+    result: dict[str, Any] = json.loads(report.read_text())
+    return result
+
+
+def _frames(folder: Path) -> list[np.ndarray]:
+    return [read_image(p) for p in sorted(folder.glob("*.png"))]
+
+
+def _loads(report: dict[str, Any]) -> dict[str, int]:
+    return {m["name"]: m["loads"] for m in report["models"]}
+
+
+def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_loads(
+    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loose = _render(pack, face_clip, tmp_path / "loose")
+    assert loose["model_order"]["order"] == "batch" and "no memory budget" in loose["model_order"]["reason"]
+    # the footprints that run measured are recorded, so the next runs plan with the same sizes
+    sizes = sorted(m["bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
+    budget = sizes[-1] + 1024
+    assert budget < sizes[-1] + sizes[-2], "the stand-ins must not fit two at a time"
+    tight = _render(pack, face_clip, tmp_path / "segment", "--memory-budget", str(budget))
+    order = tight["model_order"]
+    assert order["order"] == "segment" and "cannot hold the 3 models" in order["reason"]
+    assert order["window_frames"] >= FRAMES  # this small clip's frames all fit one window
+    assert tight["peak_model_bytes"] <= budget
+
+    # the same budget in batch order: every batch loads its models in turn
+    def batch_order(self: models.ModelRender, info: object) -> ModelOrder:
+        return ModelOrder("batch", "forced", max(1, self.job.batch))
+
+    monkeypatch.setattr(models.ModelRender, "planned_order", batch_order)
+    batched = _render(pack, face_clip, tmp_path / "batch", "--memory-budget", str(budget))
+    assert batched["model_order"]["order"] == "batch"
+
+    seg, per_batch = _loads(tight), _loads(batched)
+    for name in PER_FRAME:
+        assert seg[name] <= 2  # one window: once per stage that runs it (the occluder runs in two)
+    assert sum(seg[n] for n in PER_FRAME) + 3 <= sum(per_batch[n] for n in PER_FRAME), (seg, per_batch)
+    swapped = [_frames(tmp_path / d) for d in ("loose", "segment", "batch")]
+    assert len(swapped[0]) == len(swapped[1]) == len(swapped[2]) == FRAMES
+    for a, b, c in zip(*swapped, strict=True):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
+        assert np.abs(a.astype(int) - c.astype(int)).max() <= 2
+
+
+def test_the_window_holds_frames_until_full_and_gives_them_back_in_order() -> None:
+    drawn: list[list[int]] = []
+
+    def draw(batch: Sequence[FramePacket]) -> list[FramePacket]:
+        drawn.append([p.index for p in batch])
+        return list(batch)
+
+    window = models.FrameWindow(5, draw)
+    image = np.zeros((4, 4, 3), np.uint8)
+    packets = [FramePacket(i, i, image) for i in range(12)]
+    out: list[FramePacket] = []
+    for first in range(0, 12, 2):
+        out += window.add(packets[first : first + 2])
+    assert drawn == [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]]
+    out += window.flush()
+    assert [p.index for p in out] == list(range(12)) and window.flush() == []
+
+
+def test_the_window_fits_the_hold_and_never_falls_below_a_batch() -> None:
+    assert models.hold_window(None, 4, 240) == max(4, models.HOLD_BYTES // (1920 * 1080 * 6))
+    assert models.hold_window(None, 400, 240) == 400
+    assert models.hold_window(None, 4, 16) == 16
+
+
+def test_the_model_order_reads_back_from_the_report_json_and_parts_add_up() -> None:
+    from ffdesk.pipeline.report import ModelsReport
+
+    order = ModelOrder("segment", "the budget cannot hold them", 145)
+    report = ModelsReport((), 0, 1000, (), "inswapper_128", "fp32", order=order)
+    data = report.to_json_dict()
+    assert data["model_order"] == {
+        "order": "segment",
+        "reason": "the budget cannot hold them",
+        "window_frames": 145,
+    }
+    assert ModelsReport.from_json_dict(data) == report
+    assert report.plus(report).order == order
+    other = ModelsReport((), 0, 1000, (), "inswapper_128", "fp32", order=ModelOrder("batch", "fits", 4))
+    mixed = report.plus(other).order
+    assert mixed is not None and mixed.order == "mixed"
+    assert "model_order" not in ModelsReport((), 0, None, (), "s", "fp32").to_json_dict()

@@ -15,17 +15,20 @@ reaches out of the hull (the usual frame), only the seeds are looked for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.faces.mesh import CHIN, LEFT_EYE, LEFT_EYE_OUTER, NOSE_TIP, RIGHT_EYE, RIGHT_EYE_OUTER
+from ffdesk.faces.mesh import CHIN, FACE_OVAL, LEFT_EYE, LEFT_EYE_OUTER, NOSE_TIP, RIGHT_EYE, RIGHT_EYE_OUTER
 from ffdesk.swap.blend import hist_median
 from ffdesk.types import Frame, Points
 
 _DISK3 = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
+WORK_FACE = 120
+"""Faces larger than twice this (pixels) are looked at on every fourth pixel, not every other."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,11 @@ class SkinOccluderSettings:
     """Fraction of a kept occluder that must be skin-coloured (not a beard, not the background)."""
     edge_quantile: float = 60.0
     """A kept occluder's edge must be as strong on average as this percentile of the skin's
-    own gradients."""
+    own gradients..."""
+    seed_edge_quantile: float = 75.0
+    """...and what seeds the test must reach out of the hull without crossing an edge stronger
+    than this percentile of them (a palm does; the face's own skin beyond the hull stops at the
+    face's outline, even where a background of skin colour lies behind it)."""
 
 
 @dataclass(frozen=True)
@@ -76,11 +83,12 @@ def skin_reference(lab_half: Frame, skin_half: npt.NDArray[np.uint8]) -> SkinRef
 
 
 def smooth_gradient(light: npt.NDArray[np.float32], sigma: float) -> npt.NDArray[np.float32]:
-    """Gradient magnitude of a lightness image blurred by `sigma` pixels."""
+    """Gradient magnitude of a lightness image blurred by `sigma` pixels, times `sigma`: about
+    the same for one edge whatever the image's scale."""
     blurred = cv2.GaussianBlur(light, (0, 0), sigma)
     gx = cv2.Sobel(blurred, cv2.CV_32F, 1, 0)
     gy = cv2.Sobel(blurred, cv2.CV_32F, 0, 1)
-    return np.asarray(cv2.magnitude(gx, gy), np.float32)
+    return np.asarray(cv2.magnitude(gx, gy) * np.float32(sigma), np.float32)
 
 
 def skin_occluder(
@@ -101,20 +109,25 @@ def skin_occluder(
     pts = np.asarray(points, np.float32)[:, :2]
     lo, hi = pts.min(0), pts.max(0)
     size = float((hi - lo).max())
+    if not _skin_out_at_the_sides(frame, pts, size, reference, s):
+        return None  # the usual frame: nothing of skin colour far out beside the face
     h_img, w_img = frame.shape[:2]
     pad = 4 + int(s.margin * size)
     ex1, ey1 = int(max(0, np.floor(lo[0]) - pad)), int(max(0, np.floor(lo[1]) - pad))
     ex2, ey2 = int(min(w_img, np.ceil(hi[0]) + pad)), int(min(h_img, np.ceil(hi[1]) + pad))
-    small = np.ascontiguousarray(frame[ey1:ey2:2, ex1:ex2:2])
+    step = 2 if size < WORK_FACE * 2 else 4  # big faces are looked at on every fourth pixel
+    small = np.ascontiguousarray(frame[ey1:ey2:step, ex1:ex2:step])
     if min(small.shape[:2]) < 8:
         return None
-    found = _find(small, (pts - np.array([ex1, ey1], np.float32)) / 2.0, size / 2.0, reference, s)
-    if found is None:
-        return None
-    # the face's own edges, which the occluder's must match (only now: this is the rare case)
-    grad = smooth_gradient(np.ascontiguousarray(lab_half[..., 0]).astype(np.float32), max(0.6, 0.005 * size))
-    mask, rim_edge = found
-    if rim_edge < float(np.percentile(grad[skin_half > 0], s.edge_quantile)):
+
+    def face_edges() -> npt.NDArray[np.float32]:
+        """The face's own gradients on its skin (only computed in the rare case that needs them)."""
+        light = np.ascontiguousarray(lab_half[..., 0]).astype(np.float32)
+        return smooth_gradient(light, max(0.6, 0.005 * size))[skin_half > 0]
+
+    q = (pts - np.array([ex1, ey1], np.float32)) / np.float32(step)
+    mask = _find(small, q, size / step, reference, face_edges, s)
+    if mask is None:
         return None
     # back to the box, at full size, with a feathered edge
     full = cv2.resize(mask, (ex2 - ex1, ey2 - ey1), interpolation=cv2.INTER_LINEAR)
@@ -128,6 +141,34 @@ def skin_occluder(
     return np.asarray(np.clip(soft, 0.0, 1.0), np.float32)
 
 
+def _skin_out_at_the_sides(
+    frame: Frame, pts: Points, size: float, ref: SkinReference, s: SkinOccluderSettings
+) -> bool:
+    """Whether any pixel is skin-coloured a little beyond `s.reach` out of the face's outline at
+    its sides (between the eyes' line and the chin), looked at along rays from the nose tip
+    through the outline's points: what seeds the test always crosses some of them."""
+    eyes = 0.5 * (pts[list(RIGHT_EYE)].mean(0) + pts[list(LEFT_EYE)].mean(0))
+    down = pts[CHIN] - eyes
+    chin = float(np.linalg.norm(down))
+    if chin < 1e-3:
+        return False
+    oval = pts[list(FACE_OVAL)]
+    v = (oval - eyes) @ (down / chin)
+    oval = oval[(v > -0.05 * size) & (v < 0.9 * chin)]
+    if len(oval) == 0:
+        return False
+    rays = oval - pts[NOSE_TIP]
+    rays /= np.maximum(np.linalg.norm(rays, axis=1, keepdims=True), 1e-6)
+    h, w = frame.shape[:2]
+    samples = np.concatenate([oval + rays * (k * size) for k in (s.reach + 0.02, s.reach + 0.08)])
+    xy = np.round(samples).astype(np.int64)
+    xy = xy[(xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)]
+    if len(xy) == 0:
+        return False
+    colours = np.ascontiguousarray(frame[xy[:, 1], xy[:, 0]][None])
+    return bool(_skin_like(np.asarray(cv2.cvtColor(colours, cv2.COLOR_RGB2LAB), np.uint8), ref, s).any())
+
+
 def _skin_like(lab: Frame, ref: SkinReference, s: SkinOccluderSettings) -> npt.NDArray[np.bool_]:
     light = lab[..., 0]
     low, high = s.light_range
@@ -139,11 +180,15 @@ def _skin_like(lab: Frame, ref: SkinReference, s: SkinOccluderSettings) -> npt.N
 
 
 def _find(
-    small: Frame, q: Points, hs: float, ref: SkinReference, s: SkinOccluderSettings
-) -> tuple[npt.NDArray[np.uint8], float] | None:
+    small: Frame,
+    q: Points,
+    hs: float,
+    ref: SkinReference,
+    face_edges: Callable[[], npt.NDArray[np.float32]],
+    s: SkinOccluderSettings,
+) -> npt.NDArray[np.uint8] | None:
     """The occluder's mask (uint8, 255 inside) at the size of `small` (the target's box at half
-    size; `q` the mesh there, `hs` the face's size there) and the mean gradient along its edge
-    with the face, or None."""
+    or quarter size; `q` the mesh there, `hs` the face's size there), or None."""
     h, w = small.shape[:2]
     lab = np.asarray(cv2.cvtColor(small, cv2.COLOR_RGB2LAB), np.uint8)
     hull = np.zeros((h, w), np.uint8)
@@ -165,16 +210,16 @@ def _find(
     ys = np.arange(h, dtype=np.float32)[:, None]
     v = (xs - eyes[0]) * down[0] + (ys - eyes[1]) * down[1]
     sides = (v > -0.05 * hs) & (v < 0.9 * chin)
-    # seeds: skin-coloured blobs out of the hull that touch its sides and reach far out
-    blobs = (like & outside).view(np.uint8)
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(blobs, connectivity=8)
-    touching = np.bincount(labels[(dist <= 2.5) & outside & sides].ravel(), minlength=n) > 0
-    far = np.bincount(labels[(dist >= s.reach * hs) & sides].ravel(), minlength=n) > 0
-    keep = touching & far & (stats[:, cv2.CC_STAT_AREA] >= s.min_outside * total)
-    keep[0] = False
-    if not keep.any():
+    # seeds: skin-coloured blobs out of the hull that touch its sides and reach far out...
+    blob = _reaching_out(like & outside, dist, sides, hs, total, s)
+    if blob is None:
         return None
-    blob = keep[labels]
+    # ...without crossing an edge on the way (looked at only when there is such a blob)
+    own = face_edges()
+    grad = smooth_gradient(lab[..., 0].astype(np.float32), max(0.6, 0.01 * hs))
+    blob = _reaching_out(blob & (grad < np.percentile(own, s.seed_edge_quantile)), dist, sides, hs, total, s)
+    if blob is None:
+        return None
     seeds = blob & (dist <= 0.08 * hs + 2)
     across = q[LEFT_EYE_OUTER] - q[RIGHT_EYE_OUTER]
     across = across / (float(np.linalg.norm(across)) + 1e-6)
@@ -209,9 +254,27 @@ def _find(
     inside = mask > 0
     if float(like[inside].mean()) < s.min_skin:
         return None
-    grad = smooth_gradient(lab[..., 0].astype(np.float32), max(0.6, 0.01 * hs))
+    # its edge with the face must be an edge of the target
     edge = (cv2.dilate(mask, _DISK3) > 0) & (cv2.erode(mask, _DISK3) == 0)
     rim = edge & (cv2.erode(hull, _DISK3, iterations=2) > 0)
-    if not rim.any():
+    if not rim.any() or float(grad[rim].mean()) < float(np.percentile(own, s.edge_quantile)):
         return None
-    return mask, float(grad[rim].mean())
+    return mask
+
+
+def _reaching_out(
+    candidates: npt.NDArray[np.bool_],
+    dist: npt.NDArray[np.float32],
+    sides: npt.NDArray[np.bool_],
+    hs: float,
+    total: int,
+    s: SkinOccluderSettings,
+) -> npt.NDArray[np.bool_] | None:
+    """The blobs of `candidates` (pixels out of the hull, `dist` their distance from it) that
+    touch the hull's sides, reach `s.reach` out at the sides and are large enough; or None."""
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(candidates.view(np.uint8), connectivity=8)
+    touching = np.bincount(labels[(dist <= 2.5) & candidates & sides].ravel(), minlength=n) > 0
+    far = np.bincount(labels[(dist >= s.reach * hs) & sides].ravel(), minlength=n) > 0
+    keep = touching & far & (stats[:, cv2.CC_STAT_AREA] >= s.min_outside * total)
+    keep[0] = False
+    return np.asarray(keep[labels]) if keep.any() else None

@@ -7,10 +7,9 @@ not the eyes, brows or lips, so glasses, dark sockets and make-up do not pull th
 eyes keep their contrast), a Poisson blend, and an alpha paste. What covers the face is kept:
 triangles the target's mesh folds over (turned away from the camera) are not pasted, nor are
 parts of the target inside the hull that reach in from its edge and are neither skin-coloured
-nor a feature of the face (a hand's sleeve, a microphone, a scarf); on request
-(`SwapSettings.skin_occluders`) also a hand of the face's own colour that reaches over it from
-the side (see `ffdesk.swap.occlusion`). Everything runs on the face's bounding region, never on
-the whole frame.
+nor a feature of the face (a hand's sleeve, a microphone, a scarf), nor a hand of the face's own
+colour that reaches over it from the side (see `ffdesk.swap.occlusion`). Everything runs on the
+face's bounding region, never on the whole frame.
 """
 
 from __future__ import annotations
@@ -67,10 +66,8 @@ class SwapSettings:
     may belong to something in front of the face."""
     occluder_min_area: float = 0.01
     """Smallest occluder kept, as a fraction of the face's region."""
-    skin_occluders: bool = False
-    """With `keep_occluders`, also keep a skin-coloured hand reaching over the face from the side.
-    Off by default: a background of skin colour beside the face can pass for a hand (on the
-    carphone clip, the car's beige lining beside the cheek in one frame of 120)."""
+    skin_occluders: bool = True
+    """With `keep_occluders`, also keep a skin-coloured hand reaching over the face from the side."""
     skin_occluder: SkinOccluderSettings = field(default_factory=SkinOccluderSettings)
 
 

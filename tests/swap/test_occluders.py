@@ -1,6 +1,5 @@
-"""With the skin-coloured occluder test on, a hand of the face's own colour reaching over it from
-the side stays in front of the new face; and what is part of the face (a beard, glasses' frames)
-is not cut."""
+"""What covers the face stays in front of the new one: a hand of the face's own colour reaching
+over it from the side; and what is part of the face (a beard, glasses' frames) is not cut."""
 
 from __future__ import annotations
 

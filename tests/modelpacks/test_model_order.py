@@ -3,7 +3,6 @@ window of frames before the next loads; the same frames come out with fewer load
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,15 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ffdesk.cli import main
 from ffdesk.media.decode import read_image
 from ffdesk.pipeline.report import ModelOrder
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages import models
-from ffdesk.resources import resource_path
 from ffdesk.runtime.standins import write_standins
 
 from .conftest import FRAMES
+from .helpers import render
 
 PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
 
@@ -32,24 +30,9 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
-    report = out.with_suffix(".json")
-    args = [
-        "render",
-        "--target",
-        str(clip),
-        "--output",
-        str(out),
-        "--no-resume",
-        "-q",
-        "--end",
-        str(FRAMES / 25),
-    ]
-    args += ["--source", str(resource_path("sample", "grace_hopper.jpg")), "--models-dir", str(pack)]
-    args += ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion"]
-    args += ["--encoder", "png", "--precision", "fp32", "--batch", "2", "--report", str(report), *extra]
-    assert main(args) == 0
-    result: dict[str, Any] = json.loads(report.read_text())
-    return result
+    """A render to PNG frames with the swapper, the occluder and the enhancer, two frames a batch."""
+    chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion"]
+    return render(pack, clip, out, *chosen, "--batch", "2", *extra)
 
 
 def _frames(folder: Path) -> list[np.ndarray]:

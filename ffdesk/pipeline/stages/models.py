@@ -18,6 +18,7 @@ sample of frames' faces in FP32 and flags those whose face differs by more than 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -843,14 +844,16 @@ class FrameWindow:
         return self._draw(held) if held else []
 
 
-class SegmentSwapStage(SwapStage):
-    """`SwapStage` in segment order: holds up to `window` frames back (`HoldsFrames`) and runs
-    each model over all their faces before the next model loads."""
+class _HoldsWindow:
+    """What a stage in segment order adds (`HoldsFrames`): its batches go into a `FrameWindow`
+    that draws them with the stage's own `process` once the window is full or drained."""
 
-    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
-        super().__init__(ctx, max_batch, reports=reports)
+    lookahead: int
+    _window: FrameWindow
+
+    def _hold(self, window: int, draw: Callable[[Sequence[FramePacket]], list[FramePacket]]) -> None:
         self.lookahead = window
-        self._window = FrameWindow(window, super().process)
+        self._window = FrameWindow(window, draw)
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         return self._window.add(batch)
@@ -859,19 +862,21 @@ class SegmentSwapStage(SwapStage):
         return self._window.flush()
 
 
-class SegmentEnhanceStage(EnhanceStage):
+class SegmentSwapStage(_HoldsWindow, SwapStage):
+    """`SwapStage` in segment order: holds up to `window` frames back and runs each model over
+    all their faces before the next model loads."""
+
+    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
+        SwapStage.__init__(self, ctx, max_batch, reports=reports)
+        self._hold(window, functools.partial(SwapStage.process, self))
+
+
+class SegmentEnhanceStage(_HoldsWindow, EnhanceStage):
     """`EnhanceStage` in segment order (see `SegmentSwapStage`)."""
 
     def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
-        super().__init__(ctx, max_batch, reports=reports)
-        self.lookahead = window
-        self._window = FrameWindow(window, super().process)
-
-    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        return self._window.add(batch)
-
-    def drain(self) -> list[FramePacket]:
-        return self._window.flush()
+        EnhanceStage.__init__(self, ctx, max_batch, reports=reports)
+        self._hold(window, functools.partial(EnhanceStage.process, self))
 
 
 def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> list[Stage]:

@@ -153,20 +153,12 @@ class JobModels:
 
     def _pack_stages(self) -> list[Stage]:
         """The stages `model_stages` builds, around the kept model render."""
-        from ffdesk.pipeline.stages.models import EnhanceStage, PackDetectStage, SwapStage
+        from ffdesk.pipeline.stages.models import pack_stages
 
         ctx, front = self._render, self._front
         assert ctx is not None and front is not None
         ctx.new_segment()  # type: ignore[attr-defined]
-        batch = max(1, self.job.batch)
-        detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None
-        stages: list[Stage] = [
-            *front.stages(detect=detect),
-            SwapStage(ctx, batch, reports=ctx.enhancer is None),
-        ]
-        if ctx.enhancer is not None:
-            stages.append(EnhanceStage(ctx, batch, reports=True))
-        return stages
+        return pack_stages(ctx, front, ctx.planned_order(self.info))
 
     def segment_report(self, report: RenderReport) -> RenderReport:
         """The segment's report with the kept models' figures counted once: the loads, reloads,

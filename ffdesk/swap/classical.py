@@ -24,8 +24,8 @@ from ffdesk.faces import mesh
 from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, yaw_ratio
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
-from ffdesk.swap.blend import alpha_blend, feathered, half_lab, hist_median, lab_transfer_skin, seamless
-from ffdesk.swap.occlusion import SkinOccluderSettings, skin_occluder
+from ffdesk.swap.blend import alpha_blend, feathered, half_lab, lab_transfer_skin, seamless
+from ffdesk.swap.occlusion import SkinOccluderSettings, SkinReference, skin_occluder, skin_reference
 from ffdesk.swap.triangles import Triangles, delaunay, warp_piecewise, warp_points
 from ffdesk.types import Frame, Points
 
@@ -198,10 +198,7 @@ class ClassicalSwapper:
             )
             target_lab = half_lab(roi)
             if s.keep_occluders:
-                occluders = _occluders(target_lab, region, features, skin, s)
-                if s.skin_occluders:
-                    face_box = (x1, y1, x2, y2)
-                    occluders = _with_skin_occluder(occluders, frame, pts, face_box, target_lab, skin, s)
+                occluders = _what_covers(frame, pts, (x1, y1, x2, y2), target_lab, region, features, skin, s)
                 if occluders is not None:
                     skin[occluders > 0.05] = 0
             if s.colour_transfer:
@@ -367,8 +364,35 @@ def _unfill_folded(region: np.ndarray, source: SourceFace, local: Points) -> Non
         cv2.fillConvexPoly(region, tri, 0, cv2.LINE_8, 4)
 
 
+def _what_covers(
+    frame: Frame,
+    pts: Points,
+    box: tuple[int, int, int, int],
+    lab_half: np.ndarray,
+    region: np.ndarray,
+    features: np.ndarray,
+    skin: np.ndarray,
+    s: SwapSettings,
+) -> np.ndarray | None:
+    """Soft 0-1 weights over the face's `box` of what covers it in the target (non-skin blobs
+    from the region's edge, a skin-coloured hand from the side), or None when nothing does."""
+    skin_half = np.ascontiguousarray(skin[::2, ::2])
+    reference = skin_reference(lab_half, skin_half)
+    occluders = _occluders(lab_half, region, features, reference, s)
+    if not s.skin_occluders or reference is None:
+        return occluders
+    hand = skin_occluder(frame, pts, box, lab_half, skin_half, reference, s.skin_occluder)
+    if hand is None:
+        return occluders
+    return hand if occluders is None else np.maximum(occluders, hand)
+
+
 def _occluders(
-    lab_half: np.ndarray, region: np.ndarray, features: np.ndarray, skin: np.ndarray, s: SwapSettings
+    lab_half: np.ndarray,
+    region: np.ndarray,
+    features: np.ndarray,
+    reference: SkinReference | None,
+    s: SwapSettings,
 ) -> np.ndarray | None:
     """Soft 0-1 weights of what covers the face in the target, or None when nothing does: pixels
     inside the region whose colour is far from the skin's (median and spread, which what covers
@@ -376,14 +400,11 @@ def _occluders(
     from the region's edge (what is in front of a face comes from outside it) and are not thin
     lines (glasses' frames, strands of hair)."""
     reg = np.ascontiguousarray(region[::2, ::2])
-    skin_half = skin[::2, ::2] > 0
-    if cv2.countNonZero(reg) < 64 or int(skin_half.sum()) < 32:
+    if cv2.countNonZero(reg) < 64 or reference is None:
         return None
-    skin_mask = skin_half.view(np.uint8)
     far = np.zeros(reg.shape, np.float32)
-    for c in (1, 2):
+    for c, (centre, spread) in ((1, reference.a), (2, reference.b)):
         channel = np.ascontiguousarray(lab_half[..., c])
-        centre, spread = hist_median(channel, skin_mask)
         far += ((channel.astype(np.float32) - centre) / max(spread, 2.0)) ** 2
     cand = ((far > s.occluder_sigma**2) & (reg > 0)).view(np.uint8)
     if not cand.any():
@@ -410,23 +431,6 @@ def _occluders(
     full = cv2.dilate(full, _DISK3, iterations=2)
     soft = cv2.GaussianBlur(full.astype(np.float32) / 255.0, (0, 0), max(1.0, k / 2.0))
     return np.asarray(np.clip(soft, 0.0, 1.0), np.float32)
-
-
-def _with_skin_occluder(
-    occluders: np.ndarray | None,
-    frame: Frame,
-    pts: Points,
-    box: tuple[int, int, int, int],
-    lab_half: np.ndarray,
-    skin: np.ndarray,
-    s: SwapSettings,
-) -> np.ndarray | None:
-    """`occluders` with a skin-coloured one added (their maximum), when there is one."""
-    skin_half = np.ascontiguousarray(skin[::2, ::2])
-    hand = skin_occluder(frame, pts, box, lab_half, skin_half, s.skin_occluder)
-    if hand is None:
-        return occluders
-    return hand if occluders is None else np.maximum(occluders, hand)
 
 
 def _fill(mask: np.ndarray, pts: Points, indices: tuple[int, ...]) -> None:

@@ -27,6 +27,8 @@ from ffdesk.swap.blend import hist_median
 from ffdesk.types import Frame, Points
 
 _DISK3 = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (3, 3))
+_EYES = np.array(RIGHT_EYE + LEFT_EYE)
+_OVAL = np.array(FACE_OVAL)
 WORK_FACE = 120
 """Faces larger than twice this (pixels) are looked at on every fourth pixel, not every other."""
 
@@ -97,15 +99,14 @@ def skin_occluder(
     box: tuple[int, int, int, int],
     lab_half: Frame,
     skin_half: npt.NDArray[np.uint8],
+    reference: SkinReference,
     settings: SkinOccluderSettings | None = None,
 ) -> npt.NDArray[np.float32] | None:
     """Soft 0-1 weights, over `box` (x1, y1, x2, y2 of `frame`), of a skin-coloured occluder
     reaching over the face whose mesh is `points` (frame pixels), or None when there is none.
-    `lab_half` is the box in LAB at half size (`half_lab`), `skin_half` its skin there."""
+    `lab_half` is the box in LAB at half size (`half_lab`), `skin_half` its skin there and
+    `reference` what the skin looks like (`skin_reference`)."""
     s = settings or SkinOccluderSettings()
-    reference = skin_reference(lab_half, skin_half)
-    if reference is None:
-        return None
     pts = np.asarray(points, np.float32)[:, :2]
     lo, hi = pts.min(0), pts.max(0)
     size = float((hi - lo).max())
@@ -147,12 +148,12 @@ def _skin_out_at_the_sides(
     """Whether any pixel is skin-coloured a little beyond `s.reach` out of the face's outline at
     its sides (between the eyes' line and the chin), looked at along rays from the nose tip
     through the outline's points: what seeds the test always crosses some of them."""
-    eyes = 0.5 * (pts[list(RIGHT_EYE)].mean(0) + pts[list(LEFT_EYE)].mean(0))
+    eyes = pts[_EYES].mean(0)
     down = pts[CHIN] - eyes
     chin = float(np.linalg.norm(down))
     if chin < 1e-3:
         return False
-    oval = pts[list(FACE_OVAL)]
+    oval = pts[_OVAL]
     v = (oval - eyes) @ (down / chin)
     oval = oval[(v > -0.05 * size) & (v < 0.9 * chin)]
     if len(oval) == 0:
@@ -200,7 +201,7 @@ def _find(
     outside = hull == 0
     dist = cv2.distanceTransform(outside.view(np.uint8), cv2.DIST_L2, 3)
     # the face's own axes: `down` from the eyes to the chin, `across` from eye to eye
-    eyes = 0.5 * (q[list(RIGHT_EYE)].mean(0) + q[list(LEFT_EYE)].mean(0))
+    eyes = q[_EYES].mean(0)
     down = q[CHIN] - eyes
     chin = float(np.linalg.norm(down))
     if chin < 1e-3:

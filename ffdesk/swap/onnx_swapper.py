@@ -226,15 +226,15 @@ def _per_channel(scale: Scale) -> F32:
 
 
 def from_model_output(y: np.ndarray, spec: SwapperSpec) -> npt.NDArray[np.uint8]:
-    """N x 3 x S x S model output (float32 or float16) -> N x S x S x 3 RGB uint8."""
-    std = np.asarray(spec.std if spec.out_std is None else spec.out_std, np.float32)
-    mean = np.asarray(spec.mean if spec.out_mean is None else spec.out_mean, np.float32)
-    n, c, h, w = y.shape
-    x: F32 = np.empty((n, h, w, c), np.float32)
-    np.multiply(np.asarray(y).transpose(0, 2, 3, 1), std * np.float32(255.0), out=x)
+    """N x 3 x S x S model output (float32 or float16) -> N x S x S x 3 RGB uint8 (a channels-last
+    view of a channels-first array, as a transpose gives)."""
+    std = _per_channel(spec.std if spec.out_std is None else spec.out_std)
+    mean = _per_channel(spec.mean if spec.out_mean is None else spec.out_mean)
+    # in the model's own layout (contiguous passes); the result is a channels-last view of it
+    x: F32 = np.multiply(np.asarray(y, np.float32), std * np.float32(255.0))
     np.add(x, mean * np.float32(255.0) + np.float32(0.5), out=x)
     np.clip(x, 0, 255, out=x)
-    return x.astype(np.uint8)
+    return x.astype(np.uint8).transpose(0, 2, 3, 1)
 
 
 class OnnxSwapper:

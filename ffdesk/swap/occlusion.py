@@ -215,11 +215,12 @@ def _find(
     blob = _reaching_out(like & outside, dist, sides, hs, total, s)
     if blob is None:
         return None
-    # ...without crossing an edge on the way (looked at only when there is such a blob)
+    # ...and do so without crossing an edge (looked at only when there is such a blob; the
+    # whole blob still seeds the watershed, so every finger gets its seed)
     own = face_edges()
     grad = smooth_gradient(lab[..., 0].astype(np.float32), max(0.6, 0.01 * hs))
-    blob = _reaching_out(blob & (grad < np.percentile(own, s.seed_edge_quantile)), dist, sides, hs, total, s)
-    if blob is None:
+    smooth = blob & (grad < np.percentile(own, s.seed_edge_quantile))
+    if _reaching_out(smooth, dist, sides, hs, total, s) is None:
         return None
     seeds = blob & (dist <= 0.08 * hs + 2)
     across = q[LEFT_EYE_OUTER] - q[RIGHT_EYE_OUTER]

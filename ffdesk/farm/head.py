@@ -454,7 +454,7 @@ class _FarmRun:
         worker.seconds += result.seconds
         worker.peak_model_bytes = max(worker.peak_model_bytes, result.peak_model_bytes)
         worker.model_loads += result.model_loads
-        worker.fps = result.frames / result.seconds if result.seconds > 0 else 0.0
+        worker.fps = round(result.frames / result.seconds, 2) if result.seconds > 0 else 0.0
         worker.pid = result.pid
         for warning in result.warnings:
             self._warn(warning)

@@ -123,35 +123,3 @@ def test_the_metrics_port_option(text: str, port: int | None) -> None:
 def test_a_bad_metrics_port_is_one_line(text: str) -> None:
     with pytest.raises(UserError, match="--farm-metrics-port .*: give a port from 0 to 65535, or off"):
         parse_metrics_port(text)
-
-
-def test_under_a_budget_too_small_for_every_model_the_kept_pack_renders_in_segment_order(
-    tmp_path: Path, face_clip: Path, run_env: RuntimeEnv
-) -> None:
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.standins import write_standin
-
-    from .conftest import write_pack
-
-    pack = write_pack(tmp_path / "pack")
-    (enhancer,) = [s for s in load_catalog() if s.name == "gfpgan_1.4"]
-    write_standin(enhancer, pack, dynamic_batch=True)
-    budget = 24 << 20  # the swapper and the enhancer do not fit at once
-    job = replace(pack_job(face_clip, pack, tmp_path / "o.mov"), resume=False, enhancer="gfpgan_1.4")
-    plan = plan_segments(replace(job, memory_budget=budget))
-    worker = FarmWorker("slot-3", budget, use_gpu=False, env=run_env)
-    try:
-        done = render_all(worker, plan)
-        assert worker.job is not None and worker.job._render is not None
-        assert worker.job._render.order is not None and worker.job._render.order.order == "segment"
-        for seg, d in zip(plan.segments, done, strict=True):
-            fresh = tmp_path / f"fresh{seg.number}.mov"
-            report = render_segment(plan.job, seg, fresh, env=run_env)
-            ((_, data),) = d.files
-            assert data == fresh.read_bytes(), f"segment {seg.number} differs"
-            assert report.models is not None
-            fresh_loads = sum(m.loads for m in report.models.models)
-            if seg.number:  # the recognizer stays; the swapper and enhancer take turns
-                assert 0 < d.model_loads < fresh_loads
-    finally:
-        worker.close()

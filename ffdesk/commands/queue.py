@@ -4,7 +4,8 @@
 ones too, each from where it stopped), here or on a farm (`--farm`), keeping every job's state
 and progress in the queue file as the app does. A job that fails is marked failed with its one
 line and the queue goes on; Ctrl-C stops the running job, which stays resumable ("interrupted").
-Exit status: 0 when every job run is done, 2 when one failed, 130 after Ctrl-C.
+Exit status: 0 when every job run is done, 2 when one failed, 130 after Ctrl-C. A queue the
+desktop app has open is not run (the app runs it), as two runners would render its jobs twice.
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.queue import RESUMABLE, JobProgress, QueueEntry, RenderQueue, default_queue_path
+from ffdesk.pipeline.queue import (
+    RESUMABLE,
+    JobProgress,
+    QueueEntry,
+    QueueInUse,
+    RenderQueue,
+    default_queue_path,
+)
 
 if TYPE_CHECKING:
     from ffdesk.farm.address import FarmAddress
@@ -78,11 +86,16 @@ def _queue_file_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_queue(args: argparse.Namespace) -> RenderQueue:
-    """The queue `--queue` names (else the app's); a note on stderr when it was damaged."""
-    path = args.queue if args.queue is not None else default_queue_path(runtime_env(args))
+def queue_path(args: argparse.Namespace) -> Path:
+    """The file `--queue` names, else the desktop app's."""
+    path: Path = args.queue if args.queue is not None else default_queue_path(runtime_env(args))
     if path.is_dir():
         raise UserError(f"--queue {path}: is a folder, not a queue file")
+    return path
+
+
+def open_queue(path: Path) -> RenderQueue:
+    """The queue at `path`; a note on stderr when it was damaged."""
     queue = RenderQueue(path)
     if queue.warning:
         print(f"ffdesk: warning: {queue.warning}", file=sys.stderr)
@@ -100,7 +113,7 @@ def entry_line(number: int, e: QueueEntry) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    queue = open_queue(args)
+    queue = open_queue(queue_path(args))
     entries = queue.entries()
     if args.json:
         rows = [
@@ -227,7 +240,17 @@ def run_queue(args: argparse.Namespace) -> int:
         from ffdesk.farm.address import parse_farm
 
         farm = parse_farm(args.farm)
-    queue = open_queue(args)
+    path = queue_path(args)
+    held = QueueInUse.take(path, "ffdesk queue run")
+    if isinstance(held, str):
+        raise UserError(f"{path} is in use by {held}: run the queue there, or once it is closed")
+    try:
+        return _run_held(args, open_queue(path), farm)
+    finally:
+        held.release()
+
+
+def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | None) -> int:
     if args.resume:
         for e in queue.entries():
             if e.state in RESUMABLE:

@@ -14,18 +14,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.worker import RENDER_NICE, RenderWorker, lower_thread_priority
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.queue import JobProgress, QueueEntry, RenderQueue
+from ffdesk.pipeline.queue import JobProgress, QueueEntry, QueueInUse, RenderQueue
 from ffdesk.pipeline.report import RenderReport
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
+
+
+RETRY_QUEUE_MS = 2000
+"""How often the window asks again for a queue another process runs."""
 
 
 def _one_line(exc: BaseException) -> str:
@@ -108,7 +112,16 @@ class QueueController(QObject):
         """`path`: the queue file; `env`: the runtime environment every render is given;
         `memory`: the window's shared budget, which every render joins (handed its share)."""
         super().__init__(parent)
+        self._in_use: QueueInUse | None = None
+        self.in_use_note: str | None = None
+        """Set while another process (`ffdesk queue run`) runs this queue: jobs here wait."""
+        self._take_queue(path)
         self.store = RenderQueue(path)
+        self._retry = QTimer(self)
+        self._retry.setInterval(RETRY_QUEUE_MS)
+        self._retry.timeout.connect(self._retry_queue)
+        if self.in_use_note is not None:
+            self._retry.start()
         self.store.add_listener(self.changed.emit)
         self.autostart = autostart
         self.worker = QueueWorker(env, memory)
@@ -151,8 +164,32 @@ class QueueController(QObject):
 
     @property
     def load_warning(self) -> str | None:
-        """A note for the status area when the stored queue was damaged (and kept aside)."""
-        return self.store.warning
+        """A note for the status area when the stored queue was damaged (and kept aside), or is
+        being run by another process."""
+        notes = [n for n in (self.store.warning, self.in_use_note) if n]
+        return "; ".join(notes) if notes else None
+
+    def _retry_queue(self) -> None:
+        """While another process runs the queue: take it once that is over, show what it did,
+        and start what is left."""
+        if self._closed or self._take_queue(self.store.path):
+            self._retry.stop()
+            if not self._closed:
+                name = self.store.path.name
+                self.message.emit("info", f"{name}: the other run is over; its jobs show here")
+                self.start_next()
+
+    def _take_queue(self, path: Path) -> bool:
+        """Hold the queue file while the window is open (True), unless another process runs it."""
+        if self._in_use is None:
+            held = QueueInUse.take(path, "the desktop app")
+            if isinstance(held, str):
+                self.in_use_note = f"{path.name} is in use by {held}: its jobs start here once it is done"
+            else:
+                if self.in_use_note is not None:  # the other run is over: show what it did
+                    self.store.reload()
+                self._in_use, self.in_use_note = held, None
+        return self._in_use is not None
 
     def set_farm(self, farm: str | None) -> None:
         """Run the jobs started from now on here (None) or on the farm `farm` names."""
@@ -167,7 +204,7 @@ class QueueController(QObject):
         if self._closed or self.current is not None or not (self.autostart or force):
             return False
         entry = self.store.next_queued()
-        if entry is None:
+        if entry is None or not self._take_queue(self.store.path):
             return False
         self.current = entry.id
         self._progress = JobProgress(self.store, entry.id)
@@ -212,6 +249,7 @@ class QueueController(QObject):
     def shutdown(self, timeout_ms: int = 60000) -> bool:
         """Cancel the running job, stop the worker thread. A cancelled job stays resumable."""
         self._closed = True
+        self._retry.stop()
         running = self.current
         ok = self.worker.shutdown(timeout_ms)
         if running is not None:
@@ -219,4 +257,6 @@ class QueueController(QObject):
             self.current = None
             with contextlib.suppress(KeyError):
                 self.store.update(running, state="cancelled", eta_s=None, message="closed during render")
+        if self._in_use is not None:
+            self._in_use.release()
         return ok

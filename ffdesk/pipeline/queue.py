@@ -12,14 +12,17 @@ happened so the window can show it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
+import os
 import threading
 import time
 import types
 import typing
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -285,6 +288,17 @@ class RenderQueue:
         with self._lock:
             return self._set(entry_id, persist=persist, **changes)
 
+    def reload(self) -> None:
+        """Read the file again after another process ran the queue: its entries as stored there,
+        then those added here meanwhile."""
+        with self._lock:
+            here = self._entries
+            self._entries = []
+            self._load()
+            stored = {e.id for e in self._entries}
+            self._entries += [e for e in here if e.id not in stored]
+            self._commit()
+
     # -- internals -------------------------------------------------------------------------
     def _set(self, entry_id: str, persist: bool = True, **changes: Any) -> QueueEntry:
         if "state" in changes and changes["state"] not in JOB_STATES:
@@ -411,3 +425,35 @@ class JobProgress:
         return self.queue.update(
             self.entry_id, state=state, message=message, finished=time.time(), eta_s=None, **changes
         )
+
+
+class QueueInUse:
+    """Who runs a queue file: the desktop app while it is open, `ffdesk queue run` while it runs.
+
+    Two runners of one queue would render the same jobs twice and each overwrite the other's
+    states, so the second is told who holds it. The lock is `flock` on `QUEUE.lock`, which the
+    kernel drops when its process ends, however it ends.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._close = weakref.finalize(self, os.close, fd)
+
+    @classmethod
+    def take(cls, queue_path: Path, by: str) -> QueueInUse | str:
+        """The lock, or (when another process holds it) one line saying who: "by (process N)"."""
+        lock_path = queue_path.with_name(queue_path.name + ".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "another ffdesk process"
+            os.close(fd)
+            return holder.splitlines()[0]
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{by} (process {os.getpid()})\n".encode(), 0)
+        return cls(fd)
+
+    def release(self) -> None:
+        """Let another runner take the queue; safe to call twice."""
+        self._close()

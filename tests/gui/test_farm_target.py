@@ -4,6 +4,7 @@ workers as rows (from `WorkerProgress` events); a farm that cannot be reached fa
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -131,3 +132,34 @@ def test_a_farm_that_cannot_be_reached_fails_the_job_and_the_queue_goes_on(
     q.resume(first.id)
     qtbot.waitUntil(lambda: q.store.get(first.id).state == "done", timeout=60000)
     assert (tmp_path / "a.mov").is_file() and q.store.get(first.id).frames_done == 12
+
+
+def test_a_queue_that_ffdesk_queue_run_holds_waits_and_then_shows_what_it_did(
+    run_env: RuntimeEnv, qtbot: Any, tiny_clip: Path, tmp_path: Path
+) -> None:
+    from ffdesk.gui.main_window import MainWindow, open_settings
+    from ffdesk.pipeline.queue import QueueInUse, RenderQueue
+
+    path = tmp_path / "queue.json"
+    outside = RenderQueue(path)  # what `ffdesk queue run` holds
+    ran = outside.add(RenderJob(target=tiny_clip, output=tmp_path / "ran.mov", encoder="prores"))
+    left = outside.add(RenderJob(target=tiny_clip, output=tmp_path / "left.mov", encoder="prores"))
+    held = QueueInUse.take(path, "ffdesk queue run")
+    assert isinstance(held, QueueInUse)
+    w = MainWindow(
+        settings=open_settings(tmp_path / "gui.ini"), queue_path=path, telemetry=False, env=run_env
+    )
+    qtbot.addWidget(w)
+    try:
+        note = w.queue.load_warning
+        assert note is not None and f"in use by ffdesk queue run (process {os.getpid()})" in note
+        assert any(e.text == note for e in w.status.entries)
+        qtbot.wait(300)
+        assert not w.queue.busy and [e.state for e in w.queue.entries()] == ["queued", "queued"]
+        outside.update(ran.id, state="done", frames_done=12, frames_total=12)
+        held.release()
+        qtbot.waitUntil(lambda: w.queue.store.get(left.id).state == "done", timeout=60000)
+        assert w.queue.store.get(ran.id).state == "done" and not (tmp_path / "ran.mov").exists()
+        assert (tmp_path / "left.mov").is_file() and w.queue.in_use_note is None
+    finally:
+        w.shutdown()

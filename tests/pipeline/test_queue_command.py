@@ -183,3 +183,29 @@ def test_a_farm_that_does_not_answer_is_one_line_and_the_jobs_stay_queued(
     err = capsys.readouterr().err.strip()
     assert err == f"ffdesk: error: cannot reach the farm at 127.0.0.1:{port}: connection refused"
     assert RenderQueue(path).entries()[0].state == "queued"
+
+
+def test_a_queue_the_app_has_open_is_not_run_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.pipeline.queue import QueueInUse
+
+    path = _queue(tmp_path, "a")
+    app = QueueInUse.take(path, "the desktop app")
+    assert isinstance(app, QueueInUse)
+    try:
+        assert main(["queue", "run", "--queue", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (
+            f"ffdesk: error: {path} is in use by the desktop app (process {os.getpid()}): "
+            "run the queue there, or once it is closed"
+        )
+        assert RenderQueue(path).entries()[0].state == "queued"
+        assert main(["queue", "list", "--queue", str(path)]) == 0  # reading it is fine
+    finally:
+        app.release()
+    assert main(["queue", "run", "--queue", str(path)]) == 2  # now it runs (a.mp4 does not exist)
+    assert capsys.readouterr().err.strip().endswith("a.mp4: no such file")
+    again = QueueInUse.take(path, "the desktop app")  # and let the queue go when it ended
+    assert isinstance(again, QueueInUse)
+    again.release()

@@ -2,15 +2,19 @@
 
 Its colour is the face's own, so the colour test of the classical swap does not see it; what
 gives it away is that it goes on beyond the face. Skin-coloured pixels that reach far out of the
-mesh's hull at its sides (between the eyes' line and the chin: a palm, a wrist; the face's own
-skin reaches out by a few pixels only, and ears, neck and forehead are left out by the place or
-the size) seed a watershed of the target against markers on the far half of the face; what the
-seeds win inside the hull is the occluder, where the watershed follows the hand's contour. It is
-kept only when it is deep inside the hull, skin-coloured and bounded by an edge of the target
-at least as strong as the face's own, so a flood that stops in smooth skin is dropped.
+mesh's hull at its sides (between the eyes' line and the chin: a palm, a wrist), part of them
+without crossing an edge of the target on the way, seed a watershed of the target against
+markers on the far half of the face; what the seeds win inside the hull is the occluder, where
+the watershed follows the hand's contour. It is kept only when it is deep inside the hull,
+skin-coloured and bounded by an edge at least as strong as most of the face's own, so a flood
+that stops in smooth skin is dropped. The face's own skin beyond the hull stops at its outline,
+even where a background of skin colour lies behind it; ears, neck and forehead are left out by
+their place or their size. A hand wholly inside the face (nothing of it beyond the hull) is not
+found.
 
-Everything runs on every other pixel of a box around the face; when nothing skin-coloured
-reaches out of the hull (the usual frame), only the seeds are looked for.
+Everything runs on every other pixel of a box around the face (every fourth for big faces);
+when nothing skin-coloured lies far out beside the face (the usual frame), only a few pixels on
+rays beyond its outline are looked at.
 """
 
 from __future__ import annotations
@@ -222,10 +226,40 @@ def _find(
     smooth = blob & (grad < np.percentile(own, s.seed_edge_quantile))
     if _reaching_out(smooth, dist, sides, hs, total, s) is None:
         return None
+    won = _watershed(small, q, hs, hull, blob, dist, v)
+    mask = _deep_parts(won, hull, hs, total, s)
+    if mask is None:
+        return None
+    inside = mask > 0
+    if float(like[inside].mean()) < s.min_skin:
+        return None
+    # its edge with the face must be an edge of the target
+    edge = (cv2.dilate(mask, _DISK3) > 0) & (cv2.erode(mask, _DISK3) == 0)
+    rim = edge & (cv2.erode(hull, _DISK3, iterations=2) > 0)
+    if not rim.any() or float(grad[rim].mean()) < float(np.percentile(own, s.edge_quantile)):
+        return None
+    return mask
+
+
+def _watershed(
+    small: Frame,
+    q: Points,
+    hs: float,
+    hull: npt.NDArray[np.uint8],
+    blob: npt.NDArray[np.bool_],
+    dist: npt.NDArray[np.float32],
+    v: npt.NDArray[np.float32],
+) -> npt.NDArray[np.bool_]:
+    """What the skin-coloured `blob` beside the face wins inside the hull in a watershed of the
+    target against the face (the half of it away from the blob, or its middle above the eyes'
+    line when the blob is on both sides) and what lies around the face."""
+    h, w = hull.shape
     seeds = blob & (dist <= 0.08 * hs + 2)
     across = q[LEFT_EYE_OUTER] - q[RIGHT_EYE_OUTER]
     across = across / (float(np.linalg.norm(across)) + 1e-6)
     nose = q[NOSE_TIP]
+    xs = np.arange(w, dtype=np.float32)[None, :]
+    ys = np.arange(h, dtype=np.float32)[:, None]
     u = (xs - nose[0]) * across[0] + (ys - nose[1]) * across[1]
     side = float(np.sign(u[seeds]).mean())
     inner = cv2.erode(hull, _DISK3, iterations=max(1, int(0.08 * hs))) > 0
@@ -239,7 +273,14 @@ def _find(
     markers[seeds] = 2
     markers[face] = 3
     blurred = cv2.GaussianBlur(small, (0, 0), max(0.5, 0.01 * hs))
-    won = (cv2.watershed(blurred, markers) == 2) & (hull > 0)
+    return np.asarray((cv2.watershed(blurred, markers) == 2) & (hull > 0))
+
+
+def _deep_parts(
+    won: npt.NDArray[np.bool_], hull: npt.NDArray[np.uint8], hs: float, total: int, s: SkinOccluderSettings
+) -> npt.NDArray[np.uint8] | None:
+    """`won` without thin parts (an opening), keeping its large parts that reach `s.depth` into
+    the hull, as a uint8 mask; or None when none does."""
     if int(won.sum()) < s.min_area * total:
         return None
     k = max(3, int(0.05 * hs) | 1)
@@ -252,16 +293,7 @@ def _find(
     ok[0] = False
     if not ok.any():
         return None
-    mask = np.where(ok, np.uint8(255), np.uint8(0))[parts]
-    inside = mask > 0
-    if float(like[inside].mean()) < s.min_skin:
-        return None
-    # its edge with the face must be an edge of the target
-    edge = (cv2.dilate(mask, _DISK3) > 0) & (cv2.erode(mask, _DISK3) == 0)
-    rim = edge & (cv2.erode(hull, _DISK3, iterations=2) > 0)
-    if not rim.any() or float(grad[rim].mean()) < float(np.percentile(own, s.edge_quantile)):
-        return None
-    return mask
+    return np.where(ok, np.uint8(255), np.uint8(0))[parts]
 
 
 def _reaching_out(

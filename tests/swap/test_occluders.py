@@ -174,3 +174,18 @@ def test_what_belongs_to_the_face_is_not_cut(
     out = swapped(target, face, source)
     np.testing.assert_array_equal(out, swapped(target, face, source, skin_occluders=False))
     assert (np.abs(out.astype(int) - target).sum(-1) >= 12)[hull(target.shape, face)].mean() > 0.6
+
+
+def test_a_background_of_skin_colour_beside_the_cheek_is_not_a_hand(analyser: FaceAnalyser) -> None:
+    """In frame 17 of the carphone clip the car's beige lining lies right beside the cheek; the
+    face's skin beyond the hull and the lining together reached far out, and half the face was
+    kept unswapped as if a hand covered it. The frame is swapped like its neighbours."""
+    from ffdesk.bench.quality import measure_clip
+    from tests.swap.test_real_clips import SOURCE, _data
+
+    _, kept = measure_clip(_data() / "carphone_pristine.mp4", SOURCE, analyser=analyser, keep=(16, 17, 18))
+    changed = {
+        i: int((np.abs(after.astype(int) - before).sum(-1) > 30).sum()) for i, (before, after) in kept.items()
+    }
+    assert min(changed[16], changed[18]) > 0.02 * kept[17][0].shape[0] * kept[17][0].shape[1]
+    assert changed[17] > 0.85 * 0.5 * (changed[16] + changed[18]), changed

@@ -40,7 +40,7 @@ from ffdesk.faces.selection import FaceSelector
 from ffdesk.faces.tracking import FaceTracker, TrackerSettings, largest, left_to_right
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage, SwapPlan
 from ffdesk.swap.classical import GateDecision, SwapGate, SwapSettings
 from ffdesk.types import FaceSelection, Frame
@@ -130,7 +130,12 @@ class TrackStage:
     swapped from its first frame, in full, wherever the batches fall. `lookahead` is the longest
     confirmation of the tracker's settings less its first frame (`TrackerSettings`: 5 frames, for a
     face found turned); the memory it takes is that many frames (their pictures, and the decoded
-    frames a region-patching render keeps with them), and the output starts as many frames later."""
+    frames a region-patching render keeps with them), and the output starts as many frames later.
+
+    With `segment_frames`, every frame whose index is a multiple of it starts afresh, as after a
+    jump: the frames before it are decided with what is known and the tracking, selection and
+    gating restart. A segment of a render is then rendered the same wherever it is rendered: in
+    one pass with the others, on its own (a render farm's worker) or first after a resume."""
 
     name = "track"
     max_batch = 4
@@ -147,8 +152,10 @@ class TrackStage:
         swap_settings: SwapSettings | None = None,
         rescan: Rescan | None = None,
         tracker_settings: TrackerSettings | None = None,
+        segment_frames: int | None = None,
     ) -> None:
         self.analyser = analyser
+        self.segment_frames = segment_frames
         self.rescan = rescan
         self.fps = fps
         self.selection = selection
@@ -177,10 +184,13 @@ class TrackStage:
         been tracked after, with their faces and swap plan."""
         out: list[FramePacket] = []
         for p in batch:
-            jumped = self._last_index is not None and p.index != self._last_index + 1
-            if jumped:  # a jump (resume, seek): the frames before it are decided, nothing carries over
+            jumped = self._last_index is not None and (
+                p.index != self._last_index + 1 or self._starts_segment(p.index)
+            )
+            if jumped:  # a jump (resume, seek) or a new segment: nothing carries over
                 out += self.drain()
                 self._tracker.reset()
+                self._selector = FaceSelector(self.selection, self.reference)
                 if self._gate is not None:
                     self._gate.reset()
             self._held.append(self._track(p, after_reset=self._last_index is None or jumped))
@@ -188,6 +198,9 @@ class TrackStage:
             while len(self._held) > self.lookahead:
                 out.append(self._decide(self._held.popleft()))
         return out
+
+    def _starts_segment(self, index: int) -> bool:
+        return bool(self.segment_frames) and index % (self.segment_frames or 1) == 0
 
     def drain(self) -> list[FramePacket]:
         """The frames held, decided with what is known (the input ends, or jumps)."""
@@ -298,6 +311,8 @@ class FaceFrontEnd:
     reference: Appearance | None
     fps: float
     det_size: int
+    segment_frames: int | None = None
+    """The render's segment length: the tracking restarts at each segment (`TrackStage`)."""
 
     @classmethod
     def for_job(
@@ -307,7 +322,14 @@ class FaceFrontEnd:
         face is missing); `analyser`: the render's own, else the embedded one for `job`."""
         analyser = analyser or job_analyser(job)
         reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
-        return cls(analyser, job.face_selection, reference, clip_fps(job, info), DET_SIZE.get(job.mode, 640))
+        return cls(
+            analyser,
+            job.face_selection,
+            reference,
+            clip_fps(job, info),
+            DET_SIZE.get(job.mode, 640),
+            job.segment_frames or SEGMENT_FRAMES,
+        )
 
     def stages(
         self, *, detect: Stage | None = None, swap_settings: SwapSettings | None = None
@@ -326,6 +348,7 @@ class FaceFrontEnd:
             reference=self.reference,
             swap_settings=swap_settings,
             rescan=Rescan(det_size=self.det_size) if own else None,
+            segment_frames=self.segment_frames,
         )
         if detect is None:
             detect = DetectStage(self.analyser, every=FULL_DETECT_EVERY, det_size=self.det_size)

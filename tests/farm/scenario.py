@@ -232,6 +232,23 @@ def progress_and_metrics(address: str, work: Path) -> dict[str, Any]:
     return {"report": report.to_json_dict(), "scraped": scraped, **_events(events)}
 
 
+def too_small(address: str, work: Path) -> dict[str, Any]:
+    """A model-pack job under a budget no worker's pool can hold its swapper in: refused before
+    any segment is handed out, naming the worker."""
+    from dataclasses import replace
+
+    from ffdesk.errors import UserError
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
+
+    job = replace(_pack_job(work, "small.mov"), memory_budget=256 << 10)
+    try:
+        run_farm_render(job, parse_farm(address))
+    except UserError as exc:
+        return {"refused": str(exc), "segments": manifest_segments(job.output), "output": job.output.exists()}
+    return {"refused": None}
+
+
 SCENARIOS = {
     "render": render_and_status,
     "kill-worker": kill_worker,
@@ -239,6 +256,7 @@ SCENARIOS = {
     "pack": pack_render,
     "ship": ship_render,
     "progress": progress_and_metrics,
+    "too-small": too_small,
 }
 
 

@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.timeout(1500),
 ]
 
-SCENARIOS = ("pack", "ship", "progress")
+SCENARIOS = ("pack", "ship", "progress", "too-small")
 PACK_FRAMES = 48  # six segments of 8
 
 
@@ -39,6 +39,7 @@ def farm_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     write_face_clip(work / "pack" / "clip.mp4", frames=PACK_FRAMES)
     (work / "ship" / "clip.mp4").hardlink_to(work / "pack" / "clip.mp4")
     synth_clip(work / "progress" / "clip.mp4", width=96, height=64, fps=25, frames=96, audio_streams=1)
+    (work / "too-small" / "clip.mp4").hardlink_to(work / "pack" / "clip.mp4")
     return work, run_scenarios(work, SCENARIOS)
 
 
@@ -130,3 +131,14 @@ def test_progress_arrives_between_segments_and_workers_serve_their_metrics(
     for text in result["scraped"].values():
         assert "ffdesk_farm_worker_frames_total" in text and "ffdesk_farm_worker_fps" in text
         assert "ffdesk_farm_worker_rendering" in text
+
+
+def test_a_pack_over_the_workers_budget_is_refused_before_work_naming_the_worker(
+    farm_runs: tuple[Path, dict[str, Any]],
+) -> None:
+    work, result = result_of(farm_runs, "too-small")
+    refused = result["refused"]
+    assert refused is not None, "the job was rendered"
+    assert refused.startswith("farm worker ") and "cannot take this job" in refused and "\n" not in refused
+    assert "(budget 256.0 KiB)" in refused, refused
+    assert result["segments"] == 0 and not result["output"]

@@ -249,6 +249,7 @@ class QueueView(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(WORKER_COLUMNS.index("Rendering"), QHeaderView.ResizeMode.Stretch)
         self.workers.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
+        self.workers.setWordWrap(False)  # one line a worker; a long segment label is elided
         self.table_model = QueueTableModel(controller, self)
         self.table = QTableView()
         self.table.setModel(self.table_model)

@@ -11,6 +11,20 @@ from typing import Any
 
 from ffdesk.bench.common import add_json_option
 
+TEACHER_STEPS, TEACHER_LR = 1500, 1e-3
+"""Enough for the tiny teacher at 64 px to draw faces that follow the input's pose."""
+DISTILL_STEPS, DISTILL_LR = (300,), 2e-3
+
+
+def _step_list(text: str) -> tuple[int, ...]:
+    try:
+        steps = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: whole numbers, comma-separated") from None
+    if not steps or min(steps) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least one step count, each at least 1")
+    return steps
+
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
@@ -33,8 +47,17 @@ def register(sub: Any) -> None:
         "--nproc", type=int, default=2, help="distributed: processes compared with one (default 2)"
     )
     p.add_argument("--ddp-steps", type=int, default=12, help="distributed: steps timed per run (default 12)")
-    p.add_argument("--teacher-steps", type=int, default=200, help="distill/qat: teacher training steps")
-    p.add_argument("--distill-steps", type=int, default=200, help="distill: student training steps")
+    p.add_argument("--teacher-steps", type=int, default=TEACHER_STEPS,
+                   help=f"distill/qat: teacher training steps (default {TEACHER_STEPS})")  # fmt: skip
+    p.add_argument(
+        "--teacher-lr", type=float, default=TEACHER_LR, help=f"distill/qat: default {TEACHER_LR:g}"
+    )
+    p.add_argument("--distill-steps", type=_step_list, default=DISTILL_STEPS,
+                   help="distill: student training steps, or several (comma-separated: a student "
+                   f"each, PSNR against steps; default {','.join(map(str, DISTILL_STEPS))})")  # fmt: skip
+    p.add_argument("--distill-lr", type=float, default=DISTILL_LR, help=f"distill: default {DISTILL_LR:g}")
+    p.add_argument("--distill-schedule", choices=("constant", "cosine"), default="constant",
+                   help="distill: the students' learning rate schedule (train --lr-schedule)")  # fmt: skip
     p.add_argument("--student-size", choices=("small", "tiny"), default="small")
     p.add_argument("--qat-steps", type=int, default=50, help="qat: fine-tuning steps")
     p.add_argument("--held-out", type=int, default=32, help="distill/qat: held-out faces compared")

@@ -12,10 +12,15 @@ through a torch DataLoader with the same workers, batch and random order:
 - `train`: full training steps (data + forward + backward + optimizer) on the chosen device.
 - `distributed`: the same global batch trained by 1 and by N processes (`ffdesk train --nproc`,
   gloo on the CPU, NCCL on GPUs): median step time of each, the speed-up, the scaling efficiency
-  (speed-up / N) and the all-reduce share of a step (the N-process run's, from its metrics).
-- `distill`: a teacher trained here, a student distilled from it; ms per face of each exported
+  (speed-up / N) and the all-reduce share of a step (the N-process run's, from its metrics: the
+  exposed communication, what the backward pass waited after its own work, of the rank that
+  waited least), with the time ranks waited for a slower one and the old upper bound (time with
+  an all-reduce in flight, overlapped or not) beside it.
+- `distill`: a teacher trained here (by default long enough to draw faces that follow the
+  input), students distilled from it for each of `--distill-steps`; ms per face of each exported
   ONNX in ONNX Runtime on the CPU (one thread) and PSNR of the student's faces against the
-  teacher's on held-out faces.
+  teacher's on held-out faces, beside the PSNR of the teacher's average face (what a student
+  ignoring its input would score).
 - `qat`: the teacher fine-tuned with fake INT8 (`--qat`) against post-training INT8 of its FP32
   export (the runtime's `--precision int8`): PSNR of each against FP32 on the held-out faces, and
   ms per face.
@@ -259,6 +264,15 @@ def _model(args: argparse.Namespace) -> Any:
     )
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return float(np.median(known)) if known else None
+
+
 def _distributed(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Path) -> dict[str, Any]:
     """Median step time of the same global batch in 1 and N processes (`ffdesk train --nproc`)."""
     import json
@@ -294,8 +308,11 @@ def _distributed(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Path) -
         timed = [r for r in recs if r["step"] > warm and r.get("steps_per_s")]
         times[n] = float(np.median([1.0 / r["steps_per_s"] for r in timed]))
         if n > 1:
-            shares = [r["allreduce_share"] for r in timed if r.get("allreduce_share") is not None]
-            share = float(np.median(shares)) if shares else None
+            share = _median([r.get("allreduce_share") for r in timed])
+            out["sync_wait_share"] = _median([r.get("sync_wait_share") for r in timed])
+            out["allreduce_in_flight_share"] = _median(
+                [max(x["allreduce_in_flight_share"] or 0.0 for x in r["ranks"]) for r in timed]
+            )
             out["per_rank_samples_per_s"] = [r["samples_per_s"] for r in timed[-1]["ranks"]]
     speedup = times[1] / times[args.nproc]
     out.update(
@@ -312,8 +329,9 @@ def _distributed(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Path) -
     )
     print(f"distributed: step {times[1] * 1000:.0f} ms (1 process) vs {times[args.nproc] * 1000:.0f} ms "
           f"({args.nproc}); speed-up {speedup:.2f}, efficiency {speedup / args.nproc:.2f} "
-          f"(goal {GOAL_SCALING}); all-reduce share {share if share is None else f'{share:.1%}'} "
-          f"(goal under {GOAL_ALLREDUCE_SHARE:.0%})")  # fmt: skip
+          f"(goal {GOAL_SCALING}); all-reduce share {_pct(share)} (goal under {GOAL_ALLREDUCE_SHARE:.0%}; "
+          f"waiting for the slower rank {_pct(out['sync_wait_share'])}, all-reduce in flight "
+          f"{_pct(out['allreduce_in_flight_share'])})")  # fmt: skip
     return out
 
 
@@ -327,7 +345,7 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
 
     cfg = _model(args)
     base = TrainSettings(src=pair[0], dst=pair[1], run_dir=tmp / "teacher", steps=args.teacher_steps,
-                         resolution=args.resolution, batch=args.batch, lr=5e-4, amp=args.amp,
+                         resolution=args.resolution, batch=args.batch, lr=args.teacher_lr, amp=args.amp,
                          workers=args.workers, device=args.device, log_every=10, preview_every=10**9,
                          save_every=10**9, export_at_end=True, model=cfg)  # fmt: skip
     print(f"teacher: {args.teacher_steps} steps ({args.model} model, {args.resolution} px) ...", flush=True)
@@ -338,22 +356,7 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
     )
     out: dict[str, Any] = {}
     if "distill" in sections:
-        student = replace(base, run_dir=tmp / "student", steps=args.distill_steps, lr=2e-3, teacher=teacher,
-                          model=cfg.student(args.student_size))  # fmt: skip
-        print(f"student ({args.student_size}): {args.distill_steps} steps ...", flush=True)
-        Trainer(student).run()
-        c = ev.compare_student(teacher / "model.onnx", student.run_dir / "model.onnx", held, timed=True)
-        assert c.ms_teacher is not None and c.ms_student is not None
-        speed = c.ms_teacher / c.ms_student
-        out["distill"] = {
-            "student_size": args.student_size, "steps": args.distill_steps, "held_out_faces": c.faces,
-            "ms_per_face_teacher": c.ms_teacher, "ms_per_face_student": c.ms_student, "speedup": speed,
-            "psnr_db": c.psnr_db, "goal_speedup": GOAL_STUDENT_SPEEDUP, "goal_psnr_db": GOAL_STUDENT_PSNR,
-            "goal_met": speed >= GOAL_STUDENT_SPEEDUP and c.psnr_db >= GOAL_STUDENT_PSNR,
-        }  # fmt: skip
-        print(f"student: {c.ms_student:.2f} ms/face vs teacher {c.ms_teacher:.2f} ({speed:.1f}x, "
-              f"goal {GOAL_STUDENT_SPEEDUP:g}x), PSNR {c.psnr_db:.1f} dB "
-              f"(goal {GOAL_STUDENT_PSNR:g})")  # fmt: skip
+        out["distill"] = _distill(args, base, held, tmp)
     if "qat" in sections:
         q = replace(base, run_dir=teacher / "qat", steps=args.qat_steps, lr=1e-5, teacher=teacher, qat=True,
                     model=replace(cfg, decoders=1))  # fmt: skip
@@ -376,3 +379,43 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
               f"ms/face FP32 {r.ms_fp32:.2f}, QAT {r.ms_qat:.2f} "
               f"({r.ms_fp32 / r.ms_qat:.1f}x, goal {GOAL_QAT_SPEEDUP:g}x), PTQ {r.ms_ptq:.2f}")  # fmt: skip
     return out
+
+
+def _distill(args: argparse.Namespace, teacher: Any, held: Any, tmp: Path) -> dict[str, Any]:
+    """Students of `teacher` (its settings) trained for each of `--distill-steps` (each its own
+    run, with `--distill-schedule`): PSNR against the teacher for each (steps -> dB), speed and
+    the goal for the last."""
+    from dataclasses import replace
+
+    from ffdesk.training import evaluate as ev
+    from ffdesk.training.trainer import Trainer
+
+    curve: list[dict[str, float]] = []
+    c: Any = None
+    for i, steps in enumerate(args.distill_steps):
+        student = replace(teacher, run_dir=tmp / f"student-{steps}", steps=steps, lr=args.distill_lr,
+                          lr_schedule=args.distill_schedule, teacher=teacher.run_dir,
+                          model=teacher.model_config().student(args.student_size))  # fmt: skip
+        print(f"student ({args.student_size}): {steps} steps ...", flush=True)
+        t0 = time.perf_counter()
+        Trainer(student).run()
+        seconds = time.perf_counter() - t0
+        last = i == len(args.distill_steps) - 1
+        c = ev.compare_student(
+            teacher.run_dir / "model.onnx", student.run_dir / "model.onnx", held, timed=last
+        )
+        curve.append({"steps": steps, "psnr_db": c.psnr_db, "train_s": seconds})
+        print(f"student: {steps} steps, PSNR against the teacher {c.psnr_db:.1f} dB ({seconds:.0f} s)")
+    assert c is not None and c.ms_teacher is not None and c.ms_student is not None
+    speed = c.ms_teacher / c.ms_student
+    print(f"student: {c.ms_student:.2f} ms/face vs teacher {c.ms_teacher:.2f} ({speed:.1f}x, "
+          f"goal {GOAL_STUDENT_SPEEDUP:g}x), PSNR {c.psnr_db:.1f} dB (goal {GOAL_STUDENT_PSNR:g}; "
+          f"the teacher's average face scores {c.psnr_mean_face_db:.1f} dB)")  # fmt: skip
+    return {
+        "student_size": args.student_size, "steps": args.distill_steps[-1], "lr": args.distill_lr,
+        "lr_schedule": args.distill_schedule, "held_out_faces": c.faces, "curve": curve,
+        "teacher_steps": args.teacher_steps, "psnr_mean_face_db": c.psnr_mean_face_db,
+        "ms_per_face_teacher": c.ms_teacher, "ms_per_face_student": c.ms_student, "speedup": speed,
+        "psnr_db": c.psnr_db, "goal_speedup": GOAL_STUDENT_SPEEDUP, "goal_psnr_db": GOAL_STUDENT_PSNR,
+        "goal_met": speed >= GOAL_STUDENT_SPEEDUP and c.psnr_db >= GOAL_STUDENT_PSNR,
+    }  # fmt: skip

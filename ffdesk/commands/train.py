@@ -40,6 +40,11 @@ def register(sub: Any) -> None:
     p.add_argument("--resolution", type=int, choices=(64, 128, 256), default=128)
     p.add_argument("--batch", type=int, default=8, help="faces per identity per step")
     p.add_argument("--lr", type=float, help="learning rate (Adam; default 5e-5, with --qat 1e-5)")
+    p.add_argument(
+        "--lr-schedule",
+        choices=("constant", "cosine"),
+        help="constant (default), or a 5%% warm-up then a cosine decay to 1%% of --lr at --steps",
+    )
     p.add_argument("--amp", action="store_true", help="mixed precision (bf16 where supported, else fp16)")
     p.add_argument("--grad-checkpoint", action="store_true", help="trade compute for activation memory")
     p.add_argument("--resume", action="store_true", help="continue the run in RUN_DIR")
@@ -98,6 +103,12 @@ def register(sub: Any) -> None:
         metavar="MB",
         help="PYTORCH_CUDA_ALLOC_CONF max_split_size_mb (less fragmentation on long GPU runs)",
     )
+    g.add_argument(
+        "--ddp-bucket-mb",
+        type=float,
+        metavar="MB",
+        help="with --nproc: gradient all-reduce bucket size (default: torch's 25 MB)",
+    )
     g.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help=argparse.SUPPRESS)
     g.add_argument(
         "--mask-weight",
@@ -113,7 +124,8 @@ _VALUE_FLAGS = tuple(
     (f"--{name.replace('_', '-')}", name)
     for name in ("src", "dst", "run_dir", "steps", "resolution", "batch", "lr", "workers", "device", "seed",
                  "log_every", "preview_every", "save_every", "model_size", "amp_dtype", "alloc_split_mb",
-                 "optimizer", "mask_weight", "teacher", "size", "feature_weight")
+                 "optimizer", "mask_weight", "teacher", "size", "feature_weight", "lr_schedule",
+                 "ddp_bucket_mb")
 )  # fmt: skip
 _SWITCHES = (("--amp", "amp"), ("--grad-checkpoint", "grad_checkpoint"), ("--resume", "resume"),
              ("--no-export", "no_export"), ("--quiet", "quiet"), ("--qat", "qat"))  # fmt: skip
@@ -175,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     for flag, value in counts.items():
         if value < 1:
             raise UserError(f"{flag} must be at least 1")
+    if args.ddp_bucket_mb is not None and not args.ddp_bucket_mb > 0:
+        raise UserError("--ddp-bucket-mb must be more than 0")
     settings = TrainSettings(
         src=args.src.resolve(),
         dst=args.dst.resolve(),
@@ -183,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
         resolution=resolution,
         batch=args.batch,
         lr=args.lr if args.lr is not None else (1e-5 if args.qat else 5e-5),
+        lr_schedule=args.lr_schedule or "constant",
+        ddp_bucket_mb=args.ddp_bucket_mb,
         amp=args.amp,
         grad_checkpoint=args.grad_checkpoint,
         resume=args.resume,

@@ -110,21 +110,40 @@ def broadcast_max_diff(ctx: DistContext, params: list[torch.Tensor], device: tor
 
 @dataclass
 class CommTimer:
-    """Wall time during which a gradient bucket's all-reduce was in flight (the union of the
-    buckets' start-to-end spans; the hook's state). The backward pass overlaps part of it, so it
-    is an upper bound of the time communication adds to a step; it includes waiting for a slower
-    rank."""
+    """The gradient all-reduce's times over a logging window (the comm hook's state).
+
+    - `exposed`: time each backward pass went on after its last gradient bucket was launched
+      (from that launch to the end of the backward call): the communication the backward pass
+      could not hide, what all-reduce adds to a step on this rank. It includes waiting for a rank
+      that reaches the all-reduce later; the rank that arrives last waits for no one.
+    - `seconds`: wall time with some bucket's all-reduce in flight (the union of the buckets'
+      launch-to-done spans), overlapped with the backward pass or not: an upper bound.
+    """
 
     process_group: Any = None
     seconds: float = 0.0
+    exposed: float = 0.0
     calls: int = 0
     busy_until: float = 0.0
+    last_launch: float | None = None
 
     def add(self, start: float, end: float) -> None:
         if end > self.busy_until:
             self.seconds += end - max(start, self.busy_until)
             self.busy_until = end
         self.calls += 1
+
+    def launched(self, t: float) -> None:
+        self.last_launch = t
+
+    def backward_done(self, t: float) -> None:
+        """The backward pass returned at `t` (DDP waits there for every bucket)."""
+        if self.last_launch is not None:
+            self.exposed += max(0.0, t - self.last_launch)
+            self.last_launch = None
+
+    def reset(self) -> None:
+        self.seconds, self.exposed, self.calls = 0.0, 0.0, 0
 
 
 def timed_allreduce_hook(state, bucket):  # type: ignore[no-untyped-def]
@@ -133,6 +152,7 @@ def timed_allreduce_hook(state, bucket):  # type: ignore[no-untyped-def]
     Unannotated: DDP refuses a hook whose `bucket` annotation is not `dist.GradBucket`, and this
     module's annotations are strings."""
     t0 = time.perf_counter()
+    state.launched(t0)
     group = state.process_group
     world = tdist.get_world_size(group)
     buf = bucket.buffer()

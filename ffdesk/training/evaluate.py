@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,9 @@ class StudentComparison:
     faces: int
     psnr_db: float
     """The student's faces against the teacher's."""
+    psnr_mean_face_db: float
+    """The teacher's average face (the same image for every input) against the teacher's faces:
+    what a student that ignores its input would score, so how much the teacher's faces vary."""
     ms_teacher: float | None = None
     ms_student: float | None = None
 
@@ -119,8 +122,8 @@ class StudentComparison:
 def compare_student(teacher: Path, student: Path, held_out: Faces, timed: bool = False) -> StudentComparison:
     ref = draw(teacher, held_out)
     got = draw(student, held_out)
+    mean_face = np.broadcast_to(np.clip(ref, 0, 1).mean(axis=0, keepdims=True), ref.shape)
+    c = StudentComparison(faces=len(held_out), psnr_db=psnr(got, ref), psnr_mean_face_db=psnr(mean_face, ref))
     if not timed:
-        return StudentComparison(faces=len(held_out), psnr_db=psnr(got, ref))
-    return StudentComparison(faces=len(held_out), psnr_db=psnr(got, ref),
-                             ms_teacher=ms_per_face(teacher, held_out),
-                             ms_student=ms_per_face(student, held_out))  # fmt: skip
+        return c
+    return replace(c, ms_teacher=ms_per_face(teacher, held_out), ms_student=ms_per_face(student, held_out))

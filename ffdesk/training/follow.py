@@ -67,7 +67,8 @@ class RankFigures:
     rank: int
     samples_per_s: float | None
     allreduce_share: float | None
-    """Share of the logging window with a gradient all-reduce in flight (an upper bound)."""
+    """Share of the logging window this rank's backward passes waited for the gradient
+    all-reduce after their own work (the exposed communication, with any wait for a slower rank)."""
     gpu_memory_bytes: int | None
     gpu_power_w: float | None
 
@@ -112,7 +113,8 @@ class RunSummary:
     world_size: int = 1
     """Training processes (DistributedDataParallel ranks); 1 for a single process."""
     allreduce_share: float | None = None
-    """The largest rank's all-reduce share of a step (None for one process)."""
+    """The exposed all-reduce share of a step of the rank that waited least, i.e. the
+    communication itself without waiting for a slower rank (None for one process)."""
     ranks: tuple[RankFigures, ...] = ()
 
     def lines(self) -> list[str]:

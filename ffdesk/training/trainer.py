@@ -32,6 +32,7 @@ from ffdesk.training.augment import AugmentSettings, resize_crop
 from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
 from ffdesk.training.dist import CommTimer, DistContext
 from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder
+from ffdesk.training.schedule import LrSchedule, lr_at
 from ffdesk.training.store import Faceset, write_json_atomic
 from ffdesk.training.tasks import DistillTask, SwapTask, Task, weighted_total
 
@@ -79,6 +80,11 @@ class TrainSettings:
     feature_weight: float = 1.0
     """Distillation: weight of matching the decoders' intermediate maps."""
     qat: bool = False
+    lr_schedule: LrSchedule = "constant"
+    """constant, or cosine: a linear warm-up over the first 5% of `steps`, then a cosine decay
+    to 1% of `lr` at `steps`."""
+    ddp_bucket_mb: float | None = None
+    """DistributedDataParallel's gradient bucket size in MB (None: torch's default, 25)."""
 
     def model_config(self) -> ModelConfig:
         cfg = self.model or ModelConfig.for_resolution(self.resolution)
@@ -447,7 +453,16 @@ class Trainer:
             return module
         from torch.nn.parallel import DistributedDataParallel
 
-        ddp = DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None)
+        ddp = DistributedDataParallel(
+            module,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            # Every step uses the same parameters (heads outside the loss are frozen, not
+            # skipped): no search for unused ones, and DDP may reuse its bucket order.
+            static_graph=True,
+            # Gradients live in the all-reduce buckets: no copy in and out of them.
+            gradient_as_bucket_view=True,
+            bucket_cap_mb=self.s.ddp_bucket_mb,
+        )
         ddp.register_comm_hook(comm, tdist.timed_allreduce_hook)
         return ddp
 
@@ -487,6 +502,9 @@ class Trainer:
             )
             if outcome is not None:
                 return outcome
+            rate = lr_at(loop.step, s.steps, s.lr, s.lr_schedule)
+            for group in loop.opt.param_groups:
+                group["lr"] = rate
             terms = self._train_step(
                 step_module,
                 loop.opt,
@@ -496,6 +514,7 @@ class Trainer:
                 loop.dtype,
                 s.amp,
                 loop.task.weights,
+                comm,
             )
             loop.step += 1
             window_steps += 1
@@ -511,7 +530,7 @@ class Trainer:
                     self._status("running", loop.step, s.steps)
                     self.on_record(rec)
                 window_t, window_steps, acc = time.perf_counter(), 0, {}
-                comm.seconds, comm.calls = 0.0, 0
+                comm.reset()
             if preview_batch is not None and (loop.step % s.preview_every == 0 or loop.step == s.steps):
                 grid = loop.task.preview(preview_batch, loop.device)
                 write_preview(self.run_dir, grid, loop.step)
@@ -607,6 +626,7 @@ class Trainer:
         dtype: torch.dtype,
         use_amp: bool,
         weights: dict[str, float],
+        comm: CommTimer | None = None,
     ) -> dict[str, float]:
         t = {side: _to_device(batch[side], device) for side in ("a", "b")}
         opt.zero_grad(set_to_none=True)
@@ -616,6 +636,8 @@ class Trainer:
         if not torch.isfinite(loss):
             raise FloatingPointError("the training loss is not finite; lower --lr or turn off --amp")
         scaler.scale(loss).backward()
+        if comm is not None:
+            comm.backward_done(time.perf_counter())
         scaler.step(opt)
         scaler.update()
         return {k: float(v.detach()) for k, v in terms.items()}
@@ -645,8 +667,8 @@ class Trainer:
             return nan if v is None else float(v)
 
         local = 2 * (s.batch // ctx.world_size) * steps
-        mine = [local / dt if dt > 0 else nan, comm.seconds, dt, num(gpu["gpu_memory_bytes"]),
-                num(gpu["gpu_memory_peak_bytes"]), num(gpu["gpu_power_w"])]  # fmt: skip
+        mine = [local / dt if dt > 0 else nan, comm.exposed, dt, num(gpu["gpu_memory_bytes"]),
+                num(gpu["gpu_memory_peak_bytes"]), num(gpu["gpu_power_w"]), comm.seconds]  # fmt: skip
         ranks = self._rank_rows(tdist.gather_floats(ctx, mine, device))
         self._ranks = ranks
         shares = [r["allreduce_share"] for r in ranks if r["allreduce_share"] is not None]
@@ -660,7 +682,10 @@ class Trainer:
             "lr": float(opt.param_groups[0]["lr"]),
             "steps_goal": s.steps,
             "world_size": ctx.world_size,
-            "allreduce_share": max(shares) if shares else None,
+            # The rank that reached the all-reduce last waited for no one: its exposed share is
+            # the communication itself; the others' extra is waiting for it (load imbalance).
+            "allreduce_share": min(shares) if shares else None,
+            "sync_wait_share": max(shares) - min(shares) if shares else None,
             "ranks": ranks,
             **gpu,
         }
@@ -673,13 +698,17 @@ class Trainer:
         def val(v: float, kind: type = float) -> Any:
             return None if v != v else kind(v)
 
+        def share(seconds: float, window: float) -> float | None:
+            return seconds / window if distributed and window > 0 else None
+
         return [
             {
                 "rank": r,
                 "pid": self._ranks[r]["pid"] if r < len(self._ranks) else None,
                 "samples_per_s": val(row[0]),
                 "allreduce_s": row[1] if distributed else None,
-                "allreduce_share": (row[1] / row[2] if row[2] > 0 else None) if distributed else None,
+                "allreduce_share": share(row[1], row[2]),
+                "allreduce_in_flight_share": share(row[6], row[2]),
                 "gpu_memory_bytes": val(row[3], int),
                 "gpu_memory_peak_bytes": val(row[4], int),
                 "gpu_power_w": val(row[5]),

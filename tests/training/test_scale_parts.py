@@ -120,3 +120,27 @@ def test_the_all_reduce_timer_counts_overlapping_buckets_once() -> None:
     t.add(0.5, 1.5)  # overlaps the first: only 0.5 s more
     t.add(2.0, 2.25)
     assert t.seconds == pytest.approx(1.75) and t.calls == 3
+
+
+def test_the_exposed_all_reduce_is_what_the_backward_pass_waits_after_its_last_bucket() -> None:
+    t = CommTimer()
+    t.launched(1.0)
+    t.launched(1.5)  # the last bucket of the step: the backward pass's own work is done
+    t.backward_done(1.75)
+    t.backward_done(9.0)  # a step whose buckets were not launched adds nothing
+    t.launched(3.0)
+    t.backward_done(2.5)  # clocks of different threads never make it negative
+    assert t.exposed == pytest.approx(0.25)
+    t.add(0.0, 1.0)
+    t.reset()
+    assert (t.seconds, t.exposed, t.calls) == (0.0, 0.0, 0)
+
+
+def test_the_cosine_schedule_warms_up_then_decays_to_its_floor() -> None:
+    from ffdesk.training.schedule import FLOOR, lr_at
+
+    rates = [lr_at(i, 100, 1e-3, "cosine") for i in range(100)]
+    assert rates[0] == pytest.approx(1e-3 / 5) and rates[4] == pytest.approx(1e-3)  # 5 warm-up steps
+    assert all(a >= b for a, b in zip(rates[4:], rates[5:], strict=False))
+    assert rates[-1] == pytest.approx(1e-3 * FLOOR)
+    assert {lr_at(i, 100, 1e-3, "constant") for i in range(100)} == {1e-3}

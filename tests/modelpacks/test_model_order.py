@@ -48,10 +48,12 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
 ) -> None:
     loose = _render(pack, face_clip, tmp_path / "loose")
     assert loose["model_order"]["order"] == "batch" and "no memory budget" in loose["model_order"]["reason"]
-    # the footprints that run measured are recorded, so the next runs plan with the same sizes
+    # the footprints that run measured are recorded, so the next runs plan with about the same
+    # sizes; a quarter of the second model's footprint over the largest leaves room for a
+    # re-measured footprint to grow, and still none of the two largest fit together
     sizes = sorted(m["bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
-    budget = sizes[-1] + 1024
-    assert budget < sizes[-1] + sizes[-2], "the stand-ins must not fit two at a time"
+    budget = sizes[-1] + sizes[-2] // 4
+    assert budget < sizes[-1] + sizes[-2] and budget < sum(sizes)
     tight = _render(pack, face_clip, tmp_path / "segment", "--memory-budget", str(budget))
     order = tight["model_order"]
     assert order["order"] == "segment" and "cannot hold the 3 models" in order["reason"]

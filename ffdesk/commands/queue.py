@@ -153,9 +153,7 @@ def rendering(args: argparse.Namespace, farm: FarmAddress | None) -> Iterator[tu
         return
     from ffdesk.farm.address import connected
     from ffdesk.farm.head import run_farm_render
-    from ffdesk.farm.reach import check_reachable
 
-    check_reachable(farm)
     with connected(farm):
         yield (
             (lambda job, emit, cancel: run_farm_render(job, farm, emit, cancel)),

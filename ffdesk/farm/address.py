@@ -3,7 +3,9 @@
 `auto` is `RAY_ADDRESS` when it is set, else a Ray started on this machine only. Ray 2.60 checks
 a token on every connection: the token comes from `TOKEN@` in the address, else from Ray's own
 places (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `~/.ray/auth_token`); `connected()` turns
-token mode on whenever a token is known, and a local Ray makes its own.
+token mode on whenever a token is known, and a local Ray makes its own. A head that does not
+take a connection fails in seconds (`check_reachable`), where Ray's own connect retries for
+minutes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +77,7 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
     if ray.is_initialized():
         yield ray
         return
+    check_reachable(farm)
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     if farm.token:
         os.environ["RAY_AUTH_TOKEN"] = farm.token
@@ -109,3 +113,22 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+REACH_TIMEOUT_S = 5.0
+
+
+def check_reachable(farm: FarmAddress, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Nothing when the head's port takes a connection within `timeout_s` (or the farm is a Ray
+    started on this machine); else `UserError`: "cannot reach the farm at HOST:PORT: why"."""
+    if farm.address is None:
+        return
+    host, _, port = farm.address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except TimeoutError:
+        reason = f"no answer within {timeout_s:g} s"
+    except OSError as exc:
+        reason = (exc.strerror or str(exc) or type(exc).__name__).lower()
+    raise UserError(f"cannot reach the farm at {farm.label}: {reason}")

@@ -42,15 +42,11 @@ def render_on_farm(
 ) -> RenderReport:
     """`job` on the farm `farm_text` names (`auto`, `HOST:PORT`, `TOKEN@HOST:PORT`)."""
     from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
     from ffdesk.farm.ray_support import require_ray
-    from ffdesk.farm.reach import check_reachable
 
     require_ray("running on the farm")
-    farm = parse_farm(farm_text)
-    check_reachable(farm)
-    from ffdesk.farm.head import run_farm_render
-
-    return run_farm_render(job, farm, emit, cancel)
+    return run_farm_render(job, parse_farm(farm_text), emit, cancel)
 
 
 class QueueWorker(RenderWorker):

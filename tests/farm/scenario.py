@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
-def start_cluster(ray_dir: Path, tries: int = 3) -> tuple[Any, str]:
-    """A head without CPUs plus two one-CPU worker nodes; (cluster, address). Ray gives a node
-    30 s to register; on a machine too busy for that the cluster is started again."""
+def start_cluster(ray_dir: Path, tries: int = 3, workers: int = 2) -> tuple[Any, str]:
+    """A head without CPUs plus `workers` one-CPU worker nodes, with token authentication on (a
+    fresh token in the environment); (cluster, address). Ray gives a node 30 s to register; on a
+    machine too busy for that the cluster is started again."""
     os.environ["RAY_TMPDIR"] = str(ray_dir)
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
@@ -47,7 +48,7 @@ def start_cluster(ray_dir: Path, tries: int = 3) -> tuple[Any, str]:
                 initialize_head=True,
                 head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
             )
-            for _ in range(2):
+            for _ in range(workers):
                 cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
             cluster.wait_for_nodes()
             return cluster, str(cluster.address)

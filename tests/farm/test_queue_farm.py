@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -19,32 +18,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
 
-
-def _one_worker_cluster(ray_dir: Path, tries: int = 3) -> Any:
-    """A head without CPUs and one one-CPU worker node, with token authentication on (the
-    scenarios' cluster, less a node: one worker renders the queue as well, in a third of the time)."""
-    os.environ["RAY_TMPDIR"] = str(ray_dir)
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
-    from ray.cluster_utils import Cluster
-
-    for attempt in range(tries):  # Ray gives a node 30 s to register: a busy machine may need another go
-        cluster = None
-        try:
-            cluster = Cluster(
-                initialize_head=True,
-                head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": 80 << 20},
-            )
-            cluster.add_node(num_cpus=1, object_store_memory=80 << 20)
-            cluster.wait_for_nodes()
-            return cluster
-        except Exception:
-            if cluster is not None:
-                cluster.shutdown()
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
+from tests.farm.scenario import start_cluster  # noqa: E402
 
 
 def _queue_on_a_farm(queue: Path, ray_dir: Path) -> dict[str, Any]:
@@ -53,8 +29,8 @@ def _queue_on_a_farm(queue: Path, ray_dir: Path) -> dict[str, Any]:
     os.environ["HOME"] = str(home)  # Ray's default token file stays out of the real home
     cluster = None
     try:
-        cluster = _one_worker_cluster(ray_dir)
-        address = str(cluster.address)
+        # the scenarios' cluster less a node: one worker renders the queue too, in a third of the time
+        cluster, address = start_cluster(ray_dir, workers=1)
         command = [sys.executable, "-m", "ffdesk", "queue", "run", "--queue", str(queue), "-q"]
         done = subprocess.run(
             [*command, "--farm", address], capture_output=True, text=True, timeout=600, cwd=ROOT

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal
 
-from ffdesk.errors import Cancelled, UserError
 from ffdesk.gui.memory import AppMemory
-from ffdesk.gui.worker import RENDER_NICE, RenderWorker, lower_thread_priority
+from ffdesk.gui.worker import RenderWorker
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import JobProgress, QueueEntry, QueueInUse, RenderQueue
@@ -61,27 +59,10 @@ class QueueWorker(RenderWorker):
         self._farm = farm
         super().start_job(entry_id, job)
 
-    @Slot(str, object)
-    def _do_run(self, entry_id: str, job: RenderJob) -> None:
-        farm = self._farm
-        if farm is None:
-            super()._do_run(entry_id, job)
-            return
-        cancel = self._cancel or threading.Event()
-        lower_thread_priority(RENDER_NICE)
-        try:
-            report = render_on_farm(farm, job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
-        except Cancelled:
-            self.cancelled.emit(entry_id)
-        except UserError as exc:
-            self.failed.emit(entry_id, _one_line(exc))
-        except Exception as exc:  # noqa: BLE001 - the window reports it; it must not die with it
-            traceback.print_exc()
-            self.failed.emit(entry_id, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
-        else:
-            self.finished.emit(entry_id, report)
-        finally:
-            self._busy.clear()
+    def _render(self, job: RenderJob, emit: ev.EventCallback, cancel: threading.Event) -> RenderReport:
+        if self._farm is None:
+            return super()._render(job, emit, cancel)
+        return render_on_farm(self._farm, job, emit, cancel)
 
 
 class QueueController(QObject):

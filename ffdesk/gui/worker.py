@@ -22,6 +22,8 @@ from ffdesk.gui.memory import AppMemory
 from ffdesk.pipeline.job import RenderJob
 
 if TYPE_CHECKING:
+    from ffdesk.pipeline.events import EventCallback
+    from ffdesk.pipeline.report import RenderReport
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
@@ -100,17 +102,18 @@ class RenderWorker(_Threaded):
         if self._cancel is not None:
             self._cancel.set()
 
-    @Slot(str, object)
-    def _do_run(self, entry_id: str, job: RenderJob) -> None:
+    def _render(self, job: RenderJob, emit: EventCallback, cancel: threading.Event) -> RenderReport:
+        """Render `job` (here, on the worker thread); a subclass may render it elsewhere."""
         from ffdesk.pipeline.engine import run_render
 
+        return run_render(job, emit, cancel, env=self.env, share=self._share(f"render {job.target.name}"))
+
+    @Slot(str, object)
+    def _do_run(self, entry_id: str, job: RenderJob) -> None:
         cancel = self._cancel or threading.Event()
         lower_thread_priority(RENDER_NICE)
         try:
-            share = self._share(f"render {job.target.name}")
-            report = run_render(
-                job, lambda e: self.engineEvent.emit(entry_id, e), cancel, env=self.env, share=share
-            )
+            report = self._render(job, lambda e: self.engineEvent.emit(entry_id, e), cancel)
         except Cancelled:
             self.cancelled.emit(entry_id)
         except UserError as exc:

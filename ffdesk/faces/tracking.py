@@ -13,6 +13,10 @@ that still holds the frames can swap a track from its first frame once it is con
 first frame after a reset (the start of a render, a resumed segment, a preview frame), which has
 no neighbours to wait for, a face that both models are sure of (upright, detector and mesh scores
 at least `sure_score`) is confirmed at once.
+
+A caller that holds frames may leave a frame's mesh out while every face is followed steadily
+(`can_skip`): `update_pair` then runs the mesh on the next frame only, searched where the face's
+motion puts it, and gives the frame between the mean of its neighbours' meshes.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.faces.mesh import eye_angle, kps_from_mesh
 from ffdesk.faces.smoothing import LandmarkFilter, OneEuroSettings
 from ffdesk.faces.types import Face
-from ffdesk.types import Frame
+from ffdesk.types import Frame, Points
 
 
 def iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
@@ -62,6 +66,12 @@ class TrackerSettings:
     """Degrees a tentative face may turn in the picture from one frame to the next."""
     sure_score: float = 0.9
     """Detector score and mesh presence for confirming at once on a frame after a reset."""
+    skip_after_steady: int = 2
+    """Steady frames (`FaceTracker.steady_frames`) after which a caller holding frames may leave
+    every other frame's mesh to `FaceTracker.update_pair` to interpolate (0: never)."""
+    interpolate_max_move: float = 0.15
+    """The most a face may move across two frames, in units of its size (the mean of its mesh
+    points' displacements), for the frame between them to be interpolated."""
 
     @property
     def longest_confirmation(self) -> int:
@@ -81,6 +91,8 @@ class _Track:
     confirmed: bool = False
     seen: int = 1
     presence_sum: float = 0.0
+    before: Face | None = None
+    """`raw` in the frame before (the motion `update_pair` predicts the face's next place by)."""
 
 
 class FaceTracker:
@@ -134,8 +146,63 @@ class FaceTracker:
                 steady = False
                 found = self._follow_tentative(image, track)
             if found is not None:
-                track.raw = replace(found, score=track.raw.score, turn=track.raw.turn)
+                track.before, track.raw = (
+                    track.raw,
+                    replace(found, score=track.raw.score, turn=track.raw.turn),
+                )
                 alive.append(track)
+        return self._add_and_emit(image, index, alive, steady, detections)
+
+    def can_skip(self) -> bool:
+        """Whether the next frame's mesh may be left to `update_pair` to interpolate: every face
+        has been followed steadily by the mesh alone for `settings.skip_after_steady` frames."""
+        return (
+            self.settings.skip_after_steady > 0
+            and self.steady_frames >= self.settings.skip_after_steady
+            and all(t.confirmed and t.raw.landmarks is not None for t in self._tracks)
+        )
+
+    def update_pair(
+        self,
+        skipped: Frame,
+        skipped_index: int,
+        image: Frame,
+        index: int,
+        detections: Sequence[Face] | None,
+    ) -> tuple[list[Face], list[Face]]:
+        """`update` of two consecutive frames, `skipped` (`skipped_index`) then `image`
+        (`index`), with the mesh run on `image` only, searched from the frame before `skipped`;
+        the meshes of `skipped` are the mean of their neighbours'. Where a face is not found
+        that way, or moved more than `settings.interpolate_max_move` of its size across the two
+        frames, both frames are tracked in full instead. Call after `can_skip()` said yes."""
+        limit = self.settings.interpolate_max_move
+        found: list[Face] = []
+        for track in self._tracks:
+            face = self.analyser.track(image, _predicted(track)) if track.raw.landmarks is not None else None
+            if face is None or _moved(track.raw, face) > limit:
+                return self.update(skipped, skipped_index, None), self.update(image, index, detections)
+            found.append(face)
+        for track, face in zip(self._tracks, found, strict=True):
+            assert track.raw.landmarks is not None and face.landmarks is not None
+            mid = (
+                np.asarray(track.raw.landmarks, np.float32) + np.asarray(face.landmarks, np.float32)
+            ) * np.float32(0.5)
+            track.before, track.raw = track.raw, _with_points(track.raw, mid)
+        first = self._add_and_emit(skipped, skipped_index, list(self._tracks), True, None)
+        for track, face in zip(self._tracks, found, strict=True):
+            track.before, track.raw = track.raw, replace(face, score=track.raw.score, turn=track.raw.turn)
+        return first, self._add_and_emit(image, index, list(self._tracks), True, detections)
+
+    def _add_and_emit(
+        self,
+        image: Frame,
+        index: int,
+        alive: list[_Track],
+        steady: bool,
+        detections: Sequence[Face] | None,
+    ) -> list[Face]:
+        """Starts tracks for `detections` not followed yet, then smooths and returns the faces
+        of the tracks `alive` in frame `index` (`steady`: every face followed by the mesh)."""
         if detections is not None:
             for det in sorted(detections, key=lambda f: -f.score):
                 if any(_same_face(det, t.raw) for t in alive):
@@ -163,15 +230,7 @@ class FaceTracker:
             track.age += 1
             face = replace(track.raw, track_id=track.id)
             if self.smooth and face.landmarks is not None:
-                pts = track.filter(face.landmarks, t)
-                x1, y1 = pts[:, :2].min(0)
-                x2, y2 = pts[:, :2].max(0)
-                face = replace(
-                    face,
-                    landmarks=pts,
-                    kps=kps_from_mesh(pts),
-                    bbox=(float(x1), float(y1), float(x2), float(y2)),
-                )
+                face = _with_points(face, track.filter(face.landmarks, t))
             track.smoothed = face
             (out if track.confirmed else self.tentative).append(face)
         self._tracks = alive
@@ -198,6 +257,31 @@ class FaceTracker:
         if track.raw.turn == 0:
             return track.seen >= s.confirm_frames
         return track.seen >= s.turned_confirm_frames and track.presence_sum / track.seen >= s.turned_presence
+
+
+def _with_points(face: Face, points: Points) -> Face:
+    """`face` with mesh `points`, and the keypoints and box they give."""
+    x1, y1 = points[:, :2].min(0)
+    x2, y2 = points[:, :2].max(0)
+    return replace(
+        face, landmarks=points, kps=kps_from_mesh(points), bbox=(float(x1), float(y1), float(x2), float(y2))
+    )
+
+
+def _predicted(track: _Track) -> Face:
+    """Where `track`'s face is likely to be a frame after `raw`, moving as it moved since
+    `before` (`raw` when it has no frame before)."""
+    now, then = track.raw.landmarks, track.before.landmarks if track.before is not None else None
+    if now is None or then is None or then.shape != now.shape:
+        return track.raw
+    return _with_points(track.raw, np.asarray(now, np.float32) * np.float32(2) - np.asarray(then, np.float32))
+
+
+def _moved(before: Face, after: Face) -> float:
+    """Mean displacement of the mesh points from `before` to `after`, in units of face size."""
+    assert before.landmarks is not None and after.landmarks is not None
+    d = np.asarray(after.landmarks, np.float32)[:, :2] - np.asarray(before.landmarks, np.float32)[:, :2]
+    return float(np.linalg.norm(d, axis=1).mean()) / max(before.size, 1e-6)
 
 
 def _drop_duplicates(tracks: list[_Track]) -> list[_Track]:

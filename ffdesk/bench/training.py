@@ -7,6 +7,7 @@ teacher, and quantization-aware INT8 against post-training INT8. The work lives 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option
@@ -49,6 +50,8 @@ def register(sub: Any) -> None:
     p.add_argument("--ddp-steps", type=int, default=12, help="distributed: steps timed per run (default 12)")
     p.add_argument("--teacher-steps", type=int, default=TEACHER_STEPS,
                    help=f"distill/qat: teacher training steps (default {TEACHER_STEPS})")  # fmt: skip
+    p.add_argument("--teacher", type=Path, metavar="RUN_DIR",
+                   help="distill/qat: a finished run to teach (copied), not one trained here")  # fmt: skip
     p.add_argument(
         "--teacher-lr", type=float, default=TEACHER_LR, help=f"distill/qat: default {TEACHER_LR:g}"
     )

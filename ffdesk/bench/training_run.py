@@ -348,11 +348,16 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
                          resolution=args.resolution, batch=args.batch, lr=args.teacher_lr, amp=args.amp,
                          workers=args.workers, device=args.device, log_every=10, preview_every=10**9,
                          save_every=10**9, export_at_end=True, model=cfg)  # fmt: skip
-    print(f"teacher: {args.teacher_steps} steps ({args.model} model, {args.resolution} px) ...", flush=True)
-    Trainer(base).run()
+    if args.teacher is not None:
+        base, cfg = _given_teacher(args.teacher, base)
+    else:
+        print(
+            f"teacher: {args.teacher_steps} steps ({args.model} model, {args.resolution} px) ...", flush=True
+        )
+        Trainer(base).run()
     teacher = base.run_dir
     held = ev.faces_from(
-        synth_faceset(tmp / "held", 1, args.held_out, size=args.size, seed=7), args.resolution
+        synth_faceset(tmp / "held", 1, args.held_out, size=args.size, seed=7), base.resolution
     )
     out: dict[str, Any] = {}
     if "distill" in sections:
@@ -362,7 +367,7 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
                     model=replace(cfg, decoders=1))  # fmt: skip
         print(f"qat: {args.qat_steps} steps ...", flush=True)
         Trainer(q).run()
-        calibration = ev.faces_from(pair[1], args.resolution, 32)
+        calibration = ev.faces_from(base.dst, base.resolution, 32)
         r = ev.compare_int8(
             teacher / "model.onnx", teacher / "model_int8.onnx", held, calibration, timed=True
         )
@@ -379,6 +384,21 @@ def _distill_and_qat(args: argparse.Namespace, pair: tuple[Path, Path], tmp: Pat
               f"ms/face FP32 {r.ms_fp32:.2f}, QAT {r.ms_qat:.2f} "
               f"({r.ms_fp32 / r.ms_qat:.1f}x, goal {GOAL_QAT_SPEEDUP:g}x), PTQ {r.ms_ptq:.2f}")  # fmt: skip
     return out
+
+
+def _given_teacher(run: Path, base: Any) -> tuple[Any, Any]:
+    """A finished run as the bench's teacher: copied (the students and QAT write into it), with
+    its own network, resolution and facesets."""
+    import shutil
+    from dataclasses import replace
+
+    from ffdesk.training.tasks import teacher_config
+
+    cfg, ckpt = teacher_config(run)
+    shutil.copytree(run, base.run_dir)
+    print(f"teacher: {run} (step {ckpt['step']}, {cfg.resolution} px)", flush=True)
+    src, dst = (Path(ckpt[k]) if ckpt.get(k) else getattr(base, k) for k in ("src", "dst"))
+    return replace(base, src=src, dst=dst, resolution=cfg.resolution, model=cfg), cfg
 
 
 def _distill(args: argparse.Namespace, teacher: Any, held: Any, tmp: Path) -> dict[str, Any]:

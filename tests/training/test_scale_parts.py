@@ -66,13 +66,15 @@ def test_the_torchrun_command_and_its_environment(tmp_path: Path) -> None:
     train.register(parser.add_subparsers())
     teacher, student = str(tmp_path / "t"), str(tmp_path / "s")
     ns = parser.parse_args(["train", "distill", "--teacher", teacher, "--run", student, "--batch", "8",
-                            "--nproc", "2", "--amp", "--alloc-split-mb", "128"])  # fmt: skip
+                            "--nproc", "2", "--amp", "--alloc-split-mb", "128", "--lr-schedule", "cosine",
+                            "--ddp-bucket-mb", "0.5"])  # fmt: skip
     argv = train.worker_argv(ns)
     assert argv[0] == "distill" and "--nproc" not in argv and "--amp" in argv
     assert argv[argv.index("--run-dir") + 1] == str((tmp_path / "s").resolve())
     again = parser.parse_args(["train", *argv])
     assert (again.teacher, again.run, again.batch, again.alloc_split_mb) == (
         (tmp_path / "t").resolve(), (tmp_path / "s").resolve(), 8, 128)  # fmt: skip
+    assert (again.lr_schedule, again.ddp_bucket_mb) == ("cosine", 0.5)
     plan = launch.plan(2, 3, argv, base_env={"PATH": "/bin"})
     assert plan.command[1:3] == ("-m", "torch.distributed.run")
     assert plan.command[plan.command.index("--nproc-per-node") :][:2] == ("--nproc-per-node", "2")
@@ -134,6 +136,16 @@ def test_the_exposed_all_reduce_is_what_the_backward_pass_waits_after_its_last_b
     t.add(0.0, 1.0)
     t.reset()
     assert (t.seconds, t.exposed, t.calls) == (0.0, 0.0, 0)
+
+
+def test_a_run_trains_each_step_at_its_scheduled_rate(facesets: tuple[Path, Path], tmp_path: Path) -> None:
+    from ffdesk.training.schedule import lr_at
+
+    settings = tiny_settings(facesets, tmp_path / "run", 6, lr_schedule="cosine")
+    Trainer(settings).run()
+    recs = [json.loads(line) for line in (tmp_path / "run" / control.METRICS).read_text().splitlines()]
+    assert [r["lr"] for r in recs] == pytest.approx([lr_at(k - 1, 6, 1e-3, "cosine") for k in (2, 4, 6)])
+    assert recs[0]["lr"] > recs[-1]["lr"]
 
 
 def test_the_cosine_schedule_warms_up_then_decays_to_its_floor() -> None:

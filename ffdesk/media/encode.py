@@ -500,7 +500,8 @@ class SegmentEncoder:
         self, source: av.VideoFrame, image: Frame, regions: Sequence[ChangedRegion], pts: int
     ) -> None:
         """Encode `image`, known to differ from the decoded `source` only inside `regions`: only
-        those are converted and written into a copy of `source` (see `ffdesk.media.patch`)."""
+        those are converted and written into `source` itself, which the caller hands over (see
+        `ffdesk.media.patch`)."""
         if not self.can_patch(source):
             self.write(image, pts)
             return
@@ -511,6 +512,7 @@ class SegmentEncoder:
                 regions,
                 colorspace=self._sws_matrix,
                 color_range=self._sws_range,
+                in_place=True,
             )
         self.write_frame(source, pts)
 

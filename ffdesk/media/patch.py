@@ -2,8 +2,9 @@
 
 A face swap changes a face-sized part of the picture. Converting the whole RGB frame back to YUV
 for the encoder costs about as much as the swap itself at 720p, and it re-rounds every pixel the
-swap never touched. `patch_yuv420` instead copies the decoded frame and converts only the changed
-regions: pixels outside them reach the encoder exactly as they were decoded.
+swap never touched. `patch_yuv420` instead converts only the changed regions and writes them into
+the decoded frame (a copy of it, or with `in_place` the frame itself once FFmpeg has made it
+writable): pixels outside them reach the encoder exactly as they were decoded.
 
 A region is a rectangle in frame pixels plus, optionally, a mask of the pixels in it that may have
 changed; only those are written (a chroma sample is written when any of its 2 x 2 luma pixels is).
@@ -101,15 +102,25 @@ def patch_yuv420(
     *,
     colorspace: int,
     color_range: int,
+    in_place: bool = False,
 ) -> av.VideoFrame:
     """`source` (yuv420p, the layout of `image`) with `regions` of the RGB `image` written into a
-    copy of it. `colorspace`/`color_range` are the sws matrix and range the encoder converts with."""
+    copy of it. `colorspace`/`color_range` are the sws matrix and range the encoder converts with.
+
+    With `in_place`, into `source` itself, which is returned: it is made writable first, which
+    copies its buffers only while another frame (the decoder's reference pictures) shares them. A
+    render's decoded frames reach the encoder several frames after their decoding (the tracking
+    stage's look-ahead), when an H.264 decoder has mostly let them go, so most are not copied."""
     if source.format.name != PATCHABLE_FORMAT:
         raise ValueError(f"can only patch {PATCHABLE_FORMAT} frames, not {source.format.name}")
     height, width = source.height, source.width
     if image.shape[:2] != (height, width):
         raise ValueError(f"image is {image.shape[1]}x{image.shape[0]}, frame is {width}x{height}")
-    out = copy_frame(source)
+    if in_place:
+        source.make_writable()
+        out = source
+    else:
+        out = copy_frame(source)
     planes = [
         _plane(out, 0, height, width),
         _plane(out, 1, height // 2, width // 2),

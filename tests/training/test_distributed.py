@@ -80,6 +80,10 @@ def test_two_processes_equal_one_with_the_same_global_batch(
     assert [r["step"] for r in recs] == [2, 4, 6]  # rank 0 alone writes metrics
     assert all(r["world_size"] == 2 and len(r["ranks"]) == 2 for r in recs)
     assert all(0 <= r["allreduce_share"] <= 1 and r["ranks"][1]["samples_per_s"] > 0 for r in recs)
+    for r in recs:  # the record's share is the rank that waited least; the rest is waiting
+        shares = [x["allreduce_share"] for x in r["ranks"]]
+        assert r["allreduce_share"] == min(shares) and r["sync_wait_share"] == max(shares) - min(shares)
+        assert all(0 <= x["allreduce_in_flight_share"] <= 1 for x in r["ranks"])
 
     single = tmp_path / "single"
     Trainer(tiny_settings(facesets, single, STEPS, optimizer="sgd")).run()

@@ -171,10 +171,11 @@ class FaceTracker:
         detections: Sequence[Face] | None,
     ) -> tuple[list[Face], list[Face]]:
         """`update` of two consecutive frames, `skipped` (`skipped_index`) then `image`
-        (`index`), with the mesh run on `image` only, searched from the frame before `skipped`;
-        the meshes of `skipped` are the mean of their neighbours'. Where a face is not found
-        that way, or moved more than `settings.interpolate_max_move` of its size across the two
-        frames, both frames are tracked in full instead. Call after `can_skip()` said yes."""
+        (`index`), with the mesh run on `image` only, searched where each face's motion before
+        `skipped` puts it; the meshes of `skipped` are the mean of their neighbours'. Where a
+        face is not found that way, or moved more than `settings.interpolate_max_move` of its
+        size across the two frames, both frames are tracked in full instead. Call after
+        `can_skip()` said yes."""
         limit = self.settings.interpolate_max_move
         found: list[Face] = []
         for track in self._tracks:

@@ -9,18 +9,10 @@ import av
 import numpy as np
 
 from ffdesk.media.patch import ChangedRegion, patch_yuv420
+from tests.media.test_patch import _planes
 
 BT709, TV = 1, 1
 FRAMES = 40
-
-
-def _planes(frame: av.VideoFrame) -> list[np.ndarray]:
-    out = []
-    for i, plane in enumerate(frame.planes):
-        h, w = (frame.height, frame.width) if i == 0 else (frame.height // 2, frame.width // 2)
-        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
-        out.append(rows[:h, :w].copy())
-    return out
 
 
 def _clip(path: Path) -> Path:

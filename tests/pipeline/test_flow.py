@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, Stopped
-from ffdesk.pipeline.stage import FramePacket
+from ffdesk.pipeline.stage import FramePacket, Stage
 
 
 class AddStage:
@@ -45,33 +45,33 @@ class AddStage:
         return None
 
 
-def _run(stages: list[AddStage], n: int, batch: int) -> tuple[list[FramePacket], Halt]:
+def run_flow(
+    stages: Sequence[Stage], n: int, batch: int, fill: int = 0
+) -> tuple[list[FramePacket], Halt, list[StageRunner]]:
+    """`n` frames (every pixel `fill`) through `stages` on the flow's threads: what came out, the
+    flow's halt and the stages' runners (their stats)."""
     halt = Halt()
-    source = Pipe(halt, 4)
-    pipe = source
+    source = pipe = Pipe(halt, 4)
     runners = []
     for stage in stages:
         nxt = Pipe(halt, 4)
         runners.append(StageRunner(stage, pipe, nxt, halt, batch, first_index=0))
         pipe = nxt
     threads = [t for r in runners for t in r.start()]
-    out: list[FramePacket] = []
 
     def feed() -> None:
         try:
             for i in range(n):
-                source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
+                source.put(FramePacket(i, i, np.full((2, 2, 3), fill, np.uint8)))
             source.put(END)
         except Stopped:
             pass
 
     feeder = threading.Thread(target=feed, name="ffdesk-test-feed")
     feeder.start()
+    out: list[FramePacket] = []
     try:
-        while True:
-            item = pipe.get()
-            if item is END:
-                break
+        while (item := pipe.get()) is not END:
             out.append(item)
     except Stopped:
         pass
@@ -79,6 +79,11 @@ def _run(stages: list[AddStage], n: int, batch: int) -> tuple[list[FramePacket],
     feeder.join()
     for t in threads:
         t.join()
+    return out, halt, runners
+
+
+def _run(stages: Sequence[Stage], n: int, batch: int) -> tuple[list[FramePacket], Halt]:
+    out, halt, _ = run_flow(stages, n, batch)
     return out, halt
 
 

@@ -19,7 +19,7 @@ from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
-from ffdesk.pipeline.flow import END, Halt, Pipe, StageRunner, StageStats, Stopped, run_through
+from ffdesk.pipeline.flow import Halt, Pipe, StageRunner, StageStats, run_through
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, HoldsFrames, Stage
 from ffdesk.pipeline.stages.embedded import SwapStage
@@ -28,7 +28,7 @@ from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace
 from ffdesk.types import Frame
 from tests.faces import photos
-from tests.pipeline.test_flow import AddStage
+from tests.pipeline.test_flow import AddStage, run_flow
 
 
 class HoldBack:
@@ -95,36 +95,7 @@ class Broken(HoldBack):
 
 def _flow(stages: list[Stage], n: int, batch: int) -> tuple[list[FramePacket], Halt, list[StageRunner]]:
     """`n` frames (every pixel 5) through `stages` on the flow's threads; what came out."""
-    halt = Halt()
-    source = pipe = Pipe(halt, 4)
-    runners = []
-    for stage in stages:
-        nxt = Pipe(halt, 4)
-        runners.append(StageRunner(stage, pipe, nxt, halt, batch, first_index=0))
-        pipe = nxt
-    threads = [t for r in runners for t in r.start()]
-
-    def feed() -> None:
-        try:
-            for i in range(n):
-                source.put(FramePacket(i, i, np.full((2, 2, 3), 5, np.uint8)))
-            source.put(END)
-        except Stopped:
-            pass
-
-    feeder = threading.Thread(target=feed, name="ffdesk-test-feed")
-    feeder.start()
-    out: list[FramePacket] = []
-    try:
-        while (item := pipe.get()) is not END:
-            out.append(item)
-    except Stopped:
-        pass
-    halt.stop()
-    feeder.join()
-    for t in threads:
-        t.join()
-    return out, halt, runners
+    return run_flow(stages, n, batch, fill=5)
 
 
 @pytest.mark.parametrize(("n", "batch"), [(20, 4), (20, 1), (13, 3), (2, 4)])

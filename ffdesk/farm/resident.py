@@ -47,13 +47,6 @@ def _kept_render_class() -> type[ModelRender]:
         def release(self) -> None:
             ModelRender.close(self)
 
-        def new_segment(self) -> None:
-            """Per-render counters start again, as they do for a fresh render of the segment."""
-            self.quality_checked = 0
-            self.quality_flags = []
-            self.aligned_on_68 = 0
-            self.aligned_faces = 0
-
     return KeptModelRender
 
 
@@ -157,7 +150,7 @@ class JobModels:
 
         ctx, front = self._render, self._front
         assert ctx is not None and front is not None
-        ctx.new_segment()  # type: ignore[attr-defined]
+        ctx.reset_counts()  # per-render counters start again, as for a fresh render of the segment
         return pack_stages(ctx, front, ctx.planned_order(self.info))
 
     def segment_report(self, report: RenderReport) -> RenderReport:

@@ -206,8 +206,6 @@ class ModelRender:
         self.swap_spec = _swapper_spec(self.swapper)
         self.converter = self._converter(folder)
         self.landmarker, self.point_mapper, self.landmarker_note = self._landmarkers(folder)
-        self.aligned_on_68 = 0
-        self.aligned_faces = 0
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
@@ -238,12 +236,19 @@ class ModelRender:
         self.source_vector: npt.NDArray[np.float32] | None = None
         self._started = False
         self._closed = False
-        self.quality_checked = 0
-        self.quality_flags: list[QualityFlag] = []
+        self.reset_counts()
         self.order: ModelOrder | None = None
         """Set by whoever builds the stages (`model_stages`): the order they run the models in."""
         self.chunk: int | None = None
         """In segment order: the most items a model call takes (one load covers all of them)."""
+
+    def reset_counts(self) -> None:
+        """Start the per-render counters again (faces aligned, quality checks): a render of
+        several segments with the same models counts each segment as a render of its own."""
+        self.aligned_on_68 = 0
+        self.aligned_faces = 0
+        self.quality_checked = 0
+        self.quality_flags: list[QualityFlag] = []
 
     @property
     def occluders(self) -> list[str]:

@@ -7,7 +7,9 @@ once however many of its segments it renders. A segment's encoded file comes bac
 through Ray's object store; the head writes it into the job's manifest. Without shared storage
 the head ships the segment's part of the clip the same way (`ffdesk.farm.ship`). While a segment
 renders the worker posts its progress to the farm's board every few frames, and it serves its
-Prometheus metrics (`ffdesk.farm.metrics`). The class is plain Python: the head wraps it with
+Prometheus metrics (`ffdesk.farm.metrics`). What it is shipped and its segments' files live in
+a scratch folder of its own that a later worker removes if this one is killed
+(`ffdesk.farm.scratch`). The class is plain Python: the head wraps it with
 `ray.remote` when a farm is used.
 """
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ffdesk.errors import UserError
 from ffdesk.farm.resident import JobModels, model_loads
+from ffdesk.farm.scratch import claim_scratch
 from ffdesk.farm.ship import ShippedRange, received_job, received_segment
 from ffdesk.media.encode import container_suffix
 from ffdesk.pipeline import events as ev
@@ -125,6 +128,7 @@ class FarmWorker:
         self.started = time.time()
         self.job: JobModels | None = None
         self._job_folder: Path | None = None
+        self.scratch = claim_scratch()
         self._board: Any = None
         self._board_looked = False
         self.metrics: MetricsServer | None = None
@@ -195,7 +199,7 @@ class FarmWorker:
             from ffdesk.media.probe import probe
 
             if lead is not None:
-                self._job_folder = Path(tempfile.mkdtemp(prefix="ffdesk-job-"))
+                self._job_folder = Path(tempfile.mkdtemp(prefix="job-", dir=self.scratch.path))
                 job = received_job(job, lead, self._job_folder, "lead")
             else:
                 self._check_visible(job.target)
@@ -247,7 +251,7 @@ class FarmWorker:
         events = _Collect(self._progress)
         t0 = time.perf_counter()
         try:
-            with tempfile.TemporaryDirectory(prefix="ffdesk-segment-") as tmp:
+            with tempfile.TemporaryDirectory(prefix="segment-", dir=self.scratch.path) as tmp:
                 if shipped is not None:
                     run_job = received_job(job, shipped, Path(tmp), "source")
                     run_segment = received_segment(planned, shipped)
@@ -340,6 +344,7 @@ class FarmWorker:
             self.metrics.close()
             self.metrics = None
         self.manager.close()
+        self.scratch.close()
 
 
 def _node_address() -> str:

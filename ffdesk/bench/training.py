@@ -62,6 +62,8 @@ def register(sub: Any) -> None:
     p.add_argument("--distill-schedule", choices=("constant", "cosine"), default="constant",
                    help="distill: the students' learning rate schedule (train --lr-schedule)")  # fmt: skip
     p.add_argument("--student-size", choices=("small", "tiny"), default="small")
+    p.add_argument("--student-init", choices=("teacher", "random"), default="teacher",
+                   help="distill: the students' first weights (train distill --student-init)")  # fmt: skip
     p.add_argument("--qat-steps", type=int, default=50, help="qat: fine-tuning steps")
     p.add_argument("--held-out", type=int, default=32, help="distill/qat: held-out faces compared")
     add_json_option(p)

@@ -415,6 +415,7 @@ def _distill(args: argparse.Namespace, teacher: Any, held: Any, tmp: Path) -> di
     for i, steps in enumerate(args.distill_steps):
         student = replace(teacher, run_dir=tmp / f"student-{steps}", steps=steps, lr=args.distill_lr,
                           lr_schedule=args.distill_schedule, teacher=teacher.run_dir,
+                          student_init=args.student_init,
                           model=teacher.model_config().student(args.student_size))  # fmt: skip
         print(f"student ({args.student_size}): {steps} steps ...", flush=True)
         t0 = time.perf_counter()
@@ -432,7 +433,8 @@ def _distill(args: argparse.Namespace, teacher: Any, held: Any, tmp: Path) -> di
           f"goal {GOAL_STUDENT_SPEEDUP:g}x), PSNR {c.psnr_db:.1f} dB (goal {GOAL_STUDENT_PSNR:g}; "
           f"the teacher's average face scores {c.psnr_mean_face_db:.1f} dB)")  # fmt: skip
     return {
-        "student_size": args.student_size, "steps": args.distill_steps[-1], "lr": args.distill_lr,
+        "student_size": args.student_size, "student_init": args.student_init,
+        "steps": args.distill_steps[-1], "lr": args.distill_lr,
         "lr_schedule": args.distill_schedule, "held_out_faces": c.faces, "curve": curve,
         "teacher_steps": args.teacher_steps, "psnr_mean_face_db": c.psnr_mean_face_db,
         "ms_per_face_teacher": c.ms_teacher, "ms_per_face_student": c.ms_student, "speedup": speed,

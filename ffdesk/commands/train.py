@@ -73,6 +73,12 @@ def register(sub: Any) -> None:
         help="distill: weight of matching the decoders' intermediate maps (0: outputs only)",
     )
     d.add_argument(
+        "--student-init",
+        choices=("teacher", "random"),
+        default="teacher",
+        help="distill: start the student from the teacher's strongest channels (default) or at random",
+    )
+    d.add_argument(
         "--qat",
         action="store_true",
         help="fine-tune RUN_DIR with fake INT8 (in RUN_DIR/qat), export RUN_DIR/model_int8.onnx",
@@ -125,7 +131,7 @@ _VALUE_FLAGS = tuple(
     for name in ("src", "dst", "run_dir", "steps", "resolution", "batch", "lr", "workers", "device", "seed",
                  "log_every", "preview_every", "save_every", "model_size", "amp_dtype", "alloc_split_mb",
                  "optimizer", "mask_weight", "teacher", "size", "feature_weight", "lr_schedule",
-                 "ddp_bucket_mb")
+                 "ddp_bucket_mb", "student_init")
 )  # fmt: skip
 _SWITCHES = (("--amp", "amp"), ("--grad-checkpoint", "grad_checkpoint"), ("--resume", "resume"),
              ("--no-export", "no_export"), ("--quiet", "quiet"), ("--qat", "qat"))  # fmt: skip
@@ -212,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         model=model,
         teacher=teacher,
         feature_weight=args.feature_weight,
+        student_init=args.student_init,
         qat=args.qat,
         optimizer=args.optimizer,
         mask_weight=args.mask_weight,

@@ -25,6 +25,7 @@ from torch import nn
 
 from ffdesk.errors import UserError
 from ffdesk.training import control
+from ffdesk.training.inherit import inherit
 from ffdesk.training.losses import WEIGHTS, dssim, masked_losses
 from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count
 
@@ -215,12 +216,14 @@ class DistillObjective(nn.Module):
 @dataclass
 class DistillTask:
     """Train `cfg` (a student, or with `qat` a fake-quantized copy of the teacher) on a teacher's
-    outputs. The student starts fresh; the QAT copy starts from the teacher's weights."""
+    outputs. The student starts from the teacher's strongest channels (`inherit`; random weights
+    when that is off); the QAT copy starts from the teacher's weights."""
 
     teacher_dir: Path
     cfg: ModelConfig
     feature_weight: float = 1.0
     qat: bool = False
+    from_teacher: bool = True
 
     def __post_init__(self) -> None:
         from ffdesk.training import qat
@@ -232,6 +235,8 @@ class DistillTask:
             own = {k: v for k, v in teacher.state_dict().items() if not k.startswith("decoder_b.")}
             self.student.load_state_dict(own)
             qat.prepare(self.student)
+        elif self.from_teacher:
+            inherit(self.student, teacher)
         self.objective = DistillObjective(teacher, self.student, 0.0 if self.qat else self.feature_weight)
         self.module: nn.Module = self.objective
         self.weights = dict(DISTILL_WEIGHTS)
@@ -250,6 +255,7 @@ class DistillTask:
             "model_kind": self.kind,
             "model_config": self.cfg.to_json(),
             "teacher": str(self.teacher_dir),
+            "student_init": None if self.qat else ("teacher" if self.from_teacher else "random"),
             "adapters": adapters.state_dict() if adapters is not None else None,
         }
 

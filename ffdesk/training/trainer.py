@@ -38,6 +38,7 @@ from ffdesk.training.tasks import DistillTask, SwapTask, Task, weighted_total
 
 Outcome = Literal["done", "stopped", "interrupted"]
 Optimizer = Literal["adam", "sgd"]
+StudentInit = Literal["teacher", "random"]
 AmpDtype = Literal["auto", "bf16", "fp16"]
 
 _COMMANDS: tuple[control.Command, ...] = ("pause", "resume", "stop", "export")
@@ -79,6 +80,9 @@ class TrainSettings:
     """A finished run: train `model` (a student, or with `qat` a fake-quantized copy) on its outputs."""
     feature_weight: float = 1.0
     """Distillation: weight of matching the decoders' intermediate maps."""
+    student_init: StudentInit = "teacher"
+    """Distillation: where the student's first weights come from: the teacher's strongest channels
+    (`ffdesk.training.inherit`), or random."""
     qat: bool = False
     lr_schedule: LrSchedule = "constant"
     """constant, or cosine: a linear warm-up over the first 5% of `steps`, then a cosine decay
@@ -412,7 +416,13 @@ class Trainer:
         torch.manual_seed(s.seed)
         task: Task
         if s.teacher is not None:
-            task = DistillTask(s.teacher, cfg, feature_weight=s.feature_weight, qat=s.qat)
+            task = DistillTask(
+                s.teacher,
+                cfg,
+                feature_weight=s.feature_weight,
+                qat=s.qat,
+                from_teacher=s.student_init == "teacher",
+            )
         else:
             task = SwapTask(cfg, mask_weight=s.mask_weight)
         module = task.module.to(device)

@@ -14,7 +14,7 @@ from ffdesk.bench.common import add_json_option
 
 TEACHER_STEPS, TEACHER_LR = 1500, 1e-3
 """Enough for the tiny teacher at 64 px to draw faces that follow the input's pose."""
-DISTILL_STEPS, DISTILL_LR = (300,), 2e-3
+DISTILL_STEPS, DISTILL_LR = (1000,), 2e-3
 
 
 def _step_list(text: str) -> tuple[int, ...]:

@@ -3,11 +3,11 @@
 A student trained from random weights needs about as many steps as its teacher took before its
 faces follow the input as the teacher's do. Started from the teacher instead, it begins close:
 every layer keeps the teacher's strongest output channels (largest filter norm; for a sub-pixel
-upscale, whole groups of four), and each k x k convolution becomes the student's
-depthwise-separable pair by the best rank-one split, per input channel, of the teacher's filters
-(an SVD of each input channel's `outputs x k*k` block: the depthwise filter and the pointwise
-column). The dense bottleneck keeps the selected channels' rows and columns. Distillation then
-trains on from there.
+upscale, whole groups of four). A plain convolution of the student (its encoder's) is then the
+teacher's restricted to those channels; one in depthwise-separable form (its decoder's) is the
+best rank-one split, per input channel, of the teacher's filters (an SVD of each input
+channel's `outputs x k*k` block gives the depthwise filter and the pointwise column). The dense
+bottleneck keeps the selected channels' rows and columns. Distillation then trains on from there.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ class ModelConfig:
     grad_checkpoint: bool = False
     separable: bool = False
     """Depthwise-separable convolutions (a distilled student: a fraction of the multiply-adds)."""
+    plain_encoder: bool = False
+    """With `separable`, the encoder's convolutions stay plain: they are a few percent of the
+    multiply-adds (the decoder works at the larger sizes), and a student's encoder taken from its
+    teacher (`ffdesk.training.inherit`) is then the teacher's strongest channels exactly."""
     decoders: int = 2
     """2: decoders `a` and `b` (a swap run); 1: decoder `a` alone (a student or a QAT copy)."""
 
@@ -42,7 +46,8 @@ class ModelConfig:
         return cls(resolution=resolution, encoder_dims=8, ae_dims=32, decoder_dims=8)
 
     def student(self, size: str) -> ModelConfig:
-        """A narrower network with separable blocks and one decoder, distilled from this one."""
+        """A narrower network with one decoder, separable blocks in it and a plain encoder,
+        distilled from this one."""
         div = {"small": 2, "tiny": 4}.get(size)
         if div is None:
             raise ValueError(f"unknown student size {size!r} (small, tiny)")
@@ -53,6 +58,7 @@ class ModelConfig:
             decoder_dims=max(4, self.decoder_dims // div),
             grad_checkpoint=self.grad_checkpoint,
             separable=True,
+            plain_encoder=True,
             decoders=1,
         )
 
@@ -110,7 +116,7 @@ class Encoder(nn.Module):
         e, ae = cfg.encoder_dims, cfg.ae_dims
         self.cfg = cfg
         self.lowest = cfg.resolution // 16
-        sep = cfg.separable
+        sep = cfg.separable and not cfg.plain_encoder
         self.down = nn.ModuleList(
             [Down(3, e, sep), Down(e, e * 2, sep), Down(e * 2, e * 4, sep), Down(e * 4, e * 8, sep)]
         )

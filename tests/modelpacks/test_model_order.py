@@ -54,7 +54,21 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     sizes = sorted(m["bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
     budget = sizes[-1] + sizes[-2] // 4
     assert budget < sizes[-1] + sizes[-2] and budget < sum(sizes)
+    calls: list[tuple[int, int]] = []  # (chunk size asked for, items in the call)
+    real_chunks = models._in_chunks
+
+    def spy(fn: Any, size: int) -> Any:
+        def run(session: Any, items: Sequence[Any]) -> list[Any]:
+            calls.extend((size, len(items[i : i + size])) for i in range(0, len(items), size))
+            return real_chunks(fn, size)(session, items)
+
+        return run
+
+    monkeypatch.setattr(models, "_in_chunks", spy)
     tight = _render(pack, face_clip, tmp_path / "segment", "--memory-budget", str(budget))
+    monkeypatch.setattr(models, "_in_chunks", real_chunks)
+    # on the CPU a budget this tight leaves no room for a batch's activations: one face a call
+    assert calls and {c for c, _ in calls} == {1} and max(n for _, n in calls) == 1
     order = tight["model_order"]
     assert order["order"] == "segment" and "cannot hold the 3 models" in order["reason"]
     assert order["window_frames"] >= FRAMES  # this small clip's frames all fit one window

@@ -9,7 +9,8 @@ Faces of a whole batch of frames are aligned, stacked and swapped in one model c
 computed on the same stacks. When the memory budget cannot hold together the models every frame
 needs (swapper, masks, enhancer, landmarkers), the swap and enhance stages run in segment order:
 each holds up to a window of frames (the segment's, as far as `HOLD_BYTES` allows) and runs each
-model over all their faces, in chunks of `job.batch` under one load, before the next model loads,
+model over all their faces, in chunks of `job.batch` (one face on the CPU, where a batch's
+activations would take more memory than the budget saves) under one load, before the next model loads,
 so a model loads once per window instead of once per batch. The report's `model_order` says which
 order ran and why. Precision comes from `job.precision` (`auto`: preview takes INT8 on
 the CPU and FP16 on a GPU, final FP32 on the CPU and FP16 on a GPU); a run below FP32 re-renders a
@@ -893,7 +894,10 @@ def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> lis
     reports = ctx.enhancer is None
     stages: list[Stage] = [*front.stages(detect=detect)]
     if order.order == "segment":
-        ctx.chunk = batch
+        # A budget too small for the models together has no room for a batch's activations
+        # either: on the CPU a 512-px enhancer holds about 800 MiB of them for four faces and
+        # 100 MiB for one, at about the same speed a face. A GPU keeps its batches.
+        ctx.chunk = 1 if ctx.manager.device == "cpu" else batch
         stages.append(SegmentSwapStage(ctx, batch, reports=reports, window=order.window_frames))
         if ctx.enhancer is not None:
             stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=order.window_frames))

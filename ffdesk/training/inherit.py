@@ -1,8 +1,13 @@
 """A student's first weights taken from its teacher: its strongest channels, in separable form.
 
 A student trained from random weights needs about as many steps as its teacher took before its
-faces follow the input as the teacher's do. Started from the teacher instead, it begins close:
-every layer keeps the teacher's strongest output channels (largest filter norm; for a sub-pixel
+faces follow the input as the teacher's do. Started from the teacher it gets there in far fewer
+(the bench's teacher: 29.2 dB after 300 steps, against 25.0 from random weights), though it does
+not draw the teacher's faces at first: the separable split keeps little of the decoder's filters
+(16.5 dB at step 0, 16.1 at random); what carries over is the encoder, exactly, and the
+decoder's strongest channels.
+
+Every layer keeps the teacher's strongest output channels (largest filter norm; for a sub-pixel
 upscale, whole groups of four). A plain convolution of the student (its encoder's) is then the
 teacher's restricted to those channels; one in depthwise-separable form (its decoder's) is the
 best rank-one split, per input channel, of the teacher's filters (an SVD of each input

@@ -37,8 +37,7 @@ def _strongest(weight: torch.Tensor, k: int, group: int = 1) -> torch.Tensor:
     """Indices (sorted) of the `k` output channels (or groups of `group` consecutive ones) with the
     largest filter norm."""
     norms = weight.flatten(1).norm(dim=1).view(-1, group).sum(1)
-    keep = torch.topk(norms, k).indices.sort().values
-    return keep
+    return torch.topk(norms, k).indices.sort().values
 
 
 def _expand(idx: torch.Tensor, group: int) -> torch.Tensor:

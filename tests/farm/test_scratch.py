@@ -62,7 +62,7 @@ def test_a_process_that_ends_removes_its_own(tmp_path: Path) -> None:
     assert not any(p.name.startswith(PREFIX) for p in tmp_path.iterdir())
 
 
-def test_a_worker_renders_in_its_scratch_folder_and_removes_it(tmp_path: Path) -> None:
+def test_a_worker_has_a_scratch_folder_of_its_own_and_removes_it_on_close(tmp_path: Path) -> None:
     worker = FarmWorker("slot-0", None, use_gpu=False, env=RuntimeEnv.in_folder(tmp_path / "env"))
     folder = worker.scratch.path
     assert folder.is_dir() and folder.name.startswith(PREFIX)

@@ -19,4 +19,8 @@ Points = npt.NDArray[np.float32]
 Mode = Literal["preview", "final"]
 Precision = Literal["auto", "fp32", "fp16", "int8"]
 EncoderName = Literal["h264", "h265", "prores", "png"]
+VideoPreset = Literal[
+    "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
+]
+"""x264/x265's speed presets, fastest first (NVENC takes the nearest of its own p1-p7)."""
 FaceSelection = Literal["largest", "all", "reference"]

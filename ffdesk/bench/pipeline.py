@@ -16,6 +16,13 @@ frames/s); and where a face's time in the swap stage goes outside the model (ali
 input and output conversions, paste-back) against the loop's full-frame paste. `--repeat N`
 renders each side N times, alternating, and reports the medians. Goal: ffdesk at least 3x the
 loop.
+
+The encoder: both sides encode with libx264 at `--preset` (default medium, the final render's). On
+a 2-core CPU x264 at medium costs about as much a 720p frame as everything else ffdesk does, so a
+third render, the same frames re-encoded with no swap, is timed too: the encoder's own ceiling,
+which no pipeline can pass. On a GPU the encoder is NVENC, which costs the CPU next to nothing;
+`--preset ultrafast` is the nearest a CPU comes to that, and shows the pipelines' difference
+rather than the encoder's.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ import numpy.typing as npt
 from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.media.encode import VIDEO_PRESETS
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame
+from ffdesk.types import Frame, VideoPreset
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport
@@ -54,6 +62,13 @@ def register(sub: Any) -> None:
     p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
     p.add_argument("--realistic", action="store_true", help="real-size stand-ins instead (for a GPU)")
     p.add_argument("--repeat", type=int, default=1, help="renders of each side, alternating (default 1)")
+    p.add_argument(
+        "--preset",
+        choices=VIDEO_PRESETS,
+        default="medium",
+        help="x264 preset of both sides (default medium, the final render's; ultrafast: the "
+        "encoder's CPU cost nearer a GPU's NVENC)",
+    )
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -106,7 +121,13 @@ def _options(provider: str, env: RuntimeEnv) -> Any:
 
 
 def run_loop(
-    clip: Path, out: Path, pack: Path, frames: int, env: RuntimeEnv, provider: str = "auto"
+    clip: Path,
+    out: Path,
+    pack: Path,
+    frames: int,
+    env: RuntimeEnv,
+    provider: str = "auto",
+    preset: VideoPreset = "medium",
 ) -> float:
     """Render `frames` frames the straightforward way; returns wall seconds."""
     import av
@@ -140,7 +161,7 @@ def run_loop(
             image: Frame = np.asarray(frame.to_ndarray(format="rgb24"), np.uint8)
             if encoder is None:
                 encoder = SegmentEncoder(
-                    out, EncodeSettings(encoder="h264", quality=None, mode="final", hw=False),
+                    out, EncodeSettings(encoder="h264", quality=None, mode="final", hw=False, preset=preset),
                     width=image.shape[1], height=image.shape[0], time_base=vs.time_base or Fraction(1, 25),
                     fps=float(vs.average_rate or 25), rotation=0, color=None,
                 )  # fmt: skip
@@ -160,7 +181,14 @@ def run_loop(
 
 
 def run_ffdesk(
-    clip: Path, out: Path, pack: Path, frames: int, batch: int, env: RuntimeEnv, provider: str = "auto"
+    clip: Path,
+    out: Path,
+    pack: Path,
+    frames: int,
+    batch: int,
+    env: RuntimeEnv,
+    provider: str = "auto",
+    preset: VideoPreset = "medium",
 ) -> RenderReport:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
@@ -168,8 +196,17 @@ def run_ffdesk(
     job = RenderJob(
         target=clip, output=out, sources=(source_photo(),), models_dir=pack, swapper="inswapper_128",
         recognizer="arcface_w600k_r50", precision="fp32", batch=batch, resume=False, end=frames / 25.0,
-        provider=provider,  # type: ignore[arg-type]
+        provider=provider, video_preset=preset,  # type: ignore[arg-type]
     )  # fmt: skip
+    return run_render(job, env=env)
+
+
+def run_reencode(clip: Path, out: Path, frames: int, env: RuntimeEnv, preset: VideoPreset) -> RenderReport:
+    """The same frames re-encoded by ffdesk with no swap: the encoder's ceiling."""
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(target=clip, output=out, resume=False, end=frames / 25.0, video_preset=preset)
     return run_render(job, env=env)
 
 
@@ -258,26 +295,36 @@ def run(args: argparse.Namespace) -> int:
     load_before = os.getloadavg()
     loop_runs: list[tuple[float, float]] = []
     ffdesk_runs: list[tuple[float, float]] = []
+    plain_runs: list[tuple[float, float]] = []
     report: RenderReport | None = None
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-pipeline-") as tmp:
         for i in range(max(1, args.repeat)):
             print(f"[{i + 1}] straightforward loop: {args.frames} frames ...", flush=True)
             _, wall, cpu = _timed(
-                lambda: run_loop(clip, Path(tmp) / "loop.mp4", pack, args.frames, env, args.provider)
+                lambda: run_loop(
+                    clip, Path(tmp) / "loop.mp4", pack, args.frames, env, args.provider, args.preset
+                )
             )
             loop_runs.append((args.frames / wall, cpu * 1000.0 / args.frames))
             print(f"[{i + 1}] ffdesk: {args.frames} frames ...", flush=True)
             report, wall, cpu = _timed(
                 lambda: run_ffdesk(
-                    clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, env, args.provider
+                    clip, Path(tmp) / "ffdesk.mp4", pack, args.frames, args.batch, env, args.provider,
+                    args.preset,
                 )
-            )
+            )  # fmt: skip
             frames = max(report.frames_out, 1)
             ffdesk_runs.append((report.frames_out / wall, cpu * 1000.0 / frames))
+            print(f"[{i + 1}] re-encode alone: {args.frames} frames ...", flush=True)
+            plain, wall, cpu = _timed(
+                lambda: run_reencode(clip, Path(tmp) / "plain.mp4", args.frames, env, args.preset)
+            )
+            plain_runs.append((plain.frames_out / wall, cpu * 1000.0 / max(plain.frames_out, 1)))
     assert report is not None
     alone = models_alone_fps(clip, pack, args.batch, args.provider)
     parts = swap_stage_parts(clip, args.batch)
     loop_fps, ffdesk_fps = _median([r[0] for r in loop_runs]), _median([r[0] for r in ffdesk_runs])
+    plain_fps = _median([r[0] for r in plain_runs])
     figures = {
         "frames": report.frames_out,
         "repeat": len(loop_runs),
@@ -286,9 +333,13 @@ def run(args: argparse.Namespace) -> int:
         "speedup": round(ffdesk_fps / loop_fps, 3),
         "loop_cpu_ms_per_frame": round(_median([r[1] for r in loop_runs]), 1),
         "ffdesk_cpu_ms_per_frame": round(_median([r[1] for r in ffdesk_runs]), 1),
+        "reencode_fps": round(plain_fps, 2),
+        "reencode_cpu_ms_per_frame": round(_median([r[1] for r in plain_runs]), 1),
+        "encoder_ceiling": round(plain_fps / loop_fps, 3),
         "runs": {
             "loop_fps": [round(r[0], 2) for r in loop_runs],
             "ffdesk_fps": [round(r[0], 2) for r in ffdesk_runs],
+            "reencode_fps": [round(r[0], 2) for r in plain_runs],
         },
         "models_alone": alone,
         "swap_stage_ms_per_face": parts,
@@ -305,6 +356,7 @@ def run(args: argparse.Namespace) -> int:
         "provider": args.provider,
         "height": 720,
         "repeat": args.repeat,
+        "preset": args.preset,
     }
     finish("pipeline", settings, figures, args.json, runtime_env(args))
     return 0
@@ -317,6 +369,9 @@ def _print(figures: dict[str, Any], repeat: int) -> None:
     print(f"loop    {figures['loop_fps']:7.2f} frames/s  ({med}{loop_cpu} CPU ms a frame)")
     print(f"ffdesk  {figures['ffdesk_fps']:7.2f} frames/s  ({med}{ffdesk_cpu} CPU ms a frame)  "
           f"{figures['speedup']:.2f}x the loop; goal: {GOAL_SPEEDUP}x")  # fmt: skip
+    plain_cpu = figures["reencode_cpu_ms_per_frame"]
+    print(f"re-encode alone {figures['reencode_fps']:.2f} frames/s ({plain_cpu} CPU ms a frame): with "
+          f"this encoder no pipeline passes {figures['encoder_ceiling']:.2f}x the loop")  # fmt: skip
     print(f"models alone allow {alone['fps']:.1f} frames/s (swap {alone['swap_ms_per_face']} ms/face, "
           f"detect {alone['detect_ms']} ms per key frame, mesh {alone['mesh_ms']} ms)")  # fmt: skip
     print(f"swap stage ms per face outside the model: align {parts['align']}, model input "

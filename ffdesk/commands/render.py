@@ -8,12 +8,13 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
+from ffdesk.types import VideoPreset
 from ffdesk.units import parse_size, parse_time
 
 if TYPE_CHECKING:
@@ -34,6 +35,12 @@ def register(sub: Any) -> None:
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE", help="e.g. 6GiB")
     p.add_argument("--encoder", choices=("h264", "h265", "prores", "png"), default="h264")
     p.add_argument("--quality", type=int, default=None, help="0-100 (default: per mode)")
+    p.add_argument(
+        "--video-preset",
+        choices=get_args(VideoPreset),
+        default=None,
+        help="H.264/H.265 speed preset (default: medium in final mode, veryfast in preview)",
+    )
     p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
     p.add_argument("--end", type=parse_time, default=None, metavar="T")
     p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
@@ -138,6 +145,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         memory_budget=args.memory_budget,
         encoder=args.encoder,
         quality=args.quality,
+        video_preset=args.video_preset,
         start=args.start,
         end=args.end,
         resume=not args.no_resume,

@@ -9,6 +9,10 @@ Encoders and defaults (`mode` final / preview):
 | prores  | prores_ks profile 3 (422 HQ), yuv422p10le | .mov | encoder's rate control | same |
 | png     | PNG, one file per frame      | folder         | compression 3      | compression 1        |
 
+`preset` (x264's names, ultrafast .. veryslow; None: the mode's) sets the speed/size trade-off of
+libx264 and libx265; NVENC takes its nearest preset (`nvenc_preset`: ultrafast p1 .. medium p5 ..
+veryslow p7). ProRes and PNG have none.
+
 `quality` (0-100, higher is better) maps linearly onto x264's CRF scale:
 ``crf = round(51 * (100 - quality) / 100)`` (so 65 -> 18, 55 -> 23, 100 -> 0 (lossless), 0 -> 51);
 libx265 adds 5 (x265's CRF 28 looks like x264's 23), clamped to 0-51; NVENC uses the same number as
@@ -50,7 +54,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import cast
+from typing import cast, get_args
 
 import av
 import cv2
@@ -70,7 +74,7 @@ from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
-from ffdesk.types import EncoderName, Frame, Mode
+from ffdesk.types import EncoderName, Frame, Mode, VideoPreset
 
 _SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
 _SOFTWARE = {"h264": "libx264", "h265": "libx265", "prores": "prores_ks"}
@@ -102,12 +106,29 @@ class EncodeSettings:
     """Try NVENC for h264/h265 when an NVIDIA GPU is present; falls back to software on any error."""
     driver: DriverFlags = field(default_factory=DriverFlags)
     """The GPU driver switches of the runtime environment (no NVENC, no NVML) the check honours."""
+    preset: VideoPreset | None = None
+    """The encoder's speed preset; None: medium in final mode, veryfast in preview."""
 
     def __post_init__(self) -> None:
         if self.encoder not in _SUFFIX:
             raise MediaError(f"unknown encoder {self.encoder!r} (choose h264, h265, prores or png)")
         if self.quality is not None and not 0 <= self.quality <= 100:
             raise MediaError(f"quality must be 0-100, got {self.quality}")
+        if self.preset is not None and self.preset not in VIDEO_PRESETS:
+            raise MediaError(f"unknown preset {self.preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
+
+    @property
+    def speed_preset(self) -> VideoPreset:
+        """The x264/x265 preset these settings encode with."""
+        return self.preset or ("medium" if self.mode == "final" else "veryfast")
+
+
+VIDEO_PRESETS: tuple[VideoPreset, ...] = get_args(VideoPreset)
+
+
+def nvenc_preset(preset: VideoPreset) -> str:
+    """NVENC's preset (p1 fastest .. p7 slowest) nearest an x264 preset."""
+    return ("p1", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p7")[VIDEO_PRESETS.index(preset)]
 
 
 def container_suffix(encoder: str) -> str:
@@ -294,22 +315,22 @@ class SegmentEncoder:
             cc.flags = cc.flags | _ILDCT | (_ILME if name == "libx264" else 0)
         stream.pix_fmt = self._pix_fmt(name)
         crf = x264_crf(self.settings)
-        final = self.settings.mode == "final"
+        preset = self.settings.speed_preset
         if name == "libx264":
-            options: dict[str, object] = {"preset": "medium" if final else "veryfast", "crf": str(crf)}
+            options: dict[str, object] = {"preset": preset, "crf": str(crf)}
             if self._codes_fields(name):
                 # the frames' own flags decide per frame too; they are set to the same order
                 options["x264-params"] = "tff=1" if top_field_first(self.field_order) else "bff=1"
             stream.options = options
         elif name == "libx265":
             stream.options = {
-                "preset": "medium" if final else "veryfast",
+                "preset": preset,
                 "crf": str(min(51, crf + 5)),
                 "x265-params": "log-level=error",
             }
         elif name.endswith("_nvenc"):
             stream.options = {
-                "preset": "p5" if final else "p2",
+                "preset": nvenc_preset(preset),
                 "rc": "vbr",
                 "cq": str(max(1, crf)),
                 "b": "0",

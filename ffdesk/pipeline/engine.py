@@ -399,7 +399,9 @@ def _run_flow(
     """Decode and process through `flow`'s threads while this thread encodes the segments into
     `manifest`; every thread is joined before it returns. Returns the encoder used; raises the
     first error a thread hit, or `Cancelled`. `driver`: the switches the NVENC check honours."""
-    settings = EncodeSettings(encoder=job.encoder, quality=job.quality, mode=job.mode, driver=driver)
+    settings = EncodeSettings(
+        encoder=job.encoder, quality=job.quality, mode=job.mode, driver=driver, preset=job.video_preset
+    )
     threads = flow.start()
     encoder_name = ""
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from ffdesk.errors import UserError
-from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+from ffdesk.types import EncoderName, FaceSelection, Mode, Precision, VideoPreset
 
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 """Where the models of a render run: "auto" (CUDA when usable, else the CPU), "cpu", "cuda"
@@ -85,6 +85,9 @@ class RenderJob:
     """Where the swapper, enhancer and mask models run (see `Provider`)."""
     swap_scale: SwapScale = 1
     """Swapper output resolution x N (see `SwapScale`); needs a swapper model."""
+    video_preset: VideoPreset | None = None
+    """The video encoder's speed preset (x264's names); None: medium in final mode, veryfast in
+    preview."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -118,6 +121,8 @@ class RenderJob:
         # provider and swap scale once travelled as string pairs: the same hash as then, so a
         # render interrupted before that change still resumes
         d["extra"] = [list(pair) for pair in legacy_extra(d.pop("provider"), d.pop("swap_scale"))]
+        if d["video_preset"] is None:
+            del d["video_preset"]  # jobs from before the setting keep their hash
         for src in self.sources:
             st = src.stat() if src.exists() else None
             d.setdefault("source_stats", []).append(
@@ -136,6 +141,9 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
         raise UserError(f"swap scale must be 1, 2 or 4, not {job.swap_scale!r}")
+    presets = get_args(VideoPreset)
+    if job.video_preset is not None and job.video_preset not in presets:
+        raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(presets)})")
 
 
 LEGACY_EXTRA_KEYS = ("provider", "swap_scale")

@@ -16,6 +16,7 @@ from ffdesk.media.encode import (
     EncodeSettings,
     SegmentEncoder,
     container_suffix,
+    nvenc_preset,
     prores_qscale,
     write_image,
     x264_crf,
@@ -151,6 +152,36 @@ def test_higher_quality_gives_bigger_files(tmp_path: Path, plain: SynthResult) -
         _encode(out, frames[:4], v, EncodeSettings("prores", quality=q))
         pr.append(out.stat().st_size)
     assert pr[1] > pr[0]
+
+
+def _x264_options(path: Path) -> str:
+    """The option string x264 writes into the stream it encodes."""
+    data = path.read_bytes()
+    start = data.index(b"options: ")
+    return data[start : data.index(b"\x00", start)].decode()
+
+
+def test_the_preset_reaches_the_encoder(tmp_path: Path, plain: SynthResult) -> None:
+    v, frames = _frames(plain)
+    written = {}
+    for name, settings in {
+        "final": EncodeSettings("h264", hw=False),
+        "preview": EncodeSettings("h264", mode="preview", hw=False),
+        "ultrafast": EncodeSettings("h264", preset="ultrafast", hw=False),
+        "veryslow": EncodeSettings("h264", preset="veryslow", mode="preview", hw=False),
+    }.items():
+        out = tmp_path / f"{name}.mp4"
+        _encode(out, frames[:3], v, settings)
+        written[name] = _x264_options(out).split()
+    assert {"cabac=1", "ref=3", "subme=7"} <= set(written["final"])  # medium
+    assert {"ref=1", "subme=2"} <= set(written["preview"])  # veryfast
+    assert {"cabac=0", "ref=1", "subme=0"} <= set(written["ultrafast"])
+    assert {"ref=16", "subme=10"} <= set(written["veryslow"])  # the preset wins over the mode's
+    assert "crf=23.0" in written["veryslow"]  # and the mode keeps its quality
+    nearest = [nvenc_preset(p) for p in ("ultrafast", "veryfast", "medium", "veryslow")]
+    assert nearest == ["p1", "p2", "p5", "p7"]
+    with pytest.raises(MediaError, match="unknown preset 'turbo'"):
+        EncodeSettings("h264", preset="turbo")  # type: ignore[arg-type]
 
 
 def test_nvenc_falls_back_to_software(

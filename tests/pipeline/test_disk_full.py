@@ -136,7 +136,9 @@ def test_a_full_disk_stops_the_render_in_one_line_and_the_same_command_resumes(o
     written = re.search(r"while writing (\S+)", line)
     assert written is not None
     if phase == "segments":
-        assert ".out.mp4.ffdesk-parts/seg" in written.group(1), line  # the segment being encoded
+        # the segment being encoded, or the manifest saved after one: which write meets the
+        # limit first depends on a few hundred bytes of x264's output
+        assert re.search(r"\.out\.mp4\.ffdesk-parts/(seg\d+\.mp4|manifest\.json)$", written.group(1)), line
     elif phase == "inodes":
         assert written.group(1).endswith(".out.mp4.ffdesk-parts/manifest.json"), line
     # nothing at the output path, no partial file beside it; the finished segments are kept

@@ -1,4 +1,4 @@
-"""Provider and swap scale: typed fields of a job, checked once, refused in one line."""
+"""Provider, swap scale and video preset: typed fields of a job, checked once, refused in one line."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def _job(**kw: object) -> RenderJob:
         ({"swap_scale": "2"}, "not '2'"),
         ({"swap_scale": True}, "not True"),
         ({"swap_scale": 2.0}, "not 2.0"),
+        ({"video_preset": "turbo"}, "unknown video preset 'turbo'"),
     ],
 )
 def test_a_bad_provider_or_swap_scale_is_one_line(change: dict[str, object], fragment: str) -> None:
@@ -49,6 +50,14 @@ def test_every_choice_is_accepted_and_changes_the_fingerprint() -> None:
     assert len(prints) == len(PROVIDERS) * len(SWAP_SCALES)
 
 
+def test_a_preset_changes_the_fingerprint_and_jobs_without_one_keep_theirs() -> None:
+    # the hashes jobs had before the preset was a setting: interrupted renders still resume
+    assert _job().output_fingerprint() == "69dcf31913c69913"
+    assert _job(mode="preview", provider="cpu").output_fingerprint() == "194691c6b0e5daaf"
+    prints = {_job(video_preset=p).output_fingerprint() for p in (None, "ultrafast", "medium", "veryslow")}
+    assert len(prints) == 4
+
+
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -59,7 +68,10 @@ def test_the_cli_fills_the_fields() -> None:
     job = job_from_args(_args("--provider", "tensorrt", "--swap-scale", "4"))
     assert (job.provider, job.swap_scale) == ("tensorrt", 4)
     job = job_from_args(_args())
-    assert (job.provider, job.swap_scale) == ("auto", 1)
+    assert (job.provider, job.swap_scale, job.video_preset) == ("auto", 1, None)
+    assert job_from_args(_args("--video-preset", "ultrafast")).video_preset == "ultrafast"
+    with pytest.raises(SystemExit):
+        _args("--video-preset", "turbo")
 
 
 def test_session_options_follow_the_provider(tmp_path: Path) -> None:
@@ -91,3 +103,17 @@ def test_cli_bad_swap_scale_and_one_the_embedded_swap_cannot_do_are_exit_2(
         build_stages(
             RenderJob(target=clip, output=tmp_path / "o.mp4", sources=(face,), swap_scale=4), env=run_env
         )
+
+
+def test_a_render_encodes_with_the_jobs_preset(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    clip = tmp_path / "clip.mp4"
+    synth_clip(clip, width=96, height=64, fps=25, frames=3)
+    options = {}
+    for preset in ("ultrafast", "veryslow"):
+        out = tmp_path / f"{preset}.mp4"
+        argv = ["render", "--target", str(clip), "--output", str(out), "-q", "--video-preset", preset]
+        assert main(argv) == 0
+        data = out.read_bytes()
+        start = data.index(b"options: ")
+        options[preset] = set(data[start : data.index(b"\x00", start)].decode().split())
+    assert "subme=0" in options["ultrafast"] and "subme=10" in options["veryslow"]

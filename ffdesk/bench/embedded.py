@@ -27,6 +27,20 @@ if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
 
 GOAL_FPS = 25.0
+GOAL_RATIO = 0.9
+"""Embedded swap frames/s over the plain re-encode's."""
+PROFILED_FRAMES = 60
+"""Frames of the clip whose tracking and swap are profiled on one thread (`where_it_goes`)."""
+TRACK_PARTS = {"mesh": "mesh_at", "detection": "detect"}
+SWAP_PARTS = {
+    "warp": "warp_piecewise",
+    "colour": "lab_transfer_skin",
+    "occluders": "_what_covers",
+    "seamless": "seamless",
+    "feather": "feathered",
+    "blend": "alpha_blend",
+}
+"""Parts of the tracking and swap stages, by the function that does each (cumulative time)."""
 
 
 def register(sub: Any) -> None:
@@ -123,6 +137,80 @@ def _setup_cpu_ms(clip: Path, source: Path, out: Path, env: RuntimeEnv) -> float
     return (time.process_time() - cpu) * 1000
 
 
+def where_it_goes(clip: Path, source: Path, env: RuntimeEnv, frames: int = PROFILED_FRAMES) -> dict[str, Any]:
+    """The front end (detection and tracking) and the swap stage run on one thread over the
+    clip's first `frames` frames: the CPU ms a frame of each, unprofiled, split into its named
+    parts (`TRACK_PARTS`, `SWAP_PARTS`; the rest is everything else) by their shares of a second,
+    profiled run (cProfile's cumulative times)."""
+    import cProfile
+    import pstats
+
+    from ffdesk.bench.quality import clip_frames
+    from ffdesk.pipeline.flow import run_through
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.stage import FramePacket
+    from ffdesk.pipeline.stages.embedded import embedded_stages
+
+    images = list(clip_frames(clip, frames))
+    out = Path(tempfile.gettempdir()) / "ffdesk-bench-unused.mp4"
+    stages = embedded_stages(RenderJob(target=clip, output=out, sources=(source,)))
+    front, swap = stages[:-1], stages[-1:]
+
+    def run(profiles: tuple[cProfile.Profile, cProfile.Profile] | None) -> tuple[float, float]:
+        for stage in stages:
+            stage.start()
+        packets = [FramePacket(index=i, pts=i, image=img.copy()) for i, img in enumerate(images)]
+        t0 = time.process_time()
+        if profiles is not None:
+            profiles[0].enable()
+        tracked = run_through(front, packets)
+        if profiles is not None:
+            profiles[0].disable()
+        t1 = time.process_time()
+        if profiles is not None:
+            profiles[1].enable()
+        run_through(swap, tracked)
+        if profiles is not None:
+            profiles[1].disable()
+        t2 = time.process_time()
+        return (t1 - t0) * 1000 / len(images), (t2 - t1) * 1000 / len(images)
+
+    run(None)  # warm-up
+    front_ms, swap_ms = run(None)
+    profiles = (cProfile.Profile(), cProfile.Profile())
+    run(profiles)
+
+    def shares(profile: cProfile.Profile, parts: dict[str, str], ms: float) -> dict[str, float]:
+        stats: dict[Any, Any] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        whole = sum(entry[2] for entry in stats.values())  # every function's own time
+        cumulative: dict[str, float] = {}
+        for (_file, _line, name), entry in stats.items():
+            cumulative[name] = cumulative.get(name, 0.0) + entry[3]
+        if whole <= 0:
+            return {}
+        out = {part: round(ms * cumulative.get(fn, 0.0) / whole, 2) for part, fn in parts.items()}
+        out["rest"] = round(ms - sum(out.values()), 2)
+        return out
+
+    return {
+        "frames": len(images),
+        "front_cpu_ms": round(front_ms, 2),
+        "swap_cpu_ms": round(swap_ms, 2),
+        "front": shares(profiles[0], TRACK_PARTS, front_ms),
+        "swap": shares(profiles[1], SWAP_PARTS, swap_ms),
+    }
+
+
+def _extra_cpu(figures: dict[str, Any]) -> dict[str, float]:
+    """Where the embedded render's CPU a frame over the re-encode's goes: each stage's own (decode
+    and encode: the difference), and the rest (the encoder's threads, the flow's queues)."""
+    mine, base = figures["stage_cpu_ms_per_frame"], figures["reencode_stage_cpu_ms_per_frame"]
+    total = figures["cpu_ms_per_frame"] - figures["reencode_cpu_ms_per_frame"]
+    out = {name: round(ms - base.get(name, 0.0), 2) for name, ms in mine.items()}
+    out["encoder threads and the rest"] = round(total - sum(out.values()), 2)
+    return {"total": round(total, 2), **out}
+
+
 def _load() -> float:
     return round(os.getloadavg()[0], 2)
 
@@ -150,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
             base, base_cpu_ms = _render(clip, Path(tmp) / "plain.mp4", (), env)
             figures["reencode_fps"] = base.fps
             figures["reencode_cpu_ms_per_frame"] = base_cpu_ms
+            figures["reencode_stage_cpu_ms_per_frame"] = _per_frame(base, cpu=True)
             print(
                 f"plain re-encode   {base.fps:6.1f} frames/s  (decode + H.264 encode only; "
                 f"{base_cpu_ms:.1f} CPU ms/frame)"
@@ -184,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     figures["models"] = _model_costs(clip)
+    if "reencode_fps" in figures:
+        figures["ratio"] = round(report.fps / max(figures["reencode_fps"], 1e-9), 3)
+        figures["extra_cpu_ms_per_frame"] = _extra_cpu(figures)
+    figures["single_thread"] = where_it_goes(clip, source, env)
     print(f"embedded swap     {report.fps:6.1f} frames/s  (goal: at least {GOAL_FPS:g})")
     print(
         f"  CPU {figures['cpu_ms_per_frame']:.1f} ms/frame over all threads: at most "
@@ -202,6 +295,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {name:<8} {ms:10.2f}  {cpu if cpu is not None else float('nan'):12.2f}")
     for name, value in figures["models"].items():
         print(f"  {name:<8} {value:7.2f}")
+    if "ratio" in figures:
+        extra = figures["extra_cpu_ms_per_frame"]
+        print(
+            f"embedded / re-encode {figures['ratio']:.3f} (goal: at least {GOAL_RATIO:g}); the swap's "
+            f"CPU over the re-encode's, ms a frame: {extra['total']:.1f} = "
+            + ", ".join(f"{k} {v:+.2f}" for k, v in extra.items() if k != "total")
+        )
+    one = figures["single_thread"]
+    print(f"  on one thread, {one['frames']} frames, CPU ms a frame:")
+    for stage, key in (("front", "front_cpu_ms"), ("swap", "swap_cpu_ms")):
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in one[stage].items())
+        print(f"    {stage:<6} {one[key]:6.2f}  ({parts})")
     print(
         f"  faces swapped {figures['faces_swapped']}, skipped {figures['faces_skipped']} of {frames} frames"
     )

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.models import ResidencyModel, SessionModel
-from ffdesk.types import EncoderName, FaceSelection, Mode, Precision
+from ffdesk.types import EncoderName, FaceSelection, Mode, Precision, VideoPreset
 from ffdesk.units import format_bytes
 
 MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
@@ -202,6 +202,11 @@ class ControlsView(QWidget):
         self.encoder = _combo(get_args(EncoderName))
         self.quality = QSpinBox()
         self.quality.setRange(0, 100)
+        self.video_preset = _combo(("auto", *get_args(VideoPreset)))
+        self.video_preset.setToolTip(
+            "H.264/H.265 speed: auto is medium for final renders, veryfast for previews; "
+            "faster presets make bigger files"
+        )
         self.enhancer_weight = QDoubleSpinBox()
         self.enhancer_weight.setRange(0.0, 1.0)
         self.enhancer_weight.setSingleStep(0.05)
@@ -238,6 +243,7 @@ class ControlsView(QWidget):
         form.addRow("Faces", self.face_selection)
         form.addRow("Output format", self.encoder)
         form.addRow("Quality", self.quality)
+        form.addRow("Encoder speed", self.video_preset)
         self.browse = QPushButton("…")
         self.browse.setFixedWidth(30)
         out_row = QHBoxLayout()
@@ -245,7 +251,7 @@ class ControlsView(QWidget):
         out_row.addWidget(self.browse)
         form.addRow("Output folder", out_row)
         self.browse.clicked.connect(self._browse)
-        for c in (self.mode, self.precision, self.face_selection, self.encoder):
+        for c in (self.mode, self.precision, self.face_selection, self.encoder, self.video_preset):
             c.currentIndexChanged.connect(self._push)
         for s in (self.batch, self.quality, self.enhancer_blend, self.enhancer_weight):
             s.valueChanged.connect(self._push)
@@ -290,6 +296,7 @@ class ControlsView(QWidget):
             self.face_selection.setCurrentText(s.face_selection)
             self.encoder.setCurrentText(s.encoder)
             self.quality.setValue(s.quality)
+            self.video_preset.setCurrentText(s.video_preset)
             self.enhancer_weight.setValue(s.enhancer_weight)
             self.enhancer_blend.setValue(s.enhancer_blend)
             if self.mask_regions.text() != s.mask_regions:
@@ -321,6 +328,7 @@ class ControlsView(QWidget):
             face_selection=self.face_selection.currentText(),
             encoder=self.encoder.currentText(),
             quality=self.quality.value(),
+            video_preset=self.video_preset.currentText(),
             enhancer_weight=round(self.enhancer_weight.value(), 2),
             enhancer_blend=self.enhancer_blend.value(),
             mask_regions=self.mask_regions.text().strip(),

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 from ffdesk.faces.types import Face
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.preview import PreviewResult
-from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision
+from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, VideoPreset
 
 MarkerKind = Literal["noface", "flagged"]
 Level = Literal["info", "warning", "error"]
@@ -85,6 +85,8 @@ class Settings:
     encoder: EncoderName = "h264"
     quality: int = 65
     """0-100; 65 is CRF 18, the command line's final-render default."""
+    video_preset: Literal["auto"] | VideoPreset = "auto"
+    """The encoder's speed preset; "auto": the mode's (medium in final, veryfast in preview)."""
     output_dir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -297,6 +299,7 @@ class SessionModel(QObject):
             memory_budget=s.memory_budget_mb * 1024 * 1024 if s.memory_budget_mb > 0 else None,
             encoder=s.encoder,
             quality=s.quality,
+            video_preset=None if s.video_preset == "auto" else s.video_preset,
             start=self.in_point / fps if self.in_point is not None else None,
             end=(self.out_point + 1) / fps if self.out_point is not None else None,
             face_selection=s.face_selection,

@@ -65,6 +65,7 @@ PREVIEW_NEUTRAL_FIELDS = (
     "telemetry_log",
     "segment_frames",
     "encoder",
+    "video_preset",
     "batch",
     "memory_budget",
 )

@@ -73,9 +73,10 @@ def test_garbage_settings_and_queue_are_kept_aside_and_the_window_opens(
         (json.dumps({"batch": 10**30, "quality": 80}), "the saved batch is"),
         (json.dumps({"mode": 5, "quality": 80}), "the saved mode is 5"),
         (json.dumps({"encoder": "vp9", "quality": 80}), 'the saved encoder is "vp9"'),
+        (json.dumps({"video_preset": "turbo", "quality": 80}), 'the saved video_preset is "turbo"'),
         (json.dumps({"batch": "8", "quality": 80}), 'the saved batch is "8"'),
     ],
-    ids=["bad-json", "a-list", "huge-int", "wrong-type", "unknown-choice", "string-int"],
+    ids=["bad-json", "a-list", "huge-int", "wrong-type", "unknown-choice", "unknown-preset", "string-int"],
 )
 def test_bad_saved_controls_keep_the_rest_and_warn(
     open_window: Callable[[], Any], tmp_path: Path, saved: str, problem: str

@@ -35,10 +35,16 @@ def test_previewer_is_rebuilt_only_when_processing_changes(qtbot, window, tiny_c
     s.update_settings(quality=90)
     s.set_in(2)
     s.set_out(9)
-    s.update_settings(output_dir=str(tiny_clip.parent), encoder="h265", batch=2, memory_budget_mb=512)
+    s.update_settings(
+        output_dir=str(tiny_clip.parent),
+        encoder="h265",
+        video_preset="ultrafast",
+        batch=2,
+        memory_budget_mb=512,
+    )
     qtbot.waitUntil(lambda: worker.computed > shown, timeout=30000)
     qtbot.wait(400)  # every debounced request has been served
-    assert worker.builds == 1  # quality, in/out, output, encoder, batch and budget keep the models
+    assert worker.builds == 1  # quality, in/out, output, encoder, its speed, batch and budget keep the models
     s.update_settings(mode="final")
     qtbot.waitUntil(lambda: worker.builds == 2, timeout=30000)
 

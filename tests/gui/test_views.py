@@ -194,6 +194,21 @@ def test_enhancer_and_mask_controls_reach_the_job(qtbot, tmp_path: Path) -> None
     assert view.enhancer_blend.value() == 90
 
 
+def test_the_encoder_speed_reaches_the_job(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.controls import ControlsView
+
+    m = SessionModel()
+    view = ControlsView(m, ResidencyModel(), memory_total_mb=4096, models={})
+    qtbot.addWidget(view)
+    m.set_clip(ClipInfo(tmp_path / "clip.mp4", 320, 180, 25.0, 25, 1.0))
+    assert view.video_preset.currentText() == "auto"
+    assert m.build_job(tmp_path / "out.mp4").video_preset is None  # the mode's own
+    view.video_preset.setCurrentText("ultrafast")
+    assert m.build_job(tmp_path / "out.mp4").video_preset == "ultrafast"
+    m.update_settings(video_preset="slow")
+    assert view.video_preset.currentText() == "slow"
+
+
 def test_budget_bar_draws_resident_models_and_sets_budget(qtbot) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.controls import ControlsView
 

@@ -27,7 +27,8 @@ def session_options(
     provider: Provider, device: Literal["cuda", "cpu"], env: RuntimeEnv, precision: str = "fp32"
 ) -> SessionOptions:
     """Session options for a model of `precision` on `device` (TensorRT first for "tensorrt",
-    its engines cached in the environment's TensorRT folder)."""
+    its engines cached in the environment's TensorRT folder). On the CPU, large models load from
+    external-data copies in the environment's `weights_dir` (`ffdesk.runtime.weights`)."""
     from ffdesk.runtime.sessions import SessionOptions
 
     return SessionOptions(
@@ -36,4 +37,5 @@ def session_options(
         trt_fp16=precision == "fp16",
         cache_dir=env.trt_cache_dir,
         driver=env.driver,
+        weights_dir=env.weights_dir if device == "cpu" else None,
     )

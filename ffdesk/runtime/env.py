@@ -116,6 +116,11 @@ class RuntimeEnv:
         return self.cache_dir / "variants"
 
     @property
+    def weights_dir(self) -> Path:
+        """External-data copies of large models (`ffdesk.runtime.weights`)."""
+        return self.cache_dir / "weights"
+
+    @property
     def footprints_path(self) -> Path:
         """Measured model footprints (footprints.json)."""
         return self.cache_dir / "footprints.json"

@@ -110,6 +110,9 @@ class SessionOptions:
     only when `tensorrt` is asked for)."""
     driver: DriverFlags | None = None
     """The GPU driver switches (the runtime environment's `driver`; None: the environment's)."""
+    weights_dir: Path | None = None
+    """Where external-data copies of large model files are kept (`ffdesk.runtime.weights`): a
+    session made from a file loads its copy, holding the weights once. None: the file itself."""
 
 
 def cuda_usable(flags: DriverFlags | None = None) -> bool:
@@ -209,10 +212,7 @@ class OrtSession:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Idle intra-op threads spin by default, taking CPU from decode, encode and other stages.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        target = str(model) if isinstance(model, Path) else model
-        self._session: ort.InferenceSession | None = ort.InferenceSession(
-            target, sess_options=so, providers=provider_list(self.options)
-        )
+        self._session: ort.InferenceSession | None = _open(model, so, self.options)
         self.providers: tuple[str, ...] = tuple(self._session.get_providers())
         self.provider: str = self.providers[0]
         self.inputs = _io(self._session.get_inputs())
@@ -396,6 +396,27 @@ class TorchSession:
 
     def close(self) -> None:
         self.module = self.module.to("cpu")
+
+
+def _open(model: Path | bytes, so: ort.SessionOptions, options: SessionOptions) -> ort.InferenceSession:
+    """The ONNX Runtime session for `model`: from its external-data copy when `options` keep
+    them (a copy that will not load is removed, and the file itself loaded)."""
+    import onnxruntime as ort
+
+    providers = provider_list(options)
+    if isinstance(model, Path) and options.weights_dir is not None:
+        from ffdesk.runtime import weights
+
+        copy = weights.external_copy(model, options.weights_dir)
+        if copy is not None:
+            try:
+                return ort.InferenceSession(str(copy), sess_options=so, providers=providers)
+            except Exception as exc:  # noqa: BLE001 - a damaged copy: the original decides
+                if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
+                    raise  # out of memory: the copy is fine, and the file would fail the same way
+                weights.discard(copy)
+    target = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(target, sess_options=so, providers=providers)
 
 
 def create_session(

@@ -1,0 +1,101 @@
+"""External-data copies of large models: made once, loaded instead of the file, never half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ffdesk.hw import DriverFlags
+from ffdesk.pipeline.providers import session_options
+from ffdesk.runtime import weights
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.sessions import SessionOptions, create_session
+
+WEIGHT = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)  # 256 KiB
+
+
+def _model(path: Path) -> Path:
+    """y = x @ W, with W embedded in the file (as exporters write it)."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])],
+        [numpy_helper.from_array(WEIGHT, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_large_model_gets_one_copy_with_its_weights_beside_it(tmp_path: Path) -> None:
+    src = _model(tmp_path / "big.onnx")
+    cache = tmp_path / "weights"
+    copy = weights.external_copy(src, cache, min_bytes=1024)
+    assert copy is not None and copy.name == weights.MODEL_NAME
+    data = copy.parent / weights.DATA_NAME
+    assert copy.stat().st_size < 4096 and data.stat().st_size >= WEIGHT.nbytes  # the weights moved out
+    assert [p.name for p in cache.iterdir()] == [copy.parent.name]  # no temporary folder left
+    made = data.stat().st_mtime_ns
+    assert weights.external_copy(src, cache, min_bytes=1024) == copy  # found, not made again
+    assert data.stat().st_mtime_ns == made
+    x = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+    original = create_session(src, SessionOptions(device="cpu")).run({"x": x})["y"]
+    copied = create_session(copy, SessionOptions(device="cpu")).run({"x": x})["y"]
+    np.testing.assert_array_equal(original, copied)
+    assert src.read_bytes().find(WEIGHT.tobytes()[:64]) >= 0  # the source is never touched
+
+
+def test_small_files_and_what_cannot_be_converted_load_as_they_are(tmp_path: Path) -> None:
+    cache = tmp_path / "weights"
+    assert weights.external_copy(_model(tmp_path / "small.onnx"), cache) is None  # under MIN_BYTES
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x08\x07" + bytes(4096))
+    assert weights.external_copy(junk, cache, min_bytes=1024) is None
+    assert not cache.exists() or list(cache.iterdir()) == []  # nothing half-written left behind
+    assert weights.external_copy(tmp_path / "missing.onnx", cache, min_bytes=1) is None
+
+
+def test_a_session_loads_the_copy_and_a_damaged_copy_gives_way_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(weights, "MIN_BYTES", 1024)
+    src = _model(tmp_path / "big.onnx")
+    cache = tmp_path / "weights"
+    options = SessionOptions(device="cpu", weights_dir=cache)
+    x = np.ones((1, 256), np.float32)
+    want = x @ WEIGHT
+    np.testing.assert_allclose(create_session(src, options).run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+    copy = weights.copy_dir(src, cache)
+    assert (copy / weights.DATA_NAME).is_file()
+    (copy / weights.DATA_NAME).write_bytes(b"")  # damaged: its weights are gone
+    opened: list[str] = []
+    real = weights.external_copy
+
+    def spy(model: Path, folder: Path, **kw: object) -> Path | None:
+        found = real(model, folder)
+        opened.append(str(found))
+        return found
+
+    monkeypatch.setattr(weights, "external_copy", spy)
+    np.testing.assert_allclose(create_session(src, options).run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+    assert opened == [str(copy / weights.MODEL_NAME)] and not copy.exists()  # tried, then removed
+    create_session(src, options)  # and made again next time
+    assert (copy / weights.DATA_NAME).stat().st_size >= WEIGHT.nbytes
+
+
+def test_renders_keep_copies_for_the_cpu_only(tmp_path: Path) -> None:
+    env = RuntimeEnv(
+        models_dir=tmp_path / "models",
+        data_dir=tmp_path / "data",
+        cache_dir=tmp_path / "cache",
+        settings_path=tmp_path / "settings.json",
+        driver=DriverFlags(),
+    )
+    assert session_options("cpu", "cpu", env).weights_dir == tmp_path / "cache" / "weights"
+    assert session_options("auto", "cuda", env).weights_dir is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -23,4 +23,5 @@ VideoPreset = Literal[
     "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow"
 ]
 """x264/x265's speed presets, fastest first (NVENC takes the nearest of its own p1-p7)."""
+VIDEO_PRESETS: tuple[VideoPreset, ...] = get_args(VideoPreset)
 FaceSelection = Literal["largest", "all", "reference"]

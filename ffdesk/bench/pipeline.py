@@ -43,9 +43,8 @@ import numpy.typing as npt
 from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.commands.runtime_env import runtime_env
-from ffdesk.media.encode import VIDEO_PRESETS
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame, VideoPreset
+from ffdesk.types import VIDEO_PRESETS, Frame, VideoPreset
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport

@@ -8,13 +8,13 @@ import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
-from ffdesk.types import VideoPreset
+from ffdesk.types import VIDEO_PRESETS
 from ffdesk.units import parse_size, parse_time
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
     p.add_argument("--quality", type=int, default=None, help="0-100 (default: per mode)")
     p.add_argument(
         "--video-preset",
-        choices=get_args(VideoPreset),
+        choices=VIDEO_PRESETS,
         default=None,
         help="H.264/H.265 speed preset (default: medium in final mode, veryfast in preview)",
     )

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.models import ResidencyModel, SessionModel
-from ffdesk.types import EncoderName, FaceSelection, Mode, Precision, VideoPreset
+from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
 
 MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
@@ -202,7 +202,7 @@ class ControlsView(QWidget):
         self.encoder = _combo(get_args(EncoderName))
         self.quality = QSpinBox()
         self.quality.setRange(0, 100)
-        self.video_preset = _combo(("auto", *get_args(VideoPreset)))
+        self.video_preset = _combo(("auto", *VIDEO_PRESETS))
         self.video_preset.setToolTip(
             "H.264/H.265 speed: auto is medium for final renders, veryfast for previews; "
             "faster presets make bigger files"

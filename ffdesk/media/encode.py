@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import cast, get_args
+from typing import cast
 
 import av
 import cv2
@@ -74,7 +74,7 @@ from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
-from ffdesk.types import EncoderName, Frame, Mode, VideoPreset
+from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
 
 _SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
 _SOFTWARE = {"h264": "libx264", "h265": "libx265", "prores": "prores_ks"}
@@ -121,9 +121,6 @@ class EncodeSettings:
     def speed_preset(self) -> VideoPreset:
         """The x264/x265 preset these settings encode with."""
         return self.preset or ("medium" if self.mode == "final" else "veryfast")
-
-
-VIDEO_PRESETS: tuple[VideoPreset, ...] = get_args(VideoPreset)
 
 
 def nvenc_preset(preset: VideoPreset) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from ffdesk.errors import UserError
-from ffdesk.types import EncoderName, FaceSelection, Mode, Precision, VideoPreset
+from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision, VideoPreset
 
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 """Where the models of a render run: "auto" (CUDA when usable, else the CPU), "cpu", "cuda"
@@ -141,9 +141,8 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
         raise UserError(f"swap scale must be 1, 2 or 4, not {job.swap_scale!r}")
-    presets = get_args(VideoPreset)
-    if job.video_preset is not None and job.video_preset not in presets:
-        raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(presets)})")
+    if job.video_preset is not None and job.video_preset not in VIDEO_PRESETS:
+        raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
 
 
 LEGACY_EXTRA_KEYS = ("provider", "swap_scale")

@@ -6,7 +6,7 @@ ship them), ONNX Runtime keeps the parsed file beside the weights it initialises
 it started. Loaded from a copy whose weights sit in a side file (ONNX's external data), the same
 model left it 352 MiB larger, peaked at 456 MiB, and loaded in a third of the time.
 
-`external_copy` makes such a copy once per model file (by its fingerprint) in a cache folder and
+`external_copy` makes such a copy once per model file (by its size and time) in a cache folder and
 returns its path; the conversion runs in a child process (`python -m ffdesk.runtime.weights SRC
 DIR`), so parsing the whole model never swells the render's own memory. The copy is built in a
 temporary folder and renamed into place, so a crash, a full disk or two renders converting the
@@ -23,8 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ffdesk.runtime.integrity import file_fingerprint
-
 MIN_BYTES = 64 * 2**20
 """Models smaller than this load as they are (the second copy costs little, the copy a file)."""
 MODEL_NAME = "model.onnx"
@@ -33,9 +31,14 @@ CONVERT_TIMEOUT_S = 900.0
 
 
 def copy_dir(src: Path, cache: Path) -> Path:
-    """Where the external-data copy of `src` lives in `cache` (it may not exist)."""
-    fp = file_fingerprint(src).split(":")[-1]
-    return Path(cache) / f"{Path(src).stem}.{fp}"
+    """Where the external-data copy of `src` lives in `cache` (it may not exist): named by the
+    file's size and modification time, read from its metadata, so finding the copy on each load
+    never reads the model itself (a changed file gets a new copy)."""
+    return _named(Path(src), Path(src).stat(), cache)
+
+
+def _named(src: Path, st: os.stat_result, cache: Path) -> Path:
+    return Path(cache) / f"{src.stem}.{st.st_size:x}.{st.st_mtime_ns:x}"
 
 
 def external_copy(src: Path, cache: Path, *, min_bytes: int | None = None) -> Path | None:
@@ -44,12 +47,13 @@ def external_copy(src: Path, cache: Path, *, min_bytes: int | None = None) -> Pa
     copy can be made."""
     src = Path(src)
     try:
-        size = src.stat().st_size
+        st = src.stat()
     except OSError:
         return None
+    size = st.st_size
     if size < (MIN_BYTES if min_bytes is None else min_bytes):
         return None
-    final = copy_dir(src, cache)
+    final = _named(src, st, cache)
     if _complete(final):
         return final / MODEL_NAME
     try:

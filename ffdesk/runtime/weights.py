@@ -13,10 +13,16 @@ temporary folder and renamed into place, so a crash, a full disk or two renders 
 same model at once never leave a half-written copy where it is looked for. Anything that stops a
 copy being made (too little space, an unparsable file, a conversion that fails) returns None: the
 caller loads the original file, as before.
+
+The cache holds one copy per model file: a copy's name also says which file it is of (a hash of
+the file's path), and once a changed file (a model updated in place) has its new copy, the copies
+of its earlier versions are removed, with the temporary folders of conversions whose process is
+gone (a crash, a kill). Deleting the whole folder is always safe: copies are made again as needed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -38,7 +44,14 @@ def copy_dir(src: Path, cache: Path) -> Path:
 
 
 def _named(src: Path, st: os.stat_result, cache: Path) -> Path:
-    return Path(cache) / f"{src.stem}.{st.st_size:x}.{st.st_mtime_ns:x}"
+    return Path(cache) / f"{_of_file(src)}.{st.st_size:x}.{st.st_mtime_ns:x}"
+
+
+def _of_file(src: Path) -> str:
+    """The part of a copy's name that says which file it is of: its name, and a hash of its path
+    (two packs' models of the same name are different files)."""
+    where = hashlib.blake2b(str(Path(src).absolute()).encode(), digest_size=4).hexdigest()
+    return f"{Path(src).stem}.{where}"
 
 
 def external_copy(src: Path, cache: Path, *, min_bytes: int | None = None) -> Path | None:
@@ -79,6 +92,7 @@ def external_copy(src: Path, cache: Path, *, min_bytes: int | None = None) -> Pa
         except OSError:  # another process put its copy there first
             if not _complete(final):
                 return None
+        drop_superseded(final)
         return final / MODEL_NAME
     except (OSError, subprocess.SubprocessError):
         return None
@@ -96,6 +110,49 @@ def discard(model: Path) -> None:
         return
     if Path(model).name == MODEL_NAME and names <= {MODEL_NAME, DATA_NAME}:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def drop_superseded(copy: Path) -> None:
+    """Remove the copies of earlier versions of the file that `copy` (a copy's folder) is of, and
+    the temporary folders of its conversions whose process has ended. A copy some render still
+    loads from stays readable to it (the system frees a removed file once nobody has it open), and
+    one that fails to load falls back to the model file."""
+    copy = Path(copy)
+    prefix = copy.name.rsplit(".", 2)[0] + "."  # `_of_file` and the dot after it
+    try:
+        entries = list(copy.parent.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if entry == copy or not entry.is_dir():
+            continue
+        earlier = name.startswith(prefix) and _complete(entry) and _only_a_copy(entry)
+        abandoned = name.startswith("." + prefix) and name.endswith(".partial") and not _alive(name)
+        if earlier or abandoned:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _only_a_copy(folder: Path) -> bool:
+    try:
+        return {p.name for p in folder.iterdir()} <= {MODEL_NAME, DATA_NAME}
+    except OSError:
+        return False
+
+
+def _alive(partial_name: str) -> bool:
+    """Whether the process that named a temporary folder `.NAME.PID.partial` is still running."""
+    try:
+        pid = int(partial_name.rsplit(".", 2)[-2])
+    except ValueError:
+        return True  # not one of ours: leave it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True
 
 
 def _complete(folder: Path) -> bool:

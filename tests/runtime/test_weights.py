@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,30 @@ def test_a_large_model_gets_one_copy_with_its_weights_beside_it(tmp_path: Path) 
     copied = create_session(copy, SessionOptions(device="cpu")).run({"x": x})["y"]
     np.testing.assert_array_equal(original, copied)
     assert src.read_bytes().find(WEIGHT.tobytes()[:64]) >= 0  # the source is never touched
+
+
+def test_a_changed_model_replaces_its_copy_and_other_files_keep_theirs(tmp_path: Path) -> None:
+    cache = tmp_path / "weights"
+    for folder in ("pack", "other"):
+        (tmp_path / folder).mkdir()
+    src = _model(tmp_path / "pack" / "big.onnx")
+    other = _model(tmp_path / "other" / "big.onnx")  # another file of the same name
+    old = weights.external_copy(src, cache, min_bytes=1024)
+    kept = weights.external_copy(other, cache, min_bytes=1024)
+    assert old is not None and kept is not None and old.parent != kept.parent
+    # a crashed conversion of the file (a process that has ended) and a running one
+    dead = cache / f".{old.parent.name}.999999999.partial"
+    running = cache / f".{old.parent.name}.{os.getpid()}.partial"
+    dead.mkdir()
+    running.mkdir()
+    st = src.stat()
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the model updated in place
+    new = weights.external_copy(src, cache, min_bytes=1024)
+    assert new is not None and new.parent != old.parent
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [new.parent.name, kept.parent.name, running.name]
+    )
+    assert weights.external_copy(other, cache, min_bytes=1024) == kept  # still there, not remade
 
 
 def test_small_files_and_what_cannot_be_converted_load_as_they_are(tmp_path: Path) -> None:

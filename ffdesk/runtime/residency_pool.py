@@ -21,7 +21,15 @@ from typing import Literal
 from ffdesk.runtime import residency_policy as policy
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.memprobe import MemoryProbe
-from ffdesk.runtime.sessions import CPU, CUDA, HostCopy, Session, prime_onnxruntime, warm_up
+from ffdesk.runtime.sessions import (
+    CPU,
+    CUDA,
+    HostCopy,
+    Session,
+    footprint_provider,
+    prime_onnxruntime,
+    warm_up,
+)
 
 OnChange = Callable[[tuple[tuple[str, int], ...], int | None], None]
 """Called with ((model label, bytes on the device), ...) and the budget whenever residency
@@ -312,7 +320,7 @@ class Pool:
                 e.nbytes = 0 if not e.loads else e.nbytes
                 self._locked_changed()
             raise
-        store_key = ticket.store_key(session.provider)
+        store_key = ticket.store_key(footprint_provider(session))
         if recorded is not None:
             nbytes = recorded
         elif ticket.measured and not store_key:
@@ -344,7 +352,7 @@ class Pool:
             t0 = time.perf_counter()
             session = ticket.host.reload() if ticket.host is not None else ticket.loader()
             load_ms = (time.perf_counter() - t0) * 1000.0
-            store_key = ticket.store_key(session.provider)
+            store_key = ticket.store_key(footprint_provider(session))
             recorded = self.footprints.get(store_key) if store_key else None
             # Warm up only to measure: once the footprint is known, a reload after an
             # eviction should cost a load, not a load plus an inference.

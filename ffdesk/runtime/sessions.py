@@ -212,7 +212,9 @@ class OrtSession:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Idle intra-op threads spin by default, taking CPU from decode, encode and other stages.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session: ort.InferenceSession | None = _open(model, so, self.options)
+        self._session: ort.InferenceSession | None
+        self._session, self.weights_copy = _open(model, so, self.options)
+        """`weights_copy`: the external-data copy the session was loaded from (None: the file)."""
         self.providers: tuple[str, ...] = tuple(self._session.get_providers())
         self.provider: str = self.providers[0]
         self.inputs = _io(self._session.get_inputs())
@@ -398,9 +400,11 @@ class TorchSession:
         self.module = self.module.to("cpu")
 
 
-def _open(model: Path | bytes, so: ort.SessionOptions, options: SessionOptions) -> ort.InferenceSession:
-    """The ONNX Runtime session for `model`: from its external-data copy when `options` keep
-    them (a copy that will not load is removed, and the file itself loaded)."""
+def _open(
+    model: Path | bytes, so: ort.SessionOptions, options: SessionOptions
+) -> tuple[ort.InferenceSession, Path | None]:
+    """The ONNX Runtime session for `model`, and the external-data copy it was loaded from when
+    `options` keep them (a copy that will not load is removed, and the file itself loaded)."""
     import onnxruntime as ort
 
     providers = provider_list(options)
@@ -410,13 +414,24 @@ def _open(model: Path | bytes, so: ort.SessionOptions, options: SessionOptions) 
         copy = weights.external_copy(model, options.weights_dir)
         if copy is not None:
             try:
-                return ort.InferenceSession(str(copy), sess_options=so, providers=providers)
+                return ort.InferenceSession(str(copy), sess_options=so, providers=providers), copy
             except Exception as exc:  # noqa: BLE001 - a damaged copy: the original decides
                 if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
                     raise  # out of memory: the copy is fine, and the file would fail the same way
                 weights.discard(copy)
     target = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(target, sess_options=so, providers=providers)
+    return ort.InferenceSession(target, sess_options=so, providers=providers), None
+
+
+FROM_COPY = "+external-data"
+"""Added to the provider in a footprint's key when the weights came from an external-data copy."""
+
+
+def footprint_provider(session: Session) -> str:
+    """The provider part of the key a session's measured footprint is remembered under: a model
+    loaded from its external-data copy holds its weights once, and the same file loaded as it is
+    (no room for a copy, or a damaged one) costs more, so the two are remembered apart."""
+    return session.provider + (FROM_COPY if getattr(session, "weights_copy", None) is not None else "")
 
 
 def create_session(

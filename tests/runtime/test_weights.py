@@ -124,3 +124,30 @@ def test_renders_keep_copies_for_the_cpu_only(tmp_path: Path) -> None:
     )
     assert session_options("cpu", "cpu", env).weights_dir == tmp_path / "cache" / "weights"
     assert session_options("auto", "cuda", env).weights_dir is None
+
+
+def test_a_footprint_measured_on_the_file_is_not_taken_for_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model loaded as it is holds more than from its copy: the two footprints are kept apart,
+    so neither a stale record from before the copy, nor one from the copy when no copy can be
+    made, misleads the budget."""
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.residency import ResidencyManager
+    from ffdesk.runtime.sessions import CPU, FROM_COPY
+    from tests.runtime.conftest import FakeProbe
+
+    monkeypatch.setattr(weights, "MIN_BYTES", 1024)
+    src = _model(tmp_path / "big.onnx")
+    store = FootprintStore(tmp_path / "footprints.json")
+    as_is = FootprintStore.key("f", "fp32", CPU)
+    store.put(as_is, 999 * 2**20, 1.0)  # recorded before copies were made
+    options = SessionOptions(device="cpu", weights_dir=tmp_path / "weights")
+    with ResidencyManager(None, "cpu", probe=FakeProbe(), footprints=store) as mgr:
+        mgr.register("m", lambda: create_session(src, options), fingerprint="f", warmup=False)
+        with mgr.acquire("m") as session:
+            assert getattr(session, "weights_copy", None) is not None
+        measured = dict(mgr.resident())["m"]
+    assert measured < 999 * 2**20  # measured afresh, not the file's record
+    assert store.get(FootprintStore.key("f", "fp32", CPU + FROM_COPY)) == measured
+    assert store.get(as_is) == 999 * 2**20

@@ -113,12 +113,18 @@ def discard(model: Path) -> None:
 
 
 def drop_superseded(copy: Path) -> None:
-    """Remove the copies of earlier versions of the file that `copy` (a copy's folder) is of, and
-    the temporary folders of its conversions whose process has ended. A copy some render still
+    """Remove the copies of earlier versions of the file that `copy` (a copy's folder) is of (and
+    its copy under the name used before names carried the path's hash), and the temporary folders
+    of its conversions whose process has ended. A copy some render still
     loads from stays readable to it (the system frees a removed file once nobody has it open), and
     one that fails to load falls back to the model file."""
     copy = Path(copy)
     prefix = copy.name.rsplit(".", 2)[0] + "."  # `_of_file` and the dot after it
+    parts = copy.name.rsplit(".", 3)
+    if len(parts) != 4:
+        return  # not a copy's name
+    stem, _where, size, mtime = parts
+    legacy = f"{stem}.{size}.{mtime}"  # the same file's copy as named before the path's hash
     try:
         entries = list(copy.parent.iterdir())
     except OSError:
@@ -127,7 +133,7 @@ def drop_superseded(copy: Path) -> None:
         name = entry.name
         if entry == copy or not entry.is_dir():
             continue
-        earlier = name.startswith(prefix) and _complete(entry) and _only_a_copy(entry)
+        earlier = (name.startswith(prefix) or name == legacy) and _complete(entry) and _only_a_copy(entry)
         abandoned = name.startswith("." + prefix) and name.endswith(".partial") and not _alive(name)
         if earlier or abandoned:
             shutil.rmtree(entry, ignore_errors=True)

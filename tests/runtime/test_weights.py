@@ -68,6 +68,11 @@ def test_a_changed_model_replaces_its_copy_and_other_files_keep_theirs(tmp_path:
     running.mkdir()
     st = src.stat()
     os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the model updated in place
+    st = src.stat()
+    legacy = cache / f"big.{st.st_size:x}.{st.st_mtime_ns:x}"  # as copies were named before
+    legacy.mkdir()
+    for name in (weights.MODEL_NAME, weights.DATA_NAME):
+        (legacy / name).write_bytes(b"x")
     new = weights.external_copy(src, cache, min_bytes=1024)
     assert new is not None and new.parent != old.parent
     assert sorted(p.name for p in cache.iterdir()) == sorted(

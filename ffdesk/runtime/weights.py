@@ -92,7 +92,7 @@ def external_copy(src: Path, cache: Path, *, min_bytes: int | None = None) -> Pa
         except OSError:  # another process put its copy there first
             if not _complete(final):
                 return None
-        drop_superseded(final)
+        _drop_superseded(final)
         return final / MODEL_NAME
     except (OSError, subprocess.SubprocessError):
         return None
@@ -104,26 +104,22 @@ def discard(model: Path) -> None:
     """Remove the copy whose .onnx is `model` (it would not load); a folder holding anything but
     a copy's two files is left alone."""
     folder = Path(model).parent
-    try:
-        names = {p.name for p in folder.iterdir()}
-    except OSError:
-        return
-    if Path(model).name == MODEL_NAME and names <= {MODEL_NAME, DATA_NAME}:
+    if Path(model).name == MODEL_NAME and _only_a_copy(folder):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def drop_superseded(copy: Path) -> None:
+def _drop_superseded(copy: Path) -> None:
     """Remove the copies of earlier versions of the file that `copy` (a copy's folder) is of (and
     its copy under the name used before names carried the path's hash), and the temporary folders
-    of its conversions whose process has ended. A copy some render still
-    loads from stays readable to it (the system frees a removed file once nobody has it open), and
-    one that fails to load falls back to the model file."""
+    of its conversions whose process has ended. A copy some render still loads from stays readable
+    to it (the system frees a removed file once nobody has it open), and one that fails to load
+    falls back to the model file."""
     copy = Path(copy)
-    prefix = copy.name.rsplit(".", 2)[0] + "."  # `_of_file` and the dot after it
     parts = copy.name.rsplit(".", 3)
     if len(parts) != 4:
         return  # not a copy's name
-    stem, _where, size, mtime = parts
+    stem, where, size, mtime = parts
+    prefix = f"{stem}.{where}."  # `_of_file` and the dot after it
     legacy = f"{stem}.{size}.{mtime}"  # the same file's copy as named before the path's hash
     try:
         entries = list(copy.parent.iterdir())
@@ -140,6 +136,7 @@ def drop_superseded(copy: Path) -> None:
 
 
 def _only_a_copy(folder: Path) -> bool:
+    """Whether `folder` holds nothing but a copy's two files (so removing it loses nothing else)."""
     try:
         return {p.name for p in folder.iterdir()} <= {MODEL_NAME, DATA_NAME}
     except OSError:

@@ -44,6 +44,7 @@ TFLITE_MODELS = {
     "face_landmark": ("face_mesh_468.onnx", 192, (0.0, 1.0)),
 }
 RETINA_NAME = "retinaface_tiny.onnx"
+MESH_TFLITE = "face_landmark.tflite"
 TOLERANCE = 1e-3  # absolute, on outputs whose magnitude reaches ~150 (pixels and logits)
 
 # Runs inside the throw-away environment: convert every model and record reference outputs.
@@ -188,10 +189,12 @@ def main() -> int:
         _run([str(py), "-c", CHILD, json.dumps(job)])
         for onnx_name, _, _ in TFLITE_MODELS.values():
             _expand_prelu(out_dir / onnx_name)
+        # the mesh also ships as it is: LiteRT runs the original faster than ONNX Runtime the copy
+        (out_dir / MESH_TFLITE).write_bytes((data_dir / MESH_TFLITE).read_bytes())
         (out_dir / RETINA_NAME).write_bytes(_retinaface_bytes(weights_py))
         print(f"{RETINA_NAME}: extracted from {RETINA}")
         _verify(out_dir, inputs, work / "refs.npz")
-    for f in sorted(out_dir.glob("*.onnx")):
+    for f in sorted([*out_dir.glob("*.onnx"), out_dir / MESH_TFLITE]):
         print(f"wrote {f} ({f.stat().st_size / 1e6:.2f} MB)")
     return 0
 

@@ -95,8 +95,9 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
             out.mux(packet)
 
 
-def _model_costs(frame_path: Path) -> dict[str, float]:
-    """Single-thread milliseconds of one detection (720p frame) and one mesh pass."""
+def _model_costs(frame_path: Path) -> dict[str, float | str]:
+    """Single-thread milliseconds of one detection (720p frame) and one mesh pass, and the mesh's
+    runtime."""
 
     from ffdesk.faces.analyser import FaceAnalyser
     from ffdesk.media.decode import read_frame_at
@@ -112,6 +113,7 @@ def _model_costs(frame_path: Path) -> dict[str, float]:
         "detect_ms": round(median_ms(lambda: analyser.detect(frame, try_rotations=False), 10, warmup=0), 2),
         "mesh_ms": round(median_ms(lambda: analyser.track(frame, face), 30, warmup=0), 2),
         "face_px": round(face.size, 1),
+        "mesh_runtime": analyser.mesh_runtime,
     }
 
 
@@ -322,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
         cpu = figures["stage_cpu_ms_per_frame"].get(name)
         print(f"  {name:<8} {ms:10.2f}  {cpu if cpu is not None else float('nan'):12.2f}")
     for name, value in figures["models"].items():
-        print(f"  {name:<8} {value:7.2f}")
+        print(f"  {name:<8} {value:7.2f}" if isinstance(value, float) else f"  {name:<8} {value}")
     if "ratio" in figures:
         extra = figures["extra_cpu_ms_per_frame"]
         low, high = figures["ratio_range"]

@@ -5,11 +5,12 @@ frame; when nothing is found the frame is also tried turned by 90, 270 and 180 d
 detection whose keypoints cannot be a face's (both eyes on one spot, the mouth on the eye line:
 what the upright detector gives for a face upside down) is dropped, so the turned passes get
 their chance.
-Landmarks: MediaPipe's face mesh on a rotated square region around the face, run twice on a fresh
-detection (the second time around its own first result, as MediaPipe does when tracking). When
-the mesh model is unsure of a fresh detection, the region is also tried in the other three
-quarter turns and the most certain is kept (`Face.turn` says which), so a face is always meshed,
-and later warped and pasted, in its own orientation.
+Landmarks: MediaPipe's face mesh (on LiteRT where it is installed, see `mesh_model`) on a rotated
+square region around the face, run twice on a fresh detection (the second time around its own
+first result, as MediaPipe does when tracking). When the mesh model is unsure of a fresh
+detection, the region is also tried in the other three quarter turns and the most certain is kept
+(`Face.turn` says which), so a face is always meshed, and later warped and pasted, in its own
+orientation.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from ffdesk.faces.mesh import eye_angle, kps_from_mesh
+from ffdesk.faces.mesh_model import ONNX_FILE, MeshRuntime, open_mesh, ort_session
 from ffdesk.faces.types import Face
 from ffdesk.resources import resource_path
 from ffdesk.runtime.tensors import nchw
@@ -33,7 +35,7 @@ from ffdesk.types import Frame, Points
 F32 = npt.NDArray[np.float32]
 
 DETECTOR_FILE = "retinaface_tiny.onnx"
-MESH_FILE = "face_mesh_468.onnx"
+MESH_FILE = ONNX_FILE
 NEAR_DETECTOR_FILE = "blazeface_short_range.onnx"
 NEAR_SIZE = 128
 NEAR_SEARCH_SCALE = 2.2
@@ -67,14 +69,11 @@ class AnalyserSettings:
     the other quarter turns are tried too."""
     threads: int = 1
     """ONNX Runtime intra-op threads per session (1 is best when several workers call at once)."""
+    mesh_runtime: MeshRuntime = "auto"
+    """The face mesh's runtime (`ffdesk.faces.mesh_model.open_mesh`)."""
 
 
-def _session(path: Path, threads: int) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+_session = ort_session
 
 
 def _sigmoid(x: float) -> float:
@@ -110,16 +109,20 @@ class FaceAnalyser:
         self.settings = settings or AnalyserSettings()
         folder = models_dir or resource_path("models")
         self._detector = _session(folder / DETECTOR_FILE, self.settings.threads)
-        self._mesh = _session(folder / MESH_FILE, self.settings.threads)
+        self._mesh = open_mesh(folder, self.settings.threads, self.settings.mesh_runtime)
         self._near_path = folder / NEAR_DETECTOR_FILE
         if not self._near_path.is_file():
             raise FileNotFoundError(self._near_path)
         self._near_session: ort.InferenceSession | None = None  # made when a face is first lost
         self._near_anchors = _blazeface_anchors()
         self._det_input = self._detector.get_inputs()[0].name
-        self._mesh_input = self._mesh.get_inputs()[0].name
         self._anchors: dict[tuple[int, int], F32] = {}
         self._lock = threading.Lock()
+
+    @property
+    def mesh_runtime(self) -> str:
+        """The runtime the face mesh runs on: "litert" or "onnxruntime"."""
+        return self._mesh.runtime
 
     def _near(self) -> ort.InferenceSession:
         with self._lock:
@@ -231,14 +234,13 @@ class FaceAnalyser:
         crop = cv2.warpAffine(
             image, m, (MESH_SIZE, MESH_SIZE), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
-        x = nchw(crop, 1.0 / 255.0)
-        raw, flag = self._mesh.run(None, {self._mesh_input: x})
-        pts = raw.reshape(468, 3).astype(np.float64)
+        raw, flag = self._mesh(np.asarray(crop, np.uint8))
+        pts = raw.astype(np.float64)
         inv = cv2.invertAffineTransform(m)
         out = np.empty((468, 3), np.float32)
         out[:, :2] = pts[:, :2] @ inv[:, :2].T + inv[:, 2]
         out[:, 2] = pts[:, 2] * (size / MESH_SIZE)
-        return out, _sigmoid(float(flag.ravel()[0]))
+        return out, _sigmoid(flag)
 
     def track(self, image: Frame, face: Face) -> Face | None:
         """The face's mesh in a new frame, searched around its previous landmarks (or its detection

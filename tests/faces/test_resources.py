@@ -23,6 +23,7 @@ def test_models_ship_in_the_resources_folder() -> None:
         assert path.is_file(), path
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         assert session.get_inputs()[0].shape == inputs
+    assert resource_path("models", "face_landmark.tflite").stat().st_size > 2_000_000  # the mesh, for LiteRT
     assert (resources_dir() / "models" / "LICENSES.md").is_file()
     assert (resources_dir() / "sample" / "LICENSES.md").is_file()
 

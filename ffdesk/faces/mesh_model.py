@@ -17,7 +17,12 @@ Runtime's `run` does.
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -38,6 +43,35 @@ POINTS = 468
 SIZE = 192
 
 log = logging.getLogger(__name__)
+
+BANNER = b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
+_STDERR_SWAP = threading.RLock()  # one thread redirects fd 2 at a time (nesting is fine)
+
+
+@contextmanager
+def without_banner() -> Iterator[None]:
+    """LiteRT's C++ code prints `BANNER` on stderr when a process makes its first XNNPACK
+    delegate, with no switch to turn it off; every ffdesk command would start with it. Meanwhile
+    fd 2 goes to a temporary file, and whatever else was written there is passed on after."""
+    with _STDERR_SWAP, tempfile.TemporaryFile() as held:
+        try:
+            sys.stderr.flush()
+            saved = os.dup(2)
+        except (OSError, ValueError, AttributeError):
+            yield  # no usable stderr: nothing to keep clean
+            return
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            rest = b"".join(
+                line for line in held.read().splitlines(keepends=True) if not line.startswith(BANNER)
+            )
+            if rest:
+                os.write(2, rest)
 
 
 class MeshModel(Protocol):
@@ -94,8 +128,9 @@ class LiteRtMesh:
     def _interpreter(self) -> Any:
         it = getattr(self._local, "interpreter", None)
         if it is None:
-            it = self._make(model_path=self._path, num_threads=self._threads)
-            it.allocate_tensors()
+            with without_banner():  # the delegate is made here, on the process's first one
+                it = self._make(model_path=self._path, num_threads=self._threads)
+                it.allocate_tensors()
             outs = it.get_output_details()
             points = next(o["index"] for o in outs if int(np.prod(o["shape"])) == POINTS * 3)
             flag = next(o["index"] for o in outs if int(np.prod(o["shape"])) == 1)

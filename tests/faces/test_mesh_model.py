@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -105,3 +107,28 @@ def test_threads_calling_at_once_get_each_their_own_answer() -> None:
     for k in range(4):
         for got, want in zip(results[k], serial, strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+def test_litert_s_banner_is_kept_off_stderr_and_other_output_is_not() -> None:
+    script = (
+        "import os, sys\n"
+        "from ffdesk.faces import mesh_model\n"
+        "from ffdesk.resources import resource_path\n"
+        "with mesh_model.without_banner():\n"
+        "    os.write(2, b'kept line\\n')\n"
+        "    model = mesh_model.open_mesh(resource_path('models'), runtime='litert')\n"
+        "print(model.runtime)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().split() == ["litert"]
+    assert done.stderr == b"kept line\n"
+    # without the guard the line shows: what the guard exists for
+    bare = (
+        "from ai_edge_litert.interpreter import Interpreter\n"
+        "from ffdesk.resources import resource_path\n"
+        "it = Interpreter(model_path=str(resource_path('models', 'face_landmark.tflite')))\n"
+        "it.allocate_tensors()\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", bare], capture_output=True, timeout=120)
+    assert mesh_model.BANNER in shown.stderr

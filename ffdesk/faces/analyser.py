@@ -73,9 +73,6 @@ class AnalyserSettings:
     """The face mesh's runtime (`ffdesk.faces.mesh_model.open_mesh`)."""
 
 
-_session = ort_session
-
-
 def _sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-80.0, min(80.0, x))))
 
@@ -108,7 +105,7 @@ class FaceAnalyser:
     def __init__(self, settings: AnalyserSettings | None = None, models_dir: Path | None = None) -> None:
         self.settings = settings or AnalyserSettings()
         folder = models_dir or resource_path("models")
-        self._detector = _session(folder / DETECTOR_FILE, self.settings.threads)
+        self._detector = ort_session(folder / DETECTOR_FILE, self.settings.threads)
         self._mesh = open_mesh(folder, self.settings.threads, self.settings.mesh_runtime)
         self._near_path = folder / NEAR_DETECTOR_FILE
         if not self._near_path.is_file():
@@ -127,7 +124,7 @@ class FaceAnalyser:
     def _near(self) -> ort.InferenceSession:
         with self._lock:
             if self._near_session is None:
-                self._near_session = _session(self._near_path, self.settings.threads)
+                self._near_session = ort_session(self._near_path, self.settings.threads)
             return self._near_session
 
     # ---------------------------------------------------------------- detection

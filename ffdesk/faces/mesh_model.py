@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from ffdesk.types import Frame
 
 F32 = npt.NDArray[np.float32]
 MeshRuntime = Literal["auto", "litert", "onnxruntime"]
-MESH_RUNTIMES: tuple[MeshRuntime, ...] = ("auto", "litert", "onnxruntime")
+MESH_RUNTIMES: tuple[MeshRuntime, ...] = get_args(MeshRuntime)
 
 ONNX_FILE = "face_mesh_468.onnx"
 TFLITE_FILE = "face_landmark.tflite"
@@ -115,27 +115,29 @@ class LiteRtMesh:
     def __init__(self, path: Path, threads: int) -> None:
         from ai_edge_litert.interpreter import Interpreter
 
-        self._path = str(path)
+        self._path = path
         self._threads = max(1, threads)
         self._make = Interpreter
         self._local = threading.local()
-        first = self._interpreter()  # a file LiteRT cannot read fails here, not mid-render
-        shape = tuple(int(v) for v in first.get_input_details()[0]["shape"])
-        outputs = sorted(int(np.prod(o["shape"])) for o in first.get_output_details())
-        if shape != (1, SIZE, SIZE, 3) or outputs != [1, POINTS * 3]:
-            raise ValueError(f"{path.name}: input {shape}, outputs {outputs}: not the face mesh")
+        self._interpreter()  # a file LiteRT cannot read, or another model, fails here, not mid-render
 
     def _interpreter(self) -> Any:
+        """This thread's interpreter (made on its first call), its input and output indices in
+        `self._local.indices`."""
         it = getattr(self._local, "interpreter", None)
         if it is None:
             with without_banner():  # the delegate is made here, on the process's first one
-                it = self._make(model_path=self._path, num_threads=self._threads)
+                it = self._make(model_path=str(self._path), num_threads=self._threads)
                 it.allocate_tensors()
-            outs = it.get_output_details()
-            points = next(o["index"] for o in outs if int(np.prod(o["shape"])) == POINTS * 3)
-            flag = next(o["index"] for o in outs if int(np.prod(o["shape"])) == 1)
+            (x,) = it.get_input_details()
+            by_size = {int(np.prod(o["shape"])): o["index"] for o in it.get_output_details()}
+            shape = tuple(int(v) for v in x["shape"])
+            if shape != (1, SIZE, SIZE, 3) or sorted(by_size) != [1, POINTS * 3]:
+                raise ValueError(
+                    f"{self._path.name}: input {shape}, outputs {sorted(by_size)}: not the face mesh"
+                )
             self._local.interpreter = it
-            self._local.indices = (it.get_input_details()[0]["index"], points, flag)
+            self._local.indices = (x["index"], by_size[POINTS * 3], by_size[1])
         return it
 
     def __call__(self, crop: Frame) -> tuple[F32, float]:

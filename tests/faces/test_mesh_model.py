@@ -86,6 +86,37 @@ def test_a_damaged_tflite_falls_back_with_a_warning_and_litert_asked_for_fails(
         open_mesh(MODELS, runtime="tflite")  # type: ignore[arg-type]
 
 
+class _OtherModel:
+    """What LiteRT reports for a .tflite that loads but is another model (a detector)."""
+
+    def __init__(self, model_path: str, num_threads: int) -> None:
+        pass
+
+    def allocate_tensors(self) -> None:
+        pass
+
+    def get_input_details(self) -> list[dict[str, object]]:
+        return [{"index": 0, "shape": np.array([1, 128, 128, 3])}]
+
+    def get_output_details(self) -> list[dict[str, object]]:
+        return [{"index": 1, "shape": np.array([1, 896, 16])}, {"index": 2, "shape": np.array([1, 896, 1])}]
+
+
+def test_a_tflite_of_another_model_is_refused_and_auto_falls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import ai_edge_litert.interpreter
+
+    shutil.copy(MODELS / ONNX_FILE, tmp_path / ONNX_FILE)
+    shutil.copy(MODELS / TFLITE_FILE, tmp_path / TFLITE_FILE)
+    monkeypatch.setattr(ai_edge_litert.interpreter, "Interpreter", _OtherModel)
+    with pytest.raises(ValueError, match="not the face mesh"):
+        open_mesh(tmp_path, runtime="litert")
+    with caplog.at_level(logging.WARNING, logger="ffdesk.faces.mesh_model"):
+        assert open_mesh(tmp_path).runtime == "onnxruntime"
+    assert "not the face mesh" in caplog.text
+
+
 def test_threads_calling_at_once_get_each_their_own_answer() -> None:
     model = open_mesh(MODELS, runtime="litert")
     crops = face_crops()

@@ -8,5 +8,6 @@ echo "== ruff"; .venv/bin/ruff check ffdesk tests
 echo "== mypy"; .venv/bin/mypy ffdesk
 echo "== k8s manifests"; .venv/bin/python packaging/k8s/validate.py
 echo "== import contracts"; .venv/bin/lint-imports --no-cache
-echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# every core runs test files (a file's tests stay on one worker: its module fixtures run once)
+echo "== pytest"; .venv/bin/python -m pytest -q -p no:cacheprovider -n auto --dist loadfile "$@"
 echo "== gui smoke (Xvfb)"; bash scripts/gui_smoke.sh

@@ -17,9 +17,6 @@ Runtime's `run` does.
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
+from ffdesk.held_stderr import hold_stderr
 from ffdesk.runtime.tensors import nchw
 from ffdesk.types import Frame
 
@@ -45,33 +43,15 @@ SIZE = 192
 log = logging.getLogger(__name__)
 
 BANNER = b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU."
-_STDERR_SWAP = threading.RLock()  # one thread redirects fd 2 at a time (nesting is fine)
 
 
 @contextmanager
 def without_banner() -> Iterator[None]:
     """LiteRT's C++ code prints `BANNER` on stderr when a process makes its first XNNPACK
     delegate, with no switch to turn it off; every ffdesk command would start with it. Meanwhile
-    fd 2 goes to a temporary file, and whatever else was written there is passed on after."""
-    with _STDERR_SWAP, tempfile.TemporaryFile() as held:
-        try:
-            sys.stderr.flush()
-            saved = os.dup(2)
-        except (OSError, ValueError, AttributeError):
-            yield  # no usable stderr: nothing to keep clean
-            return
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            rest = b"".join(
-                line for line in held.read().splitlines(keepends=True) if not line.startswith(BANNER)
-            )
-            if rest:
-                os.write(2, rest)
+    fd 2 is held (`hold_stderr`), and whatever else was written there is passed on after."""
+    with hold_stderr(lambda line: line.startswith(BANNER)):
+        yield
 
 
 class MeshModel(Protocol):

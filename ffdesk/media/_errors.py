@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import av
 
 from ffdesk.errors import MediaError
+from ffdesk.held_stderr import HeldStderr, hold_stderr
 from ffdesk.media.sequence import find_sequence
 
 
@@ -89,31 +91,59 @@ def decode_error(path: Path, exc: BaseException) -> MediaError:
 
 
 LogLine = tuple[int, str, str]
-"""One FFmpeg log message as PyAV captures it: (FFmpeg level, component, text)."""
+"""One FFmpeg log message: (FFmpeg level, component, text)."""
 
 _REASON_CHARS = 160
+_PRINTED = re.compile(rb"^(?:\x1b\[[0-9;]*m)*((?:\[[^\]\s]+ @ 0x[0-9a-fA-F]+\] )+)(.*?)(?:\x1b\[0m)?\r?\n?$")
+"""A line FFmpeg's own printer writes for a message with a context: "[mov @ 0x55d0...] text"
+(several "[name @ 0x...] " for a context inside another; colour codes where fd 2 was a terminal
+when it first printed)."""
+_REPEATED = re.compile(rb"^\s*Last message repeated \d+ times")
+
+
+def _is_ffmpeg_line(line: bytes) -> bool:
+    return bool(_PRINTED.match(line) or _REPEATED.match(line))
+
+
+class FfmpegLog:
+    """The messages FFmpeg printed inside an `ffmpeg_log` block, so far."""
+
+    def __init__(self, held: HeldStderr) -> None:
+        self._held = held
+
+    def entries(self) -> list[LogLine]:
+        out: list[LogLine] = []
+        for line in self._held.taken():
+            m = _PRINTED.match(line)
+            if m is None:
+                continue  # "Last message repeated n times"
+            component = m.group(1).rsplit(b"[", 1)[-1].split(b" @ ", 1)[0].decode(errors="replace")
+            out.append((av.logging.ERROR, component, m.group(2).decode(errors="replace")))
+        return out
 
 
 @contextmanager
-def ffmpeg_log(level: int = av.logging.WARNING) -> Iterator[list[LogLine]]:
-    """Let FFmpeg's log reach PyAV inside the block, so FFmpeg errors carry FFmpeg's own reason.
+def ffmpeg_log() -> Iterator[FfmpegLog]:
+    """Collect FFmpeg's error messages inside the block, so FFmpeg errors carry FFmpeg's own
+    reason (PyAV's exceptions otherwise read just "Invalid argument").
 
-    PyAV writes FFmpeg's last error message into its exceptions ("last error log: [mp4] ...")
-    only while a log level is set; by default it discards FFmpeg's log and errors read just
-    "returned 22". The level is raised to at least `level` and the previous one restored on
-    exit. Messages this thread logs meanwhile are collected in the yielded list instead of
-    going to Python's logging (pass them to `ffmpeg_reason` when an error has no log of its
-    own). PyAV's level is process-wide: another thread's FFmpeg messages logged during the
-    block go to Python's logging under "libav".
-    """
-    previous = av.logging.get_level()
-    if previous is None or previous < level:  # FFmpeg levels grow with verbosity
-        av.logging.set_level(level)
-    try:
-        with av.logging.Capture(local=True) as logs:
-            yield logs
-    finally:
-        av.logging.set_level(previous)
+    PyAV can pass FFmpeg's log to Python, but its callback then takes the GIL in whichever thread
+    logs, FFmpeg's own worker threads included; a thread that holds the GIL while it waits for
+    those workers (freeing a frame-threaded decoder does) then waits forever. The GUI's preview
+    decodes while a render joins its output, and did lock up that way. So FFmpeg's own printer
+    writes the messages instead (errors and worse; no GIL), on stderr, held for the block
+    (`hold_stderr`): FFmpeg's lines are kept, anything else written there is passed on after.
+    The process has one stderr and one FFmpeg logger, so other threads' FFmpeg errors meanwhile
+    are collected too, and a second thread's block waits for the first. PyAV's own setting
+    (normally: FFmpeg's log discarded) is restored on exit."""
+    with hold_stderr(_is_ffmpeg_line) as held:
+        previous = av.logging.get_level()
+        av.logging.set_libav_level(av.logging.ERROR)
+        av.logging.restore_default_callback()
+        try:
+            yield FfmpegLog(held)
+        finally:
+            av.logging.set_level(previous)  # PyAV's callback back (the silent one for None)
 
 
 def ffmpeg_reason(exc: BaseException, logs: list[LogLine] | tuple[LogLine, ...] = ()) -> str:

@@ -97,13 +97,11 @@ def join_segments(
                 return _join_video(segments, out_path, Path(source), source_info, end_s, origin_s)
             except OSError as exc:  # also FFmpeg's I/O errors
                 raise_if_disk_full(exc, out_path)
-                raise MediaError(
-                    f"{_shown(out_path)}: cannot write ({_errors.ffmpeg_reason(exc, logs)})"
-                ) from exc
+                reason = _errors.ffmpeg_reason(exc, logs.entries())
+                raise MediaError(f"{_shown(out_path)}: cannot write ({reason})") from exc
             except (av.error.FFmpegError, ValueError) as exc:
-                raise MediaError(
-                    f"{_shown(out_path)}: cannot write the output ({_errors.ffmpeg_reason(exc, logs)})"
-                ) from exc
+                reason = _errors.ffmpeg_reason(exc, logs.entries())
+                raise MediaError(f"{_shown(out_path)}: cannot write the output ({reason})") from exc
     except BaseException:
         _cleanup(out_path)
         raise

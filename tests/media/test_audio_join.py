@@ -463,5 +463,5 @@ def test_ffmpeg_reason_shortens_and_falls_back() -> None:
     assert len(_errors.ffmpeg_reason(long)) <= 160
     assert _errors.ffmpeg_reason(ValueError("plain")) == "plain"
     with _errors.ffmpeg_log() as captured:
-        av.logging.log(av.logging.ERROR, "test", "boom")
-    assert captured and captured[-1][2] == "boom"
+        av.logging.log(av.logging.ERROR, "test", "boom\n")
+        assert captured.entries() == [(av.logging.ERROR, "test", "boom")]

@@ -10,29 +10,6 @@ os.environ.setdefault("FFDESK_NO_NVML", "")
 
 import pytest  # noqa: E402
 
-SLOWEST_FILES = (
-    "training/test_distributed.py",
-    "farm/test_farm.py",
-    "pipeline/test_fuzz.py",
-    "modelpacks/test_enhancers_masks.py",
-    "farm/test_farm_affinity.py",
-    "training/test_train.py",
-    "training/test_distill_qat.py",
-    "farm/test_queue_farm.py",
-)
-"""Test files that take 20-100 s each on a 2-core machine. They are collected first, so the
-parallel run (scripts/test.sh: one file per worker at a time) starts them first and the workers
-finish together, instead of one running a slow file alone at the end. The files that start a Ray
-cluster are spaced out, so two rarely start at once."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.path.as_posix()
-        return next((i for i, name in enumerate(SLOWEST_FILES) if path.endswith(name)), len(SLOWEST_FILES))
-
-    items.sort(key=rank)  # stable: the order within each file and among the rest is kept
-
 
 @pytest.fixture(autouse=True)
 def _no_leaked_threads(request: pytest.FixtureRequest):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, median_ms
+from ffdesk.bench.common import add_json_option, cache_dir, cached, core_scaling, finish, median_ms
 from ffdesk.commands.runtime_env import runtime_env
 
 if TYPE_CHECKING:
@@ -245,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-embedded-") as tmp:
         figures["load_before"] = _load()
+        scaling_before = core_scaling()
         for i in range(max(1, args.repeat)):
             run_figures: dict[str, float] = {}
             if not args.no_baseline:
@@ -291,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
             "steady_cpu_ms_per_frame": round(steady, 2),
             "steady_cpu_bound_fps": round(cores * 1000 / steady, 2),
             "load_after": _load(),
+            "core_scaling": [scaling_before, core_scaling()],
             "stage_ms_per_frame": _per_frame(report),
             "stage_cpu_ms_per_frame": _per_frame(report, cpu=True),
             "faces_swapped": faces.faces_swapped,
@@ -312,6 +314,11 @@ def run(args: argparse.Namespace) -> int:
         f"  CPU {figures['cpu_ms_per_frame']:.1f} ms/frame over all threads: at most "
         f"{figures['cpu_bound_fps']:.1f} frames/s on {cores} idle cores; load average "
         f"{figures['load_before']} before, {figures['load_after']} after (other processes slow it)"
+    )
+    before, after = figures["core_scaling"]
+    print(
+        f"  {cores} threads got {before:.2f}x one thread's throughput before, {after:.2f}x after "
+        f"(less than {cores} where the host is shared with busy machines)"
     )
     print(
         f"  of which {figures['setup_cpu_ms']:.0f} ms once (models, source photo); after that "

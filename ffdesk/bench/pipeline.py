@@ -40,7 +40,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, cache_dir, finish, median_ms
+from ffdesk.bench.common import add_json_option, cache_dir, core_scaling, finish, median_ms
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.runtime.env import RuntimeEnv
@@ -292,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
         pack = cost_pack(args.cost_ms, env)
     clip = face_clip(env)
     load_before = os.getloadavg()
+    scaling_before = core_scaling()
     loop_runs: list[tuple[float, float]] = []
     ffdesk_runs: list[tuple[float, float]] = []
     plain_runs: list[tuple[float, float]] = []
@@ -345,6 +346,7 @@ def run(args: argparse.Namespace) -> int:
         "pipeline_efficiency": round(ffdesk_fps / alone["fps"], 3),
         "stage_ms_per_frame": {t.name: round(t.ms_total / max(t.frames, 1), 2) for t in report.stages},
         "load_average": [round(v, 2) for v in (*load_before, *os.getloadavg())],
+        "core_scaling": [scaling_before, core_scaling()],
     }
     _print(figures, len(loop_runs))
     settings = {
@@ -379,3 +381,6 @@ def _print(figures: dict[str, Any], repeat: int) -> None:
     print(f"pipeline efficiency {figures['pipeline_efficiency']:.1%}")
     print(f"ffdesk stage ms per frame: {figures['stage_ms_per_frame']}")
     print(f"load average before and after: {figures['load_average']}")
+    before, after = figures["core_scaling"]
+    threads = os.cpu_count() or 1
+    print(f"{threads} threads got {before:.2f}x one thread's throughput before, {after:.2f}x after")

@@ -51,12 +51,15 @@ def median_ms(fn: Callable[[], Any], runs: int, warmup: int = 1) -> float:
     return float(np.median(times) * 1000)
 
 
-def core_scaling(threads: int | None = None, chunks: int = 60) -> float:
+def core_scaling(
+    threads: int | None = None, chunks: int = 60, work: Callable[[], None] | None = None
+) -> float:
     """How many times one core's throughput `threads` threads (default: one per core) get from
     this machine right now: each hashes `chunks` MiB (SHA-256, which runs without the GIL), first
     one thread alone, then all at once. About the core count on an idle machine of its own; less
     where another process, or another machine on a shared host, is busy (load average shows only
-    this machine's processes). Takes about `chunks` x 7 ms x 2 here."""
+    this machine's processes). Takes about `chunks` x 7 ms x 2 here. `work`: one thread's share
+    instead of the hashing."""
     import hashlib
     import os
     import threading
@@ -64,12 +67,14 @@ def core_scaling(threads: int | None = None, chunks: int = 60) -> float:
     n = max(1, threads or os.cpu_count() or 1)
     data = bytes(1 << 20)
 
-    def work() -> None:
+    def hashing() -> None:
         for _ in range(chunks):
             hashlib.sha256(data).digest()
 
+    share = work or hashing
+
     def wall(count: int) -> float:
-        pool = [threading.Thread(target=work) for _ in range(count)]
+        pool = [threading.Thread(target=share) for _ in range(count)]
         t = time.perf_counter()
         for thread in pool:
             thread.start()

@@ -149,17 +149,15 @@ def ffmpeg_log() -> Iterator[FfmpegLog]:
 def ffmpeg_reason(exc: BaseException, logs: list[LogLine] | tuple[LogLine, ...] = ()) -> str:
     """FFmpeg's own reason for a failure, on one short line.
 
-    "[mp4] unsupported channel layout 2 channels" where FFmpeg logged why (the exception's
-    recorded log, else the last error in `logs`), else FFmpeg's error text ("Invalid
-    argument"); other exceptions give their message as `describe` does.
+    "[mp4] unsupported channel layout 2 channels" where FFmpeg logged why (the last error in
+    `logs`, from `ffmpeg_log`; PyAV records no log in its exceptions, its log callback being
+    never installed), else FFmpeg's error text ("Invalid argument"); other exceptions give their
+    message as `describe` does.
     """
     if not isinstance(exc, av.error.FFmpegError):
         return describe(exc)
-    recorded = getattr(exc, "log", None)  # PyAV's stub types it wrongly
-    line: LogLine | None = recorded if isinstance(recorded, tuple) and len(recorded) == 3 else None
-    if line is None:
-        errors = [entry for entry in logs if entry[0] <= av.logging.ERROR]
-        line = errors[-1] if errors else None
+    errors = [entry for entry in logs if entry[0] <= av.logging.ERROR]
+    line = errors[-1] if errors else None
     if line is None:
         return _shorten(str(exc.strerror or exc))
     component = line[1].strip()

@@ -5,6 +5,7 @@ The data lives in `resources/catalog.toml`; this module only parses it into froz
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -318,8 +319,23 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
 
 
 def load_catalog(path: Path | None = None) -> Catalog:
-    """Parse the catalog file (default: the bundled `resources/catalog.toml`)."""
+    """Parse the catalog file (default: the bundled `resources/catalog.toml`).
+
+    A file read before and unchanged since (same size and modification time) gives the same
+    `Catalog` again without parsing: it is immutable, and parsing the bundled catalog takes about
+    50 ms, which every render, model-list refresh and swapper lookup would otherwise pay."""
     path = Path(path) if path is not None else default_catalog_path()
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the model catalog ({exc.strerror})") from exc
+    return _parsed_catalog(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_catalog(path: Path, mtime_ns: int, size: int) -> Catalog:
+    """`load_catalog`'s parse, remembered per file version (errors are raised, never kept)."""
+    del mtime_ns, size  # the cache key: a changed file is parsed afresh
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -157,3 +157,21 @@ def test_bad_catalog_file_is_named(tmp_path: Path) -> None:
     bad.write_text("[[model]\n")
     with pytest.raises(UserError, match="not a valid catalog"):
         load_catalog(bad)
+
+
+def test_an_unchanged_catalog_is_parsed_once_and_a_changed_one_again(tmp_path: Path) -> None:
+    entry = '[[model]]\nname = "{}"\nkind = "detector"\nfile = "x.onnx"\ninputs = []\noutputs = []\n'
+    path = tmp_path / "catalog.toml"
+    path.write_text(entry.format("first"))
+    first = load_catalog(path)
+    assert load_catalog(path) is first  # same file version: the same immutable catalog
+    path.write_text(entry.format("second, longer"))
+    assert load_catalog(path).names == ("second, longer",)
+    path.write_text("[[model]\n")
+    for _ in range(2):  # a broken file is refused every time, not remembered
+        with pytest.raises(UserError, match="not a valid catalog"):
+            load_catalog(path)
+    path.unlink()
+    with pytest.raises(UserError, match="cannot read the model catalog"):
+        load_catalog(path)
+    assert load_catalog() is load_catalog()

@@ -321,25 +321,22 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
 def load_catalog(path: Path | None = None) -> Catalog:
     """Parse the catalog file (default: the bundled `resources/catalog.toml`).
 
-    A file read before and unchanged since (same size and modification time) gives the same
-    `Catalog` again without parsing: it is immutable, and parsing the bundled catalog takes about
-    50 ms, which every render, model-list refresh and swapper lookup would otherwise pay."""
+    A file whose text was parsed before gives the same `Catalog` again: it is immutable, and
+    parsing the bundled catalog takes about 50 ms, which every render, model-list refresh and
+    swapper lookup would otherwise pay (reading the file again costs well under a millisecond)."""
     path = Path(path) if path is not None else default_catalog_path()
     try:
-        st = path.stat()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot read the model catalog ({exc.strerror})") from exc
-    return _parsed_catalog(path, st.st_mtime_ns, st.st_size)
+    return _parsed_catalog(path, text)
 
 
 @functools.lru_cache(maxsize=8)
-def _parsed_catalog(path: Path, mtime_ns: int, size: int) -> Catalog:
-    """`load_catalog`'s parse, remembered per file version (errors are raised, never kept)."""
-    del mtime_ns, size  # the cache key: a changed file is parsed afresh
+def _parsed_catalog(path: Path, text: str) -> Catalog:
+    """`load_catalog`'s parse of `text` (read from `path`), remembered; errors are raised, never kept."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the model catalog ({exc.strerror})") from exc
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not a valid catalog ({exc})") from exc
     models = tuple(_model(m, str(path)) for m in data.get("model", []))

@@ -110,3 +110,10 @@ def finish(
 
 def which(program: str) -> str | None:
     return shutil.which(program)
+
+
+def priority_line(state: str) -> str:
+    """How the stage threads' priority was handled (`ffdesk.pipeline.helper_priority`)."""
+    if state == "governed":
+        return "idle while the rest of the machine is quiet (the encoder's threads go first)"
+    return f"normal throughout ({state})"

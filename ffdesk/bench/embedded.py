@@ -19,8 +19,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, core_scaling, finish, median_ms
+from ffdesk.bench.common import (
+    add_json_option,
+    cache_dir,
+    cached,
+    core_scaling,
+    finish,
+    median_ms,
+    priority_line,
+)
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.pipeline.helper_priority import unavailable_reason
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport
@@ -295,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
             "core_scaling": [scaling_before, core_scaling()],
             "stage_ms_per_frame": _per_frame(report),
             "stage_cpu_ms_per_frame": _per_frame(report, cpu=True),
+            "helper_priority": unavailable_reason() or "governed",
             "faces_swapped": faces.faces_swapped,
             "faces_skipped": faces.faces_skipped,
             "encoder": encoder,
@@ -320,6 +330,7 @@ def run(args: argparse.Namespace) -> int:
         f"  {cores} threads got {before:.2f}x one thread's throughput before, {after:.2f}x after "
         f"(less than {cores} where the host is shared with busy machines)"
     )
+    print(f"  stage threads' priority: {priority_line(figures['helper_priority'])}")
     print(
         f"  of which {figures['setup_cpu_ms']:.0f} ms once (models, source photo); after that "
         f"{figures['steady_cpu_ms_per_frame']:.1f} ms/frame, at most "

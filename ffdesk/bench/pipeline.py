@@ -40,9 +40,10 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, cache_dir, core_scaling, finish, median_ms
+from ffdesk.bench.common import add_json_option, cache_dir, core_scaling, finish, median_ms, priority_line
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.pipeline.helper_priority import unavailable_reason
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.types import VIDEO_PRESETS, Frame, VideoPreset
 
@@ -347,6 +348,7 @@ def run(args: argparse.Namespace) -> int:
         "stage_ms_per_frame": {t.name: round(t.ms_total / max(t.frames, 1), 2) for t in report.stages},
         "load_average": [round(v, 2) for v in (*load_before, *os.getloadavg())],
         "core_scaling": [scaling_before, core_scaling()],
+        "helper_priority": unavailable_reason() or "governed",
     }
     _print(figures, len(loop_runs))
     settings = {
@@ -384,3 +386,4 @@ def _print(figures: dict[str, Any], repeat: int) -> None:
     before, after = figures["core_scaling"]
     threads = os.cpu_count() or 1
     print(f"{threads} threads got {before:.2f}x one thread's throughput before, {after:.2f}x after")
+    print(f"stage threads' priority: {priority_line(figures['helper_priority'])}")

@@ -54,6 +54,7 @@ from ffdesk.pipeline.flow import (
     run_thread,
     run_through,
 )
+from ffdesk.pipeline.helper_priority import HelperPriority
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.report import (
@@ -416,6 +417,7 @@ def _run_flow(
         halt.stop()  # after END every flow thread is done; otherwise this stops them
         for t in threads:
             t.join()
+        flow.priority.stop()
     if halt.error is not None:
         raise halt.error
     if halt.cancelled:
@@ -474,14 +476,20 @@ class _Flow:
         depth = max(_QUEUE_FRAMES, 2 * job.batch)
         self.source = Pipe(halt, depth)
         pipe = self.source
+        # the stages' threads give way to the encoder's while the machine is otherwise quiet
+        self.priority = HelperPriority()
         self.runners: list[StageRunner] = []
         for stage in stages:
             nxt = Pipe(halt, depth)
-            self.runners.append(StageRunner(stage, pipe, nxt, halt, job.batch, self.first_index))
+            self.runners.append(
+                StageRunner(stage, pipe, nxt, halt, job.batch, self.first_index, priority=self.priority)
+            )
             pipe = nxt
         self.output = pipe
 
     def start(self) -> list[threading.Thread]:
+        if self.runners:
+            self.priority.start()
         threads = [run_thread("ffdesk-decode", self.halt, self._decode)]
         for runner in self.runners:
             threads += runner.start()

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ffdesk.pipeline.helper_priority import HelperPriority
 from ffdesk.pipeline.stage import FramePacket, HoldsFrames, Stage
 
 _POLL_S = 0.05
@@ -255,8 +256,11 @@ class StageRunner:
         batch: int,
         first_index: int,
         linger_s: float | None = None,
+        priority: HelperPriority | None = None,
     ) -> None:
+        """`priority`: governs the priority of this runner's threads (they enter and leave it)."""
         self.stage = stage
+        self.priority = priority
         self.inbox = inbox
         self.outbox = outbox
         self.halt = halt
@@ -301,6 +305,16 @@ class StageRunner:
             yield batch
 
     def _work(self, number: int) -> None:
+        if self.priority is None:
+            self._run(number)
+            return
+        self.priority.enter()
+        try:
+            self._run(number)
+        finally:
+            self.priority.leave()
+
+    def _run(self, number: int) -> None:
         if number == 0:
             self.stage.start()
             self._started.set()

@@ -122,6 +122,11 @@ def unavailable_reason() -> str | None:
     return result[0]
 
 
+def _policy_of(tid: int) -> tuple[int, os.sched_param]:
+    """A thread's scheduling policy and its parameters."""
+    return os.sched_getscheduler(tid), os.sched_getparam(tid)
+
+
 def _set(tid: int, mode: Mode) -> None:
     if mode == "idle":
         os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
@@ -147,7 +152,8 @@ class HelperPriority:
         self._period_s = period_s
         self._available = available
         self._lock = threading.Lock()
-        self._tids: set[int] = set()
+        self._threads: dict[int, tuple[int, os.sched_param]] = {}
+        """Registered thread ids and the policy they came with (restored at normal priority)."""
         self._mode: Mode = "normal"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -162,22 +168,25 @@ class HelperPriority:
             return self._mode
 
     def enter(self) -> None:
-        """Register the calling thread; it takes the current mode."""
+        """Register the calling thread; it takes the current mode (and gets its own policy back
+        at normal priority: a library may have given it another, SCHED_FIFO for one)."""
+        if not hasattr(os, "sched_getscheduler"):
+            return  # no thread priorities on this platform
         tid = threading.get_native_id()
+        own = _policy_of(0)
         with self._lock:
-            self._tids.add(tid)
+            self._threads[tid] = own
             if self._mode == "idle":
-                self._apply(tid, "idle")
+                self._apply(tid, "idle", own)
 
     def leave(self) -> None:
         """Unregister the calling thread (back at normal priority): the governor never touches
         a thread id after its thread has left, so it cannot reach a thread that reuses the id."""
         tid = threading.get_native_id()
         with self._lock:
-            if tid in self._tids:
-                self._tids.discard(tid)
-                if self._mode == "idle":
-                    self._apply(tid, "normal")
+            own = self._threads.pop(tid, None)
+            if own is not None and self._mode == "idle":
+                self._apply(tid, "normal", own)
 
     def start(self) -> None:
         if self._available is None:
@@ -219,11 +228,14 @@ class HelperPriority:
             if mode == self._mode:
                 return
             self._mode = mode
-            for tid in self._tids:
-                self._apply(tid, mode)
+            for tid, own in self._threads.items():
+                self._apply(tid, mode, own)
 
     @staticmethod
-    def _apply(tid: int, mode: Mode) -> None:
+    def _apply(tid: int, mode: Mode, own: tuple[int, os.sched_param]) -> None:
         # on failure (the right was taken away) the thread keeps the priority it had
         with contextlib.suppress(OSError):
-            _set(tid, mode)
+            if mode == "idle":
+                _set(tid, "idle")
+            else:
+                os.sched_setscheduler(tid, *own)

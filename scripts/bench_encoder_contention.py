@@ -13,7 +13,9 @@ measures whether it can: each run is a fresh process rendering the bench clip wi
 - `opencv`: OpenCV blurs, which let go of Python's GIL (the best a stage could do);
 - `python`: a pure Python loop, which holds the GIL (the worst);
 - `opencv-idle`: the OpenCV load at Linux's SCHED_IDLE priority (it runs only where nothing else
-  wants the core; it gets less than its share).
+  wants the core; it gets less than its share);
+- `python-idle`: the Python loop at SCHED_IDLE: while the scheduler has it off its core it may
+  still hold the GIL, which the encoding thread needs between frames.
 
 Prints each run's frames/s and the share the side thread got, then the medians and each load's
 loss against `none`. Rounds alternate the order.
@@ -26,7 +28,7 @@ import statistics
 import subprocess
 import sys
 
-KINDS = ("none", "opencv", "python", "opencv-idle")
+KINDS = ("none", "opencv", "python", "opencv-idle", "python-idle")
 
 CHILD = """
 import os, sys, tempfile, threading, time
@@ -53,7 +55,7 @@ def burst(ms):
     start = time.thread_time()
     x = 0
     while (time.thread_time() - start) * 1000 < ms:
-        if kind == "python":
+        if kind.startswith("python"):
             for i in range(200):
                 x += i
         else:
@@ -61,7 +63,7 @@ def burst(ms):
 
 
 def side():
-    if kind == "opencv-idle":
+    if kind.endswith("-idle"):
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     while not stop.is_set():
         start = time.thread_time()
@@ -89,14 +91,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--share", type=float, default=0.4, help="of one core, for the side thread")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="loads to compare")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the 720p bench clip")
     args = parser.parse_args()
     if not 0.0 < args.share < 1.0:
         parser.error("--share must be between 0 and 1")
-    fps: dict[str, list[float]] = {k: [] for k in KINDS}
-    got: dict[str, list[float]] = {k: [] for k in KINDS}
+    kinds = tuple(dict.fromkeys(["none", *args.kinds]))
+    fps: dict[str, list[float]] = {k: [] for k in kinds}
+    got: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(args.rounds):
-        for kind in KINDS if r % 2 == 0 else tuple(reversed(KINDS)):
+        for kind in kinds if r % 2 == 0 else tuple(reversed(kinds)):
             done = subprocess.run(
                 [sys.executable, "-c", CHILD, kind, str(args.share), str(args.seconds)],
                 check=True,
@@ -111,7 +115,7 @@ def main() -> int:
             )
     base = statistics.median(fps["none"])
     print(f"medians of {args.rounds} (side thread asked for {args.share:.2f} of a core):")
-    for kind in KINDS:
+    for kind in kinds:
         rate = statistics.median(fps[kind])
         loss = "" if kind == "none" else f"   {100 * (rate / base - 1):+.1f}% against none"
         print(f"  {kind:<12} {rate:6.1f} frames/s   side thread {statistics.median(got[kind]):.2f}{loss}")

@@ -89,11 +89,6 @@ def test_bad_enhancer_and_region_settings_are_one_line(
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.xfail(
-    reason="passes alone in about 2.5 s but has hung inside the render in two full-suite runs "
-    "(a wait in the engine's pipe while the swap stage runs ONNX Runtime): under investigation",
-    strict=False,
-)
 def test_masks_are_chosen_by_name(
     ff_pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -24,7 +24,9 @@ see them as stored. Decoded frames then carry pts that go backwards: 1, 3, 2, 5,
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -726,10 +728,24 @@ def _webm_vp8_vorbis(folder: Path, face: Frame | None) -> CorpusFile:
     return _spec(path, "webm_vp8_vorbis", "matroska", "vp8", audio_codecs=("vorbis",))
 
 
+@contextlib.contextmanager
+def _own_policy_kept() -> Iterator[None]:
+    """Give the calling thread its scheduling policy back after the block: a test worker left at
+    real-time priority would starve the rest of the machine for the rest of its tests."""
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    try:
+        yield
+    finally:
+        if policy is not None and os.sched_getscheduler(0) != policy:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, policy, os.sched_param(0))
+
+
 def _webm_av1(folder: Path, face: Frame | None) -> CorpusFile:
     path = folder / "webm_av1.webm"
     video = _Video("libsvtav1", options={"preset": "12", "crf": "35", "svtav1-params": "lp=1"})
-    _write(path, video, [_Audio("libopus", hz=660.0)], face=face)
+    with _own_policy_kept():  # SVT-AV1 turns the thread that opens it SCHED_FIFO (as root)
+        _write(path, video, [_Audio("libopus", hz=660.0)], face=face)
     return _spec(path, "webm_av1", "matroska", "av1", audio_codecs=("opus",))
 
 

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff"; .venv/bin/ruff check ffdesk tests
-echo "== mypy"; .venv/bin/mypy ffdesk
+echo "== mypy"; .venv/bin/mypy ffdesk && .venv/bin/mypy tests
 echo "== k8s manifests"; .venv/bin/python packaging/k8s/validate.py
 echo "== import contracts"; .venv/bin/lint-imports --no-cache
 # every core runs test files (a file's tests stay on one worker: its module fixtures run once)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import cv2
 import numpy as np
 
@@ -32,7 +34,7 @@ def side_by_side(a: Frame, b: Frame, height: int = 400) -> Frame:
 
     def fit(img: Frame) -> Frame:
         h, w = img.shape[:2]
-        return cv2.resize(img, (round(w * height / h), height), interpolation=cv2.INTER_AREA)
+        return cast(Frame, cv2.resize(img, (round(w * height / h), height), interpolation=cv2.INTER_AREA))
 
     return np.ascontiguousarray(np.hstack([fit(a), fit(b)]))
 

@@ -20,10 +20,11 @@ from tests.faces import photos
 
 def _haar(image: Frame, name: str, min_size: int) -> list[tuple[int, int, int, int]]:
     gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
-    found = cv2.CascadeClassifier(cv2.data.haarcascades + name).detectMultiScale(
+    cascades: str = cv2.data.haarcascades  # type: ignore[attr-defined]  # cv2.data has no stub
+    found = cv2.CascadeClassifier(cascades + name).detectMultiScale(
         gray, 1.1, 5, minSize=(min_size, min_size)
     )
-    return [tuple(int(v) for v in r) for r in found]
+    return [(int(x), int(y), int(w), int(h)) for x, y, w, h in found]
 
 
 def _check_layout(face_kps: np.ndarray, box: tuple[int, int, int, int]) -> None:

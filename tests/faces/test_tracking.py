@@ -53,7 +53,7 @@ def test_filter_follows_motion_without_freezing() -> None:
     base = np.random.default_rng(1).uniform(0, 100, (468, 2)).astype(np.float32)
     out = base
     for i in range(30):  # a face moving 4 px a frame at 25 fps
-        out = f(base + [4.0 * i, 0.0], i / 25.0)
+        out = f((base + [4.0 * i, 0.0]).astype(np.float32), i / 25.0)
     lag = float((base[:, 0] + 4.0 * 29 - out[:, 0]).mean())
     assert 0 <= lag < 4.0  # less than one frame's motion behind
 

@@ -135,11 +135,16 @@ def test_closing_during_a_render_asks_once_then_cancels(
 
     asked: list[int] = []
     answers = [False, True]
+
+    def confirm_close() -> bool:
+        asked.append(1)
+        return answers[len(asked) - 1]
+
     w = MainWindow(
         settings=open_settings(tmp_path / "gui.ini"),
         queue_path=tmp_path / "queue.json",
         telemetry=False,
-        confirm_close=lambda: (asked.append(1), answers[len(asked) - 1])[1],
+        confirm_close=confirm_close,
         env=run_env,
     )
     qtbot.addWidget(w)

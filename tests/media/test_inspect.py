@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import av
 import numpy as np
@@ -84,10 +84,10 @@ def h264_clip(
 ) -> Path:
     """A small clip; `pts_of(i)` gives frame i's pts (without B-frames, so packets keep it)."""
     with av.open(str(path), "w") as out:
-        vs = out.add_stream(codec, rate=25)
+        vs = cast(av.VideoStream, out.add_stream(codec, rate=25))
         vs.width, vs.height = 176, 144
         vs.pix_fmt = pix_fmt
-        opts = {"preset": "ultrafast"}
+        opts: dict[str, object] = {"preset": "ultrafast"}
         if codec == "libx265":
             opts["x265-params"] = "log-level=error"
         if interlaced:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import av
 import numpy as np
@@ -81,7 +82,7 @@ def test_duplicates_are_forced_strictly_increasing() -> None:
 def write_clip(path: Path, codec: str, frames: int, bframes: int = 0) -> None:
     """A 160x120 clip at 25 frames/s with `bframes` B-frames, bar-coded frame indices."""
     with av.open(str(path), "w") as out:
-        s = out.add_stream(codec, rate=25)
+        s = cast(av.VideoStream, out.add_stream(codec, rate=25))
         s.width, s.height = 160, 120
         s.pix_fmt = "yuv420p"
         s.codec_context.max_b_frames = bframes

@@ -141,6 +141,7 @@ class PolicyStage:
 
     name = "policy"
     edits_regions = False
+    max_batch = 1
     workers = 2
 
     def __init__(self) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import av
 import pytest
@@ -18,6 +19,7 @@ from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline import lock as lockmod
 from ffdesk.pipeline.lock import LockHolder, OutputLock
 from ffdesk.pipeline.resume import Manifest, Segment, lock_path_for, work_dir_for
+from ffdesk.types import Frame
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +170,7 @@ def test_without_flock_a_dead_pid_is_stale_and_a_live_one_refuses(
 
 def _indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 def test_cli_a_second_render_of_the_same_output_exits_2_naming_the_first(tmp_path: Path) -> None:

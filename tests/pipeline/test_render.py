@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import av
 import numpy as np
@@ -24,6 +24,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import work_dir_for
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.types import Frame
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +43,7 @@ def long_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def decoded_indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 def audio_seconds(path: Path) -> list[float]:
@@ -134,7 +135,7 @@ def test_cancel_leaves_no_output_and_a_resumable_manifest(
 
 def _inverted_indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(255 - f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+        return [frame_index_of(255 - cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 def test_a_failing_stage_fails_the_render_without_output(
@@ -167,7 +168,9 @@ def test_image_target_gives_an_image(run_env: RuntimeEnv, tmp_path: Path) -> Non
     cv2.imwrite(str(src), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     out = tmp_path / "still_out.png"
     report = run_render(RenderJob(target=src, output=out), env=run_env)
-    back = cv2.cvtColor(cv2.imread(str(out)), cv2.COLOR_BGR2RGB)
+    written = cv2.imread(str(out))
+    assert written is not None
+    back = cv2.cvtColor(written, cv2.COLOR_BGR2RGB)
     assert np.array_equal(back, img)
     assert report.frames_out == 1
 

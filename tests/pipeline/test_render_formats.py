@@ -27,6 +27,7 @@ def frames_and_pts(path: Path) -> tuple[list[int], list[int], list[bool]]:
         for f in c.decode(s):
             img = upright(rgb_array(f), rotation_of(f))
             idx.append(frame_index_of(img))
+            assert f.pts is not None
             pts.append(int(f.pts))
             corners.append(has_red_corner(img))
         return idx, pts, corners
@@ -56,6 +57,7 @@ def test_variable_frame_rate_keeps_the_source_timestamps(run_env: RuntimeEnv, tm
     assert idx == list(range(30))
     with av.open(str(out)) as c:
         tb = c.streams.video[0].time_base
+    assert tb is not None
     times = [p * tb for p in pts]
     assert all(
         abs(float(t) - (m - made.frame_times[0])) < 0.002

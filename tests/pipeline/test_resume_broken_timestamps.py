@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import cast
 
 import av
 import pytest
@@ -14,6 +15,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.types import Frame
 from tests.media.test_timestamps import write_clip
 
 FRAMES = 60
@@ -21,7 +23,7 @@ FRAMES = 60
 
 def _indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 @pytest.mark.parametrize(("name", "codec"), [("b.avi", "mpeg4"), ("p.ts", "mpeg2video")])
@@ -46,6 +48,7 @@ def test_an_interrupted_render_resumes_with_every_frame_once(
     assert _indices(out) == list(range(FRAMES))
     with av.open(str(out)) as c:
         v = c.streams.video[0]
-        stamps = [p.pts for p in c.demux(v) if p.size]
+        assert v.time_base is not None
+        stamps = [p.pts for p in c.demux(v) if p.size and p.pts is not None]
         duration = float((max(stamps) - min(stamps)) * v.time_base) + 1 / 25
     assert abs(duration - FRAMES / 25) <= 1 / 25 + 1e-6

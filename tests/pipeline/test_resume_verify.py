@@ -8,7 +8,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import av
 import pytest
@@ -21,6 +21,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import MANIFEST_NAME, Manifest, Segment, segment_check, work_dir_for
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.types import Frame
 
 
 def _three_segments(folder: Path) -> None:
@@ -156,7 +157,7 @@ class SlowPass:
 
 def _indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
+        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])

@@ -138,8 +138,8 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
     assert peak <= budget
     assert {"preview", "render face.mp4"} <= holders_seen
     # the preview's memory events are delivered, and show the render's models beside its own
-    previewed = [e for e in preview_events if isinstance(e, ev.MemoryChanged)]
-    assert previewed and all(sum(n for _, n in e.models) <= budget for e in previewed)
+    preview_changes = [e for e in preview_events if isinstance(e, ev.MemoryChanged)]
+    assert preview_changes and all(sum(n for _, n in e.models) <= budget for e in preview_changes)
     rendered = [e for e in render_events if isinstance(e, ev.MemoryChanged)]
     assert rendered and all(sum(n for _, n in e.models) <= budget for e in rendered)
     rendered = outcome["report"]

@@ -99,7 +99,7 @@ def test_too_small_cut_off_and_profile_faces_are_skipped(
 ) -> None:
     face = analyser.analyse(astronaut)[0]
     assert face.landmarks is not None
-    tiny = replace(face, landmarks=face.landmarks * np.float32([0.2, 0.2, 1.0]))
+    tiny = replace(face, landmarks=face.landmarks * np.array([0.2, 0.2, 1.0], np.float32))
     frame = astronaut.copy()
     assert swapper.swap(frame, tiny).reason == "too_small"
     shifted = face.landmarks.copy()
@@ -137,9 +137,9 @@ def test_affine_fit_is_the_least_squares_affine_map() -> None:
     src = rng.normal(0, 40, (300, 2)) + 100
     dst = src @ np.array([[1.1, 0.25], [-0.3, 0.9]]).T + [5.0, -7.0] + rng.normal(0, 0.5, src.shape)
     ref = np.linalg.lstsq(np.hstack([src, np.ones((300, 1))]), dst, rcond=None)[0].T
-    np.testing.assert_allclose(affine_fit(src, dst), ref, atol=1e-4)
+    np.testing.assert_allclose(affine_fit(src, dst), ref, atol=1e-4)  # type: ignore[arg-type]  # float64 works
     flat = np.stack([np.arange(10.0), np.zeros(10)], 1)  # all on a line: no unique fit
-    np.testing.assert_allclose(affine_fit(flat, flat + 3.0), [[1, 0, 3], [0, 1, 3]], atol=1e-6)
+    np.testing.assert_allclose(affine_fit(flat, flat + 3.0), [[1, 0, 3], [0, 1, 3]], atol=1e-6)  # type: ignore[arg-type]
 
 
 def _clone_case(seed: int, h: int = 40, w: int = 36) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import pytest
 import torch
@@ -73,13 +74,14 @@ def test_a_narrower_student_starts_nearer_the_teacher_than_at_random(size: str) 
 def test_the_strongest_channels_are_kept() -> None:
     """A teacher whose first layer's last half of filters is zero: the student keeps the others."""
     teacher = _teacher()
-    first = teacher.encoder.down[0][0]
+    first = cast(nn.Sequential, teacher.encoder.down[0])[0]
     assert isinstance(first, nn.Conv2d)
     with torch.no_grad():
         first.weight[: first.out_channels // 2] = 0
+        assert first.bias is not None
         first.bias[: first.out_channels // 2] = 0
     student = SwapAutoencoder(replace(_TEACHER.student("small"), separable=False)).eval()
     inherit(student, teacher)
-    s_first = student.encoder.down[0][0]
+    s_first = cast(nn.Sequential, student.encoder.down[0])[0]
     assert isinstance(s_first, nn.Conv2d)
     torch.testing.assert_close(s_first.weight, first.weight[first.out_channels // 2 :])

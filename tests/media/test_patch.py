@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 import av
 import numpy as np
 import pytest
 
+from ffdesk.media.decode import rgb_array
 from ffdesk.media.patch import ChangedRegion, copy_frame, patch_yuv420
-from ffdesk.types import Frame
 
 BT709, TV = 1, 1
 
@@ -45,7 +43,7 @@ def test_copy_keeps_every_pixel_and_does_not_share_memory(decoded: av.VideoFrame
 
 
 def test_only_masked_pixels_change_and_they_match_a_whole_frame_conversion(decoded: av.VideoFrame) -> None:
-    rgb = cast(Frame, decoded.to_ndarray(format="rgb24"))
+    rgb = rgb_array(decoded)
     edited = rgb.copy()
     mask = np.zeros((60, 81), np.uint8)  # odd position and size: the box is widened to even
     mask[10:50, 15:70] = 1
@@ -71,7 +69,7 @@ def test_only_masked_pixels_change_and_they_match_a_whole_frame_conversion(decod
 
 
 def test_region_without_mask_and_past_the_frame_edge(decoded: av.VideoFrame) -> None:
-    edited = cast(Frame, decoded.to_ndarray(format="rgb24")).copy()
+    edited = rgb_array(decoded).copy()
     edited[150:, 300:] = 255
     out = patch_yuv420(decoded, edited, [ChangedRegion(300, 150, 340, 200)], colorspace=BT709, color_range=TV)
     y_before, y_after = _planes(decoded)[0], _planes(out)[0]
@@ -81,7 +79,7 @@ def test_region_without_mask_and_past_the_frame_edge(decoded: av.VideoFrame) -> 
 
 
 def test_no_regions_gives_the_same_pixels_and_bad_input_is_refused(decoded: av.VideoFrame) -> None:
-    rgb = cast(Frame, decoded.to_ndarray(format="rgb24"))
+    rgb = rgb_array(decoded)
     out = patch_yuv420(decoded, rgb, [], colorspace=BT709, color_range=TV)
     for a, b in zip(_planes(decoded), _planes(out), strict=True):
         np.testing.assert_array_equal(a, b)

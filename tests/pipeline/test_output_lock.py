@@ -9,17 +9,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import cast
 
-import av
 import pytest
 
 from ffdesk.errors import UserError
-from ffdesk.media.synth import frame_index_of, synth_clip
+from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline import lock as lockmod
 from ffdesk.pipeline.lock import LockHolder, OutputLock
 from ffdesk.pipeline.resume import Manifest, Segment, lock_path_for, work_dir_for
-from ffdesk.types import Frame
+from tests.pipeline.test_render import decoded_indices
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,11 +166,6 @@ def test_without_flock_a_dead_pid_is_stale_and_a_live_one_refuses(
         alive.wait()
 
 
-def _indices(path: Path) -> list[int]:
-    with av.open(str(path)) as c:
-        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
-
-
 def test_cli_a_second_render_of_the_same_output_exits_2_naming_the_first(tmp_path: Path) -> None:
     clip = tmp_path / "clip.mp4"
     synth_clip(clip, width=160, height=90, fps=25, frames=120, audio_streams=1)
@@ -202,5 +195,5 @@ def test_cli_a_second_render_of_the_same_output_exits_2_naming_the_first(tmp_pat
             first.kill()
             first.wait()
     assert first.returncode == 0, err
-    assert _indices(out) == list(range(120))
+    assert decoded_indices(out) == list(range(120))
     assert not lock_path_for(work_dir_for(out)).exists() and not work_dir_for(out).exists()

@@ -9,13 +9,14 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import av
 import numpy as np
 import pytest
 
 from ffdesk.errors import Cancelled, UserError
+from ffdesk.media.decode import rgb_array
 from ffdesk.media.probe import probe
 from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline import events as ev
@@ -24,7 +25,6 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import work_dir_for
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +43,7 @@ def long_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def decoded_indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
+        return [frame_index_of(rgb_array(f)) for f in c.decode(video=0)]
 
 
 def audio_seconds(path: Path) -> list[float]:
@@ -135,7 +135,7 @@ def test_cancel_leaves_no_output_and_a_resumable_manifest(
 
 def _inverted_indices(path: Path) -> list[int]:
     with av.open(str(path)) as c:
-        return [frame_index_of(255 - cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
+        return [frame_index_of(255 - rgb_array(f)) for f in c.decode(video=0)]
 
 
 def test_a_failing_stage_fails_the_render_without_output(

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import cast
 
 import av
 import pytest
 
 from ffdesk.errors import Cancelled
-from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame
 from tests.media.test_timestamps import write_clip
+from tests.pipeline.test_render import decoded_indices
 
 FRAMES = 60
-
-
-def _indices(path: Path) -> list[int]:
-    with av.open(str(path)) as c:
-        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
 
 
 @pytest.mark.parametrize(("name", "codec"), [("b.avi", "mpeg4"), ("p.ts", "mpeg2video")])
@@ -45,7 +38,7 @@ def test_an_interrupted_render_resumes_with_every_frame_once(
     assert not out.exists()
     report = run_render(job, env=run_env)
     assert report.resumed_segments >= 2
-    assert _indices(out) == list(range(FRAMES))
+    assert decoded_indices(out) == list(range(FRAMES))
     with av.open(str(out)) as c:
         v = c.streams.video[0]
         assert v.time_base is not None

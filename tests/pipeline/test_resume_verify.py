@@ -8,20 +8,19 @@ import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-import av
 import pytest
 
 from ffdesk.errors import Cancelled
-from ffdesk.media.synth import frame_index_of, synth_clip
+from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.resume import MANIFEST_NAME, Manifest, Segment, segment_check, work_dir_for
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame
+from tests.pipeline.test_render import decoded_indices
 
 
 def _three_segments(folder: Path) -> None:
@@ -155,11 +154,6 @@ class SlowPass:
         return None
 
 
-def _indices(path: Path) -> list[int]:
-    with av.open(str(path)) as c:
-        return [frame_index_of(cast(Frame, f.to_ndarray(format="rgb24"))) for f in c.decode(video=0)]
-
-
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
 def test_resume_after_damage_renders_every_frame_once(
     run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
@@ -193,5 +187,5 @@ def test_resume_after_damage_renders_every_frame_once(
     assert any(n.startswith(expect) and "rendering it and the" in n for n in notes), notes
     assert report.resumed_segments == 1
     assert report.video is not None and report.video.resumed_frames == 10
-    assert _indices(out) == list(range(100))
+    assert decoded_indices(out) == list(range(100))
     assert not work.exists()

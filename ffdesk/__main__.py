@@ -1,3 +1,9 @@
-from ffdesk.cli import main
+import sys
 
-raise SystemExit(main())
+from ffdesk.cli import main
+from ffdesk.training.launch import in_torchrun, leave_rank
+
+code = main()
+if in_torchrun():
+    leave_rank(code)
+sys.exit(code)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +158,30 @@ def test_the_cosine_schedule_warms_up_then_decays_to_its_floor() -> None:
     assert all(a >= b for a, b in zip(rates[4:], rates[5:], strict=False))
     assert rates[-1] == pytest.approx(1e-3 * FLOOR)
     assert {lr_at(i, 100, 1e-3, "constant") for i in range(100)} == {1e-3}
+
+
+def test_a_worker_leaves_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """A torchrun worker ends through `leave_rank`: its exit code and all its buffered output
+    arrive, and nothing of the interpreter's teardown runs (where gloo's threads crashed it)."""
+    marker = tmp_path / "teardown-ran"
+    script = (
+        "import atexit, pathlib, sys\n"
+        "from ffdesk.training.launch import leave_rank\n"
+        f"atexit.register(lambda: pathlib.Path({str(marker)!r}).write_text('x'))\n"
+        "sys.stdout.write('o' * 200_000)\n"
+        "sys.stderr.write('last words')\n"
+        "leave_rank(3)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert proc.stdout == "o" * 200_000 and proc.stderr == "last words"
+    assert not marker.exists()
+
+
+def test_ffdesk_under_torchrun_keeps_its_exit_code_and_output(tmp_path: Path) -> None:
+    env = {**os.environ, "LOCAL_RANK": "0", "PYTHONPATH": str(Path(launch.__file__).resolve().parents[2])}
+    run = [sys.executable, "-m", "ffdesk", "train", "--src", str(tmp_path / "none"), "--dst", str(tmp_path),
+           "--run", str(tmp_path / "run"), "--steps", "1"]  # fmt: skip
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("ffdesk: error: ") and proc.stderr.count("\n") == 1

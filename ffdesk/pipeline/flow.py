@@ -284,6 +284,9 @@ class StageRunner:
         ]
 
     def _batches(self) -> Iterator[list[FramePacket]]:
+        # The first batches grow from one frame (1, 2, 4, ... up to `batch`): at the start the
+        # encoder waits for the first frame, so waiting for a batch to fill would keep it idle.
+        size = 1
         while not self._saw_end.is_set():
             first = self.inbox.get()
             if first is END:
@@ -292,7 +295,7 @@ class StageRunner:
                 return
             batch = [first]
             deadline = time.monotonic() + self.linger_s
-            while len(batch) < self.batch:
+            while len(batch) < size:
                 try:
                     item = self.inbox.get_until(deadline)
                 except queue.Empty:
@@ -302,6 +305,7 @@ class StageRunner:
                     self.inbox.put(END)
                     break
                 batch.append(item)
+            size = min(self.batch, 2 * size)
             yield batch
 
     def _work(self, number: int) -> None:

@@ -148,8 +148,30 @@ def _slow_feed(runner_linger: float) -> list[int]:
 
 
 def test_a_stage_fed_slowly_still_gets_full_batches_within_the_linger() -> None:
-    assert _slow_feed(runner_linger=1.0) == [4, 4, 4]
+    # The first batches grow from one frame, then every batch fills within the linger.
+    assert _slow_feed(runner_linger=1.0) == [1, 2, 4, 4, 1]
     assert max(_slow_feed(runner_linger=0.0)) < 4
+
+
+def test_the_first_frame_leaves_a_stage_without_waiting_for_a_batch() -> None:
+    halt = Halt()
+    source, out = Pipe(halt, 64), Pipe(halt, 64)
+    stage = AddStage("a", max_batch=8)
+    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=5.0)
+    threads = runner.start()
+    t0 = time.monotonic()
+    source.put(FramePacket(0, 0, np.zeros((2, 2, 3), np.uint8)))
+    first = out.get()
+    waited = time.monotonic() - t0
+    source.put(END)
+    while out.get() is not END:
+        pass
+    halt.stop()
+    for t in threads:
+        t.join()
+    assert isinstance(first, FramePacket) and first.index == 0
+    assert waited < 2.0  # not the 5 s linger
+    assert stage.batches == [1]
 
 
 def test_render_decoder_threads_leave_the_cores_to_the_stages() -> None:

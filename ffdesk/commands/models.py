@@ -1,4 +1,4 @@
-"""`ffdesk models list|verify|import|standins|set-dir`: the user's model pack."""
+"""`ffdesk models list|verify|import|prepare|standins|set-dir`: the user's model pack."""
 
 from __future__ import annotations
 
@@ -48,6 +48,19 @@ def register(sub: Any) -> None:
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--as", dest="as_name", default=None, help="catalog name for a renamed file")
     p.set_defaults(func=_import)
+
+    p = cmds.add_parser(
+        "prepare", help="make models' FP16 variants (and CPU weight copies) now, not at a render's start"
+    )
+    dir_arg(p)
+    p.add_argument("names", nargs="+", help="catalog models to prepare (e.g. inswapper_128)")
+    p.add_argument(
+        "--precision",
+        choices=("fp16", "fp32"),
+        default="fp16",
+        help="fp16: make the FP16 variant (default); fp32: only the CPU weight copy",
+    )
+    p.set_defaults(func=_prepare)
 
     p = cmds.add_parser("standins", help="write random-weight models that honour the catalog contracts")
     p.add_argument("--out", type=Path, required=True)
@@ -115,6 +128,50 @@ def _list(args: argparse.Namespace) -> int:
     absent = [spec.name for spec in catalog if spec.name not in here]
     if absent:
         print(f"catalog models not in this folder ({len(absent)}): {', '.join(absent)}")
+    return 0
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    """Make what a render would otherwise make before its first frame: each model's FP16
+    variant (cached under the cache folder's variants/) and, for large files, the external-data
+    copy the CPU loads them from (weights/). INT8 variants are calibrated on the faces of the clip
+    being rendered, so a render makes those itself."""
+    import time
+
+    from ffdesk.runtime import precision, weights
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir, verify
+
+    env = runtime_env(args)
+    catalog = load_catalog()
+    folder = resolve_models_dir(args.models_dir, env)
+    unknown = [n for n in args.names if n not in catalog]
+    if unknown:
+        raise UserError(f"{unknown[0]}: not a catalog model (ffdesk models list shows them)")
+    specs = [catalog.get(n) for n in args.names]
+    for spec in specs:  # every file checked before any work
+        path = folder / spec.file
+        if not path.is_file():
+            raise UserError(f"{spec.file}: not in {folder}")
+        problems = verify(spec, path)
+        if problems:
+            raise UserError("; ".join(problems))
+    for spec in specs:
+        path = folder / spec.file
+        t0 = time.perf_counter()
+        notes = []
+        files = [path]
+        if args.precision == "fp16":
+            cached = precision.variant_path(path, "fp16", cache_dir=env.variants_dir).is_file()
+            variant = precision.make_fp16(path, cache_dir=env.variants_dir)
+            notes.append(f"fp16 variant {'already made' if cached else 'made'}: {variant}")
+            files.append(variant)
+        for model in files:
+            copy = weights.external_copy(model, env.weights_dir)
+            if copy is not None:
+                notes.append(f"CPU weight copy: {copy}")
+        took = time.perf_counter() - t0
+        print(f"{spec.name}: {'; '.join(notes) or 'nothing to prepare'} ({took:.1f} s)")
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import PROVIDERS, SWAP_SCALES, RenderJob
+from ffdesk.pipeline.job import PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
 from ffdesk.units import parse_size, parse_time
 
@@ -80,6 +80,13 @@ def register(sub: Any) -> None:
         help="percent of the enhanced face mixed into the frame, 0-100; default 80",
     )
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where models run")
+    p.add_argument(
+        "--pixels",
+        choices=PIXELS,
+        default="auto",
+        help="where a model pack's pixels stay between model calls: device (torch tensors on the "
+        "models' GPU; the CPU device without one), host (numpy), auto (device on a GPU; default)",
+    )
     p.add_argument(
         "--swap-scale", type=int, choices=SWAP_SCALES, default=1, help="swapper output resolution x N (tiled)"
     )
@@ -167,6 +174,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         deinterlace=args.deinterlace,
         provider=args.provider,
         swap_scale=args.swap_scale,
+        pixels=args.pixels,
     ).resolved()
 
 
@@ -190,6 +198,8 @@ class TerminalProgress:
             )
             if event.resumed_frames:
                 self.bar.write(f"resuming after {event.resumed_frames} finished frames")
+        elif isinstance(event, ev.Preparing) and self.enabled:
+            self.write(f"preparing the models ({event.step}/{event.steps}): {event.what}")
         elif isinstance(event, ev.Progress) and self.bar is not None:
             self.bar.total = event.frames_total
             self.bar.update(event.frames_done - self.bar.n)

@@ -68,6 +68,7 @@ from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
     EmitsEvents,
     FramePacket,
+    Prepares,
     Stage,
     edits_regions_only,
 )
@@ -138,6 +139,9 @@ def run_render(
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(emit)
         try:
+            for stage in stages:  # the models are ready before the first frame is decoded
+                if isinstance(stage, Prepares):
+                    stage.prepare(emit)
             if span is None or manifest is None:
                 report = _render_image(job, stages, emit)
             else:

@@ -22,6 +22,16 @@ class Started:
 
 
 @dataclass(frozen=True)
+class Preparing:
+    """A step of getting the models ready, before the render's first frame: `step` of `steps`
+    (embedding the source face, making a precision variant, warming a model up at a batch shape)."""
+
+    what: str
+    step: int
+    steps: int
+
+
+@dataclass(frozen=True)
 class Progress:
     frames_done: int
     frames_total: int
@@ -88,6 +98,15 @@ class WorkerProgress:
 
 
 Event = (
-    Started | Progress | StageTiming | PreviewFrame | MemoryChanged | Warning | Error | Done | WorkerProgress
+    Started
+    | Preparing
+    | Progress
+    | StageTiming
+    | PreviewFrame
+    | MemoryChanged
+    | Warning
+    | Error
+    | Done
+    | WorkerProgress
 )
 EventCallback = Callable[[Event], None]

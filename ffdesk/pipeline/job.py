@@ -16,6 +16,13 @@ Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 (falls back to the CPU where CUDA is not usable), "tensorrt" (TensorRT first, then CUDA, then CPU)."""
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 
+Pixels = Literal["auto", "host", "device"]
+"""Where a model-pack render keeps the pixels between its model calls: "host" (numpy and OpenCV
+in host memory), "device" (torch tensors on the models' device: each frame with a face is
+uploaded once and only the changed regions come back; on a machine without a GPU, torch's CPU
+device), "auto" (the device where the models run on a GPU, else the host)."""
+PIXELS: tuple[Pixels, ...] = get_args(Pixels)
+
 SwapScale = Literal[1, 2, 4]
 """The swapper's output resolution as a multiple of its own (sub-pixel tiling of the crop)."""
 SWAP_SCALES: tuple[SwapScale, ...] = get_args(SwapScale)
@@ -88,6 +95,9 @@ class RenderJob:
     video_preset: VideoPreset | None = None
     """The video encoder's speed preset (x264's names); None: medium in final mode, veryfast in
     preview."""
+    pixels: Pixels = "auto"
+    """Where the pixels stay between model calls (see `Pixels`); both give the same frames within
+    rounding, so it is not part of the output's fingerprint."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -116,7 +126,7 @@ class RenderJob:
         never splices two different renders into one file.
         """
         d = asdict(self)
-        for k in ("resume", "report", "telemetry_log", "batch", "memory_budget"):
+        for k in ("resume", "report", "telemetry_log", "batch", "memory_budget", "pixels"):
             d.pop(k, None)
         # provider and swap scale once travelled as string pairs: the same hash as then, so a
         # render interrupted before that change still resumes
@@ -141,6 +151,8 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
         raise UserError(f"swap scale must be 1, 2 or 4, not {job.swap_scale!r}")
+    if job.pixels not in PIXELS:
+        raise UserError(f"unknown pixels path {job.pixels!r} (choose from {', '.join(PIXELS)})")
     if job.video_preset is not None and job.video_preset not in VIDEO_PRESETS:
         raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
 

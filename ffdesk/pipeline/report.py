@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ffdesk.runtime.device import Direction, TransferCount
 from ffdesk.runtime.residency import ModelStats, OomEvent, ResidencyReport
 from ffdesk.runtime.residency_policy import OomAction
 from ffdesk.telemetry.render import TelemetrySummary
@@ -312,6 +313,55 @@ class ModelOrder:
         return cls(order, reason, _int(data, "window_frames", where))
 
 
+@dataclass(frozen=True)
+class PixelFigures:
+    """Where a model pack's pixels stayed between its model calls ("host", or "device" with the
+    torch device), and every copy between host and device memory by kind: "frame" (each frame
+    with a face, once), "regions" (the changed regions, once a batch and stage), "mask-boxes" and
+    "quality" (a few numbers), "constant", "source" and "affines" (matrices and constants), and
+    "model-io" (a model that cannot take device tensors, fed through host memory)."""
+
+    path: str
+    device: str
+    transfers: tuple[TransferCount, ...] = ()
+
+    def plus(self, other: PixelFigures) -> PixelFigures:
+        totals: dict[tuple[Direction, str], tuple[int, int]] = {}
+        for t in (*self.transfers, *other.transfers):
+            copies, nbytes = totals.get((t.direction, t.kind), (0, 0))
+            totals[(t.direction, t.kind)] = (copies + t.copies, nbytes + t.nbytes)
+        merged = tuple(TransferCount(d, k, c, n) for (d, k), (c, n) in sorted(totals.items()))
+        path = self.path if self.path == other.path else "mixed"
+        return replace(self, path=path, transfers=merged)
+
+    def copies(self, direction: str, kind: str) -> int:
+        return sum(t.copies for t in self.transfers if t.direction == direction and t.kind == kind)
+
+    def to_json_dict(self) -> JsonDict:
+        return {
+            "path": self.path,
+            "device": self.device,
+            "transfers": [
+                {"direction": t.direction, "kind": t.kind, "copies": t.copies, "bytes": t.nbytes}
+                for t in self.transfers
+            ],
+        }
+
+    @classmethod
+    def from_json_dict(cls, data: Mapping[str, Any]) -> PixelFigures:
+        where = "pixel figures"
+        transfers = []
+        for item in _list(data, "transfers", where):
+            t = _object(item, where)
+            way = _str(t, "direction", where)
+            if way not in ("up", "down"):
+                raise ReportError(f"{where}: direction must be up or down, not {way!r}")
+            direction: Direction = "up" if way == "up" else "down"
+            kind, copies, nbytes = _str(t, "kind", where), _int(t, "copies", where), _int(t, "bytes", where)
+            transfers.append(TransferCount(direction, kind, copies, nbytes))
+        return cls(_str(data, "path", where), _str(data, "device", where), tuple(transfers))
+
+
 def _model_stats_json(m: ModelStats) -> JsonDict:
     return {
         "key": m.key,
@@ -414,6 +464,8 @@ class ModelsReport:
     alignment: Alignment | None = None
     order: ModelOrder | None = None
     """A model pack's model order (JSON: "model_order")."""
+    pixels: PixelFigures | None = None
+    """A model pack's pixel path and what crossed between host and device."""
 
     @classmethod
     def of(
@@ -427,6 +479,7 @@ class ModelsReport:
         quality: QualityCheck | None = None,
         alignment: Alignment | None = None,
         order: ModelOrder | None = None,
+        pixels: PixelFigures | None = None,
     ) -> ModelsReport:
         """A residency manager's figures, with what the stage that ran the models adds."""
         return cls(
@@ -441,6 +494,7 @@ class ModelsReport:
             quality=quality,
             alignment=alignment,
             order=order,
+            pixels=pixels,
         )
 
     @property
@@ -464,6 +518,7 @@ class ModelsReport:
             quality=_plus(self.quality, other.quality),
             alignment=_plus(self.alignment, other.alignment),
             order=_plus(self.order, other.order),
+            pixels=_plus(self.pixels, other.pixels),
         )
 
     def to_json_dict(self) -> JsonDict:
@@ -486,6 +541,8 @@ class ModelsReport:
             out.update(self.alignment.to_json_dict())
         if self.order is not None:
             out["model_order"] = self.order.to_json_dict()
+        if self.pixels is not None:
+            out["pixels"] = self.pixels.to_json_dict()
         return out
 
     @classmethod
@@ -503,6 +560,7 @@ class ModelsReport:
             quality=QualityCheck.from_json_dict(data) if "quality_checked_frames" in data else None,
             alignment=Alignment.from_json_dict(data) if "faces_aligned" in data else None,
             order=_model_order(data, where),
+            pixels=PixelFigures.from_json_dict(_dict(data, "pixels", where)) if "pixels" in data else None,
         )
 
 

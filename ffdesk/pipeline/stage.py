@@ -27,6 +27,8 @@ from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
+    import torch
+
     from ffdesk.pipeline.report import StageFigures
 
 
@@ -80,6 +82,10 @@ class FramePacket:
     """The faces to swap and their weights (set by the tracking stage)."""
     swapped_tracks: list[int | None] = field(default_factory=list)
     """Track IDs of the faces a swap stage did swap in this frame."""
+    device_image: torch.Tensor | None = None
+    """`image` on the models' device (H x W x 3 uint8), uploaded by the first stage that keeps
+    its pixels there and shared by the later ones (`ffdesk.pipeline.stages.device_redraw`);
+    every pixel they change there is also written back into `image`, region by region."""
 
 
 @runtime_checkable
@@ -142,6 +148,16 @@ class HoldsFrames(Protocol):
     def drain(self) -> list[FramePacket]:
         """Every packet still held, in index order (the stage then holds none)."""
         ...
+
+
+@runtime_checkable
+class Prepares(Protocol):
+    """Optional: a stage with `prepare` gets its models ready (precision variants, warm-up of
+    the batch shapes it will run) when the engine calls it, on the render's own thread before
+    the first frame is decoded, sending `Preparing` events as it goes. `start()` then finds
+    nothing left to do; a caller that never calls `prepare` gets the same work in `start()`."""
+
+    def prepare(self, on_event: Callable[[Any], None]) -> None: ...
 
 
 @runtime_checkable

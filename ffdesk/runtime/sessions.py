@@ -242,43 +242,41 @@ class OrtSession:
         values = self.ort.run(names, dict(inputs))
         return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
+    @property
+    def device_type(self) -> Literal["cuda", "cpu"]:
+        """Where the session's inputs and outputs live when bound in place (`run_torch`)."""
+        return "cuda" if self.on_gpu else "cpu"
+
     def run_torch(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Run on torch tensors. On CUDA, inputs are bound in place (IO binding) and outputs stay
-        on the device, so a batch crosses the bus once each way; elsewhere this goes via numpy."""
+        """Run on torch tensors that live where the session runs (`device_type`): inputs are
+        bound in place and outputs stay there (IO binding through DLPack), so nothing crosses
+        between host and device. Tensors anywhere else go through numpy (a copy each way)."""
         import torch
 
-        if not (self.on_gpu and all(t.is_cuda for t in inputs.values())):
+        want = self.device_type
+        if not all(t.device.type == want for t in inputs.values()):
             out = self.run({k: v.detach().cpu().numpy() for k, v in inputs.items()})
             return {k: torch.from_numpy(v) for k, v in out.items()}
+        import onnxruntime as ort
+
         binding = self.ort.io_binding()
-        dev_id = next(iter(inputs.values())).device.index or 0
-        # Keep the (possibly new) contiguous tensors alive until the run is over: ORT only holds
-        # their raw pointers.
-        bound = [inputs[info.name].contiguous() for info in self.inputs]
-        for info, t in zip(self.inputs, bound, strict=True):
-            binding.bind_input(info.name, "cuda", dev_id, _np_dtype(t), tuple(t.shape), t.data_ptr())
-        batch = int(next(iter(inputs.values())).shape[0])
-        preallocated: dict[str, torch.Tensor] = {}
+        device_id = next(iter(inputs.values())).device.index or 0
+        # The OrtValues share the tensors' memory: keep both alive until the run is over.
+        bound = [inputs[info.name].detach().contiguous() for info in self.inputs]
+        values = [ort.OrtValue.from_dlpack(t) for t in bound]
+        for info, value in zip(self.inputs, values, strict=True):
+            binding.bind_ortvalue_input(info.name, value)
         for info in self.outputs:
-            shape = _concrete(info.shape, batch)
-            if shape is None:
-                binding.bind_output(info.name, "cuda", dev_id)
-                continue
-            dst = torch.empty(shape, dtype=_torch_dtype(info.dtype), device=f"cuda:{dev_id}")
-            binding.bind_output(info.name, "cuda", dev_id, _np_dtype(dst), shape, dst.data_ptr())
-            preallocated[info.name] = dst
-        # torch queues its kernels asynchronously on its own stream; ORT must see finished inputs.
-        torch.cuda.synchronize(dev_id)
+            binding.bind_output(info.name, want, device_id)
+        if want == "cuda":
+            # torch queues its kernels on its own stream; ONNX Runtime must see finished inputs
+            torch.cuda.current_stream(bound[0].device).synchronize()
         self.ort.run_with_iobinding(binding)
-        del bound
-        result: dict[str, torch.Tensor] = {}
-        values = binding.get_outputs()
-        for info, value in zip(self.outputs, values, strict=True):
-            if info.name in preallocated:
-                result[info.name] = preallocated[info.name]
-            else:  # a data-dependent shape (detectors): one extra trip through host memory
-                result[info.name] = torch.from_numpy(value.numpy()).to(f"cuda:{dev_id}")
-        return result
+        if want == "cuda":
+            binding.synchronize_outputs()
+        del bound, values
+        outputs = binding.get_outputs()
+        return {info.name: torch.from_dlpack(v) for info, v in zip(self.outputs, outputs, strict=True)}
 
     def offload(self) -> HostCopy | None:
         data = self._bytes
@@ -299,45 +297,6 @@ class OrtSession:
     def close(self) -> None:
         self._session = None
         self._bytes = None
-
-
-def _np_dtype(t: torch.Tensor) -> Any:
-    import torch
-
-    return {
-        torch.float32: np.float32,
-        torch.float16: np.float16,
-        torch.float64: np.float64,
-        torch.int64: np.int64,
-        torch.int32: np.int32,
-        torch.uint8: np.uint8,
-    }[t.dtype]
-
-
-def _torch_dtype(name: str) -> Any:
-    import torch
-
-    return {
-        "float32": torch.float32,
-        "float16": torch.float16,
-        "float64": torch.float64,
-        "int64": torch.int64,
-        "int32": torch.int32,
-        "uint8": torch.uint8,
-    }[name]
-
-
-def _concrete(shape: tuple[Dim, ...], batch: int) -> tuple[int, ...] | None:
-    """The shape with a dynamic batch axis filled in; None if any other axis is dynamic."""
-    dims: list[int] = []
-    for i, d in enumerate(shape):
-        if isinstance(d, int) and d >= 0:
-            dims.append(d)
-        elif i == 0:
-            dims.append(batch)
-        else:
-            return None
-    return tuple(dims)
 
 
 class TorchSession:

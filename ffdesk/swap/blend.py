@@ -207,6 +207,28 @@ def alpha_blend(fg: Frame, bg: Frame, alpha: Mask) -> Frame:
     return np.asarray(cv2.blendLinear(fg, bg, a, 1.0 - a), np.uint8)
 
 
+def paste_box(
+    mask_rect: tuple[int, int, int, int], m: npt.NDArray[np.floating], frame_size: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
+    """The frame box (x1, y1, x2, y2) a paste must cover: where the crop's mask box (x, y, w, h
+    of its nonzero part) lands through the inverse of `m` (frame -> crop), with a pixel of room
+    for bilinear sampling, inside the frame (`frame_size`: width, height). None when nothing lands
+    in the frame."""
+    x, y, bw, bh = mask_rect
+    if bw == 0 or bh == 0:
+        return None
+    inv = cv2.invertAffineTransform(np.asarray(m, np.float64))
+    # a bilinear sample has weight from the mask only within a pixel of its nonzero part
+    corners = np.array([[x - 1, y - 1], [x + bw, y - 1], [x - 1, y + bh], [x + bw, y + bh]], np.float64)
+    mapped = corners @ inv[:, :2].T + inv[:, 2]
+    w, h = frame_size
+    x1, y1 = (max(int(v), 0) for v in np.floor(mapped.min(0)) - 1)
+    x2, y2 = (int(v) for v in np.minimum(np.ceil(mapped.max(0)) + 2, (w, h)))
+    if x2 <= x1 or y2 <= y1:
+        return None
+    return x1, y1, x2, y2
+
+
 def paste_face(frame: Frame, crop: Frame, m: npt.NDArray[np.floating], mask: Mask) -> ChangedRegion | None:
     """Un-warp `crop` (aligned by `m`, frame -> crop) into `frame` in place, blended by `mask`
     (crop-sized, [0, 1]); returns the pixels that may have changed (None: none did).
@@ -215,18 +237,13 @@ def paste_face(frame: Frame, crop: Frame, m: npt.NDArray[np.floating], mask: Mas
     zero border and the rest of the frame are never touched), in one pass (`alpha_blend`). The
     result is a full-frame inverse warp and float blend's, within one level of rounding.
     """
-    x, y, bw, bh = cv2.boundingRect((mask > 0).view(np.uint8))
-    if bw == 0 or bh == 0:
-        return None
-    inv = cv2.invertAffineTransform(np.asarray(m, np.float64))
-    # a bilinear sample has weight from the mask only within a pixel of its nonzero part
-    corners = np.array([[x - 1, y - 1], [x + bw, y - 1], [x - 1, y + bh], [x + bw, y + bh]], np.float64)
-    mapped = corners @ inv[:, :2].T + inv[:, 2]
     h, w = frame.shape[:2]
-    x1, y1 = (max(int(v), 0) for v in np.floor(mapped.min(0)) - 1)
-    x2, y2 = (int(v) for v in np.minimum(np.ceil(mapped.max(0)) + 2, (w, h)))
-    if x2 <= x1 or y2 <= y1:
+    x, y, bw, bh = cv2.boundingRect((mask > 0).view(np.uint8))
+    box = paste_box((x, y, bw, bh), m, (w, h))
+    if box is None:
         return None
+    x1, y1, x2, y2 = box
+    inv = cv2.invertAffineTransform(np.asarray(m, np.float64))
     inv[:, 2] -= (x1, y1)
     size = (x2 - x1, y2 - y1)
     warped: Frame = np.asarray(

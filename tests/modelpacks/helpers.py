@@ -59,3 +59,54 @@ def model_names(report: dict[str, Any]) -> set[str]:
 
 def frames(out: Path) -> list[np.ndarray]:
     return [read_image(p) for p in sorted(out.glob("*.png"))]
+
+
+def content_masks(folder: Path) -> None:
+    """Replace the folder's xseg_1 and bisenet_resnet_34 with mask models whose masks follow the
+    picture (random stand-ins give masks that hide the whole face): the occluder keeps where red
+    outweighs blue (skin), the parser calls skin class 1, blue-ish pixels background (0) and
+    the rest some other classes. Upstream shapes and dtypes, dynamic batch, `.hash` sidecars."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from ffdesk.runtime.integrity import save_onnx_atomic, write_sidecar
+
+    def save(name: str, nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[Any]) -> None:
+        graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model.ir_version = 9
+        onnx.checker.check_model(model)
+        path = folder / f"{name}.onnx"
+        save_onnx_atomic(model, path)
+        write_sidecar(path)
+
+    occ_w = np.array([-12.0, 0.0, 12.0], np.float32).reshape(1, 3, 1, 1)  # BGR in: red minus blue
+    save(
+        "xseg_1",
+        [
+            helper.make_node("Transpose", ["input"], ["nchw"], perm=[0, 3, 1, 2]),
+            helper.make_node("Conv", ["nchw", "occ_w", "occ_b"], ["logit"]),
+            helper.make_node("Sigmoid", ["logit"], ["mask"]),
+            helper.make_node("Transpose", ["mask"], ["output"], perm=[0, 2, 3, 1]),
+        ],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 256, 256, 3])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["n", 256, 256, 1])],
+        [
+            numpy_helper.from_array(occ_w, "occ_w"),
+            numpy_helper.from_array(np.array([-0.5], np.float32), "occ_b"),
+        ],
+    )
+    rng = np.random.default_rng(7)
+    w = rng.normal(0.0, 0.4, (19, 3)).astype(np.float32)
+    w[0] = (-2.0, 0.0, 2.5)  # background: blue-ish (RGB in, ImageNet-normalised)
+    w[1] = (2.5, 0.0, -2.0)  # skin: red-ish
+    save(
+        "bisenet_resnet_34",
+        [helper.make_node("Conv", ["input", "parse_w", "parse_b"], ["output"])],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["n", 3, 512, 512])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["n", 19, 512, 512])],
+        [
+            numpy_helper.from_array(w.reshape(19, 3, 1, 1), "parse_w"),
+            numpy_helper.from_array(np.zeros(19, np.float32), "parse_b"),
+        ],
+    )

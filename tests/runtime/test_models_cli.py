@@ -105,3 +105,37 @@ def test_verify_says_which_outputs_are_read(tmp_path: Path, capsys: pytest.Captu
     assert "bisenet_resnet_18.onnx: ok (reads output 0 of 3 by position (1-2 not used))" in out
     assert "inswapper_128_fp16.onnx: ok (reads output 0 of 1; float16 output 0 read as float32)" in out
     assert "xseg_2.onnx: ok (reads output 0 of 1)" in out
+
+
+def test_prepare_makes_the_fp16_variant_a_render_then_finds(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.runtime import precision
+    from ffdesk.runtime.env import RuntimeEnv
+
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "xseg_1"])
+    assert main(["models", "prepare", "inswapper_128", "xseg_1", "--models-dir", str(pack)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["inswapper_128", "xseg_1"]
+    assert all("fp16 variant made" in line for line in lines)
+    variants = RuntimeEnv.from_system().variants_dir
+    made = precision.variant_path(pack / "inswapper_128.onnx", "fp16", cache_dir=variants)
+    assert made.is_file()
+    stamp = made.stat().st_mtime_ns
+    assert main(["models", "prepare", "inswapper_128", "--models-dir", str(pack)]) == 0
+    assert "fp16 variant already made" in capsys.readouterr().out
+    assert made.stat().st_mtime_ns == stamp
+    # what the render would use is the same file
+    assert precision.make_fp16(pack / "inswapper_128.onnx", cache_dir=variants) == made
+
+
+@pytest.mark.parametrize(
+    ("names", "why"), [(["nope_9"], "not a catalog model"), (["gfpgan_1.4"], "gfpgan_1.4.onnx: not in")]
+)
+def test_prepare_refuses_in_one_line(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], names: list[str], why: str
+) -> None:
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128"])
+    assert main(["models", "prepare", *names, "--models-dir", str(pack)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and why in err[0], err

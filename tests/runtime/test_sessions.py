@@ -53,13 +53,37 @@ def test_offload_reload_is_identical(standins_dir: Path) -> None:
         np.testing.assert_array_equal(a, b)
 
 
-def test_run_torch_falls_back_to_numpy_on_cpu(standins_dir: Path) -> None:
+def test_run_torch_binds_cpu_tensors_in_place(standins_dir: Path) -> None:
     session = create_session(standins_dir / "arcface_w600k_r50.onnx")
+    assert session.device_type == "cpu"
     x = torch.rand(1, 3, 112, 112)
     out = session.run_torch({"input": x})
     ref = session.run({"input": x.numpy()})
     (t,) = out.values()
+    assert isinstance(t, torch.Tensor) and t.device.type == "cpu"
     np.testing.assert_array_equal(t.numpy(), next(iter(ref.values())))
+
+
+def test_run_torch_reads_every_output_in_order_with_its_dtype(tmp_path: Path) -> None:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    # upstream shapes: a parser with its two auxiliary heads, a half-precision swapper
+    write_standin(load_catalog().get("bisenet_resnet_18"), tmp_path, dynamic_batch=True, extra_outputs=2)
+    parser = create_session(tmp_path / "bisenet_resnet_18.onnx")
+    x = torch.rand(2, 3, 512, 512)
+    out = parser.run_torch({parser.inputs[0].name: x})
+    ref = parser.run({parser.inputs[0].name: x.numpy()})
+    assert list(out) == list(ref) and len(out) == 3
+    for a, b in zip(out.values(), ref.values(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b)
+    write_standin(
+        load_catalog().get("inswapper_128_fp16"), tmp_path, dynamic_batch=True, float16_outputs=True
+    )
+    swapper = create_session(tmp_path / "inswapper_128_fp16.onnx")
+    feeds = {i.name: torch.rand(*i.example(2).shape) for i in swapper.inputs}
+    (y,) = swapper.run_torch(feeds).values()
+    assert y.dtype == torch.float16 and y.shape[0] == 2
 
 
 def test_torch_session_under_the_manager(run_env: RuntimeEnv) -> None:

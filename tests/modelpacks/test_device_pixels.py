@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +77,21 @@ def _render(
     clip: Path,
     out: Path,
     pixels: Pixels,
-    events: list[Any] | None = None,
     **extra: Any,
 ) -> RenderReport:
-    settings: dict[str, Any] = {**FULL, "precision": "fp32", "batch": 4, "end": 1.0, **extra}
+    settings: dict[str, Any] = {
+        **FULL,
+        "precision": "fp32",
+        "batch": 4,
+        "end": 1.0,
+        "provider": "cpu",
+        **extra,
+    }
     job = RenderJob(
         target=clip, output=out, sources=(PHOTO_PATH,), models_dir=pack, encoder="png", resume=False,
-        pixels=pixels, provider="cpu", **settings,
+        pixels=pixels, **settings,
     )  # fmt: skip
-    return run_render(job, events.append if events is not None else None, env=env)
+    return run_render(job, env=env)
 
 
 PHOTO_PATH = Path(PHOTO)
@@ -208,3 +215,26 @@ def test_the_models_are_ready_before_the_first_frame(
     assert {p.steps for p in preparing} == {len(preparing)}
     assert any("fp16" in p.what for p in preparing) and any("batch 4" in p.what for p in preparing)
     assert shapes["after"] and shapes["after"] <= shapes["before"], shapes["after"] - shapes["before"]
+
+
+def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--pixels auto` on a machine whose torch cannot use the GPU the models run on: the warm-up
+    fails before the first frame, and the render goes on with its pixels on the host."""
+    from ffdesk.runtime import device
+
+    monkeypatch.setattr(device, "torch_device", lambda _device: torch.device("cuda", 0))  # torch: CPU build
+    events: list[Any] = []
+    job = RenderJob(
+        target=_carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="auto", precision="fp32", batch=4, end=0.5, **FULL,
+    )  # fmt: skip
+    report = run_render(job, events.append, env=run_env)
+    warnings = [e.message for e in events if isinstance(e, ev.Warning)]
+    assert any("GPU pixel path failed" in w and "pixels stay on the host" in w for w in warnings), warnings
+    assert report.models is not None and report.models.pixels is not None
+    assert report.models.pixels.path == "host"
+    assert report.faces is not None and report.faces.faces_swapped > 0
+    with pytest.raises(Exception, match="CUDA|cuda"):
+        run_render(replace(job, output=tmp_path / "p", pixels="device"), env=run_env)

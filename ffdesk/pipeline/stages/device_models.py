@@ -161,7 +161,8 @@ class DeviceModels:
 
     # ------------------------------------------------------------------ preparation
     def warm_up_steps(self, enhancer: EnhancerSpec | None) -> list[tuple[str, Callable[[], object]]]:
-        """(what, how) for every per-frame model at every batch shape it will run at."""
+        """(what, how) for every per-frame model at every batch shape it will run at. Nothing is
+        made on the device until a step runs."""
         ctx = self.ctx
         side = ctx.swap_spec.size * ctx.tile
         steps: list[tuple[str, Callable[[], object]]] = []
@@ -172,24 +173,23 @@ class DeviceModels:
             swappers[ctx.fp32_swap_key] = ctx.fp32_swap_key
         for n in dev.buckets(self.cap):
             for key, label in swappers.items():
-                steps.append((f"{label} at batch {n}", partial(self.swap, self._zeros(n, side), key)))
+                steps.append((f"{label} at batch {n}", partial(self._on_zeros, n, side, self.swap, key)))
             if ctx.occluders:
-                steps.append((f"occlusion at batch {n}", partial(self.occlusion, self._zeros(n, side))))
+                steps.append((f"occlusion at batch {n}", partial(self._on_zeros, n, side, self.occlusion)))
             if "region" in ctx.masks:
                 name = ctx.masks["region"].name
-                steps.append((f"{name} at batch {n}", partial(self.regions, self._zeros(n, side))))
+                steps.append((f"{name} at batch {n}", partial(self._on_zeros, n, side, self.regions)))
             if enhancer is not None:
-                crops = self._zeros(n, enhancer.size)
-                steps.append(
-                    (f"{ctx.keys['enhancer']} at batch {n}", partial(self.enhance, crops, enhancer, 1, 0.5))
-                )
+                size, label = enhancer.size, ctx.keys["enhancer"]
+                restore = partial(self.enhance, spec=enhancer, blend=1.0, fidelity=0.5)
+                steps.append((f"{label} at batch {n}", partial(self._on_zeros, n, size, restore)))
                 if ctx.occluders:
-                    steps.append(
-                        (f"occlusion at {enhancer.size} px, batch {n}", partial(self.occlusion, crops))
-                    )
+                    what = f"occlusion at {size} px, batch {n}"
+                    steps.append((what, partial(self._on_zeros, n, size, self.occlusion)))
         return steps
 
-    def _zeros(self, n: int, side: int) -> torch.Tensor:
+    def _on_zeros(self, n: int, side: int, call: Callable[..., object], *args: object) -> object:
+        """`call` on `n` black crops of `side` pixels made on the device now."""
         import torch
 
-        return torch.zeros((n, 3, side, side), device=self.pixels.device)
+        return call(torch.zeros((n, 3, side, side), device=self.pixels.device), *args)

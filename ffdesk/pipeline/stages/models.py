@@ -490,14 +490,36 @@ class ModelRender:
                 steps.append(
                     (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
                 )
+            first = len(steps)
             if self.on_device is not None:
                 enhancer = _enhancer_spec(self.enhancer) if self.enhancer else None
                 steps += [(f"warming up {what}", do) for what, do in self.on_device.warm_up_steps(enhancer)]
             for i, (what, do) in enumerate(steps, 1):
                 emit(ev.Preparing(what, i, len(steps)))
-                do()
+                if i <= first:
+                    do()
+                elif not self._warm_up(do, emit):
+                    break
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
+
+    def _warm_up(self, step: Callable[[], object], emit: Callable[[ev.Event], None]) -> bool:
+        """Run one warm-up step of the device path. Where the device path was only chosen by
+        default (`--pixels auto`) and fails for any reason but a bad input (a GPU library that
+        will not take the tensors, say), the render goes on with its pixels on the host, with a
+        warning; False then. Asked for explicitly, the error stands."""
+        try:
+            step()
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of the device path falls back
+            if self.job.pixels != "auto":
+                raise
+            detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+            emit(ev.Warning(f"the GPU pixel path failed ({detail}); the pixels stay on the host"))
+            self.frames, self.on_device = None, None
+            return False
+        return True
 
     def _embed_sources(self) -> None:
         from ffdesk.media.decode import read_image

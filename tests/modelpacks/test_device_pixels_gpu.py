@@ -1,0 +1,64 @@
+"""The device pixel path on a real CUDA device (marked `gpu`; skipped where torch sees no CUDA
+device or ONNX Runtime cannot use it): the same frames as the host path on the CPU, the same
+crossings, and ONNX Runtime's outputs left on the card."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.sessions import create_session, cuda_usable
+from ffdesk.runtime.standins import write_standins
+
+from .helpers import content_masks
+from .test_device_pixels import DEVICE_KINDS_DOWN, PACK, _carphone, _frames, _psnr, _render
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or not cuda_usable(),
+        reason="needs a CUDA device usable by torch and ONNX Runtime",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("pack")
+    write_standins(folder, list(PACK), dynamic_batch=True)
+    content_masks(folder)
+    return folder
+
+
+def test_onnx_runtime_reads_and_writes_device_tensors_in_place(pack: Path) -> None:
+    from ffdesk.runtime.sessions import SessionOptions
+
+    session = create_session(pack / "xseg_1.onnx", SessionOptions(device="cuda"))
+    assert session.device_type == "cuda"
+    x = torch.rand(4, 256, 256, 3, device="cuda")
+    (y,) = session.run_torch({"input": x}).values()
+    assert y.is_cuda and y.shape == (4, 256, 256, 1)
+    ref = session.run({"input": x.cpu().numpy()})
+    np.testing.assert_allclose(y.cpu().numpy(), next(iter(ref.values())), atol=1e-5)
+
+
+def test_the_cuda_path_gives_the_cpu_host_paths_frames(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+) -> None:
+    clip = _carphone()
+    host = _render(run_env, pack, clip, tmp_path / "host", "host")
+    assert host.faces is not None
+    device = _render(run_env, pack, clip, tmp_path / "device", "device", provider="cuda")
+    assert device.models is not None and device.models.pixels is not None and device.faces is not None
+    pixels = device.models.pixels
+    assert pixels.path == "device" and pixels.device.startswith("cuda")
+    assert all(m.provider == "CUDAExecutionProvider" for m in device.models.models)
+    assert {t.kind for t in pixels.transfers if t.direction == "down"} <= DEVICE_KINDS_DOWN
+    assert pixels.copies("up", "frame") == device.faces.frames_with_faces == host.faces.frames_with_faces
+    assert pixels.copies("up", "model-io") == 0
+    for x, y in zip(_frames(tmp_path / "host"), _frames(tmp_path / "device"), strict=True):
+        assert _psnr(x, y) > 40.0

@@ -12,12 +12,13 @@ so the GPU memory NVML lists for that process is the render's alone:
 
 While a render runs, this process samples the GPU every 50 ms through ffdesk's NVML wrapper
 (`ffdesk.telemetry.sampler` over `ffdesk.telemetry.nvml`), not the render itself, so the sampling
-costs the render nothing. Over the render's own span (its report's `seconds`, ending when the report
-appears): GPU busy % (mean), power (mean), energy (the board's energy counter's difference where it
-reads, else power integrated over time) and energy per frame; over the render process's whole life:
-its GPU memory peak (NVML's per-process figure for its pid) and the device's used memory peak.
-From the render's report: frames/s (model loading included, as a user sees it) and each stage's
-wall and CPU milliseconds a frame.
+costs the render nothing. Over the render's own span (its report's `seconds` less the models'
+preparation before the first frame, ending when the report appears): GPU busy % (mean), power
+(mean), energy (the board's energy counter's difference where it reads, else power integrated over
+time) and energy per frame; over the render process's whole life: its GPU memory peak (NVML's
+per-process figure for its pid) and the device's used memory peak. From the render's report:
+frames/s over that span, the preparation's seconds (variants, warm-up of every batch shape: paid
+once a render, whatever its length), and each stage's wall and CPU milliseconds a frame.
 
 "Models alone": in one fresh process, before the renders (so the swapper's FP16 variant they share
 is made there, not inside the first render's timing), each model of the renders is timed on zero
@@ -221,7 +222,11 @@ class RenderResult:
     error: str | None = None
     frames: int = 0
     seconds: float | None = None
+    """From the first frame's decoding to the output in place (the models' preparation left out)."""
     fps: float | None = None
+    """`frames` over `seconds`: the render's own rate."""
+    prepare_seconds: float | None = None
+    """Getting the models ready before the first frame: variants, warm-up of every batch shape."""
     stages: tuple[StageFigure, ...] = ()
     model_providers: tuple[str, ...] = ()
     pixels_used: str | None = None
@@ -250,7 +255,7 @@ class RenderResult:
     @property
     def efficiency(self) -> float | None:
         ceiling = self.ceiling_fps
-        return round(self.fps / ceiling, 4) if self.fps is not None and ceiling else None
+        return round(self.fps / ceiling, 6) if self.fps is not None and ceiling else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -266,6 +271,7 @@ class RenderResult:
             "frames": self.frames,
             "seconds": self.seconds,
             "fps": self.fps,
+            "prepare_seconds": self.prepare_seconds,
             "stage_ms_per_frame": {s.name: s.ms_per_frame for s in self.stages},
             "stage_cpu_ms_per_frame": {s.name: s.cpu_ms_per_frame for s in self.stages},
             "model_providers": list(self.model_providers),
@@ -554,15 +560,18 @@ def measure_render(
     except Exception as exc:  # noqa: BLE001 - a failed render (or its report) is one line
         return RenderResult(config, settings, error=_one_line(exc), models_alone=alone)
     report = watched.report
-    start = watched.report_seen_at - report.seconds
     models = report.models
+    prepare = (models.prepare_seconds if models is not None else None) or 0.0
+    rendering = max(report.seconds - prepare, 1e-3)
+    start = watched.report_seen_at - rendering  # the window the GPU figures cover
     pixels = models.pixels if models is not None else None
     return RenderResult(
         config,
         settings,
         frames=report.frames_processed,
-        seconds=report.seconds,
-        fps=report.fps,
+        seconds=round(rendering, 3),
+        fps=round(report.frames_processed / rendering, 3),
+        prepare_seconds=prepare,
         stages=tuple(
             StageFigure(
                 t.name,
@@ -728,6 +737,7 @@ def print_render(result: RenderResult) -> None:
     energy = f"{_fmt(w.energy_j, ' J')} ({w.energy_source or 'not readable'})"
     rows = (
         ("frames/s", f"{_fmt(result.fps, digits=2)} ({result.frames} frames in {seconds})"),
+        ("preparing the models", _fmt(result.prepare_seconds, " s", 2) + " before the first frame"),
         ("GPU busy, mean", _fmt(w.gpu_util_mean_pct, " %")),
         ("GPU memory, peak", memory),
         ("power, mean", _fmt(w.power_mean_w, " W")),

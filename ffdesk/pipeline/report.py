@@ -466,6 +466,9 @@ class ModelsReport:
     """A model pack's model order (JSON: "model_order")."""
     pixels: PixelFigures | None = None
     """A model pack's pixel path and what crossed between host and device."""
+    prepare_seconds: float | None = None
+    """A model pack's time getting the models ready before the first frame (source embedding,
+    precision variant, warm-up); the render's own frames/s leaves it out."""
 
     @classmethod
     def of(
@@ -480,6 +483,7 @@ class ModelsReport:
         alignment: Alignment | None = None,
         order: ModelOrder | None = None,
         pixels: PixelFigures | None = None,
+        prepare_seconds: float | None = None,
     ) -> ModelsReport:
         """A residency manager's figures, with what the stage that ran the models adds."""
         return cls(
@@ -495,6 +499,7 @@ class ModelsReport:
             alignment=alignment,
             order=order,
             pixels=pixels,
+            prepare_seconds=prepare_seconds,
         )
 
     @property
@@ -519,6 +524,7 @@ class ModelsReport:
             alignment=_plus(self.alignment, other.alignment),
             order=_plus(self.order, other.order),
             pixels=_plus(self.pixels, other.pixels),
+            prepare_seconds=_sum(self.prepare_seconds, other.prepare_seconds),
         )
 
     def to_json_dict(self) -> JsonDict:
@@ -543,6 +549,8 @@ class ModelsReport:
             out["model_order"] = self.order.to_json_dict()
         if self.pixels is not None:
             out["pixels"] = self.pixels.to_json_dict()
+        if self.prepare_seconds is not None:
+            out["prepare_seconds"] = self.prepare_seconds
         return out
 
     @classmethod
@@ -561,11 +569,19 @@ class ModelsReport:
             alignment=Alignment.from_json_dict(data) if "faces_aligned" in data else None,
             order=_model_order(data, where),
             pixels=PixelFigures.from_json_dict(_dict(data, "pixels", where)) if "pixels" in data else None,
+            prepare_seconds=_float(data, "prepare_seconds", where) if "prepare_seconds" in data else None,
         )
 
 
 def _model_order(data: Mapping[str, Any], where: str) -> ModelOrder | None:
     return ModelOrder.from_json_dict(_dict(data, "model_order", where)) if "model_order" in data else None
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    """`a + b` where both are there, else whichever is."""
+    if a is None or b is None:
+        return a if b is None else b
+    return round(a + b, 3)
 
 
 def _plus(a: Any, b: Any) -> Any:

@@ -93,6 +93,8 @@ def test_a_tiny_cpu_run_gives_every_figure_but_the_gpus(
     for render in renders.values():
         assert render["error"] is None and render["provider"] == "cpu"
         assert render["frames"] == 4 and render["fps"] > 0 and render["height"] == 144
+        # the models' preparation is timed apart and left out of the render's own rate
+        assert render["prepare_seconds"] > 0 and render["seconds"] > 0
         assert set(render["stage_ms_per_frame"]) >= STAGES
         assert set(render["stage_cpu_ms_per_frame"]) == set(render["stage_ms_per_frame"])
         assert all(ms is not None and ms >= 0 for ms in render["stage_ms_per_frame"].values())

@@ -58,7 +58,8 @@ PACK_KEYS = {
     "models", "peak_model_bytes", "memory_budget_bytes", "oom_recoveries", "oom_events", "swapper",
     "swapper_precision", "swap_scale", "quality_checked_frames", "quality_flags",
     "quality_psnr_threshold_db", "landmarker", "landmarker_note", "faces_aligned_on_68_points",
-    "faces_aligned", "model_order", "pixels", "seconds", "fps", "peak_rss_bytes", "telemetry",
+    "faces_aligned", "model_order", "pixels", "prepare_seconds", "seconds", "fps", "peak_rss_bytes",
+    "telemetry",
 }  # fmt: skip
 FACE_KEYS = {"frames_with_faces", "faces_swapped", "faces_skipped", "faces_skipped_by_reason"}
 MODEL_KEYS = [

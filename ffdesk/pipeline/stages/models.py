@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -242,6 +243,8 @@ class ModelRender:
         self.source_image, self.source_face = self._source_face()
         self.source_vector: npt.NDArray[np.float32] | None = None
         self._started = False
+        self.prepare_seconds: float | None = None
+        """How long `prepare` took (None until it ran)."""
         self._closed = False
         self.reset_counts()
         self.order: ModelOrder | None = None
@@ -483,6 +486,7 @@ class ModelRender:
             if self._started:
                 return
             self._started = True
+            t0 = time.perf_counter()
             steps: list[tuple[str, Callable[[], object]]] = [
                 ("embedding the source face", self._embed_sources)
             ]
@@ -500,6 +504,7 @@ class ModelRender:
                     do()
                 elif not self._warm_up(do, emit):
                     break
+            self.prepare_seconds = round(time.perf_counter() - t0, 3)
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
 
@@ -636,6 +641,7 @@ class ModelRender:
             ),
             order=self.order,
             pixels=self._pixel_figures(),
+            prepare_seconds=self.prepare_seconds,
         )
 
     def _pixel_figures(self) -> PixelFigures:

@@ -186,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.nproc < 2 or args.batch % args.nproc:
         raise UserError("--nproc must be at least 2 and divide --batch")
+    if "distributed" in sections:
+        _check_ranks_have_devices(args)
     figures: dict[str, Any] = {}
     if args.model == "auto":
         from ffdesk.training.trainer import pick_device
@@ -206,6 +208,19 @@ def run(args: argparse.Namespace) -> int:
                 figures.update(_distill_and_qat(args, pair, Path(tmp), sections))
     finish("training", settings, figures, args.json, runtime_env(args))
     return 0
+
+
+def _check_ranks_have_devices(args: argparse.Namespace) -> None:
+    """Before any work, the check each rank of `ffdesk train --nproc N` makes when it starts: on
+    GPUs every local rank needs a GPU of its own (`UserError` naming the first without one, in
+    the rank's own words). Left to the N-process run, it failed inside torchrun, which the bench
+    could only report as an internal error."""
+    from ffdesk.training.dist import DistContext, device_for
+    from ffdesk.training.trainer import pick_device
+
+    requested = pick_device(args.device)
+    for rank in range(args.nproc):
+        device_for(DistContext(rank=rank, world_size=args.nproc, local_rank=rank), requested)
 
 
 def _loader_and_steps(

@@ -35,3 +35,18 @@ def test_distill_students_of_a_given_teacher(tmp_path: Path) -> None:
 def test_distill_steps_must_be_counts(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["bench", "training", "--distill-steps", "100,x"]) == 2
     assert "'100,x': whole numbers, comma-separated" in capsys.readouterr().err
+
+
+def test_two_processes_on_one_gpu_say_which_rank_has_none(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--nproc 2` on a machine with one GPU: the line `ffdesk train --nproc 2`'s second rank
+    gives, exit 2, before any work (it was an internal error once the two-process run failed)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # what dist.device_for counts
+    assert cli.main(["bench", "training", "--nproc", "2"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "ffdesk: error: local rank 1 has no GPU (this machine has 1)\n"
+    assert "Traceback" not in captured.err and captured.out == ""  # nothing synthesized or trained

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Everything ffdesk checks on an NVIDIA GPU, in one run of at most 8 minutes:
+#
+#   bash scripts/gpu_check.sh OUTDIR
+#
+# Steps, in this order (limit in seconds; each under `timeout`, its output in OUTDIR/STEP.log):
+#
+#   nvidia-smi       10  name, memory, driver, power limit                      -> nvidia-smi.log (CSV)
+#   machine          20  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
+#   gpu-tests        60  pytest -m gpu on the files that use the marker (telemetry, device pixels)
+#   standins         45  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
+#   bench-gpu       240  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#   memory-cuda      40  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
+#   precision-cuda   55  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
+#
+# The limits add up to the budget, 470 s; a step never runs past what is left of it (one that
+# would get under 15 s is skipped), and `timeout` may take 5 s more to kill one. A step that fails
+# or runs out of time is recorded and the script goes on. OUTDIR/steps.tsv says, step by step,
+# its limit, seconds, result (ok, failed, timeout, skipped), exit status and the last line of its
+# log (a skipped step: why); OUTDIR/summary.json holds the same with machine.json and whether a
+# log holds a Python traceback. Exit 0 when no step failed or timed out, else 1.
+#
+# Without an NVIDIA GPU (nvidia-smi lists none) every GPU step is recorded as skipped ("no GPU")
+# and the script ends in seconds; the benches also need a GPU ONNX Runtime can use (cuda_usable).
+#
+# Python: $PYTHON, else .venv/bin/python, else python3. The GPU machine (Python 3.12, torch 2.11
+# with CUDA 13, NVML; no package registry, no internet) has no .venv: make the bundle here with
+#   ../shared/tools/gpu-bundle pytest pytest-timeout pytest-xdist     (pytest for gpu-tests)
+# and there run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's
+# wheels and the project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there.
+# Without pytest there, gpu-tests is recorded as skipped. The stand-ins and clips are cached under
+# the bench cache ($FFDESK_BENCH_CACHE, else ~/.cache/ffdesk/bench); bench history goes to OUTDIR.
+set -uo pipefail
+
+BUDGET_S=470
+MIN_STEP_S=15
+KILL_AFTER_S=5
+
+OUT=${1:?usage: bash scripts/gpu_check.sh OUTDIR}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+if [ -z "${PYTHON:-}" ] && [ ! -x "$ROOT/.venv/bin/python" ] && [ -f /tmp/gpu-env.sh ]; then
+    . /tmp/gpu-env.sh
+fi
+cd "$ROOT" || exit 2
+if [ -n "${PYTHON:-}" ]; then PY=$PYTHON
+elif [ -x .venv/bin/python ]; then PY=.venv/bin/python
+else PY=python3
+fi
+export FFDESK_BENCH_HISTORY="$OUT/history.jsonl"
+START=$(date +%s)
+STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+rm -f "$OUT/steps.tsv" "$OUT/summary.json" "$OUT/machine.json"
+printf 'step\tlimit_s\tseconds\tresult\texit\tnote\n' >"$OUT/steps.tsv"
+
+# ---- the step runner ---------------------------------------------------------------------------
+
+record() {  # record NAME LIMIT_S SECONDS RESULT EXIT NOTE: one row of steps.tsv
+    local note=${6//$'\t'/ }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "${note:0:200}" >>"$OUT/steps.tsv"
+}
+
+last_line() {  # last_line FILE: its last non-blank line
+    grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | tr -d '\r'
+}
+
+skip() {  # skip NAME LIMIT_S REASON (and remove what an earlier run of the step left)
+    rm -f "$OUT/$1.log" "$OUT/$1.json"
+    record "$1" "$2" 0 skipped - "$3"
+    echo "== $1: skipped ($3)"
+}
+
+step() {  # step NAME LIMIT_S COMMAND...: COMMAND under `timeout`, within what is left of the budget
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET_S - ($(date +%s) - START)))
+    if ((left < MIN_STEP_S)); then
+        skip "$name" "$limit" "out of time (${left} s of the ${BUDGET_S} s budget left)"
+        return
+    fi
+    ((limit > left)) && limit=$left
+    echo "== $name (limit ${limit} s)"
+    local t0 rc result
+    t0=$(date +%s)
+    rm -f "$OUT/$name.json"
+    timeout --kill-after="$KILL_AFTER_S" "$limit" "$@" </dev/null >"$OUT/$name.log" 2>&1
+    rc=$?
+    case $rc in
+        0) result=ok ;;
+        124 | 137) result=timeout ;;
+        *) result=failed ;;
+    esac
+    record "$name" "$limit" "$(($(date +%s) - t0))" "$result" "$rc" "$(last_line "$OUT/$name.log")"
+    tail -n 8 "$OUT/$name.log" | sed 's/^/   /'
+    echo "   -> $result (exit $rc, $(($(date +%s) - t0)) s)"
+}
+
+when() {  # when WHY_NOT NAME LIMIT_S COMMAND...: the step, or skipped with WHY_NOT when it is set
+    local why_not=$1
+    shift
+    if [ -n "$why_not" ]; then skip "$1" "$2" "$why_not"; else step "$@"; fi
+}
+
+# ---- what the steps run ------------------------------------------------------------------------
+
+MACHINE_PY=$(cat <<'PY'
+"""The machine as ONNX Runtime, ffdesk and torch see it: machine.json (argv[1]); a part that
+cannot be read holds its error."""
+import json
+import platform
+import sys
+from typing import Any
+
+
+def attempt(read: Any) -> Any:
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 - recorded, the other parts go on
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def onnxruntime() -> dict[str, Any]:
+    import onnxruntime as ort
+
+    return {"version": ort.__version__, "providers": ort.get_available_providers()}
+
+
+def ffdesk() -> dict[str, Any]:
+    from ffdesk.runtime.sessions import cuda_usable, gpu_count
+
+    return {"cuda_usable": cuda_usable(), "gpu_count": gpu_count()}
+
+
+def torch() -> dict[str, Any]:
+    import torch
+
+    return {"version": torch.__version__, "cuda_build": torch.version.cuda,
+            "cuda_is_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
+
+
+machine = {"python": platform.python_version(), "onnxruntime": attempt(onnxruntime),
+           "ffdesk": attempt(ffdesk), "torch": attempt(torch)}
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    json.dump(machine, f, indent=2)
+print(json.dumps(machine, indent=2))
+errors = [k for k, v in machine.items() if isinstance(v, dict) and "error" in v]
+print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; torch.cuda: "
+      f"{machine['torch'].get('cuda_is_available')}" + (f"; unreadable: {', '.join(errors)}" if errors else ""))
+sys.exit(1 if errors else 0)
+PY
+)
+
+STANDINS_PY=$(cat <<'PY'
+"""The realistic stand-ins and the clips the benches use, made once (cached in the bench cache)."""
+from ffdesk.bench.memory import PACK, face_clip, realistic_pack
+from ffdesk.runtime.env import RuntimeEnv
+
+env = RuntimeEnv.from_system()
+print(realistic_pack(env, PACK))  # bench gpu's, memory's and (a part) precision's models
+for height in (1080, 720):  # bench gpu's clips at 150 frames (6 s); bench memory's is the 720p one
+    print(face_clip(env, 6.0, height))
+PY
+)
+
+cuda_usable() {  # whether machine.json says ONNX Runtime can use the GPU
+    "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ffdesk"]["cuda_usable"] is True else 1)' \
+        "$OUT/machine.json" 2>/dev/null
+}
+
+# Only the test files that use the marker are collected: collecting all of tests/ imports every
+# test module, and the GUI and farm ones need packages (Qt, Ray) the GPU machine may not have.
+GPU_TEST_FILES=$(grep -rlE --include='test_*.py' 'pytest\.mark\.gpu' tests | sort)
+
+# ---- the steps ---------------------------------------------------------------------------------
+
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then NO_GPU=""
+elif command -v nvidia-smi >/dev/null; then NO_GPU="no GPU: nvidia-smi lists none"
+else NO_GPU="no GPU: nvidia-smi not found"
+fi
+
+when "$NO_GPU" nvidia-smi 10 nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv
+step machine 20 "$PY" -c "$MACHINE_PY" "$OUT/machine.json"
+
+NO_CUDA=$NO_GPU
+if [ -z "$NO_CUDA" ] && ! cuda_usable; then
+    NO_CUDA="no GPU ONNX Runtime can use: cuda_usable() is false (machine.json)"
+fi
+NO_TESTS=$NO_GPU
+if [ -z "$NO_TESTS" ] && ! "$PY" -c "import pytest" 2>/dev/null; then
+    NO_TESTS="pytest is not installed here (bundle it: ../shared/tools/gpu-bundle pytest pytest-timeout pytest-xdist)"
+elif [ -z "$NO_TESTS" ] && [ -z "$GPU_TEST_FILES" ]; then
+    NO_TESTS="no test file uses the gpu marker"
+fi
+
+# shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
+when "$NO_TESTS" gpu-tests 60 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu $GPU_TEST_FILES
+when "$NO_CUDA" standins 45 "$PY" -c "$STANDINS_PY"
+when "$NO_CUDA" bench-gpu 240 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+when "$NO_CUDA" memory-cuda 40 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
+    --json "$OUT/memory-cuda.json"
+when "$NO_CUDA" precision-cuda 55 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
+    --json "$OUT/precision-cuda.json"
+
+# ---- the summary -------------------------------------------------------------------------------
+
+SECONDS_ALL=$(($(date +%s) - START))
+"$PY" - "$OUT" "$STARTED" "$SECONDS_ALL" "$BUDGET_S" "$NO_GPU" <<'PY' || echo "summary.json: not written"
+import json
+import os
+import sys
+
+out, started, seconds, budget, no_gpu = sys.argv[1:6]
+steps = []
+with open(os.path.join(out, "steps.tsv"), encoding="utf-8") as f:
+    header = f.readline().rstrip("\n").split("\t")
+    for line in f:
+        row = dict(zip(header, line.rstrip("\n").split("\t"), strict=False))
+        log = os.path.join(out, row["step"] + ".log")
+        text = open(log, encoding="utf-8", errors="replace").read() if os.path.exists(log) else ""
+        steps.append({
+            "step": row["step"], "limit_s": int(row["limit_s"]), "seconds": int(row["seconds"]),
+            "result": row["result"], "exit": None if row["exit"] == "-" else int(row["exit"]),
+            "note": row.get("note", ""), "log": log if os.path.exists(log) else None,
+            "traceback": "Traceback (most recent call last)" in text,
+        })
+machine_path = os.path.join(out, "machine.json")
+try:
+    with open(machine_path, encoding="utf-8") as f:
+        machine = json.load(f)
+except (OSError, ValueError):
+    machine = None
+summary = {
+    "started": started, "seconds": int(seconds), "budget_s": int(budget),
+    "gpu": not no_gpu, "no_gpu_reason": no_gpu or None, "machine": machine,
+    "ok": all(s["result"] in ("ok", "skipped") for s in steps), "steps": steps,
+}
+with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=2)
+PY
+
+echo "total ${SECONDS_ALL} s (budget ${BUDGET_S} s); JSON and logs in $OUT"
+cat "$OUT/steps.tsv"
+awk -F'\t' 'NR > 1 && ($4 == "failed" || $4 == "timeout") { bad = 1 } END { exit bad }' "$OUT/steps.tsv"

@@ -126,6 +126,7 @@ def run_farm_render(
             frames_concealed=video.frames_concealed if video is not None else 0,
             audio_packets_skipped=joined.audio_packets_skipped,
             audio=joined.audio,
+            decoder=video.decoder if video is not None else "",
         ),
         faces=rendered.faces if rendered is not None else None,
         models=rendered.models if rendered is not None else None,

@@ -1,8 +1,9 @@
 """The one place that talks to the GPU driver: NVML sessions, device counts, driver presence.
 
-Telemetry, ONNX Runtime sessions, the memory probe of residency and the encoder's NVENC check all
-ask here, with the `DriverFlags` a front end decided once (`FFDESK_NO_NVML=1`, `FFDESK_NO_NVENC=1`),
-so the switches mean the same everywhere. A caller handed no flags gets the environment's.
+Telemetry, ONNX Runtime sessions, the memory probe of residency and the encoder's NVENC and the
+decoder's NVDEC checks all ask here, with the `DriverFlags` a front end decided once
+(`FFDESK_NO_NVML=1`, `FFDESK_NO_NVENC=1`, `FFDESK_NO_NVDEC=1`), so the switches mean the same
+everywhere. A caller handed no flags gets the environment's.
 """
 
 from ffdesk.hw.memory import trim_heap
@@ -11,6 +12,7 @@ from ffdesk.hw.nvidia import (
     driver_present,
     env_flag,
     gpu_count,
+    nvdec_possible,
     nvenc_possible,
     nvml_disabled,
     nvml_session,
@@ -22,6 +24,7 @@ __all__ = [
     "driver_present",
     "env_flag",
     "gpu_count",
+    "nvdec_possible",
     "nvenc_possible",
     "nvml_disabled",
     "nvml_session",

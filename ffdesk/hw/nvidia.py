@@ -27,15 +27,21 @@ class DriverFlags:
     """The user's switches against the GPU driver, decided once by a front end and passed down.
 
     no_nvml: behave as if there were no NVIDIA GPU (`FFDESK_NO_NVML=1`: tests, CPU-only runs);
-    no_nvenc: never try the NVENC encoders (`FFDESK_NO_NVENC=1`)."""
+    no_nvenc: never try the NVENC encoders (`FFDESK_NO_NVENC=1`);
+    no_nvdec: never try NVDEC decoding (`FFDESK_NO_NVDEC=1`)."""
 
     no_nvml: bool = False
     no_nvenc: bool = False
+    no_nvdec: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> DriverFlags:
         """The switches as `environ` (default: this process's environment) sets them."""
-        return cls(env_flag("FFDESK_NO_NVML", environ), env_flag("FFDESK_NO_NVENC", environ))
+        return cls(
+            env_flag("FFDESK_NO_NVML", environ),
+            env_flag("FFDESK_NO_NVENC", environ),
+            env_flag("FFDESK_NO_NVDEC", environ),
+        )
 
 
 def _flags(flags: DriverFlags | None) -> DriverFlags:
@@ -126,3 +132,9 @@ def nvenc_possible(flags: DriverFlags | None = None) -> bool:
     """Worth trying NVENC: a driver is there and neither switch (no_nvenc, no_nvml) says no."""
     f = _flags(flags)
     return not f.no_nvenc and not f.no_nvml and driver_present()
+
+
+def nvdec_possible(flags: DriverFlags | None = None) -> bool:
+    """Worth trying NVDEC: a driver is there and neither switch (no_nvdec, no_nvml) says no."""
+    f = _flags(flags)
+    return not f.no_nvdec and not f.no_nvml and driver_present()

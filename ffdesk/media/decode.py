@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import cast
+from typing import Literal, cast
 
 import av
 import cv2
 import numpy as np
+from av.codec.hwaccel import HWAccel, HWDeviceType
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
@@ -57,6 +59,23 @@ class ReadStats:
     ended_early: str | None = None
     first_error: str | None = None
     """FFmpeg's reason for the first packet it could not decode."""
+    codec: str = ""
+    """FFmpeg's decoder of the video ("h264", "mpeg4", "libdav1d")."""
+    decoder: str = ""
+    """What decoded it (`decoder_label`): "h264 (NVDEC)"; "h264 (software; NVDEC: <why not>)"
+    where NVDEC was asked for and not used; "h264 (software)" where it was not asked for."""
+
+
+Hwaccel = Literal["cuda"]
+"""A hardware decoder a reader can be asked for: "cuda" is NVIDIA's NVDEC."""
+
+
+def decoder_label(codec: str, *, nvdec: bool = False, why_not: str | None = None) -> str:
+    """The decoder as reports name it: "h264 (NVDEC)", "h264 (software; NVDEC: <why_not>)",
+    or "h264 (software)" where NVDEC was not in question."""
+    if nvdec:
+        return f"{codec} (NVDEC)"
+    return f"{codec} (software; NVDEC: {why_not})" if why_not else f"{codec} (software)"
 
 
 _UNPACK_BFRAMES = "mpeg4_unpack_bframes"
@@ -112,6 +131,10 @@ class VideoReader:
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
     `sequence_fps`: the frame rate of an image-sequence target (None: 24).
     `deinterlace=True` turns interlaced frames progressive (yadif, one frame per frame).
+    `hwaccel="cuda"` decodes on NVDEC where the codec, the card and the driver allow it, handing
+    out what the software decoder would (its pixel format, pixels, stamps); where NVDEC cannot be
+    opened or fails before its first frame, the software decoder decodes the clip instead, from
+    the start. `stats.decoder` says which decoder ran, and why not NVDEC.
 
     `start_s`/`end_s` keep frames with start <= time_s < end. `from_pts` (in the stream's time
     base) starts exactly at the first frame whose pts >= from_pts. Either way the reader seeks to
@@ -135,6 +158,7 @@ class VideoReader:
         sequence_fps: float | None = None,
         deinterlace: bool = False,
         origin: StreamOrigin | None = None,
+        hwaccel: Hwaccel | None = None,
     ) -> None:
         self.path = Path(path)
         self._sequence_fps = sequence_fps
@@ -142,16 +166,18 @@ class VideoReader:
         self._raw = raw
         self._keep_frames = keep_frames
         self._convert_threads = convert_threads
-        self._cm = _errors.open_input(self.path, fps=sequence_fps)
+        self._cm: AbstractContextManager[av.container.InputContainer] = _errors.open_input(
+            self.path, fps=sequence_fps
+        )
         self._container = self._cm.__enter__()
+        self._spare: _Input | None = None
+        """The software decoder's container, kept until NVDEC has given its first frame."""
+        self._device_format: str | None = None
+        """The software decoder's pixel format, NVDEC's frames are turned into (None: software)."""
+        self._on_trial = False
+        """Decoding on NVDEC, which has not given a frame yet: a failure now is NVDEC's."""
         try:
-            self._stream = _errors.video_stream(self.path, self._container)
-            _errors.check_decoder(self.path, self._stream)
-            # Frame threading decodes several frames at once: more frames/s, but each answer comes
-            # a few frames later; a jump that decodes a dozen frames to show one is faster without.
-            self._stream.thread_type = "SLICE" if low_latency else "AUTO"
-            if decode_threads > 0:
-                self._stream.codec_context.thread_count = decode_threads
+            self._stream = _video_stream(self.path, self._container, low_latency, decode_threads)
         except BaseException:
             self.close()
             raise
@@ -166,7 +192,10 @@ class VideoReader:
         self._half_tick = float(self.time_base) / 2
         self._step = max(1, round(1 / (self.fps * float(self.time_base))))
         """One frame's duration in the stream's time base."""
-        self.stats = ReadStats()
+        codec = str(stream.codec_context.name)
+        self.stats = ReadStats(codec=codec, decoder=decoder_label(codec))
+        if hwaccel == "cuda":
+            self._try_nvdec(low_latency, decode_threads)
         self._bsf = self._make_bsf()
         self._deinterlace = deinterlace
         self._first_pts: int | None = None
@@ -212,6 +241,9 @@ class VideoReader:
         if frames is not None:
             frames.close()
         self._cm.__exit__(None, None, None)
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
 
     def time_of(self, pts: int) -> float:
         """Seconds since the stream's first frame for a pts of this stream."""
@@ -223,6 +255,13 @@ class VideoReader:
         Seeks on every call, so a reader kept open answers repeated scrubbing cheaply; do not mix
         with iterating the same reader.
         """
+        try:
+            return self._frame_at(time_s)
+        except _NvdecFailed as exc:
+            self._fall_back(str(exc))
+            return self._frame_at(time_s)
+
+    def _frame_at(self, time_s: float) -> DecodedFrame:
         self._ensure_origin()
         # the frame showing at time_s: floor, with a hair of slack for times given as floats
         ticks = math.floor(max(time_s, 0.0) / self.time_base + 1e-6)
@@ -235,6 +274,8 @@ class VideoReader:
             if found is not None:
                 break
         if found is None:
+            if self._on_trial:
+                raise _NvdecFailed(_NO_FRAME)
             raise MediaError(f"{self.path}: no decodable video frames")
         frame, pts = found
         image = rgb_array(frame)
@@ -338,8 +379,11 @@ class VideoReader:
 
     def _decode(self, packet: av.Packet) -> list[av.VideoFrame]:
         """The frames one packet gives; a packet the decoder cannot read is counted and skipped."""
+        if self._on_trial:
+            return self._decode_on_trial(packet if packet.size else None)
         try:
-            return cast(list[av.VideoFrame], self._stream.decode(packet if packet.size else None))
+            frames = cast(list[av.VideoFrame], self._stream.decode(packet if packet.size else None))
+            return self._as_software(frames)
         except av.error.EOFError:
             return []
         except av.error.FFmpegError as exc:
@@ -382,10 +426,71 @@ class VideoReader:
 
     def _decode_rest(self) -> list[av.VideoFrame]:
         """The frames the decoder still holds at the end of the packets."""
+        if self._on_trial:
+            return self._decode_on_trial(None)
         try:
-            return cast(list[av.VideoFrame], self._stream.decode(None))
+            return self._as_software(cast(list[av.VideoFrame], self._stream.decode(None)))
         except av.error.FFmpegError:
             return []
+
+    def _as_software(self, frames: list[av.VideoFrame]) -> list[av.VideoFrame]:
+        """The frames as the software decoder gives them (NVDEC's in the software format)."""
+        if self._device_format is None:
+            return frames
+        return [_in_format(frame, self._device_format, self._convert_threads) for frame in frames]
+
+    def _try_nvdec(self, low_latency: bool, decode_threads: int) -> None:
+        """Decode on NVDEC from here on where it can be had, keeping the software decoder's
+        container until NVDEC's first frame; where it cannot be had, record why not."""
+        why_not = _nvdec_unusable(self._stream)
+        if why_not is None:
+            try:
+                device = _open_nvdec(self.path, low_latency, decode_threads)
+            except _NvdecFailed as exc:
+                why_not = str(exc)
+        if why_not is not None:
+            self.stats.decoder = decoder_label(self.stats.codec, why_not=why_not)
+            return
+        self._spare = _Input(self._cm, self._container, self._stream)
+        self._cm, self._container, self._stream = device.opened, device.container, device.stream
+        self._device_format = self._spare.stream.codec_context.pix_fmt
+        self._on_trial = True
+        self.stats.decoder = decoder_label(self.stats.codec, nvdec=True)
+
+    def _decode_on_trial(self, packet: av.Packet | None) -> list[av.VideoFrame]:
+        """Decode on NVDEC before its first frame: any failure is NVDEC's (`_NvdecFailed`); the
+        first frame ends the trial and lets the software decoder's container go."""
+        with _errors.ffmpeg_log() as log:
+            try:
+                frames = self._as_software(cast(list[av.VideoFrame], self._stream.decode(packet)))
+            except av.error.EOFError:
+                frames = []
+            except Exception as exc:  # noqa: BLE001 - whatever NVDEC refuses, software decodes
+                reason = _first_reason(exc, log.entries())
+                raise _NvdecFailed(f"failed on the first frame: {reason}") from exc
+        if frames:
+            self._on_trial = False
+            if self._spare is not None:
+                self._spare.close()
+                self._spare = None
+        return frames
+
+    def _fall_back(self, why_not: str) -> None:
+        """Leave NVDEC: close its container and decode with the software decoder's, whose
+        position is still the start; the counts start afresh with it."""
+        spare = self._spare
+        if spare is None:
+            raise RuntimeError("no software decoder to fall back on")  # only reached on trial
+        self._cm.__exit__(None, None, None)
+        self._cm, self._container, self._stream = spare.opened, spare.container, spare.stream
+        self._spare = None
+        self._device_format = None
+        self._on_trial = False
+        self._bsf = self._make_bsf()
+        stats = self.stats
+        stats.timestamps_repaired = stats.frames_concealed = stats.packets_undecodable = 0
+        stats.ended_early = stats.first_error = None
+        stats.decoder = decoder_label(stats.codec, why_not=why_not)
 
     def _stamped(
         self, frames: Iterator[av.VideoFrame], *, seeked: bool = False
@@ -409,6 +514,26 @@ class VideoReader:
             yield frame, frame.pts, frame.dts
 
     def _generate(self) -> Iterator[DecodedFrame]:
+        """`_decoded`, passed again in software where NVDEC fails before its first frame: nothing
+        was handed out by then, so no frame is lost, repeated or reordered."""
+        frames = self._decoded()
+        try:
+            head = next(frames, None)
+            if head is None and self._on_trial:
+                raise _NvdecFailed(_NO_FRAME)
+        except _NvdecFailed as exc:
+            frames.close()
+            self._fall_back(str(exc))
+            frames = self._decoded()
+            head = next(frames, None)
+        try:
+            if head is not None:
+                yield head
+                yield from frames
+        finally:
+            frames.close()
+
+    def _decoded(self) -> Generator[DecodedFrame, None, None]:
         first = self._first_pts
         frames: Generator[_Stamped, None, None] = self._stamped(self._raw_frames())
         if first is not None and first > self.start_pts:
@@ -449,6 +574,108 @@ class VideoReader:
                 yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
         finally:
             frames.close()
+
+
+def _video_stream(
+    path: Path, container: av.container.InputContainer, low_latency: bool, decode_threads: int
+) -> av.VideoStream:
+    """The clip's video stream, set up for decoding (MediaError where FFmpeg has no decoder)."""
+    stream = _errors.video_stream(path, container)
+    _errors.check_decoder(path, stream)
+    # Frame threading decodes several frames at once: more frames/s, but each answer comes
+    # a few frames later; a jump that decodes a dozen frames to show one is faster without.
+    stream.thread_type = "SLICE" if low_latency else "AUTO"
+    if decode_threads > 0:
+        stream.codec_context.thread_count = decode_threads
+    return stream
+
+
+@dataclass(frozen=True)
+class _Input:
+    """An open container and the video stream a reader decodes from it."""
+
+    opened: AbstractContextManager[av.container.InputContainer]
+    container: av.container.InputContainer
+    stream: av.VideoStream
+
+    def close(self) -> None:
+        self.opened.__exit__(None, None, None)
+
+
+class _NvdecFailed(Exception):
+    """NVDEC could not be opened, or failed before its first frame (the message says why)."""
+
+
+_NO_FRAME = "gave no frame"
+
+_NVDEC_EXACT = frozenset({"h264", "hevc", "vp8", "vp9", "av1"})
+"""Codecs whose standards define the decoded picture to the bit, so NVDEC's frames are FFmpeg's.
+MPEG-1/2, MPEG-4 Part 2 (DivX, Xvid) and JPEG leave the inverse DCT's rounding to the decoder:
+NVDEC's pictures could differ from the software decoder's, and drift until the next keyframe."""
+
+
+def _nvdec_unusable(stream: av.VideoStream) -> str | None:
+    """Why NVDEC cannot decode `stream` as the software decoder does, or None where it may."""
+    context = stream.codec_context
+    name = str(context.name)
+    configs = context.codec.hardware_configs
+    if not any(c.device_type == HWDeviceType.cuda and c.is_supported for c in configs):
+        return f"no NVDEC path in FFmpeg's {name} decoder"
+    if name not in _NVDEC_EXACT:
+        return f"not bit-exact for {name}"
+    if not context.pix_fmt:
+        return "the pixel format is unknown"
+    return None
+
+
+@contextmanager
+def _nvdec_input(path: Path) -> Iterator[av.container.InputContainer]:
+    """`path` opened with its video decoded on NVDEC (the CUDA device FFmpeg opens by default),
+    each frame copied back to system memory in NVDEC's format (nv12, p010le, ...). No silent
+    fallback: where NVDEC cannot take the stream, decoding fails, and the reader knows it.
+
+    The device gets a CUDA context of its own: FFmpeg refuses the device's primary context once
+    the CUDA runtime (ONNX Runtime, torch) has made it with other flags, as a render has by then."""
+    device = HWAccel(device_type="cuda", allow_software_fallback=False)
+    container = av.open(str(path), "r", metadata_errors="ignore", hwaccel=device)
+    try:
+        yield container
+    finally:
+        container.close()
+
+
+def _open_nvdec(path: Path, low_latency: bool, decode_threads: int) -> _Input:
+    """`path`'s video stream on NVDEC; `_NvdecFailed` with FFmpeg's reason where the device or
+    the container cannot be opened that way."""
+    with _errors.ffmpeg_log() as log:
+        try:
+            opened = _nvdec_input(path)
+            container = opened.__enter__()
+        except Exception as exc:  # noqa: BLE001 - no driver, no device, no memory: software decodes
+            raise _NvdecFailed(f"cannot open the CUDA device: {_first_reason(exc, log.entries())}") from exc
+    try:
+        return _Input(opened, container, _video_stream(path, container, low_latency, decode_threads))
+    except Exception as exc:  # noqa: BLE001
+        opened.__exit__(None, None, None)
+        raise _NvdecFailed(f"cannot decode the stream: {_errors.describe(exc)}") from exc
+
+
+def _first_reason(exc: BaseException, logs: list[_errors.LogLine]) -> str:
+    """FFmpeg's first logged error (the cause; later lines tell what gave up), else the exception's."""
+    return _errors.ffmpeg_reason(exc, logs[:1])
+
+
+def _in_format(frame: av.VideoFrame, software_format: str, threads: int) -> av.VideoFrame:
+    """An NVDEC frame in the software decoder's pixel format: a lossless repack (nv12 to yuv420p,
+    p010le to yuv420p10le) keeping the stamps, flags and side data (rotation)."""
+    if frame.format.name == software_format:
+        return frame
+    out = frame.reformat(format=software_format, threads=threads)
+    # PyAV reads the frame's colour matrix as swscale's code and tags the copy with its own name
+    # for it (bt470bg comes back as smpte170m): keep the decoder's tags
+    out.colorspace = frame.colorspace
+    out.color_range = frame.color_range
+    return out
 
 
 @dataclass(frozen=True)

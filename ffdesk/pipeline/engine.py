@@ -27,12 +27,13 @@ import cv2
 import numpy as np
 
 from ffdesk.errors import Cancelled, DiskFull, UserError
-from ffdesk.hw import DriverFlags
+from ffdesk.hw import DriverFlags, nvdec_possible
 from ffdesk.media import atomic
 from ffdesk.media.decode import (
     DecodedFrame,
     ReadStats,
     VideoReader,
+    decoder_label,
     read_image,
     rgb_array,
     rotation_of,
@@ -57,6 +58,7 @@ from ffdesk.pipeline.flow import (
 from ffdesk.pipeline.helper_priority import HelperPriority
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
 from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
     RenderReport,
     StageFigures,
@@ -145,8 +147,11 @@ def run_render(
             if span is None or manifest is None:
                 report = _render_image(job, stages, emit)
             else:
+                nvdec = _nvdec_for(job, env)
                 try:
-                    report = _render_video(job, info, span, manifest, stages, emit, Halt(cancel), env.driver)
+                    report = _render_video(
+                        job, info, span, manifest, stages, emit, Halt(cancel), env.driver, nvdec
+                    )
                 except DiskFull as exc:
                     hint = _room_to_finish(manifest, span, expected, job.output.parent)
                     raise DiskFull(exc.path, exc.reason, hint) from exc
@@ -305,6 +310,7 @@ def _render_video(
     emit: ev.EventCallback,
     halt: Halt,
     driver: DriverFlags,
+    nvdec: _Nvdec,
 ) -> RenderReport:
     video = info.video
     assert video is not None
@@ -317,7 +323,7 @@ def _render_video(
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     video, deinterlace = _as_encoded(job, video, size)
-    flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace)
+    flow = _Flow(job, video, span, manifest, stages, halt, size, decode_stats, deinterlace, nvdec)
     encoder_name = _run_flow(
         job, flow, video, manifest, (out_w, out_h), span, emit, halt, encode_stats, driver
     )
@@ -345,6 +351,7 @@ def _render_video(
             frames_concealed=flow.read_stats.frames_concealed,
             audio_packets_skipped=joined.audio_packets_skipped,
             audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
+            decoder=flow.decoder,
         ),
     )
 
@@ -445,6 +452,30 @@ def _repair_warnings(name: str, stats: ReadStats) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class _Nvdec:
+    """Whether a render's decoder asks for NVDEC, and why not where it does not."""
+
+    wanted: bool
+    why_not: str | None = None
+
+
+def _nvdec_for(job: RenderJob, env: RuntimeEnv) -> _Nvdec:
+    """NVDEC where the render's models run on CUDA (a render without models: where they would)
+    and the driver switches allow it; the frames are the software decoder's either way."""
+    if env.driver.no_nvdec:
+        return _Nvdec(False, "switched off (FFDESK_NO_NVDEC)")
+    if job.provider == "cpu":
+        return _Nvdec(False, "the render runs on the CPU")
+    if job.memory_budget is not None:
+        # FFmpeg makes a CUDA context of its own for NVDEC (it will not share ONNX Runtime's):
+        # a few hundred MiB on the card that the budget's measurements would not see
+        return _Nvdec(False, "a memory budget is set (NVDEC's own CUDA context would be outside it)")
+    if not nvdec_possible(env.driver) or job_device(job.provider, env) != "cuda":
+        return _Nvdec(False, "no CUDA device")
+    return _Nvdec(True)
+
+
 class _Flow:
     """Decode thread and stage runners feeding `output` with packets in index order."""
 
@@ -459,9 +490,11 @@ class _Flow:
         size: tuple[int, int] | None,
         decode_stats: StageStats,
         deinterlace: bool = False,
+        nvdec: _Nvdec | None = None,
     ) -> None:
         self.job = job
         self.deinterlace = deinterlace
+        self.nvdec = nvdec or _Nvdec(False)
         self.span = span
         self.halt = halt
         self.size = size
@@ -511,6 +544,7 @@ class _Flow:
             decode_threads=decode_threads(),
             sequence_fps=self.job.fps,
             deinterlace=self.deinterlace,
+            hwaccel="cuda" if self.nvdec.wanted else None,
         ) as reader:
             self.read_stats = reader.stats
             try:
@@ -538,6 +572,14 @@ class _Flow:
             index += 1
             self.frames_in += 1
         self.source.put(END)
+
+    @property
+    def decoder(self) -> str:
+        """The decoder that ran, as the report names it (complete after END)."""
+        stats = self.read_stats
+        if self.nvdec.wanted or not stats.codec:
+            return stats.decoder
+        return decoder_label(stats.codec, why_not=self.nvdec.why_not)
 
 
 def _as_encoded(job: RenderJob, video: VideoInfo, size: tuple[int, int] | None) -> tuple[VideoInfo, bool]:
@@ -881,8 +923,9 @@ def render_segment(
             stage.bind_events(emit)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
+    nvdec = _nvdec_for(job, env)
     try:
-        flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace)
+        flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)
         encoder_name = _run_flow(
             one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver
         )
@@ -902,6 +945,7 @@ def render_segment(
             mode=job.mode,
             timestamps_repaired=flow.read_stats.timestamps_repaired,
             frames_concealed=flow.read_stats.frames_concealed,
+            decoder=flow.decoder,
         ),
     ).with_figures(_stage_figures(stages))
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())

@@ -373,6 +373,7 @@ def _model_stats_json(m: ModelStats) -> JsonDict:
         "evictions": m.evictions,
         "bytes": m.bytes,
         "load_ms": m.load_ms,
+        "batch": m.batch,
     }
 
 
@@ -389,6 +390,7 @@ def _model_stats(data: Any) -> ModelStats:
         evictions=_int(data, "evictions", where),
         bytes=_int(data, "bytes", where),
         load_ms=_float(data, "load_ms", where),
+        batch=_int(data, "batch", where) if "batch" in data else 0,
     )
 
 
@@ -469,6 +471,9 @@ class ModelsReport:
     prepare_seconds: float | None = None
     """A model pack's time getting the models ready before the first frame (source embedding,
     precision variant, warm-up); the render's own frames/s leaves it out."""
+    reserved_bytes: int = 0
+    """What using the device cost by itself (the CUDA context), counted against the budget
+    beside `peak_model_bytes` (0 on the CPU)."""
 
     @classmethod
     def of(
@@ -489,6 +494,7 @@ class ModelsReport:
         return cls(
             models=residency.models,
             peak_model_bytes=residency.peak_model_bytes,
+            reserved_bytes=residency.reserved_bytes,
             memory_budget_bytes=residency.memory_budget_bytes,
             oom_events=residency.oom_events,
             swapper=swapper,
@@ -519,6 +525,7 @@ class ModelsReport:
             self,
             models=_merge_models(self.models, other.models),
             peak_model_bytes=max(self.peak_model_bytes, other.peak_model_bytes),
+            reserved_bytes=max(self.reserved_bytes, other.reserved_bytes),
             oom_events=self.oom_events + other.oom_events,
             quality=_plus(self.quality, other.quality),
             alignment=_plus(self.alignment, other.alignment),
@@ -531,6 +538,7 @@ class ModelsReport:
         out: JsonDict = {
             "models": [_model_stats_json(m) for m in self.models],
             "peak_model_bytes": self.peak_model_bytes,
+            "reserved_bytes": self.reserved_bytes,
             "memory_budget_bytes": self.memory_budget_bytes,
             "oom_recoveries": self.oom_recoveries,
             "oom_events": [_oom_event_json(o) for o in self.oom_events],
@@ -559,6 +567,7 @@ class ModelsReport:
         return cls(
             models=tuple(_model_stats(m) for m in _list(data, "models", where)),
             peak_model_bytes=_int(data, "peak_model_bytes", where),
+            reserved_bytes=_int(data, "reserved_bytes", where) if "reserved_bytes" in data else 0,
             memory_budget_bytes=_opt_int(data, "memory_budget_bytes", where),
             oom_events=tuple(_oom_event(o) for o in _list(data, "oom_events", where)),
             swapper=_str(data, "swapper", where),
@@ -620,7 +629,7 @@ def merge_figures(figures: Iterable[StageFigures | None]) -> StageFigures:
 
 @dataclass(frozen=True)
 class VideoFigures:
-    """What only a clip render has: the encoder, the resume, the repairs and the audio."""
+    """What only a clip render has: the encoder and decoder, the resume, the repairs and the audio."""
 
     encoder: str
     mode: str
@@ -630,6 +639,9 @@ class VideoFigures:
     audio_packets_skipped: int = 0
     audio: tuple[str, ...] = ()
     """What the join did with each audio stream ("copy aac", "encode aac", ...)."""
+    decoder: str = ""
+    """The video's decoder: "h264 (NVDEC)", or "h264 (software; NVDEC: <why not>)" ("" in
+    reports from before it was recorded)."""
 
     def plus(self, other: VideoFigures) -> VideoFigures:
         return VideoFigures(
@@ -640,6 +652,7 @@ class VideoFigures:
             frames_concealed=self.frames_concealed + other.frames_concealed,
             audio_packets_skipped=self.audio_packets_skipped + other.audio_packets_skipped,
             audio=self.audio or other.audio,
+            decoder=self.decoder or other.decoder,
         )
 
     @classmethod
@@ -654,6 +667,7 @@ class VideoFigures:
             frames_concealed=_int_or_zero(data, "frames_concealed", where),
             audio_packets_skipped=_int(data, "audio_packets_skipped", where),
             audio=tuple(str(a) for a in _list(data, "audio", where)),
+            decoder=_str(data, "decoder", where) if "decoder" in data else "",  # older reports had none
         )
 
 
@@ -868,6 +882,7 @@ class RenderReport:
                 frames_concealed=v.frames_concealed,
                 audio_packets_skipped=v.audio_packets_skipped,
                 audio=list(v.audio),
+                decoder=v.decoder,
             )
         if self.faces is not None:
             out.update(self.faces.to_json_dict())

@@ -45,8 +45,29 @@ class FootprintStore:
         """How many times the file was read (once, unless `reload()` is called)."""
 
     @staticmethod
-    def key(fingerprint: str, precision: str, provider: str) -> str:
-        return f"{fingerprint}|{precision}|{provider}"
+    def key(fingerprint: str, precision: str, provider: str, batch: int = 1) -> str:
+        """The record of a model file at a precision on a provider (a GPU's carries the device's
+        name), run at `batch` (0: loaded, not run; 1: the key records had before batches)."""
+        base = f"{fingerprint}|{precision}|{provider}"
+        return base if batch == 1 else f"{base}|b{batch}"
+
+    @staticmethod
+    def reservation_key(provider: str) -> str:
+        """The record of what using the device itself costs (the CUDA context) on `provider`."""
+        return f"reservation|{provider}"
+
+    def curve(self, fingerprint: str, precision: str, provider: str) -> dict[int, int]:
+        """Every batch recorded for the model (batch -> bytes), from memory only (`cached`)."""
+        base = self.key(fingerprint, precision, provider)
+        with self._lock:
+            records = dict(self._records or {})
+        out: dict[int, int] = {}
+        for key, rec in records.items():
+            if key == base:
+                out[1] = rec.bytes
+            elif key.startswith(base + "|b") and key[len(base) + 2 :].isdigit():
+                out[int(key[len(base) + 2 :])] = rec.bytes
+        return out
 
     def get(self, key: str) -> int | None:
         """The recorded bytes for `key`, from memory (the file is read on the first lookup only)."""

@@ -77,6 +77,10 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
+RESERVATION_GUESS = 600 * 2**20
+"""What using a GPU is expected to cost by itself before it was ever measured (the CUDA context
+and ONNX Runtime's CUDA provider took 547 MiB on an H200)."""
+
 
 def parse_size(text: str | int) -> int:
     """Bytes from "6GiB", "512MB", "1.5G", "800M" or a plain number of bytes (more than zero).
@@ -156,6 +160,8 @@ class ModelStats:
     evictions: int
     bytes: int
     load_ms: float
+    batch: int = 0
+    """The largest batch the model ran at (its runtime holds that batch's memory; 0: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +189,8 @@ class ResidencyReport:
     peak_model_bytes: int
     memory_budget_bytes: int | None
     oom_events: tuple[OomEvent, ...]
+    reserved_bytes: int = 0
+    """What using the device costs by itself (the CUDA context), counted against the budget."""
 
     @property
     def oom_recoveries(self) -> int:
@@ -249,6 +257,7 @@ class ResidencyManager:
         share: Share | None = None,
         holder: str = "",
         env: RuntimeEnv | None = None,
+        prime_device: Callable[[], None] | None = None,
     ) -> None:
         """`budget_bytes` None means unlimited. `host_budget_bytes` bounds the host-RAM tier of
         evicted models; by default it is half the free RAM for a GPU, and 0 on a CPU (where the
@@ -259,7 +268,8 @@ class ResidencyManager:
         `probe` are ignored. `holder` labels this manager's models in its own pool.
         `env` (the runtime environment) places the footprint store and gives the memory probe
         its GPU driver switches, unless `footprints` / `probe` are given (a manager with its own
-        pool needs `env` or `footprints`)."""
+        pool needs `env` or `footprints`). `prime_device` makes the fixed cost of using a GPU
+        happen, so it is measured once as the reservation (default: `prime_cuda`)."""
         self.allow_precision_drop = allow_precision_drop
         self.holder = holder
         self._member = Member(on_change)
@@ -272,7 +282,9 @@ class ResidencyManager:
             pool = share.pool
             self.holder = share.holder
         else:
-            pool = self._own_pool(budget_bytes, device, device_id, host_budget_bytes, footprints, probe, env)
+            pool = self._own_pool(
+                budget_bytes, device, device_id, host_budget_bytes, footprints, probe, env, prime_device
+            )
         self._pool = pool
         with self._pool.cond:
             self._pool.joined += 1
@@ -290,6 +302,7 @@ class ResidencyManager:
         footprints: FootprintStore | None,
         probe: MemoryProbe | None,
         env: RuntimeEnv | None,
+        prime_device: Callable[[], None] | None,
     ) -> Pool:
         if budget_bytes is not None and budget_bytes <= 0:
             raise UserError("the memory budget must be more than zero")
@@ -298,7 +311,17 @@ class ResidencyManager:
         if host_budget_bytes is None:
             host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
         store = footprints if footprints is not None else FootprintStore(env=env)
-        return Pool(budget_bytes, device, device_id, host_budget_bytes, store, probe)
+        label = _device_label(device_id) if device == "cuda" else ""
+        return Pool(
+            budget_bytes,
+            device,
+            device_id,
+            host_budget_bytes,
+            store,
+            probe,
+            device_label=label,
+            prime_device=prime_device,
+        )
 
     # ---- the pool's settings ----------------------------------------------------------------
 
@@ -321,6 +344,25 @@ class ResidencyManager:
     @property
     def footprints(self) -> FootprintStore:
         return self._pool.footprints
+
+    @property
+    def reserved_bytes(self) -> int:
+        """What using the device costs by itself (the CUDA context: measured before the first
+        model loads on a GPU; 0 on the CPU), counted against the budget beside the models."""
+        with self._pool.cond:
+            return self._pool.reserved_bytes
+
+    def expected_reservation(self) -> int:
+        """The reservation, or before it is measured what this device was measured at before
+        (else `RESERVATION_GUESS` on a GPU, 0 on the CPU)."""
+        pool = self._pool
+        if pool.device != "cuda":
+            return 0
+        with pool.cond:
+            if pool.reservation_measured:
+                return pool.reserved_bytes
+        key = FootprintStore.reservation_key(pool.provider_label(pool.expected_provider()))
+        return pool.footprints.get(key) or RESERVATION_GUESS
 
     @property
     def shared(self) -> bool:
@@ -426,12 +468,81 @@ class ResidencyManager:
         largest, largest_bytes = max(sizes, key=lambda s: s[1]) if sizes else (None, 0)
         total = sum(s for _, s in sizes)
         budget = self.budget_bytes
-        if budget is not None and largest is not None and largest_bytes > budget:
+        reserved = self.expected_reservation()
+        if budget is not None and largest is not None and largest_bytes + reserved > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(_too_small(budget, name, largest_bytes))
-        fits = budget is None or total <= budget
+            raise UserError(_too_small(budget, name, largest_bytes, reserved))
+        fits = budget is None or total + reserved <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
+
+    # ---- batches ---------------------------------------------------------------------------
+
+    def curve(self, key: str) -> dict[int, int]:
+        """What `key` costs on the device by batch (batch -> bytes): measured this run, else
+        remembered for this file, precision, provider and device, else estimated at batch 1."""
+        self._pool.footprints.load()
+        with self._pool.cond:
+            return self._pool._locked_curve(self._entry(self.active_key(key)))
+
+    def choose_batches(self, caps: dict[str, int], *, together: bool) -> dict[str, int]:
+        """The largest batch each model of `caps` (key -> the most it should take) can run at
+        under the budget beside the device's reservation: `together`, all resident at once (their
+        footprints add up); else each alone (`residency_policy.choose_batches`)."""
+        curves = {key: self.curve(key) for key in caps}
+        return policy.choose_batches(
+            curves, caps, self.budget_bytes, self.expected_reservation(), together=together
+        )
+
+    def measure_batch(self, key: str, batch: int, run: Callable[[], T]) -> T:
+        """`run()` (which runs `key` on `batch` items) measured alone: before it, room is made
+        for what the model is expected to grow by at that batch (idle models evicted); after it,
+        what it grew by is its footprint at `batch`, remembered like a load's (per file,
+        precision, provider, device and batch) and counted against the budget from then on. A
+        batch no larger than one already run is just run."""
+        pool = self._pool
+        active = self.active_key(key)
+        with self.acquire(active):  # loaded (and measured at batch 1) before anything is timed
+            pool.footprints.load()
+            with pool.cond:
+                e = self._entry(active)
+                if batch <= e.batch:
+                    grow = False
+                    claims: list[Unload] = []
+                else:
+                    grow = True
+                    expected = policy.footprint_at(pool._locked_curve(e), batch)
+                    claims = pool._locked_claim_room(max(0, expected - e.nbytes), exclude=e.slot)
+            pool.unload(claims)
+            pool.deliver()
+            if not grow:
+                return run()
+            with pool.load_lock:  # no load measures itself meanwhile
+                before = pool.probe.used()
+                out = run()
+                after = pool.probe.used()
+            limited = self.batch_limit(active)
+            with pool.cond:
+                if limited is not None and limited < batch:
+                    return out  # it ran in smaller chunks after running out of memory
+                grown = (
+                    policy.measured_footprint(before, after, 0) if any(a is not None for a in after) else 0
+                )
+                nbytes = e.nbytes + (grown if grown > 1 else 0)
+                e.curve[batch] = nbytes
+                e.nbytes = nbytes
+                e.batch = batch
+                provider = pool.provider_label(e.provider or pool.expected_provider())
+                store_key = (
+                    FootprintStore.key(e.fingerprint, e.precision, provider, batch) if e.fingerprint else None
+                )
+                pool.peak_bytes = max(pool.peak_bytes, pool._locked_device_bytes())
+                self._member.peak_bytes = max(self._member.peak_bytes, pool._locked_device_bytes(self._id))
+                pool._locked_changed()
+            if store_key:
+                pool.footprints.put(store_key, nbytes, 0.0)
+            pool.deliver()
+            return out
 
     # ---- acquire / release ---------------------------------------------------------------
 
@@ -486,8 +597,8 @@ class ResidencyManager:
                 pool.cond.wait(0.5)
                 continue
             need = pool._locked_estimate(e)
-            if pool.budget_bytes is not None and need > pool.budget_bytes:
-                raise UserError(_too_small(pool.budget_bytes, e.name, need))
+            if pool.budget_bytes is not None and need + pool.reserved_bytes > pool.budget_bytes:
+                raise UserError(_too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes))
             claims = pool._locked_claim_room(need, exclude=e.slot)
             if claims:
                 return _Evict(claims)
@@ -588,7 +699,9 @@ class ResidencyManager:
         out-of-memory recoveries (`OomEvent`s, their actions `OomAction`s)."""
         with self._pool.cond:
             events = tuple(self.oom_events)
-        return ResidencyReport(tuple(self.stats()), self.peak_model_bytes, self.budget_bytes, events)
+        return ResidencyReport(
+            tuple(self.stats()), self.peak_model_bytes, self.budget_bytes, events, self.reserved_bytes
+        )
 
     # ---- eviction on request -------------------------------------------------------------
 
@@ -753,14 +866,28 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
             evictions=e.evictions,
             bytes=e.nbytes,
             load_ms=round(e.load_ms, 1),
+            batch=e.batch,
         )
         for e in entries
         if e.loads
     )
 
 
-def _too_small(budget: int, name: str, need: int) -> str:
+def _too_small(budget: int, name: str, need: int, reserved: int = 0) -> str:
+    beside = f"the device's own {format_size(reserved)} (the CUDA context) plus " if reserved else ""
     return (
-        f"memory budget {format_size(budget)} is smaller than {name} "
+        f"memory budget {format_size(budget)} is smaller than {beside}{name} "
         f"({format_size(need)}); raise --memory-budget or pick a smaller model"
     )
+
+
+def _device_label(device_id: int) -> str:
+    """The GPU's name, for remembering footprints per device model ("" when unknown)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return str(torch.cuda.get_device_name(device_id))
+    except Exception:  # noqa: BLE001 - no name: footprints are kept per provider only
+        pass
+    return ""

@@ -27,6 +27,7 @@ from ffdesk.runtime.sessions import (
     HostCopy,
     Session,
     footprint_provider,
+    prime_cuda,
     prime_onnxruntime,
     warm_up,
 )
@@ -111,6 +112,10 @@ class Entry:
     evictions: int = 0
     load_ms: float = 0.0
     provider: str = ""
+    curve: dict[int, int] = field(default_factory=dict)
+    """What the model measured on the device this run, by batch (0: loaded, not yet run)."""
+    batch: int = 0
+    """The largest batch it has run at (its runtime keeps that batch's memory: `nbytes`)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,9 @@ class Ticket:
     warmup: bool
     measured: int | None
     floor: int
+    memory_limit: int | None = None
+    """The most the session may allocate on a GPU (ONNX Runtime's `gpu_mem_limit`): the budget
+    less the device's reservation and what the other models hold; None: no limit."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,13 @@ class Pool:
         host_budget_bytes: int,
         footprints: FootprintStore,
         probe: MemoryProbe,
+        *,
+        device_label: str = "",
+        prime_device: Callable[[], None] | None = None,
     ) -> None:
+        """`device_label`: the GPU's name (footprints are remembered per device model);
+        `prime_device`: makes the fixed cost of using the device happen (the CUDA context), so it
+        can be measured once as the reservation (default on a GPU: `prime_cuda`)."""
         self.budget_bytes = budget_bytes
         self.device = device
         self.device_id = device_id
@@ -167,6 +181,12 @@ class Pool:
         self.waiting: set[int] = set()
         self.peak_bytes = 0
         self.primed = False
+        self.device_label = device_label
+        self.prime_device = prime_device
+        self.reserved_bytes = 0
+        """What using the device costs by itself (the CUDA context), counted once against the
+        budget beside the models; measured before the first model loads on a GPU."""
+        self.reservation_measured = False
         self.closed = False
         self.prefetch_q: queue.Queue[str | None] = queue.Queue()
         self.prefetch_thread: threading.Thread | None = None
@@ -179,6 +199,10 @@ class Pool:
             for e in self.entries.values()
             if e.state in ("device", "loading", "evicting") and (owner is None or e.owner == owner)
         )
+
+    def _locked_used(self) -> int:
+        """Everything counted against the budget: the models and the device's reservation."""
+        return self._locked_device_bytes() + self.reserved_bytes
 
     def _locked_host_bytes(self) -> int:
         return sum(e.host.nbytes for e in self.entries.values() if e.host is not None)
@@ -201,6 +225,23 @@ class Pool:
     def expected_provider(self) -> str:
         return CUDA if self.device == "cuda" else CPU
 
+    def provider_label(self, provider: str) -> str:
+        """The provider as footprints are remembered under it: a GPU's with the device's name."""
+        if self.device == "cuda" and self.device_label and provider.startswith(CUDA):
+            return f"{provider}@{self.device_label}"
+        return provider
+
+    def _locked_curve(self, e: Entry) -> dict[int, int]:
+        """What `e` costs by batch: this run's measurements over the recorded ones."""
+        points: dict[int, int] = {}
+        if e.fingerprint:
+            provider = self.provider_label(e.provider or self.expected_provider())
+            points.update(self.footprints.curve(e.fingerprint, e.precision, provider))
+        points.update(e.curve)
+        if not points:
+            points[1] = self._locked_estimate(e)
+        return points
+
     def _locked_estimate(self, e: Entry) -> int:
         if e.state in ("device", "loading", "evicting") and e.nbytes:
             return e.nbytes
@@ -208,7 +249,8 @@ class Pool:
         if e.fingerprint:
             provider = e.provider or self.expected_provider()
             # from memory only: callers read the file (`footprints.load()`) before taking the lock
-            recorded = self.footprints.cached(FootprintStore.key(e.fingerprint, e.precision, provider))
+            key = FootprintStore.key(e.fingerprint, e.precision, self.provider_label(provider))
+            recorded = self.footprints.cached(key)
         return policy.estimate_bytes(
             recorded=recorded,
             measured=e.nbytes if e.loads and e.nbytes else None,
@@ -217,7 +259,7 @@ class Pool:
         )
 
     def _locked_fits(self, need: int) -> bool:
-        return policy.fits(need, self._locked_device_bytes(), self.budget_bytes)
+        return policy.fits(need, self._locked_used(), self.budget_bytes)
 
     def _locked_waiting_helps(self, tid: int) -> bool:
         in_flight = any(e.state in ("loading", "evicting") for e in self.entries.values())
@@ -243,23 +285,28 @@ class Pool:
     def _locked_claim_room(self, need: int, exclude: str) -> list[Unload]:
         """Claim the idle models to evict (the policy's choice) so `need` more bytes fit."""
         chosen = policy.choose_evictions(
-            need, self._locked_device_bytes(), self.budget_bytes, self._locked_loaded(), (exclude,)
+            need, self._locked_used(), self.budget_bytes, self._locked_loaded(), (exclude,)
         )
         return self._locked_claim([self.entries[s] for s in chosen], keep_host=True)
 
     def _locked_reserve(self, e: Entry, need: int) -> Ticket:
         """Mark `e` loading with `need` bytes reserved; what the load needs, copied."""
-        fingerprint, precision, host = e.fingerprint, e.precision, e.host
+        fingerprint, precision, host, label = e.fingerprint, e.precision, e.host, self.provider_label
+        limit = None
+        if self.device == "cuda" and self.budget_bytes is not None:
+            others = self._locked_used() - (e.nbytes if e.state in ("device", "loading", "evicting") else 0)
+            limit = max(need, self.budget_bytes - others)
         ticket = Ticket(
             loader=e.loader,
             onnx=e.onnx,
             host=host,
             store_key=lambda provider: (
-                FootprintStore.key(fingerprint, precision, provider) if fingerprint else None
+                FootprintStore.key(fingerprint, precision, label(provider)) if fingerprint else None
             ),
             warmup=e.warmup,
             measured=e.nbytes if e.loads and e.nbytes else None,
             floor=e.file_bytes or (host.nbytes if host is not None else 0),
+            memory_limit=limit,
         )
         e.state = "loading"
         e.nbytes = need
@@ -313,7 +360,7 @@ class Pool:
     def load(self, e: Entry, ticket: Ticket, hold: bool) -> Session:
         """Load a reserved entry (measuring what it costs), then make it resident."""
         try:
-            session, load_ms, before, after, recorded = self._open(ticket)
+            session, load_ms, before, loaded, after, recorded = self._open(ticket)
         except BaseException:
             with self.cond:
                 e.state = "host" if e.host is not None else "out"
@@ -329,7 +376,12 @@ class Pool:
             nbytes = policy.measured_footprint(before, after, ticket.floor)
             if store_key and ticket.host is None:
                 self.footprints.put(store_key, nbytes, load_ms)
+                weights = policy.measured_footprint(before, loaded, ticket.floor)
+                if ticket.warmup and weights < nbytes:
+                    self.footprints.put(_batch_key(store_key, 0), weights, load_ms)
         with self.cond:
+            e.curve = {1: nbytes}
+            e.batch = 1 if ticket.warmup or recorded is not None else 0
             self._locked_commit(e, session, nbytes, load_ms, ticket.host is not None, hold)
             claims = self._locked_claim_room(0, exclude=e.slot)
         self.unload(claims)
@@ -342,16 +394,25 @@ class Pool:
 
     def _open(
         self, ticket: Ticket
-    ) -> tuple[Session, float, tuple[int | None, ...], tuple[int | None, ...], int | None]:
-        """Build the session (one load at a time, so each is measured alone)."""
+    ) -> tuple[
+        Session, float, tuple[int | None, ...], tuple[int | None, ...], tuple[int | None, ...], int | None
+    ]:
+        """Build the session (one load at a time, so each is measured alone): the session, its
+        load time, and the memory figures before it, once loaded and after its warm-up."""
         with self.load_lock:
             if not self.primed and ticket.onnx:
                 prime_onnxruntime()
                 self.primed = True
+            self._measure_reservation()
             before = self.probe.used()
             t0 = time.perf_counter()
-            session = ticket.host.reload() if ticket.host is not None else ticket.loader()
+            loader = ticket.loader
+            with_limit = getattr(loader, "with_memory_limit", None)
+            if ticket.memory_limit is not None and with_limit is not None:
+                loader = with_limit(ticket.memory_limit)
+            session = ticket.host.reload() if ticket.host is not None else loader()
             load_ms = (time.perf_counter() - t0) * 1000.0
+            loaded = self.probe.used()
             store_key = ticket.store_key(footprint_provider(session))
             recorded = self.footprints.get(store_key) if store_key else None
             # Warm up only to measure: once the footprint is known, a reload after an
@@ -360,7 +421,27 @@ class Pool:
             if ticket.warmup and not known and ticket.host is None:
                 warm_up(session)
             after = self.probe.used()
-        return session, load_ms, before, after, recorded
+        return session, load_ms, before, loaded, after, recorded
+
+    def _measure_reservation(self) -> None:
+        """On a GPU, before the first model loads (the load lock held): make the device's fixed
+        cost happen and count what the process then holds on it as the reservation, once. The
+        figure is remembered per device, for budgets checked before anything runs."""
+        if self.reservation_measured or self.device != "cuda":
+            return
+        self.reservation_measured = True
+        device_id = self.device_id
+        prime = self.prime_device or (lambda: prime_cuda(device_id))
+        with contextlib.suppress(Exception):  # a device that will not start fails the load itself
+            prime()
+        held = self.probe.used()
+        key = FootprintStore.reservation_key(self.provider_label(CUDA))
+        measured = held[0] if held and held[0] is not None else None
+        if measured is not None and measured > 0:
+            self.footprints.put(key, measured, 0.0)
+            self.reserved_bytes = measured
+        else:
+            self.reserved_bytes = self.footprints.get(key) or 0
 
     def _locked_commit(
         self, e: Entry, session: Session, nbytes: int, load_ms: float, from_host: bool, hold: bool
@@ -471,3 +552,8 @@ class Pool:
                 s.close()
         self.probe.release_freed()
         return victims
+
+
+def _batch_key(store_key: str, batch: int) -> str:
+    """`store_key` (a batch-1 record's key) for another batch."""
+    return store_key if batch == 1 else f"{store_key}|b{batch}"

@@ -404,13 +404,12 @@ def create_session(
     return OrtSession(model, options, name=name, precision=precision)
 
 
-def prime_onnxruntime() -> None:
-    """Create (and drop) a trivial session so ONNX Runtime's one-off process setup (environment,
-    thread pools, allocators) happens now and is not charged to the first real model."""
+def _run_trivial(providers: Sequence[str | tuple[str, dict[str, Any]]]) -> None:
+    """Create a one-node session on `providers`, run it once and drop it."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    node = helper.make_node("Identity", ["x"], ["y"])
+    node = helper.make_node("Relu", ["x"], ["y"])
     graph = helper.make_graph(
         [node],
         "prime",
@@ -421,8 +420,29 @@ def prime_onnxruntime() -> None:
     model.ir_version = 9
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=[CPU])
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=list(providers))
     sess.run(None, {"x": np.zeros(1, np.float32)})
+
+
+def prime_onnxruntime() -> None:
+    """Create (and drop) a trivial session so ONNX Runtime's one-off process setup (environment,
+    thread pools, allocators) happens now and is not charged to the first real model."""
+    _run_trivial([CPU])
+
+
+def prime_cuda(device_id: int = 0) -> None:
+    """Make the fixed cost of using a GPU happen now: the CUDA context, ONNX Runtime's CUDA
+    provider (a trivial session run once) and torch's use of the same device where torch can see
+    it (the device pixel path shares the context). What the process then holds on the card is the
+    residency's reservation, counted once beside the models."""
+    _run_trivial([(CUDA, {"device_id": device_id}), CPU])
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.zeros(1, device=f"cuda:{device_id}")
+    except Exception:  # noqa: BLE001 - torch without CUDA: only ONNX Runtime uses the card
+        pass
 
 
 def warm_up(session: Session, batch: int = 1) -> None:

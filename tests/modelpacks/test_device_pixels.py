@@ -238,3 +238,25 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     assert report.faces is not None and report.faces.faces_swapped > 0
     with pytest.raises(Exception, match="CUDA|cuda"):
         run_render(replace(job, output=tmp_path / "p", pixels="device"), env=run_env)
+
+
+def test_each_model_runs_at_the_batch_it_was_measured_at(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+) -> None:
+    """Warm-up measures every model at each batch it may run at; the report gives each model's
+    largest batch, never above the render's (`--batch 4`: four faces a call). Under a budget a
+    tenth above the largest model's footprint at that batch, that model gives way to a smaller
+    batch, and the models hold no more than the budget."""
+    per_frame = {"inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"}
+    free = _render(run_env, pack, _carphone(), tmp_path / "free", "device", end=0.5)
+    assert free.models is not None and free.faces is not None and free.faces.faces_swapped > 0
+    batches = {m.name: m.batch for m in free.models.models}
+    assert per_frame <= set(batches) and all(batches[n] == 4 for n in per_frame), batches
+    largest = max(free.models.models, key=lambda m: m.bytes)
+    budget = int(largest.bytes * 1.1)
+    tight = _render(run_env, pack, _carphone(), tmp_path / "tight", "device", end=0.5, memory_budget=budget)
+    assert tight.models is not None and tight.faces is not None
+    assert tight.faces.faces_swapped == free.faces.faces_swapped
+    assert tight.models.peak_model_bytes <= budget
+    got = {m.name: m.batch for m in tight.models.models}
+    assert 1 <= got[largest.name] < 4 and all(1 <= got[n] <= 4 for n in per_frame), got

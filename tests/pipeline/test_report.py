@@ -36,6 +36,7 @@ PHOTO = resource_path("sample", "grace_hopper.jpg")
 CLIP_KEYS = [
     "frames_in", "frames_out", "frames_processed", "stages", "output", "encoder", "resumed_segments",
     "resumed_frames", "mode", "timestamps_repaired", "frames_concealed", "audio_packets_skipped", "audio",
+    "decoder",
     "frames_with_faces", "faces_swapped", "faces_skipped", "faces_skipped_by_reason", "seconds", "fps",
     "peak_rss_bytes", "telemetry",
 ]  # fmt: skip
@@ -55,8 +56,9 @@ TELEMETRY_KEYS = [
 PACK_KEYS = {
     "frames_in", "frames_out", "frames_processed", "stages", "output", "encoder", "resumed_segments",
     "resumed_frames", "mode", "timestamps_repaired", "frames_concealed", "audio_packets_skipped", "audio",
-    "models", "peak_model_bytes", "memory_budget_bytes", "oom_recoveries", "oom_events", "swapper",
-    "swapper_precision", "swap_scale", "quality_checked_frames", "quality_flags",
+    "decoder",
+    "models", "peak_model_bytes", "reserved_bytes", "memory_budget_bytes", "oom_recoveries", "oom_events",
+    "swapper", "swapper_precision", "swap_scale", "quality_checked_frames", "quality_flags",
     "quality_psnr_threshold_db", "landmarker", "landmarker_note", "faces_aligned_on_68_points",
     "faces_aligned", "model_order", "pixels", "prepare_seconds", "seconds", "fps", "peak_rss_bytes",
     "telemetry",
@@ -72,6 +74,7 @@ MODEL_KEYS = [
     "evictions",
     "bytes",
     "load_ms",
+    "batch",
 ]
 
 

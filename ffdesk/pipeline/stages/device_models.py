@@ -30,6 +30,11 @@ Feed = Callable[["torch.Tensor"], dict[str, "torch.Tensor"]]
 """Stacked crops (padded to a batch shape) -> the model's named inputs."""
 Pick = Callable[[list["torch.Tensor"], list[str]], "torch.Tensor"]
 """The model's outputs and their names -> the one tensor read (one row per item)."""
+Warm = Callable[["torch.Tensor"], object]
+"""How a model is run on crops (the device call a render makes)."""
+SWAPPER = "swapper"
+FP32_SWAPPER = "swapper:fp32"
+"""The roles of the swapper at the render's precision and of the FP32 one the quality check uses."""
 
 
 def _names(session: Runner) -> list[str]:
@@ -45,6 +50,10 @@ class DeviceModels:
         self.ops = frames.ops
         self.pixels = frames.pixels
         self.cap = max(1, cap)
+        """The most faces a model call takes (the render's batch, as a power of two)."""
+        self.caps: dict[str, int] = {}
+        """Per model key, the most items a call takes: the largest batch the budget allows beside
+        what stays resident (`plan_batches`); `cap` (times the tiles, for the swapper) until then."""
         self._source: torch.Tensor | None = None
 
     def call(
@@ -54,7 +63,8 @@ class DeviceModels:
         padded to its batch shape; the picked output's rows for the items, stacked."""
         import torch
 
-        limit = cap or self.cap
+        model = self.ctx.keys.get(key, key)
+        limit = self.caps.get(model, cap or self.cap)
 
         def run(session: Runner, chunk: Sequence[torch.Tensor]) -> list[torch.Tensor]:
             n = len(chunk)
@@ -62,9 +72,7 @@ class DeviceModels:
             outputs = dev.run_model(session, feed(x), self.pixels)
             return list(pick(outputs, _names(session))[:n])
 
-        rows = self.ctx.manager.run_with_recovery(
-            self.ctx.keys.get(key, key), run, list(items), max_batch=limit
-        )
+        rows = self.ctx.manager.run_with_recovery(model, run, list(items), max_batch=limit)
         return torch.stack(rows)
 
     # ------------------------------------------------------------------ the models
@@ -102,20 +110,22 @@ class DeviceModels:
         """Softened occlusion masks of the crops: the minimum of the chosen occluders'."""
         import torch
 
-        size = int(crops.shape[-1])
-        raws = []
-        for role in self.ctx.occluders:
-            side, name = self.ctx.mask_input(role, 256)
-
-            def feed(x: torch.Tensor, side: int = side, name: str = name) -> dict[str, torch.Tensor]:
-                return {name: dev.occlusion_input(x, side)}
-
-            def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
-                return dev.occlusion_output(outputs[0], size)
-
-            raws.append(self.call(role, crops, feed, pick))
+        raws = [self.occluder(role, crops) for role in self.ctx.occluders]
         raw = raws[0] if len(raws) == 1 else torch.stack(raws).amin(dim=0)
         return self.ops.soften(raw)
+
+    def occluder(self, role: str, crops: torch.Tensor) -> torch.Tensor:
+        """One occluder's masks of the crops, before softening."""
+        size = int(crops.shape[-1])
+        side, name = self.ctx.mask_input(role, 256)
+
+        def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {name: dev.occlusion_input(x, side)}
+
+        def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
+            return dev.occlusion_output(outputs[0], size)
+
+        return self.call(role, crops, feed, pick)
 
     def regions(self, crops: torch.Tensor) -> torch.Tensor:
         """Softened face-region masks of the crops (the parser's chosen classes)."""
@@ -160,36 +170,81 @@ class DeviceModels:
         ]
 
     # ------------------------------------------------------------------ preparation
-    def warm_up_steps(self, enhancer: EnhancerSpec | None) -> list[tuple[str, Callable[[], object]]]:
-        """(what, how) for every per-frame model at every batch shape it will run at. Nothing is
-        made on the device until a step runs."""
+    def _key(self, role: str) -> str:
+        """The model key of a role, read when it is needed (the swapper's changes once its
+        precision variant is made)."""
+        ctx = self.ctx
+        if role == SWAPPER:
+            return ctx.swap_key
+        if role == FP32_SWAPPER:
+            return ctx.fp32_swap_key
+        return ctx.keys[role]
+
+    def per_frame_models(self, enhancer: EnhancerSpec | None) -> list[tuple[str, str, int, int, Warm]]:
+        """(role, label, crop side, items a face, how to run it on crops) of every model that runs
+        on every frame's faces, in the order they run."""
         ctx = self.ctx
         side = ctx.swap_spec.size * ctx.tile
+        tiles = ctx.tile * ctx.tile
+        models: list[tuple[str, str, int, int, Warm]] = [
+            (SWAPPER, f"{ctx.swapper.name}@{ctx.precision}", side, tiles, self.swap)
+        ]
+        for role in ctx.occluders:
+            models.append((role, ctx.masks[role].name, side, 1, partial(self.occluder, role)))
+        if "region" in ctx.masks:
+            models.append(("region", ctx.masks["region"].name, side, 1, self.regions))
+        if enhancer is not None:
+            restore = partial(self.enhance, spec=enhancer, blend=1.0, fidelity=0.5)
+            models.append(("enhancer", ctx.keys["enhancer"], enhancer.size, 1, restore))
+        return models
+
+    def plan_batches(self, enhancer: EnhancerSpec | None) -> dict[str, int]:
+        """The largest batch each per-frame model may take under the budget, from what the
+        models measured so far (a batch never grows back once lowered): all resident together in
+        batch order, each alone in segment order. The FP32 swapper of the quality check runs
+        alone on its samples."""
+        ctx = self.ctx
+        together = ctx.order is None or ctx.order.order == "batch"
+        per_frame = self.per_frame_models(enhancer)
+        wanted = {self._key(role): self.cap * per_face for role, _, _, per_face, _ in per_frame}
+        chosen = ctx.manager.choose_batches(wanted, together=together)
+        if ctx.fp32_swap_key != ctx.swap_key:
+            per_face = ctx.tile * ctx.tile
+            alone = ctx.manager.choose_batches({ctx.fp32_swap_key: self.cap * per_face}, together=False)
+            chosen.update(alone)
+        for key, batch in chosen.items():
+            self.caps[key] = min(self.caps.get(key, batch), batch)
+        return dict(self.caps)
+
+    def warm_up_steps(self, enhancer: EnhancerSpec | None) -> list[tuple[str, Callable[[], object]]]:
+        """(what, how) for every per-frame model at every batch shape it may run at, smallest
+        first: each run measured (`ResidencyManager.measure_batch`), and before each larger
+        shape the batches chosen again from what was measured, so a shape the budget does not
+        allow is skipped. Nothing is made on the device until a step runs."""
+        ctx = self.ctx
+        models = self.per_frame_models(enhancer)
+        if ctx.precision != "fp32":  # the quality check's FP32 swapper
+            side = ctx.swap_spec.size * ctx.tile
+            fp32 = partial(self.swap, key=ctx.fp32_swap_key)
+            models.append((FP32_SWAPPER, ctx.fp32_swap_key, side, ctx.tile * ctx.tile, fp32))
         steps: list[tuple[str, Callable[[], object]]] = []
-        # the swapper at the render's precision (its variant is made by then), and the FP32 one
-        # the quality check compares it with
-        swappers: dict[str | None, str] = {None: f"{ctx.swapper.name}@{ctx.precision}"}
-        if ctx.precision != "fp32":
-            swappers[ctx.fp32_swap_key] = ctx.fp32_swap_key
         for n in dev.buckets(self.cap):
-            for key, label in swappers.items():
-                steps.append((f"{label} at batch {n}", partial(self._on_zeros, n, side, self.swap, key)))
-            if ctx.occluders:
-                steps.append((f"occlusion at batch {n}", partial(self._on_zeros, n, side, self.occlusion)))
-            if "region" in ctx.masks:
-                name = ctx.masks["region"].name
-                steps.append((f"{name} at batch {n}", partial(self._on_zeros, n, side, self.regions)))
-            if enhancer is not None:
-                size, label = enhancer.size, ctx.keys["enhancer"]
-                restore = partial(self.enhance, spec=enhancer, blend=1.0, fidelity=0.5)
-                steps.append((f"{label} at batch {n}", partial(self._on_zeros, n, size, restore)))
-                if ctx.occluders:
-                    what = f"occlusion at {size} px, batch {n}"
-                    steps.append((what, partial(self._on_zeros, n, size, self.occlusion)))
+            for role, label, side, per_face, run in models:
+                step = partial(self._warm, role, n, per_face, side, run, enhancer)
+                steps.append((f"{label} at batch {n * per_face}", step))
         return steps
 
-    def _on_zeros(self, n: int, side: int, call: Callable[..., object], *args: object) -> object:
-        """`call` on `n` black crops of `side` pixels made on the device now."""
+    def _warm(
+        self, role: str, n: int, per_face: int, side: int, run: Warm, enhancer: EnhancerSpec | None
+    ) -> object:
+        """Run the model once on `n` black faces, measured, unless the budget leaves it a
+        smaller batch."""
         import torch
 
-        return call(torch.zeros((n, 3, side, side), device=self.pixels.device), *args)
+        key = self._key(role)
+        if n > 1:
+            self.plan_batches(enhancer)
+        if n * per_face > self.caps.get(key, self.cap * per_face):
+            return None
+        crops = torch.zeros((n, 3, side, side), device=self.pixels.device)
+        return self.ctx.manager.measure_batch(key, n * per_face, partial(run, crops))

@@ -474,6 +474,9 @@ class ModelsReport:
     reserved_bytes: int = 0
     """What using the device cost by itself (the CUDA context), counted against the budget
     beside `peak_model_bytes` (0 on the CPU)."""
+    precision_reason: str | None = None
+    """Why `--precision auto` took `swapper_precision`, where it timed the variants on the device
+    (JSON: "swapper_precision_reason")."""
 
     @classmethod
     def of(
@@ -489,6 +492,7 @@ class ModelsReport:
         order: ModelOrder | None = None,
         pixels: PixelFigures | None = None,
         prepare_seconds: float | None = None,
+        precision_reason: str | None = None,
     ) -> ModelsReport:
         """A residency manager's figures, with what the stage that ran the models adds."""
         return cls(
@@ -506,6 +510,7 @@ class ModelsReport:
             order=order,
             pixels=pixels,
             prepare_seconds=prepare_seconds,
+            precision_reason=precision_reason,
         )
 
     @property
@@ -547,6 +552,8 @@ class ModelsReport:
         if self.swapper_kind is not None:
             out["swapper_kind"] = self.swapper_kind
         out["swapper_precision"] = self.swapper_precision
+        if self.precision_reason is not None:
+            out["swapper_precision_reason"] = self.precision_reason
         if self.swap_scale is not None:
             out["swap_scale"] = self.swap_scale
         if self.quality is not None:
@@ -579,6 +586,9 @@ class ModelsReport:
             order=_model_order(data, where),
             pixels=PixelFigures.from_json_dict(_dict(data, "pixels", where)) if "pixels" in data else None,
             prepare_seconds=_float(data, "prepare_seconds", where) if "prepare_seconds" in data else None,
+            precision_reason=_opt_str(data, "swapper_precision_reason", where)
+            if "swapper_precision_reason" in data
+            else None,
         )
 
 

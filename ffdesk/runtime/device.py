@@ -146,6 +146,13 @@ class DevicePixels:
         self.transfers.record("down", kind, host.nbytes)
         return host
 
+    def synchronize(self) -> None:
+        """Wait for the work queued on the device (for timing it)."""
+        if self.is_cuda:
+            import torch
+
+            torch.cuda.synchronize(self.device)
+
     def numbers(self, tensor: torch.Tensor, kind: str = "numbers") -> list[float]:
         """A few scalars (bounds, scores) brought to the host; counted like any download."""
         return [float(v) for v in self.download(tensor.reshape(-1), kind).tolist()]

@@ -126,6 +126,11 @@ class RuntimeEnv:
         return self.cache_dir / "footprints.json"
 
     @property
+    def precision_choices_path(self) -> Path:
+        """What `--precision auto` measured and chose per model and device."""
+        return self.cache_dir / "precision-choices.json"
+
+    @property
     def trt_cache_dir(self) -> Path:
         """TensorRT engine and timing caches."""
         return self.cache_dir / "trt"

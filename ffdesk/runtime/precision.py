@@ -354,3 +354,93 @@ def variant_cost(
         p = psnr(outs[0], reference[0])
     cost = VariantCost(precision, Path(path).stat().st_size, float(np.median(times)), max_err, mean_err, p)
     return cost, outs
+
+
+@dataclass(frozen=True)
+class VariantSpeed:
+    """One variant of a model timed where it runs: milliseconds an item at the render's batch,
+    and how far its output is from FP32's on the same real input (None: FP32 itself)."""
+
+    precision: Concrete
+    ms_per_item: float
+    psnr_db: float | None = None
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """What `--precision auto` picked for a model on a device, and the timings it picked from."""
+
+    precision: Concrete
+    speeds: tuple[VariantSpeed, ...]
+    reason: str
+
+
+def pick_fastest(speeds: Sequence[VariantSpeed], min_psnr_db: float) -> PrecisionChoice:
+    """The fastest variant whose output stays within `min_psnr_db` of FP32's (FP32 always does)."""
+    fair = [
+        s for s in speeds if s.precision == "fp32" or (s.psnr_db is not None and s.psnr_db >= min_psnr_db)
+    ]
+    if not fair:
+        raise ValueError("no variant to choose from (FP32 was not timed)")
+    best = min(fair, key=lambda s: s.ms_per_item)
+    timed = ", ".join(f"{s.precision} {s.ms_per_item:.3g} ms" for s in speeds)
+    left = [s.precision for s in speeds if s not in fair]
+    why = f"fastest of {timed} an item" + (
+        f" ({', '.join(left)} left out: further than {min_psnr_db:g} dB from fp32)" if left else ""
+    )
+    return PrecisionChoice(best.precision, tuple(speeds), why)
+
+
+class PrecisionChoices:
+    """`--precision auto`'s choices, remembered per model file, provider, device and batch in a
+    small JSON file (`RuntimeEnv.cache_dir`/precision-choices.json), read once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._records: dict[str, Any] | None = None
+
+    @staticmethod
+    def key(model: Path, provider: str, batch: int) -> str:
+        return f"{file_fingerprint(Path(model))}|{provider}|b{batch}"
+
+    def _loaded(self) -> dict[str, Any]:
+        if self._records is None:
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError):
+                data = {}
+            self._records = data if isinstance(data, dict) else {}
+        return self._records
+
+    def get(self, key: str) -> PrecisionChoice | None:
+        rec = self._loaded().get(key)
+        if not isinstance(rec, dict) or rec.get("precision") not in ("fp32", "fp16", "int8"):
+            return None
+        speeds = []
+        for item in rec.get("speeds", ()):
+            if isinstance(item, dict) and item.get("precision") in ("fp32", "fp16", "int8"):
+                ms, db = item.get("ms_per_item"), item.get("psnr_db")
+                if isinstance(ms, int | float):
+                    speeds.append(
+                        VariantSpeed(
+                            item["precision"], float(ms), float(db) if isinstance(db, int | float) else None
+                        )
+                    )
+        return PrecisionChoice(rec["precision"], tuple(speeds), str(rec.get("reason", "")))
+
+    def put(self, key: str, choice: PrecisionChoice) -> None:
+        records = self._loaded()
+        records[key] = {
+            "precision": choice.precision,
+            "speeds": [
+                {"precision": s.precision, "ms_per_item": round(s.ms_per_item, 4), "psnr_db": s.psnr_db}
+                for s in choice.speeds
+            ],
+            "reason": choice.reason,
+            "at": int(time.time()),
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.write_text_atomic(self.path, json.dumps(records, indent=1, sort_keys=True), durable=False)
+        except OSError:
+            pass  # a cache: the choice is made again next time

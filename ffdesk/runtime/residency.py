@@ -711,6 +711,23 @@ class ResidencyManager:
         self._pool.deliver()
         return freed
 
+    def evict(self, key: str) -> bool:
+        """Unload `key` now if it is loaded and no batch holds it (no host copy kept); whether it was."""
+        pool = self._pool
+        with pool.cond:
+            e = self._entry(key)
+            if e.state != "device" or e.refs:
+                return False
+            claims = pool._locked_claim([e], keep_host=False)
+        pool.unload(claims)
+        pool.deliver()
+        return True
+
+    def provider_label(self) -> str:
+        """The provider models run on here, as measurements are remembered under it (a GPU's
+        with the device's name)."""
+        return self._pool.provider_label(self._pool.expected_provider())
+
     def _evict_idle(self, exclude_slot: str, keep_host: bool, everyone: bool) -> list[str]:
         """Evict idle models (this manager's, or the whole pool's); their labels."""
         pool = self._pool

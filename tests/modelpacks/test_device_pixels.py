@@ -260,3 +260,27 @@ def test_each_model_runs_at_the_batch_it_was_measured_at(
     assert tight.models.peak_model_bytes <= budget
     got = {m.name: m.batch for m in tight.models.models}
     assert 1 <= got[largest.name] < 4 and all(1 <= got[n] <= 4 for n in per_frame), got
+
+
+def test_auto_precision_is_timed_on_the_device_once_and_remembered(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--precision auto` on the device path times the swapper in FP32 and FP16 on the source's own
+    face and keeps the faster within the quality guard; the next render reads the choice back."""
+    from ffdesk.pipeline.stages.models import ModelRender
+
+    first = _render(run_env, pack, _carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    assert first.models is not None and first.models.precision_reason is not None
+    chosen = first.models.swapper_precision
+    assert chosen in ("fp32", "fp16") and "fp32" in first.models.precision_reason
+    assert run_env.precision_choices_path.is_file()
+
+    def no_timing(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("timed again")
+
+    monkeypatch.setattr(ModelRender, "_time_variants", no_timing)
+    again = _render(run_env, pack, _carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    assert again.models is not None and again.models.swapper_precision == chosen
+    # only the chosen variant stays loaded next to the others
+    loaded = {m.precision for m in again.models.models if m.name == "inswapper_128" and m.loads}
+    assert chosen in loaded

@@ -110,3 +110,23 @@ def test_variant_keys_differ_by_settings(swapper: Path, catalog: Catalog, tmp_pa
     c = prec.variant_path(swapper, "int8", cache_dir=tmp_path, per_channel=False)
     assert len({a, b, c}) == 3
     assert prec.variant_path(swapper, "fp32", cache_dir=tmp_path) == swapper
+
+
+def test_auto_takes_the_fastest_variant_within_the_quality_guard(tmp_path: Path) -> None:
+    from ffdesk.runtime.precision import PrecisionChoices, VariantSpeed, pick_fastest
+
+    fp32 = VariantSpeed("fp32", 1.8)
+    # the H200's figures: FP16 1.27x for inswapper, 0.68x for ArcFace
+    assert pick_fastest([fp32, VariantSpeed("fp16", 1.8 / 1.27, 41.0)], 30.0).precision == "fp16"
+    assert pick_fastest([fp32, VariantSpeed("fp16", 1.8 / 0.68, 41.0)], 30.0).precision == "fp32"
+    blurred = pick_fastest([fp32, VariantSpeed("fp16", 1.0, 24.5)], 30.0)
+    assert blurred.precision == "fp32" and "fp16 left out" in blurred.reason
+    store = PrecisionChoices(tmp_path / "choices.json")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"x" * 64)
+    key = store.key(model, "CUDAExecutionProvider@NVIDIA H200", 16)
+    store.put(key, blurred)
+    again = PrecisionChoices(tmp_path / "choices.json").get(key)
+    assert again is not None and again.precision == "fp32" and again.speeds == blurred.speeds
+    (tmp_path / "choices.json").write_text("[" * 100000)  # damaged: chosen again, no crash
+    assert PrecisionChoices(tmp_path / "choices.json").get(key) is None

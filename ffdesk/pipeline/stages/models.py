@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from ffdesk.pipeline.stages.device_models import DeviceModels
     from ffdesk.pipeline.stages.device_redraw import DeviceFrames
     from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.precision import Concrete, PrecisionChoice
     from ffdesk.runtime.residency import Share
 
 T = TypeVar("T")
@@ -243,6 +244,8 @@ class ModelRender:
         self.source_image, self.source_face = self._source_face()
         self.source_vector: npt.NDArray[np.float32] | None = None
         self._started = False
+        self.precision_reason: str | None = None
+        """Why `--precision auto` took the swapper's precision, where it timed the variants."""
         self.prepare_seconds: float | None = None
         """How long `prepare` took (None until it ran)."""
         self._closed = False
@@ -490,7 +493,10 @@ class ModelRender:
             steps: list[tuple[str, Callable[[], object]]] = [
                 ("embedding the source face", self._embed_sources)
             ]
-            if self.precision != "fp32":
+            if self.job.precision == "auto" and self.on_device is not None:
+                what = f"timing {self.swapper.name} in fp32 and fp16 on this device"
+                steps.append((what, self._choose_precision))
+            elif self.precision != "fp32":
                 steps.append(
                     (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
                 )
@@ -583,6 +589,55 @@ class ModelRender:
             variant = prec.make_fp16(src, cache_dir=variants)
         self.swap_key = self._register(self.swapper, self.precision, variant)
 
+    def _choose_precision(self) -> None:
+        """`--precision auto` on the device path: the swapper in FP32 and FP16 timed here, at the
+        render's batch, on the source photo's own face; the faster one runs unless FP16's face is
+        further than `QUALITY_PSNR_DB` from FP32's. The choice is remembered per model file,
+        provider, device and batch, and read back instead of timing again."""
+        from ffdesk.runtime import precision as prec
+
+        models = self.on_device
+        assert models is not None and self.frames is not None
+        store = prec.PrecisionChoices(self.env.precision_choices_path)
+        key = store.key(self.swapper.path, self.manager.provider_label(), models.cap)
+        choice = store.get(key)
+        variant_key = self._register(
+            self.swapper, "fp16", prec.make_fp16(self.swapper.path, cache_dir=self.env.variants_dir)
+        )
+        if choice is None or choice.precision not in ("fp32", "fp16"):
+            choice = self._time_variants({"fp32": self.fp32_swap_key, "fp16": variant_key})
+            store.put(key, choice)
+        self.precision, self.precision_reason = choice.precision, choice.reason
+        self.swap_key = variant_key if choice.precision == "fp16" else self.fp32_swap_key
+        self.manager.evict(self.fp32_swap_key if choice.precision == "fp16" else variant_key)
+
+    def _time_variants(self, keys: dict[Concrete, str], runs: int = 5) -> PrecisionChoice:
+        """Each swapper variant timed on the device on a batch of the source's own face (median of
+        `runs` after a warm-up), and FP16's face compared with FP32's."""
+        import statistics
+
+        from ffdesk.runtime import precision as prec
+
+        models, frames = self.on_device, self.frames
+        assert models is not None and frames is not None
+        spec = self.swap_spec
+        face = warp_face(self.source_image, self.source_face.kps, spec.template, spec.size * self.tile)[0]
+        crop = frames.pixels.upload(face, "calibration").permute(2, 0, 1).float()
+        crops = crop.expand(models.cap, *crop.shape).contiguous()
+        outputs, speeds = {}, []
+        for precision, key in keys.items():
+            outputs[precision] = models.swap(crops, key)  # loads it; the first run of the shape
+            times = []
+            for _ in range(runs):
+                frames.pixels.synchronize()
+                t0 = time.perf_counter()
+                models.swap(crops, key)
+                frames.pixels.synchronize()
+                times.append((time.perf_counter() - t0) * 1000.0 / models.cap)
+            db = None if precision == "fp32" else min(models.psnr(outputs[precision], outputs["fp32"]))
+            speeds.append(prec.VariantSpeed(precision, statistics.median(times), db))
+        return prec.pick_fastest(speeds, QUALITY_PSNR_DB)
+
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
         """Aligned target crops from the user's own clip (with the source input), as model feeds."""
         from ffdesk.media.decode import VideoReader, read_image
@@ -642,6 +697,7 @@ class ModelRender:
             order=self.order,
             pixels=self._pixel_figures(),
             prepare_seconds=self.prepare_seconds,
+            precision_reason=self.precision_reason,
         )
 
     def _pixel_figures(self) -> PixelFigures:

@@ -415,9 +415,10 @@ class MainWindow(QMainWindow):
         self.status.post("info", f"queued {job.target.name} → {entry.job.output.name}")
 
     def _follow_budget(self) -> None:
-        """The shared budget follows the control (renders and the preview apply it on their threads)."""
-        mb = self.session.settings.memory_budget_mb
-        self.memory.set_budget(mb * 2**20 if mb > 0 else None)
+        """The shared budget follows the control: the one place that sets it (renders and the
+        preview apply it on their threads; a queued job's own copy is what a headless run of the
+        queue would use)."""
+        self.memory.set_budget(self.session.settings.memory_budget_bytes)
 
     def _on_render_event(self, entry_id: str, event: Any) -> None:
         # The budget bar follows the shared manager (`self.memory`), which sees preview and

@@ -70,7 +70,7 @@ class Settings:
     precision: Precision = "auto"
     batch: int = 4
     memory_budget_mb: int = 0
-    """0 = no budget (the runtime's default)."""
+    """0 = no budget (the runtime's default). Read as bytes through `memory_budget_bytes` only."""
     swapper: str = ""
     recognizer: str = ""
     detector: str = ""
@@ -88,6 +88,12 @@ class Settings:
     video_preset: Literal["auto"] | VideoPreset = "auto"
     """The encoder's speed preset; "auto": the mode's (medium in final, veryfast in preview)."""
     output_dir: str = ""
+
+    @property
+    def memory_budget_bytes(self) -> int | None:
+        """The budget in bytes (None: no budget): the one conversion of `memory_budget_mb`, used
+        for the app's shared budget and for the jobs it queues alike."""
+        return self.memory_budget_mb * 2**20 if self.memory_budget_mb > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -296,7 +302,7 @@ class SessionModel(QObject):
             mode=mode or s.mode,
             precision=s.precision,
             batch=s.batch,
-            memory_budget=s.memory_budget_mb * 1024 * 1024 if s.memory_budget_mb > 0 else None,
+            memory_budget=s.memory_budget_bytes,
             encoder=s.encoder,
             quality=s.quality,
             video_preset=None if s.video_preset == "auto" else s.video_preset,

@@ -253,8 +253,7 @@ class PreviewWorker(_Threaded):
         After its stages failed, any change builds a new one (a raised budget may be the fix)."""
         from ffdesk.pipeline.preview import Previewer, same_processing
 
-        if self.memory is not None:
-            self.memory.set_budget(job.memory_budget)
+        if self.memory is not None:  # the window set the budget; it is applied here, off the main thread
             self.memory.apply_budget()
         kept = self._previewer
         if kept is not None and (

@@ -213,3 +213,35 @@ def test_an_int8_render_runs_the_quantization_aware_export(
     assert report.models is not None and report.faces is not None
     assert report.models.swapper == str(run / "model_int8.onnx")
     assert report.models.swapper_precision == "int8" and report.faces.faces_swapped == 6
+
+
+def test_a_trained_swapper_asked_for_fp16_runs_its_fp16_variant(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import onnx
+
+    from ffdesk.runtime import sessions
+
+    loaded: list[Path] = []
+    real = sessions.OrtSession.__init__
+
+    def spy(self: sessions.OrtSession, model: Any, *a: Any, **k: Any) -> None:
+        if isinstance(model, Path):
+            loaded.append(model)
+        real(self, model, *a, **k)
+
+    monkeypatch.setattr(sessions.OrtSession, "__init__", spy)
+    job = RenderJob(target=face_clip, output=tmp_path / "fp16.mp4", swapper=str(trained), precision="fp16")
+    report = run_render(job, lambda _e: None, env=run_env)
+    assert report.models is not None and report.faces is not None
+    assert report.models.swapper_precision == "fp16" and report.faces.faces_swapped == 6
+    variant = next(p for p in loaded if p.parent == run_env.variants_dir)
+    types = {i.data_type for i in onnx.load(str(variant)).graph.initializer}
+    assert onnx.TensorProto.FLOAT16 in types
+    # auto keeps what the file holds: no FP16 unasked
+    auto = run_render(
+        RenderJob(target=face_clip, output=tmp_path / "auto.mp4", swapper=str(trained)),
+        lambda _e: None,
+        env=run_env,
+    )
+    assert auto.models is not None and auto.models.swapper_precision == "fp32"

@@ -37,6 +37,7 @@ from ffdesk.types import Frame, Mask, Mode, Precision
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.precision import Concrete
     from ffdesk.runtime.residency import Share
 
 KIND = "ffdesk-trained-swapper"
@@ -126,6 +127,27 @@ def is_trained_swapper(value: str | None, models_dir: Path | None = None) -> boo
     return bool(value) and read_contract(model_path(str(value), models_dir)) is not None
 
 
+def trained_variant(
+    path: Path, holds: Concrete, requested: Precision, mode: Mode, device: str, env: RuntimeEnv
+) -> tuple[Concrete, Path]:
+    """The precision a trained swapper runs at and the file to load. `--precision fp16` runs the
+    file's FP16 variant (made now and cached, as a model pack's swapper's is); `int8` runs the
+    quantization-aware export `chosen_model` picked (what the file `holds`); `fp32` and `auto`
+    run what the file holds (a trained swapper has no FP32 sample check that would catch an FP16
+    variant gone wrong, so `auto` does not take one unasked). `UserError` in one line when the
+    FP16 variant cannot be made."""
+    from ffdesk.runtime.precision import make_fp16, resolve_precision
+
+    resolve_precision(requested, mode, device)  # the same check of the value as a model pack's
+    if requested != "fp16" or holds != "fp32":
+        return holds, path
+    try:
+        return "fp16", make_fp16(path, cache_dir=env.variants_dir)
+    except Exception as exc:  # noqa: BLE001 - the converter's failure on the user's model, in one line
+        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise UserError(f"{path.name}: cannot make its fp16 variant ({detail}); run it in fp32") from None
+
+
 class TrainedSwap:
     """The model and its contract; swaps stacks of aligned crops through a residency manager.
 
@@ -142,7 +164,11 @@ class TrainedSwap:
         *,
         env: RuntimeEnv,
         share: Share | None = None,
+        precision: Precision = "auto",
+        mode: Mode = "final",
     ) -> None:
+        """`precision` and `mode`: what the job asks for (`--precision`, `--mode`), resolved as a
+        model pack's swapper is (`ffdesk.runtime.precision.resolve_precision`)."""
         from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
@@ -162,11 +188,13 @@ class TrainedSwap:
             env=env,
             share=share,
         )
-        self.precision = "int8" if contract.get("precision") == "int8" else "fp32"
-        """What the file holds: a quantization-aware export is int8, every other export fp32."""
+        holds: Concrete = "int8" if contract.get("precision") == "int8" else "fp32"
+        self.precision, self.session_path = trained_variant(path, holds, precision, mode, self.device, env)
+        """The precision that runs (what the file holds, or its FP16 variant) and its file."""
         self.key = f"trained_swapper@{self.precision}"
         self.manager.register(
-            self.key, OnnxLoader(path, self.options, name="trained_swapper", precision=self.precision)
+            self.key,
+            OnnxLoader(self.session_path, self.options, name="trained_swapper", precision=self.precision),
         )
 
     @property
@@ -280,7 +308,8 @@ def trained_stages(
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
     model = TrainedSwap(
-        path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share
-    )
+        path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share,
+        precision=job.precision, mode=job.mode,
+    )  # fmt: skip
     front = FaceFrontEnd.for_job(job, info=info)
     return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]

@@ -47,6 +47,9 @@ def register(sub: Any) -> None:
     dir_arg(p)
     p.add_argument("paths", nargs="+", type=Path)
     p.add_argument("--as", dest="as_name", default=None, help="catalog name for a renamed file")
+    p.add_argument(
+        "--replace", action="store_true", help="replace a different file of the same name already there"
+    )
     p.set_defaults(func=_import)
 
     p = cmds.add_parser(
@@ -238,7 +241,7 @@ def _import(args: argparse.Namespace) -> int:
     folder = resolve_models_dir(args.models_dir, runtime_env(args))
     failed = 0
     for src in args.paths:
-        result = import_model(src, catalog, folder, as_name=args.as_name)
+        result = import_model(src, catalog, folder, as_name=args.as_name, replace=args.replace)
         if result.problems:
             failed += 1
             for line in result.problems:

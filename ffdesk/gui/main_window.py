@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk import jsontext
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.memory import AppMemory
@@ -101,7 +102,7 @@ def saved_settings(raw: object) -> tuple[Settings | None, str | None]:
     if not isinstance(raw, str):
         return None, "the saved controls are not text"
     try:
-        data = json.loads(raw)
+        data = jsontext.loads(raw)
     except ValueError:
         return None, "the saved controls are not JSON"
     if not isinstance(data, dict):

@@ -40,6 +40,58 @@ def check_writable_folder(folder: Path) -> None:
     probe.unlink(missing_ok=True)
 
 
+def refuse_link(path: Path, what: str) -> None:
+    """`UserError` (one line) when `path` is a symbolic link: ffdesk never writes, locks or
+    deletes through a link it did not make (in a shared folder anyone who can write there could
+    point one at someone else's files)."""
+    try:
+        is_link = Path(path).is_symlink()
+    except OSError:
+        return
+    if is_link:
+        from ffdesk.errors import UserError
+
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        raise UserError(
+            f"{path}: {what} is a symbolic link (to {target}); ffdesk will not write or delete through "
+            "it; remove the link and try again"
+        )
+
+
+def clear_folder(folder: Path, keep: set[str]) -> None:
+    """Remove every entry of `folder` but the names in `keep`, without following links: a link
+    inside is removed itself, never what it points at, and the folder is read through a handle
+    opened without following a link (so it cannot be swapped for one half way)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        for entry in os.scandir(fd):
+            if entry.name in keep:
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.name, dir_fd=fd)
+                else:
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass  # what cannot be removed is left, as before
+    finally:
+        os.close(fd)
+
+
+def remove_folder(folder: Path) -> None:
+    """Remove a folder this process made and what is in it; a link at its path is left alone."""
+    if Path(folder).is_symlink():
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 
@@ -78,7 +79,7 @@ def job_to_json(job: RenderJob) -> str:
 
 def job_from_json(text: str) -> RenderJob:
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except ValueError as exc:
         raise UserError(f"render job: not JSON ({exc})") from None
     return job_from_dict(data)

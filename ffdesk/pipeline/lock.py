@@ -24,8 +24,9 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
-from ffdesk.media.atomic import raise_if_disk_full
+from ffdesk.media.atomic import raise_if_disk_full, refuse_link
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _ATTEMPTS = 20
@@ -61,7 +62,7 @@ class LockHolder:
     @classmethod
     def from_bytes(cls, data: bytes) -> LockHolder | None:
         try:
-            d = json.loads(data.decode("utf-8"))
+            d = jsontext.loads(data.decode("utf-8"))
             return cls(int(d["pid"]), str(d["host"]), float(d["started"]), str(d["output"]))
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -103,7 +104,7 @@ def _write_holder(fd: int, holder: LockHolder) -> None:
 
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return False
     mine = os.fstat(fd)
@@ -168,7 +169,12 @@ class OutputLock:
         collected = False
         waits = 0
         for _ in range(_ATTEMPTS + 10):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:  # never through a link: a link at the lock's name would have us write its target
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    refuse_link(path, "the render's lock file")
+                raise
             try:
                 holder = cls._try(path, fd)
             except BaseException:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import keep_aside, write_json_atomic
 from ffdesk.pipeline import events as ev
@@ -171,7 +172,7 @@ def parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
     A file that is not a queue at all gives no entries and one reason.
     """
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = jsontext.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         return [], ["not text"]
     except ValueError as exc:

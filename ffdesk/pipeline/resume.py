@@ -19,12 +19,12 @@ until `close()` or `discard()`; a second render of the same output is refused in
 from __future__ import annotations
 
 import json
-import shutil
 import zlib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from ffdesk.media.atomic import write_text_atomic
+from ffdesk import jsontext
+from ffdesk.media.atomic import clear_folder, refuse_link, remove_folder, write_text_atomic
 from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
@@ -154,6 +154,7 @@ class Manifest:
     @classmethod
     def _open_locked(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
         note: str | None = None
+        refuse_link(folder, "the render's work folder")
         existing = cls._read(folder)
         if existing is not None and not resume:
             note = "starting over (--no-resume): discarded an interrupted render's segments"
@@ -165,8 +166,9 @@ class Manifest:
             note = existing._keep_checked_prefix()
         manifest = existing or cls(folder, fingerprint)
         if existing is None and folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_folder(folder)
         folder.mkdir(parents=True, exist_ok=True)
+        refuse_link(folder, "the render's work folder")  # not swapped for one meanwhile
         manifest._remove_debris()
         manifest.save()
         return manifest, note
@@ -175,7 +177,7 @@ class Manifest:
     def _read(cls, folder: Path) -> Manifest | None:
         path = folder / MANIFEST_NAME
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
             segments = [Segment.from_json(s) for s in data["segments"]]
             return cls(folder, str(data["fingerprint"]), segments)
         except (OSError, ValueError, KeyError, TypeError):
@@ -194,14 +196,7 @@ class Manifest:
         return None
 
     def _remove_debris(self) -> None:
-        named = {s.file for s in self.segments} | {MANIFEST_NAME}
-        for entry in self.folder.iterdir():
-            if entry.name in named:
-                continue
-            if entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                entry.unlink(missing_ok=True)
+        clear_folder(self.folder, {s.file for s in self.segments} | {MANIFEST_NAME})
 
     @property
     def frames_done(self) -> int:
@@ -241,7 +236,7 @@ class Manifest:
 
     def discard(self) -> None:
         """Remove the work folder (after the output is in place) and release its lock."""
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_folder(self.folder)
         self.close()
 
     def __enter__(self) -> Manifest:

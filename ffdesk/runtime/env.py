@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ffdesk import jsontext
 from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
 
@@ -29,7 +30,7 @@ APP = "ffdesk"
 def read_settings(path: Path) -> dict[str, Any]:
     """The settings file's keys ({} when it is missing or unreadable)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = jsontext.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -369,10 +369,11 @@ class ImportResult:
 
 
 def import_model(
-    src: Path, catalog: Catalog, models_dir: Path, *, as_name: str | None = None
+    src: Path, catalog: Catalog, models_dir: Path, *, as_name: str | None = None, replace: bool = False
 ) -> ImportResult:
     """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it and its
-    sidecar into `models_dir` atomically. A file with problems is not copied."""
+    sidecar into `models_dir` atomically. A file with problems is not copied, and neither is one
+    whose name another file already has there unless `replace` (the same file again is fine)."""
     src = Path(src)
     if not src.is_file():
         raise UserError(f"{src}: no such file")
@@ -384,6 +385,11 @@ def import_model(
     problems = verify(spec, src)
     status = hash_status(spec, src)
     dest = models_dir / spec.file
+    if not problems and not replace and _another_file_there(src, dest):
+        problems = [
+            f"{dest.name}: {models_dir} already has a different {spec.name}; "
+            "add --replace to put this one in its place"
+        ]
     if problems:
         return ImportResult(src, spec.name, dest, tuple(problems), status)
     models_dir.mkdir(parents=True, exist_ok=True)
@@ -396,6 +402,20 @@ def import_model(
             # Record the CRC32 now so later damage to the copy is caught.
             write_sidecar(dest)
     return ImportResult(src, spec.name, dest, (), status)
+
+
+def _another_file_there(src: Path, dest: Path) -> bool:
+    """Whether `dest` exists and holds other bytes than `src` (a link there counts as another)."""
+    import filecmp
+
+    if dest.is_symlink():
+        return True
+    if not dest.exists():
+        return False
+    try:
+        return dest.resolve() != src.resolve() and not filecmp.cmp(src, dest, shallow=False)
+    except OSError:
+        return True
 
 
 # ---- a whole folder, as FaceFusion leaves it ------------------------------------------------

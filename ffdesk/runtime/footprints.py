@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ffdesk import jsontext
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -114,7 +115,7 @@ class FootprintStore:
     def _read_file(self) -> dict[str, Footprint]:
         self.reads += 1
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = jsontext.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):

@@ -27,6 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
@@ -406,8 +407,8 @@ class PrecisionChoices:
     def _loaded(self) -> dict[str, Any]:
         if self._records is None:
             try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):
+                data = jsontext.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
                 data = {}
             self._records = data if isinstance(data, dict) else {}
         return self._records

@@ -8,12 +8,12 @@ the trainer handles the previous one is never lost, and each command is acted on
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from ffdesk import jsontext
 from ffdesk.training.store import write_json_atomic
 
 Command = Literal["pause", "resume", "stop", "export"]
@@ -49,8 +49,8 @@ def take(run_dir: Path) -> Command | None:
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(claimed.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        data = jsontext.loads(claimed.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     finally:
         claimed.unlink(missing_ok=True)
@@ -75,7 +75,7 @@ def write_status(run_dir: Path, state: State, step: int, steps_goal: int, **extr
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object file, or None when it is missing or (briefly) unreadable."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        data = jsontext.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

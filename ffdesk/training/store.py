@@ -16,7 +16,6 @@ images, and each DataLoader worker opens its own maps lazily.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.format import open_memmap
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.types import Frame
@@ -86,10 +86,10 @@ class FacesetIndex:
     def load(cls, folder: Path) -> FacesetIndex:
         path = folder / INDEX_NAME
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UserError(f"{folder}: not a faceset (no {INDEX_NAME})") from None
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:
             raise UserError(f"{path}: unreadable faceset index ({exc})") from None
         if data.get("format") != FORMAT:
             raise UserError(f"{path}: not an ffdesk faceset index")

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - the usual name
 from torch import nn
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.training import control
 from ffdesk.training.inherit import inherit
@@ -131,13 +132,12 @@ STUDENT_NOTE = control.STUDENT_NOTE
 def note_student(teacher_dir: Path, model: Path) -> None:
     """Record in `TEACHER/student.json` the student export `model` (and its step and size)."""
     import contextlib
-    import json
 
     from ffdesk.training.store import write_json_atomic
 
     info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads(model.with_suffix(".json").read_text(encoding="utf-8"))
+        info = jsontext.loads(model.with_suffix(".json").read_text(encoding="utf-8"))
     write_json_atomic(
         Path(teacher_dir) / STUDENT_NOTE,
         {"model": str(Path(model).resolve()), "step": info.get("step"), "model_config": info.get("model")},

@@ -139,3 +139,27 @@ def test_prepare_refuses_in_one_line(
     assert main(["models", "prepare", *names, "--models-dir", str(pack)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and why in err[0], err
+
+
+def test_import_never_replaces_another_file_unasked(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128"])
+    before = (pack / "inswapper_128.onnx").read_bytes()
+    other = tmp_path / "my_swapper.onnx"
+    shutil.copy(standins_dir / "inswapper_128_fp16.onnx", other)
+    args = ["models", "import", str(other), "--as", "inswapper_128", "--models-dir", str(pack)]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already has a different inswapper_128" in err[0] and "--replace" in err[0]
+    assert (pack / "inswapper_128.onnx").read_bytes() == before
+    # the same file again is fine; --replace puts another in its place
+    assert main(["models", "import", str(pack / "inswapper_128.onnx"), "--models-dir", str(pack)]) == 0
+    capsys.readouterr()
+    same = tmp_path / "inswapper_128.onnx"
+    shutil.copy(pack / "inswapper_128.onnx", same)
+    assert main(["models", "import", str(same), "--models-dir", str(pack)]) == 0
+    replaced = main([*args, "--replace"])
+    out = capsys.readouterr()
+    assert replaced == 0, out.err
+    assert (pack / "inswapper_128.onnx").read_bytes() == other.read_bytes()

@@ -13,7 +13,6 @@ decoded frames (as for the other swappers).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.faces.align import TEMPLATES
 from ffdesk.faces.types import Face
@@ -85,7 +85,7 @@ def _student_of(run: Path) -> Path | None:
     from ffdesk.training import control
 
     try:
-        note = json.loads((run / control.STUDENT_NOTE).read_text(encoding="utf-8"))
+        note = jsontext.loads((run / control.STUDENT_NOTE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     model = Path(str(note.get("model") or "")) if isinstance(note, dict) else None
@@ -100,10 +100,10 @@ def read_contract(path: Path) -> dict[str, Any] | None:
         return None
     sidecar = path.with_suffix(".json")
     try:
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
+        data = jsontext.loads(sidecar.read_text(encoding="utf-8"))
         if isinstance(data, dict) and data.get("kind") == KIND:
             return data
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):
         pass
     try:
         import onnx
@@ -114,8 +114,8 @@ def read_contract(path: Path) -> dict[str, Any] | None:
     for prop in proto.metadata_props:
         if prop.key == "ffdesk.contract":
             try:
-                data = json.loads(prop.value)
-            except json.JSONDecodeError:
+                data = jsontext.loads(prop.value)
+            except ValueError:
                 return None
             return data if isinstance(data, dict) and data.get("kind") == KIND else None
     return None

@@ -122,6 +122,13 @@ def register(sub: Any) -> None:
         metavar="PORT",
         help="port each farm worker serves its Prometheus metrics on (default 0: a free one; off: none)",
     )
+    p.add_argument(
+        "--farm-metrics-host",
+        choices=("local", "node"),
+        default="local",
+        help="where farm workers serve their metrics: local (each node's 127.0.0.1, the default) or "
+        "node (the node's address, readable from other machines; no authentication)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -21,6 +21,7 @@ def render_on_farm(args: argparse.Namespace) -> int:
     options = FarmOptions(
         ship_source=getattr(args, "farm_storage", "shared") == "ship",
         metrics_port=parse_metrics_port(str(getattr(args, "farm_metrics_port", "0"))),
+        metrics_on_node=getattr(args, "farm_metrics_host", "local") == "node",
     )
     job = job_from_args(args)
     progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())

@@ -66,6 +66,9 @@ class FarmOptions:
     """The workers cannot see the clip (no shared storage): ship each segment's part of it."""
     metrics_port: int | None = 0
     """Where each worker serves its Prometheus metrics (0: a free port; None: not served)."""
+    metrics_on_node: bool = False
+    """Serve them on the node's address (reachable from other machines, without authentication)
+    instead of the node's loopback (only what runs on that machine can read them)."""
 
 
 def _nothing(_event: ev.Event) -> None:
@@ -252,7 +255,14 @@ class _FarmRun:
                 max_restarts=1,
                 max_task_retries=0,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(slot.node_id, soft=False),
-            ).remote(slot.name, slot.budget_bytes, slot.num_gpus > 0, None, self.options.metrics_port)
+            ).remote(
+                slot.name,
+                slot.budget_bytes,
+                slot.num_gpus > 0,
+                None,
+                self.options.metrics_port,
+                self.options.metrics_on_node,
+            )
             self.workers.append(_Worker(slot, actor))
         self._wait_for_workers()
         self._check_job()

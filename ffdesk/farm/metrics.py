@@ -1,8 +1,9 @@
 """A farm worker's Prometheus metrics: what it rendered, how fast, what its models hold.
 
-Each worker serves `/metrics` on its node's address (the one Ray uses; port 0 picks a free one,
-shown by `ffdesk farm status` and in the report's worker rows), from its own registry, so a
-Prometheus that scrapes the farm's nodes sees every worker with its slot as a label.
+Each worker serves `/metrics` on its node's loopback (port 0 picks a free one, shown by `ffdesk
+farm status` and in the report's worker rows), from its own registry, so a Prometheus on each node
+sees every worker there with its slot as a label; `--farm-metrics-host node` serves them on the
+node's address (the one Ray uses) for a Prometheus elsewhere: the endpoint has no authentication.
 """
 
 from __future__ import annotations

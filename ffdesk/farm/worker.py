@@ -105,11 +105,13 @@ class FarmWorker:
         use_gpu: bool,
         env: RuntimeEnv | None = None,
         metrics_port: int | None = None,
+        metrics_on_node: bool = False,
     ) -> None:
         """`env`: the runtime environment of this machine; by default it is built here, at the
         worker's edge (its own user folders, settings and `FFDESK_*` switches), since a worker
-        runs on a machine of its own. `metrics_port`: where it serves its Prometheus metrics, on
-        its node's address (0: a free port; None: not served)."""
+        runs on a machine of its own. `metrics_port`: where it serves its Prometheus metrics (0: a
+        free port; None: not served), on the node's loopback, or with `metrics_on_node` on the
+        node's address (readable from other machines: the endpoint has no authentication)."""
         from ffdesk.runtime.residency import ResidencyManager
 
         self.env = env if env is not None else RuntimeEnv.from_system()
@@ -135,7 +137,8 @@ class FarmWorker:
         if metrics_port is not None:
             from ffdesk.farm.metrics import serve_worker_metrics
 
-            self.metrics = serve_worker_metrics(self.figures, _node_address(), metrics_port)
+            host = _node_address() if metrics_on_node else "127.0.0.1"
+            self.metrics = serve_worker_metrics(self.figures, host, metrics_port)
 
     def describe(self) -> dict[str, Any]:
         """Who this worker is (for the head's report and `farm status`)."""

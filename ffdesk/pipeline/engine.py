@@ -136,7 +136,11 @@ def run_render(
             held.enter_context(manifest)
             if note:
                 emit(ev.Warning(note))
-        stages = build_stages(job, info, env=env, share=share)
+        try:
+            stages = build_stages(job, info, env=env, share=share)
+        except BaseException:
+            _drop_unstarted(manifest)
+            raise
         for stage in stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(emit)
@@ -158,11 +162,20 @@ def run_render(
         except BaseException:
             with contextlib.suppress(Exception):
                 _stage_figures(stages)  # release models and threads; the first error is what counts
+            _drop_unstarted(manifest)
             raise
         report = report.with_figures(_stage_figures(stages))
     report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
     emit(ev.Done(report))
     return report
+
+
+def _drop_unstarted(manifest: Manifest | None) -> None:
+    """After a failure: a work folder with no finished segment holds nothing to resume from, so
+    it goes (with its lock) instead of being left beside the output."""
+    if manifest is not None and not manifest.segments:
+        with contextlib.suppress(OSError):
+            manifest.discard()
 
 
 def _peak_rss_bytes() -> int:
@@ -290,6 +303,13 @@ def _room_to_finish(manifest: Manifest, span: _Range, expected: int, folder: Pat
     if inodes is not None and inodes < _FEW_INODES:
         # the bytes are there; a render creates a file per segment (and a manifest beside them)
         return f"the file system of {folder} has {inodes} free inodes left (files it can still create)"
+    if free_bytes >= need:
+        # the estimate is below what is free now: the space went to something else meanwhile (another
+        # writer, a quota), so it is no guide; say what is known
+        return (
+            f"{folder} ran out of space ({format_bytes(free_bytes)} free now); the rest of the render "
+            f"takes at least about {format_bytes(need)}"
+        )
     free = f" ({format_bytes(free_bytes)} free now)"
     return f"to finish, the render needs about {format_bytes(need)} free in {folder}{free}"
 

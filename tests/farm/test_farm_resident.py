@@ -123,3 +123,19 @@ def test_the_metrics_port_option(text: str, port: int | None) -> None:
 def test_a_bad_metrics_port_is_one_line(text: str) -> None:
     with pytest.raises(UserError, match="--farm-metrics-port .*: give a port from 0 to 65535, or off"):
         parse_metrics_port(text)
+
+
+def test_worker_metrics_stay_on_the_loopback_unless_asked(
+    run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.farm import worker as worker_module
+
+    monkeypatch.setattr(worker_module, "_node_address", lambda: "127.0.0.2")  # the node's address
+    local = FarmWorker("a", None, use_gpu=False, env=run_env, metrics_port=0)
+    node = FarmWorker("b", None, use_gpu=False, env=run_env, metrics_port=0, metrics_on_node=True)
+    try:
+        assert local.metrics is not None and local.metrics.url.startswith("http://127.0.0.1:")
+        assert node.metrics is not None and node.metrics.url.startswith("http://127.0.0.2:")
+    finally:
+        local.release()
+        node.release()

@@ -156,7 +156,11 @@ def test_the_disk_full_line_says_how_much_space_the_render_needs(outcome: Any) -
     if phase == "inodes":
         assert re.search(r"has \d+ free inodes left", r["first_err"]), r["first_err"]
         return
-    need = re.search(r"needs about \d+(\.\d+)?\s*(bytes|[kMG]i?B)\b free in \S+", r["first_err"])
+    size = r"\d+(\.\d+)?\s*(bytes|[kMG]i?B)\b"
+    need = re.search(rf"needs about {size} free in \S+", r["first_err"]) or re.search(
+        rf"ran out of space \({size} free now\); the rest of the render takes at least about {size}",
+        r["first_err"],
+    )  # the second where what the rest takes is less than what is free by then
     assert need, r["first_err"]
     assert ".partial" not in r["first_err"], r["first_err"]  # the output's name, never its temp file
 
@@ -189,3 +193,29 @@ def test_a_manifest_save_on_a_full_disk_is_one_line_and_keeps_the_previous_manif
     assert (folder / resume.MANIFEST_NAME).read_text() == before
     assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "seg00000.mp4", "seg00001.mp4"]
     m.close()
+
+
+def test_the_disk_full_line_never_asks_for_less_than_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the estimate of what the rest takes is below what is free by the time the error is
+    reported (another writer, a quota), the line says the space ran out, not "needs 3 MiB (8 MiB
+    free)"."""
+    import shutil
+    from collections import namedtuple
+
+    from ffdesk.pipeline import engine
+    from ffdesk.pipeline.resume import Manifest, work_dir_for
+
+    usage = namedtuple("usage", "total used free")
+    m, _ = Manifest.open(work_dir_for(tmp_path / "o.mp4"), "fp", resume=True)
+    span = engine._Range(None, None, 100)
+    try:
+        monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(10 * 2**30, 0, 8 * 2**20))
+        line = engine._room_to_finish(m, span, 3 * 2**20, tmp_path)
+        assert "ran out of space (8.0 MiB free now)" in line and "needs" not in line, line
+        monkeypatch.setattr(shutil, "disk_usage", lambda _p: usage(10 * 2**30, 0, 2**20))
+        line = engine._room_to_finish(m, span, 3 * 2**20, tmp_path)
+        assert "needs about" in line and "(1.0 MiB free now)" in line, line
+    finally:
+        m.close()

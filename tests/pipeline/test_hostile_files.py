@@ -120,3 +120,23 @@ def test_deep_json_in_the_settings_and_the_queue_is_set_aside(
     code = main(["queue", "list", "--queue", str(queue_file)])
     err = capsys.readouterr().err
     assert code in (0, 2) and "Traceback" not in err and "Recursion" not in err
+
+
+def test_a_render_that_fails_before_any_segment_leaves_no_work_folder(
+    clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o.mp4"
+    missing = str(tmp_path / "none.jpg")
+    args = ["render", "--target", str(clip), "--output", str(out), "-q", "--source", missing]
+    assert main(args) == 2  # a source photo that is not there: refused after the lock was taken
+    capsys.readouterr()
+    pack = tmp_path / "empty-pack"
+    pack.mkdir()
+    args = [
+        "render", "--target", str(clip), "--output", str(out), "-q", "--source", str(clip),
+        "--models-dir", str(pack), "--swapper", "inswapper_128",
+    ]  # fmt: skip
+    assert main(args) == 2  # no such model in the folder
+    capsys.readouterr()
+    assert not work_dir_for(out).exists() and not lock_path_for(work_dir_for(out)).exists()
+    assert list(tmp_path.glob(".o*")) == []

@@ -35,7 +35,7 @@ from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stages.embedded import SwapStage
 from ffdesk.pipeline.stages.front import DetectStage, TrackStage
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
 
 variant, seconds = sys.argv[1], float(sys.argv[2])

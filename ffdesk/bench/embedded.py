@@ -77,7 +77,7 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
     import numpy as np
 
     from ffdesk.media.decode import read_image
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     photo = read_image(resource_path("sample", "astronaut.jpg"))
     backdrop = cv2.GaussianBlur(
@@ -244,7 +244,7 @@ def _per_frame(report: RenderReport, cpu: bool = False) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     print(f"preparing a {args.height}p, {args.seconds:g} s clip with one face ...", flush=True)
     env = runtime_env(args)

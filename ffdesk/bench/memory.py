@@ -83,7 +83,7 @@ def face_clip(env: RuntimeEnv, seconds: float = 6.0, height: int = 720) -> Path:
 
 
 def source_photo() -> Path:
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     return resource_path("sample", "grace_hopper.jpg")
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
 from ffdesk.commands.runtime_env import runtime_env
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 
 PROBE_MS = 5
 GOP = 25

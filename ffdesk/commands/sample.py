@@ -36,7 +36,7 @@ def make_sample_clip(path: Path, seconds: float = 3.0, width: int = 1280, height
     from ffdesk.media.atomic import atomic_output
     from ffdesk.media.decode import read_image
     from ffdesk.media.synth import synth_clip
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     photo = read_image(resource_path(*TARGET_PHOTO))
     head_and_shoulders = photo[0:400, 56:456]  # the face fills more of the picture
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.report import FaceCounts
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     out_dir: Path = args.out
     try:

@@ -28,7 +28,7 @@ import onnxruntime as ort
 from ffdesk.faces.mesh import eye_angle, kps_from_mesh
 from ffdesk.faces.mesh_model import ONNX_FILE, MeshRuntime, open_mesh, ort_session
 from ffdesk.faces.types import Face
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.tensors import nchw
 from ffdesk.types import Frame, Points
 

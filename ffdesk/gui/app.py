@@ -9,8 +9,8 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
 from ffdesk import __version__
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 
 
 def icon_path() -> Path:

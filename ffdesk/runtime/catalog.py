@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
+from ffdesk.runtime.resources import resource_path
 
 ModelKind = Literal[
     "swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser", "converter"
@@ -63,8 +64,6 @@ DTYPES: tuple[str, ...] = ("float32", "float16", "float64", "int64", "int32", "u
 
 def default_catalog_path() -> Path:
     """The bundled `resources/catalog.toml` (source checkout or installed copy)."""
-    from ffdesk.resources import resource_path
-
     return resource_path("catalog.toml")
 
 

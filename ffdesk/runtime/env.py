@@ -56,7 +56,7 @@ class RuntimeEnv:
     driver: the GPU driver switches (no NVML, no NVENC);
     bench_cache_dir / bench_history: where benches keep inputs and their figures;
     resources_dir: the bundled resources folder when moved (`FFDESK_RESOURCES`), else None (the
-    installed one, see `ffdesk.resources`)."""
+    installed one, see `ffdesk.runtime.resources`)."""
 
     cache_dir: Path
     data_dir: Path

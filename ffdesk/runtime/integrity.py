@@ -1,13 +1,20 @@
-"""A model file's identity and safe writing: CRC32/SHA-256, `.hash` sidecars, fingerprints, and
-model files written atomically (complete or not at all, through `ffdesk.media.atomic`)."""
+"""A model file's identity and safety: CRC32/SHA-256, `.hash` sidecars, fingerprints, model
+files written atomically (complete or not at all, through `ffdesk.media.atomic`), and what a
+model file declares checked before anything loads it (`model_problems`: external data inside
+the model's folder, every declared size bounded and backed by bytes)."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+import stat
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ffdesk.media import atomic
 
@@ -67,3 +74,317 @@ def save_onnx_atomic(model: Any, dest: Path) -> None:
     import onnx
 
     write_atomic(dest, lambda tmp: onnx.save(model, tmp))
+
+
+# ---- what a model file declares -------------------------------------------------------------
+#
+# A model file is data from elsewhere: before anything loads it, every size it declares is
+# checked against a bound and against the bytes that back it, and every external-data file it
+# names must be a regular file inside the model's own folder. Read with
+# `onnx.load(path, load_external_data=False)`: nothing here reads the weights themselves.
+
+MAX_TENSOR_ELEMENTS = 1 << 28
+"""The most elements one tensor of a model file may declare: 268,435,456 (1 GiB of float32).
+The published models are far below it (inswapper_128's largest weight is a 1024x1024x3x3
+convolution, 9.4M elements; its identity projection 512x512), and so are the activations a
+constant shape can make in them (a 2048-px GPEN's widest, 32x2048x2048, is 2^27)."""
+MAX_SHAPE_DIMS = 64
+"""A constant shape (ConstantOfShape, Reshape, Expand, Tile) with more entries than this is refused."""
+MAX_PROBLEM_LINES = 8
+"""At most this many problem lines per file; more say how many were left out."""
+
+_EXTERNAL = 1
+"""`TensorProto.data_location` of a tensor whose bytes sit in another file."""
+_BITS = {
+    1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 14: 64,
+    15: 128, 16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2,
+}  # fmt: skip
+"""Bits per element of each `TensorProto.DataType` stored in raw bytes (strings have none)."""
+_TYPED_FIELD = {
+    1: ("float_data", 1), 14: ("float_data", 2), 11: ("double_data", 1), 15: ("double_data", 2),
+    7: ("int64_data", 1), 12: ("uint64_data", 1), 13: ("uint64_data", 1), 8: ("string_data", 1),
+    **{t: ("int32_data", 1) for t in (2, 3, 4, 5, 6, 9, 10, 16, 17, 18, 19, 20, 24)},
+}  # fmt: skip
+"""Where a tensor not in raw bytes keeps its values, and how many per element."""
+_ATTR_TENSOR, _ATTR_GRAPH, _ATTR_TENSORS, _ATTR_GRAPHS = 4, 5, 9, 10
+_ATTR_SPARSE, _ATTR_SPARSES = 11, 12
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+"""A Windows drive prefix (`C:\\`, `C:/`): an absolute path there."""
+_SHAPE_INPUT = {"ConstantOfShape": 0, "Reshape": 1, "Expand": 1, "Tile": 1}
+"""Operators whose output size a constant input fixes: which input holds the shape."""
+
+
+def _label(text: str) -> str:
+    """A name from the file, quoted, on one line and at most about 60 characters."""
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def _fmt_dims(dims: Iterable[int]) -> str:
+    return "[" + ",".join(str(int(d)) for d in dims) + "]"
+
+
+class _Problems:
+    """Problem lines of one file: alike problems (same key) once, with how many more there are."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.lines: dict[Hashable, list[Any]] = {}
+
+    def add(self, key: Hashable, text: str) -> None:
+        if key in self.lines:
+            self.lines[key][1] += 1
+        else:
+            self.lines[key] = [text, 1]
+
+    def render(self) -> list[str]:
+        out = [
+            f"{self.file}: {text}" + (f" (and {n - 1} more like it)" if n > 1 else "")
+            for text, n in self.lines.values()
+        ]
+        if len(out) > MAX_PROBLEM_LINES:
+            rest = len(out) - MAX_PROBLEM_LINES + 1
+            out = [*out[: MAX_PROBLEM_LINES - 1], f"{self.file}: {rest} more problems"]
+        return out
+
+
+def _elements(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def _nbytes(data_type: int, count: int) -> int | None:
+    bits = _BITS.get(data_type)
+    return None if bits is None else (count * bits + 7) // 8
+
+
+def _held(t: Any, count: int) -> tuple[int, int, str] | None:
+    """(what an embedded tensor holds, what its dims need, the unit): bytes for raw data, values
+    for typed fields; None where that cannot be told (an element type this check does not know)."""
+    raw = len(t.raw_data)
+    if raw or t.data_type not in _TYPED_FIELD:
+        need = _nbytes(t.data_type, count)
+        return None if need is None else (raw, need, "bytes")
+    field, per = _TYPED_FIELD[t.data_type]
+    return len(getattr(t, field)), count * per, "values"
+
+
+class _ExternalFiles:
+    """The external-data files a model names, each resolved and checked once."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.root: Path | None
+        try:
+            self.root = folder.resolve(strict=True)
+        except (OSError, RuntimeError):
+            self.root = None
+        self.seen: dict[str, tuple[int | None, str]] = {}
+
+    def size(self, location: str) -> tuple[int | None, str]:
+        """The file's size, or None and why it cannot be used."""
+        if location not in self.seen:
+            self.seen[location] = self._check(location)
+        return self.seen[location]
+
+    def _check(self, location: str) -> tuple[int | None, str]:
+        if not location:
+            return None, "names no file"
+        if "\x00" in location:
+            return None, "is not a file name"
+        parts = location.replace("\\", "/").split("/")
+        if location.startswith(("/", "\\")) or os.path.isabs(location) or _DRIVE.match(location):
+            return None, "is an absolute path: external data must sit in the model's folder"
+        if ".." in parts:
+            return None, "leaves the model's folder ('..'): external data must sit in it"
+        if self.root is None:
+            return None, "cannot be found: the model's folder cannot be resolved"
+        target = self.folder / location
+        try:
+            resolved = target.resolve(strict=False)
+        except (OSError, RuntimeError):
+            return None, "cannot be resolved (a link loop?)"
+        if not resolved.is_relative_to(self.root):
+            return None, "is a link that points outside the model's folder"
+        try:
+            st = resolved.stat()
+        except OSError:
+            return None, "is missing"
+        if not stat.S_ISREG(st.st_mode):
+            return None, "is not a regular file"
+        return st.st_size, ""
+
+
+def _tensor_problems(t: Any, where: str, files: _ExternalFiles, found: _Problems, totals: list[int]) -> None:
+    """Check one tensor a model declares: its size, and the bytes that back it."""
+    dims = list(t.dims)
+    if any(d < 0 for d in dims):
+        found.add(("negative", where), f"{where} has a negative dimension {_fmt_dims(dims)}")
+        return
+    count = _elements(dims)
+    if count > MAX_TENSOR_ELEMENTS:
+        found.add(
+            ("huge", where),
+            f"{where} declares {_fmt_dims(dims)} ({count:,} elements; at most "
+            f"{MAX_TENSOR_ELEMENTS:,} per tensor)",
+        )
+        return
+    need = _nbytes(t.data_type, count)
+    if t.data_location != _EXTERNAL:
+        held = _held(t, count)
+        if held is not None and held[0] != held[1]:
+            found.add(
+                ("held", where),
+                f"{where} declares {_fmt_dims(dims)} ({held[1]:,} {held[2]}) but holds {held[0]:,}",
+            )
+            return
+        totals[0] += need or 0
+        return
+    info = {e.key: e.value for e in t.external_data}
+    location = info.get("location", "")
+    size, why = files.size(location)
+    if size is None:
+        found.add(("location", location, why), f"external data {_label(location)} of {where} {why}")
+        return
+    try:
+        offset = int(info.get("offset") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        found.add(("numbers", where), f"{where}: external data offset or length is not a number")
+        return
+    if offset < 0 or (length is not None and length < 0):
+        found.add(("numbers", where), f"{where}: external data offset or length is negative")
+        return
+    if need is not None and length is not None and length != need:
+        found.add(
+            ("length", where),
+            f"{where} declares {_fmt_dims(dims)} ({need:,} bytes) but its external data length is {length:,}",
+        )
+        return
+    end = offset + (length if length is not None else (need or 0))
+    if end > size:
+        found.add(
+            ("short", location),
+            f"external data {_label(location)} is {size:,} bytes, {where} needs bytes "
+            f"{offset:,}..{end:,} (cut off?)",
+        )
+        return
+    totals[1] += end - offset
+
+
+def _shape_values(t: Any) -> list[int] | None:
+    """The values of a small embedded int64/int32 tensor (None where they cannot be read)."""
+    if t.data_type not in (6, 7) or t.data_location == _EXTERNAL:
+        return None
+    count = _elements(t.dims) if all(d >= 0 for d in t.dims) else -1
+    if not 0 <= count <= MAX_SHAPE_DIMS:
+        return None
+    if len(t.raw_data):
+        width = 8 if t.data_type == 7 else 4
+        if len(t.raw_data) != count * width:
+            return None
+        return [int(v) for v in np.frombuffer(t.raw_data, "<i8" if width == 8 else "<i4")]
+    values = t.int64_data if t.data_type == 7 else t.int32_data
+    return [int(v) for v in values] if len(values) == count else None
+
+
+def _node_label(node: Any) -> str:
+    return f"{node.op_type} {_label(node.name or (node.output[0] if node.output else '?'))}"
+
+
+def _constant_shape_problem(op: str, values: list[int]) -> str | None:
+    """What is wrong with a constant shape given to `op`, or None."""
+    if len(values) > MAX_SHAPE_DIMS:
+        return f"has a shape of {len(values)} dimensions"
+    if op == "Reshape":
+        if any(v < -1 for v in values):
+            return f"reshapes to {_fmt_dims(values)}"
+        count = _elements([v for v in values if v > 0])
+    else:
+        if any(v < 0 for v in values):
+            return f"has a negative shape {_fmt_dims(values)}"
+        count = _elements([max(v, 1) for v in values] if op == "Expand" else values)
+    if count > MAX_TENSOR_ELEMENTS:
+        what = "repeats its input" if op == "Tile" else "makes"
+        return f"{what} {_fmt_dims(values)} ({count:,} elements; at most {MAX_TENSOR_ELEMENTS:,} per tensor)"
+    return None
+
+
+def _graph_tensors(model: Any) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
+    """(where, tensor, node using it as a shape or None, constants in scope) over every graph."""
+    stack: list[tuple[Any, dict[str, Any]]] = [(model.graph, {})]
+    stack += [(f, {}) for f in model.functions]
+    while stack:
+        graph, outer = stack.pop()
+        consts = dict(outer)
+        for t in getattr(graph, "initializer", ()):
+            consts[t.name] = t
+            yield f"initializer {_label(t.name)}", t, None, consts
+        for sparse in getattr(graph, "sparse_initializer", ()):
+            yield f"sparse initializer {_label(sparse.values.name)}", sparse.values, None, consts
+            yield f"sparse initializer {_label(sparse.values.name)} indices", sparse.indices, None, consts
+        for node in graph.node:
+            here = _node_label(node)
+            for attr in node.attribute:
+                where = f"{here} attribute {_label(attr.name)}"
+                if attr.type == _ATTR_TENSOR:
+                    yield where, attr.t, None, consts
+                    if node.op_type == "Constant" and node.output:
+                        consts[node.output[0]] = attr.t
+                elif attr.type == _ATTR_TENSORS:
+                    for t in attr.tensors:
+                        yield where, t, None, consts
+                elif attr.type == _ATTR_SPARSE:
+                    yield where, attr.sparse_tensor.values, None, consts
+                elif attr.type == _ATTR_SPARSES:
+                    for s in attr.sparse_tensors:
+                        yield where, s.values, None, consts
+                elif attr.type == _ATTR_GRAPH:
+                    stack.append((attr.g, consts))
+                elif attr.type == _ATTR_GRAPHS:
+                    stack.extend((g, consts) for g in attr.graphs)
+            if node.op_type == "Constant" and node.output:
+                ints = next((a.ints for a in node.attribute if a.name == "value_ints"), None)
+                if ints is not None:
+                    consts[node.output[0]] = list(ints)
+            if node.op_type in _SHAPE_INPUT and node.domain in ("", "ai.onnx"):
+                yield here, None, node, consts
+
+
+def model_problems(model: Any, path: Path) -> list[str]:
+    """What is unsafe about what a parsed model file declares (read without its external data),
+    one line each naming `path`'s file: external data outside the model's folder (an absolute
+    path, `..`, a link pointing out), missing, not a regular file or too short for the offsets
+    and lengths declared; a tensor (weight, constant) above `MAX_TENSOR_ELEMENTS` or holding
+    fewer bytes than its dims say; a ConstantOfShape, Reshape, Expand or Tile whose constant
+    shape makes more than `MAX_TENSOR_ELEMENTS`; and declared weights that add up to more than
+    the file and its external data hold (one region counted for many tensors)."""
+    path = Path(path)
+    found = _Problems(path.name)
+    files = _ExternalFiles(path.parent)
+    totals = [0, 0]  # bytes embedded, bytes in external files
+    for where, tensor, node, consts in _graph_tensors(model):
+        if node is None:
+            _tensor_problems(tensor, where, files, found, totals)
+            continue
+        index = _SHAPE_INPUT[node.op_type]
+        name = node.input[index] if len(node.input) > index else ""
+        const = consts.get(name)
+        values = const if isinstance(const, list) else (_shape_values(const) if const is not None else None)
+        problem = _constant_shape_problem(node.op_type, values) if values is not None else None
+        if problem is not None:
+            found.add(("shape", where), f"{where} {problem}")
+    try:
+        file_bytes = path.stat().st_size
+    except OSError:
+        file_bytes = 0
+    external = sum(size or 0 for size, _ in files.seen.values())
+    if totals[0] > file_bytes or totals[1] > external:
+        declared = totals[0] + totals[1]
+        found.add(
+            ("total",),
+            f"declares {declared:,} bytes of tensors, more than the file and its external data hold "
+            f"({file_bytes + external:,})",
+        )
+    return found.render()

@@ -11,7 +11,7 @@ import pytest
 
 from ffdesk import cli
 from ffdesk.bench.quality import FrameFaces, dlib_judge, flicker
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
 from tests.faces import photos
 

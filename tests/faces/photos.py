@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 
 from ffdesk.media.decode import read_image
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
 
 

@@ -18,7 +18,7 @@ from ffdesk.faces import mesh_model
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.mesh_model import ONNX_FILE, TFLITE_FILE, open_mesh
 from ffdesk.media.decode import read_image
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -144,7 +144,7 @@ def test_litert_s_banner_is_kept_off_stderr_and_other_output_is_not() -> None:
     script = (
         "import os, sys\n"
         "from ffdesk.faces import mesh_model\n"
-        "from ffdesk.resources import resource_path\n"
+        "from ffdesk.runtime.resources import resource_path\n"
         "with mesh_model.without_banner():\n"
         "    os.write(2, b'kept line\\n')\n"
         "    model = mesh_model.open_mesh(resource_path('models'), runtime='litert')\n"
@@ -157,7 +157,7 @@ def test_litert_s_banner_is_kept_off_stderr_and_other_output_is_not() -> None:
     # without the guard the line shows: what the guard exists for
     bare = (
         "from ai_edge_litert.interpreter import Interpreter\n"
-        "from ffdesk.resources import resource_path\n"
+        "from ffdesk.runtime.resources import resource_path\n"
         "it = Interpreter(model_path=str(resource_path('models', 'face_landmark.tflite')))\n"
         "it.allocate_tensors()\n"
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from ffdesk.resources import resource_path, resources_dir
+from ffdesk.runtime.resources import resource_path, resources_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import pytest
 from ffdesk.media.decode import read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.resources import resource_path
 from ffdesk.runtime.catalog import load_catalog
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.standins import write_standin
 
 PACK_MODELS = ("inswapper_128", "arcface_w600k_r50")

@@ -17,7 +17,7 @@ def longer_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 60-frame 320x180 clip with a face (a render long enough to preview beside)."""
     from ffdesk.media.decode import read_image
     from ffdesk.media.synth import synth_clip
-    from ffdesk.resources import resource_path
+    from ffdesk.runtime.resources import resource_path
 
     path = tmp_path_factory.mktemp("memory-clip") / "face.mp4"
     face = read_image(resource_path("sample", "astronaut.jpg"))

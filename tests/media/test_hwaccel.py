@@ -28,8 +28,8 @@ from ffdesk.pipeline import engine
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import RenderReport
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 from tests.media import corpus
 from tests.media.corpus import CorpusFile
 

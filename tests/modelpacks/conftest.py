@@ -8,8 +8,8 @@ import pytest
 
 from ffdesk.media.decode import read_image
 from ffdesk.media.synth import synth_clip
-from ffdesk.resources import resource_path
 from ffdesk.runtime.catalog import load_catalog
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.standins import write_standin
 
 FRAMES = 16

@@ -10,7 +10,7 @@ import numpy as np
 
 from ffdesk.cli import main
 from ffdesk.media.decode import VideoReader, read_image
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 
 from .conftest import FRAMES
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from ffdesk.pipeline.engine import plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 
 SEGMENT = 8
 FRAMES = 3 * SEGMENT

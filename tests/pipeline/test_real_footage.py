@@ -30,8 +30,8 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import RenderReport
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
 from tests.faces import photos
 from tests.media import corpus

@@ -25,9 +25,9 @@ from ffdesk.pipeline.report import (
     ReportError,
     StageTiming,
 )
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.residency import ModelStats, OomAction, OomEvent
+from ffdesk.runtime.resources import resource_path
 
 PHOTO = resource_path("sample", "grace_hopper.jpg")
 

@@ -18,8 +18,8 @@ from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.resources import resource_path
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
 
 PHOTO = resource_path("sample", "grace_hopper.jpg")
 SEGMENT = 8

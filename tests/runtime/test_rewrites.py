@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.rewrites import expand_prelu
 
 

@@ -12,8 +12,8 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.media.decode import read_image
 from ffdesk.media.synth import synth_clip
-from ffdesk.resources import resource_path
 from ffdesk.runtime import sessions
+from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.standins import write_standins
 
 FRAMES = 16

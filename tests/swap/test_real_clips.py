@@ -24,7 +24,7 @@ import pytest
 
 from ffdesk.bench.quality import ClipQuality, measure_clip
 from ffdesk.faces.analyser import FaceAnalyser
-from ffdesk.resources import resource_path
+from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
 
 SOURCE = resource_path("sample", "grace_hopper.jpg")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ffdesk.runtime.env import moved_resources_dir
+
 _MARKER = "models"
 
 
@@ -13,15 +15,13 @@ def resources_dir(moved: Path | None = None) -> Path:
     `$FFDESK_RESOURCES`), else a PyInstaller bundle's, else the repository's (source checkout or
     editable install), else the copy a wheel installs under `<prefix>/share/ffdesk/resources`."""
     if moved is None:
-        from ffdesk.runtime.env import moved_resources_dir
-
         moved = moved_resources_dir()
     candidates = [Path(moved)] if moved else []
     bundle = getattr(sys, "_MEIPASS", None)  # a PyInstaller one-folder app
     if bundle:
         candidates.append(Path(bundle) / "resources")
     candidates += [
-        Path(__file__).resolve().parent.parent / "resources",
+        Path(__file__).resolve().parents[2] / "resources",  # ffdesk/runtime/ -> the repository
         Path(sys.prefix) / "share" / "ffdesk" / "resources",
         Path(sys.base_prefix) / "share" / "ffdesk" / "resources",
     ]

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
@@ -250,11 +251,22 @@ def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgr
         )
 
 
+def _render_on_farm(args: argparse.Namespace) -> int:
+    job = job_from_args(args)
+    progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        report = render_on_farm(args, job, progress)
+    finally:
+        progress.close()
+    if job.report is not None:
+        write_report(job.report, report)
+    print(farm_summary(report))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "farm", None) is not None:
-        from ffdesk.farm.command import render_on_farm
-
-        return render_on_farm(args)
+        return _render_on_farm(args)
     from ffdesk.pipeline.engine import run_render
     from ffdesk.telemetry.render import RenderTelemetry
 

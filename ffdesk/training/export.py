@@ -21,12 +21,11 @@ import torch
 
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
-from ffdesk.training import control
-from ffdesk.training.model import ExportedSwapper, ModelConfig, SwapAutoencoder
+from ffdesk.training import control, qat
+from ffdesk.training.model import ONNX_OPSET, ExportedSwapper, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import write_json_atomic
 
 KIND = "ffdesk-trained-swapper"
-OPSET = 17
 
 
 _CODE_SIGNS = ("GLOBAL", "call reduce", "create new object", "Can only build")
@@ -134,8 +133,6 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
     kind = str(ckpt.get("model_kind") or "swap")
     model = SwapAutoencoder(cfg)
     if kind == "qat":
-        from ffdesk.training import qat
-
         qat.prepare(model)
     model.load_state_dict(ckpt["model"])
     extra: dict[str, Any] = {
@@ -163,8 +160,6 @@ def export_run(run_dir: Path, out: Path | None = None) -> Path:
 
 def export_int8_model(model: SwapAutoencoder, info: dict[str, Any], out: Path) -> Path:
     """The fake-quantized network as an INT8 QDQ ONNX, checked against torch in onnxruntime."""
-    from ffdesk.training import qat
-
     r = model.cfg.resolution
     swapper = ExportedSwapper(model).eval().float().cpu()
     probe = torch.rand(2, 3, r, r, generator=torch.Generator().manual_seed(0))
@@ -216,7 +211,7 @@ def _torch_export(module: torch.nn.Module, example: torch.Tensor, path: Path) ->
             # The TorchScript exporter is ~7x quicker here and gives the same graph for this model.
             torch.onnx.export(module, (example,), str(path), input_names=["target"],
                               output_names=["output", "mask"], dynamic_axes=axes, dynamo=False,
-                              external_data=False, opset_version=OPSET)  # fmt: skip
+                              external_data=False, opset_version=ONNX_OPSET)  # fmt: skip
         except Exception:  # noqa: BLE001 - fall back to the dynamo exporter
             torch.onnx.export(module, (example,), str(path), input_names=["target"],
                               output_names=["output", "mask"],

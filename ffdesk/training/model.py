@@ -11,9 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
+
+ONNX_OPSET = 17
+"""The ONNX opset trained swappers are exported at (FP32 and the quantization-aware INT8 alike)."""
 
 RESOLUTIONS = (64, 128, 256)
 
@@ -210,3 +215,20 @@ class ExportedSwapper(nn.Module):
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def preview_grid(
+    model: SwapAutoencoder, batch: dict[str, torch.Tensor], device: torch.device
+) -> npt.NDArray[np.uint8]:
+    """A grid, one face per row: A, A rebuilt, A as B | B, B rebuilt, B as A (uint8 RGB)."""
+    was_training = model.training
+    model.eval()
+    xa, xb = batch["a"].to(device), batch["b"].to(device)
+    za, zb = model.encoder(xa), model.encoder(xb)
+    cols_a = [xa, model.decoder_a(za)[0], model.decoder_b(za)[0]]
+    cols_b = [xb, model.decoder_b(zb)[0], model.decoder_a(zb)[0]]
+    model.train(was_training)
+    n = min(len(xa), len(xb))
+    rows = [torch.cat([c[i] for c in cols_a + cols_b], dim=2) for i in range(n)]
+    grid = torch.cat(rows, dim=1).clamp(0, 1).mul(255).round().byte()
+    return np.ascontiguousarray(grid.permute(1, 2, 0).cpu().numpy())

@@ -30,7 +30,7 @@ from torch.ao.quantization import (
     disable_observer,
 )
 
-from ffdesk.training.model import SwapAutoencoder
+from ffdesk.training.model import ONNX_OPSET, SwapAutoencoder
 
 HEADS = ("rgb", "mask")
 """Output heads left in float (like the runtime's INT8, which excludes output layers)."""
@@ -105,8 +105,6 @@ def export_int8(swapper: nn.Module, resolution: int, out: Path) -> None:
     """`swapper` (target -> output, mask, with fake quantizers) as an INT8 QDQ ONNX at `out`."""
     import onnx
 
-    from ffdesk.training.export import OPSET
-
     swapper = swapper.eval().cpu()
     swapper.apply(disable_observer)
     example = torch.rand(1, 3, resolution, resolution, generator=torch.Generator().manual_seed(0))
@@ -115,7 +113,7 @@ def export_int8(swapper: nn.Module, resolution: int, out: Path) -> None:
         warnings.simplefilter("ignore")
         torch.onnx.export(swapper, (example,), str(out), input_names=["target"],
                           output_names=["output", "mask"], dynamic_axes=axes, dynamo=False,
-                          external_data=False, opset_version=OPSET)  # fmt: skip
+                          external_data=False, opset_version=ONNX_OPSET)  # fmt: skip
     proto = onnx.load(str(out))
     _store_integer_weights(proto)
     onnx.save(proto, str(out))

@@ -28,7 +28,7 @@ from ffdesk.errors import UserError
 from ffdesk.training import control
 from ffdesk.training.inherit import inherit
 from ffdesk.training.losses import WEIGHTS, dssim, masked_losses
-from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count
+from ffdesk.training.model import ModelConfig, SwapAutoencoder, parameter_count, preview_grid
 
 Batch = dict[str, dict[str, torch.Tensor]]
 """`{"a": {"input", "target", "mask"}, "b": {...}}`: float tensors on the device, N x C x R x R."""
@@ -113,9 +113,7 @@ class SwapTask:
         return {"model_kind": "swap", "model_config": self.cfg.to_json()}
 
     def preview(self, batch: dict[str, torch.Tensor], device: torch.device) -> np.ndarray:
-        from ffdesk.training.trainer import render_preview
-
-        return render_preview(self.net, batch, device)
+        return preview_grid(self.net, batch, device)
 
     def export(self, run_dir: Path) -> Path:
         from ffdesk.training.export import export_run

@@ -31,7 +31,7 @@ from ffdesk.training import dist as tdist
 from ffdesk.training.augment import AugmentSettings, resize_crop
 from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
 from ffdesk.training.dist import CommTimer, DistContext
-from ffdesk.training.model import RESOLUTIONS, ModelConfig, SwapAutoencoder
+from ffdesk.training.model import RESOLUTIONS, ModelConfig
 from ffdesk.training.schedule import LrSchedule, lr_at
 from ffdesk.training.store import Faceset, write_json_atomic
 from ffdesk.training.tasks import DistillTask, SwapTask, Task, weighted_total
@@ -749,23 +749,6 @@ def _preview_batch(a: Faceset, b: Faceset, resolution: int, count: int = 4) -> d
 
 
 @torch.no_grad()
-def render_preview(
-    model: SwapAutoencoder, batch: dict[str, torch.Tensor], device: torch.device
-) -> np.ndarray:
-    """A grid, one face per row: A, A rebuilt, A as B | B, B rebuilt, B as A (uint8 RGB)."""
-    was_training = model.training
-    model.eval()
-    xa, xb = batch["a"].to(device), batch["b"].to(device)
-    za, zb = model.encoder(xa), model.encoder(xb)
-    cols_a = [xa, model.decoder_a(za)[0], model.decoder_b(za)[0]]
-    cols_b = [xb, model.decoder_b(zb)[0], model.decoder_a(zb)[0]]
-    model.train(was_training)
-    n = min(len(xa), len(xb))
-    rows = [torch.cat([c[i] for c in cols_a + cols_b], dim=2) for i in range(n)]
-    grid = torch.cat(rows, dim=1).clamp(0, 1).mul(255).round().byte()
-    return np.ascontiguousarray(grid.permute(1, 2, 0).cpu().numpy())
-
-
 def write_preview(run_dir: Path, grid: np.ndarray, step: int) -> Path:
     """`previews/preview_<step>.png` and the latest as `preview.png` (both written atomically)."""
     folder = run_dir / "previews"

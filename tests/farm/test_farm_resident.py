@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from ffdesk.commands.farm_render import parse_metrics_port
 from ffdesk.errors import UserError
-from ffdesk.farm.command import parse_metrics_port
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.pipeline.engine import SegmentPlan, plan_segments, render_segment
 from ffdesk.pipeline.job_json import job_to_json

@@ -51,19 +51,21 @@ from ffdesk.pipeline.report import (
     StageFigures,
 )
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.device_models import DeviceModels
+from ffdesk.pipeline.stages.device_redraw import DeviceFrames
 from ffdesk.pipeline.stages.front import DETECT_EVERY, FaceFrontEnd, job_analyser, source_face
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
+from ffdesk.runtime import device
 from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
+from ffdesk.swap.device_ops import bucket
 from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
     import torch
 
-    from ffdesk.pipeline.stages.device_models import DeviceModels
-    from ffdesk.pipeline.stages.device_redraw import DeviceFrames
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.precision import Concrete, PrecisionChoice
     from ffdesk.runtime.residency import Share
@@ -458,16 +460,10 @@ class ModelRender:
         wanted = self.job.pixels
         if wanted == "host":
             return None, None
-        from ffdesk.runtime.device import DevicePixels, torch_device
-
-        device = torch_device(self.device)
-        if wanted == "auto" and device.type != "cuda":
+        where = device.torch_device(self.device)
+        if wanted == "auto" and where.type != "cuda":
             return None, None
-        from ffdesk.pipeline.stages.device_models import DeviceModels
-        from ffdesk.pipeline.stages.device_redraw import DeviceFrames
-        from ffdesk.swap.device_ops import bucket
-
-        frames = DeviceFrames(DevicePixels(device))
+        frames = DeviceFrames(device.DevicePixels(where))
         return frames, DeviceModels(self, frames, bucket(max(1, self.job.batch), 1 << 30))
 
     def mask_input(self, role: str, default_size: int) -> tuple[int, str]:

@@ -1,19 +1,24 @@
-"""The command-line side of the farm: `ffdesk render ... --farm ADDR`."""
+"""`ffdesk render ... --farm ADDR`: the farm part of the render command (the farm itself is
+`ffdesk.farm`; the job, its progress and its report are the render command's)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
+from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.farm.ray_support import require_ray
 
+if TYPE_CHECKING:
+    from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.report import RenderReport
 
-def render_on_farm(args: argparse.Namespace) -> int:
-    """Render the job the arguments describe on the farm `args.farm`; print what was written."""
+
+def render_on_farm(args: argparse.Namespace, job: RenderJob, progress: ev.EventCallback) -> RenderReport:
+    """Render `job` on the farm `args.farm` with the farm options of `args`; its report."""
     require_ray()  # before anything else: without Ray, one line and exit 2
-    from ffdesk.commands.render import TerminalProgress, job_from_args, write_report
     from ffdesk.farm.address import parse_farm
     from ffdesk.farm.head import FarmOptions, run_farm_render
 
@@ -23,14 +28,11 @@ def render_on_farm(args: argparse.Namespace) -> int:
         metrics_port=parse_metrics_port(str(getattr(args, "farm_metrics_port", "0"))),
         metrics_on_node=getattr(args, "farm_metrics_host", "local") == "node",
     )
-    job = job_from_args(args)
-    progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
-    try:
-        report = run_farm_render(job, farm, progress, threading.Event(), options)
-    finally:
-        progress.close()
-    if job.report is not None:
-        write_report(job.report, report)
+    return run_farm_render(job, farm, progress, threading.Event(), options)
+
+
+def farm_summary(report: RenderReport) -> str:
+    """The line a farm render ends with: what was written, how fast, on how many workers."""
     farm_used = report.farm
     assert farm_used is not None
     rerun = farm_used.segments_rerun
@@ -38,11 +40,10 @@ def render_on_farm(args: argparse.Namespace) -> int:
     workers = sum(1 for w in farm_used.workers if w.segments)
     loads = sum(w.model_loads for w in farm_used.workers)
     loaded = f", {loads} model loads" if loads else ""
-    print(
+    return (
         f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s "
         f"on {workers} farm workers{again}{loaded})"
     )
-    return 0
 
 
 def parse_metrics_port(text: str) -> int | None:

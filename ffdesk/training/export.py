@@ -22,11 +22,9 @@ import torch
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.training import control, qat
+from ffdesk.training.contract import KIND, contract_document
 from ffdesk.training.model import ONNX_OPSET, ExportedSwapper, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import write_json_atomic
-
-KIND = "ffdesk-trained-swapper"
-
 
 _CODE_SIGNS = ("GLOBAL", "call reduce", "create new object", "Can only build")
 """How torch's weights-only unpickler words a refusal of a function or class (not mere damage)."""
@@ -80,42 +78,8 @@ def checkpoint_config(ckpt: dict[str, Any], run_dir: Path, grad_checkpoint: bool
 
 
 def contract(cfg: ModelConfig, alignment: dict[str, Any], step: int, extra: dict[str, Any]) -> dict[str, Any]:
-    r = cfg.resolution
-    return {
-        "kind": KIND,
-        "version": 1,
-        "resolution": r,
-        "inputs": {
-            "target": {
-                "shape": ["N", 3, r, r],
-                "dtype": "float32",
-                "layout": "NCHW",
-                "color": "RGB",
-                "range": [0.0, 1.0],
-                "meaning": "aligned face crop of the person to replace (identity B)",
-            }
-        },
-        "outputs": {
-            "output": {
-                "shape": ["N", 3, r, r],
-                "dtype": "float32",
-                "layout": "NCHW",
-                "color": "RGB",
-                "range": [0.0, 1.0],
-                "meaning": "identity A's face in the target's pose, same alignment",
-            },
-            "mask": {
-                "shape": ["N", 1, r, r],
-                "dtype": "float32",
-                "range": [0.0, 1.0],
-                "meaning": "face area the model drew (blend weight)",
-            },
-        },
-        "alignment": alignment,
-        "step": step,
-        "model": cfg.to_json(),
-        **extra,
-    }
+    """The contract of an export of a model of `cfg` (`ffdesk.training.contract`)."""
+    return contract_document(cfg.resolution, alignment, step, cfg.to_json(), extra)
 
 
 INT8_MODEL = control.INT8_MODEL

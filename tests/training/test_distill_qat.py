@@ -60,8 +60,8 @@ def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
     teacher_a = parameter_count(teacher_net.encoder) + parameter_count(teacher_net.decoder_a)
     assert parameter_count(SwapAutoencoder(student_cfg)) < teacher_a / 4  # narrower, separable
     info = read_contract(run / control.MODEL)
-    assert info is not None and info["model_kind"] == "student" and info["teacher"] == str(trained)
-    assert info["max_abs_diff_vs_torch"] < 1e-4
+    assert info is not None and info.model_kind == "student" and info.teacher == str(trained)
+    assert info.max_abs_diff_vs_torch is not None and info.max_abs_diff_vs_torch < 1e-4
     note = json.loads((trained / "student.json").read_text())  # the teacher knows its student
     assert note["model"] == str((run / control.MODEL).resolve()) and note["step"] == 40
 
@@ -98,8 +98,8 @@ def test_qat_int8_is_closer_to_fp32_than_post_training_int8(
     assert torch.load(run / control.CHECKPOINT, weights_only=True)["step"] == 30
     int8 = run / "model_int8.onnx"
     info = read_contract(int8)
-    assert info is not None and info["precision"] == "int8" and info["model_kind"] == "qat"
-    assert info["max_abs_diff_vs_torch"] < 0.02
+    assert info is not None and info.precision == "int8" and info.model_kind == "qat"
+    assert info.max_abs_diff_vs_torch is not None and info.max_abs_diff_vs_torch < 0.02
 
     import onnx
 

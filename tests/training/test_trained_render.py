@@ -40,7 +40,7 @@ def test_the_exported_model_is_recognised_by_its_contract(trained: Path, tmp_pat
     (trained / "model.json").rename(tmp_path / "saved.json")
     try:  # without the sidecar the contract comes from the ONNX metadata
         contract = read_contract(trained / "model.onnx")
-        assert contract is not None and contract["alignment"]["template"] == "arcface_128"
+        assert contract is not None and contract.template == "arcface_128" and contract.resolution > 0
     finally:
         (tmp_path / "saved.json").rename(trained / "model.json")
     other = tmp_path / "other.onnx"
@@ -245,3 +245,23 @@ def test_a_trained_swapper_asked_for_fp16_runs_its_fp16_variant(
         env=run_env,
     )
     assert auto.models is not None and auto.models.swapper_precision == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [("resolution", 65536, "resolution 65536"), ("resolution", "64", "resolution '64'"),
+     ("precision", "fp8", "precision 'fp8'"), ("alignment", [1], "alignment is not")],
+)  # fmt: skip
+def test_a_damaged_contract_is_one_line(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path, field: str, value: Any, why: str
+) -> None:
+    import json
+
+    run = _copy_run(trained, tmp_path / "run")
+    contract = json.loads((run / "model.json").read_text())
+    (run / "model.json").write_text(json.dumps({**contract, field: value}))
+    job = RenderJob(target=face_clip, output=tmp_path / "out.mp4", swapper=str(run))
+    with pytest.raises(UserError) as err:
+        run_render(job, lambda _e: None, env=run_env)
+    line = str(err.value)
+    assert "\n" not in line and "model.json: damaged trained-swapper contract" in line and why in line, line

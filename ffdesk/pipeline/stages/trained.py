@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
+from ffdesk.training.contract import KIND, ContractError, TrainedContract
 from ffdesk.types import Frame, Mask, Mode, Precision
 
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from ffdesk.runtime.precision import Concrete
     from ffdesk.runtime.residency import Share
 
-KIND = "ffdesk-trained-swapper"
 DEFAULT_TEMPLATE = "arcface_128"
 
 
@@ -94,31 +94,44 @@ def _student_of(run: Path) -> Path | None:
     return model
 
 
-def read_contract(path: Path) -> dict[str, Any] | None:
-    """The trained-swapper contract of an .onnx file (sidecar JSON, else ONNX metadata), or None."""
+def read_contract(path: Path) -> TrainedContract | None:
+    """The trained-swapper contract of an .onnx file (sidecar JSON, else ONNX metadata); None
+    when the file is not one `ffdesk train` made. A contract that says it is one but is damaged
+    (a size or precision it cannot have) is a one-line `UserError` naming the file."""
     if not path.is_file() or path.suffix.lower() != ".onnx":
         return None
+    for source, data in _contract_documents(path):
+        if not isinstance(data, dict) or data.get("kind") != KIND:
+            continue
+        try:
+            return TrainedContract.from_json(data)
+        except ContractError as exc:
+            raise UserError(f"{source}: damaged trained-swapper contract ({exc})") from None
+    return None
+
+
+def _contract_documents(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, the JSON) of each place a contract may be: the sidecar, then the ONNX metadata."""
     sidecar = path.with_suffix(".json")
     try:
-        data = jsontext.loads(sidecar.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and data.get("kind") == KIND:
-            return data
+        document = jsontext.loads(sidecar.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        pass
+        document = None
+    if document is not None:
+        yield sidecar.name, document
     try:
         import onnx
 
         proto = onnx.load(str(path), load_external_data=False)
     except Exception:  # noqa: BLE001 - not an ONNX file we can read: not ours
-        return None
+        return
     for prop in proto.metadata_props:
         if prop.key == "ffdesk.contract":
             try:
-                data = jsontext.loads(prop.value)
+                document = jsontext.loads(prop.value)
             except ValueError:
-                return None
-            return data if isinstance(data, dict) and data.get("kind") == KIND else None
-    return None
+                return
+            yield f"{path.name} (metadata)", document
 
 
 def is_trained_swapper(value: str | None, models_dir: Path | None = None) -> bool:
@@ -157,7 +170,7 @@ class TrainedSwap:
     def __init__(
         self,
         path: Path,
-        contract: dict[str, Any],
+        contract: TrainedContract,
         budget_bytes: int | None,
         provider: Provider = "auto",
         tile: int = 1,
@@ -173,8 +186,8 @@ class TrainedSwap:
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
         self.path = path
-        self.resolution = int(contract["resolution"])
-        self.template = str((contract.get("alignment") or {}).get("template") or DEFAULT_TEMPLATE)
+        self.resolution = contract.resolution
+        self.template = contract.template or DEFAULT_TEMPLATE
         if self.template not in TEMPLATES:
             raise UserError(f"{path}: unknown alignment template {self.template!r} in its contract")
         self.tile = tile
@@ -188,7 +201,7 @@ class TrainedSwap:
             env=env,
             share=share,
         )
-        holds: Concrete = "int8" if contract.get("precision") == "int8" else "fp32"
+        holds: Concrete = contract.precision
         self.precision, self.session_path = trained_variant(path, holds, precision, mode, self.device, env)
         """The precision that runs (what the file holds, or its FP16 variant) and its file."""
         self.key = f"trained_swapper@{self.precision}"

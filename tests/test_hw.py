@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,7 +49,8 @@ def test_ffdesk_no_nvml_reads_the_same_everywhere(
     monkeypatch.setenv("FFDESK_NO_NVML", value)
     monkeypatch.setattr(nvidia, "load_pynvml", lambda: None if hw.nvml_disabled() else FakeNvml())
     assert hw.nvml_disabled() is off
-    assert nvml._nvml_disabled_by_env() is off
+    # the telemetry's NVML starts through the same entry point, with the same switch
+    assert (nvml.Nvml().reason == "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML") is off
     assert sessions.gpu_count() == (0 if off else 1)
     assert hw.gpu_count() == (0 if off else 1)
 
@@ -81,3 +83,15 @@ def test_nvenc_is_tried_only_with_a_driver_and_no_switch_against_it(monkeypatch:
     monkeypatch.setattr(nvidia, "driver_present", lambda: False)
     monkeypatch.delenv("FFDESK_NO_NVENC")
     assert not nvidia_gpu_present()
+
+
+def test_pynvml_is_imported_and_started_in_one_place() -> None:
+    """NVML has one entry point (`ffdesk.hw.start_nvml`): no other module imports pynvml or
+    starts NVML itself."""
+    root = Path(__file__).resolve().parents[1] / "ffdesk"
+    starters = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if any(needle in path.read_text() for needle in ("import pynvml", "nvmlInit("))
+    )
+    assert starters == ["hw/nvidia.py"], starters

@@ -17,6 +17,7 @@ from ffdesk.hw.nvidia import (
     nvml_disabled,
     nvml_session,
     process_gpu_memory,
+    start_nvml,
 )
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "nvenc_possible",
     "nvml_disabled",
     "nvml_session",
+    "start_nvml",
     "process_gpu_memory",
     "trim_heap",
 ]

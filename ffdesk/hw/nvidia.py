@@ -63,22 +63,56 @@ def load_pynvml() -> ModuleType | None:
     return pynvml
 
 
+@dataclass(frozen=True)
+class NvmlStart:
+    """NVML started (`nv`: the initialised module, to shut down when done), or why not."""
+
+    nv: Any | None
+    reason: str | None = None
+    """Why there is no NVML ("no NVIDIA GPU: ..."), None when `nv` is there."""
+
+
+def start_nvml(module: ModuleType | Any | None = None, flags: DriverFlags | None = None) -> NvmlStart:
+    """The one way ffdesk starts NVML: the pynvml module (or `module`, tests' stand-in)
+    initialised, unless the switches turn NVML off or it cannot start; the reason then, in the
+    words shown to users. The caller shuts it down (`nvmlShutdown`) when it is done."""
+    if module is None:
+        if nvml_disabled(flags):
+            return NvmlStart(None, "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML")
+        module = load_pynvml()
+        if module is None:
+            return NvmlStart(None, "no NVIDIA GPU: nvidia-ml-py (pynvml) is not installed")
+    try:
+        module.nvmlInit()
+    except Exception as exc:  # noqa: BLE001 - no driver, wrong driver, no permission: no NVML
+        return NvmlStart(None, _init_failure(module, exc))
+    return NvmlStart(module)
+
+
+def _init_failure(module: Any, exc: BaseException) -> str:
+    def is_(name: str) -> bool:
+        cls = getattr(module, name, None)
+        return isinstance(cls, type) and isinstance(exc, cls)
+
+    if is_("NVMLError_LibraryNotFound"):
+        return "no NVIDIA GPU: NVML library not found"
+    if is_("NVMLError_DriverNotLoaded"):
+        return "no NVIDIA GPU: the NVIDIA driver is not loaded"
+    if is_("NVMLError_NoPermission"):
+        return "no NVIDIA GPU: no permission to use NVML"
+    if is_("NVMLError_GpuNotFound") or is_("NVMLError_NotFound"):
+        return "no NVIDIA GPU: NVML found no device"
+    return f"no NVIDIA GPU: NVML failed to start ({type(exc).__name__}: {exc})"
+
+
 @contextmanager
 def nvml_session(
     module: ModuleType | Any | None = None, flags: DriverFlags | None = None
 ) -> Iterator[Any | None]:
-    """An initialised NVML (the pynvml module, or `module` when given) for the block, or None
-    when it cannot be had or `flags` switch it off; shut down on leaving."""
-    if module is None and nvml_disabled(flags):
-        yield None
-        return
-    nv = module if module is not None else load_pynvml()
+    """An initialised NVML (`start_nvml`) for the block, or None when it cannot be had or the
+    switches turn it off; shut down on leaving."""
+    nv = start_nvml(module, flags).nv
     if nv is None:
-        yield None
-        return
-    try:
-        nv.nvmlInit()
-    except Exception:  # noqa: BLE001 - no driver, wrong driver, no permission: no NVML
         yield None
         return
     try:

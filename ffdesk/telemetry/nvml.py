@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ffdesk.hw import DriverFlags, nvml_disabled
+from ffdesk.hw import DriverFlags, start_nvml
 
 logger = logging.getLogger(__name__)
 
@@ -111,10 +111,6 @@ class GpuSample:
         return out
 
 
-def _nvml_disabled_by_env(flags: DriverFlags | None = None) -> bool:
-    return nvml_disabled(flags)
-
-
 class Nvml:
     """Reads GPUs through NVML; missing values instead of exceptions.
 
@@ -155,46 +151,19 @@ class Nvml:
         return len(self._handles)
 
     def _start(self, module: ModuleType | Any | None) -> None:
-        if module is None:
-            if _nvml_disabled_by_env(self.flags):
-                self.reason = "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"
-                return
-            try:
-                import pynvml
-
-                module = pynvml
-            except ImportError:
-                self.reason = "no NVIDIA GPU: nvidia-ml-py (pynvml) is not installed"
-                return
-        self._nv = module
-        try:
-            module.nvmlInit()
-        except Exception as exc:  # noqa: BLE001 - any failure means "no NVML"
-            self.reason = self._init_failure(exc)
+        started = start_nvml(module, self.flags)
+        if started.nv is None:
+            self.reason = started.reason
             return
+        self._nv = started.nv
         self._initialised = True
-        count = _call(module.nvmlDeviceGetCount)
+        count = _call(self._nv.nvmlDeviceGetCount)
         if not count:
             self.reason = "no NVIDIA GPU: NVML found no device"
             self.close()
             return
         # A handle that cannot be had still yields a sample of that index, all values missing.
-        self._handles = [_call(module.nvmlDeviceGetHandleByIndex, i) for i in range(int(count))]
-
-    def _init_failure(self, exc: BaseException) -> str:
-        def is_(name: str) -> bool:
-            cls = getattr(self._nv, name, None)
-            return isinstance(cls, type) and isinstance(exc, cls)
-
-        if is_("NVMLError_LibraryNotFound"):
-            return "no NVIDIA GPU: NVML library not found"
-        if is_("NVMLError_DriverNotLoaded"):
-            return "no NVIDIA GPU: the NVIDIA driver is not loaded"
-        if is_("NVMLError_NoPermission"):
-            return "no NVIDIA GPU: no permission to use NVML"
-        if is_("NVMLError_GpuNotFound") or is_("NVMLError_NotFound"):
-            return "no NVIDIA GPU: NVML found no device"
-        return f"no NVIDIA GPU: NVML failed to start ({type(exc).__name__}: {exc})"
+        self._handles = [_call(self._nv.nvmlDeviceGetHandleByIndex, i) for i in range(int(count))]
 
     def close(self) -> None:
         """Shut NVML down (once); later samples are empty."""

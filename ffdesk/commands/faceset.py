@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("faceset", help="build facesets for training")
@@ -23,9 +25,10 @@ def register(sub: Any) -> None:
     p.add_argument("--dedup-bits", type=int, default=4, help="hash distance under which faces are duplicates")
     p.add_argument("--every", type=int, default=1, help="use every n-th frame of a clip")
     p.add_argument("--faces-per-frame", type=int, default=1, help="keep the n largest faces of a frame")
+    add_max_pixels_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_extract)
-    info = actions.add_parser("info", help="print what a faceset holds")
+    info = actions.add_parser("info", help="check a faceset's shards and print what it holds")
     info.add_argument("faceset", type=Path)
     info.set_defaults(func=run_info)
 
@@ -40,10 +43,14 @@ def run_extract(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ffdesk.errors import UserError
-    from ffdesk.training.faceset import ExtractSettings, extract
+    from ffdesk.media.probe import IMAGE_SUFFIXES
+    from ffdesk.training.faceset import ExtractSettings, extract, find_inputs
 
     if args.size < 32 or args.size > 1024:
         raise UserError("--size must be between 32 and 1024")
+    limit = max_pixels_of(args)
+    for path in find_inputs(args.inputs):  # before anything is decoded, every input at the limit
+        refuse_over_limit(path, limit, image=path.suffix.lower() in IMAGE_SUFFIXES)
     settings = ExtractSettings(
         size=args.size,
         template=args.template,
@@ -52,6 +59,7 @@ def run_extract(args: argparse.Namespace) -> int:
         dedup_bits=args.dedup_bits,
         every=max(1, args.every),
         max_faces_per_frame=max(1, args.faces_per_frame),
+        max_pixels=limit,
     )
 
     class Bar:
@@ -83,9 +91,12 @@ def run_extract(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from ffdesk.training.store import FacesetIndex
+    """What the faceset holds, once every shard is checked against its index (exit 2 naming the
+    first shard that disagrees)."""
+    from ffdesk.training.store import FacesetIndex, check_shards
 
     index = FacesetIndex.load(args.faceset)
+    check_shards(args.faceset, index)
     print(f"{args.faceset}: {index.count} faces, {index.size} px, {len(index.sources)} inputs, "
           f"{len(index.shards)} shards, alignment {index.settings.get('alignment')}")  # fmt: skip
     return 0

@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TextIO
 
+from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
 from ffdesk.errors import UserError
 from ffdesk.media.inspect import AudioReport, ClipReport, StreamPlan, VideoReport
 from ffdesk.units import format_bytes
@@ -42,6 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--fps", type=float, default=None, metavar="N", help="frame rate of an image sequence (default 24)"
     )
+    add_max_pixels_option(p)
     p.set_defaults(func=run)
 
 
@@ -53,8 +55,15 @@ def run(args: argparse.Namespace) -> int:
     suffix = args.output.suffix.lower() if args.output is not None else container_suffix(args.encoder)
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
+    limit = max_pixels_of(args)
+    refuse_over_limit(args.clip, limit, fps=args.fps)  # before anything is decoded
     report = inspect_clip(
-        args.clip, suffix, encoder=args.encoder, fps=args.fps, driver=runtime_env(args).driver
+        args.clip,
+        suffix,
+        encoder=args.encoder,
+        fps=args.fps,
+        driver=runtime_env(args).driver,
+        max_pixels=limit,
     )
     if args.json:
         json.dump(report_dict(report), sys.stdout, indent=2)

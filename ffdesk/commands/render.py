@@ -91,6 +91,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--swap-scale", type=int, choices=SWAP_SCALES, default=1, help="swapper output resolution x N (tiled)"
     )
+    add_max_pixels_option(p)
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
     p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
     p.add_argument(
@@ -135,6 +136,8 @@ def register(sub: Any) -> None:
 
 
 def job_from_args(args: argparse.Namespace) -> RenderJob:
+    """The render job the arguments describe, checked: `UserError` (one line) for a setting out of
+    range, or an input over the pixel limit (`check_input_pixels`)."""
     if args.quality is not None and not 0 <= args.quality <= 100:
         raise UserError("--quality must be between 0 and 100")
     if not 0.0 <= args.enhancer_weight <= 1.0:
@@ -149,7 +152,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
             region_classes(regions)
         except ValueError as exc:
             raise UserError(f"--mask-regions: {exc}") from None
-    return RenderJob(
+    job = RenderJob(
         target=args.target,
         output=args.output,
         sources=tuple(args.source),
@@ -183,7 +186,62 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         provider=args.provider,
         swap_scale=args.swap_scale,
         pixels=args.pixels,
+        max_pixels=max_pixels_of(args),
     ).resolved()
+    check_input_pixels(job)
+    return job
+
+
+def add_max_pixels_option(parser: argparse.ArgumentParser) -> None:
+    """`--max-pixels N`: the pixel limit on the images and frames a command decodes."""
+    from ffdesk.media.probe import DEFAULT_MAX_PIXELS
+    from ffdesk.runtime.env import parse_max_pixels
+
+    parser.add_argument(
+        "--max-pixels",
+        type=parse_max_pixels,
+        default=None,
+        metavar="N",
+        help="refuse an image or video frame whose header declares more pixels than this, before "
+        f"decoding it: pixels, or megapixels as 400M (default {DEFAULT_MAX_PIXELS // 1_000_000}M; "
+        "also FFDESK_MAX_PIXELS)",
+    )
+
+
+def max_pixels_of(args: argparse.Namespace) -> int | None:
+    """The pixel limit the user set: `--max-pixels`, else `FFDESK_MAX_PIXELS` (as the runtime
+    environment read it), else None (the default)."""
+    given = getattr(args, "max_pixels", None)
+    return given if given is not None else runtime_env(args).max_pixels
+
+
+def check_input_pixels(job: RenderJob) -> None:
+    """Refuse, in one line, a target or source photo whose header declares more pixels than
+    `job.max_pixels` allows, before the render decodes any of it."""
+    refuse_over_limit(job.target, job.max_pixels, fps=job.fps)
+    for source in job.sources:
+        refuse_over_limit(source, job.max_pixels, image=True)  # read as an image whatever its suffix
+
+
+def refuse_over_limit(
+    path: Path, max_pixels: int | None, *, fps: float | None = None, image: bool = False
+) -> None:
+    """`PixelLimitError` (one line: the file, its size, the limit, how to raise it) where the clip,
+    image sequence or image at `path` (`image`: an image whatever its suffix) declares more pixels
+    than `max_pixels` (None: the default), read from its header with nothing decoded. Other
+    faults (missing, damaged) are left for whoever reads the file to report in its own words."""
+    from ffdesk.errors import MediaError
+    from ffdesk.media.probe import PixelLimitError, check_image_pixels, check_media_pixels
+
+    try:
+        if image:
+            check_image_pixels(path, max_pixels)
+        else:
+            check_media_pixels(path, max_pixels=max_pixels, fps=fps)
+    except PixelLimitError:
+        raise
+    except (MediaError, OSError):
+        pass
 
 
 class TerminalProgress:

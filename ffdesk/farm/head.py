@@ -98,7 +98,14 @@ def run_farm_render(
     lead = shippable(plan) if options.ship_source else None
     for warning in plan.warnings:
         emit(ev.Warning(warning))
-    manifest, note = Manifest.open(work_dir_for(job.output), job.output_fingerprint(), job.resume)
+    source = plan.info.video
+    manifest, note = Manifest.open(
+        work_dir_for(job.output),
+        job.output_fingerprint(),
+        job.resume,
+        frames=plan.frames,
+        time_base=source.time_base if source is not None else None,
+    )
     with manifest:
         if note:
             emit(ev.Warning(note))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import typing
+import re
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -41,7 +41,7 @@ from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.probe import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.queue import default_queue_path, fits, keep_aside
+from ffdesk.pipeline.queue import default_queue_path, keep_aside
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -63,7 +63,6 @@ def open_settings(path: Path | None = None) -> QSettings:
 
 
 log = logging.getLogger(__name__)
-_QT_INT_MAX = 2**31 - 1
 
 
 def set_aside(q: QSettings, problem: str, *, start_over: bool) -> str:
@@ -86,15 +85,36 @@ def set_aside(q: QSettings, problem: str, *, start_over: bool) -> str:
 
 
 def vet_settings_file(q: QSettings) -> str | None:
-    """A warning (after setting the file aside) when `q`'s file holds something but not settings."""
+    """A warning (after setting the file aside) when `q`'s file holds something but not settings.
+
+    QSettings reads its file on first use, so its status is asked after the keys (before, it
+    says "no error" of a file it has not read yet). Qt's INI reader also makes keys of almost
+    any bytes; a file Qt wrote is UTF-8 text without control characters (it writes binary
+    values escaped), so anything else is damaged too, and is set aside rather than saved back."""
     path = Path(q.fileName())
     try:
         raw = path.read_bytes() if path.is_file() else b""
     except OSError as exc:
         return f"{path.name}: cannot read the settings ({exc.strerror or exc}); using the defaults"
-    if q.status() == QSettings.Status.NoError and (q.allKeys() or not raw.strip()):
+    if not raw.strip():
+        return None
+    keys = q.allKeys()
+    if q.status() == QSettings.Status.NoError and keys and _is_settings_text(raw):
         return None
     return set_aside(q, "not a settings file (damaged?)", start_over=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+"""Characters Qt never writes into an INI file unescaped (it writes them as \\xN)."""
+
+
+def _is_settings_text(raw: bytes) -> bool:
+    """Whether `raw` could be an INI file Qt wrote: UTF-8 text with no control characters."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _CONTROL.search(text) is None
 
 
 def saved_settings(raw: object) -> tuple[Settings | None, str | None]:
@@ -107,19 +127,7 @@ def saved_settings(raw: object) -> tuple[Settings | None, str | None]:
         return None, "the saved controls are not JSON"
     if not isinstance(data, dict):
         return None, "the saved controls are not a JSON object"
-    hints = typing.get_type_hints(Settings)
-    good: dict[str, Any] = {}
-    problem: str | None = None
-    for name, hint in hints.items():
-        if name not in data:
-            continue
-        value = data[name]
-        ok = fits(value, hint) and (hint is not int or 0 <= value <= _QT_INT_MAX)
-        if ok:
-            good[name] = value
-        elif problem is None:
-            problem = f"the saved {name} is {json.dumps(value)[:40]}"
-    return Settings(**good), problem
+    return Settings.checked(data)
 
 
 def is_image(path: Path) -> bool:

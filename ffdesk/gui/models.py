@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -10,11 +11,15 @@ from PySide6.QtCore import QObject, Signal
 
 from ffdesk.faces.types import Face
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job_json import field_types
 from ffdesk.pipeline.preview import PreviewResult
+from ffdesk.pipeline.queue import fits
 from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, VideoPreset
 
 MarkerKind = Literal["noface", "flagged"]
 Level = Literal["info", "warning", "error"]
+_QT_INT_MAX = 2**31 - 1
+"""The largest int a Qt control (a spin box) holds."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +106,25 @@ class Settings:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Settings:
         """Values of the right type are taken; anything else keeps its default."""
-        base = cls()
-        kw = {}
-        for f in fields(cls):
-            if f.name in d and isinstance(d[f.name], type(getattr(base, f.name))):
-                kw[f.name] = d[f.name]
-        return replace(base, **kw)
+        return cls.checked(d)[0]
+
+    @classmethod
+    def checked(cls, d: dict[str, Any]) -> tuple[Settings, str | None]:
+        """The settings `d` holds, each value checked against its field's declared type (a
+        `Literal` only takes its choices, an int is never a bool and fits a Qt spin box), and
+        the first value that does not fit, said in one line ("the saved batch is "8""); such
+        values and missing ones keep their defaults."""
+        good: dict[str, Any] = {}
+        problem: str | None = None
+        for name, hint in field_types(cls).items():
+            if name not in d:
+                continue
+            value = d[name]
+            if fits(value, hint) and (hint is not int or 0 <= value <= _QT_INT_MAX):
+                good[name] = value
+            elif problem is None:
+                problem = f"the saved {name} is {json.dumps(value)[:40]}"
+        return cls(**good), problem
 
 
 @dataclass(frozen=True)

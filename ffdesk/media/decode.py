@@ -19,7 +19,15 @@ from av.codec.hwaccel import HWAccel, HWDeviceType
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.deinterlace import Deinterlacer
-from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
+from ffdesk.media.probe import (
+    FIELD_ORDERS,
+    FieldOrder,
+    check_image_pixels,
+    check_pixels,
+    check_sequence_pixels,
+    header_size,
+    limit_stream,
+)
 from ffdesk.media.timestamps import LOOKAHEAD, Faults, TimestampRepair, faults, repaired
 from ffdesk.types import Frame
 
@@ -131,6 +139,11 @@ class VideoReader:
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
     `sequence_fps`: the frame rate of an image-sequence target (None: 24).
     `deinterlace=True` turns interlaced frames progressive (yadif, one frame per frame).
+    `max_pixels`: the most pixels a frame may have (None: `ffdesk.media.probe.DEFAULT_MAX_PIXELS`);
+    a clip whose header declares more is refused (`PixelLimitError`) before a frame is decoded,
+    as is each frame of an image sequence whose own header does, when the reader comes to it.
+    The decoder is told the limit too: a frame that grows past it fails (counted as concealed)
+    instead of being allocated.
     `hwaccel="cuda"` decodes on NVDEC where the codec, the card and the driver allow it, handing
     out what the software decoder would (its pixel format, pixels, stamps); where NVDEC cannot be
     opened or fails before its first frame, the software decoder decodes the clip instead, from
@@ -159,9 +172,12 @@ class VideoReader:
         deinterlace: bool = False,
         origin: StreamOrigin | None = None,
         hwaccel: Hwaccel | None = None,
+        max_pixels: int | None = None,
     ) -> None:
         self.path = Path(path)
         self._sequence_fps = sequence_fps
+        self._max_pixels = max_pixels
+        self._sequence = check_sequence_pixels(self.path, max_pixels)
         self._upright = upright
         self._raw = raw
         self._keep_frames = keep_frames
@@ -177,7 +193,7 @@ class VideoReader:
         self._on_trial = False
         """Decoding on NVDEC, which has not given a frame yet: a failure now is NVDEC's."""
         try:
-            self._stream = _video_stream(self.path, self._container, low_latency, decode_threads)
+            self._stream = _video_stream(self.path, self._container, low_latency, decode_threads, max_pixels)
         except BaseException:
             self.close()
             raise
@@ -305,7 +321,7 @@ class VideoReader:
         self._origin_known = True
         cc = self._stream.codec_context
         threads = (self._stream.thread_type, cc.thread_count)
-        found = _stream_origin(self.path, self._sequence_fps, self._step, threads)
+        found = _stream_origin(self.path, self._sequence_fps, self._step, threads, self._max_pixels)
         if found is not None:
             self.start_pts, self._prior = found.pts, found.faults
 
@@ -366,6 +382,8 @@ class VideoReader:
             except av.error.FFmpegError as exc:
                 self.stats.ended_early = _errors.describe(exc)
                 break
+            if self._sequence is not None and packet.size:
+                self._check_frame(packet)
             if self._bsf is None:
                 yield packet
                 continue
@@ -376,6 +394,15 @@ class VideoReader:
                 yield out
             if end:
                 yield av.Packet()
+
+    def _check_frame(self, packet: av.Packet) -> None:
+        """`PixelLimitError` naming the file when an image sequence's frame (a packet is a whole
+        file) declares more pixels than the limit: before the decoder sees it."""
+        assert self._sequence is not None
+        size = header_size(bytes(memoryview(packet)[:_FRAME_HEAD_BYTES]))
+        if size is not None:
+            number = self._sequence.start_number + int(packet.pts or 0)  # image2 counts from 0
+            check_pixels(self._sequence.frame_path(number), *size, self._max_pixels)
 
     def _decode(self, packet: av.Packet) -> list[av.VideoFrame]:
         """The frames one packet gives; a packet the decoder cannot read is counted and skipped."""
@@ -445,7 +472,7 @@ class VideoReader:
         why_not = _nvdec_unusable(self._stream)
         if why_not is None:
             try:
-                device = _open_nvdec(self.path, low_latency, decode_threads)
+                device = _open_nvdec(self.path, low_latency, decode_threads, self._max_pixels)
             except _NvdecFailed as exc:
                 why_not = str(exc)
         if why_not is not None:
@@ -576,12 +603,23 @@ class VideoReader:
             frames.close()
 
 
+_FRAME_HEAD_BYTES = 1 << 18
+"""Bytes of an image sequence's frame read for its size: a JPEG's frame header follows its APPn
+segments (EXIF and its thumbnail, up to 64 KiB each)."""
+
+
 def _video_stream(
-    path: Path, container: av.container.InputContainer, low_latency: bool, decode_threads: int
+    path: Path,
+    container: av.container.InputContainer,
+    low_latency: bool,
+    decode_threads: int,
+    max_pixels: int | None,
 ) -> av.VideoStream:
-    """The clip's video stream, set up for decoding (MediaError where FFmpeg has no decoder)."""
+    """The clip's video stream, set up for decoding (MediaError where FFmpeg has no decoder;
+    `PixelLimitError` where it declares more than `max_pixels`)."""
     stream = _errors.video_stream(path, container)
     _errors.check_decoder(path, stream)
+    limit_stream(path, stream, max_pixels)
     # Frame threading decodes several frames at once: more frames/s, but each answer comes
     # a few frames later; a jump that decodes a dozen frames to show one is faster without.
     stream.thread_type = "SLICE" if low_latency else "AUTO"
@@ -644,7 +682,7 @@ def _nvdec_input(path: Path) -> Iterator[av.container.InputContainer]:
         container.close()
 
 
-def _open_nvdec(path: Path, low_latency: bool, decode_threads: int) -> _Input:
+def _open_nvdec(path: Path, low_latency: bool, decode_threads: int, max_pixels: int | None) -> _Input:
     """`path`'s video stream on NVDEC; `_NvdecFailed` with FFmpeg's reason where the device or
     the container cannot be opened that way."""
     with _errors.ffmpeg_log() as log:
@@ -654,7 +692,9 @@ def _open_nvdec(path: Path, low_latency: bool, decode_threads: int) -> _Input:
         except Exception as exc:  # noqa: BLE001 - no driver, no device, no memory: software decodes
             raise _NvdecFailed(f"cannot open the CUDA device: {_first_reason(exc, log.entries())}") from exc
     try:
-        return _Input(opened, container, _video_stream(path, container, low_latency, decode_threads))
+        return _Input(
+            opened, container, _video_stream(path, container, low_latency, decode_threads, max_pixels)
+        )
     except Exception as exc:  # noqa: BLE001
         opened.__exit__(None, None, None)
         raise _NvdecFailed(f"cannot decode the stream: {_errors.describe(exc)}") from exc
@@ -687,7 +727,7 @@ class StreamOrigin:
 
 
 def _stream_origin(
-    path: Path, sequence_fps: float | None, step: int, threads: tuple[object, int]
+    path: Path, sequence_fps: float | None, step: int, threads: tuple[object, int], max_pixels: int | None
 ) -> StreamOrigin | None:
     """The first frames of a clip, read with a container of its own: the first one's repaired pts
     and the faults of their stamps (None when nothing decodes in the first packets).
@@ -698,6 +738,7 @@ def _stream_origin(
     try:
         with _errors.open_input(path, fps=sequence_fps) as container:
             stream = container.streams.video[0]
+            limit_stream(path, stream, max_pixels)
             stream.thread_type = threads[0]  # type: ignore[assignment]
             stream.codec_context.thread_count = threads[1]
             repair = TimestampRepair(step, int(stream.start_time or 0))
@@ -751,21 +792,40 @@ def _chain(head: _Stamped, rest: Iterator[_Stamped]) -> Generator[_Stamped, None
     yield from rest
 
 
-def read_frame_at(path: Path, time_s: float, *, sequence_fps: float | None = None) -> DecodedFrame:
+def read_frame_at(
+    path: Path, time_s: float, *, sequence_fps: float | None = None, max_pixels: int | None = None
+) -> DecodedFrame:
     """The frame shown at `time_s` seconds (the last frame starting at or before it), upright RGB.
 
     Times before the start give the first frame; times past the end give the last frame.
+    `max_pixels`: as `VideoReader`'s.
     """
-    with VideoReader(path, low_latency=True, sequence_fps=sequence_fps) as reader:
+    with VideoReader(path, low_latency=True, sequence_fps=sequence_fps, max_pixels=max_pixels) as reader:
         return reader.frame_at(time_s)
 
 
-def read_image(path: Path) -> Frame:
-    """Read a still image as upright RGB uint8 (EXIF orientation applied, alpha dropped)."""
+def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
+    """Read a still image as upright RGB uint8 (EXIF orientation applied, alpha dropped).
+
+    The size its header declares is checked first: more than `max_pixels` pixels (None:
+    `ffdesk.media.probe.DEFAULT_MAX_PIXELS`) is a `PixelLimitError`, with nothing decoded. Any
+    failure of OpenCV's on the file is a one-line `MediaError`."""
     path = Path(path)
     _errors.check_readable_file(path)
-    data = np.fromfile(str(path), dtype=np.uint8)
-    bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    width, height = check_image_pixels(path, max_pixels)
+    try:
+        data = np.fromfile(str(path), dtype=np.uint8)
+        bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+    except cv2.error as exc:
+        raise MediaError(f"{path}: not a readable image (OpenCV: {_opencv_reason(exc)})") from exc
+    except MemoryError as exc:
+        raise MediaError(f"{path}: not enough memory to decode this {width}x{height} image") from exc
     if bgr is None:
         raise MediaError(f"{path}: not a readable image (damaged or unsupported format)")
     return np.ascontiguousarray(bgr[..., ::-1])
+
+
+def _opencv_reason(exc: cv2.error) -> str:
+    """OpenCV's reason on one line ("pixels <= CV_IO_MAX_IMAGE_PIXELS"), not its source location."""
+    reason = str(getattr(exc, "err", "") or "").strip() or str(exc).strip()
+    return " ".join(reason.split())[:160] or "unknown error"

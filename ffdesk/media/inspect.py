@@ -210,6 +210,7 @@ def inspect_clip(
     encoder: EncoderName = "h264",
     fps: float | None = None,
     driver: DriverFlags | None = None,
+    max_pixels: int | None = None,
 ) -> ClipReport:
     """Describe `path` and what a render into an `output_suffix` file with `encoder` will do
     (`driver`: the front end's driver switches, which decide whether NVENC is tried).
@@ -219,7 +220,7 @@ def inspect_clip(
     that is missing, unreadable or not media.
     """
     path = Path(path)
-    info = probe(path, fps=fps)
+    info = probe(path, fps=fps, max_pixels=max_pixels)
     video = info.video
     if video is None:  # probe raises first; kept for the type checker
         raise MediaError(f"{path}: no video stream")

@@ -142,6 +142,61 @@ def _join_png(segments: list[Path], out_path: Path) -> None:
         raise MediaError(f"{out_path}: the segments hold no frames")
 
 
+@dataclass(frozen=True)
+class SegmentContents:
+    """What a finished segment holds, read back from disk (a resumed render checks its manifest's
+    numbers against it).
+
+    `frames`: its video frames (packets with a timestamp; for a PNG segment, its frame files).
+    `first_s`/`last_s`: the earliest and latest frame's presentation time, exactly (pts times
+    the file's time base, which the muxer may have made finer than the source's: MP4 counts at
+    least 10,000 ticks a second); None for a PNG segment. `time_base`: the file's time base."""
+
+    frames: int
+    first_s: Fraction | None = None
+    last_s: Fraction | None = None
+    time_base: Fraction | None = None
+
+
+def segment_contents(path: Path) -> SegmentContents | None:
+    """Count the frames of a segment file (or PNG segment folder) and find its first and last
+    timestamps, reading packets only (nothing is decoded).
+
+    None for a file that FFmpeg does not recognise as a media file at all: there is nothing in it
+    to count (its size and CRC32 are still checked). `MediaError` (one line) for one that cannot
+    be opened otherwise or whose video cannot be read."""
+    path = Path(path)
+    if path.is_dir():
+        return SegmentContents(frames=sum(1 for p in path.glob("frame_*.png") if p.is_file()))
+    try:
+        container = av.open(str(path), "r", metadata_errors="ignore")
+    except av.error.InvalidDataError:
+        return None
+    except av.error.FFmpegError as exc:
+        raise MediaError(f"{path.name}: cannot be opened ({_errors.ffmpeg_reason(exc)})") from exc
+    with container:
+        if not container.streams.video:
+            raise MediaError(f"{path.name}: holds no video stream")
+        stream = container.streams.video[0]
+        tb = Fraction(stream.time_base) if stream.time_base else None
+        frames = 0
+        first: int | None = None
+        last: int | None = None
+        try:
+            for packet in container.demux(stream):
+                if packet.size == 0 or packet.pts is None:
+                    continue
+                frames += 1
+                pts = int(packet.pts)
+                first = pts if first is None else min(first, pts)
+                last = pts if last is None else max(last, pts)
+        except av.error.FFmpegError as exc:
+            raise MediaError(f"{path.name}: cannot be read ({_errors.ffmpeg_reason(exc)})") from exc
+    if tb is None or first is None or last is None:
+        return SegmentContents(frames=frames, time_base=tb)
+    return SegmentContents(frames=frames, first_s=first * tb, last_s=last * tb, time_base=tb)
+
+
 def _first_frame_time(segment: Path) -> float:
     """Presentation time (seconds) of the earliest frame in a segment file."""
     with _errors.open_input(segment) as c:

@@ -27,6 +27,19 @@ class ImageSequence:
     start_number: int
     count: int
 
+    def frame_path(self, number: int) -> Path:
+        """The file of frame `number` (numbered as on disk)."""
+        m = _PRINTF.search(self.pattern.name)
+        assert m is not None
+        name = self.pattern.name
+        return self.pattern.parent / (name[: m.start()] + m.group(0) % number + name[m.end() :])
+
+    @property
+    def first_frame(self) -> Path:
+        """The file of the first frame: the one whose header says the size FFmpeg opens the
+        sequence at (`ffdesk.media.probe.check_sequence_pixels` reads it before anything is decoded)."""
+        return self.frame_path(self.start_number)
+
     def options(self, fps: float | None) -> dict[str, str]:
         """The image2 reader's options for this sequence at `fps` frames/s (None: 24)."""
         rate = fps if fps and fps > 0 else DEFAULT_SEQUENCE_FPS
@@ -88,10 +101,8 @@ def _run(pattern: Path, numbers: list[int]) -> ImageSequence:
     if last - first + 1 != len(numbers):
         have = set(numbers)
         gap = next(n for n in range(first, last + 1) if n not in have)
-        m = _PRINTF.search(pattern.name)
-        assert m is not None
-        name = pattern.name[: m.start()] + m.group(0) % gap + pattern.name[m.end() :]
-        raise MediaError(f"{pattern.parent / name}: frame missing from the sequence ({first}-{last})")
+        missing = ImageSequence(pattern, first, len(numbers)).frame_path(gap)
+        raise MediaError(f"{missing}: frame missing from the sequence ({first}-{last})")
     return ImageSequence(pattern=pattern, start_number=first, count=len(numbers))
 
 

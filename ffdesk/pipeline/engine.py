@@ -114,7 +114,7 @@ def run_render(
     emit = on_event or _nothing
     job = job.resolved()
     _check_paths(job)
-    info = probe(job.target, fps=job.fps)
+    info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     _check_output_kind(job, info)
@@ -132,7 +132,10 @@ def run_render(
         if span is not None:
             # The output's lock is taken before any model loads, so a second render of the same
             # output is refused at once; it is released when the render ends, however it ends.
-            manifest, note = Manifest.open(work_dir_for(job.output), job.output_fingerprint(), job.resume)
+            # the segments' recorded stamps are checked against their files in the source's time base
+            manifest, note = Manifest.open(
+                work_dir_for(job.output), job.output_fingerprint(), job.resume, time_base=info.video.time_base
+            )
             held.enter_context(manifest)
             if note:
                 emit(ev.Warning(note))
@@ -238,7 +241,7 @@ def _flow_timings(decode: StageStats, flow: _Flow, encode: StageStats) -> tuple[
 
 
 def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> RenderReport:
-    image = read_image(job.target)
+    image = read_image(job.target, max_pixels=job.max_pixels)
     emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
     for stage in stages:
         stage.start()
@@ -565,6 +568,7 @@ class _Flow:
             sequence_fps=self.job.fps,
             deinterlace=self.deinterlace,
             hwaccel="cuda" if self.nvdec.wanted else None,
+            max_pixels=self.job.max_pixels,
         ) as reader:
             self.read_stats = reader.stats
             try:
@@ -819,7 +823,7 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
     (one frame, nothing to split) and for a range without frames."""
     job = job.resolved()
     _check_paths(job)
-    info = probe(job.target, fps=job.fps)
+    info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     _check_output_kind(job, info)
@@ -841,6 +845,7 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
         decode_threads=decode_threads(),
         sequence_fps=job.fps,
         deinterlace=deinterlace,
+        max_pixels=job.max_pixels,
     ) as reader:
         for frame in reader:
             if cancel is not None and cancel.is_set():
@@ -922,7 +927,7 @@ def render_segment(
     planned frames."""
     emit = on_event or _nothing
     job = job.resolved()
-    info = probe(job.target, fps=job.fps)
+    info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     span = _render_range(job, info.video, job.target.name)

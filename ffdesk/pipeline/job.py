@@ -98,6 +98,10 @@ class RenderJob:
     pixels: Pixels = "auto"
     """Where the pixels stay between model calls (see `Pixels`); both give the same frames within
     rounding, so it is not part of the output's fingerprint."""
+    max_pixels: int | None = None
+    """The most pixels the target's frames and the source photos may declare before they are
+    decoded (`--max-pixels`, `FFDESK_MAX_PIXELS`); None: `ffdesk.media.probe.DEFAULT_MAX_PIXELS`.
+    A guard on the inputs, not a setting of the output: not part of its fingerprint."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -126,7 +130,7 @@ class RenderJob:
         never splices two different renders into one file.
         """
         d = asdict(self)
-        for k in ("resume", "report", "telemetry_log", "batch", "memory_budget", "pixels"):
+        for k in ("resume", "report", "telemetry_log", "batch", "memory_budget", "pixels", "max_pixels"):
             d.pop(k, None)
         # provider and swap scale once travelled as string pairs: the same hash as then, so a
         # render interrupted before that change still resumes
@@ -155,6 +159,8 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown pixels path {job.pixels!r} (choose from {', '.join(PIXELS)})")
     if job.video_preset is not None and job.video_preset not in VIDEO_PRESETS:
         raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
+    if job.max_pixels is not None and (type(job.max_pixels) is not int or job.max_pixels < 1):
+        raise UserError(f"max pixels must be a whole number of pixels, 1 or more, not {job.max_pixels!r}")
 
 
 LEGACY_EXTRA_KEYS = ("provider", "swap_scale")

@@ -121,7 +121,7 @@ class Previewer:
         self.on_event = on_event
         self.env = env
         self.share = share
-        self.info = probe(job.target, fps=job.fps)
+        self.info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
         video = self.info.video
         self.fps = video.fps if video and video.fps > 0 else 25.0
         self.frame_count = video.frame_count if video else 1
@@ -171,7 +171,7 @@ class Previewer:
         if self.info.is_image:
             from ffdesk.media.decode import read_image
 
-            t, image = 0.0, read_image(self.job.target)
+            t, image = 0.0, read_image(self.job.target, max_pixels=self.job.max_pixels)
         else:
             decoded = self._read_video(index)
             t, image = decoded.time_s, decoded.image
@@ -211,7 +211,8 @@ class Previewer:
                 start_s=max(0.0, (index - 0.25) / self.fps),
                 low_latency=True,
                 sequence_fps=self.job.fps,
-                origin=self._origin,  # found by the first reader, not again at every jump
+                origin=self._origin,
+                max_pixels=self.job.max_pixels,  # found by the first reader, not again at every jump
             )
             self._origin = self._reader.origin
             self._next_index = index
@@ -220,7 +221,12 @@ class Previewer:
             frame = next(self._reader, None)
             if frame is None:  # past the last frame (the frame count was an estimate)
                 self._close_reader()
-                return read_frame_at(self.job.target, index / self.fps, sequence_fps=self.job.fps)
+                return read_frame_at(
+                    self.job.target,
+                    index / self.fps,
+                    sequence_fps=self.job.fps,
+                    max_pixels=self.job.max_pixels,
+                )
             self._next_index += 1
         return frame
 

@@ -6,13 +6,17 @@ A job that was running when the process died comes back as "interrupted" and can
 engine picks up its finished segments from the output's manifest.
 
 A damaged queue file (not JSON, wrong types) never stops the app: it is kept aside as
-`queue.json.corrupt`, the jobs that can be read are kept, and `RenderQueue.warning` says what
-happened so the window can show it.
+`queue.json.corrupt`, the jobs that can be read are kept (and the file rewritten with them, so it
+is set aside once, not on every read), and `RenderQueue.warning` says what happened so the window
+can show it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import functools
+import gc
 import json
 import logging
 import math
@@ -23,7 +27,7 @@ import types
 import typing
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
@@ -33,7 +37,7 @@ from ffdesk.errors import UserError
 from ffdesk.media.atomic import keep_aside, write_json_atomic
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
-from ffdesk.pipeline.job_json import fields_from_dict, fields_to_dict
+from ffdesk.pipeline.job_json import field_types, fields_from_dict, fields_to_dict, json_defaults
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -82,45 +86,116 @@ def job_to_dict(job: RenderJob) -> dict[str, Any]:
 def fits(value: Any, hint: Any) -> bool:
     """Whether a JSON value can stand for a field of type `hint` (a Path as a string, a tuple as a
     list, a float as an int or float; Literal values by equality; bool is never an int)."""
+    try:
+        check = _fitter(hint)
+    except TypeError:  # a hint that cannot be hashed: checked without the cache
+        check = _build_fitter(hint)
+    return check(value)
+
+
+_Fitter = Callable[[Any], bool]
+"""Whether one JSON value fits a type hint (see `fits`)."""
+
+
+@functools.cache
+def _fitter(hint: Any) -> _Fitter:
+    """`fits` for one hint, taken apart with `typing` once (reading 100,000 jobs would otherwise
+    do it four million times)."""
+    return _build_fitter(hint)
+
+
+def _build_fitter(hint: Any) -> _Fitter:
     origin = get_origin(hint)
     if hint is Any:
-        return True
+        return lambda value: True
     if hint is None or hint is type(None):
-        return value is None
+        return lambda value: value is None
     if origin is Literal:
-        return any(value == a and type(value) is type(a) for a in get_args(hint))
+        return _literal_fitter(get_args(hint))
     if origin in (typing.Union, types.UnionType):
-        return any(fits(value, h) for h in get_args(hint))
-    if origin is tuple:
         args = get_args(hint)
-        if not isinstance(value, list | tuple):
+        others = tuple(fits_of(h) for h in args if h is not type(None))
+        if len(others) == 1 and len(args) == 2:  # X | None
+            (other,) = others
+            return lambda value: value is None or other(value)
+        options = tuple(fits_of(h) for h in args)
+        return lambda value: any(option(value) for option in options)
+    if origin is tuple:
+        return _tuple_fitter(get_args(hint))
+    simple = _SIMPLE_FITTERS.get(hint) if isinstance(hint, type) else None
+    return simple if simple is not None else (lambda value: False)
+
+
+def _literal_fitter(choices: tuple[Any, ...]) -> _Fitter:
+    """Equal to a choice and of its type (True is not 1), by one set lookup."""
+    pairs = frozenset((type(a), a) for a in choices)
+
+    def is_choice(value: Any) -> bool:
+        try:
+            return (type(value), value) in pairs
+        except TypeError:  # a list or object: never a choice
             return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(fits(v, args[0]) for v in value)
-        return len(value) == len(args) and all(fits(v, h) for v, h in zip(value, args, strict=True))
-    if hint is bool:
-        return type(value) is bool
-    if hint is int:
-        return type(value) is int and -_INT_MAX <= value <= _INT_MAX
-    if hint is float:
-        return type(value) in (int, float)
-    if hint is str:
-        return isinstance(value, str)
-    if hint is Path:
-        return isinstance(value, str) and bool(value) and "\0" not in value
-    return False
+
+    return is_choice
+
+
+def fits_of(hint: Any) -> _Fitter:
+    """The check `fits` makes for `hint`, as a function of the value alone."""
+    try:
+        return _fitter(hint)
+    except TypeError:
+        return _build_fitter(hint)
+
+
+def _tuple_fitter(args: tuple[Any, ...]) -> _Fitter:
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = fits_of(args[0])
+        return lambda value: isinstance(value, list | tuple) and all(item(v) for v in value)
+    items = tuple(fits_of(h) for h in args)
+    return lambda value: (
+        isinstance(value, list | tuple)
+        and len(value) == len(items)
+        and all(ok(v) for v, ok in zip(value, items, strict=True))
+    )
+
+
+_SIMPLE_FITTERS: dict[Any, _Fitter] = {
+    bool: lambda value: type(value) is bool,
+    int: lambda value: type(value) is int and -_INT_MAX <= value <= _INT_MAX,
+    float: lambda value: type(value) in (int, float),
+    str: lambda value: isinstance(value, str),
+    Path: lambda value: isinstance(value, str) and bool(value) and "\0" not in value,
+}
+
+
+@functools.cache
+def _field_fitters(cls: type) -> tuple[tuple[str, _Fitter, object], ...]:
+    """(name, fits, default) for each field of dataclass `cls`, in order, its type hints resolved
+    once; `default` is the JSON form of the field's default where that fits (a stored value of
+    its type equal to it needs no check), else a value nothing stored equals."""
+    defaults = json_defaults(cls)
+    out = []
+    for name, hint in field_types(cls).items():
+        ok = fits_of(hint)
+        default = defaults.get(name, _NOTHING)
+        out.append((name, ok, default if default is not _NOTHING and ok(default) else _NOTHING))
+    return tuple(out)
+
+
+_NOTHING = object()
+"""Stands for "no default to compare with" (equal to no stored value)."""
 
 
 def _check_fields(d: dict[str, Any], cls: type, skip: frozenset[str], what: str) -> dict[str, Any]:
     """The known keys of `d` whose values fit `cls`'s fields; `ValueError` naming the first that does not."""
-    hints = typing.get_type_hints(cls)
     kw: dict[str, Any] = {}
-    for f in fields(cls):
-        if f.name in skip or f.name not in d:
+    for name, ok, default in _field_fitters(cls):
+        if name in skip or name not in d:
             continue
-        if not fits(d[f.name], hints[f.name]):
-            raise ValueError(f"{what} {f.name} is {json.dumps(d[f.name])[:40]}")
-        kw[f.name] = d[f.name]
+        value = d[name]
+        if not (type(value) is type(default) and value == default) and not ok(value):
+            raise ValueError(f"{what} {name} is {json.dumps(value)[:40]}")
+        kw[name] = value
     return kw
 
 
@@ -171,6 +246,27 @@ def parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
 
     A file that is not a queue at all gives no entries and one reason.
     """
+    with _cycle_collector_paused():
+        return _parse_queue(raw)
+
+
+@contextlib.contextmanager
+def _cycle_collector_paused() -> Iterator[None]:
+    """Hold Python's cyclic garbage collector while a queue is read.
+
+    Reading 100,000 jobs makes tens of millions of objects and no reference cycles, so the
+    collector's passes over the ever larger heap find nothing: they took a third of the time
+    (2 of 6 s). Memory is still freed by reference counting; the collector runs again after."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
     try:
         data = jsontext.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -324,24 +420,37 @@ class RenderQueue:
             self._warn(f"{self.path}: cannot read the render queue ({exc.strerror or exc}); starting empty")
             return
         entries, problems = parse_queue(raw)
-        if problems:
-            try:
-                aside = keep_aside(self.path, copy=bool(entries))
-                kept = f"kept {'the file' if entries else 'it'} as {aside.name}"
-            except OSError as exc:
-                kept = f"could not keep it aside ({exc.strerror or exc})"
-            if entries:
-                self._warn(
-                    f"{self.path.name}: {len(problems)} job(s) could not be read ({problems[0]}); "
-                    f"{kept} and loaded the other {len(entries)}"
-                )
-            else:
-                what = problems[0] if len(problems) == 1 else f"{len(problems)} bad jobs: {problems[0]}"
-                self._warn(f"{self.path.name} was damaged ({what}); {kept} and started an empty queue")
         self._entries = [
             replace(e, state="interrupted", eta_s=None) if e.state == "running" else e  # the process died
             for e in entries
         ]
+        if problems:
+            self._set_aside(entries, problems)
+
+    def _set_aside(self, entries: list[QueueEntry], problems: list[str]) -> None:
+        """Keep a damaged queue file aside once and say so; where some jobs could be read, the
+        file is then rewritten with them, so the next read is clean (and makes no second copy).
+        A file that could not be kept aside is left as it is: its bytes are not lost."""
+        try:
+            aside = keep_aside(self.path, copy=bool(entries))
+            kept = f"kept {'the file' if entries else 'it'} as {aside.name}"
+        except OSError as exc:
+            aside = None
+            kept = f"could not keep it aside ({exc.strerror or exc})"
+        if not entries:
+            what = problems[0] if len(problems) == 1 else f"{len(problems)} bad jobs: {problems[0]}"
+            self._warn(f"{self.path.name} was damaged ({what}); {kept} and started an empty queue")
+            return
+        rewrote = ""
+        if aside is not None:
+            try:
+                self._save()
+            except (OSError, UserError) as exc:  # a full disk is a UserError (DiskFull)
+                rewrote = f"; could not rewrite it ({getattr(exc, 'strerror', None) or exc})"
+        self._warn(
+            f"{self.path.name}: {len(problems)} job(s) could not be read ({problems[0]}); "
+            f"{kept} and loaded the other {len(entries)}{rewrote}"
+        )
 
     def _warn(self, text: str) -> None:
         self.warning = text

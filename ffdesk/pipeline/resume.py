@@ -11,6 +11,16 @@ or does not match (a disk that lost a file's tail, a copy gone wrong) is rendere
 segment after it, and the render says so. A manifest from before these checks existed names
 segments that cannot be checked: they are rendered again too.
 
+The checksums do not cover the manifest's own numbers, which say where the render resumes (the
+frames done, the pts after the last one): a manifest edited with its checksums kept could skip
+or repeat frames. So the numbers are checked too, against each other (segment i is number i in
+`seg0000i.EXT`, a plain name inside the folder; each holds at least one frame, its pts rise and
+leave room for its frames, it starts after the previous one ends, and together they stay within
+the render's frames where the caller knows them) and against the files (the frames each holds
+and the time of its first and last, read from its packets: the recorded pts must be those times
+in one time base, the source's, for every segment). The first segment that disagrees is treated
+as a damaged one.
+
 One render at a time owns a work folder: `Manifest.open` takes an exclusive lock on it
 (`ffdesk.pipeline.lock`, a file beside the folder, so starting over never loses it) and holds it
 until `close()` or `discard()`; a second render of the same output is refused in one line.
@@ -19,18 +29,27 @@ until `close()` or `discard()`; a second render of the same output is refused in
 from __future__ import annotations
 
 import json
+import re
 import zlib
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
+from fractions import Fraction
 from pathlib import Path
 
 from ffdesk import jsontext
+from ffdesk.errors import MediaError
 from ffdesk.media.atomic import clear_folder, refuse_link, remove_folder, write_text_atomic
+from ffdesk.media.segments import SegmentContents, segment_contents
 from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
 _PARTS_SUFFIX = ".ffdesk-parts"
 _LOCK_SUFFIX = ".ffdesk-lock"
 _CHUNK = 1 << 20
+_SEGMENT_NAME = re.compile(r"seg([0-9]{5,})(\.[A-Za-z0-9]{1,8})?")
+"""How a render names segment i: seg00000.mp4, seg00001.mp4, ... (a PNG segment: a folder, no suffix)."""
+_REQUIRED = frozenset({"number", "file", "frames", "first_pts", "last_pts"})
 
 
 @dataclass(frozen=True)
@@ -49,18 +68,27 @@ class Segment:
 
     @classmethod
     def from_json(cls, data: object) -> Segment:
-        """A segment as stored in the manifest; `ValueError` for anything else."""
-        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)}:
-            raise ValueError("not a segment record")
+        """A segment as stored in the manifest; `ValueError` saying what is wrong for anything
+        else ("names '../x', not a file of its own folder"), to follow "segment N" in a note."""
+        if not isinstance(data, dict) or set(data) - {f.name for f in fields(cls)} or _REQUIRED - set(data):
+            raise ValueError("is not a segment record")
+        name = data["file"]
+        if not isinstance(name, str):
+            raise ValueError("has no file name")
+        if not is_plain_name(name):
+            raise ValueError(f"names {name[:60]!r}, not a file of its own folder")
         seg = cls(**data)
         ints = (seg.number, seg.frames, seg.first_pts, seg.last_pts)
         optional = (seg.size, seg.crc32)
         if not all(type(v) is int for v in ints) or not all(v is None or type(v) is int for v in optional):
-            raise ValueError("not a segment record")
-        name = seg.file
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
-            raise ValueError("not a segment file name")
+            raise ValueError("has numbers that are not whole numbers")
         return seg
+
+
+def is_plain_name(name: str) -> bool:
+    """Whether `name` names an entry of the work folder itself: no folder part ("/", "\\"), not
+    hidden, ".." or empty, no NUL."""
+    return bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
 
 
 def segment_check(path: Path) -> tuple[int, int]:
@@ -103,6 +131,139 @@ def check_segment(folder: Path, segment: Segment) -> str | None:
     return None
 
 
+def first_disagreement(
+    folder: Path,
+    segments: Sequence[Segment],
+    *,
+    frames: int | None = None,
+    time_base: Fraction | None = None,
+) -> tuple[int, str] | None:
+    """The first of `segments` that cannot be reused, and why (to follow "segment N"), or None.
+
+    In order, each segment's numbers are checked against those before it (`numbers_problem`),
+    then its bytes (`check_segment`), then what the file holds against its record: the frame
+    count, and the first and last frame's times against its pts (`pts_disagreement`, over the
+    segments that passed the rest). `frames`: the render's frames where known exactly;
+    `time_base`: the source's pts time base where known."""
+    found: tuple[int, str] | None = None
+    contents: list[SegmentContents | None] = []
+    done = 0
+    for i, segment in enumerate(segments):
+        problem = numbers_problem(i, segment, segments[0], segments[i - 1] if i else None)
+        if problem is None and frames is not None and done + segment.frames > frames:
+            problem = f"takes the render past its {frames} frames ({done + segment.frames})"
+        problem = problem or check_segment(folder, segment)
+        held: SegmentContents | None = None
+        if problem is None:
+            try:
+                held = segment_contents(folder / segment.file)
+            except (MediaError, OSError) as exc:
+                problem = f"cannot be read back ({exc})"
+        if problem is None and held is not None and held.frames != segment.frames:
+            problem = f"holds {held.frames} frames, not the {segment.frames} recorded"
+        if problem is not None:
+            found = (i, problem)
+            break
+        contents.append(held)
+        done += segment.frames
+    earlier = pts_disagreement(segments[: len(contents)], contents, time_base)
+    return earlier if earlier is not None else found
+
+
+def numbers_problem(i: int, segment: Segment, first: Segment, previous: Segment | None) -> str | None:
+    """Why the record in place `i` cannot be the render's segment i, judged by its numbers and
+    those of the segment before it (`previous`) alone, or None. Its file must be named as the
+    render names it (seg0000i plus the first segment's suffix)."""
+    if segment.number != i:
+        return f"is recorded as number {segment.number}"
+    named = _SEGMENT_NAME.fullmatch(first.file)
+    expected = f"seg{i:05d}{(named.group(2) or '') if named else ''}"
+    if segment.file != expected:
+        return f"names the file {segment.file[:60]!r} where {expected!r} belongs"
+    a, b, n = segment.first_pts, segment.last_pts, segment.frames
+    if n < 1:
+        return f"records {n} frames"
+    if b < a:
+        return f"ends at pts {b}, before it starts (pts {a})"
+    if b - a < n - 1:
+        return f"records {n} frames between pts {a} and {b}: more than fit"
+    if previous is not None and a <= previous.last_pts:
+        return f"starts at pts {a}, not after the previous segment's last frame (pts {previous.last_pts})"
+    return None
+
+
+def pts_disagreement(
+    segments: Sequence[Segment], contents: Sequence[SegmentContents | None], time_base: Fraction | None
+) -> tuple[int, str] | None:
+    """The first segment whose recorded pts are not its frames' times in the source's time base,
+    and why, or None.
+
+    The render writes the source's pts into each segment, so for every segment the first and
+    last frame's times (pts times the file's own time base, exact fractions) are its recorded
+    pts times one and the same time base. Where the caller does not give it, each segment gives
+    its own from its times (which must agree within the segment, be positive, and be a whole
+    multiple of the file's time base, as a muxer makes it); the one most segments give is taken
+    when more than half of them give it, else the first segment that gives one is not trusted.
+    Segments without times (PNG frames, a file FFmpeg does not recognise) are not judged here."""
+    own: list[Fraction | None] = []
+    for i, (segment, held) in enumerate(zip(segments, contents, strict=True)):
+        ratio, problem = _own_time_base(segment, held, time_base)
+        if problem is not None:
+            return i, problem
+        own.append(ratio)
+    given = [r for r in own if r is not None]
+    if not given:
+        return None
+    chosen = time_base
+    if chosen is None:
+        ratio, count = Counter(given).most_common(1)[0]
+        if 2 * count <= len(given) and len(set(given)) > 1:
+            first = next(i for i, r in enumerate(own) if r is not None)
+            return (
+                first,
+                "has pts that disagree with the other segments' (no one time base fits most of them)",
+            )
+        chosen = ratio
+    for i, ratio in enumerate(own):
+        held = contents[i]
+        if ratio is not None and ratio != chosen and held is not None:
+            return i, _pts_mismatch(segments[i], held, chosen)
+    return None
+
+
+def _own_time_base(
+    segment: Segment, held: SegmentContents | None, time_base: Fraction | None
+) -> tuple[Fraction | None, str | None]:
+    """The time base that turns `segment`'s recorded pts into its frames' times (None where its
+    pts are all 0 or the file gives no times), or why none can."""
+    if held is None or held.first_s is None or held.last_s is None:
+        return None, None
+    pairs = ((segment.first_pts, held.first_s), (segment.last_pts, held.last_s))
+    ratios = {t / p for p, t in pairs if p != 0}
+    fits = all(t == 0 for p, t in pairs if p == 0) and len(ratios) <= 1 and all(r > 0 for r in ratios)
+    ratio = next(iter(ratios)) if ratios else None
+    if fits and ratio is not None and time_base is None and held.time_base:
+        fits = (ratio / held.time_base).denominator == 1  # the muxer's ticks divide the source's
+    if fits and time_base is not None and ratio is not None and ratio != time_base:
+        fits = False
+    if not fits:
+        return None, _pts_mismatch(segment, held, time_base)
+    return ratio, None
+
+
+def _pts_mismatch(segment: Segment, held: SegmentContents, time_base: Fraction | None) -> str:
+    """One line: the recorded pts against the frames' own (in `time_base` where it gives whole
+    numbers, else as seconds)."""
+    recorded = f"records pts {segment.first_pts}-{segment.last_pts}"
+    first, last = held.first_s, held.last_s
+    assert first is not None and last is not None
+    if time_base:
+        a, b = first / time_base, last / time_base
+        if a.denominator == 1 and b.denominator == 1:
+            return f"{recorded} where its frames have pts {a}-{b}"
+    return f"{recorded}, which are not its frames' times ({float(first):.3f}-{float(last):.3f} s)"
+
+
 def work_dir_for(output: Path) -> Path:
     """The hidden folder beside `output` that holds its segments and manifest."""
     return output.parent / f".{output.name}{_PARTS_SUFFIX}"
@@ -132,19 +293,36 @@ class Manifest:
         self.fingerprint = fingerprint
         self.segments: list[Segment] = list(segments or [])
         self._lock: OutputLock | None = None
+        self._records = len(self.segments)
+        """How many segment records the file held (those after an unreadable one included)."""
+        self._unreadable: str | None = None
+        """Why the record after `segments` could not be read, if one could not."""
 
     @classmethod
-    def open(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
+    def open(
+        cls,
+        folder: Path,
+        fingerprint: str,
+        resume: bool,
+        *,
+        frames: int | None = None,
+        time_base: Fraction | None = None,
+    ) -> tuple[Manifest, str | None]:
         """Lock `folder` for this render, then open or start the manifest in it.
 
         Returns the manifest and, when earlier work was discarded, a one-line reason for the user.
         Files in the folder that the manifest does not name are removed. Raises `UserError`
         ("OUTPUT is being rendered by process PID ...") while another live render holds the
         folder; the lock is held until `close()` or `discard()`.
+
+        `frames`: how many frames the render's range holds, where the caller knows it exactly
+        (finished segments holding more are not reused); `time_base`: the time base of the
+        source's pts, where known (else it is inferred from the segments themselves, as the one
+        most of them agree on).
         """
         lock = OutputLock.acquire(lock_path_for(folder), str(output_for(folder)))
         try:
-            manifest, note = cls._open_locked(folder, fingerprint, resume)
+            manifest, note = cls._open_locked(folder, fingerprint, resume, frames, time_base)
         except BaseException:
             lock.release()
             raise
@@ -152,7 +330,14 @@ class Manifest:
         return manifest, note
 
     @classmethod
-    def _open_locked(cls, folder: Path, fingerprint: str, resume: bool) -> tuple[Manifest, str | None]:
+    def _open_locked(
+        cls,
+        folder: Path,
+        fingerprint: str,
+        resume: bool,
+        frames: int | None = None,
+        time_base: Fraction | None = None,
+    ) -> tuple[Manifest, str | None]:
         note: str | None = None
         refuse_link(folder, "the render's work folder")
         existing = cls._read(folder)
@@ -163,7 +348,7 @@ class Manifest:
             note = "settings or input changed since the interrupted render: starting over"
             existing = None
         elif existing is not None:
-            note = existing._keep_checked_prefix()
+            note = existing._keep_checked_prefix(frames, time_base)
         manifest = existing or cls(folder, fingerprint)
         if existing is None and folder.exists():
             remove_folder(folder)
@@ -175,25 +360,44 @@ class Manifest:
 
     @classmethod
     def _read(cls, folder: Path) -> Manifest | None:
+        """The manifest in `folder`, None when there is none or it is not one at all. Its
+        segment records are read up to the first that cannot be (kept as `_unreadable`)."""
         path = folder / MANIFEST_NAME
         try:
             data = jsontext.loads(path.read_text(encoding="utf-8"))
-            segments = [Segment.from_json(s) for s in data["segments"]]
-            return cls(folder, str(data["fingerprint"]), segments)
+            records = data["segments"]
+            fingerprint = str(data["fingerprint"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        if not isinstance(records, list):
+            return None
+        manifest = cls(folder, fingerprint)
+        for record in records:
+            try:
+                manifest.segments.append(Segment.from_json(record))
+            except (ValueError, TypeError) as exc:
+                manifest._unreadable = str(exc) or "is not a segment record"
+                break
+        manifest._records = len(records)
+        return manifest
 
-    def _keep_checked_prefix(self) -> str | None:
-        """Drop the first segment that fails its check and every one after it; say so."""
-        for i, segment in enumerate(self.segments):
-            problem = check_segment(self.folder, segment)
-            if problem is None:
-                continue
-            after = len(self.segments) - i - 1
-            redo = f"rendering it and the {after} after it again" if after else "rendering it again"
-            self.segments = self.segments[:i]
-            return f"segment {segment.number} {problem}: {redo}"
-        return None
+    def _keep_checked_prefix(
+        self, frames: int | None = None, time_base: Fraction | None = None
+    ) -> str | None:
+        """Drop the first segment that fails its check or whose numbers disagree (with the file
+        on disk or the segments before it), and every one after it; say so in one line."""
+        found = first_disagreement(self.folder, self.segments, frames=frames, time_base=time_base)
+        if found is None and self._unreadable is not None:
+            found = (len(self.segments), self._unreadable)
+        if found is None:
+            return None
+        i, problem = found
+        after = self._records - i - 1
+        redo = f"rendering it and the {after} after it again" if after else "rendering it again"
+        self.segments = self.segments[:i]
+        self._records = len(self.segments)
+        self._unreadable = None
+        return f"segment {i} {problem}: {redo}"
 
     def _remove_debris(self) -> None:
         clear_folder(self.folder, {s.file for s in self.segments} | {MANIFEST_NAME})

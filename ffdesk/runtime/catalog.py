@@ -6,6 +6,7 @@ The data lives in `resources/catalog.toml`; this module only parses it into froz
 from __future__ import annotations
 
 import functools
+import math
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ IDENTITIES: tuple[str, ...] = ("projected", "unit", "converted", "image")
 DESCRIPTION_SUFFIX = ".toml"
 """A model file not in the catalog can be described by `<stem>.toml` beside it, holding one
 `[[model]]` table in the catalog's format."""
+MAX_DESCRIPTION_BYTES = 256 * 1024
+"""A `<stem>.toml` description larger than this is refused unread (the catalog's entries are
+about 1 KiB each)."""
 DTYPES: tuple[str, ...] = ("float32", "float16", "float64", "int64", "int32", "uint8")
 
 
@@ -236,17 +240,101 @@ class Catalog:
         return None
 
 
-def _floats(value: Any, default: float) -> tuple[float, ...]:
+MIN_SIDE = 8
+MAX_SIDE = 4096
+"""Bounds of an image tensor's side in pixels, and of the size options (`size`, `min_size`, ...):
+the published models run at 112 to 2048 px (gpen_bfr_2048), detectors at 160 to 640; a 4096-px
+crop is already 48 MiB a face as RGB bytes, and what a description asks for is allocated per face
+(65536 px would ask OpenCV for 12 GiB)."""
+MAX_DIM = 1 << 24
+"""The largest fixed dimension any tensor of a contract may have (a detector's anchor axis is in
+the tens of thousands)."""
+MAX_ELEMENTS = 1 << 28
+"""The most elements one tensor of a contract may hold, fixed dims multiplied (1 GiB of float32)."""
+MAX_RANK = 8
+SIZE_OPTIONS = ("size", "min_size", "max_size", "heatmap_size", "box_scale")
+"""Options read as a size in pixels: each a whole number within `MIN_SIDE`..`MAX_SIDE`."""
+
+
+def _quoted(value: Any) -> str:
+    """A value from the file, quoted, on one line and at most about 40 characters."""
+    text = str(value)
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _listed(values: tuple[float, ...]) -> str:
+    return str(values[0]) if len(values) == 1 else "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def _floats(value: Any, default: float, field: str) -> tuple[float, ...]:
+    """A number or a list of numbers (1 to 4 of them), each finite, and for `std` each above 0;
+    `ValueError` naming `field`."""
     if value is None:
         return (default,)
-    if isinstance(value, list):
-        return tuple(float(v) for v in value)
-    return (float(value),)
+    values = value if isinstance(value, list) else [value]
+    if not 1 <= len(values) <= 4:
+        raise ValueError(f"{field} has {len(values)} values (one, or one per channel)")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"{field} {v!r} is not a number")
+        if not math.isfinite(float(v)):
+            raise ValueError(f"{field} {v!r} is not a finite number")
+        out.append(float(v))
+    if field == "std" and any(v <= 0 for v in out):
+        raise ValueError(f"std {_listed(tuple(out))}: each must be above 0 (pixels are divided by it)")
+    return tuple(out)
+
+
+def _dim(d: Any) -> bool:
+    """Whether `d` is a contract dim: a whole number 1..`MAX_DIM`, -1 or a short printable name."""
+    if isinstance(d, str):
+        return bool(d.strip()) and d.isprintable() and len(d) <= 64
+    return isinstance(d, int) and not isinstance(d, bool) and (d == -1 or 1 <= d <= MAX_DIM)
+
+
+def _shape(value: Any) -> tuple[Dim, ...]:
+    """A contract's shape: 1 to `MAX_RANK` dims (`_dim`), at most `MAX_ELEMENTS` fixed elements."""
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_RANK:
+        raise ValueError(f"shape {value!r:.60} (a list of 1 to {MAX_RANK} dims)")
+    bad = next((d for d in value if not _dim(d)), None)
+    if bad is not None:
+        raise ValueError(f"shape {value!r:.60}: dim {bad!r:.20} (a whole number 1..{MAX_DIM}, -1 or a name)")
+    fixed = 1
+    for d in value:
+        fixed *= d if isinstance(d, int) and d > 0 else 1
+    if fixed > MAX_ELEMENTS:
+        raise ValueError(f"shape {value!r:.60} holds {fixed:,} elements (at most {MAX_ELEMENTS:,})")
+    return tuple(value)
+
+
+def _image_checks(t: TensorSpec) -> None:
+    """An image tensor's sides within `MIN_SIDE`..`MAX_SIDE` and its mean/std one value or one
+    per channel."""
+    if t.layout and t.rank == 4:
+        sides = (t.shape[2], t.shape[3]) if t.layout == "NCHW" else (t.shape[1], t.shape[2])
+        channels = t.shape[1] if t.layout == "NCHW" else t.shape[3]
+        for side in sides:
+            if not is_dynamic(side) and not MIN_SIDE <= int(side) <= MAX_SIDE:
+                raise ValueError(
+                    f"shape {list(t.shape)}: a side of {side} px (an image's is {MIN_SIDE}..{MAX_SIDE})"
+                )
+        for field, values in (("mean", t.mean), ("std", t.std)):
+            if len(values) > 1 and not is_dynamic(channels) and len(values) != int(channels):
+                raise ValueError(
+                    f"{field} {_listed(values)} for {channels} channels (one value, or one each)"
+                )
+    elif t.layout:
+        raise ValueError(f"layout {t.layout!r} on a rank-{t.rank} tensor (an image is rank 4)")
 
 
 def _tensor(raw: Mapping[str, Any], where: str) -> TensorSpec:
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{where}: {raw!r:.60} is not a table")
+    name = raw.get("name", "")
+    label = f"{where} {_quoted(name)}" if name else where
     try:
-        shape = tuple(d if isinstance(d, str) else int(d) for d in raw["shape"])
+        shape = _shape(raw["shape"])
         dtype = str(raw.get("dtype", "float32"))
         if dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r}")
@@ -256,18 +344,24 @@ def _tensor(raw: Mapping[str, Any], where: str) -> TensorSpec:
         color = str(raw.get("color", ""))
         if color not in ("", "RGB", "BGR"):
             raise ValueError(f"color {color!r}")
-        return TensorSpec(
+        spec = TensorSpec(
             name=str(raw.get("name", "")),
             shape=shape,
             dtype=dtype,
             layout=layout,
             color=color,
-            mean=_floats(raw.get("mean"), 0.0),
-            std=_floats(raw.get("std"), 1.0),
+            mean=_floats(raw.get("mean"), 0.0, "mean"),
+            std=_floats(raw.get("std"), 1.0, "std"),
             optional=bool(raw.get("optional", False)),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UserError(f"{where}: bad tensor entry ({exc})") from exc
+        if not spec.name.isprintable() or len(spec.name) > 200:
+            raise ValueError("name: printable, at most 200 characters")
+        _image_checks(spec)
+        return spec
+    except KeyError as exc:
+        raise UserError(f"{label}: missing {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{label}: {exc}") from exc
 
 
 def _freeze(value: Any) -> Any:
@@ -278,9 +372,44 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _check_options(options: Any) -> None:
+    """`ValueError` for a size option outside `MIN_SIDE`..`MAX_SIDE`, or any number in the
+    options that is not finite."""
+    if not isinstance(options, Mapping):
+        raise ValueError("options must be a table")
+
+    def numbers(key: str, value: Any) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"options.{key} {value!r} is not a finite number")
+        if isinstance(value, list):
+            for v in value:
+                numbers(key, v)
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                numbers(f"{key}.{k}", v)
+
+    for key, value in options.items():
+        numbers(str(key), value)
+        if key in SIZE_OPTIONS:
+            ok = isinstance(value, int) and not isinstance(value, bool) and MIN_SIDE <= value <= MAX_SIDE
+            if not ok:
+                raise ValueError(f"options.{key} {value!r} (a size in pixels, {MIN_SIDE}..{MAX_SIDE})")
+
+
+def _tensors(raw: Mapping[str, Any], key: str, here: str) -> tuple[TensorSpec, ...]:
+    entries = raw[key]
+    if not isinstance(entries, list) or len(entries) > 64:
+        raise UserError(f"{here}: {key} must be a list of at most 64 tensor tables")
+    return tuple(_tensor(t, f"{here} {key}[{i}]") for i, t in enumerate(entries))
+
+
 def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{where}: a [[model]] entry must be a table")
     try:
         name = str(raw["name"])
+        if not name or not name.isprintable() or len(name) > 200:
+            raise ValueError(f"name {_quoted(name)} (printable, 1 to 200 characters)")
         kind = str(raw["kind"])
         if kind not in KINDS:
             raise ValueError(f"kind {kind!r}")
@@ -292,6 +421,7 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
             raise ValueError(f"hash {hash_kind!r}")
         here = f"{where} model {name!r}"
         options = raw.get("options", {})
+        _check_options(options)
         identity = str(raw.get("identity", ""))
         if kind == "swapper" and identity not in IDENTITIES:
             raise ValueError(f"identity {identity!r} (a swapper needs one of {', '.join(IDENTITIES)})")
@@ -301,10 +431,10 @@ def _model(raw: Mapping[str, Any], where: str) -> ModelSpec:
             name=name,
             kind=kind,
             file=str(raw["file"]),
-            inputs=tuple(_tensor(t, here) for t in raw["inputs"]),
-            outputs=tuple(_tensor(t, here) for t in raw["outputs"]),
+            inputs=_tensors(raw, "inputs", here),
+            outputs=_tensors(raw, "outputs", here),
             template=template,
-            size_bytes=int(raw.get("size_bytes", 0)),
+            size_bytes=max(0, int(raw.get("size_bytes", 0))),
             hash_kind=hash_kind,
             sha256=cast(str | None, raw.get("sha256")),
             description=str(raw.get("description", "")),
@@ -366,18 +496,24 @@ def load_description(model_file: Path) -> ModelSpec | None:
     if not path.is_file():
         return None
     try:
+        if path.stat().st_size > MAX_DESCRIPTION_BYTES:
+            raise UserError(f"{path}: a model description of over {MAX_DESCRIPTION_BYTES // 1024} KiB")
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"{path}: cannot read the model description ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not a valid model description (not UTF-8 text)") from exc
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not a valid model description ({exc})") from exc
     entries = data.get("model", [])
     if isinstance(entries, dict):
         entries = [entries]
-    if len(entries) != 1:
+    if not isinstance(entries, list) or len(entries) != 1 or not isinstance(entries[0], dict):
         raise UserError(f"{path}: a model description holds exactly one [[model]] table")
     raw = dict(entries[0])
     raw.setdefault("name", Path(model_file).stem)
     raw.setdefault("file", Path(model_file).name)
     spec = _model(raw, str(path))
+    if not spec.inputs or not spec.outputs:
+        raise UserError(f"{path} model {spec.name!r}: a description lists at least one input and one output")
     return replace(spec, file=Path(model_file).name)

@@ -14,35 +14,71 @@ one in a folder of their own (`RuntimeEnv.in_folder`).
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ffdesk import jsontext
+from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
 
 APP = "ffdesk"
 
+log = logging.getLogger(__name__)
+
 
 def read_settings(path: Path) -> dict[str, Any]:
     """The settings file's keys ({} when it is missing or unreadable)."""
+    return _load_settings(Path(path))[0]
+
+
+def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The settings file's keys, and why it cannot be read when it is there but damaged (not
+    UTF-8, not JSON, not an object, nested too deep) or unreadable; ({}, None) when missing."""
     try:
-        data = jsontext.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        data = jsontext.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return {}, "is not text (damaged?)"
+    except ValueError as exc:
+        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
+    if not isinstance(data, dict):
+        return {}, "is not a JSON object"
+    return data, None
 
 
-def write_setting(path: Path, key: str, value: Any) -> None:
-    """Set one key in the settings file at `path` (atomically; other keys are kept)."""
+def write_setting(path: Path, key: str, value: Any) -> str | None:
+    """Set one key in the settings file at `path` (atomically; other keys are kept).
+
+    A file that is there but cannot be read is first kept aside as NAME.corrupt (never written
+    over), then a fresh one holds the key: the one-line note saying so is logged (stderr on the
+    command line) and returned; None when the file was sound or missing. `UserError` when a
+    damaged file cannot be kept aside (nothing is written then)."""
     path = Path(path)
-    data = read_settings(path)
+    data, problem = _load_settings(path)
+    note = None
+    if problem is not None:
+        try:
+            aside = atomic.keep_aside(path)
+        except OSError as exc:
+            raise UserError(
+                f"{path}: the settings file {problem} and cannot be kept aside ({exc.strerror or exc}); "
+                "move it away and try again"
+            ) from None
+        note = f"{path.name} {problem}: kept it as {aside.name} and started a fresh one"
+        log.warning("%s", note)
     data[key] = value
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True), durable=False)
+    return note
 
 
 @dataclass(frozen=True)
@@ -56,7 +92,10 @@ class RuntimeEnv:
     driver: the GPU driver switches (no NVML, no NVENC);
     bench_cache_dir / bench_history: where benches keep inputs and their figures;
     resources_dir: the bundled resources folder when moved (`FFDESK_RESOURCES`), else None (the
-    installed one, see `ffdesk.runtime.resources`)."""
+    installed one, see `ffdesk.runtime.resources`);
+    max_pixels: the most pixels an image or video frame may have before it is decoded
+    (`FFDESK_MAX_PIXELS`), else None (the default, `ffdesk.media.probe.DEFAULT_MAX_PIXELS`); a
+    front end hands it on (`RenderJob.max_pixels`) where the user gave no `--max-pixels`."""
 
     cache_dir: Path
     data_dir: Path
@@ -66,11 +105,13 @@ class RuntimeEnv:
     bench_cache_dir: Path | None = None
     bench_history: Path | None = None
     resources_dir: Path | None = None
+    max_pixels: int | None = None
 
     @classmethod
     def from_system(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv:
         """The platform's user folders (`platformdirs`), the saved settings and the `FFDESK_*`
-        variables of `environ` (default: this process's environment)."""
+        variables of `environ` (default: this process's environment). `UserError` for a
+        `FFDESK_MAX_PIXELS` that is not a number of pixels."""
         from platformdirs import user_cache_dir, user_config_dir, user_data_dir
 
         env = os.environ if environ is None else environ
@@ -79,6 +120,7 @@ class RuntimeEnv:
         settings = Path(user_config_dir(APP)) / "settings.json"
         bench_root = env.get("FFDESK_BENCH_CACHE")
         history = env.get("FFDESK_BENCH_HISTORY")
+        max_pixels = env.get("FFDESK_MAX_PIXELS", "").strip()
         return cls(
             cache_dir=cache,
             data_dir=data,
@@ -88,6 +130,7 @@ class RuntimeEnv:
             bench_cache_dir=(Path(bench_root) if bench_root else cache) / "bench",
             bench_history=Path(history) if history else data / "bench-history.jsonl",
             resources_dir=moved_resources_dir(env),
+            max_pixels=parse_max_pixels(max_pixels, "FFDESK_MAX_PIXELS") if max_pixels else None,
         )
 
     @classmethod
@@ -162,3 +205,23 @@ def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None
     """`$FFDESK_RESOURCES`: a resources folder to use instead of the installed one, or None."""
     value = (os.environ if environ is None else environ).get("FFDESK_RESOURCES")
     return Path(value) if value else None
+
+
+_PIXELS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(mp?)?\s*$", re.IGNORECASE)
+
+
+def parse_max_pixels(text: str, what: str = "--max-pixels") -> int:
+    """A pixel limit as users write it: pixels ("250000000", "250_000_000") or megapixels with
+    "M" or "MP" ("250M", "0.5MP"). `UserError` naming `what` (the option or variable it came
+    from) for anything else, or for less than one pixel."""
+    m = _PIXELS.match(str(text).replace("_", ""))
+    pixels = 0
+    if m is not None:
+        number, mega = m.groups()
+        if mega:
+            pixels = round(float(number) * 1_000_000)
+        elif "." not in number:
+            pixels = int(number)
+    if pixels < 1:
+        raise UserError(f"{what}: {text!r} is not a number of pixels, 1 or more (e.g. 250000000, 250M)")
+    return pixels

@@ -2,6 +2,10 @@
 
 Integrity rules (`verify`):
 - a file that does not parse as ONNX -> "truncated or not an ONNX model";
+- what the file declares, read without its external data (`integrity.model_problems`):
+  external data outside the model's folder (absolute, `..`, a link pointing out), missing or
+  too short for its offsets and lengths; a tensor or constant shape above
+  `integrity.MAX_TENSOR_ELEMENTS` elements, or holding fewer bytes than its dims say;
 - a `<stem>.hash` sidecar (FaceFusion: zlib CRC32 in hex) that does not match -> "hash mismatch";
   a catalog `sha256` that does not match -> "hash mismatch (sha256)";
 - inputs/outputs that break the catalog contract (names, ranks, fixed dims, dtypes).
@@ -24,6 +28,7 @@ from ffdesk.runtime.integrity import (
     CHUNK,
     crc32_hex,
     file_fingerprint,
+    model_problems,
     save_onnx_atomic,
     sha256_hex,
     sidecar_path,
@@ -243,9 +248,15 @@ def load_onnx(path: Path) -> Any:
     return model
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
 def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
-    """Every problem with `path` as the file for `spec` (empty when it is good). With `strict`,
-    a missing hash sidecar is a problem too."""
+    """Every problem with `path` as the file for `spec` (empty when it is good), one line each
+    naming the file: what it declares (`integrity.model_problems`), its contract, its hash. With
+    `strict`, a missing hash sidecar is a problem too. Never raises for what a file holds."""
     path = Path(path)
     name = path.name
     if not path.is_file():
@@ -263,7 +274,10 @@ def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
             model = load_onnx(path)
         except UserError as exc:
             return [str(exc)]
-        problems = check_contract(spec, model, name)
+        try:
+            problems = model_problems(model, path) + check_contract(spec, model, name)
+        except Exception as exc:  # noqa: BLE001 - a hostile file must never stop a check of the folder
+            problems = [f"{name}: cannot be checked ({type(exc).__name__}: {_first_line(exc)})"]
         del model
     status = hash_status(spec, path)
     if status == "mismatch":

@@ -85,9 +85,11 @@ def save_onnx_atomic(model: Any, dest: Path) -> None:
 
 MAX_TENSOR_ELEMENTS = 1 << 28
 """The most elements one tensor of a model file may declare: 268,435,456 (1 GiB of float32).
-The published models are far below it (inswapper_128's largest weight is a 1024x1024x3x3
-convolution, 9.4M elements; its identity projection 512x512), and so are the activations a
-constant shape can make in them (a 2048-px GPEN's widest, 32x2048x2048, is 2^27)."""
+The published models' weights are far below it (inswapper_128's identity projection is 512x512;
+the realistic-size stand-ins' largest are a 1024x1024x3x3 convolution, 9.4M elements, in the
+inswapper-shaped one and 27M in the GFPGAN- and GPEN-sized ones), and so are the activations a
+constant shape can make in them (a 2048-px GPEN's widest, 32x2048x2048, is 2^27); ten times the
+largest of those is still well under it, and a tensor at the bound already costs 1 GiB."""
 MAX_SHAPE_DIMS = 64
 """A constant shape (ConstantOfShape, Reshape, Expand, Tile) with more entries than this is refused."""
 MAX_PROBLEM_LINES = 8
@@ -124,7 +126,8 @@ def _fmt_dims(dims: Iterable[int]) -> str:
 
 
 class _Problems:
-    """Problem lines of one file: alike problems (same key) once, with how many more there are."""
+    """Problem lines of one file: alike problems (same key) once, with how many more there are
+    (where the text has `{more}`, or at its end)."""
 
     def __init__(self, file: str) -> None:
         self.file = file
@@ -137,10 +140,13 @@ class _Problems:
             self.lines[key] = [text, 1]
 
     def render(self) -> list[str]:
-        out = [
-            f"{self.file}: {text}" + (f" (and {n - 1} more like it)" if n > 1 else "")
-            for text, n in self.lines.values()
-        ]
+        out = []
+        for text, n in self.lines.values():
+            more = f" and {n - 1} more" if n > 1 else ""
+            if "{more}" in text:
+                out.append(f"{self.file}: " + text.replace("{more}", more))
+            else:
+                out.append(f"{self.file}: {text}" + (f" ({more.strip()} like it)" if more else ""))
         if len(out) > MAX_PROBLEM_LINES:
             rest = len(out) - MAX_PROBLEM_LINES + 1
             out = [*out[: MAX_PROBLEM_LINES - 1], f"{self.file}: {rest} more problems"]
@@ -245,7 +251,7 @@ def _tensor_problems(t: Any, where: str, files: _ExternalFiles, found: _Problems
     location = info.get("location", "")
     size, why = files.size(location)
     if size is None:
-        found.add(("location", location, why), f"external data {_label(location)} of {where} {why}")
+        found.add(("location", location, why), f"external data {_label(location)} ({where}{{more}}) {why}")
         return
     try:
         offset = int(info.get("offset") or 0)
@@ -266,8 +272,8 @@ def _tensor_problems(t: Any, where: str, files: _ExternalFiles, found: _Problems
     if end > size:
         found.add(
             ("short", location),
-            f"external data {_label(location)} is {size:,} bytes, {where} needs bytes "
-            f"{offset:,}..{end:,} (cut off?)",
+            f"external data {_label(location)} is cut off at {size:,} bytes: {where} needs bytes "
+            f"{offset:,}..{end:,}",
         )
         return
     totals[1] += end - offset
@@ -311,21 +317,44 @@ def _constant_shape_problem(op: str, values: list[int]) -> str | None:
     return None
 
 
-def _graph_tensors(model: Any) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
-    """(where, tensor, node using it as a shape or None, constants in scope) over every graph."""
+def _not_text(values: Iterable[Any]) -> bool:
+    """Whether any of a file's names is not UTF-8 (protobuf then hands it over as bytes)."""
+    return any(not isinstance(v, str) for v in values)
+
+
+def _graph_tensors(
+    model: Any, garbled: list[str], dense: list[tuple[str, Any]]
+) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
+    """(where, tensor, node using it as a shape or None, constants in scope) over every graph;
+    what has a name that is not UTF-8 is added to `garbled`, and each sparse tensor (made dense
+    when it loads) to `dense`."""
     stack: list[tuple[Any, dict[str, Any]]] = [(model.graph, {})]
     stack += [(f, {}) for f in model.functions]
+    if _not_text(o.domain for o in model.opset_import):
+        garbled.append("an opset domain")
     while stack:
         graph, outer = stack.pop()
         consts = dict(outer)
+        values = (
+            *getattr(graph, "input", ()),
+            *getattr(graph, "output", ()),
+            *getattr(graph, "initializer", ()),
+        )
+        if _not_text(v.name for v in values):
+            garbled.append("a graph input, output or initializer")
         for t in getattr(graph, "initializer", ()):
             consts[t.name] = t
             yield f"initializer {_label(t.name)}", t, None, consts
         for sparse in getattr(graph, "sparse_initializer", ()):
+            dense.append((f"sparse initializer {_label(sparse.values.name)}", sparse))
             yield f"sparse initializer {_label(sparse.values.name)}", sparse.values, None, consts
             yield f"sparse initializer {_label(sparse.values.name)} indices", sparse.indices, None, consts
         for node in graph.node:
             here = _node_label(node)
+            if _not_text((node.name, node.op_type, node.domain, *node.input, *node.output)) or _not_text(
+                a.name for a in node.attribute
+            ):
+                garbled.append(here)
             for attr in node.attribute:
                 where = f"{here} attribute {_label(attr.name)}"
                 if attr.type == _ATTR_TENSOR:
@@ -336,9 +365,11 @@ def _graph_tensors(model: Any) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]
                     for t in attr.tensors:
                         yield where, t, None, consts
                 elif attr.type == _ATTR_SPARSE:
+                    dense.append((where, attr.sparse_tensor))
                     yield where, attr.sparse_tensor.values, None, consts
                 elif attr.type == _ATTR_SPARSES:
                     for s in attr.sparse_tensors:
+                        dense.append((where, s))
                         yield where, s.values, None, consts
                 elif attr.type == _ATTR_GRAPH:
                     stack.append((attr.g, consts))
@@ -359,12 +390,15 @@ def model_problems(model: Any, path: Path) -> list[str]:
     and lengths declared; a tensor (weight, constant) above `MAX_TENSOR_ELEMENTS` or holding
     fewer bytes than its dims say; a ConstantOfShape, Reshape, Expand or Tile whose constant
     shape makes more than `MAX_TENSOR_ELEMENTS`; and declared weights that add up to more than
-    the file and its external data hold (one region counted for many tensors)."""
+    the file and its external data hold (one region counted for many tensors); a sparse tensor
+    whose dense shape is above the bound; names that are not UTF-8."""
     path = Path(path)
     found = _Problems(path.name)
     files = _ExternalFiles(path.parent)
     totals = [0, 0]  # bytes embedded, bytes in external files
-    for where, tensor, node, consts in _graph_tensors(model):
+    garbled: list[str] = []
+    dense: list[tuple[str, Any]] = []
+    for where, tensor, node, consts in _graph_tensors(model, garbled, dense):
         if node is None:
             _tensor_problems(tensor, where, files, found, totals)
             continue
@@ -375,6 +409,16 @@ def model_problems(model: Any, path: Path) -> list[str]:
         problem = _constant_shape_problem(node.op_type, values) if values is not None else None
         if problem is not None:
             found.add(("shape", where), f"{where} {problem}")
+    for where in garbled:
+        found.add(("text",), f"has names that are not UTF-8 text ({where}{{more}})")
+    for where, sparse in dense:
+        dims = list(sparse.dims)
+        count = _elements(dims) if all(d >= 0 for d in dims) else -1
+        if not 0 <= count <= MAX_TENSOR_ELEMENTS:
+            found.add(
+                ("dense", where),
+                f"{where} is {_fmt_dims(dims)} once made dense (at most {MAX_TENSOR_ELEMENTS:,} elements)",
+            )
     try:
         file_bytes = path.stat().st_size
     except OSError:

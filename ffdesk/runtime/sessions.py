@@ -7,6 +7,7 @@ then silently runs on the CPU.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,7 +214,10 @@ class OrtSession:
         # Idle intra-op threads spin by default, taking CPU from decode, encode and other stages.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: ort.InferenceSession | None
-        self._session, self.weights_copy = _open(model, so, self.options)
+        try:
+            self._session, self.weights_copy = _open(model, so, self.options)
+        except Exception as exc:
+            raise load_error(self.source.name if self.source is not None else self.name, exc) from exc
         """`weights_copy`: the external-data copy the session was loaded from (None: the file)."""
         self.providers: tuple[str, ...] = tuple(self._session.get_providers())
         self.provider: str = self.providers[0]
@@ -380,6 +384,51 @@ def _open(
                 weights.discard(copy)
     target = str(model) if isinstance(model, Path) else model
     return ort.InferenceSession(target, sess_options=so, providers=providers), None
+
+
+_NOT_THE_FILE = (
+    "failed to allocate",
+    "out of memory",
+    "bad_alloc",
+    "alloc_failed",
+    "cannot allocate",
+    "cuda failure",
+    "cuda error",
+    "cudaerror",
+    "cudnn failure",
+    "cublas failure",
+    "tensorrt ep",
+    "[tensorrt",
+)
+"""Words of an ONNX Runtime load failure that is the machine's (memory, the GPU stack), not the
+file's: those keep their own exception (the residency manager recovers from running out; the
+words are `ffdesk.runtime.residency.is_oom_error`'s and the GPU providers' own)."""
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*")
+
+
+def load_error(label: str, exc: Exception) -> Exception:
+    """What a failure to load model file `label` should raise: a one-line `UserError` naming the
+    file where ONNX Runtime (`Fail`, `InvalidGraph`, `InvalidArgument`, `InvalidProtobuf`,
+    `NoSuchFile`, `NotImplemented`, `RuntimeException`, or a `UnicodeDecodeError` of its error
+    text) or onnx refused the file itself (a bad graph, an unknown operator, data it cannot read),
+    `exc` itself otherwise (out of memory, a GPU failure, an error of ffdesk's own)."""
+    from ffdesk.errors import UserError
+
+    if isinstance(exc, UserError | MemoryError):
+        return exc
+    if isinstance(exc, UnicodeDecodeError):  # ONNX Runtime's refusal quoting a name that is not text
+        return UserError(f"{label}: ONNX Runtime cannot load this model (it holds names that are not UTF-8)")
+    module = type(exc).__module__ or ""
+    from_runtime = module.startswith("onnxruntime")
+    from_onnx = module.startswith(("onnx.", "google.protobuf")) or module == "onnx"
+    text = str(exc).strip()
+    if not (from_runtime or from_onnx) or any(w in text.lower() for w in _NOT_THE_FILE):
+        return exc
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = _ORT_PREFIX.sub("", lines[0]) if lines else type(exc).__name__
+    if len(reason) > 300:
+        reason = reason[:297] + "..."
+    return UserError(f"{label}: ONNX Runtime cannot load this model ({reason})")
 
 
 FROM_COPY = "+external-data"

@@ -40,6 +40,8 @@ class ExtractSettings:
     every: int = 1
     """Use every n-th frame of a clip."""
     max_faces_per_frame: int = 1
+    max_pixels: int | None = None
+    """The most pixels an input image or frame may have (None: the readers' default)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,13 +90,13 @@ class ExtractProgress(Protocol):
     def frame(self, source: Path, stats: ExtractStats) -> None: ...
 
 
-def _frames_expected(path: Path, every: int) -> int | None:
+def _frames_expected(path: Path, every: int, max_pixels: int | None = None) -> int | None:
     if path.suffix.lower() in IMAGE_SUFFIXES:
         return 1
     try:
         from ffdesk.media.probe import probe
 
-        info = probe(path)
+        info = probe(path, max_pixels=max_pixels)
     except Exception:  # noqa: BLE001 - only for the progress bar; decoding reports real errors
         return None
     if info.video is None or not info.video.frame_count:
@@ -147,13 +149,13 @@ def hull_mask(points: npt.ArrayLike, size: int) -> npt.NDArray[np.uint8]:
     return mask
 
 
-def _frames(path: Path, every: int) -> Iterator[tuple[int, Frame]]:
+def _frames(path: Path, every: int, max_pixels: int | None = None) -> Iterator[tuple[int, Frame]]:
     from ffdesk.media.decode import VideoReader, read_image
 
     if path.suffix.lower() in IMAGE_SUFFIXES:
-        yield 0, read_image(path)
+        yield 0, read_image(path, max_pixels=max_pixels)
         return
-    with VideoReader(path) as reader:
+    with VideoReader(path, max_pixels=max_pixels) as reader:
         for i, frame in enumerate(reader):
             if i % every == 0:
                 yield i, frame.image
@@ -192,13 +194,13 @@ def extract(
         else:
             todo.append(path)
     if progress is not None:
-        counts = [_frames_expected(p, max(1, settings.every)) for p in todo]
+        counts = [_frames_expected(p, max(1, settings.every), settings.max_pixels) for p in todo]
         progress.start(None if None in counts else sum(c or 0 for c in counts))
     for path in todo:
         source, st = str(path), _stat(path)
         stats.sources += 1
         kept_here = frames_here = 0
-        for index, image in _frames(path, max(1, settings.every)):
+        for index, image in _frames(path, max(1, settings.every), settings.max_pixels):
             frames_here += 1
             stats.frames += 1
             faces = sorted(finder.detect(image), key=lambda f: -f.area)[: settings.max_faces_per_frame]

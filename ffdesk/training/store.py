@@ -16,6 +16,10 @@ images, and each DataLoader worker opens its own maps lazily.
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,12 @@ INDEX_NAME = "index.json"
 FORMAT = "ffdesk-faceset"
 VERSION = 1
 ARRAYS = ("faces", "masks", "landmarks", "hashes")
+MIN_SIZE, MAX_SIZE = 8, 4096
+"""Bounds of a faceset's crop side in pixels (extraction makes 32..1024)."""
+MAX_POINTS = 100_000
+"""The most face points a faceset may store per face (the face mesh has 468)."""
+SHARD_NAME = re.compile(r"shard-[0-9]{1,12}")
+"""What a shard's name in the index must look like (`FacesetWriter` names them shard-000001...)."""
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -91,16 +101,109 @@ class FacesetIndex:
             raise UserError(f"{folder}: not a faceset (no {INDEX_NAME})") from None
         except (OSError, ValueError) as exc:
             raise UserError(f"{path}: unreadable faceset index ({exc})") from None
-        if data.get("format") != FORMAT:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise UserError(f"{path}: not an ffdesk faceset index")
-        return cls(
-            size=int(data["size"]),
-            points=int(data["points"]),
-            shards=list(data.get("shards", [])),
-            sources=dict(data.get("sources", {})),
-            faces=list(data.get("faces", [])),
-            settings=dict(data.get("settings", {})),
-        )
+        try:
+            index = cls(
+                size=_whole(data["size"], "size", MIN_SIZE, MAX_SIZE),
+                points=_whole(data["points"], "points", 1, MAX_POINTS),
+                shards=list(data.get("shards", [])),
+                sources=dict(data.get("sources", {})),
+                faces=list(data.get("faces", [])),
+                settings=dict(data.get("settings", {})),
+            )
+            _check_shard_list(index.shards)
+        except KeyError as exc:
+            raise UserError(f"{path}: damaged faceset index (no {exc})") from None
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{path}: damaged faceset index ({exc})") from None
+        return index
+
+
+def _whole(value: Any, field: str, low: int, high: int) -> int:
+    """`value` as a whole number within `low..high`; `ValueError` naming `field` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{field} {value!r:.40} is not a whole number {low}..{high}")
+    return value
+
+
+def _check_shard_list(shards: list[Any]) -> None:
+    """Each entry of the index's `shards`: a table with a `shard-N` name (once) and a count."""
+    seen: set[str] = set()
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, dict):
+            raise ValueError(f"shards[{i}] is not a table")
+        name = shard.get("name")
+        if not isinstance(name, str) or not SHARD_NAME.fullmatch(name):
+            raise ValueError(f"shards[{i}] name {name!r:.40} (shard-N)")
+        if name in seen:
+            raise ValueError(f"shard {name} listed twice")
+        seen.add(name)
+        _whole(shard.get("count"), f"{name} count", 0, 1 << 31)
+
+
+def _expected(index: FacesetIndex, array: str, count: int) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and element type the index says `array` of a shard of `count` faces has."""
+    s, p = index.size, index.points
+    shapes: dict[str, tuple[tuple[int, ...], np.dtype[Any]]] = {
+        "faces": ((count, s, s, 3), np.dtype(np.uint8)),
+        "masks": ((count, s, s), np.dtype(np.uint8)),
+        "landmarks": ((count, p, 2), np.dtype(np.float32)),
+        "hashes": ((count,), np.dtype(np.uint64)),
+    }
+    return shapes[array]
+
+
+def _read_header(path: Path) -> tuple[tuple[int, ...], np.dtype[Any], int, int]:
+    """A .npy file's shape, element type, where its data starts and its size, from its header
+    alone; `ValueError` for a file that is not a readable .npy (OSError where it cannot be read)."""
+    from numpy.lib import format as npy
+
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError("not a regular file")
+    with open(path, "rb") as f:
+        major, minor = npy.read_magic(f)
+        if (major, minor) == (1, 0):
+            shape, _fortran, dtype = npy.read_array_header_1_0(f)
+        elif (major, minor) == (2, 0):
+            shape, _fortran, dtype = npy.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unsupported .npy version {major}.{minor}")
+        start = f.tell()
+        size = os.fstat(f.fileno()).st_size
+    return tuple(int(d) for d in shape), np.dtype(dtype), start, size
+
+
+def _describe(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str:
+    return f"{'x'.join(str(d) for d in shape) or 'a scalar'} {dtype.name}"
+
+
+def check_shards(folder: Path, index: FacesetIndex) -> None:
+    """Every shard array the index lists against what it says (rows, crop size, points, element
+    type) and against its own length, from the .npy headers alone (nothing is read or mapped);
+    `UserError` naming the first shard file that disagrees and how."""
+    for shard in index.shards:
+        count = int(shard["count"])
+        for array in ARRAYS:
+            path = shard_path(folder, shard["name"], array)
+            want_shape, want_dtype = _expected(index, array, count)
+            try:
+                shape, dtype, start, size = _read_header(path)
+            except FileNotFoundError:
+                raise UserError(f"{path}: missing (the faceset index lists it)") from None
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{path}: unreadable faceset shard ({exc})") from None
+            said = f"{INDEX_NAME} says {_describe(want_shape, want_dtype)}"
+            if dtype != want_dtype:
+                raise UserError(f"{path}: holds {dtype} values, {said}")
+            if shape[:1] != want_shape[:1]:
+                rows = shape[0] if shape else 0
+                raise UserError(f"{path}: holds {rows} rows, {INDEX_NAME} lists {count} faces")
+            if shape != want_shape:
+                raise UserError(f"{path}: holds {_describe(shape, dtype)}, {said}")
+            need = start + math.prod(want_shape) * dtype.itemsize
+            if size < need:
+                raise UserError(f"{path}: cut off ({size:,} of {need:,} bytes)")
 
 
 def shard_path(folder: Path, shard: str, array: str) -> Path:
@@ -118,6 +221,7 @@ class Faceset:
         self.index = FacesetIndex.load(self.folder)
         if self.index.count == 0:
             raise UserError(f"{self.folder}: the faceset holds no faces")
+        check_shards(self.folder, self.index)
         counts = [int(s["count"]) for s in self.index.shards]
         self._starts = np.cumsum([0, *counts])
         self._maps: dict[str, list[npt.NDArray[Any]]] | None = None
@@ -191,6 +295,7 @@ class FacesetWriter:
                 )
             if self.index.points != points:
                 raise UserError(f"{self.folder}: faceset stores {self.index.points} points, not {points}")
+            check_shards(self.folder, self.index)
         else:
             self.index = FacesetIndex(size=size, points=points)
         self.shard_faces = shard_faces

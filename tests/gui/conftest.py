@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,3 +56,31 @@ def window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[object]:  # t
     qtbot.addWidget(w)
     yield w
     w.shutdown()
+
+
+@pytest.fixture
+def open_window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: ignore[no-untyped-def]
+    """Opens windows on tmp_path/gui.ini and tmp_path/queue.json, as the test wrote them (each
+    shut down after the test)."""
+    from ffdesk.gui.app import application
+    from ffdesk.gui.main_window import MainWindow, open_settings
+
+    application()
+    made: list[Any] = []
+
+    def make() -> Any:
+        w = MainWindow(
+            settings=open_settings(tmp_path / "gui.ini"),
+            queue_path=tmp_path / "queue.json",
+            telemetry=False,
+            autostart=False,
+            confirm_close=lambda: True,
+            env=run_env,
+        )
+        qtbot.addWidget(w)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.shutdown()

@@ -3,40 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from ffdesk.runtime.env import RuntimeEnv
-
-
-@pytest.fixture
-def open_window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: ignore[no-untyped-def]
-    """Opens a window on tmp_path/gui.ini and tmp_path/queue.json, as written by the test."""
-    from ffdesk.gui.app import application
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    application()
-    made: list[Any] = []
-
-    def make() -> Any:
-        w = MainWindow(
-            settings=open_settings(tmp_path / "gui.ini"),
-            queue_path=tmp_path / "queue.json",
-            telemetry=False,
-            autostart=False,
-            confirm_close=lambda: True,
-            env=run_env,
-        )
-        qtbot.addWidget(w)
-        made.append(w)
-        return w
-
-    yield make
-    for w in made:
-        w.shutdown()
 
 
 def _warnings(window: Any) -> list[str]:

@@ -91,7 +91,7 @@ def embedded_stages(
         raise UserError("the embedded swap needs a source face photo (--source)")
     analyser = analyser or job_analyser(job)
     path = Path(job.sources[0])
-    photo = read_image(path)
+    photo = read_image(path, max_pixels=job.max_pixels)
     face = source_face(analyser, photo, path.name, job.source_face)
     settings = SwapSettings()
     swapper = ClassicalSwapper(SourceFace.from_face(photo, face), settings)

@@ -320,7 +320,7 @@ def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
     """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
     from ffdesk.media.decode import read_frame_at
 
-    frame = read_frame_at(job.target, job.start or 0.0).image
+    frame = read_frame_at(job.target, job.start or 0.0, max_pixels=job.max_pixels).image
     faces = left_to_right(analyser.analyse(frame))
     index = job.reference_face or 0
     if not faces:
@@ -338,7 +338,7 @@ def clip_fps(job: RenderJob, info: MediaInfo | None = None) -> float:
     from ffdesk.media.probe import probe
 
     if info is None or Path(info.path) != Path(job.target):
-        info = probe(job.target)
+        info = probe(job.target, max_pixels=job.max_pixels)
     return info.video.fps if info.video is not None and info.video.fps > 0 else 30.0
 
 

@@ -451,7 +451,7 @@ class ModelRender:
         if not self.job.sources:
             raise UserError("a model swap needs --source (a photo of the face to put in)")
         path = self.job.sources[0]
-        image = read_image(path)
+        image = read_image(path, max_pixels=self.job.max_pixels)
         return image, source_face(self.analyser, image, path.name, self.job.source_face)
 
     def _device_path(self) -> tuple[DeviceFrames | None, DeviceModels | None]:
@@ -535,7 +535,7 @@ class ModelRender:
         photos: list[tuple[Frame, list[Face]]] = [(self.source_image, [self.source_face])]
         if not spec.takes_image:
             for path in self.job.sources[1:]:
-                image = read_image(path)
+                image = read_image(path, max_pixels=self.job.max_pixels)
                 face = largest(self.analyser.analyse(image))
                 if face is not None:
                     photos.append((image, [face]))
@@ -640,10 +640,12 @@ class ModelRender:
         from ffdesk.media.probe import probe
 
         frames: list[Frame] = []
-        if probe(self.job.target).is_image:
-            frames.append(read_image(self.job.target))
+        if probe(self.job.target, max_pixels=self.job.max_pixels).is_image:
+            frames.append(read_image(self.job.target, max_pixels=self.job.max_pixels))
         else:
-            with VideoReader(self.job.target, start_s=self.job.start, end_s=self.job.end) as reader:
+            with VideoReader(
+                self.job.target, start_s=self.job.start, end_s=self.job.end, max_pixels=self.job.max_pixels
+            ) as reader:
                 for i, frame in enumerate(reader):
                     if i % 3 == 0:
                         frames.append(frame.image)

@@ -76,7 +76,7 @@ def write_footage(path: Path, seconds: float, width: int, height: int, fps: int 
     import cv2
     import numpy as np
 
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.runtime.resources import resource_path
 
     photo = read_image(resource_path("sample", "astronaut.jpg"))

@@ -135,8 +135,8 @@ def run_loop(
     from ffdesk.faces.align import warp_face
     from ffdesk.faces.analyser import FaceAnalyser
     from ffdesk.faces.recognizer import ArcFaceRecognizer
-    from ffdesk.media.decode import read_image
     from ffdesk.media.encode import EncodeSettings, SegmentEncoder
+    from ffdesk.media.images import read_image
     from ffdesk.runtime.sessions import create_session
     from ffdesk.swap import onnx_swapper as sw
 

@@ -50,7 +50,7 @@ def make_clip(height: int, seconds: float, env: RuntimeEnv) -> Path:
     import cv2
     import numpy as np
 
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.media.synth import synth_clip
 
     width = height * 16 // 9

@@ -241,7 +241,7 @@ def measure_clip(
     before: list[float] = []
     after: list[float] = []
     if judge is not None and candidates:
-        from ffdesk.media.decode import read_image
+        from ffdesk.media.images import read_image
         from ffdesk.pipeline.stages.front import source_face
 
         photo = read_image(source)

@@ -43,7 +43,7 @@ def run_extract(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ffdesk.errors import UserError
-    from ffdesk.media.probe import IMAGE_SUFFIXES
+    from ffdesk.media.images import IMAGE_SUFFIXES
     from ffdesk.training.faceset import ExtractSettings, extract, find_inputs
 
     if args.size < 32 or args.size > 1024:

@@ -138,21 +138,8 @@ def register(sub: Any) -> None:
 def job_from_args(args: argparse.Namespace) -> RenderJob:
     """The render job the arguments describe, checked: `UserError` (one line) for a setting out of
     range, or an input over the pixel limit (`check_input_pixels`)."""
-    if args.quality is not None and not 0 <= args.quality <= 100:
-        raise UserError("--quality must be between 0 and 100")
-    if not 0.0 <= args.enhancer_weight <= 1.0:
-        raise UserError(f"--enhancer-weight must be between 0 and 1, not {args.enhancer_weight}")
-    if not 0 <= args.enhancer_blend <= 100:
-        raise UserError(f"--enhancer-blend must be between 0 and 100, not {args.enhancer_blend}")
     regions = tuple(r.strip() for r in args.mask_regions.split(",") if r.strip())
-    if regions:
-        from ffdesk.swap.masks import region_classes
-
-        try:
-            region_classes(regions)
-        except ValueError as exc:
-            raise UserError(f"--mask-regions: {exc}") from None
-    job = RenderJob(
+    job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
         output=args.output,
         sources=tuple(args.source),
@@ -194,7 +181,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
 
 def add_max_pixels_option(parser: argparse.ArgumentParser) -> None:
     """`--max-pixels N`: the pixel limit on the images and frames a command decodes."""
-    from ffdesk.media.probe import DEFAULT_MAX_PIXELS
+    from ffdesk.media.images import DEFAULT_MAX_PIXELS
     from ffdesk.runtime.env import parse_max_pixels
 
     parser.add_argument(
@@ -231,7 +218,7 @@ def refuse_over_limit(
     than `max_pixels` (None: the default), read from its header with nothing decoded. Other
     faults (missing, damaged) are left for whoever reads the file to report in its own words."""
     from ffdesk.errors import MediaError
-    from ffdesk.media.probe import PixelLimitError, check_image_pixels, check_media_pixels
+    from ffdesk.media.images import PixelLimitError, check_image_pixels, check_media_pixels
 
     try:
         if image:

@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
 def make_sample_clip(path: Path, seconds: float = 3.0, width: int = 1280, height: int = 720) -> Path:
     """Write the sample clip to `path` (atomically) and return it."""
     from ffdesk.media.atomic import atomic_output
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.media.synth import synth_clip
     from ffdesk.runtime.resources import resource_path
 

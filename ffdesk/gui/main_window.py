@@ -39,7 +39,7 @@ from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.worker import PreviewWorker
-from ffdesk.media.probe import IMAGE_SUFFIXES
+from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import default_queue_path, keep_aside
 from ffdesk.pipeline.report import RenderReport

@@ -302,7 +302,7 @@ class PreviewWorker(_Threaded):
         try:
             import cv2
 
-            from ffdesk.media.decode import read_image
+            from ffdesk.media.images import read_image
 
             image = read_image(path)
             if self._analyser is None:

@@ -19,15 +19,8 @@ from av.codec.hwaccel import HWAccel, HWDeviceType
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.deinterlace import Deinterlacer
-from ffdesk.media.probe import (
-    FIELD_ORDERS,
-    FieldOrder,
-    check_image_pixels,
-    check_pixels,
-    check_sequence_pixels,
-    header_size,
-    limit_stream,
-)
+from ffdesk.media.images import check_pixels, check_sequence_pixels, header_size, limit_stream
+from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
 from ffdesk.media.timestamps import LOOKAHEAD, Faults, TimestampRepair, faults, repaired
 from ffdesk.types import Frame
 
@@ -804,28 +797,3 @@ def read_frame_at(
         return reader.frame_at(time_s)
 
 
-def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
-    """Read a still image as upright RGB uint8 (EXIF orientation applied, alpha dropped).
-
-    The size its header declares is checked first: more than `max_pixels` pixels (None:
-    `ffdesk.media.probe.DEFAULT_MAX_PIXELS`) is a `PixelLimitError`, with nothing decoded. Any
-    failure of OpenCV's on the file is a one-line `MediaError`."""
-    path = Path(path)
-    _errors.check_readable_file(path)
-    width, height = check_image_pixels(path, max_pixels)
-    try:
-        data = np.fromfile(str(path), dtype=np.uint8)
-        bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
-    except cv2.error as exc:
-        raise MediaError(f"{path}: not a readable image (OpenCV: {_opencv_reason(exc)})") from exc
-    except MemoryError as exc:
-        raise MediaError(f"{path}: not enough memory to decode this {width}x{height} image") from exc
-    if bgr is None:
-        raise MediaError(f"{path}: not a readable image (damaged or unsupported format)")
-    return np.ascontiguousarray(bgr[..., ::-1])
-
-
-def _opencv_reason(exc: cv2.error) -> str:
-    """OpenCV's reason on one line ("pixels <= CV_IO_MAX_IMAGE_PIXELS"), not its source location."""
-    reason = str(getattr(exc, "err", "") or "").strip() or str(exc).strip()
-    return " ".join(reason.split())[:160] or "unknown error"

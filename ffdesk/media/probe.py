@@ -1,21 +1,15 @@
 """Probe a clip or image: size, frame rate (constant or variable), frame count, rotation, colour, audio.
 
-Also the pixel limit: the size an image or a clip's frames declare is read from the file's header
-and checked against the most pixels a picture may have (`DEFAULT_MAX_PIXELS`, or the user's
-`--max-pixels` / `FFDESK_MAX_PIXELS`) before anything is decoded, so a small file that declares a
-huge picture is refused in one line instead of taking gigabytes of memory.
+Nothing is decoded before its size is checked against the pixel limit (`ffdesk.media.images`).
 """
 
 from __future__ import annotations
 
-import io
 import math
-import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import Literal
 
 import av
 import numpy as np
@@ -23,13 +17,13 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
-from ffdesk.media.sequence import ImageSequence, find_sequence, is_sequence_path
+from ffdesk.media.images import check_sequence_pixels, is_image_path, limit_stream, read_image
+from ffdesk.media.sequence import is_sequence_path
 
 FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
 FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
 """FFmpeg's AVFieldOrder values, in order."""
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
 
 _SCAN_PACKETS = 600
 """Frames looked at to detect a variable frame rate (and, without an index, to count frames)."""
@@ -100,11 +94,6 @@ class MediaInfo:
     """What an editor should know before rendering (e.g. a truncated file), one line each."""
 
 
-def is_image_path(path: Path) -> bool:
-    """True for the still-image suffixes ffdesk accepts as targets."""
-    return Path(path).suffix.lower() in IMAGE_SUFFIXES
-
-
 def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None) -> MediaInfo:
     """Describe `path`. Raises MediaError (one line naming the file) when it cannot be read
     or has no decodable video stream. An image sequence (`frame_%06d.png` or a folder of
@@ -167,8 +156,6 @@ def _truncation(path: Path, container: av.container.InputContainer) -> str | Non
 
 
 def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:
-    from ffdesk.media.decode import read_image
-
     img = read_image(path, max_pixels=max_pixels)
     h, w = img.shape[:2]
     video = VideoInfo(
@@ -357,305 +344,3 @@ def _audio_info(stream: av.AudioStream) -> AudioInfo:
         duration_s=duration,
         language=None if lang in (None, "und") else lang,
     )
-
-
-# -- the pixel limit -------------------------------------------------------------------------------
-
-DEFAULT_MAX_PIXELS = 250_000_000
-"""The most pixels an image or a video frame may have unless the user raises the limit: above
-8K video (7680x4320, 33 MP) and the largest camera photos (100-200 MP), below what one decoded
-picture costs in memory when it is not real footage (250 MP is 750 MB as RGB, and a decoder
-holds several frames at once)."""
-
-
-class PixelLimitError(MediaError):
-    """A picture whose declared size is over the pixel limit (nothing of it was decoded)."""
-
-
-def pixel_limit(max_pixels: int | None) -> int:
-    """The limit in force: `max_pixels`, or `DEFAULT_MAX_PIXELS` where the user set none."""
-    return DEFAULT_MAX_PIXELS if max_pixels is None else int(max_pixels)
-
-
-def _megapixels(pixels: int) -> str:
-    """Pixels as the messages give them: "900 MP", "25.5 MP", "0.00307 MP"."""
-    value = pixels / 1e6
-    return (f"{value:.1f}".removesuffix(".0") if value >= 1 else f"{value:.3g}") + " MP"
-
-
-def check_pixels(path: Path, width: int, height: int, max_pixels: int | None = None) -> None:
-    """`PixelLimitError` (one line naming the file, its size, the limit and how to raise it) when
-    a picture of `width` x `height` is over the limit (`max_pixels`; None: the default)."""
-    limit = pixel_limit(max_pixels)
-    pixels = int(width) * int(height)
-    if pixels <= limit:
-        return
-    raise PixelLimitError(
-        f"{path}: {width}x{height} pixels ({_megapixels(pixels)}) is over the limit of "
-        f"{_megapixels(limit)} per image or frame; if you trust the file, raise it with --max-pixels N "
-        f"or FFDESK_MAX_PIXELS=N (N in pixels, or megapixels as {math.ceil(pixels / 1e6)}M)"
-    )
-
-
-def limit_stream(path: Path, stream: av.VideoStream, max_pixels: int | None = None) -> None:
-    """Check the size `stream` declares (its container's header, or FFmpeg's look at its first
-    packets) against the limit, and tell its decoder to refuse any frame over it (a stream that
-    declares no size, or grows later, is still held to it: FFmpeg fails such a frame instead of
-    allocating it). Call before the first frame is decoded."""
-    context = stream.codec_context
-    if context is None:
-        return
-    check_pixels(path, int(context.width or 0), int(context.height or 0), max_pixels)
-    context.options = {**context.options, "max_pixels": str(pixel_limit(max_pixels))}
-
-
-def check_sequence_pixels(path: Path, max_pixels: int | None = None) -> ImageSequence | None:
-    """The image sequence `path` names (pattern or folder), its first frame's header checked
-    against the limit: FFmpeg would otherwise decode that frame in full just to learn the
-    sequence's size. None for other paths, and for a sequence with a fault (a missing or
-    unreadable frame) that whoever opens it reports in its own words."""
-    try:
-        sequence = find_sequence(path)
-        if sequence is not None:
-            check_image_pixels(sequence.first_frame, max_pixels)
-    except PixelLimitError:
-        raise
-    except MediaError:
-        return None
-    return sequence
-
-
-def check_image_pixels(path: Path, max_pixels: int | None = None) -> tuple[int, int]:
-    """The (width, height) the image file `path` declares, checked against the limit without
-    decoding it: read from its header (PNG, JPEG, BMP, GIF, WebP, TIFF, PNM, recognised by content
-    whatever the suffix), else from FFmpeg's probe, which decodes at most the limit's pixels.
-
-    `PixelLimitError` over the limit; `MediaError` where neither can tell its size (not an image
-    FFmpeg reads, or one over the limit whose header FFmpeg must decode to know it)."""
-    path = Path(path)
-    size = image_size(path)
-    if size is None:
-        size = _ffmpeg_image_size(path, pixel_limit(max_pixels))
-    check_pixels(path, *size, max_pixels)
-    return size
-
-
-def check_media_pixels(path: Path, *, max_pixels: int | None = None, fps: float | None = None) -> None:
-    """Check what a clip, an image sequence or an image (by suffix, as `probe` tells them apart)
-    declares against the limit, decoding nothing: for a front end to refuse a file at the limit
-    the user set before it hands the job on. `MediaError` for a file that cannot be read."""
-    path = Path(path)
-    sequence = is_sequence_path(path)
-    if not sequence and is_image_path(path):
-        _errors.check_readable_file(path)
-        check_image_pixels(path, max_pixels)
-        return
-    if sequence:
-        check_sequence_pixels(path, max_pixels)
-    with _errors.open_input(path, fps=fps) as container:
-        stream = _errors.video_stream(path, container)
-        context = stream.codec_context
-        if context is not None:
-            check_pixels(path, int(context.width or 0), int(context.height or 0), max_pixels)
-
-
-def _ffmpeg_image_size(path: Path, limit: int) -> tuple[int, int]:
-    """The size FFmpeg finds for an image whose header ffdesk does not read itself (PAM,
-    Radiance HDR, Sun raster, JPEG 2000, AVIF...), its decoder told to refuse more than `limit`
-    pixels (so the probe itself stays within it)."""
-    unreadable = f"{path}: not a readable image (damaged or unsupported format)"
-    try:
-        container = av.open(str(path), "r", options={"max_pixels": str(limit)}, metadata_errors="ignore")
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise MediaError(unreadable) from exc
-    try:
-        streams = container.streams.video
-        context = streams[0].codec_context if streams else None
-        width, height = (int(context.width or 0), int(context.height or 0)) if context else (0, 0)
-    finally:
-        container.close()
-    if context is None or (width <= 0 and context.name in _HEADERS_READ):
-        # no picture, or the content of a format whose header ffdesk reads (it would have found
-        # the size) under a name FFmpeg goes by: damaged, not large
-        raise MediaError(unreadable)
-    if width <= 0 or height <= 0:
-        raise MediaError(
-            f"{unreadable}, or over the limit of {_megapixels(limit)} per image (only decoding it "
-            "would tell its size); if you trust the file, raise the limit with --max-pixels N or "
-            "FFDESK_MAX_PIXELS=N"
-        )
-    return width, height
-
-
-_HEADERS_READ = frozenset({"png", "apng", "mjpeg", "bmp", "gif", "webp", "tiff", "pbm", "pgm", "ppm", "pfm"})
-"""FFmpeg's decoders of the formats `image_size` reads."""
-_HEAD_BYTES = 32
-"""Enough of the start of a file for every signature and fixed-place size below."""
-_JPEG_MAX_SEGMENTS = 4096
-"""Segments read at most to find a JPEG's frame header (it comes after a few APPn/DQT/DHT)."""
-_TIFF_MAX_ENTRIES = 4096
-"""Directory entries read at most to find a TIFF's width and length."""
-
-_Size = tuple[int, int]
-_SizeReader = Callable[[BinaryIO, bytes], _Size | None]
-
-
-def image_size(path: Path) -> _Size | None:
-    """The (width, height) an image file's header declares, read without decoding it: PNG, JPEG,
-    BMP, GIF, WebP, TIFF and PNM/PFM, recognised by their content whatever the suffix (OpenCV
-    picks its decoder the same way). None for another format, or a header that cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            return _read_size(f)
-    except OSError:
-        return None
-
-
-def header_size(data: bytes) -> _Size | None:
-    """As `image_size`, from the first bytes of an image file (an image sequence's frame as FFmpeg
-    demuxes it); None where they do not reach the size."""
-    return _read_size(io.BytesIO(data))
-
-
-def _read_size(f: BinaryIO) -> _Size | None:
-    try:
-        head = f.read(_HEAD_BYTES)
-        reader = _size_reader(head)
-        size = None if reader is None else reader(f, head)
-    except (OSError, struct.error, ValueError, IndexError):
-        return None
-    if size is None or size[0] <= 0 or size[1] <= 0:
-        return None
-    return size
-
-
-def _size_reader(head: bytes) -> _SizeReader | None:
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return _png_size
-    if head.startswith(b"\xff\xd8"):
-        return _jpeg_size
-    if head.startswith(b"BM"):
-        return _bmp_size
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return _gif_size
-    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
-        return _webp_size
-    if head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
-        return _tiff_size
-    if head[:2] in _PNM_MAGIC and head[2:3].isspace():
-        return _pnm_size
-    return None
-
-
-def _png_size(f: BinaryIO, head: bytes) -> _Size | None:
-    if head[12:16] != b"IHDR":
-        return None
-    width, height = struct.unpack(">II", head[16:24])
-    return width, height
-
-
-def _gif_size(f: BinaryIO, head: bytes) -> _Size | None:
-    width, height = struct.unpack("<HH", head[6:10])
-    return width, height
-
-
-def _bmp_size(f: BinaryIO, head: bytes) -> _Size | None:
-    (header,) = struct.unpack("<I", head[14:18])
-    if header == 12:  # OS/2 BITMAPCOREHEADER: 16-bit sizes
-        width, height = struct.unpack("<HH", head[18:22])
-        return width, height
-    width, height = struct.unpack("<ii", head[18:26])
-    return abs(width), abs(height)  # a negative height: rows stored top-down
-
-
-def _webp_size(f: BinaryIO, head: bytes) -> _Size | None:
-    chunk = head[12:16]
-    if chunk == b"VP8X":  # extended: the canvas, 24-bit sizes minus one
-        return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
-    if chunk == b"VP8L" and head[20] == 0x2F:  # lossless: 14-bit sizes minus one
-        (bits,) = struct.unpack("<I", head[21:25])
-        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
-    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":  # lossy: key frame start code
-        width, height = struct.unpack("<HH", head[26:30])
-        return width & 0x3FFF, height & 0x3FFF
-    return None
-
-
-_PNM_MAGIC = frozenset({b"P1", b"P2", b"P3", b"P4", b"P5", b"P6", b"PF", b"Pf"})
-
-
-def _pnm_size(f: BinaryIO, head: bytes) -> _Size | None:
-    """PBM, PGM, PPM (P1-P6) and PFM (PF, Pf): the magic, then width and height as decimal text,
-    with "#" comments between them."""
-    f.seek(2)
-    text = f.read(1024)
-    numbers: list[int] = []
-    for line in text.split(b"\n"):
-        for word in line.split(b"#", 1)[0].split():
-            if not word.isdigit():
-                return None
-            numbers.append(int(word))
-            if len(numbers) == 2:
-                return numbers[0], numbers[1]
-    return None
-
-
-_JPEG_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-"""SOF0-SOF15: the frame headers (DHT, JPG and DAC share the range)."""
-_JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD9)})
-"""TEM, RST0-7 and SOI: markers without a length."""
-
-
-def _jpeg_size(f: BinaryIO, head: bytes) -> _Size | None:
-    """Walk the segments to the frame header; skipped by their lengths, so an EXIF thumbnail's
-    own frame header (inside APP1) is not mistaken for the picture's."""
-    f.seek(2)
-    for _ in range(_JPEG_MAX_SEGMENTS):
-        if f.read(1) != b"\xff":
-            return None
-        marker = f.read(1)
-        while marker == b"\xff":  # fill bytes
-            marker = f.read(1)
-        if not marker:
-            return None
-        code = marker[0]
-        if code in _JPEG_STANDALONE:
-            continue
-        if code in (0xD9, 0xDA):  # the end, or image data before any frame header
-            return None
-        (length,) = struct.unpack(">H", f.read(2))
-        if code in _JPEG_FRAME_MARKERS:
-            _precision, height, width = struct.unpack(">BHH", f.read(5))
-            return (width, height) if height else None  # height 0: set later (DNL), unknown here
-        f.seek(length - 2, 1)
-    return None
-
-
-def _tiff_size(f: BinaryIO, head: bytes) -> _Size | None:
-    """ImageWidth (256) and ImageLength (257) of the first image file directory (the picture
-    OpenCV reads), classic TIFF or BigTIFF."""
-    order = "<" if head[:2] == b"II" else ">"
-    big = head[2:4] in (b"+\x00", b"\x00+")
-    if big:
-        (offset,) = struct.unpack(order + "Q", head[8:16])
-        f.seek(offset)
-        (count,) = struct.unpack(order + "Q", f.read(8))
-        entry, value_at = 20, 12
-    else:
-        (offset,) = struct.unpack(order + "I", head[4:8])
-        f.seek(offset)
-        (count,) = struct.unpack(order + "H", f.read(2))
-        entry, value_at = 12, 8
-    table = f.read(entry * min(count, _TIFF_MAX_ENTRIES))
-    sizes: dict[int, int] = {}
-    for at in range(0, len(table) - entry + 1, entry):
-        tag, kind = struct.unpack(order + "HH", table[at : at + 4])
-        if tag not in (256, 257):
-            continue
-        fmt = {3: "H", 4: "I", 16: "Q"}.get(kind)
-        if fmt is None:
-            return None
-        (sizes[tag],) = struct.unpack_from(order + fmt, table, at + value_at)
-    if 256 not in sizes or 257 not in sizes:
-        return None
-    return sizes[256], sizes[257]

@@ -34,13 +34,13 @@ from ffdesk.media.decode import (
     ReadStats,
     VideoReader,
     decoder_label,
-    read_image,
     rgb_array,
     rotation_of,
     upright,
 )
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
-from ffdesk.media.probe import IMAGE_SUFFIXES, MediaInfo, VideoInfo, probe
+from ffdesk.media.images import IMAGE_SUFFIXES, read_image
+from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev

@@ -22,6 +22,10 @@ in host memory), "device" (torch tensors on the models' device: each frame with 
 uploaded once and only the changed regions come back; on a machine without a GPU, torch's CPU
 device), "auto" (the device where the models run on a GPU, else the host)."""
 PIXELS: tuple[Pixels, ...] = get_args(Pixels)
+MODES: tuple[Mode, ...] = get_args(Mode)
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+ENCODERS: tuple[EncoderName, ...] = get_args(EncoderName)
+FACE_SELECTIONS: tuple[FaceSelection, ...] = get_args(FaceSelection)
 
 SwapScale = Literal[1, 2, 4]
 """The swapper's output resolution as a multiple of its own (sub-pixel tiling of the crop)."""
@@ -149,8 +153,33 @@ class RenderJob:
 
 
 def check_job(job: RenderJob) -> None:
-    """`UserError` (one line) for a setting outside its choices; every front end and the queue
-    build jobs through `RenderJob`, so this is the one check."""
+    """`UserError` (one line) for a setting outside its choices or its range; every front end,
+    the queue and the farm build jobs through `RenderJob`, so this is the one check (the
+    messages name the command line's option, which the app's controls mirror)."""
+    _check_choice(job.mode, MODES, "mode", "--mode")
+    _check_choice(job.precision, PRECISIONS, "precision", "--precision")
+    _check_choice(job.encoder, ENCODERS, "encoder", "--encoder")
+    _check_choice(job.face_selection, FACE_SELECTIONS, "face selection", "--face-selection")
+    if job.quality is not None and (type(job.quality) is not int or not 0 <= job.quality <= 100):
+        raise UserError(f"quality (--quality) must be between 0 and 100, not {job.quality!r}")
+    if type(job.batch) is not int or job.batch < 1:
+        raise UserError(f"batch (--batch) must be a whole number, 1 or more, not {job.batch!r}")
+    budget = job.memory_budget
+    if budget is not None and (type(budget) is not int or budget < 1):
+        raise UserError(f"the memory budget (--memory-budget) must be more than zero, not {budget!r}")
+    weight = job.enhancer_weight
+    if not isinstance(weight, int | float) or isinstance(weight, bool) or not 0.0 <= weight <= 1.0:
+        raise UserError(f"enhancer weight (--enhancer-weight) must be between 0 and 1, not {weight!r}")
+    blend = job.enhancer_blend
+    if type(blend) is not int or not 0 <= blend <= 100:
+        raise UserError(f"enhancer blend (--enhancer-blend) must be between 0 and 100, not {blend!r}")
+    if job.mask_regions:
+        from ffdesk.swap.masks import region_classes  # OpenCV behind it: loaded when there are regions
+
+        try:
+            region_classes(job.mask_regions)
+        except ValueError as exc:
+            raise UserError(f"--mask-regions: {exc}") from None
     if job.provider not in PROVIDERS:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
@@ -161,6 +190,11 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
     if job.max_pixels is not None and (type(job.max_pixels) is not int or job.max_pixels < 1):
         raise UserError(f"max pixels must be a whole number of pixels, 1 or more, not {job.max_pixels!r}")
+
+
+def _check_choice(value: object, choices: tuple[str, ...], what: str, option: str) -> None:
+    if value not in choices:
+        raise UserError(f"unknown {what} ({option}) {value!r}; choose from {', '.join(choices)}")
 
 
 LEGACY_EXTRA_KEYS = ("provider", "swap_scale")

@@ -169,7 +169,7 @@ class Previewer:
         if cached is not None:
             return index, index / self.fps, cached
         if self.info.is_image:
-            from ffdesk.media.decode import read_image
+            from ffdesk.media.images import read_image
 
             t, image = 0.0, read_image(self.job.target, max_pixels=self.job.max_pixels)
         else:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.faces.types import Face
-from ffdesk.media.probe import IMAGE_SUFFIXES
+from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
 
@@ -150,7 +150,8 @@ def hull_mask(points: npt.ArrayLike, size: int) -> npt.NDArray[np.uint8]:
 
 
 def _frames(path: Path, every: int, max_pixels: int | None = None) -> Iterator[tuple[int, Frame]]:
-    from ffdesk.media.decode import VideoReader, read_image
+    from ffdesk.media.decode import VideoReader
+    from ffdesk.media.images import read_image
 
     if path.suffix.lower() in IMAGE_SUFFIXES:
         yield 0, read_image(path, max_pixels=max_pixels)

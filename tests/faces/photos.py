@@ -7,7 +7,7 @@ from typing import cast
 import cv2
 import numpy as np
 
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
 

@@ -17,7 +17,7 @@ import pytest
 from ffdesk.faces import mesh_model
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.mesh_model import ONNX_FILE, TFLITE_FILE, open_mesh
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.runtime.resources import resource_path
 
 pytest.importorskip("ai_edge_litert.interpreter")

@@ -15,7 +15,7 @@ MIB = 2**20
 @pytest.fixture(scope="module")
 def longer_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 60-frame 320x180 clip with a face (a render long enough to preview beside)."""
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.media.synth import synth_clip
     from ffdesk.runtime.resources import resource_path
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ffdesk.errors import MediaError
-from ffdesk.media.decode import VideoReader, read_frame_at, read_image
+from ffdesk.media.decode import VideoReader, read_frame_at
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import SynthResult, draw_frame, frame_index_of, has_red_corner
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ffdesk.errors import MediaError
 from ffdesk.media import encode
-from ffdesk.media.decode import DecodedFrame, VideoReader, read_image
+from ffdesk.media.decode import DecodedFrame, VideoReader
 from ffdesk.media.encode import (
     EncodeSettings,
     SegmentEncoder,
@@ -21,6 +21,7 @@ from ffdesk.media.encode import (
     write_image,
     x264_crf,
 )
+from ffdesk.media.images import read_image
 from ffdesk.media.probe import VideoInfo, probe
 from ffdesk.media.synth import SynthResult, frame_index_of, has_red_corner
 

@@ -22,7 +22,8 @@ from av.codec.hwaccel import HWAccel
 
 from ffdesk.hw import DriverFlags
 from ffdesk.media import decode
-from ffdesk.media.decode import DecodedFrame, ReadStats, VideoReader, decoder_label, read_image
+from ffdesk.media.decode import DecodedFrame, ReadStats, VideoReader, decoder_label
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import SynthResult, frame_index_of, synth_clip
 from ffdesk.pipeline import engine
 from ffdesk.pipeline.engine import run_render

@@ -30,15 +30,16 @@ import pytest
 
 from ffdesk.cli import main
 from ffdesk.errors import MediaError, UserError
-from ffdesk.media.decode import VideoReader, read_frame_at, read_image
-from ffdesk.media.probe import (
+from ffdesk.media.decode import VideoReader, read_frame_at
+from ffdesk.media.images import (
     DEFAULT_MAX_PIXELS,
     PixelLimitError,
     check_image_pixels,
     check_media_pixels,
     image_size,
-    probe,
+    read_image,
 )
+from ffdesk.media.probe import probe
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.job_json import job_from_json, job_to_json
@@ -292,7 +293,7 @@ def test_a_huge_frame_later_in_a_sequence_is_refused_when_it_comes(huge: Huge, t
     shutil.copy(huge.small, folder / "shot_0003.png")
     code = (
         "import resource, sys; from pathlib import Path; from ffdesk.media.decode import VideoReader\n"
-        "from ffdesk.media.probe import PixelLimitError\n"
+        "from ffdesk.media.images import PixelLimitError\n"
         "sizes = []\n"
         "try:\n"
         "    for frame in VideoReader(Path(sys.argv[1])):\n"

@@ -9,8 +9,9 @@ import pytest
 
 from ffdesk.errors import MediaError
 from ffdesk.media import segments as seg_mod
-from ffdesk.media.decode import VideoReader, read_image
+from ffdesk.media.decode import VideoReader
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
+from ffdesk.media.images import read_image
 from ffdesk.media.probe import MediaInfo, probe
 from ffdesk.media.segments import join_segments
 from ffdesk.media.synth import SynthResult, frame_index_of

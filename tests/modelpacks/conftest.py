@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.runtime.catalog import load_catalog
 from ffdesk.runtime.resources import resource_path

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ffdesk.cli import main
-from ffdesk.media.decode import VideoReader, read_image
+from ffdesk.media.decode import VideoReader
+from ffdesk.media.images import read_image
 from ffdesk.runtime.resources import resource_path
 
 from .conftest import FRAMES

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from ffdesk.media.decode import VideoReader, read_image
+from ffdesk.media.decode import VideoReader
+from ffdesk.media.images import read_image
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import Pixels, RenderJob

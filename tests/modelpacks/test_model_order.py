@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.pipeline.report import ModelOrder
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages import models

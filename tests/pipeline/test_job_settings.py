@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,3 +118,27 @@ def test_a_render_encodes_with_the_jobs_preset(run_env: RuntimeEnv, tmp_path: Pa
         start = data.index(b"options: ")
         options[preset] = set(data[start : data.index(b"\x00", start)].decode().split())
     assert "subme=0" in options["ultrafast"] and "subme=10" in options["veryslow"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "option"),
+    [
+        ("quality", 101, "--quality"), ("quality", -1, "--quality"), ("batch", 0, "--batch"),
+        ("enhancer_weight", 1.5, "--enhancer-weight"), ("enhancer_weight", float("nan"), "--enhancer-weight"),
+        ("enhancer_blend", 101, "--enhancer-blend"), ("mask_regions", ("hat",), "--mask-regions"),
+        ("precision", "fp8", "--precision"), ("mode", "draft", "--mode"), ("encoder", "av2", "--encoder"),
+        ("face_selection", "biggest", "--face-selection"), ("memory_budget", 0, "--memory-budget"),
+    ],
+)  # fmt: skip
+def test_every_setting_is_checked_where_every_job_is_built(field: str, value: object, option: str) -> None:
+    """One check for every front end (command line, app, queue file, farm): a value out of its
+    range or its choices is one line naming the option, whoever built the job."""
+    from ffdesk.pipeline.job_json import job_from_json, job_to_json
+
+    with pytest.raises(UserError) as err:
+        _job(**{field: value})
+    assert option in str(err.value) and "\n" not in str(err.value)
+    document = json.loads(job_to_json(_job()))
+    document["job"][field] = list(value) if isinstance(value, tuple) else value
+    with pytest.raises(UserError, match=option.lstrip("-").replace("-", ".")):
+        job_from_json(json.dumps(document))

@@ -19,7 +19,7 @@ def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 10-frame 320x600 clip (taller than the preview working height) with a face."""
     import cv2
 
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.media.synth import synth_clip
 
     crop = cv2.resize(read_image(SAMPLE / "astronaut.jpg")[0:300, 120:400], (180, 190))

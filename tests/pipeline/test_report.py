@@ -11,7 +11,7 @@ import cv2
 import pytest
 
 from ffdesk.cli import main
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.engine import plan_segments, render_segment, run_render
 from ffdesk.pipeline.job import RenderJob

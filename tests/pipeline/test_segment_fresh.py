@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ffdesk.errors import Cancelled
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import plan_segments, render_segment, run_render

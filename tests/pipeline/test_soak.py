@@ -21,7 +21,7 @@ FRAMES = 10_000
 def test_a_10000_frame_render_grows_its_memory_by_less_than_5_percent(
     run_env: RuntimeEnv, tmp_path: Path
 ) -> None:
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.runtime.resources import resource_path
 
     face_photo = resource_path("sample") / "grace_hopper.jpg"

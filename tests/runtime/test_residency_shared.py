@@ -32,7 +32,7 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
     from ffdesk.media.synth import synth_clip
 
     path = tmp_path_factory.mktemp("shared-clip") / "face.mp4"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ffdesk.cli import main
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.runtime import sessions
 from ffdesk.runtime.resources import resource_path

@@ -85,7 +85,7 @@ def embedded_stages(
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded."""
-    from ffdesk.media.decode import read_image
+    from ffdesk.media.images import read_image
 
     if not job.sources:
         raise UserError("the embedded swap needs a source face photo (--source)")

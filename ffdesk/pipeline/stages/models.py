@@ -446,7 +446,7 @@ class ModelRender:
         return self.run("detector", detect, images)
 
     def _source_face(self) -> tuple[Frame, Face]:
-        from ffdesk.media.decode import read_image
+        from ffdesk.media.images import read_image
 
         if not self.job.sources:
             raise UserError("a model swap needs --source (a photo of the face to put in)")
@@ -529,7 +529,7 @@ class ModelRender:
         return True
 
     def _embed_sources(self) -> None:
-        from ffdesk.media.decode import read_image
+        from ffdesk.media.images import read_image
 
         spec = self.swap_spec
         photos: list[tuple[Frame, list[Face]]] = [(self.source_image, [self.source_face])]
@@ -636,7 +636,8 @@ class ModelRender:
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
         """Aligned target crops from the user's own clip (with the source input), as model feeds."""
-        from ffdesk.media.decode import VideoReader, read_image
+        from ffdesk.media.decode import VideoReader
+        from ffdesk.media.images import read_image
         from ffdesk.media.probe import probe
 
         frames: list[Frame] = []

@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+from ffdesk.pipeline.codec import Codec, Shape
 from ffdesk.runtime.device import Direction, TransferCount
 from ffdesk.runtime.residency import ModelStats, OomEvent, ResidencyReport
-from ffdesk.runtime.residency_policy import OomAction
 from ffdesk.telemetry.render import TelemetrySummary
 
 JsonDict = dict[str, Any]
@@ -36,72 +36,24 @@ class ReportError(ValueError):
     """A report's JSON lacks a figure or has one of the wrong type (one line)."""
 
 
-# ---- reading JSON ------------------------------------------------------------------------------
+class _InJson:
+    """What every part of the report has: its JSON through the one codec (`REPORTS`)."""
 
+    def to_json_dict(self) -> JsonDict:
+        """This part as the JSON `--report` writes (the keys scripts read)."""
+        return REPORTS.encode(self)
 
-def _get(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if key not in data:
-        raise ReportError(f"{where}: '{key}' is missing")
-    value = data[key]
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise ReportError(f"{where}: '{key}' is {value!r}, not {_kind_name(kind)}")
-    if not isinstance(value, kind):
-        raise ReportError(f"{where}: '{key}' is {type(value).__name__}, not {_kind_name(kind)}")
-    return value
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
-
-
-def _int(data: Mapping[str, Any], key: str, where: str) -> int:
-    return int(_get(data, key, int, where))
-
-
-def _int_or_zero(data: Mapping[str, Any], key: str, where: str) -> int:
-    """A count that older reports left out."""
-    return _int(data, key, where) if key in data else 0
-
-
-def _opt_int(data: Mapping[str, Any], key: str, where: str) -> int | None:
-    value = _get(data, key, (int, type(None)), where)
-    return None if value is None else int(value)
-
-
-def _float(data: Mapping[str, Any], key: str, where: str) -> float:
-    return float(_get(data, key, (int, float), where))
-
-
-def _str(data: Mapping[str, Any], key: str, where: str) -> str:
-    return str(_get(data, key, str, where))
-
-
-def _opt_str(data: Mapping[str, Any], key: str, where: str) -> str | None:
-    value = _get(data, key, (str, type(None)), where)
-    return None if value is None else str(value)
-
-
-def _list(data: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    return list(_get(data, key, list, where))
-
-
-def _dict(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value: Mapping[str, Any] = _get(data, key, dict, where)
-    return value
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ReportError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
+    @classmethod
+    def from_json_dict(cls, data: Any) -> Self:
+        """The part `to_json_dict` wrote; `ReportError` naming what is missing or wrong."""
+        return REPORTS.decode(cls, data)
 
 
 # ---- stage timings -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class StageTiming:
+class StageTiming(_InJson):
     """What one stage of a render did: calls, frames, and the wall and CPU time it took."""
 
     name: str
@@ -120,25 +72,6 @@ class StageTiming:
             round(self.cpu_ms_total + other.cpu_ms_total, 3),
         )
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "calls": self.calls,
-            "frames": self.frames,
-            "ms_total": self.ms_total,
-            "cpu_ms_total": self.cpu_ms_total,
-        }
-
-    @classmethod
-    def from_json_dict(cls, name: str, data: Mapping[str, Any]) -> StageTiming:
-        where = f"stage {name}"
-        data = _object(data, where)
-        return cls(
-            name,
-            _int(data, "calls", where),
-            _int(data, "frames", where),
-            _float(data, "ms_total", where),
-            _float(data, "cpu_ms_total", where) if "cpu_ms_total" in data else 0.0,
-        )
 
 
 def merge_timings(*parts: Sequence[StageTiming]) -> tuple[StageTiming, ...]:
@@ -155,7 +88,7 @@ def merge_timings(*parts: Sequence[StageTiming]) -> tuple[StageTiming, ...]:
 
 
 @dataclass(frozen=True)
-class FaceCounts:
+class FaceCounts(_InJson):
     """What a swap stage did to faces: frames that had any, faces swapped, faces skipped (and
     why: reason -> count, in the order the reasons first came up)."""
 
@@ -185,46 +118,22 @@ class FaceCounts:
             reasons,
         )
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "frames_with_faces": self.frames_with_faces,
-            "faces_swapped": self.faces_swapped,
-            "faces_skipped": self.faces_skipped,
-            "faces_skipped_by_reason": dict(self.faces_skipped_by_reason),
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> FaceCounts:
-        where = "face counts"
-        reasons = _dict(data, "faces_skipped_by_reason", where)
-        for reason, n in reasons.items():
-            if not isinstance(n, int) or isinstance(n, bool):
-                raise ReportError(f"{where}: faces skipped for {reason!r} is {n!r}, not a count")
-        return cls.of(_int(data, "frames_with_faces", where), _int(data, "faces_swapped", where), reasons)
 
 
 # ---- model figures -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class QualityFlag:
+class QualityFlag(_InJson):
     """A sampled frame whose reduced-precision face differs from the FP32 one."""
 
     frame: int
     psnr_db: float
 
-    def to_json_dict(self) -> JsonDict:
-        return {"frame": self.frame, "psnr_db": self.psnr_db}
-
-    @classmethod
-    def from_json_dict(cls, data: Any) -> QualityFlag:
-        where = "quality flag"
-        data = _object(data, where)
-        return cls(_int(data, "frame", where), _float(data, "psnr_db", where))
 
 
 @dataclass(frozen=True)
-class QualityCheck:
+class QualityCheck(_InJson):
     """The reduced-precision guard of a model-pack render: frames re-rendered in FP32, those
     that differed by more than the threshold."""
 
@@ -237,25 +146,10 @@ class QualityCheck:
             self.checked_frames + other.checked_frames, self.flags + other.flags, self.psnr_threshold_db
         )
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "quality_checked_frames": self.checked_frames,
-            "quality_flags": [f.to_json_dict() for f in self.flags],
-            "quality_psnr_threshold_db": self.psnr_threshold_db,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> QualityCheck:
-        where = "quality check"
-        return cls(
-            _int(data, "quality_checked_frames", where),
-            tuple(QualityFlag.from_json_dict(f) for f in _list(data, "quality_flags", where)),
-            _float(data, "quality_psnr_threshold_db", where),
-        )
 
 
 @dataclass(frozen=True)
-class Alignment:
+class Alignment(_InJson):
     """How a model-pack render aligned faces: the landmarker (None, and why, when none ran) and
     how many faces it aligned on its 68 points."""
 
@@ -271,27 +165,10 @@ class Alignment:
             faces_aligned=self.faces_aligned + other.faces_aligned,
         )
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "landmarker": self.landmarker,
-            "landmarker_note": self.landmarker_note,
-            "faces_aligned_on_68_points": self.faces_aligned_on_68_points,
-            "faces_aligned": self.faces_aligned,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> Alignment:
-        where = "alignment"
-        return cls(
-            _opt_str(data, "landmarker", where),
-            _str(data, "landmarker_note", where),
-            _int(data, "faces_aligned_on_68_points", where),
-            _int(data, "faces_aligned", where),
-        )
 
 
 @dataclass(frozen=True)
-class ModelOrder:
+class ModelOrder(_InJson):
     """In which order a model-pack render ran its models, and why: "batch" (every model over each
     batch of frames in turn) or "segment" (each model over the faces of up to `window_frames`
     frames, held in host memory, before the next model loads)."""
@@ -303,18 +180,10 @@ class ModelOrder:
     def plus(self, other: ModelOrder) -> ModelOrder:
         return self if other == self else replace(self, order="mixed", reason="parts ran in different orders")
 
-    def to_json_dict(self) -> JsonDict:
-        return {"order": self.order, "reason": self.reason, "window_frames": self.window_frames}
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> ModelOrder:
-        where = "model order"
-        order, reason = _str(data, "order", where), _str(data, "reason", where)
-        return cls(order, reason, _int(data, "window_frames", where))
 
 
 @dataclass(frozen=True)
-class PixelFigures:
+class PixelFigures(_InJson):
     """Where a model pack's pixels stayed between its model calls ("host", or "device" with the
     torch device), and every copy between host and device memory by kind: "frame" (each frame
     with a face, once), "regions" (the changed regions, once a batch and stage), "mask-boxes" and
@@ -337,95 +206,14 @@ class PixelFigures:
     def copies(self, direction: str, kind: str) -> int:
         return sum(t.copies for t in self.transfers if t.direction == direction and t.kind == kind)
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "path": self.path,
-            "device": self.device,
-            "transfers": [
-                {"direction": t.direction, "kind": t.kind, "copies": t.copies, "bytes": t.nbytes}
-                for t in self.transfers
-            ],
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> PixelFigures:
-        where = "pixel figures"
-        transfers = []
-        for item in _list(data, "transfers", where):
-            t = _object(item, where)
-            way = _str(t, "direction", where)
-            if way not in ("up", "down"):
-                raise ReportError(f"{where}: direction must be up or down, not {way!r}")
-            direction: Direction = "up" if way == "up" else "down"
-            kind, copies, nbytes = _str(t, "kind", where), _int(t, "copies", where), _int(t, "bytes", where)
-            transfers.append(TransferCount(direction, kind, copies, nbytes))
-        return cls(_str(data, "path", where), _str(data, "device", where), tuple(transfers))
 
 
-def _model_stats_json(m: ModelStats) -> JsonDict:
-    return {
-        "key": m.key,
-        "name": m.name,
-        "precision": m.precision,
-        "provider": m.provider,
-        "loads": m.loads,
-        "host_reloads": m.host_reloads,
-        "evictions": m.evictions,
-        "bytes": m.bytes,
-        "load_ms": m.load_ms,
-        "batch": m.batch,
-    }
 
 
-def _model_stats(data: Any) -> ModelStats:
-    where = "model"
-    data = _object(data, where)
-    return ModelStats(
-        key=_str(data, "key", where),
-        name=_str(data, "name", where),
-        precision=_str(data, "precision", where),
-        provider=_str(data, "provider", where),
-        loads=_int(data, "loads", where),
-        host_reloads=_int(data, "host_reloads", where),
-        evictions=_int(data, "evictions", where),
-        bytes=_int(data, "bytes", where),
-        load_ms=_float(data, "load_ms", where),
-        batch=_int(data, "batch", where) if "batch" in data else 0,
-    )
 
 
-def _oom_event_json(o: OomEvent) -> JsonDict:
-    return {
-        "key": o.key,
-        "batch_before": o.batch_before,
-        "batch_after": o.batch_after,
-        "actions": [a.value for a in o.actions],
-        "error": o.error,
-        "evicted": list(o.evicted),
-        "precision_before": o.precision_before,
-        "precision_after": o.precision_after,
-    }
 
 
-def _oom_event(data: Any) -> OomEvent:
-    where = "out-of-memory event"
-    data = _object(data, where)
-    actions = []
-    for a in _list(data, "actions", where):
-        try:
-            actions.append(OomAction(a))
-        except ValueError:
-            raise ReportError(f"{where}: unknown action {a!r}") from None
-    return OomEvent(
-        key=_str(data, "key", where),
-        batch_before=_int(data, "batch_before", where),
-        batch_after=_int(data, "batch_after", where),
-        actions=tuple(actions),
-        error=_str(data, "error", where),
-        evicted=tuple(str(e) for e in _list(data, "evicted", where)),
-        precision_before=_opt_str(data, "precision_before", where),
-        precision_after=_opt_str(data, "precision_after", where),
-    )
 
 
 def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[ModelStats, ...]:
@@ -448,7 +236,7 @@ def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[Mod
 
 
 @dataclass(frozen=True)
-class ModelsReport:
+class ModelsReport(_InJson):
     """What the model stages of a render ran, and how memory went.
 
     `swapper_kind` is set for a trained swapper only; `swap_scale`, `quality`, `alignment` and
@@ -539,61 +327,8 @@ class ModelsReport:
             prepare_seconds=_sum(self.prepare_seconds, other.prepare_seconds),
         )
 
-    def to_json_dict(self) -> JsonDict:
-        out: JsonDict = {
-            "models": [_model_stats_json(m) for m in self.models],
-            "peak_model_bytes": self.peak_model_bytes,
-            "reserved_bytes": self.reserved_bytes,
-            "memory_budget_bytes": self.memory_budget_bytes,
-            "oom_recoveries": self.oom_recoveries,
-            "oom_events": [_oom_event_json(o) for o in self.oom_events],
-            "swapper": self.swapper,
-        }
-        if self.swapper_kind is not None:
-            out["swapper_kind"] = self.swapper_kind
-        out["swapper_precision"] = self.swapper_precision
-        if self.precision_reason is not None:
-            out["swapper_precision_reason"] = self.precision_reason
-        if self.swap_scale is not None:
-            out["swap_scale"] = self.swap_scale
-        if self.quality is not None:
-            out.update(self.quality.to_json_dict())
-        if self.alignment is not None:
-            out.update(self.alignment.to_json_dict())
-        if self.order is not None:
-            out["model_order"] = self.order.to_json_dict()
-        if self.pixels is not None:
-            out["pixels"] = self.pixels.to_json_dict()
-        if self.prepare_seconds is not None:
-            out["prepare_seconds"] = self.prepare_seconds
-        return out
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> ModelsReport:
-        where = "model figures"
-        return cls(
-            models=tuple(_model_stats(m) for m in _list(data, "models", where)),
-            peak_model_bytes=_int(data, "peak_model_bytes", where),
-            reserved_bytes=_int(data, "reserved_bytes", where) if "reserved_bytes" in data else 0,
-            memory_budget_bytes=_opt_int(data, "memory_budget_bytes", where),
-            oom_events=tuple(_oom_event(o) for o in _list(data, "oom_events", where)),
-            swapper=_str(data, "swapper", where),
-            swapper_precision=_str(data, "swapper_precision", where),
-            swapper_kind=_str(data, "swapper_kind", where) if "swapper_kind" in data else None,
-            swap_scale=_int(data, "swap_scale", where) if "swap_scale" in data else None,
-            quality=QualityCheck.from_json_dict(data) if "quality_checked_frames" in data else None,
-            alignment=Alignment.from_json_dict(data) if "faces_aligned" in data else None,
-            order=_model_order(data, where),
-            pixels=PixelFigures.from_json_dict(_dict(data, "pixels", where)) if "pixels" in data else None,
-            prepare_seconds=_float(data, "prepare_seconds", where) if "prepare_seconds" in data else None,
-            precision_reason=_opt_str(data, "swapper_precision_reason", where)
-            if "swapper_precision_reason" in data
-            else None,
-        )
 
 
-def _model_order(data: Mapping[str, Any], where: str) -> ModelOrder | None:
-    return ModelOrder.from_json_dict(_dict(data, "model_order", where)) if "model_order" in data else None
 
 
 def _sum(a: float | None, b: float | None) -> float | None:
@@ -638,7 +373,7 @@ def merge_figures(figures: Iterable[StageFigures | None]) -> StageFigures:
 
 
 @dataclass(frozen=True)
-class VideoFigures:
+class VideoFigures(_InJson):
     """What only a clip render has: the encoder and decoder, the resume, the repairs and the audio."""
 
     encoder: str
@@ -665,27 +400,13 @@ class VideoFigures:
             decoder=self.decoder or other.decoder,
         )
 
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> VideoFigures:
-        where = "render report"
-        return cls(
-            encoder=_str(data, "encoder", where),
-            mode=_str(data, "mode", where),
-            resumed_frames=_int(data, "resumed_frames", where),
-            # a farm render's report had neither before its segments' reports were added up
-            timestamps_repaired=_int_or_zero(data, "timestamps_repaired", where),
-            frames_concealed=_int_or_zero(data, "frames_concealed", where),
-            audio_packets_skipped=_int(data, "audio_packets_skipped", where),
-            audio=tuple(str(a) for a in _list(data, "audio", where)),
-            decoder=_str(data, "decoder", where) if "decoder" in data else "",  # older reports had none
-        )
 
 
 # ---- farm --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class FarmWorkerRow:
+class FarmWorkerRow(_InJson):
     """One worker of a farm render: where it ran, what it reserved, what it rendered."""
 
     slot: str
@@ -705,48 +426,10 @@ class FarmWorkerRow:
     metrics_url: str | None = None
     """Where it served its Prometheus metrics (None: not served)."""
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "slot": self.slot,
-            "node": self.node,
-            "pid": self.pid,
-            "num_cpus": self.num_cpus,
-            "num_gpus": self.num_gpus,
-            "budget_bytes": self.budget_bytes,
-            "segments": self.segments,
-            "frames": self.frames,
-            "seconds": self.seconds,
-            "peak_model_bytes": self.peak_model_bytes,
-            "losses": self.losses,
-            "dropped": self.dropped,
-            "model_loads": self.model_loads,
-            "metrics_url": self.metrics_url,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Any) -> FarmWorkerRow:
-        where = "farm worker"
-        data = _object(data, where)
-        return cls(
-            slot=_str(data, "slot", where),
-            node=_str(data, "node", where),
-            pid=_int(data, "pid", where),
-            num_cpus=_float(data, "num_cpus", where),
-            num_gpus=_float(data, "num_gpus", where),
-            budget_bytes=_opt_int(data, "budget_bytes", where),
-            segments=_int(data, "segments", where),
-            frames=_int(data, "frames", where),
-            seconds=_float(data, "seconds", where),
-            peak_model_bytes=_int(data, "peak_model_bytes", where),
-            losses=_int(data, "losses", where),
-            dropped=bool(_get(data, "dropped", bool, where)),
-            model_loads=_int(data, "model_loads", where) if "model_loads" in data else 0,
-            metrics_url=_opt_str(data, "metrics_url", where) if "metrics_url" in data else None,
-        )
 
 
 @dataclass(frozen=True)
-class FarmSummary:
+class FarmSummary(_InJson):
     """How a farm render used the farm: its workers, segments, reruns and losses."""
 
     address: str
@@ -758,37 +441,13 @@ class FarmSummary:
     render_seconds: float
     """From the first segment handed out to the last one back."""
 
-    def to_json_dict(self) -> JsonDict:
-        return {
-            "address": self.address,
-            "workers": [w.to_json_dict() for w in self.workers],
-            "segments": self.segments,
-            "segments_rerun": self.segments_rerun,
-            "worker_losses": self.worker_losses,
-            "duplicates": self.duplicates,
-            "render_seconds": self.render_seconds,
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Any) -> FarmSummary:
-        where = "farm"
-        data = _object(data, where)
-        return cls(
-            address=_str(data, "address", where),
-            workers=tuple(FarmWorkerRow.from_json_dict(w) for w in _list(data, "workers", where)),
-            segments=_int(data, "segments", where),
-            segments_rerun=_int(data, "segments_rerun", where),
-            worker_losses=_int(data, "worker_losses", where),
-            duplicates=_int(data, "duplicates", where),
-            render_seconds=_float(data, "render_seconds", where),
-        )
 
 
 # ---- the report --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class RenderReport:
+class RenderReport(_InJson):
     """Everything a render reports. `video` is None for an image; `faces` and `models` come from
     the stages that report them; `peak_rss_bytes` is this process's peak (None for a farm render,
     whose frames are rendered elsewhere); `telemetry` is added by a front end that sampled the
@@ -871,68 +530,45 @@ class RenderReport:
             total = total.plus(part)
         return total
 
-    def to_json_dict(self) -> JsonDict:
-        """The report as the JSON `--report` writes (the keys scripts read)."""
-        out: JsonDict = {
-            "frames_in": self.frames_in,
-            "frames_out": self.frames_out,
-            "frames_processed": self.frames_processed,
-            "stages": {t.name: t.to_json_dict() for t in self.stages},
-            "output": str(self.output),
-        }
-        v = self.video
-        if v is not None:
-            out["encoder"] = v.encoder
-        out["resumed_segments"] = self.resumed_segments
-        if v is not None:
-            out.update(
-                resumed_frames=v.resumed_frames,
-                mode=v.mode,
-                timestamps_repaired=v.timestamps_repaired,
-                frames_concealed=v.frames_concealed,
-                audio_packets_skipped=v.audio_packets_skipped,
-                audio=list(v.audio),
-                decoder=v.decoder,
-            )
-        if self.faces is not None:
-            out.update(self.faces.to_json_dict())
-        if self.models is not None:
-            out.update(self.models.to_json_dict())
-        out["seconds"] = self.seconds
-        out["fps"] = self.fps
-        if self.peak_rss_bytes is not None:
-            out["peak_rss_bytes"] = self.peak_rss_bytes
-        if self.telemetry is not None:
-            out["telemetry"] = self.telemetry.to_json_dict()
-        if self.farm is not None:
-            out["farm"] = self.farm.to_json_dict()
-        return out
 
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> RenderReport:
-        """A report from its JSON (`to_json_dict`'s); `ReportError` naming what is missing or wrong."""
-        where = "render report"
-        data = _object(data, where)
-        stages = _dict(data, "stages", where)
-        telemetry = None
-        if "telemetry" in data:
-            try:
-                telemetry = TelemetrySummary.from_json_dict(_dict(data, "telemetry", where))
-            except ValueError as exc:
-                raise ReportError(str(exc)) from None
-        return cls(
-            frames_in=_int(data, "frames_in", where),
-            frames_out=_int(data, "frames_out", where),
-            frames_processed=_int(data, "frames_processed", where),
-            stages=tuple(StageTiming.from_json_dict(str(n), t) for n, t in stages.items()),
-            output=Path(_str(data, "output", where)),
-            resumed_segments=_int(data, "resumed_segments", where),
-            video=VideoFigures.from_json_dict(data) if "encoder" in data else None,
-            faces=FaceCounts.from_json_dict(data) if "faces_swapped" in data else None,
-            models=ModelsReport.from_json_dict(data) if "models" in data else None,
-            seconds=_float(data, "seconds", where),
-            fps=_float(data, "fps", where),
-            peak_rss_bytes=_int(data, "peak_rss_bytes", where) if "peak_rss_bytes" in data else None,
-            telemetry=telemetry,
-            farm=FarmSummary.from_json_dict(data["farm"]) if "farm" in data else None,
-        )
+# ---- JSON ---------------------------------------------------------------------------------------
+
+
+def _faces_skipped(counts: FaceCounts) -> int:
+    return counts.faces_skipped
+
+
+def _oom_recoveries(models: ModelsReport) -> int:
+    return models.oom_recoveries
+
+
+SHAPES: dict[type, Shape] = {
+    RenderReport: Shape(
+        flat={"video": "encoder", "faces": "faces_swapped", "models": "models"},
+        keyed={"stages": "name"},
+        omit_none=("peak_rss_bytes", "telemetry", "farm"),
+    ),
+    ModelsReport: Shape(
+        keys={"order": "model_order", "precision_reason": "swapper_precision_reason"},
+        flat={"quality": "quality_checked_frames", "alignment": "faces_aligned"},
+        omit_none=("swapper_kind", "swap_scale", "order", "pixels", "prepare_seconds", "precision_reason"),
+        computed={"oom_recoveries": _oom_recoveries},
+    ),
+    FaceCounts: Shape(pairs=("faces_skipped_by_reason",), computed={"faces_skipped": _faces_skipped}),
+    QualityCheck: Shape(
+        keys={
+            "checked_frames": "quality_checked_frames",
+            "flags": "quality_flags",
+            "psnr_threshold_db": "quality_psnr_threshold_db",
+        }
+    ),
+    TransferCount: Shape(keys={"nbytes": "bytes"}),
+    TelemetrySummary: Shape(pairs=("stage_ms", "model_bytes")),
+}
+"""Where the report's JSON (the `--report` file's format, older than the codec) does not map its
+fields one to one: a clip's video figures, the face counts and the model figures sit in the
+report's own object; stages are keyed by name; some keys are renamed or computed."""
+
+REPORTS = Codec("render report", ReportError, SHAPES, finite=False)
+"""The report's JSON: the codec of jobs with the report's shapes; keys it does not know are
+passed over (a newer version's), and any float is written as it is."""

@@ -306,7 +306,7 @@ class Codec:
             return self._union(hint, parts, null=True)
         origin = typing.get_origin(hint)
         if origin is Literal:
-            return self._checked(hint, _choice_of(hint), None, null=True)
+            return self._checked(hint, choice_of(hint), None, null=True)
         if origin is tuple:
             return self._tuple(hint, self.encoder, lambda v: isinstance(v, tuple | list), list, null=True)
         if dataclasses.is_dataclass(hint) and isinstance(hint, type):
@@ -585,7 +585,7 @@ def _name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-def _choice_of(hint: Any) -> Callable[[Any], bool]:
+def choice_of(hint: Any) -> Callable[[Any], bool]:
     """Whether a value is one of a Literal's choices, of the same type (True is not 1), by one
     set lookup; None never is (a Literal takes None only through `X | None`)."""
     choices = frozenset((type(a), a) for a in typing.get_args(hint))

@@ -36,6 +36,7 @@ from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import keep_aside, write_json_atomic
 from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.codec import choice_of
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import field_types, fields_from_dict, fields_to_dict, json_defaults
 
@@ -111,7 +112,7 @@ def _build_fitter(hint: Any) -> _Fitter:
     if hint is None or hint is type(None):
         return lambda value: value is None
     if origin is Literal:
-        return _literal_fitter(get_args(hint))
+        return choice_of(hint)
     if origin in (typing.Union, types.UnionType):
         args = get_args(hint)
         others = tuple(fits_of(h) for h in args if h is not type(None))
@@ -124,19 +125,6 @@ def _build_fitter(hint: Any) -> _Fitter:
         return _tuple_fitter(get_args(hint))
     simple = _SIMPLE_FITTERS.get(hint) if isinstance(hint, type) else None
     return simple if simple is not None else (lambda value: False)
-
-
-def _literal_fitter(choices: tuple[Any, ...]) -> _Fitter:
-    """Equal to a choice and of its type (True is not 1), by one set lookup."""
-    pairs = frozenset((type(a), a) for a in choices)
-
-    def is_choice(value: Any) -> bool:
-        try:
-            return (type(value), value) in pairs
-        except TypeError:  # a list or object: never a choice
-            return False
-
-    return is_choice
 
 
 def fits_of(hint: Any) -> _Fitter:

@@ -4,11 +4,10 @@ typed data (render jobs, the render report).
 The conversion reads each dataclass's own field types, so a field added to a class travels
 without a change here as long as its type is made of the kinds handled: None, bool, int, float,
 str, `Path`, `Fraction`, `Literal[...]`, an `Enum`, another dataclass, unions of these (`X |
-None`), `tuple[X, ...]` and fixed tuples (`tuple[X, Y]`), nested freely, and a class with its own
-`to_json_dict` / `from_json_dict`. A float is written as JSON's shortest round-trip form; a
-`Fraction` as "numerator/denominator"; a `Path` as its string; a tuple as a list; an `Enum` as
-its value. A field missing from the JSON takes its default (a file written before the field
-existed); one without a default is missing, which is refused.
+None`), `tuple[X, ...]` and fixed tuples (`tuple[X, Y]`), nested freely. A float is written as
+JSON's shortest round-trip form; a `Fraction` as "numerator/denominator"; a `Path` as its string;
+a tuple as a list; an `Enum` as its value. A field missing from the JSON takes its default (a
+file written before the field existed); one without a default is missing, which is refused.
 
 Where a format's keys do not map one to one onto fields (a report written before this codec
 existed, whose keys scripts read), a `Shape` says how: renamed keys, a nested part whose keys sit
@@ -313,8 +312,6 @@ class Codec:
             return self._checked(hint, lambda v: isinstance(v, hint), self.encode, null=True)
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return self._checked(hint, lambda v: isinstance(v, hint), lambda v: v.value, null=True)
-        if isinstance(hint, type) and hasattr(hint, "to_json_dict") and hasattr(hint, "from_json_dict"):
-            return self._checked(hint, lambda v: isinstance(v, hint), lambda v: v.to_json_dict(), null=True)
         if hint is Path:
             return self._checked(hint, lambda v: isinstance(v, str | Path), str, null=True)
         if hint is Fraction:
@@ -389,18 +386,6 @@ class Codec:
                     raise wrong(where, value, shown) from None
 
             return member
-        if isinstance(hint, type) and hasattr(hint, "from_json_dict"):
-            own = hint
-
-            def custom(value: Any, where: str) -> Any:
-                if null and value is None:
-                    return None
-                try:
-                    return own.from_json_dict(_object(self, value, where))  # type: ignore[attr-defined]
-                except ValueError as exc:
-                    raise self.error(f"{self.what}: {exc}") from None
-
-            return custom
         if hint is str or hint is bool:
             kind = hint
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,52 +52,6 @@ class TelemetrySummary:
     """Bytes of each model the render ran."""
     log_path: str | None = None
     log_error: str | None = None
-
-    def to_json_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["stage_ms"] = dict(self.stage_ms)
-        out["model_bytes"] = dict(self.model_bytes)
-        return out
-
-    @classmethod
-    def from_json_dict(cls, data: Mapping[str, Any]) -> TelemetrySummary:
-        """The summary from its JSON; `ValueError` naming a missing or mistyped figure."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in data:
-                raise ValueError(f"telemetry: '{f.name}' is missing")
-            values[f.name] = _checked(f.name, data[f.name])
-        values["stage_ms"] = tuple((str(k), float(v)) for k, v in values["stage_ms"].items())
-        values["model_bytes"] = tuple((str(k), int(v)) for k, v in values["model_bytes"].items())
-        return cls(**values)
-
-
-_INTS = {"samples", "frames", "memory_peak_bytes", "memory_mean_bytes"}
-_INTS |= {"gpu_process_memory_peak_bytes", "process_rss_peak_bytes"}
-_STRS = {"no_gpu_reason", "memory_source", "power_source", "energy_source", "log_path", "log_error"}
-_REQUIRED = {"gpu_available", "samples", "interval_s", "frames", "memory_source", "stage_ms", "model_bytes"}
-
-
-def _checked(name: str, value: Any) -> Any:
-    """`value` of the summary's figure `name` when it has that figure's type."""
-    if value is None and name not in _REQUIRED:
-        return None
-    if name == "gpu_available":
-        ok = isinstance(value, bool)
-    elif name in ("stage_ms", "model_bytes"):
-        ok = isinstance(value, dict) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
-        )
-    elif name in _STRS:
-        ok = isinstance(value, str)
-    elif name in _INTS:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        value = float(value) if ok else value
-    if not ok:
-        raise ValueError(f"telemetry: '{name}' is {value!r}, not what the summary holds")
-    return value
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ffdesk.errors import UserError
+from ffdesk.pipeline.report import REPORTS
 from ffdesk.telemetry.host import HostMonitor
 from ffdesk.telemetry.render import RenderTelemetry
 from ffdesk.telemetry.sampler import SystemProbe
@@ -76,7 +77,7 @@ def test_summary_with_gpu_energy_counter(tmp_path: Path) -> None:
     assert dict(s.stage_ms) == {"swap": 812.5, "decode": 40.0}
     assert dict(s.model_bytes) == {"inswapper": 554_000}
     assert s.frames == 12 and (s.process_rss_peak_bytes or 0) > 0
-    json.dumps(s.to_json_dict())
+    json.dumps(REPORTS.encode(s))
 
 
 def test_summary_without_gpu_uses_rss_and_rapl(tmp_path: Path) -> None:
@@ -156,10 +157,10 @@ def test_summary_goes_to_json_and_back_unchanged(tmp_path: Path) -> None:
         time.sleep(0.08)
     probe.close()
     s = tel.summary(frames_out=4, stage_ms={"swap": 12.25, "decode": 1.0}, model_bytes={"inswapper": 9})
-    data = json.loads(json.dumps(s.to_json_dict()))
+    data = json.loads(json.dumps(REPORTS.encode(s)))  # the report's codec writes it
     assert list(data["stage_ms"]) == ["swap", "decode"] and data["model_bytes"] == {"inswapper": 9}
-    assert TelemetrySummary.from_json_dict(data) == s
+    assert REPORTS.decode(TelemetrySummary, data) == s
     with pytest.raises(ValueError, match="'samples' is missing"):
-        TelemetrySummary.from_json_dict({k: v for k, v in data.items() if k != "samples"})
+        REPORTS.decode(TelemetrySummary, {k: v for k, v in data.items() if k != "samples"})
     with pytest.raises(ValueError, match="'frames'"):
-        TelemetrySummary.from_json_dict({**data, "frames": "four"})
+        REPORTS.decode(TelemetrySummary, {**data, "frames": "four"})

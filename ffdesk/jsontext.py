@@ -10,10 +10,14 @@ writer with it). `loads` turns that, and any structure nested deeper than `MAX_D
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 MAX_DEPTH = 64
 """Deeper than any file ffdesk writes (its deepest, a render report, has 5 levels)."""
+MAX_FILE_BYTES = 256 * 2**20
+"""Larger than any file ffdesk writes (a queue of 100,000 jobs is about 100 MB): a bigger one is
+damaged or not ffdesk's, and is not read into memory."""
 
 
 def loads(text: str | bytes) -> Any:
@@ -25,6 +29,19 @@ def loads(text: str | bytes) -> Any:
     if depth(data) > MAX_DEPTH:
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+def read(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The JSON in the file at `path` (`loads`); `OSError` when it cannot be read, `ValueError`
+    when it is larger than `max_bytes` (before reading it), not UTF-8, or not JSON `loads` takes."""
+    size = Path(path).stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{size} bytes, more than the {max_bytes} a file ffdesk reads may hold")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason})") from None
+    return loads(text)
 
 
 def depth(data: Any) -> int:

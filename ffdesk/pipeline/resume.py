@@ -364,7 +364,7 @@ class Manifest:
         segment records are read up to the first that cannot be (kept as `_unreadable`)."""
         path = folder / MANIFEST_NAME
         try:
-            data = jsontext.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.read(path)
             records = data["segments"]
             fingerprint = str(data["fingerprint"])
         except (OSError, ValueError, KeyError, TypeError):

@@ -41,15 +41,18 @@ def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
     """The settings file's keys, and why it cannot be read when it is there but damaged (not
     UTF-8, not JSON, not an object, nested too deep) or unreadable; ({}, None) when missing."""
     try:
-        data = jsontext.loads(path.read_text(encoding="utf-8"))
+        data = jsontext.read(path)
     except FileNotFoundError:
         return {}, None
     except OSError as exc:
         return {}, f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return {}, "is not text (damaged?)"
     except ValueError as exc:
-        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
+        reason = str(exc).splitlines()[0]
+        if reason.startswith("not UTF-8"):
+            return {}, "is not text (damaged?)"
+        if reason.endswith("may hold"):  # too large to be ffdesk's: not read
+            return {}, f"is too large to be a settings file ({reason.split(' ', 1)[0]} bytes)"
+        return {}, f"is not JSON ({reason[:60]})"
     if not isinstance(data, dict):
         return {}, "is not a JSON object"
     return data, None

@@ -115,7 +115,7 @@ class FootprintStore:
     def _read_file(self) -> dict[str, Footprint]:
         self.reads += 1
         try:
-            data = jsontext.loads(self.path.read_text(encoding="utf-8"))
+            data = jsontext.read(self.path)
         except (OSError, ValueError):
             return {}
         if not isinstance(data, dict):

@@ -407,7 +407,7 @@ class PrecisionChoices:
     def _loaded(self) -> dict[str, Any]:
         if self._records is None:
             try:
-                data = jsontext.loads(self.path.read_text(encoding="utf-8"))
+                data = jsontext.read(self.path)
             except (OSError, ValueError):
                 data = {}
             self._records = data if isinstance(data, dict) else {}

@@ -49,7 +49,7 @@ def take(run_dir: Path) -> Command | None:
     except FileNotFoundError:
         return None
     try:
-        data = jsontext.loads(claimed.read_text(encoding="utf-8"))
+        data = jsontext.read(claimed)
     except (OSError, ValueError):
         return None
     finally:
@@ -75,7 +75,7 @@ def write_status(run_dir: Path, state: State, step: int, steps_goal: int, **extr
 def read_json(path: Path) -> dict[str, Any] | None:
     """A JSON object file, or None when it is missing or (briefly) unreadable."""
     try:
-        data = jsontext.loads(Path(path).read_text(encoding="utf-8"))
+        data = jsontext.read(Path(path))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -96,7 +96,7 @@ class FacesetIndex:
     def load(cls, folder: Path) -> FacesetIndex:
         path = folder / INDEX_NAME
         try:
-            data = jsontext.loads(path.read_text(encoding="utf-8"))
+            data = jsontext.read(path)
         except FileNotFoundError:
             raise UserError(f"{folder}: not a faceset (no {INDEX_NAME})") from None
         except (OSError, ValueError) as exc:

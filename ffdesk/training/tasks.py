@@ -135,7 +135,7 @@ def note_student(teacher_dir: Path, model: Path) -> None:
 
     info: dict[str, Any] = {}
     with contextlib.suppress(OSError, ValueError):
-        info = jsontext.loads(model.with_suffix(".json").read_text(encoding="utf-8"))
+        info = jsontext.read(model.with_suffix(".json"))
     write_json_atomic(
         Path(teacher_dir) / STUDENT_NOTE,
         {"model": str(Path(model).resolve()), "step": info.get("step"), "model_config": info.get("model")},

@@ -140,3 +140,28 @@ def test_a_render_that_fails_before_any_segment_leaves_no_work_folder(
     capsys.readouterr()
     assert not work_dir_for(out).exists() and not lock_path_for(work_dir_for(out)).exists()
     assert list(tmp_path.glob(".o*")) == []
+
+
+def test_files_too_large_to_be_ffdesks_are_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A settings file, manifest or queue bigger than any ffdesk writes is refused from its size
+    (a sparse file: nothing is read, no disk is used) and handled like a damaged one."""
+    from ffdesk.runtime.env import _load_settings
+
+    big = tmp_path / "big.json"
+    with big.open("wb") as f:
+        f.write(b'{"jobs": []}')
+        f.truncate(jsontext.MAX_FILE_BYTES + 1)
+    with pytest.raises(ValueError, match=f"{jsontext.MAX_FILE_BYTES + 1} bytes"):
+        jsontext.read(big)
+    data, why = _load_settings(big)
+    assert data == {} and why is not None and "too large" in why
+
+    queue_file = tmp_path / "queue.json"
+    big.rename(queue_file)
+    code = main(["queue", "list", "--queue", str(queue_file)])
+    err = capsys.readouterr().err
+    assert code in (0, 2) and "Traceback" not in err
+    assert "more than a queue file holds" in err
+    assert not queue_file.exists() and any(tmp_path.glob("queue.json.*")), "kept aside, not lost"

@@ -85,7 +85,7 @@ def _student_of(run: Path) -> Path | None:
     from ffdesk.training import control
 
     try:
-        note = jsontext.loads((run / control.STUDENT_NOTE).read_text(encoding="utf-8"))
+        note = jsontext.read(run / control.STUDENT_NOTE)
     except (OSError, ValueError):
         return None
     model = Path(str(note.get("model") or "")) if isinstance(note, dict) else None
@@ -114,7 +114,7 @@ def _contract_documents(path: Path) -> Iterator[tuple[str, Any]]:
     """(where, the JSON) of each place a contract may be: the sidecar, then the ONNX metadata."""
     sidecar = path.with_suffix(".json")
     try:
-        document = jsontext.loads(sidecar.read_text(encoding="utf-8"))
+        document = jsontext.read(sidecar)
     except (OSError, ValueError):
         document = None
     if document is not None:

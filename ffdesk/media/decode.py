@@ -795,5 +795,3 @@ def read_frame_at(
     """
     with VideoReader(path, low_latency=True, sequence_fps=sequence_fps, max_pixels=max_pixels) as reader:
         return reader.frame_at(time_s)
-
-

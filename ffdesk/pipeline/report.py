@@ -73,7 +73,6 @@ class StageTiming(_InJson):
         )
 
 
-
 def merge_timings(*parts: Sequence[StageTiming]) -> tuple[StageTiming, ...]:
     """The stages of several parts of a render, each name once (first seen first), added up."""
     merged: dict[str, StageTiming] = {}
@@ -119,7 +118,6 @@ class FaceCounts(_InJson):
         )
 
 
-
 # ---- model figures -----------------------------------------------------------------------------
 
 
@@ -129,7 +127,6 @@ class QualityFlag(_InJson):
 
     frame: int
     psnr_db: float
-
 
 
 @dataclass(frozen=True)
@@ -145,7 +142,6 @@ class QualityCheck(_InJson):
         return QualityCheck(
             self.checked_frames + other.checked_frames, self.flags + other.flags, self.psnr_threshold_db
         )
-
 
 
 @dataclass(frozen=True)
@@ -166,7 +162,6 @@ class Alignment(_InJson):
         )
 
 
-
 @dataclass(frozen=True)
 class ModelOrder(_InJson):
     """In which order a model-pack render ran its models, and why: "batch" (every model over each
@@ -179,7 +174,6 @@ class ModelOrder(_InJson):
 
     def plus(self, other: ModelOrder) -> ModelOrder:
         return self if other == self else replace(self, order="mixed", reason="parts ran in different orders")
-
 
 
 @dataclass(frozen=True)
@@ -205,15 +199,6 @@ class PixelFigures(_InJson):
 
     def copies(self, direction: str, kind: str) -> int:
         return sum(t.copies for t in self.transfers if t.direction == direction and t.kind == kind)
-
-
-
-
-
-
-
-
-
 
 
 def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[ModelStats, ...]:
@@ -328,9 +313,6 @@ class ModelsReport(_InJson):
         )
 
 
-
-
-
 def _sum(a: float | None, b: float | None) -> float | None:
     """`a + b` where both are there, else whichever is."""
     if a is None or b is None:
@@ -401,7 +383,6 @@ class VideoFigures(_InJson):
         )
 
 
-
 # ---- farm --------------------------------------------------------------------------------------
 
 
@@ -427,7 +408,6 @@ class FarmWorkerRow(_InJson):
     """Where it served its Prometheus metrics (None: not served)."""
 
 
-
 @dataclass(frozen=True)
 class FarmSummary(_InJson):
     """How a farm render used the farm: its workers, segments, reruns and losses."""
@@ -440,7 +420,6 @@ class FarmSummary(_InJson):
     duplicates: int
     render_seconds: float
     """From the first segment handed out to the last one back."""
-
 
 
 # ---- the report --------------------------------------------------------------------------------

@@ -42,8 +42,6 @@ SEEDS = [0, 5, 7, 15, 18, 30]
 Qt's status read after its keys."""
 
 
-
-
 def _keys(ini: Path) -> list[str]:
     """The keys of an INI file as QSettings reads them: the app's own, none made of garbage."""
     from PySide6.QtCore import QSettings

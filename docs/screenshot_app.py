@@ -14,7 +14,7 @@ from PySide6.QtCore import QTimer
 
 from ffdesk.gui.app import application
 from ffdesk.gui.main_window import MainWindow, open_settings
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import cv2
 
-from ffdesk.media.decode import read_image
+from ffdesk.media.images import read_image
 from ffdesk.media.synth import synth_clip
 
 face = cv2.resize(read_image(Path("resources/sample/astronaut.jpg"))[0:300, 120:400], (140, 150))

@@ -44,6 +44,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import default_queue_path, keep_aside
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.userpath import expand_user
 
 IMAGE_FILTER = f"Images ({' '.join(f'*{s}' for s in sorted(IMAGE_SUFFIXES))})"
 VIDEO_FILTER = f"Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;{IMAGE_FILTER};;All files (*)"
@@ -313,7 +314,7 @@ class MainWindow(QMainWindow):
     # -- files ----------------------------------------------------------------------------
     def open_clip(self, path: Path) -> bool:
         """Make `path` the target; False (and a status message) when it cannot be read."""
-        path = Path(path).expanduser().resolve()
+        path = expand_user(path).resolve()
         try:
             clip = ClipInfo.probe(path)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a status message
@@ -333,7 +334,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"{name}: {things} to know before rendering (Status)", 8000)
 
     def add_source(self, path: Path) -> None:
-        self.session.add_source(Path(path).expanduser().resolve())
+        self.session.add_source(expand_user(path).resolve())
 
     def open_paths(self, paths: list[Path]) -> None:
         """What a drop does: images become sources, the first clip becomes the target."""

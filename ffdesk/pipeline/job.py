@@ -10,6 +10,7 @@ from typing import Any, Literal, get_args
 
 from ffdesk.errors import UserError
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision, VideoPreset
+from ffdesk.userpath import expand_user
 
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 """Where the models of a render run: "auto" (CUDA when usable, else the CPU), "cpu", "cuda"
@@ -115,13 +116,13 @@ class RenderJob:
         from dataclasses import replace
 
         def ab(p: Path | None) -> Path | None:
-            return None if p is None else Path(p).expanduser().resolve()
+            return None if p is None else expand_user(p).resolve()
 
         return replace(
             self,
-            target=Path(self.target).expanduser().resolve(),
-            output=Path(self.output).expanduser().resolve(),
-            sources=tuple(Path(s).expanduser().resolve() for s in self.sources),
+            target=expand_user(self.target).resolve(),
+            output=expand_user(self.output).resolve(),
+            sources=tuple(expand_user(s).resolve() for s in self.sources),
             report=ab(self.report),
             models_dir=ab(self.models_dir),
             telemetry_log=ab(self.telemetry_log),

@@ -26,6 +26,7 @@ from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
+from ffdesk.userpath import expand_user
 
 APP = "ffdesk"
 
@@ -150,7 +151,7 @@ class RuntimeEnv:
 
     def with_models_dir(self, folder: Path | str) -> RuntimeEnv:
         """The same environment with another models folder (`--models-dir`)."""
-        return replace(self, models_dir=Path(folder).expanduser().resolve())
+        return replace(self, models_dir=expand_user(folder).resolve())
 
     @property
     def default_models_dir(self) -> Path:
@@ -201,7 +202,7 @@ class RuntimeEnv:
 def saved_models_dir(settings_path: Path) -> Path | None:
     """The models folder saved in the settings file, or None."""
     saved = read_settings(settings_path).get("models_dir")
-    return Path(saved).expanduser() if isinstance(saved, str) and saved else None
+    return expand_user(saved) if isinstance(saved, str) and saved else None
 
 
 def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None:

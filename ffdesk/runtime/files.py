@@ -37,6 +37,7 @@ from ffdesk.runtime.integrity import (
 )
 from ffdesk.runtime.precision import cached_variants
 from ffdesk.units import format_bytes
+from ffdesk.userpath import expand_user
 
 __all__ = [
     "CHUNK",
@@ -65,20 +66,20 @@ def default_models_dir(env: RuntimeEnv) -> Path:
 def resolve_models_dir(explicit: Path | str | None, env: RuntimeEnv) -> Path:
     """`--models-dir` if given, else the environment's (the saved setting, else the default)."""
     if explicit:
-        return Path(explicit).expanduser().resolve()
+        return expand_user(explicit).resolve()
     return env.models_dir
 
 
 def save_models_dir(path: Path | str, env: RuntimeEnv) -> Path:
     """Remember `path` as the models folder for later runs (in the environment's settings file)."""
-    resolved = Path(path).expanduser().resolve()
+    resolved = expand_user(path).resolve()
     write_setting(env.settings_path, "models_dir", str(resolved))
     return resolved
 
 
 def model_path(spec: ModelSpec, models_dir: Path | str) -> Path:
     """Where `spec`'s file lives in the models folder `models_dir` (it may not exist)."""
-    return Path(models_dir).expanduser().resolve() / spec.file
+    return expand_user(models_dir).resolve() / spec.file
 
 
 def find_model(spec: ModelSpec, models_dir: Path | str) -> Path:

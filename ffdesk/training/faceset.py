@@ -22,6 +22,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
+from ffdesk.userpath import expand_user
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".mts"})
 MESH_POINTS = 468
@@ -108,7 +109,7 @@ def find_inputs(paths: Sequence[Path]) -> list[Path]:
     """Images and clips named, or found (sorted, recursively) in the folders named."""
     out: list[Path] = []
     for p in paths:
-        p = Path(p).expanduser()
+        p = expand_user(p)
         if p.is_dir():
             out.extend(
                 sorted(

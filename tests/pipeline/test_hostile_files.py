@@ -165,3 +165,26 @@ def test_files_too_large_to_be_ffdesks_are_not_read(
     assert code in (0, 2) and "Traceback" not in err
     assert "more than a queue file holds" in err
     assert not queue_file.exists() and any(tmp_path.glob("queue.json.*")), "kept aside, not lost"
+
+
+def test_a_home_of_nobody_is_a_path_like_any_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`~nosuchuser/...` saved as the models folder or given as a job's paths: every command still
+    runs (Path.expanduser raised RuntimeError, a traceback in each, --version included); the path
+    is kept as written, as a shell keeps it, and refused where it is used."""
+    from ffdesk.runtime.env import RuntimeEnv, write_setting
+    from ffdesk.userpath import expand_user
+
+    nobody = "~nosuchuser-ffdesk/x"
+    assert expand_user(nobody) == Path(nobody)
+    assert expand_user("~") == Path.home()
+    env = RuntimeEnv.from_system()
+    env.settings_path.parent.mkdir(parents=True, exist_ok=True)
+    assert write_setting(env.settings_path, "models_dir", nobody) is None
+    assert RuntimeEnv.from_system().models_dir.name == "x"
+    assert main(["--version"]) == 0
+    assert main(["models", "list", "--no-verify"]) in (0, 2)
+    code = main(["render", str(tmp_path / "clip.mp4"), "--source", nobody, "-o", "~nosuchuser-ffdesk/o.mp4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "internal error" not in err, err

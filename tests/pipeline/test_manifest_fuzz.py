@@ -11,8 +11,9 @@ or an internal error, and nothing outside the work folder and the output is touc
 reuses exactly the records before the first one the mutation changed: an edited record is never
 trusted, an untouched one never thrown away.
 
-The mutation helpers (`odd_value`, `odd_name`, `damage_text`, `nested`) are shared with the
-settings fuzzer (`tests/gui/test_settings_fuzz.py`).
+The mutation helpers (`odd_value`, `odd_name`, `unknown_key`, `damage_text`, `nested`,
+`with_nested`, `deep_depth`) are shared with the settings fuzzer (`tests/gui/test_settings_fuzz.py`).
+`pytest -m slow tests/pipeline/test_manifest_fuzz.py -s` renders 1000 more mutants.
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ def damage_text(rng: random.Random, raw: bytes, kind: str) -> bytes:
 
 
 def unknown_key(rng: random.Random) -> str:
+    """A key no version of ffdesk writes (empty, very long, NUL, non-ASCII among them)."""
     return rng.choice(["extra", "", "comment", "__proto__", "segments2", "k" * 300, "\x00", "ñ"])
 
 
@@ -366,6 +368,15 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interrupte
 
 # ---- the cases ----------------------------------------------------------------------------------
 
+SEEN: list[str] = []
+"""How each case ended, printed after the module's tests (`-s` shows it)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary() -> Iterator[None]:
+    yield
+    print("\n" + "\n".join(SEEN))
+
 
 @dataclass
 class Ended:
@@ -432,8 +443,7 @@ def test_a_mutated_manifest_is_rendered_whole_or_refused_in_one_line(
 ) -> None:
     monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_a, **_k: [PassThrough()])
     ended = _case(seed, interrupted, tmp_path / "report.json", capsys)
-    with capsys.disabled():
-        print(f"seed {seed}: {ended.mutation[:90]} -> {ended.how}, {ended.resumed} reused")
+    SEEN.append(f"seed {seed}: {ended.mutation[:90]} -> {ended.how}, {ended.resumed} reused")
 
 
 @pytest.mark.slow
@@ -454,8 +464,7 @@ def test_a_thousand_mutated_manifests_render_whole_or_are_refused(
         except AssertionError as exc:
             counts["failed"] += 1
             failures.append(f"seed {seed}: {str(exc)[:400]}")
-    with capsys.disabled():
-        print(dict(counts))
+    SEEN.append(f"{sum(counts.values())} mutants: {dict(counts)}")
     assert not failures, "\n".join(failures[:20])
 
 

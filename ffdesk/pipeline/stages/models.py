@@ -62,6 +62,7 @@ from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
 from ffdesk.swap.device_ops import bucket
 from ffdesk.types import Frame, Mask
+from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
     import torch
@@ -127,7 +128,7 @@ def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> 
     from ffdesk.runtime.catalog import description_path, load_description
     from ffdesk.runtime.files import find_model, input_signature, load_onnx, verify
 
-    as_path = Path(value).expanduser()
+    as_path = expand_user(value)
     if as_path.suffix.lower() == ".onnx":
         path = as_path if as_path.is_absolute() or as_path.exists() else models_dir / as_path
         if not path.is_file():

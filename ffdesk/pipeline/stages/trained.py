@@ -35,6 +35,7 @@ from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.training.contract import KIND, ContractError, TrainedContract
 from ffdesk.types import Frame, Mask, Mode, Precision
+from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -47,7 +48,7 @@ DEFAULT_TEMPLATE = "arcface_128"
 def model_path(value: str, models_dir: Path | None = None) -> Path:
     """The .onnx a `--swapper` value names (a run folder means its model.onnx). A relative
     name that is not there is looked for in `models_dir` (the environment's models folder)."""
-    p = Path(value).expanduser()
+    p = expand_user(value)
     if models_dir is not None and not p.is_absolute() and not p.exists() and (models_dir / p).exists():
         p = models_dir / p
     return p / "model.onnx" if p.is_dir() else p

@@ -27,6 +27,7 @@ from ffdesk.runtime.env import RuntimeEnv, write_setting
 from ffdesk.runtime.integrity import (
     CHUNK,
     crc32_hex,
+    external_locations,
     file_fingerprint,
     model_problems,
     save_onnx_atomic,
@@ -386,9 +387,11 @@ class ImportResult:
 def import_model(
     src: Path, catalog: Catalog, models_dir: Path, *, as_name: str | None = None, replace: bool = False
 ) -> ImportResult:
-    """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it and its
-    sidecar into `models_dir` atomically. A file with problems is not copied, and neither is one
-    whose name another file already has there unless `replace` (the same file again is fine)."""
+    """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it, the
+    external data files it names (to the same places relative to it) and its sidecar into
+    `models_dir`, each atomically, the model last. A file with problems is not copied, and neither
+    is one whose name (or one of whose data files' names) another file already has there unless
+    `replace` (the same file again is fine)."""
     src = Path(src)
     if not src.is_file():
         raise UserError(f"{src}: no such file")
@@ -400,16 +403,27 @@ def import_model(
     problems = verify(spec, src)
     status = hash_status(spec, src)
     dest = models_dir / spec.file
+    data = external_locations(load_onnx(src)) if not problems and spec.framework == "onnx" else []
     if not problems and not replace and _another_file_there(src, dest):
         problems = [
             f"{dest.name}: {models_dir} already has a different {spec.name}; "
             "add --replace to put this one in its place"
         ]
+    if not problems and not replace and dest.resolve() != src.resolve():
+        taken = [loc for loc in data if _another_file_there(src.parent / loc, models_dir / loc)]
+        if taken:
+            problems = [
+                f"{src.name}: {models_dir} already has a different {taken[0]} (this model's external "
+                "data; another model's?); add --replace to put this one in its place"
+            ]
     if problems:
         return ImportResult(src, spec.name, dest, tuple(problems), status)
     models_dir.mkdir(parents=True, exist_ok=True)
     if dest.resolve() != src.resolve():
         side = sidecar_path(src)
+        for loc in data:  # verified above: inside the source's folder, present and long enough
+            (models_dir / loc).parent.mkdir(parents=True, exist_ok=True)
+            _atomic_copy(src.parent / loc, models_dir / loc)
         _atomic_copy(src, dest)
         if side.is_file():
             _atomic_copy(side, sidecar_path(dest))

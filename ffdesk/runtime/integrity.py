@@ -383,6 +383,18 @@ def _graph_tensors(
                 yield here, None, node, consts
 
 
+def external_locations(model: Any) -> list[str]:
+    """The external data files a parsed model's tensors name (relative to the model's folder, as
+    written in it), each once, in the order first named; [] for a model that holds its weights."""
+    found: dict[str, None] = {}
+    for _where, tensor, node, _consts in _graph_tensors(model, [], []):
+        if node is None and tensor.data_location == _EXTERNAL:
+            location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+            if location:
+                found.setdefault(location, None)
+    return list(found)
+
+
 def model_problems(model: Any, path: Path) -> list[str]:
     """What is unsafe about what a parsed model file declares (read without its external data),
     one line each naming `path`'s file: external data outside the model's folder (an absolute

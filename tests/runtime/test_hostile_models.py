@@ -93,6 +93,35 @@ def test_external_data_inside_the_folder_is_fine(base: Path, spec: ModelSpec, tm
     OrtSession(path).close()
 
 
+def test_import_brings_the_external_data_along(base: Path, spec: ModelSpec, tmp_path: Path) -> None:
+    """`models import` copies the data files the model names (each to the same place beside it),
+    so the imported model verifies and loads; a different file of that name already there is not
+    replaced unless asked, and a refused import copies nothing."""
+    from ffdesk.runtime.files import import_model
+    from ffdesk.runtime.integrity import external_locations
+
+    src = _external(base, tmp_path / "from", data="xseg_1.bin")
+    assert external_locations(onnx.load(str(src), load_external_data=False)) == ["xseg_1.bin"]
+    assert external_locations(onnx.load(str(base), load_external_data=False)) == []
+    catalog = load_catalog()
+    dest = tmp_path / "pack"
+    result = import_model(src, catalog, dest)
+    assert result.problems == ()
+    assert (dest / "xseg_1.bin").read_bytes() == (src.parent / "xseg_1.bin").read_bytes()
+    assert verify(spec, dest / spec.file) == []
+    OrtSession(dest / spec.file).close()
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "xseg_1.bin").write_bytes(b"another model's weights")
+    refused = import_model(src, catalog, other)
+    assert len(refused.problems) == 1 and "already has a different xseg_1.bin" in refused.problems[0]
+    assert (other / "xseg_1.bin").read_bytes() == b"another model's weights"
+    assert not (other / spec.file).exists()
+    assert import_model(src, catalog, other, replace=True).problems == ()
+    assert verify(spec, other / spec.file) == []
+
+
 @pytest.mark.parametrize(
     ("location", "why"),
     [

@@ -31,17 +31,28 @@ def loads(text: str | bytes) -> Any:
     return data
 
 
-def read(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """The JSON in the file at `path` (`loads`); `OSError` when it cannot be read, `ValueError`
-    when it is larger than `max_bytes` (before reading it), not UTF-8, or not JSON `loads` takes."""
+class TooLarge(ValueError):
+    """A file larger than any ffdesk writes: refused from its size, not read."""
+
+    def __init__(self, size: int, max_bytes: int) -> None:
+        super().__init__(f"{size} bytes, more than the {max_bytes} a file ffdesk reads may hold")
+        self.size = size
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of the file at `path`; `OSError` when it cannot be read, `TooLarge` (before
+    reading it) when it holds more than `max_bytes`."""
     size = Path(path).stat().st_size
     if size > max_bytes:
-        raise ValueError(f"{size} bytes, more than the {max_bytes} a file ffdesk reads may hold")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 text ({exc.reason})") from None
-    return loads(text)
+        raise TooLarge(size, max_bytes)
+    return Path(path).read_bytes()
+
+
+def read(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The JSON in the file at `path` (`loads`); `OSError` when it cannot be read, `TooLarge`
+    (`read_bytes`), `UnicodeDecodeError` when it is not UTF-8 and `ValueError` when it is not JSON
+    `loads` takes: all three are `ValueError`s."""
+    return loads(read_bytes(path, max_bytes).decode("utf-8"))
 
 
 def depth(data: Any) -> int:

@@ -401,15 +401,14 @@ class RenderQueue:
 
     def _load(self) -> None:
         try:
-            size = self.path.stat().st_size
-            raw = self.path.read_bytes() if size <= jsontext.MAX_FILE_BYTES else None
+            raw = jsontext.read_bytes(self.path)
         except FileNotFoundError:
             return
         except OSError as exc:
             self._warn(f"{self.path}: cannot read the render queue ({exc.strerror or exc}); starting empty")
             return
-        if raw is None:  # not read into memory: damaged, or not a queue ffdesk wrote
-            self._set_aside([], [f"{size} bytes, more than a queue file holds"])
+        except jsontext.TooLarge as exc:  # not read into memory: damaged, or not a queue ffdesk wrote
+            self._set_aside([], [f"{exc.size} bytes, more than a queue file holds"])
             return
         entries, problems = parse_queue(raw)
         self._entries = [

@@ -47,13 +47,12 @@ def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, None
     except OSError as exc:
         return {}, f"cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return {}, "is not text (damaged?)"
+    except jsontext.TooLarge as exc:
+        return {}, f"is too large to be a settings file ({exc})"
     except ValueError as exc:
-        reason = str(exc).splitlines()[0]
-        if reason.startswith("not UTF-8"):
-            return {}, "is not text (damaged?)"
-        if reason.endswith("may hold"):  # too large to be ffdesk's: not read
-            return {}, f"is too large to be a settings file ({reason.split(' ', 1)[0]} bytes)"
-        return {}, f"is not JSON ({reason[:60]})"
+        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
     if not isinstance(data, dict):
         return {}, "is not a JSON object"
     return data, None

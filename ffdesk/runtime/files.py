@@ -259,12 +259,26 @@ def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
     """Every problem with `path` as the file for `spec` (empty when it is good), one line each
     naming the file: what it declares (`integrity.model_problems`), its contract, its hash. With
     `strict`, a missing hash sidecar is a problem too. Never raises for what a file holds."""
-    path = Path(path)
+    return _check(spec, Path(path), strict=strict).problems
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What one read of a model file found: `verify`'s problems, its `hash_status` (None when
+    the file is missing or does not parse) and the external data files it names."""
+
+    problems: list[str]
+    hash: HashStatus | None = None
+    data: tuple[str, ...] = ()
+
+
+def _check(spec: ModelSpec, path: Path, *, strict: bool = False) -> _Checked:
     name = path.name
     if not path.is_file():
-        return [f"{name}: missing"]
+        return _Checked([f"{name}: missing"])
     if path.stat().st_size == 0:
-        return [f"{name}: empty file"]
+        return _Checked([f"{name}: empty file"])
+    data: tuple[str, ...] = ()
     if spec.framework == "torch":
         problems = []
         try:
@@ -275,9 +289,10 @@ def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
         try:
             model = load_onnx(path)
         except UserError as exc:
-            return [str(exc)]
+            return _Checked([str(exc)])
         try:
             problems = model_problems(model, path) + check_contract(spec, model, name)
+            data = tuple(external_locations(model))
         except Exception as exc:  # noqa: BLE001 - a hostile file must never stop a check of the folder
             problems = [f"{name}: cannot be checked ({type(exc).__name__}: {_first_line(exc)})"]
         del model
@@ -286,7 +301,7 @@ def verify(spec: ModelSpec, path: Path, *, strict: bool = False) -> list[str]:
         problems.insert(0, f"{name}: hash mismatch (file damaged or a different build)")
     elif status == "unverified" and strict:
         problems.insert(0, f"{name}: no {sidecar_path(path).name} sidecar to check the file against")
-    return problems
+    return _Checked(problems, status, data)
 
 
 def reads_of(spec: ModelSpec, path: Path) -> str:
@@ -400,10 +415,9 @@ def import_model(
         raise UserError(
             f"{src.name}: not a model the catalog knows (use --as NAME; known: {', '.join(catalog.names)})"
         )
-    problems = verify(spec, src)
-    status = hash_status(spec, src)
+    checked = _check(spec, src)
+    problems, status, data = checked.problems, checked.hash or "unverified", checked.data
     dest = models_dir / spec.file
-    data = external_locations(load_onnx(src)) if not problems and spec.framework == "onnx" else []
     if not problems and not replace and _another_file_there(src, dest):
         problems = [
             f"{dest.name}: {models_dir} already has a different {spec.name}; "

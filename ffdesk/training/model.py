@@ -217,6 +217,7 @@ def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@torch.no_grad()
 def preview_grid(
     model: SwapAutoencoder, batch: dict[str, torch.Tensor], device: torch.device
 ) -> npt.NDArray[np.uint8]:

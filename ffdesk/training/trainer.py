@@ -748,7 +748,6 @@ def _preview_batch(a: Faceset, b: Faceset, resolution: int, count: int = 4) -> d
     return {"a": take(a), "b": take(b)}
 
 
-@torch.no_grad()
 def write_preview(run_dir: Path, grid: np.ndarray, step: int) -> Path:
     """`previews/preview_<step>.png` and the latest as `preview.png` (both written atomically)."""
     folder = run_dir / "previews"

@@ -31,7 +31,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -145,6 +145,11 @@ class OnnxLoader:
     @property
     def file_bytes(self) -> int:
         return self.path.stat().st_size
+
+    def with_memory_limit(self, limit: int) -> OnnxLoader:
+        """This loader with ONNX Runtime's CUDA memory held to `limit` bytes (`gpu_mem_limit`):
+        what the pool gives a model whose batch the budget sized."""
+        return replace(self, options=replace(self.options, gpu_mem_limit=limit))
 
 
 @dataclass(frozen=True)

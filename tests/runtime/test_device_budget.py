@@ -271,3 +271,18 @@ def test_a_wrong_estimate_becomes_a_smaller_batch_not_a_process_over_the_budget(
         report = mgr.report()
     assert report.oom_recoveries >= 1 and max(parser.runs) < 16
     assert card.peak <= budget, card.peak / GiB
+
+
+def test_a_real_onnx_loader_takes_the_limit_to_onnx_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool hands a session its share through `with_memory_limit`: the ONNX loader the
+    renderer uses has it, and the limit reaches the CUDA provider's options."""
+    from ffdesk.runtime import sessions
+    from ffdesk.runtime.residency import OnnxLoader
+    from ffdesk.runtime.sessions import SessionOptions, provider_list
+
+    monkeypatch.setattr(sessions, "_cuda_usable", lambda *_a: True)
+    loader = OnnxLoader(Path("swapper.onnx"), SessionOptions(device="cuda"))
+    limited = loader.with_memory_limit(300 << 20)
+    assert loader.options.gpu_mem_limit is None and limited.path == loader.path
+    cuda = dict(p for p in provider_list(limited.options) if isinstance(p, tuple))["CUDAExecutionProvider"]
+    assert cuda["gpu_mem_limit"] == 300 << 20

@@ -40,24 +40,29 @@ SOFTEN_SIGMA = 5.0
 """`ffdesk.swap.masks.soften`'s Gaussian blur."""
 
 
-def _channels(scale: Scale, like: torch.Tensor) -> torch.Tensor:
-    """A spec's scale (one value or one per channel) as a 1 x C x 1 x 1 tensor beside `like`."""
+def _channels(scale: Scale, like: torch.Tensor, ops: DeviceOps | None = None) -> torch.Tensor:
+    """A spec's scale (one value or one per channel) as a 1 x C x 1 x 1 tensor beside `like`;
+    with `ops`, its constant uploaded once (a copy from host memory waits for the device)."""
     import torch
 
-    values = torch.as_tensor(np.atleast_1d(np.asarray(scale, np.float32)), device=like.device)
-    return values.reshape(1, -1, 1, 1)
+    values = np.atleast_1d(np.asarray(scale, np.float32))
+    if ops is not None:
+        found = ops.constant(("channels", tuple(values.tolist())), lambda: values)
+    else:
+        found = torch.as_tensor(values, device=like.device)
+    return found.reshape(1, -1, 1, 1)
 
 
-def swapper_input(crops: torch.Tensor, spec: SwapperSpec) -> torch.Tensor:
+def swapper_input(crops: torch.Tensor, spec: SwapperSpec, ops: DeviceOps | None = None) -> torch.Tensor:
     """Crops -> the swapper's input: (rgb - 255 mean) / (255 std), per channel."""
-    return (crops - _channels(spec.mean, crops) * 255.0) / (_channels(spec.std, crops) * 255.0)
+    return (crops - _channels(spec.mean, crops, ops) * 255.0) / (_channels(spec.std, crops, ops) * 255.0)
 
 
-def swapper_output(y: torch.Tensor, spec: SwapperSpec) -> torch.Tensor:
+def swapper_output(y: torch.Tensor, spec: SwapperSpec, ops: DeviceOps | None = None) -> torch.Tensor:
     """The swapper's output (float32 or float16) -> crops, rounded as the host rounds."""
     std = spec.std if spec.out_std is None else spec.out_std
     mean = spec.mean if spec.out_mean is None else spec.out_mean
-    x = y.float() * (_channels(std, y) * 255.0) + (_channels(mean, y) * 255.0 + 0.5)
+    x = y.float() * (_channels(std, y, ops) * 255.0) + (_channels(mean, y, ops) * 255.0 + 0.5)
     return x.clamp_(0.0, 255.0).floor_()
 
 
@@ -130,17 +135,24 @@ def occlusion_output(y: torch.Tensor, size: int) -> torch.Tensor:
     return resize_masks(y.float().reshape(n, side, side).clamp(0.0, 1.0), size)
 
 
-def region_input(crops: torch.Tensor, model_size: int = 512) -> torch.Tensor:
+def region_input(crops: torch.Tensor, model_size: int = 512, ops: DeviceOps | None = None) -> torch.Tensor:
     """Crops -> BiSeNet's input: N x 3 x S x S with ImageNet's mean and standard deviation."""
     x = resize_crops(crops, model_size) / 255.0
-    return (x - _channels(tuple(IMAGENET_MEAN), x)) / _channels(tuple(IMAGENET_STD), x)
+    return (x - _channels(tuple(IMAGENET_MEAN), x, ops)) / _channels(tuple(IMAGENET_STD), x, ops)
 
 
-def region_from_logits(logits: torch.Tensor, classes: Sequence[int]) -> torch.Tensor:
-    """N x K x H x W class logits -> N x H x W float, 1 where the best class is one of `classes`."""
+def region_from_logits(
+    logits: torch.Tensor, classes: Sequence[int], ops: DeviceOps | None = None
+) -> torch.Tensor:
+    """N x K x H x W class logits -> N x H x W float, 1 where the best class is one of `classes`
+    (with `ops`, their ids uploaded once)."""
     import torch
 
-    wanted = torch.as_tensor(list(classes), device=logits.device, dtype=torch.int64)
+    ids = np.asarray(list(classes), np.int64)
+    if ops is not None:
+        wanted = ops.constant(("classes", tuple(ids.tolist())), lambda: ids)
+    else:
+        wanted = torch.as_tensor(ids, device=logits.device)
     return torch.isin(logits.argmax(dim=1), wanted).float()
 
 
@@ -282,12 +294,9 @@ class DeviceOps:
         gy, gx = torch.meshgrid(ys, xs, indexing="ij")
         points = torch.stack([gx, gy, torch.ones_like(gx)], dim=-1)  # H x W x 3
         mapped = torch.einsum("hwc,kdc->khwd", points, matrices)
-        scale = torch.tensor(
-            [2.0 / max(source[0] - 1, 1), 2.0 / max(source[1] - 1, 1)],
-            device=self.device,
-            dtype=torch.float32,
-        )
-        return mapped * scale - 1.0
+        mapped[..., 0].mul_(2.0 / max(source[0] - 1, 1))  # plain numbers: nothing to upload
+        mapped[..., 1].mul_(2.0 / max(source[1] - 1, 1))
+        return mapped.sub_(1.0)
 
     def mask_rects(self, masks: torch.Tensor) -> list[tuple[int, int, int, int]]:
         """The box (x, y, w, h) of each mask's nonzero part, as `cv2.boundingRect` gives it: the

@@ -197,3 +197,23 @@ def test_only_counted_numbers_cross(scene: tuple[Frame, np.ndarray]) -> None:
     assert t.kinds("down") == {"mask-boxes"}
     small = sum(c.nbytes for c in t.snapshot() if c.direction == "down")
     assert small == 4 * 8  # four int64 numbers
+
+
+def test_the_models_constants_go_up_once(scene: tuple[Frame, np.ndarray]) -> None:
+    """A model's per-channel mean and std and the parser's class ids are uploaded once (each copy
+    from host memory would wait for the device), and give what the uncached call gives."""
+    image, kps = scene
+    crop, _ = warp_face(image, kps, "arcface_128", 128)
+    t = torch.from_numpy(crop[None]).permute(0, 3, 1, 2).float()
+    spec = sw.SwapperSpec(size=128, mean=(0.1, 0.2, 0.3), std=(0.5, 0.6, 0.7))
+    logits = torch.from_numpy(np.random.default_rng(3).normal(size=(2, 19, 64, 64)).astype(np.float32))
+    pixels = DevicePixels(CPU, Transfers())
+    ops = dev.DeviceOps(pixels)
+    for _ in range(3):  # three batches
+        assert torch.equal(dev.swapper_input(t, spec, ops), dev.swapper_input(t, spec))
+        assert torch.equal(dev.swapper_output(t / 255, spec, ops), dev.swapper_output(t / 255, spec))
+        assert torch.equal(dev.region_input(t, 64, ops), dev.region_input(t, 64))
+        assert torch.equal(
+            dev.region_from_logits(logits, (1, 2), ops), dev.region_from_logits(logits, (1, 2))
+        )
+    assert pixels.transfers.copies("up", "constant") == 5  # mean, std, ImageNet's mean and std, classes

@@ -97,10 +97,10 @@ class DeviceModels:
 
         def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
             src = one.expand(x.shape[0], *one.shape[1:]).contiguous()
-            return {spec.target_input: dev.swapper_input(x, spec), spec.source_input: src}
+            return {spec.target_input: dev.swapper_input(x, spec, self.ops), spec.source_input: src}
 
         def pick(outputs: list[torch.Tensor], names: list[str]) -> torch.Tensor:
-            return dev.swapper_output(dev.output(outputs, names, spec.output), spec)
+            return dev.swapper_output(dev.output(outputs, names, spec.output), spec, self.ops)
 
         tiles = dev.split_tiles(crops, k)
         out = self.call(key or ctx.swap_key, tiles, feed, pick, self.cap * k * k)
@@ -134,10 +134,10 @@ class DeviceModels:
         classes = self.ctx.region_classes
 
         def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
-            return {name: dev.region_input(x, side)}
+            return {name: dev.region_input(x, side, self.ops)}
 
         def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
-            return dev.resize_masks(dev.region_from_logits(outputs[0], classes), size)
+            return dev.resize_masks(dev.region_from_logits(outputs[0], classes, self.ops), size)
 
         return self.ops.soften(self.call("region", crops, feed, pick))
 

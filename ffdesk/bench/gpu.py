@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ffdesk.bench.common import add_json_option, finish, median_ms
-from ffdesk.bench.memory import face_clip, realistic_pack, render_in_process
+from ffdesk.bench.memory import PACK, face_clip, realistic_pack, render_in_process
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
@@ -61,11 +61,8 @@ from ffdesk.telemetry.sampler import Sample, Sampler, SystemProbe
 if TYPE_CHECKING:
     from ffdesk.pipeline.report import RenderReport
 
-SWAPPER = "inswapper_128"
-RECOGNIZER = "arcface_w600k_r50"
-ENHANCER = "gfpgan_1.4"
-OCCLUDER = "xseg_1"
-PARSER = "bisenet_resnet_34"
+SWAPPER, RECOGNIZER, ENHANCER, OCCLUDER, PARSER = PACK
+"""The pack the memory bench builds (`realistic_pack`), each in its role."""
 
 Role = Literal["swapper", "recognizer", "enhancer", "occluder", "parser"]
 PER_FACE_ROLES: tuple[Role, ...] = ("swapper", "enhancer", "occluder", "parser")
@@ -493,9 +490,7 @@ def _time_model(request: ModelRequest, env: RuntimeEnv, options: Any, batch: int
     try:
         used = session.fixed_batch or batch
         call = _bound_call(session, used)
-        for _ in range(WARMUP_CALLS):
-            call()
-        ms = median_ms(call, runs, warmup=0)
+        ms = median_ms(call, runs, warmup=WARMUP_CALLS)
         return ModelTiming(request.name, request.role, precision, session.provider, used, round(ms, 3), note)
     finally:
         session.close()

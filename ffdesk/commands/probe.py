@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TextIO
 
-from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
+from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
 from ffdesk.errors import UserError
 from ffdesk.media.inspect import AudioReport, ClipReport, StreamPlan, VideoReport
 from ffdesk.units import format_bytes
@@ -56,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
     limit = max_pixels_of(args)
-    refuse_over_limit(args.clip, limit, fps=args.fps)  # before anything is decoded
-    report = inspect_clip(
+    report = inspect_clip(  # refuses a frame over `limit` from its header, before decoding
         args.clip,
         suffix,
         encoder=args.encoder,

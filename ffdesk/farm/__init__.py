@@ -9,6 +9,7 @@ the manifest like a killed local render; a lost worker's segment is rendered aga
 
 Modules: `ray_support` (the optional import), `address` (what `--farm` names, the token),
 `slots` (workers per node), `worker` (the actor), `board` (what `farm status` reads), `head`
-(the scheduling loop), `standin` (waiting stand-in stages for benchmarks), `command` (the CLI).
+(the scheduling loop), `standin` (waiting stand-in stages for benchmarks); its command line is
+`ffdesk.commands.farm_render`.
 Ray is imported only here, and only when a farm is used.
 """

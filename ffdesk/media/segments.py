@@ -199,19 +199,10 @@ def segment_contents(path: Path) -> SegmentContents | None:
 
 def _first_frame_time(segment: Path) -> float:
     """Presentation time (seconds) of the earliest frame in a segment file."""
-    with _errors.open_input(segment) as c:
-        vs = c.streams.video[0]
-        try:
-            times = [
-                float(p.pts * p.time_base)
-                for p in c.demux(vs)
-                if p.pts is not None and p.size > 0 and p.time_base is not None
-            ]
-        except av.error.FFmpegError as exc:
-            raise MediaError(f"{segment}: cannot read the segment ({_errors.ffmpeg_reason(exc)})") from exc
-    if not times:
+    contents = segment_contents(segment)
+    if contents is None or contents.first_s is None:
         raise MediaError(f"{segment}: segment holds no video frames")
-    return min(times)
+    return float(contents.first_s)
 
 
 def _join_video(

@@ -512,12 +512,12 @@ class _Flow:
         halt: Halt,
         size: tuple[int, int] | None,
         decode_stats: StageStats,
-        deinterlace: bool = False,
-        nvdec: _Nvdec | None = None,
+        deinterlace: bool,
+        nvdec: _Nvdec,
     ) -> None:
         self.job = job
         self.deinterlace = deinterlace
-        self.nvdec = nvdec or _Nvdec(False)
+        self.nvdec = nvdec
         self.span = span
         self.halt = halt
         self.size = size

@@ -142,17 +142,16 @@ def is_trained_swapper(value: str | None, models_dir: Path | None = None) -> boo
 
 
 def trained_variant(
-    path: Path, holds: Concrete, requested: Precision, mode: Mode, device: str, env: RuntimeEnv
+    path: Path, holds: Concrete, requested: Precision, env: RuntimeEnv
 ) -> tuple[Concrete, Path]:
     """The precision a trained swapper runs at and the file to load. `--precision fp16` runs the
     file's FP16 variant (made now and cached, as a model pack's swapper's is); `int8` runs the
     quantization-aware export `chosen_model` picked (what the file `holds`); `fp32` and `auto`
     run what the file holds (a trained swapper has no FP32 sample check that would catch an FP16
     variant gone wrong, so `auto` does not take one unasked). `UserError` in one line when the
-    FP16 variant cannot be made."""
-    from ffdesk.runtime.precision import make_fp16, resolve_precision
+    FP16 variant cannot be made (`requested` was checked with the job)."""
+    from ffdesk.runtime.precision import make_fp16
 
-    resolve_precision(requested, mode, device)  # the same check of the value as a model pack's
     if requested != "fp16" or holds != "fp32":
         return holds, path
     try:
@@ -179,10 +178,8 @@ class TrainedSwap:
         env: RuntimeEnv,
         share: Share | None = None,
         precision: Precision = "auto",
-        mode: Mode = "final",
     ) -> None:
-        """`precision` and `mode`: what the job asks for (`--precision`, `--mode`), resolved as a
-        model pack's swapper is (`ffdesk.runtime.precision.resolve_precision`)."""
+        """`precision`: what the job asks for (`--precision`; `trained_variant`)."""
         from ffdesk.pipeline.providers import job_device, session_options
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
@@ -203,7 +200,7 @@ class TrainedSwap:
             share=share,
         )
         holds: Concrete = contract.precision
-        self.precision, self.session_path = trained_variant(path, holds, precision, mode, self.device, env)
+        self.precision, self.session_path = trained_variant(path, holds, precision, env)
         """The precision that runs (what the file holds, or its FP16 variant) and its file."""
         self.key = f"trained_swapper@{self.precision}"
         self.manager.register(
@@ -323,7 +320,7 @@ def trained_stages(
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
     model = TrainedSwap(
         path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share,
-        precision=job.precision, mode=job.mode,
+        precision=job.precision,
     )  # fmt: skip
     front = FaceFrontEnd.for_job(job, info=info)
     return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]

@@ -285,3 +285,24 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
     # only the chosen variant stays loaded next to the others
     loaded = {m.precision for m in again.models.models if m.name == "inswapper_128" and m.loads}
     assert chosen in loaded
+
+
+def test_a_remembered_fp32_choice_makes_no_fp16_variant(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where FP32 was chosen before, the next render runs it without converting the swapper."""
+    from ffdesk.pipeline.stages.models import ModelRender
+    from ffdesk.runtime import precision as prec
+
+    picked = prec.PrecisionChoice("fp32", (), "fp32: the faster here (stand-in choice)")
+    monkeypatch.setattr(ModelRender, "_time_variants", lambda *_a, **_k: picked)
+    first = _render(run_env, pack, _carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    assert first.models is not None and first.models.swapper_precision == "fp32"
+
+    def no_conversion(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("an FP16 variant was made")
+
+    monkeypatch.setattr(prec, "make_fp16", no_conversion)
+    again = _render(run_env, pack, _carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    assert again.models is not None and again.models.swapper_precision == "fp32"
+    assert again.models.precision_reason == picked.reason

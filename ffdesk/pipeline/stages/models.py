@@ -598,10 +598,14 @@ class ModelRender:
         store = prec.PrecisionChoices(self.env.precision_choices_path)
         key = store.key(self.swapper.path, self.manager.provider_label(), models.cap)
         choice = store.get(key)
+        known = choice is not None and choice.precision in ("fp32", "fp16")
+        if known and choice is not None and choice.precision == "fp32":
+            self.precision, self.precision_reason = "fp32", choice.reason  # no FP16 variant needed
+            return
         variant_key = self._register(
             self.swapper, "fp16", prec.make_fp16(self.swapper.path, cache_dir=self.env.variants_dir)
         )
-        if choice is None or choice.precision not in ("fp32", "fp16"):
+        if not known or choice is None:
             choice = self._time_variants({"fp32": self.fp32_swap_key, "fp16": variant_key})
             store.put(key, choice)
         self.precision, self.precision_reason = choice.precision, choice.reason

@@ -401,8 +401,10 @@ class PrecisionChoices:
         self._records: dict[str, Any] | None = None
 
     @staticmethod
-    def key(model: Path, provider: str, batch: int) -> str:
-        return f"{file_fingerprint(Path(model))}|{provider}|b{batch}"
+    def key(fingerprint: str, provider: str, batch: int) -> str:
+        """The record of a model file (its `file_fingerprint`, as the residency manager has it)
+        on a provider at a batch."""
+        return f"{fingerprint}|{provider}|b{batch}"
 
     def _loaded(self) -> dict[str, Any]:
         if self._records is None:

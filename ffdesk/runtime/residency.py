@@ -728,6 +728,11 @@ class ResidencyManager:
         pool.deliver()
         return True
 
+    def fingerprint(self, key: str) -> str | None:
+        """The registered model file's fingerprint (worked out once, when it was registered)."""
+        with self._pool.cond:
+            return self._entry(key).fingerprint
+
     def provider_label(self) -> str:
         """The provider models run on here, as measurements are remembered under it (a GPU's
         with the device's name)."""

@@ -124,7 +124,7 @@ def test_auto_takes_the_fastest_variant_within_the_quality_guard(tmp_path: Path)
     store = PrecisionChoices(tmp_path / "choices.json")
     model = tmp_path / "m.onnx"
     model.write_bytes(b"x" * 64)
-    key = store.key(model, "CUDAExecutionProvider@NVIDIA H200", 16)
+    key = store.key(prec.file_fingerprint(model), "CUDAExecutionProvider@NVIDIA H200", 16)
     store.put(key, blurred)
     again = PrecisionChoices(tmp_path / "choices.json").get(key)
     assert again is not None and again.precision == "fp32" and again.speeds == blurred.speeds

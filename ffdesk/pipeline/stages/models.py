@@ -596,7 +596,8 @@ class ModelRender:
         models = self.on_device
         assert models is not None and self.frames is not None
         store = prec.PrecisionChoices(self.env.precision_choices_path)
-        key = store.key(self.swapper.path, self.manager.provider_label(), models.cap)
+        fingerprint = self.manager.fingerprint(self.fp32_swap_key) or prec.file_fingerprint(self.swapper.path)
+        key = store.key(fingerprint, self.manager.provider_label(), models.cap)
         choice = store.get(key)
         known = choice is not None and choice.precision in ("fp32", "fp16")
         if known and choice is not None and choice.precision == "fp32":

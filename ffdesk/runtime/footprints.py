@@ -49,8 +49,12 @@ class FootprintStore:
     def key(fingerprint: str, precision: str, provider: str, batch: int = 1) -> str:
         """The record of a model file at a precision on a provider (a GPU's carries the device's
         name), run at `batch` (0: loaded, not run; 1: the key records had before batches)."""
-        base = f"{fingerprint}|{precision}|{provider}"
-        return base if batch == 1 else f"{base}|b{batch}"
+        return FootprintStore.at_batch(f"{fingerprint}|{precision}|{provider}", batch)
+
+    @staticmethod
+    def at_batch(key: str, batch: int) -> str:
+        """A batch-1 record's `key` for the same model run at `batch`."""
+        return key if batch == 1 else f"{key}|b{batch}"
 
     @staticmethod
     def reservation_key(provider: str) -> str:

@@ -378,7 +378,7 @@ class Pool:
                 self.footprints.put(store_key, nbytes, load_ms)
                 weights = policy.measured_footprint(before, loaded, ticket.floor)
                 if ticket.warmup and weights < nbytes:
-                    self.footprints.put(_batch_key(store_key, 0), weights, load_ms)
+                    self.footprints.put(FootprintStore.at_batch(store_key, 0), weights, load_ms)
         with self.cond:
             e.curve = {1: nbytes}
             e.batch = 1 if ticket.warmup or recorded is not None else 0
@@ -552,8 +552,3 @@ class Pool:
                 s.close()
         self.probe.release_freed()
         return victims
-
-
-def _batch_key(store_key: str, batch: int) -> str:
-    """`store_key` (a batch-1 record's key) for another batch."""
-    return store_key if batch == 1 else f"{store_key}|b{batch}"

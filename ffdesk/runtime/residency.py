@@ -53,7 +53,7 @@ from ffdesk.runtime.residency_pool import (
     Ticket,
     Unload,
 )
-from ffdesk.runtime.sessions import OrtSession, Session, SessionOptions
+from ffdesk.runtime.sessions import OrtSession, Session, SessionOptions, is_oom_error
 
 __all__ = [
     "FootprintStore",
@@ -100,27 +100,6 @@ def format_size(n: int | float | None) -> str:
     from ffdesk.units import format_bytes
 
     return "unlimited" if n is None else format_bytes(n)
-
-
-_OOM_NEEDLES = (
-    "failed to allocate memory",
-    "out of memory",
-    "bad_alloc",
-    "alloc_failed",
-    "cudaerrormemoryallocation",
-    "cannot allocate memory",
-)
-
-
-def is_oom_error(exc: BaseException) -> bool:
-    """True for allocation failures from ONNX Runtime (its RuntimeException "Failed to allocate
-    memory"), torch (`OutOfMemoryError`, CUDA or CPU) and Python (`MemoryError`)."""
-    if isinstance(exc, MemoryError):
-        return True
-    if type(exc).__name__ == "OutOfMemoryError":
-        return True
-    msg = str(exc).lower()
-    return any(s in msg for s in _OOM_NEEDLES)
 
 
 @dataclass(frozen=True)

@@ -386,12 +386,28 @@ def _open(
     return ort.InferenceSession(target, sess_options=so, providers=providers), None
 
 
-_NOT_THE_FILE = (
-    "failed to allocate",
+_OOM_NEEDLES = (
+    "failed to allocate memory",
     "out of memory",
     "bad_alloc",
     "alloc_failed",
-    "cannot allocate",
+    "cudaerrormemoryallocation",
+    "cannot allocate memory",
+)
+
+
+def is_oom_error(exc: BaseException) -> bool:
+    """True for allocation failures from ONNX Runtime (its RuntimeException "Failed to allocate
+    memory"), torch (`OutOfMemoryError`, CUDA or CPU) and Python (`MemoryError`)."""
+    if isinstance(exc, MemoryError):
+        return True
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    msg = str(exc).lower()
+    return any(s in msg for s in _OOM_NEEDLES)
+
+
+_GPU_FAILURE = (
     "cuda failure",
     "cuda error",
     "cudaerror",
@@ -400,9 +416,7 @@ _NOT_THE_FILE = (
     "tensorrt ep",
     "[tensorrt",
 )
-"""Words of an ONNX Runtime load failure that is the machine's (memory, the GPU stack), not the
-file's: those keep their own exception (the residency manager recovers from running out; the
-words are `ffdesk.runtime.residency.is_oom_error`'s and the GPU providers' own)."""
+"""Words of an ONNX Runtime failure that is the GPU stack's, not the model file's."""
 _ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\]\s*:\s*\d+\s*:\s*[A-Z_]+\s*:\s*")
 
 
@@ -422,8 +436,8 @@ def load_error(label: str, exc: Exception) -> Exception:
     from_runtime = module.startswith("onnxruntime")
     from_onnx = module.startswith(("onnx.", "google.protobuf")) or module == "onnx"
     text = str(exc).strip()
-    if not (from_runtime or from_onnx) or any(w in text.lower() for w in _NOT_THE_FILE):
-        return exc
+    if not (from_runtime or from_onnx) or is_oom_error(exc) or any(w in text.lower() for w in _GPU_FAILURE):
+        return exc  # the machine's failure (memory, the GPU stack), not the file's: the manager recovers
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     reason = _ORT_PREFIX.sub("", lines[0]) if lines else type(exc).__name__
     if len(reason) > 300:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from ffdesk.pipeline.codec import Codec, Shape
-from ffdesk.runtime.device import Direction, TransferCount
+from ffdesk.runtime.device import TransferCount, copies_of, tally
 from ffdesk.runtime.residency import ModelStats, OomEvent, ResidencyReport
 from ffdesk.telemetry.render import TelemetrySummary
 
@@ -189,16 +189,11 @@ class PixelFigures(_InJson):
     transfers: tuple[TransferCount, ...] = ()
 
     def plus(self, other: PixelFigures) -> PixelFigures:
-        totals: dict[tuple[Direction, str], tuple[int, int]] = {}
-        for t in (*self.transfers, *other.transfers):
-            copies, nbytes = totals.get((t.direction, t.kind), (0, 0))
-            totals[(t.direction, t.kind)] = (copies + t.copies, nbytes + t.nbytes)
-        merged = tuple(TransferCount(d, k, c, n) for (d, k), (c, n) in sorted(totals.items()))
         path = self.path if self.path == other.path else "mixed"
-        return replace(self, path=path, transfers=merged)
+        return replace(self, path=path, transfers=tally((*self.transfers, *other.transfers)))
 
     def copies(self, direction: str, kind: str) -> int:
-        return sum(t.copies for t in self.transfers if t.direction == direction and t.kind == kind)
+        return copies_of(self.transfers, direction, kind)
 
 
 def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[ModelStats, ...]:

@@ -13,7 +13,7 @@ stream; the staging buffer is reused once the copy that read it has finished (a 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,6 +38,20 @@ class TransferCount:
     nbytes: int
 
 
+def tally(counts: Iterable[TransferCount]) -> tuple[TransferCount, ...]:
+    """`counts` of the same direction and kind added up, sorted by direction and kind."""
+    totals: dict[tuple[Direction, str], tuple[int, int]] = {}
+    for t in counts:
+        copies, nbytes = totals.get((t.direction, t.kind), (0, 0))
+        totals[(t.direction, t.kind)] = (copies + t.copies, nbytes + t.nbytes)
+    return tuple(TransferCount(d, k, c, n) for (d, k), (c, n) in sorted(totals.items()))
+
+
+def copies_of(counts: Iterable[TransferCount], direction: str, kind: str | None = None) -> int:
+    """Copies in `direction` (of `kind` only, when given)."""
+    return sum(t.copies for t in counts if t.direction == direction and kind in (None, t.kind))
+
+
 class Transfers:
     """A thread-safe tally of host <-> device copies by direction and kind."""
 
@@ -58,7 +72,7 @@ class Transfers:
 
     def copies(self, direction: Direction, kind: str | None = None) -> int:
         """Copies in `direction` (of `kind` only, when given)."""
-        return sum(t.copies for t in self.snapshot() if t.direction == direction and kind in (None, t.kind))
+        return copies_of(self.snapshot(), direction, kind)
 
     def kinds(self, direction: Direction) -> set[str]:
         return {t.kind for t in self.snapshot() if t.direction == direction}

@@ -60,23 +60,19 @@ _NO_DEFAULT = object()
 """Stands for "no plain default" (equal to no stored value)."""
 
 
+_FIELD_TYPES: dict[type, Mapping[str, Any]] = {}
+"""`field_types`' memo (classes are defined once; it only grows by the classes the codec meets)."""
+
+
 def field_types(cls: type) -> Mapping[str, Any]:
     """The resolved types of dataclass `cls`'s fields, in field order (read-only).
 
     `typing.get_type_hints` evaluates every annotation string again on each call (about a
     millisecond for `RenderJob`), so it runs once per class."""
-    return _field_types(cls)
-
-
-_FIELD_TYPES: dict[type, Mapping[str, Any]] = {}
-
-
-def _field_types(cls: type) -> Mapping[str, Any]:
     found = _FIELD_TYPES.get(cls)
     if found is None:
         hints = typing.get_type_hints(cls)
-        found = MappingProxyType({f.name: hints[f.name] for f in dataclasses.fields(cls)})
-        _FIELD_TYPES[cls] = found
+        found = _FIELD_TYPES[cls] = MappingProxyType({f.name: hints[f.name] for f in dataclasses.fields(cls)})
     return found
 
 
@@ -95,6 +91,9 @@ class _ClassCodec:
     """(field, JSON key) of the fields without a default."""
     known: frozenset[str]
     """Every key this class reads, its flat parts' and computed ones included."""
+    flat: tuple[tuple[str, str, type], ...] = ()
+    """(field, the key whose presence marks it, its dataclass) of the parts flattened into the
+    object (`Shape.flat`)."""
 
 
 class Codec:
@@ -148,7 +147,6 @@ class Codec:
         if not isinstance(data, dict):
             raise self._wrong(where or cls.__name__, data, "an object")
         codec = self._class(cls)
-        shape = self.shapes.get(cls, _PLAIN)
         if self.strict:
             unknown = data.keys() - codec.known
             if unknown:
@@ -167,10 +165,9 @@ class Codec:
         for name, key in codec.required:
             if name not in values and key not in data:
                 raise self.error(f"{self.what}: '{f'{where}.{key}' if where else key}' is missing")
-        hints = field_types(cls)
-        for name, marker in shape.flat.items():
+        for name, marker, part in codec.flat:
             if marker in data:
-                values[name] = self.decode(_dataclass_of(hints[name]), data, where)
+                values[name] = self.decode(part, data, where)
         try:
             return cls(**values)
         except TypeError as exc:
@@ -204,8 +201,9 @@ class Codec:
             known.add(key)
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 required.append((name, key))
+        flat = tuple((name, marker, _dataclass_of(hints[name])) for name, marker in shape.flat.items())
         found = _ClassCodec(
-            tuple(encoders), decoders, self.json_defaults(cls), tuple(required), frozenset(known)
+            tuple(encoders), decoders, self.json_defaults(cls), tuple(required), frozenset(known), flat
         )
         self._classes[cls] = found
         return found

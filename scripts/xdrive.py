@@ -1,0 +1,124 @@
+"""Drive the desktop app in a real X window, as a user would: keys, clicks, drags and screenshots.
+
+    .venv/bin/python scripts/xdrive.py [--home DIR] [--size 1600x1000] -- ARGS... \
+        --do "sleep 4" --do "key space" --do "click 700 930" --do "shot /tmp/a.png"
+
+Starts Xvfb on a free display with openbox (so the window gets focus and a frame), runs
+`ffdesk ARGS` (e.g. `gui clip.mp4`) with its settings, data and cache under `--home` (a new
+temporary folder by default), waits for its window, does each action in turn, then ends them all.
+Actions: `sleep S`, `key KEY...` (xdotool key names: space, Home, shift+Right, ctrl+z),
+`type TEXT`, `click X Y`, `drag X1 Y1 X2 Y2`, `move X Y`, `shot FILE` (the whole screen),
+`geometry` (prints the window's position and size). Needs Xvfb, openbox, xdotool and
+imagemagick (apt-get install -y xvfb openbox xdotool imagemagick). Not part of the test suite:
+a check to look at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def free_display() -> int:
+    for n in range(90, 140):
+        if not Path(f"/tmp/.X11-unix/X{n}").exists() and not Path(f"/tmp/.X{n}-lock").exists():
+            return n
+    raise SystemExit("xdrive: no free X display between :90 and :139")
+
+
+def xdo(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run(["xdotool", *args], env=env, capture_output=True, text=True, timeout=30)
+    return out.stdout.strip()
+
+
+def act(action: str, env: dict[str, str], window: str) -> None:
+    word, *rest = shlex.split(action)
+    if word == "sleep":
+        time.sleep(float(rest[0]))
+    elif word == "key":
+        xdo(env, "key", "--delay", "60", *rest)
+    elif word == "type":
+        xdo(env, "type", "--delay", "30", " ".join(rest))
+    elif word == "move":
+        xdo(env, "mousemove", rest[0], rest[1])
+    elif word == "click":
+        xdo(env, "mousemove", rest[0], rest[1])
+        time.sleep(0.1)
+        xdo(env, "click", "1")
+    elif word == "drag":
+        x1, y1, x2, y2 = (int(v) for v in rest)
+        xdo(env, "mousemove", str(x1), str(y1))
+        xdo(env, "mousedown", "1")
+        for k in range(1, 11):
+            xdo(env, "mousemove", str(x1 + (x2 - x1) * k // 10), str(y1 + (y2 - y1) * k // 10))
+            time.sleep(0.03)
+        xdo(env, "mouseup", "1")
+    elif word == "shot":
+        subprocess.run(["import", "-window", "root", rest[0]], env=env, check=False, timeout=60)
+        print(f"xdrive: saved {rest[0]}")
+    elif word == "geometry":
+        print(xdo(env, "getwindowgeometry", window))
+    else:
+        raise SystemExit(f"xdrive: unknown action {action!r}")
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--home", type=Path, default=None, help="settings/data/cache folder (default: a new one)")
+    p.add_argument("--size", default="1600x1000")
+    p.add_argument("--do", action="append", default=[], help="an action (repeatable)")
+    p.add_argument("--title", default="ffdesk", help="window title to wait for")
+    p.add_argument("args", nargs="*", help="arguments of ffdesk (after --)")
+    a = p.parse_args(argv)
+    home = a.home or Path(tempfile.mkdtemp(prefix="xdrive."))
+    n = free_display()
+    env = dict(os.environ)
+    env.update(
+        DISPLAY=f":{n}",
+        QT_QPA_PLATFORM="xcb",
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+        XDG_CACHE_HOME=str(home / "cache"),
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(
+            subprocess.Popen(
+                ["Xvfb", f":{n}", "-screen", "0", f"{a.size}x24", "-nolisten", "tcp"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        time.sleep(1.0)
+        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        exe = Path(sys.executable).with_name("ffdesk")
+        t0 = time.monotonic()
+        procs.append(subprocess.Popen([str(exe), *a.args], env=env))
+        window = xdo(env, "search", "--sync", "--onlyvisible", "--name", a.title).splitlines()
+        print(f"xdrive: window after {time.monotonic() - t0:.1f} s on :{n}, home {home}")
+        win = window[0] if window else ""
+        if win:
+            xdo(env, "windowactivate", "--sync", win)
+        for action in a.do:
+            if procs[-1].poll() is not None:
+                print(f"xdrive: the app exited ({procs[-1].returncode}) before {action!r}")
+                return 1
+            act(action, env, win)
+        return 0
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

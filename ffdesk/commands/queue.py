@@ -277,5 +277,26 @@ def run_all(queue: RenderQueue, render: Render, *, bars: bool) -> Counter[str]:
     outcomes: Counter[str] = Counter()
     with ctrl_c_cancels(cancel):
         while not cancel.is_set() and (entry := queue.next_queued()) is not None:
-            outcomes[run_one(queue, entry, render, cancel, bars)] += 1
+            claimed = claim(queue, entry)
+            if claimed is None:
+                outcomes["failed"] += 1
+            else:
+                outcomes[run_one(queue, claimed, render, cancel, bars)] += 1
     return outcomes
+
+
+def claim(queue: RenderQueue, entry: QueueEntry) -> QueueEntry | None:
+    """`entry` ready to run with an output nothing is at (`claim_output`): renamed when a file
+    appeared at its output since it was queued (said on stderr), or failed (None) when it cannot be."""
+    from ffdesk.pipeline.output_names import claim_output, pending_outputs
+
+    others = pending_outputs(e for e in queue.entries() if e.id != entry.id)
+    got = claim_output(entry.job, others)
+    if got.job is None:
+        queue.update(entry.id, state="failed", message=got.note, eta_s=None, finished=time.time())
+        print(f"ffdesk: error: {entry.job.target.name}: {got.note}", file=sys.stderr)
+        return None
+    if got.job == entry.job:
+        return entry
+    print(f"ffdesk: warning: {got.note}", file=sys.stderr)
+    return queue.update(entry.id, job=got.job)

@@ -1,37 +1,63 @@
-"""Render controls: mode, precision, batch, memory budget with resident models, models, faces, output."""
+"""Render controls: mode, precision, batch, memory budget with resident models, models, faces, output.
+
+Controls the chosen swap does not read (`ffdesk.gui.applies`) are disabled, with the reason in a
+note under them; things the swap ignores that no control shows (extra source photos) are said in
+the notes above the form.
+"""
 
 from __future__ import annotations
 
+import re
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import get_args
 
 from PySide6.QtCore import QObject, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
+    QFrame,
     QHBoxLayout,
     QLabel,
+    QLayout,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSpinBox,
+    QVBoxLayout,
     QWidget,
 )
 
+from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.models import ResidencyModel, SessionModel
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
 
 MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
-MODEL_KINDS = ("swapper", "recognizer", "detector", "enhancer")
+MODEL_KINDS: tuple[Control, ...] = ("swapper", "recognizer", "detector", "enhancer", "parser")
+"""The model pickers, by catalog kind (each a `Settings` field of the same name)."""
+PICKER_LABELS = {"parser": "Region mask"}
 EMBEDDED = "embedded (default)"
+NOTE_STYLE = "color: #8a6d3b; font-style: italic"
+FOLDER_MENU = "File > Models folder…"
 
 
 def colour_for(index: int) -> QColor:
     return QColor(MODEL_COLOURS[index % len(MODEL_COLOURS)])
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    """What a models folder offers: the usable catalog models by kind, and which of the swapper
+    values asked about name a model made by `ffdesk train`."""
+
+    folder: Path | None
+    models: dict[str, list[str]] = field(default_factory=dict)
+    trained: frozenset[str] = frozenset()
 
 
 def usable_models_in(models_dir: Path | None) -> dict[str, list[str]]:
@@ -53,29 +79,94 @@ def usable_models_in(models_dir: Path | None) -> dict[str, list[str]]:
     return out
 
 
+def trained_among(values: tuple[str, ...], models_dir: Path | None) -> frozenset[str]:
+    """The swapper values that name a model made by `ffdesk train` (reads their contracts: call
+    it off the GUI thread)."""
+    from ffdesk.pipeline.stages.trained import is_trained_swapper
+
+    found = set()
+    for value in values:
+        try:
+            if is_trained_swapper(value, models_dir):
+                found.add(value)
+        except Exception:  # noqa: BLE001 - a damaged contract: not offered; a render says why
+            continue
+    return frozenset(found)
+
+
+def trained_label(value: str) -> str:
+    """How the swapper picker names a trained model: its run folder's name."""
+    path = Path(value)
+    return f"trained: {path.parent.name if path.suffix.lower() == '.onnx' else path.name}"
+
+
 class ModelFolderScan(QObject):
-    """Verifies the models folder on a plain thread and hands the usable models to the GUI thread
+    """Verifies the models folder on a plain thread and hands a `FolderScan` to the GUI thread
     (`done`, queued because this object lives on the GUI thread)."""
 
     done = Signal(object)
-    """dict[str, list[str]]: usable catalog names by kind."""
+    """FolderScan: the usable models by kind and the trained swappers among those asked about."""
 
-    def __init__(self, models_dir: Path | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self, models_dir: Path | None = None, swappers: tuple[str, ...] = (), parent: QObject | None = None
+    ) -> None:
         super().__init__(parent)
         self._thread = threading.Thread(
-            target=self._run, args=(models_dir,), name="ffdesk-model-scan", daemon=True
+            target=self._run, args=(models_dir, swappers), name="ffdesk-model-scan", daemon=True
         )
 
     def start(self) -> None:
         self._thread.start()
 
-    def _run(self, models_dir: Path | None) -> None:
-        self.done.emit(usable_models_in(models_dir))
+    def _run(self, models_dir: Path | None, swappers: tuple[str, ...]) -> None:
+        self.done.emit(
+            FolderScan(models_dir, usable_models_in(models_dir), trained_among(swappers, models_dir))
+        )
 
     def wait(self, timeout: float | None = None) -> None:
         """Let a scan in flight finish (its result is then dropped if nobody listens)."""
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+
+_BUDGET_TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*(g|gb|gib|m|mb|mib)?\s*$", re.IGNORECASE)
+
+
+def parse_budget_mb(text: str) -> int | None:
+    """A budget as typed: "2048", "2048 MiB", "2 GiB", "1.5G" (MiB without a unit); "no limit"
+    and "0" are 0; None for anything else."""
+    if text.strip().lower() in ("no limit", "none", "off"):
+        return 0
+    m = _BUDGET_TEXT.match(text)
+    if m is None:
+        return None
+    number, unit = float(m.group(1)), (m.group(2) or "m").lower()
+    return round(number * 1024) if unit.startswith("g") else round(number)
+
+
+class BudgetInput(QSpinBox):
+    """The memory budget typed in MiB (or GiB: "2 GiB", "1.5G"); 0 shows as "no limit"."""
+
+    def __init__(self, maximum_mb: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRange(0, max(1, maximum_mb))
+        self.setSingleStep(256)
+        self.setSpecialValueText("no limit")
+        self.setKeyboardTracking(False)  # one change when typing ends, not one per digit
+        self.setAccelerated(True)
+        self.setToolTip('Memory budget for models, in MiB or GiB ("2 GiB"); "no limit" at 0')
+
+    def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt override
+        return f"{value} MiB"  # a unit the user can type over (a suffix would stay behind the typing)
+
+    def valueFromText(self, text: str) -> int:  # noqa: N802 - Qt override
+        mb = parse_budget_mb(text)
+        return self.value() if mb is None else min(mb, self.maximum())
+
+    def validate(self, text: str, pos: int) -> tuple[QValidator.State, str, int]:
+        if parse_budget_mb(text) is not None:
+            return QValidator.State.Acceptable, text, pos
+        return QValidator.State.Intermediate, text, pos
 
 
 class BudgetBar(QWidget):
@@ -150,18 +241,47 @@ class BudgetBar(QWidget):
         self.set_value(round(max(0.0, min(1.0, frac)) * self.maximum_mb / 64) * 64)
 
 
-def _fill_models(combo: QComboBox, kind: str, names: list[str], *, checked: bool) -> None:
-    """The picker of one model kind: the embedded default (no enhancer) and then `names`;
-    `checked`: whether the models folder has been verified yet."""
-    combo.clear()
-    combo.addItems([EMBEDDED if kind != "enhancer" else "none", *names])
-    combo.setEnabled(bool(names))
-    if not checked:
-        combo.setToolTip("checking the models folder…")
-    elif names:
-        combo.setToolTip(f"{kind} models in the models folder that pass verification")
+def _note_label() -> QLabel:
+    note = QLabel()
+    note.setStyleSheet(NOTE_STYLE)
+    note.setWordWrap(True)
+    note.setVisible(False)
+    return note
+
+
+def _with_note(field: QWidget | QLayout, note: QLabel) -> QWidget:
+    """`field` with its note under it (the note is shown only when it says something)."""
+    box = QWidget()
+    column = QVBoxLayout(box)
+    column.setContentsMargins(0, 0, 0, 0)
+    column.setSpacing(1)
+    if isinstance(field, QLayout):
+        column.addLayout(field)
     else:
-        combo.setToolTip(f"no {kind} model in the models folder passes verification")
+        column.addWidget(field)
+    column.addWidget(note)
+    return box
+
+
+def _fill_models(combo: QComboBox, kind: str, names: list[str], trained: list[str]) -> None:
+    """The picker of one model kind: the embedded default (none for an enhancer or a region mask),
+    then `names`, then the `trained` swappers; each item's data is its setting's value."""
+    combo.clear()
+    combo.addItem(EMBEDDED if kind in ("swapper", "recognizer", "detector") else "none", "")
+    for name in names:
+        combo.addItem(name, name)
+    for value in trained:
+        combo.addItem(trained_label(value), value)
+        combo.setItemData(combo.count() - 1, value, Qt.ItemDataRole.ToolTipRole)
+
+
+def picker_note(kind: str, offered: bool, checked: bool) -> str:
+    """Why a model picker offers nothing but its default ("" when it offers models)."""
+    if offered:
+        return ""
+    if not checked:
+        return "checking the models folder…"
+    return f"no {PICKER_LABELS.get(kind, kind).lower()} in the models folder — {FOLDER_MENU}"
 
 
 def _combo(choices: tuple[str, ...] | list[str]) -> QComboBox:
@@ -190,14 +310,18 @@ class ControlsView(QWidget):
         self.model = model
         self._syncing = False
         self._models_known = models is not None
+        self._models: dict[str, list[str]] = dict(models or {})
+        self._models_dir = models_dir
+        self._facts = _catalog_facts()
+        self._offered: set[str] = set()
+        """Trained swappers the user chose (checked then), kept over a rescan still in flight."""
+        self.applicability: Applicability = what_applies(model.settings, 0, self._facts)
         self.mode = _combo(get_args(Mode))
         self.precision = _combo(get_args(Precision))
         self.batch = QSpinBox()
         self.batch.setRange(1, 64)
         self.budget = BudgetBar(residency, memory_total_mb)
-        self.budget_label = QLabel()
-        self.budget_label.setMinimumWidth(70)
-        self.budget_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.budget_input = BudgetInput(self.budget.maximum_mb)
         self.face_selection = _combo(get_args(FaceSelection))
         self.encoder = _combo(get_args(EncoderName))
         self.quality = QSpinBox()
@@ -220,26 +344,55 @@ class ControlsView(QWidget):
         self.mask_regions.setToolTip("face-parser regions the region mask keeps, e.g. skin,nose,upper-lip")
         self.output_dir = QLineEdit()
         self.output_dir.setPlaceholderText("beside the clip")
-        self.model_choice: dict[str, QComboBox] = {}
-        present = models if models is not None else {}
-        form = QFormLayout(self)
+        self.model_choice: dict[str, QComboBox] = {k: QComboBox() for k in MODEL_KINDS}
+        self.control_notes: dict[Control, QLabel] = {}
+        """The note under each control whose effect depends on the swap (and each model picker)."""
+        self.notes = QLabel()
+        """What the chosen swap ignores that no control shows (extra source photos)."""
+        self.notes.setObjectName("controlsNotes")
+        self.notes.setStyleSheet(NOTE_STYLE)
+        self.notes.setWordWrap(True)
+        self.notes.setVisible(False)
+        self._build_form()
+        self._fill_pickers()
+        self._connect()
+        model.settingsChanged.connect(self.sync)
+        model.sourcesChanged.connect(self._show_applicability)
+        self.sync()
+        self._scans: list[ModelFolderScan] = []
+        if models is None:
+            self.rescan(models_dir)
+
+    @property
+    def scan(self) -> ModelFolderScan | None:
+        """The latest models-folder scan (None when the models were given)."""
+        return self._scans[-1] if self._scans else None
+
+    # -- assembly -------------------------------------------------------------------------
+    def _noted(self, name: Control, field: QWidget | QLayout) -> QWidget:
+        note = _note_label()
+        self.control_notes[name] = note
+        return _with_note(field, note)
+
+    def _build_form(self) -> None:
+        inner = QWidget()
+        form = QFormLayout(inner)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Mode", self.mode)
-        form.addRow("Precision", self.precision)
+        form.addRow("Precision", self._noted("precision", self.precision))
         form.addRow("Batch", self.batch)
         budget_row = QHBoxLayout()
         budget_row.addWidget(self.budget, 1)
-        budget_row.addWidget(self.budget_label)
+        budget_row.addWidget(self.budget_input)
         form.addRow("Memory budget", budget_row)
         for kind in MODEL_KINDS:
-            combo = QComboBox()
-            _fill_models(combo, kind, present.get(kind, []), checked=self._models_known)
-            self.model_choice[kind] = combo
-            form.addRow(kind.capitalize(), combo)
-            combo.currentIndexChanged.connect(self._push)
-        form.addRow("Enhancer weight", self.enhancer_weight)
-        form.addRow("Enhancer blend", self.enhancer_blend)
-        form.addRow("Mask regions", self.mask_regions)
+            form.addRow(
+                PICKER_LABELS.get(kind, kind.capitalize()), self._noted(kind, self.model_choice[kind])
+            )
+            if kind == "enhancer":
+                form.addRow("Enhancer weight", self._noted("enhancer_weight", self.enhancer_weight))
+                form.addRow("Enhancer blend", self._noted("enhancer_blend", self.enhancer_blend))
+        form.addRow("Mask regions", self._noted("mask_regions", self.mask_regions))
         form.addRow("Faces", self.face_selection)
         form.addRow("Output format", self.encoder)
         form.addRow("Quality", self.quality)
@@ -250,39 +403,77 @@ class ControlsView(QWidget):
         out_row.addWidget(self.output_dir, 1)
         out_row.addWidget(self.browse)
         form.addRow("Output folder", out_row)
+        scroll = QScrollArea()
+        scroll.setWidget(inner)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.notes)
+        layout.addWidget(scroll, 1)
+
+    def _connect(self) -> None:
         self.browse.clicked.connect(self._browse)
         for c in (self.mode, self.precision, self.face_selection, self.encoder, self.video_preset):
             c.currentIndexChanged.connect(self._push)
+        for combo in self.model_choice.values():
+            combo.currentIndexChanged.connect(self._push)
         for s in (self.batch, self.quality, self.enhancer_blend, self.enhancer_weight):
             s.valueChanged.connect(self._push)
         self.mask_regions.editingFinished.connect(self._push)
-        self.budget.valueChanged.connect(self._push)
         self.output_dir.editingFinished.connect(self._push)
-        model.settingsChanged.connect(self.sync)
+        self.budget.valueChanged.connect(self._push_budget)
+        self.budget_input.valueChanged.connect(self._push_budget)
+
+    # -- the models folder ------------------------------------------------------------------
+    def rescan(self, models_dir: Path | None) -> None:
+        """Verify `models_dir` in the background and offer what passes (the pickers keep the
+        settings' choices until the result is in)."""
+        self._models_dir = models_dir
+        values = {self.model.settings.swapper, *self._facts.trained}
+        asked = tuple(sorted(v for v in values if v))
+        scan = ModelFolderScan(models_dir, asked, self)
+        scan.done.connect(self._on_scan)
+        self._scans.append(scan)
+        scan.start()
+
+    def _on_scan(self, result: FolderScan) -> None:
+        if result.folder != self._models_dir:
+            return  # an older folder's scan, finished after the user chose another
+        self._facts = self._facts.with_trained(result.trained | self._offered)
+        self.set_models(result.models)
+
+    def offer_trained(self, value: str) -> None:
+        """Offer `value` (a model made by `ffdesk train`, already checked) as a swapper."""
+        self._offered.add(value)
+        self._facts = self._facts.with_trained(self._facts.trained | {value})
+        self._fill_pickers()
         self.sync()
-        self.scan: ModelFolderScan | None = None
-        if models is None:
-            self.scan = ModelFolderScan(models_dir, self)
-            self.scan.done.connect(self.set_models)
-            self.scan.start()
 
     def set_models(self, models: dict[str, list[str]]) -> None:
         """Offer exactly these models (by kind) in the pickers; the settings' choices are kept."""
-        self._syncing = True
-        try:
-            for kind, combo in self.model_choice.items():
-                _fill_models(combo, kind, models.get(kind, []), checked=True)
-        finally:
-            self._syncing = False
+        self._models = dict(models)
         self._models_known = True
+        self._fill_pickers()
         self.sync()
         self._push()  # a saved choice whose file is gone or fails verification is not kept
 
-    def stop(self) -> None:
-        """Wait for a models-folder scan still in flight (window shutdown)."""
-        if self.scan is not None:
-            self.scan.wait()
+    def _fill_pickers(self) -> None:
+        was, self._syncing = self._syncing, True
+        try:
+            for kind, combo in self.model_choice.items():
+                trained = sorted(self._facts.trained) if kind == "swapper" else []
+                _fill_models(combo, kind, self._models.get(kind, []), trained)
+        finally:
+            self._syncing = was
 
+    def stop(self) -> None:
+        """Wait for the models-folder scans still in flight (window shutdown)."""
+        for scan in self._scans:
+            scan.wait()
+
+    # -- model <-> widgets ------------------------------------------------------------------
     def sync(self) -> None:
         """Model → widgets."""
         s = self.model.settings
@@ -292,7 +483,7 @@ class ControlsView(QWidget):
             self.precision.setCurrentText(s.precision)
             self.batch.setValue(s.batch)
             self.budget.set_value(s.memory_budget_mb)
-            self.budget_label.setText(f"{s.memory_budget_mb} MiB" if s.memory_budget_mb else "no limit")
+            self.budget_input.setValue(s.memory_budget_mb)
             self.face_selection.setCurrentText(s.face_selection)
             self.encoder.setCurrentText(s.encoder)
             self.quality.setValue(s.quality)
@@ -304,11 +495,45 @@ class ControlsView(QWidget):
             if self.output_dir.text() != s.output_dir:
                 self.output_dir.setText(s.output_dir)
             for kind, combo in self.model_choice.items():
-                name = getattr(s, kind)
-                idx = combo.findText(name) if name else 0
-                combo.setCurrentIndex(max(0, idx))
+                combo.setCurrentIndex(max(0, combo.findData(getattr(s, kind))))
         finally:
             self._syncing = False
+        self._show_applicability()
+
+    def _show_applicability(self) -> None:
+        """Disable what the chosen swap does not read and say why under it; say in the notes
+        what it ignores that no control shows."""
+        photos = len(self.model.usable_sources())
+        self.applicability = what_applies(self.model.settings, photos, self._facts)
+        # A folder with no usable model at all is said once, above the form; each picker then
+        # says only that it has nothing to offer.
+        no_models = self._models_known and all(c.count() <= 1 for c in self.model_choice.values())
+        for name, note in self.control_notes.items():
+            widget = self._control(name)
+            combo = self.model_choice.get(name)
+            empty = picker_note(name, combo.count() > 1, self._models_known) if combo is not None else ""
+            if empty and no_models:
+                empty = "none in the models folder"
+            why = self.applicability.reason(name)
+            text = empty or (why.reason if why is not None else "")
+            widget.setEnabled(not empty and (why is None or why.editable))
+            note.setText(text)
+            note.setVisible(bool(text))
+        notes = list(self.applicability.notes)
+        if no_models:
+            notes.insert(0, f"no usable model in the models folder: the embedded swap runs — {FOLDER_MENU}")
+        self.notes.setText("\n".join(notes))
+        self.notes.setVisible(bool(notes))
+
+    def _control(self, name: Control) -> QWidget:
+        widgets: dict[str, QWidget] = {
+            "precision": self.precision,
+            "enhancer_weight": self.enhancer_weight,
+            "enhancer_blend": self.enhancer_blend,
+            "mask_regions": self.mask_regions,
+            **self.model_choice,
+        }
+        return widgets[name]
 
     def _push(self, *_args: object) -> None:
         """Widgets → model."""
@@ -316,7 +541,7 @@ class ControlsView(QWidget):
             return
         # Until the models folder is verified the pickers cannot show the saved choices: keep them.
         models = {
-            kind: (combo.currentText() if combo.currentIndex() > 0 else "")
+            kind: str(combo.currentData() or "")
             for kind, combo in self.model_choice.items()
             if self._models_known
         }
@@ -324,7 +549,6 @@ class ControlsView(QWidget):
             mode=self.mode.currentText(),
             precision=self.precision.currentText(),
             batch=self.batch.value(),
-            memory_budget_mb=self.budget.value_mb,
             face_selection=self.face_selection.currentText(),
             encoder=self.encoder.currentText(),
             quality=self.quality.value(),
@@ -336,6 +560,11 @@ class ControlsView(QWidget):
             **models,
         )
 
+    def _push_budget(self, mb: int) -> None:
+        """The bar or the box → the one budget setting (the other follows through `sync`)."""
+        if not self._syncing:
+            self.model.update_settings(memory_budget_mb=int(mb))
+
     def _browse(self) -> None:
         from PySide6.QtWidgets import QFileDialog
 
@@ -343,3 +572,13 @@ class ControlsView(QWidget):
         if folder:
             self.output_dir.setText(folder)
             self._push()
+
+
+def _catalog_facts() -> ModelFacts:
+    """What the bundled catalog says of its models (no facts when it cannot be read)."""
+    try:
+        from ffdesk.runtime.catalog import load_catalog
+
+        return ModelFacts.from_catalog(load_catalog())
+    except Exception:  # noqa: BLE001 - a damaged catalog: the render says so; the controls stay usable
+        return ModelFacts()

@@ -26,12 +26,22 @@ class TelemetryModel(QObject):
     """The sampler (GPU/host readings) plus render figures (frames/s, resident models over time)."""
 
     noteChanged = Signal(str)
+    budgetChanged = Signal(object)
+    """int | None: the memory budget in bytes (None: no limit)."""
 
     def __init__(self, sampler: Sampler | None, parent: QObject | None = None, capacity: int = 3000):
         super().__init__(parent)
         self.sampler = sampler
         self.render = RingBuffers(capacity)
         self._models: tuple[str, ...] = ()
+        self.budget_bytes: int | None = None
+        """The user's memory budget (the setting), drawn across the memory graph."""
+
+    def set_budget(self, budget_bytes: int | None) -> None:
+        """Follow the user's memory budget (None: no limit)."""
+        if budget_bytes != self.budget_bytes:
+            self.budget_bytes = budget_bytes
+            self.budgetChanged.emit(budget_bytes)
 
     @property
     def has_gpu(self) -> bool:
@@ -66,8 +76,6 @@ class TelemetryModel(QObject):
                     self._models = (*self._models, name)
             values = {f"model.{n}": float(b) for n, b in event.models}
             values.update({f"model.{n}": 0.0 for n in self._models if f"model.{n}" not in values})
-            if event.budget_bytes:
-                values["budget"] = float(event.budget_bytes)
             self.render.append(now, values)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -138,9 +146,11 @@ class GraphsView(QWidget):
             plot.setMenuEnabled(False)
             self.plots.append(plot)
         self.mem_used = self.plots[0].plot(pen=pg.mkPen("#dddddd", width=1.5))
-        self.mem_budget = self.plots[0].plot(
-            pen=pg.mkPen("#ff5555", width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine)
-        )
+        self.budget_line = budget_line()
+        """The user's memory budget across the memory graph; hidden when there is no limit."""
+        self.plots[0].addItem(self.budget_line, ignoreBounds=True)
+        self.set_budget(telemetry.budget_bytes)
+        telemetry.budgetChanged.connect(self.set_budget)
         self.model_curves: dict[str, pg.PlotDataItem] = {}
         self.power = self.plots[1].plot(pen=pg.mkPen("#f28e2b", width=1.5))
         self.util = self.plots[2].plot(pen=pg.mkPen("#59a14f", width=1.5))
@@ -174,8 +184,6 @@ class GraphsView(QWidget):
             used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
             x, y = _finite(*t.series(used))
             self.mem_used.setData(x, y / MIB)
-            bx, by = _finite(*t.render_series("budget"))
-            self.mem_budget.setData(bx, by / MIB)
             self._stack_models()
         elif number == 1:
             self.power.setData(*_finite(*t.series(self.power_metric)))
@@ -184,7 +192,17 @@ class GraphsView(QWidget):
             self.util.setData(*_finite(*t.series(util)))
         else:
             self.fps.setData(*_finite(*t.render_series("fps")))
-        _fit_y(self.plots[number])
+        _fit_y(
+            self.plots[number],
+            self.budget_line.value() if number == 0 and self.budget_line.isVisible() else 0.0,
+        )
+
+    def set_budget(self, budget_bytes: int | None) -> None:
+        """Draw the budget line at `budget_bytes` (hide it for no limit)."""
+        self.budget_line.setVisible(bool(budget_bytes))
+        if budget_bytes:
+            self.budget_line.setValue(budget_bytes / MIB)
+            _fit_y(self.plots[0], budget_bytes / MIB)
 
     def _stack_models(self) -> None:
         # Stacked areas: each model's curve is the running sum up to it, filled down to zero, drawn
@@ -243,10 +261,24 @@ def nice_ceiling(value: float) -> float:
     return float(10 ** (exp + 1))
 
 
-def _fit_y(plot: pg.PlotItem) -> None:
-    """Keep the y range at a 1-2-5 ceiling over the visible data; change it only when the data
-    outgrows it or falls below a quarter of it."""
-    peak = 0.0
+def budget_line() -> pg.InfiniteLine:
+    """A horizontal dashed line labelled "budget" (its value in MiB)."""
+    pen = pg.mkPen("#ff5555", width=1.5, style=pg.QtCore.Qt.PenStyle.DashLine)
+    line = pg.InfiniteLine(
+        angle=0,
+        movable=False,
+        pen=pen,
+        label="budget",
+        labelOpts={"position": 0.06, "color": "#ff7777", "anchors": [(0, 1), (0, 1)]},
+    )
+    line.setVisible(False)
+    return line
+
+
+def _fit_y(plot: pg.PlotItem, floor: float = 0.0) -> None:
+    """Keep the y range at a 1-2-5 ceiling over the visible data (and `floor`, a line that must
+    stay in view); change it only when the data outgrows it or falls below a quarter of it."""
+    peak = floor
     for item in plot.listDataItems():
         _, y = item.getData()
         if y is not None and len(y):

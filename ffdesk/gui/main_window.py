@@ -15,8 +15,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import QByteArray, QMimeData, QSettings, Qt, QTimer
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragLeaveEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+)
 from PySide6.QtWidgets import (
     QDockWidget,
     QFileDialog,
@@ -27,9 +35,13 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk import jsontext
+from ffdesk.faces.scan import Detector, ScanPoint
 from ffdesk.gui.controls import ControlsView
+from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
+from ffdesk.gui.history import SettingsHistory, undo_actions
 from ffdesk.gui.memory import AppMemory
+from ffdesk.gui.model_menu import add_model_actions
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
 from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.queue_view import QueueView
@@ -38,9 +50,11 @@ from ffdesk.gui.sources_view import SourcesView
 from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
+from ffdesk.gui.transport import build_help_menu, install_shortcuts
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import default_queue_path, keep_aside
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.runtime.env import RuntimeEnv
@@ -135,6 +149,20 @@ def is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES
 
 
+def _local_paths(mime: QMimeData) -> list[Path]:
+    return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
+
+
+def drop_hint(paths: list[Path]) -> str:
+    """What dropping `paths` will do, shown over the preview while they hover ("" : nothing)."""
+    photos = sum(1 for p in paths if is_image(p))
+    clips = [p for p in paths if not is_image(p)]
+    parts = [f"open {clips[0].name}"] if clips else []
+    if photos:
+        parts.append(f"add {photos} source photo{'s' if photos > 1 else ''}")
+    return "Drop to " + " and ".join(parts) if parts else ""
+
+
 class MainWindow(QMainWindow):
     """The ffdesk window. Call `shutdown()` (closing does) before the QApplication ends."""
 
@@ -147,7 +175,10 @@ class MainWindow(QMainWindow):
         telemetry: bool = True,
         autostart: bool = True,
         confirm_close: Callable[[], bool] | None = None,
+        face_detector: Detector | None = None,
     ) -> None:
+        """`face_detector`: what the background face scan counts faces with (None: the
+        embedded detector)."""
         super().__init__()
         self.setWindowTitle("ffdesk")
         self.setObjectName("ffdeskMainWindow")
@@ -186,6 +217,9 @@ class MainWindow(QMainWindow):
         self.queue_view = QueueView(self.queue, settings=self.qsettings)
         self.clip_notes = ClipNotes(self)
         self.inspector = ClipInspector(self.clip_notes, self, driver=self.env.driver)
+        self.face_scanner = FaceScanner(face_detector, self)
+        self.face_scanner.found.connect(self._on_scan_points)
+        self.face_scanner.finished.connect(self._on_scan_finished)
         self.status_view = StatusView(self.status, self.clip_notes)
         self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
 
@@ -208,7 +242,10 @@ class MainWindow(QMainWindow):
         self.docks["Sources"].setMinimumWidth(250)
         self.docks["Controls"].setMinimumWidth(330)
         self.docks["Queue"].raise_()
+        self.history = SettingsHistory(self.session, self)
+        """Undo/redo of the controls' settings and the in/out points (Edit menu)."""
         self._build_menus()
+        self.model_actions = add_model_actions(self)
         self._build_shortcuts()
 
         self._preview_timer = QTimer(self)
@@ -234,6 +271,7 @@ class MainWindow(QMainWindow):
         self.preview_worker.sourceFailed.connect(lambda p, m: s.update_source(p, error=m, pending=False))
         self.sources_view.addRequested.connect(self.add_source_dialog)
         self.queue_view.addRequested.connect(self.add_to_queue)
+        self.queue_view.playRequested.connect(self.play_file)
         self.queue.renderEvent.connect(self._on_render_event)
         self.queue.message.connect(self.status.post)
         self.status.posted.connect(lambda _lvl, text: self.statusBar().showMessage(text, 8000))
@@ -243,6 +281,7 @@ class MainWindow(QMainWindow):
             if warning:
                 self.status.post("warning", warning)
         self._restore()
+        self.history.clear()  # the restored settings are where undo begins
         self._follow_budget()
         QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
@@ -260,37 +299,26 @@ class MainWindow(QMainWindow):
         self.open_action.setShortcut(QKeySequence.StandardKey.Open)
         self.add_source_action = file_menu.addAction("Add &source…", self.add_source_dialog)
         self.recent_menu = file_menu.addMenu("Open &recent")
+        self.play_action = file_menu.addAction("&Play a render…", self.play_dialog)
+        self.play_action.setToolTip("watch a file as it is, without processing it again")
         file_menu.addSeparator()
         self.queue_action = file_menu.addAction("Add to render &queue", self.add_to_queue)
         self.queue_action.setShortcut(QKeySequence("Ctrl+Return"))
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.undo_action, self.redo_action = undo_actions(self.history, self)
+        edit_menu.addActions([self.undo_action, self.redo_action])
         view_menu = self.menuBar().addMenu("&View")
         for dock in self.docks.values():
             view_menu.addAction(dock.toggleViewAction())
+        build_help_menu(self)
         self._rebuild_recent()
 
     def _build_shortcuts(self) -> None:
-        s = self.session
-        keys: dict[str, Callable[[], Any]] = {
-            "Space": lambda: s.set_playing(not s.playing),
-            "Left": lambda: s.step(-1),
-            "Right": lambda: s.step(1),
-            "B": lambda: s.set_show_before(not s.show_before),
-            "P": lambda: s.update_settings(mode="preview"),
-            "F": lambda: s.update_settings(mode="final"),
-            "I": lambda: s.set_in(s.position),
-            "O": lambda: s.set_out(s.position),
-        }
-        self.shortcut_actions: dict[str, QAction] = {}
-        for key, fn in keys.items():
-            action = QAction(self)
-            action.setShortcut(QKeySequence(key))
-            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-            action.triggered.connect(fn)
-            self.addAction(action)
-            self.shortcut_actions[key] = action
+        """The transport keys (Space, J/K/L, arrows, Home/End, I/O, ...): see Help › Keyboard shortcuts."""
+        self.shortcut_actions: dict[str, QAction] = install_shortcuts(self, self.session)
 
     def _start_sampler(self) -> Any:
         try:
@@ -314,17 +342,39 @@ class MainWindow(QMainWindow):
     # -- files ----------------------------------------------------------------------------
     def open_clip(self, path: Path) -> bool:
         """Make `path` the target; False (and a status message) when it cannot be read."""
+        clip = self._probe(path)
+        if clip is None:
+            return False
+        had_reference = self.session.settings.face_selection == "reference"
+        self.session.set_clip(clip)
+        self._add_recent(clip.path)
+        self.status.post(
+            "info", f"opened {clip.path.name}: {clip.width}x{clip.height}, {clip.frame_count} frames"
+        )
+        if had_reference:
+            self.status.post("info", "faces: back to the largest; click a face to make it the reference")
+        self.inspector.inspect(clip.path, self.session.settings.encoder)
+        self._scan_faces(clip)
+        return True
+
+    def play_file(self, path: Path) -> bool:
+        """Show `path` (a render's output) as it is: played, not processed again with the loaded
+        sources, and never queued. False (and a status message) when it cannot be read."""
+        clip = self._probe(path)
+        if clip is None:
+            return False
+        self.face_scanner.stop()
+        self.session.set_clip(clip, player=True)
+        self.status.post("info", f"playing {clip.path.name} as rendered, not processed again")
+        return True
+
+    def _probe(self, path: Path) -> ClipInfo | None:
         path = expand_user(path).resolve()
         try:
-            clip = ClipInfo.probe(path)
+            return ClipInfo.probe(path)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a status message
             self.status.post("error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            return False
-        self.session.set_clip(clip)
-        self._add_recent(path)
-        self.status.post("info", f"opened {path.name}: {clip.width}x{clip.height}, {clip.frame_count} frames")
-        self.inspector.inspect(path, self.session.settings.encoder)
-        return True
+            return None
 
     def _on_clip_inspected(self, name: str, lines: tuple[str, ...]) -> None:
         """The open clip's notes are in the Status tab: bring it forward when there is something to know."""
@@ -332,6 +382,28 @@ class MainWindow(QMainWindow):
             self.docks["Status"].raise_()
             things = "1 thing" if len(lines) == 1 else f"{len(lines)} things"
             self.statusBar().showMessage(f"{name}: {things} to know before rendering (Status)", 8000)
+
+    def _scan_faces(self, clip: ClipInfo) -> None:
+        """Scan the opened clip for frames with no face (a still image needs no scan)."""
+        if clip.is_image:
+            self.face_scanner.stop()
+        else:
+            self.face_scanner.start(clip.path, clip.frame_count)
+
+    def _on_scan_points(self, path: Path, points: list[ScanPoint]) -> None:
+        if self.session.clip is not None and self.session.clip.path == path:
+            self.session.apply_scan(points)
+
+    def _on_scan_finished(self, path: Path, looked: int, error: str) -> None:
+        if self.session.clip is None or self.session.clip.path != path:
+            return
+        if error:
+            self.status.post("warning", f"{path.name}: the face scan stopped ({error})")
+            return
+        empty = sum(1 for kind in self.session.markers.values() if kind == "noface")
+        if empty:
+            share = f"{empty} of {looked} frames looked at" if looked else f"{empty} frames"
+            self.status.post("info", f"{path.name}: no face found in {share} (red on the timeline)")
 
     def add_source(self, path: Path) -> None:
         self.session.add_source(expand_user(path).resolve())
@@ -349,6 +421,11 @@ class MainWindow(QMainWindow):
         name, _ = QFileDialog.getOpenFileName(self, "Open clip", self._last_dir(), VIDEO_FILTER)
         if name:
             self.open_clip(Path(name))
+
+    def play_dialog(self) -> None:
+        name, _ = QFileDialog.getOpenFileName(self, "Play a render", self._last_dir(), VIDEO_FILTER)
+        if name:
+            self.play_file(Path(name))
 
     def add_source_dialog(self) -> None:
         names, _ = QFileDialog.getOpenFileNames(self, "Add source face", self._last_dir(), IMAGE_FILTER)
@@ -377,14 +454,31 @@ class MainWindow(QMainWindow):
             action.triggered.connect(partial(self.open_clip, Path(r)))
         self.recent_menu.setEnabled(bool(self.recent_files()))
 
+    # A drop is always taken as a copy: a file manager offering Move must never lose the user's file.
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 - Qt override
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
+        hint = drop_hint(_local_paths(event.mimeData()))
+        if hint:
+            event.setDropAction(Qt.DropAction.CopyAction)
+            event.accept()
+            self.preview_view.canvas.set_drop_hint(hint)
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:  # noqa: N802 - Qt override
+        if self.preview_view.canvas.drop_hint:
+            event.setDropAction(Qt.DropAction.CopyAction)
+            event.accept()
+
+    def dragLeaveEvent(self, event: QDragLeaveEvent) -> None:  # noqa: N802 - Qt override
+        self.preview_view.canvas.set_drop_hint("")
+        event.accept()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 - Qt override
-        paths = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
+        self.preview_view.canvas.set_drop_hint("")
+        paths = _local_paths(event.mimeData())
         if paths:
-            event.acceptProposedAction()
+            event.setDropAction(Qt.DropAction.CopyAction)
+            event.accept()
             self.open_paths(paths)
 
     # -- preview --------------------------------------------------------------------------
@@ -397,7 +491,9 @@ class MainWindow(QMainWindow):
         s = self.session
         if s.clip is None or self._shut_down:
             return
-        job = s.build_job(output=s.clip.path.with_name(".ffdesk-preview"))
+        scratch = s.clip.path.with_name(".ffdesk-preview")
+        plain = RenderJob(target=s.clip.path, output=scratch, mode="preview")  # no source, no stage
+        job = plain if s.player else s.build_job(scratch)
         self.preview_worker.request(job, s.clip.time_of(s.position))
 
     def _detect_new_sources(self) -> None:
@@ -416,19 +512,37 @@ class MainWindow(QMainWindow):
 
     # -- queue ----------------------------------------------------------------------------
     def add_to_queue(self) -> None:
-        """Queue the current clip with the current settings (in final mode)."""
-        if self.session.clip is None:
+        """Queue the current clip with the current settings, writing a file of its own: never
+        one that is there, nor one another job of the queue writes."""
+        from ffdesk.pipeline.output_names import OutputNamesExhausted
+
+        s = self.session
+        if s.clip is None:
             self.status.post("warning", "open a clip first")
             return
-        job = self.session.build_job(mode=self.session.settings.mode)
+        if s.player:
+            name = s.clip.path.name
+            self.status.post("warning", f"{name} is open in the player: File > Open clip to render it")
+            return
+        mode = s.settings.mode
+        try:
+            output = s.default_output(mode, taken=self.queue.pending_outputs())
+        except OutputNamesExhausted as exc:
+            self.status.post("error", str(exc))
+            return
+        job = s.build_job(output, mode=mode)
         entry = self.queue.add(job)
-        self.status.post("info", f"queued {job.target.name} → {entry.job.output.name}")
+        self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")
+        if self.queue.reencodes_only(job):
+            note = "no source face to swap in; this job only re-encodes the clip"
+            self.status.post("warning", f"{job.target.name}: {note}")
 
     def _follow_budget(self) -> None:
         """The shared budget follows the control: the one place that sets it (renders and the
         preview apply it on their threads; a queued job's own copy is what a headless run of the
         queue would use)."""
         self.memory.set_budget(self.session.settings.memory_budget_bytes)
+        self.telemetry.set_budget(self.session.settings.memory_budget_bytes)
 
     def _on_render_event(self, entry_id: str, event: Any) -> None:
         # The budget bar follows the shared manager (`self.memory`), which sees preview and
@@ -531,6 +645,7 @@ class MainWindow(QMainWindow):
         self.training_view.stop()
         self.preview_worker.shutdown()
         self.inspector.shutdown()
+        self.face_scanner.stop()
         self.queue.shutdown()
         self.controls.stop()
         self.memory.close()
@@ -539,4 +654,7 @@ class MainWindow(QMainWindow):
 
     def _update_title(self) -> None:
         clip = self.session.clip
-        self.setWindowTitle(f"ffdesk — {clip.path.name}" if clip else "ffdesk")
+        if clip is None:
+            self.setWindowTitle("ffdesk")
+        else:
+            self.setWindowTitle(f"ffdesk — {clip.path.name}{' (player)' if self.session.player else ''}")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from PySide6.QtCore import QObject, Signal
 
+from ffdesk.faces.scan import ScanPoint
 from ffdesk.faces.types import Face
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.job_json import field_types
@@ -80,6 +82,8 @@ class Settings:
     recognizer: str = ""
     detector: str = ""
     enhancer: str = ""
+    parser: str = ""
+    """The face parser of the region mask ("": no region mask)."""
     enhancer_weight: float = 0.5
     """CodeFormer's fidelity weight (FaceFusion's default 0.5)."""
     enhancer_blend: int = 80
@@ -153,11 +157,14 @@ class SessionModel(QObject):
     previewChanged = Signal(object)
     referenceChanged = Signal()
     playingChanged = Signal(bool)
+    rateChanged = Signal(float)
     viewChanged = Signal()
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.clip: ClipInfo | None = None
+        self.player = False
+        """Whether the clip is open only to be watched (a render's output): no processing, no jobs."""
         self.sources: list[SourceItem] = []
         self.settings = Settings()
         self.position = 0
@@ -168,20 +175,31 @@ class SessionModel(QObject):
         self.preview_display: object | None = None
         self.reference_face: int | None = None
         self.playing = False
+        self.rate = 0.0
+        """Playback speed in times real time: negative plays backwards, 0 is stopped."""
         self.show_before = True
         """Whether the before/after split is shown (off: the processed frame alone)."""
         self.split = 0.5
         self.zoom_fit = True
+        self.models_dir: Path | None = None
+        """The models folder jobs use (None: the runtime environment's)."""
 
     # -- target --------------------------------------------------------------------------
-    def set_clip(self, clip: ClipInfo | None) -> None:
+    def set_clip(self, clip: ClipInfo | None, *, player: bool = False) -> None:
+        """Open `clip` for editing, or (`player`) only to watch it as it is, unprocessed. A face
+        chosen as the reference in the last clip means nothing in this one: the choice goes back
+        to the largest face."""
         self.clip = clip
+        self.player = player
         self.position = 0
         self.in_point = self.out_point = None
         self.markers = {}
         self.preview = None
         self.reference_face = None
         self.set_playing(False)
+        if self.settings.face_selection == "reference":
+            self.settings = replace(self.settings, face_selection="largest")
+            self.settingsChanged.emit()
         self.targetChanged.emit()
         self.rangeChanged.emit()
         self.markersChanged.emit()
@@ -201,10 +219,32 @@ class SessionModel(QObject):
         self.set_position(self.position + delta)
 
     def set_playing(self, playing: bool) -> None:
-        playing = bool(playing) and self.clip is not None and not self.clip.is_image
-        if playing != self.playing:
-            self.playing = playing
-            self.playingChanged.emit(playing)
+        """Play forward at normal speed (or keep the shuttle's speed), or stop."""
+        self.set_rate((self.rate or 1.0) if playing else 0.0)
+
+    def set_rate(self, rate: float) -> None:
+        """Play at `rate` times real time (negative: backwards; 0: stop). A still image never plays."""
+        rate = float(rate) if self.clip is not None and not self.clip.is_image else 0.0
+        if rate == self.rate:
+            return
+        was_playing = self.playing
+        self.rate, self.playing = rate, rate != 0.0
+        self.rateChanged.emit(rate)
+        if self.playing != was_playing:
+            self.playingChanged.emit(self.playing)
+
+    @property
+    def play_range(self) -> tuple[int, int]:
+        """The frames playback loops over: in to out point, or the whole clip."""
+        lo = self.in_point if self.in_point is not None else 0
+        hi = self.out_point if self.out_point is not None else self.last_index
+        return lo, max(lo, hi)
+
+    def set_range(self, in_point: int | None, out_point: int | None) -> None:
+        """Set both points at once (one `rangeChanged`); an out point before the in point is dropped."""
+        backwards = in_point is not None and out_point is not None and out_point < in_point
+        self.in_point, self.out_point = in_point, None if backwards else out_point
+        self.rangeChanged.emit()
 
     def set_in(self, index: int | None) -> None:
         self.in_point = index
@@ -259,9 +299,24 @@ class SessionModel(QObject):
         """A new preview; `display` is an optional view-ready copy made off the main thread."""
         self.preview = result
         self.preview_display = display
-        if result.index == self.position or self.clip is not None:
-            self.set_marker(result.index, None if result.faces else "noface")
+        if result.faces and self.markers.get(result.index) == "noface":
+            self.set_marker(result.index, None)  # the preview's own detector found one here
         self.previewChanged.emit(result)
+
+    def apply_scan(self, points: Sequence[ScanPoint]) -> None:
+        """Mark the frames a face scan found no face in (and unmark those it found one in); a
+        frame the quality guard flagged keeps that mark. One `markersChanged` for the batch."""
+        changed = False
+        for point in points:
+            now = self.markers.get(point.index)
+            if point.faces == 0 and now is None:
+                self.markers[point.index] = "noface"
+                changed = True
+            elif point.faces > 0 and now == "noface":
+                del self.markers[point.index]
+                changed = True
+        if changed:
+            self.markersChanged.emit()
 
     def set_reference_face(self, index: int | None) -> None:
         self.reference_face = index
@@ -281,6 +336,12 @@ class SessionModel(QObject):
         self.zoom_fit = bool(fit)
         self.viewChanged.emit()
 
+    def set_models_dir(self, folder: Path) -> None:
+        """Jobs use the models in `folder` from now on (a settings change: the preview follows)."""
+        if folder != self.models_dir:
+            self.models_dir = folder
+            self.settingsChanged.emit()
+
     # -- jobs ----------------------------------------------------------------------------
     def reference_rank(self) -> int | None:
         """The reference face counted left to right (how jobs name it), from the shown frame."""
@@ -292,24 +353,31 @@ class SessionModel(QObject):
         order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
         return order.index(self.reference_face)
 
-    def default_output(self) -> Path | None:
+    def default_output(self, mode: Mode | None = None, taken: Iterable[Path] = ()) -> Path | None:
+        """Where a new render in `mode` (None: the current one) writes: CLIP-ffdesk.EXT for a
+        final render, CLIP-ffdesk-preview.EXT for a draft, numbered (-2, -3, ...) when a file is
+        there or `taken` (outputs queued jobs will write) holds it. None without a clip."""
         if self.clip is None:
             return None
         from ffdesk.media.encode import container_suffix
+        from ffdesk.pipeline.output_names import render_output
 
         folder = Path(self.settings.output_dir) if self.settings.output_dir else self.clip.path.parent
         suffix = container_suffix(self.settings.encoder)
-        stem = f"{self.clip.path.stem}-ffdesk"
-        return folder / (stem + suffix) if suffix else folder / stem
+        return render_output(self.clip.path, mode or self.settings.mode, folder, suffix, taken)
+
+    def usable_sources(self) -> list[SourceItem]:
+        """The source photos a job uses: all but those that failed or have no face."""
+        return [src for src in self.sources if not src.error and (src.pending or src.faces)]
 
     def build_job(self, output: Path | None = None, *, mode: Mode | None = None) -> RenderJob:
         """An immutable job from the current state (ValueError when there is no clip)."""
         if self.clip is None:
             raise ValueError("no clip is open")
         s = self.settings
-        out = output or self.default_output()
+        out = output or self.default_output(mode)
         assert out is not None
-        chosen = [src for src in self.sources if not src.error]
+        chosen = self.usable_sources()
         first = chosen[0] if chosen else None
         fps = self.clip.fps
         return RenderJob(
@@ -335,6 +403,8 @@ class SessionModel(QObject):
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,
             mask_regions=tuple(r.strip() for r in s.mask_regions.split(",") if r.strip()),
+            masks=(f"region={s.parser}",) if s.parser else (),
+            models_dir=self.models_dir,
         )
 
 

@@ -6,10 +6,36 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtWidgets import QApplication, QMainWindow
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QMainWindow, QWidget
 
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.hw import DriverFlags
+
+TITLE = "ffdesk training monitor"
+PREFERRED_SIZE = QSize(1280, 800)
+SCREEN_SHARE = 0.9
+"""At most this share of the screen's free area, leaving room for the frame and title bar."""
+
+
+def window_title(run_dir: str) -> str:
+    return f"{TITLE} — {run_dir}"
+
+
+def fit_to_screen(window: QWidget, preferred: QSize = PREFERRED_SIZE) -> None:
+    """Size `window` to `preferred`, shrunk to fit the free area of the screen it opens on, and
+    centre it there."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        window.resize(preferred)
+        return
+    free = screen.availableGeometry()
+    size = preferred.boundedTo(QSize(int(free.width() * SCREEN_SHARE), int(free.height() * SCREEN_SHARE)))
+    window.resize(size.expandedTo(window.minimumSizeHint()).boundedTo(free.size()))
+    frame = window.frameGeometry()
+    frame.moveCenter(free.center())
+    window.move(frame.topLeft())
 
 
 class MonitorWindow(QMainWindow):
@@ -17,7 +43,7 @@ class MonitorWindow(QMainWindow):
 
     def __init__(self, run_dir: Path, sampler: Any | None = None, interval_ms: int = 1000) -> None:
         super().__init__()
-        self.setWindowTitle(f"ffdesk training monitor — {run_dir}")
+        self.setWindowTitle(window_title(str(run_dir)))
         self.sampler = sampler
         telemetry = None
         if sampler is not None:
@@ -25,9 +51,10 @@ class MonitorWindow(QMainWindow):
 
             telemetry = TelemetryModel(sampler, self)
         self.model = TrainingRunModel(run_dir, self, interval_ms=interval_ms)
+        self.model.runChanged.connect(lambda path: self.setWindowTitle(window_title(path)))
         self.view = TrainingView(self.model, telemetry)
         self.setCentralWidget(self.view)
-        self.resize(1280, 800)
+        fit_to_screen(self)
         self.model.start()
 
     def shutdown(self) -> None:

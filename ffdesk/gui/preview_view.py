@@ -32,14 +32,18 @@ class DisplayImages:
     processed: QImage
 
 
-def display_images(original: Frame, processed: Frame, width: int, height: int) -> DisplayImages:
-    """Both frames scaled (down only) to fit `width` x `height`, as QImages. Thread-safe."""
+def display_images(
+    original: Frame, processed: Frame, width: int, height: int, pixel_aspect: float = 1.0
+) -> DisplayImages:
+    """Both frames at the shape a player shows them (`pixel_aspect`: width / height of one pixel)
+    and scaled down (never up) to fit `width` x `height`, as QImages. Thread-safe."""
     h, w = processed.shape[:2]
-    s = min(1.0, width / w, height / h) if width > 0 and height > 0 else 1.0
-    size = (max(1, round(w * s)), max(1, round(h * s)))
+    shown_w = w * pixel_aspect
+    s = min(1.0, width / shown_w, height / h) if width > 0 and height > 0 else 1.0
+    size = (max(1, round(shown_w * s)), max(1, round(h * s)))
 
     def fit(img: Frame) -> QImage:
-        if s < 1.0:
+        if size != (img.shape[1], img.shape[0]):
             img = np.asarray(cv2.resize(img, size, interpolation=cv2.INTER_AREA), np.uint8)
         return to_qimage(img)
 
@@ -60,12 +64,16 @@ class PreviewCanvas(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
         self._src_size: tuple[int, int] | None = None
+        self._pixel_aspect = 1.0
+        """Width / height of one pixel of the clip as shown (non-square pixels: not 1)."""
         self._fit: tuple[QImage, QImage] | None = None
         self._full: tuple[QImage, QImage] | None = None
         self._dragging = False
         self._pan = QPointF(0, 0)
         """Offset of the image at 100% zoom (drag to pan)."""
         self._pan_from: QPointF | None = None
+        self.drop_hint = ""
+        """What a drop hovering over the window will do (drawn over the picture; "" : none)."""
         model.previewChanged.connect(self._on_preview)
         model.viewChanged.connect(self.update)
         model.referenceChanged.connect(self.update)
@@ -82,10 +90,30 @@ class PreviewCanvas(QWidget):
         assert isinstance(result, PreviewResult)
         h, w = result.processed.shape[:2]
         self._src_size = (w, h)
+        self._pixel_aspect = result.pixel_aspect if result.pixel_aspect > 0 else 1.0
         shown = self.model.preview_display
         self._fit = (shown.original, shown.processed) if isinstance(shown, DisplayImages) else None
         self._full = None
         self.update()
+
+    def set_drop_hint(self, text: str) -> None:
+        if text != self.drop_hint:
+            self.drop_hint = text
+            self.update()
+
+    def _paint_drop_hint(self, p: QPainter) -> None:
+        if not self.drop_hint:
+            return
+        p.fillRect(self.rect(), QColor(40, 110, 200, 90))
+        p.setPen(QPen(QColor(120, 180, 255), 4, Qt.PenStyle.DashLine))
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.drawRect(self.rect().adjusted(4, 4, -4, -4))
+        p.setPen(QColor(255, 255, 255))
+        font = p.font()
+        font.setPointSizeF(font.pointSizeF() * 1.4)
+        font.setBold(True)
+        p.setFont(font)
+        p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, self.drop_hint)
 
     def images(self) -> tuple[QImage, QImage] | None:
         """(before, after) to draw now: the worker's display-sized pair when fitting, else full size."""
@@ -107,15 +135,20 @@ class PreviewCanvas(QWidget):
         if self._src_size is None:
             return QRectF()
         w, h = self._src_size
+        shown_w = w * self._pixel_aspect
         if self.model.zoom_fit:
-            s = min(self.width() / w, self.height() / h)
+            s = min(self.width() / shown_w, self.height() / h)
         else:
             s = 1.0 / (self.model.preview.scale if self.model.preview else 1.0)
-        dw, dh = w * s, h * s
+        dw, dh = shown_w * s, h * s
         rect = QRectF((self.width() - dw) / 2, (self.height() - dh) / 2, dw, dh)
         if not self.model.zoom_fit:
             rect.translate(self._pan)
         return rect
+
+    def _split_shown(self) -> bool:
+        """The before/after split (never in the player: there is no "after" to compare)."""
+        return self.model.show_before and not self.model.player
 
     def split_x(self) -> float:
         r = self.image_rect()
@@ -128,7 +161,9 @@ class PreviewCanvas(QWidget):
         if pair is None:
             p.setPen(QColor(150, 150, 160))
             text = "Drop a clip here, or File > Open" if self.model.clip is None else "Loading preview…"
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, text)
+            if not self.drop_hint:
+                p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, text)
+            self._paint_drop_hint(p)
             p.end()
             return
         before, after = pair
@@ -137,7 +172,7 @@ class PreviewCanvas(QWidget):
         exact = abs(after.width() - r.width()) <= 2 and abs(after.height() - r.height()) <= 2
         p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not exact and self.model.zoom_fit)
         p.drawImage(r, after)
-        if self.model.show_before:
+        if self._split_shown():
             sx = self.split_x()
             p.drawImage(
                 QRectF(r.left(), r.top(), sx - r.left(), r.height()),
@@ -152,21 +187,22 @@ class PreviewCanvas(QWidget):
             p.drawText(QRectF(r.left() + 8, r.top() + 6, 80, 20), "before")
             p.drawText(QRectF(r.right() - 60, r.top() + 6, 52, 20), Qt.AlignmentFlag.AlignRight, "after")
         self._paint_faces(p, r)
+        self._paint_drop_hint(p)
         p.end()
 
     def _paint_faces(self, p: QPainter, r: QRectF) -> None:
         result = self.model.preview
         if result is None or self._src_size is None:
             return
-        s = r.width() / self._src_size[0]
+        sx, sy = r.width() / self._src_size[0], r.height() / self._src_size[1]
         for i, face in enumerate(result.faces):
             x1, y1, x2, y2 = face.bbox
             chosen = self.model.reference_face == i
             colour = QColor(255, 190, 40) if chosen else QColor(80, 200, 255)
             p.setPen(QPen(colour, 3 if chosen else 1.5))
             p.setBrush(Qt.BrushStyle.NoBrush)
-            p.drawRect(QRectF(r.left() + x1 * s, r.top() + y1 * s, (x2 - x1) * s, (y2 - y1) * s))
-            p.drawText(QPointF(r.left() + x1 * s + 3, r.top() + y1 * s - 4), f"face {i + 1}")
+            p.drawRect(QRectF(r.left() + x1 * sx, r.top() + y1 * sy, (x2 - x1) * sx, (y2 - y1) * sy))
+            p.drawText(QPointF(r.left() + x1 * sx + 3, r.top() + y1 * sy - 4), f"face {i + 1}")
 
     def face_at(self, pos: QPointF) -> int | None:
         """Index of the face under a widget position (smallest box wins), or None."""
@@ -174,8 +210,8 @@ class PreviewCanvas(QWidget):
         r = self.image_rect()
         if result is None or r.isEmpty() or self._src_size is None:
             return None
-        s = r.width() / self._src_size[0]
-        x, y = (pos.x() - r.left()) / s, (pos.y() - r.top()) / s
+        x = (pos.x() - r.left()) * self._src_size[0] / r.width()
+        y = (pos.y() - r.top()) * self._src_size[1] / r.height()
         hits = [
             (f.area, i)
             for i, f in enumerate(result.faces)
@@ -185,7 +221,7 @@ class PreviewCanvas(QWidget):
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
         pos = event.position()
-        if self.model.show_before and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX:
+        if self._split_shown() and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX:
             self._dragging = True
             return
         face = self.face_at(pos)
@@ -206,7 +242,7 @@ class PreviewCanvas(QWidget):
             self._pan = pos - self._pan_from
             self.update()
             return
-        near = self.model.show_before and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX
+        near = self._split_shown() and abs(pos.x() - self.split_x()) <= SPLIT_GRAB_PX
         if near:
             self.setCursor(Qt.CursorShape.SplitHCursor)
         elif self.face_at(pos) is not None:
@@ -240,10 +276,16 @@ class PreviewView(QWidget):
         self.frame_label.setObjectName("frameLabel")
         self.timing_label = QLabel("")
         self.timing_label.setStyleSheet("color: gray")
+        self.player_label = QLabel("Player: the file as rendered, not processed")
+        self.player_label.setObjectName("playerLabel")
+        self.player_label.setStyleSheet(
+            "color: #111; background: #e0b040; padding: 2px 6px; border-radius: 3px"
+        )
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
         for w in (self.before_after, self.fit, self.actual):
             bar.addWidget(w)
+        bar.addWidget(self.player_label)
         bar.addStretch(1)
         bar.addWidget(self.timing_label)
         bar.addWidget(self.frame_label)
@@ -267,6 +309,8 @@ class PreviewView(QWidget):
         self.before_after.setChecked(m.show_before)
         self.fit.setChecked(m.zoom_fit)
         self.actual.setChecked(not m.zoom_fit)
+        self.player_label.setVisible(m.clip is not None and m.player)
+        self.before_after.setEnabled(not m.player)
         if m.clip is None:
             self.frame_label.setText("no clip")
         else:

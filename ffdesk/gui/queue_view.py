@@ -1,4 +1,6 @@
-"""The render queue: jobs with state, progress, frames/s and ETA; reorder, cancel, resume, open folder.
+"""The render queue: what each job is (mode, source face, output file) and how it goes (state,
+progress, frames/s, ETA, time taken); reorder, cancel, resume; open the output in the system's
+player or in ffdesk's, or show it in its folder.
 
 Above the jobs, where they run: this machine, or a render farm (its address, `auto` by default),
 kept in the app's settings. On a farm a second table shows one row per worker, from the
@@ -8,6 +10,7 @@ the GPU memory its models hold.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import (
@@ -16,10 +19,9 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     QSettings,
     Qt,
-    QUrl,
+    QTimer,
     Signal,
 )
-from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -36,25 +38,52 @@ from PySide6.QtWidgets import (
 
 from ffdesk.errors import UserError
 from ffdesk.farm.address import parse_farm
-from ffdesk.gui.render_queue import QueueController
+from ffdesk.gui.launch import DesktopLauncher, LaunchResult
+from ffdesk.gui.render_queue import QueueController, format_duration, format_took
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import RESUMABLE, QueueEntry
 from ffdesk.units import format_bytes
 
-COLUMNS = ("Clip", "State", "Progress", "Frames/s", "ETA", "Output")
+COLUMNS = ("Clip", "State", "Mode", "Source", "Progress", "Frames/s", "ETA", "Elapsed", "Output")
 WORKER_COLUMNS = ("Worker", "Node", "Rendering", "Frames", "Frames/s", "GPU memory")
 TARGETS = (("local", "This machine"), ("farm", "Farm"))
 DEFAULT_FARM = "auto"
 _Index = QModelIndex | QPersistentModelIndex
+REENCODE = "re-encode"
+TICK_MS = 1000
+"""How often a running job's time is redrawn."""
 
 
 def format_eta(seconds: float | None) -> str:
-    if seconds is None or seconds != seconds:  # None or NaN
-        return ""
-    seconds = int(round(seconds))
-    m, s = divmod(seconds, 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+    """M:SS or H:MM:SS ("" for None or NaN)."""
+    return format_duration(seconds)
+
+
+def source_text(entry: QueueEntry, reencodes: bool) -> str:
+    """The Source cell: the first photo's name (+N more), the trained swapper's, or "re-encode"."""
+    job = entry.job
+    if job.sources:
+        more = len(job.sources) - 1
+        return job.sources[0].name + (f" +{more}" if more else "")
+    if reencodes or not job.swapper:
+        return REENCODE
+    return f"model {Path(job.swapper).name}"
+
+
+def tooltip_text(entry: QueueEntry, reencodes: bool) -> str:
+    """Full paths and the latest message of one job, a line each."""
+    job = entry.job
+    lines = [f"clip: {job.target}"]
+    if job.sources:
+        lines += [f"source: {src}" for src in job.sources]
+    elif reencodes:
+        lines.append("source: none; only re-encodes the clip")
+    else:
+        lines.append(f"swapper: {job.swapper}")
+    lines.append(f"output: {job.output}")
+    if entry.message and entry.message != str(job.output):
+        lines.append(entry.message)
+    return "\n".join(lines)
 
 
 class QueueTableModel(QAbstractTableModel):
@@ -65,8 +94,30 @@ class QueueTableModel(QAbstractTableModel):
         self.controller = controller
         self._rows: list[QueueEntry] = controller.entries()
         controller.changed.connect(self.refresh)
+        self._tick = QTimer(self)
+        self._tick.setInterval(TICK_MS)
+        self._tick.timeout.connect(self._redraw_running_times)
+        self._follow_running()
+
+    def _follow_running(self) -> None:
+        """Redraw the time of a running job every second, and only while one runs."""
+        running = any(e.state == "running" for e in self._rows)
+        if running and not self._tick.isActive():
+            self._tick.start()
+        elif not running:
+            self._tick.stop()
+
+    def _redraw_running_times(self) -> None:
+        col = COLUMNS.index("Elapsed")
+        for row, e in enumerate(self._rows):
+            if e.state == "running":
+                self.dataChanged.emit(self.index(row, col), self.index(row, col))
 
     def refresh(self) -> None:
+        self._refresh_rows()
+        self._follow_running()
+
+    def _refresh_rows(self) -> None:
         new = self.controller.entries()
         if [e.id for e in new] == [e.id for e in self._rows]:
             self._rows = new
@@ -95,24 +146,31 @@ class QueueTableModel(QAbstractTableModel):
         e = self.entry(index.row())
         if e is None:
             return None
-        col = COLUMNS[index.column()]
         if role == Qt.ItemDataRole.DisplayRole:
-            if col == "Clip":
-                return e.job.target.name
-            if col == "State":
-                return e.state
-            if col == "Progress":
-                pct = f"{e.fraction * 100:.0f}%"
-                return f"{pct} ({e.frames_done}/{e.frames_total})" if e.frames_total else pct
-            if col == "Frames/s":
-                return f"{e.fps:.1f}" if e.state == "running" and e.fps else ""
-            if col == "ETA":
-                return format_eta(e.eta_s) if e.state == "running" else ""
-            if col == "Output":
-                return str(e.job.output)
+            return self._cell(e, COLUMNS[index.column()])
         if role == Qt.ItemDataRole.ToolTipRole:
-            return e.message or str(e.job.target)
+            return tooltip_text(e, self.controller.reencodes_only(e.job))
         return None
+
+    def _cell(self, e: QueueEntry, col: str) -> str:
+        if col == "Clip":
+            return e.job.target.name
+        if col == "State":
+            return e.state
+        if col == "Mode":
+            return e.job.mode
+        if col == "Source":
+            return source_text(e, self.controller.reencodes_only(e.job))
+        if col == "Progress":
+            pct = f"{e.fraction * 100:.0f}%"
+            return f"{pct} ({e.frames_done}/{e.frames_total})" if e.frames_total else pct
+        if col == "Frames/s":
+            return f"{e.fps:.1f}" if e.state == "running" and e.fps else ""
+        if col == "ETA":
+            return format_eta(e.eta_s) if e.state == "running" else ""
+        if col == "Elapsed":
+            return format_took(e.elapsed_s)
+        return e.job.output.name
 
 
 class FarmWorkersModel(QAbstractTableModel):
@@ -233,13 +291,21 @@ class QueueView(QWidget):
     table of workers."""
 
     addRequested = Signal()
+    playRequested = Signal(object)  # the finished output (a Path), for a player that does not swap it
 
     def __init__(
-        self, controller: QueueController, parent: QWidget | None = None, *, settings: QSettings | None = None
+        self,
+        controller: QueueController,
+        parent: QWidget | None = None,
+        *,
+        settings: QSettings | None = None,
+        launcher: DesktopLauncher | None = None,
     ) -> None:
-        """`settings`: where the target is kept (the app's settings; None: not kept)."""
+        """`settings`: where the target is kept (the app's settings; None: not kept);
+        `launcher`: what opens outputs and folders (None: the desktop's programs)."""
         super().__init__(parent)
         self.controller = controller
+        self.launcher = launcher or DesktopLauncher(self._tell, self)
         self.target = TargetSelector(controller, settings)
         self.workers_model = FarmWorkersModel(controller, self)
         self.workers = QTableView()
@@ -267,7 +333,9 @@ class QueueView(QWidget):
             ("cancel", "Cancel"),
             ("resume", "Resume"),
             ("remove", "Remove"),
-            ("open", "Open folder"),
+            ("open", "Open output"),
+            ("play", "Play in ffdesk"),
+            ("reveal", "Reveal"),
         ):
             b = QPushButton(text)
             self.buttons[key] = b
@@ -279,7 +347,12 @@ class QueueView(QWidget):
         self.buttons["cancel"].clicked.connect(lambda: self._act(controller.cancel))
         self.buttons["resume"].clicked.connect(lambda: self._act(controller.resume))
         self.buttons["remove"].clicked.connect(lambda: self._act(controller.remove))
-        self.buttons["open"].clicked.connect(self.open_folder)
+        self.buttons["open"].clicked.connect(self.open_output)
+        self.buttons["play"].clicked.connect(self.play_output)
+        self.buttons["reveal"].clicked.connect(self.reveal_output)
+        self.buttons["open"].setToolTip("open the finished file in the system's player")
+        self.buttons["play"].setToolTip("play the finished file here, as it was rendered")
+        self.buttons["reveal"].setToolTip("show the output in its folder")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.target)
@@ -319,16 +392,38 @@ class QueueView(QWidget):
         self.controller.move(e.id, row + delta)
         self.select_row(max(0, min(row + delta, self.table_model.rowCount() - 1)))
 
-    def open_folder(self) -> None:
+    def open_output(self) -> None:
+        """Open the selected job's output in the system's player."""
         e = self.selected()
         if e is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(e.job.output.parent)))
+            self._tell(self.launcher.open_file(e.job.output))
+
+    def reveal_output(self) -> None:
+        """Show the selected job's output in its folder (the folder alone before it is written)."""
+        e = self.selected()
+        if e is not None:
+            self._tell(self.launcher.reveal(e.job.output))
+
+    def play_output(self) -> None:
+        """Ask for the selected job's finished output in ffdesk's plain player."""
+        e = self.selected()
+        if e is None:
+            return
+        if not e.job.output.exists():
+            self._tell(LaunchResult(False, f"{e.job.output.name} is not there (moved or deleted?)"))
+            return
+        self.playRequested.emit(e.job.output)
+
+    def _tell(self, result: LaunchResult) -> None:
+        self.controller.post("info" if result.ok else "warning", result.message)
 
     def _sync_buttons(self, *_args: object) -> None:
         e = self.selected()
         has = e is not None
-        for key in ("up", "down", "open"):
+        for key in ("up", "down", "reveal"):
             self.buttons[key].setEnabled(has)
+        for key in ("open", "play"):
+            self.buttons[key].setEnabled(has and e is not None and e.state == "done")
         self.buttons["cancel"].setEnabled(has and e is not None and e.state in ("queued", "running"))
         self.buttons["resume"].setEnabled(has and e is not None and e.state in RESUMABLE)
         self.buttons["remove"].setEnabled(has and e is not None and e.state != "running")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.worker import RenderWorker
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.output_names import claim_output, pending_outputs
 from ffdesk.pipeline.queue import JobProgress, QueueEntry, QueueInUse, RenderQueue
 from ffdesk.pipeline.report import RenderReport
 
@@ -33,6 +35,30 @@ RETRY_QUEUE_MS = 2000
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+def format_duration(seconds: float | None) -> str:
+    """M:SS, or H:MM:SS from an hour on ("" for None or NaN)."""
+    if seconds is None or seconds != seconds:
+        return ""
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_took(seconds: float | None) -> str:
+    """How long a render took: "4.2 s" under ten seconds (where M:SS would say 0:04), else M:SS
+    or H:MM:SS ("" for None or NaN)."""
+    if seconds is not None and 0 <= seconds < 10:
+        return f"{seconds:.1f} s"
+    return format_duration(seconds)
+
+
+def done_line(entry: QueueEntry, report: RenderReport) -> str:
+    """The status line of a finished render: "render done: NAME in 1:23 (120 frames)"."""
+    took = format_took(entry.elapsed_s)
+    frames = "1 frame" if report.frames_out == 1 else f"{report.frames_out} frames"
+    return f"render done: {report.output.name}{f' in {took}' if took else ''} ({frames})"
 
 
 def render_on_farm(
@@ -111,6 +137,7 @@ class QueueController(QObject):
         """Where jobs run: None on this machine, else the farm's address (`auto`, HOST:PORT)."""
         self._progress: JobProgress | None = None
         self._closed = False
+        self._trained: dict[tuple[str, Path | None], bool] = {}
 
     # -- user actions ---------------------------------------------------------------------
     def entries(self) -> list[QueueEntry]:
@@ -123,6 +150,31 @@ class QueueController(QObject):
 
     def move(self, entry_id: str, new_index: int) -> None:
         self.store.move(entry_id, new_index)
+
+    def post(self, level: str, text: str) -> None:
+        """A line for the status area (what the queue's views have to say)."""
+        self.message.emit(level, text)
+
+    def pending_outputs(self) -> frozenset[Path]:
+        """The outputs the queue's jobs may still write (see `output_names.pending_outputs`)."""
+        return pending_outputs(self.store.entries())
+
+    def reencodes_only(self, job: RenderJob) -> bool:
+        """Whether `job` swaps no face: it has no source photo and its swapper is not a model
+        made by `ffdesk train` (which needs none), so it only re-encodes the clip."""
+        if job.sources:
+            return False
+        if not job.swapper:
+            return True
+        key = (job.swapper, job.models_dir)
+        if key not in self._trained:
+            from ffdesk.pipeline.stages.trained import is_trained_swapper
+            from ffdesk.runtime.files import resolve_models_dir
+
+            self._trained[key] = is_trained_swapper(
+                job.swapper, resolve_models_dir(job.models_dir, self.worker.env)
+            )
+        return not self._trained[key]
 
     def cancel(self, entry_id: str) -> None:
         """Cancel a waiting job, or stop the running one (it can be resumed later)."""
@@ -180,14 +232,43 @@ class QueueController(QObject):
         """Start the next queued job if nothing runs (and autostart is on, or `force`)."""
         if self._closed or self.current is not None or not (self.autostart or force):
             return False
-        entry = self.store.next_queued()
-        if entry is None or not self._take_queue(self.store.path):
+        if not self._take_queue(self.store.path):
+            return False
+        entry = self._next_runnable()
+        if entry is None:
             return False
         self.current = entry.id
         self._progress = JobProgress(self.store, entry.id)
         self._progress.start()
         self.worker.start_job(entry.id, entry.job, self.farm)
         return True
+
+    def _next_runnable(self) -> QueueEntry | None:
+        """The next queued job whose output it may write; those it may not are failed on the way."""
+        while (entry := self.store.next_queued()) is not None:
+            claimed = self._claim_output(entry)
+            if claimed is not None:
+                return claimed
+        return None
+
+    def _claim_output(self, entry: QueueEntry) -> QueueEntry | None:
+        """`entry`, with an output nothing is at: a file that appeared at its output after it was
+        queued is never replaced. A job with nothing rendered yet then writes the next free name
+        (said in the status area); one with finished segments keeps its name (they are kept in
+        the work folder beside it, under that name), so it fails with one line instead (None)."""
+        claim = claim_output(entry.job, pending_outputs(e for e in self.store.entries() if e.id != entry.id))
+        if claim.job is None:
+            self._refuse(entry, claim.note)
+            return None
+        if claim.job == entry.job:
+            return entry
+        self.message.emit("warning", claim.note)
+        return self.store.update(entry.id, job=claim.job)
+
+    def _refuse(self, entry: QueueEntry, text: str) -> None:
+        self.store.update(entry.id, state="failed", message=text, eta_s=None, finished=time.time())
+        self.message.emit("error", text)
+        self.jobFinished.emit(entry.id, "failed")
 
     # -- worker signals (main thread) -----------------------------------------------------
     def _on_event(self, entry_id: str, event: ev.Event) -> None:
@@ -201,27 +282,43 @@ class QueueController(QObject):
         elif isinstance(event, ev.Error):
             self.message.emit("error", event.message)
 
-    def _finish(self, entry_id: str, state: str, end: Callable[[JobProgress], object]) -> None:
-        """End the entry with `end` (it reaches `state`), then start the next job."""
+    def _finish(
+        self,
+        entry_id: str,
+        state: str,
+        end: Callable[[JobProgress], object],
+        say: Callable[[], tuple[str, str]],
+    ) -> None:
+        """End the entry with `end` (it reaches `state`), post `say()`'s (level, line), then start
+        the next job."""
         self.current = None
         progress, self._progress = self._progress, None
         with contextlib.suppress(KeyError):
             end(progress if progress is not None else JobProgress(self.store, entry_id))
+        self.message.emit(*say())
         self.jobFinished.emit(entry_id, state)
         self.start_next()
 
     def _on_finished(self, entry_id: str, report: RenderReport) -> None:
-        self._finish(entry_id, "done", JobProgress.done)
-        self.message.emit("info", f"render done: {report.output}")
+        def say() -> tuple[str, str]:
+            try:
+                return "info", done_line(self.store.get(entry_id), report)
+            except KeyError:
+                return "info", f"render done: {report.output.name}"
+
+        self._finish(entry_id, "done", JobProgress.done, say)
 
     def _on_failed(self, entry_id: str, text: str) -> None:
-        self._finish(entry_id, "failed", lambda p: p.failed(text))
-        self.message.emit("error", text)
+        self._finish(entry_id, "failed", lambda p: p.failed(text), lambda: ("error", text))
 
     def _on_cancelled(self, entry_id: str) -> None:
         note = "cancelled; resume continues where it stopped"
-        self._finish(entry_id, "cancelled", lambda p: p.stopped("cancelled", note))
-        self.message.emit("info", "render cancelled")
+        self._finish(
+            entry_id,
+            "cancelled",
+            lambda p: p.stopped("cancelled", note),
+            lambda: ("info", "render cancelled"),
+        )
 
     def shutdown(self, timeout_ms: int = 60000) -> bool:
         """Cancel the running job, stop the worker thread. A cancelled job stays resumable."""

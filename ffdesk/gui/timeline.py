@@ -1,45 +1,115 @@
-"""The timeline: scrubber with in/out range and markers, play/pause, frame step, in/out buttons."""
+"""The timeline: a timecode ruler over the scrub bar (in/out range with draggable handles,
+markers, playhead), the transport buttons, and playback that shows the frames it counts."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt, QTimer
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen, QPolygonF
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ffdesk.gui.models import SessionModel
+from ffdesk.gui.transport import PlaybackClock, entry_frame, tick_ms
 
 MARKER_COLOURS = {"noface": QColor(230, 80, 80), "flagged": QColor(240, 190, 40)}
+HANDLE_COLOUR = QColor(250, 210, 90)
+MARGIN = 6
+"""Pixels left and right of the track (the first and last frame's playhead stays visible)."""
+RULER_H = 16
+TRACK_TOP = 19
+TRACK_H = 18
+HANDLE_GRAB_PX = 6
+"""How near a handle (pixels either side) a press grabs it."""
+PICTURE_WAIT_S = 0.5
+"""How long playback waits for the picture it asked for before moving on without it."""
+_NICE_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200)
+_NICE_FRAMES = (1, 2, 5, 10)
+
+Handle = Literal["in", "out"]
+
+
+def ruler_step(last: int, fps: float, width_px: float, label_px: float) -> int:
+    """Frames between labelled ticks: the smallest round step (1, 2, 5, 10 frames, then whole
+    seconds and minutes) whose labels, `label_px` wide, fit side by side in `width_px`."""
+    fps_int = max(1, round(fps))
+    steps = [f for f in _NICE_FRAMES if f < fps_int] + [s * fps_int for s in _NICE_SECONDS]
+    px_per_frame = width_px / max(1, last)
+    for step in steps:
+        if step * px_per_frame >= label_px:
+            return step
+    return steps[-1]
+
+
+def minor_step(step: int, px_per_frame: float, min_px: float = 5.0) -> int:
+    """Frames between the unlabelled ticks inside a `step` (0: none fits)."""
+    for parts in (5, 4, 2):
+        if step % parts == 0 and step // parts * px_per_frame >= min_px:
+            return step // parts
+    return 0
 
 
 class ScrubBar(QWidget):
-    """Paints the clip as a bar: in/out range, markers, playhead. Press or drag to scrub."""
+    """The clip as a bar under a timecode ruler: in/out range, markers, playhead. Press or drag
+    to scrub; drag the in/out handles (the cursor changes over them) to set the range."""
 
     def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
-        self.setMinimumHeight(34)
+        self.setMinimumHeight(TRACK_TOP + TRACK_H + 4)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # a click here takes the keys back from a field
+        self.ruler_font = QFont(self.font())
+        self.ruler_font.setPointSizeF(max(6.0, self.font().pointSizeF() * 0.8))
+        self._dragging: Handle | None = None
+        self._dragged = False
         for sig in (model.positionChanged, model.rangeChanged, model.markersChanged, model.targetChanged):
             sig.connect(self.update)
 
+    # -- geometry -------------------------------------------------------------------------
     def x_of(self, index: int) -> float:
         last = max(1, self.model.last_index)
-        return 6 + (self.width() - 12) * index / last
+        return MARGIN + (self.width() - 2 * MARGIN) * index / last
 
     def index_at(self, x: float) -> int:
         last = self.model.last_index
         if last <= 0:
             return 0
-        return round((x - 6) / max(1.0, self.width() - 12) * last)
+        index = round((x - MARGIN) / max(1.0, self.width() - 2 * MARGIN) * last)
+        return max(0, min(last, index))
 
+    def track(self) -> QRectF:
+        return QRectF(MARGIN, TRACK_TOP, self.width() - 2 * MARGIN, TRACK_H)
+
+    def handle_x(self, handle: Handle) -> float:
+        lo, hi = self.model.play_range
+        return self.x_of(lo if handle == "in" else hi)
+
+    def handle_at(self, x: float, y: float) -> Handle | None:
+        """The handle a press at (`x`, `y`) grabs: the nearer one within `HANDLE_GRAB_PX`, on the
+        track (the ruler above it scrubs); when both are as near, the one on the press's side."""
+        if self.model.clip is None or y < TRACK_TOP - 3:
+            return None
+        near = {h: abs(x - self.handle_x(h)) for h in ("in", "out")}
+        best = min(near.values())
+        if best > HANDLE_GRAB_PX:
+            return None
+        if near["in"] == near["out"]:
+            return "in" if x <= self.handle_x("in") else "out"
+        return "in" if near["in"] < near["out"] else "out"
+
+    # -- painting -------------------------------------------------------------------------
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
         m = self.model
-        track = QRectF(6, 10, self.width() - 12, self.height() - 20)
+        track = self.track()
         p.fillRect(track, QColor(60, 60, 68))
         if m.clip is not None:
-            lo = m.in_point if m.in_point is not None else 0
-            hi = m.out_point if m.out_point is not None else m.last_index
+            self._paint_ruler(p)
+            lo, hi = m.play_range
             if m.in_point is not None or m.out_point is not None:
                 p.fillRect(
                     QRectF(self.x_of(lo), track.top(), self.x_of(hi) - self.x_of(lo), track.height()),
@@ -48,29 +118,171 @@ class ScrubBar(QWidget):
             for index, kind in m.markers.items():
                 x = self.x_of(index)
                 p.fillRect(QRectF(x - 1, track.bottom() - 5, 3, 5), MARKER_COLOURS.get(kind, QColor("white")))
+            self._paint_handle(p, "in", set_=m.in_point is not None)
+            self._paint_handle(p, "out", set_=m.out_point is not None)
             x = self.x_of(m.position)
             p.setPen(QPen(QColor(255, 255, 255), 2))
-            p.drawLine(int(x), 2, int(x), self.height() - 2)
+            p.drawLine(QPointF(x, RULER_H - 4), QPointF(x, self.height() - 2))
         p.end()
 
+    def _paint_ruler(self, p: QPainter) -> None:
+        clip = self.model.clip
+        assert clip is not None
+        last = self.model.last_index
+        p.setFont(self.ruler_font)
+        metrics = p.fontMetrics()
+        label_px = metrics.horizontalAdvance("00:00:00:00") + 12
+        width = self.width() - 2 * MARGIN
+        step = ruler_step(last, clip.fps, width, label_px)
+        minor = minor_step(step, width / max(1, last)) or step
+        p.setPen(QColor(150, 150, 160))
+        for frame in range(0, last + 1, minor):
+            x = self.x_of(frame)
+            major = frame % step == 0
+            p.drawLine(QPointF(x, TRACK_TOP - (9 if major else 4)), QPointF(x, TRACK_TOP - 1))
+            text = clip.timecode(frame)
+            if major and x + 3 + metrics.horizontalAdvance(text) <= self.width():
+                p.drawText(QPointF(x + 3, metrics.ascent()), text)
+
+    def _paint_handle(self, p: QPainter, handle: Handle, *, set_: bool) -> None:
+        """A bracket at the range's end ("[" in, "]" out) with a grab tab under the track."""
+        x = self.handle_x(handle)
+        top, bottom = TRACK_TOP - 2, TRACK_TOP + TRACK_H + 2
+        colour = HANDLE_COLOUR if set_ else QColor(170, 170, 180)
+        inward = 4 if handle == "in" else -4
+        p.setPen(QPen(colour, 2))
+        p.drawLine(QPointF(x, top), QPointF(x, bottom))
+        p.drawLine(QPointF(x, top), QPointF(x + inward, top))
+        p.drawLine(QPointF(x, bottom), QPointF(x + inward, bottom))
+        p.setBrush(colour)
+        p.setPen(Qt.PenStyle.NoPen)
+        tab = QPolygonF([QPointF(x, bottom), QPointF(x + inward, bottom), QPointF(x, bottom + 4)])
+        p.drawPolygon(tab)
+
+    # -- mouse ----------------------------------------------------------------------------
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
-        self.model.set_position(self.index_at(event.position().x()))
+        if event.button() != Qt.MouseButton.LeftButton:
+            return
+        pos = event.position()
+        self._dragging = self.handle_at(pos.x(), pos.y())
+        self._dragged = False
+        if self._dragging is None:
+            self.model.set_position(self.index_at(pos.x()))
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
-        if event.buttons() & Qt.MouseButton.LeftButton:
+        pos = event.position()
+        if not event.buttons() & Qt.MouseButton.LeftButton:
+            over = self.handle_at(pos.x(), pos.y()) is not None
+            self.setCursor(Qt.CursorShape.SizeHorCursor if over else Qt.CursorShape.ArrowCursor)
+        elif self._dragging is not None:
+            self._dragged = True
+            self._drag_to(self._dragging, self.index_at(pos.x()))
+        else:
+            self.model.set_position(self.index_at(pos.x()))
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override
+        if self._dragging is not None and not self._dragged:  # a click on a handle scrubs there
             self.model.set_position(self.index_at(event.position().x()))
+        self._dragging = None
+
+    def _drag_to(self, handle: Handle, index: int) -> None:
+        """Move a handle to `index`, never past the other one."""
+        m = self.model
+        lo, hi = m.play_range
+        if handle == "in":
+            m.set_in(min(index, hi))
+        else:
+            m.set_out(max(index, lo))
+
+
+class Playback(QObject):
+    """Moves the position to the frame the playback clock says, but only once the picture of the
+    position it asked for last has arrived (`previewChanged` with that index; or after
+    `PICTURE_WAIT_S`). The frames in between are skipped, so the frame counter and the picture
+    agree and a clip plays in real time however long a preview takes: fewer pictures, not slow
+    motion. Backwards (a negative rate) works the same; playback loops within in/out."""
+
+    def __init__(
+        self, model: SessionModel, now: Callable[[], float] = time.monotonic, parent: QObject | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self._now = now
+        self.clock = PlaybackClock(now)
+        self.timer = QTimer(self)
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.timeout.connect(self.advance)
+        self.asked: int | None = None
+        """The position whose picture playback waits for (None: not waiting)."""
+        self._asked_at = 0.0
+        self._moving = False
+        model.rateChanged.connect(self._on_rate)
+        model.positionChanged.connect(self._on_position)
+        model.previewChanged.connect(self._on_picture)
+
+    def _on_rate(self, rate: float) -> None:
+        m = self.model
+        self.asked = None
+        if rate == 0 or m.clip is None:
+            self.timer.stop()
+            return
+        lo, hi = m.play_range
+        start = entry_frame(m.position, rate, lo, hi)
+        self.clock.start(start, rate, m.clip.fps)
+        self._move(start)
+        self.timer.start(tick_ms(rate, m.clip.fps))
+
+    def _on_position(self, index: int) -> None:
+        """Someone else moved the position (a scrub, a key) while playing: count on from there."""
+        m = self.model
+        if self._moving or not m.playing or m.clip is None:
+            return
+        self.clock.start(index, m.rate, m.clip.fps)
+        self.asked, self._asked_at = index, self._now()
+
+    def _on_picture(self, result: object) -> None:
+        if self.asked is not None and getattr(result, "index", None) == self.asked:
+            self.asked = None
+            self.advance()
+
+    def advance(self) -> None:
+        """Show the frame that is due, unless the last one asked for is still on its way."""
+        m = self.model
+        if not m.playing or m.clip is None:
+            return
+        if self.asked is not None and self._now() - self._asked_at < PICTURE_WAIT_S:
+            return
+        lo, hi = m.play_range
+        self._move(self.clock.due(lo, hi))
+
+    def _move(self, index: int) -> None:
+        m = self.model
+        if index == m.position:
+            return
+        self._moving = True
+        try:
+            m.set_position(index)
+        finally:
+            self._moving = False
+        self.asked, self._asked_at = m.position, self._now()
+
+
+RANGE_SAMPLE = "00:00:00:00 → 00:00:00:00"
+"""The widest range label (sets its fixed width, so the bar never moves as the text changes)."""
 
 
 class TimelineView(QWidget):
-    """Transport buttons around the scrub bar. Playback advances the model at the clip's fps;
-    previews are coalesced downstream, so a slow preview drops frames instead of lagging."""
+    """The ruler and scrub bar across the whole width; under it the transport buttons, the
+    shuttle speed, the in/out buttons and the range label (fixed widths, so the bar's geometry
+    never changes as their text does)."""
 
     def __init__(self, model: SessionModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.model = model
         self.bar = ScrubBar(model)
+        self.playback = Playback(model, parent=self)
         self.play = QPushButton("▶")
-        self.play.setToolTip("Play / pause (Space)")
+        self.play.setToolTip("Play / pause (Space; J/K/L shuttle)")
         self.back = QPushButton("◀|")
         self.back.setToolTip("Previous frame (Left)")
         self.fwd = QPushButton("|▶")
@@ -81,7 +293,12 @@ class TimelineView(QWidget):
         self.mark_out.setToolTip("Set out point (O)")
         self.clear_range = QPushButton("×")
         self.clear_range.setToolTip("Clear in/out points")
+        self.rate_label = QLabel("")
+        self.rate_label.setToolTip("Shuttle speed (J/L)")
+        self.rate_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.rate_label.setFixedWidth(self.rate_label.fontMetrics().horizontalAdvance("◀ 8×") + 8)
         self.label = QLabel("")
+        self.label.setFixedWidth(self.label.fontMetrics().horizontalAdvance(RANGE_SAMPLE) + 12)
         for b in (self.play, self.back, self.fwd, self.mark_in, self.mark_out, self.clear_range):
             b.setFixedWidth(44)
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
@@ -90,40 +307,28 @@ class TimelineView(QWidget):
         self.fwd.clicked.connect(lambda: model.step(1))
         self.mark_in.clicked.connect(lambda: model.set_in(model.position))
         self.mark_out.clicked.connect(lambda: model.set_out(model.position))
-        self.clear_range.clicked.connect(self._clear_range)
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        for w in (self.play, self.back, self.fwd):
-            layout.addWidget(w)
-        layout.addWidget(self.bar, 1)
+        self.clear_range.clicked.connect(lambda: model.set_range(None, None))
+        buttons = QHBoxLayout()
+        for w in (self.play, self.back, self.fwd, self.rate_label):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
         for b in (self.mark_in, self.mark_out, self.clear_range):
-            layout.addWidget(b)
-        layout.addWidget(self.label)
-        self.timer = QTimer(self)
-        self.timer.timeout.connect(self._tick)
-        model.playingChanged.connect(self._on_playing)
+            buttons.addWidget(b)
+        buttons.addWidget(self.label)
+        layout = QVBoxLayout(self)  # the bar has the whole width, whatever the labels say
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addWidget(self.bar)
+        layout.addLayout(buttons)
+        model.rateChanged.connect(self._on_rate)
         model.rangeChanged.connect(self._sync)
         model.targetChanged.connect(self._sync)
         self._sync()
 
-    def _clear_range(self) -> None:
-        self.model.set_in(None)
-        self.model.set_out(None)
-
-    def _on_playing(self, playing: bool) -> None:
-        self.play.setText("❚❚" if playing else "▶")
-        if playing and self.model.clip is not None:
-            self.timer.start(max(1, round(1000 / self.model.clip.fps)))
-        else:
-            self.timer.stop()
-
-    def _tick(self) -> None:
-        m = self.model
-        end = m.out_point if m.out_point is not None else m.last_index
-        if m.position >= end:
-            m.set_position(m.in_point or 0)
-        else:
-            m.step(1)
+    def _on_rate(self, rate: float) -> None:
+        self.play.setText("❚❚" if rate else "▶")
+        arrow = "◀" if rate < 0 else "▶"
+        self.rate_label.setText("" if rate in (0.0, 1.0) else f"{arrow} {abs(rate):g}×")
 
     def _sync(self) -> None:
         m = self.model

@@ -245,7 +245,7 @@ class PreviewWorker(_Threaded):
         from ffdesk.gui.preview_view import display_images
 
         w, h = self._display_size
-        self.ready.emit(result, display_images(result.original, result.processed, w, h))
+        self.ready.emit(result, display_images(result.original, result.processed, w, h, result.pixel_aspect))
 
     def _follow(self, job: RenderJob) -> None:
         """Keep the previewer when only settings that do not change a frame's processing changed

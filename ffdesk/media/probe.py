@@ -66,6 +66,15 @@ class VideoInfo:
     """How the picture is scanned: "progressive", or interlaced with the top ("tt", "tb") or
     bottom ("bb", "bt") field first; "unknown" when the file does not say."""
 
+    @property
+    def display_pixel_aspect(self) -> float:
+        """Width / height of one pixel of the upright picture, as a player shows it (1.0: square;
+        a turned picture's pixels are turned too)."""
+        sar = self.sample_aspect_ratio
+        if sar is None or sar <= 0:
+            return 1.0
+        return float(1 / sar) if self.rotation in (90, 270) else float(sar)
+
 
 @dataclass(frozen=True)
 class AudioInfo:

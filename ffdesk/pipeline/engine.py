@@ -6,19 +6,21 @@ that keeps one memory budget, the residency `Share` its stages' models join. Dec
 its own thread, each stage on its own worker thread(s), and encoding on the calling thread;
 bounded queues join them, so decode, processing and encode overlap and memory stays flat. The
 video is encoded in segments recorded in a manifest beside the output; a killed render resumes
-from the first unfinished segment.
+from the first unfinished segment, a cancelled one from the frame it reached (it closes the
+segment it was writing there).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +46,7 @@ from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.eta import EtaEstimator
 from ffdesk.pipeline.flow import (
     END,
     Clock,
@@ -70,6 +73,7 @@ from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
     EmitsEvents,
     FramePacket,
+    HoldsFrames,
     Prepares,
     Stage,
     edits_regions_only,
@@ -527,8 +531,13 @@ class _Flow:
         # Stages that change only regions of the picture: keep each decoded frame so the encoder
         # writes just those regions back into it (ffdesk.media.patch).
         self.patch = edits_regions_only(stages) and size is None and job.encoder != "png"
-        self.first_index = manifest.frames_done
-        self.from_pts = manifest.next_pts
+        self.replay_until = manifest.frames_done
+        """Frames before this index are in finished segments: played through the stages that carry
+        state from frame to frame (`_replayed`), not encoded again."""
+        if any(_carries_state(stage) for stage in stages):
+            self.first_index, self.from_pts = manifest.replay_start(job.segment_frames or SEGMENT_FRAMES)
+        else:
+            self.first_index, self.from_pts = manifest.frames_done, manifest.next_pts
         self.frames_in = 0
         self.read_stats = ReadStats()
         self.origin_s: float | None = None
@@ -539,7 +548,7 @@ class _Flow:
         # the stages' threads give way to the encoder's while the machine is otherwise quiet
         self.priority = HelperPriority()
         self.runners: list[StageRunner] = []
-        for stage in stages:
+        for stage in _replayed(stages, self.first_index, self.replay_until):
             nxt = Pipe(halt, depth)
             self.runners.append(
                 StageRunner(stage, pipe, nxt, halt, job.batch, self.first_index, priority=self.priority)
@@ -593,8 +602,9 @@ class _Flow:
             else:
                 packet.decoded = frame.frame
             self.source.put(packet)
+            if packet.index >= self.replay_until:
+                self.frames_in += 1
             index += 1
-            self.frames_in += 1
         self.source.put(END)
 
     @property
@@ -604,6 +614,45 @@ class _Flow:
         if self.nvdec.wanted or not stats.codec:
             return stats.decoder
         return decoder_label(stats.codec, why_not=self.nvdec.why_not)
+
+
+def _carries_state(stage: Stage) -> bool:
+    """Whether `stage`'s output for a frame depends on the frames before it (the face tracking,
+    which holds frames back to decide them; a stage holding frames is taken to do so)."""
+    return isinstance(stage, HoldsFrames)
+
+
+def _replayed(stages: list[Stage], first_index: int, replay_until: int) -> list[Stage]:
+    """The stages as a flow starting at `first_index` runs them when the frames before
+    `replay_until` are played only to rebuild state: the stages up to the last that carries
+    state see them, the stages after it pass them on untouched."""
+    if replay_until <= first_index:
+        return stages
+    last = max((i for i, stage in enumerate(stages) if _carries_state(stage)), default=-1)
+    return [*stages[: last + 1], *(_PassesReplay(stage, replay_until) for stage in stages[last + 1 :])]
+
+
+class _PassesReplay:
+    """`stage`, handing the frames before `until` on untouched (they are already encoded)."""
+
+    def __init__(self, stage: Stage, until: int) -> None:
+        self.stage = stage
+        self.until = until
+        self.name = stage.name
+        self.edits_regions = stage.edits_regions
+        self.max_batch = stage.max_batch
+        self.workers = stage.workers
+
+    def start(self) -> None:
+        self.stage.start()
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        replayed = [p for p in batch if p.index < self.until]
+        rest = [p for p in batch if p.index >= self.until]
+        return [*replayed, *(self.stage.process(rest) if rest else [])]
+
+    def finish(self) -> StageFigures | None:
+        return None  # the render finishes the stage itself, once
 
 
 def _as_encoded(job: RenderJob, video: VideoInfo, size: tuple[int, int] | None) -> tuple[VideoInfo, bool]:
@@ -648,27 +697,52 @@ def _encode_segments(
     halt: Halt,
     stats: StageStats,
 ) -> str:
-    """Encode packets into segment files, recording each finished one. Returns the encoder used."""
+    """Encode packets into segment files, recording each finished one. Returns the encoder used.
+
+    A segment ends after each frame whose index + 1 is a multiple of the segment length, so the
+    segments lie on one grid however often the render was resumed. When the user cancels, the
+    segment being written is closed at the frame reached and recorded (`_close_on_cancel`), so a
+    resume continues from there; after an error, or when the process dies, it is dropped."""
     writer = _SegmentWriter(job, video, manifest, settings, size, emit)
     progress = _ProgressClock(span.total_frames, manifest.frames_done, emit)
+    per_segment = job.segment_frames or SEGMENT_FRAMES
+    flow_first_encoded = manifest.frames_done
     try:
         while True:
             item = inbox.get()
             if item is END:
                 break
             packet: FramePacket = item
+            if packet.index < flow_first_encoded:
+                continue  # played to rebuild the stages' state; already in a finished segment
             clock = Clock()
             writer.write(packet)
             stats.add_since(1, clock)
-            progress.frame(packet, halt)
-            if writer.frames >= (job.segment_frames or SEGMENT_FRAMES):
+            progress.frame(packet)
+            if (packet.index + 1) % per_segment == 0:
                 clock = Clock()
                 writer.close()
                 stats.add_since(0, clock)
+            if halt.is_set():
+                raise Stopped
         writer.close()
+    except Stopped:
+        _close_on_cancel(writer, manifest, halt)
+        raise
     finally:
         writer.abort()
     return writer.encoder_name
+
+
+def _close_on_cancel(writer: _SegmentWriter, manifest: Manifest, halt: Halt) -> None:
+    """When the user cancelled (no thread failed), close the segment being written at the last
+    frame handed to the encoder and record it, so a resume continues after that frame. The
+    encoder writes out every frame it was given as it closes. Closing is best effort: where it
+    fails, the segment is dropped as before and the render is still just cancelled."""
+    if not (halt.cancelled and halt.error is None and manifest.keeps_cancelled_segment):
+        return
+    with contextlib.suppress(Exception):
+        writer.close()
 
 
 class _SegmentWriter:
@@ -748,30 +822,24 @@ class _SegmentWriter:
 
 
 class _ProgressClock:
-    """Throttled progress and preview-frame events with frames/s and ETA."""
+    """Throttled progress and preview-frame events with frames/s and ETA (`EtaEstimator`: the rate
+    counts from the first frame out, smoothed; the time left counts down steadily)."""
 
     def __init__(self, total: int, done: int, emit: Callable[[ev.Event], None]) -> None:
         self.total = total
         self.done = done
         self.emit = emit
-        self.t0 = time.perf_counter()
-        self.count = 0
-        self.last_progress = 0.0
+        self.eta = EtaEstimator(total, clock=time.monotonic)
+        self.last_progress = -math.inf
         self.last_preview = 0.0
 
-    def frame(self, packet: FramePacket, halt: Halt) -> None:
-        if halt.is_set():
-            raise Stopped
-        self.count += 1
+    def frame(self, packet: FramePacket) -> None:
         self.done += 1
-        now = time.perf_counter()
+        now = time.monotonic()
         if now - self.last_progress >= _PROGRESS_EVERY_S or self.done >= self.total:
             self.last_progress = now
-            elapsed = now - self.t0
-            fps = self.count / elapsed if elapsed > 0 else 0.0
-            remaining = max(0, self.total - self.done)
-            eta = remaining / fps if fps > 0 else None
-            self.emit(ev.Progress(self.done, max(self.total, self.done), fps, eta))
+            estimate = self.eta.update(self.done)
+            self.emit(ev.Progress(self.done, max(self.total, self.done), estimate.fps, estimate.eta_s))
         if now - self.last_preview >= _PREVIEW_EVERY_S:
             self.last_preview = now
             raw = packet.raw
@@ -880,7 +948,10 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
 
 class _OneSegment(Manifest):
     """What `_Flow` and `_encode_segments` read of a manifest, for one segment written to `path`:
-    the frames before it count as done, nothing is saved to disk."""
+    the frames before it count as done, nothing is saved to disk, and a cancelled segment is
+    dropped (the head renders the whole planned segment again)."""
+
+    keeps_cancelled_segment = False
 
     def __init__(self, path: Path, segment: PlannedSegment) -> None:
         super().__init__(path.parent, "", [])
@@ -935,8 +1006,7 @@ def render_segment(
     size = _working_size(job, info.video)
     out_w, out_h = size or (info.video.display_width, info.video.display_height)
     video, deinterlace = _as_encoded(job, info.video, size)
-    one = replace(job, segment_frames=segment.frames)
-    sink = _OneSegment(out_path, segment)
+    sink = _OneSegment(out_path, segment)  # on the job's segment grid: it ends at the range's end
     halt = Halt(cancel)
     t0 = time.perf_counter()
     if stages_for is not None:
@@ -950,9 +1020,9 @@ def render_segment(
     encode_stats = StageStats("encode")
     nvdec = _nvdec_for(job, env)
     try:
-        flow = _Flow(one, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)
+        flow = _Flow(job, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)
         encoder_name = _run_flow(
-            one, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver
+            job, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver
         )
         _check_as_planned(job, segment, sink)
     except BaseException:

@@ -53,6 +53,8 @@ class PreviewResult:
     """Time spent on this frame (read + stages)."""
     stage_ms: dict[str, float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    pixel_aspect: float = 1.0
+    """Width / height of one pixel as a player shows the clip (non-square pixels: not 1.0)."""
 
 
 PREVIEW_NEUTRAL_FIELDS = (
@@ -127,6 +129,7 @@ class Previewer:
         self.frame_count = video.frame_count if video else 1
         self.width = video.display_width if video else 0
         self.height = video.display_height if video else 0
+        self.pixel_aspect = video.display_pixel_aspect if video else 1.0
         self._stages: list[Stage] = []
         self._started = False
         self._warnings: list[str] = []
@@ -258,6 +261,7 @@ class Previewer:
             ms=(time.perf_counter() - t0) * 1000.0,
             stage_ms=stage_ms,
             warnings=warnings,
+            pixel_aspect=self.pixel_aspect,
         )
 
     def passthrough(self, time_s: float, warning: str = "") -> PreviewResult:
@@ -274,6 +278,7 @@ class Previewer:
             scale=original.shape[0] / src_h if src_h else 1.0,
             ms=(time.perf_counter() - t0) * 1000.0,
             warnings=(warning,) if warning else (),
+            pixel_aspect=self.pixel_aspect,
         )
 
     def close(self) -> StageFigures:

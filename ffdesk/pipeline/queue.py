@@ -67,6 +67,17 @@ class QueueEntry:
     message: str = ""
     added: float = 0.0
     finished: float | None = None
+    started: float | None = None
+    """When its latest run began (wall clock); None before it first ran."""
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """How long its latest run took, or has taken so far while it runs (None: not run, or
+        waiting to run again)."""
+        if self.started is None or self.state == "queued":
+            return None
+        end = time.time() if self.state == "running" else self.finished
+        return None if end is None else max(0.0, end - self.started)
 
     @property
     def fraction(self) -> float:
@@ -487,8 +498,10 @@ class JobProgress:
         self._last_persist = -math.inf  # the first figures are written at once
 
     def start(self) -> QueueEntry:
-        """Mark the entry running (its figures of an earlier run cleared)."""
-        return self.queue.update(self.entry_id, state="running", message="", fps=0.0, eta_s=None)
+        """Mark the entry running since now (its figures of an earlier run cleared)."""
+        return self.queue.update(
+            self.entry_id, state="running", message="", fps=0.0, eta_s=None, started=time.time()
+        )
 
     def on_event(self, event: ev.Event) -> None:
         """Take one render event (others than `Started` and `Progress` change nothing)."""

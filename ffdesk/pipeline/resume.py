@@ -3,7 +3,9 @@
 A render writes its video in segments into a work folder beside the output. After each finished
 segment the manifest is rewritten (temp file, fsync, rename), so after a crash, `kill -9` or a power cut
 it names exactly the segments that are complete on disk. Anything else in the folder is debris from
-the interrupted segment and is deleted on resume.
+the interrupted segment and is deleted on resume. A render the user cancels is not interrupted
+that way: it closes the segment it was writing at the frame reached and records it, so the
+resume loses no finished frame.
 
 Each recorded segment carries its size and CRC32 (a PNG segment, a folder, those of its frames in
 order). Resume checks every segment against them before reusing it: the first one that is missing
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from fractions import Fraction
 from pathlib import Path
+from typing import ClassVar
 
 from ffdesk import jsontext
 from ffdesk.errors import MediaError
@@ -288,6 +291,11 @@ def output_for(folder: Path) -> Path:
 class Manifest:
     """Finished segments of one render, keyed to the job's output fingerprint."""
 
+    keeps_cancelled_segment: ClassVar[bool] = True
+    """Whether a render the user cancels closes the segment it was writing at the frame reached
+    and records it here, so a resume continues from that frame (segments may then be shorter
+    than the render's segment length; the next one ends on the grid again)."""
+
     def __init__(self, folder: Path, fingerprint: str, segments: list[Segment] | None = None) -> None:
         self.folder = folder
         self.fingerprint = fingerprint
@@ -413,6 +421,25 @@ class Manifest:
 
     def next_segment_file(self, suffix: str) -> str:
         return f"seg{len(self.segments):05d}{suffix}"
+
+    def replay_start(self, per_segment: int) -> tuple[int, int | None]:
+        """Where a resume decodes from: (index, pts; pts None from the range's start).
+
+        Frames of a segment depend on the frames before them in it (the face tracking restarts
+        at each multiple of `per_segment`), so after a cancelled render closed a segment off that
+        grid, the resume starts at the grid line before the frames done, plays the frames up to
+        them through the stages that carry such state, and encodes from there. On the grid (or
+        where no recorded segment starts at that line) it is the frame after the last done."""
+        done = self.frames_done
+        start = done - done % per_segment
+        index = done
+        for segment in reversed(self.segments):
+            if index <= start:
+                break
+            index -= segment.frames
+            if index == start:
+                return start, segment.first_pts
+        return done, self.next_pts
 
     def add(self, segment: Segment) -> None:
         """Record a finished segment durably, with its size and CRC32 (read back from disk)."""

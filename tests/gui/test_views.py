@@ -51,9 +51,9 @@ def test_timeline_follows_model_and_scrubs(qtbot) -> None:  # type: ignore[no-un
     m.set_out(20)
     assert view.label.text() == f"{CLIP.timecode(10)} → {CLIP.timecode(20)}"
     m.set_playing(True)
-    assert view.play.text() == "❚❚" and view.timer.isActive()
+    assert view.play.text() == "❚❚" and view.playback.timer.isActive()
     m.set_playing(False)
-    assert not view.timer.isActive()
+    assert not view.playback.timer.isActive()
     # clicking on the bar moves the playhead to the frame under the mouse
     bar = view.bar
     x = round(bar.x_of(30))
@@ -66,19 +66,26 @@ def test_timeline_follows_model_and_scrubs(qtbot) -> None:  # type: ignore[no-un
 
 
 def test_playback_advances_and_wraps_inside_the_range(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.gui.timeline import TimelineView
+    from ffdesk.gui.timeline import Playback
 
+    clock = [100.0]
     m = SessionModel()
-    view = TimelineView(m)
-    qtbot.addWidget(view)
+    playback = Playback(m, now=lambda: clock[0])
     m.set_clip(CLIP)
     m.set_in(3)
     m.set_out(4)
     m.set_position(4)
-    view._tick()
-    assert m.position == 3
-    view._tick()
+    m.set_playing(True)
+    clock[0] += 1 / 25
+    playback.advance()
+    assert m.position == 3  # past the out point: back to the in point
+    clock[0] += 1 / 25
+    playback.advance()
+    assert m.position == 3  # its picture has not come yet
+    m.set_preview(_result(3))
     assert m.position == 4
+    m.set_playing(False)
+    assert not playback.timer.isActive()
 
 
 def test_preview_view_shows_frame_split_and_picks_face(qtbot) -> None:  # type: ignore[no-untyped-def]
@@ -225,7 +232,7 @@ def test_budget_bar_draws_resident_models_and_sets_budget(qtbot) -> None:  # typ
     assert "swapper: 300.0 MiB" in bar.toolTip()
     qtbot.mouseClick(bar, Qt.MouseButton.LeftButton, pos=QPoint(201, 15))
     assert m.settings.memory_budget_mb == 512
-    assert view.budget_label.text() == "512 MiB"
+    assert view.budget_input.value() == 512 and view.budget_input.text() == "512 MiB"
 
 
 def test_sources_cards_follow_model(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -368,7 +375,8 @@ def test_graphs_plot_host_figures_without_gpu_and_stack_models(qtbot) -> None:  
     assert list(mem) == [101.0, 102.0, 103.0]
     assert list(view.util.getData()[1]) == [10.0, 20.0, 30.0]
     assert list(view.fps.getData()[1]) == [12.5]
-    assert list(view.mem_budget.getData()[1]) == [512.0]
+    model.set_budget(512 * 2**20)
+    assert view.budget_line.isVisible() and view.budget_line.value() == 512.0
     # stacked: the swapper's band sits on top of the detector's
     assert view.model_curves["detector"].getData()[1][-1] == 50.0
     assert view.model_curves["swapper"].getData()[1][-1] == 250.0

@@ -261,6 +261,7 @@ def cif(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("encoder", ["h264", "h265", "prores"])
 def test_sample_aspect_ratio_kept(tmp_path: Path, cif: Path, encoder: str, how: str) -> None:
     assert _video(cif).sample_aspect_ratio == SAR
+    assert _video(cif).display_pixel_aspect == pytest.approx(128 / 117)
     out = tmp_path / f"seg{container_suffix(encoder)}"
     enc = _reencode(cif, out, encoder, how)
     assert enc.sample_aspect_ratio == SAR and enc.notes == ()
@@ -279,6 +280,7 @@ def test_sample_aspect_ratio_of_a_rotated_source_is_the_stored_one(tmp_path: Pat
     src = _write_source(tmp_path / "rot.mp4", "libx264", "yuv420p", sar=SAR, rotation=rotation, frames=4)
     v = _video(src)
     assert (v.rotation, v.display_width, v.display_height) == (rotation, 144, 176)
+    assert v.display_pixel_aspect == pytest.approx(117 / 128)  # the turned picture's pixels are tall
     for how in ("write", "write_frame"):
         out = tmp_path / f"{how}.mp4"
         _reencode(src, out, "h264", how)

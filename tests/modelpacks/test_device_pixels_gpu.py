@@ -13,9 +13,10 @@ import torch
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.sessions import create_session, cuda_usable
 from ffdesk.runtime.standins import write_standins
+from tests.real_clips import carphone
 
 from .helpers import content_masks
-from .test_device_pixels import DEVICE_KINDS_DOWN, PACK, _carphone, _frames, _psnr, _render
+from .test_device_pixels import DEVICE_KINDS_DOWN, PACK, _frames, _psnr, _render
 
 pytestmark = [
     pytest.mark.gpu,
@@ -49,7 +50,7 @@ def test_onnx_runtime_reads_and_writes_device_tensors_in_place(pack: Path) -> No
 def test_the_cuda_path_gives_the_cpu_host_paths_frames(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path
 ) -> None:
-    clip = _carphone()
+    clip = carphone()
     host = _render(run_env, pack, clip, tmp_path / "host", "host")
     assert host.faces is not None
     device = _render(run_env, pack, clip, tmp_path / "device", "device", provider="cuda")

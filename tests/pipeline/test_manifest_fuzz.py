@@ -356,6 +356,8 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interrupte
     stop = PassThrough(work_dir_for(out) / MANIFEST_NAME, cancel, at=RECORDED * PER_SEGMENT + 4)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("ffdesk.pipeline.engine.build_stages", lambda *_a, **_k: [stop])
+        # as a killed render leaves it: whole segments only (a cancel would keep the one it cut short)
+        mp.setattr("ffdesk.pipeline.resume.Manifest.keeps_cancelled_segment", False)
         with pytest.raises(Cancelled):
             run_render(job, None, cancel, env=RuntimeEnv.in_folder(tmp_path_factory.mktemp("env")))
     saved = root / "saved"

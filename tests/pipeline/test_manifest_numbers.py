@@ -119,6 +119,8 @@ def interrupted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Interrupte
     cancel = threading.Event()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("ffdesk.pipeline.engine.build_stages", lambda *_a, **_k: [PassThrough(cancel, 65)])
+        # as a killed render leaves it: whole segments only (a cancel would keep the one it cut short)
+        mp.setattr("ffdesk.pipeline.resume.Manifest.keeps_cancelled_segment", False)
         with pytest.raises(Cancelled):
             run_render(job, None, cancel, env=env)
     work = work_dir_for(job.output)

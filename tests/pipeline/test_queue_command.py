@@ -41,6 +41,12 @@ def _indices(path: Path) -> list[int]:
         return [frame_index_of(f.to_ndarray(format="rgb24").astype(np.uint8)) for f in c.decode(video=0)]
 
 
+def _frames_recorded(output: Path) -> int:
+    """Frames in the finished segments (a cancelled render's last one may be short)."""
+    segments = json.loads((work_dir_for(output) / MANIFEST_NAME).read_text())["segments"]
+    return sum(int(seg["frames"]) for seg in segments)
+
+
 def _segments_recorded(output: Path) -> int:
     try:
         return len(json.loads((work_dir_for(output) / MANIFEST_NAME).read_text())["segments"])
@@ -113,8 +119,9 @@ def test_ctrl_c_leaves_the_running_job_interrupted_and_resume_finishes_it(
     assert interrupted.state == "interrupted" and "--resume" in interrupted.message
     assert interrupted.frames_done < 400 and interrupted.frames_total == 400
     assert waiting.state == "queued" and not (tmp_path / "next-out.mov").exists()
-    kept = _segments_recorded(output)
-    assert kept >= 1
+    assert _segments_recorded(output) >= 1
+    kept = _frames_recorded(output)  # every frame encoded before the stop (the cut segment is kept)
+    assert interrupted.frames_done <= kept < 400
 
     # without --resume the interrupted job waits; the queued one runs
     assert main(["queue", "run", "--queue", str(path)]) == 0
@@ -122,7 +129,7 @@ def test_ctrl_c_leaves_the_running_job_interrupted_and_resume_finishes_it(
     capsys.readouterr()
     assert main(["queue", "run", "--queue", str(path), "--resume"]) == 0
     out = capsys.readouterr().out
-    assert f"resumed after {8 * kept} frames" in out and "queue: 1 done in " in out
+    assert f"resumed after {kept} frames" in out and "queue: 1 done in " in out
     resumed = RenderQueue(path).entries()[0]
     assert (resumed.state, resumed.frames_done, resumed.job.resume) == ("done", 400, True)
     assert _indices(output) == list(range(400))
@@ -209,3 +216,26 @@ def test_a_queue_the_app_has_open_is_not_run_twice(
     again = QueueInUse.take(path, "the desktop app")  # and let the queue go when it ended
     assert isinstance(again, QueueInUse)
     again.release()
+
+
+def test_queue_run_never_replaces_a_file_that_appeared_at_a_jobs_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synth_clip(tmp_path / "a.mp4", width=96, height=64, fps=25, frames=8, audio_streams=0)
+    synth_clip(tmp_path / "b.mp4", width=96, height=64, fps=25, frames=8, audio_streams=0)
+    path = _queue(tmp_path, "a", "b")
+    (tmp_path / "a-out.mov").write_bytes(b"the user's own file")  # appeared after queueing
+    (tmp_path / "b-out.mov").write_bytes(b"another of theirs")
+    work_dir_for(tmp_path / "b-out.mov").mkdir()  # b had begun: its segments are kept under its name
+
+    assert main(["queue", "run", "--queue", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "a-out.mov appeared after the job was queued; writing a-out-2.mov" in err
+    assert "b-out.mov is already there and is not replaced; move it away, then resume" in err
+    assert (tmp_path / "a-out.mov").read_bytes() == b"the user's own file"
+    assert (tmp_path / "b-out.mov").read_bytes() == b"another of theirs"
+    a, b = RenderQueue(path).entries()
+    assert (a.state, a.job.output.name) == ("done", "a-out-2.mov")
+    assert a.started is not None and a.elapsed_s is not None
+    assert _indices(tmp_path / "a-out-2.mov") == list(range(8))
+    assert b.state == "failed" and "not replaced" in b.message

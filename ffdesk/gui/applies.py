@@ -1,0 +1,184 @@
+"""Which controls take effect with the swap the settings choose, and why not where they do not.
+
+The engine picks the swap in `ffdesk.pipeline.plan.build_stages`: a swapper made by `ffdesk train`
+(the trained stages), any other named swapper (a model pack's stages), or none (the embedded
+classical swap). What each of them reads from a job, as their stages do:
+
+- embedded (`stages/embedded.py`): the first photo's face only; its own detector, mesh and
+  recognizer (`job_analyser`) at their own precision; no enhancer, no mask models.
+- model pack (`stages/models.py`): precision, detector, recognizer (to embed the photos, unless
+  the swapper takes the source as an image: then the first photo only), the enhancer in final
+  mode only, its fidelity weight where the model has a weight input, mask regions with a region
+  mask (face parser).
+- trained (`stages/trained.py`): precision (FP16 and INT8 variants); the embedded detector; no
+  source photo, recognizer, enhancer or mask models (the model draws its own face mask).
+
+`what_applies` is a pure function of the settings, the number of photos and `ModelFacts` (what the
+catalog and the models folder say of the models), so the controls say what the engine does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ffdesk.gui.models import Settings
+    from ffdesk.runtime.catalog import Catalog
+
+SwapKind = Literal["embedded", "pack", "trained"]
+Control = Literal[
+    "precision",
+    "swapper",
+    "detector",
+    "recognizer",
+    "enhancer",
+    "enhancer_weight",
+    "enhancer_blend",
+    "parser",
+    "mask_regions",
+]
+"""The controls whose effect depends on the chosen swap (named as their `Settings` fields)."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the engine knows of the models the settings may name."""
+
+    image_identity: frozenset[str] = frozenset()
+    """Swappers that take the source face as an image crop (the first photo's only)."""
+    weighted_enhancers: frozenset[str] = frozenset()
+    """Enhancers with a fidelity weight input (CodeFormer)."""
+    trained: frozenset[str] = frozenset()
+    """Swapper values that name a model made by `ffdesk train` (a run folder or its .onnx)."""
+
+    @classmethod
+    def from_catalog(cls, catalog: Catalog, trained: frozenset[str] = frozenset()) -> ModelFacts:
+        """The facts the catalog's entries give, read as the stages read them."""
+        from ffdesk.swap.enhancer import enhancer_spec
+        from ffdesk.swap.onnx_swapper import swapper_spec
+
+        image, weighted = set(), set()
+        for model in catalog.models:
+            try:
+                if model.kind == "swapper" and swapper_spec(model).takes_image:
+                    image.add(model.name)
+                elif model.kind == "enhancer" and enhancer_spec(model).weight_input:
+                    weighted.add(model.name)
+            except ValueError:
+                continue  # an entry the stages would refuse: nothing to say about it here
+        return cls(frozenset(image), frozenset(weighted), trained)
+
+    def with_trained(self, trained: frozenset[str]) -> ModelFacts:
+        return ModelFacts(self.image_identity, self.weighted_enhancers, trained)
+
+
+@dataclass(frozen=True)
+class NotApplied:
+    """A control that does not take effect, and why (shown beside it)."""
+
+    control: Control
+    reason: str
+    editable: bool = False
+    """True where it takes effect in the other mode (it stays editable); False: it is disabled."""
+
+
+@dataclass(frozen=True)
+class Applicability:
+    """What the chosen swap reads of the settings."""
+
+    swap: SwapKind
+    not_applied: tuple[NotApplied, ...] = ()
+    notes: tuple[str, ...] = ()
+    """Things the swap ignores that no control shows (extra source photos)."""
+
+    def reason(self, control: Control) -> NotApplied | None:
+        """Why `control` does not take effect, or None when it does."""
+        return next((n for n in self.not_applied if n.control == control), None)
+
+
+def swap_kind(swapper: str, facts: ModelFacts) -> SwapKind:
+    """The swap `build_stages` runs for this swapper value."""
+    if not swapper:
+        return "embedded"
+    return "trained" if swapper in facts.trained else "pack"
+
+
+def _photos(n: int, more: bool = False) -> str:
+    counted = f"{n} more" if more else str(n)
+    return f"{counted} photo" if n == 1 else f"{counted} photos"
+
+
+def what_applies(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
+    """What the swap `settings` choose reads of them; `photos`: the usable source photos."""
+    kind = swap_kind(settings.swapper, facts)
+    if kind == "embedded":
+        return _embedded(photos)
+    if kind == "trained":
+        return _trained(photos)
+    return _pack(settings, photos, facts)
+
+
+def _no_enhancer(why: str) -> tuple[NotApplied, ...]:
+    return (
+        NotApplied("enhancer", why),
+        NotApplied("enhancer_weight", "needs an enhancer"),
+        NotApplied("enhancer_blend", "needs an enhancer"),
+    )
+
+
+def _embedded(photos: int) -> Applicability:
+    own = "the embedded swap"
+    not_applied = (
+        NotApplied("precision", f"{own} runs at its own precision"),
+        NotApplied("detector", f"{own} uses its own detector"),
+        NotApplied("recognizer", f"{own} uses its own recognizer"),
+        *_no_enhancer(f"{own} has no enhancer"),
+        NotApplied("parser", f"{own} has no region mask"),
+        NotApplied("mask_regions", f"{own} has no region mask"),
+    )
+    notes = (
+        (f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored",)
+        if photos > 1
+        else ()
+    )
+    return Applicability("embedded", not_applied, notes)
+
+
+def _trained(photos: int) -> Applicability:
+    own = "a trained swapper"
+    not_applied = (
+        NotApplied("detector", f"{own} uses the embedded detector"),
+        NotApplied("recognizer", f"{own} needs no recognizer"),
+        *_no_enhancer(f"{own} has no enhancer"),
+        NotApplied("parser", f"{own} draws its own face mask"),
+        NotApplied("mask_regions", f"{own} draws its own face mask"),
+    )
+    notes = (f"{own} draws the person it was trained on; {_photos(photos)} ignored",) if photos else ()
+    return Applicability("trained", not_applied, notes)
+
+
+def _pack(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
+    swapper = settings.swapper
+    out: list[NotApplied] = []
+    notes: list[str] = []
+    if swapper in facts.image_identity:
+        out.append(NotApplied("recognizer", f"{swapper} takes the source face as an image"))
+        if photos > 1:
+            notes.append(f"{swapper} uses the first photo's face; {_photos(photos - 1, more=True)} ignored")
+    if not settings.enhancer:
+        out += _no_enhancer("")[1:]
+    else:
+        if settings.mode == "preview":
+            later = "off in preview mode; final mode uses it"
+            out += [NotApplied(c, later, editable=True) for c in ("enhancer", "enhancer_blend")]
+        if settings.enhancer not in facts.weighted_enhancers:
+            takes = ", ".join(sorted(facts.weighted_enhancers)) or "an enhancer with a weight input"
+            out.append(NotApplied("enhancer_weight", f"only for {takes}"))
+        elif settings.mode == "preview":
+            out.append(
+                NotApplied("enhancer_weight", "off in preview mode; final mode uses it", editable=True)
+            )
+    if not settings.parser:
+        out.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
+    return Applicability("pack", tuple(out), tuple(notes))

@@ -1,0 +1,75 @@
+"""The background face scan: which frames of a clip have no face."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from skimage.data import astronaut
+
+from ffdesk.faces.scan import ScanPoint, scan_clip, stride_for
+from ffdesk.media.synth import synth_clip
+from ffdesk.types import Frame
+
+
+@pytest.fixture(scope="module")
+def faceless(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("scan") / "pattern.mp4"
+    synth_clip(path, width=160, height=96, fps=10.0, frames=30)
+    return path
+
+
+@pytest.fixture(scope="module")
+def with_face(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    face = np.ascontiguousarray(cv2.resize(astronaut()[0:300, 120:400], (70, 75)))
+    path = tmp_path_factory.mktemp("scan") / "face.mp4"
+    synth_clip(path, width=160, height=96, fps=12.0, frames=12, face_image=face)
+    return path
+
+
+def test_stride_keeps_a_scan_within_its_samples() -> None:
+    assert stride_for(1) == stride_for(600) == 1
+    assert stride_for(601) == 2
+    assert stride_for(15000) == 25
+    assert stride_for(0) == 1
+
+
+def test_every_sampled_frame_is_reported_once_in_order(faceless: Path) -> None:
+    seen: list[Frame] = []
+
+    def count(image: Frame) -> int:
+        seen.append(image)
+        return len(seen) % 2
+
+    batches: list[list[ScanPoint]] = []
+    looked = scan_clip(faceless, 30, batches.append, threading.Event(), detector=count, max_samples=10)
+    points = [p for b in batches for p in b]
+    assert looked == 10 == len(seen)
+    assert [p.index for p in points] == list(range(0, 30, 3))
+    assert [p.faces for p in points] == [1, 0] * 5
+    assert {p.span for p in points} == {3}
+    assert seen[0].shape == (96, 160, 3)
+
+
+def test_a_stopped_scan_reports_nothing_more(faceless: Path) -> None:
+    stop = threading.Event()
+    batches: list[list[ScanPoint]] = []
+
+    def count(_image: Frame) -> int:
+        stop.set()
+        return 0
+
+    scan_clip(faceless, 30, batches.append, stop, detector=count)
+    assert batches == []
+
+
+def test_the_embedded_detector_finds_the_face_and_the_empty_frames(faceless: Path, with_face: Path) -> None:
+    empty: list[ScanPoint] = []
+    scan_clip(faceless, 30, empty.extend, threading.Event())
+    assert len(empty) == 30 and all(p.faces == 0 for p in empty)
+    found: list[ScanPoint] = []
+    scan_clip(with_face, 12, found.extend, threading.Event())
+    assert len(found) == 12 and all(p.faces >= 1 for p in found)

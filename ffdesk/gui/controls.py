@@ -408,6 +408,9 @@ class ControlsView(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Never narrower than the form (no horizontal bar: the dock keeps the form whole).
+        bar = scroll.verticalScrollBar().sizeHint().width()
+        scroll.setMinimumWidth(inner.minimumSizeHint().width() + bar)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.notes)

@@ -276,7 +276,8 @@ class PreviewView(QWidget):
         self.frame_label.setObjectName("frameLabel")
         self.timing_label = QLabel("")
         self.timing_label.setStyleSheet("color: gray")
-        self.player_label = QLabel("Player: the file as rendered, not processed")
+        self.player_label = QLabel("Player: as rendered")
+        self.player_label.setToolTip("shown as it is, not processed again; File > Open clip to edit a clip")
         self.player_label.setObjectName("playerLabel")
         self.player_label.setStyleSheet(
             "color: #111; background: #e0b040; padding: 2px 6px; border-radius: 3px"

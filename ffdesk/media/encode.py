@@ -183,6 +183,9 @@ class SegmentEncoder:
         self.fps = float(fps) if fps and fps > 0 else 25.0
         self.rotation = rotation % 360 if settings.encoder != "png" else 0
         self.frames_written = 0
+        self.packets_out = 0
+        """Encoded pictures handed to the file so far (fewer than `frames_written` while the
+        encoder holds frames back: x264's lookahead and B-frames)."""
         self.hw_fallback_reason: str | None = None
         """Why NVENC was not used although tried (for a warning), else None."""
         self.notes: tuple[str, ...] = ()
@@ -537,6 +540,12 @@ class SegmentEncoder:
     def _mux(self, packet: av.Packet) -> None:
         assert self._container is not None
         self._container.mux(packet)
+        self.packets_out += 1
+
+    @property
+    def frames_held(self) -> int:
+        """Frames given to the encoder that it has not put out yet (0 for PNG frames)."""
+        return 0 if self.settings.encoder == "png" else max(0, self.frames_written - self.packets_out)
 
     def _write_png(self, image: Frame) -> None:
         ok, buf = cv2.imencode(

@@ -46,7 +46,7 @@ from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.eta import EtaEstimator
+from ffdesk.pipeline.eta import Estimate, EtaEstimator
 from ffdesk.pipeline.flow import (
     END,
     Clock,
@@ -718,7 +718,7 @@ def _encode_segments(
             clock = Clock()
             writer.write(packet)
             stats.add_since(1, clock)
-            progress.frame(packet)
+            progress.frame(packet, held=writer.frames_held)
             if (packet.index + 1) % per_segment == 0:
                 clock = Clock()
                 writer.close()
@@ -807,6 +807,11 @@ class _SegmentWriter:
         self.frames += 1
         self.last_pts = pts
 
+    @property
+    def frames_held(self) -> int:
+        """Frames written that the open segment's encoder still holds back (its lookahead)."""
+        return self.encoder.frames_held if self.encoder is not None else 0
+
     def close(self) -> None:
         if self.encoder is None:
             return
@@ -828,17 +833,24 @@ class _ProgressClock:
     def __init__(self, total: int, done: int, emit: Callable[[ev.Event], None]) -> None:
         self.total = total
         self.done = done
+        self.first_done = done
+        """Frames finished before this run (a resume's): the estimate counts what comes after."""
         self.emit = emit
         self.eta = EtaEstimator(total, clock=time.monotonic)
         self.last_progress = -math.inf
         self.last_preview = 0.0
 
-    def frame(self, packet: FramePacket) -> None:
+    def frame(self, packet: FramePacket, held: int = 0) -> None:
+        """One more frame written; `held`: how many written frames the encoder still holds back.
+        The time left is estimated from frames the encoder has put out: frames it merely took in
+        come fast while its lookahead fills and are still to be encoded at the end."""
         self.done += 1
         now = time.monotonic()
         if now - self.last_progress >= _PROGRESS_EVERY_S or self.done >= self.total:
             self.last_progress = now
-            estimate = self.eta.update(self.done)
+            out = self.done - held
+            # the clock starts at the first frame the encoder puts out (not the first it takes in)
+            estimate = self.eta.update(out) if out > self.first_done else Estimate(0.0, None)
             self.emit(ev.Progress(self.done, max(self.total, self.done), estimate.fps, estimate.eta_s))
         if now - self.last_preview >= _PREVIEW_EVERY_S:
             self.last_preview = now

@@ -377,3 +377,31 @@ def test_pass_through_write_frame(
     assert [f.pts for f in back] == [f.pts for f in frames]
     assert [frame_index_of(f.image) for f in back] == list(range(8))
     assert max(_mean_diff(a.image, b.image) for a, b in zip(back, frames, strict=True)) < 4
+
+
+def test_the_encoder_says_how_many_frames_it_holds_back(tmp_path: Path) -> None:
+    """x264 takes frames in well before it puts them out (lookahead, B-frames): a render's time
+    left is counted from what came out. ProRes holds none back."""
+    from ffdesk.media.synth import synth_clip
+    from ffdesk.types import EncoderName
+
+    clip = synth_clip(tmp_path / "in.mp4", width=160, height=96, fps=25.0, frames=30)
+    v, frames = _frames(clip)
+    cases: tuple[tuple[EncoderName, bool], ...] = (("h264", True), ("prores", False))
+    for name, holds in cases:
+        enc = SegmentEncoder(
+            tmp_path / f"held.{'mp4' if name == 'h264' else 'mov'}",
+            EncodeSettings(encoder=name, preset="medium"),
+            width=v.display_width,
+            height=v.display_height,
+            time_base=v.time_base,
+            fps=v.fps,
+            rotation=v.rotation,
+            color=v,
+        )
+        for f in frames[:20]:
+            enc.write(f.image, f.pts)  # type: ignore[arg-type]
+        assert enc.frames_written == 20
+        assert (enc.frames_held > 0) == holds and enc.frames_held + enc.packets_out == 20
+        enc.close()
+        assert enc.frames_held == 0 and enc.packets_out == 20

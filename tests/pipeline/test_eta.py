@@ -132,3 +132,24 @@ def test_a_sustained_change_of_rate_is_followed() -> None:
     later = [s for s in shown if s.at > change_at + EtaSettings().sustain_s + 5.0 and s.true_s > 2.0]
     assert later
     assert all(abs(s.eta_s - s.true_s) <= 0.25 * s.true_s for s in later if s.eta_s is not None)
+
+
+def test_the_render_clock_waits_for_the_encoders_first_frame_out() -> None:
+    """Frames the encoder only took in (its lookahead filling) do not start the estimate: they come
+    fast at first and are still to be encoded at the end."""
+    import numpy as np
+
+    from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.engine import _ProgressClock
+    from ffdesk.pipeline.stage import FramePacket
+
+    events: list[ev.Event] = []
+    clock = _ProgressClock(100, 0, events.append)
+    packet = FramePacket(index=0, pts=0, image=np.zeros((4, 4, 3), np.uint8))
+    clock.frame(packet, held=1)
+    progress = [e for e in events if isinstance(e, ev.Progress)]
+    assert progress[-1].frames_done == 1 and progress[-1].eta_s is None and progress[-1].fps == 0.0
+    assert clock.eta._first is None  # nothing came out yet: the estimator has not started
+    clock.last_progress = float("-inf")
+    clock.frame(packet, held=1)
+    assert clock.eta._first is not None and clock.eta._first.done == 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.interrupt import ctrl_c_cancels
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.pipeline import events as ev
@@ -159,26 +159,6 @@ def rendering(args: argparse.Namespace, farm: FarmAddress | None) -> Iterator[tu
             (lambda job, emit, cancel: run_farm_render(job, farm, emit, cancel)),
             f" on the farm at {farm.label}",
         )
-
-
-@contextlib.contextmanager
-def ctrl_c_cancels(cancel: threading.Event) -> Iterator[None]:
-    """Ctrl-C sets `cancel` (the render stops at the next frame, resumable); a second one
-    interrupts at once. Only on the main thread, where Python takes signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def stop(_signum: int, _frame: object) -> None:
-        cancel.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    signal.signal(signal.SIGINT, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "monitor",
     "sample",
     "probe",
+    "faces",
     "farm",
     "queue",
 )

@@ -36,7 +36,7 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing ffdesk and its dependencies into .venv"
   log=.venv/pip-install.log
-  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev,farm]'; } >"$log" 2>&1; then
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -q -e '.[dev,farm,quality]'; } >"$log" 2>&1; then
     grep -v "^WARNING: Location" "$log" | tail -30
     echo "setup: pip install failed (full log: $log)" >&2
     exit 1

@@ -96,7 +96,9 @@ def main(argv: list[str]) -> int:
             )
         )
         time.sleep(1.0)
-        procs.append(subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        )
         exe = Path(sys.executable).with_name("ffdesk")
         t0 = time.monotonic()
         procs.append(subprocess.Popen([str(exe), *a.args], env=env))

@@ -21,7 +21,6 @@ per 5 seconds, at least 90% of judged faces moved towards the source.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -35,6 +34,7 @@ import numpy.typing as npt
 from ffdesk.bench.common import add_json_option, finish
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
+from ffdesk.faces.dlib_recognizer import DlibRecognizer
 from ffdesk.faces.types import Face
 from ffdesk.types import Frame
 
@@ -64,42 +64,15 @@ class Judge(Protocol):
 
     name: str
 
-    def embed(self, image: Frame, box: tuple[float, float, float, float]) -> npt.NDArray[np.float64]: ...
+    def embed_box(self, image: Frame, box: tuple[float, float, float, float]) -> npt.NDArray[np.float32]: ...
 
 
-class DlibJudge:
-    """dlib's ResNet face descriptor (128-d; the same person is within about 0.6), located with
-    its 5-point shape predictor inside the tracked face's box."""
+def dlib_judge() -> DlibRecognizer | None:
+    """dlib's face descriptor (`ffdesk.faces.dlib_recognizer`) when the `quality` extra is
+    installed, else None."""
+    from ffdesk.faces.dlib_recognizer import dlib_recognizer
 
-    name = "dlib_resnet_v1"
-
-    def __init__(self, models: Path) -> None:
-        import dlib
-
-        self._dlib = dlib
-        self._shape = dlib.shape_predictor(str(models / "shape_predictor_5_face_landmarks.dat"))
-        self._net = dlib.face_recognition_model_v1(str(models / "dlib_face_recognition_resnet_model_v1.dat"))
-
-    def embed(self, image: Frame, box: tuple[float, float, float, float]) -> npt.NDArray[np.float64]:
-        x1, y1, x2, y2 = (int(round(v)) for v in box)
-        rect = self._dlib.rectangle(x1, y1, x2, y2)
-        img = np.ascontiguousarray(image)
-        shape = self._shape(img, rect)
-        return np.asarray(self._net.compute_face_descriptor(img, shape), np.float64)
-
-
-def dlib_judge() -> DlibJudge | None:
-    """The dlib judge when the `quality` extra is installed, else None. The model files are found
-    without importing `face_recognition_models` (it needs pkg_resources)."""
-    if importlib.util.find_spec("dlib") is None:
-        return None
-    spec = importlib.util.find_spec("face_recognition_models")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    models = Path(next(iter(spec.submodule_search_locations))) / "models"
-    if not (models / "dlib_face_recognition_resnet_model_v1.dat").is_file():
-        return None
-    return DlibJudge(models)
+    return dlib_recognizer()
 
 
 @dataclass(frozen=True)
@@ -169,9 +142,9 @@ def upright_face(image: Frame, face: Face) -> tuple[Frame, tuple[float, float, f
     return np.ascontiguousarray(crop), (bx1 - pad, by1 - pad, bx2 + pad, by2 + pad)
 
 
-def judge_face(judge: Judge, image: Frame, face: Face) -> npt.NDArray[np.float64]:
+def judge_face(judge: Judge, image: Frame, face: Face) -> npt.NDArray[np.float32]:
     crop, box = upright_face(image, face)
-    return judge.embed(crop, box)
+    return judge.embed_box(crop, box)
 
 
 def clip_frames(path: Path, max_frames: int | None) -> Iterable[Frame]:

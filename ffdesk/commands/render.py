@@ -14,7 +14,7 @@ from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
+from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
 from ffdesk.units import parse_size, parse_time
 
@@ -35,6 +35,13 @@ def register(sub: Any) -> None:
     p.add_argument("--batch", type=int, default=4, help="frames per inference batch")
     p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE", help="e.g. 6GiB")
     p.add_argument("--encoder", choices=("h264", "h265", "prores", "png"), default="h264")
+    p.add_argument(
+        "--matte",
+        choices=MATTES,
+        default="none",
+        help="the swapped faces' matte: as the output's alpha (prores 4444, RGBA png) or as a grey "
+        "clip beside it (OUTPUT-matte.EXT, any encoder)",
+    )
     p.add_argument("--quality", type=int, default=None, help="0-100 (default: per mode)")
     p.add_argument(
         "--video-preset",
@@ -48,6 +55,14 @@ def register(sub: Any) -> None:
     p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
     p.add_argument("--face-selection", choices=("largest", "all", "reference"), default="largest")
     p.add_argument("--reference-face", type=int, default=None, help="index of the reference face in frame 0")
+    p.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="PERSON=FACE.jpg",
+        help="swap only this person, with this photo (repeatable; several photos of one person are "
+        "averaged); PERSON: an index of `ffdesk faces`'s listing (same --start/--end) or a photo of them",
+    )
     p.add_argument("--models-dir", type=Path, default=None)
     p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
     p.add_argument("--recognizer", default=None)
@@ -57,7 +72,28 @@ def register(sub: Any) -> None:
         "--mask",
         default="",
         help="comma-separated masks, each with its model if not the default: box, occlusion[=xseg_1], "
-        "region[=bisenet_resnet_34], e.g. occlusion=xseg_2,region (occlusion=many: every XSeg)",
+        "area, region[=bisenet_resnet_34], e.g. box,occlusion=xseg_2,region (occlusion=many: every "
+        "XSeg); combined by their minimum; default: box",
+    )
+    p.add_argument(
+        "--mask-blur",
+        type=float,
+        default=0.3,
+        metavar="B",
+        help="blur of the box mask's edge, 0-1; default 0.3",
+    )
+    p.add_argument(
+        "--mask-padding",
+        default="0",
+        metavar="T,R,B,L",
+        help="box mask padding in percent 0-100: one number for every side, two (top/bottom, "
+        "right/left), three (top, right/left, bottom) or four; default 0",
+    )
+    p.add_argument(
+        "--mask-areas",
+        default="",
+        metavar="A,A",
+        help="landmark areas the area mask keeps (default: all): upper-face, lower-face, mouth",
     )
     p.add_argument(
         "--mask-regions",
@@ -138,7 +174,15 @@ def register(sub: Any) -> None:
 def job_from_args(args: argparse.Namespace) -> RenderJob:
     """The render job the arguments describe, checked: `UserError` (one line) for a setting out of
     range, or an input over the pixel limit (`check_input_pixels`)."""
+    from ffdesk.pipeline.people import face_map_of
+
     regions = tuple(r.strip() for r in args.mask_regions.split(",") if r.strip())
+    from ffdesk.swap.masks import parse_padding  # OpenCV behind it: loaded when a job is built
+
+    try:
+        padding = parse_padding(args.mask_padding)
+    except ValueError as exc:
+        raise UserError(f"{exc} (--mask-padding)") from None
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
         output=args.output,
@@ -149,6 +193,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         batch=args.batch,
         memory_budget=args.memory_budget,
         encoder=args.encoder,
+        matte=args.matte,
         quality=args.quality,
         video_preset=args.video_preset,
         start=args.start,
@@ -157,6 +202,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         report=args.report,
         face_selection=args.face_selection,
         reference_face=args.reference_face,
+        face_map=face_map_of(args.map),
         models_dir=args.models_dir,
         swapper=args.swapper,
         recognizer=args.recognizer,
@@ -164,6 +210,9 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         enhancer=args.enhancer,
         masks=tuple(m.strip() for m in args.mask.split(",") if m.strip()),
         mask_regions=regions,
+        mask_blur=args.mask_blur,
+        mask_padding=padding,
+        mask_areas=tuple(a.strip() for a in args.mask_areas.split(",") if a.strip()),
         enhancer_weight=args.enhancer_weight,
         enhancer_blend=args.enhancer_blend,
         telemetry_log=args.telemetry_log,
@@ -332,5 +381,8 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     if job.report is not None:
         write_report(job.report, report)
-    print(f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s)")
+    shots = f", {report.shots.shots} shots" if report.shots is not None and report.shots.cuts else ""
+    print(f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s{shots})")
+    if report.matte is not None and report.matte.kind == "clip":
+        print(f"wrote its matte to {report.matte.path}")
     return 0

@@ -13,6 +13,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.media.matte import weight_levels
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask, Points
 
@@ -162,5 +163,6 @@ def paste_back(
     a = np.clip(alpha, 0.0, 1.0)[..., None]
     roi[:] = (warped.astype(np.float32) * a + roi.astype(np.float32) * (1.0 - a) + 0.5).astype(np.uint8)
     if changed is not None:
-        changed.append(ChangedRegion(int(x1), int(y1), int(x2), int(y2), (alpha > 0).view(np.uint8)))
+        weights = weight_levels(np.clip(alpha, 0.0, 1.0))  # nonzero exactly where alpha is
+        changed.append(ChangedRegion(int(x1), int(y1), int(x2), int(y2), weights, alpha=weights))
     return out

@@ -52,6 +52,22 @@ def eye_angle(points: Points) -> float:
     return float(np.arctan2(d[1], d[0]))
 
 
+def head_turn(points: Points) -> float:
+    """How far the head is turned away from the camera, in degrees (0 facing it, 90 in profile),
+    from the mesh's 3-D points: the angle of the cheek-to-cheek line out of the picture plane, once
+    the in-plane roll is taken out. Unlike `yaw_ratio` it does not grow with the nose: a cartoon's
+    long snout turned 25 degrees reads 25, where the ratio reads as a profile. Points without depth
+    (2-D landmarks) fall back on `yaw_ratio`, about 48 degrees a unit on real faces."""
+    p = np.asarray(points, np.float64)
+    if p.ndim != 2 or p.shape[1] < 3:
+        return min(90.0, abs(yaw_ratio(points)) * 48.0)
+    v = p[LEFT_CHEEK] - p[RIGHT_CHEEK]
+    across = float(np.hypot(v[0], v[1]))  # the line's length in the picture, roll taken out
+    if across < 1e-6 and abs(v[2]) < 1e-6:
+        return 90.0
+    return float(np.degrees(np.arctan2(abs(v[2]), across)))
+
+
 def yaw_ratio(points: Points) -> float:
     """How far the nose tip sits from the middle of the cheeks, in half face widths (signed).
 

@@ -126,9 +126,14 @@ class FaceTracker:
         of the frame before, all confirmed, with the mesh alone (no face lost, found again
         nearby, or new): while it is high a detection is needed only to find new faces."""
 
-    def reset(self) -> None:
+    def reset(self, *, confirm_at_once: bool = True) -> None:
+        """Forgets every track, and each face's smoothing with it (the input jumps, or a new shot
+        begins; track IDs go on counting). `confirm_at_once`: a sure upright face of the next
+        frame is confirmed there, as on a clip's first frame; False (after a cut) leaves the new
+        shot's faces to be confirmed over the frames after, as anywhere else, so a face glimpsed
+        in a flash of a frame or two is not swapped."""
         self._tracks = []
-        self._fresh = True
+        self._fresh = confirm_at_once
         self.steady_frames = 0
 
     def update(self, image: Frame, index: int, detections: Sequence[Face] | None) -> list[Face]:

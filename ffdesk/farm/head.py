@@ -141,6 +141,7 @@ def run_farm_render(
         faces=rendered.faces if rendered is not None else None,
         models=rendered.models if rendered is not None else None,
         farm=run.summary(),
+        shots=rendered.shots if rendered is not None else None,
     ).timed(time.perf_counter() - t0, None)  # the frames were rendered in the workers' processes
     emit(ev.Done(report))
     return report

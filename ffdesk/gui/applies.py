@@ -5,11 +5,12 @@ The engine picks the swap in `ffdesk.pipeline.plan.build_stages`: a swapper made
 classical swap). What each of them reads from a job, as their stages do:
 
 - embedded (`stages/embedded.py`): the first photo's face only; its own detector, mesh and
-  recognizer (`job_analyser`) at their own precision; no enhancer, no mask models.
+  recognizer (`job_analyser`) at their own precision; no enhancer, no face masks (its own hull).
 - model pack (`stages/models.py`): precision, detector, recognizer (to embed the photos, unless
   the swapper takes the source as an image: then the first photo only), the enhancer in final
   mode only, its fidelity weight where the model has a weight input, mask regions with a region
-  mask (face parser).
+  mask (face parser), the box's blur and padding with the box mask (the blur also with an
+  enhancer), the areas with the area mask.
 - trained (`stages/trained.py`): precision (FP16 and INT8 variants); the embedded detector; no
   source photo, recognizer, enhancer or mask models (the model draws its own face mask).
 
@@ -37,6 +38,10 @@ Control = Literal[
     "enhancer_blend",
     "parser",
     "mask_regions",
+    "mask_types",
+    "mask_blur",
+    "mask_padding",
+    "mask_areas",
 ]
 """The controls whose effect depends on the chosen swap (named as their `Settings` fields)."""
 
@@ -136,6 +141,7 @@ def _embedded(photos: int) -> Applicability:
         *_no_enhancer(f"{own} has no enhancer"),
         NotApplied("parser", f"{own} has no region mask"),
         NotApplied("mask_regions", f"{own} has no region mask"),
+        *_no_masks(f"{own} has no face masks (its own hull mask)"),
     )
     notes = (
         (f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored",)
@@ -153,6 +159,7 @@ def _trained(photos: int) -> Applicability:
         *_no_enhancer(f"{own} has no enhancer"),
         NotApplied("parser", f"{own} draws its own face mask"),
         NotApplied("mask_regions", f"{own} draws its own face mask"),
+        *_no_masks(f"{own} draws its own face mask"),
     )
     notes = (f"{own} draws the person it was trained on; {_photos(photos)} ignored",) if photos else ()
     return Applicability("trained", not_applied, notes)
@@ -181,4 +188,27 @@ def _pack(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
             )
     if not settings.parser:
         out.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
+    out += _pack_masks(settings)
     return Applicability("pack", tuple(out), tuple(notes))
+
+
+def _no_masks(why: str) -> tuple[NotApplied, ...]:
+    return tuple(NotApplied(c, why) for c in ("mask_types", "mask_blur", "mask_padding", "mask_areas"))
+
+
+def _pack_masks(settings: Settings) -> list[NotApplied]:
+    """The box's settings need the box (its blur also softens the enhancer's own box, in final
+    mode), the areas the area mask; with no mask ticked and no parser, the box is used."""
+    types = {t.strip() for t in settings.mask_types.split(",")} & {"box", "occlusion", "area"}
+    box = "box" in types or not (types or settings.parser)
+    out: list[NotApplied] = []
+    if not box:
+        out.append(NotApplied("mask_padding", "needs the box mask"))
+        if not settings.enhancer:
+            out.append(NotApplied("mask_blur", "needs the box mask or an enhancer"))
+        elif settings.mode == "preview":
+            later = "needs the box mask; the enhancer uses it in final mode"
+            out.append(NotApplied("mask_blur", later, editable=True))
+    if "area" not in types:
+        out.append(NotApplied("mask_areas", "needs the area mask"))
+    return out

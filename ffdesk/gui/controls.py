@@ -33,7 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
+from ffdesk.gui.mask_controls import MaskControls
 from ffdesk.gui.models import ResidencyModel, SessionModel
+from ffdesk.pipeline.job import MATTES
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
 
@@ -324,6 +326,11 @@ class ControlsView(QWidget):
         self.budget_input = BudgetInput(self.budget.maximum_mb)
         self.face_selection = _combo(get_args(FaceSelection))
         self.encoder = _combo(get_args(EncoderName))
+        self.matte = _combo(MATTES)
+        self.matte.setToolTip(
+            "The swapped faces' matte: alpha writes it as the output's alpha channel (prores, png); "
+            "clip writes a grey clip beside the output (NAME-matte)"
+        )
         self.quality = QSpinBox()
         self.quality.setRange(0, 100)
         self.video_preset = _combo(("auto", *VIDEO_PRESETS))
@@ -342,6 +349,7 @@ class ControlsView(QWidget):
         self.mask_regions = QLineEdit()
         self.mask_regions.setPlaceholderText("every region")
         self.mask_regions.setToolTip("face-parser regions the region mask keeps, e.g. skin,nose,upper-lip")
+        self.masks = MaskControls(self)
         self.output_dir = QLineEdit()
         self.output_dir.setPlaceholderText("beside the clip")
         self.model_choice: dict[str, QComboBox] = {k: QComboBox() for k in MODEL_KINDS}
@@ -393,8 +401,14 @@ class ControlsView(QWidget):
                 form.addRow("Enhancer weight", self._noted("enhancer_weight", self.enhancer_weight))
                 form.addRow("Enhancer blend", self._noted("enhancer_blend", self.enhancer_blend))
         form.addRow("Mask regions", self._noted("mask_regions", self.mask_regions))
+        rows = self.masks.rows()
+        form.addRow("Masks", self._noted("mask_types", rows["mask_types"]))
+        form.addRow("Mask blur", self._noted("mask_blur", rows["mask_blur"]))
+        form.addRow("Mask padding", self._noted("mask_padding", rows["mask_padding"]))
+        form.addRow("Mask areas", self._noted("mask_areas", rows["mask_areas"]))
         form.addRow("Faces", self.face_selection)
         form.addRow("Output format", self.encoder)
+        form.addRow("Matte", self.matte)
         form.addRow("Quality", self.quality)
         form.addRow("Encoder speed", self.video_preset)
         self.browse = QPushButton("…")
@@ -418,13 +432,15 @@ class ControlsView(QWidget):
 
     def _connect(self) -> None:
         self.browse.clicked.connect(self._browse)
-        for c in (self.mode, self.precision, self.face_selection, self.encoder, self.video_preset):
+        combos = (self.mode, self.precision, self.face_selection, self.encoder, self.matte, self.video_preset)
+        for c in combos:
             c.currentIndexChanged.connect(self._push)
         for combo in self.model_choice.values():
             combo.currentIndexChanged.connect(self._push)
         for s in (self.batch, self.quality, self.enhancer_blend, self.enhancer_weight):
             s.valueChanged.connect(self._push)
         self.mask_regions.editingFinished.connect(self._push)
+        self.masks.edited.connect(self._push)
         self.output_dir.editingFinished.connect(self._push)
         self.budget.valueChanged.connect(self._push_budget)
         self.budget_input.valueChanged.connect(self._push_budget)
@@ -489,12 +505,14 @@ class ControlsView(QWidget):
             self.budget_input.setValue(s.memory_budget_mb)
             self.face_selection.setCurrentText(s.face_selection)
             self.encoder.setCurrentText(s.encoder)
+            self.matte.setCurrentText(s.matte)
             self.quality.setValue(s.quality)
             self.video_preset.setCurrentText(s.video_preset)
             self.enhancer_weight.setValue(s.enhancer_weight)
             self.enhancer_blend.setValue(s.enhancer_blend)
             if self.mask_regions.text() != s.mask_regions:
                 self.mask_regions.setText(s.mask_regions)
+            self.masks.show(s)
             if self.output_dir.text() != s.output_dir:
                 self.output_dir.setText(s.output_dir)
             for kind, combo in self.model_choice.items():
@@ -534,6 +552,7 @@ class ControlsView(QWidget):
             "enhancer_weight": self.enhancer_weight,
             "enhancer_blend": self.enhancer_blend,
             "mask_regions": self.mask_regions,
+            **self.masks.rows(),
             **self.model_choice,
         }
         return widgets[name]
@@ -554,11 +573,13 @@ class ControlsView(QWidget):
             batch=self.batch.value(),
             face_selection=self.face_selection.currentText(),
             encoder=self.encoder.currentText(),
+            matte=self.matte.currentText(),
             quality=self.quality.value(),
             video_preset=self.video_preset.currentText(),
             enhancer_weight=round(self.enhancer_weight.value(), 2),
             enhancer_blend=self.enhancer_blend.value(),
             mask_regions=self.mask_regions.text().strip(),
+            **self.masks.settings_of(),
             output_dir=self.output_dir.text().strip(),
             **models,
         )

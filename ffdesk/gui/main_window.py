@@ -43,6 +43,7 @@ from ffdesk.gui.history import SettingsHistory, undo_actions
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
+from ffdesk.gui.people_view import PeopleView
 from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.queue_view import QueueView
 from ffdesk.gui.render_queue import QueueController
@@ -210,6 +211,9 @@ class MainWindow(QMainWindow):
         self.preview_view = PreviewView(self.session)
         self.timeline = TimelineView(self.session)
         self.sources_view = SourcesView(self.session)
+        self.people_view = PeopleView(
+            self.session, self.status, lambda: self.session.models_dir or self.env.models_dir
+        )
         self.controls = ControlsView(
             self.session, self.residency, memory_total_mb=self._memory_total_mb(), models_dir=env.models_dir
         )
@@ -240,6 +244,9 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
         self.docks["Graphs"].raise_()
         self.docks["Sources"].setMinimumWidth(250)
+        self._dock("People", self.people_view, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self.tabifyDockWidget(self.docks["Sources"], self.docks["People"])
+        self.docks["Sources"].raise_()
         self.docks["Controls"].setMinimumWidth(330)
         self.docks["Queue"].raise_()
         self.history = SettingsHistory(self.session, self)
@@ -254,7 +261,7 @@ class MainWindow(QMainWindow):
         s = self.session
         s.positionChanged.connect(lambda _i: self._schedule_preview(0))
         s.targetChanged.connect(lambda: self._schedule_preview(0))
-        for sig in (s.settingsChanged, s.sourcesChanged, s.referenceChanged):
+        for sig in (s.settingsChanged, s.sourcesChanged, s.referenceChanged, s.peopleChanged):
             sig.connect(lambda: self._schedule_preview(SETTINGS_DEBOUNCE_MS))
         s.sourcesChanged.connect(self._detect_new_sources)
         s.targetChanged.connect(self._update_title)
@@ -646,6 +653,7 @@ class MainWindow(QMainWindow):
         self.preview_worker.shutdown()
         self.inspector.shutdown()
         self.face_scanner.stop()
+        self.people_view.stop()
         self.queue.shutdown()
         self.controls.stop()
         self.memory.close()

@@ -6,17 +6,20 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from PySide6.QtCore import QObject, Signal
 
 from ffdesk.faces.scan import ScanPoint
 from ffdesk.faces.types import Face
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
 from ffdesk.pipeline.preview import PreviewResult
 from ffdesk.pipeline.queue import fits
 from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, VideoPreset
+
+if TYPE_CHECKING:
+    from ffdesk.faces.people import People
 
 MarkerKind = Literal["noface", "flagged"]
 Level = Literal["info", "warning", "error"]
@@ -90,12 +93,23 @@ class Settings:
     """How much of the enhanced face is pasted, percent (FaceFusion's default 80)."""
     mask_regions: str = ""
     """Comma-separated face-parser regions for the region mask; "" = every region."""
+    mask_types: str = "box"
+    """Comma-separated masks besides the region mask (`parser`): box, occlusion, area; none
+    chosen: the box, FaceFusion's default."""
+    mask_blur: float = 0.3
+    """Blur of the box mask, 0-1."""
+    mask_padding: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Box mask padding in percent: top, right, bottom, left."""
+    mask_areas: str = ""
+    """Comma-separated landmark areas of the area mask; "" = every area."""
     face_selection: FaceSelection = "largest"
     encoder: EncoderName = "h264"
     quality: int = 65
     """0-100; 65 is CRF 18, the command line's final-render default."""
     video_preset: Literal["auto"] | VideoPreset = "auto"
     """The encoder's speed preset; "auto": the mode's (medium in final, veryfast in preview)."""
+    matte: MatteKind = "none"
+    """Where renders write the swapped faces' matte (the command line's --matte)."""
     output_dir: str = ""
 
     @property
@@ -125,7 +139,7 @@ class Settings:
                 continue
             value = d[name]
             if fits(value, hint) and (hint is not int or 0 <= value <= _QT_INT_MAX):
-                good[name] = value
+                good[name] = tuple(value) if isinstance(value, list) else value  # JSON's tuples
             elif problem is None:
                 problem = f"the saved {name} is {json.dumps(value)[:40]}"
         return cls(**good), problem
@@ -159,6 +173,8 @@ class SessionModel(QObject):
     playingChanged = Signal(bool)
     rateChanged = Signal(float)
     viewChanged = Signal()
+    peopleChanged = Signal()
+    """The people found in the clip, or the photos mapped onto them, changed."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -182,6 +198,12 @@ class SessionModel(QObject):
         self.split = 0.5
         self.zoom_fit = True
         self.models_dir: Path | None = None
+        self.people: People | None = None
+        """The people of the clip (`ffdesk.faces.people.find_people`), once found."""
+        self.people_span: tuple[float | None, float | None] = (None, None)
+        """The seconds of the clip the people were found in (as `span_s`)."""
+        self.person_photos: dict[int, tuple[Path, ...]] = {}
+        """Person index -> the photos put on them; a person not here is left untouched."""
         """The models folder jobs use (None: the runtime environment's)."""
 
     # -- target --------------------------------------------------------------------------
@@ -196,6 +218,7 @@ class SessionModel(QObject):
         self.markers = {}
         self.preview = None
         self.reference_face = None
+        self.people, self.people_span, self.person_photos = None, (None, None), {}
         self.set_playing(False)
         if self.settings.face_selection == "reference":
             self.settings = replace(self.settings, face_selection="largest")
@@ -203,6 +226,7 @@ class SessionModel(QObject):
         self.targetChanged.emit()
         self.rangeChanged.emit()
         self.markersChanged.emit()
+        self.peopleChanged.emit()
         self.positionChanged.emit(0)
 
     @property
@@ -342,6 +366,43 @@ class SessionModel(QObject):
             self.models_dir = folder
             self.settingsChanged.emit()
 
+    # -- people --------------------------------------------------------------------------
+    def set_people(self, people: People | None, span: tuple[float | None, float | None]) -> None:
+        """The people found in `span` of the clip. Photos already put on someone follow them to
+        their new number (matched by identity, by the same recognizer); one no longer found is
+        left out."""
+        old, photos = self.people, self.person_photos
+        carried: dict[int, tuple[Path, ...]] = {}
+        if people is not None and old is not None and old.recognizer == people.recognizer:
+            for index, paths in photos.items():
+                now = people.match(old.people[index].centroid) if index < len(old.people) else None
+                if now is not None and now not in carried:
+                    carried[now] = paths
+        self.people, self.people_span, self.person_photos = people, span, carried
+        self.peopleChanged.emit()
+
+    def set_person_photos(self, index: int, photos: Sequence[Path]) -> None:
+        """Put `photos` on person `index` (several are averaged); none: leave them untouched."""
+        photos = tuple(dict.fromkeys(photos))
+        if self.person_photos.get(index, ()) == photos:
+            return
+        if photos:
+            self.person_photos[index] = photos
+        else:
+            self.person_photos.pop(index, None)
+        self.peopleChanged.emit()
+
+    def face_map(self) -> tuple[FaceMapping, ...]:
+        """The people with photos, as a job's face map (empty: no one is mapped)."""
+        return tuple(FaceMapping(i, self.person_photos[i]) for i in sorted(self.person_photos))
+
+    def span_s(self) -> tuple[float | None, float | None]:
+        """The seconds a job covers: in to just after out (None: the clip's start / end)."""
+        fps = self.clip.fps if self.clip is not None else 25.0
+        start = self.in_point / fps if self.in_point is not None else None
+        end = (self.out_point + 1) / fps if self.out_point is not None else None
+        return start, end
+
     # -- jobs ----------------------------------------------------------------------------
     def reference_rank(self) -> int | None:
         """The reference face counted left to right (how jobs name it), from the shown frame."""
@@ -377,9 +438,10 @@ class SessionModel(QObject):
         s = self.settings
         out = output or self.default_output(mode)
         assert out is not None
-        chosen = self.usable_sources()
+        face_map = self.face_map()  # with people mapped, the Sources photos are not used
+        chosen = [] if face_map else self.usable_sources()
         first = chosen[0] if chosen else None
-        fps = self.clip.fps
+        start, end = self.span_s()
         return RenderJob(
             target=self.clip.path,
             output=out,
@@ -390,10 +452,11 @@ class SessionModel(QObject):
             batch=s.batch,
             memory_budget=s.memory_budget_bytes,
             encoder=s.encoder,
+            matte=s.matte,
             quality=s.quality,
             video_preset=None if s.video_preset == "auto" else s.video_preset,
-            start=self.in_point / fps if self.in_point is not None else None,
-            end=(self.out_point + 1) / fps if self.out_point is not None else None,
+            start=start,
+            end=end,
             face_selection=s.face_selection,
             reference_face=self.reference_rank() if s.face_selection == "reference" else None,
             swapper=s.swapper or None,
@@ -403,9 +466,28 @@ class SessionModel(QObject):
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,
             mask_regions=tuple(r.strip() for r in s.mask_regions.split(",") if r.strip()),
-            masks=(f"region={s.parser}",) if s.parser else (),
+            **_mask_fields(s),
             models_dir=self.models_dir,
+            face_map=face_map,
         )
+
+
+def _mask_fields(s: Settings) -> dict[str, Any]:
+    """The job's mask settings from the controls' (values a damaged settings file put out of
+    range are brought back into it; unknown names are left out)."""
+    from ffdesk.swap.areas import AREAS
+
+    types = [t for t in ("box", "occlusion", "area") if t in _names(s.mask_types)]
+    return {
+        "masks": (*types, *((f"region={s.parser}",) if s.parser else ())),
+        "mask_blur": min(1.0, max(0.0, float(s.mask_blur))),
+        "mask_padding": tuple(min(100, max(0, int(p))) for p in s.mask_padding),
+        "mask_areas": tuple(a for a in _names(s.mask_areas) if a in AREAS),
+    }
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from ffdesk.errors import UserError
 from ffdesk.farm.address import parse_farm
 from ffdesk.gui.launch import DesktopLauncher, LaunchResult
+from ffdesk.gui.people_view import person_name
 from ffdesk.gui.render_queue import QueueController, format_duration, format_took
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.queue import RESUMABLE, QueueEntry
@@ -60,8 +61,12 @@ def format_eta(seconds: float | None) -> str:
 
 
 def source_text(entry: QueueEntry, reencodes: bool) -> str:
-    """The Source cell: the first photo's name (+N more), the trained swapper's, or "re-encode"."""
+    """The Source cell: how many people a face map maps, the first photo's name (+N more), the
+    trained swapper's, or "re-encode"."""
     job = entry.job
+    if job.face_map:
+        n = len(job.face_map)
+        return f"{n} {'person' if n == 1 else 'people'} mapped"
     if job.sources:
         more = len(job.sources) - 1
         return job.sources[0].name + (f" +{more}" if more else "")
@@ -74,7 +79,9 @@ def tooltip_text(entry: QueueEntry, reencodes: bool) -> str:
     """Full paths and the latest message of one job, a line each."""
     job = entry.job
     lines = [f"clip: {job.target}"]
-    if job.sources:
+    if job.face_map:
+        lines += [f"{person_name(m.person)}: {', '.join(p.name for p in m.sources)}" for m in job.face_map]
+    elif job.sources:
         lines += [f"source: {src}" for src in job.sources]
     elif reencodes:
         lines.append("source: none; only re-encodes the clip")

@@ -161,8 +161,9 @@ class QueueController(QObject):
 
     def reencodes_only(self, job: RenderJob) -> bool:
         """Whether `job` swaps no face: it has no source photo and its swapper is not a model
-        made by `ffdesk train` (which needs none), so it only re-encodes the clip."""
-        if job.sources:
+        made by `ffdesk train` (which needs none), so it only re-encodes the clip. A face map
+        brings its own photos."""
+        if job.sources or job.face_map:
             return False
         if not job.swapper:
             return True

@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPe
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from ffdesk.gui.models import SessionModel
+from ffdesk.gui.people_view import person_colour, seen_runs
 from ffdesk.gui.transport import PlaybackClock, entry_frame, tick_ms
 
 MARKER_COLOURS = {"noface": QColor(230, 80, 80), "flagged": QColor(240, 190, 40)}
@@ -68,6 +69,7 @@ class ScrubBar(QWidget):
         self._dragged = False
         for sig in (model.positionChanged, model.rangeChanged, model.markersChanged, model.targetChanged):
             sig.connect(self.update)
+        model.peopleChanged.connect(self._fit_people)
 
     # -- geometry -------------------------------------------------------------------------
     def x_of(self, index: int) -> float:
@@ -118,6 +120,7 @@ class ScrubBar(QWidget):
             for index, kind in m.markers.items():
                 x = self.x_of(index)
                 p.fillRect(QRectF(x - 1, track.bottom() - 5, 3, 5), MARKER_COLOURS.get(kind, QColor("white")))
+            self._paint_people(p)
             self._paint_handle(p, "in", set_=m.in_point is not None)
             self._paint_handle(p, "out", set_=m.out_point is not None)
             x = self.x_of(m.position)
@@ -158,6 +161,32 @@ class ScrubBar(QWidget):
         p.setPen(Qt.PenStyle.NoPen)
         tab = QPolygonF([QPointF(x, bottom), QPointF(x + inward, bottom), QPointF(x, bottom + 4)])
         p.drawPolygon(tab)
+
+    # -- people --------------------------------------------------------------------------
+    PEOPLE_TOP = TRACK_TOP + TRACK_H + 7
+    """Top of the first person's band (under the handles' tabs)."""
+    BAND_H, BAND_STEP, MAX_BANDS = 3, 4, 8
+
+    def _fit_people(self) -> None:
+        """Room under the track for one band per person found (up to `MAX_BANDS`; more share)."""
+        people = self.model.people
+        bands = min(len(people.people), self.MAX_BANDS) if people is not None else 0
+        extra = self.PEOPLE_TOP - (TRACK_TOP + TRACK_H) + bands * self.BAND_STEP if bands else 4
+        self.setMinimumHeight(TRACK_TOP + TRACK_H + extra)
+        self.update()
+
+    def _paint_people(self, p: QPainter) -> None:
+        """A thin band per person under the track, in the colour of their card, over the frames
+        they were seen in."""
+        people = self.model.people
+        if people is None:
+            return
+        last = self.model.last_index
+        for person in people.people:
+            y = self.PEOPLE_TOP + (person.index % self.MAX_BANDS) * self.BAND_STEP
+            for first, end in seen_runs(person.frames, people.stride):
+                x0, x1 = self.x_of(min(first, last)), self.x_of(min(end, last))
+                p.fillRect(QRectF(x0, y, max(2.0, x1 - x0), self.BAND_H), person_colour(person.index))
 
     # -- mouse ----------------------------------------------------------------------------
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 - Qt override

@@ -9,6 +9,10 @@ Encoders and defaults (`mode` final / preview):
 | prores  | prores_ks profile 3 (422 HQ), yuv422p10le | .mov | encoder's rate control | same |
 | png     | PNG, one file per frame      | folder         | compression 3      | compression 1        |
 
+Alpha (`EncodeSettings.alpha`): each frame carries a matte (0-255) as its alpha channel: ProRes
+becomes profile 4 (4444) in yuva444p10le, PNG frames RGBA. H.264 and H.265 cannot carry one.
+Grey frames (H x W, a matte clip) are written as the picture's luma (grey PNGs for png).
+
 `preset` (x264's names, ultrafast .. veryslow; None: the mode's) sets the speed/size trade-off of
 libx264 and libx265; NVENC takes its nearest preset (`nvenc_preset`: ultrafast p1 .. medium p5 ..
 veryslow p7). ProRes and PNG have none.
@@ -59,6 +63,7 @@ from typing import cast
 import av
 import cv2
 import numpy as np
+import numpy.typing as npt
 
 from ffdesk.errors import MediaError
 from ffdesk.hw import DriverFlags, nvenc_possible, trim_heap
@@ -72,6 +77,7 @@ from ffdesk.media._colour import (
 )
 from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
+from ffdesk.media.matte import ALPHA_ENCODERS, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
 from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
@@ -93,6 +99,10 @@ _UNSPECIFIED: Mapping[ColourKind, int] = MappingProxyType({"range": 0, "space": 
 """FFmpeg's codes for an unspecified tag of each kind."""
 PNG_PATTERN = "frame_%06d.png"
 """Names of the frames of a PNG sequence, numbered from 0."""
+_LAYOUTS = {3: "rgb24", 4: "rgba"}
+"""PyAV's pixel format of an H x W x C uint8 picture, by C."""
+_PRORES_4444 = "4"
+"""prores_ks's profile number of ProRes 4444 (with alpha); 3 is 422 HQ."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +118,15 @@ class EncodeSettings:
     """The GPU driver switches of the runtime environment (no NVENC, no NVML) the check honours."""
     preset: VideoPreset | None = None
     """The encoder's speed preset; None: medium in final mode, veryfast in preview."""
+    alpha: bool = False
+    """Each frame carries an alpha channel (`SegmentEncoder.write`'s `alpha`): ProRes 4444 or RGBA
+    PNG; only prores and png can."""
 
     def __post_init__(self) -> None:
         if self.encoder not in _SUFFIX:
             raise MediaError(f"unknown encoder {self.encoder!r} (choose h264, h265, prores or png)")
+        if self.alpha and self.encoder not in ALPHA_ENCODERS:
+            raise MediaError(f"{self.encoder} cannot carry an alpha channel (prores or png can)")
         if self.quality is not None and not 0 <= self.quality <= 100:
             raise MediaError(f"quality must be 0-100, got {self.quality}")
         if self.preset is not None and self.preset not in VIDEO_PRESETS:
@@ -277,7 +292,7 @@ class SegmentEncoder:
         """The pixel format `name` encodes: 10-bit where the codec can and the source has it."""
         deep = self.bit_depth > 8
         if name == "prores_ks":
-            return "yuv422p10le"
+            return "yuva444p10le" if self.settings.alpha else "yuv422p10le"
         if name == "libx265" and deep:
             return "yuv420p10le"
         if name == "hevc_nvenc" and deep:
@@ -336,7 +351,7 @@ class SegmentEncoder:
                 "b": "0",
             }
         elif name == "prores_ks":
-            stream.options = {"profile": "3", "vendor": "apl0"}
+            stream.options = {"profile": _PRORES_4444 if self.settings.alpha else "3", "vendor": "apl0"}
             if self.settings.quality is not None:
                 cc.qscale = True
                 # PyAV hands this to prores_ks as the quantiser itself (1-64), not in lambda units
@@ -381,20 +396,26 @@ class SegmentEncoder:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def write(self, image: Frame, pts: int) -> None:
-        """Encode one upright RGB frame (height x width x 3 uint8) with `pts` in `time_base`."""
+    def write(self, image: Frame, pts: int, alpha: npt.NDArray[np.uint8] | None = None) -> None:
+        """Encode one upright RGB frame (height x width x 3 uint8) with `pts` in `time_base`, or a
+        grey one (height x width: a matte clip's). With `EncodeSettings.alpha`, `alpha` (height x
+        width, 0-255) is its alpha channel; None: fully transparent."""
         if self._closed:
             raise RuntimeError("SegmentEncoder is closed")
         if image.shape[:2] != (self.height, self.width):
             raise ValueError(
                 f"frame is {image.shape[1]}x{image.shape[0]}, encoder expects {self.width}x{self.height}"
             )
+        if self.settings.alpha:
+            matte = alpha if alpha is not None else np.zeros(image.shape[:2], np.uint8)
+            image = with_alpha(image, matte)
         if self.settings.encoder == "png":
             self._write_png(image)
             return
         assert self._container is not None and self._stream is not None
         img = self._pad(stored(image, self.rotation))
-        frame = av.VideoFrame.from_numpy_buffer(img, format="rgb24")
+        layout = "gray" if img.ndim == 2 else _LAYOUTS[img.shape[2]]
+        frame = av.VideoFrame.from_numpy_buffer(img, format=layout)
         frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
             format=self._stream.pix_fmt,
             dst_colorspace=self._sws_matrix,
@@ -409,8 +430,9 @@ class SegmentEncoder:
         h, w = img.shape[:2]
         if (self.coded_width, self.coded_height) == (w, h):
             return np.ascontiguousarray(img)
+        channels = ((0, 0),) * (img.ndim - 2)  # a grey picture has none
         if self.coded_width > w:
-            img = np.pad(img, ((0, 0), (0, self.coded_width - w), (0, 0)), mode="edge")
+            img = np.pad(img, ((0, 0), (0, self.coded_width - w), *channels), mode="edge")
         if self.coded_height > h:
             if self.interlaced and h >= 2:
                 rows = np.arange(self.coded_height)
@@ -418,7 +440,7 @@ class SegmentEncoder:
                 rows[h:] = np.where(extra % 2 == (h - 1) % 2, h - 1, h - 2)
                 img = img[rows]
             else:
-                img = np.pad(img, ((0, self.coded_height - h), (0, 0), (0, 0)), mode="edge")
+                img = np.pad(img, ((0, self.coded_height - h), (0, 0), *channels), mode="edge")
         return np.ascontiguousarray(img)
 
     def write_frame(self, frame: av.VideoFrame, pts: int) -> None:
@@ -548,9 +570,10 @@ class SegmentEncoder:
         return 0 if self.settings.encoder == "png" else max(0, self.frames_written - self.packets_out)
 
     def _write_png(self, image: Frame) -> None:
-        ok, buf = cv2.imencode(
-            ".png", np.ascontiguousarray(image[..., ::-1]), [cv2.IMWRITE_PNG_COMPRESSION, self._png_level]
-        )
+        """One PNG frame: RGB, RGBA (with alpha) or grey (a matte clip's)."""
+        bgr = image if image.ndim == 2 else _to_bgr(image)
+        level = [cv2.IMWRITE_PNG_COMPRESSION, self._png_level]
+        ok, buf = cv2.imencode(".png", np.ascontiguousarray(bgr), level)
         if not ok:
             raise MediaError(f"{self.path}: PNG encoding failed")
         target = self.path / _PNG_PATTERN.format(self.frames_written)
@@ -607,6 +630,13 @@ class SegmentEncoder:
             self.path.unlink(missing_ok=True)
 
 
+def _to_bgr(image: Frame) -> Frame:
+    """RGB -> BGR or RGBA -> BGRA (OpenCV's channel order), alpha kept last."""
+    if image.shape[2] == 4:
+        return np.asarray(cv2.cvtColor(image, cv2.COLOR_RGBA2BGRA), np.uint8)
+    return np.ascontiguousarray(image[..., ::-1])
+
+
 def _errors_describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1][:200] if text else type(exc).__name__
@@ -618,13 +648,14 @@ def _fsync_file(path: Path) -> None:
 
 
 def write_image(path: Path, image: Frame) -> None:
-    """Write an RGB image atomically; the format follows the suffix (png, jpg, bmp, webp, tif)."""
+    """Write an RGB image (RGBA, grey) atomically; the format follows the suffix (png, jpg, bmp,
+    webp, tif; an alpha channel needs png, webp or tif)."""
     path = Path(path)
     suffix = path.suffix.lower() or ".png"
     params: list[int] = []
     if suffix in (".jpg", ".jpeg"):
         params = [cv2.IMWRITE_JPEG_QUALITY, 95]
-    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image[..., ::-1]), params)
+    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image if image.ndim == 2 else _to_bgr(image)), params)
     if not ok:
         raise MediaError(f"{path}: cannot encode an image of this type")
     with atomic_output(path) as tmp:

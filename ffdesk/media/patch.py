@@ -40,13 +40,17 @@ class ChangedRegion:
     x2: int
     y2: int
     mask: npt.NDArray[np.uint8] | None = None
+    alpha: npt.NDArray[np.uint8] | None = None
+    """For a paste: the blend weight it used, 0-255 (the rectangle's size, rounded up so it is
+    nonzero exactly where the weight is): what the render's matte is made of (`ffdesk.media.matte`)."""
 
     def __post_init__(self) -> None:
-        if self.mask is not None and self.mask.shape[:2] != (self.y2 - self.y1, self.x2 - self.x1):
-            raise ValueError(
-                f"mask is {self.mask.shape[1]}x{self.mask.shape[0]}, region is "
-                f"{self.x2 - self.x1}x{self.y2 - self.y1}"
-            )
+        for name, array in (("mask", self.mask), ("alpha", self.alpha)):
+            if array is not None and array.shape[:2] != (self.y2 - self.y1, self.x2 - self.x1):
+                raise ValueError(
+                    f"{name} is {array.shape[1]}x{array.shape[0]}, region is "
+                    f"{self.x2 - self.x1}x{self.y2 - self.y1}"
+                )
 
 
 def _plane(frame: av.VideoFrame, i: int, height: int, width: int) -> npt.NDArray[np.uint8]:

@@ -64,8 +64,10 @@ def join_segments(
     end_s: float | None,
     encoder: str,
     origin_s: float | None = None,
+    audio: bool = True,
 ) -> JoinResult:
-    """Write `out_path` from the segments (in order) plus every audio stream of `source`.
+    """Write `out_path` from the segments (in order) plus every audio stream of `source` (none
+    with `audio` False: a matte clip).
 
     Video packets are copied without re-encoding; their timestamps are shifted so the output
     starts at its first frame (a source whose first frame is late, or a trimmed render, starts
@@ -94,7 +96,7 @@ def join_segments(
     try:
         with _errors.ffmpeg_log() as logs:
             try:
-                return _join_video(segments, out_path, Path(source), source_info, end_s, origin_s)
+                return _join_video(segments, out_path, Path(source), source_info, end_s, origin_s, audio)
             except OSError as exc:  # also FFmpeg's I/O errors
                 raise_if_disk_full(exc, out_path)
                 reason = _errors.ffmpeg_reason(exc, logs.entries())
@@ -212,6 +214,7 @@ def _join_video(
     info: MediaInfo,
     end_s: float | None,
     origin_s: float | None = None,
+    audio: bool = True,
 ) -> JoinResult:
     video = info.video
     origin = origin_s if origin_s is not None else video.start_time_s if video is not None else 0.0
@@ -227,6 +230,9 @@ def _join_video(
             template = c0.streams.video[0]
             vout = out.add_stream_from_template(template)
             vout.time_base = template.time_base
+            if template.codec_context.name == "prores" and vout.codec_context is not None:
+                # the muxer names ProRes HQ (apch) otherwise: 4444 with alpha keeps its ap4h
+                vout.codec_context.codec_tag = template.codec_context.codec_tag
             # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
             # and not on the codec parameters the template copies.
             sar = template.sample_aspect_ratio
@@ -235,11 +241,11 @@ def _join_video(
         with _errors.open_input(source) as src:
             tracks: list[_Track] = []
             notes: list[str] = []
-            for number, audio in enumerate(src.streams.audio, start=1):
-                if audio.codec_context is None:
+            for number, stream in enumerate(src.streams.audio if audio else (), start=1):
+                if stream.codec_context is None:
                     notes.append(f"audio track {number} left out: FFmpeg has no decoder for its codec")
                     continue
-                track = _Track.create(out, audio, out_path.suffix, shift, audio_to)
+                track = _Track.create(out, stream, out_path.suffix, shift, audio_to)
                 tracks.append(track)
                 if track.choice.reason:
                     notes.append(f"audio track {number}: {track.choice.reason}")

@@ -40,8 +40,9 @@ from ffdesk.media.decode import (
     rotation_of,
     upright,
 )
-from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix, write_image
+from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
 from ffdesk.media.images import IMAGE_SUFFIXES, read_image
+from ffdesk.media.matte import matte_file
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
@@ -60,6 +61,14 @@ from ffdesk.pipeline.flow import (
 )
 from ffdesk.pipeline.helper_priority import HelperPriority
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
+from ffdesk.pipeline.matte import (
+    join_matte_clip,
+    matte_clip_path,
+    matte_figures,
+    matte_segment_encoder,
+    packet_matte,
+    write_image_with_matte,
+)
 from ffdesk.pipeline.plan import build_stages
 from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
@@ -198,9 +207,15 @@ def _check_paths(job: RenderJob) -> None:
     for src in job.sources:
         if not src.exists():
             raise UserError(f"{src}: no such file")
+    for entry in job.face_map:  # the people's reference photos and their sources
+        for photo in (*(() if isinstance(entry.person, int) else (Path(entry.person),)), *entry.sources):
+            if not photo.exists():
+                raise UserError(f"--map: {photo}: no such file")
+    outputs = (job.output, *((matte_clip_path(job.output),) if job.matte == "clip" else ()))
     for inp in (job.target, *job.sources):
-        if job.output == inp or (job.output.exists() and atomic.same_file(job.output, inp)):
-            raise UserError(f"output {job.output.name} is one of the inputs; choose another output path")
+        for out in outputs:
+            if out == inp or (out.exists() and atomic.same_file(out, inp)):
+                raise UserError(f"output {out.name} is one of the inputs; choose another output path")
     atomic.check_writable_folder(job.output.parent)
     if job.batch < 1:
         raise UserError("--batch must be at least 1")
@@ -254,10 +269,15 @@ def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -
     if len(out) != 1:
         raise RuntimeError(f"the stages returned {len(out)} frames for one image")
     timings = [_timing(s) for s in stats]
-    write_image(job.output, out[0].image)  # atomic by itself
+    write_image_with_matte(job, out[0])  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return RenderReport(
-        frames_in=1, frames_out=1, frames_processed=1, stages=tuple(timings), output=job.output
+        frames_in=1,
+        frames_out=1,
+        frames_processed=1,
+        stages=tuple(timings),
+        output=job.output,
+        matte=matte_figures(job),
     )
 
 
@@ -380,6 +400,7 @@ def _render_video(
             audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
             decoder=flow.decoder,
         ),
+        matte=matte_figures(job),
     )
 
 
@@ -402,7 +423,9 @@ def _join_output(
     emit: ev.EventCallback,
 ) -> JoinResult:
     """Join the manifest's segments (and the source's audio) into the output, atomically; the
-    work folder goes once the output is in place."""
+    work folder goes once the output is in place. A matte clip is joined first, beside it."""
+    if job.matte == "clip":
+        join_matte_clip(job, info, span.end_s, manifest, origin_s)
     segment_paths = [manifest.folder / s.file for s in manifest.segments]
     with atomic.atomic_output(job.output) as tmp:
         joined = join_segments(
@@ -439,7 +462,12 @@ def _run_flow(
     `manifest`; every thread is joined before it returns. Returns the encoder used; raises the
     first error a thread hit, or `Cancelled`. `driver`: the switches the NVENC check honours."""
     settings = EncodeSettings(
-        encoder=job.encoder, quality=job.quality, mode=job.mode, driver=driver, preset=job.video_preset
+        encoder=job.encoder,
+        quality=job.quality,
+        mode=job.mode,
+        driver=driver,
+        preset=job.video_preset,
+        alpha=job.matte == "alpha",
     )
     threads = flow.start()
     encoder_name = ""
@@ -527,10 +555,12 @@ class _Flow:
         self.size = size
         self.decode_stats = decode_stats
         # With nothing to do to the pixels, frames go from decoder to encoder untouched (no RGB trip).
-        self.raw = not stages and size is None and job.encoder != "png"
+        # (An alpha channel is added to the RGB picture, so a matte as alpha takes neither way.)
+        whole = job.encoder != "png" and job.matte != "alpha"
+        self.raw = not stages and size is None and whole
         # Stages that change only regions of the picture: keep each decoded frame so the encoder
         # writes just those regions back into it (ffdesk.media.patch).
-        self.patch = edits_regions_only(stages) and size is None and job.encoder != "png"
+        self.patch = edits_regions_only(stages) and size is None and whole
         self.replay_until = manifest.frames_done
         """Frames before this index are in finished segments: played through the stages that carry
         state from frame to frame (`_replayed`), not encoded again."""
@@ -766,6 +796,8 @@ class _SegmentWriter:
         self.emit = emit
         self.suffix = container_suffix(job.encoder)
         self.encoder: SegmentEncoder | None = None
+        self.matte_encoder: SegmentEncoder | None = None
+        """The open segment's matte clip, for a render that writes one (`RenderJob.matte`)."""
         self.encoder_name = ""
         self.file = ""
         self.first_pts = 0
@@ -787,6 +819,13 @@ class _SegmentWriter:
             color=video,
         )
         self.encoder_name = encoder.encoder_name
+        if self.job.matte == "clip":
+            try:
+                matte_path = self.manifest.folder / matte_file(self.file)
+                self.matte_encoder = matte_segment_encoder(matte_path, self.settings, self.size, video)
+            except BaseException:
+                encoder.abort()
+                raise
         for note in encoder.notes:
             if note not in self._noted:
                 self._noted.add(note)
@@ -798,7 +837,12 @@ class _SegmentWriter:
         pts = packet.pts if packet.pts is not None else self.last_pts + 1
         if self.encoder is None:
             self.encoder = self._open(pts)
-        if packet.raw is not None:
+        matte = packet_matte(packet, self.size) if self.job.matte != "none" else None
+        if self.matte_encoder is not None and matte is not None:
+            self.matte_encoder.write(matte, pts)
+        if self.settings.alpha:
+            self.encoder.write(packet.image, pts, matte)
+        elif packet.raw is not None:
             self.encoder.write_frame(packet.raw, pts)
         elif packet.decoded is not None:
             self.encoder.write_patched(packet.decoded, packet.image, packet.regions, pts)
@@ -818,12 +862,19 @@ class _SegmentWriter:
         self.encoder.close()
         self.encoder = None
         segment = Segment(len(self.manifest.segments), self.file, self.frames, self.first_pts, self.last_pts)
+        if self.matte_encoder is not None:  # the segment is finished once its matte is too
+            self.matte_encoder.close()
+            self.matte_encoder = None
+            segment = replace(segment, matte=matte_file(self.file))
         self.manifest.add(segment)
 
     def abort(self) -> None:
         if self.encoder is not None:
             self.encoder.abort()
             self.encoder = None
+        if self.matte_encoder is not None:
+            self.matte_encoder.abort()
+            self.matte_encoder = None
 
 
 class _ProgressClock:
@@ -909,6 +960,8 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
     _check_output_kind(job, info)
     if info.is_image:
         raise UserError(f"{job.target.name} is an image: render it on this machine (without --farm)")
+    if job.matte == "clip":
+        raise UserError("--matte clip is written on this machine only (without --farm); --matte alpha works")
     video = info.video
     span = _render_range(job, video, job.target.name)
     expected = _expected_output_bytes(job, info, video, span)

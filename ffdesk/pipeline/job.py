@@ -23,6 +23,12 @@ in host memory), "device" (torch tensors on the models' device: each frame with 
 uploaded once and only the changed regions come back; on a machine without a GPU, torch's CPU
 device), "auto" (the device where the models run on a GPU, else the host)."""
 PIXELS: tuple[Pixels, ...] = get_args(Pixels)
+
+MatteKind = Literal["none", "alpha", "clip"]
+"""Where a render writes its matte (where the pasted faces cover each frame, 0-255): nowhere, as
+the output's alpha channel (prores, png), or as a grey clip beside the output (`OUTPUT-matte.EXT`);
+see `ffdesk.pipeline.matte`."""
+MATTES: tuple[MatteKind, ...] = get_args(MatteKind)
 MODES: tuple[Mode, ...] = get_args(Mode)
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 ENCODERS: tuple[EncoderName, ...] = get_args(EncoderName)
@@ -51,6 +57,17 @@ Each segment starts with a keyframe, and a keyframe costs the encoder several ti
 forcing one every 25 frames added 6-7 CPU ms per 720p frame to x264 at preset medium. At 240
 frames, a little under x264's own keyframe interval (250), segmenting adds no more keyframes than
 the encoder would place anyway. A multiple of the embedded detector's cadence (8 frames)."""
+
+
+@dataclass(frozen=True)
+class FaceMapping:
+    """One person of the target and the source photos put in their place (`--map PERSON=FACE`)."""
+
+    person: int | Path
+    """The person: an index of `ffdesk faces`'s listing of the same clip and range, or a photo
+    of them (its largest face)."""
+    sources: tuple[Path, ...]
+    """Their source photos (the largest face of each; several are averaged)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,18 @@ class RenderJob:
     """The most pixels the target's frames and the source photos may declare before they are
     decoded (`--max-pixels`, `FFDESK_MAX_PIXELS`); None: `ffdesk.media.probe.DEFAULT_MAX_PIXELS`.
     A guard on the inputs, not a setting of the output: not part of its fingerprint."""
+    mask_blur: float = 0.3
+    """Blur of the box mask, 0-1 (FaceFusion's --face-mask-blur; also the enhancer's box)."""
+    mask_padding: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Box mask padding in percent of the crop: top, right, bottom, left (--face-mask-padding)."""
+    mask_areas: tuple[str, ...] = ()
+    """Landmark areas the area mask keeps (upper-face, lower-face, mouth); empty: every area, as
+    FaceFusion does by default."""
+    matte: MatteKind = "none"
+    """Where the matte of the pasted faces goes (`--matte`, see `MatteKind`)."""
+    face_map: tuple[FaceMapping, ...] = ()
+    """Who goes where (`--map`): each mapped person is swapped with their own sources, the other
+    faces are left untouched; empty: `face_selection` picks the faces and `sources` go in."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -125,6 +154,13 @@ class RenderJob:
             sources=tuple(expand_user(s).resolve() for s in self.sources),
             report=ab(self.report),
             models_dir=ab(self.models_dir),
+            face_map=tuple(
+                FaceMapping(
+                    m.person if isinstance(m.person, int) else expand_user(m.person).resolve(),
+                    tuple(expand_user(p).resolve() for p in m.sources),
+                )
+                for m in self.face_map
+            ),
             telemetry_log=ab(self.telemetry_log),
         )
 
@@ -142,6 +178,15 @@ class RenderJob:
         d["extra"] = [list(pair) for pair in legacy_extra(d.pop("provider"), d.pop("swap_scale"))]
         if d["video_preset"] is None:
             del d["video_preset"]  # jobs from before the setting keep their hash
+        if d["matte"] == "none":
+            del d["matte"]  # likewise
+        if not d["face_map"]:
+            del d["face_map"]  # likewise
+        for name, default in (("mask_blur", 0.3), ("mask_padding", (0, 0, 0, 0)), ("mask_areas", ())):
+            if d[name] == default:
+                del d[name]  # as are these
+        if self.masks and not any(m.partition("=")[0].strip() == "box" for m in self.masks):
+            d["no_box"] = True  # masks named without the box once had it under them all the same
         for src in self.sources:
             st = src.stat() if src.exists() else None
             d.setdefault("source_stats", []).append(
@@ -181,6 +226,7 @@ def check_job(job: RenderJob) -> None:
             region_classes(job.mask_regions)
         except ValueError as exc:
             raise UserError(f"--mask-regions: {exc}") from None
+    _check_masks(job)
     if job.provider not in PROVIDERS:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
@@ -191,6 +237,43 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
     if job.max_pixels is not None and (type(job.max_pixels) is not int or job.max_pixels < 1):
         raise UserError(f"max pixels must be a whole number of pixels, 1 or more, not {job.max_pixels!r}")
+    if job.matte not in MATTES:
+        raise UserError(f"unknown matte (--matte) {job.matte!r}; choose from {', '.join(MATTES)}")
+    if job.matte != "none":
+        from ffdesk.media.images import IMAGE_SUFFIXES
+        from ffdesk.media.matte import check_matte
+        from ffdesk.media.sequence import is_sequence_path
+
+        image = job.target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(job.target)
+        check_matte(job.matte, job.encoder, image_output=job.output if image else None)
+
+
+def _check_masks(job: RenderJob) -> None:
+    """The mask settings: known mask types and areas, a blur 0-1, four padding percents 0-100."""
+    blur = job.mask_blur
+    if not isinstance(blur, int | float) or isinstance(blur, bool) or not 0.0 <= blur <= 1.0:
+        raise UserError(f"mask blur (--mask-blur) must be between 0 and 1, not {blur!r}")
+    padding = job.mask_padding
+    if (
+        not isinstance(padding, tuple)
+        or len(padding) != 4
+        or any(type(p) is not int or not 0 <= p <= 100 for p in padding)
+    ):
+        raise UserError(f"mask padding (--mask-padding) must be 1 to 4 percents 0-100, not {padding!r}")
+    if job.masks:
+        from ffdesk.swap.masks import mask_types  # OpenCV behind these: loaded when they are set
+
+        try:
+            mask_types(job.masks)
+        except ValueError as exc:
+            raise UserError(f"--mask: {exc}") from None
+    if job.mask_areas:
+        from ffdesk.swap.areas import check_areas
+
+        try:
+            check_areas(job.mask_areas)
+        except ValueError as exc:
+            raise UserError(f"--mask-areas: {exc}") from None
 
 
 def _check_choice(value: object, choices: tuple[str, ...], what: str, option: str) -> None:
@@ -212,10 +295,23 @@ def legacy_extra(provider: str, swap_scale: int) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def _box_kept(fields: dict[str, Any]) -> dict[str, Any]:
+    """A stored job's fields with "box" added to masks named without it, when the job comes from
+    before the mask settings (it has no mask_blur): until then a box lay under every mask."""
+    masks = fields.get("masks")
+    if "mask_blur" in fields or not isinstance(masks, list | tuple) or not masks:
+        return fields
+    if any(isinstance(m, str) and m.partition("=")[0].strip() == "box" for m in masks):
+        return fields
+    return {**fields, "masks": ["box", *masks]}
+
+
 def upgrade_legacy_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """A stored job's fields with the old `extra` string pairs (provider, swap_scale) turned into
     the fields that replaced them; other fields pass through. `UserError` for pairs that cannot
-    be read, an unknown key or a value that is not a number where one is needed."""
+    be read, an unknown key or a value that is not a number where one is needed. Masks named
+    without the box in a job stored before the box could be left out get the box back."""
+    fields = _box_kept(fields)
     if "extra" not in fields:
         return fields
     out = {k: v for k, v in fields.items() if k != "extra"}

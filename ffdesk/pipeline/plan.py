@@ -33,7 +33,7 @@ def build_stages(
 
         if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
             return list(trained_stages(job, info, env=env, share=share))
-    if not job.sources:
+    if not job.sources and not job.face_map:
         return []
     if job.swapper:
         from ffdesk.pipeline.stages.models import model_stages

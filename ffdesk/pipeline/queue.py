@@ -28,7 +28,7 @@ import typing
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
@@ -134,6 +134,8 @@ def _build_fitter(hint: Any) -> _Fitter:
         return lambda value: any(option(value) for option in options)
     if origin is tuple:
         return _tuple_fitter(get_args(hint))
+    if isinstance(hint, type) and is_dataclass(hint):
+        return _dataclass_fitter(hint)
     simple = _SIMPLE_FITTERS.get(hint) if isinstance(hint, type) else None
     return simple if simple is not None else (lambda value: False)
 
@@ -144,6 +146,18 @@ def fits_of(hint: Any) -> _Fitter:
         return _fitter(hint)
     except TypeError:
         return _build_fitter(hint)
+
+
+def _dataclass_fitter(cls: type) -> _Fitter:
+    """A JSON object standing for the dataclass `cls` (a job's `FaceMapping`): no key it lacks, the
+    fields without a default present, each value fitting its field's type."""
+    checks = {name: fits_of(hint) for name, hint in field_types(cls).items()}
+    required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+    return lambda value: (
+        isinstance(value, dict)
+        and required <= value.keys() <= checks.keys()
+        and all(checks[k](v) for k, v in value.items())
+    )
 
 
 def _tuple_fitter(args: tuple[Any, ...]) -> _Fitter:

@@ -6,6 +6,7 @@
 - `StageTiming`: calls, frames and wall/CPU milliseconds of one stage (decode and encode too);
 - `VideoFigures`: what only a clip render has (encoder, resume, repairs, audio);
 - `FaceCounts`: frames with faces, faces swapped and skipped (by reason), from a swap stage;
+- `ShotFigures`: the hard cuts between shots the tracking stage found, and so the shots;
 - `ModelsReport`: the models a model stage ran (`ModelStats`), its residency figures, the
   out-of-memory recoveries (`OomEvent`, actions as `OomAction`), the swapper, and for a model pack
   the reduced-precision `QualityCheck`, the `Alignment` it used and the `ModelOrder` it ran in;
@@ -94,10 +95,21 @@ class FaceCounts(_InJson):
     frames_with_faces: int = 0
     faces_swapped: int = 0
     faces_skipped_by_reason: tuple[tuple[str, int], ...] = ()
+    people: tuple[PersonFaces, ...] | None = None
+    """With a face map: which person got which sources, and how many of their faces were swapped
+    (None without one)."""
 
     @classmethod
-    def of(cls, frames_with_faces: int, faces_swapped: int, skipped: Mapping[str, int]) -> FaceCounts:
-        return cls(frames_with_faces, faces_swapped, tuple((str(r), int(n)) for r, n in skipped.items()))
+    def of(
+        cls,
+        frames_with_faces: int,
+        faces_swapped: int,
+        skipped: Mapping[str, int],
+        people: tuple[PersonFaces, ...] | None = None,
+    ) -> FaceCounts:
+        return cls(
+            frames_with_faces, faces_swapped, tuple((str(r), int(n)) for r, n in skipped.items()), people
+        )
 
     @property
     def faces_skipped(self) -> int:
@@ -115,7 +127,44 @@ class FaceCounts(_InJson):
             self.frames_with_faces + other.frames_with_faces,
             self.faces_swapped + other.faces_swapped,
             reasons,
+            PersonFaces.merged(self.people, other.people) if self.people or other.people else None,
         )
+
+
+@dataclass(frozen=True)
+class PersonFaces(_InJson):
+    """One face-map entry of a render: the person (their index in `ffdesk faces`'s listing, or
+    the reference photo's name), the source photos put on them, and their faces swapped."""
+
+    person: str
+    sources: tuple[str, ...]
+    faces: int = 0
+
+    @staticmethod
+    def merged(
+        a: tuple[PersonFaces, ...] | None, b: tuple[PersonFaces, ...] | None
+    ) -> tuple[PersonFaces, ...]:
+        """The entries of both parts of a render, the faces of one entry added up."""
+        out: dict[tuple[str, tuple[str, ...]], int] = {}
+        for p in (*(a or ()), *(b or ())):
+            out[(p.person, p.sources)] = out.get((p.person, p.sources), 0) + p.faces
+        return tuple(PersonFaces(person, sources, n) for (person, sources), n in out.items())
+
+
+@dataclass(frozen=True)
+class ShotFigures(_InJson):
+    """The shots of the frames a tracking stage followed: the frames (render range indices) that
+    start a new shot by a hard cut (`ffdesk.media.cuts`), the tracking restarted at each. A cut on
+    a segment's first frame is not seen (the tracking restarts there anyway)."""
+
+    cuts: tuple[int, ...] = ()
+
+    @property
+    def shots(self) -> int:
+        return len(self.cuts) + 1
+
+    def plus(self, other: ShotFigures) -> ShotFigures:
+        return ShotFigures(tuple(sorted(set(self.cuts) | set(other.cuts))))
 
 
 # ---- model figures -----------------------------------------------------------------------------
@@ -331,11 +380,14 @@ class StageFigures:
 
     faces: FaceCounts | None = None
     models: ModelsReport | None = None
+    shots: ShotFigures | None = None
 
     def plus(self, other: StageFigures | None) -> StageFigures:
         if other is None:
             return self
-        return StageFigures(_plus(self.faces, other.faces), _plus(self.models, other.models))
+        return StageFigures(
+            _plus(self.faces, other.faces), _plus(self.models, other.models), _plus(self.shots, other.shots)
+        )
 
 
 def merge_figures(figures: Iterable[StageFigures | None]) -> StageFigures:
@@ -376,6 +428,15 @@ class VideoFigures(_InJson):
             audio=self.audio or other.audio,
             decoder=self.decoder or other.decoder,
         )
+
+
+@dataclass(frozen=True)
+class MatteFigures(_InJson):
+    """Where a render wrote its matte (`RenderJob.matte`): "alpha", the output's alpha channel
+    (`path` is the output); "clip", a grey clip beside it (`path`)."""
+
+    kind: str
+    path: Path
 
 
 # ---- farm --------------------------------------------------------------------------------------
@@ -442,6 +503,10 @@ class RenderReport(_InJson):
     peak_rss_bytes: int | None = None
     telemetry: TelemetrySummary | None = None
     farm: FarmSummary | None = None
+    matte: MatteFigures | None = None
+    """Where the matte went, for a render asked for one."""
+    shots: ShotFigures | None = None
+    """The shots the tracking found (None: the render tracked no faces)."""
 
     def timing(self, name: str) -> StageTiming:
         """The timing of the stage called `name`; `KeyError` when the render had none."""
@@ -460,7 +525,7 @@ class RenderReport(_InJson):
 
     def with_figures(self, figures: StageFigures) -> RenderReport:
         """This report with the stages' face counts and model figures."""
-        return replace(self, faces=figures.faces, models=figures.models)
+        return replace(self, faces=figures.faces, models=figures.models, shots=figures.shots)
 
     def timed(self, seconds: float, peak_rss_bytes: int | None) -> RenderReport:
         """This report with its wall time, the frames/s it gives and the peak memory."""
@@ -491,6 +556,8 @@ class RenderReport(_InJson):
             peak_rss_bytes=max(peaks) if peaks else None,
             telemetry=self.telemetry or other.telemetry,
             farm=self.farm or other.farm,
+            matte=self.matte or other.matte,
+            shots=_plus(self.shots, other.shots),
         )
 
     @classmethod
@@ -516,11 +583,15 @@ def _oom_recoveries(models: ModelsReport) -> int:
     return models.oom_recoveries
 
 
+def _shots(figures: ShotFigures) -> int:
+    return figures.shots
+
+
 SHAPES: dict[type, Shape] = {
     RenderReport: Shape(
-        flat={"video": "encoder", "faces": "faces_swapped", "models": "models"},
+        flat={"video": "encoder", "faces": "faces_swapped", "models": "models", "shots": "shots"},
         keyed={"stages": "name"},
-        omit_none=("peak_rss_bytes", "telemetry", "farm"),
+        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte"),
     ),
     ModelsReport: Shape(
         keys={"order": "model_order", "precision_reason": "swapper_precision_reason"},
@@ -528,7 +599,10 @@ SHAPES: dict[type, Shape] = {
         omit_none=("swapper_kind", "swap_scale", "order", "pixels", "prepare_seconds", "precision_reason"),
         computed={"oom_recoveries": _oom_recoveries},
     ),
-    FaceCounts: Shape(pairs=("faces_skipped_by_reason",), computed={"faces_skipped": _faces_skipped}),
+    FaceCounts: Shape(
+        pairs=("faces_skipped_by_reason",), computed={"faces_skipped": _faces_skipped}, omit_none=("people",)
+    ),
+    ShotFigures: Shape(keys={"cuts": "shot_cuts"}, computed={"shots": _shots}),
     QualityCheck: Shape(
         keys={
             "checked_frames": "quality_checked_frames",

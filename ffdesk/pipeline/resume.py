@@ -43,6 +43,7 @@ from typing import ClassVar
 from ffdesk import jsontext
 from ffdesk.errors import MediaError
 from ffdesk.media.atomic import clear_folder, refuse_link, remove_folder, write_text_atomic
+from ffdesk.media.matte import matte_file
 from ffdesk.media.segments import SegmentContents, segment_contents
 from ffdesk.pipeline.lock import OutputLock
 
@@ -68,6 +69,11 @@ class Segment:
     """Bytes on disk (for a PNG segment, its frames together); None: not recorded, not checkable."""
     crc32: int | None = None
     """zlib.crc32 of those bytes, in frame order for a PNG segment."""
+    matte: str | None = None
+    """The segment's matte clip beside it (`ffdesk.pipeline.matte.matte_file`), for a render that
+    writes one; None: none. Checked as the segment is, by its own size and CRC32."""
+    matte_size: int | None = None
+    matte_crc32: int | None = None
 
     @classmethod
     def from_json(cls, data: object) -> Segment:
@@ -80,9 +86,12 @@ class Segment:
             raise ValueError("has no file name")
         if not is_plain_name(name):
             raise ValueError(f"names {name[:60]!r}, not a file of its own folder")
+        matte = data.get("matte")
+        if matte is not None and (not isinstance(matte, str) or not is_plain_name(matte)):
+            raise ValueError(f"names the matte {str(matte)[:60]!r}, not a file of its own folder")
         seg = cls(**data)
         ints = (seg.number, seg.frames, seg.first_pts, seg.last_pts)
-        optional = (seg.size, seg.crc32)
+        optional = (seg.size, seg.crc32, seg.matte_size, seg.matte_crc32)
         if not all(type(v) is int for v in ints) or not all(v is None or type(v) is int for v in optional):
             raise ValueError("has numbers that are not whole numbers")
         return seg
@@ -116,21 +125,29 @@ def _segment_size(path: Path) -> int:
 
 
 def check_segment(folder: Path, segment: Segment) -> str | None:
-    """None when `segment` is on disk as recorded, else why not (for a note)."""
-    path = folder / segment.file
-    if segment.size is None or segment.crc32 is None:
+    """None when `segment` (and its matte, where it has one) is on disk as recorded, else why
+    not (for a note)."""
+    problem = _check_file(folder / segment.file, segment.size, segment.crc32)
+    if problem is None and segment.matte is not None:
+        problem = _check_file(folder / segment.matte, segment.matte_size, segment.matte_crc32)
+        return None if problem is None else f"matte {problem}"
+    return problem
+
+
+def _check_file(path: Path, recorded_size: int | None, recorded_crc: int | None) -> str | None:
+    if recorded_size is None or recorded_crc is None:
         return "has no recorded size and checksum (written by an older ffdesk)"
     try:
         size = _segment_size(path)
-        if size != segment.size:
-            return f"failed its check (size {size}, expected {segment.size})"
+        if size != recorded_size:
+            return f"failed its check (size {size}, expected {recorded_size})"
         _, crc = segment_check(path)
     except FileNotFoundError:
         return "is missing"
     except OSError as exc:
         return f"could not be read ({exc.strerror or type(exc).__name__})"
-    if crc != segment.crc32:
-        return f"failed its check (crc32 {crc:08x}, expected {segment.crc32:08x})"
+    if crc != recorded_crc:
+        return f"failed its check (crc32 {crc:08x}, expected {recorded_crc:08x})"
     return None
 
 
@@ -183,6 +200,8 @@ def numbers_problem(i: int, segment: Segment, first: Segment, previous: Segment 
     expected = f"seg{i:05d}{(named.group(2) or '') if named else ''}"
     if segment.file != expected:
         return f"names the file {segment.file[:60]!r} where {expected!r} belongs"
+    if segment.matte is not None and segment.matte != matte_file(expected):
+        return f"names the matte {segment.matte[:60]!r} where {matte_file(expected)!r} belongs"
     a, b, n = segment.first_pts, segment.last_pts, segment.frames
     if n < 1:
         return f"records {n} frames"
@@ -408,7 +427,8 @@ class Manifest:
         return f"segment {i} {problem}: {redo}"
 
     def _remove_debris(self) -> None:
-        clear_folder(self.folder, {s.file for s in self.segments} | {MANIFEST_NAME})
+        mattes = {s.matte for s in self.segments if s.matte is not None}
+        clear_folder(self.folder, {s.file for s in self.segments} | mattes | {MANIFEST_NAME})
 
     @property
     def frames_done(self) -> int:
@@ -446,6 +466,9 @@ class Manifest:
         if segment.size is None or segment.crc32 is None:
             size, crc = segment_check(self.folder / segment.file)
             segment = replace(segment, size=size, crc32=crc)
+        if segment.matte is not None and (segment.matte_size is None or segment.matte_crc32 is None):
+            size, crc = segment_check(self.folder / segment.matte)
+            segment = replace(segment, matte_size=size, matte_crc32=crc)
         self.segments.append(segment)
         self.save()
 

@@ -42,10 +42,19 @@ class SwapPlan:
     faces: tuple[Face, ...] = ()
     weights: tuple[float, ...] = ()
     skips: tuple[str | None, ...] = ()
+    sources: tuple[int, ...] = ()
+    """With a face map (`RenderJob.face_map`): the mapping (its position) whose sources go onto
+    each face; empty: every face takes the job's one source."""
 
     def __post_init__(self) -> None:
         if len(self.faces) != len(self.weights):
             raise ValueError(f"{len(self.faces)} faces but {len(self.weights)} weights")
+        if self.sources and len(self.sources) != len(self.faces):
+            raise ValueError(f"{len(self.faces)} faces but {len(self.sources)} sources")
+
+    def source_of(self, position: int) -> int:
+        """The source (mapping position) of face `position`; 0 without a face map."""
+        return self.sources[position] if self.sources else 0
 
     @classmethod
     def full(cls, faces: Sequence[Face]) -> SwapPlan:
@@ -54,7 +63,7 @@ class SwapPlan:
 
     def with_faces(self, faces: Sequence[Face]) -> SwapPlan:
         """The same plan for the same faces given new points (e.g. refined alignment)."""
-        return SwapPlan(tuple(faces), self.weights, self.skips)
+        return SwapPlan(tuple(faces), self.weights, self.skips, self.sources)
 
 
 @dataclass(slots=True)

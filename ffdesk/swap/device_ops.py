@@ -11,6 +11,7 @@ each other on the CPU):
 | `swapper_input` / `swapper_output`, `split_tiles` / `merge_tiles` | `ffdesk.swap.onnx_swapper` |
 | `enhancer_input` / `enhancer_output` / `mix` | `ffdesk.swap.enhancer` |
 | `occlusion_input`, `region_input`, `region_from_logits`, `DeviceOps.soften` | `ffdesk.swap.masks` |
+| `DeviceOps.box_mask` (a constant) | `ffdesk.swap.masks.box_mask` |
 
 Crops are N x 3 x S x S float32 tensors holding whole numbers 0..255 (the values a uint8 crop
 would hold); masks are N x S x S float32 in [0, 1]. Nothing here moves pixels to the host: the
@@ -29,7 +30,7 @@ import numpy.typing as npt
 from ffdesk.faces.recognizer import Runner
 from ffdesk.runtime.device import DevicePixels
 from ffdesk.swap.blend import paste_box
-from ffdesk.swap.masks import IMAGENET_MEAN, IMAGENET_STD, box_mask
+from ffdesk.swap.masks import DEFAULT_BLUR, IMAGENET_MEAN, IMAGENET_STD, NO_PADDING, Padding, box_mask
 
 if TYPE_CHECKING:
     import torch
@@ -214,9 +215,9 @@ class DeviceOps:
             found = self._constants[key] = self.pixels.constant(np.asarray(make()))
         return found
 
-    def box_mask(self, size: int, blur: float = 0.3) -> torch.Tensor:
-        """`ffdesk.swap.masks.box_mask` on the device."""
-        return self.constant(("box", size, blur), lambda: box_mask(size, blur))
+    def box_mask(self, size: int, blur: float = DEFAULT_BLUR, padding: Padding = NO_PADDING) -> torch.Tensor:
+        """`ffdesk.swap.masks.box_mask` on the device (uploaded once per setting)."""
+        return self.constant(("box", size, blur, padding), lambda: box_mask(size, blur, padding))
 
     def _gaussian(self, sigma: float) -> torch.Tensor:
         # OpenCV's own kernel for a float image: size round(8 sigma + 1), odd
@@ -326,8 +327,10 @@ class DeviceOps:
     ) -> tuple[tuple[int, int, int, int], torch.Tensor] | None:
         """`ffdesk.swap.blend.paste_face` on the device: un-warp `crop` (3 x S x S, made by `m`)
         into the H x W x 3 uint8 `frame` in place under `mask` (S x S, whose box is `rect`).
-        Returns the frame box changed and where its blend weight is above zero (h x w bool);
-        None when nothing lands in the frame."""
+        Returns the frame box changed and its blend weight there as 0-255 (h x w uint8, rounded
+        up as `ffdesk.media.matte.weight_levels` does: nonzero exactly where the weight is above
+        zero, so it says which pixels changed and is the render's matte); None when nothing
+        lands in the frame."""
         import torch
         import torch.nn.functional as F
 
@@ -347,4 +350,5 @@ class DeviceOps:
         roi = frame[y1:y2, x1:x2].permute(2, 0, 1).float()
         blended = torch.round(warped * a + roi * (1.0 - a)).clamp_(0.0, 255.0)
         frame[y1:y2, x1:x2] = blended.to(torch.uint8).permute(1, 2, 0)
-        return box, a[0] > 0
+        weights = torch.ceil(a[0] * 255.0).clamp_(0.0, 255.0).to(torch.uint8)
+        return box, weights

@@ -1,4 +1,5 @@
-"""Soft masks for pasting a swapped crop back: box, XSeg occlusion and BiSeNet face regions.
+"""Soft masks for pasting a swapped crop back, FaceFusion's four: box (blur and padding), XSeg
+occlusion, landmark areas (`ffdesk.swap.areas`) and BiSeNet face regions.
 
 All masks are crop-sized float32 in [0, 1]; `combine` takes their minimum, so any mask can hide
 a pixel (a hand in front of the face, hair over the brow).
@@ -62,25 +63,77 @@ IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], np.float32)
 
 
-@lru_cache(maxsize=16)
-def box_mask(size: int, blur: float = 0.3, padding: float = 0.0) -> Mask:
-    """A square mask that fades to zero over the outer `blur`/2 of each side. Made once per
-    size and shared: the array is read-only."""
+Padding = tuple[int, int, int, int]
+"""Box mask padding in percent of the crop's side: top, right, bottom, left."""
+NO_PADDING: Padding = (0, 0, 0, 0)
+MASK_TYPES = ("box", "occlusion", "area", "region")
+"""FaceFusion's face mask types, in the order they are made."""
+DEFAULT_BLUR = 0.3
+"""FaceFusion's --face-mask-blur default."""
+
+
+def parse_padding(text: str) -> Padding:
+    """`--mask-padding`: 1, 2, 3 or 4 whole percents (0-100), comma- or space-separated, spread
+    over top, right, bottom, left as FaceFusion spreads them (one: all sides; two: top and bottom,
+    right and left; three: top, right and left, bottom). `ValueError` in one line otherwise."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"mask padding must be whole percents, not {text.strip()!r}") from None
+    if not 1 <= len(values) <= 4:
+        raise ValueError(
+            f"mask padding takes 1 to 4 numbers (top, right, bottom, left), not {text.strip()!r}"
+        )
+    if len(values) == 1:
+        values *= 4
+    elif len(values) == 2:
+        values = [values[0], values[1], values[0], values[1]]
+    elif len(values) == 3:
+        values = [values[0], values[1], values[2], values[1]]
+    padding: Padding = (values[0], values[1], values[2], values[3])
+    check_padding(padding)
+    return padding
+
+
+def check_padding(padding: Sequence[int]) -> None:
+    """`ValueError` unless `padding` is four whole percents 0-100."""
+    if len(padding) != 4 or any(type(p) is not int or not 0 <= p <= 100 for p in padding):
+        raise ValueError(f"mask padding must be four whole percents 0-100, not {list(padding)!r}")
+
+
+def mask_types(masks: Sequence[str]) -> tuple[str, ...]:
+    """The mask types a job's `masks` entries name ("occlusion=xseg_2" names "occlusion"), in
+    `MASK_TYPES` order; no entry at all means the box alone, FaceFusion's default. `ValueError`
+    naming an unknown type."""
+    named = {m.partition("=")[0].strip() for m in masks if m.strip()}
+    unknown = sorted(named - set(MASK_TYPES))
+    if unknown:
+        raise ValueError(
+            f"unknown mask {unknown[0]!r}; choose from box, occlusion[=MODEL], area, region[=MODEL]"
+        )
+    return tuple(t for t in MASK_TYPES if t in named) or ("box",)
+
+
+@lru_cache(maxsize=32)
+def box_mask(size: int, blur: float = DEFAULT_BLUR, padding: Padding = NO_PADDING) -> Mask:
+    """FaceFusion's box mask of a square crop: zero over a border of `blur` x size / 4 pixels (at
+    least one) or the side's `padding` percent, whichever is wider, then blurred by a Gaussian
+    of sigma `blur` x size / 8. Made once per setting and shared: the array is read-only."""
     mask = _box_mask(size, blur, padding)
     mask.flags.writeable = False
     return mask
 
 
-def _box_mask(size: int, blur: float, padding: float) -> Mask:
+def _box_mask(size: int, blur: float, padding: Padding) -> Mask:
     mask = np.ones((size, size), np.float32)
     blur_px = int(size * 0.5 * blur)
-    pad = int(size * padding)
-    edge = max(blur_px // 2, pad)
-    if edge:
-        mask[:edge] = 0
-        mask[-edge:] = 0
-        mask[:, :edge] = 0
-        mask[:, -edge:] = 0
+    edge = max(blur_px // 2, 1)  # at least one pixel: the crop's own edge never shows
+    top, right, bottom, left = (max(edge, int(size * p / 100)) for p in padding)
+    mask[:top] = 0
+    mask[size - bottom :] = 0
+    mask[:, :left] = 0
+    mask[:, size - right :] = 0
     if blur_px:
         return np.asarray(cv2.GaussianBlur(mask, (0, 0), blur_px * 0.25), np.float32)
     return mask

@@ -92,6 +92,7 @@ def test_after_a_face_is_lost_the_next_key_frame_detects_at_full_size(
     assert calls == [
         (0, FULL, True),
         (DETECT_EVERY, FULL, True),
+        (lost.start, FULL, True),  # a face of half the picture gone at once: a cut, detected there
         (again, FULL, True),
         (FULL_DETECT_EVERY, FULL, True),
     ]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pytest
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import FaceMapping, RenderJob
 from ffdesk.pipeline.job_json import (
     fields_from_dict,
     fields_to_dict,
@@ -49,6 +49,10 @@ def _other_value(hint: Any, default: Any, salt: int) -> Any:
         return f"value-{salt}"
     if hint is Fraction:
         return Fraction(30000, 1001)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        inner = typing.get_type_hints(hint)
+        fields = dataclasses.fields(hint)
+        return hint(**{f.name: _other_value(inner[f.name], None, salt + i) for i, f in enumerate(fields)})
     raise AssertionError(f"no test value for {hint}")
 
 
@@ -57,6 +61,15 @@ IN_RANGE: dict[str, Any] = {
     "enhancer_weight": 0.25,
     "enhancer_blend": 33,
     "mask_regions": ("skin", "nose"),
+    "masks": ("box", "occlusion=xseg_2"),
+    "mask_blur": 0.55,
+    "mask_padding": (5, 10, 15, 20),
+    "mask_areas": ("mouth", "upper-face"),
+    "matte": "clip",  # alpha needs prores or png
+    "face_map": (
+        FaceMapping(3, (Path("/farm/shared/a é.jpg"),)),
+        FaceMapping(Path("/farm/shared/who.jpg"), (Path("/farm/b.jpg"), Path("/farm/c.jpg"))),
+    ),
 }
 """Fields whose values `check_job` holds to a range or to names: a changed value inside it."""
 

@@ -80,7 +80,7 @@ def test_the_enhancer_controls_follow_the_enhancer_and_the_mode(qtbot, tmp_path:
     view.model_choice["parser"].setCurrentText("bisenet_resnet_34")
     assert view.mask_regions.isEnabled() and _note(view, "mask_regions") == ""
     session.set_clip(ClipInfo(tmp_path / "clip.mp4", 320, 180, 25.0, 25, 1.0))
-    assert session.build_job(tmp_path / "out.mp4").masks == ("region=bisenet_resnet_34",)
+    assert session.build_job(tmp_path / "out.mp4").masks == ("box", "region=bisenet_resnet_34")
 
 
 def test_a_picker_with_nothing_to_offer_says_so_visibly(qtbot) -> None:  # type: ignore[no-untyped-def]

@@ -39,7 +39,7 @@ FULL: dict[str, Any] = {
     "swapper": "inswapper_128",
     "recognizer": "arcface_w600k_r50",
     "enhancer": "gfpgan_1.4",
-    "masks": ("occlusion", "region"),
+    "masks": ("box", "occlusion", "region"),
 }
 DEVICE_KINDS_DOWN = {"regions", "mask-boxes", "quality"}
 """What may come back from the device: changed regions and a few numbers."""

@@ -25,7 +25,7 @@ def test_job_round_trips_through_json(tmp_path: Path) -> None:
         precision="int8",
         start=1.5,
         end=3.0,
-        masks=("occluder",),
+        masks=("occlusion",),
         provider="tensorrt",
         swap_scale=4,
         models_dir=tmp_path / "models",
@@ -217,3 +217,18 @@ def test_the_readable_jobs_of_a_damaged_queue_are_kept(tmp_path: Path) -> None:
     path.write_text("{")
     RenderQueue(path)
     assert (tmp_path / "queue.json.1.corrupt").read_text() == "{"  # an earlier one is not overwritten
+
+
+def test_a_face_map_is_checked_field_by_field() -> None:
+    """A job's `face_map` holds `FaceMapping` objects: the queue file's JSON objects for them are
+    checked like the job's own fields (no missing or unknown key, each value of its type)."""
+    from ffdesk.pipeline.job import FaceMapping
+    from ffdesk.pipeline.queue import fits
+
+    hint = tuple[FaceMapping, ...]
+    assert fits([{"person": 1, "sources": ["/a.jpg"]}, {"person": "/who.jpg", "sources": []}], hint)
+    assert not fits([{"person": 1}], hint)  # no sources
+    assert not fits([{"person": 1, "sources": ["/a.jpg"], "age": 3}], hint)  # a key it lacks
+    assert not fits([{"person": True, "sources": []}], hint)  # a bool is no index
+    assert not fits([{"person": 1, "sources": "/a.jpg"}], hint)  # not a list
+    assert not fits(["1=/a.jpg"], hint)

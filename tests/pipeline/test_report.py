@@ -38,12 +38,12 @@ CLIP_KEYS = [
     "mode", "resumed_frames", "timestamps_repaired", "frames_concealed", "audio_packets_skipped", "audio",
     "decoder",
     "frames_with_faces", "faces_swapped", "faces_skipped_by_reason", "faces_skipped", "seconds", "fps",
-    "peak_rss_bytes", "telemetry",
+    "peak_rss_bytes", "telemetry", "shot_cuts", "shots",
 ]  # fmt: skip
 IMAGE_KEYS = [
     "frames_in", "frames_out", "frames_processed", "stages", "output", "resumed_segments",
     "frames_with_faces", "faces_swapped", "faces_skipped_by_reason", "faces_skipped", "seconds", "fps",
-    "peak_rss_bytes", "telemetry",
+    "peak_rss_bytes", "telemetry", "shot_cuts", "shots",
 ]  # fmt: skip
 STAGE_KEYS = ["calls", "frames", "ms_total", "cpu_ms_total"]
 TELEMETRY_KEYS = [
@@ -61,7 +61,7 @@ PACK_KEYS = {
     "swapper", "swapper_precision", "swap_scale", "quality_checked_frames", "quality_flags",
     "quality_psnr_threshold_db", "landmarker", "landmarker_note", "faces_aligned_on_68_points",
     "faces_aligned", "model_order", "pixels", "prepare_seconds", "seconds", "fps", "peak_rss_bytes",
-    "telemetry",
+    "telemetry", "shot_cuts", "shots",
 }  # fmt: skip
 FACE_KEYS = {"frames_with_faces", "faces_swapped", "faces_skipped", "faces_skipped_by_reason"}
 MODEL_KEYS = [

@@ -13,7 +13,7 @@ from ffdesk.faces import mesh
 from ffdesk.faces.align import warp_face
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.faces.types import Face
-from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapGate, SwapSettings
+from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapGate, SwapSettings, skip_reason
 from ffdesk.types import Frame
 
 
@@ -105,9 +105,7 @@ def test_too_small_cut_off_and_profile_faces_are_skipped(
     shifted = face.landmarks.copy()
     shifted[:, 0] -= face.bbox[0] + 0.5 * face.size  # half the face left of the frame
     assert swapper.swap(frame, replace(face, landmarks=shifted)).reason == "cut_off"
-    turned = face.landmarks.copy()
-    turned[mesh.NOSE_TIP, 0] = turned[mesh.LEFT_CHEEK, 0] - 2  # nose at the cheek: a profile
-    assert swapper.swap(frame, replace(face, landmarks=turned)).reason == "profile"
+    assert swapper.swap(frame, _with_turn(face, 60.0)).reason == "profile"
     assert swapper.swap(frame, replace(face, landmarks=None)).reason == "no_landmarks"
     np.testing.assert_array_equal(frame, astronaut)
 
@@ -189,36 +187,60 @@ def test_poisson_clone_agrees_with_opencv_seamless_clone() -> None:
     assert np.abs(ref.astype(np.float32) - dst).max() > 20  # the clone did change the picture
 
 
-def _with_yaw(face: Face, yaw: float) -> Face:
-    """`face` with its nose tip moved along the cheek line so that `yaw_ratio` reads `yaw`."""
+def _with_turn(face: Face, degrees: float) -> Face:
+    """`face` with its mesh turned about the vertical axis so that `head_turn` reads `degrees`."""
     assert face.landmarks is not None
-    pts = face.landmarks.copy()
-    right, left = pts[mesh.RIGHT_CHEEK, :2], pts[mesh.LEFT_CHEEK, :2]
-    axis = left - right
-    nose = pts[mesh.NOSE_TIP, :2]
-    off = nose - right - axis * float(np.dot(nose - right, axis) / np.dot(axis, axis))
-    pts[mesh.NOSE_TIP, :2] = right + axis * (0.5 + yaw / 2.0) + off
-    assert mesh.yaw_ratio(pts) == pytest.approx(yaw, abs=1e-4)
-    return replace(face, landmarks=pts, track_id=7)
+    pts = np.asarray(face.landmarks, np.float64)
+    v = pts[mesh.LEFT_CHEEK] - pts[mesh.RIGHT_CHEEK]
+    angle = np.radians(degrees) - np.arctan2(v[2], v[0])
+    c, s = np.cos(angle), np.sin(angle)
+    centre = pts.mean(0)
+    q = pts - centre
+    turned = q.copy()
+    turned[:, 0] = c * q[:, 0] - s * q[:, 2]
+    turned[:, 2] = s * q[:, 0] + c * q[:, 2]
+    out = (turned + centre).astype(np.float32)
+    assert mesh.head_turn(out) == pytest.approx(degrees, abs=0.5)
+    return replace(face, landmarks=out, track_id=7)
 
 
-def test_gate_has_hysteresis_on_yaw_and_fades(analyser: FaceAnalyser, astronaut: Frame) -> None:
+def test_gate_has_hysteresis_on_turn_and_fades(analyser: FaceAnalyser, astronaut: Frame) -> None:
     """A face hovering about the profile limit goes off once and comes back once, fading out and
     in, where a per-frame test would switch it on and off five times."""
     face = analyser.analyse(astronaut)[0]
     settings = SwapSettings()
-    yaws = [0.3, 0.3, 0.62, 0.58, 0.61, 0.57, 0.63, 0.59, 0.55, 0.52, 0.45, 0.3, 0.3, 0.3]
+    turns = [15.0, 15.0, 31.0, 29.0, 30.5, 28.5, 31.5, 29.5, 27.5, 22.0, 26.0, 22.5, 15.0, 15.0, 15.0, 15.0]
     gate = SwapGate(settings)
-    weights = [gate.decide(astronaut.shape, [_with_yaw(face, y)])[0].weight for y in yaws]
-    assert weights == [1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25, 0.5, 0.75, 1.0]
+    weights = [gate.decide(astronaut.shape, [_with_turn(face, t)])[0].weight for t in turns]
+    # off beyond 30 degrees (fading out); back only after two frames in a row within 25 (the one
+    # frame at 22 between 27.5 and 26 does not bring it back)
+    assert weights == [1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25, 0.5, 0.75, 1.0]
     on = [w > 0 for w in weights]
     assert sum(a != b for a, b in zip(on, on[1:], strict=False)) == 2
-    per_frame = [abs(y) <= settings.max_yaw for y in yaws]
+    per_frame = [t <= settings.max_turn for t in turns]
     assert sum(a != b for a, b in zip(per_frame, per_frame[1:], strict=False)) >= 5
-    skipped = gate.decide(astronaut.shape, [_with_yaw(face, 0.7)])[0]
+    skipped = gate.decide(astronaut.shape, [_with_turn(face, 35.0)])[0]
     assert skipped.weight == 0.75 and skipped.reason is None  # fading out, not yet skipped
     new = SwapGate(settings)
-    assert new.decide(astronaut.shape, [_with_yaw(face, 0.55)])[0].reason == "profile"  # not entered
+    assert new.decide(astronaut.shape, [_with_turn(face, 27.5)])[0].reason == "profile"  # not entered
+
+
+def test_a_long_nose_does_not_make_a_three_quarter_face_a_profile(
+    analyser: FaceAnalyser, astronaut: Frame
+) -> None:
+    """The turn is read from the cheeks' depth, not from where the nose tip falls: a snout pulled
+    far forward (a cartoon's) on a face turned 22 degrees is still swapped; the old rule, the nose
+    tip's offset between the cheeks, called it a profile."""
+    face = _with_turn(analyser.analyse(astronaut)[0], 22.0)
+    assert face.landmarks is not None
+    snout = face.landmarks.copy()
+    right, left = snout[mesh.RIGHT_CHEEK, :2], snout[mesh.LEFT_CHEEK, :2]
+    middle = (right + left) / 2
+    snout[mesh.NOSE_TIP, :2] = middle + (snout[mesh.NOSE_TIP, :2] - middle) * 3.0
+    long_nose = replace(face, landmarks=snout)
+    assert abs(mesh.yaw_ratio(snout)) > 0.6  # the old rule's limit
+    assert skip_reason(SwapSettings(), astronaut.shape, long_nose) is None
+    assert skip_reason(SwapSettings(), astronaut.shape, _with_turn(face, 55.0)) == "profile"
 
 
 def test_partial_weight_pastes_part_of_the_way(

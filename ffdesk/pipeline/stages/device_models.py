@@ -16,8 +16,14 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from ffdesk.faces.align import Affine
 from ffdesk.faces.recognizer import Runner
+from ffdesk.faces.types import Face
 from ffdesk.swap import device_ops as dev
+from ffdesk.swap.areas import area_regions
+from ffdesk.swap.masks import NO_PADDING, Padding
 
 if TYPE_CHECKING:
     import torch
@@ -76,9 +82,19 @@ class DeviceModels:
         return torch.stack(rows)
 
     # ------------------------------------------------------------------ the models
-    def box(self, size: int, n: int) -> torch.Tensor:
-        """The box mask of `size` crops for `n` faces (one constant, not copied)."""
-        return self.ops.box_mask(size).expand(n, size, size)
+    def box(self, size: int, n: int, padding: Padding = NO_PADDING) -> torch.Tensor:
+        """The box mask of `size` crops for `n` faces, at the job's blur (one constant, not copied)."""
+        return self.ops.box_mask(size, self.ctx.job.mask_blur, padding).expand(n, size, size)
+
+    def areas(self, faces: Sequence[Face], affines: Sequence[Affine], size: int) -> torch.Tensor:
+        """Softened area masks of the faces' `size` crops: the landmark polygons are drawn on the
+        host as the host path draws them (a few numbers a face in, one small copy of 0/1 bytes
+        up a batch) and softened on the device."""
+        import torch
+
+        regions = area_regions(faces, affines, size, self.ctx.job.mask_areas).astype(np.uint8)
+        hard = self.pixels.upload(regions, "area-masks").to(torch.float32)
+        return self.ops.soften(hard)
 
     def source(self) -> torch.Tensor:
         """The swapper's identity input on the device (uploaded once)."""
@@ -143,8 +159,6 @@ class DeviceModels:
 
     def enhance(self, crops: torch.Tensor, spec: EnhancerSpec, blend: float, fidelity: float) -> torch.Tensor:
         """Restored crops mixed with the originals by `blend` (the device `FaceEnhancer`)."""
-        import numpy as np
-
         weight = None
         if spec.weight_input:
             weight = self.ops.constant(("weight", fidelity), lambda: np.array([fidelity], np.float64))

@@ -77,7 +77,8 @@ class DeviceFrames:
         self, batch: Sequence[FramePacket], aligned: DeviceAligned, drawn: torch.Tensor, masks: torch.Tensor
     ) -> None:
         """Paste each drawn crop into its device frame under its mask, then bring the changed
-        regions (pixels and where they changed) to the host in one copy, into the packets' images."""
+        regions (pixels and their blend weights, which say where they changed and make the
+        render's matte) to the host in one copy, into the packets' images."""
         import torch
 
         if not len(drawn) == len(masks) == len(aligned):
@@ -92,9 +93,9 @@ class DeviceFrames:
         if not pasted:
             return
         pieces: list[torch.Tensor] = []
-        for owner, (x1, y1, x2, y2), changed in pasted:
+        for owner, (x1, y1, x2, y2), weights in pasted:
             frame = self.frame(batch[owner])
-            pieces += [frame[y1:y2, x1:x2].reshape(-1), changed.reshape(-1).to(torch.uint8)]
+            pieces += [frame[y1:y2, x1:x2].reshape(-1), weights.reshape(-1)]
         flat = self.pixels.download(torch.cat(pieces), "regions")
         sizes = [int(p.numel()) for p in pieces]
         parts = split_rows(flat, sizes)
@@ -104,7 +105,8 @@ class DeviceFrames:
             packet = batch[owner]
             h, w = y2 - y1, x2 - x1
             packet.image[y1:y2, x1:x2] = next(parts).reshape(h, w, 3)
-            mark_changed(packet, ChangedRegion(x1, y1, x2, y2, next(parts).reshape(h, w)))
+            levels = next(parts).reshape(h, w)
+            mark_changed(packet, ChangedRegion(x1, y1, x2, y2, levels, alpha=levels))
 
     @staticmethod
     def release(batch: Sequence[FramePacket]) -> None:

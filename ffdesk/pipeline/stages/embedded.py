@@ -5,9 +5,12 @@
 Detection and tracking are the shared face front end (`ffdesk.pipeline.stages.front`); given the
 classical swap's settings its tracker also gates how strongly each face is swapped.
 
-- swap: warps the source face onto each chosen face; counts swapped and skipped faces and reports
-  `frames_with_faces`, `faces_swapped`, `faces_skipped` (and the reasons) from its `finish()`.
-  Sets `FramePacket.swapped_tracks`: the track IDs of the faces it swapped in the frame.
+- swap: warps the source face onto each chosen face (with a face map, each person's own source:
+  `SwapPlan.sources`); counts swapped and skipped faces and reports `frames_with_faces`,
+  `faces_swapped`, `faces_skipped` (and the reasons, and the faces of each mapped person) from
+  its `finish()`. Sets `FramePacket.swapped_tracks`: the track IDs of the faces it swapped.
+
+Several photos of one source are averaged into one face (`SourceFace.average`).
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.report import FaceCounts, StageFigures
+from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
+from ffdesk.pipeline.report import FaceCounts, PersonFaces, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.front import DETECT_EVERY as DETECT_EVERY
 from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser, source_face
@@ -36,12 +39,19 @@ class SwapStage:
     workers = 2
     edits_regions = True  # records each swapped face's region
 
-    def __init__(self, swapper: ClassicalSwapper) -> None:
-        self.swapper = swapper
+    def __init__(
+        self, swapper: ClassicalSwapper | Sequence[ClassicalSwapper], labels: Sequence[PersonFaces] = ()
+    ) -> None:
+        """`swapper`: one, or one per source slot (`SwapPlan.sources`); `labels`: the face map's
+        entries, in slot order, for the report (empty without a map)."""
+        self.swappers = [swapper] if isinstance(swapper, ClassicalSwapper) else list(swapper)
+        self.swapper = self.swappers[0]
+        self.labels = tuple(labels)
         self._lock = threading.Lock()
         self._frames_with_faces = 0
         self._swapped = 0
         self._skipped: Counter[str] = Counter()
+        self._by_slot: Counter[int] = Counter()
 
     def start(self) -> None:
         pass
@@ -49,6 +59,7 @@ class SwapStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         with_faces = swapped = 0
         skipped: Counter[str] = Counter()
+        by_slot: Counter[int] = Counter()
         for p in batch:
             if p.faces:
                 with_faces += 1
@@ -58,12 +69,14 @@ class SwapStage:
                 continue
             image = writable(p.image)
             done: list[int | None] = []
-            for face, weight in zip(p.swap.faces, p.swap.weights, strict=True):
-                result = self.swapper.swap(image, face, weight)
+            for k, (face, weight) in enumerate(zip(p.swap.faces, p.swap.weights, strict=True)):
+                slot = p.swap.source_of(k)
+                result = self.swappers[slot].swap(image, face, weight)
                 if result.region is not None:
                     mark_changed(p, result.region)
                 if result.swapped:
                     swapped += 1
+                    by_slot[slot] += 1
                     done.append(face.track_id)
                 else:
                     skipped[result.reason or "unknown"] += 1
@@ -73,27 +86,42 @@ class SwapStage:
             self._frames_with_faces += with_faces
             self._swapped += swapped
             self._skipped.update(skipped)
+            self._by_slot.update(by_slot)
         return list(batch)
 
     def finish(self) -> StageFigures:
         with self._lock:
-            return StageFigures(faces=FaceCounts.of(self._frames_with_faces, self._swapped, self._skipped))
+            people = tuple(
+                PersonFaces(p.person, p.sources, self._by_slot[i]) for i, p in enumerate(self.labels)
+            )
+            counts = FaceCounts.of(self._frames_with_faces, self._swapped, self._skipped, people or None)
+            return StageFigures(faces=counts)
 
 
 def embedded_stages(
     job: RenderJob, analyser: FaceAnalyser | None = None, info: MediaInfo | None = None
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
-    calling thread, so a photo without a face fails before any frame is decoded."""
+    calling thread, so a photo without a face fails before any frame is decoded. Several photos
+    of one source (`--source a.jpg --source b.jpg`, or one person's `--map` photos) are averaged;
+    with a face map each mapped person gets their own."""
+    groups = source_groups(job)
+    check_sources(groups, "the embedded swap")
+    analyser = analyser or job_analyser(job)
+    settings = SwapSettings()
+    swappers = [ClassicalSwapper(source_for(job, analyser, paths), settings) for paths in groups]
+    front = FaceFrontEnd.for_job(job, analyser, info)
+    labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
+    return [*front.stages(swap_settings=settings), SwapStage(swappers, labels)]
+
+
+def source_for(job: RenderJob, analyser: FaceAnalyser, paths: Sequence[Path]) -> SourceFace:
+    """One source face from the photos at `paths` (their faces averaged); `job.source_face` picks
+    the face of each photo (default: the largest)."""
     from ffdesk.media.images import read_image
 
-    if not job.sources:
-        raise UserError("the embedded swap needs a source face photo (--source)")
-    analyser = analyser or job_analyser(job)
-    path = Path(job.sources[0])
-    photo = read_image(path, max_pixels=job.max_pixels)
-    face = source_face(analyser, photo, path.name, job.source_face)
-    settings = SwapSettings()
-    swapper = ClassicalSwapper(SourceFace.from_face(photo, face), settings)
-    front = FaceFrontEnd.for_job(job, analyser, info)
-    return [*front.stages(swap_settings=settings), SwapStage(swapper)]
+    photos = []
+    for path in paths:
+        photo = read_image(Path(path), max_pixels=job.max_pixels)
+        photos.append((photo, source_face(analyser, photo, Path(path).name, job.source_face)))
+    return SourceFace.average(photos)

@@ -36,11 +36,14 @@ from pathlib import Path
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.appearance import Appearance, appearance_of
+from ffdesk.faces.people import FaceRecognizer, Targets
 from ffdesk.faces.selection import FaceSelector
 from ffdesk.faces.tracking import FaceTracker, TrackerSettings, largest, left_to_right
 from ffdesk.faces.types import Face
+from ffdesk.media.cuts import CutDetector
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
+from ffdesk.pipeline.report import ShotFigures, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, SwapPlan
 from ffdesk.swap.classical import GateDecision, SwapGate, SwapSettings
 from ffdesk.types import FaceSelection, Frame
@@ -137,6 +140,11 @@ class TrackStage:
     gating restart. A segment of a render is then rendered the same wherever it is rendered: in
     one pass with the others, on its own (a render farm's worker) or first after a resume.
 
+    With `shots` (the default), a frame that starts a new shot by a hard cut (`CutDetector`, fed
+    every frame in order and restarted where the tracking restarts) starts afresh the same way:
+    no track, smoothing or reference match carries across a cut, and the detector runs on the
+    cut's first frame. `finish()` reports the cuts found (`ShotFigures`).
+
     With `interpolate`, a frame without detection whose faces have been followed steadily waits
     for the next one (it counts as held): the mesh runs on that next frame only, and the waiting
     frame's meshes are the mean of its neighbours' (`FaceTracker.update_pair`; its own mesh when
@@ -162,7 +170,11 @@ class TrackStage:
         tracker_settings: TrackerSettings | None = None,
         segment_frames: int | None = None,
         interpolate: bool = False,
+        people: Targets | None = None,
+        shots: bool = True,
     ) -> None:
+        self.people = people
+        """The face map's people: when given, only they are swapped, each with their source."""
         self.analyser = analyser
         self.interpolate = interpolate
         self.segment_frames = segment_frames
@@ -174,22 +186,27 @@ class TrackStage:
         self.tracker_settings = tracker_settings or TrackerSettings()
         self.lookahead = self.tracker_settings.longest_confirmation - 1
         self._tracker = self._new_tracker()
-        self._selector = FaceSelector(selection, reference)
+        self._selector = FaceSelector(selection, reference, people)
         self._gate = SwapGate(swap_settings) if swap_settings is not None else None
         self._last_index: int | None = None
         self._held: deque[_Tracked] = deque()
         self._pending: FramePacket | None = None
+        self.shots = shots
+        self._cuts = CutDetector() if shots else None
+        self._cut_indices: list[int] = []
 
     def _new_tracker(self) -> FaceTracker:
         return FaceTracker(self.analyser, fps=self.fps, settings=self.tracker_settings)
 
     def start(self) -> None:
         self._tracker = self._new_tracker()
-        self._selector = FaceSelector(self.selection, self.reference)
+        self._selector = FaceSelector(self.selection, self.reference, self.people)
         self._gate = SwapGate(self.swap_settings) if self.swap_settings is not None else None
         self._last_index = None
         self._held = deque()
         self._pending = None
+        self._cuts = CutDetector() if self.shots else None
+        self._cut_indices = []
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         """Tracks each frame; returns, oldest first, the frames that `lookahead` later ones have
@@ -199,10 +216,12 @@ class TrackStage:
             jumped = self._last_index is not None and (
                 p.index != self._last_index + 1 or self._starts_segment(p.index)
             )
-            if jumped:  # a jump (resume, seek) or a new segment: nothing carries over
+            cut = self._is_cut(p, fresh=self._last_index is None or jumped)
+            jumped = jumped or cut
+            if jumped:  # a jump (resume, seek), a new segment or a cut: nothing carries over
                 out += self.drain()
-                self._tracker.reset()
-                self._selector = FaceSelector(self.selection, self.reference)
+                self._tracker.reset(confirm_at_once=not cut)
+                self._selector = FaceSelector(self.selection, self.reference, self.people)
                 if self._gate is not None:
                     self._gate.reset()
             after_reset = self._last_index is None or jumped
@@ -238,6 +257,18 @@ class TrackStage:
 
     def _starts_segment(self, index: int) -> bool:
         return bool(self.segment_frames) and index % (self.segment_frames or 1) == 0
+
+    def _is_cut(self, p: FramePacket, *, fresh: bool) -> bool:
+        """Whether frame `p` starts a new shot by a hard cut; `fresh`: the input starts or jumps
+        at `p` (nothing before it to compare with). Every frame passes here, in order."""
+        if self._cuts is None:
+            return False
+        if fresh:
+            self._cuts.restart()
+        if not self._cuts.is_cut(p.image):
+            return False
+        self._cut_indices.append(p.index)
+        return True
 
     def drain(self) -> list[FramePacket]:
         """The frames held, decided with what is known (the input ends, or jumps)."""
@@ -283,20 +314,25 @@ class TrackStage:
         return self.analyser.detect(image, det_size=rescan.det_size, threshold=threshold)
 
     def _plan(self, image: Frame, faces: list[Face], born: frozenset[int]) -> SwapPlan:
-        chosen = self._selector.select(image, faces)
+        picked = self._selector.pick(image, faces)
+        chosen = [f for f, _ in picked]
         if self._gate is None:  # a swapper with its own limits: every chosen face, in full
             decisions = [GateDecision(1.0, None)] * len(chosen)
         else:
             decisions = self._gate.decide(image.shape, chosen, born=born)
-        swap = [(f, d.weight) for f, d in zip(chosen, decisions, strict=True) if d.weight > 0.0]
+        swap = [(f, d.weight, s) for (f, s), d in zip(picked, decisions, strict=True) if d.weight > 0.0]
         return SwapPlan(
-            tuple(f for f, _ in swap),
-            tuple(w for _, w in swap),
+            tuple(f for f, _, _ in swap),
+            tuple(w for _, w, _ in swap),
             tuple(d.reason for d in decisions if d.weight <= 0.0),
+            tuple(s for _, _, s in swap) if self.people is not None else (),
         )
 
-    def finish(self) -> None:
-        return None
+    def finish(self) -> StageFigures | None:
+        """The cuts found (None without `shots`)."""
+        if self._cuts is None:
+            return None
+        return StageFigures(shots=ShotFigures(tuple(self._cut_indices)))
 
 
 def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | None) -> Face:
@@ -354,15 +390,28 @@ class FaceFrontEnd:
     det_size: int
     segment_frames: int | None = None
     """The render's segment length: the tracking restarts at each segment (`TrackStage`)."""
+    people: Targets | None = None
+    """The face map's people (`RenderJob.face_map`), when it has one."""
 
     @classmethod
     def for_job(
-        cls, job: RenderJob, analyser: FaceAnalyser | None = None, info: MediaInfo | None = None
+        cls,
+        job: RenderJob,
+        analyser: FaceAnalyser | None = None,
+        info: MediaInfo | None = None,
+        recognizer: FaceRecognizer | None = None,
     ) -> FaceFrontEnd:
         """Reads the reference face and the frame rate of `job` (`UserError` when the reference
-        face is missing); `analyser`: the render's own, else the embedded one for `job`."""
+        face is missing); `analyser`: the render's own, else the embedded one for `job`. With a
+        face map, finds its people (`ffdesk.pipeline.people.job_targets`) with `recognizer`
+        (None: the models folder's ArcFace, else the embedded one)."""
+        from ffdesk.pipeline.people import job_targets
+
         analyser = analyser or job_analyser(job)
-        reference = reference_appearance(analyser, job) if job.face_selection == "reference" else None
+        mapped = bool(job.face_map)
+        reference = (
+            reference_appearance(analyser, job) if job.face_selection == "reference" and not mapped else None
+        )
         return cls(
             analyser,
             job.face_selection,
@@ -370,6 +419,7 @@ class FaceFrontEnd:
             clip_fps(job, info),
             DET_SIZE.get(job.mode, 640),
             job.segment_frames or SEGMENT_FRAMES,
+            job_targets(job, analyser, recognizer) if mapped else None,
         )
 
     def stages(
@@ -390,6 +440,7 @@ class FaceFrontEnd:
             swap_settings=swap_settings,
             rescan=Rescan(det_size=self.det_size) if own else None,
             segment_frames=self.segment_frames,
+            people=self.people,
         )
         if detect is None:
             detect = DetectStage(self.analyser, every=FULL_DETECT_EVERY, det_size=self.det_size)

@@ -34,17 +34,20 @@ import numpy.typing as npt
 from ffdesk.errors import UserError
 from ffdesk.faces.align import warp_face
 from ffdesk.faces.model_detectors import ModelDetector
+from ffdesk.faces.people import ArcFaceFaces
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
+from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
 from ffdesk.pipeline.report import (
     Alignment,
     FaceCounts,
     ModelOrder,
     ModelsReport,
+    PersonFaces,
     PixelFigures,
     QualityCheck,
     QualityFlag,
@@ -60,6 +63,7 @@ from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
+from ffdesk.swap.areas import area_masks
 from ffdesk.swap.device_ops import bucket
 from ffdesk.types import Frame, Mask
 from ffdesk.userpath import expand_user
@@ -201,10 +205,12 @@ class ModelRender:
         for mask in job.masks:
             role, _, name = mask.partition("=")
             role, name = role.strip(), name.strip()
-            if role == "box" and not name:
-                continue
+            if role in ("box", "area") and not name:
+                continue  # no model: made from the crop's size and the face's landmarks
             if role not in MASK_MODELS:
-                raise UserError(f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], region[=MODEL]")
+                raise UserError(
+                    f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], area, region[=MODEL]"
+                )
             kind, default = MASK_MODELS[role]
             if role == "occlusion" and name == "many":  # FaceFusion: the minimum of every XSeg
                 for model in OCCLUDERS:
@@ -214,6 +220,8 @@ class ModelRender:
                 name or default, kind, folder, cat
             )
         self.region_classes = self._region_classes()
+        self.mask_types = mk.mask_types(job.masks)
+        """The mask types the swap combines (the box alone when the job names none)."""
         self.swap_spec = _swapper_spec(self.swapper)
         self.converter = self._converter(folder)
         self.landmarker, self.point_mapper, self.landmarker_note = self._landmarkers(folder)
@@ -246,6 +254,8 @@ class ModelRender:
         self.analyser = job_analyser(job)
         self.source_image, self.source_face = self._source_face()
         self.source_vector: npt.NDArray[np.float32] | None = None
+        self.source_vectors: list[npt.NDArray[np.float32]] = []
+        """The source input of each source slot (`SwapPlan.sources`); the first is `source_vector`."""
         self._started = False
         self.precision_reason: str | None = None
         """Why `--precision auto` took the swapper's precision, where it timed the variants."""
@@ -449,9 +459,9 @@ class ModelRender:
     def _source_face(self) -> tuple[Frame, Face]:
         from ffdesk.media.images import read_image
 
-        if not self.job.sources:
-            raise UserError("a model swap needs --source (a photo of the face to put in)")
-        path = self.job.sources[0]
+        groups = source_groups(self.job)
+        check_sources(groups, "a model swap")
+        path = groups[0][0]
         image = read_image(path, max_pixels=self.job.max_pixels)
         return image, source_face(self.analyser, image, path.name, self.job.source_face)
 
@@ -459,7 +469,7 @@ class ModelRender:
         """The device frames and model calls when the job keeps its pixels on a device
         (`RenderJob.pixels`: "device", or "auto" where the models run on a GPU torch can use)."""
         wanted = self.job.pixels
-        if wanted == "host":
+        if wanted == "host" or self.job.face_map:  # a face map's per-person sources: on the host
             return None, None
         where = device.torch_device(self.device)
         if wanted == "auto" and where.type != "cuda":
@@ -530,12 +540,27 @@ class ModelRender:
         return True
 
     def _embed_sources(self) -> None:
+        """The swapper's source input of each source slot (`SwapPlan.sources`): the job's sources,
+        or each face-map entry's own photos."""
+        groups = source_groups(self.job)
+        vectors = [self._source_input(groups[0][1:], None)]
+        vectors += [self._source_input(paths[1:], paths[0]) for paths in groups[1:]]
+        self.source_vectors = vectors
+        self.source_vector = vectors[0]
+
+    def _source_input(self, more: Sequence[Path], lead: Path | None) -> npt.NDArray[np.float32]:
+        """The source input from a slot's photos: the chosen face of its first photo (`lead`;
+        None: the render's own source face) and the largest face of the others (`more`)."""
         from ffdesk.media.images import read_image
 
         spec = self.swap_spec
-        photos: list[tuple[Frame, list[Face]]] = [(self.source_image, [self.source_face])]
+        first: tuple[Frame, list[Face]] = (self.source_image, [self.source_face])
+        if lead is not None:
+            picture = read_image(lead, max_pixels=self.job.max_pixels)
+            first = (picture, [source_face(self.analyser, picture, lead.name, self.job.source_face)])
+        photos: list[tuple[Frame, list[Face]]] = [first]
         if not spec.takes_image:
-            for path in self.job.sources[1:]:
+            for path in more:
                 image = read_image(path, max_pixels=self.job.max_pixels)
                 face = largest(self.analyser.analyse(image))
                 if face is not None:
@@ -548,17 +573,14 @@ class ModelRender:
             # the first photo's face, aligned as the family expects (FaceFusion: the first source)
             image, face = aligned[0]
             crop = warp_face(image, face.kps, spec.source_template, spec.source_size)[0]
-            self.source_vector = sw.source_image_input(crop, spec)
-            return
+            return sw.source_image_input(crop, spec)
         crops = [warp_face(image, face.kps, "arcface_112_v2", 112)[0] for image, face in aligned]
 
         def embed(session: Runner, chunk: Sequence[Frame]) -> list[npt.NDArray[np.float32]]:
             return list(ArcFaceRecognizer(session).embed_crops(np.stack(chunk)))
 
         embeddings = np.stack(self.run("recognizer", embed, crops))
-        self.source_vector = sw.identity_input(
-            embeddings, spec, self.projection, self._convert if spec.converts else None
-        )
+        return sw.identity_input(embeddings, spec, self.projection, self._convert if spec.converts else None)
 
     def _convert(self, embedding: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """The converter model's output for one 1 x 512 embedding (read by position)."""
@@ -673,10 +695,28 @@ class ModelRender:
         ]
 
     # ------------------------------------------------------------------ swapping
-    def swap_crops(self, crops: npt.NDArray[np.uint8], key: str | None = None) -> npt.NDArray[np.uint8]:
-        """Swap a stack of aligned crops to the source identity (batched, OOM-safe)."""
+    def swap_crops(
+        self, crops: npt.NDArray[np.uint8], key: str | None = None, slots: Sequence[int] | None = None
+    ) -> npt.NDArray[np.uint8]:
+        """Swap a stack of aligned crops to the source identity (batched, OOM-safe); `slots`:
+        the source slot of each crop (`SwapPlan.sources`; None: the first), one call per slot."""
+        if slots is not None and any(slots):
+            out: npt.NDArray[np.uint8] | None = None
+            for slot in dict.fromkeys(slots):
+                where = [j for j, s in enumerate(slots) if s == slot]
+                drawn = self._swap_with(self.source_vectors[slot], crops[where], key)
+                if out is None:
+                    out = np.empty((len(crops), *drawn.shape[1:]), drawn.dtype)
+                out[where] = drawn
+            assert out is not None
+            return out
         vector = self.source_vector
         assert vector is not None
+        return self._swap_with(vector, crops, key)
+
+    def _swap_with(
+        self, vector: npt.NDArray[np.float32], crops: npt.NDArray[np.uint8], key: str | None
+    ) -> npt.NDArray[np.uint8]:
         spec, projection, tile = self.swap_spec, self.projection, self.tile
 
         def swap(session: Runner, chunk: Sequence[Frame]) -> list[Frame]:
@@ -854,6 +894,8 @@ class SwapStage:
         self.frames_with_faces = 0
         self.faces_swapped = 0
         self.skipped: Counter[str] = Counter()
+        self.by_slot: Counter[int] = Counter()
+        """Faces drawn with each source slot (`SwapPlan.sources`), for a face map's report."""
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event
@@ -874,10 +916,12 @@ class SwapStage:
             self._process_on_device(batch, spec.template, size)
             return list(batch)
 
+        slots = [p.swap.source_of(k) for p in batch for k in range(len(p.swap.faces))]
+
         def draw(aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
-            swapped = self.ctx.swap_crops(aligned.crops)
-            masks = self._masks(aligned.crops, swapped)
-            self._quality_check(batch, aligned.crops, swapped, list(aligned.owners))
+            swapped = self.ctx.swap_crops(aligned.crops, slots=slots)
+            masks = self._masks(aligned, swapped)
+            self._quality_check(batch, aligned.crops, swapped, list(aligned.owners), slots)
             return swapped, masks
 
         redraw_faces(batch, spec.template, size, draw)
@@ -890,11 +934,18 @@ class SwapStage:
         aligned = frames.align(batch, template, size)
         if aligned is not None:
             swapped = models.swap(aligned.crops)
-            masks = models.box(size, len(aligned))
+            box = models.box(size, len(aligned), ctx.job.mask_padding)
+            parts = [box] if "box" in ctx.mask_types else []
             if ctx.occluders:
-                masks = masks.minimum(models.occlusion(aligned.crops))
+                parts.append(models.occlusion(aligned.crops))
+            if "area" in ctx.mask_types:
+                faces = [face for packet in batch for face in packet.swap.faces]  # `align`'s order
+                parts.append(models.areas(faces, aligned.affines, size))
             if "region" in ctx.masks:
-                masks = masks.minimum(models.regions(swapped))
+                parts.append(models.regions(swapped))
+            masks = parts[0]
+            for part in parts[1:]:
+                masks = masks.minimum(part)
             self._quality_check_on_device(batch, aligned.crops, swapped, list(aligned.owners))
             frames.paste(batch, aligned, swapped, masks)
         if self.last_on_device:
@@ -940,14 +991,23 @@ class SwapStage:
         for p in batch:
             self.frames_with_faces += bool(p.faces)
             self.faces_swapped += len(p.swap.faces)
+            self.by_slot.update(p.swap.source_of(k) for k in range(len(p.swap.faces)))
             self.skipped.update(reason or "unknown" for reason in p.swap.skips)
 
-    def _masks(self, targets: npt.NDArray[np.uint8], swapped: npt.NDArray[np.uint8]) -> list[Mask]:
+    def _masks(self, aligned: AlignedFaces, swapped: npt.NDArray[np.uint8]) -> list[Mask]:
+        """Each face's paste mask: the minimum of the job's mask types, as FaceFusion's swapper
+        combines them (box and occlusion of the target's crop, area and region of the swap's)."""
+        targets = aligned.crops
         size = targets.shape[1]
-        parts: list[npt.NDArray[np.float32]] = [np.broadcast_to(mk.box_mask(size), targets.shape[:3])]
-        ctx = self.ctx
+        ctx, job = self.ctx, self.ctx.job
+        parts: list[npt.NDArray[np.float32]] = []
+        if "box" in ctx.mask_types:
+            box = mk.box_mask(size, job.mask_blur, job.mask_padding)
+            parts.append(np.broadcast_to(box, targets.shape[:3]))
         if ctx.occluders:
             parts.append(ctx.occlusion_masks(targets))
+        if "area" in ctx.mask_types:
+            parts.append(area_masks(aligned.faces, aligned.affines, size, job.mask_areas))
         if "region" in ctx.masks:
             regions = _regions(ctx.masks["region"], ctx.region_classes)
             parts.append(np.stack(ctx.run("region", regions, list(swapped))))
@@ -960,16 +1020,20 @@ class SwapStage:
         stack: npt.NDArray[np.uint8],
         swapped: npt.NDArray[np.uint8],
         owners: list[int],
+        slots: Sequence[int] | None = None,
     ) -> None:
         picked = self._quality_sample(owners)
         if not picked:
             return
-        reference = self.ctx.swap_crops(stack[picked], self.ctx.fp32_swap_key)
+        chosen = [slots[j] for j in picked] if slots is not None else None
+        reference = self.ctx.swap_crops(stack[picked], self.ctx.fp32_swap_key, chosen)
         values = [psnr(swapped[j], ref) for j, ref in zip(picked, reference, strict=True)]
         self._quality_flags(batch, owners, picked, values)
 
     def finish(self) -> StageFigures:
-        faces = FaceCounts.of(self.frames_with_faces, self.faces_swapped, self.skipped)
+        labels = slot_labels(self.ctx.job) if self.ctx.job.face_map else []
+        people = tuple(PersonFaces(who, what, self.by_slot[i]) for i, (who, what) in enumerate(labels))
+        faces = FaceCounts.of(self.frames_with_faces, self.faces_swapped, self.skipped, people or None)
         if not self.reports:
             return StageFigures(faces=faces)
         models = self.ctx.report()
@@ -990,7 +1054,7 @@ class EnhanceStage:
         self.reports = reports
         assert ctx.enhancer is not None
         self.spec = _enhancer_spec(ctx.enhancer)
-        self.mask = mk.box_mask(self.spec.size, blur=0.3)
+        self.mask = mk.box_mask(self.spec.size, ctx.job.mask_blur)  # FaceFusion: no padding here
 
     def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
         self.ctx.prepare(on_event)
@@ -1136,5 +1200,20 @@ def model_stages(
     and `share`: as for `ModelRender`.
     """
     ctx = ModelRender(job, env=env, share=share)
-    front = FaceFrontEnd.for_job(job, ctx.analyser, info)
+    recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if job.face_map else None
+    front = FaceFrontEnd.for_job(job, ctx.analyser, info, recognizer)
     return pack_stages(ctx, front, ctx.planned_order(info))
+
+
+class PackRecognizer:
+    """The pack's recognizer as a plain `Runner`, each call through the render's residency
+    manager (which loads it on first use): how the front end matches faces to a face map's people."""
+
+    def __init__(self, ctx: ModelRender) -> None:
+        self.ctx = ctx
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        def call(session: Runner, chunk: Sequence[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+            return [session.run(feed) for feed in chunk]
+
+        return self.ctx.run("recognizer", call, [inputs])[0]

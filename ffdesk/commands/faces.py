@@ -1,0 +1,105 @@
+"""`ffdesk faces CLIP [--start S --end S] [--json] [--thumbnails DIR]`: the people of a clip.
+
+Lists each person the pass over the clip found (`ffdesk.faces.people.find_people`): their index
+(what `ffdesk render --map INDEX=FACE.jpg` names), the frames they were seen in, their first and
+last time and how many faces of theirs were seen; `--thumbnails DIR` writes each one's best face
+as `person-INDEX.png`. The recognizer is the models folder's ArcFace when it has one (the same
+one a render with that folder uses, so the numbers agree), else the embedded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
+from ffdesk.errors import UserError
+from ffdesk.units import parse_time
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "faces",
+        help="list the people of a clip (for render --map)",
+        description="Find the people of a clip: every face of a pass over it, grouped by identity "
+        "across shots. Their indices are what `ffdesk render --map INDEX=FACE.jpg` takes (with the "
+        "same --start/--end and --models-dir).",
+    )
+    p.add_argument("clip", type=Path, metavar="CLIP", help="the clip (or image) to look at")
+    p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
+    p.add_argument("--end", type=parse_time, default=None, metavar="T")
+    p.add_argument("--json", action="store_true", help="print the people as JSON")
+    p.add_argument("--thumbnails", type=Path, default=None, metavar="DIR", help="write person-N.png here")
+    p.add_argument("--models-dir", type=Path, default=None, help="a model pack (its ArcFace recognizes)")
+    add_max_pixels_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ffdesk.faces.people import ClipRange, find_people, recognizer_for
+
+    clip = Path(args.clip).expanduser()
+    if not clip.is_file():
+        raise UserError(f"{clip}: no such file")
+    if args.start is not None and args.end is not None and args.end <= args.start:
+        raise UserError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
+    recognizer = recognizer_for(args.models_dir)
+    found = find_people(
+        clip, recognizer, span=ClipRange(args.start, args.end), max_pixels=max_pixels_of(args)
+    )
+    thumbs = write_thumbnails(found.people, args.thumbnails) if args.thumbnails is not None else {}
+    rows: list[dict[str, Any]] = [
+        {
+            "index": person.index,
+            "faces": person.faces,
+            "first_s": round(person.first_s, 3),
+            "last_s": round(person.last_s, 3),
+            "frames": list(person.frames),
+            **({"thumbnail": str(thumbs[person.index])} if person.index in thumbs else {}),
+        }
+        for person in found.people
+    ]
+    if args.json:
+        doc = {
+            "clip": str(clip),
+            "recognizer": found.recognizer,
+            "stride": found.stride,
+            "frames_looked": found.frames_looked,
+            "people": rows,
+        }
+        json.dump(doc, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    print(
+        f"{clip.name}: {len(rows)} people in {found.frames_looked} frames looked at "
+        f"(every {found.stride}; recognizer {found.recognizer})"
+    )
+    for row in rows:
+        frames = row["frames"]
+        print(
+            f"  {row['index']}: {row['faces']} faces, {row['first_s']:.2f}-{row['last_s']:.2f} s, "
+            f"frames {frames[0]}-{frames[-1]}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
+        )
+    return 0
+
+
+def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
+    """Each person's thumbnail as `folder/person-INDEX.png`; index -> path."""
+    import cv2
+
+    folder = Path(folder).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--thumbnails {folder}: {exc.strerror or exc}") from None
+    out = {}
+    for person in people:
+        path = folder / f"person-{person.index}.png"
+        if not cv2.imwrite(str(path), cv2.cvtColor(person.thumbnail, cv2.COLOR_RGB2BGR)):
+            raise UserError(f"could not write {path}")
+        out[person.index] = path
+    return out

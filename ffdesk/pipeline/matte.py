@@ -1,0 +1,113 @@
+"""What a render does with its matte (`RenderJob.matte`): where the pasted faces cover each frame.
+
+- "alpha": the matte is the output's alpha channel (ProRes 4444 or RGBA PNG frames; an image
+  output that holds one: PNG, TIFF, WebP).
+- "clip": the matte is a grey clip beside the output, `OUTPUT-matte.EXT` (a folder of grey PNGs
+  for png), with the output's frames and timestamps, in the output's encoder.
+
+Either way it follows the output's segments: each segment's matte is written with it, recorded
+with it in the manifest (`ffdesk.pipeline.resume.Segment.matte`) and joined with it, so a resumed
+render's matte is whole too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ffdesk.errors import UserError
+from ffdesk.media.atomic import atomic_output
+from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
+from ffdesk.media.matte import (
+    Matte,
+    frame_matte,
+    matte_clip_path,
+    with_alpha,
+)
+from ffdesk.media.probe import MediaInfo, VideoInfo
+from ffdesk.media.segments import join_segments
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import MatteFigures
+from ffdesk.pipeline.stage import FramePacket
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.resume import Manifest
+
+
+def packet_matte(packet: FramePacket, size: tuple[int, int]) -> Matte:
+    """The matte of a packet on its way to the encoder (`size`: the frames' width, height): the
+    union of the blend weights of its pastes, all zero for a frame without one."""
+    return frame_matte(packet.regions, size[1], size[0])
+
+
+def matte_segment_encoder(
+    path: Path, settings: EncodeSettings, size: tuple[int, int], video: VideoInfo
+) -> SegmentEncoder:
+    """The encoder of a segment's matte clip at `path`: the output's encoder and settings (no
+    alpha), size, time base, rotation, pixel shape and scan, but no colour tags (a matte is not a
+    picture: its grey levels are the weights, whatever the source's transfer or primaries)."""
+    untagged = replace(video, color_range=None, color_space=None, color_primaries=None, color_trc=None)
+    return SegmentEncoder(
+        path,
+        replace(settings, alpha=False),
+        width=size[0],
+        height=size[1],
+        time_base=video.time_base,
+        fps=video.fps,
+        rotation=video.rotation,
+        color=untagged,
+    )
+
+
+def join_matte_clip(
+    job: RenderJob, info: MediaInfo, end_s: float | None, manifest: Manifest, origin_s: float | None
+) -> Path:
+    """Join the segments' mattes into the matte clip beside the output, atomically, as the output
+    itself is joined (the same frames and timestamps; no audio). Returns where it went."""
+    paths = []
+    for segment in manifest.segments:
+        if segment.matte is None:
+            raise UserError(
+                f"{job.output.name}: segment {segment.number} was rendered without its matte; "
+                "render again with --no-resume"
+            )
+        paths.append(manifest.folder / segment.matte)
+    out = matte_clip_path(job.output)
+    with atomic_output(out) as tmp:
+        join_segments(
+            paths,
+            out_path=tmp,
+            source=job.target,
+            source_info=info,
+            start_s=None,
+            end_s=end_s,
+            encoder=job.encoder,
+            origin_s=origin_s,
+            audio=False,
+        )
+    return out
+
+
+def matte_figures(job: RenderJob) -> MatteFigures | None:
+    """Where `job`'s matte goes, for its report (None: it writes none)."""
+    if job.matte == "alpha":
+        return MatteFigures("alpha", job.output)
+    if job.matte == "clip":
+        return MatteFigures("clip", matte_clip_path(job.output))
+    return None
+
+
+def write_image_with_matte(job: RenderJob, packet: FramePacket) -> None:
+    """Write an image render's output, with its matte as `job` asks: as its alpha channel, or as
+    a grey image beside it (`matte_clip_path`, written first). Each is written atomically."""
+    image = packet.image
+    if job.matte == "none":
+        write_image(job.output, image)
+        return
+    matte = packet_matte(packet, (image.shape[1], image.shape[0]))
+    if job.matte == "alpha":
+        write_image(job.output, with_alpha(image, matte))
+        return
+    write_image(matte_clip_path(job.output), matte)
+    write_image(job.output, image)

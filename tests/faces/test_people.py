@@ -1,0 +1,121 @@
+"""The people of a clip: grouping faces by identity across shots, and `ffdesk faces`."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffdesk.faces.analyser import FaceAnalyser
+from ffdesk.faces.people import AppearanceRecognizer, ClipRange, find_people, group
+from ffdesk.faces.tracking import largest
+from ffdesk.pipeline.job import FaceMapping
+from ffdesk.types import Frame
+from tests.faces import photos
+from tests.faces.two_shot import cut_clip, two_shot
+from tests.real_clips import carphone
+
+
+def test_grouping_cuts_at_the_threshold() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=16), rng.normal(size=16)
+    rows = np.stack(
+        [a + 0.01 * rng.normal(size=16) for _ in range(5)]
+        + [b + 0.01 * rng.normal(size=16) for _ in range(3)]
+    )
+    labels = group(rows, "cosine", 0.3)
+    assert len(set(labels[:5])) == 1 and len(set(labels[5:])) == 1 and labels[0] != labels[5]
+    assert len(set(group(rows, "cosine", 2.0))) == 1  # everything is one person past the largest distance
+    assert list(group(rows[:1], "euclidean", 0.1)) == [0]
+
+
+def test_a_person_back_in_a_later_shot_is_the_same_person(analyser: FaceAnalyser, tmp_path: Path) -> None:
+    clip = cut_clip(tmp_path / "cut.mp4", shot=8)
+    seen: list[tuple[int, int]] = []
+    people = find_people(clip, analyser=analyser, on_progress=lambda n, total: seen.append((n, total)))
+    assert [(p.index, p.faces) for p in people.people] == [(0, 16), (1, 8)]
+    assert people.people[0].frames == tuple(range(8)) + tuple(range(16, 24))
+    assert people.people[1].frames == tuple(range(8, 16))
+    assert people.people[1].first_s == pytest.approx(8 / 25)
+    assert people.people[0].thumbnail.shape == (160, 160, 3)
+    assert seen[-1] == (24, 24) and people.complete
+
+
+def test_one_real_face_moving_in_a_car_is_one_person(analyser: FaceAnalyser) -> None:
+    people = find_people(carphone(), analyser=analyser, max_samples=40)
+    assert len(people.people) == 1
+    assert people.stride == 3 and people.people[0].faces == 40
+
+
+def test_a_range_and_a_cancel(analyser: FaceAnalyser, tmp_path: Path) -> None:
+    clip = cut_clip(tmp_path / "cut.mp4", shot=8)
+    only_second = find_people(clip, analyser=analyser, span=ClipRange(8 / 25, 16 / 25))
+    assert len(only_second.people) == 1 and only_second.people[0].frames == tuple(range(8, 16))
+    stop = threading.Event()
+
+    def halt(n: int, total: int) -> None:
+        if n == 3:
+            stop.set()
+
+    cut_short = find_people(clip, analyser=analyser, on_progress=halt, cancel=stop)
+    assert not cut_short.complete and cut_short.frames_looked == 3
+
+
+def test_the_two_people_of_a_two_shot_match_their_photos(analyser: FaceAnalyser, tmp_path: Path) -> None:
+    people = find_people(two_shot(tmp_path / "two.mp4", frames=10), analyser=analyser)
+    assert len(people.people) == 2
+    recognizer = AppearanceRecognizer()
+    for index, photo in ((0, photos.astronaut()), (1, photos.grace_hopper())):
+        face = largest(analyser.analyse(photo))
+        assert face is not None
+        assert people.match(recognizer.embed(photo, [face])[0]) == index
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from ffdesk.cli import main
+
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_faces_command_lists_people_and_writes_thumbnails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = cut_clip(tmp_path / "cut.mp4", shot=6)
+    rc, out, _ = _cli(["faces", str(clip), "--json", "--thumbnails", str(tmp_path / "th")], capsys)
+    assert rc == 0
+    doc = json.loads(out)
+    assert [(p["index"], p["faces"]) for p in doc["people"]] == [(0, 12), (1, 6)]
+    thumb: Frame = __import__("cv2").imread(doc["people"][1]["thumbnail"])
+    assert thumb.shape == (160, 160, 3)
+    rc, out, _ = _cli(["faces", str(clip), "--start", "0.24", "--end", "0.48"], capsys)
+    assert rc == 0 and "1 people" in out and "0: 6 faces" in out
+
+
+def test_faces_command_refuses_bad_input_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, _, err = _cli(["faces", str(tmp_path / "missing.mp4")], capsys)
+    assert rc == 2 and err.strip().count("\n") == 0 and "no such file" in err
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(b"not a clip")
+    rc, _, err = _cli(["faces", str(junk)], capsys)
+    assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0
+
+
+def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:
+    from ffdesk.errors import UserError
+    from ffdesk.pipeline.people import face_map_of
+
+    ref = tmp_path / "ref.jpg"
+    mapped = face_map_of(["0=a.jpg", f"{ref}=c.jpg", "0=b.jpg"])
+    assert mapped == (
+        FaceMapping(0, (Path("a.jpg"), Path("b.jpg"))),
+        FaceMapping(ref, (Path("c.jpg"),)),
+    )
+    with pytest.raises(UserError, match="PERSON=FACE"):
+        face_map_of(["0"])

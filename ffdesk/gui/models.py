@@ -394,7 +394,15 @@ class SessionModel(QObject):
 
     def face_map(self) -> tuple[FaceMapping, ...]:
         """The people with photos, as a job's face map (empty: no one is mapped)."""
-        return tuple(FaceMapping(i, self.person_photos[i]) for i in sorted(self.person_photos))
+        people = self.people
+        out = []
+        for i in sorted(self.person_photos):
+            if people is not None and i < len(people.people):  # what the pass saw: no pass again
+                centroid = tuple(float(v) for v in people.people[i].centroid)
+                out.append(FaceMapping(i, self.person_photos[i], centroid, people.recognizer))
+            else:
+                out.append(FaceMapping(i, self.person_photos[i]))
+        return tuple(out)
 
     def span_s(self) -> tuple[float | None, float | None]:
         """The seconds a job covers: in to just after out (None: the clip's start / end)."""

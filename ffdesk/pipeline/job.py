@@ -68,6 +68,12 @@ class FaceMapping:
     of them (its largest face)."""
     sources: tuple[Path, ...]
     """Their source photos (the largest face of each; several are averaged)."""
+    centroid: tuple[float, ...] = ()
+    """The person's identity as `recognizer` measured it where they were found (the app hands on
+    what its People pass saw): with it, a render by the same recognizer matches faces to it
+    without a pass over the clip of its own; empty: the render finds the people itself."""
+    recognizer: str = ""
+    """The recognizer `centroid` is a vector of (its `name`)."""
 
 
 @dataclass(frozen=True)

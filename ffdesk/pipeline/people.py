@@ -54,7 +54,9 @@ def job_targets(job: RenderJob, analyser: FaceAnalyser, recognizer: FaceRecogniz
     people: People | None = None
     centroids = []
     for entry in job.face_map:
-        if isinstance(entry.person, int):
+        if isinstance(entry.person, int) and entry.centroid and entry.recognizer == recognizer.name:
+            centroids.append(np.asarray(entry.centroid, np.float32))  # found already, by this recognizer
+        elif isinstance(entry.person, int):
             if people is None:
                 people = job_people(job, analyser, recognizer)
             if not 0 <= entry.person < len(people.people):

@@ -119,3 +119,39 @@ def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:
     )
     with pytest.raises(UserError, match="PERSON=FACE"):
         face_map_of(["0"])
+
+
+def test_a_person_found_already_is_not_looked_for_again(
+    analyser: FaceAnalyser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app hands on the identity its People pass measured: a render (or a preview) by the same
+    recognizer uses it and makes no pass over the clip; by another recognizer, it looks itself."""
+    from ffdesk.pipeline import people as pipeline_people
+    from ffdesk.pipeline.job import RenderJob
+
+    recognizer = AppearanceRecognizer()
+    clip = two_shot(tmp_path / "two.mp4", frames=8)
+    found = find_people(clip, recognizer, analyser=analyser)
+    person = found.people[1]
+    centroid = tuple(float(v) for v in person.centroid)
+    photo = tmp_path / "face.jpg"
+    job = RenderJob(
+        target=clip,
+        output=tmp_path / "out.mp4",
+        face_map=(FaceMapping(1, (photo,), centroid, recognizer.name),),
+    )
+    passes: list[RenderJob] = []
+    real = pipeline_people.job_people
+
+    def counted(job: RenderJob, *args: object) -> object:
+        passes.append(job)
+        return real(job, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline_people, "job_people", counted)
+    targets = pipeline_people.job_targets(job, analyser, recognizer)
+    assert passes == [] and np.allclose(targets.centroids[0], person.centroid)
+    other = RenderJob(
+        target=clip, output=tmp_path / "o.mp4", face_map=(FaceMapping(1, (photo,), centroid, "another"),)
+    )
+    again = pipeline_people.job_targets(other, analyser, recognizer)
+    assert len(passes) == 1 and np.allclose(again.centroids[0], person.centroid)

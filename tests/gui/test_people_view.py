@@ -85,7 +85,9 @@ def test_a_photo_on_person_one_maps_that_person_only(
     view.cards[0].choose.click()
     assert asked == ["Photos to put on person 1"]
     job = window.session.build_job()
-    assert job.face_map == (FaceMapping(0, (GRACE,)),)
+    people = window.session.people
+    seen = (tuple(float(v) for v in people.people[0].centroid), people.recognizer)
+    assert job.face_map == (FaceMapping(0, (GRACE,), *seen),)  # what the pass saw: no pass again
     assert job.sources == ()  # the Sources photo is not put on anyone else
     assert "grace_hopper.jpg" in view.cards[0].photos.text() and view.cards[0].clear.isEnabled()
 
@@ -93,7 +95,7 @@ def test_a_photo_on_person_one_maps_that_person_only(
     second = tmp_path / "grace2.jpg"
     shutil.copy(GRACE, second)
     assert drop(view.cards[0], [second, two_people]).dropAction() == Qt.DropAction.CopyAction
-    assert window.session.build_job().face_map == (FaceMapping(0, (GRACE, second.resolve())),)
+    assert window.session.build_job().face_map == (FaceMapping(0, (GRACE, second.resolve()), *seen),)
     assert "(averaged)" in view.cards[0].photos.text()
 
     window.add_to_queue()

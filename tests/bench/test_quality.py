@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 
@@ -13,23 +12,14 @@ from ffdesk import cli
 from ffdesk.bench.quality import FrameFaces, dlib_judge, flicker
 from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
+from tests.clip_writer import write_h264
 from tests.faces import photos
 
 SOURCE = resource_path("sample", "grace_hopper.jpg")
 
 
 def _write(path: Path, frames: list[Frame], fps: int = 25) -> Path:
-    h, w = frames[0].shape[:2]
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps)
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
-        stream.options = {"crf": "16", "preset": "veryfast"}
-        for f in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return path
+    return write_h264(path, frames, fps=fps, crf=16)
 
 
 def test_flicker_counts_transitions_per_track_and_short_tracks() -> None:

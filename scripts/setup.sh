@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(libegl1 libgl1 libfontconfig1 libfreetype6 libglib2.0-0 libx11-6 libxkbcommon0 libdbus-1-3
   libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-randr0 libxcb-render-util0
-  libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libx11-xcb1 xvfb xauth imagemagick ffmpeg)
+  libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libx11-xcb1 xvfb xauth imagemagick ffmpeg espeak-ng)
 
 missing=()
 if command -v dpkg-query >/dev/null; then

@@ -116,7 +116,41 @@ def register(sub: Any) -> None:
         metavar="PCT",
         help="percent of the enhanced face mixed into the frame, 0-100; default 80",
     )
+    p.add_argument(
+        "--frame-enhancer",
+        default=None,
+        metavar="MODEL",
+        help="upscale every frame after the face processors by a frame enhancer (catalog name such as "
+        "real_esrgan_x4 or an .onnx path); the output is x2/x4/x8 the working size",
+    )
+    p.add_argument(
+        "--frame-enhancer-blend",
+        type=int,
+        default=80,
+        metavar="PCT",
+        help="percent of the frame enhancer's picture mixed with the frame resized, 0-100; default 80",
+    )
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where models run")
+    p.add_argument(
+        "--lip-syncer",
+        default=None,
+        metavar="MODEL",
+        help="mouths follow a voice: wav2lip_96, wav2lip_gan_96 (FaceFusion's) or an .onnx path",
+    )
+    p.add_argument(
+        "--lip-sync-audio",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the voice for --lip-syncer: an audio file or a clip (default: the target's own audio)",
+    )
+    p.add_argument(
+        "--lip-sync-weight",
+        type=float,
+        default=0.5,
+        metavar="W",
+        help="how strongly the voice drives the mouth, 0-1 (FaceFusion's --lip-syncer-weight); default 0.5",
+    )
     p.add_argument(
         "--pixels",
         choices=PIXELS,
@@ -223,6 +257,11 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         swap_scale=args.swap_scale,
         pixels=args.pixels,
         max_pixels=max_pixels_of(args),
+        frame_enhancer=args.frame_enhancer,
+        frame_enhancer_blend=args.frame_enhancer_blend,
+        lip_syncer=args.lip_syncer,
+        lip_sync_audio=args.lip_sync_audio,
+        lip_sync_weight=args.lip_sync_weight,
     ).resolved()
     check_input_pixels(job)
     return job
@@ -382,7 +421,9 @@ def run(args: argparse.Namespace) -> int:
     if job.report is not None:
         write_report(job.report, report)
     shots = f", {report.shots.shots} shots" if report.shots is not None and report.shots.cuts else ""
-    print(f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s{shots})")
+    up = report.upscale
+    size = f", {up.width}x{up.height} (x{up.scale} by {up.model})" if up is not None and up.width else ""
+    print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
     return 0

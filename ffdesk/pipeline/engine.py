@@ -87,6 +87,7 @@ from ffdesk.pipeline.stage import (
     Stage,
     edits_regions_only,
 )
+from ffdesk.pipeline.stages.frame_enhancer import output_scale, upscale_figures
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
 
@@ -180,7 +181,7 @@ def run_render(
                 _stage_figures(stages)  # release models and threads; the first error is what counts
             _drop_unstarted(manifest)
             raise
-        report = report.with_figures(_stage_figures(stages))
+        report = replace(report.with_figures(_stage_figures(stages)), upscale=upscale_figures(stages))
     report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
     emit(ev.Done(report))
     return report
@@ -348,6 +349,13 @@ def _working_size(job: RenderJob, video: VideoInfo) -> tuple[int, int] | None:
     return None if size == source else size
 
 
+def _output_size(size: tuple[int, int], stages: Sequence[Stage]) -> tuple[int, int]:
+    """The (width, height) the encoder writes: the working `size` times what the stages scale
+    the frames by (a frame enhancer's x2/x4/x8)."""
+    scale = output_scale(stages)
+    return size[0] * scale, size[1] * scale
+
+
 def _render_video(
     job: RenderJob,
     info: MediaInfo,
@@ -364,7 +372,7 @@ def _render_video(
     resumed_segments = len(manifest.segments)
     resumed_frames = manifest.frames_done
     size = _working_size(job, video)
-    out_w, out_h = size or (video.display_width, video.display_height)
+    out_w, out_h = _output_size(size or (video.display_width, video.display_height), stages)
     emit(ev.Started(span.total_frames, resumed_frames, out_w, out_h, video.fps))
 
     decode_stats = StageStats("decode")
@@ -1069,7 +1077,6 @@ def render_segment(
     span = _render_range(job, info.video, job.target.name)
     span = _Range(span.start_s, segment.end_s, span.total_frames)
     size = _working_size(job, info.video)
-    out_w, out_h = size or (info.video.display_width, info.video.display_height)
     video, deinterlace = _as_encoded(job, info.video, size)
     sink = _OneSegment(out_path, segment)  # on the job's segment grid: it ends at the range's end
     halt = Halt(cancel)
@@ -1078,6 +1085,7 @@ def render_segment(
         stages = stages_for(job, info)
     else:
         stages = build_stages(job, info, env=env, share=share)
+    out_w, out_h = _output_size(size or (info.video.display_width, info.video.display_height), stages)
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
@@ -1108,6 +1116,7 @@ def render_segment(
             decoder=flow.decoder,
         ),
     ).with_figures(_stage_figures(stages))
+    report = replace(report, upscale=upscale_figures(stages))
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
 
 

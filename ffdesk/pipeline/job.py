@@ -142,6 +142,22 @@ class RenderJob:
     face_map: tuple[FaceMapping, ...] = ()
     """Who goes where (`--map`): each mapped person is swapped with their own sources, the other
     faces are left untouched; empty: `face_selection` picks the faces and `sources` go in."""
+    frame_enhancer: str | None = None
+    """The whole-frame upscaler run after the face processors (`--frame-enhancer`, a catalog
+    name such as real_esrgan_x4 or an .onnx path): the output is its scale times the working size;
+    None: none."""
+    frame_enhancer_blend: int = 80
+    """Percent of the upscaler's picture mixed with the frame resized to its size
+    (`--frame-enhancer-blend`); FaceFusion's default."""
+    lip_syncer: str | None = None
+    """FaceFusion's lip syncer (`--lip-syncer`: wav2lip_96, wav2lip_gan_96, or an .onnx path):
+    the chosen faces' mouths follow `lip_sync_audio`; None: no lip sync."""
+    lip_sync_audio: Path | None = None
+    """The voice the mouths follow (`--lip-sync-audio`: an audio file or a clip's audio track),
+    from the first rendered frame; None: the target's own audio from the range's start."""
+    lip_sync_weight: float = 0.5
+    """FaceFusion's --lip-syncer-weight, 0-1 (`--lip-sync-weight`): scales the voice the model
+    hears (x weight x 2; 0.5 feeds it as it is)."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -168,6 +184,7 @@ class RenderJob:
                 for m in self.face_map
             ),
             telemetry_log=ab(self.telemetry_log),
+            lip_sync_audio=ab(self.lip_sync_audio),
         )
 
     def output_fingerprint(self) -> str:
@@ -188,6 +205,14 @@ class RenderJob:
             del d["matte"]  # likewise
         if not d["face_map"]:
             del d["face_map"]  # likewise
+        if d["lip_syncer"] is None:
+            for name in ("lip_syncer", "lip_sync_audio", "lip_sync_weight"):
+                del d[name]  # likewise
+        elif self.lip_sync_audio is not None and self.lip_sync_audio.exists():
+            st_voice = self.lip_sync_audio.stat()
+            d["lip_sync_audio_stat"] = [st_voice.st_size, st_voice.st_mtime_ns]
+        if d["frame_enhancer"] is None:
+            del d["frame_enhancer"], d["frame_enhancer_blend"]  # likewise
         for name, default in (("mask_blur", 0.3), ("mask_padding", (0, 0, 0, 0)), ("mask_areas", ())):
             if d[name] == default:
                 del d[name]  # as are these
@@ -233,6 +258,11 @@ def check_job(job: RenderJob) -> None:
         except ValueError as exc:
             raise UserError(f"--mask-regions: {exc}") from None
     _check_masks(job)
+    lip = job.lip_sync_weight
+    if not isinstance(lip, int | float) or isinstance(lip, bool) or not 0.0 <= lip <= 1.0:
+        raise UserError(f"lip sync weight (--lip-sync-weight) must be between 0 and 1, not {lip!r}")
+    if job.lip_sync_audio is not None and job.lip_syncer is None:
+        raise UserError("--lip-sync-audio needs a lip syncer (--lip-syncer wav2lip_gan_96)")
     if job.provider not in PROVIDERS:
         raise UserError(f"unknown provider {job.provider!r} (choose from {', '.join(PROVIDERS)})")
     if job.swap_scale not in SWAP_SCALES or type(job.swap_scale) is not int:
@@ -243,6 +273,11 @@ def check_job(job: RenderJob) -> None:
         raise UserError(f"unknown video preset {job.video_preset!r} (choose from {', '.join(VIDEO_PRESETS)})")
     if job.max_pixels is not None and (type(job.max_pixels) is not int or job.max_pixels < 1):
         raise UserError(f"max pixels must be a whole number of pixels, 1 or more, not {job.max_pixels!r}")
+    fe_blend = job.frame_enhancer_blend
+    if type(fe_blend) is not int or not 0 <= fe_blend <= 100:
+        raise UserError(
+            f"frame enhancer blend (--frame-enhancer-blend) must be between 0 and 100, not {fe_blend!r}"
+        )
     if job.matte not in MATTES:
         raise UserError(f"unknown matte (--matte) {job.matte!r}; choose from {', '.join(MATTES)}")
     if job.matte != "none":

@@ -16,6 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cv2
+import numpy as np
+
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import atomic_output
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
@@ -37,8 +40,13 @@ if TYPE_CHECKING:
 
 def packet_matte(packet: FramePacket, size: tuple[int, int]) -> Matte:
     """The matte of a packet on its way to the encoder (`size`: the frames' width, height): the
-    union of the blend weights of its pastes, all zero for a frame without one."""
-    return frame_matte(packet.regions, size[1], size[0])
+    union of the blend weights of its pastes, all zero for a frame without one; enlarged with the
+    frame when a frame enhancer upscaled it after the pastes (`FramePacket.region_scale`)."""
+    scale = max(1, packet.region_scale)
+    if scale == 1:
+        return frame_matte(packet.regions, size[1], size[0])
+    small = frame_matte(packet.regions, size[1] // scale, size[0] // scale)
+    return np.asarray(cv2.resize(small, size, interpolation=cv2.INTER_LINEAR), np.uint8)
 
 
 def matte_segment_encoder(

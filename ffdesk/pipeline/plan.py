@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
@@ -25,8 +26,38 @@ def build_stages(
     A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
     A swapper model named: the model-based stages. Otherwise: the embedded classical swap (which
-    has no swap scale: `UserError` for one).
+    has no swap scale: `UserError` for one). A frame enhancer named (`job.frame_enhancer`): its
+    stage last, after the face stages (or alone), as FaceFusion runs it; off in preview mode, as
+    the face enhancer is (a draft at the source's size).
     """
+    stages = _face_stages(job, info, env=env, share=share)
+    if job.lip_syncer:
+        from ffdesk.pipeline.stages.lipsync import with_lip_sync
+
+        try:
+            stages = with_lip_sync(stages, job, info, env=env, share=share)
+        except BaseException:
+            for stage in stages:  # let go of what the face stages hold (their models' manager)
+                with contextlib.suppress(Exception):
+                    stage.finish()
+            raise
+    if job.frame_enhancer and job.mode != "preview":  # a preview-mode render is a fast draft
+        from ffdesk.pipeline.stages.frame_enhancer import frame_enhancer_stage
+
+        try:
+            stages.append(frame_enhancer_stage(job, stages, env=env, share=share))
+        except BaseException:
+            for stage in stages:  # let go of what the face stages hold (their models' manager)
+                with contextlib.suppress(Exception):
+                    stage.finish()
+            raise
+    return stages
+
+
+def _face_stages(
+    job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
+) -> list[Stage]:
+    """`build_stages` without the frame enhancer."""
     if job.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
         from ffdesk.runtime.files import resolve_models_dir

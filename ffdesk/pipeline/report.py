@@ -439,6 +439,19 @@ class MatteFigures(_InJson):
     path: Path
 
 
+@dataclass(frozen=True)
+class UpscaleFigures(_InJson):
+    """What the frame enhancer did (`RenderJob.frame_enhancer`): its model, scale and blend, the
+    size of the frames it wrote (the output's) and how many tiles a frame took."""
+
+    model: str
+    scale: int
+    blend: int
+    width: int
+    height: int
+    tiles_per_frame: int = 0
+
+
 # ---- farm --------------------------------------------------------------------------------------
 
 
@@ -507,6 +520,8 @@ class RenderReport(_InJson):
     """Where the matte went, for a render asked for one."""
     shots: ShotFigures | None = None
     """The shots the tracking found (None: the render tracked no faces)."""
+    upscale: UpscaleFigures | None = None
+    """The frame enhancer's figures, the output's size among them (None: no frame enhancer)."""
 
     def timing(self, name: str) -> StageTiming:
         """The timing of the stage called `name`; `KeyError` when the render had none."""
@@ -558,6 +573,7 @@ class RenderReport(_InJson):
             farm=self.farm or other.farm,
             matte=self.matte or other.matte,
             shots=_plus(self.shots, other.shots),
+            upscale=self.upscale or other.upscale,
         )
 
     @classmethod
@@ -591,7 +607,7 @@ SHAPES: dict[type, Shape] = {
     RenderReport: Shape(
         flat={"video": "encoder", "faces": "faces_swapped", "models": "models", "shots": "shots"},
         keyed={"stages": "name"},
-        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte"),
+        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale"),
     ),
     ModelsReport: Shape(
         keys={"order": "model_order", "precision_reason": "swapper_precision_reason"},

@@ -83,6 +83,9 @@ class FramePacket:
     no stage ever sees the packet)."""
     regions: list[ChangedRegion] = field(default_factory=list)
     """What region-editing stages changed in `image` (`mark_changed`)."""
+    region_scale: int = 1
+    """How many times `image` was enlarged since `regions` were marked (a frame enhancer's
+    upscale): the regions are in the pixels of the frame before it."""
     detections: list[Face] | None = None
     """Faces a detection stage found in the whole frame; None on frames it did not look at."""
     faces: list[Face] = field(default_factory=list)

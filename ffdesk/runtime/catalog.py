@@ -20,7 +20,16 @@ from ffdesk.errors import UserError
 from ffdesk.runtime.resources import resource_path
 
 ModelKind = Literal[
-    "swapper", "recognizer", "detector", "landmarker", "enhancer", "occluder", "parser", "converter"
+    "swapper",
+    "recognizer",
+    "detector",
+    "landmarker",
+    "enhancer",
+    "occluder",
+    "parser",
+    "converter",
+    "lip_syncer",
+    "frame_enhancer",
 ]
 Template = Literal["arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "none"]
 Identity = Literal["projected", "unit", "converted", "image"]
@@ -37,6 +46,8 @@ KINDS: tuple[str, ...] = (
     "occluder",
     "parser",
     "converter",
+    "lip_syncer",
+    "frame_enhancer",
 )
 TEMPLATES: tuple[str, ...] = (
     "arcface_112_v1",

@@ -455,6 +455,65 @@ def _parser(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
     return [g.up(g.conv(x, w.deep, 19, k=1), 8)]
 
 
+def _mouth_ellipse(size: int) -> npt.NDArray[np.float32]:
+    """A soft ellipse where the mouth sits in a lip syncer's crop (the box of the 68 points)."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / np.float32(size)
+    d = ((xx - 0.5) / 0.22) ** 2 + ((yy - 0.76) / 0.09) ** 2
+    mouth: npt.NDArray[np.float32] = np.clip(1.5 - d, 0.0, 1.0).astype(np.float32)
+    return mouth.reshape(1, 1, size, size)
+
+
+def _lip_syncer(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    """A wav2lip-shaped stand-in: the unmasked half of 'target' (channels 3-5) given back, its
+    mouth darkened by as much as the voice window is loud (the mean of 'source', about -4 for
+    silence and above 0 for speech), so tests can tell speech from silence; a faint conv branch
+    over all six channels keeps it a network of the target (the cost knob when realistic)."""
+    size = int(spec.input("target").shape[2])
+    starts, ends, axes = (g.const(np.array([v], np.int64), n) for v, n in ((3, "s"), (6, "e"), (1, "ax")))
+    face = g.op("Slice", ["target", starts, ends, axes])
+    loud = g.op("ReduceMean", ["source"], keepdims=1)  # [1, 1, 1, 1]
+    two = g.const(np.array([2.0], np.float32))
+    gain = g.op("Sigmoid", [g.op("Mul", [g.op("Add", [loud, two]), two])])
+    shade = g.op("Mul", [gain, g.const(_mouth_ellipse(size), "mouth")])  # [1, 1, S, S]
+    dark = g.op("Mul", [face, g.op("Sub", [g.const(np.ones(1, np.float32)), shade])])
+    x = g.cbr("target", 6, w.base, s=2)
+    x = g.cbr(x, w.base, w.deep, s=2)
+    for _ in range(w.blocks + w.extra):
+        x = g.res_block(x, w.deep)
+    detail = g.op("Tanh", [g.conv(g.up(x, 4), w.deep, 3, k=1, gain=0.5)])
+    out = g.op("Add", [dark, g.op("Mul", [detail, g.const(np.array([0.01], np.float32))])])
+    return [g.op("Clip", [out, g.const(np.zeros((), np.float32)), g.const(np.ones((), np.float32))])]
+
+
+def _tile_contract(spec: ModelSpec) -> ModelSpec:
+    """A frame enhancer's contract with the sides it is fed fixed: `tile_size` in, that times
+    its scale out (the batch axis as the catalog has it)."""
+    from dataclasses import replace
+
+    side, scale = int(spec.option("tile_size")), int(spec.option("scale"))
+    x, y = spec.inputs[0], spec.outputs[0]
+    fixed_in = replace(x, shape=(x.shape[0], 3, side, side))
+    fixed_out = replace(y, shape=(y.shape[0], 3, side * scale, side * scale))
+    return replace(spec, inputs=(fixed_in, *spec.inputs[1:]), outputs=(fixed_out, *spec.outputs[1:]))
+
+
+def _frame_upscaler(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+    """A frame enhancer stand-in that really upscales: the tile resized by the model's scale
+    (bilinear, half-pixel centres, as OpenCV's INTER_LINEAR), plus a faint conv branch (residual
+    blocks at the tile's resolution; 64 channels and 16 blocks when realistic) so it is a network
+    with a cost; the output stays within about 1/255 of the plain resize."""
+    scale = int(spec.option("scale"))
+    scales = g.const(np.array([1, 1, scale, scale], np.float32), "scales")
+    plain = g.op("Resize", ["input", "", scales], mode="linear", coordinate_transformation_mode="half_pixel")
+    x = g.cbr("input", 3, w.deep if realistic else w.base)
+    c = w.deep if realistic else w.base
+    for _ in range(w.blocks + w.extra):
+        x = g.res_block(x, c)
+    detail = g.op("Tanh", [g.up(g.conv(x, c, 3, k=1, gain=0.5), scale)])
+    out = g.op("Add", [plain, g.op("Mul", [detail, g.const(np.array([0.001], np.float32))])])
+    return [g.op("Clip", [out, g.const(np.zeros((), np.float32)), g.const(np.ones((), np.float32))])]
+
+
 REALISTIC_WIDTH = {
     "swapper": Width(base=64, deep=1024, blocks=6),
     "recognizer": Width(base=64, deep=512, blocks=0),
@@ -464,6 +523,8 @@ REALISTIC_WIDTH = {
     "occluder": Width(base=32, deep=128, blocks=2),
     "parser": Width(base=64, deep=256, blocks=2),
     "converter": Width(base=64, deep=1024, blocks=0),
+    "lip_syncer": Width(base=64, deep=512, blocks=6),
+    "frame_enhancer": Width(base=64, deep=64, blocks=16),
 }
 
 
@@ -502,6 +563,11 @@ def build_standin(
         outputs = _image_to_image(spec, width, g, realistic)
     elif spec.kind == "occluder":
         outputs = _occluder(spec, width, g, realistic)
+    elif spec.kind == "lip_syncer":
+        outputs = _lip_syncer(spec, width, g, realistic)
+    elif spec.kind == "frame_enhancer":
+        spec = _tile_contract(spec)
+        outputs = _frame_upscaler(spec, width, g, realistic)
     else:
         outputs = _parser(spec, width, g, realistic)
     return _finish(

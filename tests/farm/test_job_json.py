@@ -66,6 +66,8 @@ IN_RANGE: dict[str, Any] = {
     "mask_padding": (5, 10, 15, 20),
     "mask_areas": ("mouth", "upper-face"),
     "matte": "clip",  # alpha needs prores or png
+    "lip_sync_weight": 0.75,
+    "frame_enhancer_blend": 35,
     "face_map": (
         FaceMapping(3, (Path("/farm/shared/a é.jpg"),)),
         FaceMapping(Path("/farm/shared/who.jpg"), (Path("/farm/b.jpg"), Path("/farm/c.jpg"))),

@@ -82,6 +82,8 @@ def test_contracts_match_the_published_files(catalog: Catalog) -> None:
         "occluder",
         "parser",
         "converter",
+        "lip_syncer",
+        "frame_enhancer",
     }
 
 

@@ -117,6 +117,7 @@ class ModelChoice:
 _UNKNOWN = {
     "swapper": "how the source identity enters it, its crop template or how its pixels are scaled",
     "enhancer": "its crop template, its size or how its pixels are scaled",
+    "frame_enhancer": "its scale, its tiling or how its pixels are scaled",
 }
 """What cannot be read off a file of these kinds; other kinds given by path run as their family."""
 

@@ -1,0 +1,111 @@
+"""`ffdesk bench live`: the live tier on a camera at 30 frames/s.
+
+The bench's synthesized clip with a face (`ffdesk.bench.preview.make_clip`, 10 s, looped) is
+played as a 30 frames/s camera (`file:` camera: each frame captured when its time comes, dropped
+when the swap falls behind) through the embedded swap with the bundled source photo, at batch 1.
+Prints frames/s out, latency capture -> output p50/p95/p99, frames dropped and the time per frame
+of each stage and of the outputs. The first second (model warm-up) is left out of the rates.
+With `--stream` the frames also go out as MPEG-TS over UDP to a port of 127.0.0.1, with
+`--record` into an MP4 in a temporary folder.
+
+Goal on a 2-core machine: >= 25 frames/s out, p95 <= 60 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from ffdesk.bench.common import add_json_option, finish
+from ffdesk.commands.runtime_env import runtime_env
+
+CAMERA_FPS = 30.0
+CLIP_SECONDS = 10.0
+SETTLE_S = 1.0
+GOAL_FPS = 25.0
+GOAL_P95_MS = 60.0
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "live", help="live tier: frames/s out and latency from a camera"
+    )
+    p.add_argument("--seconds", type=float, default=20.0, help="how long to run (default 20)")
+    p.add_argument("--height", type=int, default=720, choices=(360, 720, 1080))
+    p.add_argument("--stream", action="store_true", help="also stream MPEG-TS over UDP to 127.0.0.1")
+    p.add_argument("--record", action="store_true", help="also record an MP4 (in a temporary folder)")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure(height: int, seconds: float, *, stream: bool, record: bool, env: Any) -> dict[str, Any]:
+    from ffdesk.bench.preview import make_clip, source_photo
+    from ffdesk.media.capture import FileCamera
+    from ffdesk.media.stream import Recording, UdpStream
+    from ffdesk.pipeline.live import FrameWriter, LiveSession, Output, live_job, live_stages, writing_to
+
+    clip = make_clip(height, CLIP_SECONDS, env)
+    camera = FileCamera(clip, fps=CAMERA_FPS, loop=True)
+    job = live_job([source_photo()])
+    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="ffdesk-bench-live-") as tmp:
+        camera.open()
+        stack.callback(camera.close)
+        stages = live_stages(job, fps=camera.fps, env=env)
+        width, h = camera.size
+        writers: list[FrameWriter] = []
+        if stream:
+            udp = UdpStream(f"udp://127.0.0.1:{_free_udp_port()}", width=width, height=h, fps=camera.fps)
+            stack.callback(udp.close)
+            writers.append(udp)
+        if record:
+            rec = Recording(Path(tmp) / "live.mp4", width=width, height=h, fps=camera.fps)
+            stack.callback(rec.close)
+            writers.append(rec)
+        outputs: list[Output] = [writing_to(*writers)] if writers else []
+        session = LiveSession(camera, stages, outputs, seconds=seconds, settle_s=SETTLE_S)
+        figures = session.run()
+        stack.close()
+    return figures.to_json_dict()
+
+
+def run(args: argparse.Namespace) -> int:
+    env = runtime_env(args)
+    outs = [name for name, on in (("stream", args.stream), ("record", args.record)) if on]
+    print(
+        f"playing a {args.height}p clip with a face as a {CAMERA_FPS:g} frames/s camera for "
+        f"{args.seconds:g} s (outputs: {', '.join(outs) or 'none'}) ...",
+        flush=True,
+    )
+    figures = measure(args.height, args.seconds, stream=args.stream, record=args.record, env=env)
+    if figures["error"]:
+        print(f"ended early: {figures['error']}")
+    p95 = figures["latency_ms_p95"]
+    print(
+        f"live ({figures['size']}, camera {figures['camera_fps']:g} frames/s): "
+        f"{figures['fps_out']} frames/s out (goal >= {GOAL_FPS:g}); latency capture->output "
+        f"p50 {figures['latency_ms_p50']} ms, p95 {p95} ms (goal <= {GOAL_P95_MS:g}), "
+        f"p99 {figures['latency_ms_p99']} ms, max {figures['latency_ms_max']} ms; "
+        f"{figures['frames_dropped']} of {figures['frames_captured']} frames dropped; "
+        f"a face swapped in {figures['frames_with_swap']} of {figures['frames_out']}"
+    )
+    stage_line = ", ".join(
+        f"{name} {ms} ms ({figures['stage_cpu_ms'][name]} CPU)" for name, ms in figures["stage_ms"].items()
+    )
+    print(f"time per frame: {stage_line}; outputs {figures['output_ms']} ms")
+    load = round(os.getloadavg()[0], 2)
+    figures["load_average_1min"] = load
+    print(f"machine load average (1 min) at the end: {load} on {os.cpu_count()} cores")
+    settings = {"height": args.height, "seconds": args.seconds, "stream": args.stream, "record": args.record}
+    finish("live", settings, figures, args.json, env)
+    return 0

@@ -1,0 +1,182 @@
+"""`ffdesk live`: a camera in, the swapped face out at camera rate (virtual camera, stream,
+recording), until Ctrl-C or `--seconds`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
+from ffdesk.pipeline.job import PROVIDERS
+
+if TYPE_CHECKING:
+    from ffdesk.media.capture import Camera
+    from ffdesk.pipeline.live import LiveFigures, Output
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "live", help="swap faces in a camera's picture as it comes (virtual camera, stream, recording)"
+    )
+    p.add_argument("--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
+    p.add_argument(
+        "--camera",
+        default="0",
+        metavar="N|file:CLIP",
+        help="a capture device (index or /dev/videoN; default 0) or file:CLIP, a clip played as a "
+        "camera in real time",
+    )
+    p.add_argument(
+        "--size",
+        default=None,
+        metavar="WxH",
+        help="picture size (default: 1280x720 for a device, a clip's own)",
+    )
+    p.add_argument(
+        "--fps", type=float, default=None, help="frame rate (default: 30 for a device, a clip's own)"
+    )
+    p.add_argument("--loop", action="store_true", help="with file:CLIP, start the clip again at its end")
+    p.add_argument("--virtual-camera", action="store_true", help="send the picture to a virtual camera")
+    p.add_argument("--stream", default=None, metavar="udp://HOST:PORT", help="send MPEG-TS (H.264) over UDP")
+    p.add_argument(
+        "--record", type=Path, default=None, metavar="OUT.mp4", help="record the picture (no audio)"
+    )
+    p.add_argument("--seconds", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--face-selection", choices=("largest", "all"), default="largest")
+    p.add_argument("--models-dir", type=Path, default=None)
+    p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
+    p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
+    p.add_argument("--list-cameras", action="store_true", help="list the capture devices and stop")
+    p.set_defaults(func=run)
+
+
+def _status(line: str) -> None:
+    print(f"ffdesk: {line}", file=sys.stderr, flush=True)
+
+
+def cameras_listing() -> list[str]:
+    """One line per capture device, or one line saying there is none."""
+    from ffdesk.media.capture import list_cameras
+
+    found = list_cameras()
+    if not found:
+        return ["no camera found (no /dev/video* device)"]
+    lines = []
+    for c in found:
+        what = f"{c.size[0]}x{c.size[1]}" if c.size else "cannot be opened"
+        rate = f" at {c.fps:g} frames/s" if c.fps else ""
+        name = f" {c.name}" if c.name else ""
+        lines.append(f"{c.index}: {c.path}{name} ({what}{rate})")
+    return lines
+
+
+def summary(f: LiveFigures) -> str:
+    """The session's figures in one line."""
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
+    return (
+        f"{f.frames_out} frames out in {f.seconds:.1f} s ({f.fps_out:.1f} frames/s from "
+        f"{f.camera}, {f.size[0]}x{f.size[1]} at {f.camera_fps:g}); latency capture->output "
+        f"p50 {ms(f.latency_ms_p50)} ms, p95 {ms(f.latency_ms_p95)} ms, p99 {ms(f.latency_ms_p99)} ms; "
+        f"{f.frames_dropped} of {f.frames_captured} frames dropped; a face swapped in "
+        f"{f.frames_with_swap}"
+    )
+
+
+def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> list[Output]:
+    """The outputs the arguments ask for, sized as the camera gives its frames, as one output
+    (the stream and the virtual camera first, the recording last); each is closed by `stack` (a
+    recording is then moved into place with what it holds). Empty when none is asked for."""
+    from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
+    from ffdesk.pipeline.live import FrameWriter, writing_to
+
+    width, height = camera.size
+    writers: list[FrameWriter] = []
+    if args.stream is not None:
+        stream = UdpStream(args.stream, width=width, height=height, fps=camera.fps)
+        stack.callback(stream.close)
+        writers.append(stream)
+    if args.virtual_camera:
+        cam = VirtualCamera(width=width, height=height, fps=camera.fps)
+        stack.callback(cam.close)
+        writers.append(cam)
+    if args.record is not None:
+        rec = Recording(args.record, width=width, height=height, fps=camera.fps)
+        stack.callback(rec.close)
+        writers.append(rec)
+    return [writing_to(*writers)] if writers else []
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_cameras:
+        for line in cameras_listing():
+            print(line)
+        return 0
+    from ffdesk.commands.interrupt import ctrl_c_cancels
+    from ffdesk.media.capture import open_camera, parse_size
+    from ffdesk.media.stream import parse_udp_url
+    from ffdesk.pipeline.live import LiveSession, live_job, live_stages
+
+    if not args.source:
+        raise UserError("ffdesk live: give a source face photo (--source FACE), or --list-cameras")
+    try:
+        size = parse_size(args.size) if args.size else None
+    except ValueError as exc:
+        raise UserError(f"--size: {exc}") from None
+    if args.fps is not None and not 1 <= args.fps <= 240:
+        raise UserError(f"--fps must be between 1 and 240, not {args.fps:g}")
+    if args.seconds is not None and args.seconds <= 0:
+        raise UserError("--seconds must be more than 0")
+    if args.stream is not None:
+        parse_udp_url(args.stream)
+    if args.virtual_camera:
+        _check_virtual_camera()
+    camera = open_camera(args.camera, size=size, fps=args.fps, loop=args.loop, on_status=_status)
+    job = live_job(
+        args.source,
+        models_dir=args.models_dir,
+        swapper=args.swapper,
+        face_selection=args.face_selection,
+        source_face=args.source_face,
+        provider=args.provider,
+    )
+    env = runtime_env(args)
+    stop = threading.Event()
+    with ExitStack() as stack:
+        camera.open()
+        stack.callback(camera.close)
+        stages = live_stages(job, fps=camera.fps, env=env)
+        outputs = open_outputs(args, camera, stack)
+        if not outputs:
+            _status(
+                "no output asked for (--virtual-camera, --stream, --record): frames are swapped and counted"
+            )
+        w, h = camera.size
+        _status(f"live from {camera.name} ({w}x{h} at {camera.fps:g} frames/s); Ctrl-C stops")
+        session = LiveSession(camera, stages, outputs, seconds=args.seconds, on_status=_status)
+        with ctrl_c_cancels(stop):
+            figures = session.run(stop)
+    print(summary(figures))
+    if args.record is not None and figures.frames_out:
+        print(f"recorded {args.record}")
+    if figures.error:
+        raise UserError(figures.error)
+    return 0
+
+
+def _check_virtual_camera() -> None:
+    """One line before anything starts when pyvirtualcam is missing."""
+    import importlib.util
+
+    from ffdesk.media.stream import VIRTUALCAM_HINT
+
+    if importlib.util.find_spec("pyvirtualcam") is None:
+        raise UserError(f"--virtual-camera needs pyvirtualcam: {VIRTUALCAM_HINT}")

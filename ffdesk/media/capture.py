@@ -1,0 +1,410 @@
+"""Cameras for the live tier: frames as they are captured, and only the newest kept.
+
+- `FileCamera`: a clip played as a camera in real time, at its own frame rate or a given one;
+  each frame is "captured" when its time comes (`time.monotonic()`), and frames whose time has
+  passed before they could be read are skipped (counted in `missed`), as a sensor moves on.
+- `DeviceCamera`: a capture device through OpenCV (V4L2 on Linux). A device that is missing is
+  one line (`CameraError`); one that stops delivering is reopened `REOPEN_TRIES` times, then one
+  line.
+- `FrameGrabber`: the capture thread. It reads the camera as fast as the camera delivers and
+  keeps only the newest frame: one the consumer has not taken when the next arrives is dropped
+  and counted. Nothing queues, so a slow consumer sees fresh frames, never old ones.
+
+`open_camera("0" | "/dev/video2" | "file:CLIP")` makes either camera from the command line's
+spelling; `list_cameras()` lists the V4L2 devices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ffdesk.errors import MediaError
+from ffdesk.types import Frame
+
+REOPEN_TRIES = 3
+"""How often a camera that stopped delivering is reopened before the session gives up."""
+REOPEN_PAUSE_S = 0.5
+"""The pause before each reopening."""
+FILE_PREFIX = "file:"
+
+
+class CameraError(MediaError):
+    """A camera that cannot be opened or stopped delivering frames (one line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedFrame:
+    """One picture as the camera gave it."""
+
+    number: int
+    """The camera's count of frames, from 0 (skipped and dropped frames count too)."""
+    image: Frame
+    """H x W x 3 RGB uint8."""
+    captured: float
+    """`time.monotonic()` when the frame was captured (a file camera: when its time came)."""
+
+
+class Camera(Protocol):
+    """A source of frames at a steady rate; `read` blocks until the next one."""
+
+    name: str
+    """How the camera is called in messages ("camera 0", "file:clip.mp4")."""
+    fps: float
+    size: tuple[int, int]
+    """(width, height) of its frames."""
+    missed: int
+    """Frames the camera skipped because nobody read them in time (a file camera's)."""
+
+    def open(self) -> None:
+        """Open the camera (`CameraError`, one line, when it cannot be); sets `size` and `fps`.
+        Opening an open camera does nothing."""
+
+    def read(self) -> CapturedFrame | None:
+        """The next frame; None when the source has ended (a clip without `loop`). `CameraError`
+        when the camera fails for good."""
+
+    def close(self) -> None: ...
+
+
+StatusCallback = Callable[[str], None]
+
+
+def _no_status(_line: str) -> None:
+    return None
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`1280x720` -> (1280, 720); `ValueError` for anything else."""
+    w, sep, h = text.lower().partition("x")
+    if not sep or not w.strip().isdigit() or not h.strip().isdigit():
+        raise ValueError(f"size {text!r} is not WIDTHxHEIGHT (e.g. 1280x720)")
+    size = int(w), int(h)
+    if min(size) < 16 or max(size) > 8192:
+        raise ValueError(f"size {text!r} is out of range (16 to 8192 pixels a side)")
+    return size
+
+
+class FileCamera:
+    """A clip played as a camera: frame k is captured at start + k / `fps` (`fps`: the clip's own
+    rate unless given), in real time. With `loop`, the clip starts again at its end (frame
+    numbers go on); otherwise `read` returns None there. `size`: scale the frames to it."""
+
+    def __init__(
+        self, path: Path, *, fps: float | None = None, size: tuple[int, int] | None = None, loop: bool = False
+    ) -> None:
+        self.path = Path(path)
+        self.name = f"{FILE_PREFIX}{self.path.name}"
+        self.fps = float(fps) if fps else 0.0
+        self.size = size or (0, 0)
+        self.loop = loop
+        self.missed = 0
+        self._want_size = size
+        self._reader: Any = None
+        self._frames: Iterator[Any] | None = None
+        self._number = 0
+        self._start: float | None = None
+
+    def open(self) -> None:
+        from ffdesk.media.decode import VideoReader
+        from ffdesk.media.probe import probe
+
+        if self._reader is not None:
+            return
+        if not self.path.is_file():
+            raise CameraError(f"{self.name}: no such clip ({self.path})")
+        info = probe(self.path)
+        if info.video is None or info.is_image:
+            raise CameraError(f"{self.name}: not a clip (a camera needs moving pictures)")
+        if not self.fps:
+            self.fps = info.video.fps if info.video.fps > 0 else 25.0
+        if self._want_size is None:
+            self.size = (info.video.display_width, info.video.display_height)
+        # one decoder thread and one conversion thread: a camera is one stream, the cores are
+        # the swap's
+        self._reader = VideoReader(self.path, low_latency=True, decode_threads=1, convert_threads=1)
+        self._frames = iter(self._reader)
+
+    def _next_image(self) -> Frame | None:
+        frame = next(self._frames, None) if self._frames is not None else None
+        if frame is None and self.loop and self._number > 0:
+            self._close_reader()
+            self.open()
+            frame = next(self._frames, None) if self._frames is not None else None
+        if frame is None:
+            return None
+        image: Frame = frame.image
+        if (image.shape[1], image.shape[0]) != self.size:
+            import cv2
+
+            image = np.asarray(cv2.resize(image, self.size, interpolation=cv2.INTER_AREA), np.uint8)
+        return image
+
+    def read(self) -> CapturedFrame | None:
+        if self._frames is None:
+            raise CameraError(f"{self.name}: not open")
+        while True:
+            image = self._next_image()
+            if image is None:
+                return None
+            now = time.monotonic()
+            if self._start is None:
+                self._start = now
+            number = self._number
+            self._number += 1
+            due = self._start + number / self.fps
+            if now >= due + 1.0 / self.fps:  # the next frame is due already: this one is gone
+                self.missed += 1
+                continue
+            if due > now:
+                time.sleep(due - now)
+            return CapturedFrame(number, image, max(due, now))
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        self._reader = None
+        self._frames = None
+
+    def close(self) -> None:
+        self._close_reader()
+
+
+def device_path(index: int) -> Path:
+    return Path(f"/dev/video{index}")
+
+
+class DeviceCamera:
+    """A capture device (OpenCV; V4L2 on Linux), asked for `size` and `fps` (it may give others:
+    `size` and `fps` then say what it gives). `on_status` hears of a device lost and reopened."""
+
+    def __init__(
+        self,
+        index: int,
+        *,
+        size: tuple[int, int] | None = None,
+        fps: float | None = None,
+        on_status: StatusCallback = _no_status,
+        reopen_tries: int = REOPEN_TRIES,
+        reopen_pause_s: float = REOPEN_PAUSE_S,
+    ) -> None:
+        self.index = index
+        self.name = f"camera {index}"
+        self.size = size or (1280, 720)
+        self.fps = float(fps or 30.0)
+        self.missed = 0
+        self.on_status = on_status
+        self.reopen_tries = reopen_tries
+        self.reopen_pause_s = reopen_pause_s
+        self._want = (size or (1280, 720), float(fps or 30.0))
+        self._cap: Any = None
+        self._number = 0
+
+    def open(self) -> None:
+        import cv2
+
+        if self._cap is not None:
+            return
+        on_linux = sys.platform.startswith("linux")
+        if on_linux and not device_path(self.index).exists():
+            raise CameraError(f"{self.name}: no such device ({device_path(self.index)} does not exist)")
+        api = cv2.CAP_V4L2 if on_linux else cv2.CAP_ANY
+        cap = cv2.VideoCapture(self.index, api)
+        if not cap.isOpened():
+            cap.release()
+            raise CameraError(f"{self.name}: cannot be opened (in use, or not a capture device?)")
+        (w, h), fps = self._want
+        cap.set(cv2.CAP_PROP_FRAME_WIDTH, w)
+        cap.set(cv2.CAP_PROP_FRAME_HEIGHT, h)
+        cap.set(cv2.CAP_PROP_FPS, fps)
+        cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the driver's queue: as short as it goes
+        got_w, got_h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        got_fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        self.size = (got_w, got_h) if got_w > 0 and got_h > 0 else (w, h)
+        self.fps = got_fps if got_fps > 0 else fps
+        self._cap = cap
+
+    def _grab(self) -> Frame | None:
+        if self._cap is None:
+            return None
+        import cv2
+
+        ok, bgr = self._cap.read()
+        if not ok or bgr is None:
+            return None
+        # one pass in OpenCV: reversing the channels in numpy is a strided copy, several times slower
+        return np.asarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), np.uint8)
+
+    def read(self) -> CapturedFrame | None:
+        image = self._grab()
+        tries = 0
+        while image is None:
+            if tries >= self.reopen_tries:
+                raise CameraError(
+                    f"{self.name} stopped delivering frames (unplugged?); reopened it "
+                    f"{self.reopen_tries} times without success"
+                )
+            tries += 1
+            self.on_status(f"{self.name} lost; reopening ({tries}/{self.reopen_tries})")
+            self.close()
+            time.sleep(self.reopen_pause_s)
+            with contextlib.suppress(CameraError):
+                self.open()
+            image = self._grab()
+        captured = time.monotonic()
+        number = self._number
+        self._number += 1
+        return CapturedFrame(number, image, captured)
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+        self._cap = None
+
+
+def open_camera(
+    spec: str,
+    *,
+    size: tuple[int, int] | None = None,
+    fps: float | None = None,
+    loop: bool = False,
+    on_status: StatusCallback = _no_status,
+) -> Camera:
+    """The camera `spec` names (not opened yet): `file:CLIP`, a device index (`0`) or a device
+    path (`/dev/video2`). `CameraError` (one line) for anything else."""
+    text = spec.strip()
+    if text.startswith(FILE_PREFIX):
+        clip = text[len(FILE_PREFIX) :]
+        if not clip:
+            raise CameraError("--camera file: needs a clip (file:CLIP)")
+        return FileCamera(Path(clip).expanduser(), fps=fps, size=size, loop=loop)
+    index: int | None = None
+    if text.isdigit():
+        index = int(text)
+    elif text.startswith("/dev/video") and text[len("/dev/video") :].isdigit():
+        index = int(text[len("/dev/video") :])
+    if index is None:
+        raise CameraError(f"camera {spec!r}: give a device index (0), /dev/videoN or file:CLIP")
+    return DeviceCamera(index, size=size, fps=fps, on_status=on_status)
+
+
+@dataclass(frozen=True)
+class CameraInfo:
+    """A capture device as `list_cameras` found it."""
+
+    index: int
+    path: Path
+    name: str
+    """The driver's name for it (empty when unknown)."""
+    size: tuple[int, int] | None = None
+    """What OpenCV opens it at (None: it could not open it)."""
+    fps: float | None = None
+
+
+def list_cameras(*, query: bool = True) -> list[CameraInfo]:
+    """The V4L2 capture devices (`/dev/videoN`), in index order; with `query`, each opened with
+    OpenCV to read its default size and rate (a device that will not open has neither)."""
+    found = []
+    for path in sorted(Path("/dev").glob("video*")):
+        suffix = path.name[len("video") :]
+        if not suffix.isdigit():
+            continue
+        index = int(suffix)
+        name_file = Path(f"/sys/class/video4linux/{path.name}/name")
+        try:
+            name = name_file.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            name = ""
+        size, fps = _query(index) if query else (None, None)
+        found.append(CameraInfo(index, path, name, size, fps))
+    return sorted(found, key=lambda c: c.index)
+
+
+def _query(index: int) -> tuple[tuple[int, int] | None, float | None]:
+    import cv2
+
+    if not os.access(device_path(index), os.R_OK):
+        return None, None
+    cap = cv2.VideoCapture(index, cv2.CAP_V4L2)
+    try:
+        if not cap.isOpened():
+            return None, None
+        w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        return ((w, h) if w > 0 and h > 0 else None), (fps if fps > 0 else None)
+    finally:
+        cap.release()
+
+
+class FrameGrabber:
+    """The capture thread ("ffdesk-capture"): reads `camera` continuously and keeps the newest
+    frame only. `take()` hands it over (each frame at most once); a frame replaced before it was
+    taken counts in `dropped`. The thread ends at `stop()`, when the source ends (`ended`) or
+    when the camera fails (`error`, one line); `take` then returns None at once."""
+
+    def __init__(self, camera: Camera) -> None:
+        self.camera = camera
+        self.dropped = 0
+        self.captured = 0
+        self.ended = False
+        self.error: str | None = None
+        self._frame: CapturedFrame | None = None
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread; the camera must be open."""
+        self._thread = threading.Thread(target=self._run, name="ffdesk-capture", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                frame = self.camera.read()
+                if frame is None:
+                    break
+                with self._cond:
+                    self.captured += 1
+                    if self._frame is not None:
+                        self.dropped += 1
+                    self._frame = frame
+                    self._cond.notify_all()
+        except MediaError as exc:
+            self.error = str(exc)
+        except Exception as exc:  # noqa: BLE001 - the session reports it in one line
+            self.error = f"{self.camera.name}: {type(exc).__name__}: {exc}"
+        finally:
+            with self._cond:
+                self.ended = True
+                self._cond.notify_all()
+
+    def take(self, timeout: float) -> CapturedFrame | None:
+        """The newest frame not yet taken, waiting up to `timeout` s for one; None when none
+        came in time or the thread has ended."""
+        with self._cond:
+            if self._frame is None and not self.ended:
+                self._cond.wait(timeout)
+            frame, self._frame = self._frame, None
+            return frame
+
+    @property
+    def pending(self) -> int:
+        """Frames captured and not taken yet (0 or 1): in flight, not dropped."""
+        with self._cond:
+            return int(self._frame is not None)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread (it finishes the read in progress: at most one frame's time)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)

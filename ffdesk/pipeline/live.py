@@ -1,0 +1,477 @@
+"""The live tier: a camera in, the swapped face out at camera rate. Qt-free.
+
+    camera --(capture thread, newest frame only)--> stages, batch 1 --(newest only)--> outputs
+
+Three threads, no queue that can grow:
+
+- capture ("ffdesk-capture", `ffdesk.media.capture.FrameGrabber`): reads the camera as fast as
+  it delivers and keeps the newest frame; a frame replaced before it was taken is dropped.
+- processing (the thread that calls `LiveSession.run`): takes the newest frame and runs the
+  job's stages on it as a batch of one, the render's own front end (detection on its schedule,
+  the tracker in between, selection) and swap; a stage that looks ahead is drained at every
+  frame (`run_through`), so no frame waits for later ones.
+- output ("ffdesk-live-output"): hands each processed frame to every output in turn (a
+  recording, a stream, a virtual camera, a window: any callable taking a `LiveFrame`); a frame
+  processed while the outputs are still busy with an older one replaces it (dropped too).
+
+Each frame's capture time and output time (`time.monotonic()`, after the last output returned)
+are recorded, so the latency capture -> output is exact. `run(stop)` returns `LiveFigures`:
+frames/s out, latency p50/p95/p99, frames dropped, and where the time went per stage.
+
+The tracking stage sees the frames it is given as consecutive (its packets are numbered in the
+order processed, whatever the camera dropped), so a dropped frame never resets a track.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ffdesk.errors import UserError
+from ffdesk.media.capture import Camera, CapturedFrame, FrameGrabber, StatusCallback
+from ffdesk.media.stream import Picture
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.flow import StageStats, run_through
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Prepares, Stage
+from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+
+TIMINGS_KEPT = 36_000
+"""Frame timings kept for the figures: the last 20 minutes at 30 frames/s."""
+POLL_S = 0.1
+"""How often the threads look at the stop event while waiting for a frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFrame:
+    """A processed frame on its way to the outputs."""
+
+    number: int
+    """The camera's frame number."""
+    image: Frame
+    """H x W x 3 RGB uint8, the faces swapped. Outputs must not change it."""
+    captured: float
+    """`time.monotonic()` when the camera captured it."""
+    processed: float
+    """`time.monotonic()` when the stages were done with it."""
+    seconds: float
+    """Capture time in seconds since the session's first capture (what outputs stamp)."""
+    faces_swapped: int
+    """Faces swapped in it (`faces_swapped`)."""
+
+
+Output = Callable[[LiveFrame], None]
+"""Takes a processed frame; called on the output thread, one frame at a time."""
+
+
+class FrameWriter(Protocol):
+    """What `ffdesk.media.stream`'s outputs are: pictures in with their capture time (seconds)."""
+
+    def write(self, picture: Picture, seconds: float) -> None: ...
+
+
+def writing_to(*writers: FrameWriter) -> Output:
+    """One output that writes each frame to every one of `writers` in turn, stamped with its
+    capture time; the encoders among them share one conversion of the frame to 4:2:0."""
+
+    def output(frame: LiveFrame) -> None:
+        picture = Picture(frame.image)
+        for writer in writers:
+            writer.write(picture, frame.seconds)
+
+    return output
+
+
+@dataclass(frozen=True, slots=True)
+class FrameTiming:
+    """When one frame was captured and when every output had it (`time.monotonic()`)."""
+
+    number: int
+    captured: float
+    output: float
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.output - self.captured) * 1000.0
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """Mean time per frame of one stage: wall and CPU milliseconds."""
+
+    name: str
+    ms: float
+    cpu_ms: float
+
+
+@dataclass(frozen=True)
+class LiveFigures:
+    """How a live session went. Rates and latencies count the frames output after the first
+    `settle_s` seconds (model warm-up) over the last `TIMINGS_KEPT` frames."""
+
+    seconds: float
+    """From the first capture to the end."""
+    frames_captured: int
+    frames_out: int
+    frames_dropped: int
+    """Frames captured (or due, for a file camera) that never reached the outputs: replaced by
+    a newer one while the stages or the outputs were busy, or skipped by the camera (the frames
+    still on their way when the session ended are not counted)."""
+    fps_out: float
+    latency_ms_p50: float | None
+    latency_ms_p95: float | None
+    latency_ms_p99: float | None
+    latency_ms_max: float | None
+    frames_with_swap: int
+    """Frames output with at least one face swapped."""
+    stages: tuple[StageTime, ...] = ()
+    output_ms: float = 0.0
+    """Mean time per frame the outputs took (all of them)."""
+    ended: str = "stopped"
+    """Why the session ended: "stopped", "time" (`seconds` reached), "end of clip" or "error"."""
+    error: str | None = None
+    """The one-line reason when `ended` is "error"."""
+    camera: str = ""
+    size: tuple[int, int] = (0, 0)
+    camera_fps: float = 0.0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": round(self.seconds, 2),
+            "camera": self.camera,
+            "size": f"{self.size[0]}x{self.size[1]}",
+            "camera_fps": round(self.camera_fps, 2),
+            "frames_captured": self.frames_captured,
+            "frames_out": self.frames_out,
+            "frames_dropped": self.frames_dropped,
+            "fps_out": round(self.fps_out, 2),
+            "latency_ms_p50": _round(self.latency_ms_p50),
+            "latency_ms_p95": _round(self.latency_ms_p95),
+            "latency_ms_p99": _round(self.latency_ms_p99),
+            "latency_ms_max": _round(self.latency_ms_max),
+            "frames_with_swap": self.frames_with_swap,
+            "stage_ms": {s.name: round(s.ms, 2) for s in self.stages},
+            "stage_cpu_ms": {s.name: round(s.cpu_ms, 2) for s in self.stages},
+            "output_ms": round(self.output_ms, 2),
+            "ended": self.ended,
+            "error": self.error,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The `q` (0-1) quantile of `values`, nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+class _Newest:
+    """A one-frame hand-over between two threads: `put` replaces a frame not yet taken (counted
+    in `dropped`), `take` waits for one."""
+
+    def __init__(self) -> None:
+        self._item: LiveFrame | None = None
+        self._cond = threading.Condition()
+        self._closed = False
+        self.dropped = 0
+
+    def put(self, item: LiveFrame) -> None:
+        with self._cond:
+            if self._item is not None:
+                self.dropped += 1
+            self._item = item
+            self._cond.notify_all()
+
+    def take(self, timeout: float) -> LiveFrame | None:
+        with self._cond:
+            if self._item is None and not self._closed:
+                self._cond.wait(timeout)
+            item, self._item = self._item, None
+            return item
+
+    def close(self) -> int:
+        """No more frames; returns how many were left untaken (0 or 1)."""
+        with self._cond:
+            self._closed = True
+            left = int(self._item is not None)
+            self._item = None
+            self._cond.notify_all()
+            return left
+
+
+class LiveSession:
+    """A camera through `stages` to `outputs`, frame by frame, newest frame first.
+
+    `seconds`: end after that long (None: until `stop` is set or the source ends).
+    `settle_s`: the first seconds left out of the rate and latency figures (warm-up).
+    `on_status`: one-line notes as they happen (a camera lost and reopened, a stage's warning);
+    called from any of the session's threads.
+    The session starts and finishes the stages; it opens and closes the camera; the outputs
+    belong to the caller, who closes them after `run` returns (none is called after that).
+    """
+
+    def __init__(
+        self,
+        camera: Camera,
+        stages: Sequence[Stage],
+        outputs: Sequence[Output] = (),
+        *,
+        seconds: float | None = None,
+        settle_s: float = 0.0,
+        on_status: StatusCallback | None = None,
+    ) -> None:
+        self.camera = camera
+        self.stages = list(stages)
+        self.outputs = list(outputs)
+        self.seconds = seconds
+        self.settle_s = settle_s
+        self.on_status = on_status or (lambda _line: None)
+        self.timings: deque[FrameTiming] = deque(maxlen=TIMINGS_KEPT)
+        """Capture and output time of the frames output (the last `TIMINGS_KEPT`)."""
+        self.frames_out = 0
+        self._with_swap = 0
+        self._output_s = 0.0
+        self._origin: float | None = None
+        self._error: str | None = None
+        self._halt = threading.Event()
+        self._handoff = _Newest()
+
+    # -- the processing thread ---------------------------------------------------------------
+    def run(self, stop: threading.Event | None = None) -> LiveFigures:
+        """Run until `stop` is set, `seconds` have passed, the source ends or something fails
+        (then `LiveFigures.error` says what, in one line). `CameraError` / `UserError` before any
+        thread starts when the camera cannot be opened or a stage cannot start."""
+        stop = stop or threading.Event()
+        self.camera.open()
+        try:
+            self._start_stages()
+        except BaseException:
+            self.camera.close()
+            raise
+        grabber = FrameGrabber(self.camera)
+        out_thread = threading.Thread(target=self._output_loop, name="ffdesk-live-output", daemon=True)
+        stats = [StageStats(s.name) for s in self.stages]
+        ended = "stopped"
+        started = time.monotonic()
+        grabber.start()
+        out_thread.start()
+        index = 0
+        try:
+            while True:
+                if stop.is_set():
+                    break
+                if self._halt.is_set():
+                    ended = "error"
+                    break
+                if self.seconds is not None and time.monotonic() - started >= self.seconds:
+                    ended = "time"
+                    break
+                captured = grabber.take(POLL_S)
+                if captured is None:
+                    if grabber.ended:
+                        ended = "error" if grabber.error else "end of clip"
+                        self._error = self._error or grabber.error
+                        break
+                    continue
+                self._process(captured, index, stats)
+                index += 1
+        except Exception as exc:  # noqa: BLE001 - the session ends with a one-line reason
+            ended = "error"
+            self._error = _one_line(exc)
+        finally:
+            grabber.stop()
+            self._halt.set()
+            left = self._handoff.close()
+            out_thread.join(10.0)
+            self.camera.close()
+            self._finish_stages()
+        if self._error and ended != "error":
+            ended = "error"
+        end = time.monotonic()
+        return self._figures(grabber, stats, started, end, ended, left)
+
+    def _process(self, captured: CapturedFrame, index: int, stats: Sequence[StageStats]) -> None:
+        if self._origin is None:
+            self._origin = captured.captured
+        packet = FramePacket(index=index, pts=None, image=captured.image)
+        out = run_through(self.stages, [packet], stats=stats)
+        done = out[-1] if out else packet
+        self._handoff.put(
+            LiveFrame(
+                number=captured.number,
+                image=done.image,
+                captured=captured.captured,
+                processed=time.monotonic(),
+                seconds=captured.captured - self._origin,
+                faces_swapped=faces_swapped(done),
+            )
+        )
+
+    def _start_stages(self) -> None:
+        for stage in self.stages:
+            if isinstance(stage, EmitsEvents):
+                stage.bind_events(self._on_event)
+        for stage in self.stages:
+            if isinstance(stage, Prepares):
+                stage.prepare(self._on_event)
+            stage.start()
+
+    def _finish_stages(self) -> None:
+        for stage in self.stages:
+            try:
+                stage.finish()
+            except Exception:  # noqa: BLE001, S112 - one stage failing to clean up must not leak the rest
+                continue
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, ev.Warning):
+            self.on_status(event.message)
+
+    # -- the output thread -------------------------------------------------------------------
+    def _output_loop(self) -> None:
+        while True:
+            frame = self._handoff.take(POLL_S)
+            if frame is None:
+                if self._halt.is_set():
+                    return
+                continue
+            t0 = time.monotonic()
+            try:
+                for output in self.outputs:
+                    output(frame)
+            except Exception as exc:  # noqa: BLE001 - ends the session with a one-line reason
+                self._error = _one_line(exc)
+                self._halt.set()
+                return
+            done = time.monotonic()
+            self._output_s += done - t0
+            self.timings.append(FrameTiming(frame.number, frame.captured, done))
+            self.frames_out += 1
+            self._with_swap += frame.faces_swapped > 0
+
+    # -- figures -----------------------------------------------------------------------------
+    def _figures(
+        self,
+        grabber: FrameGrabber,
+        stats: Sequence[StageStats],
+        started: float,
+        end: float,
+        ended: str,
+        left: int,
+    ) -> LiveFigures:
+        origin = self._origin if self._origin is not None else started
+        counted = [t for t in self.timings if t.captured >= origin + self.settle_s]
+        latencies = [t.latency_ms for t in counted]
+        span = (counted[-1].output - counted[0].output) if len(counted) > 1 else 0.0
+        fps = (len(counted) - 1) / span if span > 0 else 0.0
+        missed = getattr(self.camera, "missed", 0)
+        in_flight = grabber.pending + left  # still on their way when the session ended
+        captured = grabber.captured + missed
+        stages = tuple(
+            StageTime(s.name, s.ms_total / max(1, s.frames), s.cpu_ms_total / max(1, s.frames)) for s in stats
+        )
+        return LiveFigures(
+            seconds=end - origin,
+            frames_captured=captured,
+            frames_out=self.frames_out,
+            frames_dropped=max(0, captured - self.frames_out - in_flight),
+            fps_out=fps,
+            latency_ms_p50=percentile(latencies, 0.50),
+            latency_ms_p95=percentile(latencies, 0.95),
+            latency_ms_p99=percentile(latencies, 0.99),
+            latency_ms_max=max(latencies) if latencies else None,
+            frames_with_swap=self._with_swap,
+            stages=stages,
+            output_ms=self._output_s * 1000.0 / max(1, self.frames_out),
+            ended=ended,
+            error=self._error if ended == "error" else None,
+            camera=self.camera.name,
+            size=self.camera.size,
+            camera_fps=self.camera.fps,
+        )
+
+
+def faces_swapped(packet: FramePacket) -> int:
+    """Faces swapped in a processed frame: as the swap stage recorded them (the embedded swap
+    does), else the faces planned for it where the stages changed pixels (a model pack's)."""
+    if packet.swapped_tracks:
+        return len(packet.swapped_tracks)
+    return len(packet.swap.faces) if packet.regions else 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    if isinstance(exc, UserError) and text:
+        return text[0]
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+# -- the job's stages, for a camera ---------------------------------------------------------
+def live_job(
+    sources: Sequence[Path],
+    *,
+    models_dir: Path | None = None,
+    swapper: str | None = None,
+    face_selection: str = "largest",
+    **settings: Any,
+) -> RenderJob:
+    """A render job holding the live session's swap settings (its target is the first source
+    photo: nothing is read from it but what a source needs; nothing is written to its output)."""
+    if not sources:
+        raise UserError("live needs a source face photo (--source FACE)")
+    first = Path(sources[0])
+    return RenderJob(
+        target=first,
+        output=first.with_name(f".{first.stem}-live.mp4"),
+        sources=tuple(Path(s) for s in sources),
+        models_dir=models_dir,
+        swapper=swapper,
+        face_selection=face_selection,  # type: ignore[arg-type]
+        batch=1,
+        **settings,
+    ).resolved()
+
+
+def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
+    """The stages of `job` for a camera at `fps`: the render's front end (detection on its key
+    frames, the tracker in between, selection), without the resumable segments' restarts, then
+    the swap (the embedded one, or the model pack's with `job.swapper`) at batch 1. Built on the
+    caller's thread: a source photo without a face fails here, in one line."""
+    from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
+
+    if job.face_selection == "reference" or job.face_map:
+        raise UserError("live swaps the largest face or all faces (--face-selection largest|all)")
+    job = replace(job, batch=1)
+    det_size = DET_SIZE.get(job.mode, 640)
+    if job.swapper:
+        from ffdesk.pipeline.report import ModelOrder
+        from ffdesk.pipeline.stages.models import ModelRender, pack_stages
+        from ffdesk.pipeline.stages.trained import is_trained_swapper
+        from ffdesk.runtime.files import resolve_models_dir
+
+        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
+            raise UserError("live runs the embedded swap or a model pack's swapper, not a trained model yet")
+        ctx = ModelRender(job, env=env)
+        front = FaceFrontEnd(ctx.analyser, job.face_selection, None, fps, det_size)
+        return pack_stages(ctx, front, ModelOrder("batch", "live: one frame at a time", 1))
+    from ffdesk.pipeline.stages.embedded import SwapStage, source_for
+    from ffdesk.swap.classical import ClassicalSwapper, SwapSettings
+
+    analyser = job_analyser(job)
+    settings = SwapSettings()
+    swapper = ClassicalSwapper(source_for(job, analyser, job.sources), settings)
+    front = FaceFrontEnd(analyser, job.face_selection, None, fps, det_size)
+    return [*front.stages(swap_settings=settings), SwapStage(swapper)]

@@ -1,0 +1,290 @@
+"""The lip-sync stage: each chosen face's mouth follows a voice (FaceFusion's lip syncer).
+
+Where it runs: after the swap and before the face enhancer, as FaceFusion runs
+`--processors face_swapper lip_syncer face_enhancer` (it applies processors in the order given,
+each on the frame the previous one drew; the enhancer then restores the 96 px mouth as well).
+Without a swap it runs alone after the face front end (dubbing a clip as it is).
+
+Each frame's window of the voice comes from its position in the render range
+(`FramePacket.index`); frames past the voice's end, and faces without a face mesh (their 68
+points come from it, `ffdesk.swap.areas.points_68`), are left as they are. The lip syncer loads
+through the render's residency manager: the model stages' own when there is a swap, else one of
+its own in the same pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+from ffdesk.faces.align import warp_face
+from ffdesk.faces.recognizer import Runner
+from ffdesk.media.probe import MediaInfo
+from ffdesk.media.voice import MelSettings, VoiceWindows, read_voice_windows
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.swap import lipsync as ls
+from ffdesk.swap.areas import points_68
+from ffdesk.types import Frame, Mask
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import ResidencyManager, Share
+
+RunModel = Callable[[Callable[[Runner, Sequence[Any]], Sequence[Any]], Sequence[Any]], list[Any]]
+"""`fn(session, chunk)` over items with the lip syncer loaded (out-of-memory safe)."""
+ROLE = "lip_syncer"
+
+
+@dataclass(frozen=True)
+class _Face:
+    """One face to redraw: its crop, the frame -> crop matrix, its 68 points in the crop."""
+
+    crop: Frame
+    affine: npt.NDArray[np.float64]
+    points: npt.NDArray[np.float64]
+    window: npt.NDArray[np.float32]
+    owner: int
+
+
+def mel_settings(spec: ls.LipSyncSpec) -> MelSettings:
+    """The voice preparation of a lip syncer's catalog entry (`options.audio`), FaceFusion's
+    where the entry says nothing."""
+    known = MelSettings.__dataclass_fields__
+    given = {k: v for k, v in spec.audio if k in known}
+    try:
+        return MelSettings(**given)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise UserError(f"{spec.name}: bad options.audio ({exc})") from None
+
+
+def voice_of(job: RenderJob, info: MediaInfo, settings: MelSettings) -> VoiceWindows:
+    """The voice windows of the job: `lip_sync_audio` from the first rendered frame, or the
+    target's own audio from the range's start. `UserError` (one line) for a still image, a
+    missing or unreadable file, or a file without audio."""
+    if info.is_image or info.video is None:
+        raise UserError(f"{job.target.name}: lip sync needs a clip as the target, not a still image")
+    if job.lip_sync_audio is None:
+        if not info.audio:
+            raise UserError(
+                f"{job.target.name} has no audio track to lip sync to; give one with --lip-sync-audio FILE"
+            )
+        return read_voice_windows(job.target, info.video.fps, settings, start_s=job.start or 0.0)
+    return read_voice_windows(job.lip_sync_audio, info.video.fps, settings)
+
+
+class LipSyncStage:
+    """Redraws the mouth of every chosen face of a batch for its frame's voice window."""
+
+    name = "lip_sync"
+    workers = 1
+    edits_regions = True  # records each pasted mouth's region
+
+    def __init__(
+        self,
+        spec: ls.LipSyncSpec,
+        voice: VoiceWindows,
+        run: RunModel,
+        *,
+        weight: float,
+        max_batch: int,
+        occlusion: Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None = None,
+        close: Callable[[], None] | None = None,
+    ) -> None:
+        """`run`: the model call through a residency manager; `occlusion`: the render's occlusion
+        masks of a stack of crops (FaceFusion keeps them under the mouth too); `close`: what
+        `finish` lets go (a manager of the stage's own)."""
+        self.spec = spec
+        self.voice = voice
+        self._run = run
+        self.weight = weight
+        self.max_batch = max_batch
+        self._occlusion = occlusion
+        self._close = close
+        self._emit: Callable[[ev.Event], None] = _ignore
+        self._warned_end = False
+        self.faces_synced = 0
+        self.faces_without_mesh = 0
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None:
+        self._emit = on_event
+
+    def start(self) -> None:
+        return None
+
+    def _faces(self, batch: Sequence[FramePacket]) -> list[_Face]:
+        spec, out = self.spec, []
+        for i, packet in enumerate(batch):
+            if not packet.swap.faces:
+                continue
+            window = self.voice.window(packet.index)
+            if window is None:
+                if not self._warned_end:
+                    self._warned_end = True
+                    end = len(self.voice)
+                    self._emit(
+                        ev.Warning(f"the voice ends at frame {end}: later mouths are left as they are")
+                    )
+                continue
+            for face in packet.swap.faces:
+                if face.landmarks is None:
+                    self.faces_without_mesh += 1
+                    continue
+                crop, affine = warp_face(packet.image, face.kps, spec.template, spec.crop_size)
+                m = np.asarray(affine, np.float64)
+                points = points_68(face.landmarks).astype(np.float64) @ m[:, :2].T + m[:, 2]
+                out.append(_Face(crop, m, points, window, i))
+        return out
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        faces = self._faces(batch)
+        if not faces:
+            return list(batch)
+        spec, weight = self.spec, self.weight
+
+        def draw(session: Runner, chunk: Sequence[_Face]) -> list[Frame]:
+            syncer = ls.LipSyncer(session, spec, weight=weight)
+            return [syncer.mouth(f.crop, f.points, f.window) for f in chunk]
+
+        drawn = self._run(draw, faces)
+        masks: list[Mask] = [ls.lower_face_mask(f.points, spec.crop_size, spec.area) for f in faces]
+        crops = np.stack([f.crop for f in faces])
+        if self._occlusion is not None:
+            masks = [np.minimum(m, o) for m, o in zip(masks, self._occlusion(crops), strict=True)]
+        aligned = AlignedFaces(crops, tuple(f.affine for f in faces), (), tuple(f.owner for f in faces))
+        before = [len(p.regions) for p in batch]
+        paste_aligned(batch, aligned, drawn, masks)
+        _to_device(batch, before)
+        self.faces_synced += len(faces)
+        return list(batch)
+
+    def finish(self) -> None:
+        if self._close is not None:
+            self._close()
+        return None
+
+
+def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
+    """Copy the regions pasted on the host into the packets' device frames, where a later stage
+    still reads them (the pixels stay on a device between model calls)."""
+    for packet, first in zip(batch, before, strict=True):
+        image = packet.device_image
+        if image is None:
+            continue
+        import torch
+
+        for r in packet.regions[first:]:
+            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
+            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
+
+
+def _ignore(_event: ev.Event) -> None:
+    return None
+
+
+def _spec_of(choice: ModelChoice) -> ls.LipSyncSpec:
+    if choice.spec is None:
+        raise UserError(f"{choice.path.name}: unknown lip syncer (no catalog entry or description)")
+    try:
+        return ls.lip_sync_spec(choice.spec)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _resolve(job: RenderJob, env: RuntimeEnv) -> ModelChoice:
+    from ffdesk.pipeline.stages.models import resolve_model
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    assert job.lip_syncer is not None
+    return resolve_model(job.lip_syncer, ROLE, resolve_models_dir(job.models_dir, env), load_catalog())
+
+
+def _register(manager: ResidencyManager, choice: ModelChoice, options: Any) -> str:
+    from ffdesk.runtime.residency import OnnxLoader
+
+    key = f"{choice.name}@fp32"
+    if key not in manager.registered():
+        manager.register(key, OnnxLoader(choice.path, options, name=choice.name, precision="fp32"))
+    return key
+
+
+def _shared_stage(job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: ModelChoice) -> LipSyncStage:
+    """The stage on the model stages' own manager (and their occlusion masks)."""
+    spec = _spec_of(choice)
+    voice = voice_of(job, info, mel_settings(spec))
+    ctx.keys[ROLE] = _register(ctx.manager, choice, ctx.options)
+
+    def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
+        return ctx.run(ROLE, fn, items)
+
+    occlusion = ctx.occlusion_masks if ctx.occluders else None
+    return LipSyncStage(
+        spec, voice, run, weight=job.lip_sync_weight, max_batch=max(1, job.batch), occlusion=occlusion
+    )
+
+
+def _own_stage(
+    job: RenderJob, info: MediaInfo, choice: ModelChoice, env: RuntimeEnv, share: Share | None
+) -> LipSyncStage:
+    """The stage with a residency manager of its own (in `share`'s pool when given)."""
+    from ffdesk.pipeline.providers import job_device, session_options
+    from ffdesk.runtime.residency import ResidencyManager
+
+    spec = _spec_of(choice)
+    voice = voice_of(job, info, mel_settings(spec))
+    device = job_device(job.provider, env)
+    manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
+    key = _register(manager, choice, session_options(job.provider, device, env, "fp32"))
+
+    def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
+        return manager.run_with_recovery(key, fn, items)
+
+    return LipSyncStage(
+        spec, voice, run, weight=job.lip_sync_weight, max_batch=max(1, job.batch), close=manager.close
+    )
+
+
+def with_lip_sync(
+    stages: Sequence[Stage],
+    job: RenderJob,
+    info: MediaInfo | None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
+) -> list[Stage]:
+    """`stages` with the lip-sync stage where FaceFusion's order puts it: after a model swap
+    (sharing its models' manager), else after the other face stages (before a whole-frame
+    stage such as the frame enhancer); with no stages at all, after a face front end of its own.
+    Unchanged without `job.lip_syncer`. Bad settings fail here, before any frame is decoded."""
+    if not job.lip_syncer:
+        return list(stages)
+    from ffdesk.media.probe import probe
+
+    info = info if info is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
+    choice = _resolve(job, env)
+    out = list(stages)
+    if not out:
+        from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser
+
+        front = FaceFrontEnd.for_job(job, job_analyser(job), info)
+        return [*front.stages(), _own_stage(job, info, choice, env, share)]
+    from ffdesk.pipeline.stages.models import ModelRender
+
+    for i, stage in enumerate(out):
+        ctx = getattr(stage, "ctx", None)
+        if stage.name == "swap" and isinstance(ctx, ModelRender):
+            out.insert(i + 1, _shared_stage(job, info, ctx, choice))
+            return out
+    faces = [i for i, s in enumerate(out) if s.name in ("swap", "enhance")]
+    at = faces[-1] + 1 if faces else len(out)
+    out.insert(at, _own_stage(job, info, choice, env, share))
+    return out

@@ -1,0 +1,174 @@
+"""Lip sync in a render: a real clip (carphone) whose mouth follows a spoken sentence (espeak-ng),
+with the wav2lip stand-in; every pixel outside the pasted mouths stays exactly as rendered without
+lip sync (PNG output), and bad voices are one line."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.images import read_image
+from ffdesk.runtime.standins import write_standins
+from tests.real_clips import carphone
+
+SENTENCE = "The quick brown fox jumps over the lazy dog, and then it runs far away from here."
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("lip_pack")
+    write_standins(folder, ["wav2lip_96", "wav2lip_gan_96"])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    espeak = shutil.which("espeak-ng")
+    if espeak is None:
+        pytest.skip("espeak-ng is not installed (scripts/setup.sh installs it)")
+    path = tmp_path_factory.mktemp("voice") / "speech.wav"
+    subprocess.run([espeak, "-w", str(path), SENTENCE], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def silence(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("voice") / "silence.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(22050)
+        w.writeframes(np.zeros(22050 * 5, np.int16).tobytes())
+    return path
+
+
+def render(out: Path, *extra: str) -> list[np.ndarray]:
+    args = ["render", "--target", str(carphone()), "--output", str(out), "--encoder", "png"]
+    assert main([*args, "--no-resume", "-q", *extra]) == 0
+    return [read_image(p) for p in sorted(out.glob("*.png"))]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> list[np.ndarray]:
+    return render(tmp_path_factory.mktemp("plain") / "frames")
+
+
+def synced(tmp: Path, pack: Path, voice: Path, model: str = "wav2lip_gan_96") -> list[np.ndarray]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    return render(
+        tmp / "frames", "--models-dir", str(pack), "--lip-syncer", model, "--lip-sync-audio", str(voice)
+    )
+
+
+def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.any(a != b, axis=2)
+
+
+def test_the_mouth_follows_the_voice_and_nothing_else_changes(
+    tmp_path: Path, pack: Path, speech: Path, plain: list[np.ndarray]
+) -> None:
+    frames = synced(tmp_path, pack, speech)
+    assert len(frames) == len(plain) == 120
+    masks = [changed(a, b) for a, b in zip(frames, plain, strict=True)]
+    counts = [int(m.sum()) for m in masks]
+    assert sum(c > 0 for c in counts) >= 100  # the face is found on nearly every frame
+    for m in masks:  # only the lower face: a small part of the 176 x 144 frame, below the eyes
+        if m.any():
+            ys, xs = np.nonzero(m)
+            assert m.sum() < 0.08 * m.size and ys.min() > 40
+    # the mouth changes with the voice: how dark it is drawn follows the window's loudness
+    darkness = [
+        float((p.astype(int) - f.astype(int))[m].sum()) / max(1, int(m.sum()))
+        for f, p, m in zip(frames, plain, masks, strict=True)
+    ]
+    spoken = [d for d, c in zip(darkness, counts, strict=True) if c]
+    assert np.std(spoken) > 2.0
+
+
+def test_silence_and_speech_give_different_mouths(
+    tmp_path: Path, pack: Path, speech: Path, silence: Path, plain: list[np.ndarray]
+) -> None:
+    talking = synced(tmp_path / "talk", pack, speech)
+    quiet = synced(tmp_path / "quiet", pack, silence)
+    differ = [int(changed(a, b).sum()) for a, b in zip(talking, quiet, strict=True)]
+    assert sum(d > 20 for d in differ) >= 80
+    # silence barely moves the mouth; speech moves it a lot
+    move_quiet = np.mean(
+        [np.abs(q.astype(int) - p.astype(int)).max() for q, p in zip(quiet, plain, strict=True)]
+    )
+    move_talk = np.mean(
+        [np.abs(t.astype(int) - p.astype(int)).max() for t, p in zip(talking, plain, strict=True)]
+    )
+    assert move_talk > 2 * move_quiet
+
+
+def test_frames_past_the_voice_are_left_untouched(
+    tmp_path: Path, pack: Path, plain: list[np.ndarray]
+) -> None:
+    short = tmp_path / "short.wav"
+    t = np.arange(int(22050 * 1.5)) / 22050
+    with wave.open(str(short), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(22050)
+        w.writeframes((np.sin(2 * np.pi * 220 * t) * 20000).astype(np.int16).tobytes())
+    frames = synced(tmp_path, pack, short, "wav2lip_96")
+    # 1.5 s at 29.97 frames/s less the first window's 0.2 s: about 39 frames have a window
+    touched = [bool(changed(a, b).any()) for a, b in zip(frames, plain, strict=True)]
+    assert any(touched[:39])
+    assert not any(touched[40:])
+
+
+def test_bad_voices_are_one_line(tmp_path: Path, pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clip = carphone()
+    base = [
+        "render",
+        "--target",
+        str(clip),
+        "--encoder",
+        "png",
+        "--no-resume",
+        "-q",
+        "--models-dir",
+        str(pack),
+    ]
+    junk = tmp_path / "junk.wav"
+    junk.write_bytes(np.random.default_rng(3).integers(0, 255, 5000, np.uint8).tobytes())
+    cases = [
+        (["--lip-syncer", "wav2lip_96", "--lip-sync-audio", str(tmp_path / "missing.wav")], "file not found"),
+        (["--lip-syncer", "wav2lip_96", "--lip-sync-audio", str(junk)], "not an audio file"),
+        (["--lip-syncer", "wav2lip_96", "--lip-sync-audio", str(clip)], "no audio stream"),
+        (["--lip-syncer", "wav2lip_96"], "has no audio track to lip sync to"),
+        (["--lip-sync-audio", str(junk)], "needs a lip syncer"),
+        (["--lip-syncer", "wav2lip_96", "--lip-sync-weight", "1.5"], "between 0 and 1"),
+    ]
+    for i, (extra, message) in enumerate(cases):
+        out = tmp_path / f"out{i}"
+        assert main([*base, "--output", str(out), *extra]) != 0
+        err = capsys.readouterr().err.strip()
+        assert message in err and "Traceback" not in err, err
+        assert len(err.splitlines()) == 1, err
+        assert not out.exists() or not any(out.glob("*.png"))
+
+
+def test_a_model_with_the_wrong_contract_is_one_line(
+    tmp_path: Path, speech: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import write_sidecar
+    from ffdesk.runtime.standins import write_standin
+
+    info = write_standin(load_catalog().get("xseg_1"), tmp_path)
+    wrong = info.path.rename(tmp_path / "wav2lip_96.onnx")
+    write_sidecar(wrong)
+    args = ["render", "--target", str(carphone()), "--output", str(tmp_path / "out"), "--encoder", "png"]
+    args += ["--no-resume", "-q", "--models-dir", str(tmp_path), "--lip-syncer", "wav2lip_96"]
+    assert main([*args, "--lip-sync-audio", str(speech)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "missing input 'source'" in err and len(err.splitlines()) == 1

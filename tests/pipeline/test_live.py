@@ -1,0 +1,330 @@
+"""The live tier: a camera through the render's stages to outputs, newest frame first."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.capture import CameraError, CapturedFrame, DeviceCamera, FileCamera, open_camera
+from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
+from ffdesk.media.synth import frame_index_of
+from ffdesk.pipeline.live import LiveFrame, LiveSession, live_job, live_stages, writing_to
+from ffdesk.pipeline.stage import FramePacket
+from ffdesk.runtime.env import RuntimeEnv
+
+SAMPLE = Path(__file__).resolve().parents[2] / "resources" / "sample"
+SOURCE = SAMPLE / "grace_hopper.jpg"
+FPS = 20.0
+
+
+@pytest.fixture(scope="module")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 3 s 480x360 clip at 20 frames/s with a moving face; each frame carries its index."""
+    import cv2
+
+    from ffdesk.media.images import read_image
+    from ffdesk.media.synth import synth_clip
+
+    crop = cv2.resize(read_image(SAMPLE / "astronaut.jpg")[0:300, 120:400], (200, 214))
+    path = tmp_path_factory.mktemp("live") / "face.mp4"
+    synth_clip(
+        path, width=480, height=360, fps=FPS, seconds=3.0, face_image=np.ascontiguousarray(crop), gop=10
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def clip_frames(face_clip: Path) -> list[np.ndarray]:
+    from ffdesk.media.decode import VideoReader
+
+    with VideoReader(face_clip) as reader:
+        return [f.image for f in reader]
+
+
+def _free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Collect:
+    """An output that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.frames: list[LiveFrame] = []
+
+    def __call__(self, frame: LiveFrame) -> None:
+        self.frames.append(frame)
+
+
+class SlowStage:
+    """A stage that takes `seconds` a frame and changes nothing."""
+
+    name = "slow"
+    max_batch = 1
+    workers = 1
+    edits_regions = True
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def start(self) -> None:
+        pass
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        time.sleep(self.seconds)
+        return list(batch)
+
+    def finish(self) -> None:
+        return None
+
+
+def test_file_camera_session_swaps_at_camera_rate(run_env: RuntimeEnv, face_clip: Path) -> None:
+    camera = FileCamera(face_clip, loop=True)
+    camera.open()
+    stages = live_stages(live_job([SOURCE]), fps=camera.fps, env=run_env)
+    collect = Collect()
+    session = LiveSession(camera, stages, [collect], seconds=2.0, settle_s=0.5)
+    figures = session.run()
+    assert figures.ended == "time" and figures.error is None
+    assert figures.camera_fps == FPS and figures.size == (480, 360)
+    assert len(collect.frames) == figures.frames_out == len(session.timings) > 10
+    numbers = [f.number for f in collect.frames]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)  # newest first, never back
+    for frame, timing in zip(collect.frames, session.timings, strict=True):
+        assert frame.number == timing.number
+        assert frame.captured <= frame.processed <= timing.output
+        assert frame.image.shape == (360, 480, 3)
+    assert figures.frames_with_swap >= figures.frames_out // 2, "the face was not swapped"
+    assert figures.fps_out > FPS * 0.5
+    assert figures.latency_ms_p50 is not None and figures.latency_ms_p95 is not None
+    assert figures.latency_ms_p99 is not None and figures.latency_ms_max is not None
+    assert 0 < figures.latency_ms_p50 <= figures.latency_ms_p95 <= figures.latency_ms_p99
+    assert figures.latency_ms_p99 <= figures.latency_ms_max < 1000
+    assert figures.frames_captured >= figures.frames_out
+    in_flight = figures.frames_captured - figures.frames_out - figures.frames_dropped
+    assert 0 <= in_flight <= 2  # at most one frame waiting for the stages, one for the outputs
+    assert [s.name for s in figures.stages] == ["detect", "track", "swap"]
+    assert all(s.ms >= 0 for s in figures.stages)
+
+
+def test_a_slow_stage_drops_frames_instead_of_delaying_them(face_clip: Path) -> None:
+    slow = 0.15  # three camera frames a frame
+    camera = FileCamera(face_clip, loop=True)
+    session = LiveSession(camera, [SlowStage(slow)], [Collect()], seconds=2.0)
+    figures = session.run()
+    assert figures.error is None
+    assert figures.frames_out >= 5
+    assert figures.frames_dropped > figures.frames_out  # most frames never reach the stage
+    latencies = [t.latency_ms for t in session.timings]
+    # bounded: a frame waits at most for the frame in the stage, never for a queue
+    assert max(latencies) < 2 * slow * 1000 + 150
+    assert np.mean(latencies[-3:]) < np.mean(latencies[:3]) + 100  # it does not grow
+    assert figures.fps_out < 1 / slow + 1
+
+
+def test_udp_stream_carries_the_swapped_face(
+    run_env: RuntimeEnv, face_clip: Path, clip_frames: list[np.ndarray]
+) -> None:
+    port = _free_udp_port()
+    received: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def receive() -> None:
+        url = f"udp://127.0.0.1:{port}?timeout=2000000&fifo_size=100000&overrun_nonfatal=1"
+        try:
+            with av.open(url, format="mpegts", timeout=(10.0, 2.0)) as container:
+                for frame in container.decode(video=0):
+                    received.append(frame.to_ndarray(format="rgb24"))
+        except av.error.ExitError:
+            pass  # the read timeout after the stream ended
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    receiver = threading.Thread(target=receive, name="test-udp-receiver")
+    receiver.start()
+    time.sleep(0.3)  # the receiver binds the port
+    camera = FileCamera(face_clip, loop=True)
+    camera.open()
+    stages = live_stages(live_job([SOURCE]), fps=camera.fps, env=run_env)
+    stream = UdpStream(f"udp://127.0.0.1:{port}", width=480, height=360, fps=camera.fps)
+    try:
+        figures = LiveSession(camera, stages, [writing_to(stream)], seconds=2.5).run()
+    finally:
+        stream.close()
+    receiver.join(15)
+    assert not receiver.is_alive()
+    assert not errors, errors
+    assert figures.error is None and stream.frames == figures.frames_out
+    assert len(received) >= 10
+    changed = 0
+    for image in received[-10:]:
+        assert image.shape == (360, 480, 3)
+        original = clip_frames[frame_index_of(image) % len(clip_frames)]
+        diff = np.abs(image.astype(int) - original.astype(int)).max(axis=2)
+        assert np.median(diff) < 12  # the same frame, through the encoder
+        changed += int((diff > 30).sum() > 300)  # ... with a face changed (about 60 x 70 px)
+    assert changed >= 8
+
+
+def test_recording_holds_the_frames_at_their_capture_times(
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path
+) -> None:
+    camera = FileCamera(face_clip)
+    camera.open()
+    out = tmp_path / "live.mp4"
+    rec = Recording(out, width=480, height=360, fps=camera.fps)
+    collect = Collect()
+    try:
+        figures = LiveSession(camera, [], [writing_to(rec), collect], seconds=1.5).run()
+    finally:
+        rec.close()
+    assert out.is_file() and not list(tmp_path.glob(".*partial*"))
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert container.streams.audio == ()
+        decoded = list(container.decode(stream))
+        base = float(stream.time_base or 0)
+    assert len(decoded) == rec.frames == figures.frames_out >= 20
+    stamps = [float(f.pts or 0) * base for f in decoded]
+    assert all(b > a for a, b in zip(stamps, stamps[1:], strict=False))
+    want = [f.seconds for f in collect.frames]
+    assert stamps == pytest.approx(want, abs=0.002)  # the capture clock, to the millisecond
+    assert [frame_index_of(np.asarray(f.to_ndarray(format="rgb24"), np.uint8)) for f in decoded] == [
+        f.number for f in collect.frames
+    ]
+
+
+def test_the_clip_ends_the_session_without_loop(face_clip: Path) -> None:
+    figures = LiveSession(FileCamera(face_clip, fps=60.0), [], [Collect()]).run()
+    assert figures.ended == "end of clip" and figures.error is None
+    assert figures.frames_captured == 60  # every frame captured once (or missed)
+
+
+def test_a_missing_camera_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(CameraError) as info:
+        open_camera("63").open()
+    assert "\n" not in str(info.value) and "camera 63" in str(info.value)
+    with pytest.raises(CameraError):
+        open_camera("webcam")
+    assert main(["live", "--source", str(SOURCE), "--camera", "63", "--seconds", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "camera 63" in err[0] and "Traceback" not in err[0]
+
+
+def test_a_camera_that_disappears_is_reopened_then_reported() -> None:
+    opened: list[int] = []
+    frames = iter(range(5))
+
+    class Cap:
+        def release(self) -> None:
+            pass
+
+    class Flaky(DeviceCamera):
+        def open(self) -> None:
+            opened.append(1)
+            self._cap = Cap()
+            self.size = (64, 48)
+
+        def _grab(self) -> np.ndarray | None:
+            return np.zeros((48, 64, 3), np.uint8) if next(frames, None) is not None else None
+
+    status: list[str] = []
+    camera = Flaky(0, reopen_tries=2, reopen_pause_s=0.01, on_status=status.append)
+    figures = LiveSession(camera, [], [Collect()], on_status=status.append).run()
+    assert figures.ended == "error" and figures.error is not None
+    assert "camera 0 stopped delivering frames" in figures.error and "\n" not in figures.error
+    assert status == ["camera 0 lost; reopening (1/2)", "camera 0 lost; reopening (2/2)"]
+    assert len(opened) == 3 and figures.frames_captured == 5
+
+
+def test_virtual_camera_without_pyvirtualcam_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], face_clip: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyvirtualcam", None)  # import fails
+    with pytest.raises(Exception, match="pip install") as info:
+        VirtualCamera(width=64, height=48, fps=30)
+    assert "\n" not in str(info.value)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    rc = main(["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--virtual-camera"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pyvirtualcam" in err[0]
+
+
+def test_live_command_records_from_a_file_camera(
+    face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rec.mp4"
+    args = ["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--seconds", "1.5"]
+    assert main([*args, "--record", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "frames out" in printed and "latency" in printed and out.is_file()
+    assert main([*args, "--stream", "tcp://127.0.0.1:1"]) == 2
+    assert "udp://HOST:PORT" in capsys.readouterr().err
+
+
+def test_list_cameras_is_plain(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["live", "--list-cameras"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines and all("Traceback" not in line for line in lines)
+
+
+def test_captured_frames_are_newest_first() -> None:
+    """The grabber keeps only the newest frame: what the consumer does not take in time is
+    dropped, never queued."""
+    from ffdesk.media.capture import FrameGrabber
+
+    class Burst:
+        name, fps, size, missed = "burst", 100.0, (8, 8), 0
+
+        def __init__(self) -> None:
+            self.n = 0
+
+        def open(self) -> None:
+            pass
+
+        def read(self) -> CapturedFrame | None:
+            if self.n >= 20:
+                return None
+            self.n += 1
+            time.sleep(0.002)
+            return CapturedFrame(self.n - 1, np.zeros((8, 8, 3), np.uint8), time.monotonic())
+
+        def close(self) -> None:
+            pass
+
+    grabber = FrameGrabber(Burst())
+    grabber.start()
+    while not grabber.ended:
+        time.sleep(0.01)
+    last = grabber.take(0.1)
+    assert last is not None and last.number == 19
+    assert grabber.take(0.01) is None
+    assert grabber.dropped == 19 and grabber.captured == 20
+    grabber.stop()
+
+
+def test_a_model_pack_swaps_live(run_env: RuntimeEnv, face_clip: Path, tmp_path: Path) -> None:
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    for spec in load_catalog():
+        if spec.name in ("inswapper_128", "arcface_w600k_r50"):
+            write_standin(spec, tmp_path, dynamic_batch=True)
+    camera = FileCamera(face_clip, loop=True)
+    camera.open()
+    job = live_job([SOURCE], models_dir=tmp_path, swapper="inswapper_128", precision="fp32")
+    stages = live_stages(job, fps=camera.fps, env=run_env)
+    figures = LiveSession(camera, stages, [Collect()], seconds=1.5).run()
+    assert figures.error is None and figures.frames_out > 5
+    assert figures.frames_with_swap >= figures.frames_out // 2

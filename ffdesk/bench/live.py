@@ -49,6 +49,49 @@ def _free_udp_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Drift:
+    """Latency (capture to processed) and the process's memory through the run, to see whether
+    either grows: what a long session (`--seconds 600`) is for."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self.latency: list[tuple[float, float]] = []
+        """(captured, ms) of every frame."""
+        self.rss: list[tuple[float, int]] = []
+        """(captured, bytes) every 30 frames."""
+
+    def __call__(self, frame: Any) -> None:
+        self.latency.append((frame.captured, (frame.processed - frame.captured) * 1000.0))
+        if len(self.latency) % 30 == 0:
+            self.rss.append((frame.captured, int(self._process.memory_info().rss)))
+
+    def figures(self, settle_s: float) -> dict[str, Any]:
+        """p95 latency of the first and the last fifth of the run (after `settle_s`) and the
+        memory at their ends."""
+        if len(self.latency) < 50 or len(self.rss) < 4:
+            return {}
+        start = self.latency[0][0] + settle_s
+        kept = [(t, ms) for t, ms in self.latency if t >= start]
+        span = kept[-1][0] - kept[0][0] if kept else 0.0
+        if span <= 0:
+            return {}
+        early = sorted(ms for t, ms in kept if t <= kept[0][0] + span / 5)
+        late = sorted(ms for t, ms in kept if t >= kept[-1][0] - span / 5)
+        rss = [(t, b) for t, b in self.rss if t >= start] or self.rss
+
+        def p95(values: list[float]) -> float:
+            return round(values[min(len(values) - 1, round(0.95 * (len(values) - 1)))], 1)
+
+        return {
+            "latency_ms_p95_first_fifth": p95(early),
+            "latency_ms_p95_last_fifth": p95(late),
+            "rss_mb_start": round(rss[0][1] / 2**20, 1),
+            "rss_mb_end": round(rss[-1][1] / 2**20, 1),
+        }
+
+
 def measure(height: int, seconds: float, *, stream: bool, record: bool, env: Any) -> dict[str, Any]:
     from ffdesk.bench.preview import make_clip, source_photo
     from ffdesk.media.capture import FileCamera
@@ -72,11 +115,12 @@ def measure(height: int, seconds: float, *, stream: bool, record: bool, env: Any
             rec = Recording(Path(tmp) / "live.mp4", width=width, height=h, fps=camera.fps)
             stack.callback(rec.close)
             writers.append(rec)
-        outputs: list[Output] = [writing_to(*writers)] if writers else []
+        drift = Drift()
+        outputs: list[Output] = [writing_to(*writers), drift] if writers else [drift]
         session = LiveSession(camera, stages, outputs, seconds=seconds, settle_s=SETTLE_S)
         figures = session.run()
         stack.close()
-    return figures.to_json_dict()
+    return {**figures.to_json_dict(), "drift": drift.figures(SETTLE_S)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +147,13 @@ def run(args: argparse.Namespace) -> int:
         f"{name} {ms} ms ({figures['stage_cpu_ms'][name]} CPU)" for name, ms in figures["stage_ms"].items()
     )
     print(f"time per frame: {stage_line}; outputs {figures['output_ms']} ms")
+    drift = figures["drift"]
+    if drift:
+        print(
+            f"over the run: latency p95 {drift['latency_ms_p95_first_fifth']} ms in the first fifth, "
+            f"{drift['latency_ms_p95_last_fifth']} ms in the last; memory {drift['rss_mb_start']} MiB "
+            f"-> {drift['rss_mb_end']} MiB"
+        )
     load = round(os.getloadavg()[0], 2)
     figures["load_average_1min"] = load
     print(f"machine load average (1 min) at the end: {load} on {os.cpu_count()} cores")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import zlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -40,6 +41,7 @@ from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.history import SettingsHistory, undo_actions
+from ffdesk.gui.live_view import LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
@@ -146,6 +148,17 @@ def saved_settings(raw: object) -> tuple[Settings | None, str | None]:
     return Settings.checked(data)
 
 
+def layout_sum(state: bytes) -> str:
+    """The checksum saved beside the window layout (`QMainWindow.saveState`)."""
+    return f"{zlib.crc32(state):08x}"
+
+
+def layout_intact(state: bytes, saved_sum: object) -> bool:
+    """Whether a saved window layout is as it was written (one saved without a checksum is
+    taken as it is)."""
+    return saved_sum is None or str(saved_sum) == layout_sum(state)
+
+
 def is_image(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES
 
@@ -226,6 +239,7 @@ class MainWindow(QMainWindow):
         self.face_scanner.finished.connect(self._on_scan_finished)
         self.status_view = StatusView(self.status, self.clip_notes)
         self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
+        self.live_view = LiveView(self.session, self.status, env, overlay_on=self.preview_view.canvas)
 
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -242,6 +256,9 @@ class MainWindow(QMainWindow):
         self._dock("Training", self.training_view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
+        self._dock("Live", self.live_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.docks["Training"], self.docks["Live"])
+        self.live_view.runningChanged.connect(self._on_live)
         self.docks["Graphs"].raise_()
         self.docks["Sources"].setMinimumWidth(250)
         self._dock("People", self.people_view, Qt.DockWidgetArea.LeftDockWidgetArea)
@@ -496,7 +513,7 @@ class MainWindow(QMainWindow):
     def request_preview(self) -> None:
         """Ask the preview worker for the current frame with the current settings."""
         s = self.session
-        if s.clip is None or self._shut_down:
+        if s.clip is None or self._shut_down or self.live_view.running:  # live: the camera's frames
             return
         scratch = s.clip.path.with_name(".ffdesk-preview")
         plain = RenderJob(target=s.clip.path, output=scratch, mode="preview")  # no source, no stage
@@ -594,13 +611,18 @@ class MainWindow(QMainWindow):
             self.resizeDocks(bottom, [700, 700], Qt.Orientation.Horizontal)
         state = q.value("window/state")
         if isinstance(state, QByteArray | bytes):
-            self.restoreState(QByteArray(state))
+            blob = QByteArray(state)
+            if layout_intact(bytes(blob.data()), q.value("window/state_sum")):
+                self.restoreState(blob)
+            else:  # Qt crashes on some damaged layouts rather than refusing them
+                problem = "the saved window layout is damaged"
         raw = q.value("session/settings")
         if raw is not None:
-            saved, problem = saved_settings(raw)
+            saved, settings_problem = saved_settings(raw)
             if saved is not None:
                 self.session.update_settings(**saved.to_dict())
-            if problem is not None:
+            if settings_problem is not None:
+                problem = problem or settings_problem
                 q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         split = q.value("session/split")
         if split is not None:
@@ -617,7 +639,9 @@ class MainWindow(QMainWindow):
     def save_settings(self) -> None:
         q = self.qsettings
         q.setValue("window/geometry", self.saveGeometry())
-        q.setValue("window/state", self.saveState())
+        state = self.saveState()
+        q.setValue("window/state", state)
+        q.setValue("window/state_sum", layout_sum(bytes(state.data())))
         q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         q.setValue("session/show_before", self.session.show_before)
         q.setValue("session/split", self.session.split)
@@ -650,6 +674,7 @@ class MainWindow(QMainWindow):
         self.session.set_playing(False)
         self.graphs.stop()
         self.training_view.stop()
+        self.live_view.stop()
         self.preview_worker.shutdown()
         self.inspector.shutdown()
         self.face_scanner.stop()
@@ -659,6 +684,12 @@ class MainWindow(QMainWindow):
         self.memory.close()
         if self.sampler is not None:
             self.sampler.stop()
+
+    def _on_live(self, running: bool) -> None:
+        """While live, the preview pane shows the camera: the timeline and the previews wait."""
+        self.timeline.setEnabled(not running)
+        if not running:
+            self._schedule_preview(0)
 
     def _update_title(self) -> None:
         clip = self.session.clip

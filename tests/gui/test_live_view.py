@@ -1,0 +1,177 @@
+"""The Live dock: a clip played as a camera, swapped into the preview pane, stopped cleanly."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ffdesk.gui.live_view import LiveMeter, NewestSlot
+from ffdesk.pipeline.live import LiveFrame
+
+SESSION_THREADS = ("ffdesk-live", "ffdesk-capture")
+
+
+@pytest.fixture(scope="module")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2 s 320x240 clip at 15 frames/s with a moving face (large enough to be found)."""
+    import cv2
+    from skimage.data import astronaut
+
+    from ffdesk.media.synth import synth_clip
+
+    photo = np.asarray(astronaut(), np.uint8)  # type: ignore[no-untyped-call]
+    face = np.ascontiguousarray(cv2.resize(photo[0:300, 120:400], (130, 139)), np.uint8)
+    path = tmp_path_factory.mktemp("live") / "face.mp4"
+    synth_clip(path, width=320, height=240, fps=15.0, seconds=2.0, face_image=face)
+    return path
+
+
+def session_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(SESSION_THREADS)]
+
+
+def with_source(window: Any, qtbot: Any, photo: Path) -> None:
+    window.session.add_source(photo)
+    qtbot.waitUntil(lambda: not window.session.sources[0].pending, timeout=30000)
+
+
+def test_a_clip_as_camera_is_swapped_into_the_preview(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path
+) -> None:
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(face_clip)
+    assert live.camera_spec() == f"file:{face_clip}"
+    assert live.start()
+    assert live.running and not live.camera.isEnabled() and not window.timeline.isEnabled()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=30000)
+    first = window.session.preview
+    assert first.processed.shape == (240, 320, 3)
+    assert first.original.shape == first.processed.shape
+    qtbot.waitUntil(
+        lambda: not np.array_equal(window.session.preview.original, window.session.preview.processed)
+    )
+    qtbot.waitUntil(lambda: window.session.preview is not first, timeout=10000)
+    qtbot.waitUntil(lambda: "frames/s" in live.figures.text(), timeout=10000)
+    assert "p50" in live.figures.text() and "dropped" in live.figures.text()
+    assert live.overlay is not None and not live.overlay.isHidden() and "LIVE" in live.overlay.text()
+    window.session.set_playing(True)
+    assert not window.session.playing
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    assert session_threads() == []
+    last = window.status.entries[-1].text
+    assert last.startswith("live stopped:") and "frames/s" in last and "p95" in last, last
+    assert "a face swapped in 0" not in last
+    assert live.start_button.isEnabled() and window.timeline.isEnabled()
+    assert live.overlay.isHidden()
+
+
+def test_a_missing_clip_is_one_status_line(window: Any, qtbot: Any, tmp_path: Path, face_photo: Path) -> None:
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(tmp_path / "gone.mp4")
+    assert live.start()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    errors = [e.text for e in window.status.entries if e.level == "error"]
+    assert len(errors) == 1 and "no such clip" in errors[0] and "\n" not in errors[0]
+    assert session_threads() == []
+
+
+def test_no_source_is_one_status_line(window: Any, face_clip: Path) -> None:
+    live = window.live_view
+    live.use_clip(face_clip)
+    assert not live.start()
+    assert not live.running
+    assert "source face" in window.status.entries[-1].text
+
+
+def test_bad_outputs_are_one_status_line(window: Any, qtbot: Any, face_clip: Path, face_photo: Path) -> None:
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(face_clip)
+    live.stream.setText("tcp://nowhere")
+    assert not live.start()
+    assert "udp://HOST:PORT" in window.status.entries[-1].text
+    live.stream.setText("")
+    live.size_box.setEditText("big")
+    assert not live.start()
+    assert "WIDTHxHEIGHT" in window.status.entries[-1].text
+    assert not live.running
+
+
+def test_recording_while_live(
+    window: Any, qtbot: Any, tmp_path: Path, face_clip: Path, face_photo: Path
+) -> None:
+    from ffdesk.media.probe import probe
+
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(face_clip)
+    out = tmp_path / "live.mp4"
+    live.record.setText(str(out))
+    assert live.start()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=30000)
+    qtbot.wait(500)
+    live.stop(wait=True)
+    assert not live.running and session_threads() == []
+    info = probe(out)
+    assert info.video is not None and (info.video.width, info.video.height) == (320, 240)
+
+
+def test_closing_the_window_while_live_stops_it(
+    open_window: Any, qtbot: Any, face_clip: Path, face_photo: Path
+) -> None:
+    window = open_window()
+    with_source(window, qtbot, face_photo)
+    window.live_view.use_clip(face_clip)
+    assert window.live_view.start()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=30000)
+    window.close()
+    assert not window.live_view.running
+    assert session_threads() == []
+
+
+def test_newest_frame_wins_and_one_notification_at_a_time() -> None:
+    slot = NewestSlot()
+    shots = [object() for _ in range(3)]
+    assert slot.put(shots[0])  # type: ignore[arg-type]
+    assert not slot.put(shots[1])  # type: ignore[arg-type]
+    assert not slot.put(shots[2])  # type: ignore[arg-type]
+    assert slot.take() is shots[2] and slot.replaced == 2
+    assert slot.take() is None
+    assert slot.put(shots[0])  # type: ignore[arg-type]
+
+
+def test_meter_counts_rate_latency_and_drops() -> None:
+    clock = [100.0]
+    meter = LiveMeter(now=lambda: clock[0])
+    image = np.zeros((2, 2, 3), np.uint8)
+    for k in range(20):  # every other camera frame shown, 40 ms after capture, 10 a second
+        t = 100.0 + k * 0.1
+        meter.record(LiveFrame(2 * k, image, t - 0.04, t - 0.01, t, 1), t)
+    clock[0] = 101.9
+    now = meter.now()
+    assert now.frames == 20 and now.dropped == 19
+    assert now.fps == pytest.approx(10.0)
+    assert now.latency_ms_p50 == pytest.approx(40.0)
+
+
+def test_a_damaged_window_layout_is_not_restored(open_window: Any, tmp_path: Path) -> None:
+    """Qt crashes on some damaged layouts: one whose checksum differs is left out, one line."""
+    from PySide6.QtCore import QByteArray, QSettings
+
+    open_window().shutdown()
+    q = QSettings(str(tmp_path / "gui.ini"), QSettings.Format.IniFormat)
+    state = bytearray(QByteArray(q.value("window/state")).data())
+    state[40] ^= 0x55
+    q.setValue("window/state", QByteArray(bytes(state)))
+    q.sync()
+    window = open_window()
+    said = [e.text for e in window.status.entries if "layout" in e.text]
+    assert len(said) == 1 and "window layout is damaged" in said[0], said
+    assert "Live" in window.docks

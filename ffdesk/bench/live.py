@@ -89,6 +89,10 @@ class Drift:
             "latency_ms_p95_last_fifth": p95(late),
             "rss_mb_start": round(rss[0][1] / 2**20, 1),
             "rss_mb_end": round(rss[-1][1] / 2**20, 1),
+            "rss_mb_by_fifth": [
+                round(next(b for t, b in rss if t >= rss[0][0] + k * (rss[-1][0] - rss[0][0]) / 5) / 2**20, 1)
+                for k in range(6)
+            ],
         }
 
 
@@ -151,8 +155,8 @@ def run(args: argparse.Namespace) -> int:
     if drift:
         print(
             f"over the run: latency p95 {drift['latency_ms_p95_first_fifth']} ms in the first fifth, "
-            f"{drift['latency_ms_p95_last_fifth']} ms in the last; memory {drift['rss_mb_start']} MiB "
-            f"-> {drift['rss_mb_end']} MiB"
+            f"{drift['latency_ms_p95_last_fifth']} ms in the last; memory (MiB) at each fifth "
+            f"{' -> '.join(str(v) for v in drift['rss_mb_by_fifth'])}"
         )
     load = round(os.getloadavg()[0], 2)
     figures["load_average_1min"] = load

@@ -21,7 +21,7 @@ def test_drift_compares_the_first_and_last_fifth_of_the_run() -> None:
     got = drift.figures(settle_s=1.0)
     assert 15 < got["latency_ms_p95_first_fifth"] < 18
     assert 39 < got["latency_ms_p95_last_fifth"] <= 40
-    assert got["rss_mb_start"] > 0 and got["rss_mb_end"] > 0
+    assert got["rss_mb_start"] > 0 and got["rss_mb_end"] > 0 and len(got["rss_mb_by_fifth"]) == 6
     assert len(drift.rss) == 100
 
 

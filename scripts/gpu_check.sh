@@ -9,9 +9,10 @@
 #   machine          20  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
 #   gpu-tests        60  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         45  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
-#   bench-gpu       240  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#   bench-gpu       220  ffdesk bench gpu --frames 150                          -> bench-gpu.json
 #   memory-cuda      40  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
-#   precision-cuda   55  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
+#   precision-cuda   40  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
+#   live-cuda        35  ffdesk bench live --pack --provider cuda --seconds 15  -> live-cuda.json
 #
 # The limits add up to the budget, 470 s; a step never runs past what is left of it (one that
 # would get under 15 s is skipped), and `timeout` may take 5 s more to kill one. A step that fails
@@ -195,11 +196,13 @@ fi
 # shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
 when "$NO_TESTS" gpu-tests 60 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu $GPU_TEST_FILES
 when "$NO_CUDA" standins 45 "$PY" -c "$STANDINS_PY"
-when "$NO_CUDA" bench-gpu 240 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+when "$NO_CUDA" bench-gpu 220 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
 when "$NO_CUDA" memory-cuda 40 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --json "$OUT/memory-cuda.json"
-when "$NO_CUDA" precision-cuda 55 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
+when "$NO_CUDA" precision-cuda 40 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
     --json "$OUT/precision-cuda.json"
+when "$NO_CUDA" live-cuda 35 "$PY" -m ffdesk bench live --pack --provider cuda --seconds 15 \
+    --json "$OUT/live-cuda.json"
 
 # ---- the summary -------------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@ when the swap falls behind) through the embedded swap with the bundled source ph
 Prints frames/s out, latency capture -> output p50/p95/p99, frames dropped and the time per frame
 of each stage and of the outputs. The first second (model warm-up) is left out of the rates.
 With `--stream` the frames also go out as MPEG-TS over UDP to a port of 127.0.0.1, with
-`--record` into an MP4 in a temporary folder.
+`--record` into an MP4 in a temporary folder. With `--pack` the swap is an inswapper-sized swapper
+and its recognizer (realistic stand-ins) with the box mask, on `--provider` (cuda on a GPU).
 
 Goal on a 2-core machine: >= 25 frames/s out, p95 <= 60 ms.
 """
@@ -23,12 +24,15 @@ from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.pipeline.job import PROVIDERS, Provider
 
 CAMERA_FPS = 30.0
 CLIP_SECONDS = 10.0
 SETTLE_S = 1.0
 GOAL_FPS = 25.0
 GOAL_P95_MS = 60.0
+PACK_MODELS = ("inswapper_128", "arcface_w600k_r50")
+"""With `--pack`: the swapper (inswapper-sized) and the recognizer its source embedding needs."""
 
 
 def register(sub: Any) -> None:
@@ -39,6 +43,13 @@ def register(sub: Any) -> None:
     p.add_argument("--height", type=int, default=720, choices=(360, 720, 1080))
     p.add_argument("--stream", action="store_true", help="also stream MPEG-TS over UDP to 127.0.0.1")
     p.add_argument("--record", action="store_true", help="also record an MP4 (in a temporary folder)")
+    p.add_argument(
+        "--pack",
+        action="store_true",
+        help="an inswapper-sized swapper and its recognizer (realistic stand-ins) with the box mask, "
+        "instead of the embedded swap",
+    )
+    p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where the pack's models run")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -96,7 +107,16 @@ class Drift:
         }
 
 
-def measure(height: int, seconds: float, *, stream: bool, record: bool, env: Any) -> dict[str, Any]:
+def measure(
+    height: int,
+    seconds: float,
+    *,
+    stream: bool,
+    record: bool,
+    env: Any,
+    pack: bool = False,
+    provider: Provider = "auto",
+) -> dict[str, Any]:
     from ffdesk.bench.preview import make_clip, source_photo
     from ffdesk.media.capture import FileCamera
     from ffdesk.media.stream import Recording, UdpStream
@@ -104,7 +124,15 @@ def measure(height: int, seconds: float, *, stream: bool, record: bool, env: Any
 
     clip = make_clip(height, CLIP_SECONDS, env)
     camera = FileCamera(clip, fps=CAMERA_FPS, loop=True)
-    job = live_job([source_photo()])
+    if pack:
+        from ffdesk.bench.memory import realistic_pack
+
+        folder = realistic_pack(env, PACK_MODELS)
+        job = live_job(
+            [source_photo()], models_dir=folder, swapper=PACK_MODELS[0], masks=("box",), provider=provider
+        )
+    else:
+        job = live_job([source_photo()])
     with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="ffdesk-bench-live-") as tmp:
         camera.open()
         stack.callback(camera.close)
@@ -135,7 +163,15 @@ def run(args: argparse.Namespace) -> int:
         f"{args.seconds:g} s (outputs: {', '.join(outs) or 'none'}) ...",
         flush=True,
     )
-    figures = measure(args.height, args.seconds, stream=args.stream, record=args.record, env=env)
+    figures = measure(
+        args.height,
+        args.seconds,
+        stream=args.stream,
+        record=args.record,
+        env=env,
+        pack=args.pack,
+        provider=args.provider,
+    )
     if figures["error"]:
         print(f"ended early: {figures['error']}")
     p95 = figures["latency_ms_p95"]
@@ -161,6 +197,13 @@ def run(args: argparse.Namespace) -> int:
     load = round(os.getloadavg()[0], 2)
     figures["load_average_1min"] = load
     print(f"machine load average (1 min) at the end: {load} on {os.cpu_count()} cores")
-    settings = {"height": args.height, "seconds": args.seconds, "stream": args.stream, "record": args.record}
+    settings = {
+        "height": args.height,
+        "seconds": args.seconds,
+        "stream": args.stream,
+        "record": args.record,
+        "pack": args.pack,
+        "provider": args.provider,
+    }
     finish("live", settings, figures, args.json, env)
     return 0

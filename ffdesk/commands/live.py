@@ -16,7 +16,7 @@ from ffdesk.pipeline.job import PROVIDERS
 
 if TYPE_CHECKING:
     from ffdesk.media.capture import Camera
-    from ffdesk.pipeline.live import LiveFigures, Output
+    from ffdesk.pipeline.live import Output
 
 
 def register(sub: Any) -> None:
@@ -74,21 +74,6 @@ def cameras_listing() -> list[str]:
         name = f" {c.name}" if c.name else ""
         lines.append(f"{c.index}: {c.path}{name} ({what}{rate})")
     return lines
-
-
-def summary(f: LiveFigures) -> str:
-    """The session's figures in one line."""
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}"
-
-    return (
-        f"{f.frames_out} frames out in {f.seconds:.1f} s ({f.fps_out:.1f} frames/s from "
-        f"{f.camera}, {f.size[0]}x{f.size[1]} at {f.camera_fps:g}); latency capture->output "
-        f"p50 {ms(f.latency_ms_p50)} ms, p95 {ms(f.latency_ms_p95)} ms, p99 {ms(f.latency_ms_p99)} ms; "
-        f"{f.frames_dropped} of {f.frames_captured} frames dropped; a face swapped in "
-        f"{f.frames_with_swap}"
-    )
 
 
 def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> list[Output]:
@@ -164,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         session = LiveSession(camera, stages, outputs, seconds=args.seconds, on_status=_status)
         with ctrl_c_cancels(stop):
             figures = session.run(stop)
-    print(summary(figures))
+    print(figures.line())
     if args.record is not None and figures.frames_out:
         print(f"recorded {args.record}")
     if figures.error:

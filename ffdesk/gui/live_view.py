@@ -279,17 +279,8 @@ def run_plan(
 
 
 def figures_line(f: LiveFigures) -> str:
-    """The session's figures in one line."""
-
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value:.0f} ms"
-
-    return (
-        f"live {f.ended}: {f.frames_out} frames in {f.seconds:.1f} s ({f.fps_out:.1f} frames/s "
-        f"from {f.camera}, {f.size[0]}x{f.size[1]} at {f.camera_fps:g}); latency p50 "
-        f"{ms(f.latency_ms_p50)}, p95 {ms(f.latency_ms_p95)}, p99 {ms(f.latency_ms_p99)}; "
-        f"{f.frames_dropped} of {f.frames_captured} frames dropped; a face swapped in {f.frames_with_swap}"
-    )
+    """The session's figures in one Status line."""
+    return f"live {f.ended}: {f.line()}"
 
 
 def now_line(n: LiveNow) -> str:

@@ -143,6 +143,20 @@ class LiveFigures:
     size: tuple[int, int] = (0, 0)
     camera_fps: float = 0.0
 
+    def line(self) -> str:
+        """The session's figures in one line (the command's last line, the app's Status line)."""
+
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.1f}"
+
+        return (
+            f"{self.frames_out} frames out in {self.seconds:.1f} s ({self.fps_out:.1f} frames/s from "
+            f"{self.camera}, {self.size[0]}x{self.size[1]} at {self.camera_fps:g}); latency "
+            f"capture->output p50 {ms(self.latency_ms_p50)} ms, p95 {ms(self.latency_ms_p95)} ms, "
+            f"p99 {ms(self.latency_ms_p99)} ms; {self.frames_dropped} of {self.frames_captured} "
+            f"frames dropped; a face swapped in {self.frames_with_swap}"
+        )
+
     def to_json_dict(self) -> dict[str, Any]:
         return {
             "seconds": round(self.seconds, 2),

@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -37,18 +37,7 @@ HashKind = Literal["crc32", "sha256"]
 Dim = int | str
 """A fixed dimension (int >= 0) or a dynamic one (-1 or a symbol such as "N")."""
 
-KINDS: tuple[str, ...] = (
-    "swapper",
-    "recognizer",
-    "detector",
-    "landmarker",
-    "enhancer",
-    "occluder",
-    "parser",
-    "converter",
-    "lip_syncer",
-    "frame_enhancer",
-)
+KINDS: tuple[str, ...] = get_args(ModelKind)
 TEMPLATES: tuple[str, ...] = (
     "arcface_112_v1",
     "arcface_112_v2",

@@ -191,12 +191,9 @@ def _ignore(_event: ev.Event) -> None:
 
 
 def _spec_of(choice: ModelChoice) -> ls.LipSyncSpec:
-    if choice.spec is None:
-        raise UserError(f"{choice.path.name}: unknown lip syncer (no catalog entry or description)")
-    try:
-        return ls.lip_sync_spec(choice.spec)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    from ffdesk.pipeline.stages.models import processor_spec
+
+    return processor_spec(choice, "lip syncer", ls.lip_sync_spec)
 
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> ModelChoice:

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
+_Spec = TypeVar("_Spec")
 
 QUALITY_PSNR_DB = 30.0
 """A sampled face whose reduced-precision swap is further than this from FP32 is flagged."""
@@ -784,23 +785,24 @@ def hold_window(info: MediaInfo | None, batch: int, segment_frames: int) -> int:
     return max(batch, min(segment_frames, fits))
 
 
-def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
-    """The swapper's processor settings from its catalog entry or description."""
+def processor_spec(choice: ModelChoice, what: str, read: Callable[[Any], _Spec]) -> _Spec:
+    """A model's processor settings, `read` from its catalog entry or description; `UserError`
+    (one line) when it has none or they do not hold (`what`: the model's role, for the message)."""
     if choice.spec is None:
-        raise UserError(f"{choice.path.name}: unknown swapper (no catalog entry or description)")
+        raise UserError(f"{choice.path.name}: unknown {what} (no catalog entry or description)")
     try:
-        return sw.swapper_spec(choice.spec)
+        return read(choice.spec)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+
+
+def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
+    """The swapper's processor settings from its catalog entry or description."""
+    return processor_spec(choice, "swapper", sw.swapper_spec)
 
 
 def _enhancer_spec(choice: ModelChoice) -> enh.EnhancerSpec:
-    if choice.spec is None:
-        raise UserError(f"{choice.path.name}: unknown enhancer (no catalog entry or description)")
-    try:
-        return enh.enhancer_spec(choice.spec)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    return processor_spec(choice, "enhancer", enh.enhancer_spec)
 
 
 def _detector_kind(name: str) -> str:

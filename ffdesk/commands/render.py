@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
+from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
@@ -151,6 +152,7 @@ def register(sub: Any) -> None:
         metavar="W",
         help="how strongly the voice drives the mouth, 0-1 (FaceFusion's --lip-syncer-weight); default 0.5",
     )
+    add_processor_options(p)
     p.add_argument(
         "--pixels",
         choices=PIXELS,
@@ -262,6 +264,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         lip_syncer=args.lip_syncer,
         lip_sync_audio=args.lip_sync_audio,
         lip_sync_weight=args.lip_sync_weight,
+        **processor_fields(args),
     ).resolved()
     check_input_pixels(job)
     return job

@@ -35,6 +35,42 @@ ENCODERS: tuple[EncoderName, ...] = get_args(EncoderName)
 FACE_SELECTIONS: tuple[FaceSelection, ...] = get_args(FaceSelection)
 
 SwapScale = Literal[1, 2, 4]
+ExpressionArea = Literal["upper-face", "lower-face"]
+"""FaceFusion's expression restorer areas (`--expression-restorer-areas`)."""
+EXPRESSION_AREAS: tuple[ExpressionArea, ...] = get_args(ExpressionArea)
+FaceEdit = Literal[
+    "eyebrow_direction",
+    "eye_gaze_horizontal",
+    "eye_gaze_vertical",
+    "eye_open_ratio",
+    "lip_open_ratio",
+    "mouth_grim",
+    "mouth_pout",
+    "mouth_purse",
+    "mouth_smile",
+    "mouth_position_horizontal",
+    "mouth_position_vertical",
+    "head_pitch",
+    "head_yaw",
+    "head_roll",
+]
+"""FaceFusion's face editor settings (`--face-editor-<name with dashes>`), each -1 to 1."""
+FACE_EDITS: tuple[FaceEdit, ...] = get_args(FaceEdit)
+ColorizerSize = Literal["192x192", "256x256", "384x384", "512x512"]
+"""FaceFusion's frame colorizer input sizes (`--frame-colorizer-size`)."""
+COLORIZER_SIZES: tuple[ColorizerSize, ...] = get_args(ColorizerSize)
+PROCESSOR_OPTIONS: dict[str, tuple[str, ...]] = {
+    "expression_restorer": ("expression_restorer_factor", "expression_restorer_areas"),
+    "face_editor": ("face_edits",),
+    "deep_swapper": ("deep_swapper_morph",),
+    "age_modifier": ("age_modifier_direction",),
+    "background_remover": ("background_fill", "background_despill"),
+    "frame_colorizer": ("frame_colorizer_size", "frame_colorizer_blend"),
+}
+"""FaceFusion's processors that came after the lip syncer and frame enhancer: the job field naming
+each one's model (None: off) and the fields of its options (left out of the output's fingerprint
+while it is off, so older jobs keep their hash)."""
+
 """The swapper's output resolution as a multiple of its own (sub-pixel tiling of the crop)."""
 SWAP_SCALES: tuple[SwapScale, ...] = get_args(SwapScale)
 
@@ -158,6 +194,39 @@ class RenderJob:
     lip_sync_weight: float = 0.5
     """FaceFusion's --lip-syncer-weight, 0-1 (`--lip-sync-weight`): scales the voice the model
     hears (x weight x 2; 0.5 feeds it as it is)."""
+    expression_restorer: str | None = None
+    """FaceFusion's expression restorer (`--expression-restorer live_portrait`): the swapped
+    faces take back the target actor's expression; None: off."""
+    expression_restorer_factor: int = 80
+    """How much of the target's expression comes back, 0-100 (FaceFusion's default 80)."""
+    expression_restorer_areas: tuple[ExpressionArea, ...] = ()
+    """Areas whose expression comes back; empty: both (FaceFusion's default)."""
+    face_editor: str | None = None
+    """FaceFusion's face editor (`--face-editor live_portrait`); None: off."""
+    face_edits: tuple[tuple[FaceEdit, float], ...] = ()
+    """The face editor's settings that are not 0 (`--face-edit NAME=VALUE`, each -1 to 1)."""
+    deep_swapper: str | None = None
+    """A DeepFaceLab model (`--deep-swapper`: a catalog name such as iperov/elon_musk_224 or a
+    .dfm/.onnx path) swapped onto the chosen faces; needs no source photo. None: off."""
+    deep_swapper_morph: int = 100
+    """How far the face morphs to the model's identity, 0-100 (FaceFusion's default 100)."""
+    age_modifier: str | None = None
+    """FaceFusion's age modifier (`--age-modifier fran|styleganex_age`); None: off."""
+    age_modifier_direction: int = 0
+    """Younger (-100) to older (100), FaceFusion's `--age-modifier-direction`."""
+    background_remover: str | None = None
+    """FaceFusion's background remover (`--background-remover modnet`, ...): the matte of the
+    person, as the output's alpha or a matte clip (`--matte`), and a fill; None: off."""
+    background_fill: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """RGBA put where the background was (`--background-fill R,G,B,A`); FaceFusion's default."""
+    background_despill: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """RGBA of a screen's spill to take out of the edges (`--background-despill`); A 0: none."""
+    frame_colorizer: str | None = None
+    """FaceFusion's frame colorizer (`--frame-colorizer ddcolor|deoldify...`); None: off."""
+    frame_colorizer_size: ColorizerSize = "256x256"
+    """The size frames are fed to the colorizer at (FaceFusion's default)."""
+    frame_colorizer_blend: int = 100
+    """Percent of the colorized frame in the output, 0-100 (FaceFusion's default 100)."""
 
     def __post_init__(self) -> None:
         check_job(self)
@@ -213,6 +282,10 @@ class RenderJob:
             d["lip_sync_audio_stat"] = [st_voice.st_size, st_voice.st_mtime_ns]
         if d["frame_enhancer"] is None:
             del d["frame_enhancer"], d["frame_enhancer_blend"]  # likewise
+        for processor, options in PROCESSOR_OPTIONS.items():
+            if d[processor] is None:
+                for name in (processor, *options):
+                    del d[name]  # likewise
         for name, default in (("mask_blur", 0.3), ("mask_padding", (0, 0, 0, 0)), ("mask_areas", ())):
             if d[name] == default:
                 del d[name]  # as are these
@@ -278,6 +351,7 @@ def check_job(job: RenderJob) -> None:
         raise UserError(
             f"frame enhancer blend (--frame-enhancer-blend) must be between 0 and 100, not {fe_blend!r}"
         )
+    _check_processors(job)
     if job.matte not in MATTES:
         raise UserError(f"unknown matte (--matte) {job.matte!r}; choose from {', '.join(MATTES)}")
     if job.matte != "none":
@@ -287,6 +361,45 @@ def check_job(job: RenderJob) -> None:
 
         image = job.target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(job.target)
         check_matte(job.matte, job.encoder, image_output=job.output if image else None)
+
+
+def _check_whole(value: object, low: int, high: int, what: str, option: str) -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise UserError(f"{what} ({option}) must be a whole number from {low} to {high}, not {value!r}")
+
+
+def _check_processors(job: RenderJob) -> None:
+    """The settings of the processors named in `PROCESSOR_OPTIONS`."""
+    _check_whole(
+        job.expression_restorer_factor, 0, 100, "expression restorer factor", "--expression-restorer-factor"
+    )
+    for area in job.expression_restorer_areas:
+        _check_choice(area, EXPRESSION_AREAS, "expression restorer area", "--expression-restorer-areas")
+    seen: set[str] = set()
+    for pair in job.face_edits:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise UserError(f"a face edit (--face-edit) is NAME=VALUE, not {pair!r}")
+        name, value = pair
+        _check_choice(name, FACE_EDITS, "face edit", "--face-edit")
+        if name in seen:
+            raise UserError(f"face edit {name} (--face-edit) is given twice")
+        seen.add(name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not -1.0 <= value <= 1.0:
+            raise UserError(f"face edit {name} (--face-edit) must be between -1 and 1, not {value!r}")
+    if job.face_edits and job.face_editor is None:
+        raise UserError("--face-edit needs a face editor (--face-editor live_portrait)")
+    _check_whole(job.deep_swapper_morph, 0, 100, "deep swapper morph", "--deep-swapper-morph")
+    _check_whole(job.age_modifier_direction, -100, 100, "age modifier direction", "--age-modifier-direction")
+    for colour, option in (
+        (job.background_fill, "--background-fill"),
+        (job.background_despill, "--background-despill"),
+    ):
+        if not isinstance(colour, tuple) or len(colour) != 4:
+            raise UserError(f"{option} takes four numbers R,G,B,A, not {colour!r}")
+        for v in colour:
+            _check_whole(v, 0, 255, "a colour channel", option)
+    _check_choice(job.frame_colorizer_size, COLORIZER_SIZES, "frame colorizer size", "--frame-colorizer-size")
+    _check_whole(job.frame_colorizer_blend, 0, 100, "frame colorizer blend", "--frame-colorizer-blend")
 
 
 def _check_masks(job: RenderJob) -> None:

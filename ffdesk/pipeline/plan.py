@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
@@ -26,32 +27,48 @@ def build_stages(
     A model made by `ffdesk train` as the swapper: the trained-swapper stages (no source needed).
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
     A swapper model named: the model-based stages. Otherwise: the embedded classical swap (which
-    has no swap scale: `UserError` for one). A frame enhancer named (`job.frame_enhancer`): its
-    stage last, after the face stages (or alone), as FaceFusion runs it; off in preview mode, as
-    the face enhancer is (a draft at the source's size).
+    has no swap scale: `UserError` for one). Then FaceFusion's other processors the job names:
+    the face processors (`FACE_PROCESSORS`) after the face stages that redraw faces, the
+    whole-frame ones (`FRAME_PROCESSORS`) last; the frame enhancer is off in preview mode, as the
+    face enhancer is (a draft at the source's size).
     """
     stages = _face_stages(job, info, env=env, share=share)
-    if job.lip_syncer:
-        from ffdesk.pipeline.stages.lipsync import with_lip_sync
-
-        try:
-            stages = with_lip_sync(stages, job, info, env=env, share=share)
-        except BaseException:
-            for stage in stages:  # let go of what the face stages hold (their models' manager)
-                with contextlib.suppress(Exception):
-                    stage.finish()
-            raise
-    if job.frame_enhancer and job.mode != "preview":  # a preview-mode render is a fast draft
-        from ffdesk.pipeline.stages.frame_enhancer import frame_enhancer_stage
-
-        try:
-            stages.append(frame_enhancer_stage(job, stages, env=env, share=share))
-        except BaseException:
-            for stage in stages:  # let go of what the face stages hold (their models' manager)
-                with contextlib.suppress(Exception):
-                    stage.finish()
-            raise
+    try:
+        for field, module, factory in FACE_PROCESSORS:
+            if getattr(job, field):
+                add_face = getattr(importlib.import_module(module), factory)
+                stages = add_face(stages, job, info, env=env, share=share)
+        for field, module, factory in FRAME_PROCESSORS:
+            if getattr(job, field) and not (field in DRAFT_SKIPS and job.mode == "preview"):
+                frame_stage = getattr(importlib.import_module(module), factory)
+                stages.append(frame_stage(job, stages, env=env, share=share))
+    except BaseException:
+        for stage in stages:  # let go of what the stages built so far hold (their models' manager)
+            with contextlib.suppress(Exception):
+                stage.finish()
+        raise
     return stages
+
+
+FACE_PROCESSORS: tuple[tuple[str, str, str], ...] = (
+    ("deep_swapper", "ffdesk.pipeline.stages.deep_swapper", "with_deep_swapper"),
+    ("expression_restorer", "ffdesk.pipeline.stages.expression_restorer", "with_expression_restorer"),
+    ("face_editor", "ffdesk.pipeline.stages.face_editor", "with_face_editor"),
+    ("age_modifier", "ffdesk.pipeline.stages.age_modifier", "with_age_modifier"),
+    ("lip_syncer", "ffdesk.pipeline.stages.lipsync", "with_lip_sync"),
+)
+"""The face processors after the swap: (the job field that turns one on, its module, the function
+that places its stage: `fn(stages, job, info, *, env, share) -> stages`), in the order they run
+(`ffdesk.pipeline.stages.placement`)."""
+FRAME_PROCESSORS: tuple[tuple[str, str, str], ...] = (
+    ("background_remover", "ffdesk.pipeline.stages.background_remover", "background_remover_stage"),
+    ("frame_colorizer", "ffdesk.pipeline.stages.frame_colorizer", "frame_colorizer_stage"),
+    ("frame_enhancer", "ffdesk.pipeline.stages.frame_enhancer", "frame_enhancer_stage"),
+)
+"""The whole-frame processors, appended in this order after the face stages:
+`fn(job, stages, *, env, share) -> Stage`."""
+DRAFT_SKIPS = frozenset({"frame_enhancer"})
+"""Whole-frame processors off in preview mode (a draft at the source's size)."""
 
 
 def _face_stages(

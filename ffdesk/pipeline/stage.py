@@ -24,7 +24,7 @@ import av
 
 from ffdesk.faces.types import Face
 from ffdesk.media.patch import ChangedRegion
-from ffdesk.types import Frame
+from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
     import torch
@@ -94,6 +94,13 @@ class FramePacket:
     """The faces to swap and their weights (set by the tracking stage)."""
     swapped_tracks: list[int | None] = field(default_factory=list)
     """Track IDs of the faces a swap stage did swap in this frame."""
+    target_image: Frame | None = None
+    """The frame as decoded, before any face stage drew on it; kept only by a render with a stage
+    that reads it (the expression restorer reads the target actor's expression from it)."""
+    matte: Mask | None = None
+    """A whole-frame matte a stage computed (the background remover's person matte, H x W
+    float32 0-1, at `image`'s size): the output's alpha or matte clip take it instead of the
+    union of the pasted faces."""
     device_image: torch.Tensor | None = None
     """`image` on the models' device (H x W x 3 uint8), uploaded by the first stage that keeps
     its pixels there and shared by the later ones (`ffdesk.pipeline.stages.device_redraw`);

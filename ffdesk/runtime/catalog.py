@@ -30,6 +30,12 @@ ModelKind = Literal[
     "converter",
     "lip_syncer",
     "frame_enhancer",
+    "expression_restorer",
+    "face_editor",
+    "deep_swapper",
+    "age_modifier",
+    "background_remover",
+    "frame_colorizer",
 ]
 Template = Literal["arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "none"]
 Identity = Literal["projected", "unit", "converted", "image"]
@@ -453,12 +459,35 @@ def load_catalog(path: Path | None = None) -> Catalog:
     A file whose text was parsed before gives the same `Catalog` again: it is immutable, and
     parsing the bundled catalog takes about 50 ms, which every render, model-list refresh and
     swapper lookup would otherwise pay (reading the file again costs well under a millisecond)."""
-    path = Path(path) if path is not None else default_catalog_path()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the model catalog ({exc.strerror})") from exc
-    return _parsed_catalog(path, text)
+    parts = [Path(path)] if path is not None else [default_catalog_path(), *catalog_parts()]
+    catalogs = []
+    for part in parts:
+        try:
+            text = part.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{part}: cannot read the model catalog ({exc.strerror})") from exc
+        catalogs.append(_parsed_catalog(part, text))
+    return catalogs[0] if len(catalogs) == 1 else _joined(tuple(catalogs))
+
+
+@functools.lru_cache(maxsize=8)
+def _joined(catalogs: tuple[Catalog, ...]) -> Catalog:
+    """One catalog of the bundled files' entries (the main file's `source`); `UserError` for a
+    model name two files share."""
+    models = tuple(m for c in catalogs for m in c.models)
+    names = [m.name for m in models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise UserError(f"{catalogs[0].source}: duplicate model names {', '.join(dupes)} (in catalog.d)")
+    others = tuple(o for c in catalogs for o in c.others)
+    return Catalog(models=models, source=catalogs[0].source, others=others)
+
+
+def catalog_parts() -> list[Path]:
+    """The bundled catalog's further files, `resources/catalog.d/*.toml` in name order (one per
+    processor family; their `[[model]]` and `[[other]]` tables join the main file's)."""
+    folder = default_catalog_path().parent / "catalog.d"
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
 
 
 @functools.lru_cache(maxsize=8)

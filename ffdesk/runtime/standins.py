@@ -20,6 +20,7 @@ Graphs are written with `onnx.helper` directly (fast, no exporter involved).
 
 from __future__ import annotations
 
+import importlib
 import time
 import warnings
 import zlib
@@ -53,7 +54,7 @@ class Width:
 SMALL = Width(base=8, deep=16, blocks=2)
 
 
-class _Graph:
+class Graph:
     """A tiny ONNX graph builder: each method adds nodes and returns the output tensor name."""
 
     def __init__(self, seed: int) -> None:
@@ -151,7 +152,7 @@ def _dims(t: TensorSpec, dynamic_batch: bool) -> list[int | str]:
 
 def _finish(
     spec: ModelSpec,
-    g: _Graph,
+    g: Graph,
     outputs: Sequence[str],
     dynamic_batch: bool,
     last_init: Any = None,
@@ -192,7 +193,7 @@ def _finish(
 # ---- one builder per kind -------------------------------------------------------------------
 
 
-def _swapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> tuple[list[str], Any]:
+def _swapper(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> tuple[list[str], Any]:
     size = int(spec.input("target").shape[2])
     x = "target"
     # The identity projection is the last initializer (as in inswapper); the stand-in also reads
@@ -247,7 +248,7 @@ def _swapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> tuple[lis
     return outputs, last
 
 
-def _recognizer(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _recognizer(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     x = "input"
     if realistic:
         # IResNet-50 layout: stages of [3, 4, 14, 3] basic blocks, 112 -> 7, then FC 25088 -> 512.
@@ -271,7 +272,7 @@ def _recognizer(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[s
     return [g.gemm(pooled, w.deep, 512)]
 
 
-def _backbone(g: _Graph, x: str, w: Width, strides: Sequence[int]) -> dict[int, tuple[str, int]]:
+def _backbone(g: Graph, x: str, w: Width, strides: Sequence[int]) -> dict[int, tuple[str, int]]:
     """Features at each stride (8/16/32) for the detectors."""
     feats: dict[int, tuple[str, int]] = {}
     s, cin = 1, 3
@@ -288,7 +289,7 @@ def _backbone(g: _Graph, x: str, w: Width, strides: Sequence[int]) -> dict[int, 
     return feats
 
 
-def _yolo(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _yolo(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     feats = _backbone(g, "input", w, (8, 16, 32))
     # cx, cy, w, h, score, 5 x (x, y, conf): scores near zero so no faces are found.
     scale = np.array([640, 640, 64, 64, 1e-4] + [640, 640, 1e-4] * 5, np.float32).reshape(1, 20, 1)
@@ -301,7 +302,7 @@ def _yolo(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
     return [g.op("Mul", [out, g.const(scale, "scale")])]
 
 
-def _anchor_detector(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _anchor_detector(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     feats = _backbone(g, "input", w, (8, 16, 32))
     scores: list[str] = []
     boxes: list[str] = []
@@ -318,7 +319,7 @@ def _anchor_detector(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> l
     return scores + boxes + kps
 
 
-def _landmarker(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _landmarker(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     x = g.cbr("input", 3, w.base, s=2)
     x = g.cbr(x, w.base, w.deep, s=2)
     for _ in range(w.blocks + w.extra):
@@ -334,7 +335,7 @@ def _landmarker(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[s
     return [marks, heat]
 
 
-def _yunet(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _yunet(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """Twelve outputs: class score, objectness, box, keypoints per stride (8/16/32), one anchor
     per point, rank 3 with a batch axis; scores near zero so no faces are found."""
     feats = _backbone(g, "input", w, (8, 16, 32))
@@ -364,7 +365,7 @@ def _fan_68_5_weights() -> npt.NDArray[np.float32]:
     return mix
 
 
-def _point_mapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _point_mapper(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """fan_68_5: [N, 5, 2] -> [N, 68, 2], each point a fixed mix of the five, plus a small
     learned-looking correction."""
     mix = g.const(_fan_68_5_weights(), "mix")
@@ -374,14 +375,14 @@ def _point_mapper(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list
     return [g.op("Add", [mapped, nudge])]
 
 
-def _converter(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _converter(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """An embedding converter: 512 -> 512 (two linear layers with a ReLU between)."""
     hidden = 1024 if realistic else 64
     h = g.relu(g.gemm("input", 512, hidden))
     return [g.gemm(h, hidden, 512)]
 
 
-def _image_to_image(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _image_to_image(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """U-Net-like enhancer (GFPGAN-sized when realistic); CodeFormer's weight scales the skips."""
     size = int(spec.inputs[0].shape[2])
     chans = [32, 64, 128, 256, 512, 512, 512] if realistic else [w.base, w.deep, w.deep]
@@ -416,7 +417,7 @@ def _image_to_image(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> li
     return [g.op("Tanh", [g.up2(g.conv(x, cin, 3, k=1, gain=0.5))])]
 
 
-def _deep_encoder(g: _Graph, x: str, chans: Sequence[int], blocks: int) -> str:
+def _deep_encoder(g: Graph, x: str, chans: Sequence[int], blocks: int) -> str:
     """Stride-2 steps through `chans`, then `blocks` residual blocks at the last width: the
     realistic masks' weight sits at low resolution, as in the real models, so their size is right
     without their compute running into seconds on a CPU."""
@@ -429,7 +430,7 @@ def _deep_encoder(g: _Graph, x: str, chans: Sequence[int], blocks: int) -> str:
     return x
 
 
-def _occluder(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _occluder(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     x = g.op("Transpose", ["input"], perm=[0, 3, 1, 2])
     if realistic:  # XSeg-sized: 59 MB (the published file: 70 MB); 256 px in, 16 x 16 at the bottom
         x = _deep_encoder(g, x, (32, 64, 128, 512), 3)
@@ -443,7 +444,7 @@ def _occluder(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str
     return [g.op("Transpose", [m], perm=[0, 2, 3, 1])]
 
 
-def _parser(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _parser(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     if realistic:  # BiSeNet-ResNet-34-sized: 91 MB (published: 93 MB); 512 px in, 16 x 16 at the bottom
         x = _deep_encoder(g, "input", (64, 128, 256, 512, 512), 4)
         return [g.up(g.conv(x, 512, 19, k=1), 32)]
@@ -463,7 +464,7 @@ def _mouth_ellipse(size: int) -> npt.NDArray[np.float32]:
     return mouth.reshape(1, 1, size, size)
 
 
-def _lip_syncer(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _lip_syncer(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """A wav2lip-shaped stand-in: the unmasked half of 'target' (channels 3-5) given back, its
     mouth darkened by as much as the voice window is loud (the mean of 'source', about -4 for
     silence and above 0 for speech), so tests can tell speech from silence; a faint conv branch
@@ -497,7 +498,7 @@ def _tile_contract(spec: ModelSpec) -> ModelSpec:
     return replace(spec, inputs=(fixed_in, *spec.inputs[1:]), outputs=(fixed_out, *spec.outputs[1:]))
 
 
-def _frame_upscaler(spec: ModelSpec, w: Width, g: _Graph, realistic: bool) -> list[str]:
+def _frame_upscaler(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
     """A frame enhancer stand-in that really upscales: the tile resized by the model's scale
     (bilinear, half-pixel centres, as OpenCV's INTER_LINEAR), plus a faint conv branch (residual
     blocks at the tile's resolution; 64 channels and 16 blocks when realistic) so it is a network
@@ -528,6 +529,27 @@ REALISTIC_WIDTH = {
 }
 
 
+KIND_MODULES = {
+    "expression_restorer": "ffdesk.runtime.standin_kinds.live_portrait",
+    "face_editor": "ffdesk.runtime.standin_kinds.live_portrait",
+    "deep_swapper": "ffdesk.runtime.standin_kinds.deep_swapper",
+    "age_modifier": "ffdesk.runtime.standin_kinds.age_modifier",
+    "background_remover": "ffdesk.runtime.standin_kinds.background_remover",
+    "frame_colorizer": "ffdesk.runtime.standin_kinds.frame_colorizer",
+}
+"""The kinds whose stand-ins are built by a module of their own: each has `REALISTIC` (a `Width`),
+`contract(spec) -> ModelSpec` (the contract with the sides it is fed fixed, or `spec` itself) and
+`build(spec, width, graph, realistic) -> output names` (a `Graph` builder's outputs, in the order
+of `spec.outputs`)."""
+
+
+def _realistic_width(kind: str) -> Width:
+    if kind in KIND_MODULES:
+        width: Width = importlib.import_module(KIND_MODULES[kind]).REALISTIC
+        return width
+    return REALISTIC_WIDTH[kind]
+
+
 def build_standin(
     spec: ModelSpec,
     *,
@@ -541,11 +563,11 @@ def build_standin(
     """An `onnx.ModelProto` honouring `spec`'s contract. `float16_outputs`: float32 outputs
     become float16 (as some half-precision builds have them); `extra_outputs`: that many
     auxiliary outputs after the listed ones (as exports with extra heads have them)."""
-    width = REALISTIC_WIDTH[spec.kind] if realistic else SMALL
+    width = _realistic_width(spec.kind) if realistic else SMALL
     if realistic and spec.kind == "swapper" and spec.resolution == 256:
         width = Width(width.base, 896, width.blocks)  # 256-px swappers: ~100M parameters
     width = Width(width.base, width.deep, width.blocks, extra_blocks)
-    g = _Graph(seed + zlib.crc32(spec.name.encode()))
+    g = Graph(seed + zlib.crc32(spec.name.encode()))
     last = None
     if spec.kind == "swapper":
         outputs, last = _swapper(spec, width, g, realistic)
@@ -568,6 +590,10 @@ def build_standin(
     elif spec.kind == "frame_enhancer":
         spec = _tile_contract(spec)
         outputs = _frame_upscaler(spec, width, g, realistic)
+    elif spec.kind in KIND_MODULES:
+        kind = importlib.import_module(KIND_MODULES[spec.kind])
+        spec = kind.contract(spec)
+        outputs = kind.build(spec, width, g, realistic)
     else:
         outputs = _parser(spec, width, g, realistic)
     return _finish(

@@ -68,6 +68,14 @@ IN_RANGE: dict[str, Any] = {
     "matte": "clip",  # alpha needs prores or png
     "lip_sync_weight": 0.75,
     "frame_enhancer_blend": 35,
+    "expression_restorer_factor": 55,
+    "expression_restorer_areas": ("lower-face",),
+    "face_edits": (("mouth_smile", 0.5), ("head_yaw", -0.25)),
+    "deep_swapper_morph": 70,
+    "age_modifier_direction": -40,
+    "background_fill": (0, 255, 0, 255),
+    "background_despill": (0, 200, 0, 128),
+    "frame_colorizer_blend": 60,
     "face_map": (
         FaceMapping(3, (Path("/farm/shared/a é.jpg"),)),
         FaceMapping(Path("/farm/shared/who.jpg"), (Path("/farm/b.jpg"), Path("/farm/c.jpg"))),

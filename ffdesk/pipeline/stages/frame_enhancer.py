@@ -173,13 +173,10 @@ def upscale_figures(stages: Sequence[Stage]) -> UpscaleFigures | None:
 
 def _model_manager(stages: Sequence[Stage]) -> ResidencyManager | None:
     """The residency manager of the render's model stages, when it has them."""
-    from ffdesk.pipeline.stages.models import ModelRender
+    from ffdesk.pipeline.stages.placement import model_render
 
-    for stage in stages:
-        ctx = getattr(stage, "ctx", None)
-        if isinstance(ctx, ModelRender):
-            return ctx.manager
-    return None
+    ctx = model_render(stages)
+    return ctx.manager if ctx is not None else None
 
 
 def frame_enhancer_stage(

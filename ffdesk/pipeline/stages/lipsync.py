@@ -258,30 +258,21 @@ def with_lip_sync(
     env: RuntimeEnv,
     share: Share | None = None,
 ) -> list[Stage]:
-    """`stages` with the lip-sync stage where FaceFusion's order puts it: after a model swap
-    (sharing its models' manager), else after the other face stages (before a whole-frame
-    stage such as the frame enhancer); with no stages at all, after a face front end of its own.
-    Unchanged without `job.lip_syncer`. Bad settings fail here, before any frame is decoded."""
+    """`stages` with the lip-sync stage where FaceFusion's order puts it
+    (`ffdesk.pipeline.stages.placement`): after the face stages that redraw faces (sharing a model
+    swap's manager and occlusion masks), before the face enhancer and whole-frame stages; with no
+    stages at all, after a face front end of its own. Unchanged without `job.lip_syncer`. Bad
+    settings fail here, before any frame is decoded."""
     if not job.lip_syncer:
         return list(stages)
-    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.stages.placement import model_render, place_face_stage
 
-    info = info if info is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     choice = _resolve(job, env)
-    out = list(stages)
-    if not out:
-        from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser
 
-        front = FaceFrontEnd.for_job(job, job_analyser(job), info)
-        return [*front.stages(), _own_stage(job, info, choice, env, share)]
-    from ffdesk.pipeline.stages.models import ModelRender
+    def make(before: Sequence[Stage], known: MediaInfo) -> Stage:
+        ctx = model_render(before)
+        if ctx is not None:
+            return _shared_stage(job, known, ctx, choice)
+        return _own_stage(job, known, choice, env, share)
 
-    for i, stage in enumerate(out):
-        ctx = getattr(stage, "ctx", None)
-        if stage.name == "swap" and isinstance(ctx, ModelRender):
-            out.insert(i + 1, _shared_stage(job, info, ctx, choice))
-            return out
-    faces = [i for i, s in enumerate(out) if s.name in ("swap", "enhance")]
-    at = faces[-1] + 1 if faces else len(out)
-    out.insert(at, _own_stage(job, info, choice, env, share))
-    return out
+    return place_face_stage(stages, job, info, make)

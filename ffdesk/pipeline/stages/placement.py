@@ -1,0 +1,139 @@
+"""Where FaceFusion's other processors sit in a render, and the models they run through.
+
+FaceFusion applies its processors in the order given, each on the frame the one before drew.
+ffdesk runs them in one fixed order, the one its documentation's examples use:
+
+    face swap (a swapper model, the embedded swap or a DeepFaceLab model) -> expression restorer
+    -> face editor -> age modifier -> lip syncer -> face enhancer -> background remover
+    -> frame colorizer -> frame enhancer
+
+A face processor (`place_face_stage`) goes after the face stages that redraw faces and before
+the face enhancer (which then restores what they drew); with no face stage at all it gets a face
+front end of its own (detection, tracking, the job's face selection). A whole-frame processor is
+appended by `ffdesk.pipeline.plan` after the face stages.
+
+`ProcessorModels` is how a processor's stage loads its models: through the model stages' residency
+manager when the render has one (one budget for every model of the render), else through a
+manager of its own under `job.memory_budget` in the render's pool (`share`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import Stage
+
+if TYPE_CHECKING:
+    from ffdesk.faces.recognizer import Runner
+    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import ResidencyManager, Share
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+FACE_REDRAWS = ("swap", "deep_swap", "expression_restore", "face_edit", "age_modify", "lip_sync")
+"""Names of the stages that redraw the chosen faces before the face enhancer, in their order."""
+
+
+def model_render(stages: Sequence[Stage]) -> ModelRender | None:
+    """The model stages' shared context (their residency manager, session options, occlusion
+    masks), when the render has model stages."""
+    from ffdesk.pipeline.stages.models import ModelRender
+
+    for stage in stages:
+        ctx = getattr(stage, "ctx", None)
+        if isinstance(ctx, ModelRender):
+            return ctx
+    return None
+
+
+@dataclass
+class ProcessorModels:
+    """A processor's way to its models: `register` a model file, `run` a function over items
+    with it loaded (out-of-memory safe: the chunk is halved and retried), `close` when done."""
+
+    manager: ResidencyManager
+    options: Any
+    """The ONNX Runtime session options the render's provider and device call for."""
+    owns: bool
+    """Whether the manager is the processor's own (closed with it) or the model stages'."""
+
+    def register(self, choice: ModelChoice, *, part: str = "") -> str:
+        """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key.
+        `part`: told apart from another file of the same name (a model made of several)."""
+        from ffdesk.runtime.residency import OnnxLoader
+
+        key = f"{choice.name}{'/' + part if part else ''}@fp32"
+        if key not in self.manager.registered():
+            loader = OnnxLoader(choice.path, self.options, name=choice.name, precision="fp32")
+            self.manager.register(key, loader)
+        return key
+
+    def run(
+        self,
+        key: str,
+        fn: Callable[[Runner, Sequence[T]], Sequence[R]],
+        items: Sequence[T],
+        max_batch: int | None = None,
+    ) -> list[R]:
+        return self.manager.run_with_recovery(key, fn, items, max_batch=max_batch)
+
+    def close(self) -> None:
+        if self.owns:
+            self.manager.close()
+
+
+def processor_models(
+    job: RenderJob, stages: Sequence[Stage], *, env: RuntimeEnv, share: Share | None
+) -> ProcessorModels:
+    """The models of a processor placed after `stages`: the model stages' manager when there is
+    one, else one of its own."""
+    from ffdesk.pipeline.providers import job_device, session_options
+    from ffdesk.runtime.residency import ResidencyManager
+
+    ctx = model_render(stages)
+    if ctx is not None:
+        return ProcessorModels(ctx.manager, ctx.options, owns=False)
+    device = job_device(job.provider, env)
+    manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
+    return ProcessorModels(manager, session_options(job.provider, device, env, "fp32"), owns=True)
+
+
+def face_stage_position(stages: Sequence[Stage], name: str) -> int:
+    """Where a face processor's stage called `name` (one of `FACE_REDRAWS`) goes in `stages`:
+    after the face stages that come before it in `FACE_REDRAWS`, before the face enhancer and
+    whole-frame stages."""
+    order = FACE_REDRAWS.index(name)
+    earlier = {n for n in FACE_REDRAWS[:order]}
+    before = [i for i, s in enumerate(stages) if s.name in earlier]
+    if before:
+        return before[-1] + 1
+    later = [i for i, s in enumerate(stages) if s.name in FACE_REDRAWS[order:] or s.name == "enhance"]
+    return later[0] if later else len(stages)
+
+
+def place_face_stage(
+    stages: Sequence[Stage],
+    job: RenderJob,
+    info: MediaInfo | None,
+    make: Callable[[Sequence[Stage], MediaInfo], Stage],
+) -> list[Stage]:
+    """`stages` with the stage `make(stages, info)` builds placed by its name
+    (`face_stage_position`); a render with no stage first gets a face front end of its own.
+    `make` is called on the caller's thread, so bad settings fail before any frame is decoded."""
+    from ffdesk.media.probe import probe
+
+    info = info if info is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
+    out = list(stages)
+    if not out:
+        from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser
+
+        out = list(FaceFrontEnd.for_job(job, job_analyser(job), info).stages())
+    stage = make(out, info)
+    out.insert(face_stage_position(out, stage.name), stage)
+    return out

@@ -465,19 +465,27 @@ def _mouth_ellipse(size: int) -> npt.NDArray[np.float32]:
 
 
 def _lip_syncer(spec: ModelSpec, w: Width, g: Graph, realistic: bool) -> list[str]:
-    """A wav2lip-shaped stand-in: the unmasked half of 'target' (channels 3-5) given back, its
-    mouth darkened by as much as the voice window is loud (the mean of 'source', about -4 for
-    silence and above 0 for speech), so tests can tell speech from silence; a faint conv branch
-    over all six channels keeps it a network of the target (the cost knob when realistic)."""
-    size = int(spec.input("target").shape[2])
-    starts, ends, axes = (g.const(np.array([v], np.int64), n) for v, n in ((3, "s"), (6, "e"), (1, "ax")))
+    """A lip-syncer-shaped stand-in: the face given back (wav2lip: the unmasked half of
+    'target', channels 3-5; EDTalk: 'target' itself), its mouth darkened by as much as the voice
+    window is loud (the mean of 'source', about -4 for silence and above 0 for speech; EDTalk:
+    times its 'weight' x 2), so tests can tell speech from silence; a faint conv branch over the
+    target keeps it a network of it (the cost knob when realistic)."""
+    target = spec.input("target")
+    size, channels = int(target.shape[2]), int(target.shape[1])
+    first = 3 if channels == 6 else 0
+    starts, ends, axes = (
+        g.const(np.array([v], np.int64), n) for v, n in ((first, "s"), (first + 3, "e"), (1, "ax"))
+    )
     face = g.op("Slice", ["target", starts, ends, axes])
     loud = g.op("ReduceMean", ["source"], keepdims=1)  # [1, 1, 1, 1]
     two = g.const(np.array([2.0], np.float32))
     gain = g.op("Sigmoid", [g.op("Mul", [g.op("Add", [loud, two]), two])])
+    if channels == 3:  # EDTalk: the weight is an input of its own
+        gain = g.op("Mul", [gain, g.op("Mul", ["weight", two])])
     shade = g.op("Mul", [gain, g.const(_mouth_ellipse(size), "mouth")])  # [1, 1, S, S]
-    dark = g.op("Mul", [face, g.op("Sub", [g.const(np.ones(1, np.float32)), shade])])
-    x = g.cbr("target", 6, w.base, s=2)
+    one = g.const(np.ones(1, np.float32))
+    dark = g.op("Mul", [face, g.op("Sub", [one, g.op("Min", [shade, one])])])
+    x = g.cbr("target", channels, w.base, s=2)
     x = g.cbr(x, w.base, w.deep, s=2)
     for _ in range(w.blocks + w.extra):
         x = g.res_block(x, w.deep)

@@ -1,12 +1,19 @@
-"""FaceFusion's lip syncer (wav2lip): a face's mouth redrawn to follow a voice window.
+"""FaceFusion's lip syncers (wav2lip and EDTalk): a face's mouth redrawn to follow a voice window.
 
-Per face (FaceFusion's lip_syncer sync_lip, type 'wav2lip'): the face aligned to its template
+Per face, type 'wav2lip' (FaceFusion's lip_syncer sync_lip): the face aligned to its template
 (ffhq_512 at 512 px); its 68 landmarks moved into that crop; the box around them warped to the
 model's 96 x 96 (`mouth_box`); the model fed that crop twice, once with its lower half blacked
 out, as 6 channels in the frame's BGR order / 255 (`target_input`), and the voice window
 log-scaled and weighted (`source_input`); its 96 px output warped back into the 512 px crop
 (edges replicated); the crop pasted under the softened lower-face area of the 68 points
-(`lower_face_mask`). The facts come from the model's catalog entry (`LipSyncSpec`).
+(`lower_face_mask`).
+
+Type 'edtalk' (edtalk_256): the whole 512 px crop shrunk to the model's 256 px (area
+interpolation) and fed as RGB / 255 (`edtalk_target`), the voice window log-scaled but not
+weighted, and the weight as a tensor of its own (`weight`, [1] float32); the RGB 0..1 output
+enlarged back to 512 px (bicubic) and pasted under the box mask (the render's mask blur and
+padding), not the 68-point area: it needs no face mesh. The facts come from the model's catalog
+entry (`LipSyncSpec`).
 """
 
 from __future__ import annotations
@@ -52,21 +59,40 @@ class LipSyncSpec:
     area: str = "lower-face"
     audio: tuple[tuple[str, object], ...] = ()
     """The catalog's `options.audio` (how the voice becomes mel frames)."""
+    type: str = "wav2lip"
+    """"wav2lip" (a mouth box, 6-channel BGR target, weighted voice) or "edtalk" (the whole crop
+    as RGB, the weight as an input of its own)."""
+    weight_input: str = ""
+    """The name of the weight input (edtalk); "" for wav2lip."""
+
+    @property
+    def needs_mesh(self) -> bool:
+        """Whether a face needs its 68 points (from the face mesh) to be redrawn."""
+        return self.type == "wav2lip"
+
+
+LIP_SYNC_TYPES = ("wav2lip", "edtalk")
 
 
 def lip_sync_spec(spec: ModelSpec) -> LipSyncSpec:
     """The processor's settings of a lip syncer entry; `ValueError` (one line) for an entry that
-    is not a wav2lip-style contract (a [1, 1, bands, frames] source and a 6-channel square
-    target, one 3-channel output of the same side)."""
+    is not a wav2lip contract (a [1, 1, bands, frames] source and a 6-channel square target, one
+    3-channel output of the same side) or an EDTalk one (`options.type = "edtalk"`: the same
+    source, a 3-channel square target and a 'weight' input)."""
     if spec.kind != "lip_syncer":
         raise ValueError(f"{spec.name} is a {spec.kind} model, not a lip syncer")
+    kind = str(spec.option("type", "wav2lip"))
+    if kind not in LIP_SYNC_TYPES:
+        raise ValueError(f"{spec.name}: options.type {kind!r} (one of {', '.join(LIP_SYNC_TYPES)})")
     try:
         source, target = spec.input("source"), spec.input("target")
+        weight = spec.input("weight").name if kind == "edtalk" else ""
     except KeyError as exc:
-        raise ValueError(f"{spec.name}: a lip syncer takes inputs 'source' and 'target' ({exc})") from None
+        raise ValueError(f"{spec.name}: a {kind} lip syncer lacks input {exc}") from None
     shape = tuple(target.shape)
-    if target.layout != "NCHW" or len(shape) != 4 or shape[1] != 6 or shape[2] != shape[3]:
-        raise ValueError(f"{spec.name}: target {list(shape)} is not [1, 6, S, S] (NCHW)")
+    channels = 6 if kind == "wav2lip" else 3
+    if target.layout != "NCHW" or len(shape) != 4 or shape[1] != channels or shape[2] != shape[3]:
+        raise ValueError(f"{spec.name}: target {list(shape)} is not [1, {channels}, S, S] (NCHW)")
     if len(source.shape) != 4 or not all(isinstance(d, int) and d > 0 for d in source.shape[2:]):
         raise ValueError(f"{spec.name}: source {list(source.shape)} is not [1, 1, bands, frames]")
     audio = spec.option("audio", ())
@@ -80,16 +106,37 @@ def lip_sync_spec(spec: ModelSpec) -> LipSyncSpec:
         source_shape=(int(source.shape[2]), int(source.shape[3])),
         area=str(spec.option("area", "lower-face")),
         audio=tuple(audio) if isinstance(audio, tuple) else (),
+        type=kind,
+        weight_input=weight,
     )
 
 
-def source_input(window: npt.ArrayLike, weight: float = DEFAULT_WEIGHT) -> F32:
+def source_input(window: npt.ArrayLike, weight: float | None = DEFAULT_WEIGHT) -> F32:
     """A mel window (bands x frames magnitudes) as the model's 'source': log-scaled, clipped and
-    multiplied by weight x 2, shaped [1, 1, bands, frames]."""
+    (wav2lip) multiplied by weight x 2, shaped [1, 1, bands, frames]; `weight` None: not
+    weighted (EDTalk takes the weight as an input of its own)."""
     x = np.maximum(np.asarray(window, np.float64), LOG_FLOOR)
     x = np.clip(np.log10(x) * LOG_SCALE + LOG_OFFSET, -LOG_CLIP, LOG_CLIP).astype(np.float32)
-    x = x * np.float32(weight * 2.0)
+    if weight is not None:
+        x = x * np.float32(weight * 2.0)
     return np.ascontiguousarray(x[None, None], np.float32)
+
+
+def edtalk_target(crop: Frame, size: int) -> F32:
+    """An RGB face crop as EDTalk's 'target': shrunk to `size` (area interpolation), RGB / 255,
+    [1, 3, size, size]."""
+    small = np.asarray(cv2.resize(crop, (size, size), interpolation=cv2.INTER_AREA), np.uint8)
+    return np.ascontiguousarray(small.transpose(2, 0, 1)[None].astype(np.float32) / np.float32(255.0))
+
+
+def edtalk_pixels(output: npt.ArrayLike, crop_size: int) -> Frame:
+    """EDTalk's output ([1, 3, S, S] RGB, 0..1) as a `crop_size` RGB uint8 crop: clipped, x 255,
+    truncated, enlarged bicubically."""
+    arr = np.asarray(output, np.float32)
+    x = arr.reshape(3, *arr.shape[-2:]).transpose(1, 2, 0)
+    pixels = (np.clip(x, 0.0, 1.0) * 255.0).astype(np.uint8)
+    big = cv2.resize(pixels, (crop_size, crop_size), interpolation=cv2.INTER_CUBIC)
+    return np.ascontiguousarray(big, np.uint8)
 
 
 def mouth_box(points: npt.ArrayLike, size: int) -> tuple[npt.NDArray[np.float64], int]:
@@ -136,9 +183,18 @@ class LipSyncer:
         self.spec = spec
         self.weight = weight
 
-    def mouth(self, crop: Frame, points: npt.ArrayLike, window: npt.ArrayLike) -> Frame:
-        """`crop` (crop_size RGB) with its mouth box redrawn by the model for `window`."""
+    def mouth(self, crop: Frame, points: npt.ArrayLike | None, window: npt.ArrayLike) -> Frame:
+        """`crop` (crop_size RGB) with its mouth redrawn by the model for `window` (`points`:
+        the face's 68 points in the crop; wav2lip only)."""
         spec, size = self.spec, self.spec.size
+        if spec.type == "edtalk":
+            feed = {
+                spec.source_input: source_input(window, None),
+                spec.target_input: edtalk_target(crop, size),
+                spec.weight_input: np.array([self.weight], np.float32),
+            }
+            return edtalk_pixels(next(iter(self.session.run(feed).values())), crop.shape[0])
+        assert points is not None, "a wav2lip face needs its 68 points"
         matrix, interpolation = mouth_box(points, size)
         box = np.asarray(cv2.warpAffine(crop, matrix, (size, size), flags=interpolation), np.uint8)
         feed = {spec.source_input: source_input(window, self.weight), spec.target_input: target_input(box)}

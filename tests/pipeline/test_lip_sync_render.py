@@ -1,5 +1,5 @@
 """Lip sync in a render: a real clip (carphone) whose mouth follows a spoken sentence (espeak-ng),
-with the wav2lip stand-in; every pixel outside the pasted mouths stays exactly as rendered without
+with the wav2lip and EDTalk stand-ins; every pixel outside the pasted mouths stays exactly as rendered without
 lip sync (PNG output), and bad voices are one line."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SENTENCE = "The quick brown fox jumps over the lazy dog, and then it runs far aw
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("lip_pack")
-    write_standins(folder, ["wav2lip_96", "wav2lip_gan_96"])
+    write_standins(folder, ["wav2lip_96", "wav2lip_gan_96", "edtalk_256"])
     return folder
 
 
@@ -172,3 +172,30 @@ def test_a_model_with_the_wrong_contract_is_one_line(
     assert main([*args, "--lip-sync-audio", str(speech)]) != 0
     err = capsys.readouterr().err.strip()
     assert "missing input 'source'" in err and len(err.splitlines()) == 1
+
+
+def test_edtalk_redraws_the_face_for_the_voice_and_its_weight(
+    tmp_path: Path, pack: Path, speech: Path, silence: Path, plain: list[np.ndarray]
+) -> None:
+    """EDTalk takes the whole face and the weight as an input: the face's box changes, nothing
+    outside it, speech differs from silence, and the weight changes the drawing."""
+    talking = synced(tmp_path / "talk", pack, speech, "edtalk_256")
+    quiet = synced(tmp_path / "quiet", pack, silence, "edtalk_256")
+    masks = [changed(a, b) for a, b in zip(talking, plain, strict=True)]
+    assert sum(bool(m.any()) for m in masks) >= 100
+    for m in masks:  # the face's box: more than the mouth, far less than the frame
+        if m.any():
+            assert m.sum() < 0.3 * m.size
+    differ = [int(changed(a, b).sum()) for a, b in zip(talking, quiet, strict=True)]
+    assert sum(d > 20 for d in differ) >= 60
+    (tmp_path / "light").mkdir()
+    light = render(
+        tmp_path / "light" / "frames",
+        *("--models-dir", str(pack), "--lip-syncer", "edtalk_256", "--lip-sync-audio", str(speech)),
+        *("--lip-sync-weight", "0.1"),
+    )
+    darker = [
+        float(p.astype(int).sum() - t.astype(int).sum()) - float(p.astype(int).sum() - li.astype(int).sum())
+        for t, li, p in zip(talking, light, plain, strict=True)
+    ]
+    assert np.mean(darker) > 0  # weight 0.5 darkens the mouth more than weight 0.1

@@ -170,6 +170,55 @@ def test_catalog_entries_and_standins_honour_the_wav2lip_contract() -> None:
         assert np.abs(quiet - loud).max() > 0.3  # the stand-in hears its source
 
 
+def test_the_edtalk_entry_and_standin_take_the_whole_face_and_a_weight() -> None:
+    import onnxruntime as ort
+
+    spec = load_catalog().get("edtalk_256")
+    settings = ls.lip_sync_spec(spec)
+    assert (settings.type, settings.size, settings.crop_size, settings.weight_input) == (
+        "edtalk",
+        256,
+        512,
+        "weight",
+    )
+    assert not settings.needs_mesh
+    session = ort.InferenceSession(
+        build_standin(spec).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    assert [(i.name, i.shape) for i in session.get_inputs()] == [
+        ("source", [1, 1, 80, 16]),
+        ("target", [1, 3, 256, 256]),
+        ("weight", [1]),
+    ]
+    crop = np.random.default_rng(4).integers(0, 255, (512, 512, 3), np.uint8)
+    target = ls.edtalk_target(crop, 256)
+    assert target.shape == (1, 3, 256, 256) and target.max() <= 1.0
+    # RGB in, RGB out: no channel swap (FaceFusion flips its BGR frames, ffdesk's are RGB)
+    np.testing.assert_allclose(target[0, 0, 0, 0] * 255, crop[:2, :2, 0].mean(), atol=0.6)
+    loud = np.full((80, 16), 10.0, np.float32)
+    # the voice is not weighted for EDTalk: the weight is its own input
+    np.testing.assert_array_equal(ls.source_input(loud, None), ls.source_input(loud, 0.5))
+
+    class Named:
+        def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            names = [o.name for o in session.get_outputs()]
+            return dict(zip(names, session.run(None, inputs), strict=True))
+
+    drawn = ls.LipSyncer(Named(), settings, weight=0.5).mouth(crop, None, loud)
+    assert drawn.shape == (512, 512, 3) and drawn.dtype == np.uint8
+    light = ls.LipSyncer(Named(), settings, weight=0.05).mouth(crop, None, loud)
+    assert int(light.astype(int).sum()) > int(drawn.astype(int).sum())  # a lighter touch
+
+
+def test_a_lip_syncer_of_an_unknown_type_is_refused() -> None:
+    from dataclasses import replace
+
+    spec = load_catalog().get("edtalk_256")
+    options = tuple((k, "sadtalker" if k == "type" else v) for k, v in spec.options)
+    with pytest.raises(ValueError, match="options.type 'sadtalker'"):
+        ls.lip_sync_spec(replace(spec, options=options))
+
+
 def test_a_model_of_another_kind_is_not_a_lip_syncer() -> None:
     with pytest.raises(ValueError, match="not a lip syncer"):
         ls.lip_sync_spec(load_catalog().get("xseg_1"))

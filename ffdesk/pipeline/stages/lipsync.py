@@ -6,10 +6,11 @@ each on the frame the previous one drew; the enhancer then restores the 96 px mo
 Without a swap it runs alone after the face front end (dubbing a clip as it is).
 
 Each frame's window of the voice comes from its position in the render range
-(`FramePacket.index`); frames past the voice's end, and faces without a face mesh (their 68
-points come from it, `ffdesk.swap.areas.points_68`), are left as they are. The lip syncer loads
-through the render's residency manager: the model stages' own when there is a swap, else one of
-its own in the same pool.
+(`FramePacket.index`); frames past the voice's end, and (wav2lip) faces without a face mesh
+(their 68 points come from it, `ffdesk.swap.areas.points_68`), are left as they are; EDTalk
+redraws the whole aligned face and pastes it under the render's box mask, so it needs no mesh.
+The lip syncer loads through the render's residency manager: the model stages' own when there
+is a swap, else one of its own in the same pool.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import lipsync as ls
 from ffdesk.swap.areas import points_68
+from ffdesk.swap.masks import box_mask
 from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
@@ -50,7 +52,8 @@ class _Face:
 
     crop: Frame
     affine: npt.NDArray[np.float64]
-    points: npt.NDArray[np.float64]
+    points: npt.NDArray[np.float64] | None
+    """The 68 points in the crop (wav2lip); None for a model that needs none (EDTalk)."""
     window: npt.NDArray[np.float32]
     owner: int
 
@@ -98,10 +101,12 @@ class LipSyncStage:
         max_batch: int,
         occlusion: Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None = None,
         close: Callable[[], None] | None = None,
+        box: tuple[float, tuple[int, int, int, int]] = (0.3, (0, 0, 0, 0)),
     ) -> None:
         """`run`: the model call through a residency manager; `occlusion`: the render's occlusion
         masks of a stack of crops (FaceFusion keeps them under the mouth too); `close`: what
-        `finish` lets go (a manager of the stage's own)."""
+        `finish` lets go (a manager of the stage's own); `box`: the box mask's blur and padding
+        (the render's `--mask-blur`, `--mask-padding`), EDTalk's paste mask."""
         self.spec = spec
         self.voice = voice
         self._run = run
@@ -109,6 +114,7 @@ class LipSyncStage:
         self.max_batch = max_batch
         self._occlusion = occlusion
         self._close = close
+        self._box = box
         self._emit: Callable[[ev.Event], None] = _ignore
         self._warned_end = False
         self.faces_synced = 0
@@ -135,12 +141,15 @@ class LipSyncStage:
                     )
                 continue
             for face in packet.swap.faces:
-                if face.landmarks is None:
+                if spec.needs_mesh and face.landmarks is None:
                     self.faces_without_mesh += 1
                     continue
                 crop, affine = warp_face(packet.image, face.kps, spec.template, spec.crop_size)
                 m = np.asarray(affine, np.float64)
-                points = points_68(face.landmarks).astype(np.float64) @ m[:, :2].T + m[:, 2]
+                points = None
+                if spec.needs_mesh:
+                    assert face.landmarks is not None
+                    points = points_68(face.landmarks).astype(np.float64) @ m[:, :2].T + m[:, 2]
                 out.append(_Face(crop, m, points, window, i))
         return out
 
@@ -155,7 +164,7 @@ class LipSyncStage:
             return [syncer.mouth(f.crop, f.points, f.window) for f in chunk]
 
         drawn = self._run(draw, faces)
-        masks: list[Mask] = [ls.lower_face_mask(f.points, spec.crop_size, spec.area) for f in faces]
+        masks: list[Mask] = [self._mask(f) for f in faces]
         crops = np.stack([f.crop for f in faces])
         if self._occlusion is not None:
             masks = [np.minimum(m, o) for m, o in zip(masks, self._occlusion(crops), strict=True)]
@@ -165,6 +174,13 @@ class LipSyncStage:
         _to_device(batch, before)
         self.faces_synced += len(faces)
         return list(batch)
+
+    def _mask(self, face: _Face) -> Mask:
+        """The paste mask: the lower-face area of the 68 points (wav2lip), the box (EDTalk)."""
+        if face.points is None:
+            blur, padding = self._box
+            return box_mask(self.spec.crop_size, blur, padding)
+        return ls.lower_face_mask(face.points, self.spec.crop_size, self.spec.area)
 
     def finish(self) -> None:
         if self._close is not None:
@@ -225,7 +241,13 @@ def _shared_stage(job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: Mod
 
     occlusion = ctx.occlusion_masks if ctx.occluders else None
     return LipSyncStage(
-        spec, voice, run, weight=job.lip_sync_weight, max_batch=max(1, job.batch), occlusion=occlusion
+        spec,
+        voice,
+        run,
+        weight=job.lip_sync_weight,
+        max_batch=max(1, job.batch),
+        occlusion=occlusion,
+        box=(job.mask_blur, job.mask_padding),
     )
 
 
@@ -246,7 +268,13 @@ def _own_stage(
         return manager.run_with_recovery(key, fn, items)
 
     return LipSyncStage(
-        spec, voice, run, weight=job.lip_sync_weight, max_batch=max(1, job.batch), close=manager.close
+        spec,
+        voice,
+        run,
+        weight=job.lip_sync_weight,
+        max_batch=max(1, job.batch),
+        close=manager.close,
+        box=(job.mask_blur, job.mask_padding),
     )
 
 

@@ -111,7 +111,11 @@ def _colour(text: str, option: str) -> tuple[int, int, int, int]:
         values = [int(t) for t in parts]
     except ValueError:
         raise UserError(f"{option} takes four whole numbers R,G,B,A, not {text!r}") from None
-    if len(values) == 3:
+    if len(values) == 1:  # one grey level, as FaceFusion takes it
+        values = [values[0]] * 3
+    elif len(values) == 2:
+        values = [values[0], values[1], values[0]]
+    if len(values) == 3:  # opaque unless an alpha is given
         values.append(255)
     if len(values) != 4:
         raise UserError(f"{option} takes four whole numbers R,G,B,A, not {text!r}")

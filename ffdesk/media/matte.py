@@ -1,9 +1,11 @@
-"""The matte of a render: where the pasted faces cover the frame, 0-255.
+"""The matte of a render: where the pasted faces cover the frame, 0-255, or the whole-frame
+matte a stage computed (the background remover's subject matte).
 
 Every paste records the blend weight it used on its `ChangedRegion` (`alpha`); a frame's matte is
-the union (the maximum) of those weights over the frame, zero where nothing was pasted. Editors
-take it as the output's alpha channel or as a grey clip beside the output, to grade or composite
-the swapped face.
+the union (the maximum) of those weights over the frame, zero where nothing was pasted. A stage
+that computes a matte of the whole frame gives it instead (`weights_matte`). Editors take it as
+the output's alpha channel or as a grey clip beside the output, to grade or composite the swapped
+face or the cut-out subject.
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ def weight_levels(alpha: npt.NDArray[np.floating]) -> Matte:
     zero, so the matte covers every pixel a paste may have changed."""
     scaled = np.ceil(np.asarray(alpha, np.float32) * np.float32(255.0))
     return np.clip(scaled, 0.0, 255.0).astype(np.uint8)
+
+
+def weights_matte(weights: npt.NDArray[np.floating], width: int, height: int) -> Matte:
+    """A whole-frame matte of weights in [0, 1] as 0-255 (rounded to the nearest level, so a
+    matte that came from 0-255 levels gives them back exactly), resized (bilinear) to `width` x
+    `height` when the frame was resized after it was computed."""
+    levels = np.rint(np.clip(np.asarray(weights, np.float32), 0.0, 1.0) * np.float32(255.0)).astype(np.uint8)
+    if levels.shape != (height, width):
+        import cv2
+
+        levels = np.asarray(cv2.resize(levels, (width, height), interpolation=cv2.INTER_LINEAR), np.uint8)
+    return np.ascontiguousarray(levels)
 
 
 def frame_matte(regions: Iterable[ChangedRegion], height: int, width: int) -> Matte:

@@ -25,7 +25,8 @@ device), "auto" (the device where the models run on a GPU, else the host)."""
 PIXELS: tuple[Pixels, ...] = get_args(Pixels)
 
 MatteKind = Literal["none", "alpha", "clip"]
-"""Where a render writes its matte (where the pasted faces cover each frame, 0-255): nowhere, as
+"""Where a render writes its matte (where the pasted faces cover each frame, or the background
+remover's subject matte, 0-255): nowhere, as
 the output's alpha channel (prores, png), or as a grey clip beside the output (`OUTPUT-matte.EXT`);
 see `ffdesk.pipeline.matte`."""
 MATTES: tuple[MatteKind, ...] = get_args(MatteKind)
@@ -174,7 +175,8 @@ class RenderJob:
     """Landmark areas the area mask keeps (upper-face, lower-face, mouth); empty: every area, as
     FaceFusion does by default."""
     matte: MatteKind = "none"
-    """Where the matte of the pasted faces goes (`--matte`, see `MatteKind`)."""
+    """Where the matte (the pasted faces', or the background remover's) goes (`--matte`, see
+    `MatteKind`)."""
     face_map: tuple[FaceMapping, ...] = ()
     """Who goes where (`--map`): each mapped person is swapped with their own sources, the other
     faces are left untouched; empty: `face_selection` picks the faces and `sources` go in."""

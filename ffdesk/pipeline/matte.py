@@ -1,4 +1,5 @@
-"""What a render does with its matte (`RenderJob.matte`): where the pasted faces cover each frame.
+"""What a render does with its matte (`RenderJob.matte`): where the pasted faces cover each frame,
+or, in a render with the background remover, its subject matte (`FramePacket.matte`).
 
 - "alpha": the matte is the output's alpha channel (ProRes 4444 or RGBA PNG frames; an image
   output that holds one: PNG, TIFF, WebP).
@@ -26,6 +27,7 @@ from ffdesk.media.matte import (
     Matte,
     frame_matte,
     matte_clip_path,
+    weights_matte,
     with_alpha,
 )
 from ffdesk.media.probe import MediaInfo, VideoInfo
@@ -40,8 +42,12 @@ if TYPE_CHECKING:
 
 def packet_matte(packet: FramePacket, size: tuple[int, int]) -> Matte:
     """The matte of a packet on its way to the encoder (`size`: the frames' width, height): the
-    union of the blend weights of its pastes, all zero for a frame without one; enlarged with the
-    frame when a frame enhancer upscaled it after the pastes (`FramePacket.region_scale`)."""
+    whole-frame matte a stage set (`FramePacket.matte`, the background remover's) when there is
+    one, else the union of the blend weights of its pastes, all zero for a frame without one;
+    either enlarged with the frame when a frame enhancer upscaled it after them
+    (`FramePacket.region_scale`)."""
+    if packet.matte is not None:
+        return weights_matte(packet.matte, size[0], size[1])
     scale = max(1, packet.region_scale)
     if scale == 1:
         return frame_matte(packet.regions, size[1], size[0])

@@ -18,7 +18,14 @@ from ffdesk.media.patch import ChangedRegion
 from ffdesk.types import Frame, Mask, Points
 
 TemplateName = Literal[
-    "arcface_112", "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512"
+    "arcface_112",
+    "arcface_112_v1",
+    "arcface_112_v2",
+    "arcface_128",
+    "ffhq_512",
+    "mtcnn_512",
+    "dfl_whole_face",
+    "styleganex_384",
 ]
 Affine = npt.NDArray[np.float64]
 """2 x 3 affine matrix mapping frame pixels to crop pixels."""
@@ -69,6 +76,26 @@ TEMPLATES: dict[str, npt.NDArray[np.float64]] = {
             [0.50019127, 0.61942959],
             [0.39032951, 0.77598822],
             [0.61178945, 0.77476328],
+        ]
+    ),
+    # FaceFusion face_helper.py WARP_TEMPLATE_SET (DeepFaceLab whole-face crops: deep swapper)
+    "dfl_whole_face": np.array(
+        [
+            [0.35342266, 0.39285716],
+            [0.62797622, 0.39285716],
+            [0.48660713, 0.54017860],
+            [0.38839287, 0.68750011],
+            [0.59821427, 0.68750011],
+        ]
+    ),
+    # FaceFusion face_helper.py WARP_TEMPLATE_SET (the age modifier's crop with background)
+    "styleganex_384": np.array(
+        [
+            [0.42353745, 0.52289879],
+            [0.57725008, 0.52319972],
+            [0.50123859, 0.61331904],
+            [0.43364461, 0.68337652],
+            [0.57015325, 0.68306005],
         ]
     ),
 }

@@ -37,7 +37,9 @@ ModelKind = Literal[
     "background_remover",
     "frame_colorizer",
 ]
-Template = Literal["arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "none"]
+Template = Literal[
+    "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face", "none"
+]
 Identity = Literal["projected", "unit", "converted", "image"]
 HashKind = Literal["crc32", "sha256"]
 Dim = int | str
@@ -50,6 +52,7 @@ TEMPLATES: tuple[str, ...] = (
     "arcface_128",
     "ffhq_512",
     "mtcnn_512",
+    "dfl_whole_face",
     "none",
 )
 IDENTITIES: tuple[str, ...] = ("projected", "unit", "converted", "image")
@@ -300,9 +303,10 @@ def _dim(d: Any) -> bool:
 
 
 def _shape(value: Any) -> tuple[Dim, ...]:
-    """A contract's shape: 1 to `MAX_RANK` dims (`_dim`), at most `MAX_ELEMENTS` fixed elements."""
-    if not isinstance(value, list) or not 1 <= len(value) <= MAX_RANK:
-        raise ValueError(f"shape {value!r:.60} (a list of 1 to {MAX_RANK} dims)")
+    """A contract's shape: 0 to `MAX_RANK` dims (`_dim`; [] is a scalar, as StyleGANEX's
+    'direction'), at most `MAX_ELEMENTS` fixed elements."""
+    if not isinstance(value, list) or not 0 <= len(value) <= MAX_RANK:
+        raise ValueError(f"shape {value!r:.60} (a list of 0 to {MAX_RANK} dims; [] is a scalar)")
     bad = next((d for d in value if not _dim(d)), None)
     if bad is not None:
         raise ValueError(f"shape {value!r:.60}: dim {bad!r:.20} (a whole number 1..{MAX_DIM}, -1 or a name)")

@@ -1,0 +1,171 @@
+"""The age-modify stage: each chosen face made older or younger (FaceFusion's age modifier).
+
+Where it runs: after the face stages that redraw faces before it (swap, expression restorer,
+face editor), before the lip syncer and the face enhancer (`ffdesk.pipeline.stages.placement`);
+without a swap, after a face front end of its own (detection, tracking, the job's face
+selection), so `--age-modifier` alone ages the chosen faces of a clip as it is.
+
+Each chosen face (`FramePacket.swap.faces`) is cut out, redrawn by the model
+(`ffdesk.swap.age_modifier`) and pasted back under its box mask; with the render's occlusion
+masks (a model swap with `--mask occlusion`) the minimum with them, as FaceFusion does when its
+mask types hold 'occlusion'. Frames without a chosen face pass through untouched. The model
+loads through `ProcessorModels`: the model stages' residency manager when the render has one,
+else one of its own in the render's pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.swap import age_modifier as am
+from ffdesk.types import Frame, Mask
+
+if TYPE_CHECKING:
+    from ffdesk.faces.recognizer import Runner
+    from ffdesk.pipeline.stages.models import ModelChoice
+    from ffdesk.pipeline.stages.placement import ProcessorModels
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
+
+ROLE = "age_modifier"
+Occlusion = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
+"""The render's occlusion masks of a stack of face crops (crop-sized, 0-1)."""
+
+
+class AgeModifyStage:
+    """Redraws every chosen face of a batch older or younger by the age modifier model."""
+
+    name = "age_modify"
+    workers = 1
+    edits_regions = True  # records each pasted face's region
+
+    def __init__(
+        self,
+        spec: am.AgeModifierSpec,
+        models: ProcessorModels,
+        key: str,
+        *,
+        direction: int,
+        blur: float,
+        max_batch: int,
+        occlusion: Occlusion | None = None,
+    ) -> None:
+        """`models`/`key`: the model, registered; `direction`: -100 (younger) to 100 (older);
+        `blur`: the render's mask blur (the box mask's); `occlusion`: the render's occlusion
+        masks, when it makes them."""
+        self.spec = spec
+        self.models = models
+        self.key = key
+        self.direction = direction
+        self.blur = blur
+        self.max_batch = max_batch
+        self._occlusion = occlusion
+        self.faces_modified = 0
+
+    def start(self) -> None:
+        return None
+
+    def _redraw(self, session: Runner, chunk: Sequence[am.AgeCrops]) -> list[Frame]:
+        modifier = am.AgeModifier(session, self.spec, self.direction)
+        return [modifier.redraw(c) for c in chunk]
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        spec = self.spec
+        owners: list[int] = []
+        crops: list[am.AgeCrops] = []
+        faces = []
+        for i, packet in enumerate(batch):
+            for face in packet.swap.faces:
+                crops.append(am.cut_face(packet.image, face.kps, spec))
+                faces.append(face)
+                owners.append(i)
+        if not crops:
+            return list(batch)
+        drawn = self.models.run(self.key, self._redraw, crops)
+        occlusion: Sequence[Mask | None] = [None] * len(crops)
+        if self._occlusion is not None:
+            occlusion = list(self._occlusion(np.stack([c.crop for c in crops])))
+        masks = [am.paste_mask(c, spec, self.blur, o) for c, o in zip(crops, occlusion, strict=True)]
+        affines = tuple(am.paste_affine(c, spec) for c in crops)
+        aligned = AlignedFaces(np.stack(drawn), affines, tuple(faces), tuple(owners))
+        before = [len(p.regions) for p in batch]
+        paste_aligned(batch, aligned, drawn, masks)
+        _to_device(batch, before)
+        self.faces_modified += len(crops)
+        return list(batch)
+
+    def finish(self) -> None:
+        self.models.close()
+        return None
+
+
+def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
+    """Copy the regions pasted on the host into the packets' device frames, where a later stage
+    still reads them (the pixels stay on a device between model calls)."""
+    for packet, first in zip(batch, before, strict=True):
+        image = packet.device_image
+        if image is None:
+            continue
+        import torch
+
+        for r in packet.regions[first:]:
+            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
+            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
+
+
+def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, am.AgeModifierSpec]:
+    """The job's age modifier file, checked against its contract, and how to feed it;
+    `UserError` (one line) for a missing or broken file or an entry that is not an age modifier."""
+    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    assert job.age_modifier is not None
+    folder = resolve_models_dir(job.models_dir, env)
+    choice = resolve_model(job.age_modifier, ROLE, folder, load_catalog())
+    return choice, processor_spec(choice, "age modifier", am.age_modifier_spec)
+
+
+def with_age_modifier(
+    stages: Sequence[Stage],
+    job: RenderJob,
+    info: MediaInfo | None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
+) -> list[Stage]:
+    """`stages` with the age-modify stage where the processor order puts it (after the face
+    stages that redraw faces before it, sharing a model swap's manager and occlusion masks;
+    before the lip syncer, the face enhancer and the whole-frame stages); with no stages at all,
+    after a face front end of its own. Unchanged without `job.age_modifier`. A missing or broken
+    model file fails here, before any frame is decoded."""
+    if not job.age_modifier:
+        return list(stages)
+    from ffdesk.pipeline.stages.placement import model_render, place_face_stage, processor_models
+
+    choice, spec = _resolve(job, env)
+
+    def make(before: Sequence[Stage], _info: MediaInfo) -> Stage:
+        models = processor_models(job, before, env=env, share=share)
+        key = models.register(choice)
+        ctx = model_render(before)
+        occlusion = ctx.occlusion_masks if ctx is not None and ctx.occluders else None
+        return AgeModifyStage(
+            spec,
+            models,
+            key,
+            direction=job.age_modifier_direction,
+            blur=job.mask_blur,
+            max_batch=max(1, job.batch),
+            occlusion=occlusion,
+        )
+
+    return place_face_stage(stages, job, info, make)

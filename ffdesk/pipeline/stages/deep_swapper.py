@@ -1,0 +1,358 @@
+"""The deep-swap stage: every chosen face redrawn as the person of a DeepFaceLab model (FaceFusion's
+deep swapper, `--deep-swapper [MODEL]`).
+
+A deep swapper is a model of one person, so it needs no source photo: without `--source` it runs
+after a face front end of its own (detection, tracking, the job's face selection); after a swap
+it redraws the swapped faces, as FaceFusion runs `--processors face_swapper deep_swapper`
+(`ffdesk.pipeline.stages.placement`). Its model is one of FaceFusion's named files
+(`<scope>/<name>`, kept at `<models folder>/<scope>/<name>.dfm`), `custom/<name>` (a file in the
+models folder's `custom/`), a catalog name or a `.dfm`/`.onnx` path. The file is checked before
+any frame is decoded against the catalog contract its inputs call for (`dfl_amp` with a morph
+input, `dfl_saehd` without), with its crop side read from its own input.
+
+The paste mask of each face is FaceFusion's: the box mask (`job.mask_blur`, `job.mask_padding`),
+the model's own mask, and where the job asks for them the area mask and, when the render has a
+swapper model whose stages hold the occlusion and region models, those masks too.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ffdesk.errors import UserError
+from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned
+from ffdesk.runtime.catalog import Catalog
+from ffdesk.swap import deep_swapper as ds
+from ffdesk.swap import masks as mk
+from ffdesk.swap.areas import area_masks
+from ffdesk.types import Frame, Mask
+
+if TYPE_CHECKING:
+    from ffdesk.faces.recognizer import Runner
+    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
+    from ffdesk.pipeline.stages.placement import ProcessorModels
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import Share
+
+ROLE = "deep_swapper"
+SUFFIXES = (".dfm", ".onnx")
+CUSTOM = "custom"
+"""FaceFusion's folder of users' own deep swapper files (`custom/<stem>`)."""
+CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
+"""Masks of a stack of crops (N x S x S x 3 -> N x S x S)."""
+
+
+@dataclass(frozen=True)
+class KnownModels:
+    """FaceFusion's named deep swapper models (`<scope>/<name>`) and its default."""
+
+    default: str
+    names: tuple[str, ...]
+
+    def side(self, name: str) -> int | None:
+        """The crop side a named model's suffix gives (elon_musk_224: 224); None for other names."""
+        found = re.search(r"_(\d+)$", name)
+        return int(found.group(1)) if name in self.names and found else None
+
+
+@functools.lru_cache(maxsize=1)
+def known_models() -> KnownModels:
+    """FaceFusion's named models, from the catalog's `deep_swapper.toml` (`[deep_swapper_models]`)."""
+    from ffdesk.runtime.resources import resource_path
+
+    path = resource_path("catalog.d", "deep_swapper.toml")
+    table = tomllib.loads(path.read_text(encoding="utf-8")).get("deep_swapper_models", {})
+    names = tuple(f"{scope}/{n}" for scope, listed in table.items() if scope != "default" for n in listed)
+    return KnownModels(str(table.get("default", "")), names)
+
+
+def model_file(value: str, models_dir: Path, catalog: Catalog) -> tuple[str, Path]:
+    """The name and file of `--deep-swapper VALUE`; `UserError` (one line) naming where the file
+    was looked for, or what names are known."""
+    from ffdesk.runtime.files import find_model
+    from ffdesk.userpath import expand_user
+
+    as_path = expand_user(value)
+    if as_path.suffix.lower() in SUFFIXES:
+        path = as_path if as_path.is_absolute() or as_path.exists() else models_dir / as_path
+        if not path.is_file():
+            raise UserError(f"{path}: model file not found")
+        return path.stem, path
+    if value in catalog:
+        spec = catalog.get(value)
+        if spec.kind != ROLE:
+            article = "an" if spec.kind[0] in "aeiou" else "a"
+            raise UserError(f"{value} is {article} {spec.kind} model, not a deep swapper")
+        return value, find_model(spec, models_dir)
+    known = known_models()
+    scope, _, stem = value.partition("/")
+    if value in known.names:
+        path = models_dir / scope / f"{stem}.dfm"
+        if not path.is_file():
+            raise UserError(
+                f"{path}: deep swapper model {value} not found (FaceFusion keeps it there; "
+                "put the file there or use --models-dir)"
+            )
+        return value, path
+    if scope == CUSTOM and stem and re.fullmatch(r"[^/\\]+", stem) and stem not in (".", ".."):
+        folder = models_dir / CUSTOM
+        found = [folder / f"{stem}{s}" for s in SUFFIXES if (folder / f"{stem}{s}").is_file()]
+        if not found:
+            raise UserError(f"{folder / stem}.dfm: deep swapper model {value} not found")
+        return value, found[0]
+    examples = ", ".join(known.names[i] for i in (0, len(known.names) // 2) if known.names)
+    raise UserError(
+        f"unknown deep swapper model {value!r}: one of FaceFusion's {len(known.names)} "
+        f"(such as {known.default}, {examples}), custom/NAME for a file in the models folder's "
+        "custom/, or a .dfm path"
+    )
+
+
+def check_file(name: str, path: Path, catalog: Catalog) -> ModelChoice:
+    """`path` checked as a deep swapper: the catalog contract its inputs call for, with the side
+    of its own 'in_face:0' (and, for FaceFusion's named models, the side its name says).
+    `UserError` (one line) for a truncated file, another kind of model or a broken contract."""
+    from ffdesk.pipeline.stages.models import ModelChoice
+    from ffdesk.runtime.files import input_signature, load_onnx, verify
+
+    model = load_onnx(path)
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {i.name: i for i in model.graph.input if i.name not in inits}
+    entries = catalog.by_kind(ROLE)
+    entry = next((e for e in entries if {t.name for t in e.inputs} == set(inputs)), None)
+    if entry is None:
+        raise UserError(
+            f"{path.name}: not a DeepFaceLab model (inputs {input_signature(model)}; one takes "
+            f"{ds.FACE_INPUT!r} [1,S,S,3] and, exported from AMP, {ds.MORPH_INPUT!r} [1])"
+        )
+    dims = tuple(
+        d.dim_value if d.HasField("dim_value") else -1
+        for d in inputs[ds.FACE_INPUT].type.tensor_type.shape.dim
+    )
+    del model
+    side = ds.file_side(dims)
+    if side is None:
+        raise UserError(
+            f"{path.name}: input {ds.FACE_INPUT!r} is [{','.join(map(str, dims))}], expected [1,S,S,3] "
+            "with one fixed side S (8-4096 px)"
+        )
+    said = known_models().side(name)
+    if said is not None and said != side:
+        raise UserError(f"{path.name}: a {side}-px model, but {name} takes {said} px (another file?)")
+    spec = ds.sized_contract(entry, side)
+    problems = verify(spec, path)
+    if problems:
+        raise UserError("; ".join(problems))
+    return ModelChoice(ROLE, name, path.resolve(), spec)
+
+
+def resolve_deep_swapper(value: str, models_dir: Path, catalog: Catalog) -> ModelChoice:
+    """Find and check the file of `--deep-swapper VALUE` (`model_file`, `check_file`)."""
+    name, path = model_file(value, models_dir, catalog)
+    return check_file(name, path, catalog)
+
+
+@dataclass(frozen=True)
+class PasteMasks:
+    """What goes under the model's own mask: FaceFusion's box mask always, and the job's others
+    where the render can make them."""
+
+    blur: float
+    padding: tuple[int, int, int, int]
+    areas: tuple[str, ...] | None = None
+    """The landmark areas of the area mask (None: no area mask)."""
+    occlusion: CropMasks | None = None
+    """The occlusion masks of the target crops (the model stages' occluders)."""
+    regions: CropMasks | None = None
+    """The region masks of the drawn crops (the model stages' parser)."""
+
+
+class DeepSwapStage:
+    """Redraws every chosen face of a batch as the deep swapper's person."""
+
+    name = "deep_swap"
+    workers = 1
+    edits_regions = True  # records each pasted face's region
+
+    def __init__(
+        self,
+        spec: ds.DeepSwapperSpec,
+        models: ProcessorModels,
+        key: str,
+        masks: PasteMasks,
+        *,
+        morph: int,
+        max_batch: int,
+        notes: Sequence[str] = (),
+    ) -> None:
+        """`models`: how the model runs (the render's residency manager or the stage's own);
+        `key`: the model's key there; `notes`: warnings to tell once the render starts."""
+        self.spec = spec
+        self.models = models
+        self.key = key
+        self.masks = masks
+        self.morph = morph
+        self.max_batch = max_batch
+        self.notes = tuple(notes)
+        self._emit: Callable[[ev.Event], None] = _ignore
+        self._lock = threading.Lock()
+        self._finished = False
+        self.faces_swapped = 0
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None:
+        self._emit = on_event
+
+    def start(self) -> None:
+        for note in self.notes:
+            self._emit(ev.Warning(note))
+
+    def _draw(self, session: Runner, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
+        swapper = ds.DeepSwapper(session, self.spec, morph=self.morph)
+        return [swapper.swap(crop) for crop in chunk]
+
+    def paste_masks(
+        self, aligned: AlignedFaces, drawn: npt.NDArray[np.uint8], own: Sequence[Mask]
+    ) -> list[Mask]:
+        """Each face's paste mask: the minimum of the box mask, the occlusion mask, the model's
+        mask, the area mask and the region mask (those the render makes)."""
+        size = self.spec.size
+        m = self.masks
+        parts: list[npt.NDArray[np.float32]] = [
+            np.broadcast_to(mk.box_mask(size, m.blur, m.padding), aligned.crops.shape[:3])
+        ]
+        if m.occlusion is not None:
+            parts.append(m.occlusion(aligned.crops))
+        parts.append(np.stack(own))
+        if m.areas is not None:
+            parts.append(area_masks(aligned.faces, aligned.affines, size, m.areas))
+        if m.regions is not None:
+            parts.append(m.regions(drawn))
+        combined = mk.combine(parts)
+        return [np.clip(combined[i], 0.0, 1.0) for i in range(len(combined))]
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        aligned = align_chosen(batch, self.spec.template, self.spec.size)
+        if aligned is None:
+            return list(batch)
+        out = self.models.run(self.key, self._draw, list(aligned.crops))
+        drawn = np.stack([face for face, _ in out])
+        masks = self.paste_masks(aligned, drawn, [mask for _, mask in out])
+        before = [len(p.regions) for p in batch]
+        paste_aligned(batch, aligned, drawn, masks)
+        _to_device(batch, before)
+        with self._lock:
+            self.faces_swapped += len(aligned)
+        return list(batch)
+
+    def finish(self) -> None:
+        if not self._finished:
+            self.models.close()
+        self._finished = True
+        return None
+
+
+def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
+    """Copy the regions pasted on the host into the packets' device frames, where a later stage
+    still reads them (the pixels stay on a device between model calls)."""
+    for packet, first in zip(batch, before, strict=True):
+        image = packet.device_image
+        if image is None:
+            continue
+        import torch
+
+        for r in packet.regions[first:]:
+            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
+            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
+
+
+def _ignore(_event: ev.Event) -> None:
+    return None
+
+
+def _shared_masks(job: RenderJob, ctx: ModelRender) -> PasteMasks:
+    """The paste masks with the model stages' occluders and parser."""
+    from ffdesk.pipeline.stages.models import _regions
+
+    occlusion = ctx.occlusion_masks if ctx.occluders else None
+    regions: CropMasks | None = None
+    if "region" in ctx.masks:
+        parse = _regions(ctx.masks["region"], ctx.region_classes)
+
+        def region_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+            return np.stack(ctx.run("region", parse, list(crops)))
+
+        regions = region_masks
+    areas = tuple(job.mask_areas) if "area" in ctx.mask_types else None
+    return PasteMasks(job.mask_blur, job.mask_padding, areas, occlusion, regions)
+
+
+def _own_masks(job: RenderJob) -> tuple[PasteMasks, list[str]]:
+    """The paste masks without model stages (box, model and area masks), and a note for the
+    masks that need a swapper model's stages."""
+    try:
+        types = mk.mask_types(job.masks)
+    except ValueError as exc:
+        raise UserError(f"--masks: {exc}") from None
+    areas = tuple(job.mask_areas) if "area" in types else None
+    missing = [t for t in ("occlusion", "region") if t in types]
+    notes = []
+    if missing:
+        which = " and ".join(missing)
+        come = "they come" if len(missing) > 1 else "it comes"
+        notes.append(
+            f"the deep swapper pastes without the {which} mask: {come} with a swapper model (--swapper)"
+        )
+    return PasteMasks(job.mask_blur, job.mask_padding, areas), notes
+
+
+def with_deep_swapper(
+    stages: Sequence[Stage],
+    job: RenderJob,
+    info: MediaInfo | None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
+) -> list[Stage]:
+    """`stages` with the deep-swap stage where FaceFusion's order puts it
+    (`ffdesk.pipeline.stages.placement`): after the swap, before the other face processors and
+    the face enhancer; with no stages at all, after a face front end of its own (no source
+    photo needed). Unchanged without `job.deep_swapper`. The model file is found and checked
+    here, before any frame is decoded."""
+    if not job.deep_swapper:
+        return list(stages)
+    from ffdesk.pipeline.stages.models import processor_spec
+    from ffdesk.pipeline.stages.placement import model_render, place_face_stage, processor_models
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    choice = resolve_deep_swapper(job.deep_swapper, resolve_models_dir(job.models_dir, env), load_catalog())
+    spec = processor_spec(choice, "deep swapper", ds.deep_swapper_spec)
+
+    def make(before: Sequence[Stage], _info: MediaInfo) -> Stage:
+        ctx = model_render(before)
+        notes: list[str] = []
+        if ctx is not None:
+            masks = _shared_masks(job, ctx)
+        else:
+            masks, notes = _own_masks(job)
+        models = processor_models(job, before, env=env, share=share)
+        key = models.register(choice)
+        return DeepSwapStage(
+            spec, models, key, masks, morph=job.deep_swapper_morph, max_batch=max(1, job.batch), notes=notes
+        )
+
+    return place_face_stage(stages, job, info, make)

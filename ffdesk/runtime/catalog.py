@@ -36,6 +36,7 @@ ModelKind = Literal[
     "age_modifier",
     "background_remover",
     "frame_colorizer",
+    "classifier",
 ]
 Template = Literal[
     "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face", "none"

@@ -544,6 +544,7 @@ KIND_MODULES = {
     "age_modifier": "ffdesk.runtime.standin_kinds.age_modifier",
     "background_remover": "ffdesk.runtime.standin_kinds.background_remover",
     "frame_colorizer": "ffdesk.runtime.standin_kinds.frame_colorizer",
+    "classifier": "ffdesk.runtime.standin_kinds.classifier",
 }
 """The kinds whose stand-ins are built by a module of their own: each has `REALISTIC` (a `Width`),
 `contract(spec) -> ModelSpec` (the contract with the sides it is fed fixed, or `spec` itself) and

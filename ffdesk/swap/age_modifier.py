@@ -18,10 +18,11 @@ Per face (FaceFusion's age_modifier modify_age), for a direction from -100 (youn
   crop's box mask (the minimum with the occlusion mask of the 256 px crop, warped into it)
   resized to 1024 px.
 
-FaceFusion takes FRAN's first age from its face classifier (fairface, the mean of the age
-bucket it gives); ffdesk runs no age classifier and takes the entry's `options.source_age`
-(34, the mean FaceFusion takes of the 30-39 bucket). The model facts come from the catalog
-entry (`age_modifier_spec`).
+FRAN's first age is the face's own: FaceFusion takes it from its face classifier (fairface,
+the mean of the age bracket it gives; `ffdesk.faces.classifier`), and so does ffdesk when
+fairface.onnx is in the models folder (`AgeCrops.age`); without it, the entry's
+`options.source_age` (34, the mean FaceFusion takes of the 30-39 bracket). The model facts come
+from the catalog entry (`age_modifier_spec`).
 """
 
 from __future__ import annotations
@@ -145,15 +146,16 @@ def age_modifier_spec(spec: ModelSpec) -> AgeModifierSpec:
     )
 
 
-def direction_input(spec: AgeModifierSpec, direction: int) -> npt.NDArray[Any]:
+def direction_input(spec: AgeModifierSpec, direction: int, age: float | None = None) -> npt.NDArray[Any]:
     """The model's 'direction' for a direction of -100..100, in the shape and type its entry
-    declares: FRAN's [age, age + direction] / 100 clipped to 0-1, StyleGANEX's direction mapped
-    from [-100, 100] onto [2.5, -2.5]."""
+    declares: FRAN's [age, age + direction] / 100 clipped to 0-1 (`age`: the face's, in years;
+    None: the entry's `source_age`), StyleGANEX's direction mapped from [-100, 100] onto
+    [2.5, -2.5]."""
     if spec.with_background:
         value = np.interp(float(direction), DIRECTION_RANGE, STYLEGANEX_STEP)
         values = np.array([value], np.float64)
     else:
-        age = spec.source_age
+        age = spec.source_age if age is None else age
         values = np.clip(np.array([age, age + direction], np.float64) / 100.0, 0.0, 1.0)
     return values.astype(spec.direction.numpy_dtype).reshape(spec.direction.fixed_shape)
 
@@ -214,6 +216,9 @@ class AgeCrops:
     affine: Affine
     background: Frame | None = None
     background_affine: Affine | None = None
+    age: float | None = None
+    """The face's age in years as a classifier estimated it (FRAN's first age); None: the
+    entry's `source_age`."""
 
     @property
     def paste_source(self) -> Frame:
@@ -276,7 +281,7 @@ class AgeModifier:
         spec = self.spec
         feed: dict[str, np.ndarray] = {
             spec.target.name: image_input(crops.crop, spec.target),
-            spec.direction.name: direction_input(spec, self.direction),
+            spec.direction.name: direction_input(spec, self.direction, crops.age),
         }
         if spec.background is not None and crops.background is not None:
             feed[spec.background.name] = image_input(crops.background, spec.background)

@@ -131,3 +131,68 @@ def test_bad_model_files_and_settings_are_one_line(
     err = _fails(capsys, tmp_path / "o4", pack, "--age-modifier", "--age-modifier-direction", "150")
     assert "-100" in err and "100" in err
     assert "xseg_1 is a occluder model" in _fails(capsys, tmp_path / "o5", pack, "--age-modifier", "xseg_1")
+
+
+def test_fran_is_told_each_tracked_faces_age_by_the_classifier(
+    tmp_path: Path, pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With fairface.onnx in the models folder FRAN is told the age the classifier gives, once
+    per track; without it, every face is 34 and a warning says so."""
+    import shutil
+
+    from ffdesk.faces import classifier as fc
+    from ffdesk.faces.types import Face
+    from ffdesk.pipeline.stages.age_modifier import FaceAges
+
+    with_classifier = tmp_path / "with"
+    with_classifier.mkdir()
+    for name in ("fran.onnx", "fran.hash"):
+        shutil.copy(pack / name, with_classifier / name)
+    write_standins(with_classifier, ["fairface"])
+    capsys.readouterr()
+    render(
+        tmp_path / "told",
+        "--models-dir",
+        str(with_classifier),
+        "--age-modifier",
+        "--age-modifier-direction",
+        "60",
+    )
+    assert "fairface" not in capsys.readouterr().err
+    render(tmp_path / "fixed", "--models-dir", str(pack), "--age-modifier", "--age-modifier-direction", "60")
+    err = capsys.readouterr().err
+    assert "fairface.onnx" in err and "34 years old" in err and len(err.strip().splitlines()) <= 2
+
+    class Calls:
+        """A model runner standing in for the residency manager: counts the faces classified."""
+
+        def __init__(self) -> None:
+            self.faces = 0
+
+        def run(self, key: str, fn, items):  # type: ignore[no-untyped-def]
+            self.faces += len(items)
+            return [40.0 + i for i in range(len(items))]
+
+    calls = Calls()
+    spec = fc.classifier_spec(load_catalog().get("fairface"))
+    ages = FaceAges(spec, calls, "fairface@fp32")  # type: ignore[arg-type]
+    frame = np.zeros((8, 8, 3), np.uint8)
+    kps = np.zeros((5, 2), np.float32)
+    one, other, loose = (
+        Face((0, 0, 1, 1), 1.0, kps, track_id=1),
+        Face((0, 0, 1, 1), 1.0, kps, track_id=2),
+        Face((0, 0, 1, 1), 1.0, kps),
+    )
+    first = ages.of([(frame, one), (frame, one), (frame, other), (frame, loose)])
+    assert first == [40.0, 40.0, 41.0, 42.0] and calls.faces == 3  # a track twice in a batch: once
+    again = ages.of([(frame, other), (frame, one), (frame, loose)])
+    assert again[:2] == [41.0, 40.0] and calls.faces == 4  # tracks kept; the loose face again
+
+
+def test_the_classifiers_age_is_fed_to_fran() -> None:
+    from ffdesk.swap import age_modifier as am
+
+    fran = am.age_modifier_spec(load_catalog().get("fran"))
+    np.testing.assert_allclose(am.direction_input(fran, 100, 84.5), [0.845, 1.0])
+    np.testing.assert_allclose(am.direction_input(fran, -20, 14.0), [0.14, 0.0])
+    np.testing.assert_allclose(am.direction_input(fran, 10), [0.34, 0.44])  # no classifier: 34

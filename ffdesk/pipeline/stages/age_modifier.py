@@ -6,7 +6,11 @@ without a swap, after a face front end of its own (detection, tracking, the job'
 selection), so `--age-modifier` alone ages the chosen faces of a clip as it is.
 
 Each chosen face (`FramePacket.swap.faces`) is cut out, redrawn by the model
-(`ffdesk.swap.age_modifier`) and pasted back under its box mask; with the render's occlusion
+(`ffdesk.swap.age_modifier`) and pasted back under its box mask; FRAN is told the face's own age
+by FaceFusion's face classifier (fairface) when its file is in the models folder (`FaceAges`:
+once per tracked face, on the first frame the stage sees it, so the aging does not flicker as the
+classifier's bracket would from frame to frame; FaceFusion classifies every frame), else every
+face is taken to be `source_age` (34) and a warning says so; with the render's occlusion
 masks (a model swap with `--mask occlusion`) the minimum with them, as FaceFusion does when its
 mask types hold 'occlusion'. Frames without a chosen face pass through untouched. The model
 loads through `ProcessorModels`: the model stages' residency manager when the render has one,
@@ -16,12 +20,16 @@ else one of its own in the render's pool.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.faces import classifier as fc
+from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
@@ -36,8 +44,52 @@ if TYPE_CHECKING:
     from ffdesk.runtime.residency import Share
 
 ROLE = "age_modifier"
+CLASSIFIER = "fairface"
+"""The face classifier FaceFusion tells FRAN the face's age with."""
 Occlusion = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
 """The render's occlusion masks of a stack of face crops (crop-sized, 0-1)."""
+
+
+class FaceAges:
+    """The age of each chosen face in years, by the face classifier: once per track (a face
+    without a track, as in a still image, each time it is seen)."""
+
+    def __init__(self, spec: fc.ClassifierSpec, models: ProcessorModels, key: str) -> None:
+        self.spec = spec
+        self.models = models
+        self.key = key
+        self._by_track: dict[int, float] = {}
+        self.classified = 0
+
+    def _classify(self, session: Runner, chunk: Sequence[tuple[Frame, Face]]) -> list[float]:
+        return [fc.classify(session, self.spec, image, face.kps).age_years for image, face in chunk]
+
+    def of(self, faces: Sequence[tuple[Frame, Face]]) -> list[float]:
+        """The age of each (frame, face) pair."""
+        todo = [i for i, (_, f) in enumerate(faces) if f.track_id is None or f.track_id not in self._by_track]
+        firsts: dict[int, int] = {}  # a track seen twice in one batch is classified once
+        unique = []
+        for i in todo:
+            track = faces[i][1].track_id
+            if track is not None and track in firsts:
+                continue
+            if track is not None:
+                firsts[track] = i
+            unique.append(i)
+        ages = dict(
+            zip(unique, self.models.run(self.key, self._classify, [faces[i] for i in unique]), strict=True)
+        )
+        self.classified += len(unique)
+        out = []
+        for i, (_, face) in enumerate(faces):
+            track = face.track_id
+            if track is None:
+                out.append(ages[i])
+                continue
+            if track not in self._by_track:
+                self._by_track[track] = ages[firsts[track]]
+            out.append(self._by_track[track])
+        return out
 
 
 class AgeModifyStage:
@@ -57,10 +109,11 @@ class AgeModifyStage:
         blur: float,
         max_batch: int,
         occlusion: Occlusion | None = None,
+        ages: FaceAges | None = None,
     ) -> None:
         """`models`/`key`: the model, registered; `direction`: -100 (younger) to 100 (older);
         `blur`: the render's mask blur (the box mask's); `occlusion`: the render's occlusion
-        masks, when it makes them."""
+        masks, when it makes them; `ages`: the faces' ages for FRAN (None: `source_age`)."""
         self.spec = spec
         self.models = models
         self.key = key
@@ -68,10 +121,21 @@ class AgeModifyStage:
         self.blur = blur
         self.max_batch = max_batch
         self._occlusion = occlusion
+        self.ages = ages
         self.faces_modified = 0
+        self._emit: Callable[[Any], None] = _ignore
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None:
+        self._emit = on_event
 
     def start(self) -> None:
-        return None
+        if self.ages is None and not self.spec.with_background:
+            self._emit(
+                ev.Warning(
+                    f"fairface.onnx (FaceFusion's face classifier) is not in the models folder: "
+                    f"{self.spec.name} takes every face as {self.spec.source_age:g} years old"
+                )
+            )
 
     def _redraw(self, session: Runner, chunk: Sequence[am.AgeCrops]) -> list[Frame]:
         modifier = am.AgeModifier(session, self.spec, self.direction)
@@ -89,6 +153,9 @@ class AgeModifyStage:
                 owners.append(i)
         if not crops:
             return list(batch)
+        if self.ages is not None:
+            ages = self.ages.of([(batch[o].image, f) for o, f in zip(owners, faces, strict=True)])
+            crops = [replace(c, age=a) for c, a in zip(crops, ages, strict=True)]
         drawn = self.models.run(self.key, self._redraw, crops)
         occlusion: Sequence[Mask | None] = [None] * len(crops)
         if self._occlusion is not None:
@@ -105,6 +172,10 @@ class AgeModifyStage:
     def finish(self) -> None:
         self.models.close()
         return None
+
+
+def _ignore(_event: Any) -> None:
+    return None
 
 
 def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
@@ -158,6 +229,9 @@ def with_age_modifier(
         key = models.register(choice)
         ctx = model_render(before)
         occlusion = ctx.occlusion_masks if ctx is not None and ctx.occluders else None
+        ages = None
+        if classifier is not None:
+            ages = FaceAges(classifier[1], models, models.register(classifier[0]))
         return AgeModifyStage(
             spec,
             models,
@@ -166,6 +240,23 @@ def with_age_modifier(
             blur=job.mask_blur,
             max_batch=max(1, job.batch),
             occlusion=occlusion,
+            ages=ages,
         )
 
+    classifier = None if spec.with_background else _classifier(job, env)
     return place_face_stage(stages, job, info, make)
+
+
+def _classifier(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, fc.ClassifierSpec] | None:
+    """FaceFusion's face classifier when its file is in the models folder (checked: a broken
+    file is a `UserError`, one line), else None."""
+    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    catalog = load_catalog()
+    folder = resolve_models_dir(job.models_dir, env)
+    if not (folder / catalog.get(CLASSIFIER).file).exists():
+        return None
+    choice = resolve_model(CLASSIFIER, "classifier", folder, catalog)
+    return choice, processor_spec(choice, "face classifier", fc.classifier_spec)

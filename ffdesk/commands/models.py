@@ -98,7 +98,7 @@ STATUS_WORDS = {
 
 def _list(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import model_status, resolve_models_dir, scan_folder
+    from ffdesk.runtime.files import FAMILY_SUFFIXES, model_status, resolve_models_dir, scan_folder
 
     env = runtime_env(args)
     catalog = load_catalog()
@@ -119,16 +119,20 @@ def _list(args: argparse.Namespace) -> int:
         print("no model files here")
     else:
         width = max(len(f.file) for f in files) + 1
-        print(f"{'file':<{width}} {'model':<24} {'kind':<11} {'status':<10} {'size':>10}  notes")
+        print(f"{'file':<{width}} {'model':<24} {'kind':<19} {'status':<10} {'size':>10}  notes")
         for f in files:
             size = format_bytes(f.size_bytes) if f.size_bytes else "-"
             kind = f.kind or "-"
             model = f.model or "-"
             print(
-                f"{f.file:<{width}} {model:<24} {kind:<11} {STATUS_WORDS[f.status]:<10} {size:>10}  {f.note}"
+                f"{f.file:<{width}} {model:<24} {kind:<19} {STATUS_WORDS[f.status]:<10} {size:>10}  {f.note}"
             )
     here = {f.model for f in files if f.model}
-    absent = [spec.name for spec in catalog if spec.name not in here]
+    absent = [  # a family's entry (a DeepFaceLab .dfm's contract) is no file anyone has
+        spec.name
+        for spec in catalog
+        if spec.name not in here and Path(spec.file).suffix not in FAMILY_SUFFIXES
+    ]
     if absent:
         print(f"catalog models not in this folder ({len(absent)}): {', '.join(absent)}")
     return 0

@@ -495,14 +495,67 @@ def _catalog_file(catalog: Catalog, name: str) -> ModelSpec | None:
     return next((m for m in catalog.models if m.file == name), None)
 
 
-def _model_file(catalog: Catalog, path: Path, check: bool, variants_dir: Path | None) -> FolderFile:
-    spec = _catalog_file(catalog, path.name)
+FAMILY_SUFFIXES = {".dfm": "deep_swapper"}
+"""Files of one person each, many to a family: a DeepFaceLab `.dfm` is checked against the
+catalog's deep swapper entry whose input names it has (`family_spec`), not found by its name."""
+
+
+def family_spec(catalog: Catalog, path: Path) -> ModelSpec | str:
+    """The contract of a family file (`FAMILY_SUFFIXES`): the entry of its kind whose input names
+    are the file's, with its open sides (axes 1 and 2 of each rank-4 tensor) fixed to those of
+    the file's first such input, named after the file. A string saying why when there is none
+    (not ONNX, another kind of model, no fixed side)."""
+    from dataclasses import replace
+
+    kind = FAMILY_SUFFIXES[path.suffix.lower()]
+    try:
+        model = load_onnx(path)
+    except UserError as exc:
+        return str(exc).removeprefix(f"{path.name}: ")
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    names = {i.name for i in inputs}
+    entry = next((e for e in catalog.by_kind(kind) if {t.name for t in e.inputs} == names), None)
+    if entry is None:
+        return f"not a {kind.replace('_', ' ')} model (inputs {input_signature(model)})"
+    dims = [d.dim_value if d.HasField("dim_value") else -1 for d in inputs[0].type.tensor_type.shape.dim]
+    side = dims[1] if len(dims) == 4 and dims[1] == dims[2] and dims[1] > 0 else None
+    if side is None:
+        return f"input {inputs[0].name!r} is [{','.join(map(str, dims))}], without one fixed side"
+
+    def fixed(t: TensorSpec) -> TensorSpec:
+        if t.rank != 4:
+            return t
+        return replace(
+            t, shape=tuple(side if a in (1, 2) and is_dynamic(d) else d for a, d in enumerate(t.shape))
+        )
+
+    return replace(
+        entry,
+        name=path.stem,
+        file=path.name,
+        inputs=tuple(fixed(t) for t in entry.inputs),
+        outputs=tuple(fixed(t) for t in entry.outputs),
+    )
+
+
+def _model_file(
+    catalog: Catalog, path: Path, check: bool, variants_dir: Path | None, scope: str = ""
+) -> FolderFile:
+    """A row for one model file; `scope`: the subfolder it is in (FaceFusion's `<scope>/<name>.dfm`)."""
+    spec: ModelSpec | None = _catalog_file(catalog, path.name) if not scope else None
     size = path.stat().st_size
+    shown = f"{scope}/{path.name}" if scope else path.name
+    if spec is None and path.suffix.lower() in FAMILY_SUFFIXES:
+        found = family_spec(catalog, path)
+        if isinstance(found, str):
+            return FolderFile(shown, "bad", None, FAMILY_SUFFIXES[path.suffix.lower()], size, found)
+        spec = replace_name(found, f"{scope}/{path.stem}" if scope else path.stem)
     if spec is None:
         what = catalog.other(path.name)
-        return FolderFile(path.name, "unused", None, None, size, what or "not a model ffdesk knows")
+        return FolderFile(shown, "unused", None, None, size, what or "not a model ffdesk knows")
     if not check:
-        return FolderFile(path.name, "present", spec.name, spec.kind, size, "")
+        return FolderFile(shown, "present", spec.name, spec.kind, size, "")
     problems = verify(spec, path)
     side = sidecar_path(path)
     if problems:
@@ -510,14 +563,19 @@ def _model_file(catalog: Catalog, path: Path, check: bool, variants_dir: Path | 
         if truncated and side.is_file():
             of = f" of ~{format_bytes(spec.size_bytes)}" if spec.size_bytes else ""
             note = f"half-downloaded ({format_bytes(size)}{of}, does not match its .hash)"
-            return FolderFile(path.name, "partial", spec.name, spec.kind, size, note)
+            return FolderFile(shown, "partial", spec.name, spec.kind, size, note)
         why = "; ".join(p.removeprefix(f"{path.name}: ") for p in problems)
-        return FolderFile(path.name, "bad", spec.name, spec.kind, size, why)
+        return FolderFile(shown, "bad", spec.name, spec.kind, size, why)
     status: FileStatus = "verified" if hash_status(spec, path) == "ok" else "unverified"
     note = "no .hash sidecar to check it against" if status == "unverified" else reads_of(spec, path)
-    return FolderFile(
-        path.name, status, spec.name, spec.kind, size, note, cached_variants(path, variants_dir)
-    )
+    return FolderFile(shown, status, spec.name, spec.kind, size, note, cached_variants(path, variants_dir))
+
+
+def replace_name(spec: ModelSpec, name: str) -> ModelSpec:
+    """`spec` under another name (a family file's `<scope>/<name>`)."""
+    from dataclasses import replace
+
+    return replace(spec, name=name)
 
 
 def scan_folder(
@@ -545,6 +603,13 @@ def scan_folder(
                 rows.append(FolderFile(name, "partial", spec.name, spec.kind, 0, what))
             elif (other := catalog.other(path.stem)) is not None:
                 rows.append(FolderFile(name, "unused", None, None, 0, f"{other}; {what}"))
+    for name in names:  # FaceFusion keeps its deep swapper models in <scope>/ subfolders
+        sub = folder / name
+        if sub.is_dir() and not sub.is_symlink():
+            for path in sorted(
+                p for p in sub.iterdir() if p.suffix.lower() in FAMILY_SUFFIXES and p.is_file()
+            ):
+                rows.append(_model_file(catalog, path, check, variants_dir, scope=name))
     return tuple(rows)
 
 

@@ -119,3 +119,43 @@ def test_verify_fails_on_the_bad_and_half_downloaded_files(
     assert "gfpgan_1.4.onnx: truncated or not an ONNX model" in captured.err
     assert "xseg_2.onnx: hash mismatch" in captured.err
     assert "codeformer.onnx: ok (reads output 0 of 3 by position (1-2 not used))" in captured.out
+
+
+def test_list_finds_deepfacelab_models_in_facefusions_scope_folders(
+    ff_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FaceFusion keeps each deep swapper model at <scope>/<name>.dfm: each is checked against the
+    DeepFaceLab contract its inputs call for, at its own side, and named <scope>/<name>."""
+    folder = tmp_path / "models"
+    (folder / "iperov").mkdir(parents=True)
+    (folder / "custom").mkdir()
+    shutil.copy(ff_pack / "dfl_amp.dfm", folder / "iperov" / "elon_musk_224.dfm")
+    shutil.copy(ff_pack / "dfl_amp.hash", folder / "iperov" / "elon_musk_224.hash")
+    shutil.copy(ff_pack / "dfl_saehd.dfm", folder / "custom" / "me.dfm")
+    shutil.copy(ff_pack / "xseg_1.onnx", folder / "custom" / "wrong.dfm")
+    data = (ff_pack / "dfl_amp.dfm").read_bytes()
+    (folder / "iperov" / "cut_224.dfm").write_bytes(data[: len(data) // 3])
+    (folder / "iperov" / "notes.txt").write_text("not a model")
+    assert main(["models", "list", "--models-dir", str(folder), "--json"]) == 0
+    files = {f["file"]: f for f in json.loads(capsys.readouterr().out)["files"]}
+    assert set(files) == {
+        "iperov/elon_musk_224.dfm",
+        "iperov/cut_224.dfm",
+        "custom/me.dfm",
+        "custom/wrong.dfm",
+    }
+    assert (files["iperov/elon_musk_224.dfm"]["status"], files["iperov/elon_musk_224.dfm"]["model"]) == (
+        "verified",
+        "iperov/elon_musk_224",
+    )
+    assert (
+        files["custom/me.dfm"]["status"] == "unverified" and files["custom/me.dfm"]["kind"] == "deep_swapper"
+    )
+    assert (
+        files["custom/wrong.dfm"]["status"] == "bad"
+        and "not a deep swapper model" in files["custom/wrong.dfm"]["note"]
+    )
+    assert files["iperov/cut_224.dfm"]["status"] == "bad"
+    assert main(["models", "list", "--models-dir", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert "dfl_amp" not in text and "dfl_saehd" not in text  # contracts, not files anyone has

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.mask_controls import MaskControls
 from ffdesk.gui.models import ResidencyModel, SessionModel
+from ffdesk.gui.processors import PROCESSOR_KINDS, usable_processor_models
 from ffdesk.pipeline.job import MATTES
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
@@ -63,21 +64,25 @@ class FolderScan:
 
 
 def usable_models_in(models_dir: Path | None) -> dict[str, list[str]]:
-    """Catalog models of each kind whose file in the models folder passes verification (its
-    contract, and its `.hash` when it has one); none without a folder. Reads every file: call
-    it off the GUI thread."""
-    out: dict[str, list[str]] = {k: [] for k in MODEL_KINDS}
+    """Catalog models of each picker's kind whose file in the models folder passes verification
+    (its contract, and its `.hash` when it has one), and the processors' models it can run
+    (`usable_processor_models`); none without a folder. Reads every file: call it off the GUI
+    thread."""
+    out: dict[str, list[str]] = {k: [] for k in (*MODEL_KINDS, *PROCESSOR_KINDS)}
     if models_dir is None:
         return out
     try:
         from ffdesk.runtime import catalog as cat
         from ffdesk.runtime.files import usable_models
 
-        found = usable_models(cat.load_catalog(), models_dir)
+        catalog = cat.load_catalog()
+        found = usable_models(catalog, models_dir)
+        processors = usable_processor_models(catalog, found, models_dir)
     except Exception:  # noqa: BLE001 - an unreadable folder or catalog means only the embedded models
         return out
-    for kind in out:
+    for kind in MODEL_KINDS:
         out[kind] = sorted(found.get(kind, []))
+    out.update(processors)
     return out
 
 
@@ -364,6 +369,8 @@ class ControlsView(QWidget):
         self._build_form()
         self._fill_pickers()
         self._connect()
+        if models is not None:
+            model.set_folder_models(models)
         model.settingsChanged.connect(self.sync)
         model.sourcesChanged.connect(self._show_applicability)
         self.sync()
@@ -477,6 +484,7 @@ class ControlsView(QWidget):
         self._fill_pickers()
         self.sync()
         self._push()  # a saved choice whose file is gone or fails verification is not kept
+        self.model.set_folder_models(models)  # the processors' models: the session says which run
 
     def _fill_pickers(self) -> None:
         was, self._syncing = self._syncing, True

@@ -47,6 +47,8 @@ from ffdesk.gui.model_menu import add_model_actions
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
 from ffdesk.gui.people_view import PeopleView
 from ffdesk.gui.preview_view import PreviewView
+from ffdesk.gui.processor_controls import ProcessorControls
+from ffdesk.gui.processors import LABELS
 from ffdesk.gui.queue_view import QueueView
 from ffdesk.gui.render_queue import QueueController
 from ffdesk.gui.sources_view import SourcesView
@@ -230,6 +232,8 @@ class MainWindow(QMainWindow):
         self.controls = ControlsView(
             self.session, self.residency, memory_total_mb=self._memory_total_mb(), models_dir=env.models_dir
         )
+        self.processors = ProcessorControls(self.session)
+        """FaceFusion's other processors (the Processors dock, a tab beside Controls)."""
         self.graphs = GraphsView(self.telemetry)
         self.queue_view = QueueView(self.queue, settings=self.qsettings)
         self.clip_notes = ClipNotes(self)
@@ -250,6 +254,8 @@ class MainWindow(QMainWindow):
         self.docks: dict[str, QDockWidget] = {}
         self._dock("Sources", self.sources_view, Qt.DockWidgetArea.LeftDockWidgetArea)
         self._dock("Controls", self.controls, Qt.DockWidgetArea.RightDockWidgetArea)
+        self._dock("Processors", self.processors, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tabifyDockWidget(self.docks["Controls"], self.docks["Processors"])
         self._dock("Graphs", self.graphs, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Queue", self.queue_view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Status", self.status_view, Qt.DockWidgetArea.BottomDockWidgetArea)
@@ -265,6 +271,7 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Sources"], self.docks["People"])
         self.docks["Sources"].raise_()
         self.docks["Controls"].setMinimumWidth(330)
+        self.docks["Controls"].raise_()
         self.docks["Queue"].raise_()
         self.history = SettingsHistory(self.session, self)
         """Undo/redo of the controls' settings and the in/out points (Edit menu)."""
@@ -557,7 +564,13 @@ class MainWindow(QMainWindow):
         job = s.build_job(output, mode=mode)
         entry = self.queue.add(job)
         self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")
-        if self.queue.reencodes_only(job):
+        states = s.processor_states()
+        for kind, state in states.items():
+            if state.on and not state.in_job:
+                left_out = f"{LABELS[kind].lower()} left out: {state.reason}"
+                self.status.post("warning", f"{job.target.name}: {left_out}")
+        processes = any(state.in_job and not state.later for state in states.values())
+        if not processes and self.queue.reencodes_only(job):
             note = "no source face to swap in; this job only re-encodes the clip"
             self.status.post("warning", f"{job.target.name}: {note}")
 

@@ -12,7 +12,15 @@ from PySide6.QtCore import QObject, Signal
 
 from ffdesk.faces.scan import ScanPoint
 from ffdesk.faces.types import Face
-from ffdesk.pipeline.job import FaceMapping, MatteKind, RenderJob
+from ffdesk.gui.processors import (
+    DEFAULTS,
+    ProcessorFacts,
+    ProcessorState,
+    installed_processors,
+    processor_job_fields,
+    processor_states,
+)
+from ffdesk.pipeline.job import ColorizerSize, FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
 from ffdesk.pipeline.preview import PreviewResult
 from ffdesk.pipeline.queue import fits
@@ -25,6 +33,8 @@ MarkerKind = Literal["noface", "flagged"]
 Level = Literal["info", "warning", "error"]
 _QT_INT_MAX = 2**31 - 1
 """The largest int a Qt control (a spin box) holds."""
+_SIGNED = frozenset({"age_modifier_direction"})
+"""The int settings that may be below 0."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class ClipInfo:
     frame_count: int
     duration_s: float
     is_image: bool = False
+    has_audio: bool = False
+    """Whether the clip has an audio track (the lip syncer's voice when no file is given)."""
 
     @classmethod
     def probe(cls, path: Path) -> ClipInfo:
@@ -58,6 +70,7 @@ class ClipInfo:
             frame_count=max(1, v.frame_count if not info.is_image else 1),
             duration_s=info.duration_s,
             is_image=info.is_image,
+            has_audio=bool(info.audio),
         )
 
     def time_of(self, index: int) -> float:
@@ -111,6 +124,42 @@ class Settings:
     matte: MatteKind = "none"
     """Where renders write the swapped faces' matte (the command line's --matte)."""
     output_dir: str = ""
+    # FaceFusion's other processors (`ffdesk.gui.processors`): each one's on/off, its model (kept
+    # while it is off; FaceFusion's default until another is picked) and its options.
+    lip_syncer_on: bool = False
+    lip_syncer: str = DEFAULTS["lip_syncer"]
+    lip_sync_audio: str = ""
+    """The voice the mouths follow (an audio file or a clip); "": the clip's own audio."""
+    lip_sync_weight: float = 0.5
+    frame_enhancer_on: bool = False
+    frame_enhancer: str = DEFAULTS["frame_enhancer"]
+    frame_enhancer_blend: int = 80
+    expression_restorer_on: bool = False
+    expression_restorer: str = DEFAULTS["expression_restorer"]
+    expression_restorer_factor: int = 80
+    expression_restorer_areas: str = ""
+    """Comma-separated areas whose expression comes back; "": both."""
+    face_editor_on: bool = False
+    face_editor: str = DEFAULTS["face_editor"]
+    face_edits: str = ""
+    """The face editor's sliders that are not 0, as "name=value,..." (each -1..1)."""
+    deep_swapper_on: bool = False
+    deep_swapper: str = DEFAULTS["deep_swapper"]
+    deep_swapper_morph: int = 100
+    age_modifier_on: bool = False
+    age_modifier: str = DEFAULTS["age_modifier"]
+    age_modifier_direction: int = 0
+    """Younger (-100) to older (100)."""
+    background_remover_on: bool = False
+    background_remover: str = DEFAULTS["background_remover"]
+    background_fill: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """RGBA where the background was, 0-255 each."""
+    background_despill: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """RGBA of a screen's spill taken out of the edges; A 0: none."""
+    frame_colorizer_on: bool = False
+    frame_colorizer: str = DEFAULTS["frame_colorizer"]
+    frame_colorizer_size: ColorizerSize = "256x256"
+    frame_colorizer_blend: int = 100
 
     @property
     def memory_budget_bytes(self) -> int | None:
@@ -138,7 +187,8 @@ class Settings:
             if name not in d:
                 continue
             value = d[name]
-            if fits(value, hint) and (hint is not int or 0 <= value <= _QT_INT_MAX):
+            low = -_QT_INT_MAX if name in _SIGNED else 0
+            if fits(value, hint) and (hint is not int or low <= value <= _QT_INT_MAX):
                 good[name] = tuple(value) if isinstance(value, list) else value  # JSON's tuples
             elif problem is None:
                 problem = f"the saved {name} is {json.dumps(value)[:40]}"
@@ -175,6 +225,8 @@ class SessionModel(QObject):
     viewChanged = Signal()
     peopleChanged = Signal()
     """The people found in the clip, or the photos mapped onto them, changed."""
+    modelsChanged = Signal()
+    """What the models folder offers (`folder_models`) changed."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -205,6 +257,10 @@ class SessionModel(QObject):
         self.person_photos: dict[int, tuple[Path, ...]] = {}
         """Person index -> the photos put on them; a person not here is left untouched."""
         """The models folder jobs use (None: the runtime environment's)."""
+        self.folder_models: dict[str, tuple[str, ...]] | None = None
+        """The usable models of the models folder by kind, once verified (None: not yet)."""
+        self.processor_stages = installed_processors()
+        """The processors this ffdesk has a render stage for."""
 
     # -- target --------------------------------------------------------------------------
     def set_clip(self, clip: ClipInfo | None, *, player: bool = False) -> None:
@@ -364,7 +420,34 @@ class SessionModel(QObject):
         """Jobs use the models in `folder` from now on (a settings change: the preview follows)."""
         if folder != self.models_dir:
             self.models_dir = folder
+            if self.folder_models is not None:  # until the new folder is verified
+                self.folder_models = None
+                self.modelsChanged.emit()
             self.settingsChanged.emit()
+
+    def set_folder_models(self, models: dict[str, list[str]] | dict[str, tuple[str, ...]]) -> None:
+        """The models folder offers these usable models (by kind): the processors whose model is
+        not among them are left out of jobs (a settings change: the preview follows)."""
+        found = {kind: tuple(names) for kind, names in models.items()}
+        if found != self.folder_models:
+            self.folder_models = found
+            self.modelsChanged.emit()
+            self.settingsChanged.emit()
+
+    def processor_facts(self) -> ProcessorFacts:
+        """What besides the settings decides which processors a job runs."""
+        clip = self.clip
+        return ProcessorFacts(
+            folder_models=self.folder_models,
+            clip_open=clip is not None,
+            is_image=clip is not None and clip.is_image,
+            has_audio=clip is not None and clip.has_audio,
+            stages=self.processor_stages,
+        )
+
+    def processor_states(self) -> dict[str, ProcessorState]:
+        """Each processor's state (on, in jobs, why not), by kind, in the order renders run them."""
+        return processor_states(self.settings, self.processor_facts())
 
     # -- people --------------------------------------------------------------------------
     def set_people(self, people: People | None, span: tuple[float | None, float | None]) -> None:
@@ -477,6 +560,7 @@ class SessionModel(QObject):
             **_mask_fields(s),
             models_dir=self.models_dir,
             face_map=face_map,
+            **processor_job_fields(s, self.processor_states()),
         )
 
 

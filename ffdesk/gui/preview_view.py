@@ -190,11 +190,20 @@ class PreviewCanvas(QWidget):
         self._paint_drop_hint(p)
         p.end()
 
+    def _face_scale(self) -> float:
+        """Shown pixels per working-frame pixel: the faces are found in the working frame, and a
+        frame enhancer's final-mode preview is 2, 4 or 8 times larger; else 1."""
+        r = self.model.preview
+        if r is None or not r.original.shape[1]:
+            return 1.0
+        return float(r.processed.shape[1]) / float(r.original.shape[1])
+
     def _paint_faces(self, p: QPainter, r: QRectF) -> None:
         result = self.model.preview
         if result is None or self._src_size is None:
             return
-        sx, sy = r.width() / self._src_size[0], r.height() / self._src_size[1]
+        k = self._face_scale()
+        sx, sy = k * r.width() / self._src_size[0], k * r.height() / self._src_size[1]
         for i, face in enumerate(result.faces):
             x1, y1, x2, y2 = face.bbox
             chosen = self.model.reference_face == i
@@ -210,8 +219,9 @@ class PreviewCanvas(QWidget):
         r = self.image_rect()
         if result is None or r.isEmpty() or self._src_size is None:
             return None
-        x = (pos.x() - r.left()) * self._src_size[0] / r.width()
-        y = (pos.y() - r.top()) * self._src_size[1] / r.height()
+        k = self._face_scale()
+        x = (pos.x() - r.left()) * self._src_size[0] / r.width() / k
+        y = (pos.y() - r.top()) * self._src_size[1] / r.height() / k
         hits = [
             (f.area, i)
             for i, f in enumerate(result.faces)

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import cv2
 import numpy as np
@@ -77,8 +77,20 @@ previewer (and its loaded models)."""
 
 
 def same_processing(a: RenderJob, b: RenderJob) -> bool:
-    """Whether a previewer built for `a` shows exactly what one built for `b` would."""
+    """Whether a previewer built for `a` shows exactly what one built for `b` would (with a lip
+    syncer the range is not neutral: the voice starts at the range's first frame)."""
+    if a.lip_syncer is not None and (a.start, a.end) != (b.start, b.end):
+        return False
     return replace(a, **_neutral(b)) == b
+
+
+@runtime_checkable
+class FollowsRange(Protocol):
+    """A stage whose work depends on a frame's place in the render range (the lip syncer's voice
+    window): `frame_origin` is the `FramePacket.index` of the range's first frame (0 in a render;
+    the preview, which numbers frames from the clip's start, sets the in point's)."""
+
+    frame_origin: int
 
 
 def _neutral(job: RenderJob) -> dict[str, Any]:
@@ -146,7 +158,10 @@ class Previewer:
         from ffdesk.pipeline.plan import build_stages
 
         self._stages = list(build_stages(self.job, self.info, env=self.env, share=self.share))
+        origin = round((self.job.start or 0.0) * self.fps)
         for stage in self._stages:
+            if isinstance(stage, FollowsRange):  # the preview numbers frames from the clip's start
+                stage.frame_origin = origin
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(self._on_event)
             stage.start()

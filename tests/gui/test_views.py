@@ -88,6 +88,27 @@ def test_playback_advances_and_wraps_inside_the_range(qtbot) -> None:  # type: i
     assert not playback.timer.isActive()
 
 
+def test_faces_are_picked_where_they_show_in_an_upscaled_preview(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A frame enhancer's final-mode preview is 4 times the working frame the faces were found
+    in: a click lands on the face where it shows."""
+    from ffdesk.gui.preview_view import PreviewView
+
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(440, 260)
+    view.show()
+    m.set_clip(CLIP)
+    original = np.zeros((100, 200, 3), np.uint8)
+    processed = np.full((400, 800, 3), 200, np.uint8)
+    faces = (_face(20, 20, 60, 70), _face(120, 10, 180, 90))
+    m.set_preview(PreviewResult(3, 3 / 25, original, processed, faces, scale=1.0, ms=12.0))
+    rect = view.canvas.image_rect()
+    s = rect.width() / 200  # shown pixels per working-frame pixel
+    assert view.canvas.face_at(QPointF(rect.left() + 150 * s, rect.top() + 50 * s)) == 1
+    assert view.canvas.face_at(QPointF(rect.left() + 40 * s, rect.top() + 45 * s)) == 0
+
+
 def test_preview_view_shows_frame_split_and_picks_face(qtbot) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.preview_view import PreviewView
 

@@ -199,3 +199,56 @@ def test_edtalk_redraws_the_face_for_the_voice_and_its_weight(
         for t, li, p in zip(talking, light, plain, strict=True)
     ]
     assert np.mean(darker) > 0  # weight 0.5 darkens the mouth more than weight 0.1
+
+
+def test_the_preview_after_an_in_point_hears_what_the_render_does(
+    tmp_path: Path,
+    pack: Path,
+    speech: Path,
+    plain: list[np.ndarray],
+    run_env,  # type: ignore[no-untyped-def]
+) -> None:
+    """A render from an in point hears the voice from its first frame; the app's preview numbers
+    frames from the clip's start, so the lip syncer is told where the range begins: the preview
+    of the in point + k frames darkens the mouth as the render's frame k does (the stand-in
+    darkens it by the window's loudness), not as its frame in point + k. Moving the in point
+    builds a new previewer."""
+    from dataclasses import replace
+
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.preview import Previewer, same_processing
+
+    start = 1.0  # 30 frames in (29.97 frames/s)
+    rendered = render(
+        tmp_path / "frames",
+        *("--start", str(start), "--models-dir", str(pack), "--lip-syncer", "wav2lip_gan_96"),
+        *("--lip-sync-audio", str(speech)),
+    )
+    job = RenderJob(
+        target=carphone(),
+        output=tmp_path / "unused.mp4",
+        mode="final",
+        start=start,
+        models_dir=pack,
+        lip_syncer="wav2lip_gan_96",
+        lip_sync_audio=speech,
+    )
+    assert not same_processing(job, replace(job, start=2.0))
+    assert same_processing(job, replace(job, quality=40))
+
+    def darkening(after: np.ndarray, before: np.ndarray, where: np.ndarray) -> float:
+        return float((before.astype(int) - after.astype(int))[where].mean())
+
+    right = wrong = 0.0
+    with Previewer(job, env=run_env) as p:
+        first = round(start * p.fps)
+        for k in range(0, 60, 6):
+            shown = p.render((first + k) / p.fps)
+            assert shown.index == first + k
+            mouth = changed(shown.processed, shown.original)
+            if mouth.sum() < 30:
+                continue
+            seen = darkening(shown.processed, shown.original, mouth)
+            right += abs(seen - darkening(rendered[k], plain[first + k], mouth))
+            wrong += abs(seen - darkening(rendered[first + k], plain[2 * first + k], mouth))
+    assert right < 0.5 * wrong, (right, wrong)

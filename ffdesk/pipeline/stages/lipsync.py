@@ -115,6 +115,8 @@ class LipSyncStage:
         self._occlusion = occlusion
         self._close = close
         self._box = box
+        self.frame_origin = 0
+        """The packet index of the voice's first frame (`ffdesk.pipeline.preview.FollowsRange`)."""
         self._emit: Callable[[ev.Event], None] = _ignore
         self._warned_end = False
         self.faces_synced = 0
@@ -131,9 +133,10 @@ class LipSyncStage:
         for i, packet in enumerate(batch):
             if not packet.swap.faces:
                 continue
-            window = self.voice.window(packet.index)
-            if window is None:
-                if not self._warned_end:
+            frame = packet.index - self.frame_origin
+            window = self.voice.window(frame)
+            if window is None:  # before the range (a preview before the in point) or past the voice
+                if frame >= 0 and not self._warned_end:
                     self._warned_end = True
                     end = len(self.voice)
                     self._emit(

@@ -7,10 +7,11 @@ checks the ranges."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import COLORIZER_SIZES, EXPRESSION_AREAS, FACE_EDITS
+from ffdesk.pipeline.job import COLORIZER_SIZES, EXPRESSION_AREAS, FACE_EDITS, PROCESSOR_OPTIONS, RenderJob
 
 DEFAULT_MODELS = {
     "expression_restorer": "live_portrait",
@@ -137,8 +138,28 @@ def _edits(items: list[str]) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _option(field: str) -> str:
+    return "--" + ("face-edit" if field == "face_edits" else field.replace("_", "-"))
+
+
 def processor_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The `RenderJob` fields of the parsed options."""
+    """The `RenderJob` fields of the parsed options; `UserError` for a processor's option given
+    without the processor (it would change nothing)."""
+    fields = _fields(args)
+    defaults = {f.name: f.default for f in dataclasses.fields(RenderJob)}
+    for processor, options in PROCESSOR_OPTIONS.items():
+        if fields[processor] is None:
+            for name in options:
+                if fields[name] != defaults[name]:
+                    what = processor.replace("_", " ")
+                    raise UserError(
+                        f"{_option(name)} needs the {what} (--{processor.replace('_', '-')} "
+                        f"{DEFAULT_MODELS[processor]})"
+                    )
+    return fields
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
     areas = tuple(a.strip() for a in args.expression_restorer_areas.split(",") if a.strip())
     return {
         "expression_restorer": args.expression_restorer,

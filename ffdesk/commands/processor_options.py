@@ -11,17 +11,14 @@ import dataclasses
 from typing import Any
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import COLORIZER_SIZES, EXPRESSION_AREAS, FACE_EDITS, PROCESSOR_OPTIONS, RenderJob
-
-DEFAULT_MODELS = {
-    "expression_restorer": "live_portrait",
-    "face_editor": "live_portrait",
-    "deep_swapper": "iperov/elon_musk_224",
-    "age_modifier": "fran",
-    "background_remover": "modnet",
-    "frame_colorizer": "ddcolor",
-}
-"""FaceFusion 3.8's default model of each processor (its `--<processor>-model` default)."""
+from ffdesk.pipeline.job import (
+    COLORIZER_SIZES,
+    DEFAULT_MODELS,
+    EXPRESSION_AREAS,
+    FACE_EDITS,
+    PROCESSOR_OPTIONS,
+    RenderJob,
+)
 
 
 def _model_option(p: argparse.ArgumentParser, processor: str, what: str) -> None:

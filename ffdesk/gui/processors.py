@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from ffdesk.commands.processor_options import DEFAULT_MODELS
-from ffdesk.pipeline.job import COLORIZER_SIZES, EXPRESSION_AREAS, FACE_EDITS, FaceEdit
+from ffdesk.pipeline.job import COLORIZER_SIZES, DEFAULT_MODELS, EXPRESSION_AREAS, FACE_EDITS, FaceEdit
 from ffdesk.pipeline.plan import DRAFT_SKIPS, FACE_PROCESSORS, FRAME_PROCESSORS
 from ffdesk.userpath import expand_user
 

@@ -71,6 +71,16 @@ PROCESSOR_OPTIONS: dict[str, tuple[str, ...]] = {
 """FaceFusion's processors that came after the lip syncer and frame enhancer: the job field naming
 each one's model (None: off) and the fields of its options (left out of the output's fingerprint
 while it is off, so older jobs keep their hash)."""
+DEFAULT_MODELS: dict[str, str] = {
+    "expression_restorer": "live_portrait",
+    "face_editor": "live_portrait",
+    "deep_swapper": "iperov/elon_musk_224",
+    "age_modifier": "fran",
+    "background_remover": "modnet",
+    "frame_colorizer": "ddcolor",
+}
+"""FaceFusion 3.8's default model of each of those processors (its `--<processor>-model`
+default), what `--<processor>` alone and the app's pickers choose."""
 
 """The swapper's output resolution as a multiple of its own (sub-pixel tiling of the crop)."""
 SWAP_SCALES: tuple[SwapScale, ...] = get_args(SwapScale)

@@ -22,16 +22,15 @@ cost. The graphs are built with `ffdesk.runtime.standins.Graph`.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import numpy.typing as npt
 
 from ffdesk.runtime.catalog import ModelSpec
 from ffdesk.runtime.standins import Graph, Width
-from ffdesk.swap.live_portrait import KEYPOINTS, motion_outputs
 
 REALISTIC = Width(base=32, deep=256, blocks=8)
+KEYPOINTS = 21
+"""LivePortrait's implicit keypoints per face (the contract's [1, 21, 3])."""
 SIGMA = 0.12
 """Reach of a keypoint's pull on the stand-in generator's warp, in crop units (-1..1)."""
 SHADE = 3.0
@@ -57,9 +56,7 @@ UPPER_LIP, LOWER_LIP = 19, 20
 
 
 def contract(spec: ModelSpec) -> ModelSpec:
-    """The motion extractor with its seven outputs listed (the catalog keeps them in options)."""
-    if spec.option("part") == "motion_extractor":
-        return replace(spec, outputs=motion_outputs(spec))
+    """The contract as the catalog has it (every part's sides are fixed)."""
     return spec
 
 

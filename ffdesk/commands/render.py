@@ -429,4 +429,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
+    if report.processors:
+        done = [
+            f"{p.name} ({p.model}): {p.faces} faces"
+            if not p.frames
+            else f"{p.name} ({p.model}): {p.frames} frames"
+            for p in report.processors
+        ]
+        print("processors: " + ", ".join(done))
     return 0

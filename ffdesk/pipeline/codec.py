@@ -51,7 +51,7 @@ class Shape:
     pairs: tuple[str, ...] = ()
     """fields (tuples of (str, X) pairs) written as JSON objects."""
     omit_none: tuple[str, ...] = ()
-    """fields left out of the JSON when None."""
+    """fields left out of the JSON when None (or, for a tuple field, empty)."""
     computed: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     """JSON key -> its value from the object: written, and passed over when read."""
 
@@ -132,7 +132,7 @@ class Codec:
             if name in shape.flat:
                 if value is not None:
                     out.update(self.encode(value))
-            elif value is None and name in shape.omit_none:
+            elif (value is None or value == ()) and name in shape.omit_none:
                 continue
             else:
                 out[key] = encode(value, key)

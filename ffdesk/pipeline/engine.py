@@ -77,6 +77,7 @@ from ffdesk.pipeline.report import (
     StageTiming,
     VideoFigures,
     merge_figures,
+    processor_figures,
 )
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
@@ -181,7 +182,11 @@ def run_render(
                 _stage_figures(stages)  # release models and threads; the first error is what counts
             _drop_unstarted(manifest)
             raise
-        report = replace(report.with_figures(_stage_figures(stages)), upscale=upscale_figures(stages))
+        report = replace(
+            report.with_figures(_stage_figures(stages)),
+            upscale=upscale_figures(stages),
+            processors=processor_figures(stages),
+        )
     report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
     emit(ev.Done(report))
     return report
@@ -1116,7 +1121,7 @@ def render_segment(
             decoder=flow.decoder,
         ),
     ).with_figures(_stage_figures(stages))
-    report = replace(report, upscale=upscale_figures(stages))
+    report = replace(report, upscale=upscale_figures(stages), processors=processor_figures(stages))
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Protocol, Self, runtime_checkable
 
 from ffdesk.pipeline.codec import Codec, Shape
 from ffdesk.runtime.device import TransferCount, copies_of, tally
@@ -452,6 +452,44 @@ class UpscaleFigures(_InJson):
     tiles_per_frame: int = 0
 
 
+@dataclass(frozen=True)
+class ProcessorFigures(_InJson):
+    """What one of FaceFusion's processors besides the swap and face enhancer did (the lip
+    syncer, deep swapper, expression restorer, face editor, age modifier, background remover,
+    frame colorizer): its stage, its model, the faces it redrew (a face processor) or the frames
+    it went through (a whole-frame one)."""
+
+    name: str
+    model: str
+    faces: int = 0
+    frames: int = 0
+
+    def plus(self, other: ProcessorFigures) -> ProcessorFigures:
+        return replace(self, faces=self.faces + other.faces, frames=self.frames + other.frames)
+
+
+@runtime_checkable
+class ReportsWork(Protocol):
+    """A processor stage that says what it did (`ProcessorFigures`)."""
+
+    def work(self) -> ProcessorFigures: ...
+
+
+def processor_figures(stages: Iterable[object]) -> tuple[ProcessorFigures, ...]:
+    """The figures of the processor stages among `stages`, in stage order."""
+    return tuple(s.work() for s in stages if isinstance(s, ReportsWork))
+
+
+def merge_processors(*parts: Sequence[ProcessorFigures]) -> tuple[ProcessorFigures, ...]:
+    """The processors of several parts of a render, each name once (first seen first), added up."""
+    merged: dict[str, ProcessorFigures] = {}
+    for part in parts:
+        for figures in part:
+            seen = merged.get(figures.name)
+            merged[figures.name] = figures if seen is None else seen.plus(figures)
+    return tuple(merged.values())
+
+
 # ---- farm --------------------------------------------------------------------------------------
 
 
@@ -522,6 +560,8 @@ class RenderReport(_InJson):
     """The shots the tracking found (None: the render tracked no faces)."""
     upscale: UpscaleFigures | None = None
     """The frame enhancer's figures, the output's size among them (None: no frame enhancer)."""
+    processors: tuple[ProcessorFigures, ...] = ()
+    """What the other processors did, in the order they ran (empty: none ran)."""
 
     def timing(self, name: str) -> StageTiming:
         """The timing of the stage called `name`; `KeyError` when the render had none."""
@@ -574,6 +614,7 @@ class RenderReport(_InJson):
             matte=self.matte or other.matte,
             shots=_plus(self.shots, other.shots),
             upscale=self.upscale or other.upscale,
+            processors=merge_processors(self.processors, other.processors),
         )
 
     @classmethod
@@ -606,8 +647,8 @@ def _shots(figures: ShotFigures) -> int:
 SHAPES: dict[type, Shape] = {
     RenderReport: Shape(
         flat={"video": "encoder", "faces": "faces_swapped", "models": "models", "shots": "shots"},
-        keyed={"stages": "name"},
-        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale"),
+        keyed={"stages": "name", "processors": "name"},
+        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale", "processors"),
     ),
     ModelsReport: Shape(
         keys={"order": "model_order", "precision_reason": "swapper_precision_reason"},

@@ -257,3 +257,29 @@ def test_face_counts_add_up_by_reason() -> None:
     assert (total.frames_with_faces, total.faces_swapped, total.faces_skipped) == (7, 6, 4)
     assert total.skipped("too small") == 3 and total.skipped("profile") == 1 and total.skipped("blur") == 0
     assert FaceCounts.from_json_dict(json.loads(json.dumps(total.to_json_dict()))) == total
+
+
+def test_the_report_says_what_each_processor_did(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """FaceFusion's other processors report their model and the faces or frames they went
+    through, in the order they ran; the command says it in one line; the figures survive JSON."""
+    from ffdesk.runtime.standins import write_standins
+    from tests.real_clips import carphone
+
+    pack = tmp_path / "pack"
+    write_standins(pack, ["fran", "modnet", "ddcolor"])
+    extra = ("--models-dir", str(pack), "--age-modifier", "--background-remover", "--frame-colorizer")
+    data = _cli_report(tmp_path, carphone(), tmp_path / "out.mp4", "--end", "0.3", *extra)
+    assert list(data["processors"]) == ["age_modify", "background_remove", "frame_colorize"]
+    age = data["processors"]["age_modify"]
+    assert age["model"] == "fran" and age["faces"] >= data["frames_out"] - 1 and age["frames"] == 0
+    assert data["processors"]["background_remove"] == {
+        "model": "modnet",
+        "faces": 0,
+        "frames": data["frames_out"],
+    }
+    assert data["processors"]["frame_colorize"]["frames"] == data["frames_out"]
+    assert RenderReport.from_json_dict(data).to_json_dict() == data
+    out = capsys.readouterr().out
+    assert "processors: age_modify (fran): " in out and "frame_colorize (ddcolor): " in out
+    plain = _cli_report(tmp_path, carphone(), tmp_path / "plain.mp4", "--end", "0.1")
+    assert "processors" not in plain  # a render without them reports as before

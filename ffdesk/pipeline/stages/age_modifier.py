@@ -31,6 +31,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import age_modifier as am
@@ -168,6 +169,10 @@ class AgeModifyStage:
         _to_device(batch, before)
         self.faces_modified += len(crops)
         return list(batch)
+
+    def work(self) -> ProcessorFigures:
+        """The faces made older or younger."""
+        return ProcessorFigures(self.name, self.spec.name, faces=self.faces_modified)
 
     def finish(self) -> None:
         self.models.close()

@@ -29,6 +29,7 @@ import numpy as np
 from ffdesk.errors import UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.swap import background_remover as br
 from ffdesk.types import Frame
@@ -141,6 +142,10 @@ class BackgroundRemoveStage:
         with self._lock:
             self.frames += len(batch)
         return list(batch)
+
+    def work(self) -> ProcessorFigures:
+        """The frames cut out."""
+        return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
 
     def finish(self) -> None:
         if not self._finished:

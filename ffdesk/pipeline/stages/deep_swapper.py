@@ -33,6 +33,7 @@ from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned
 from ffdesk.runtime.catalog import Catalog
@@ -198,6 +199,7 @@ class DeepSwapStage:
         morph: int,
         max_batch: int,
         notes: Sequence[str] = (),
+        model_name: str = "",
     ) -> None:
         """`models`: how the model runs (the render's residency manager or the stage's own);
         `key`: the model's key there; `notes`: warnings to tell once the render starts."""
@@ -211,6 +213,8 @@ class DeepSwapStage:
         self._emit: Callable[[ev.Event], None] = _ignore
         self._lock = threading.Lock()
         self._finished = False
+        self.model_name = model_name or spec.name
+        """The model's name (FaceFusion's `<scope>/<name>` or the file's), for the report."""
         self.faces_swapped = 0
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
@@ -257,6 +261,10 @@ class DeepSwapStage:
         with self._lock:
             self.faces_swapped += len(aligned)
         return list(batch)
+
+    def work(self) -> ProcessorFigures:
+        """The faces swapped to the model's person."""
+        return ProcessorFigures(self.name, self.model_name, faces=self.faces_swapped)
 
     def finish(self) -> None:
         if not self._finished:
@@ -352,7 +360,14 @@ def with_deep_swapper(
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
         return DeepSwapStage(
-            spec, models, key, masks, morph=job.deep_swapper_morph, max_batch=max(1, job.batch), notes=notes
+            spec,
+            models,
+            key,
+            masks,
+            morph=job.deep_swapper_morph,
+            max_batch=max(1, job.batch),
+            notes=notes,
+            model_name=choice.name,
         )
 
     return place_face_stage(stages, job, info, make)

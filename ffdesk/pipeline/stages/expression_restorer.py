@@ -29,6 +29,7 @@ from ffdesk.faces.align import warp_face
 from ffdesk.faces.recognizer import Runner
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import expression_restorer as er
@@ -170,6 +171,7 @@ class ExpressionRestoreStage:
         blur: float,
         max_batch: int,
         occlusion: Occlusion | None = None,
+        model_name: str = "live_portrait",
     ) -> None:
         """`keys`: each part's key on `models`; `occlusion`: the render's occlusion masks of a
         stack of crops (FaceFusion keeps them under the restored face)."""
@@ -180,6 +182,8 @@ class ExpressionRestoreStage:
         self.mask = box_mask(lp.CROP_SIZE, blur, (0, 0, 0, 0))
         self.max_batch = max_batch
         self._occlusion = occlusion
+        self.model_name = model_name
+        """The model set's name, for the report."""
         self.faces_restored = 0
 
     def start(self) -> None:
@@ -230,6 +234,10 @@ class ExpressionRestoreStage:
             packet.target_image = None  # read: let it go
         return list(batch)
 
+    def work(self) -> ProcessorFigures:
+        """The faces whose expression was restored."""
+        return ProcessorFigures(self.name, self.model_name, faces=self.faces_restored)
+
     def finish(self) -> None:
         self.models.close()
         return None
@@ -272,6 +280,7 @@ def with_expression_restorer(
             blur=job.mask_blur,
             max_batch=max(1, job.batch),
             occlusion=occlusion,
+            model_name=str(job.expression_restorer),
         )
 
     out = place_face_stage(stages, job, info, make)

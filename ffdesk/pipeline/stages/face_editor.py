@@ -26,6 +26,7 @@ from ffdesk.faces.align import warp_face
 from ffdesk.faces.recognizer import Runner
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.expression_restorer import (
     each,
@@ -74,10 +75,13 @@ class FaceEditStage:
         *,
         blur: float,
         max_batch: int,
+        model_name: str = "live_portrait",
     ) -> None:
         self.models = models
         self.keys = keys
         self.edits = edits
+        self.model_name = model_name
+        """The model set's name, for the report."""
         self.mask = box_mask(lp.CROP_SIZE, blur, (0, 0, 0, 0))
         self.max_batch = max_batch
         self.faces_edited = 0
@@ -138,6 +142,10 @@ class FaceEditStage:
         self.faces_edited += len(faces)
         return list(batch)
 
+    def work(self) -> ProcessorFigures:
+        """The faces edited."""
+        return ProcessorFigures(self.name, self.model_name, faces=self.faces_edited)
+
     def finish(self) -> None:
         self.models.close()
         return None
@@ -164,6 +172,13 @@ def with_face_editor(
     def make(before: Sequence[Stage], known: MediaInfo) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         keys = register_parts(models, files)
-        return FaceEditStage(models, keys, edits, blur=job.mask_blur, max_batch=max(1, job.batch))
+        return FaceEditStage(
+            models,
+            keys,
+            edits,
+            blur=job.mask_blur,
+            max_batch=max(1, job.batch),
+            model_name=str(job.face_editor),
+        )
 
     return place_face_stage(stages, job, info, make)

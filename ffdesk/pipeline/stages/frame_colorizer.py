@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.runtime.catalog import Catalog, load_catalog
 from ffdesk.swap import frame_colorizer as fc
@@ -121,6 +122,10 @@ class FrameColorizeStage:
         with self._lock:
             self.frames += len(batch)
         return list(batch)
+
+    def work(self) -> ProcessorFigures:
+        """The frames coloured."""
+        return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
 
     def finish(self) -> None:
         if not self._finished:

@@ -29,6 +29,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.media.voice import MelSettings, VoiceWindows, read_voice_windows
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import lipsync as ls
@@ -184,6 +185,10 @@ class LipSyncStage:
             blur, padding = self._box
             return box_mask(self.spec.crop_size, blur, padding)
         return ls.lower_face_mask(face.points, self.spec.crop_size, self.spec.area)
+
+    def work(self) -> ProcessorFigures:
+        """The faces whose mouths were redrawn."""
+        return ProcessorFigures(self.name, self.spec.name, faces=self.faces_synced)
 
     def finish(self) -> None:
         if self._close is not None:

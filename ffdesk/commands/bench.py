@@ -9,7 +9,7 @@ from ffdesk.commands.registry import register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
-    "quality", "farm", "gpu", "startup", "live",
+    "quality", "farm", "gpu", "startup", "live", "processors",
 )  # fmt: skip
 
 

@@ -123,6 +123,37 @@ def test_the_device_path_gives_the_host_paths_frames(
     assert device.models.pixels.copies("up", "frame") == device.faces.frames_with_faces
 
 
+def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
+    run_env: RuntimeEnv, tmp_path: Path
+) -> None:
+    """The published files fix their batch at 1: on the device path each face goes through them
+    one a call, however large the render's batch; FaceFusion's other processors after the swap
+    (host pixels, the device frame kept in step) give the host path's frames within rounding."""
+    folder = tmp_path / "pack"
+    write_standins(folder, [*PACK[:3], "fran", "modnet"])  # batch 1, as FaceFusion's files
+    extra: dict[str, Any] = {
+        "swapper": "inswapper_128",
+        "recognizer": "arcface_w600k_r50",
+        "enhancer": "gfpgan_1.4",
+        "masks": ("box",),
+        "age_modifier": "fran",
+        "age_modifier_direction": 60,
+        "background_remover": "modnet",
+        "background_fill": (0, 0, 255, 255),
+        "end": 0.5,
+    }
+    host = _render(run_env, folder, carphone(), tmp_path / "host", "host", **extra)
+    device = _render(run_env, folder, carphone(), tmp_path / "device", "device", **extra)
+    assert device.models is not None and device.models.pixels is not None
+    assert device.models.pixels.path == "device"
+    assert [p.name for p in device.processors] == ["age_modify", "background_remove"]
+    assert device.processors == host.processors and device.processors[0].faces > 0
+    a, b = _frames(tmp_path / "host"), _frames(tmp_path / "device")
+    assert len(a) == len(b) == host.frames_out
+    for x, y in zip(a, b, strict=True):
+        assert _psnr(x, y) > 40.0, _psnr(x, y)
+
+
 def test_only_frames_go_up_and_only_regions_and_numbers_come_back(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

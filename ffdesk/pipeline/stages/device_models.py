@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ffdesk.faces.align import Affine
-from ffdesk.faces.recognizer import Runner
+from ffdesk.faces.recognizer import Runner, accepts_batch
 from ffdesk.faces.types import Face
 from ffdesk.swap import device_ops as dev
 from ffdesk.swap.areas import area_regions
@@ -66,7 +66,8 @@ class DeviceModels:
         self, key: str, items: torch.Tensor, feed: Feed, pick: Pick, cap: int | None = None
     ) -> torch.Tensor:
         """One model over `items` (stacked along the first axis) in chunks of at most `cap`, each
-        padded to its batch shape; the picked output's rows for the items, stacked."""
+        padded to its batch shape (one item a call for a file that fixes its batch at 1, as the
+        published files do); the picked output's rows for the items, stacked."""
         import torch
 
         model = self.ctx.keys.get(key, key)
@@ -74,6 +75,8 @@ class DeviceModels:
 
         def run(session: Runner, chunk: Sequence[torch.Tensor]) -> list[torch.Tensor]:
             n = len(chunk)
+            if n > 1 and not accepts_batch(session):  # a file that fixes its batch at 1
+                return [row for item in chunk for row in run(session, [item])]
             x = dev.pad_batch(torch.stack(list(chunk)), dev.bucket(n, limit))
             outputs = dev.run_model(session, feed(x), self.pixels)
             return list(pick(outputs, _names(session))[:n])

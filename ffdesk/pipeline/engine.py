@@ -69,7 +69,7 @@ from ffdesk.pipeline.matte import (
     packet_matte,
     write_image_with_matte,
 )
-from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.plan import build_stages, draft_skipped
 from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
     RenderReport,
@@ -159,6 +159,8 @@ def run_render(
         except BaseException:
             _drop_unstarted(manifest)
             raise
+        for note in draft_skipped(job):
+            emit(ev.Warning(note))
         for stage in stages:
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(emit)

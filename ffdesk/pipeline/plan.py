@@ -71,6 +71,18 @@ DRAFT_SKIPS = frozenset({"frame_enhancer"})
 """Whole-frame processors off in preview mode (a draft at the source's size)."""
 
 
+def draft_skipped(job: RenderJob) -> list[str]:
+    """One line for each processor the job names that its preview mode leaves out."""
+    if job.mode != "preview":
+        return []
+    return [
+        f"--{field.replace('_', '-')} is off in preview mode (a draft at the source's size); "
+        "--mode final runs it"
+        for field in sorted(DRAFT_SKIPS)
+        if getattr(job, field)
+    ]
+
+
 def _face_stages(
     job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
 ) -> list[Stage]:

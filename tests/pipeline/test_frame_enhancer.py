@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ffdesk.errors import UserError
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.catalog import load_catalog
@@ -210,9 +211,12 @@ def test_a_preview_mode_render_leaves_the_frame_enhancer_off(tmp_path: Path, run
         end=0.2,
         mode="preview",
     )
-    report = run_render(job, env=run_env)
+    events: list[object] = []
+    report = run_render(job, events.append, env=run_env)
     assert report.upscale is None
     assert _frames(tmp_path / "draft.mp4")[0][0].shape == (144, 176, 3)
+    said = [e.message for e in events if isinstance(e, ev.Warning)]
+    assert any("--frame-enhancer is off in preview mode" in m for m in said), said  # said, not silent
 
 
 def test_the_matte_follows_the_upscale(tmp_path: Path, run_env) -> None:  # type: ignore[no-untyped-def]

@@ -33,7 +33,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import age_modifier as am
 from ffdesk.types import Frame, Mask
 
@@ -166,7 +166,7 @@ class AgeModifyStage:
         aligned = AlignedFaces(np.stack(drawn), affines, tuple(faces), tuple(owners))
         before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        _to_device(batch, before)
+        sync_device(batch, before)
         self.faces_modified += len(crops)
         return list(batch)
 
@@ -181,20 +181,6 @@ class AgeModifyStage:
 
 def _ignore(_event: Any) -> None:
     return None
-
-
-def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
-    """Copy the regions pasted on the host into the packets' device frames, where a later stage
-    still reads them (the pixels stay on a device between model calls)."""
-    for packet, first in zip(batch, before, strict=True):
-        image = packet.device_image
-        if image is None:
-            continue
-        import torch
-
-        for r in packet.regions[first:]:
-            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
 
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, am.AgeModifierSpec]:

@@ -35,7 +35,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned
+from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned, sync_device
 from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import deep_swapper as ds
 from ffdesk.swap import masks as mk
@@ -257,7 +257,7 @@ class DeepSwapStage:
         masks = self.paste_masks(aligned, drawn, [mask for _, mask in out])
         before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        _to_device(batch, before)
+        sync_device(batch, before)
         with self._lock:
             self.faces_swapped += len(aligned)
         return list(batch)
@@ -271,20 +271,6 @@ class DeepSwapStage:
             self.models.close()
         self._finished = True
         return None
-
-
-def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
-    """Copy the regions pasted on the host into the packets' device frames, where a later stage
-    still reads them (the pixels stay on a device between model calls)."""
-    for packet, first in zip(batch, before, strict=True):
-        image = packet.device_image
-        if image is None:
-            continue
-        import torch
-
-        for r in packet.regions[first:]:
-            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
 
 
 def _ignore(_event: ev.Event) -> None:

@@ -31,7 +31,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import expression_restorer as er
 from ffdesk.swap import live_portrait as lp
 from ffdesk.swap.masks import box_mask
@@ -97,20 +97,6 @@ def resolve_live_portrait(
         choices.append((part, choice))
     found = lp.LivePortraitSet(value, tuple((p, entries[p]) for p in parts))
     return LivePortraitFiles(found, tuple(choices))
-
-
-def sync_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
-    """Copy the regions pasted on the host since `before` (each packet's region count) into the
-    packets' device frames, where a later stage still reads them."""
-    for packet, first in zip(batch, before, strict=True):
-        image = packet.device_image
-        if image is None:
-            continue
-        import torch
-
-        for r in packet.regions[first:]:
-            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
 
 
 def each(fn: Callable[..., Any]) -> Callable[[Runner, Sequence[Any]], list[Any]]:

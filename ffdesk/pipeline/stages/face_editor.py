@@ -32,9 +32,8 @@ from ffdesk.pipeline.stages.expression_restorer import (
     each,
     register_parts,
     resolve_live_portrait,
-    sync_device,
 )
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import face_editor as fe
 from ffdesk.swap import live_portrait as lp
 from ffdesk.swap.areas import points_68

@@ -31,7 +31,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import lipsync as ls
 from ffdesk.swap.areas import points_68
 from ffdesk.swap.masks import box_mask
@@ -175,7 +175,7 @@ class LipSyncStage:
         aligned = AlignedFaces(crops, tuple(f.affine for f in faces), (), tuple(f.owner for f in faces))
         before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        _to_device(batch, before)
+        sync_device(batch, before)
         self.faces_synced += len(faces)
         return list(batch)
 
@@ -194,20 +194,6 @@ class LipSyncStage:
         if self._close is not None:
             self._close()
         return None
-
-
-def _to_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
-    """Copy the regions pasted on the host into the packets' device frames, where a later stage
-    still reads them (the pixels stay on a device between model calls)."""
-    for packet, first in zip(batch, before, strict=True):
-        image = packet.device_image
-        if image is None:
-            continue
-        import torch
-
-        for r in packet.regions[first:]:
-            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
 
 
 def _ignore(_event: ev.Event) -> None:

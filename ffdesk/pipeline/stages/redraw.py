@@ -85,3 +85,18 @@ def redraw_faces(batch: Sequence[FramePacket], template: str, size: int, draw: D
     drawn, masks = draw(aligned)
     paste_aligned(batch, aligned, drawn, masks)
     return aligned
+
+
+def sync_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
+    """Copy the regions pasted on the host since `before` (each packet's region count then) into
+    the packets' device frames (`FramePacket.device_image`), where a later stage still reads them:
+    a stage that redraws faces on the host after a stage that keeps pixels on a device."""
+    for packet, first in zip(batch, before, strict=True):
+        image = packet.device_image
+        if image is None:
+            continue
+        import torch
+
+        for r in packet.regions[first:]:
+            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
+            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)

@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import PROVIDERS
@@ -52,6 +53,7 @@ def register(sub: Any) -> None:
     p.add_argument("--models-dir", type=Path, default=None)
     p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
+    add_processor_options(p)
     p.add_argument("--list-cameras", action="store_true", help="list the capture devices and stop")
     p.set_defaults(func=run)
 
@@ -132,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
         face_selection=args.face_selection,
         source_face=args.source_face,
         provider=args.provider,
+        **processor_fields(args),
     )
     env = runtime_env(args)
     stop = threading.Event()

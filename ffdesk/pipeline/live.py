@@ -462,13 +462,24 @@ def live_job(
 def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     """The stages of `job` for a camera at `fps`: the render's front end (detection on its key
     frames, the tracker in between, selection), without the resumable segments' restarts, then
-    the swap (the embedded one, or the model pack's with `job.swapper`) at batch 1. Built on the
-    caller's thread: a source photo without a face fails here, in one line."""
-    from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
+    the swap (the embedded one, or the model pack's with `job.swapper`) at batch 1, then the
+    other processors the job names, as a render places them (not the lip syncer: a camera's
+    voice is not a file). Built on the caller's thread: a source photo without a face fails
+    here, in one line."""
+    from ffdesk.pipeline.plan import with_processors
 
     if job.face_selection == "reference" or job.face_map:
         raise UserError("live swaps the largest face or all faces (--face-selection largest|all)")
+    if job.lip_syncer:
+        raise UserError("live has no lip syncer (it follows an audio file; a camera's voice is not one)")
     job = replace(job, batch=1)
+    return with_processors(_swap_stages(job, fps=fps, env=env), job, None, env=env)
+
+
+def _swap_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
+    """`live_stages` without the other processors."""
+    from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
+
     det_size = DET_SIZE.get(job.mode, 640)
     if job.swapper:
         from ffdesk.pipeline.report import ModelOrder

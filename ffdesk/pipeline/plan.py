@@ -32,7 +32,21 @@ def build_stages(
     whole-frame ones (`FRAME_PROCESSORS`) last; the frame enhancer is off in preview mode, as the
     face enhancer is (a draft at the source's size).
     """
-    stages = _face_stages(job, info, env=env, share=share)
+    return with_processors(_face_stages(job, info, env=env, share=share), job, info, env=env, share=share)
+
+
+def with_processors(
+    stages: list[Stage],
+    job: RenderJob,
+    info: MediaInfo | None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
+) -> list[Stage]:
+    """`stages` (the swap's, or none) with the processors `job` names: the face processors
+    (`FACE_PROCESSORS`) placed after the face stages that redraw faces, the whole-frame ones
+    (`FRAME_PROCESSORS`) appended. On any failure the stages built so far are finished (their
+    models let go) and the error raised."""
     try:
         for field, module, factory in FACE_PROCESSORS:
             if getattr(job, field):

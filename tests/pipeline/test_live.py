@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from ffdesk.cli import main
+from ffdesk.errors import UserError
 from ffdesk.media.capture import CameraError, CapturedFrame, DeviceCamera, FileCamera, open_camera
 from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
 from ffdesk.media.synth import frame_index_of
@@ -328,3 +330,37 @@ def test_a_model_pack_swaps_live(run_env: RuntimeEnv, face_clip: Path, tmp_path:
     figures = LiveSession(camera, stages, [Collect()], seconds=1.5).run()
     assert figures.error is None and figures.frames_out > 5
     assert figures.frames_with_swap >= figures.frames_out // 2
+
+
+def test_the_other_processors_run_live_after_the_swap(
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A camera through the embedded swap, the age modifier and the background remover (an
+    opaque green fill: a green screen without one): placed as a render places them, every frame
+    out green where the stand-in's matte says background; the lip syncer is one line."""
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(tmp_path, ["fran", "modnet"])
+    job = live_job(
+        [SOURCE],
+        models_dir=tmp_path,
+        age_modifier="fran",
+        age_modifier_direction=60,
+        background_remover="modnet",
+        background_fill=(0, 255, 0, 255),
+    )
+    camera = FileCamera(face_clip, loop=True)
+    camera.open()
+    stages = live_stages(job, fps=camera.fps, env=run_env)
+    names = [s.name for s in stages]
+    assert names[-3:] == ["swap", "age_modify", "background_remove"], names
+    frames = Collect()
+    figures = LiveSession(camera, stages, [frames], seconds=1.5).run()
+    assert figures.error is None and figures.frames_out > 3
+    corner = np.stack([f.image[:8, :8] for f in frames.frames]).reshape(-1, 3).mean(axis=0)
+    assert corner[1] > 200 and corner[0] < 60 and corner[2] < 60  # the background is the green fill
+    with pytest.raises(UserError, match="live has no lip syncer"):
+        live_stages(replace(job, lip_syncer="wav2lip_96"), fps=30.0, env=run_env)
+    args = ["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--seconds", "0.5"]
+    assert main([*args, "--age-modifier-direction", "40"]) == 2  # an option without its processor
+    assert "needs the age modifier" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 from ffdesk.errors import UserError
 from ffdesk.gui.models import SessionModel, StatusLog
 from ffdesk.gui.preview_view import display_images
+from ffdesk.gui.processors import live_processor_fields
 from ffdesk.media.capture import FILE_PREFIX, CapturedFrame
 from ffdesk.pipeline.live import LiveFigures, LiveFrame, percentile
 from ffdesk.pipeline.preview import PreviewResult
@@ -82,6 +83,9 @@ class LivePlan:
     models_dir: Path | None = None
     record: Path | None = None
     stream: str | None = None
+    processors: tuple[tuple[str, Any], ...] = ()
+    """The `RenderJob` fields of the Processors tab's processors that run live
+    (`ffdesk.gui.processors.live_processor_fields`)."""
 
 
 @dataclass(frozen=True)
@@ -253,6 +257,7 @@ def run_plan(
             swapper=plan.swapper,
             face_selection=plan.face_selection,
             source_face=plan.source_face,
+            **dict(plan.processors),
         )
         stages = live_stages(job, fps=camera.fps, env=env)
         width, height = camera.size
@@ -535,6 +540,9 @@ class LiveView(QWidget):
         selection = s.face_selection if s.face_selection in ("largest", "all") else "largest"
         if selection != s.face_selection:
             self.status.post("info", "live swaps the largest face (a reference face is for clips)")
+        processors, left_out = live_processor_fields(s, self.session.processor_states())
+        for kind in left_out:
+            self.status.post("info", f"live: {kind.replace('_', ' ')} left out (it does not run live)")
         return LivePlan(
             camera=spec,
             sources=tuple(src.path for src in usable),
@@ -547,6 +555,7 @@ class LiveView(QWidget):
             models_dir=self.session.models_dir,
             record=record,
             stream=stream,
+            processors=processors,
         )
 
     def start(self) -> bool:

@@ -319,6 +319,23 @@ def processor_job_fields(s: Settings, states: Mapping[str, ProcessorState]) -> d
     }
 
 
+LIVE_LEAVES_OUT = ("lip_syncer", "frame_enhancer")
+"""Processors live does not run: the lip syncer follows an audio file, the frame enhancer would
+change the camera's frame size under the outputs."""
+
+
+def live_processor_fields(
+    s: Settings, states: Mapping[str, ProcessorState]
+) -> tuple[tuple[tuple[str, Any], ...], tuple[str, ...]]:
+    """The `RenderJob` fields of the processors a live session runs (those of a job, less
+    `LIVE_LEAVES_OUT`, whose fields are left at their defaults), and the kinds it leaves out
+    although they are on."""
+    fields = processor_job_fields(s, states)
+    left = tuple(kind for kind in LIVE_LEAVES_OUT if fields.get(kind) is not None)
+    kept = {k: v for k, v in fields.items() if not k.startswith(("lip_sync", "frame_enhancer"))}
+    return tuple(kept.items()), left
+
+
 def parse_face_edits(text: str) -> tuple[tuple[FaceEdit, float], ...]:
     """The face editor's settings held as "name=value,..." (`Settings.face_edits`): known names
     only, each brought into -1..1 on 0.05 steps, those at 0 left out, in `FACE_EDITS` order."""

@@ -175,3 +175,40 @@ def test_a_damaged_window_layout_is_not_restored(open_window: Any, tmp_path: Pat
     said = [e.text for e in window.status.entries if "layout" in e.text]
     assert len(said) == 1 and "window layout is damaged" in said[0], said
     assert "Live" in window.docks
+
+
+def test_the_processors_tab_runs_live(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path, tmp_path: Path
+) -> None:
+    """A background remover with an opaque green fill, turned on in the Processors tab, runs in
+    a live session (a green screen without one); the lip syncer, on too, is left out and Status
+    says so."""
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(tmp_path, ["modnet"])
+    session = window.session
+    session.set_models_dir(tmp_path)
+    session.set_folder_models({"background_remover": ["modnet"], "lip_syncer": ["wav2lip_gan_96"]})
+    session.update_settings(
+        background_remover_on=True,
+        background_fill=(0, 255, 0, 255),
+        lip_syncer_on=True,
+        lip_sync_audio=str(face_clip),
+    )
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(face_clip)
+    plan = live.plan()
+    assert plan is not None and dict(plan.processors)["background_remover"] == "modnet"
+    assert "lip_syncer" not in dict(plan.processors)
+    assert any("lip syncer left out" in e.text for e in window.status.entries)
+    assert live.start()
+
+    def green_corner() -> bool:
+        shown = session.preview
+        return shown is not None and bool((shown.processed[:6, :6, 1] > 200).all())
+
+    qtbot.waitUntil(green_corner, timeout=30000)
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    assert session_threads() == []

@@ -29,6 +29,7 @@ operation on the channels in the other order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
@@ -105,15 +106,29 @@ def grey(frame: Frame) -> Frame:
     return np.asarray(cv2.cvtColor(luma, cv2.COLOR_GRAY2RGB), np.uint8)
 
 
+@functools.lru_cache(maxsize=1)
+def _ddcolor_levels() -> F32:
+    """What DDColor's preparation makes of each grey level (256 x 3, RGB 0..1): the level / 255
+    through Lab with a = b = 0 and back, as FaceFusion computes it pixel by pixel. A grey frame's
+    pixels take only these 256 values, so the frame is prepared by looking them up."""
+    levels = np.repeat(np.arange(256, dtype=np.uint8)[:, None, None], 3, axis=2)  # 256 x 1 x 3
+    unit = (levels / 255.0).astype(np.float32)
+    lightness = cv2.cvtColor(unit, cv2.COLOR_RGB2LAB)[:, :, :1]
+    lab = np.concatenate([lightness, np.zeros_like(lightness), np.zeros_like(lightness)], axis=-1)
+    table = np.asarray(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB), np.float32).reshape(256, 3)
+    table.flags.writeable = False
+    return table
+
+
 def model_input(frame: Frame, spec: FrameColorizerSpec, size: tuple[int, int]) -> F32:
     """The model's input for `frame` at `size` (width, height): [1, 3, height, width] float32,
     the grey frame as RGB 0..1 (ddcolor, through Lab with a = b = 0) or 0..255 (deoldify)."""
-    picture: npt.NDArray[np.uint8] | F32 = grey(frame)
+    picture: npt.NDArray[np.uint8] | F32
     if spec.type == "ddcolor":
-        unit = (picture / 255.0).astype(np.float32)
-        lightness = cv2.cvtColor(unit, cv2.COLOR_RGB2LAB)[:, :, :1]
-        lab = np.concatenate([lightness, np.zeros_like(lightness), np.zeros_like(lightness)], axis=-1)
-        picture = np.asarray(cv2.cvtColor(lab, cv2.COLOR_LAB2RGB), np.float32)
+        luma = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
+        picture = _ddcolor_levels()[luma]
+    else:
+        picture = grey(frame)
     resized = cv2.resize(picture, size, interpolation=cv2.INTER_LINEAR)
     return np.ascontiguousarray(resized.transpose(2, 0, 1)[None].astype(np.float32))
 

@@ -130,19 +130,25 @@ class JobModels:
         return build
 
     def _stages(self, segment: int) -> list[Stage]:
-        job, info = self.job, self.info
-        if self._kind == "none":
-            return []
-        if self._kind == "trained":
-            from ffdesk.pipeline.plan import build_stages
+        """The segment's stages: the swap's (the pack's around the kept model render), then the
+        other processors the job names, as `build_stages` places them (their models join the
+        kept render's manager, so they stay loaded too; without a swap, the segment's own)."""
+        from ffdesk.pipeline.plan import build_stages, with_processors
 
-            return build_stages(job, info, env=self.env, share=self.manager.share(f"segment {segment}"))
+        job, info = self.job, self.info
+        share = self.manager.share(f"segment {segment}")
+        if self._kind == "trained":
+            return build_stages(job, info, env=self.env, share=share)
+        if self._kind == "none":
+            return with_processors([], job, info, env=self.env, share=share)
         self.prepare()
         if self._kind == "embedded":
             from ffdesk.pipeline.stages.embedded import embedded_stages
 
-            return embedded_stages(job, self._analyser, info)
-        return self._pack_stages()
+            swap = list(embedded_stages(job, self._analyser, info))
+        else:
+            swap = self._pack_stages()
+        return with_processors(swap, job, info, env=self.env, share=share)
 
     def _pack_stages(self) -> list[Stage]:
         """The stages `model_stages` builds, around the kept model render."""

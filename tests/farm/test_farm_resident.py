@@ -139,3 +139,49 @@ def test_worker_metrics_stay_on_the_loopback_unless_asked(
     finally:
         local.release()
         node.release()
+
+
+def test_a_worker_runs_the_jobs_other_processors_as_a_local_render_does(
+    tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
+) -> None:
+    """The processors after the swap (here the age modifier, whose model joins the kept pack),
+    and a job of processors alone (the background remover, no source), render each segment on a
+    worker byte for byte as a render that builds its own stages does."""
+    import shutil
+
+    from ffdesk.runtime.standins import write_standins
+
+    pack = tmp_path / "pack"
+    shutil.copytree(small_pack, pack)
+    write_standins(pack, ["fran", "modnet"])
+    aged = replace(
+        pack_job(face_clip, pack, tmp_path / "aged.mov"), age_modifier="fran", age_modifier_direction=60
+    )
+    alone = replace(
+        aged,
+        output=tmp_path / "alone.mov",
+        sources=(),
+        swapper=None,
+        age_modifier=None,
+        age_modifier_direction=0,
+        background_remover="modnet",
+        background_fill=(0, 255, 0, 255),
+    )
+    for job in (aged, alone):
+        plan = plan_segments(replace(job, resume=False))
+        worker = FarmWorker("slot-0", None, use_gpu=False, env=run_env, metrics_port=None)
+        try:
+            done = render_all(worker, plan)
+            reports = [RenderReport.from_json_dict(d.report) for d in done]
+            total = reports[0]
+            for r in reports[1:]:
+                total = total.plus(r)
+            want = "age_modify" if job is aged else "background_remove"
+            assert [p.name for p in total.processors] == [want], total.processors
+            for seg, d in zip(plan.segments, done, strict=True):
+                fresh = tmp_path / f"fresh-{job.output.stem}-{seg.number}.mov"
+                render_segment(plan.job, seg, fresh, env=run_env)
+                ((_, data),) = d.files
+                assert data == fresh.read_bytes(), f"{job.output.name}: segment {seg.number} differs"
+        finally:
+            worker.close()

@@ -87,6 +87,11 @@ def run_farm_render(
     how the farm was used (`farm`)."""
     emit = on_event or _nothing
     options = options or FarmOptions()
+    if options.ship_source and job.lip_syncer:
+        raise UserError(
+            "--lip-syncer on the farm needs --farm-storage shared: a shipped clip carries its video "
+            "only, not its audio nor the --lip-sync-audio file"
+        )
     require_ray()
     if options.stand_in:
         from ffdesk.farm.standin import parse_stand_in

@@ -102,3 +102,14 @@ def test_bench_farm_refuses_bad_farm_sizes() -> None:
     for text in ("", "0", "a,b", "-1,2"):
         with pytest.raises(UserError, match="--workers"):
             _sizes(text)
+
+
+def test_lip_sync_on_a_farm_that_ships_the_clip_is_one_line(tmp_path: Path) -> None:
+    """A shipped clip carries its video only: a lip syncer there would have no voice. Refused
+    before anything is sent (and before Ray is needed)."""
+    from ffdesk.farm.head import FarmOptions, run_farm_render
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(target=tmp_path / "clip.mp4", output=tmp_path / "out.mp4", lip_syncer="wav2lip_gan_96")
+    with pytest.raises(UserError, match="--lip-syncer on the farm needs --farm-storage shared"):
+        run_farm_render(job, parse_farm("127.0.0.1:10001"), options=FarmOptions(ship_source=True))

@@ -112,8 +112,11 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.live import LiveSession, live_job, live_stages
 
-    if not args.source:
-        raise UserError("ffdesk live: give a source face photo (--source FACE), or --list-cameras")
+    if not args.source and not args.deep_swapper:
+        raise UserError(
+            "ffdesk live: give a source face photo (--source FACE) or a deep swapper model "
+            "(--deep-swapper), or --list-cameras"
+        )
     try:
         size = parse_size(args.size) if args.size else None
     except ValueError as exc:

@@ -443,10 +443,13 @@ def live_job(
     **settings: Any,
 ) -> RenderJob:
     """A render job holding the live session's swap settings (its target is the first source
-    photo: nothing is read from it but what a source needs; nothing is written to its output)."""
-    if not sources:
-        raise UserError("live needs a source face photo (--source FACE)")
-    first = Path(sources[0])
+    photo: nothing is read from it but what a source needs; nothing is written to its output).
+    A deep swapper needs no source photo: with one and none, the target is only a name."""
+    if not sources and not settings.get("deep_swapper"):
+        raise UserError(
+            "live needs a source face photo (--source FACE) or a deep swapper model (--deep-swapper)"
+        )
+    first = Path(sources[0]) if sources else Path(CAMERA_TARGET)
     return RenderJob(
         target=first,
         output=first.with_name(f".{first.stem}-live.mp4"),
@@ -457,6 +460,10 @@ def live_job(
         batch=1,
         **settings,
     ).resolved()
+
+
+CAMERA_TARGET = "camera"
+"""The target a live job without a source photo names (nothing reads it)."""
 
 
 def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
@@ -481,6 +488,8 @@ def _swap_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
 
     det_size = DET_SIZE.get(job.mode, 640)
+    if not job.sources:  # a deep swapper alone: the front end, then the processors
+        return list(FaceFrontEnd(job_analyser(job), job.face_selection, None, fps, det_size).stages())
     if job.swapper:
         from ffdesk.pipeline.report import ModelOrder
         from ffdesk.pipeline.stages.models import ModelRender, pack_stages

@@ -364,3 +364,37 @@ def test_the_other_processors_run_live_after_the_swap(
     args = ["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--seconds", "0.5"]
     assert main([*args, "--age-modifier-direction", "40"]) == 2  # an option without its processor
     assert "needs the age modifier" in capsys.readouterr().err
+
+
+def test_a_deepfacelab_model_swaps_live_without_a_source_photo(
+    run_env: RuntimeEnv, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As DeepFaceLive does: a camera through the face front end and a .dfm model, no photo."""
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(tmp_path, ["dfl_amp"])
+    model = str(tmp_path / "dfl_amp.dfm")
+    job = live_job([], models_dir=tmp_path, deep_swapper=model)
+    camera = FileCamera(face_clip, loop=True)
+    camera.open()
+    stages = live_stages(job, fps=camera.fps, env=run_env)
+    assert [s.name for s in stages][-1] == "deep_swap"
+    frames = Collect()
+    figures = LiveSession(camera, stages, [frames], seconds=1.5).run()
+    assert figures.error is None and figures.frames_out > 5
+    assert sum(f.faces_swapped > 0 for f in frames.frames) >= len(frames.frames) // 2
+    # the frames out are the camera's with the face redrawn: they differ from the clip's own
+    with av.open(str(face_clip)) as clip:
+        plain = [f.to_ndarray(format="rgb24") for f in clip.decode(video=0)]
+    moved = [
+        float(np.abs(f.image.astype(int) - plain[f.number % len(plain)].astype(int)).mean())
+        for f in frames.frames
+    ]
+    assert np.median(moved) > 1.0, moved
+    with pytest.raises(UserError, match="or a deep swapper model"):
+        live_job([])
+    out = tmp_path / "rec.mp4"
+    args = ["live", "--camera", f"file:{face_clip}", "--seconds", "1", "--models-dir", str(tmp_path)]
+    assert main([*args, "--deep-swapper", model, "--record", str(out)]) == 0 and out.is_file()
+    assert main(["live", "--camera", f"file:{face_clip}", "--seconds", "1"]) == 2
+    assert "or a deep swapper model" in capsys.readouterr().err

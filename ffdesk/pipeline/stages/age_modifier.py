@@ -215,7 +215,7 @@ def with_age_modifier(
 
     choice, spec = _resolve(job, env)
 
-    def make(before: Sequence[Stage], _info: MediaInfo) -> Stage:
+    def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
         ctx = model_render(before)

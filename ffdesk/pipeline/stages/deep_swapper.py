@@ -336,7 +336,7 @@ def with_deep_swapper(
     choice = resolve_deep_swapper(job.deep_swapper, resolve_models_dir(job.models_dir, env), load_catalog())
     spec = processor_spec(choice, "deep swapper", ds.deep_swapper_spec)
 
-    def make(before: Sequence[Stage], _info: MediaInfo) -> Stage:
+    def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         ctx = model_render(before)
         notes: list[str] = []
         if ctx is not None:

@@ -254,7 +254,7 @@ def with_expression_restorer(
         job.expression_restorer, lp.PARTS, "--expression-restorer", env, job.models_dir
     )
 
-    def make(before: Sequence[Stage], known: MediaInfo) -> Stage:
+    def make(before: Sequence[Stage], known: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         ctx = model_render(before)
         occlusion = ctx.occlusion_masks if ctx is not None and ctx.occluders else None

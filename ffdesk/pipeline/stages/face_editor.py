@@ -168,7 +168,7 @@ def with_face_editor(
     files = resolve_live_portrait(job.face_editor, lp.EDITOR_PARTS, "--face-editor", env, job.models_dir)
     edits = fe.FaceEdits.of(job.face_edits)
 
-    def make(before: Sequence[Stage], known: MediaInfo) -> Stage:
+    def make(before: Sequence[Stage], known: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         keys = register_parts(models, files)
         return FaceEditStage(

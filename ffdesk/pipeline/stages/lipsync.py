@@ -291,7 +291,10 @@ def with_lip_sync(
 
     choice = _resolve(job, env)
 
-    def make(before: Sequence[Stage], known: MediaInfo) -> Stage:
+    def make(before: Sequence[Stage], given: MediaInfo | None) -> Stage:
+        from ffdesk.media.probe import probe
+
+        known = given if given is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
         ctx = model_render(before)
         if ctx is not None:
             return _shared_stage(job, known, ctx, choice)

@@ -121,18 +121,18 @@ def place_face_stage(
     stages: Sequence[Stage],
     job: RenderJob,
     info: MediaInfo | None,
-    make: Callable[[Sequence[Stage], MediaInfo], Stage],
+    make: Callable[[Sequence[Stage], MediaInfo | None], Stage],
 ) -> list[Stage]:
     """`stages` with the stage `make(stages, info)` builds placed by its name
-    (`face_stage_position`); a render with no stage first gets a face front end of its own.
-    `make` is called on the caller's thread, so bad settings fail before any frame is decoded."""
-    from ffdesk.media.probe import probe
-
-    info = info if info is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
+    (`face_stage_position`); a render with no stage first gets a face front end of its own (for
+    which the target is probed when `info` is None). `make` is called on the caller's thread, so
+    bad settings fail before any frame is decoded."""
     out = list(stages)
     if not out:
+        from ffdesk.media.probe import probe
         from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser
 
+        info = info if info is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
         out = list(FaceFrontEnd.for_job(job, job_analyser(job), info).stages())
     stage = make(out, info)
     out.insert(face_stage_position(out, stage.name), stage)

@@ -512,10 +512,15 @@ class LiveView(QWidget):
             self.status.post("warning", "live: choose a camera, or a clip as camera")
             return None
         usable = self.session.usable_sources()
-        if not usable:
-            self.status.post("warning", "live: add a source face photo first (Sources)")
+        s = self.session.settings
+        processors, left_out = live_processor_fields(s, self.session.processor_states())
+        if not usable and not dict(processors).get("deep_swapper"):
+            self.status.post(
+                "warning",
+                "live: add a source face photo first (Sources), or turn on the deep swapper (Processors)",
+            )
             return None
-        first = usable[0]
+        first = usable[0] if usable else None
         size_text = self.size_box.currentText().strip()
         size: tuple[int, int] | None = None
         if size_text and size_text != SIZES[0]:
@@ -536,11 +541,9 @@ class LiveView(QWidget):
         if record is not None and not record.parent.is_dir():
             self.status.post("warning", f"live: record to {record}: no such folder")
             return None
-        s = self.session.settings
         selection = s.face_selection if s.face_selection in ("largest", "all") else "largest"
         if selection != s.face_selection:
             self.status.post("info", "live swaps the largest face (a reference face is for clips)")
-        processors, left_out = live_processor_fields(s, self.session.processor_states())
         for kind in left_out:
             self.status.post("info", f"live: {kind.replace('_', ' ')} left out (it does not run live)")
         return LivePlan(
@@ -549,7 +552,7 @@ class LiveView(QWidget):
             size=size,
             fps=self.fps.value() or None,
             loop=self.loop.isChecked(),
-            source_face=first.chosen if len(first.faces) > 1 else None,
+            source_face=first.chosen if first is not None and len(first.faces) > 1 else None,
             face_selection=selection,
             swapper=s.swapper or None,
             models_dir=self.session.models_dir,

@@ -212,3 +212,34 @@ def test_the_processors_tab_runs_live(
     live.stop_button.click()
     qtbot.waitUntil(lambda: not live.running, timeout=20000)
     assert session_threads() == []
+
+
+def test_the_deep_swapper_goes_live_without_a_source_photo(
+    window: Any, qtbot: Any, face_clip: Path, tmp_path: Path
+) -> None:
+    """With the deep swapper on in the Processors tab, Live starts with no photo in Sources and
+    the preview shows the model's person."""
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(tmp_path / "custom", ["dfl_amp"])
+    (tmp_path / "custom" / "dfl_amp.dfm").rename(tmp_path / "custom" / "me.dfm")
+    (tmp_path / "custom" / "dfl_amp.hash").rename(tmp_path / "custom" / "me.hash")
+    session = window.session
+    session.set_models_dir(tmp_path)
+    session.set_folder_models({"deep_swapper": ["custom/me"]})
+    session.update_settings(deep_swapper_on=True, deep_swapper="custom/me")
+    live = window.live_view
+    live.use_clip(face_clip)
+    plan = live.plan()
+    assert plan is not None and plan.sources == () and dict(plan.processors)["deep_swapper"] == "custom/me"
+    assert live.start()
+    qtbot.waitUntil(
+        lambda: (
+            session.preview is not None
+            and not np.array_equal(session.preview.original, session.preview.processed)
+        ),
+        timeout=30000,
+    )
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    assert session_threads() == []

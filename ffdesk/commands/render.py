@@ -146,6 +146,14 @@ def register(sub: Any) -> None:
         help="the voice for --lip-syncer: an audio file or a clip (default: the target's own audio)",
     )
     p.add_argument(
+        "--voice-extractor",
+        default="auto",
+        metavar="MODEL",
+        help="takes the voice out of the lip syncer's track first: kim_vocal_2 (FaceFusion's default), "
+        "kim_vocal_1, uvr_mdxnet or an .onnx path; auto (default): kim_vocal_2 when in the models "
+        "folder; none: the whole track",
+    )
+    p.add_argument(
         "--lip-sync-weight",
         type=float,
         default=0.5,
@@ -264,6 +272,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         lip_syncer=args.lip_syncer,
         lip_sync_audio=args.lip_sync_audio,
         lip_sync_weight=args.lip_sync_weight,
+        voice_extractor=args.voice_extractor,
         **processor_fields(args),
     ).resolved()
     check_input_pixels(job)

@@ -53,10 +53,11 @@ class MelSettings:
         return self.sample_rate / self.hop
 
 
-def read_voice(path: Path, *, sample_rate: int = 16000, start_s: float = 0.0) -> F32:
-    """The first audio stream of `path` (an audio file or a clip) as mono float samples at
-    `sample_rate`, from `start_s` seconds into the stream. `MediaError` (one line) for a file that
-    is missing, not media, has no audio stream or cannot be decoded."""
+def read_voice(path: Path, *, sample_rate: int = 16000, start_s: float = 0.0, channels: int = 1) -> F32:
+    """The first audio stream of `path` (an audio file or a clip) as float samples at
+    `sample_rate` (mono: n; `channels` 2: n x 2, a mono stream on both), from `start_s` seconds
+    into the stream. `MediaError` (one line) for a file that is missing, not media, has no audio
+    stream or cannot be decoded."""
     check_readable_file(path)
     try:
         container = av.open(str(path), "r", metadata_errors="ignore")
@@ -72,7 +73,8 @@ def read_voice(path: Path, *, sample_rate: int = 16000, start_s: float = 0.0) ->
         stream = container.streams.audio[0]
         if stream.codec_context is None:
             raise MediaError(f"{path}: unsupported audio codec (no decoder available)")
-        resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
+        layout = "stereo" if channels == 2 else "mono"
+        resampler = av.AudioResampler(format="flt", layout=layout, rate=sample_rate)
         parts: list[F32] = []
         total, limit = 0, MAX_SECONDS * sample_rate
         try:
@@ -87,6 +89,8 @@ def read_voice(path: Path, *, sample_rate: int = 16000, start_s: float = 0.0) ->
         except (av.error.FFmpegError, ValueError) as exc:
             raise MediaError(f"{path}: cannot decode audio ({describe(exc)})") from exc
     samples = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    if channels == 2:  # packed: left, right, left, ...
+        samples = samples.reshape(-1, 2)
     skip = max(0, int(round(start_s * sample_rate)))
     return samples[skip:]
 

@@ -206,6 +206,11 @@ class RenderJob:
     lip_sync_weight: float = 0.5
     """FaceFusion's --lip-syncer-weight, 0-1 (`--lip-sync-weight`): scales the voice the model
     hears (x weight x 2; 0.5 feeds it as it is)."""
+    voice_extractor: str = "auto"
+    """The model that takes the voice out of the lip syncer's track first (`--voice-extractor`:
+    kim_vocal_2, FaceFusion's default, kim_vocal_1, uvr_mdxnet or an .onnx path); "auto":
+    kim_vocal_2 when its file is in the models folder, else none (a warning says so); "none":
+    the whole track."""
     expression_restorer: str | None = None
     """FaceFusion's expression restorer (`--expression-restorer live_portrait`): the swapped
     faces take back the target actor's expression; None: off."""
@@ -287,7 +292,7 @@ class RenderJob:
         if not d["face_map"]:
             del d["face_map"]  # likewise
         if d["lip_syncer"] is None:
-            for name in ("lip_syncer", "lip_sync_audio", "lip_sync_weight"):
+            for name in ("lip_syncer", "lip_sync_audio", "lip_sync_weight", "voice_extractor"):
                 del d[name]  # likewise
         elif self.lip_sync_audio is not None and self.lip_sync_audio.exists():
             st_voice = self.lip_sync_audio.stat()
@@ -346,6 +351,10 @@ def check_job(job: RenderJob) -> None:
     lip = job.lip_sync_weight
     if not isinstance(lip, int | float) or isinstance(lip, bool) or not 0.0 <= lip <= 1.0:
         raise UserError(f"lip sync weight (--lip-sync-weight) must be between 0 and 1, not {lip!r}")
+    if not isinstance(job.voice_extractor, str) or not job.voice_extractor.strip():
+        raise UserError(
+            f"the voice extractor (--voice-extractor) is a model, auto or none, not {job.voice_extractor!r}"
+        )
     if job.lip_sync_audio is not None and job.lip_syncer is None:
         raise UserError("--lip-sync-audio needs a lip syncer (--lip-syncer wav2lip_gan_96)")
     if job.provider not in PROVIDERS:

@@ -37,6 +37,7 @@ ModelKind = Literal[
     "background_remover",
     "frame_colorizer",
     "classifier",
+    "voice_extractor",
 ]
 Template = Literal[
     "arcface_112_v1", "arcface_112_v2", "arcface_128", "ffhq_512", "mtcnn_512", "dfl_whole_face", "none"

@@ -545,6 +545,7 @@ KIND_MODULES = {
     "background_remover": "ffdesk.runtime.standin_kinds.background_remover",
     "frame_colorizer": "ffdesk.runtime.standin_kinds.frame_colorizer",
     "classifier": "ffdesk.runtime.standin_kinds.classifier",
+    "voice_extractor": "ffdesk.runtime.standin_kinds.voice_extractor",
 }
 """The kinds whose stand-ins are built by a module of their own: each has `REALISTIC` (a `Width`),
 `contract(spec) -> ModelSpec` (the contract with the sides it is fed fixed, or `spec` itself) and

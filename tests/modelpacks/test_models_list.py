@@ -30,7 +30,7 @@ def ff_folder(ff_pack: Path, tmp_path: Path) -> Path:
         for suffix in (".onnx", ".hash"):
             shutil.copy(ff_pack / f"{name}{suffix}", folder)
     # models of FaceFusion processors ffdesk does not run, each with its .hash
-    for other, like in (("nsfw_1", "yoloface_8n"), ("kim_vocal_2", "arcface_w600k_r50")):
+    for other, like in (("nsfw_1", "yoloface_8n"), ("peppa_wutz", "arcface_w600k_r50")):
         shutil.copy(ff_pack / f"{like}.onnx", folder / f"{other}.onnx")
         shutil.copy(ff_pack / f"{like}.hash", folder / f"{other}.hash")
     # a download cut off half way (FaceFusion fetches the .hash first, then the model in place)
@@ -65,7 +65,7 @@ def test_list_names_every_file_as_facefusion_left_it(
         "gfpgan_1.4.onnx": "partial",
         "gpen_bfr_2048.hash": "partial",
         "nsfw_1.onnx": "unused",
-        "kim_vocal_2.onnx": "unused",
+        "peppa_wutz.onnx": "unused",
     }
     assert files["codeformer.onnx"]["note"] == "reads output 0 of 3 by position (1-2 not used)"
     assert "hash mismatch" in files["xseg_2.onnx"]["note"]
@@ -75,7 +75,7 @@ def test_list_names_every_file_as_facefusion_left_it(
         files["gfpgan_1.4.onnx"]["note"],
     ), files["gfpgan_1.4.onnx"]["note"]
     assert files["nsfw_1.onnx"]["note"] == "FaceFusion content analyser (NSFW classifier)"
-    assert files["kim_vocal_2.onnx"]["note"] == "FaceFusion voice extractor"
+    assert files["peppa_wutz.onnx"]["note"] == "FaceFusion 68-point landmarker (an alternative to 2dfan4)"
     usable = {f["model"] for f in data["files"] if f["usable"]}
     assert usable == {
         "inswapper_128",

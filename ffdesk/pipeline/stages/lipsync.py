@@ -70,10 +70,14 @@ def mel_settings(spec: ls.LipSyncSpec) -> MelSettings:
         raise UserError(f"{spec.name}: bad options.audio ({exc})") from None
 
 
-def voice_of(job: RenderJob, info: MediaInfo, settings: MelSettings) -> VoiceWindows:
+def voice_of(
+    job: RenderJob, info: MediaInfo, settings: MelSettings, extractor: Extractor | None = None
+) -> VoiceWindows:
     """The voice windows of the job: `lip_sync_audio` from the first rendered frame, or the
-    target's own audio from the range's start. `UserError` (one line) for a still image, a
-    missing or unreadable file, or a file without audio."""
+    target's own audio from the range's start; with `extractor`, the voice taken out of that
+    track first (read at 48 kHz stereo, as FaceFusion reads it for its voice extractor).
+    `UserError` (one line) for a still image, a missing or unreadable file, or a file without
+    audio."""
     if info.is_image or info.video is None:
         raise UserError(f"{job.target.name}: lip sync needs a clip as the target, not a still image")
     if job.lip_sync_audio is None:
@@ -81,8 +85,77 @@ def voice_of(job: RenderJob, info: MediaInfo, settings: MelSettings) -> VoiceWin
             raise UserError(
                 f"{job.target.name} has no audio track to lip sync to; give one with --lip-sync-audio FILE"
             )
-        return read_voice_windows(job.target, info.video.fps, settings, start_s=job.start or 0.0)
-    return read_voice_windows(job.lip_sync_audio, info.video.fps, settings)
+        path, start = job.target, job.start or 0.0
+    else:
+        path, start = job.lip_sync_audio, 0.0
+    if extractor is None:
+        return read_voice_windows(path, info.video.fps, settings, start_s=start)
+    from ffdesk.media import voice_extract as vx
+    from ffdesk.media.voice import read_voice, voice_windows
+
+    track = read_voice(path, sample_rate=vx.RATE, start_s=start, channels=2)
+    voice = vx.extract_voice(track, extractor.model, extractor.frames)
+    return voice_windows(vx.voice_for_lip_sync(voice, settings.sample_rate), info.video.fps, settings)
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """A loaded voice extractor: `model` takes the spectra ([N, 4, bins, frames]) and gives the
+    voice's; `frames` is its windows' length in transform frames."""
+
+    name: str
+    model: Callable[[npt.NDArray[np.float32]], npt.NDArray[np.float32]]
+    frames: int
+
+
+VOICE_EXTRACTOR = "kim_vocal_2"
+"""FaceFusion's default voice extractor (what `--voice-extractor auto` takes when present)."""
+
+
+def _voice_extractor(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice | None, str | None]:
+    """The job's voice extractor file (checked), or None; and, for `auto` without the default's
+    file, the line that says the lip syncer hears the whole track."""
+    from ffdesk.pipeline.stages.models import resolve_model
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    value = job.voice_extractor.strip()
+    if value == "none":
+        return None, None
+    catalog = load_catalog()
+    folder = resolve_models_dir(job.models_dir, env)
+    if value == "auto":
+        if not (folder / catalog.get(VOICE_EXTRACTOR).file).exists():
+            note = (
+                f"{catalog.get(VOICE_EXTRACTOR).file} (FaceFusion's voice extractor) is not in the models "
+                "folder: the lip syncer hears the whole track, music and all"
+            )
+            return None, note
+        value = VOICE_EXTRACTOR
+    return resolve_model(value, "voice_extractor", folder, catalog), None
+
+
+def _load_extractor(manager: ResidencyManager, options: Any, choice: ModelChoice) -> Extractor:
+    """`choice` registered on `manager`, as a callable over spectra (out-of-memory safe)."""
+    from ffdesk.faces.recognizer import accepts_batch, first_output, run_batched
+    from ffdesk.runtime.residency import OnnxLoader
+
+    key = f"{choice.name}@fp32"
+    if key not in manager.registered():
+        manager.register(key, OnnxLoader(choice.path, options, name=choice.name, precision="fp32"))
+    assert choice.spec is not None
+    x = choice.spec.inputs[0]
+    frames = int(x.shape[3]) if x.rank == 4 and isinstance(x.shape[3], int) else 256
+
+    def model(spectra: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        def run(session: Runner, chunk: Sequence[npt.NDArray[np.float32]]) -> list[npt.NDArray[np.float32]]:
+            feeds = {x.name: np.stack(list(chunk))}
+            out = run_batched(session, feeds, [x.name], one_run=accepts_batch(session))
+            return list(np.asarray(first_output(out), np.float32))
+
+        return np.stack(manager.run_with_recovery(key, run, list(spectra)))
+
+    return Extractor(choice.name, model, frames)
 
 
 class LipSyncStage:
@@ -103,6 +176,7 @@ class LipSyncStage:
         occlusion: Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None = None,
         close: Callable[[], None] | None = None,
         box: tuple[float, tuple[int, int, int, int]] = (0.3, (0, 0, 0, 0)),
+        notes: Sequence[str] = (),
     ) -> None:
         """`run`: the model call through a residency manager; `occlusion`: the render's occlusion
         masks of a stack of crops (FaceFusion keeps them under the mouth too); `close`: what
@@ -116,6 +190,7 @@ class LipSyncStage:
         self._occlusion = occlusion
         self._close = close
         self._box = box
+        self._notes = tuple(notes)
         self.frame_origin = 0
         """The packet index of the voice's first frame (`ffdesk.pipeline.preview.FollowsRange`)."""
         self._emit: Callable[[ev.Event], None] = _ignore
@@ -127,7 +202,8 @@ class LipSyncStage:
         self._emit = on_event
 
     def start(self) -> None:
-        return None
+        for note in self._notes:
+            self._emit(ev.Warning(note))
 
     def _faces(self, batch: Sequence[FramePacket]) -> list[_Face]:
         spec, out = self.spec, []
@@ -224,10 +300,14 @@ def _register(manager: ResidencyManager, choice: ModelChoice, options: Any) -> s
     return key
 
 
-def _shared_stage(job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: ModelChoice) -> LipSyncStage:
+def _shared_stage(
+    job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: ModelChoice, env: RuntimeEnv
+) -> LipSyncStage:
     """The stage on the model stages' own manager (and their occlusion masks)."""
     spec = _spec_of(choice)
-    voice = voice_of(job, info, mel_settings(spec))
+    extractor, note = _voice_extractor(job, env)
+    loaded = _load_extractor(ctx.manager, ctx.options, extractor) if extractor is not None else None
+    voice = voice_of(job, info, mel_settings(spec), loaded)
     ctx.keys[ROLE] = _register(ctx.manager, choice, ctx.options)
 
     def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
@@ -242,6 +322,7 @@ def _shared_stage(job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: Mod
         max_batch=max(1, job.batch),
         occlusion=occlusion,
         box=(job.mask_blur, job.mask_padding),
+        notes=(note,) if note else (),
     )
 
 
@@ -253,10 +334,17 @@ def _own_stage(
     from ffdesk.runtime.residency import ResidencyManager
 
     spec = _spec_of(choice)
-    voice = voice_of(job, info, mel_settings(spec))
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
-    key = _register(manager, choice, session_options(job.provider, device, env, "fp32"))
+    options = session_options(job.provider, device, env, "fp32")
+    try:
+        extractor, note = _voice_extractor(job, env)
+        loaded = _load_extractor(manager, options, extractor) if extractor is not None else None
+        voice = voice_of(job, info, mel_settings(spec), loaded)
+    except BaseException:
+        manager.close()
+        raise
+    key = _register(manager, choice, options)
 
     def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
         return manager.run_with_recovery(key, fn, items)
@@ -269,6 +357,7 @@ def _own_stage(
         max_batch=max(1, job.batch),
         close=manager.close,
         box=(job.mask_blur, job.mask_padding),
+        notes=(note,) if note else (),
     )
 
 
@@ -297,7 +386,7 @@ def with_lip_sync(
         known = given if given is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
         ctx = model_render(before)
         if ctx is not None:
-            return _shared_stage(job, known, ctx, choice)
+            return _shared_stage(job, known, ctx, choice, env)
         return _own_stage(job, known, choice, env, share)
 
     return place_face_stage(stages, job, info, make)

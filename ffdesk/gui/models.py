@@ -131,6 +131,8 @@ class Settings:
     lip_sync_audio: str = ""
     """The voice the mouths follow (an audio file or a clip); "": the clip's own audio."""
     lip_sync_weight: float = 0.5
+    voice_extractor: str = "auto"
+    """The lip syncer's voice extractor: auto, none or a model's name."""
     frame_enhancer_on: bool = False
     frame_enhancer: str = DEFAULTS["frame_enhancer"]
     frame_enhancer_blend: int = 80

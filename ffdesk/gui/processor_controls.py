@@ -331,7 +331,15 @@ class ProcessorControls(QWidget):
         row.addWidget(self.lip_audio_browse)
         self.lip_audio_row = audio_row
         self.lip_weight = _fraction_spin("how strongly the voice drives the mouth (0.5 feeds it as it is)")
+        self.voice_extractor = QComboBox()
+        for value, label in VOICE_EXTRACTORS:
+            self.voice_extractor.addItem(label, value)
+        self.voice_extractor.setToolTip(
+            "the model that takes the voice out of the track first, as FaceFusion does (auto: "
+            "kim_vocal_2 when it is in the models folder, else the whole track)"
+        )
         b["lip_syncer"].form.addRow("Audio", audio_row)
+        b["lip_syncer"].form.addRow("Voice", self.voice_extractor)
         b["lip_syncer"].form.addRow("Weight", self.lip_weight)
 
         self.frame_enhancer_blend = _percent_spin("how much of the upscaled picture is mixed in")
@@ -408,6 +416,7 @@ class ProcessorControls(QWidget):
             spin.valueChanged.connect(self._push)
         for check in self.expression_areas.values():
             check.toggled.connect(self._push)
+        self.voice_extractor.currentIndexChanged.connect(self._push)
         for slider in self.face_sliders.values():
             slider.valueChanged.connect(self._push)
         self.face_reset.clicked.connect(self.reset_face_edits)
@@ -445,6 +454,7 @@ class ProcessorControls(QWidget):
             if self.lip_audio.text() != s.lip_sync_audio:
                 self.lip_audio.setText(s.lip_sync_audio)
             self.lip_weight.setValue(s.lip_sync_weight)
+            self.voice_extractor.setCurrentIndex(max(0, self.voice_extractor.findData(s.voice_extractor)))
             self.frame_enhancer_blend.setValue(s.frame_enhancer_blend)
             self.expression_factor.setValue(s.expression_restorer_factor)
             areas = {a.strip() for a in s.expression_restorer_areas.split(",")} & set(EXPRESSION_AREAS)
@@ -493,6 +503,7 @@ class ProcessorControls(QWidget):
         out.update(
             lip_sync_audio=self.lip_audio.text().strip(),
             lip_sync_weight=round(self.lip_weight.value(), 2),
+            voice_extractor=str(self.voice_extractor.currentData() or "auto"),
             frame_enhancer_blend=self.frame_enhancer_blend.value(),
             expression_restorer_factor=self.expression_factor.value(),
             expression_restorer_areas="" if len(areas) in (0, len(EXPRESSION_AREAS)) else ",".join(areas),
@@ -519,6 +530,16 @@ class ProcessorControls(QWidget):
         if name:
             self.lip_audio.setText(name)
             self._push()
+
+
+VOICE_EXTRACTORS = (
+    ("auto", "auto (kim_vocal_2 when present)"),
+    ("none", "none: the whole track"),
+    ("kim_vocal_2", "kim_vocal_2"),
+    ("kim_vocal_1", "kim_vocal_1"),
+    ("uvr_mdxnet", "uvr_mdxnet"),
+)
+"""The lip syncer's voice extractor choices (`RenderJob.voice_extractor`)."""
 
 
 def _fraction_spin(tip: str) -> QDoubleSpinBox:

@@ -299,6 +299,7 @@ def processor_job_fields(s: Settings, states: Mapping[str, ProcessorState]) -> d
         "lip_syncer": lip,
         "lip_sync_audio": expand_user(Path(voice)) if lip is not None and voice else None,
         "lip_sync_weight": round(_clamp(float(s.lip_sync_weight), 0.0, 1.0, 0.5), 2),
+        "voice_extractor": s.voice_extractor.strip() or "auto",
         "frame_enhancer": model("frame_enhancer"),
         "frame_enhancer_blend": _percent(s.frame_enhancer_blend, 80),
         "expression_restorer": model("expression_restorer"),

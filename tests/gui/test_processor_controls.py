@@ -286,3 +286,14 @@ def test_a_job_that_only_runs_a_processor_is_not_called_a_re_encode(window, tiny
     window.processors.boxes["age_modifier"].on.setChecked(False)
     window.add_to_queue()
     assert [e for e in window.status.entries if "only re-encodes" in e.text]
+
+
+def test_the_lip_syncers_voice_extractor_reaches_the_job(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    session = _session(tmp_path)
+    panel = _panel(qtbot, session)
+    panel.boxes["lip_syncer"].on.setChecked(True)
+    assert _job(session, tmp_path).voice_extractor == "auto"  # FaceFusion's default when present
+    panel.voice_extractor.setCurrentIndex(panel.voice_extractor.findData("none"))
+    assert session.settings.voice_extractor == "none" and _job(session, tmp_path).voice_extractor == "none"
+    session.update_settings(voice_extractor="uvr_mdxnet")  # the panel follows the settings (undo, restore)
+    assert panel.voice_extractor.currentData() == "uvr_mdxnet"

@@ -104,18 +104,32 @@ def extract_chunk(chunk: F64, model: Model, frames: int) -> F64:
     return np.ascontiguousarray(joined.T)
 
 
-def extract_voice(samples: npt.ArrayLike, model: Model, frames: int) -> F64:
+def chunk_count(samples: int) -> int:
+    """How many chunks `extract_voice` cuts a track of `samples` samples into."""
+    return len(range(0, samples, STEP))
+
+
+def extract_voice(
+    samples: npt.ArrayLike,
+    model: Model,
+    frames: int,
+    on_chunk: Callable[[int, int], None] | None = None,
+) -> F64:
     """The voice of a stereo track (n x 2 samples at `RATE`) by `model`: chunk by chunk, averaged
-    where the chunks overlap. A mono track (n,) is taken as both channels."""
+    where the chunks overlap. A mono track (n,) is taken as both channels. `on_chunk(done,
+    total)` is called after each chunk."""
     audio = np.asarray(samples, np.float64)
     if audio.ndim == 1:
         audio = np.stack((audio, audio), axis=1)
     total = np.zeros((audio.shape[0], 2), np.float64)
     count = np.zeros((audio.shape[0], 2), np.float64)
-    for start in range(0, audio.shape[0], STEP):
+    starts = range(0, audio.shape[0], STEP)
+    for done, start in enumerate(starts, 1):
         end = min(start + CHUNK, audio.shape[0])
         total[start:end] += extract_chunk(audio[start:end], model, frames)
         count[start:end] += 1
+        if on_chunk is not None:
+            on_chunk(done, len(starts))
     return total / np.maximum(count, 1)
 
 

@@ -316,3 +316,42 @@ def test_the_voice_is_taken_out_of_a_noisy_track_first(
     args += ["--models-dir", str(pack), "--lip-syncer", "wav2lip_gan_96", "--voice-extractor", "uvr_mdxnet"]
     assert main([*args, "--lip-sync-audio", str(speech)]) == 2
     assert "uvr_mdxnet" in capsys.readouterr().err
+
+
+def test_the_voice_extraction_is_prepared_before_the_first_frame_with_progress(
+    tmp_path: Path,
+    pack: Path,
+    speech: Path,
+    run_env,  # type: ignore[no-untyped-def]
+) -> None:
+    """A long track through a real extractor takes a while: it runs when the stage prepares,
+    before the first frame, and says how far it is (`Preparing`: chunk k of n)."""
+    import shutil
+
+    from ffdesk.pipeline import events as ev
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    for name in ("wav2lip_gan_96.onnx", "wav2lip_gan_96.hash"):
+        shutil.copy(pack / name, folder / name)
+    write_standins(folder, ["kim_vocal_2"])
+    job = RenderJob(
+        target=carphone(),
+        output=tmp_path / "out.mp4",
+        models_dir=folder,
+        lip_syncer="wav2lip_gan_96",
+        lip_sync_audio=speech,
+        end=0.5,
+        resume=False,
+    )
+    events: list[object] = []
+    run_render(job, events.append, env=run_env)
+    steps = [
+        e for e in events if isinstance(e, ev.Preparing) and e.what.startswith("taking the voice out of")
+    ]
+    assert steps and "speech.wav (kim_vocal_2)" in steps[0].what
+    assert steps[-1].step == steps[-1].steps >= 1
+    first_frame = next(i for i, e in enumerate(events) if isinstance(e, ev.Progress))
+    assert events.index(steps[-1]) < first_frame

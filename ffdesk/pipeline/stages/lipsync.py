@@ -72,10 +72,11 @@ def mel_settings(spec: ls.LipSyncSpec) -> MelSettings:
 
 def voice_of(
     job: RenderJob, info: MediaInfo, settings: MelSettings, extractor: Extractor | None = None
-) -> VoiceWindows:
+) -> VoiceWindows | PendingVoice:
     """The voice windows of the job: `lip_sync_audio` from the first rendered frame, or the
-    target's own audio from the range's start; with `extractor`, the voice taken out of that
-    track first (read at 48 kHz stereo, as FaceFusion reads it for its voice extractor).
+    target's own audio from the range's start; with `extractor`, the track read at 48 kHz
+    stereo, as FaceFusion reads it for its voice extractor, whose voice the stage takes out when
+    it prepares (`PendingVoice`).
     `UserError` (one line) for a still image, a missing or unreadable file, or a file without
     audio."""
     if info.is_image or info.video is None:
@@ -91,11 +92,35 @@ def voice_of(
     if extractor is None:
         return read_voice_windows(path, info.video.fps, settings, start_s=start)
     from ffdesk.media import voice_extract as vx
-    from ffdesk.media.voice import read_voice, voice_windows
+    from ffdesk.media.voice import read_voice
 
     track = read_voice(path, sample_rate=vx.RATE, start_s=start, channels=2)
-    voice = vx.extract_voice(track, extractor.model, extractor.frames)
-    return voice_windows(vx.voice_for_lip_sync(voice, settings.sample_rate), info.video.fps, settings)
+    return PendingVoice(path.name, track, extractor, settings, info.video.fps)
+
+
+@dataclass(frozen=True)
+class PendingVoice:
+    """A track read (so a bad file has failed already) whose voice the extractor takes out when
+    the stage prepares, before the first frame, with progress (`Preparing` events): a long
+    track through a real MDX-Net model takes a while."""
+
+    name: str
+    track: npt.NDArray[np.float32]
+    extractor: Extractor
+    settings: MelSettings
+    fps: float
+
+    def windows(self, on_event: Callable[[Any], None]) -> VoiceWindows:
+        from ffdesk.media import voice_extract as vx
+        from ffdesk.media.voice import voice_windows
+
+        what = f"taking the voice out of {self.name} ({self.extractor.name})"
+
+        def chunk(done: int, total: int) -> None:
+            on_event(ev.Preparing(what, done, total))
+
+        voice = vx.extract_voice(self.track, self.extractor.model, self.extractor.frames, chunk)
+        return voice_windows(vx.voice_for_lip_sync(voice, self.settings.sample_rate), self.fps, self.settings)
 
 
 @dataclass(frozen=True)
@@ -168,7 +193,7 @@ class LipSyncStage:
     def __init__(
         self,
         spec: ls.LipSyncSpec,
-        voice: VoiceWindows,
+        voice: VoiceWindows | PendingVoice,
         run: RunModel,
         *,
         weight: float,
@@ -201,9 +226,15 @@ class LipSyncStage:
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self._emit = on_event
 
+    def prepare(self, on_event: Callable[[Any], None]) -> None:
+        """The voice taken out of its track, when an extractor is to do it (before the first frame)."""
+        if isinstance(self.voice, PendingVoice):
+            self.voice = self.voice.windows(on_event)
+
     def start(self) -> None:
         for note in self._notes:
             self._emit(ev.Warning(note))
+        self.prepare(self._emit)
 
     def _faces(self, batch: Sequence[FramePacket]) -> list[_Face]:
         spec, out = self.spec, []
@@ -211,11 +242,13 @@ class LipSyncStage:
             if not packet.swap.faces:
                 continue
             frame = packet.index - self.frame_origin
-            window = self.voice.window(frame)
+            voice = self.voice
+            assert isinstance(voice, VoiceWindows), "the voice is ready once the stage started"
+            window = voice.window(frame)
             if window is None:  # before the range (a preview before the in point) or past the voice
                 if frame >= 0 and not self._warned_end:
                     self._warned_end = True
-                    end = len(self.voice)
+                    end = len(voice)
                     self._emit(
                         ev.Warning(f"the voice ends at frame {end}: later mouths are left as they are")
                     )

@@ -271,7 +271,28 @@ def _standins(args: argparse.Namespace) -> int:
         ms = f"  {info.ms:.1f} ms/face" if info.ms is not None else ""
         size = format_bytes(info.bytes)
         print(f"{info.name:<20} {size:>10}  {info.parameters / 1e6:7.2f} M params{ms}  {info.path}")
+    amp = next((i for i in infos if i.name == "dfl_amp"), None)
+    if amp is not None:  # where FaceFusion keeps its default deep swapper model
+        placed = _place_default_deep_swapper(amp.path, Path(args.out))
+        print(f"{'(its copy)':<20} {format_bytes(amp.bytes):>10}  {'':>16}  {placed}")
     return 0
+
+
+def _place_default_deep_swapper(standin: Path, folder: Path) -> Path:
+    """A copy of the AMP stand-in (and its .hash) at FaceFusion's default deep swapper model's
+    place, `<folder>/iperov/elon_musk_224.dfm`, so `--deep-swapper` alone runs with stand-ins."""
+    import shutil
+
+    from ffdesk.pipeline.job import DEFAULT_MODELS
+
+    scope, _, name = DEFAULT_MODELS["deep_swapper"].partition("/")
+    dest = folder / scope / f"{name}.dfm"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(standin, dest)
+    hash_file = standin.with_suffix(".hash")
+    if hash_file.is_file():
+        shutil.copyfile(hash_file, dest.with_suffix(".hash"))
+    return dest
 
 
 def _set_dir(args: argparse.Namespace) -> int:

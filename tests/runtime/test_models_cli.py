@@ -163,3 +163,19 @@ def test_import_never_replaces_another_file_unasked(
     out = capsys.readouterr()
     assert replaced == 0, out.err
     assert (pack / "inswapper_128.onnx").read_bytes() == other.read_bytes()
+
+
+def test_standins_put_the_default_deep_swapper_where_facefusion_keeps_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--deep-swapper` alone reads <models>/iperov/elon_musk_224.dfm: the stand-ins put a copy of
+    the AMP stand-in there, verified as that model."""
+    out = tmp_path / "pack"
+    assert main(["models", "standins", "--out", str(out), "--only", "dfl_amp"]) == 0
+    placed = out / "iperov" / "elon_musk_224.dfm"
+    assert placed.read_bytes() == (out / "dfl_amp.dfm").read_bytes() and placed.with_suffix(".hash").is_file()
+    capsys.readouterr()
+    assert main(["models", "list", "--models-dir", str(out), "--json"]) == 0
+    rows = {f["file"]: f for f in json.loads(capsys.readouterr().out)["files"]}
+    assert rows["iperov/elon_musk_224.dfm"]["status"] == "verified"
+    assert rows["iperov/elon_musk_224.dfm"]["model"] == "iperov/elon_musk_224"

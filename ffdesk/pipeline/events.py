@@ -110,3 +110,8 @@ Event = (
     | WorkerProgress
 )
 EventCallback = Callable[[Event], None]
+
+
+def ignore(_event: object) -> None:
+    """An event callback that drops every event (a stage's until the render binds its own)."""
+    return None

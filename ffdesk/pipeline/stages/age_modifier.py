@@ -124,7 +124,7 @@ class AgeModifyStage:
         self._occlusion = occlusion
         self.ages = ages
         self.faces_modified = 0
-        self._emit: Callable[[Any], None] = _ignore
+        self._emit: Callable[[Any], None] = ev.ignore
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self._emit = on_event
@@ -177,10 +177,6 @@ class AgeModifyStage:
     def finish(self) -> None:
         self.models.close()
         return None
-
-
-def _ignore(_event: Any) -> None:
-    return None
 
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, am.AgeModifierSpec]:

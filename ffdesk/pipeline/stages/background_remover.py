@@ -90,10 +90,9 @@ class BackgroundRemoveStage:
         self.changes_pixels = br.changes_pixels(spec, self.fill, self.despill)
         self.edits_regions = not self.changes_pixels
         """A render whose fill and despill are transparent changes no pixel (only the matte)."""
-        self._emit: Callable[[ev.Event], None] = _ignore
+        self._emit: Callable[[ev.Event], None] = ev.ignore
         self._lock = threading.Lock()
         self.frames = 0
-        self._finished = False
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self._emit = on_event
@@ -148,14 +147,8 @@ class BackgroundRemoveStage:
         return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
 
     def finish(self) -> None:
-        if not self._finished:
-            self.models.close()
-        self._finished = True
+        self.models.close()  # closing twice is a no-op
         return None
-
-
-def _ignore(_event: ev.Event) -> None:
-    return None
 
 
 def background_remover_stage(

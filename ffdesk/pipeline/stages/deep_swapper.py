@@ -210,9 +210,8 @@ class DeepSwapStage:
         self.morph = morph
         self.max_batch = max_batch
         self.notes = tuple(notes)
-        self._emit: Callable[[ev.Event], None] = _ignore
+        self._emit: Callable[[ev.Event], None] = ev.ignore
         self._lock = threading.Lock()
-        self._finished = False
         self.model_name = model_name or spec.name
         """The model's name (FaceFusion's `<scope>/<name>` or the file's), for the report."""
         self.faces_swapped = 0
@@ -267,14 +266,8 @@ class DeepSwapStage:
         return ProcessorFigures(self.name, self.model_name, faces=self.faces_swapped)
 
     def finish(self) -> None:
-        if not self._finished:
-            self.models.close()
-        self._finished = True
+        self.models.close()  # closing twice is a no-op
         return None
-
-
-def _ignore(_event: ev.Event) -> None:
-    return None
 
 
 def _shared_masks(job: RenderJob, ctx: ModelRender) -> PasteMasks:

@@ -90,7 +90,6 @@ class FrameColorizeStage:
         """The whole frame changes; at blend 0 no pixel does."""
         self._lock = threading.Lock()
         self.frames = 0
-        self._finished = False
 
     def start(self) -> None:
         return None
@@ -128,9 +127,7 @@ class FrameColorizeStage:
         return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
 
     def finish(self) -> None:
-        if not self._finished:
-            self.models.close()
-        self._finished = True
+        self.models.close()  # closing twice is a no-op
         return None
 
 

@@ -38,9 +38,10 @@ from ffdesk.swap.masks import box_mask
 from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
-    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
+    from ffdesk.pipeline.stages.models import ModelChoice
+    from ffdesk.pipeline.stages.placement import ProcessorModels
     from ffdesk.runtime.env import RuntimeEnv
-    from ffdesk.runtime.residency import ResidencyManager, Share
+    from ffdesk.runtime.residency import Share
 
 RunModel = Callable[[Callable[[Runner, Sequence[Any]], Sequence[Any]], Sequence[Any]], list[Any]]
 """`fn(session, chunk)` over items with the lip syncer loaded (out-of-memory safe)."""
@@ -160,14 +161,11 @@ def _voice_extractor(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice | Non
     return resolve_model(value, "voice_extractor", folder, catalog), None
 
 
-def _load_extractor(manager: ResidencyManager, options: Any, choice: ModelChoice) -> Extractor:
-    """`choice` registered on `manager`, as a callable over spectra (out-of-memory safe)."""
+def _load_extractor(models: ProcessorModels, choice: ModelChoice) -> Extractor:
+    """`choice` registered with `models`, as a callable over spectra (out-of-memory safe)."""
     from ffdesk.faces.recognizer import accepts_batch, first_output, run_batched
-    from ffdesk.runtime.residency import OnnxLoader
 
-    key = f"{choice.name}@fp32"
-    if key not in manager.registered():
-        manager.register(key, OnnxLoader(choice.path, options, name=choice.name, precision="fp32"))
+    key = models.register(choice)
     assert choice.spec is not None
     x = choice.spec.inputs[0]
     frames = int(x.shape[3]) if x.rank == 4 and isinstance(x.shape[3], int) else 256
@@ -178,7 +176,7 @@ def _load_extractor(manager: ResidencyManager, options: Any, choice: ModelChoice
             out = run_batched(session, feeds, [x.name], one_run=accepts_batch(session))
             return list(np.asarray(first_output(out), np.float32))
 
-        return np.stack(manager.run_with_recovery(key, run, list(spectra)))
+        return np.stack(models.run(key, run, list(spectra)))
 
     return Extractor(choice.name, model, frames)
 
@@ -218,7 +216,7 @@ class LipSyncStage:
         self._notes = tuple(notes)
         self.frame_origin = 0
         """The packet index of the voice's first frame (`ffdesk.pipeline.preview.FollowsRange`)."""
-        self._emit: Callable[[ev.Event], None] = _ignore
+        self._emit: Callable[[ev.Event], None] = ev.ignore
         self._warned_end = False
         self.faces_synced = 0
         self.faces_without_mesh = 0
@@ -305,10 +303,6 @@ class LipSyncStage:
         return None
 
 
-def _ignore(_event: ev.Event) -> None:
-    return None
-
-
 def _spec_of(choice: ModelChoice) -> ls.LipSyncSpec:
     from ffdesk.pipeline.stages.models import processor_spec
 
@@ -324,71 +318,42 @@ def _resolve(job: RenderJob, env: RuntimeEnv) -> ModelChoice:
     return resolve_model(job.lip_syncer, ROLE, resolve_models_dir(job.models_dir, env), load_catalog())
 
 
-def _register(manager: ResidencyManager, choice: ModelChoice, options: Any) -> str:
-    from ffdesk.runtime.residency import OnnxLoader
-
-    key = f"{choice.name}@fp32"
-    if key not in manager.registered():
-        manager.register(key, OnnxLoader(choice.path, options, name=choice.name, precision="fp32"))
-    return key
-
-
-def _shared_stage(
-    job: RenderJob, info: MediaInfo, ctx: ModelRender, choice: ModelChoice, env: RuntimeEnv
+def _stage(
+    job: RenderJob,
+    info: MediaInfo,
+    before: Sequence[Stage],
+    choice: ModelChoice,
+    env: RuntimeEnv,
+    share: Share | None,
 ) -> LipSyncStage:
-    """The stage on the model stages' own manager (and their occlusion masks)."""
-    spec = _spec_of(choice)
-    extractor, note = _voice_extractor(job, env)
-    loaded = _load_extractor(ctx.manager, ctx.options, extractor) if extractor is not None else None
-    voice = voice_of(job, info, mel_settings(spec), loaded)
-    ctx.keys[ROLE] = _register(ctx.manager, choice, ctx.options)
-
-    def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
-        return ctx.run(ROLE, fn, items)
-
-    occlusion = ctx.occlusion_masks if ctx.occluders else None
-    return LipSyncStage(
-        spec,
-        voice,
-        run,
-        weight=job.lip_sync_weight,
-        max_batch=max(1, job.batch),
-        occlusion=occlusion,
-        box=(job.mask_blur, job.mask_padding),
-        notes=(note,) if note else (),
-    )
-
-
-def _own_stage(
-    job: RenderJob, info: MediaInfo, choice: ModelChoice, env: RuntimeEnv, share: Share | None
-) -> LipSyncStage:
-    """The stage with a residency manager of its own (in `share`'s pool when given)."""
-    from ffdesk.pipeline.providers import job_device, session_options
-    from ffdesk.runtime.residency import ResidencyManager
+    """The stage after `before`: its models (the voice extractor's and the lip syncer's) on the
+    model stages' manager, and their occlusion masks, when the render has them; else on a
+    manager of its own (in `share`'s pool when given)."""
+    from ffdesk.pipeline.stages.placement import model_render, processor_models
 
     spec = _spec_of(choice)
-    device = job_device(job.provider, env)
-    manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
-    options = session_options(job.provider, device, env, "fp32")
+    models = processor_models(job, before, env=env, share=share)
     try:
         extractor, note = _voice_extractor(job, env)
-        loaded = _load_extractor(manager, options, extractor) if extractor is not None else None
+        loaded = _load_extractor(models, extractor) if extractor is not None else None
         voice = voice_of(job, info, mel_settings(spec), loaded)
     except BaseException:
-        manager.close()
+        models.close()
         raise
-    key = _register(manager, choice, options)
+    key = models.register(choice)
 
     def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
-        return manager.run_with_recovery(key, fn, items)
+        return models.run(key, fn, items)
 
+    ctx = model_render(before)
     return LipSyncStage(
         spec,
         voice,
         run,
         weight=job.lip_sync_weight,
         max_batch=max(1, job.batch),
-        close=manager.close,
+        occlusion=ctx.occlusion_masks if ctx is not None and ctx.occluders else None,
+        close=models.close,
         box=(job.mask_blur, job.mask_padding),
         notes=(note,) if note else (),
     )
@@ -409,7 +374,7 @@ def with_lip_sync(
     settings fail here, before any frame is decoded."""
     if not job.lip_syncer:
         return list(stages)
-    from ffdesk.pipeline.stages.placement import model_render, place_face_stage
+    from ffdesk.pipeline.stages.placement import place_face_stage
 
     choice = _resolve(job, env)
 
@@ -417,9 +382,6 @@ def with_lip_sync(
         from ffdesk.media.probe import probe
 
         known = given if given is not None else probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
-        ctx = model_render(before)
-        if ctx is not None:
-            return _shared_stage(job, known, ctx, choice, env)
-        return _own_stage(job, known, choice, env, share)
+        return _stage(job, known, before, choice, env, share)
 
     return place_face_stage(stages, job, info, make)

@@ -63,12 +63,11 @@ class ProcessorModels:
     owns: bool
     """Whether the manager is the processor's own (closed with it) or the model stages'."""
 
-    def register(self, choice: ModelChoice, *, part: str = "") -> str:
-        """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key.
-        `part`: told apart from another file of the same name (a model made of several)."""
+    def register(self, choice: ModelChoice) -> str:
+        """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key."""
         from ffdesk.runtime.residency import OnnxLoader
 
-        key = f"{choice.name}{'/' + part if part else ''}@fp32"
+        key = f"{choice.name}@fp32"
         if key not in self.manager.registered():
             loader = OnnxLoader(choice.path, self.options, name=choice.name, precision="fp32")
             self.manager.register(key, loader)

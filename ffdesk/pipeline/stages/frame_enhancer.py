@@ -35,8 +35,9 @@ from ffdesk.swap.tiles import Tiles, split_tiles, stitch_tiles
 
 if TYPE_CHECKING:
     from ffdesk.faces.recognizer import Runner
+    from ffdesk.pipeline.stages.placement import ProcessorModels
     from ffdesk.runtime.env import RuntimeEnv
-    from ffdesk.runtime.residency import ResidencyManager, Share
+    from ffdesk.runtime.residency import Share
 
 TILE_BATCH = 8
 """The most tiles one model call takes (a 256-px tile x4 is 12 MiB of float32 output; real
@@ -85,17 +86,16 @@ class FrameEnhanceStage:
         self,
         job: RenderJob,
         spec: fe.FrameEnhancerSpec,
-        manager: ResidencyManager,
+        models: ProcessorModels,
         key: str,
         *,
-        owns_manager: bool,
         max_batch: int,
     ) -> None:
+        """`models`/`key`: the model, registered (on the model stages' manager or its own)."""
         self.job = job
         self.spec = spec
-        self.manager = manager
+        self.models = models
         self.key = key
-        self.owns_manager = owns_manager
         self.max_batch = max_batch
         self.output_scale = spec.scale
         """How many times larger the frames leave this stage (the engine sizes the encoder by it)."""
@@ -103,7 +103,6 @@ class FrameEnhanceStage:
         self.tiles = 0
         self.frames = 0
         self.out_size: tuple[int, int] | None = None
-        self._finished = False
 
     def start(self) -> None:
         return None
@@ -114,7 +113,7 @@ class FrameEnhanceStage:
     def upscale_tiles(self, tiles: Tiles) -> Tiles:
         """The frame's tiles through the model, in chunks (`TILE_BATCH`), under the manager."""
         try:
-            up = self.manager.run_with_recovery(self.key, self._run, list(tiles), max_batch=TILE_BATCH)
+            up = self.models.run(self.key, self._run, list(tiles), max_batch=TILE_BATCH)
         except ValueError as exc:
             raise UserError(str(exc)) from None
         return np.stack(up)
@@ -154,9 +153,7 @@ class FrameEnhanceStage:
         )
 
     def finish(self) -> StageFigures | None:
-        if self.owns_manager and not self._finished:
-            self.manager.close()
-        self._finished = True
+        self.models.close()  # its own manager only; closing twice is a no-op
         return None
 
 
@@ -171,14 +168,6 @@ def upscale_figures(stages: Sequence[Stage]) -> UpscaleFigures | None:
     return stage.figures() if stage is not None else None
 
 
-def _model_manager(stages: Sequence[Stage]) -> ResidencyManager | None:
-    """The residency manager of the render's model stages, when it has them."""
-    from ffdesk.pipeline.stages.placement import model_render
-
-    ctx = model_render(stages)
-    return ctx.manager if ctx is not None else None
-
-
 def frame_enhancer_stage(
     job: RenderJob,
     stages: Sequence[Stage] = (),
@@ -190,10 +179,9 @@ def frame_enhancer_stage(
     """The frame-enhancer stage of `job` (which names one), after `stages`. The model file is
     found and checked here, on the caller's thread: `UserError` (one line) for a missing file,
     one that breaks its contract, or a description without the frame enhancer's options."""
-    from ffdesk.pipeline.providers import job_device, session_options
     from ffdesk.pipeline.stages.models import resolve_model
+    from ffdesk.pipeline.stages.placement import processor_models
     from ffdesk.runtime.files import resolve_models_dir
-    from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
     assert job.frame_enhancer is not None
     catalog = catalog or load_catalog()
@@ -206,12 +194,5 @@ def frame_enhancer_stage(
     except ValueError as exc:
         raise UserError(str(exc)) from None
     check_tile_sides(choice.path, spec)
-    device = job_device(job.provider, env)
-    shared = _model_manager(stages)
-    manager = shared or ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
-    key = f"{choice.name}@fp32"
-    options = session_options(job.provider, device, env, "fp32")
-    manager.register(key, OnnxLoader(choice.path, options, name=choice.name, precision="fp32"))
-    return FrameEnhanceStage(
-        job, spec, manager, key, owns_manager=shared is None, max_batch=max(1, job.batch)
-    )
+    models = processor_models(job, stages, env=env, share=share)
+    return FrameEnhanceStage(job, spec, models, models.register(choice), max_batch=max(1, job.batch))

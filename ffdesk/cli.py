@@ -3,7 +3,8 @@
 Each command lives in its own module under `ffdesk.commands` and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func=handler(args) -> int`.
 Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 1 internal error
-(one-line summary; the traceback goes to a log file under the user's cache folder).
+(one-line summary; the traceback goes to a log file under the user's cache folder) or a package
+ffdesk needs that is not installed (one line naming it and what to install).
 
 `main` builds the runtime environment (`RuntimeEnv.from_system()`: user folders, settings,
 `FFDESK_*` switches) once per call and hands it to the command as `args.runtime_env`.
@@ -102,11 +103,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except Exception as exc:  # noqa: BLE001 - the last line of defence
-        log = _write_crash_log(env)
-        where = f" (details in {log})" if log else ""
-        print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] == "ffdesk":
+            return _internal_error(exc, env)
+        print(f"ffdesk: error: {missing_package(exc.name)}", file=sys.stderr)
         return 1
+    except Exception as exc:  # noqa: BLE001 - the last line of defence
+        return _internal_error(exc, env)
+
+
+def _internal_error(exc: BaseException, env: RuntimeEnv | None) -> int:
+    log = _write_crash_log(env)
+    where = f" (details in {log})" if log else ""
+    print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+    return 1
+
+
+def missing_package(module: str) -> str:
+    """One line for a package ffdesk imports that is not installed: its requirement among
+    ffdesk's own when one is named after it (scenedetect: scenedetect-headless==0.7.2)."""
+    from importlib import metadata
+
+    top = module.split(".")[0]
+    wanted = top.lower().replace("_", "-")
+    try:
+        requirements = metadata.requires("ffdesk") or []
+    except metadata.PackageNotFoundError:  # run from a source folder (PYTHONPATH), not installed
+        requirements = []
+    named = [r.split(";")[0].strip() for r in requirements if "extra ==" not in r and _applies(r)]
+    match = next((r for r in named if r.lower().replace("_", "-").startswith(wanted)), None)
+    how = f"pip install '{match}'" if match else "install ffdesk's dependencies: bash scripts/setup.sh"
+    return f"the package {top} that ffdesk needs is not installed ({how})"
+
+
+def _applies(requirement: str) -> bool:
+    """Whether a requirement's environment marker holds here (True when it cannot be read)."""
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:
+        return True
+    try:
+        marker = Requirement(requirement).marker
+    except ValueError:
+        return True
+    return marker is None or marker.evaluate()
 
 
 def _can_show_window() -> bool:

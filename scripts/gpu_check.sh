@@ -26,12 +26,16 @@
 # and the script ends in seconds; the benches also need a GPU ONNX Runtime can use (cuda_usable).
 #
 # Python: $PYTHON, else .venv/bin/python, else python3. The GPU machine (Python 3.12, torch 2.11
-# with CUDA 13, NVML; no package registry, no internet) has no .venv: make the bundle here with
-#   ../shared/tools/gpu-bundle pytest pytest-timeout pytest-xdist     (pytest for gpu-tests)
-# and there run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's
-# wheels and the project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there.
-# Without pytest there, gpu-tests is recorded as skipped. The stand-ins and clips are cached under
-# the bench cache ($FFDESK_BENCH_CACHE, else ~/.cache/ffdesk/bench); bench history goes to OUTDIR.
+# with CUDA 13, NVML, pytest, OpenCV, SciPy, ONNX; no package registry, no internet) has no .venv
+# and lacks some of ffdesk's packages: make the bundle here with
+#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2
+# (the bundle brings ONNX Runtime GPU, PyAV, onnxconverter-common and platformdirs itself), and there
+# run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's wheels and the
+# project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. The machine step
+# imports every package a headless render needs and fails, naming what to bundle, when one is
+# missing (the other steps still run). Without pytest there, gpu-tests is recorded as skipped.
+# The stand-ins and clips are cached under the bench cache ($FFDESK_BENCH_CACHE, else
+# ~/.cache/ffdesk/bench); bench history goes to OUTDIR.
 set -uo pipefail
 
 BUDGET_S=470
@@ -133,6 +137,26 @@ def ffdesk() -> dict[str, Any]:
     return {"cuda_usable": cuda_usable(), "gpu_count": gpu_count()}
 
 
+# what a headless render and the benches import, with the requirement that brings each
+NEEDED = {"numpy": "numpy", "scipy": "scipy", "av": "av", "cv2": "opencv-python-headless", "onnx": "onnx",
+          "onnxruntime": "onnxruntime-gpu", "onnxconverter_common": "onnxconverter-common",
+          "pynvml": "nvidia-ml-py", "psutil": "psutil", "tqdm": "tqdm", "platformdirs": "platformdirs",
+          "scenedetect": "scenedetect-headless==0.7.2", "prometheus_client": "prometheus_client",
+          "torch": "torch"}
+
+
+def imports() -> dict[str, Any]:
+    import importlib
+
+    missing = {}
+    for module, requirement in NEEDED.items():
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            missing[module] = {"requirement": requirement, "error": f"{type(exc).__name__}: {exc}"}
+    return {"missing": missing}
+
+
 def torch() -> dict[str, Any]:
     import torch
 
@@ -141,14 +165,18 @@ def torch() -> dict[str, Any]:
 
 
 machine = {"python": platform.python_version(), "onnxruntime": attempt(onnxruntime),
-           "ffdesk": attempt(ffdesk), "torch": attempt(torch)}
+           "ffdesk": attempt(ffdesk), "torch": attempt(torch), "imports": attempt(imports)}
 with open(sys.argv[1], "w", encoding="utf-8") as f:
     json.dump(machine, f, indent=2)
 print(json.dumps(machine, indent=2))
 errors = [k for k, v in machine.items() if isinstance(v, dict) and "error" in v]
 print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; torch.cuda: "
       f"{machine['torch'].get('cuda_is_available')}" + (f"; unreadable: {', '.join(errors)}" if errors else ""))
-sys.exit(1 if errors else 0)
+missing = machine["imports"].get("missing") or {}
+if missing:
+    wanted = " ".join(m["requirement"] for m in missing.values())
+    print(f"missing packages: {', '.join(missing)} (bundle them: ../shared/tools/gpu-bundle {wanted})")
+sys.exit(1 if errors or missing else 0)
 PY
 )
 

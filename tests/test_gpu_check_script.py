@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.hidden_package import env_without
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 GPU_STEPS = (
@@ -70,6 +72,26 @@ def test_without_a_gpu_every_gpu_step_is_skipped(tmp_path: Path) -> None:
     assert machine == json.loads((out / "machine.json").read_text(encoding="utf-8"))
     assert "CPUExecutionProvider" in machine["onnxruntime"]["providers"]
     assert machine["ffdesk"]["cuda_usable"] is False and machine["torch"]["cuda_is_available"] is False
+    assert machine["imports"] == {"missing": {}}
+
+
+def test_a_missing_package_fails_the_machine_step_naming_what_to_bundle(tmp_path: Path) -> None:
+    """The GPU machine lacks some of ffdesk's packages: the machine step says which to bundle."""
+    if has_nvidia_gpu():
+        pytest.skip("this machine has an NVIDIA GPU: the script would run its 8 minutes")
+    env = {**env_without("scenedetect", tmp_path / "hide"), "PYTHON": sys.executable}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "check")],
+        capture_output=True, text=True, timeout=LIMIT_S, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    machine = next(s for s in read_steps(tmp_path / "check" / "steps.tsv") if s["step"] == "machine")
+    assert (machine["result"], machine["exit"]) == ("failed", "1"), machine
+    assert machine["note"] == (
+        "missing packages: scenedetect (bundle them: ../shared/tools/gpu-bundle scenedetect-headless==0.7.2)"
+    )
+    summary = json.loads((tmp_path / "check" / "summary.json").read_text(encoding="utf-8"))
+    assert list(summary["machine"]["imports"]["missing"]) == ["scenedetect"]
 
 
 def test_the_step_limits_fit_the_budget_and_the_budget_fits_eight_minutes() -> None:

@@ -12,7 +12,10 @@ confirmed tracks are returned (the tentative ones are kept aside in `tentative`,
 that still holds the frames can swap a track from its first frame once it is confirmed). On the
 first frame after a reset (the start of a render, a resumed segment, a preview frame), which has
 no neighbours to wait for, a face that both models are sure of (upright, detector and mesh scores
-at least `sure_score`) is confirmed at once.
+at least `sure_score`) is confirmed at once. Where the frames run out before a new track could be
+confirmed (the input ends or jumps, a cut follows), a caller may swap the tentative tracks that were
+sure from their first frame and stayed so (`sure_tentative`) rather than leave those frames
+unswapped.
 
 A caller that holds frames may leave a frame's mesh out while every face is followed steadily
 (`can_skip`): `update_pair` then runs the mesh on the next frame only, searched where the face's
@@ -91,6 +94,8 @@ class _Track:
     confirmed: bool = False
     seen: int = 1
     presence_sum: float = 0.0
+    sure: bool = False
+    """Upright, with detector and mesh scores of at least `sure_score`, in its first frame."""
     before: Face | None = None
     """`raw` in the frame before (the motion `update_pair` predicts the face's next place by)."""
 
@@ -158,6 +163,18 @@ class FaceTracker:
                 alive.append(track)
         return self._add_and_emit(image, index, alive, steady, detections)
 
+    def sure_tentative(self) -> set[int]:
+        """The IDs of the tentative tracks of the last update that both models were sure of in
+        their first frame (as a fresh frame's faces are confirmed at once) and whose mesh stayed
+        sure since (mean presence at least `sure_score`): the ones to swap when no later frame
+        can confirm them (the input ends or jumps, or a cut follows)."""
+        s = self.settings
+        return {
+            t.id
+            for t in self._tracks
+            if not t.confirmed and t.sure and t.presence_sum / t.seen >= s.sure_score
+        }
+
     def can_skip(self) -> bool:
         """Whether the next frame's mesh may be left to `update_pair` to interpolate: every face
         has been followed steadily by the mesh alone for `settings.skip_after_steady` frames."""
@@ -218,9 +235,11 @@ class FaceTracker:
                     continue
                 if any(iou(face.bbox, t.raw.bbox) > 0.4 for t in alive):
                     continue
-                track = _Track(self._next_id, face, LandmarkFilter(self.smoothing), presence_sum=presence)
                 s = self.settings
                 sure = face.turn == 0 and face.score >= s.sure_score and presence >= s.sure_score
+                track = _Track(
+                    self._next_id, face, LandmarkFilter(self.smoothing), presence_sum=presence, sure=sure
+                )
                 track.confirmed = (self._fresh and sure) or self._enough(track)
                 alive.append(track)
                 self._next_id += 1

@@ -8,7 +8,7 @@ about where it was, so a tracker that did not know of the cut would carry the tr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +179,31 @@ def test_the_command_line_says_how_many_shots(
     )
     line = capsys.readouterr().out.splitlines()[0]
     assert line.startswith(f"wrote {out} (120 frames, ") and line.endswith(" frames/s, 2 shots)")
+
+
+@pytest.mark.parametrize("sure_score", [0.9, 1.01])
+def test_a_shot_too_short_to_confirm_its_face_is_swapped_when_the_models_are_sure_of_it(
+    analyser: FaceAnalyser, tmp_path: Path, sure_score: float
+) -> None:
+    """A cut two frames before the end: the new face's track cannot be confirmed (three frames)
+    before the input ends. Sure of it throughout, the front end swaps it in both frames anyway, as
+    it would on a render's first frame; with a bar no face reaches (1.01), they stay unswapped."""
+    carphone = frames_of("carphone_pristine.mp4")
+    clip = cut_together([carphone[:40], mirrored(carphone[118:120])], (176, 144))
+    assert clip.cuts == (40,)
+    frames = decoded(write_clip(tmp_path / "short.mp4", clip.frames, fps=30))
+    stages = _front_end(analyser, shots=True)
+    track = stages[1]
+    assert isinstance(track, TrackStage)
+    track.tracker_settings = replace(track.tracker_settings, sure_score=sure_score)
+    track.start()
+    out = run_through(stages, [FramePacket(i, i, f) for i, f in enumerate(frames)])
+    assert [p.index for p in out] == list(range(42))
+    assert all(p.swap is not None and p.swap.faces for p in out[:40])
+    last = [p.swap.faces if p.swap is not None else () for p in out[40:]]
+    if sure_score <= 1.0:
+        assert all(len(faces) == 1 for faces in last), last
+        ids = {faces[0].track_id for faces in last}
+        assert len(ids) == 1 and not ids & {f.track_id for p in out[:40] for f in p.faces}
+    else:
+        assert last == [(), ()]

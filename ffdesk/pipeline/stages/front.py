@@ -271,13 +271,17 @@ class TrackStage:
         return True
 
     def drain(self) -> list[FramePacket]:
-        """The frames held, decided with what is known (the input ends, or jumps)."""
+        """The frames held, decided with what is known (the input ends or jumps, or a cut
+        follows): a new face no later frame can confirm any more is swapped from its first frame
+        when the models were sure of it throughout (`FaceTracker.sure_tentative`), as a sure face
+        of a render's first frame is; other new faces stay unswapped."""
         out = []
         if self._pending is not None:  # no next frame to interpolate from: its own mesh
             self._held.append(self._track(self._pending, after_reset=False))
             self._pending = None
+        ending = self._tracker.sure_tentative()
         while self._held:
-            out.append(self._decide(self._held.popleft()))
+            out.append(self._decide(self._held.popleft(), ending))
         return out
 
     def _track(self, p: FramePacket, *, after_reset: bool) -> _Tracked:
@@ -291,10 +295,10 @@ class TrackStage:
         faces = self._tracker.update(p.image, p.index, detections)
         return _Tracked(p, faces, list(self._tracker.tentative), frozenset(self._tracker.born))
 
-    def _decide(self, tracked: _Tracked) -> FramePacket:
+    def _decide(self, tracked: _Tracked, ending: set[int] | frozenset[int] = frozenset()) -> FramePacket:
         """Faces and swap plan of a frame leaving the window: its confirmed faces, and its
-        tentative ones whose track a later frame held has confirmed."""
-        confirmed = {f.track_id for later in self._held for f in later.faces}
+        tentative ones whose track a later frame held has confirmed or that are in `ending`."""
+        confirmed = {f.track_id for later in self._held for f in later.faces} | ending
         faces = tracked.faces
         early = [f for f in tracked.tentative if f.track_id in confirmed]
         if early:

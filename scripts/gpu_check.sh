@@ -9,8 +9,8 @@
 #   machine          20  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         45  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
-#   bench-gpu       215  ffdesk bench gpu --frames 150                          -> bench-gpu.json
-#   memory-cuda      35  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
+#   bench-gpu       190  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#   memory-cuda      60  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
 #   precision-cuda   35  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
 #   live-cuda        30  ffdesk bench live --pack --provider cuda --seconds 15  -> live-cuda.json
 #   processors-cuda  25  ffdesk bench processors --provider cuda --seconds 1    -> processors-cuda.json
@@ -225,8 +225,8 @@ fi
 # shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
 when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu $GPU_TEST_FILES
 when "$NO_CUDA" standins 45 "$PY" -c "$STANDINS_PY"
-when "$NO_CUDA" bench-gpu 215 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
-when "$NO_CUDA" memory-cuda 35 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
+when "$NO_CUDA" bench-gpu 190 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+when "$NO_CUDA" memory-cuda 60 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --json "$OUT/memory-cuda.json"
 when "$NO_CUDA" precision-cuda 35 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
     --json "$OUT/precision-cuda.json"

@@ -108,6 +108,17 @@ def finish(
     return rec
 
 
+def write_so_far(
+    name: str, settings: dict[str, Any], figures: dict[str, Any], json_path: Path | None
+) -> None:
+    """The figures of a run not over yet, in the JSON file if asked (marked `"partial": true`; not
+    in the history): a run stopped by a time limit still leaves what it measured. `finish`
+    replaces it."""
+    if json_path is not None:
+        rec = history.run_record(name, settings, {**figures, "partial": True})
+        json_path.write_text(json.dumps(rec, indent=2, default=str) + "\n", encoding="utf-8")
+
+
 def which(program: str) -> str | None:
     return shutil.which(program)
 

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ffdesk.bench.common import add_json_option, finish, median_ms
+from ffdesk.bench.common import add_json_option, finish, median_ms, write_so_far
 from ffdesk.bench.memory import PACK, face_clip, realistic_pack, render_in_process
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -376,6 +376,8 @@ def run(args: argparse.Namespace) -> int:
         if timing.error is not None:
             print(f"{PREFIX}: model {timing.name} alone: {timing.error}", file=sys.stderr)
     results = []
+    renders: list[dict[str, Any]] = []
+    figures = {"gpu": None if info is None else asdict(info), "reason": reason, "renders": renders}
     for config in configs:
         height = settings.height or config.height
         print(f"render {config.name}: {args.frames} frames of a {height}p clip ...", flush=True)
@@ -385,11 +387,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print_render(result)
         results.append(result)
-    figures = {
-        "gpu": None if info is None else asdict(info),
-        "reason": reason,
-        "renders": [r.to_json() for r in results],
-    }
+        renders.append(result.to_json())
+        write_so_far("gpu", {**settings_json, "provider": provider}, figures, args.json)
     finish("gpu", {**settings_json, "provider": provider}, figures, args.json, env)
     return 1 if any(r.error is not None for r in results) else 0
 

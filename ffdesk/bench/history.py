@@ -31,9 +31,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def record(bench: str, settings: dict[str, Any], figures: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Append one run to the history file `path` and return the record written."""
-    rec = {
+def run_record(bench: str, settings: dict[str, Any], figures: dict[str, Any]) -> dict[str, Any]:
+    """One run as the history and `--json` files hold it."""
+    return {
         "bench": bench,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "version": __version__,
@@ -41,6 +41,11 @@ def record(bench: str, settings: dict[str, Any], figures: dict[str, Any], path: 
         "settings": settings,
         "figures": figures,
     }
+
+
+def record(bench: str, settings: dict[str, Any], figures: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Append one run to the history file `path` and return the record written."""
+    rec = run_record(bench, settings, figures)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("a", encoding="utf-8") as fh:

@@ -88,6 +88,7 @@ def test_a_tiny_cpu_run_gives_every_figure_but_the_gpus(
     assert "models-alone ceiling" in out and "efficiency" in out
     figures = _figures(report)
     assert figures["gpu"] is None and figures["reason"].startswith("no NVIDIA GPU")
+    assert "partial" not in figures
     renders = {r["name"]: r for r in figures["renders"]}
     assert list(renders) == ["full", "swap", "full-720-medium"]
     for render in renders.values():
@@ -122,6 +123,32 @@ def test_a_tiny_cpu_run_gives_every_figure_but_the_gpus(
         full[m]["ms_per_face"] for m in ("inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
     )
     assert renders["full"]["models_alone_ceiling_fps"] == pytest.approx(1000 / per_face, rel=0.01)
+
+
+def test_a_run_stopped_between_renders_leaves_the_renders_it_measured(
+    pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`scripts/gpu_check.sh` stops a bench at its time limit: the JSON file holds each render
+    measured before then, marked partial."""
+    from ffdesk.errors import Cancelled
+
+    measure = gpu.measure_render
+    calls: list[str] = []
+
+    def stopped_at_the_second(config: gpu.RenderConfig, *args: Any, **kwargs: Any) -> gpu.RenderResult:
+        calls.append(config.name)
+        if len(calls) == 2:
+            raise Cancelled("time is up")
+        return measure(config, *args, **kwargs)
+
+    monkeypatch.setattr(gpu, "measure_render", stopped_at_the_second)
+    report = tmp_path / "gpu.json"
+    args = ["bench", "gpu", *TINY, "--renders", "swap,full", "--models-dir", str(pack), "--json", str(report)]
+    assert cli.main(args) == 130
+    figures = _figures(report)
+    assert figures["partial"] is True
+    assert [(r["name"], r["error"]) for r in figures["renders"]] == [("full", None)]
+    assert figures["renders"][0]["fps"] > 0
 
 
 class _RenderOnGpu(FakeNvml):

@@ -63,6 +63,12 @@ def register(sub: Any) -> None:
         default="fp16",
         help="fp16: make the FP16 variant (default); fp32: only the CPU weight copy",
     )
+    p.add_argument(
+        "--gpu",
+        action="store_true",
+        help="for renders on a GPU: also the checked batch-free copy of a file that fixes its batch "
+        "at 1 (the FP16 variant is then made from it), which a GPU render otherwise makes at its start",
+    )
     p.set_defaults(func=_prepare)
 
     p = cmds.add_parser("standins", help="write random-weight models that honour the catalog contracts")
@@ -140,12 +146,14 @@ def _list(args: argparse.Namespace) -> int:
 
 def _prepare(args: argparse.Namespace) -> int:
     """Make what a render would otherwise make before its first frame: each model's FP16
-    variant (cached under the cache folder's variants/) and, for large files, the external-data
+    variant (cached under the cache folder's variants/), with `--gpu` from the batch-free copy of a
+    file that fixes its batch at 1 (made and checked first), and, for large files, the external-data
     copy the CPU loads them from (weights/). INT8 variants are calibrated on the faces of the clip
     being rendered, so a render makes those itself."""
     import time
 
     from ffdesk.runtime import precision, weights
+    from ffdesk.runtime.batch_free import batch_free
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir, verify
 
@@ -168,6 +176,13 @@ def _prepare(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         notes = []
         files = [path]
+        if args.gpu and spec.inputs and all(t.shape[:1] == (1,) for t in spec.inputs):
+            freed = batch_free(path, cache_dir=env.variants_dir)
+            if freed.copy is not None:
+                notes.append(f"batch-free copy: {freed.copy}")
+                path = freed.copy
+            else:
+                notes.append(f"one face a call ({freed.reason})")
         if args.precision == "fp16":
             cached = precision.variant_path(path, "fp16", cache_dir=env.variants_dir).is_file()
             variant = precision.make_fp16(path, cache_dir=env.variants_dir)

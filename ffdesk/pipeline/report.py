@@ -294,6 +294,10 @@ class ModelsReport(_InJson):
     precision_reason: str | None = None
     """Why `--precision auto` took `swapper_precision`, where it timed the variants on the device
     (JSON: "swapper_precision_reason")."""
+    batch_notes: tuple[str, ...] | None = None
+    """How each per-face model whose file fixes its batch at 1 took its faces on a GPU or the
+    device path: its batch freed (a checked copy), or one face a call and why (JSON:
+    "model_batch_notes"; None, left out: no such file, or a render that takes no batches there)."""
 
     @classmethod
     def of(
@@ -310,6 +314,7 @@ class ModelsReport(_InJson):
         pixels: PixelFigures | None = None,
         prepare_seconds: float | None = None,
         precision_reason: str | None = None,
+        batch_notes: tuple[str, ...] | None = None,
     ) -> ModelsReport:
         """A residency manager's figures, with what the stage that ran the models adds."""
         return cls(
@@ -328,6 +333,7 @@ class ModelsReport(_InJson):
             pixels=pixels,
             prepare_seconds=prepare_seconds,
             precision_reason=precision_reason,
+            batch_notes=batch_notes,
         )
 
     @property
@@ -651,9 +657,21 @@ SHAPES: dict[type, Shape] = {
         omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale", "processors"),
     ),
     ModelsReport: Shape(
-        keys={"order": "model_order", "precision_reason": "swapper_precision_reason"},
+        keys={
+            "order": "model_order",
+            "precision_reason": "swapper_precision_reason",
+            "batch_notes": "model_batch_notes",
+        },
         flat={"quality": "quality_checked_frames", "alignment": "faces_aligned"},
-        omit_none=("swapper_kind", "swap_scale", "order", "pixels", "prepare_seconds", "precision_reason"),
+        omit_none=(
+            "swapper_kind",
+            "swap_scale",
+            "order",
+            "pixels",
+            "prepare_seconds",
+            "precision_reason",
+            "batch_notes",
+        ),  # fmt: skip
         computed={"oom_recoveries": _oom_recoveries},
     ),
     FaceCounts: Shape(

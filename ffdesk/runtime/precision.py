@@ -95,7 +95,7 @@ def variants_dir(env: RuntimeEnv) -> Path:
     return env.variants_dir
 
 
-def _settings_hash(settings: Mapping[str, Any]) -> str:
+def settings_hash(settings: Mapping[str, Any]) -> str:
     blob = json.dumps(settings, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:10]
 
@@ -132,7 +132,7 @@ def variant_path(
         return Path(src)
     settings = _fp16_settings() if precision == "fp16" else _int8_settings(per_channel, calibration_tag)
     fp = file_fingerprint(Path(src)).split(":")[-1]
-    return Path(cache_dir) / f"{Path(src).stem}.{fp}.{_settings_hash(settings)}.{precision}.onnx"
+    return Path(cache_dir) / f"{Path(src).stem}.{fp}.{settings_hash(settings)}.{precision}.onnx"
 
 
 def cached_variants(src: Path, cache_dir: Path | None) -> tuple[str, ...]:

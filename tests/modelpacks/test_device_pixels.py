@@ -123,12 +123,26 @@ def test_the_device_path_gives_the_host_paths_frames(
     assert device.models.pixels.copies("up", "frame") == device.faces.frames_with_faces
 
 
+@pytest.mark.parametrize("freed", [True, False])
 def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
-    run_env: RuntimeEnv, tmp_path: Path
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freed: bool
 ) -> None:
-    """The published files fix their batch at 1: on the device path each face goes through them
-    one a call, however large the render's batch; FaceFusion's other processors after the swap
-    (host pixels, the device frame kept in step) give the host path's frames within rounding."""
+    """The published files fix their batch at 1: on the device path the faces of a batch go
+    through a checked batch-free copy in one call, or, where the copy is refused, through the file
+    one a call; FaceFusion's other processors after the swap (host pixels, the device frame kept
+    in step) give the host path's frames within rounding either way."""
+    from ffdesk.runtime import batch_free as bf
+
+    if not freed:
+        monkeypatch.setattr(bf, "batch_free", lambda src, cache_dir: bf.BatchFree(None, "tied to one item"))
+    calls: list[tuple[str, int]] = []
+    run_torch = sessions.OrtSession.run_torch
+
+    def counted(self: sessions.OrtSession, inputs: Any) -> Any:
+        calls.append((self.name, int(next(iter(inputs.values())).shape[0])))
+        return run_torch(self, inputs)
+
+    monkeypatch.setattr(sessions.OrtSession, "run_torch", counted)
     folder = tmp_path / "pack"
     write_standins(folder, [*PACK[:3], "fran", "modnet"])  # batch 1, as FaceFusion's files
     extra: dict[str, Any] = {
@@ -152,6 +166,20 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
     assert len(a) == len(b) == host.frames_out
     for x, y in zip(a, b, strict=True):
         assert _psnr(x, y) > 40.0, _psnr(x, y)
+    sizes = {name: {n for m, n in calls if m == name} for name in ("inswapper_128", "gfpgan_1.4")}
+    if freed:
+        assert device.models.batch_notes == (
+            "inswapper_128: its batch freed (a checked copy)",
+            "gfpgan_1.4: its batch freed (a checked copy)",
+        )
+        assert all(max(n) > 1 for n in sizes.values()), sizes  # a batch's faces in one call
+    else:
+        assert device.models.batch_notes == (
+            "inswapper_128: one face a call (tied to one item)",
+            "gfpgan_1.4: one face a call (tied to one item)",
+        )
+        assert all(n == {1} for n in sizes.values()), sizes
+    assert host.models is not None and host.models.batch_notes is None  # the CPU's host path: as it was
 
 
 def test_only_frames_go_up_and_only_regions_and_numbers_come_back(

@@ -129,6 +129,27 @@ def test_prepare_makes_the_fp16_variant_a_render_then_finds(
     assert precision.make_fp16(pack / "inswapper_128.onnx", cache_dir=variants) == made
 
 
+def test_prepare_for_a_gpu_makes_the_batch_free_copy_and_its_fp16_variant(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a GPU render of a batch loads for a file that fixes its batch at 1, made ahead."""
+    from ffdesk.runtime import batch_free, precision
+    from ffdesk.runtime.env import RuntimeEnv
+
+    pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "arcface_w600k_r50"])
+    assert (
+        main(["models", "prepare", "inswapper_128", "arcface_w600k_r50", "--gpu", "--models-dir", str(pack)])
+        == 0
+    )
+    swapper, recognizer = capsys.readouterr().out.splitlines()
+    variants = RuntimeEnv.from_system().variants_dir
+    copy = batch_free.copy_path(pack / "inswapper_128.onnx", variants)
+    assert swapper.startswith(f"inswapper_128: batch-free copy: {copy}; fp16 variant made: "), swapper
+    assert copy.is_file() and precision.variant_path(copy, "fp16", cache_dir=variants).is_file()
+    assert recognizer.startswith("arcface_w600k_r50: batch-free copy: ")  # FaceFusion's: 1 x 3 x 112 x 112
+    assert batch_free.batch_free(pack / "inswapper_128.onnx", cache_dir=variants).copy == copy
+
+
 @pytest.mark.parametrize(
     ("names", "why"), [(["nope_9"], "not a catalog model"), (["gfpgan_1.4"], "gfpgan_1.4.onnx: not in")]
 )

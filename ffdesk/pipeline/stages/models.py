@@ -259,6 +259,10 @@ class ModelRender:
         self.source_vectors: list[npt.NDArray[np.float32]] = []
         """The source input of each source slot (`SwapPlan.sources`); the first is `source_vector`."""
         self._started = False
+        self.swapper_file: Path = self.swapper.path
+        """The swapper's file as loaded: `swapper.path`, or its batch-free copy (`_free_batches`)."""
+        self.batch_notes: tuple[str, ...] | None = None
+        """How each batched model whose file fixes its batch at 1 takes its faces (`_free_batches`)."""
         self.precision_reason: str | None = None
         """Why `--precision auto` took the swapper's precision, where it timed the variants."""
         self.prepare_seconds: float | None = None
@@ -499,9 +503,12 @@ class ModelRender:
                 return
             self._started = True
             t0 = time.perf_counter()
-            steps: list[tuple[str, Callable[[], object]]] = [
-                ("embedding the source face", self._embed_sources)
-            ]
+            steps: list[tuple[str, Callable[[], object]]] = []
+            fixed = self._fixed_batch_roles()
+            if fixed:
+                names = ", ".join(self._choice(role).name for role in fixed)
+                steps.append((f"letting {names} take more than one face a call", self._free_batches))
+            steps.append(("embedding the source face", self._embed_sources))
             if self.job.precision == "auto" and self.on_device is not None:
                 what = f"timing {self.swapper.name} in fp32 and fp16 on this device"
                 steps.append((what, self._choose_precision))
@@ -522,6 +529,46 @@ class ModelRender:
             self.prepare_seconds = round(time.perf_counter() - t0, 3)
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
+
+    def _choice(self, role: str) -> ModelChoice:
+        if role in self.masks:
+            return self.masks[role]
+        choice = {"swapper": self.swapper, "enhancer": self.enhancer}[role]
+        assert choice is not None
+        return choice
+
+    def _fixed_batch_roles(self) -> list[str]:
+        """The per-face models whose file (by its catalog contract) fixes its batch at 1, when
+        the render batches faces on a GPU or on the device path: `_free_batches` frees them."""
+        if max(1, self.job.batch) < 2 or (self.device != "cuda" and self.on_device is None):
+            return []
+        roles = [r for r in ("swapper", "enhancer", *self.masks) if r in self.keys]
+        fixed = []
+        for role in roles:
+            spec = self._choice(role).spec
+            if spec is not None and spec.inputs and all(t.shape[:1] == (1,) for t in spec.inputs):
+                fixed.append(role)
+        return fixed
+
+    def _free_batches(self) -> None:
+        """Each per-face model whose file fixes its batch at 1 loads a batch-free copy of it
+        where the copy gives each face what the file does (`ffdesk.runtime.batch_free`; made and
+        checked once per file), so the faces of a batch go through one call; otherwise one face
+        a call, as before, and `batch_notes` says why."""
+        from ffdesk.runtime.batch_free import batch_free
+
+        notes = []
+        for role in self._fixed_batch_roles():
+            choice = self._choice(role)
+            result = batch_free(choice.path, cache_dir=self.env.variants_dir)
+            if result.copy is not None:
+                self.keys[role] = self._register(choice, "fp32", result.copy)
+                if role == "swapper":
+                    self.swapper_file = result.copy
+                notes.append(f"{choice.name}: its batch freed (a checked copy)")
+            elif result.reason is not None:
+                notes.append(f"{choice.name}: one face a call ({result.reason})")
+        self.batch_notes = tuple(notes)
 
     def _warm_up(self, step: Callable[[], object], emit: Callable[[ev.Event], None]) -> bool:
         """Run one warm-up step of the device path. Where the device path was only chosen by
@@ -601,7 +648,7 @@ class ModelRender:
     def _prepare_variant(self) -> None:
         from ffdesk.runtime import precision as prec
 
-        src, variants = self.swapper.path, self.env.variants_dir
+        src, variants = self.swapper_file, self.env.variants_dir
         if self.precision == "int8":
             cached = prec.variant_path(src, "int8", cache_dir=variants).is_file()
             feeds = None if cached else self._calibration_feeds()
@@ -620,7 +667,7 @@ class ModelRender:
         models = self.on_device
         assert models is not None and self.frames is not None
         store = prec.PrecisionChoices(self.env.precision_choices_path)
-        fingerprint = self.manager.fingerprint(self.fp32_swap_key) or prec.file_fingerprint(self.swapper.path)
+        fingerprint = self.manager.fingerprint(self.fp32_swap_key) or prec.file_fingerprint(self.swapper_file)
         key = store.key(fingerprint, self.manager.provider_label(), models.cap)
         choice = store.get(key)
         known = choice is not None and choice.precision in ("fp32", "fp16")
@@ -628,7 +675,7 @@ class ModelRender:
             self.precision, self.precision_reason = "fp32", choice.reason  # no FP16 variant needed
             return
         variant_key = self._register(
-            self.swapper, "fp16", prec.make_fp16(self.swapper.path, cache_dir=self.env.variants_dir)
+            self.swapper, "fp16", prec.make_fp16(self.swapper_file, cache_dir=self.env.variants_dir)
         )
         if not known or choice is None:
             choice = self._time_variants({"fp32": self.fp32_swap_key, "fp16": variant_key})
@@ -745,6 +792,7 @@ class ModelRender:
             pixels=self._pixel_figures(),
             prepare_seconds=self.prepare_seconds,
             precision_reason=self.precision_reason,
+            batch_notes=self.batch_notes,
         )
 
     def _pixel_figures(self) -> PixelFigures:

@@ -1,0 +1,173 @@
+"""Batch-free copies of files that fix their batch at 1 (`ffdesk.runtime.batch_free`): made for
+the published files' shapes, checked item by item against the file, refused where the graph ties
+its work to one item, and remembered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ffdesk.runtime import batch_free as bf
+from ffdesk.runtime.standins import write_standins
+
+FACE_MODELS = ["inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"]
+
+
+def _run(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return [np.asarray(v) for v in session.run(None, feeds)]
+
+
+def _feeds(path: Path, items: int, seed: int) -> dict[str, np.ndarray]:
+    model = onnx.load(str(path), load_external_data=False)
+    rng = np.random.default_rng(seed)
+    return {
+        i.name: rng.random(
+            [items, *(d.dim_value for d in i.type.tensor_type.shape.dim[1:])], dtype=np.float32
+        )
+        for i in model.graph.input
+    }
+
+
+def _save(
+    tmp_path: Path, name: str, nodes: list[Any], inputs: list[Any], outputs: list[Any], inits=()
+) -> Path:  # type: ignore[no-untyped-def]
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def _flatten_model(tmp_path: Path, *, as_constant: bool) -> Path:
+    """[1,3,4,4] -> Reshape to [1,48] (a constant target that ties it to one item) -> MatMul."""
+    weight = numpy_helper.from_array(np.random.default_rng(1).random((48, 5), dtype=np.float32), "w")
+    target = np.array([1, 48], np.int64)
+    nodes: list[Any] = []
+    inits = [weight]
+    if as_constant:
+        nodes.append(helper.make_node("Constant", [], ["shape"], value=numpy_helper.from_array(target)))
+    else:
+        inits.append(numpy_helper.from_array(target, "shape"))
+    nodes += [
+        helper.make_node("Reshape", ["x", "shape"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])
+    return _save(tmp_path, f"flatten_{'const' if as_constant else 'init'}", nodes, [x], [y], inits)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("published")
+    write_standins(folder, FACE_MODELS)  # batch 1, as FaceFusion's files
+    return folder
+
+
+@pytest.mark.parametrize("name", FACE_MODELS)
+def test_a_published_shape_gets_a_copy_that_gives_each_item_its_own_output(
+    published: Path, tmp_path: Path, name: str
+) -> None:
+    src = next(published.glob(f"{name}.onnx"))
+    assert bf.fixed_at_one(onnx.load(str(src), load_external_data=False)) is None
+    result = bf.batch_free(src, cache_dir=tmp_path)
+    assert result.reason is None and result.copy is not None and result.copy.is_file()
+    assert result.copy == bf.copy_path(src, tmp_path)
+    copy = onnx.load(str(result.copy), load_external_data=False)
+    assert all(i.type.tensor_type.shape.dim[0].dim_param == "batch" for i in copy.graph.input)
+    feeds = _feeds(src, 3, seed=7)
+    together = _run(result.copy, feeds)
+    for i in range(3):
+        alone = _run(src, {k: v[i : i + 1] for k, v in feeds.items()})
+        for a, t in zip(alone, together, strict=True):
+            np.testing.assert_allclose(t[i : i + 1], a, rtol=1e-3, atol=1e-4 * float(np.abs(a).max()) + 1e-5)
+
+
+@pytest.mark.parametrize("as_constant", [False, True])
+def test_a_reshape_that_ties_the_graph_to_one_item_is_made_to_copy_the_batch(
+    tmp_path: Path, as_constant: bool
+) -> None:
+    src = _flatten_model(tmp_path, as_constant=as_constant)
+    result = bf.batch_free(src, cache_dir=tmp_path / "cache")
+    assert result.reason is None and result.copy is not None
+    feeds = _feeds(src, 2, seed=3)
+    (together,) = _run(result.copy, feeds)
+    assert together.shape == (2, 5)
+    for i in range(2):
+        (alone,) = _run(src, {"x": feeds["x"][i : i + 1]})
+        np.testing.assert_allclose(together[i : i + 1], alone, rtol=1e-5)
+    assert _run(src, {"x": feeds["x"][:1]})[0].shape == (1, 5)  # the file itself is untouched
+
+
+def test_a_graph_that_mixes_its_items_keeps_its_batch_of_one_and_the_verdict_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """x - mean over the batch: runs on two items, but each output depends on the other item."""
+    mean = helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1)
+    sub = helper.make_node("Sub", ["x", "m"], ["d"])
+    add = helper.make_node("Add", ["d", "x"], ["y"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    src = _save(tmp_path, "mixing", [mean, sub, add], [x], [y])
+    cache = tmp_path / "cache"
+    result = bf.batch_free(src, cache_dir=cache)
+    assert result.copy is None and result.reason == "output 0 of item 0 differs from the item's own call"
+    assert not bf.copy_path(src, cache).exists()
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(bf, "_check", never)
+    assert bf.batch_free(src, cache_dir=cache) == result
+
+
+def test_a_graph_that_gives_one_item_for_many_keeps_its_batch(tmp_path: Path) -> None:
+    mean = helper.make_node("ReduceMean", ["x"], ["y"], axes=[0, 1], keepdims=1)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])
+    src = _save(tmp_path, "pooled", [mean], [x], [y])
+    result = bf.batch_free(src, cache_dir=tmp_path / "cache")
+    assert result == bf.BatchFree(None, "output 0 has 1 items for 2 inputs")
+
+
+def test_a_constant_size_that_cannot_follow_the_batch_keeps_its_batch(tmp_path: Path) -> None:
+    """A Resize to constant sizes [1, 3, 8, 8] (as an exporter writes it) fails on two items."""
+    sizes = numpy_helper.from_array(np.array([1, 3, 8, 8], np.int64), "sizes")
+    resize = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])
+    src = _save(tmp_path, "resize", [resize], [x], [y], [sizes])
+    result = bf.batch_free(src, cache_dir=tmp_path / "cache")
+    assert result.copy is None and result.reason is not None
+    assert result.reason.startswith("output 0 has 1 items for 2 inputs") or result.reason.startswith(
+        "it does not run on 2 items"
+    ), result.reason
+
+
+def test_files_free_already_or_without_a_batch_are_left_alone(tmp_path: Path) -> None:
+    free = tmp_path / "free"
+    write_standins(free, ["inswapper_128"], dynamic_batch=True)
+    src = next(free.glob("*.onnx"))
+    assert bf.batch_free(src, cache_dir=tmp_path / "c") == bf.BatchFree(None, "its batch is not fixed at 1")
+    ident = helper.make_node("Identity", ["x"], ["y"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    flat = _save(tmp_path, "flat", [ident], [x], [y])
+    assert bf.batch_free(flat, cache_dir=tmp_path / "c") == bf.BatchFree(None, "x has no batch dimension")
+    cast = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)
+    xi = helper.make_tensor_value_info("x", TensorProto.INT64, [1, 2])
+    yf = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])
+    ints = _save(tmp_path, "ints", [cast], [xi], [yf])
+    assert bf.batch_free(ints, cache_dir=tmp_path / "c") == bf.BatchFree(
+        None, "input x is int64, not floating point"
+    )
+    assert not list((tmp_path / "c").glob("*.onnx"))

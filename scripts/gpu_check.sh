@@ -31,7 +31,8 @@
 #   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2
 # (the bundle brings ONNX Runtime GPU, PyAV, onnxconverter-common and platformdirs itself), and there
 # run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's wheels and the
-# project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. The machine step
+# project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. Through the device
+# tool, scripts/gpu_device.sh does both, one call a part, and brings every file back. The machine step
 # imports every package a headless render needs and fails, naming what to bundle, when one is
 # missing (the other steps still run). Without pytest there, gpu-tests is recorded as skipped.
 # The stand-ins and clips are cached under the bench cache ($FFDESK_BENCH_CACHE, else

@@ -104,3 +104,37 @@ def test_the_step_limits_fit_the_budget_and_the_budget_fits_eight_minutes() -> N
     assert budget + kill_after + 5 <= WHOLE_RUN_S  # + 5 s for the summary
     for name, limit in calls:  # the header's table says the same limits
         assert re.search(rf"^#   {re.escape(name)} +{limit} ", text, re.MULTILINE), name
+
+
+def test_the_device_call_brings_everything_back_in_three_files(tmp_path: Path) -> None:
+    """`scripts/gpu_device.sh`: a part before the last only stores itself; the last runs the check
+    and leaves summary.json, steps.tsv and one archive of every log and JSON in $OUT (the device
+    tool brings back at most 8 files)."""
+    if has_nvidia_gpu():
+        pytest.skip("this machine has an NVIDIA GPU: the script would run its 8 minutes")
+    import tarfile
+
+    part = tmp_path / "p1"
+    part.mkdir()
+    env_file = tmp_path / "gpu-env.sh"
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_ENV": str(env_file), "OUT": str(out),
+           "GPU_CHECK_DIR": str(tmp_path / "check")}  # fmt: skip
+    device = ROOT / "scripts" / "gpu_device.sh"
+    (part / "go.sh").write_text("echo 'gpu-bundle: 1 of 3 parts here; bring the next one'\n")
+    first = subprocess.run(
+        ["bash", str(device), str(part)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert first.returncode == 0 and "bring the next one now" in first.stdout, first.stdout + first.stderr
+    assert not out.exists()
+
+    (part / "go.sh").write_text(f"echo 'export FFDESK_SEEN_ENV=1' > {env_file}\n")  # the last part
+    last = subprocess.run(
+        ["bash", str(device), str(part)], capture_output=True, text=True, timeout=LIMIT_S, env=env
+    )
+    assert last.returncode == 0, last.stdout + last.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["gpu-check.tar.gz", "steps.tsv", "summary.json"]
+    with tarfile.open(out / "gpu-check.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"check/steps.tsv", "check/summary.json", "check/machine.json", "check/machine.log"} <= names
+    assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["ok"] is True

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One call of a lent GPU machine (the `device` tool's `run`): bring one part of the bundle, and on
+# the last part run scripts/gpu_check.sh and put what it wrote where the tool brings files back
+# ($OUT: at most 8 files), so nothing it measured is left behind.
+#
+#   here:   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2     (makes .gpu/p1 .. .gpu/pN)
+#   there:  one call a part, back to back (a machine idle for 30 s is given back), each carrying
+#           its part (carry: [".gpu/pK"]):
+#             bash scripts/gpu_device.sh .gpu/p1
+#             bash scripts/gpu_device.sh .gpu/p2
+#             bash scripts/gpu_device.sh .gpu/p3        (the last: runs the check, about 8 minutes)
+#
+# Until every part is there a call only stores its part and says how many are there. The last
+# runs gpu_check.sh into a folder outside $OUT, then copies summary.json and steps.tsv to $OUT and
+# packs the whole folder (every step's log and JSON) into $OUT/gpu-check.tar.gz. Exit status:
+# gpu_check.sh's (0: no step failed or ran out of time), 2 when the bundle could not be set up.
+# GPU_ENV (default /tmp/gpu-env.sh, what the bundle's last go.sh writes) and OUT may be set.
+set -uo pipefail
+
+PART=${1:?usage: bash scripts/gpu_device.sh PART_FOLDER (e.g. .gpu/p1)}
+ENV_FILE=${GPU_ENV:-/tmp/gpu-env.sh}
+BACK=${OUT:?OUT is not set: this runs on the GPU machine through the device tool}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${GPU_CHECK_DIR:-/tmp/gpu-check}
+
+[ -f "$PART/go.sh" ] || { echo "gpu_device: $PART/go.sh not found (carry the part folder)"; exit 2; }
+bash "$PART/go.sh" || { echo "gpu_device: $PART/go.sh failed"; exit 2; }
+if [ ! -f "$ENV_FILE" ]; then
+    echo "gpu_device: part stored; bring the next one now (the machine is given back after 30 s idle)"
+    exit 0
+fi
+# shellcheck disable=SC1090  # the bundle's environment: PYTHONPATH, LD_LIBRARY_PATH, cd to the project
+. "$ENV_FILE"
+cd "$ROOT" || exit 2
+bash scripts/gpu_check.sh "$WORK"
+rc=$?
+mkdir -p "$BACK"
+cp "$WORK/summary.json" "$WORK/steps.tsv" "$BACK/" 2>/dev/null
+tar -C "$(dirname "$WORK")" -czf "$BACK/gpu-check.tar.gz" "$(basename "$WORK")"
+echo "gpu_device: brought back summary.json, steps.tsv and gpu-check.tar.gz (every log and JSON)"
+exit "$rc"

@@ -8,7 +8,8 @@
 #           its part (carry: [".gpu/pK"]):
 #             bash scripts/gpu_device.sh .gpu/p1
 #             bash scripts/gpu_device.sh .gpu/p2
-#             bash scripts/gpu_device.sh .gpu/p3        (the last: runs the check, about 8 minutes)
+#             bash scripts/gpu_device.sh .gpu/p3        (the last: runs the check, about 8 minutes;
+#                                                        give that call timeout_s 560)
 #
 # Until every part is there a call only stores its part and says how many are there. The last
 # runs gpu_check.sh into a folder outside $OUT, then copies summary.json and steps.tsv to $OUT and

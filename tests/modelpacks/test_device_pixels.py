@@ -274,7 +274,8 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     fails before the first frame, and the render goes on with its pixels on the host."""
     from ffdesk.runtime import device
 
-    monkeypatch.setattr(device, "torch_device", lambda _device: torch.device("cuda", 0))  # torch: CPU build
+    # torch's CPU build, or its CUDA build without a driver ("Found no NVIDIA driver")
+    monkeypatch.setattr(device, "torch_device", lambda _device: torch.device("cuda", 0))
     events: list[Any] = []
     job = RenderJob(
         target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
@@ -286,7 +287,7 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     assert report.models is not None and report.models.pixels is not None
     assert report.models.pixels.path == "host"
     assert report.faces is not None and report.faces.faces_swapped > 0
-    with pytest.raises(Exception, match="CUDA|cuda"):
+    with pytest.raises(Exception, match="CUDA|cuda|NVIDIA"):
         run_render(replace(job, output=tmp_path / "p", pixels="device"), env=run_env)
 
 
@@ -355,3 +356,35 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
     again = _render(run_env, pack, carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
     assert again.models is not None and again.models.swapper_precision == "fp32"
     assert again.models.precision_reason == picked.reason
+
+
+def test_the_command_line_says_which_files_took_one_face_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A published file whose batch-free copy is refused runs slower than the others on a GPU:
+    `ffdesk render` says which and why, in one line."""
+    from ffdesk.cli import main
+    from ffdesk.runtime import batch_free as bf
+
+    real = bf.batch_free
+
+    def refuse_gfpgan(src: Path, *, cache_dir: Path) -> bf.BatchFree:
+        if src.stem == "gfpgan_1.4":
+            return bf.BatchFree(None, "output 0 of item 0 differs from the item's own call")
+        return real(src, cache_dir=cache_dir)
+
+    monkeypatch.setattr(bf, "batch_free", refuse_gfpgan)
+    folder = tmp_path / "pack"
+    write_standins(folder, list(PACK[:3]))  # batch 1, as FaceFusion's files
+    args = [
+        "render", "--target", str(carphone()), "--source", str(PHOTO_PATH),
+        "--output", str(tmp_path / "o.mp4"), "--models-dir", str(folder),
+        "--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50",
+        "--enhancer", "gfpgan_1.4", "--pixels", "device", "--batch", "4", "--end", "0.3", "-q",
+    ]  # fmt: skip
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "one face a call (the file fixes its batch at 1): gfpgan_1.4 (output 0 of item 0 differs from the "
+        "item's own call)"
+    ), lines

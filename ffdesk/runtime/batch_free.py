@@ -18,6 +18,7 @@ beside the copy, in the runtime environment's variants folder) is read instead o
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,6 +131,10 @@ def _freed(model: Any, *, reshapes: bool) -> Any:
     return out
 
 
+class _Unchecked(ValueError):
+    """A file whose copy cannot be checked (the message says why)."""
+
+
 def _samples(model: Any, items: int, seed: int = 0) -> list[dict[str, npt.NDArray[Any]]]:
     """`items` different single-item feeds of `model`'s inputs (floats in [0, 1))."""
     from onnx import helper
@@ -143,7 +148,7 @@ def _samples(model: Any, items: int, seed: int = 0) -> list[dict[str, npt.NDArra
         tensor = value.type.tensor_type
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
         if dtype.kind != "f":
-            raise ValueError(f"input {value.name} is {dtype}, not floating point")
+            raise _Unchecked(f"input {value.name} is {dtype}, not floating point")
         shape = [1, *(d.dim_value for d in tensor.shape.dim[1:])]
         for feed in feeds:
             feed[value.name] = rng.random(shape, dtype=np.float32).astype(dtype)
@@ -170,22 +175,32 @@ def _mismatch(
             got = np.asarray(batched[i : i + 1], np.float64)
             if got.shape != want.shape:
                 return f"output {k} of item {i} is {got.shape}, alone {want.shape}"
+            if not np.array_equal(np.isnan(got), np.isnan(want)):
+                return f"output {k} of item {i} differs from the item's own call (NaN)"
+            got, want = np.nan_to_num(got), np.nan_to_num(want)
             bound = RELATIVE_TOLERANCE * float(np.max(np.abs(want), initial=0.0)) + 1e-5
             if float(np.max(np.abs(got - want), initial=0.0)) > bound:
                 return f"output {k} of item {i} differs from the item's own call"
     return None
 
 
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
 def _check(original: Any, copy: Any, items: int = 2) -> str | None:
     """None when `copy` gives, on `items` inputs in one call, what `original` gives on each alone."""
     feeds = _samples(original, items)
-    single = _session(original)
-    alone = [single.run(None, feed) for feed in feeds]
+    try:
+        single = _session(original)
+        alone = [single.run(None, feed) for feed in feeds]
+    except Exception as exc:  # noqa: BLE001 - nothing to check the copy against
+        return f"the file does not run on the CPU to check a copy against ({_short(exc)})"
     del single
     try:
         batched = _session(copy).run(None, {k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
     except Exception as exc:  # noqa: BLE001 - a graph tied to one item fails to build or run
-        return f"it does not run on {items} items ({' '.join(str(exc).split())[:160]})"
+        return f"it does not run on {items} items ({_short(exc)})"
     return _mismatch(alone, batched)
 
 
@@ -207,24 +222,28 @@ def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
                 return BatchFree(dest)
             if known.get("ok") is False:
                 return BatchFree(None, str(known.get("reason") or "the check failed"))
-    header = onnx.load(str(src), load_external_data=False)
-    why = fixed_at_one(header)
-    if why is not None:
-        return BatchFree(None, why)  # nothing to remember: read from the header at once
-    original = onnx.load(str(src))
     reason: str | None = None
     try:
+        why = fixed_at_one(onnx.load(str(src), load_external_data=False))
+        if why is not None:
+            return BatchFree(None, why)  # nothing to remember: read from the header at once
+        original = onnx.load(str(src))
         copy = _freed(original, reshapes=False)
         reason = _check(original, copy)
         if reason is not None and any(n.op_type == "Reshape" for n in original.graph.node):
             copy = _freed(original, reshapes=True)
             reason = _check(original, copy)
-    except ValueError as exc:
+        if reason is None:
+            save_onnx_atomic(copy, dest)
+            write_sidecar(dest)
+    except OSError as exc:  # a full disk, a folder that cannot be written: not remembered
+        return BatchFree(None, f"no copy could be written ({_short(exc)})")
+    except _Unchecked as exc:
         reason = str(exc)
-    if reason is None:
-        save_onnx_atomic(copy, dest)
-        write_sidecar(dest)
-    _write_verdict(verdict, reason)
+    except Exception as exc:  # noqa: BLE001 - a file that cannot be copied (over 2 GB, say)
+        reason = f"no copy could be made ({_short(exc)})"
+    with contextlib.suppress(OSError):  # not remembered: checked again next time
+        _write_verdict(verdict, reason)
     return BatchFree(dest if reason is None else None, reason)
 
 

@@ -171,3 +171,27 @@ def test_files_free_already_or_without_a_batch_are_left_alone(tmp_path: Path) ->
         None, "input x is int64, not floating point"
     )
     assert not list((tmp_path / "c").glob("*.onnx"))
+
+
+def test_a_folder_that_cannot_be_written_is_a_reason_not_a_failure_and_is_not_remembered(
+    published: Path, tmp_path: Path
+) -> None:
+    src = published / "xseg_1.onnx"
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the variants folder should be")
+    result = bf.batch_free(src, cache_dir=blocked / "variants")
+    assert result.copy is None and result.reason is not None
+    assert result.reason.startswith("no copy could be written"), result.reason
+    blocked.unlink()
+    assert bf.batch_free(src, cache_dir=blocked / "variants").copy is not None  # tried again, made
+
+
+def test_a_float16_file_is_checked_in_its_own_precision(tmp_path: Path) -> None:
+    """inswapper_128_fp16 (float16 inputs and outputs, as FaceFusion publishes it)."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    write_standin(load_catalog().get("inswapper_128_fp16"), tmp_path, float16_outputs=True)
+    src = tmp_path / "inswapper_128_fp16.onnx"
+    result = bf.batch_free(src, cache_dir=tmp_path / "cache")
+    assert result.reason is None and result.copy is not None

@@ -18,6 +18,7 @@ from ffdesk.runtime.catalog import load_catalog
 from ffdesk.runtime.files import write_sidecar
 from ffdesk.runtime.standins import write_standin, write_standins
 from ffdesk.swap.deep_swapper import sized_contract
+from tests.pipeline.barred_clip import bar_moved, barred_clip
 from tests.real_clips import carphone
 
 DEFAULT = "iperov/elon_musk_224"
@@ -132,6 +133,38 @@ def test_after_a_model_swap_the_deep_swapper_redraws_the_swapped_faces(
     assert glasses >= 100
     for m in masks:
         assert not m[:, :25].any() and not m[120:].any()
+
+
+@pytest.fixture(scope="module")
+def barred(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return barred_clip(tmp_path_factory.mktemp("barred"))
+
+
+@pytest.mark.parametrize("mask", ["occlusion", "region"])
+def test_alone_it_pastes_under_the_occlusion_and_region_masks_it_is_asked_for(
+    tmp_path: Path, pack: Path, barred: Path, capsys: pytest.CaptureFixture[str], mask: str
+) -> None:
+    """Without a swapper model the deep swapper loads the mask models itself (an XSeg and a
+    BiSeNet whose masks follow the picture: skin kept, blue left out): the bar in front of the
+    mouth stays as it was, where under the box mask alone the face is drawn over it; and nothing
+    is said about masks."""
+    from tests.modelpacks.helpers import content_masks
+
+    content_masks(pack)
+    plain = render(tmp_path / "plain", target=barred)
+    box = render(
+        tmp_path / "box", "--models-dir", str(pack), "--deep-swapper", "--mask", "box", target=barred
+    )
+    capsys.readouterr()
+    masked = render(
+        tmp_path / mask, "--models-dir", str(pack), "--deep-swapper", "--mask", f"box,{mask}", target=barred
+    )
+    assert "mask" not in capsys.readouterr().err
+    assert len(masked) == len(box) == len(plain) == 30
+
+    moved_box, moved_masked = bar_moved(box, plain), bar_moved(masked, plain)
+    assert moved_box > 10.0 and moved_masked < 0.25 * moved_box, (moved_masked, moved_box)
+    assert moved(masked, plain) > 0.3 * moved(box, plain)  # the face itself is still swapped
 
 
 def test_a_photo_without_a_face_comes_out_unchanged(tmp_path: Path, pack: Path) -> None:

@@ -11,8 +11,9 @@ any frame is decoded against the catalog contract its inputs call for (`dfl_amp`
 input, `dfl_saehd` without), with its crop side read from its own input.
 
 The paste mask of each face is FaceFusion's: the box mask (`job.mask_blur`, `job.mask_padding`),
-the model's own mask, and where the job asks for them the area mask and, when the render has a
-swapper model whose stages hold the occlusion and region models, those masks too.
+the model's own mask, and where the job asks for them the area mask and the occlusion and region
+masks (their models those of the swapper model's stages when the render has them, else the deep
+swapper's own, loaded through the render's residency manager like its model).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import functools
 import re
 import threading
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
     from ffdesk.faces.recognizer import Runner
-    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
+    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender, RunModel
     from ffdesk.pipeline.stages.placement import ProcessorModels
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
@@ -198,18 +199,16 @@ class DeepSwapStage:
         *,
         morph: int,
         max_batch: int,
-        notes: Sequence[str] = (),
         model_name: str = "",
     ) -> None:
         """`models`: how the model runs (the render's residency manager or the stage's own);
-        `key`: the model's key there; `notes`: warnings to tell once the render starts."""
+        `key`: the model's key there."""
         self.spec = spec
         self.models = models
         self.key = key
         self.masks = masks
         self.morph = morph
         self.max_batch = max_batch
-        self.notes = tuple(notes)
         self._emit: Callable[[ev.Event], None] = ev.ignore
         self._lock = threading.Lock()
         self.model_name = model_name or spec.name
@@ -220,8 +219,7 @@ class DeepSwapStage:
         self._emit = on_event
 
     def start(self) -> None:
-        for note in self.notes:
-            self._emit(ev.Warning(note))
+        pass
 
     def _draw(self, session: Runner, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
         swapper = ds.DeepSwapper(session, self.spec, morph=self.morph)
@@ -270,40 +268,57 @@ class DeepSwapStage:
         return None
 
 
-def _shared_masks(job: RenderJob, ctx: ModelRender) -> PasteMasks:
-    """The paste masks with the model stages' occluders and parser."""
-    from ffdesk.pipeline.stages.models import _regions
+def paste_masks_of(
+    job: RenderJob,
+    run: RunModel,
+    choices: Mapping[str, ModelChoice],
+    keys: Mapping[str, str],
+    classes: tuple[int, ...],
+) -> PasteMasks:
+    """The job's paste masks with its mask models (`choices`, by role), each run through `run`
+    under its key (`keys`, by role): the model stages' when the render has them, else the deep
+    swapper's own."""
+    from ffdesk.pipeline.stages.models import _regions, occlusion_of
 
-    occlusion = ctx.occlusion_masks if ctx.occluders else None
-    regions: CropMasks | None = None
-    if "region" in ctx.masks:
-        parse = _regions(ctx.masks["region"], ctx.region_classes)
-
-        def region_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-            return np.stack(ctx.run("region", parse, list(crops)))
-
-        regions = region_masks
-    areas = tuple(job.mask_areas) if "area" in ctx.mask_types else None
-    return PasteMasks(job.mask_blur, job.mask_padding, areas, occlusion, regions)
-
-
-def _own_masks(job: RenderJob) -> tuple[PasteMasks, list[str]]:
-    """The paste masks without model stages (box, model and area masks), and a note for the
-    masks that need a swapper model's stages."""
     try:
         types = mk.mask_types(job.masks)
     except ValueError as exc:
         raise UserError(f"--masks: {exc}") from None
+    occluders = [(keys[role], choice) for role, choice in choices.items() if role.startswith("occlusion:")]
+    occlusion: CropMasks | None = None
+    if occluders:
+
+        def occlusion_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+            return occlusion_of(run, occluders, crops)
+
+        occlusion = occlusion_masks
+    regions: CropMasks | None = None
+    if "region" in choices:
+        parse, key = _regions(choices["region"], classes), keys["region"]
+
+        def region_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+            return np.stack(run(key, parse, list(crops)))
+
+        regions = region_masks
     areas = tuple(job.mask_areas) if "area" in types else None
-    missing = [t for t in ("occlusion", "region") if t in types]
-    notes = []
-    if missing:
-        which = " and ".join(missing)
-        come = "they come" if len(missing) > 1 else "it comes"
-        notes.append(
-            f"the deep swapper pastes without the {which} mask: {come} with a swapper model (--swapper)"
-        )
-    return PasteMasks(job.mask_blur, job.mask_padding, areas), notes
+    return PasteMasks(job.mask_blur, job.mask_padding, areas, occlusion, regions)
+
+
+def _shared_masks(job: RenderJob, ctx: ModelRender) -> PasteMasks:
+    """The paste masks with the model stages' occluders and parser."""
+    return paste_masks_of(job, ctx.run, ctx.masks, {role: role for role in ctx.masks}, ctx.region_classes)
+
+
+def _own_masks(job: RenderJob, models: ProcessorModels, env: RuntimeEnv) -> PasteMasks:
+    """The paste masks without model stages: the job's occlusion and region models loaded
+    through the deep swapper's own models (found and checked here, before the first frame)."""
+    from ffdesk.pipeline.stages.models import job_mask_models, job_region_classes
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    choices = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
+    keys = {role: models.register(choice) for role, choice in choices.items()}
+    return paste_masks_of(job, models.run, choices, keys, job_region_classes(job, choices))
 
 
 def with_deep_swapper(
@@ -331,12 +346,8 @@ def with_deep_swapper(
 
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         ctx = model_render(before)
-        notes: list[str] = []
-        if ctx is not None:
-            masks = _shared_masks(job, ctx)
-        else:
-            masks, notes = _own_masks(job)
         models = processor_models(job, before, env=env, share=share)
+        masks = _shared_masks(job, ctx) if ctx is not None else _own_masks(job, models, env)
         key = models.register(choice)
         return DeepSwapStage(
             spec,
@@ -345,7 +356,6 @@ def with_deep_swapper(
             masks,
             morph=job.deep_swapper_morph,
             max_batch=max(1, job.batch),
-            notes=notes,
             model_name=choice.name,
         )
 

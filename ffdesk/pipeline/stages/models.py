@@ -23,7 +23,7 @@ import functools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -203,25 +203,8 @@ class ModelRender:
         # a preview-mode render is a fast draft: enhancers stay off
         wanted = job.enhancer if job.mode != "preview" else None
         self.enhancer = resolve_model(wanted, "enhancer", folder, cat) if wanted else None
-        self.masks: dict[str, ModelChoice] = {}
-        for mask in job.masks:
-            role, _, name = mask.partition("=")
-            role, name = role.strip(), name.strip()
-            if role in ("box", "area") and not name:
-                continue  # no model: made from the crop's size and the face's landmarks
-            if role not in MASK_MODELS:
-                raise UserError(
-                    f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], area, region[=MODEL]"
-                )
-            kind, default = MASK_MODELS[role]
-            if role == "occlusion" and name == "many":  # FaceFusion: the minimum of every XSeg
-                for model in OCCLUDERS:
-                    self.masks[f"occlusion:{model}"] = resolve_model(model, kind, folder, cat)
-                continue
-            self.masks[f"occlusion:{name or default}" if role == "occlusion" else role] = resolve_model(
-                name or default, kind, folder, cat
-            )
-        self.region_classes = self._region_classes()
+        self.masks: dict[str, ModelChoice] = job_mask_models(job, folder, cat)
+        self.region_classes = job_region_classes(job, self.masks)
         self.mask_types = mk.mask_types(job.masks)
         """The mask types the swap combines (the box alone when the job names none)."""
         self.swap_spec = _swapper_spec(self.swapper)
@@ -290,23 +273,7 @@ class ModelRender:
     def occlusion_masks(self, crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
         """The occlusion mask of each crop: the minimum of the chosen occluders' masks, softened
         once (FaceFusion's create_occlusion_mask)."""
-        raws = [
-            np.stack(self.run(role, _occlusion(self.masks[role]), list(crops))) for role in self.occluders
-        ]
-        return mk.soften(np.minimum.reduce(raws) if len(raws) > 1 else raws[0])
-
-    def _region_classes(self) -> tuple[int, ...]:
-        """The parser classes of `job.mask_regions` (every region when empty), from the parser's
-        catalog entry where it lists its own."""
-        regions = tuple(self.job.mask_regions) or mk.DEFAULT_REGIONS
-        choice = self.masks.get("region")
-        table = None
-        if choice is not None and choice.spec is not None and choice.spec.options:
-            table = {k: tuple(int(c) for c in v) for k, v in choice.spec.options if isinstance(v, tuple)}
-        try:
-            return mk.region_classes(regions, table or None)
-        except ValueError as exc:
-            raise UserError(f"--mask-regions: {exc}") from None
+        return occlusion_of(self.run, [(role, self.masks[role]) for role in self.occluders], crops)
 
     def _all(self) -> list[ModelChoice]:
         found = [
@@ -872,6 +839,59 @@ def _mask_input(choice: ModelChoice, default_size: int) -> tuple[int, str]:
 
 
 MaskFn = Callable[[Runner, Sequence[Frame]], list[Mask]]
+
+
+def job_mask_models(job: RenderJob, folder: Path, cat: Catalog) -> dict[str, ModelChoice]:
+    """The mask models `job.masks` names, by role: "occlusion:<model>" (one, or every XSeg for
+    "occlusion=many") and "region"; the box and area masks need none."""
+    masks: dict[str, ModelChoice] = {}
+    for mask in job.masks:
+        role, _, name = mask.partition("=")
+        role, name = role.strip(), name.strip()
+        if role in ("box", "area") and not name:
+            continue  # no model: made from the crop's size and the face's landmarks
+        if role not in MASK_MODELS:
+            raise UserError(
+                f"unknown mask {mask!r}; choose from box, occlusion[=MODEL], area, region[=MODEL]"
+            )
+        kind, default = MASK_MODELS[role]
+        if role == "occlusion" and name == "many":  # FaceFusion: the minimum of every XSeg
+            for model in OCCLUDERS:
+                masks[f"occlusion:{model}"] = resolve_model(model, kind, folder, cat)
+            continue
+        masks[f"occlusion:{name or default}" if role == "occlusion" else role] = resolve_model(
+            name or default, kind, folder, cat
+        )
+    return masks
+
+
+def job_region_classes(job: RenderJob, masks: Mapping[str, ModelChoice]) -> tuple[int, ...]:
+    """The parser classes of `job.mask_regions` (every region when empty), from the parser's
+    catalog entry (`masks["region"]`) where it lists its own."""
+    regions = tuple(job.mask_regions) or mk.DEFAULT_REGIONS
+    choice = masks.get("region")
+    table = None
+    if choice is not None and choice.spec is not None and choice.spec.options:
+        table = {k: tuple(int(c) for c in v) for k, v in choice.spec.options if isinstance(v, tuple)}
+    try:
+        return mk.region_classes(regions, table or None)
+    except ValueError as exc:
+        raise UserError(f"--mask-regions: {exc}") from None
+
+
+RunModel = Callable[
+    [str, Callable[[Runner, Sequence[Frame]], Sequence[Mask]], Sequence[Frame]], Sequence[Mask]
+]
+"""`run(key, fn, items)`: `fn(session, chunk)` over `items` with the model of `key` loaded."""
+
+
+def occlusion_of(
+    run: RunModel, occluders: Sequence[tuple[str, ModelChoice]], crops: npt.NDArray[np.uint8]
+) -> npt.NDArray[np.float32]:
+    """The occlusion mask of each crop: the minimum of the occluders' masks (each `(key,
+    choice)` run through `run` under its key), softened once (FaceFusion's create_occlusion_mask)."""
+    raws = [np.stack(run(key, _occlusion(choice), list(crops))) for key, choice in occluders]
+    return mk.soften(np.minimum.reduce(raws) if len(raws) > 1 else raws[0])
 
 
 def _occlusion(choice: ModelChoice) -> MaskFn:

@@ -10,9 +10,9 @@ Each chosen face (`FramePacket.swap.faces`) is cut out, redrawn by the model
 by FaceFusion's face classifier (fairface) when its file is in the models folder (`FaceAges`:
 once per tracked face, on the first frame the stage sees it, so the aging does not flicker as the
 classifier's bracket would from frame to frame; FaceFusion classifies every frame), else every
-face is taken to be `source_age` (34) and a warning says so; with the render's occlusion
-masks (a model swap with `--mask occlusion`) the minimum with them, as FaceFusion does when its
-mask types hold 'occlusion'. Frames without a chosen face pass through untouched. The model
+face is taken to be `source_age` (34) and a warning says so; with `--mask occlusion` the minimum
+with the occlusion masks (a model swap's, else its own occlusion models'), as FaceFusion does
+when its mask types hold 'occlusion'. Frames without a chosen face pass through untouched. The model
 loads through `ProcessorModels`: the model stages' residency manager when the render has one,
 else one of its own in the render's pool.
 """
@@ -207,15 +207,14 @@ def with_age_modifier(
     model file fails here, before any frame is decoded."""
     if not job.age_modifier:
         return list(stages)
-    from ffdesk.pipeline.stages.placement import model_render, place_face_stage, processor_models
+    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_occlusion
 
     choice, spec = _resolve(job, env)
 
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
-        ctx = model_render(before)
-        occlusion = ctx.occlusion_masks if ctx is not None and ctx.occluders else None
+        occlusion = render_occlusion(job, before, models, env)
         ages = None
         if classifier is not None:
             ages = FaceAges(classifier[1], models, models.register(classifier[0]))

@@ -328,8 +328,8 @@ def _stage(
 ) -> LipSyncStage:
     """The stage after `before`: its models (the voice extractor's and the lip syncer's) on the
     model stages' manager, and their occlusion masks, when the render has them; else on a
-    manager of its own (in `share`'s pool when given)."""
-    from ffdesk.pipeline.stages.placement import model_render, processor_models
+    manager of its own (in `share`'s pool when given), with the job's occlusion models there."""
+    from ffdesk.pipeline.stages.placement import processor_models, render_occlusion
 
     spec = _spec_of(choice)
     models = processor_models(job, before, env=env, share=share)
@@ -337,22 +337,22 @@ def _stage(
         extractor, note = _voice_extractor(job, env)
         loaded = _load_extractor(models, extractor) if extractor is not None else None
         voice = voice_of(job, info, mel_settings(spec), loaded)
+        key = models.register(choice)
+        occlusion = render_occlusion(job, before, models, env)
     except BaseException:
         models.close()
         raise
-    key = models.register(choice)
 
     def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
         return models.run(key, fn, items)
 
-    ctx = model_render(before)
     return LipSyncStage(
         spec,
         voice,
         run,
         weight=job.lip_sync_weight,
         max_batch=max(1, job.batch),
-        occlusion=ctx.occlusion_masks if ctx is not None and ctx.occluders else None,
+        occlusion=occlusion,
         close=models.close,
         box=(job.mask_blur, job.mask_padding),
         notes=(note,) if note else (),

@@ -28,6 +28,9 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import Stage
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from ffdesk.faces.recognizer import Runner
     from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
     from ffdesk.runtime.env import RuntimeEnv
@@ -85,6 +88,31 @@ class ProcessorModels:
     def close(self) -> None:
         if self.owns:
             self.manager.close()
+
+
+def render_occlusion(
+    job: RenderJob, stages: Sequence[Stage], models: ProcessorModels, env: RuntimeEnv
+) -> Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None:
+    """The occlusion masks of face crops for a face processor placed after `stages`, when the job
+    asks for them (`--mask occlusion`, FaceFusion's mask types): the model stages' when the render
+    has them, else the job's occlusion models registered on the processor's own `models` (found
+    and checked here, before the first frame); None when the job asks for none."""
+    from ffdesk.pipeline.stages.models import job_mask_models, occlusion_of
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+
+    ctx = model_render(stages)
+    if ctx is not None:
+        return ctx.occlusion_masks if ctx.occluders else None
+    masks = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
+    occluders = [(models.register(c), c) for role, c in masks.items() if role.startswith("occlusion:")]
+    if not occluders:
+        return None
+
+    def occlusion_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+        return occlusion_of(models.run, occluders, crops)
+
+    return occlusion_masks
 
 
 def processor_models(

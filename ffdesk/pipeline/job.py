@@ -104,6 +104,8 @@ Each segment starts with a keyframe, and a keyframe costs the encoder several ti
 forcing one every 25 frames added 6-7 CPU ms per 720p frame to x264 at preset medium. At 240
 frames, a little under x264's own keyframe interval (250), segmenting adds no more keyframes than
 the encoder would place anyway. A multiple of the embedded detector's cadence (8 frames)."""
+DEFAULT_MASK_BLUR = 0.3
+"""How soft the box mask's edge is by default (`--mask-blur`, FaceFusion's 0.3)."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class RenderJob:
     """The most pixels the target's frames and the source photos may declare before they are
     decoded (`--max-pixels`, `FFDESK_MAX_PIXELS`); None: `ffdesk.media.probe.DEFAULT_MAX_PIXELS`.
     A guard on the inputs, not a setting of the output: not part of its fingerprint."""
-    mask_blur: float = 0.3
+    mask_blur: float = DEFAULT_MASK_BLUR
     """Blur of the box mask, 0-1 (FaceFusion's --face-mask-blur; also the enhancer's box)."""
     mask_padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     """Box mask padding in percent of the crop: top, right, bottom, left (--face-mask-padding)."""
@@ -303,7 +305,11 @@ class RenderJob:
             if d[processor] is None:
                 for name in (processor, *options):
                     del d[name]  # likewise
-        for name, default in (("mask_blur", 0.3), ("mask_padding", (0, 0, 0, 0)), ("mask_areas", ())):
+        for name, default in (
+            ("mask_blur", DEFAULT_MASK_BLUR),
+            ("mask_padding", (0, 0, 0, 0)),
+            ("mask_areas", ()),
+        ):
             if d[name] == default:
                 del d[name]  # as are these
         if self.masks and not any(m.partition("=")[0].strip() == "box" for m in self.masks):

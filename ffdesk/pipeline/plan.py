@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.job import DEFAULT_MASK_BLUR, RenderJob
 from ffdesk.pipeline.stage import Stage
 
 if TYPE_CHECKING:
@@ -94,6 +94,30 @@ def draft_skipped(job: RenderJob) -> list[str]:
         "--mode final runs it"
         for field in sorted(DRAFT_SKIPS)
         if getattr(job, field)
+    ]
+
+
+def embedded_ignores(job: RenderJob) -> list[str]:
+    """One line naming the mask settings of a job the embedded swap runs that it does not use
+    (it has masks of its own); none when a swapper model swaps, nothing is swapped, or the job
+    keeps the defaults. The deep swapper and the face processors after the swap use them."""
+    if job.swapper or not (job.sources or job.face_map):
+        return []
+    named = []
+    if any(m.strip() != "box" for m in job.masks):
+        named.append("--mask " + ",".join(m.strip() for m in job.masks))
+    if job.mask_blur != DEFAULT_MASK_BLUR:
+        named.append("--mask-blur")
+    if job.mask_padding != (0, 0, 0, 0):
+        named.append("--mask-padding")
+    if job.mask_areas:
+        named.append("--mask-areas")
+    if not named:
+        return []
+    return [
+        f"the embedded swap does not use {', '.join(named)} (it keeps what covers the face by itself "
+        "under its own feathered mask); they apply to swapper models (--swapper), the deep swapper "
+        "and the face processors"
     ]
 
 

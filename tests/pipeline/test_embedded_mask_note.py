@@ -1,0 +1,63 @@
+"""The embedded swap has masks of its own (a feathered hull that keeps what covers the face): mask
+settings asked of a render it does are not silently dropped but named in one warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.plan import embedded_ignores
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
+from tests.real_clips import carphone
+
+PHOTO = resource_path("sample", "grace_hopper.jpg")
+
+
+def job(**settings: Any) -> RenderJob:
+    return RenderJob(
+        **{"target": Path("clip.mp4"), "output": Path("out.mp4"), "sources": (PHOTO,), **settings}
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"masks": ("box", "occlusion")}, "--mask box,occlusion"),
+        ({"mask_blur": 0.6}, "--mask-blur"),
+        ({"mask_padding": (10, 0, 0, 0)}, "--mask-padding"),
+        ({"masks": ("area",), "mask_areas": ("lower-face",)}, "--mask area, --mask-areas"),
+    ],
+)
+def test_mask_settings_the_embedded_swap_does_not_use_are_named(settings: dict[str, Any], named: str) -> None:
+    (line,) = embedded_ignores(job(**settings))
+    assert line.startswith(f"the embedded swap does not use {named} ")
+    assert "keeps what covers the face by itself" in line
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},  # the defaults
+        {"masks": ("box",), "swapper": "inswapper_128"},  # a swapper model uses them
+        {"masks": ("box", "occlusion"), "sources": ()},  # no swap at all
+    ],
+)
+def test_nothing_is_said_where_the_masks_are_used_or_nothing_is_swapped(settings: dict[str, Any]) -> None:
+    assert embedded_ignores(job(**settings)) == []
+
+
+def test_a_render_says_it_once(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    events: list[Any] = []
+    clip = carphone()
+    render = RenderJob(
+        target=clip, output=tmp_path / "o.mp4", sources=(PHOTO,), masks=("box", "occlusion"), end=0.2
+    )
+    run_render(render, events.append, env=run_env)
+    warnings = [e.message for e in events if isinstance(e, ev.Warning)]
+    assert sum("the embedded swap does not use --mask box,occlusion" in w for w in warnings) == 1, warnings

@@ -231,6 +231,9 @@ class RenderResult:
     "device" with the torch device); None when the report does not say."""
     watch: WatchFigures = field(default_factory=lambda: WatchFigures(samples=0))
     models_alone: tuple[ModelTiming, ...] = ()
+    batch_notes: tuple[str, ...] = ()
+    """How the render's files that fix their batch at 1 took their faces (its report's
+    `model_batch_notes`)."""
 
     @property
     def height(self) -> int:
@@ -278,6 +281,7 @@ class RenderResult:
             "models_alone": [{**asdict(t), "ms_per_face": t.ms_per_face} for t in self.models_alone],
             "models_alone_ceiling_fps": self.ceiling_fps,
             "efficiency": self.efficiency,
+            "model_batch_notes": list(self.batch_notes),
         }
 
 
@@ -438,7 +442,10 @@ def models_alone(
     )
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(time_models, requests, env, settings.provider, settings.batch, runs).result()
+            # a file that fixes its batch at 1 is timed as the render loads it where it batches faces
+            frees = settings.pixels == "device" or job_device(settings.provider, env) == "cuda"
+            args = (requests, env, settings.provider, settings.batch, runs, frees)
+            return pool.submit(time_models, *args).result()
     except Exception as exc:  # noqa: BLE001 - a crashed process (CUDA abort, out of memory) is one line
         line = f"the models-alone process failed ({_one_line(exc)})"
         return tuple(
@@ -447,9 +454,16 @@ def models_alone(
 
 
 def time_models(
-    requests: Sequence[ModelRequest], env: RuntimeEnv, provider: Provider, batch: int, runs: int
+    requests: Sequence[ModelRequest],
+    env: RuntimeEnv,
+    provider: Provider,
+    batch: int,
+    runs: int,
+    frees_batch: bool = False,
 ) -> tuple[ModelTiming, ...]:
-    """Time each model in turn (run in the fresh process); a model that fails gets its error."""
+    """Time each model in turn (run in the fresh process); a model that fails gets its error.
+    `frees_batch`: a per-face model's file that fixes its batch at 1 is timed through its
+    batch-free copy, as a render on a GPU or the device path loads it."""
     from ffdesk.pipeline.providers import job_device, session_options
 
     device = job_device(provider, env)
@@ -458,7 +472,12 @@ def time_models(
         try:
             out.append(
                 _time_model(
-                    request, env, session_options(provider, device, env, request.precision), batch, runs
+                    request,
+                    env,
+                    session_options(provider, device, env, request.precision),
+                    batch,
+                    runs,
+                    frees_batch,
                 )
             )
         except Exception as exc:  # noqa: BLE001 - one model's failure is one line, the others go on
@@ -470,7 +489,9 @@ def time_models(
     return tuple(out)
 
 
-def _time_model(request: ModelRequest, env: RuntimeEnv, options: Any, batch: int, runs: int) -> ModelTiming:
+def _time_model(
+    request: ModelRequest, env: RuntimeEnv, options: Any, batch: int, runs: int, frees_batch: bool = False
+) -> ModelTiming:
     from ffdesk.runtime import precision as prec
     from ffdesk.runtime.sessions import create_session
 
@@ -486,6 +507,20 @@ def _time_model(request: ModelRequest, env: RuntimeEnv, options: Any, batch: int
         else:  # INT8 is calibrated on a clip's faces: the render makes it, this cannot
             precision, note = "fp32", "no INT8 variant made yet (a render makes one); FP32 timed"
     session = create_session(path, options, name=request.name, precision=precision)
+    frees = frees_batch and request.role in PER_FACE_ROLES and precision in ("fp32", "fp16")
+    if frees and session.fixed_batch == 1 and batch > 1:
+        from ffdesk.runtime.batch_free import batch_free
+
+        freed = batch_free(request.path, cache_dir=env.variants_dir)  # what the render loads
+        if freed.copy is not None:
+            session.close()
+            path = freed.copy
+            if precision == "fp16":
+                path = prec.make_fp16(freed.copy, cache_dir=env.variants_dir)
+            session = create_session(path, options, name=request.name, precision=precision)
+            note = "its batch-free copy"
+        else:
+            note = f"one face a call ({freed.reason})"
     try:
         used = session.fixed_batch or batch
         call = _bound_call(session, used)
@@ -578,6 +613,7 @@ def measure_render(
         pixels_used=None if pixels is None else _pixels_label(pixels.path, pixels.device),
         watch=watch_figures(watched.samples, start, watched.report_seen_at),
         models_alone=alone,
+        batch_notes=(models.batch_notes if models is not None else None) or (),
     )
 
 
@@ -739,6 +775,7 @@ def print_render(result: RenderResult) -> None:
         ("render CPU, mean", f"{_fmt(w.process_cpu_mean_pct, ' %')} (100 %: one core; {w.samples} samples)"),
         ("models ran on", ", ".join(result.model_providers) or "n/a"),
         ("pixels stayed on", result.pixels_used or "n/a"),
+        *(("batch-1 file", note) for note in result.batch_notes),
     )
     print(f"render {result.config.name}: {_render_label(result.config, result.settings)}")
     for label, value in rows:

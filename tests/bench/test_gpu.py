@@ -241,3 +241,36 @@ def test_a_failing_render_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert len(failed) == 1 and "inswapper_128" in failed[0] and "not found" in failed[0]
     assert "Traceback" not in out.err + out.out
     assert all(line.startswith("ffdesk bench gpu: ") for line in out.err.splitlines())
+
+
+def test_published_batch_one_files_are_timed_and_rendered_through_their_batch_free_copies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With FaceFusion's shapes (batch fixed at 1) and the faces batched (the device path here,
+    a GPU there), the models alone are timed as the render loads them, and the render's line
+    says what each batch-1 file did."""
+    from ffdesk.runtime.standins import write_standins
+
+    folder = tmp_path / "published"
+    write_standins(folder, [m.name for m in gpu.FULL_PACK])  # batch 1, as FaceFusion's files
+    report = tmp_path / "gpu.json"
+    args = [
+        *TINY,
+        "--renders",
+        "swap",
+        "--pixels",
+        "device",
+        "--models-dir",
+        str(folder),
+        "--json",
+        str(report),
+    ]
+    assert cli.main(["bench", "gpu", *args]) == 0
+    out = capsys.readouterr().out
+    assert "  batch-1 file         inswapper_128: its batch freed (a checked copy)\n" in out, out
+    (render,) = _figures(report)["renders"]
+    assert render["model_batch_notes"] == ["inswapper_128: its batch freed (a checked copy)"]
+    swapper = next(m for m in render["models_alone"] if m["name"] == "inswapper_128")
+    assert (swapper["batch"], swapper["note"], swapper["error"]) == (2, "its batch-free copy", None)
+    recognizer = next(m for m in render["models_alone"] if m["name"] == "arcface_w600k_r50")
+    assert (recognizer["batch"], recognizer["note"]) == (1, None)  # once a source: as the render runs it

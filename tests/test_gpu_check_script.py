@@ -72,7 +72,7 @@ def test_without_a_gpu_every_gpu_step_is_skipped(tmp_path: Path) -> None:
     assert machine == json.loads((out / "machine.json").read_text(encoding="utf-8"))
     assert "CPUExecutionProvider" in machine["onnxruntime"]["providers"]
     assert machine["ffdesk"]["cuda_usable"] is False and machine["torch"]["cuda_is_available"] is False
-    assert machine["imports"] == {"missing": {}}
+    assert machine["imports"] == {"missing": {}, "tests_missing": {}}
 
 
 def test_a_missing_package_fails_the_machine_step_naming_what_to_bundle(tmp_path: Path) -> None:

@@ -25,14 +25,13 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -209,14 +208,10 @@ class DeepSwapStage:
         self.masks = masks
         self.morph = morph
         self.max_batch = max_batch
-        self._emit: Callable[[ev.Event], None] = ev.ignore
         self._lock = threading.Lock()
         self.model_name = model_name or spec.name
         """The model's name (FaceFusion's `<scope>/<name>` or the file's), for the report."""
         self.faces_swapped = 0
-
-    def bind_events(self, on_event: Callable[[Any], None]) -> None:
-        self._emit = on_event
 
     def start(self) -> None:
         pass

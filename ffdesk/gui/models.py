@@ -559,7 +559,8 @@ class SessionModel(QObject):
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,
             mask_regions=tuple(r.strip() for r in s.mask_regions.split(",") if r.strip()),
-            **_mask_fields(s),
+            # the embedded swap has masks of its own: the greyed controls' values do not reach it
+            **(_mask_fields(s) if s.swapper else {}),
             models_dir=self.models_dir,
             face_map=face_map,
             **processor_job_fields(s, self.processor_states()),

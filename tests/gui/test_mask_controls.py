@@ -80,6 +80,29 @@ def test_masks_the_swap_does_not_use_are_greyed_with_the_reason(qtbot, tmp_path:
     assert rows["mask_blur"].isEnabled() and _note(view, "mask_blur") == ""  # the enhancer's box
 
 
+def test_the_embedded_swap_gets_no_mask_settings_it_would_not_use(tmp_path: Path) -> None:
+    """Masks set for a model swap stay in the settings when the swap goes back to the embedded
+    one (greyed), but its jobs carry the defaults: nothing for the render to warn about."""
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.plan import embedded_ignores
+
+    session = _session(tmp_path)
+    session.settings = Settings(
+        swapper="",
+        mask_types="box,occlusion,area",
+        mask_blur=0.7,
+        mask_padding=(10, 0, 0, 0),
+        mask_areas="mouth",
+    )
+    job = session.build_job(tmp_path / "out.mp4")
+    defaults = RenderJob(target=job.target, output=job.output)
+    assert (job.masks, job.mask_blur, job.mask_padding, job.mask_areas) == (
+        defaults.masks, defaults.mask_blur, defaults.mask_padding, defaults.mask_areas,
+    )  # fmt: skip
+    assert embedded_ignores(job) == []
+    assert session.settings.mask_types == "box,occlusion,area"  # kept for when a model swaps again
+
+
 def test_old_saved_settings_load_with_the_masks_they_had() -> None:
     old = {"swapper": "inswapper_128", "parser": "bisenet_resnet_34", "mask_regions": "skin"}
     settings, problem = Settings.checked(old)

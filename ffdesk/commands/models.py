@@ -153,7 +153,7 @@ def _prepare(args: argparse.Namespace) -> int:
     import time
 
     from ffdesk.runtime import precision, weights
-    from ffdesk.runtime.batch_free import batch_free
+    from ffdesk.runtime.batch_free import batch_free, spec_fixes_batch
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir, verify
 
@@ -176,7 +176,7 @@ def _prepare(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         notes = []
         files = [path]
-        if args.gpu and spec.inputs and all(t.shape[:1] == (1,) for t in spec.inputs):
+        if args.gpu and spec_fixes_batch(spec):
             freed = batch_free(path, cache_dir=env.variants_dir)
             if freed.copy is not None:
                 notes.append(f"batch-free copy: {freed.copy}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 from ffdesk.pipeline.codec import Codec, Shape
 from ffdesk.runtime.device import TransferCount, copies_of, tally
@@ -74,13 +74,25 @@ class StageTiming(_InJson):
         )
 
 
-def merge_timings(*parts: Sequence[StageTiming]) -> tuple[StageTiming, ...]:
-    """The stages of several parts of a render, each name once (first seen first), added up."""
-    merged: dict[str, StageTiming] = {}
+class _Adds(Protocol):
+    """A part's figures that add up with another part's of the same name."""
+
+    @property
+    def name(self) -> str: ...
+
+    def plus(self, other: Self) -> Self: ...
+
+
+A = TypeVar("A", bound=_Adds)
+
+
+def merge_by_name(*parts: Sequence[A]) -> tuple[A, ...]:
+    """The figures of several parts of a render, each name once (first seen first), added up."""
+    merged: dict[str, A] = {}
     for part in parts:
-        for timing in part:
-            seen = merged.get(timing.name)
-            merged[timing.name] = timing if seen is None else seen.plus(timing)
+        for figures in part:
+            seen = merged.get(figures.name)
+            merged[figures.name] = figures if seen is None else seen.plus(figures)
     return tuple(merged.values())
 
 
@@ -486,16 +498,6 @@ def processor_figures(stages: Iterable[object]) -> tuple[ProcessorFigures, ...]:
     return tuple(s.work() for s in stages if isinstance(s, ReportsWork))
 
 
-def merge_processors(*parts: Sequence[ProcessorFigures]) -> tuple[ProcessorFigures, ...]:
-    """The processors of several parts of a render, each name once (first seen first), added up."""
-    merged: dict[str, ProcessorFigures] = {}
-    for part in parts:
-        for figures in part:
-            seen = merged.get(figures.name)
-            merged[figures.name] = figures if seen is None else seen.plus(figures)
-    return tuple(merged.values())
-
-
 # ---- farm --------------------------------------------------------------------------------------
 
 
@@ -606,7 +608,7 @@ class RenderReport(_InJson):
             frames_in=self.frames_in + other.frames_in,
             frames_out=self.frames_out + other.frames_out,
             frames_processed=processed,
-            stages=merge_timings(self.stages, other.stages),
+            stages=merge_by_name(self.stages, other.stages),
             output=self.output,
             resumed_segments=self.resumed_segments + other.resumed_segments,
             video=_plus(self.video, other.video),
@@ -620,7 +622,7 @@ class RenderReport(_InJson):
             matte=self.matte or other.matte,
             shots=_plus(self.shots, other.shots),
             upscale=self.upscale or other.upscale,
-            processors=merge_processors(self.processors, other.processors),
+            processors=merge_by_name(self.processors, other.processors),
         )
 
     @classmethod

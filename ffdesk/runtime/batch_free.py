@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.runtime.catalog import ModelSpec
 from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
 from ffdesk.runtime.precision import settings_hash
 
@@ -57,6 +58,12 @@ def copy_path(src: Path, cache_dir: Path) -> Path:
 
 def _verdict_path(copy: Path) -> Path:
     return copy.with_suffix(".json")
+
+
+def spec_fixes_batch(spec: ModelSpec) -> bool:
+    """Whether a catalog contract fixes every input's batch at 1 (FaceFusion's published files):
+    the files `batch_free` is for, known without reading them."""
+    return bool(spec.inputs) and all(t.shape[:1] == (1,) for t in spec.inputs)
 
 
 def fixed_at_one(model: Any) -> str | None:
@@ -95,39 +102,29 @@ def _freed(model: Any, *, reshapes: bool) -> Any:
         return out
     by_name = {t.name: t for t in graph.initializer}
     constants = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
+    added: dict[str, Any] = {}  # a shared target: one Constant for all its Reshapes
     for node in graph.node:
         if node.op_type != "Reshape" or len(node.input) < 2:
             continue
         if any(a.name == "allowzero" and a.i == 1 for a in node.attribute):
             continue  # 0 means a zero-sized dimension there
         name = node.input[1]
-        if name in by_name:
-            target = numpy_helper.to_array(by_name[name])
-            if target.ndim == 1 and target.size > 1 and target[0] == 1:
-                fixed = target.copy()
-                fixed[0] = 0
-                new = numpy_helper.from_array(fixed, f"{name}__batch_free")
-                graph.initializer.append(new)
-                node.input[1] = new.name
-        elif name in constants:
-            attr = next((a for a in constants[name].attribute if a.name == "value"), None)
-            if attr is None:
+        if name not in added:
+            value = by_name.get(name)
+            if value is None and name in constants:
+                value = next((a.t for a in constants[name].attribute if a.name == "value"), None)
+            target = numpy_helper.to_array(value) if value is not None else None
+            if target is None or target.ndim != 1 or target.size < 2 or target[0] != 1:
                 continue
-            target = numpy_helper.to_array(attr.t)
-            if target.ndim == 1 and target.size > 1 and target[0] == 1:
-                fixed = target.copy()
-                fixed[0] = 0
-                constant = onnx.helper.make_node(
-                    "Constant", [], [f"{name}__batch_free"], value=numpy_helper.from_array(fixed)
-                )
-                graph.node.append(constant)
-                node.input[1] = constant.output[0]
-    # the appended constants must come before the nodes that read them
-    ordered = [n for n in graph.node if n.op_type == "Constant"] + [
-        n for n in graph.node if n.op_type != "Constant"
-    ]
+            fixed = target.copy()
+            fixed[0] = 0  # copy the input's first dimension: the batch
+            added[name] = onnx.helper.make_node(
+                "Constant", [], [f"{name}__batch_free"], value=numpy_helper.from_array(fixed)
+            )
+        node.input[1] = added[name].output[0]
+    nodes = [*added.values(), *graph.node]  # constants read nothing: first is always in order
     del graph.node[:]
-    graph.node.extend(ordered)
+    graph.node.extend(nodes)
     return out
 
 

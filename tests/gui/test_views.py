@@ -15,6 +15,19 @@ from ffdesk.pipeline.preview import PreviewResult
 CLIP = ClipInfo(path=Path("/clips/a.mp4"), width=200, height=100, fps=25.0, frame_count=50, duration_s=2.0)
 
 
+def _shown_preview(qtbot, width: int = 440, height: int = 260):  # type: ignore[no-untyped-def]
+    """A preview view of a new session with `CLIP` open, shown at `width` x `height`."""
+    from ffdesk.gui.preview_view import PreviewView
+
+    m = SessionModel()
+    view = PreviewView(m)
+    qtbot.addWidget(view)
+    view.resize(width, height)
+    view.show()
+    m.set_clip(CLIP)
+    return m, view
+
+
 def _face(x1: float, y1: float, x2: float, y2: float) -> Face:
     return Face(bbox=(x1, y1, x2, y2), score=0.9, kps=np.zeros((5, 2), np.float32))
 
@@ -91,14 +104,8 @@ def test_playback_advances_and_wraps_inside_the_range(qtbot) -> None:  # type: i
 def test_faces_are_picked_where_they_show_in_an_upscaled_preview(qtbot) -> None:  # type: ignore[no-untyped-def]
     """A frame enhancer's final-mode preview is 4 times the working frame the faces were found
     in: a click lands on the face where it shows."""
-    from ffdesk.gui.preview_view import PreviewView
 
-    m = SessionModel()
-    view = PreviewView(m)
-    qtbot.addWidget(view)
-    view.resize(440, 260)
-    view.show()
-    m.set_clip(CLIP)
+    m, view = _shown_preview(qtbot, 440, 260)
     original = np.zeros((100, 200, 3), np.uint8)
     processed = np.full((400, 800, 3), 200, np.uint8)
     faces = (_face(20, 20, 60, 70), _face(120, 10, 180, 90))
@@ -110,14 +117,8 @@ def test_faces_are_picked_where_they_show_in_an_upscaled_preview(qtbot) -> None:
 
 
 def test_preview_view_shows_frame_split_and_picks_face(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.gui.preview_view import PreviewView
 
-    m = SessionModel()
-    view = PreviewView(m)
-    qtbot.addWidget(view)
-    view.resize(440, 260)
-    view.show()
-    m.set_clip(CLIP)
+    m, view = _shown_preview(qtbot, 440, 260)
     m.set_position(7)
     assert view.frame_label.text().startswith("frame 8 / 50")
     m.set_preview(_result(7, (_face(20, 20, 60, 70), _face(120, 10, 180, 90))))
@@ -147,14 +148,8 @@ def test_preview_view_shows_frame_split_and_picks_face(qtbot) -> None:  # type: 
 
 
 def test_split_handle_drags(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.gui.preview_view import PreviewView
 
-    m = SessionModel()
-    view = PreviewView(m)
-    qtbot.addWidget(view)
-    view.resize(440, 260)
-    view.show()
-    m.set_clip(CLIP)
+    m, view = _shown_preview(qtbot, 440, 260)
     m.set_preview(_result(0))
     canvas = view.canvas
     rect = canvas.image_rect()
@@ -325,19 +320,14 @@ def test_reference_face_is_named_left_to_right() -> None:
 
 
 def test_display_images_are_scaled_to_the_canvas_and_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.gui.preview_view import PreviewView, display_images
+    from ffdesk.gui.preview_view import display_images
 
     original = np.zeros((400, 800, 3), np.uint8)
     processed = np.full((400, 800, 3), 220, np.uint8)
     shown = display_images(original, processed, 300, 300)
     assert (shown.processed.width(), shown.processed.height()) == (300, 150)
     assert display_images(original, processed, 2000, 2000).processed.width() == 800  # never upscaled
-    m = SessionModel()
-    view = PreviewView(m)
-    qtbot.addWidget(view)
-    view.resize(500, 330)
-    view.show()
-    m.set_clip(CLIP)
+    m, view = _shown_preview(qtbot, 500, 330)
     result = PreviewResult(0, 0.0, original, processed, (), scale=1.0, ms=1.0)
     canvas = view.canvas
     m.set_preview(result, display_images(original, processed, canvas.width(), canvas.height()))
@@ -409,14 +399,8 @@ def test_graphs_plot_host_figures_without_gpu_and_stack_models(qtbot) -> None:  
 
 
 def test_drag_pans_the_image_at_100_percent(qtbot) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.gui.preview_view import PreviewView
 
-    m = SessionModel()
-    view = PreviewView(m)
-    qtbot.addWidget(view)
-    view.resize(300, 200)
-    view.show()
-    m.set_clip(CLIP)
+    m, view = _shown_preview(qtbot, 300, 200)
     m.set_show_before(False)
     m.set_preview(_result(0))
     m.set_zoom_fit(False)

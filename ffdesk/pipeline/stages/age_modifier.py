@@ -207,14 +207,14 @@ def with_age_modifier(
     model file fails here, before any frame is decoded."""
     if not job.age_modifier:
         return list(stages)
-    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_occlusion
+    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_masks
 
     choice, spec = _resolve(job, env)
 
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
-        occlusion = render_occlusion(job, before, models, env)
+        occlusion = render_masks(job, before, models, env).occlusion
         ages = None
         if classifier is not None:
             ages = FaceAges(classifier[1], models, models.register(classifier[0]))

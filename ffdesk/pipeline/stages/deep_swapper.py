@@ -22,7 +22,7 @@ import functools
 import re
 import threading
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,8 +44,8 @@ from ffdesk.types import Frame, Mask
 
 if TYPE_CHECKING:
     from ffdesk.faces.recognizer import Runner
-    from ffdesk.pipeline.stages.models import ModelChoice, ModelRender, RunModel
-    from ffdesk.pipeline.stages.placement import ProcessorModels
+    from ffdesk.pipeline.stages.models import ModelChoice
+    from ffdesk.pipeline.stages.placement import CropMasks, ProcessorModels, RenderMasks
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
@@ -53,8 +53,6 @@ ROLE = "deep_swapper"
 SUFFIXES = (".dfm", ".onnx")
 CUSTOM = "custom"
 """FaceFusion's folder of users' own deep swapper files (`custom/<stem>`)."""
-CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
-"""Masks of a stack of crops (N x S x S x 3 -> N x S x S)."""
 
 
 @dataclass(frozen=True)
@@ -263,57 +261,14 @@ class DeepSwapStage:
         return None
 
 
-def paste_masks_of(
-    job: RenderJob,
-    run: RunModel,
-    choices: Mapping[str, ModelChoice],
-    keys: Mapping[str, str],
-    classes: tuple[int, ...],
-) -> PasteMasks:
-    """The job's paste masks with its mask models (`choices`, by role), each run through `run`
-    under its key (`keys`, by role): the model stages' when the render has them, else the deep
-    swapper's own."""
-    from ffdesk.pipeline.stages.models import _regions, occlusion_of
-
+def _paste_masks(job: RenderJob, masks: RenderMasks) -> PasteMasks:
+    """The job's paste masks with the render's model masks (`render_masks`)."""
     try:
         types = mk.mask_types(job.masks)
     except ValueError as exc:
         raise UserError(f"--masks: {exc}") from None
-    occluders = [(keys[role], choice) for role, choice in choices.items() if role.startswith("occlusion:")]
-    occlusion: CropMasks | None = None
-    if occluders:
-
-        def occlusion_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-            return occlusion_of(run, occluders, crops)
-
-        occlusion = occlusion_masks
-    regions: CropMasks | None = None
-    if "region" in choices:
-        parse, key = _regions(choices["region"], classes), keys["region"]
-
-        def region_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-            return np.stack(run(key, parse, list(crops)))
-
-        regions = region_masks
     areas = tuple(job.mask_areas) if "area" in types else None
-    return PasteMasks(job.mask_blur, job.mask_padding, areas, occlusion, regions)
-
-
-def _shared_masks(job: RenderJob, ctx: ModelRender) -> PasteMasks:
-    """The paste masks with the model stages' occluders and parser."""
-    return paste_masks_of(job, ctx.run, ctx.masks, {role: role for role in ctx.masks}, ctx.region_classes)
-
-
-def _own_masks(job: RenderJob, models: ProcessorModels, env: RuntimeEnv) -> PasteMasks:
-    """The paste masks without model stages: the job's occlusion and region models loaded
-    through the deep swapper's own models (found and checked here, before the first frame)."""
-    from ffdesk.pipeline.stages.models import job_mask_models, job_region_classes
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import resolve_models_dir
-
-    choices = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
-    keys = {role: models.register(choice) for role, choice in choices.items()}
-    return paste_masks_of(job, models.run, choices, keys, job_region_classes(job, choices))
+    return PasteMasks(job.mask_blur, job.mask_padding, areas, masks.occlusion, masks.regions)
 
 
 def with_deep_swapper(
@@ -332,7 +287,7 @@ def with_deep_swapper(
     if not job.deep_swapper:
         return list(stages)
     from ffdesk.pipeline.stages.models import processor_spec
-    from ffdesk.pipeline.stages.placement import model_render, place_face_stage, processor_models
+    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_masks
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir
 
@@ -340,9 +295,8 @@ def with_deep_swapper(
     spec = processor_spec(choice, "deep swapper", ds.deep_swapper_spec)
 
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
-        ctx = model_render(before)
         models = processor_models(job, before, env=env, share=share)
-        masks = _shared_masks(job, ctx) if ctx is not None else _own_masks(job, models, env)
+        masks = _paste_masks(job, render_masks(job, before, models, env, regions=True))
         key = models.register(choice)
         return DeepSwapStage(
             spec,

@@ -248,7 +248,7 @@ def with_expression_restorer(
     Unchanged without `job.expression_restorer`. Bad settings and files fail here."""
     if not job.expression_restorer:
         return list(stages)
-    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_occlusion
+    from ffdesk.pipeline.stages.placement import place_face_stage, processor_models, render_masks
 
     files = resolve_live_portrait(
         job.expression_restorer, lp.PARTS, "--expression-restorer", env, job.models_dir
@@ -256,7 +256,7 @@ def with_expression_restorer(
 
     def make(before: Sequence[Stage], known: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
-        occlusion = render_occlusion(job, before, models, env)
+        occlusion = render_masks(job, before, models, env).occlusion
         return ExpressionRestoreStage(
             models,
             register_parts(models, files),

@@ -329,7 +329,7 @@ def _stage(
     """The stage after `before`: its models (the voice extractor's and the lip syncer's) on the
     model stages' manager, and their occlusion masks, when the render has them; else on a
     manager of its own (in `share`'s pool when given), with the job's occlusion models there."""
-    from ffdesk.pipeline.stages.placement import processor_models, render_occlusion
+    from ffdesk.pipeline.stages.placement import processor_models, render_masks
 
     spec = _spec_of(choice)
     models = processor_models(job, before, env=env, share=share)
@@ -338,7 +338,7 @@ def _stage(
         loaded = _load_extractor(models, extractor) if extractor is not None else None
         voice = voice_of(job, info, mel_settings(spec), loaded)
         key = models.register(choice)
-        occlusion = render_occlusion(job, before, models, env)
+        occlusion = render_masks(job, before, models, env).occlusion
     except BaseException:
         models.close()
         raise

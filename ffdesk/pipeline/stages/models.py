@@ -511,13 +511,10 @@ class ModelRender:
         the render batches faces on a GPU or on the device path: `_free_batches` frees them."""
         if max(1, self.job.batch) < 2 or (self.device != "cuda" and self.on_device is None):
             return []
+        from ffdesk.runtime.batch_free import spec_fixes_batch
+
         roles = [r for r in ("swapper", "enhancer", *self.masks) if r in self.keys]
-        fixed = []
-        for role in roles:
-            spec = self._choice(role).spec
-            if spec is not None and spec.inputs and all(t.shape[:1] == (1,) for t in spec.inputs):
-                fixed.append(role)
-        return fixed
+        return [r for r in roles if (spec := self._choice(r).spec) is not None and spec_fixes_batch(spec)]
 
     def _free_batches(self) -> None:
         """Each per-face model whose file fixes its batch at 1 loads a batch-free copy of it

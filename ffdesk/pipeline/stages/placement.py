@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import Stage
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from ffdesk.faces.recognizer import Runner
     from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
     from ffdesk.runtime.env import RuntimeEnv
@@ -90,29 +90,69 @@ class ProcessorModels:
             self.manager.close()
 
 
-def render_occlusion(
-    job: RenderJob, stages: Sequence[Stage], models: ProcessorModels, env: RuntimeEnv
-) -> Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None:
-    """The occlusion masks of face crops for a face processor placed after `stages`, when the job
-    asks for them (`--mask occlusion`, FaceFusion's mask types): the model stages' when the render
-    has them, else the job's occlusion models registered on the processor's own `models` (found
-    and checked here, before the first frame); None when the job asks for none."""
-    from ffdesk.pipeline.stages.models import job_mask_models, occlusion_of
+CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
+"""Masks of a stack of face crops (N x S x S x 3 -> N x S x S, 0-1)."""
+
+
+@dataclass(frozen=True)
+class RenderMasks:
+    """The model masks of face crops the job asks for (`--mask occlusion`, `region`), None where
+    it asks for none."""
+
+    occlusion: CropMasks | None = None
+    regions: CropMasks | None = None
+
+
+def render_masks(
+    job: RenderJob,
+    stages: Sequence[Stage],
+    models: ProcessorModels,
+    env: RuntimeEnv,
+    *,
+    regions: bool = False,
+) -> RenderMasks:
+    """The occlusion masks (and with `regions`, the region masks) for a face processor placed after
+    `stages`, as the job asks for them: the model stages' when the render has them, else the job's
+    mask models registered on the processor's own `models` (found and checked here, before the
+    first frame)."""
+    from ffdesk.pipeline.stages.models import (
+        RunModel,
+        _regions,
+        job_mask_models,
+        job_region_classes,
+        occlusion_of,
+    )
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir
 
     ctx = model_render(stages)
+    run: RunModel
     if ctx is not None:
-        return ctx.occlusion_masks if ctx.occluders else None
-    masks = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
-    occluders = [(models.register(c), c) for role, c in masks.items() if role.startswith("occlusion:")]
-    if not occluders:
-        return None
+        run, choices, classes = ctx.run, ctx.masks, ctx.region_classes
+        keys = {role: role for role in choices}
+    else:
+        choices = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
+        if not regions:
+            choices = {role: c for role, c in choices.items() if role != "region"}
+        run, keys = models.run, {role: models.register(c) for role, c in choices.items()}
+        classes = job_region_classes(job, choices)
+    occluders = [(keys[role], c) for role, c in choices.items() if role.startswith("occlusion:")]
+    occlusion: CropMasks | None = None
+    if occluders:
 
-    def occlusion_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
-        return occlusion_of(models.run, occluders, crops)
+        def occlusion_masks(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+            return occlusion_of(run, occluders, crops)
 
-    return occlusion_masks
+        occlusion = occlusion_masks
+    region_masks: CropMasks | None = None
+    if regions and "region" in choices:
+        parse, key = _regions(choices["region"], classes), keys["region"]
+
+        def parsed(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
+            return np.stack(run(key, parse, list(crops)))
+
+        region_masks = parsed
+    return RenderMasks(occlusion, region_masks)
 
 
 def processor_models(

@@ -6,6 +6,8 @@ classical swap). What each of them reads from a job, as their stages do:
 
 - embedded (`stages/embedded.py`): the first photo's face only; its own detector, mesh and
   recognizer (`job_analyser`) at their own precision; no enhancer, no face masks (its own hull).
+  The face processors turned on after it read the mask settings `ffdesk.pipeline.mask_use` says
+  (the deep swapper all, the age modifier the occlusion mask and the blur, ...).
 - model pack (`stages/models.py`): precision, detector, recognizer (to embed the photos, unless
   the swapper takes the source as an image: then the first photo only), the enhancer in final
   mode only, its fidelity weight where the model has a weight input, mask regions with a region
@@ -20,8 +22,10 @@ catalog and the models folder say of the models), so the controls say what the e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
+
+from ffdesk.pipeline import mask_use
 
 if TYPE_CHECKING:
     from ffdesk.gui.models import Settings
@@ -118,7 +122,7 @@ def what_applies(settings: Settings, photos: int, facts: ModelFacts) -> Applicab
     """What the swap `settings` choose reads of them; `photos`: the usable source photos."""
     kind = swap_kind(settings.swapper, facts)
     if kind == "embedded":
-        return _embedded(photos)
+        return _embedded(settings, photos)
     if kind == "trained":
         return _trained(photos)
     return _pack(settings, photos, facts)
@@ -132,23 +136,55 @@ def _no_enhancer(why: str) -> tuple[NotApplied, ...]:
     )
 
 
-def _embedded(photos: int) -> Applicability:
+def _embedded(settings: Settings, photos: int) -> Applicability:
     own = "the embedded swap"
-    not_applied = (
+    not_applied = [
         NotApplied("precision", f"{own} runs at its own precision"),
         NotApplied("detector", f"{own} uses its own detector"),
         NotApplied("recognizer", f"{own} uses its own recognizer"),
         *_no_enhancer(f"{own} has no enhancer"),
-        NotApplied("parser", f"{own} has no region mask"),
-        NotApplied("mask_regions", f"{own} has no region mask"),
-        *_no_masks(f"{own} has no face masks (its own hull mask)"),
-    )
+    ]
     notes = (
-        (f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored",)
-        if photos > 1
-        else ()
+        [f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored"] if photos > 1 else []
     )
-    return Applicability("embedded", not_applied, notes)
+    on = mask_use.readers(k for k in mask_use.PROCESSOR_READS if getattr(settings, f"{k}_on", False))
+    if not on:
+        not_applied += [
+            NotApplied("parser", f"{own} has no region mask"),
+            NotApplied("mask_regions", f"{own} has no region mask"),
+            *_no_masks(f"{own} has no face masks (its own hull mask)"),
+        ]
+        return Applicability("embedded", tuple(not_applied), tuple(notes))
+    names = [mask_use.NAMES[k] for k in on]
+    if len(names) == 1:
+        nobody = f"{names[0]} does not use it"
+    elif len(names) == 2:
+        nobody = f"neither {names[0]} nor {names[1]} uses it"
+    else:
+        nobody = f"none of {mask_use.listed(names)} uses it"
+    why = f"{own} has its own hull mask, and {nobody}"
+    read = mask_use.reads(on)
+    if "region" not in read:
+        not_applied += [NotApplied("parser", why), NotApplied("mask_regions", why)]
+    elif not settings.parser:
+        not_applied.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
+    types = [t for t in ("box", "occlusion", "area") if t in read]
+    if not read & {"occlusion", "area"}:  # the box alone is always used: nothing to choose
+        not_applied.append(NotApplied("mask_types", why))
+    elif len(types) < 3:  # the others are left out of the job
+        who = mask_use.listed(mask_use.NAMES[k] for k in on)
+        only = f"{who} {'uses' if len(on) == 1 else 'use'} {mask_use.listed(types)} only"
+        not_applied.append(NotApplied("mask_types", only, editable=True))
+    if "area" in read:  # the deep swapper: its box settings need its box (not the others')
+        others = mask_use.reads(k for k in on if k != "deep_swapper")
+        box = _pack_masks(replace(settings, enhancer=""))  # no enhancer box here
+        not_applied += [n for n in box if n.control.removeprefix("mask_") not in others]
+    else:
+        not_applied.append(NotApplied("mask_areas", why))
+        if "padding" not in read:
+            not_applied.append(NotApplied("mask_padding", why))
+    notes.append(f"the masks apply to {mask_use.listed(mask_use.NAMES[k] for k in on)} ({own} has its own)")
+    return Applicability("embedded", tuple(not_applied), tuple(notes))
 
 
 def _trained(photos: int) -> Applicability:

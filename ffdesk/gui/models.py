@@ -20,6 +20,7 @@ from ffdesk.gui.processors import (
     processor_job_fields,
     processor_states,
 )
+from ffdesk.pipeline import mask_use
 from ffdesk.pipeline.job import ColorizerSize, FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
 from ffdesk.pipeline.preview import PreviewResult
@@ -535,6 +536,9 @@ class SessionModel(QObject):
         chosen = [] if face_map else self.usable_sources()
         first = chosen[0] if chosen else None
         start, end = self.span_s()
+        processors = processor_job_fields(s, self.processor_states())
+        # the embedded swap has masks of its own: only the face processors' controls reach its jobs
+        read = mask_use.ALL if s.swapper else mask_use.reads(k for k, v in processors.items() if v)
         return RenderJob(
             target=self.clip.path,
             output=out,
@@ -558,27 +562,32 @@ class SessionModel(QObject):
             enhancer=s.enhancer or None,
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,
-            mask_regions=tuple(r.strip() for r in s.mask_regions.split(",") if r.strip()),
-            # the embedded swap has masks of its own: the greyed controls' values do not reach it
-            **(_mask_fields(s) if s.swapper else {}),
+            **_mask_fields(s, read),
             models_dir=self.models_dir,
             face_map=face_map,
-            **processor_job_fields(s, self.processor_states()),
+            **processors,
         )
 
 
-def _mask_fields(s: Settings) -> dict[str, Any]:
-    """The job's mask settings from the controls' (values a damaged settings file put out of
-    range are brought back into it; unknown names are left out)."""
+def _mask_fields(s: Settings, read: frozenset[mask_use.MaskSetting]) -> dict[str, Any]:
+    """The job's mask settings from the controls', those its stages `read` (the others keep the
+    job's defaults; `ffdesk.pipeline.mask_use`). Values a damaged settings file put out of range
+    are brought back into it; unknown names are left out."""
     from ffdesk.swap.areas import AREAS
 
-    types = [t for t in ("box", "occlusion", "area") if t in _names(s.mask_types)]
-    return {
-        "masks": (*types, *((f"region={s.parser}",) if s.parser else ())),
-        "mask_blur": min(1.0, max(0.0, float(s.mask_blur))),
-        "mask_padding": tuple(min(100, max(0, int(p))) for p in s.mask_padding),
-        "mask_areas": tuple(a for a in _names(s.mask_areas) if a in AREAS),
+    types = [t for t in ("box", "occlusion", "area") if t in _names(s.mask_types) and t in read]
+    region = bool(s.parser) and "region" in read
+    out: dict[str, Any] = {
+        "masks": (*types, *((f"region={s.parser}",) if region else ())),
+        "mask_regions": tuple(_names(s.mask_regions)) if "region" in read else (),
     }
+    if "blur" in read:
+        out["mask_blur"] = min(1.0, max(0.0, float(s.mask_blur)))
+    if "padding" in read:
+        out["mask_padding"] = tuple(min(100, max(0, int(p))) for p in s.mask_padding)
+    if "areas" in read:
+        out["mask_areas"] = tuple(a for a in _names(s.mask_areas) if a in AREAS)
+    return out
 
 
 def _names(text: str) -> list[str]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import mask_use as mu
 from ffdesk.pipeline.job import DEFAULT_MASK_BLUR, RenderJob
 from ffdesk.pipeline.stage import Stage
 
@@ -98,26 +99,38 @@ def draft_skipped(job: RenderJob) -> list[str]:
 
 
 def embedded_ignores(job: RenderJob) -> list[str]:
-    """One line naming the mask settings of a job the embedded swap runs that it does not use
-    (it has masks of its own); none when a swapper model swaps, nothing is swapped, or the job
-    keeps the defaults. The deep swapper and the face processors after the swap use them."""
+    """One line naming the mask settings of a job the embedded swap runs that no stage of it reads
+    (the embedded swap has masks of its own; the face processors read some, `mask_use`); none
+    when a swapper model swaps, nothing is swapped, or each setting the job changes is read."""
     if job.swapper or not (job.sources or job.face_map):
         return []
-    named = []
-    if any(m.strip() != "box" for m in job.masks):
-        named.append("--mask " + ",".join(m.strip() for m in job.masks))
-    if job.mask_blur != DEFAULT_MASK_BLUR:
-        named.append("--mask-blur")
-    if job.mask_padding != (0, 0, 0, 0):
-        named.append("--mask-padding")
-    if job.mask_areas:
-        named.append("--mask-areas")
+    on = mu.readers(p for p in mu.PROCESSOR_READS if getattr(job, p))
+    read = mu.reads(on)
+    named: list[str] = []
+    unread = [m.strip() for m in job.masks if mu.mask_kind(m) not in read]
+    wanted: set[mu.MaskSetting] = {k for k in mu.ALL if k != "box" and k in map(mu.mask_kind, unread)}
+    if wanted:
+        named.append("--mask " + ",".join(unread))
+    changed: tuple[tuple[mu.MaskSetting, str, bool], ...] = (
+        ("blur", "--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
+        ("padding", "--mask-padding", job.mask_padding != (0, 0, 0, 0)),
+        ("areas", "--mask-areas", bool(job.mask_areas)),
+    )
+    for setting, option, differs in changed:
+        if differs and setting not in read:
+            named.append(option)
+            wanted.add(setting)
     if not named:
         return []
+    nor = ""
+    if on:
+        verb = "does" if len(on) == 1 else "do"
+        nor = f", nor {verb} {mu.listed((mu.NAMES[p] for p in on), 'or')}"
+    others = [mu.NAMES[p] for p, r in mu.PROCESSOR_READS.items() if p not in on and r & wanted]
     return [
         f"the embedded swap does not use {', '.join(named)} (it keeps what covers the face by itself "
-        "under its own feathered mask); they apply to swapper models (--swapper), the deep swapper "
-        "and the face processors"
+        f"under its own feathered mask){nor}; they apply to "
+        f"{mu.listed(['swapper models (--swapper)', *others])}"
     ]
 
 

@@ -96,3 +96,48 @@ def test_a_trained_swapper_reads_precision_and_no_photo(facts: ModelFacts) -> No
     assert a.reason("enhancer") is not None and a.reason("mask_regions") is not None
     assert a.notes == ("a trained swapper draws the person it was trained on; 2 photos ignored",)
     assert what_applies(Settings(swapper=TRAINED), 0, facts).notes == ()
+
+
+MASKS = ("parser", "mask_regions", "mask_types", "mask_blur", "mask_padding", "mask_areas")
+
+
+@pytest.mark.parametrize(
+    ("on", "used"),
+    [
+        ({}, set()),
+        ({"face_editor_on": True}, {"mask_blur"}),
+        ({"age_modifier_on": True}, {"mask_types", "mask_blur"}),
+        ({"expression_restorer_on": True}, {"mask_types", "mask_blur"}),
+        ({"lip_syncer_on": True}, {"mask_types", "mask_blur", "mask_padding"}),
+        ({"deep_swapper_on": True, "parser": "bisenet_resnet_34", "mask_types": "box,area"}, set(MASKS)),
+        # the deep swapper without its box: the box's settings go, unless another processor reads them
+        ({"deep_swapper_on": True, "mask_types": "occlusion"}, {"parser", "mask_types"}),
+        (
+            {"deep_swapper_on": True, "lip_syncer_on": True, "mask_types": "occlusion"},
+            {"parser", "mask_types", "mask_blur", "mask_padding"},
+        ),
+    ],
+)
+def test_with_the_embedded_swap_the_mask_controls_follow_the_face_processors(
+    facts: ModelFacts, on: dict[str, object], used: set[str]
+) -> None:
+    a = what_applies(Settings(**on), 1, facts)  # type: ignore[arg-type]
+    assert a.swap == "embedded"
+    assert {c for c in MASKS if a.reason(c) is None or a.reason(c).editable} == used  # type: ignore[arg-type, union-attr]
+    for control in set(MASKS) - used:
+        why = a.reason(control)  # type: ignore[arg-type]
+        assert why is not None and not why.editable
+    if on:
+        assert any(n.startswith("the masks apply to the ") for n in a.notes), a.notes
+        types = a.reason("mask_types")
+        if "mask_types" in used and "deep_swapper_on" not in on:  # they read no area mask
+            assert types is not None and types.reason.endswith(" box and occlusion only"), types
+        greyed = a.reason("mask_areas")
+        if "deep_swapper_on" in on:  # it reads the area mask's areas when the area mask is on
+            assert greyed is None or greyed.reason == "needs the area mask"
+        else:
+            assert greyed is not None and greyed.reason.startswith(
+                "the embedded swap has its own hull mask, and "
+            )
+    else:
+        assert a.notes == ()

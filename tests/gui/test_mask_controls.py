@@ -80,6 +80,28 @@ def test_masks_the_swap_does_not_use_are_greyed_with_the_reason(qtbot, tmp_path:
     assert rows["mask_blur"].isEnabled() and _note(view, "mask_blur") == ""  # the enhancer's box
 
 
+def test_with_the_embedded_swap_the_masks_a_face_processor_reads_come_back(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The age modifier after the embedded swap pastes under the occlusion mask and the box's
+    blur: those controls come back, the others stay greyed, and the notes say who reads them."""
+    session = _session(tmp_path)
+    view = _view(qtbot, session)
+    rows = view.masks.rows()
+    session.update_settings(age_modifier_on=True)
+    assert rows["mask_types"].isEnabled() and rows["mask_blur"].isEnabled()
+    for name in ("mask_padding", "mask_areas"):
+        assert not rows[name].isEnabled(), name
+        assert (
+            _note(view, name)
+            == "the embedded swap has its own hull mask, and the age modifier does not use it"
+        )
+    assert "the masks apply to the age modifier" in view.notes.text()
+    assert _note(view, "mask_types") == "the age modifier uses box and occlusion only"
+    session.update_settings(lip_syncer_on=True)  # it reads the box's padding
+    assert rows["mask_padding"].isEnabled() and not rows["mask_areas"].isEnabled()
+    session.update_settings(age_modifier_on=False, lip_syncer_on=False)
+    assert not rows["mask_types"].isEnabled() and "no face masks" in _note(view, "mask_types")
+
+
 def test_the_embedded_swap_gets_no_mask_settings_it_would_not_use(tmp_path: Path) -> None:
     """Masks set for a model swap stay in the settings when the swap goes back to the embedded
     one (greyed), but its jobs carry the defaults: nothing for the render to warn about."""

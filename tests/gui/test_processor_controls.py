@@ -229,6 +229,34 @@ def test_damaged_saved_processor_values_are_brought_into_range(tmp_path: Path) -
     assert job.frame_colorizer_blend == 0
 
 
+def test_the_embedded_swaps_jobs_carry_the_mask_settings_its_face_processors_read(tmp_path: Path) -> None:
+    from ffdesk.pipeline.plan import embedded_ignores
+
+    session = _session(tmp_path)
+    masks = {
+        "mask_types": "box,occlusion,area",
+        "parser": "bisenet_resnet_34",
+        "mask_regions": "skin",
+        "mask_blur": 0.7,
+        "mask_padding": (10, 0, 0, 0),
+        "mask_areas": "mouth",
+    }
+    session.settings = Settings(age_modifier_on=True, **masks)  # type: ignore[arg-type]
+    job = _job(session, tmp_path)
+    assert job.age_modifier is not None and job.swapper is None
+    assert (job.masks, job.mask_regions, job.mask_blur) == (("box", "occlusion"), (), 0.7)
+    assert (job.mask_padding, job.mask_areas) == ((0, 0, 0, 0), ())  # the age modifier reads neither
+    assert embedded_ignores(job) == []
+    session.set_folder_models({**FOLDER, "deep_swapper": ["iperov/elon_musk_224"]})
+    session.settings = Settings(deep_swapper_on=True, deep_swapper="iperov/elon_musk_224", **masks)  # type: ignore[arg-type]
+    job = _job(session, tmp_path)  # the deep swapper reads them all
+    assert job.masks == ("box", "occlusion", "area", "region=bisenet_resnet_34") and job.mask_regions == (
+        "skin",
+    )
+    assert (job.mask_blur, job.mask_padding, job.mask_areas) == (0.7, (10, 0, 0, 0), ("mouth",))
+    assert embedded_ignores(job) == []
+
+
 @pytest.mark.parametrize(
     ("usable", "texts"),
     [

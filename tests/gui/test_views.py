@@ -211,6 +211,9 @@ def test_enhancer_and_mask_controls_reach_the_job(qtbot, tmp_path: Path) -> None
     view.enhancer_blend.setValue(60)
     view.mask_regions.setText("skin, nose")
     view.mask_regions.editingFinished.emit()
+    job = m.build_job(tmp_path / "out.mp4")  # the embedded swap: no region mask to take them
+    assert (job.enhancer_weight, job.enhancer_blend, job.mask_regions) == (0.7, 60, ())
+    m.update_settings(swapper="inswapper_128")
     job = m.build_job(tmp_path / "out.mp4")
     assert (job.enhancer_weight, job.enhancer_blend, job.mask_regions) == (0.7, 60, ("skin", "nose"))
     m.update_settings(enhancer_blend=90)

@@ -1,5 +1,6 @@
 """The embedded swap has masks of its own (a feathered hull that keeps what covers the face): mask
-settings asked of a render it does are not silently dropped but named in one warning."""
+settings asked of a render it does are not silently dropped but named in one warning, unless a face
+processor of the render reads them (`ffdesk.pipeline.mask_use`)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,49 @@ def test_mask_settings_the_embedded_swap_does_not_use_are_named(settings: dict[s
     ],
 )
 def test_nothing_is_said_where_the_masks_are_used_or_nothing_is_swapped(settings: dict[str, Any]) -> None:
+    assert embedded_ignores(job(**settings)) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "unread", "tail"),
+    [
+        (  # the age modifier reads the occlusion mask, not the region mask nor the padding
+            {"masks": ("box", "occlusion", "region=bisenet_resnet_34"), "mask_padding": (10, 0, 0, 0)},
+            "--mask region=bisenet_resnet_34, --mask-padding",
+            "), nor does the age modifier; they apply to swapper models (--swapper), the deep swapper "
+            "and the lip syncer",
+        ),
+        (  # the lip syncer reads the blur and padding, not the area mask
+            {"masks": ("area",), "mask_areas": ("mouth",), "mask_blur": 0.5, "lip_syncer": "wav2lip_96"},
+            "--mask area, --mask-areas",
+            "), nor do the age modifier or the lip syncer; they apply to swapper models (--swapper) and "
+            "the deep swapper",
+        ),
+    ],
+)
+def test_settings_no_face_processor_of_the_render_reads_are_named(
+    settings: dict[str, Any], unread: str, tail: str
+) -> None:
+    (line,) = embedded_ignores(job(age_modifier="fran", **settings))
+    assert line.startswith(f"the embedded swap does not use {unread} (it keeps"), line
+    assert line.endswith(tail), line
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"masks": ("box", "occlusion"), "mask_blur": 0.6, "age_modifier": "fran"},
+        {"masks": ("occlusion",), "mask_padding": (5, 5, 5, 5), "lip_syncer": "wav2lip_96"},
+        {"mask_blur": 0.1, "face_editor": "live_portrait"},
+        {
+            "masks": ("area", "region=bisenet_resnet_34"),
+            "mask_areas": ("mouth",),
+            "mask_padding": (5, 0, 0, 0),
+            "deep_swapper": "iperov/elon_musk_224",
+        },
+    ],
+)
+def test_nothing_is_said_where_a_face_processor_reads_them(settings: dict[str, Any]) -> None:
     assert embedded_ignores(job(**settings)) == []
 
 

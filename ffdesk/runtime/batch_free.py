@@ -14,12 +14,17 @@ that ties its work to one item in another way (a grouped convolution over the ba
 modulated convolutions export; a constant Resize size) fails that check: the file then stays as it
 is, one face a call, and the reason is kept. The verdict (`<stem>.<fingerprint>.<settings>.batch.json`
 beside the copy, in the runtime environment's variants folder) is read instead of checking again.
+The file and its copy are never held in memory at once: the copy is made in place from one loading
+of the file and written beside its destination (`.<pid>.unchecked`) before it is checked, and each check
+session reads its file from disk.
 """
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,15 +88,14 @@ def fixed_at_one(model: Any) -> str | None:
     return None
 
 
-def _freed(model: Any, *, reshapes: bool) -> Any:
-    """A copy of `model` with the first dimension of its inputs and outputs symbolic and its inner
-    shapes dropped; `reshapes`: constant Reshape targets starting with 1 copy the batch (0)."""
+def _free_batch(model: Any, *, reshapes: bool) -> None:
+    """Make the first dimension of `model`'s inputs and outputs symbolic and drop its inner
+    shapes, in place (no copy of the weights); `reshapes`: constant Reshape targets starting with
+    1 copy the batch (0) as well. Doing it again to the result changes nothing."""
     import onnx
     from onnx import numpy_helper
 
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    graph = out.graph
+    graph = model.graph
     initializers = {t.name for t in graph.initializer}
     for value in (*[i for i in graph.input if i.name not in initializers], *graph.output):
         dim = value.type.tensor_type.shape.dim[0]
@@ -99,7 +103,7 @@ def _freed(model: Any, *, reshapes: bool) -> Any:
         dim.dim_param = BATCH_DIM
     del graph.value_info[:]
     if not reshapes:
-        return out
+        return
     by_name = {t.name: t for t in graph.initializer}
     constants = {n.output[0]: n for n in graph.node if n.op_type == "Constant" and n.output}
     added: dict[str, Any] = {}  # a shared target: one Constant for all its Reshapes
@@ -125,7 +129,6 @@ def _freed(model: Any, *, reshapes: bool) -> Any:
     nodes = [*added.values(), *graph.node]  # constants read nothing: first is always in order
     del graph.node[:]
     graph.node.extend(nodes)
-    return out
 
 
 class _Unchecked(ValueError):
@@ -152,12 +155,15 @@ def _samples(model: Any, items: int, seed: int = 0) -> list[dict[str, npt.NDArra
     return feeds
 
 
-def _session(model: Any) -> Any:
+def _session(path: Path) -> Any:
+    """A CPU session that reads the model file at `path` itself (no copy of it in Python), without
+    the memory arena (what a check allocates goes back when the session goes)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    options.enable_cpu_mem_arena = False
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def _mismatch(
@@ -185,20 +191,58 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:160] or type(exc).__name__
 
 
-def _check(original: Any, copy: Any, items: int = 2) -> str | None:
-    """None when `copy` gives, on `items` inputs in one call, what `original` gives on each alone."""
-    feeds = _samples(original, items)
+def _write_copy(src: Path, dest: Path, *, reshapes: bool) -> bool:
+    """Load `src` (the file, or a copy written before), free its batch in place and write it to
+    `dest`; whether its graph has a Reshape (something a second try can change)."""
+    import onnx
+
+    model = onnx.load(str(src))
+    _free_batch(model, reshapes=reshapes)
+    save_onnx_atomic(model, dest)
+    return any(n.op_type == "Reshape" for n in model.graph.node)
+
+
+def _run_copy(
+    path: Path, feeds: Sequence[dict[str, npt.NDArray[Any]]], alone: Sequence[Sequence[npt.NDArray[Any]]]
+) -> str | None:
+    """None when the copy at `path` gives, on `feeds` in one call, each feed's own output (`alone`)."""
     try:
-        single = _session(original)
+        batched = _session(path).run(None, {k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
+    except Exception as exc:  # noqa: BLE001 - a graph tied to one item fails to build or run
+        return f"it does not run on {len(feeds)} items ({_short(exc)})"
+    return _mismatch(alone, batched)
+
+
+def _check(src: Path, unchecked: Path, feeds: Sequence[dict[str, npt.NDArray[Any]]]) -> str | None:
+    """None when the copy of `src` (written to `unchecked`) gives, on `feeds` in one call, what
+    `src` gives on each alone. One model is held at a time: the file's session is gone before the
+    copy is loaded, and the copy is written and let go before its session reads it."""
+    try:
+        single = _session(src)
         alone = [single.run(None, feed) for feed in feeds]
     except Exception as exc:  # noqa: BLE001 - nothing to check the copy against
         return f"the file does not run on the CPU to check a copy against ({_short(exc)})"
     del single
-    try:
-        batched = _session(copy).run(None, {k: np.concatenate([f[k] for f in feeds]) for k in feeds[0]})
-    except Exception as exc:  # noqa: BLE001 - a graph tied to one item fails to build or run
-        return f"it does not run on {items} items ({_short(exc)})"
-    return _mismatch(alone, batched)
+    has_reshape = _write_copy(src, unchecked, reshapes=False)
+    reason = _run_copy(unchecked, feeds, alone)
+    if reason is not None and has_reshape:
+        _write_copy(unchecked, unchecked, reshapes=True)  # the batch freed again: no change
+        reason = _run_copy(unchecked, feeds, alone)
+    return reason
+
+
+def _unchecked_path(dest: Path) -> Path:
+    """Where this process writes the copy of `dest` until it passes: a name of its own (two
+    renders checking one file at once never read each other's half-written copy); the ones a
+    process that is gone left behind (killed mid-check) are removed first."""
+    import psutil
+
+    for left in dest.parent.glob(f"{glob.escape(dest.name)}.*.unchecked"):
+        pid = left.name[len(dest.name) + 1 : -len(".unchecked")]
+        if pid.isdigit() and int(pid) != os.getpid() and not psutil.pid_exists(int(pid)):
+            with contextlib.suppress(OSError):
+                left.unlink()
+    return dest.with_name(f"{dest.name}.{os.getpid()}.unchecked")
 
 
 def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
@@ -220,18 +264,17 @@ def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
             if known.get("ok") is False:
                 return BatchFree(None, str(known.get("reason") or "the check failed"))
     reason: str | None = None
+    unchecked = _unchecked_path(dest)  # the copy until it passes
     try:
-        why = fixed_at_one(onnx.load(str(src), load_external_data=False))
+        header = onnx.load(str(src), load_external_data=False)  # weights too, if not external
+        why = fixed_at_one(header)
         if why is not None:
             return BatchFree(None, why)  # nothing to remember: read from the header at once
-        original = onnx.load(str(src))
-        copy = _freed(original, reshapes=False)
-        reason = _check(original, copy)
-        if reason is not None and any(n.op_type == "Reshape" for n in original.graph.node):
-            copy = _freed(original, reshapes=True)
-            reason = _check(original, copy)
+        feeds = _samples(header, 2)
+        del header  # before any session reads the file
+        reason = _check(src, unchecked, feeds)
         if reason is None:
-            save_onnx_atomic(copy, dest)
+            os.replace(unchecked, dest)
             write_sidecar(dest)
     except OSError as exc:  # a full disk, a folder that cannot be written: not remembered
         return BatchFree(None, f"no copy could be written ({_short(exc)})")
@@ -239,6 +282,9 @@ def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
         reason = str(exc)
     except Exception as exc:  # noqa: BLE001 - a file that cannot be copied (over 2 GB, say)
         reason = f"no copy could be made ({_short(exc)})"
+    finally:
+        with contextlib.suppress(OSError):
+            unchecked.unlink(missing_ok=True)  # a refused copy, or one that failed half-way
     with contextlib.suppress(OSError):  # not remembered: checked again next time
         _write_verdict(verdict, reason)
     return BatchFree(dest if reason is None else None, reason)

@@ -4,6 +4,9 @@ its work to one item, and remembered."""
 
 from __future__ import annotations
 
+import os
+import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,16 @@ def _flatten_model(tmp_path: Path, *, as_constant: bool) -> Path:
     return _save(tmp_path, f"flatten_{'const' if as_constant else 'init'}", nodes, [x], [y], inits)
 
 
+def _mixing_model(tmp_path: Path) -> Path:
+    """y = x - mean over the batch + x: runs on two items, but each item's output depends on the other."""
+    mean = helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1)
+    sub = helper.make_node("Sub", ["x", "m"], ["d"])
+    add = helper.make_node("Add", ["d", "x"], ["y"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    return _save(tmp_path, "mixing", [mean, sub, add], [x], [y])
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("published")
@@ -112,12 +125,7 @@ def test_a_graph_that_mixes_its_items_keeps_its_batch_of_one_and_the_verdict_is_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """x - mean over the batch: runs on two items, but each output depends on the other item."""
-    mean = helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1)
-    sub = helper.make_node("Sub", ["x", "m"], ["d"])
-    add = helper.make_node("Add", ["d", "x"], ["y"])
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
-    src = _save(tmp_path, "mixing", [mean, sub, add], [x], [y])
+    src = _mixing_model(tmp_path)
     cache = tmp_path / "cache"
     result = bf.batch_free(src, cache_dir=cache)
     assert result.copy is None and result.reason == "output 0 of item 0 differs from the item's own call"
@@ -195,3 +203,90 @@ def test_a_float16_file_is_checked_in_its_own_precision(tmp_path: Path) -> None:
     src = tmp_path / "inswapper_128_fp16.onnx"
     result = bf.batch_free(src, cache_dir=tmp_path / "cache")
     assert result.reason is None and result.copy is not None
+
+
+def _watch_memory(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """Watch every check session the module creates: the names of the files they read, in order,
+    and what was wrong when each was made (a model the module loaded, a ModelProto with its
+    weights, still held; another session still alive)."""
+    loaded: list[Any] = []
+    sessions: list[weakref.ref[Any]] = []
+    opened: list[str] = []
+    problems: list[str] = []
+    real_load, real_session = onnx.load, bf._session
+    probe = [onnx.ModelProto()]
+    unheld = sys.getrefcount(probe[0])  # upb messages take no weak references: count them instead
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        model = real_load(*args, **kwargs)
+        loaded.append(model)
+        return model
+
+    def session(path: Path) -> Any:
+        name = Path(path).name
+        held = sum(sys.getrefcount(loaded[i]) > unheld for i in range(len(loaded)))
+        if held or not loaded:
+            problems.append(f"{held} of {len(loaded)} loaded models held when a session reads {name}")
+        if any(s() is not None for s in sessions):
+            problems.append(f"another session alive when a session reads {name}")
+        made = real_session(path)
+        sessions.append(weakref.ref(made))
+        opened.append(name)
+        return made
+
+    monkeypatch.setattr(onnx, "load", load)
+    monkeypatch.setattr(bf, "_session", session)
+    return opened, problems
+
+
+def test_a_check_holds_one_model_at_a_time_and_leaves_only_the_copy_and_its_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file's session, then the copy's (refused: its Reshape ties it to one item), then the
+    copy with the Reshape fixed: each reads its file from disk while nothing else is held."""
+    src = _flatten_model(tmp_path, as_constant=False)
+    cache = tmp_path / "cache"
+    opened, problems = _watch_memory(monkeypatch)
+    result = bf.batch_free(src, cache_dir=cache)
+    assert problems == []
+    assert result.reason is None and result.copy == bf.copy_path(src, cache)
+    unchecked = f"{result.copy.name}.{os.getpid()}.unchecked"  # this process's own
+    assert opened == [src.name, unchecked, unchecked]
+    assert sorted(p.name for p in cache.iterdir()) == sorted(
+        [result.copy.name, result.copy.with_suffix(".hash").name, result.copy.with_suffix(".json").name]
+    )
+
+
+def test_a_refused_or_failed_check_leaves_no_copy_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _mixing_model(tmp_path)
+    opened, problems = _watch_memory(monkeypatch)
+    refused = bf.batch_free(src, cache_dir=tmp_path / "refused")
+    assert problems == []
+    assert refused.copy is None and refused.reason == "output 0 of item 0 differs from the item's own call"
+    assert len(opened) == 2  # no Reshape: no second try
+    assert [p.name for p in (tmp_path / "refused").iterdir()] == [
+        bf.copy_path(src, tmp_path / "refused").stem + ".json"
+    ]
+
+    def broken(*args: Any) -> str | None:
+        raise RuntimeError("compared nothing")
+
+    monkeypatch.setattr(bf, "_mismatch", broken)
+    failed = bf.batch_free(src, cache_dir=tmp_path / "failed")
+    assert failed == bf.BatchFree(None, "no copy could be made (compared nothing)")
+    assert [p.suffix for p in (tmp_path / "failed").iterdir()] == [".json"]
+
+
+def test_copies_a_killed_check_left_are_removed_and_a_running_ones_kept(tmp_path: Path) -> None:
+    src = _flatten_model(tmp_path, as_constant=False)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    dest = bf.copy_path(src, cache)
+    gone = cache / f"{dest.name}.999999999.unchecked"  # above any pid the kernel hands out
+    running = cache / f"{dest.name}.{os.getppid()}.unchecked"
+    for left in (gone, running):
+        left.write_bytes(b"half a copy")
+    assert bf.batch_free(src, cache_dir=cache).copy == dest
+    assert not gone.exists() and running.read_bytes() == b"half a copy"

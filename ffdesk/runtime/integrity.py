@@ -70,10 +70,11 @@ def write_atomic(dest: Path, write: Callable[[str], object]) -> None:
 
 
 def save_onnx_atomic(model: Any, dest: Path) -> None:
-    """Write an ONNX model to `dest` atomically."""
-    import onnx
+    """Write an ONNX model to `dest` atomically, a tensor at a time (`onnx_write.write_model`:
+    the bytes `onnx.save` writes, without holding them all at once)."""
+    from ffdesk.runtime.onnx_write import write_model
 
-    write_atomic(dest, lambda tmp: onnx.save(model, tmp))
+    write_atomic(dest, lambda tmp: write_model(model, tmp))
 
 
 # ---- what a model file declares -------------------------------------------------------------

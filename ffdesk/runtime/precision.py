@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import time
 import warnings
@@ -148,19 +149,40 @@ def _write_sidecar(path: Path) -> None:
     write_sidecar(path)
 
 
+def _with_shapes(src: Path, dest: Path) -> Any:
+    """`src` loaded with its inferred shapes, which the FP16 conversion needs. Inferred from the
+    file into a file beside `dest` (`infer_shapes` on a loaded model serializes it, parses it
+    again and returns a third copy: for a 527 MiB swapper about 2.7 GB at once); the weights,
+    external data included, are read from `src`'s folder."""
+    import onnx
+    from onnx import external_data_helper, shape_inference
+
+    shaped = dest.with_name(f"{dest.name}.{os.getpid()}.shapes")
+    shaped.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        shape_inference.infer_shapes_path(str(src), str(shaped))
+        model = onnx.load(str(shaped), load_external_data=False)
+    finally:
+        shaped.unlink(missing_ok=True)
+    external_data_helper.load_external_data_for_model(model, str(src.parent))
+    return model
+
+
 def make_fp16(src: Path, *, cache_dir: Path) -> Path:
     """The FP16 variant of `src` (made now unless cached)."""
     dest = variant_path(src, "fp16", cache_dir=cache_dir)
     if dest.is_file():
         return dest
-    import onnx
     from onnxconverter_common import float16
 
-    model = onnx.load(str(src))
+    model = _with_shapes(Path(src), dest)
     block = sorted(set(float16.DEFAULT_OP_BLOCK_LIST) | set(FP16_KEEP_FLOAT32))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "number truncated to 1e-07": expected for fp16
-        converted = float16.convert_float_to_float16(model, keep_io_types=True, op_block_list=block)
+        converted = float16.convert_float_to_float16(
+            model, keep_io_types=True, disable_shape_infer=True, op_block_list=block
+        )
+    del model  # converted in place: the same message
     save_onnx_atomic(converted, dest)
     _write_sidecar(dest)
     return dest

@@ -71,6 +71,29 @@ def test_fp16_variant_is_cached_and_close(swapper: Path, run_env: RuntimeEnv) ->
         assert np.abs(a - b).max() < 1e-2
 
 
+def test_fp16_variant_of_a_file_with_external_weights(swapper: Path, tmp_path: Path) -> None:
+    """The shapes are inferred from the file into the variants folder and the weights read from
+    the file's own folder: a swapper saved with its weights in a side file gets the variant of the
+    single file, and the folder keeps nothing but the variant and its sidecar."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    onnx.save(
+        onnx.load(str(swapper)),
+        str(folder / "inswapper_128.onnx"),
+        save_as_external_data=True,
+        location="inswapper_128.onnx.data",
+        size_threshold=1024,
+    )
+    assert (folder / "inswapper_128.onnx").stat().st_size < swapper.stat().st_size / 10
+    single = prec.make_fp16(swapper, cache_dir=tmp_path / "a")
+    split = prec.make_fp16(folder / "inswapper_128.onnx", cache_dir=tmp_path / "b")
+    a, b = onnx.load(str(single)), onnx.load(str(split))
+    for tensor in b.graph.initializer:  # read from the side file: its location set (to here)
+        tensor.ClearField("data_location")
+    assert a == b
+    assert sorted(p.suffix for p in (tmp_path / "b").iterdir()) == [".hash", ".onnx"]
+
+
 def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path, run_env: RuntimeEnv) -> None:
     with pytest.raises(UserError, match="calibration"):
         prec.make_int8(swapper, None, cache_dir=run_env.variants_dir)

@@ -153,3 +153,17 @@ def test_auto_takes_the_fastest_variant_within_the_quality_guard(tmp_path: Path)
     assert again is not None and again.precision == "fp32" and again.speeds == blurred.speeds
     (tmp_path / "choices.json").write_text("[" * 100000)  # damaged: chosen again, no crash
     assert PrecisionChoices(tmp_path / "choices.json").get(key) is None
+
+
+class _DiesWhenUnpacked:
+    """Ends the process that unpickles it at once, as the kernel's out-of-memory killer would."""
+
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        import os
+
+        return os._exit, (9,)
+
+
+def test_a_variant_process_that_is_killed_is_one_line() -> None:
+    with pytest.raises(UserError, match=r"^w\.onnx: its INT8 variant: the process making it ended before"):
+        prec._in_own_process("w.onnx: its INT8 variant", print, _DiesWhenUnpacked())

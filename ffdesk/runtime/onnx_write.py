@@ -39,7 +39,10 @@ def _framed_header(number: int, size: int) -> bytes:
 def _alone(message: Any, field: Any, value: Any) -> bytes:
     """The serialization of one field of `message` as it appears in the whole message's."""
     part = type(message)()
-    if field.is_repeated:
+    repeated = getattr(field, "is_repeated", None)  # older protobuf: its label says it
+    if repeated is None:
+        repeated = field.label == field.LABEL_REPEATED
+    if repeated:
         getattr(part, field.name).extend(value)
     elif field.message_type is not None:
         getattr(part, field.name).CopyFrom(value)
@@ -82,8 +85,10 @@ def pieces(model: Any) -> Iterator[bytes]:
 def _unknown(message: Any) -> bool:
     """Whether `message` holds fields this protobuf does not know (kept only by serializing it
     whole)."""
-    from google.protobuf import unknown_fields
-
+    try:
+        from google.protobuf import unknown_fields
+    except ImportError:  # a protobuf too old to tell: say so, and onnx.save writes it whole
+        return True
     return len(unknown_fields.UnknownFieldSet(message)) > 0
 
 

@@ -63,3 +63,22 @@ def test_a_model_over_protobufs_limit_is_refused_and_nothing_is_left(
     with pytest.raises(ValueError, match="2 GB limit"):
         save_onnx_atomic(model, tmp_path / "out.onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_protobuf_that_cannot_tell_unknown_fields_has_onnx_save_write(
+    standins: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def without_unknown_fields(name: str, *args: object, **kwargs: object) -> object:
+        if name == "google.protobuf" and "unknown_fields" in (args[2] or ()):  # type: ignore[operator]
+            raise ImportError("cannot import name 'unknown_fields'")
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    model = onnx.load(str(standins / "xseg_1.onnx"))
+    monkeypatch.setattr(builtins, "__import__", without_unknown_fields)
+    monkeypatch.setattr(onnx_write, "pieces", lambda _m: pytest.fail("written in pieces"))
+    onnx_write.write_model(model, tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx").read_bytes() == model.SerializeToString()

@@ -278,18 +278,42 @@ def make_int8(
 def _in_own_process(what: str, fn: Callable[..., object], *args: object) -> None:
     """Run `fn(*args)` in a fresh process and wait for it: ONNX Runtime's quantization holds
     about six times the model at its peak (3.2 GB for a 527 MiB swapper) and leaves the process
-    that ran it 600 MB larger for good, so a render or the app keeps none of it, and a process
-    killed for memory is one line (`UserError`), not the end of the render. Its own errors come
-    back as they are."""
+    that ran it about 600 MB larger for good, so a render or the app keeps none of it, and a
+    process killed for memory is one line (`UserError`), not the end of the render. Its own errors
+    come back as they are. The process is a daemon: an app that quits does not wait for it."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
 
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_run_child, args=(send, fn, args), daemon=True, name="ffdesk-variant")
+    child.start()
+    send.close()  # the child's end alone: its exit is the end of the pipe
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            pool.submit(fn, *args).result()
-    except BrokenProcessPool:
-        raise UserError(f"{what}: the process making it ended before it was done (out of memory?)") from None
+        outcome = receive.recv()
+    except EOFError:
+        outcome = None
+    finally:
+        receive.close()
+        child.join()
+    if outcome is None:
+        raise UserError(f"{what}: the process making it ended before it was done (out of memory?)")
+    if isinstance(outcome, BaseException):
+        raise outcome
+
+
+def _run_child(send: Any, fn: Callable[..., object], args: tuple[object, ...]) -> None:
+    """The fresh process of `_in_own_process`: True when `fn(*args)` is done, else its error (as
+    a RuntimeError of its text where the error itself cannot be sent)."""
+    try:
+        fn(*args)
+        outcome: object = True
+    except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+        outcome = exc
+    try:
+        send.send(outcome)
+    except Exception:  # noqa: BLE001 - an error that does not pickle: its text does
+        send.send(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
+    send.close()
 
 
 def _quantize(src: Path, calibration: Sequence[Sample], dest: Path, per_channel: bool) -> None:

@@ -167,3 +167,9 @@ class _DiesWhenUnpacked:
 def test_a_variant_process_that_is_killed_is_one_line() -> None:
     with pytest.raises(UserError, match=r"^w\.onnx: its INT8 variant: the process making it ended before"):
         prec._in_own_process("w.onnx: its INT8 variant", print, _DiesWhenUnpacked())
+
+
+def test_an_error_in_the_variant_process_comes_back_as_it_is() -> None:
+    with pytest.raises(ValueError, match="invalid literal for int"):
+        prec._in_own_process("w.onnx: its INT8 variant", int, "not a number")
+    prec._in_own_process("w.onnx: its INT8 variant", int, "12")  # done: nothing raised

@@ -124,7 +124,7 @@ def what_applies(settings: Settings, photos: int, facts: ModelFacts) -> Applicab
     if kind == "embedded":
         return _embedded(settings, photos)
     if kind == "trained":
-        return _trained(photos)
+        return _trained(settings, photos)
     return _pack(settings, photos, facts)
 
 
@@ -147,14 +147,40 @@ def _embedded(settings: Settings, photos: int) -> Applicability:
     notes = (
         [f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored"] if photos > 1 else []
     )
+    masks, note = _processor_masks(
+        settings,
+        own,
+        no_region="has no region mask",
+        no_masks="has no face masks (its own hull mask)",
+        its_own="has its own hull mask",
+    )
+    return Applicability("embedded", (*not_applied, *masks), (*notes, *note))
+
+
+def _trained(settings: Settings, photos: int) -> Applicability:
+    own = "a trained swapper"
+    not_applied = (
+        NotApplied("detector", f"{own} uses the embedded detector"),
+        NotApplied("recognizer", f"{own} needs no recognizer"),
+        *_no_enhancer(f"{own} has no enhancer"),
+    )
+    notes = (f"{own} draws the person it was trained on; {_photos(photos)} ignored",) if photos else ()
+    own_mask = "draws its own face mask"
+    masks, note = _processor_masks(settings, own, no_region=own_mask, no_masks=own_mask, its_own=own_mask)
+    return Applicability("trained", (*not_applied, *masks), (*notes, *note))
+
+
+def _processor_masks(
+    settings: Settings, own: str, *, no_region: str, no_masks: str, its_own: str
+) -> tuple[list[NotApplied], list[str]]:
+    """The mask controls after a swap that reads none of them (`own`, which `no_region`,
+    `no_masks` and `its_own` say why, alone and beside face processors): those the face
+    processors turned on after it read (`ffdesk.pipeline.mask_use`) take effect, the others do
+    not; and the note saying so."""
     on = mask_use.readers(k for k in mask_use.PROCESSOR_READS if getattr(settings, f"{k}_on", False))
     if not on:
-        not_applied += [
-            NotApplied("parser", f"{own} has no region mask"),
-            NotApplied("mask_regions", f"{own} has no region mask"),
-            *_no_masks(f"{own} has no face masks (its own hull mask)"),
-        ]
-        return Applicability("embedded", tuple(not_applied), tuple(notes))
+        region = NotApplied("parser", f"{own} {no_region}"), NotApplied("mask_regions", f"{own} {no_region}")
+        return [*region, *_no_masks(f"{own} {no_masks}")], []
     names = [mask_use.NAMES[k] for k in on]
     if len(names) == 1:
         nobody = f"{names[0]} does not use it"
@@ -162,43 +188,28 @@ def _embedded(settings: Settings, photos: int) -> Applicability:
         nobody = f"neither {names[0]} nor {names[1]} uses it"
     else:
         nobody = f"none of {mask_use.listed(names)} uses it"
-    why = f"{own} has its own hull mask, and {nobody}"
+    why = f"{own} {its_own}, and {nobody}"
+    out: list[NotApplied] = []
     read = mask_use.reads(on)
     if "region" not in read:
-        not_applied += [NotApplied("parser", why), NotApplied("mask_regions", why)]
+        out += [NotApplied("parser", why), NotApplied("mask_regions", why)]
     elif not settings.parser:
-        not_applied.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
+        out.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
     types = [t for t in ("box", "occlusion", "area") if t in read]
     if not read & {"occlusion", "area"}:  # the box alone is always used: nothing to choose
-        not_applied.append(NotApplied("mask_types", why))
+        out.append(NotApplied("mask_types", why))
     elif len(types) < 3:  # the others are left out of the job
-        who = mask_use.listed(mask_use.NAMES[k] for k in on)
-        only = f"{who} {'uses' if len(on) == 1 else 'use'} {mask_use.listed(types)} only"
-        not_applied.append(NotApplied("mask_types", only, editable=True))
+        only = f"{mask_use.listed(names)} {'uses' if len(on) == 1 else 'use'} {mask_use.listed(types)} only"
+        out.append(NotApplied("mask_types", only, editable=True))
     if "area" in read:  # the deep swapper: its box settings need its box (not the others')
         others = mask_use.reads(k for k in on if k != "deep_swapper")
         box = _pack_masks(replace(settings, enhancer=""))  # no enhancer box here
-        not_applied += [n for n in box if n.control.removeprefix("mask_") not in others]
+        out += [n for n in box if n.control.removeprefix("mask_") not in others]
     else:
-        not_applied.append(NotApplied("mask_areas", why))
+        out.append(NotApplied("mask_areas", why))
         if "padding" not in read:
-            not_applied.append(NotApplied("mask_padding", why))
-    notes.append(f"the masks apply to {mask_use.listed(mask_use.NAMES[k] for k in on)} ({own} has its own)")
-    return Applicability("embedded", tuple(not_applied), tuple(notes))
-
-
-def _trained(photos: int) -> Applicability:
-    own = "a trained swapper"
-    not_applied = (
-        NotApplied("detector", f"{own} uses the embedded detector"),
-        NotApplied("recognizer", f"{own} needs no recognizer"),
-        *_no_enhancer(f"{own} has no enhancer"),
-        NotApplied("parser", f"{own} draws its own face mask"),
-        NotApplied("mask_regions", f"{own} draws its own face mask"),
-        *_no_masks(f"{own} draws its own face mask"),
-    )
-    notes = (f"{own} draws the person it was trained on; {_photos(photos)} ignored",) if photos else ()
-    return Applicability("trained", not_applied, notes)
+            out.append(NotApplied("mask_padding", why))
+    return out, [f"the masks apply to {mask_use.listed(names)} ({own} has its own)"]
 
 
 def _pack(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:

@@ -141,3 +141,24 @@ def test_with_the_embedded_swap_the_mask_controls_follow_the_face_processors(
             )
     else:
         assert a.notes == ()
+
+
+def test_after_a_trained_swapper_the_face_processors_masks_take_effect(facts: ModelFacts) -> None:
+    alone = what_applies(Settings(swapper=TRAINED), 0, facts)
+    assert all(alone.reason(c) is not None for c in MASKS)  # type: ignore[arg-type]
+    a = what_applies(Settings(swapper=TRAINED, expression_restorer_on=True), 0, facts)
+    assert a.swap == "trained"
+    assert a.reason("mask_blur") is None
+    types = a.reason("mask_types")
+    assert (
+        types is not None
+        and types.editable
+        and types.reason == "the expression restorer uses box and occlusion only"
+    )
+    padding = a.reason("mask_padding")
+    assert padding is not None and not padding.editable
+    assert (
+        padding.reason
+        == "a trained swapper draws its own face mask, and the expression restorer does not use it"
+    )
+    assert a.notes == ("the masks apply to the expression restorer (a trained swapper has its own)",)

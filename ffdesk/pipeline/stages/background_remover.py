@@ -19,7 +19,6 @@ first. FaceFusion writes the matte as the alpha of the outputs that hold one (PN
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
 from ffdesk.swap import background_remover as br
 from ffdesk.types import Frame
 
@@ -65,11 +65,10 @@ def check_input_sides(path: Path, spec: br.BackgroundRemoverSpec) -> None:
         )
 
 
-class BackgroundRemoveStage:
+class BackgroundRemoveStage(FrameModelStage[br.BackgroundRemoverSpec]):
     """Computes every frame's subject matte and lays the fill (and despill) on the picture."""
 
     name = "background_remove"
-    workers = 1
 
     def __init__(
         self,
@@ -80,19 +79,13 @@ class BackgroundRemoveStage:
         *,
         max_batch: int,
     ) -> None:
-        self.job = job
-        self.spec = spec
-        self.models = models
-        self.key = key
-        self.max_batch = max_batch
+        super().__init__(job, spec, models, key, max_batch=max_batch)
         self.fill = job.background_fill
         self.despill = job.background_despill
         self.changes_pixels = br.changes_pixels(spec, self.fill, self.despill)
         self.edits_regions = not self.changes_pixels
         """A render whose fill and despill are transparent changes no pixel (only the matte)."""
         self._emit: Callable[[ev.Event], None] = ev.ignore
-        self._lock = threading.Lock()
-        self.frames = 0
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self._emit = on_event
@@ -134,21 +127,13 @@ class BackgroundRemoveStage:
                 weights = np.minimum(weights, packet.matte)  # FaceFusion keeps the lower alpha
             packet.matte = weights
             if self.changes_pixels:
-                packet.image = removal.image
-                packet.decoded = None
-                packet.raw = None
-                packet.device_image = None  # the device copy no longer holds this picture
-        with self._lock:
-            self.frames += len(batch)
+                new_picture(packet, removal.image)
+        self.count(len(batch))
         return list(batch)
 
     def work(self) -> ProcessorFigures:
         """The frames cut out."""
         return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
-
-    def finish(self) -> None:
-        self.models.close()  # closing twice is a no-op
-        return None
 
 
 def background_remover_stage(
@@ -164,7 +149,6 @@ def background_remover_stage(
     one that breaks its contract or fixes other sides, or a description without the processor's
     options."""
     from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.pipeline.stages.placement import processor_models
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir
 
@@ -173,10 +157,5 @@ def background_remover_stage(
     choice = resolve_model(job.background_remover, ROLE, folder, catalog or load_catalog())
     spec = processor_spec(choice, "background remover", br.background_remover_spec)
     check_input_sides(choice.path, spec)
-    models = processor_models(job, stages, env=env, share=share)
-    try:
-        key = models.register(choice)
-    except BaseException:
-        models.close()
-        raise
+    models, key = frame_model(job, stages, choice, env=env, share=share)
     return BackgroundRemoveStage(job, spec, models, key, max_batch=max(1, job.batch))

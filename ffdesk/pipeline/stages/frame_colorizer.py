@@ -21,7 +21,6 @@ on out-of-memory. The pixels stay on the host.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
 from ffdesk.runtime.catalog import Catalog, load_catalog
 from ffdesk.swap import frame_colorizer as fc
 from ffdesk.types import Frame
@@ -63,11 +63,10 @@ def check_input_sides(path: Path, size: str) -> None:
         )
 
 
-class FrameColorizeStage:
+class FrameColorizeStage(FrameModelStage[fc.FrameColorizerSpec]):
     """Colours every frame by the frame-colorizer model and blends it with the frame."""
 
     name = "frame_colorize"
-    workers = 1
 
     def __init__(
         self,
@@ -78,21 +77,12 @@ class FrameColorizeStage:
         *,
         max_batch: int,
     ) -> None:
-        self.job = job
-        self.spec = spec
-        self.models = models
-        self.key = key
-        self.max_batch = max_batch
+        super().__init__(job, spec, models, key, max_batch=max_batch)
         self.size = fc.model_size(job.frame_colorizer_size)
         """(width, height) the model is fed at."""
         self.blend = job.frame_colorizer_blend
         self.edits_regions = self.blend == 0
         """The whole frame changes; at blend 0 no pixel does."""
-        self._lock = threading.Lock()
-        self.frames = 0
-
-    def start(self) -> None:
-        return None
 
     def _run(self, session: Runner, chunk: Sequence[fc.F32]) -> list[fc.F32]:
         return fc.run_inputs(session, self.spec, chunk)
@@ -114,21 +104,13 @@ class FrameColorizeStage:
             return list(batch)
         images = self.colorize([packet.image for packet in batch])
         for packet, image in zip(batch, images, strict=True):
-            packet.image = image
-            packet.decoded = None
-            packet.raw = None
-            packet.device_image = None  # a copy on a device no longer matches the frame
-        with self._lock:
-            self.frames += len(batch)
+            new_picture(packet, image)
+        self.count(len(batch))
         return list(batch)
 
     def work(self) -> ProcessorFigures:
         """The frames coloured."""
         return ProcessorFigures(self.name, self.spec.name, frames=self.frames)
-
-    def finish(self) -> None:
-        self.models.close()  # closing twice is a no-op
-        return None
 
 
 def frame_colorizer_stage(
@@ -144,7 +126,6 @@ def frame_colorizer_stage(
     one that breaks its contract or fixes its input to another size, or a description without
     the frame colorizer's type."""
     from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.pipeline.stages.placement import processor_models
     from ffdesk.runtime.files import resolve_models_dir
 
     assert job.frame_colorizer is not None
@@ -153,6 +134,5 @@ def frame_colorizer_stage(
     choice = resolve_model(job.frame_colorizer, ROLE, folder, catalog)
     spec = processor_spec(choice, "frame colorizer", fc.frame_colorizer_spec)
     check_input_sides(choice.path, job.frame_colorizer_size)
-    models = processor_models(job, stages, env=env, share=share)
-    key = models.register(choice)
+    models, key = frame_model(job, stages, choice, env=env, share=share)
     return FrameColorizeStage(job, spec, models, key, max_batch=max(1, job.batch))

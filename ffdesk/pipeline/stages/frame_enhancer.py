@@ -18,7 +18,6 @@ The frames come out `scale` times larger: the engine sizes the encoder by `outpu
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +26,9 @@ import numpy as np
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.report import StageFigures, UpscaleFigures
+from ffdesk.pipeline.report import UpscaleFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
 from ffdesk.runtime.catalog import Catalog, load_catalog
 from ffdesk.swap import frame_enhancer as fe
 from ffdesk.swap.tiles import Tiles, split_tiles, stitch_tiles
@@ -75,11 +75,10 @@ def check_tile_sides(path: Path, spec: fe.FrameEnhancerSpec) -> None:
         )
 
 
-class FrameEnhanceStage:
+class FrameEnhanceStage(FrameModelStage[fe.FrameEnhancerSpec]):
     """Upscales every frame by the frame-enhancer model and blends it with the frame resized."""
 
     name = "frame_enhance"
-    workers = 1
     edits_regions = False  # the whole frame changes (and its size)
 
     def __init__(
@@ -92,20 +91,11 @@ class FrameEnhanceStage:
         max_batch: int,
     ) -> None:
         """`models`/`key`: the model, registered (on the model stages' manager or its own)."""
-        self.job = job
-        self.spec = spec
-        self.models = models
-        self.key = key
-        self.max_batch = max_batch
+        super().__init__(job, spec, models, key, max_batch=max_batch)
         self.output_scale = spec.scale
         """How many times larger the frames leave this stage (the engine sizes the encoder by it)."""
-        self._lock = threading.Lock()
         self.tiles = 0
-        self.frames = 0
         self.out_size: tuple[int, int] | None = None
-
-    def start(self) -> None:
-        return None
 
     def _run(self, session: Runner, chunk: Sequence[Tiles]) -> list[Tiles]:
         return list(fe.run_tiles(session, self.spec, np.stack(chunk)))
@@ -130,10 +120,8 @@ class FrameEnhanceStage:
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
         for packet in batch:
             before = packet.image.shape[1]
-            packet.image = self.enhance(packet.image)
+            new_picture(packet, self.enhance(packet.image))
             packet.region_scale *= max(1, packet.image.shape[1] // max(1, before))
-            packet.decoded = None
-            packet.raw = None
             with self._lock:
                 self.frames += 1
                 self.out_size = (int(packet.image.shape[1]), int(packet.image.shape[0]))
@@ -151,10 +139,6 @@ class FrameEnhanceStage:
             height=height,
             tiles_per_frame=per_frame,
         )
-
-    def finish(self) -> StageFigures | None:
-        self.models.close()  # its own manager only; closing twice is a no-op
-        return None
 
 
 def output_scale(stages: Sequence[Stage]) -> int:
@@ -180,7 +164,6 @@ def frame_enhancer_stage(
     found and checked here, on the caller's thread: `UserError` (one line) for a missing file,
     one that breaks its contract, or a description without the frame enhancer's options."""
     from ffdesk.pipeline.stages.models import resolve_model
-    from ffdesk.pipeline.stages.placement import processor_models
     from ffdesk.runtime.files import resolve_models_dir
 
     assert job.frame_enhancer is not None
@@ -194,5 +177,5 @@ def frame_enhancer_stage(
     except ValueError as exc:
         raise UserError(str(exc)) from None
     check_tile_sides(choice.path, spec)
-    models = processor_models(job, stages, env=env, share=share)
-    return FrameEnhanceStage(job, spec, models, models.register(choice), max_batch=max(1, job.batch))
+    models, key = frame_model(job, stages, choice, env=env, share=share)
+    return FrameEnhanceStage(job, spec, models, key, max_batch=max(1, job.batch))

@@ -66,8 +66,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--gpu",
         action="store_true",
-        help="for renders on a GPU: also the checked batch-free copy of a file that fixes its batch "
-        "at 1 (the FP16 variant is then made from it), which a GPU render otherwise makes at its start",
+        help="for renders on a GPU: also the checked batch-free copy of a per-face model's file "
+        "that fixes its batch at 1 (the FP16 variant is then made from it), which a GPU render "
+        "otherwise makes at its start; no CPU weight copies",
     )
     p.set_defaults(func=_prepare)
 
@@ -147,13 +148,14 @@ def _list(args: argparse.Namespace) -> int:
 def _prepare(args: argparse.Namespace) -> int:
     """Make what a render would otherwise make before its first frame: each model's FP16
     variant (cached under the cache folder's variants/), with `--gpu` from the batch-free copy of a
-    file that fixes its batch at 1 (made and checked first), and, for large files, the external-data
+    file that fixes its batch at 1 (made and checked first) for the per-face models a GPU render
+    batches (`batch_free.FREED_KINDS`), and, without `--gpu`, for large files the external-data
     copy the CPU loads them from (weights/). INT8 variants are calibrated on the faces of the clip
     being rendered, so a render makes those itself."""
     import time
 
     from ffdesk.runtime import precision, weights
-    from ffdesk.runtime.batch_free import batch_free, spec_fixes_batch
+    from ffdesk.runtime.batch_free import FREED_KINDS, batch_free, spec_fixes_batch
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir, verify
 
@@ -176,7 +178,7 @@ def _prepare(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         notes = []
         files = [path]
-        if args.gpu and spec_fixes_batch(spec):
+        if args.gpu and spec.kind in FREED_KINDS and spec_fixes_batch(spec):
             freed = batch_free(path, cache_dir=env.variants_dir)
             if freed.copy is not None:
                 notes.append(f"batch-free copy: {freed.copy}")
@@ -188,7 +190,7 @@ def _prepare(args: argparse.Namespace) -> int:
             variant = precision.make_fp16(path, cache_dir=env.variants_dir)
             notes.append(f"fp16 variant {'already made' if cached else 'made'}: {variant}")
             files.append(variant)
-        for model in files:
+        for model in () if args.gpu else files:  # a GPU render loads the files themselves
             copy = weights.external_copy(model, env.weights_dir)
             if copy is not None:
                 notes.append(f"CPU weight copy: {copy}")

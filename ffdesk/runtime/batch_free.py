@@ -44,6 +44,10 @@ RELATIVE_TOLERANCE = 1e-3
 share of the largest absolute value of that output (plus 1e-5): float rounding of another
 convolution algorithm, not a different result."""
 BATCH_DIM = "batch"
+FREED_KINDS = frozenset({"swapper", "enhancer", "occluder", "parser"})
+"""The catalog kinds a render batching faces frees the batch of (the per-face models of its swap
+stages: the swapper, the face enhancer and the mask models); the others run once a source photo
+or a key frame, or one face a call in a face processor."""
 
 
 @dataclass(frozen=True)

@@ -130,11 +130,13 @@ def test_prepare_makes_the_fp16_variant_a_render_then_finds(
 
 
 def test_prepare_for_a_gpu_makes_the_batch_free_copy_and_its_fp16_variant(
-    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What a GPU render of a batch loads for a file that fixes its batch at 1, made ahead."""
-    from ffdesk.runtime import batch_free, precision
+    from ffdesk.runtime import batch_free, precision, weights
     from ffdesk.runtime.env import RuntimeEnv
+
+    monkeypatch.setattr(weights, "MIN_BYTES", 1)  # every file large enough for a CPU weight copy
 
     pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "arcface_w600k_r50"])
     assert (
@@ -146,8 +148,12 @@ def test_prepare_for_a_gpu_makes_the_batch_free_copy_and_its_fp16_variant(
     copy = batch_free.copy_path(pack / "inswapper_128.onnx", variants)
     assert swapper.startswith(f"inswapper_128: batch-free copy: {copy}; fp16 variant made: "), swapper
     assert copy.is_file() and precision.variant_path(copy, "fp16", cache_dir=variants).is_file()
-    assert recognizer.startswith("arcface_w600k_r50: batch-free copy: ")  # FaceFusion's: 1 x 3 x 112 x 112
     assert batch_free.batch_free(pack / "inswapper_128.onnx", cache_dir=variants).copy == copy
+    # the recognizer (FaceFusion's: 1 x 3 x 112 x 112) embeds the source photos: a render never
+    # batches it, so nothing is freed; and a GPU render loads no CPU weight copy
+    assert recognizer.startswith("arcface_w600k_r50: fp16 variant made: "), recognizer
+    assert "batch-free" not in recognizer and "CPU weight copy" not in swapper + recognizer
+    assert not batch_free.copy_path(pack / "arcface_w600k_r50.onnx", variants).exists()
 
 
 @pytest.mark.parametrize(

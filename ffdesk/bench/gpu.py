@@ -520,7 +520,7 @@ def _time_model(
             session = create_session(path, options, name=request.name, precision=precision)
             note = "its batch-free copy"
         else:
-            note = f"one face a call ({freed.reason})"
+            note = freed.kept
     try:
         used = session.fixed_batch or batch
         call = _bound_call(session, used)

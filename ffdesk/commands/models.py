@@ -184,7 +184,7 @@ def _prepare(args: argparse.Namespace) -> int:
                 notes.append(f"batch-free copy: {freed.copy}")
                 path = freed.copy
             else:
-                notes.append(f"one face a call ({freed.reason})")
+                notes.append(str(freed.kept))
         if args.precision == "fp16":
             cached = precision.variant_path(path, "fp16", cache_dir=env.variants_dir).is_file()
             variant = precision.make_fp16(path, cache_dir=env.variants_dir)

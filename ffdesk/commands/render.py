@@ -446,8 +446,11 @@ def run(args: argparse.Namespace) -> int:
             for p in report.processors
         ]
         print("processors: " + ", ".join(done))
+    from ffdesk.runtime.batch_free import ONE_FACE_A_CALL
+
     notes = (report.models.batch_notes if report.models is not None else None) or ()
-    single = [n.replace(": one face a call ", " ", 1) for n in notes if ": one face a call " in n]
+    kept = f": {ONE_FACE_A_CALL} "
+    single = [n.replace(kept, " ", 1) for n in notes if kept in n]
     if single:  # a GPU render of published files that runs slower than it could: say why
         print("one face a call (the file fixes its batch at 1): " + "; ".join(single))
     return 0

@@ -44,6 +44,8 @@ RELATIVE_TOLERANCE = 1e-3
 share of the largest absolute value of that output (plus 1e-5): float rounding of another
 convolution algorithm, not a different result."""
 BATCH_DIM = "batch"
+ONE_FACE_A_CALL = "one face a call"
+"""What a file that keeps its batch of 1 does, as the render's notes say it (`BatchFree.kept`)."""
 FREED_KINDS = frozenset({"swapper", "enhancer", "occluder", "parser"})
 """The catalog kinds a render batching faces frees the batch of (the per-face models of its swap
 stages: the swapper, the face enhancer and the mask models); the others run once a source photo
@@ -57,6 +59,11 @@ class BatchFree:
     copy: Path | None
     reason: str | None = None
     """Why the file keeps its batch of 1 (None: the copy is used, or the file was free already)."""
+
+    @property
+    def kept(self) -> str | None:
+        """How notes say the file keeps its batch of 1, and why (None: its copy is used)."""
+        return None if self.copy is not None else f"{ONE_FACE_A_CALL} ({self.reason})"
 
 
 def copy_path(src: Path, cache_dir: Path) -> Path:

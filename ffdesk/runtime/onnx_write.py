@@ -63,9 +63,10 @@ def _graph_pieces(graph: Any, number: int) -> Iterator[bytes]:
             size += len(parts[-1])
             continue
         for tensor in value:
-            header = _framed_header(field.number, tensor.ByteSize())
+            length = tensor.ByteSize()  # upb serializes the tensor to tell: asked once
+            header = _framed_header(field.number, length)
             parts += [header, tensor]
-            size += len(header) + tensor.ByteSize()
+            size += len(header) + length
     yield _framed_header(number, size)
     for part in parts:
         yield part if isinstance(part, bytes) else bytes(part.SerializeToString())

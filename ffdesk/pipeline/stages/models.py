@@ -532,8 +532,8 @@ class ModelRender:
                 if role == "swapper":
                     self.swapper_file = result.copy
                 notes.append(f"{choice.name}: its batch freed (a checked copy)")
-            elif result.reason is not None:
-                notes.append(f"{choice.name}: one face a call ({result.reason})")
+            else:
+                notes.append(f"{choice.name}: {result.kept}")
         self.batch_notes = tuple(notes)
 
     def _warm_up(self, step: Callable[[], object], emit: Callable[[ev.Event], None]) -> bool:

@@ -386,11 +386,17 @@ def test_a_deepfacelab_model_swaps_live_without_a_source_photo(
     # the frames out are the camera's with the face redrawn: they differ from the clip's own
     with av.open(str(face_clip)) as clip:
         plain = [f.to_ndarray(format="rgb24") for f in clip.decode(video=0)]
+    # (the share of pixels moved by more than 12 levels: 2.2-2.8% over the clip's frames; a
+    # mean over the whole frame depends on which of the clip's frames a slow machine
+    # reached in 1.5 s)
     moved = [
-        float(np.abs(f.image.astype(int) - plain[f.number % len(plain)].astype(int)).mean())
+        float(
+            (np.abs(f.image.astype(int) - plain[f.number % len(plain)].astype(int)).max(axis=2) > 12).mean()
+        )
         for f in frames.frames
+        if f.faces_swapped
     ]
-    assert np.median(moved) > 1.0, moved
+    assert min(moved) > 0.01, moved
     with pytest.raises(UserError, match="or a deep swapper model"):
         live_job([])
     out = tmp_path / "rec.mp4"

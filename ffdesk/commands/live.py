@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.mask_options import add_mask_options, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -53,6 +54,7 @@ def register(sub: Any) -> None:
     p.add_argument("--models-dir", type=Path, default=None)
     p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
+    add_mask_options(p)
     add_processor_options(p)
     p.add_argument("--list-cameras", action="store_true", help="list the capture devices and stop")
     p.set_defaults(func=run)
@@ -111,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.live import LiveSession, live_job, live_stages
+    from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores
 
     if not args.source and not args.deep_swapper:
         raise UserError(
@@ -137,8 +140,11 @@ def run(args: argparse.Namespace) -> int:
         face_selection=args.face_selection,
         source_face=args.source_face,
         provider=args.provider,
+        **mask_fields(args),
         **processor_fields(args),
     )
+    for note in embedded_ignores(job, left_out=LIVE_LEAVES_OUT):
+        _status(f"warning: {note}")
     env = runtime_env(args)
     stop = threading.Event()
     with ExitStack() as stack:

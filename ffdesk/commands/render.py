@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
+from ffdesk.commands.mask_options import add_mask_options, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -69,40 +70,7 @@ def register(sub: Any) -> None:
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
     p.add_argument("--enhancer", default=None)
-    p.add_argument(
-        "--mask",
-        default="",
-        help="comma-separated masks, each with its model if not the default: box, occlusion[=xseg_1], "
-        "area, region[=bisenet_resnet_34], e.g. box,occlusion=xseg_2,region (occlusion=many: every "
-        "XSeg); combined by their minimum; default: box",
-    )
-    p.add_argument(
-        "--mask-blur",
-        type=float,
-        default=0.3,
-        metavar="B",
-        help="blur of the box mask's edge, 0-1; default 0.3",
-    )
-    p.add_argument(
-        "--mask-padding",
-        default="0",
-        metavar="T,R,B,L",
-        help="box mask padding in percent 0-100: one number for every side, two (top/bottom, "
-        "right/left), three (top, right/left, bottom) or four; default 0",
-    )
-    p.add_argument(
-        "--mask-areas",
-        default="",
-        metavar="A,A",
-        help="landmark areas the area mask keeps (default: all): upper-face, lower-face, mouth",
-    )
-    p.add_argument(
-        "--mask-regions",
-        default="",
-        metavar="R,R",
-        help="face regions the region mask keeps (default: all): skin, left-eyebrow, right-eyebrow, "
-        "left-eye, right-eye, glasses, nose, mouth, upper-lip, lower-lip (or brows, eyes, lips)",
-    )
+    add_mask_options(p)
     p.add_argument(
         "--enhancer-weight",
         type=float,
@@ -220,13 +188,6 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
     range, or an input over the pixel limit (`check_input_pixels`)."""
     from ffdesk.pipeline.people import face_map_of
 
-    regions = tuple(r.strip() for r in args.mask_regions.split(",") if r.strip())
-    from ffdesk.swap.masks import parse_padding  # OpenCV behind it: loaded when a job is built
-
-    try:
-        padding = parse_padding(args.mask_padding)
-    except ValueError as exc:
-        raise UserError(f"{exc} (--mask-padding)") from None
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
         output=args.output,
@@ -252,11 +213,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         recognizer=args.recognizer,
         detector=args.detector,
         enhancer=args.enhancer,
-        masks=tuple(m.strip() for m in args.mask.split(",") if m.strip()),
-        mask_regions=regions,
-        mask_blur=args.mask_blur,
-        mask_padding=padding,
-        mask_areas=tuple(a.strip() for a in args.mask_areas.split(",") if a.strip()),
+        **mask_fields(args),
         enhancer_weight=args.enhancer_weight,
         enhancer_blend=args.enhancer_blend,
         telemetry_log=args.telemetry_log,

@@ -86,6 +86,9 @@ class LivePlan:
     processors: tuple[tuple[str, Any], ...] = ()
     """The `RenderJob` fields of the Processors tab's processors that run live
     (`ffdesk.gui.processors.live_processor_fields`)."""
+    masks: tuple[tuple[str, Any], ...] = ()
+    """The `RenderJob` mask fields of the Controls tab that the live stages read
+    (`SessionModel.mask_job_fields`)."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,7 @@ def run_plan(
             swapper=plan.swapper,
             face_selection=plan.face_selection,
             source_face=plan.source_face,
+            **dict(plan.masks),
             **dict(plan.processors),
         )
         stages = live_stages(job, fps=camera.fps, env=env)
@@ -559,6 +563,7 @@ class LiveView(QWidget):
             record=record,
             stream=stream,
             processors=processors,
+            masks=tuple(self.session.mask_job_fields(dict(processors)).items()),
         )
 
     def start(self) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -537,8 +537,6 @@ class SessionModel(QObject):
         first = chosen[0] if chosen else None
         start, end = self.span_s()
         processors = processor_job_fields(s, self.processor_states())
-        # the embedded swap has masks of its own: only the face processors' controls reach its jobs
-        read = mask_use.ALL if s.swapper else mask_use.reads(k for k, v in processors.items() if v)
         return RenderJob(
             target=self.clip.path,
             output=out,
@@ -562,11 +560,19 @@ class SessionModel(QObject):
             enhancer=s.enhancer or None,
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,
-            **_mask_fields(s, read),
+            **self.mask_job_fields(processors),
             models_dir=self.models_dir,
             face_map=face_map,
             **processors,
         )
+
+    def mask_job_fields(self, processors: Mapping[str, Any]) -> dict[str, Any]:
+        """The mask fields of a job (a render's or a live session's) that runs these processor
+        fields: every control's with a swapper model; with the embedded swap, which has masks of
+        its own, those the face processors turned on read (`ffdesk.pipeline.mask_use`)."""
+        s = self.settings
+        read = mask_use.ALL if s.swapper else mask_use.reads(k for k, v in processors.items() if v)
+        return _mask_fields(s, read)
 
 
 def _mask_fields(s: Settings, read: frozenset[mask_use.MaskSetting]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ffdesk.pipeline.job import COLORIZER_SIZES, DEFAULT_MODELS, EXPRESSION_AREAS, FACE_EDITS, FaceEdit
-from ffdesk.pipeline.plan import DRAFT_SKIPS, FACE_PROCESSORS, FRAME_PROCESSORS
+from ffdesk.pipeline.plan import DRAFT_SKIPS, FACE_PROCESSORS, FRAME_PROCESSORS, LIVE_LEAVES_OUT
 from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
@@ -318,11 +318,6 @@ def processor_job_fields(s: Settings, states: Mapping[str, ProcessorState]) -> d
         "frame_colorizer_size": size,
         "frame_colorizer_blend": _percent(s.frame_colorizer_blend, 100),
     }
-
-
-LIVE_LEAVES_OUT = ("lip_syncer", "frame_enhancer")
-"""Processors live does not run: the lip syncer follows an audio file, the frame enhancer would
-change the camera's frame size under the outputs."""
 
 
 def live_processor_fields(

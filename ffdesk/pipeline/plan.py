@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
@@ -85,6 +86,10 @@ FRAME_PROCESSORS: tuple[tuple[str, str, str], ...] = (
 DRAFT_SKIPS = frozenset({"frame_enhancer"})
 """Whole-frame processors off in preview mode (a draft at the source's size)."""
 
+LIVE_LEAVES_OUT = ("lip_syncer", "frame_enhancer")
+"""Processors live does not run: the lip syncer follows an audio file, the frame enhancer would
+change the camera's frame size under the outputs."""
+
 
 def draft_skipped(job: RenderJob) -> list[str]:
     """One line for each processor the job names that its preview mode leaves out."""
@@ -98,10 +103,11 @@ def draft_skipped(job: RenderJob) -> list[str]:
     ]
 
 
-def embedded_ignores(job: RenderJob) -> list[str]:
+def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[str]:
     """One line naming the mask settings of a job the embedded swap runs that no stage of it reads
     (the embedded swap has masks of its own; the face processors read some, `mask_use`); none
-    when a swapper model swaps, nothing is swapped, or each setting the job changes is read."""
+    when a swapper model swaps, nothing is swapped, or each setting the job changes is read.
+    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers."""
     if job.swapper or not (job.sources or job.face_map):
         return []
     on = mu.readers(p for p in mu.PROCESSOR_READS if getattr(job, p))
@@ -126,7 +132,9 @@ def embedded_ignores(job: RenderJob) -> list[str]:
     if on:
         verb = "does" if len(on) == 1 else "do"
         nor = f", nor {verb} {mu.listed((mu.NAMES[p] for p in on), 'or')}"
-    others = [mu.NAMES[p] for p, r in mu.PROCESSOR_READS.items() if p not in on and r & wanted]
+    others = [
+        mu.NAMES[p] for p, r in mu.PROCESSOR_READS.items() if p not in on and p not in left_out and r & wanted
+    ]
     return [
         f"the embedded swap does not use {', '.join(named)} (it keeps what covers the face by itself "
         f"under its own feathered mask){nor}; they apply to "

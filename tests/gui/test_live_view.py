@@ -243,3 +243,48 @@ def test_the_deep_swapper_goes_live_without_a_source_photo(
     live.stop_button.click()
     qtbot.waitUntil(lambda: not live.running, timeout=20000)
     assert session_threads() == []
+
+
+def test_the_mask_controls_reach_a_live_model_swap(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path, tmp_path: Path
+) -> None:
+    """With a swapper model the Controls tab's masks go live as they go to a render; with the
+    embedded swap (masks of its own) and no face processor that reads them, none of them do."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    for spec in load_catalog():
+        if spec.name in ("inswapper_128", "arcface_w600k_r50"):
+            write_standin(spec, tmp_path, dynamic_batch=True)
+    session = window.session
+    session.set_models_dir(tmp_path)
+    session.update_settings(
+        swapper="inswapper_128", mask_types="box", mask_blur=0.5, mask_padding=(0, 0, 60, 0), precision="fp32"
+    )
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(face_clip)
+    plan = live.plan()
+    assert plan is not None and plan.swapper == "inswapper_128"
+    masks = dict(plan.masks)
+    assert masks["masks"] == ("box",) and masks["mask_padding"] == (0, 0, 60, 0) and masks["mask_blur"] == 0.5
+    assert live.start()
+
+    def swapped() -> bool:
+        shown = session.preview
+        if shown is None:
+            return False
+        moved = np.abs(shown.processed.astype(int) - shown.original.astype(int)).max(axis=2) > 12
+        return bool(moved.any())
+
+    qtbot.waitUntil(swapped, timeout=30000)
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    assert session_threads() == []
+    errors = [e.text for e in window.status.entries if e.level == "error"]
+    assert errors == []
+    session.update_settings(swapper="")
+    plan = live.plan()
+    assert plan is not None and plan.swapper is None
+    masks = dict(plan.masks)
+    assert masks["masks"] == () and "mask_padding" not in masks and "mask_blur" not in masks

@@ -332,6 +332,63 @@ def test_a_model_pack_swaps_live(run_env: RuntimeEnv, face_clip: Path, tmp_path:
     assert figures.frames_with_swap >= figures.frames_out // 2
 
 
+def test_a_pack_swaps_live_under_the_masks_asked_for(
+    run_env: RuntimeEnv,
+    face_clip: Path,
+    clip_frames: list[np.ndarray],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The mask settings reach a live pack's swap as they reach a render's: the box padded 60% at
+    the bottom leaves the lower face as the camera gave it. The embedded swap, which has masks of
+    its own, says in one line that it does not use them; a malformed padding is one line."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.standins import write_standin
+
+    for spec in load_catalog():
+        if spec.name in ("inswapper_128", "arcface_w600k_r50"):
+            write_standin(spec, tmp_path, dynamic_batch=True)
+    changed: list[dict[int, np.ndarray]] = []
+    for padding in ((0, 0, 0, 0), (0, 0, 60, 0)):
+        camera = FileCamera(face_clip, loop=True)
+        camera.open()
+        job = live_job(
+            [SOURCE], models_dir=tmp_path, swapper="inswapper_128", precision="fp32", mask_padding=padding
+        )
+        frames = Collect()
+        figures = LiveSession(
+            camera, live_stages(job, fps=camera.fps, env=run_env), [frames], seconds=1.5
+        ).run()
+        assert figures.error is None and figures.frames_with_swap > 5
+        changed.append(
+            {
+                f.number: np.abs(f.image.astype(int) - clip_frames[f.number % len(clip_frames)]).max(axis=2)
+                > 12
+                for f in frames.frames
+            }
+        )
+    both = sorted(set(changed[0]) & set(changed[1]))
+    assert len(both) > 5
+    for n in both:
+        whole, padded = changed[0][n], changed[1][n]
+        assert 0 < padded.sum() < 0.6 * whole.sum(), n
+        # (the changed rows end 50-60 rows higher: the face is about 120 rows tall)
+        assert np.nonzero(padded.any(axis=1))[0][-1] < np.nonzero(whole.any(axis=1))[0][-1] - 30, n
+    args = ["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--seconds", "0.5"]
+    assert main([*args, "--mask", "box,occlusion", "--mask-padding", "10"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the embedded swap does not use --mask box,occlusion, --mask-padding" in err
+    assert "the age modifier" in err and "lip syncer" not in err  # (live has none)
+    assert (
+        main([*args, "--models-dir", str(tmp_path), "--swapper", "inswapper_128", "--mask-padding", "10"])
+        == 0
+    )
+    assert "does not use" not in capsys.readouterr().err
+    assert main([*args, "--mask-padding", "1,2,3,4,5"]) == 2
+    err = capsys.readouterr().err
+    assert "(--mask-padding)" in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_other_processors_run_live_after_the_swap(
     run_env: RuntimeEnv, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,0 +1,71 @@
+"""The command line's mask options (`--mask`, `--mask-blur`, `--mask-padding`, `--mask-areas`,
+`--mask-regions`), shared by `ffdesk render` and `ffdesk live`: `add_mask_options` puts them on a
+parser, `mask_fields` turns them into `RenderJob` fields (`RenderJob` checks the ranges)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ffdesk.errors import UserError
+from ffdesk.pipeline.job import DEFAULT_MASK_BLUR
+
+
+def add_mask_options(p: argparse.ArgumentParser) -> None:
+    """The five mask options, on `p`."""
+    p.add_argument(
+        "--mask",
+        default="",
+        help="comma-separated masks, each with its model if not the default: box, occlusion[=xseg_1], "
+        "area, region[=bisenet_resnet_34], e.g. box,occlusion=xseg_2,region (occlusion=many: every "
+        "XSeg); combined by their minimum; default: box",
+    )
+    p.add_argument(
+        "--mask-blur",
+        type=float,
+        default=DEFAULT_MASK_BLUR,
+        metavar="B",
+        help=f"blur of the box mask's edge, 0-1; default {DEFAULT_MASK_BLUR:g}",
+    )
+    p.add_argument(
+        "--mask-padding",
+        default="0",
+        metavar="T,R,B,L",
+        help="box mask padding in percent 0-100: one number for every side, two (top/bottom, "
+        "right/left), three (top, right/left, bottom) or four; default 0",
+    )
+    p.add_argument(
+        "--mask-areas",
+        default="",
+        metavar="A,A",
+        help="landmark areas the area mask keeps (default: all): upper-face, lower-face, mouth",
+    )
+    p.add_argument(
+        "--mask-regions",
+        default="",
+        metavar="R,R",
+        help="face regions the region mask keeps (default: all): skin, left-eyebrow, right-eyebrow, "
+        "left-eye, right-eye, glasses, nose, mouth, upper-lip, lower-lip (or brows, eyes, lips)",
+    )
+
+
+def mask_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RenderJob` fields of the mask options; `UserError` (one line) for a padding that is
+    not one to four numbers."""
+    from ffdesk.swap.masks import parse_padding  # OpenCV behind it: loaded when a job is built
+
+    try:
+        padding = parse_padding(args.mask_padding)
+    except ValueError as exc:
+        raise UserError(f"{exc} (--mask-padding)") from None
+    return {
+        "masks": _listed(args.mask),
+        "mask_regions": _listed(args.mask_regions),
+        "mask_blur": args.mask_blur,
+        "mask_padding": padding,
+        "mask_areas": _listed(args.mask_areas),
+    }
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())

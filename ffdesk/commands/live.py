@@ -14,7 +14,7 @@ from ffdesk.commands.mask_options import add_mask_options, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
-from ffdesk.pipeline.job import PROVIDERS
+from ffdesk.pipeline.job import PRECISIONS, PROVIDERS
 
 if TYPE_CHECKING:
     from ffdesk.media.capture import Camera
@@ -54,6 +54,12 @@ def register(sub: Any) -> None:
     p.add_argument("--models-dir", type=Path, default=None)
     p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="precision of a swapper model (auto: as a final render picks it)",
+    )
     add_mask_options(p)
     add_processor_options(p)
     p.add_argument("--list-cameras", action="store_true", help="list the capture devices and stop")
@@ -140,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         face_selection=args.face_selection,
         source_face=args.source_face,
         provider=args.provider,
+        precision=args.precision,
         **mask_fields(args),
         **processor_fields(args),
     )

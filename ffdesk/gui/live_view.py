@@ -48,7 +48,7 @@ from ffdesk.media.capture import FILE_PREFIX, CapturedFrame
 from ffdesk.pipeline.live import LiveFigures, LiveFrame, percentile
 from ffdesk.pipeline.preview import PreviewResult
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.types import Frame
+from ffdesk.types import Frame, Precision
 
 if TYPE_CHECKING:
     from ffdesk.media.capture import Camera
@@ -80,6 +80,8 @@ class LivePlan:
     source_face: int | None = None
     face_selection: str = "largest"
     swapper: str | None = None
+    precision: Precision = "auto"
+    """The swapper model's precision (the Controls tab's)."""
     models_dir: Path | None = None
     record: Path | None = None
     stream: str | None = None
@@ -258,6 +260,7 @@ def run_plan(
             plan.sources,
             models_dir=plan.models_dir,
             swapper=plan.swapper,
+            precision=plan.precision,
             face_selection=plan.face_selection,
             source_face=plan.source_face,
             **dict(plan.masks),
@@ -559,6 +562,7 @@ class LiveView(QWidget):
             source_face=first.chosen if first is not None and len(first.faces) > 1 else None,
             face_selection=selection,
             swapper=s.swapper or None,
+            precision=s.precision,
             models_dir=self.session.models_dir,
             record=record,
             stream=stream,

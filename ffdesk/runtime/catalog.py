@@ -5,6 +5,7 @@ The data lives in `resources/catalog.toml`; this module only parses it into froz
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import tomllib
@@ -233,10 +234,18 @@ class Catalog:
         return tuple(m.name for m in self.models)
 
     def get(self, name: str) -> ModelSpec:
-        """The entry called `name`; a `UserError` naming the known models otherwise."""
+        """The entry called `name`; otherwise a `UserError` naming the known models a name that
+        close was likely meant to be, or all of them."""
         for m in self.models:
             if m.name == name:
                 return m
+        starting = [n for n in self.names if len(name) >= 3 and n.startswith(name)]
+        if len(starting) > 6:  # a name that short names no model in particular
+            raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")
+        near = set(starting or difflib.get_close_matches(name, self.names, n=3, cutoff=0.75))
+        close = [n for n in self.names if n in near]
+        if close:
+            raise UserError(f"unknown model {name!r} (did you mean {' or '.join(close)}?)")
         raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")
 
     def by_kind(self, kind: str) -> tuple[ModelSpec, ...]:

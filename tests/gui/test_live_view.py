@@ -265,7 +265,7 @@ def test_the_mask_controls_reach_a_live_model_swap(
     live = window.live_view
     live.use_clip(face_clip)
     plan = live.plan()
-    assert plan is not None and plan.swapper == "inswapper_128"
+    assert plan is not None and plan.swapper == "inswapper_128" and plan.precision == "fp32"
     masks = dict(plan.masks)
     assert masks["masks"] == ("box",) and masks["mask_padding"] == (0, 0, 60, 0) and masks["mask_blur"] == 0.5
     assert live.start()

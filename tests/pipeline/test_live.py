@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -379,11 +380,11 @@ def test_a_pack_swaps_live_under_the_masks_asked_for(
     err = capsys.readouterr().err
     assert "warning: the embedded swap does not use --mask box,occlusion, --mask-padding" in err
     assert "the age modifier" in err and "lip syncer" not in err  # (live has none)
-    assert (
-        main([*args, "--models-dir", str(tmp_path), "--swapper", "inswapper_128", "--mask-padding", "10"])
-        == 0
-    )
+    pack = ["--models-dir", str(tmp_path), "--swapper", "inswapper_128"]
+    assert main([*args, *pack, "--mask-padding", "10", "--precision", "fp16"]) == 0
     assert "does not use" not in capsys.readouterr().err
+    variants = Path(os.environ["XDG_CACHE_HOME"]) / "ffdesk" / "variants"
+    assert list(variants.glob("inswapper_128.*.fp16.onnx"))  # the precision asked for
     assert main([*args, "--mask-padding", "1,2,3,4,5"]) == 2
     err = capsys.readouterr().err
     assert "(--mask-padding)" in err and len(err.strip().splitlines()) == 1

@@ -149,8 +149,13 @@ def test_normalisation_round_trips(catalog: Catalog) -> None:
 
 
 def test_unknown_model_is_a_user_error(catalog: Catalog) -> None:
-    with pytest.raises(UserError, match="unknown model 'nope'"):
+    with pytest.raises(UserError, match="unknown model 'nope' \\(known: inswapper_128, "):
         catalog.get("nope")
+    typo = r"^unknown model 'inswaper_128' \(did you mean inswapper_128 or inswapper_128_fp16\?\)$"
+    with pytest.raises(UserError, match=typo):
+        catalog.get("inswaper_128")
+    with pytest.raises(UserError, match=r"\(did you mean bisenet_resnet_18 or bisenet_resnet_34\?\)$"):
+        catalog.get("bisenet")  # the start of their names
 
 
 def test_bad_catalog_file_is_named(tmp_path: Path) -> None:

@@ -903,9 +903,11 @@ def _occlusion(choice: ModelChoice) -> MaskFn:
     return run
 
 
-def _regions(
+def region_masking(
     choice: ModelChoice, classes: tuple[int, ...]
 ) -> Callable[[Runner, Sequence[Frame]], list[Mask]]:
+    """What a face parser's runner is given to turn crops into region masks keeping `classes`
+    (the render's swap stage and the face processors' `render_masks` both run it)."""
     size, name = _mask_input(choice, 512)
 
     def run(session: Runner, chunk: Sequence[Frame]) -> list[Mask]:
@@ -1079,7 +1081,7 @@ class SwapStage:
         if "area" in ctx.mask_types:
             parts.append(area_masks(aligned.faces, aligned.affines, size, job.mask_areas))
         if "region" in ctx.masks:
-            regions = _regions(ctx.masks["region"], ctx.region_classes)
+            regions = region_masking(ctx.masks["region"], ctx.region_classes)
             parts.append(np.stack(ctx.run("region", regions, list(swapped))))
         combined = mk.combine(parts)
         return [combined[i] for i in range(len(combined))]

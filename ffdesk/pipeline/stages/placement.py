@@ -117,10 +117,10 @@ def render_masks(
     first frame)."""
     from ffdesk.pipeline.stages.models import (
         RunModel,
-        _regions,
         job_mask_models,
         job_region_classes,
         occlusion_of,
+        region_masking,
     )
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir
@@ -146,7 +146,7 @@ def render_masks(
         occlusion = occlusion_masks
     region_masks: CropMasks | None = None
     if regions and "region" in choices:
-        parse, key = _regions(choices["region"], classes), keys["region"]
+        parse, key = region_masking(choices["region"], classes), keys["region"]
 
         def parsed(crops: npt.NDArray[np.uint8]) -> npt.NDArray[np.float32]:
             return np.stack(run(key, parse, list(crops)))

@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.pipeline.live import LiveSession, live_job, live_stages
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores
 
-    if not args.source and not args.deep_swapper:
+    if not args.source and not args.deep_swapper and not args.swapper:
         raise UserError(
-            "ffdesk live: give a source face photo (--source FACE) or a deep swapper model "
-            "(--deep-swapper), or --list-cameras"
+            "ffdesk live: give a source face photo (--source FACE), a deep swapper model "
+            "(--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), or --list-cameras"
         )
     try:
         size = parse_size(args.size) if args.size else None

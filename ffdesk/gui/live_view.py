@@ -521,10 +521,11 @@ class LiveView(QWidget):
         usable = self.session.usable_sources()
         s = self.session.settings
         processors, left_out = live_processor_fields(s, self.session.processor_states())
-        if not usable and not dict(processors).get("deep_swapper"):
+        if not usable and not dict(processors).get("deep_swapper") and not s.swapper:
             self.status.post(
                 "warning",
-                "live: add a source face photo first (Sources), or turn on the deep swapper (Processors)",
+                "live: add a source face photo first (Sources), turn on the deep swapper (Processors) "
+                "or choose a model you trained as the swapper",
             )
             return None
         first = usable[0] if usable else None

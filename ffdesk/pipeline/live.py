@@ -444,10 +444,12 @@ def live_job(
 ) -> RenderJob:
     """A render job holding the live session's swap settings (its target is the first source
     photo: nothing is read from it but what a source needs; nothing is written to its output).
-    A deep swapper needs no source photo: with one and none, the target is only a name."""
-    if not sources and not settings.get("deep_swapper"):
+    A deep swapper or a model made by `ffdesk train` needs no source photo: with one and none,
+    the target is only a name (`live_stages` says when the swapper named needs a photo)."""
+    if not sources and not settings.get("deep_swapper") and not swapper:
         raise UserError(
-            "live needs a source face photo (--source FACE) or a deep swapper model (--deep-swapper)"
+            "live needs a source face photo (--source FACE), a deep swapper model (--deep-swapper) "
+            "or a model made by `ffdesk train` (--swapper RUN)"
         )
     first = Path(sources[0]) if sources else Path(CAMERA_TARGET)
     return RenderJob(
@@ -469,10 +471,10 @@ CAMERA_TARGET = "camera"
 def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     """The stages of `job` for a camera at `fps`: the render's front end (detection on its key
     frames, the tracker in between, selection), without the resumable segments' restarts, then
-    the swap (the embedded one, or the model pack's with `job.swapper`) at batch 1, then the
-    other processors the job names, as a render places them (not the lip syncer: a camera's
-    voice is not a file). Built on the caller's thread: a source photo without a face fails
-    here, in one line."""
+    the swap (the embedded one, the model pack's with `job.swapper`, or a model `ffdesk train`
+    made, which needs no source photo) at batch 1, then the other processors the job names, as
+    a render places them (not the lip syncer: a camera's voice is not a file). Built on the
+    caller's thread: a source photo without a face fails here, in one line."""
     from ffdesk.pipeline.plan import with_processors
 
     if job.face_selection == "reference" or job.face_map:
@@ -488,16 +490,25 @@ def _swap_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
 
     det_size = DET_SIZE.get(job.mode, 640)
-    if not job.sources:  # a deep swapper alone: the front end, then the processors
+    if job.swapper:
+        from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
+        from ffdesk.runtime.files import resolve_models_dir
+
+        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):  # no photo
+            front = FaceFrontEnd(job_analyser(job), job.face_selection, None, fps, det_size)
+            return trained_stages(job, env=env, front=front)
+    if not job.sources:
+        if job.swapper:
+            raise UserError(
+                f"live with the swapper {job.swapper} needs a source face photo (--source FACE); "
+                "a model made by `ffdesk train` swaps without one"
+            )
+        # a deep swapper alone: the front end, then the processors
         return list(FaceFrontEnd(job_analyser(job), job.face_selection, None, fps, det_size).stages())
     if job.swapper:
         from ffdesk.pipeline.report import ModelOrder
         from ffdesk.pipeline.stages.models import ModelRender, pack_stages
-        from ffdesk.pipeline.stages.trained import is_trained_swapper
-        from ffdesk.runtime.files import resolve_models_dir
 
-        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
-            raise UserError("live runs the embedded swap or a model pack's swapper, not a trained model yet")
         ctx = ModelRender(job, env=env)
         front = FaceFrontEnd(ctx.analyser, job.face_selection, None, fps, det_size)
         return pack_stages(ctx, front, ModelOrder("batch", "live: one frame at a time", 1))

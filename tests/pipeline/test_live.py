@@ -455,10 +455,10 @@ def test_a_deepfacelab_model_swaps_live_without_a_source_photo(
         if f.faces_swapped
     ]
     assert min(moved) > 0.01, moved
-    with pytest.raises(UserError, match="or a deep swapper model"):
+    with pytest.raises(UserError, match="a deep swapper model .* or a model made by `ffdesk train`"):
         live_job([])
     out = tmp_path / "rec.mp4"
     args = ["live", "--camera", f"file:{face_clip}", "--seconds", "1", "--models-dir", str(tmp_path)]
     assert main([*args, "--deep-swapper", model, "--record", str(out)]) == 0 and out.is_file()
     assert main(["live", "--camera", f"file:{face_clip}", "--seconds", "1"]) == 2
-    assert "or a deep swapper model" in capsys.readouterr().err
+    assert "a deep swapper model (--deep-swapper) or a model made by" in capsys.readouterr().err

@@ -38,6 +38,7 @@ from ffdesk.types import Frame, Mask, Mode, Precision
 from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
+    from ffdesk.pipeline.stages.front import FaceFrontEnd
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.precision import Concrete
     from ffdesk.runtime.residency import Share
@@ -305,11 +306,17 @@ class TrainedSwapStage:
 
 
 def trained_stages(
-    job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
+    job: RenderJob,
+    info: MediaInfo | None = None,
+    *,
+    env: RuntimeEnv,
+    share: Share | None = None,
+    front: FaceFrontEnd | None = None,
 ) -> list[Stage]:
     """Stages for a render with a trained swapper; the model and its contract are checked here,
     on the caller's thread, before any frame is decoded. `env`: the runtime environment (models
-    folder, driver switches); `share`: the residency pool the model joins."""
+    folder, driver switches); `share`: the residency pool the model joins; `front`: the face
+    front end the swap follows (default: the job's, `FaceFrontEnd.for_job`)."""
     from ffdesk.pipeline.stages.front import FaceFrontEnd
     from ffdesk.runtime.files import resolve_models_dir
 
@@ -322,5 +329,5 @@ def trained_stages(
         path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share,
         precision=job.precision,
     )  # fmt: skip
-    front = FaceFrontEnd.for_job(job, info=info)
+    front = front or FaceFrontEnd.for_job(job, info=info)
     return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]

@@ -4,6 +4,7 @@ the faces it sees, no source photo (as a render runs it)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -62,3 +63,43 @@ def test_a_model_packs_swapper_still_needs_a_photo(run_env: RuntimeEnv, camera_c
     assert (
         main(["live", "--camera", f"file:{camera_clip}", "--seconds", "1", "--swapper", "inswapper_128"]) == 2
     )
+
+
+def test_the_app_goes_live_with_a_trained_model_and_no_photo(
+    run_env: RuntimeEnv, trained: Path, camera_clip: Path, tmp_path: Path, qtbot: Any
+) -> None:
+    from ffdesk.gui.app import application
+    from ffdesk.gui.main_window import MainWindow, open_settings
+
+    application()
+    window = MainWindow(
+        settings=open_settings(tmp_path / "gui.ini"),
+        queue_path=tmp_path / "queue.json",
+        telemetry=False,
+        autostart=False,
+        confirm_close=lambda: True,
+        env=run_env,
+    )
+    qtbot.addWidget(window)
+    try:
+        session = window.session
+        live = window.live_view
+        live.use_clip(camera_clip)
+        assert live.plan() is None  # nothing to swap with yet: one Status line
+        assert "or choose a model you trained" in window.status.entries[-1].text
+        session.update_settings(swapper=str(trained))
+        plan = live.plan()
+        assert plan is not None and plan.sources == () and plan.swapper == str(trained)
+        assert live.start()
+        qtbot.waitUntil(
+            lambda: (
+                session.preview is not None
+                and not np.array_equal(session.preview.original, session.preview.processed)
+            ),
+            timeout=30000,
+        )
+        live.stop_button.click()
+        qtbot.waitUntil(lambda: not live.running, timeout=20000)
+        assert [e.text for e in window.status.entries if e.level == "error"] == []
+    finally:
+        window.shutdown()

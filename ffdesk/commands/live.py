@@ -169,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
         with ctrl_c_cancels(stop):
             figures = session.run(stop)
     print(figures.line())
+    if figures.error:  # (a recording that failed is not at its path)
+        raise UserError(figures.error)
     if args.record is not None and figures.frames_out:
         print(f"recorded {args.record}")
-    if figures.error:
-        raise UserError(figures.error)
     return 0
 
 

@@ -18,7 +18,7 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.errors import UserError
 from ffdesk.media.capture import CameraError, CapturedFrame, DeviceCamera, FileCamera, open_camera
-from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
+from ffdesk.media.stream import Picture, Recording, UdpStream, VirtualCamera
 from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline.live import LiveFrame, LiveSession, live_job, live_stages, writing_to
 from ffdesk.pipeline.stage import FramePacket
@@ -388,6 +388,32 @@ def test_a_pack_swaps_live_under_the_masks_asked_for(
     assert main([*args, "--mask-padding", "1,2,3,4,5"]) == 2
     err = capsys.readouterr().err
     assert "(--mask-padding)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_disk_that_fills_while_recording_is_one_line_and_leaves_nothing(
+    face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The session stops, says so in one line (exit 2), does not say it recorded, and leaves no
+    file, whole or partial, in the recording's folder."""
+    from ffdesk.errors import DiskFull
+
+    real = Recording.write
+
+    def filling(self: Recording, picture: Picture, seconds: float) -> None:
+        if self.frames >= 5:  # as the encoder's ENOSPC does: the recording aborts, then raises
+            self.abort()
+            raise DiskFull(self.path, "No space left on device")
+        real(self, picture, seconds)
+
+    monkeypatch.setattr(Recording, "write", filling)
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    out = folder / "rec.mp4"
+    args = ["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--seconds", "3"]
+    assert main([*args, "--record", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "disk full while writing" in captured.err and "recorded" not in captured.out
+    assert list(folder.iterdir()) == []
 
 
 def test_the_other_processors_run_live_after_the_swap(

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.errors import DiskFull
 from ffdesk.runtime.catalog import ModelSpec
 from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
 from ffdesk.runtime.precision import settings_hash
@@ -287,7 +288,7 @@ def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
         if reason is None:
             os.replace(unchecked, dest)
             write_sidecar(dest)
-    except OSError as exc:  # a full disk, a folder that cannot be written: not remembered
+    except (OSError, DiskFull) as exc:  # a full disk, a folder that cannot be written: not remembered
         return BatchFree(None, f"no copy could be written ({_short(exc)})")
     except _Unchecked as exc:
         reason = str(exc)

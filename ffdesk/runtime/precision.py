@@ -14,6 +14,7 @@ variant is calibrated once, on the first clip it is asked for, then reused); pas
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
+from ffdesk.units import format_bytes
 
 Concrete = Literal["fp32", "fp16", "int8"]
 Sample = Mapping[str, npt.NDArray[Any]]
@@ -149,19 +151,35 @@ def _write_sidecar(path: Path) -> None:
     write_sidecar(path)
 
 
+SHAPES_MARGIN = 16 << 20
+"""Room a model's inferred shapes take in its shapes file beyond the model itself."""
+
+
 def _with_shapes(src: Path, dest: Path) -> Any:
     """`src` loaded with its inferred shapes, which the FP16 conversion needs. Inferred from the
     file into a file beside `dest` (`infer_shapes` on a loaded model serializes it, parses it
     again and returns a third copy: for a 527 MiB swapper about 2.7 GB at once); the weights,
     external data included, are read from `src`'s folder."""
     import onnx
+    from google.protobuf.message import DecodeError
     from onnx import external_data_helper, shape_inference
 
     shaped = dest.with_name(f"{dest.name}.{os.getpid()}.shapes")
     shaped.parent.mkdir(parents=True, exist_ok=True)
+    # ONNX's writer does not say when the disk fills: the file only comes out short
+    need = src.stat().st_size + SHAPES_MARGIN
+    try:
+        atomic.check_disk_space(shaped.parent, need)
+    except UserError as exc:
+        raise UserError(f"{src.name}: its FP16 variant: {exc}") from None
     try:
         shape_inference.infer_shapes_path(str(src), str(shaped))
         model = onnx.load(str(shaped), load_external_data=False)
+    except DecodeError:  # the disk filled beside this write
+        raise UserError(
+            f"{src.name}: its FP16 variant: the shapes file in {shaped.parent} came out short "
+            f"(it needs about {format_bytes(need)} free there)"
+        ) from None
     finally:
         shaped.unlink(missing_ok=True)
     external_data_helper.load_external_data_for_model(model, str(src.parent))
@@ -268,9 +286,12 @@ def make_int8(
             f"{Path(src).name}: an INT8 variant needs calibration inputs (a few frames of the clip)"
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _in_own_process(
-        f"{Path(src).name}: its INT8 variant", _quantize, Path(src), list(calibration), dest, per_channel
-    )
+    what = f"{Path(src).name}: its INT8 variant"
+    try:  # the model with its shapes and the variant are both there before the first is removed
+        atomic.check_disk_space(dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN)
+    except UserError as exc:
+        raise UserError(f"{what}: {exc}") from None
+    _in_own_process(what, _quantize, Path(src), list(calibration), dest, per_channel)
     _write_sidecar(dest)
     return dest
 
@@ -298,7 +319,20 @@ def _in_own_process(what: str, fn: Callable[..., object], *args: object) -> None
     if outcome is None:
         raise UserError(f"{what}: the process making it ended before it was done (out of memory?)")
     if isinstance(outcome, BaseException):
-        raise outcome
+        raise _one_line(what, outcome)
+
+
+def _one_line(what: str, exc: BaseException) -> BaseException:
+    """The error of a process making `what`: a full disk as one line (`UserError`), since the
+    variant is not there and the render can say so; any other error as it is."""
+    from google.protobuf.message import DecodeError
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return UserError(f"{what}: disk full{where} ({exc.strerror or 'no space left'})")
+    if isinstance(exc, DecodeError):  # ONNX's own writers do not say when the disk fills
+        return UserError(f"{what}: a model file it wrote came out short (is the disk full?)")
+    return exc
 
 
 def _run_child(send: Any, fn: Callable[..., object], args: tuple[object, ...]) -> None:

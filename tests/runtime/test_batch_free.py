@@ -194,6 +194,28 @@ def test_a_folder_that_cannot_be_written_is_a_reason_not_a_failure_and_is_not_re
     assert bf.batch_free(src, cache_dir=blocked / "variants").copy is not None  # tried again, made
 
 
+def test_a_disk_that_fills_while_the_copy_is_written_is_not_remembered(
+    published: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk is a reason for this render, not a verdict on the file: once there is room,
+    the next render makes the copy (it used to be remembered as 'no copy could be made')."""
+    from ffdesk.errors import DiskFull
+
+    src = published / "xseg_1.onnx"
+    real = bf.save_onnx_atomic
+
+    def full(model: Any, dest: Path) -> None:
+        raise DiskFull(dest, "No space left on device")
+
+    monkeypatch.setattr(bf, "save_onnx_atomic", full)
+    result = bf.batch_free(src, cache_dir=tmp_path / "variants")
+    assert result.copy is None and result.reason is not None
+    assert result.reason.startswith("no copy could be written (disk full while writing"), result.reason
+    assert not (tmp_path / "variants").exists() or list((tmp_path / "variants").iterdir()) == []
+    monkeypatch.setattr(bf, "save_onnx_atomic", real)
+    assert bf.batch_free(src, cache_dir=tmp_path / "variants").copy is not None
+
+
 def test_a_float16_file_is_checked_in_its_own_precision(tmp_path: Path) -> None:
     """inswapper_128_fp16 (float16 inputs and outputs, as FaceFusion publishes it)."""
     from ffdesk.runtime.catalog import load_catalog

@@ -94,6 +94,38 @@ def test_fp16_variant_of_a_file_with_external_weights(swapper: Path, tmp_path: P
     assert sorted(p.suffix for p in (tmp_path / "b").iterdir()) == [".hash", ".onnx"]
 
 
+def test_a_disk_too_full_for_the_fp16_variant_is_one_line_and_leaves_nothing(
+    swapper: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX's shape inference writes its file without saying when the disk fills (it comes out
+    short, and reading it failed as an internal error): the room is asked for first, and a file
+    that still comes out short is one line. Neither leaves a file in the variants folder."""
+    import shutil
+    from collections import namedtuple
+
+    from onnx import shape_inference
+
+    usage = namedtuple("usage", "total used free")
+    real_usage = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 30, (1 << 30) - 200_000, 200_000))
+    with pytest.raises(UserError, match=r"^inswapper_128.onnx: its FP16 variant: not enough disk space in "):
+        prec.make_fp16(swapper, cache_dir=tmp_path / "a")
+    with pytest.raises(UserError, match=r"^inswapper_128.onnx: its INT8 variant: not enough disk space in "):
+        prec.make_int8(swapper, _swap_feeds(2), cache_dir=tmp_path / "a")
+    assert list((tmp_path / "a").iterdir()) == []
+    monkeypatch.setattr(shutil, "disk_usage", real_usage)
+
+    def short(src: str, dest: str) -> None:  # what a disk filling mid-write leaves
+        Path(dest).write_bytes(Path(src).read_bytes()[:4000])
+
+    monkeypatch.setattr(shape_inference, "infer_shapes_path", short)
+    with pytest.raises(
+        UserError, match=r"its FP16 variant: the shapes file in .* came out short \(it needs about"
+    ):
+        prec.make_fp16(swapper, cache_dir=tmp_path / "b")
+    assert list((tmp_path / "b").iterdir()) == []
+
+
 def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path, run_env: RuntimeEnv) -> None:
     with pytest.raises(UserError, match="calibration"):
         prec.make_int8(swapper, None, cache_dir=run_env.variants_dir)
@@ -173,3 +205,19 @@ def test_an_error_in_the_variant_process_comes_back_as_it_is() -> None:
     with pytest.raises(ValueError, match="invalid literal for int"):
         prec._in_own_process("w.onnx: its INT8 variant", int, "not a number")
     prec._in_own_process("w.onnx: its INT8 variant", int, "12")  # done: nothing raised
+
+
+def test_a_full_disk_in_the_variant_process_is_one_line(swapper: Path, tmp_path: Path) -> None:
+    """The quantization's writes fail with ENOSPC, or (ONNX's own writers) leave a short file
+    that fails to parse: each is one line naming the variant, not an internal error."""
+    import onnx
+
+    what = "w.onnx: its INT8 variant"
+    with pytest.raises(
+        UserError, match=r"^w\.onnx: its INT8 variant: disk full \(No space left on device\)$"
+    ):
+        prec._in_own_process(what, Path.write_bytes, Path("/dev/full"), b"x" * 100_000)
+    short = tmp_path / "short.onnx"
+    short.write_bytes(swapper.read_bytes()[:4000])
+    with pytest.raises(UserError, match=r"^w\.onnx: its INT8 variant: a model file it wrote came out short"):
+        prec._in_own_process(what, onnx.load, str(short))

@@ -235,10 +235,17 @@ def sightings_in(
 
 
 def people_of(
-    sightings: Sequence[Sighting], recognizer: FaceRecognizer, *, stride: int = 1, complete: bool = True
+    sightings: Sequence[Sighting],
+    recognizer: FaceRecognizer,
+    *,
+    stride: int = 1,
+    complete: bool = True,
+    looked: int | None = None,
 ) -> People:
-    """Group `sightings` into people, numbered by first appearance, then left to right."""
-    looked = len({s.frame for s in sightings})
+    """Group `sightings` into people, numbered by first appearance, then left to right;
+    `looked`: the frames the pass looked at (default: those the sightings are in)."""
+    if looked is None:
+        looked = len({s.frame for s in sightings})
     if not sightings:
         return People((), recognizer.name, recognizer.metric, recognizer.threshold, stride, looked, complete)
     vectors = np.stack([s.embedding for s in sightings])
@@ -344,7 +351,7 @@ def find_people(
             looked += 1
             if on_progress is not None:
                 on_progress(looked, max(expected, looked))
-    return people_of(sightings, recognizer, stride=stride, complete=not stop.is_set())
+    return people_of(sightings, recognizer, stride=stride, complete=not stop.is_set(), looked=looked)
 
 
 @dataclass(frozen=True)

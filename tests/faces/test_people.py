@@ -64,6 +64,22 @@ def test_a_range_and_a_cancel(analyser: FaceAnalyser, tmp_path: Path) -> None:
     assert not cut_short.complete and cut_short.frames_looked == 3
 
 
+def test_frames_without_a_face_count_as_looked_at(analyser: FaceAnalyser, tmp_path: Path) -> None:
+    """`ffdesk faces` says how many frames it looked at: those with nobody in them too (it said
+    only the frames it found faces in; for a clip with none, "0 frames looked at")."""
+    from tests.faces.photos import background
+    from tests.faces.two_shot import HEIGHT, WIDTH, place, write_clip
+
+    a = photos.astronaut()
+    frames = [background(WIDTH, HEIGHT, 1) for _ in range(6)]
+    frames += [place(background(WIDTH, HEIGHT, 1), a, 150 + i, 0, 320) for i in range(6)]
+    people = find_people(write_clip(tmp_path / "half.mp4", frames), analyser=analyser)
+    assert len(people.people) == 1 and people.people[0].faces == 6
+    assert people.frames_looked == 12
+    nobody = find_people(write_clip(tmp_path / "empty.mp4", frames[:6]), analyser=analyser)
+    assert nobody.people == () and nobody.frames_looked == 6
+
+
 def test_the_two_people_of_a_two_shot_match_their_photos(analyser: FaceAnalyser, tmp_path: Path) -> None:
     people = find_people(two_shot(tmp_path / "two.mp4", frames=10), analyser=analyser)
     assert len(people.people) == 2

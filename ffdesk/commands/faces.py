@@ -74,14 +74,17 @@ def run(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout)
         sys.stdout.write("\n")
         return 0
+    people = "1 person" if len(rows) == 1 else f"{len(rows)} people"
+    looked = found.frames_looked
     print(
-        f"{clip.name}: {len(rows)} people in {found.frames_looked} frames looked at "
+        f"{clip.name}: {people} in {looked} frame{'' if looked == 1 else 's'} looked at "
         f"(every {found.stride}; recognizer {found.recognizer})"
     )
     for row in rows:
         frames = row["frames"]
+        faces = "1 face" if row["faces"] == 1 else f"{row['faces']} faces"
         print(
-            f"  {row['index']}: {row['faces']} faces, {row['first_s']:.2f}-{row['last_s']:.2f} s, "
+            f"  {row['index']}: {faces}, {row['first_s']:.2f}-{row['last_s']:.2f} s, "
             f"frames {frames[0]}-{frames[-1]}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
         )
     return 0

@@ -109,7 +109,7 @@ def test_faces_command_lists_people_and_writes_thumbnails(
     thumb: Frame = __import__("cv2").imread(doc["people"][1]["thumbnail"])
     assert thumb.shape == (160, 160, 3)
     rc, out, _ = _cli(["faces", str(clip), "--start", "0.24", "--end", "0.48"], capsys)
-    assert rc == 0 and "1 people" in out and "0: 6 faces" in out
+    assert rc == 0 and "cut.mp4: 1 person in 6 frames looked at" in out and "0: 6 faces" in out
 
 
 def test_faces_command_refuses_bad_input_in_one_line(

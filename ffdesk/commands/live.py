@@ -51,6 +51,14 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="stop after S seconds")
     p.add_argument("--face-selection", choices=("largest", "all"), default="largest")
+    p.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="PERSON.jpg=FACE.jpg",
+        help="swap only this person, with this photo (repeatable; several photos of one person are "
+        "averaged); PERSON.jpg: a photo of them",
+    )
     p.add_argument("--models-dir", type=Path, default=None)
     p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
@@ -121,11 +129,13 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.pipeline.live import LiveSession, live_job, live_stages
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores
 
-    if not args.source and not args.deep_swapper and not args.swapper:
+    if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(
             "ffdesk live: give a source face photo (--source FACE), a deep swapper model "
             "(--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), or --list-cameras"
         )
+    from ffdesk.pipeline.people import face_map_of
+
     try:
         size = parse_size(args.size) if args.size else None
     except ValueError as exc:
@@ -144,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         models_dir=args.models_dir,
         swapper=args.swapper,
         face_selection=args.face_selection,
+        face_map=face_map_of(args.map),
         source_face=args.source_face,
         provider=args.provider,
         precision=args.precision,

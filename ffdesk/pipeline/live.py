@@ -446,7 +446,7 @@ def live_job(
     photo: nothing is read from it but what a source needs; nothing is written to its output).
     A deep swapper or a model made by `ffdesk train` needs no source photo: with one and none,
     the target is only a name (`live_stages` says when the swapper named needs a photo)."""
-    if not sources and not settings.get("deep_swapper") and not swapper:
+    if not sources and not settings.get("deep_swapper") and not swapper and not settings.get("face_map"):
         raise UserError(
             "live needs a source face photo (--source FACE), a deep swapper model (--deep-swapper) "
             "or a model made by `ffdesk train` (--swapper RUN)"
@@ -477,8 +477,11 @@ def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     caller's thread: a source photo without a face fails here, in one line."""
     from ffdesk.pipeline.plan import with_processors
 
-    if job.face_selection == "reference" or job.face_map:
-        raise UserError("live swaps the largest face or all faces (--face-selection largest|all)")
+    if job.face_selection == "reference":
+        raise UserError(
+            "live swaps the largest face, all faces (--face-selection largest|all) or the people "
+            "of a face map (--map PERSON.jpg=FACE.jpg)"
+        )
     if job.lip_syncer:
         raise UserError("live has no lip syncer (it follows an audio file; a camera's voice is not one)")
     job = replace(job, batch=1)
@@ -487,36 +490,30 @@ def live_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
 
 def _swap_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
     """`live_stages` without the other processors."""
-    from ffdesk.pipeline.stages.front import DET_SIZE, FaceFrontEnd, job_analyser
+    from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser
 
-    det_size = DET_SIZE.get(job.mode, 640)
     if job.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
         from ffdesk.runtime.files import resolve_models_dir
 
         if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):  # no photo
-            front = FaceFrontEnd(job_analyser(job), job.face_selection, None, fps, det_size)
+            front = FaceFrontEnd.for_camera(job, job_analyser(job), fps)
             return trained_stages(job, env=env, front=front)
-    if not job.sources:
+    if not job.sources and not job.face_map:
         if job.swapper:
             raise UserError(
                 f"live with the swapper {job.swapper} needs a source face photo (--source FACE); "
                 "a model made by `ffdesk train` swaps without one"
             )
         # a deep swapper alone: the front end, then the processors
-        return list(FaceFrontEnd(job_analyser(job), job.face_selection, None, fps, det_size).stages())
+        return list(FaceFrontEnd.for_camera(job, job_analyser(job), fps).stages())
     if job.swapper:
         from ffdesk.pipeline.report import ModelOrder
         from ffdesk.pipeline.stages.models import ModelRender, pack_stages
 
         ctx = ModelRender(job, env=env)
-        front = FaceFrontEnd(ctx.analyser, job.face_selection, None, fps, det_size)
+        front = FaceFrontEnd.for_camera(job, ctx.analyser, fps)
         return pack_stages(ctx, front, ModelOrder("batch", "live: one frame at a time", 1))
-    from ffdesk.pipeline.stages.embedded import SwapStage, source_for
-    from ffdesk.swap.classical import ClassicalSwapper, SwapSettings
+    from ffdesk.pipeline.stages.embedded import embedded_stages
 
-    analyser = job_analyser(job)
-    settings = SwapSettings()
-    swapper = ClassicalSwapper(source_for(job, analyser, job.sources), settings)
-    front = FaceFrontEnd(analyser, job.face_selection, None, fps, det_size)
-    return [*front.stages(swap_settings=settings), SwapStage(swapper)]
+    return embedded_stages(job, front=FaceFrontEnd.for_camera(job, job_analyser(job), fps))

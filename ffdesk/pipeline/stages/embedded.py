@@ -99,18 +99,22 @@ class SwapStage:
 
 
 def embedded_stages(
-    job: RenderJob, analyser: FaceAnalyser | None = None, info: MediaInfo | None = None
+    job: RenderJob,
+    analyser: FaceAnalyser | None = None,
+    info: MediaInfo | None = None,
+    front: FaceFrontEnd | None = None,
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded. Several photos
     of one source (`--source a.jpg --source b.jpg`, or one person's `--map` photos) are averaged;
-    with a face map each mapped person gets their own."""
+    with a face map each mapped person gets their own. `front`: the face front end the swap
+    follows (default: the job's, `FaceFrontEnd.for_job`; `analyser` is then its own)."""
     groups = source_groups(job)
     check_sources(groups, "the embedded swap")
-    analyser = analyser or job_analyser(job)
+    analyser = front.analyser if front is not None else analyser or job_analyser(job)
     settings = SwapSettings()
     swappers = [ClassicalSwapper(source_for(job, analyser, paths), settings) for paths in groups]
-    front = FaceFrontEnd.for_job(job, analyser, info)
+    front = front or FaceFrontEnd.for_job(job, analyser, info)
     labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
     return [*front.stages(swap_settings=settings), SwapStage(swappers, labels)]
 

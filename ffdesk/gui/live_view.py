@@ -45,6 +45,7 @@ from ffdesk.gui.models import SessionModel, StatusLog
 from ffdesk.gui.preview_view import display_images
 from ffdesk.gui.processors import live_processor_fields
 from ffdesk.media.capture import FILE_PREFIX, CapturedFrame
+from ffdesk.pipeline.job import FaceMapping
 from ffdesk.pipeline.live import LiveFigures, LiveFrame, percentile
 from ffdesk.pipeline.preview import PreviewResult
 from ffdesk.runtime.env import RuntimeEnv
@@ -88,6 +89,9 @@ class LivePlan:
     processors: tuple[tuple[str, Any], ...] = ()
     """The `RenderJob` fields of the Processors tab's processors that run live
     (`ffdesk.gui.processors.live_processor_fields`)."""
+    face_map: tuple[FaceMapping, ...] = ()
+    """The People tab's mapping: the people a clip's pass found, each with their photos (empty:
+    the Sources photos go on the chosen faces)."""
     masks: tuple[tuple[str, Any], ...] = ()
     """The `RenderJob` mask fields of the Controls tab that the live stages read
     (`SessionModel.mask_job_fields`)."""
@@ -262,6 +266,7 @@ def run_plan(
             swapper=plan.swapper,
             precision=plan.precision,
             face_selection=plan.face_selection,
+            face_map=plan.face_map,
             source_face=plan.source_face,
             **dict(plan.masks),
             **dict(plan.processors),
@@ -518,10 +523,11 @@ class LiveView(QWidget):
         if not spec:
             self.status.post("warning", "live: choose a camera, or a clip as camera")
             return None
-        usable = self.session.usable_sources()
+        face_map = self.session.face_map()  # with people mapped, the Sources photos are not used
+        usable = [] if face_map else self.session.usable_sources()
         s = self.session.settings
         processors, left_out = live_processor_fields(s, self.session.processor_states())
-        if not usable and not dict(processors).get("deep_swapper") and not s.swapper:
+        if not usable and not dict(processors).get("deep_swapper") and not s.swapper and not face_map:
             self.status.post(
                 "warning",
                 "live: add a source face photo first (Sources), turn on the deep swapper (Processors) "
@@ -554,6 +560,9 @@ class LiveView(QWidget):
             self.status.post("info", "live swaps the largest face (a reference face is for clips)")
         for kind in left_out:
             self.status.post("info", f"live: {kind.replace('_', ' ')} left out (it does not run live)")
+        if face_map:
+            who = "the person" if len(face_map) == 1 else f"the {len(face_map)} people"
+            self.status.post("info", f"live swaps only {who} mapped in People, with their photos")
         return LivePlan(
             camera=spec,
             sources=tuple(src.path for src in usable),
@@ -567,6 +576,7 @@ class LiveView(QWidget):
             models_dir=self.session.models_dir,
             record=record,
             stream=stream,
+            face_map=face_map,
             processors=processors,
             masks=tuple(self.session.mask_job_fields(dict(processors)).items()),
         )

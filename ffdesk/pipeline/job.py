@@ -265,9 +265,10 @@ class RenderJob:
             report=ab(self.report),
             models_dir=ab(self.models_dir),
             face_map=tuple(
-                FaceMapping(
-                    m.person if isinstance(m.person, int) else expand_user(m.person).resolve(),
-                    tuple(expand_user(p).resolve() for p in m.sources),
+                replace(  # (the centroid and its recognizer kept: no pass over the clip again)
+                    m,
+                    person=m.person if isinstance(m.person, int) else expand_user(m.person).resolve(),
+                    sources=tuple(expand_user(p).resolve() for p in m.sources),
                 )
                 for m in self.face_map
             ),
@@ -293,6 +294,9 @@ class RenderJob:
             del d["matte"]  # likewise
         if not d["face_map"]:
             del d["face_map"]  # likewise
+        for entry in d.get("face_map", ()):  # who the person is, not how they were measured
+            entry.pop("centroid", None)
+            entry.pop("recognizer", None)
         if d["lip_syncer"] is None:
             for name in ("lip_syncer", "lip_sync_audio", "lip_sync_weight", "voice_extractor"):
                 del d[name]  # likewise

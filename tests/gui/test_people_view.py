@@ -185,3 +185,37 @@ def test_seen_runs() -> None:
     assert seen_runs([0, 1, 2, 7], 1) == [(0, 2), (7, 7)]
     assert seen_runs([0, 3, 6, 15], 3) == [(0, 8), (15, 17)]
     assert seen_runs([], 2) == []
+
+
+def test_live_swaps_the_mapped_person_only(
+    window: Any, qtbot: Any, two_people: Path, face_photo: Path, analyser: FaceAnalyser
+) -> None:
+    """The people the clip's pass found are told apart on a camera too (here the clip played
+    as one): the mapped person gets the photo, the other keeps their face, and the Sources
+    photo goes on nobody."""
+    assert window.open_clip(two_people)
+    window.add_source(face_photo)
+    find_people(window, qtbot)
+    window.session.set_person_photos(0, [GRACE])
+    live = window.live_view
+    live.use_clip(two_people)
+    plan = live.plan()
+    assert plan is not None and plan.sources == () and [e.person for e in plan.face_map] == [0]
+    assert any("live swaps only the person mapped in People" in e.text for e in window.status.entries)
+    assert live.start()
+    qtbot.waitUntil(lambda: "frames/s" in live.figures.text(), timeout=FIND_S)  # live frames shown
+
+    def only_the_left_face_changed() -> bool:
+        shown = window.session.preview
+        if shown is None:
+            return False
+        faces = sorted(analyser.analyse(shown.original), key=lambda f: f.bbox[0])
+        if len(faces) != 2:
+            return False
+        left, right = (_change(shown.original, shown.processed, f.bbox) for f in faces)
+        return left > 5.0 and right == 0.0
+
+    qtbot.waitUntil(only_the_left_face_changed, timeout=FIND_S)
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    assert [e.text for e in window.status.entries if e.level == "error"] == []

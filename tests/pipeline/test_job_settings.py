@@ -142,3 +142,17 @@ def test_every_setting_is_checked_where_every_job_is_built(field: str, value: ob
     document["job"][field] = list(value) if isinstance(value, tuple) else value
     with pytest.raises(UserError, match=option.lstrip("-").replace("-", ".")):
         job_from_json(json.dumps(document))
+
+
+def test_a_resolved_job_keeps_what_the_apps_people_pass_saw(tmp_path: Path) -> None:
+    """The centroid of a mapped person and its recognizer survive `resolved()` (they were dropped,
+    so a render made the pass again, and live, which cannot, refused the app's mapping); the
+    output fingerprint is the one a job without them has."""
+    from ffdesk.pipeline.job import FaceMapping
+
+    seen = FaceMapping(0, (tmp_path / "a.jpg",), (0.25, -0.5), "dlib_resnet_v1")
+    job = RenderJob(target=tmp_path / "c.mp4", output=tmp_path / "o.mp4", face_map=(seen,))
+    resolved = job.resolved().face_map[0]
+    assert (resolved.centroid, resolved.recognizer) == ((0.25, -0.5), "dlib_resnet_v1")
+    plain = replace(job, face_map=(FaceMapping(0, (tmp_path / "a.jpg",)),))
+    assert job.resolved().output_fingerprint() == plain.resolved().output_fingerprint()

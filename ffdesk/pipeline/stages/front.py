@@ -429,16 +429,19 @@ class FaceFrontEnd:
     @classmethod
     def for_camera(cls, job: RenderJob, analyser: FaceAnalyser, fps: float) -> FaceFrontEnd:
         """The front end of a live session at `fps`: no reference face and no segment restarts;
-        with a face map, its people from their photos (`job_targets`; a camera has no listing of
-        people to name one by index)."""
-        from ffdesk.pipeline.people import job_targets
+        with a face map, its people from their photos, or as a clip's pass found them (`job_targets`;
+        a camera has no listing of people to find one by index)."""
+        from ffdesk.pipeline.people import job_targets, recognizer_for
 
-        if any(isinstance(entry.person, int) for entry in job.face_map):
-            raise UserError(
-                "live --map takes a photo of each person (PERSON.jpg=FACE.jpg): a camera has no "
-                "listing of people to name one by its index"
-            )
-        people = job_targets(job, analyser) if job.face_map else None
+        recognizer = recognizer_for(job.models_dir) if job.face_map else None
+        for entry in job.face_map:
+            assert recognizer is not None
+            if isinstance(entry.person, int) and not (entry.centroid and entry.recognizer == recognizer.name):
+                raise UserError(
+                    "live --map takes a photo of each person (PERSON.jpg=FACE.jpg): a camera has no "
+                    "listing of people to name one by its index"
+                )
+        people = job_targets(job, analyser, recognizer) if job.face_map else None
         return cls(analyser, job.face_selection, None, fps, DET_SIZE.get(job.mode, 640), people=people)
 
     def stages(

@@ -431,7 +431,6 @@ class LiveView(QWidget):
             self.overlay.setStyleSheet(
                 "color: white; background: rgba(0, 0, 0, 160); padding: 3px 8px; border-radius: 3px"
             )
-            self.overlay.move(8, 8)
             self.overlay.hide()
             overlay_on.installEventFilter(self)
 
@@ -689,6 +688,7 @@ class LiveView(QWidget):
         if self.overlay is not None:
             self.overlay.setText(f"LIVE  {text}")
             self.overlay.adjustSize()
+            self._place_overlay()
             self.overlay.raise_()
 
     def _on_playing(self, playing: bool) -> None:
@@ -701,4 +701,10 @@ class LiveView(QWidget):
             parent = self._overlay_parent
             assert parent is not None
             self._display = (parent.width(), parent.height())
+            self._place_overlay()
         return False
+
+    def _place_overlay(self) -> None:
+        """The figures at the preview's bottom left (its top corners hold "before" and "after")."""
+        if self.overlay is not None and self._overlay_parent is not None:
+            self.overlay.move(8, max(8, self._overlay_parent.height() - self.overlay.height() - 8))

@@ -59,6 +59,8 @@ def test_a_clip_as_camera_is_swapped_into_the_preview(
     qtbot.waitUntil(lambda: "frames/s" in live.figures.text(), timeout=10000)
     assert "p50" in live.figures.text() and "dropped" in live.figures.text()
     assert live.overlay is not None and not live.overlay.isHidden() and "LIVE" in live.overlay.text()
+    canvas = live.overlay.parentWidget()  # at the bottom left: "before" and "after" are at the top
+    assert live.overlay.x() == 8 and live.overlay.geometry().bottom() > canvas.height() - 16
     window.session.set_playing(True)
     assert not window.session.playing
     live.stop_button.click()

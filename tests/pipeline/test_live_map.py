@@ -56,10 +56,11 @@ def test_a_face_map_swaps_only_the_person_its_photo_shows(
     only_her = live_job([], face_map=(FaceMapping(ASTRONAUT, (HOPPER,)),))
     frames = _session(only_her, camera_clip, run_env)
     left, right = _changed(frames, plain)
-    assert min(left) > 0.01 and max(right) == 0.0, (left, right)  # the astronaut alone
+    # (1.3-1.4% of the left half changes in every frame)
+    assert min(left) > 0.005 and max(right) == 0.0, (left, right)  # the astronaut alone
     both = live_job([], face_map=(FaceMapping(ASTRONAUT, (HOPPER,)), FaceMapping(HOPPER, (ASTRONAUT,))))
     left, right = _changed(_session(both, camera_clip, run_env), plain)
-    assert min(left) > 0.01 and min(right) > 0.01, (left, right)
+    assert min(left) > 0.005 and min(right) > 0.005, (left, right)
     # from the command line; an index names a person of a clip's listing, which a camera has not
     args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "0.5"]
     assert main([*args, "--map", f"{ASTRONAUT}={HOPPER}"]) == 0

@@ -131,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(
-            "ffdesk live: give a source face photo (--source FACE), a deep swapper model "
-            "(--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), or --list-cameras"
+            "ffdesk live: give a source face photo (--source FACE or --map PERSON.jpg=FACE.jpg), a "
+            "deep swapper model (--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), "
+            "or --list-cameras"
         )
     from ffdesk.pipeline.people import face_map_of
 

@@ -448,8 +448,8 @@ def live_job(
     the target is only a name (`live_stages` says when the swapper named needs a photo)."""
     if not sources and not settings.get("deep_swapper") and not swapper and not settings.get("face_map"):
         raise UserError(
-            "live needs a source face photo (--source FACE), a deep swapper model (--deep-swapper) "
-            "or a model made by `ffdesk train` (--swapper RUN)"
+            "live needs a source face photo (--source FACE or --map PERSON.jpg=FACE.jpg), a deep "
+            "swapper model (--deep-swapper) or a model made by `ffdesk train` (--swapper RUN)"
         )
     first = Path(sources[0]) if sources else Path(CAMERA_TARGET)
     return RenderJob(

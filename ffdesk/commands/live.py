@@ -60,7 +60,12 @@ def register(sub: Any) -> None:
         "averaged); PERSON.jpg: a photo of them",
     )
     p.add_argument("--models-dir", type=Path, default=None)
-    p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
+    p.add_argument(
+        "--swapper",
+        default=None,
+        metavar="NAME|MODEL.onnx|RUN",
+        help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
+    )
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
     p.add_argument(
         "--precision",

@@ -66,7 +66,12 @@ def register(sub: Any) -> None:
         "averaged); PERSON: an index of `ffdesk faces`'s listing (same --start/--end) or a photo of them",
     )
     p.add_argument("--models-dir", type=Path, default=None)
-    p.add_argument("--swapper", default=None, help="model name from the catalog or path to an .onnx")
+    p.add_argument(
+        "--swapper",
+        default=None,
+        metavar="NAME|MODEL.onnx|RUN",
+        help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
+    )
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
     p.add_argument("--enhancer", default=None)

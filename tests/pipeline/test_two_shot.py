@@ -11,6 +11,7 @@ brings (eyes, brows, glasses, wrinkles).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -126,6 +127,33 @@ def test_a_person_named_by_a_photo_is_the_only_one_swapped(
     for b, a in zip(before, after, strict=True):
         assert np.abs(a[left].astype(int) - b[left]).mean() < 2.0  # the astronaut is left alone
         assert np.abs(a[right].astype(int) - b[right]).mean() > 2.0  # Grace Hopper is swapped
+
+
+def test_a_person_the_apps_pass_found_renders_without_another_pass(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job as the app makes it carries the person's identity as its People pass measured it:
+    the render (which resolves the job) matches faces to it without a pass over the clip of its
+    own. `resolved()` used to drop it: every such render made the pass again (28-32 s of a 120
+    frame clip's 2.5 s render here)."""
+    from ffdesk.faces.people import find_people, recognizer_for
+    from ffdesk.pipeline import people as pipeline_people
+    from ffdesk.pipeline.engine import run_render
+
+    clip = two_shot(tmp_path / "two.mp4", frames=12)
+    recognizer = recognizer_for(None)
+    seen = find_people(clip, recognizer)
+    entry = FaceMapping(0, (HOPPER,), tuple(float(v) for v in seen.people[0].centroid), seen.recognizer)
+
+    def no_pass(*args: object) -> None:
+        raise AssertionError("a pass over the clip")
+
+    monkeypatch.setattr(pipeline_people, "job_people", no_pass)
+    job = RenderJob(target=clip, output=tmp_path / "o.mp4", face_map=(entry,), resume=False)
+    report = run_render(job, env=run_env)
+    assert report.faces is not None and report.faces.faces_swapped == 12
+    with pytest.raises(AssertionError, match="a pass over the clip"):  # without it, a pass
+        run_render(replace(job, face_map=(FaceMapping(0, (HOPPER,)),)), env=run_env)
 
 
 def test_a_person_index_the_clip_has_not_is_one_line(run_env: RuntimeEnv, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ffdesk.runtime.env import RuntimeEnv
+from tests.gui.windows import isolated_window
 
 pytest.importorskip("pytestqt")
 
@@ -41,19 +42,7 @@ def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[object]:  # type: ignore[no-untyped-def]
     """A main window with its settings and queue in tmp_path, no telemetry thread, no autostart."""
-    from ffdesk.gui.app import application
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    application()
-    w = MainWindow(
-        settings=open_settings(tmp_path / "gui.ini"),
-        queue_path=tmp_path / "queue.json",
-        telemetry=False,
-        autostart=False,
-        confirm_close=lambda: True,
-        env=run_env,
-    )
-    qtbot.addWidget(w)
+    w = isolated_window(run_env, qtbot, tmp_path)
     yield w
     w.shutdown()
 
@@ -62,24 +51,11 @@ def window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[object]:  # t
 def open_window(run_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[Callable[[], Any]]:  # type: ignore[no-untyped-def]
     """Opens windows on tmp_path/gui.ini and tmp_path/queue.json, as the test wrote them (each
     shut down after the test)."""
-    from ffdesk.gui.app import application
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    application()
     made: list[Any] = []
 
     def make() -> Any:
-        w = MainWindow(
-            settings=open_settings(tmp_path / "gui.ini"),
-            queue_path=tmp_path / "queue.json",
-            telemetry=False,
-            autostart=False,
-            confirm_close=lambda: True,
-            env=run_env,
-        )
-        qtbot.addWidget(w)
-        made.append(w)
-        return w
+        made.append(isolated_window(run_env, qtbot, tmp_path))
+        return made[-1]
 
     yield make
     for w in made:

@@ -14,21 +14,11 @@ from PySide6.QtCore import Qt
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
+from tests.gui.windows import isolated_window
 
 
 def _window(run_env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    w = MainWindow(
-        settings=open_settings(folder / "gui.ini"),
-        queue_path=folder / "queue.json",
-        telemetry=False,
-        autostart=False,
-        confirm_close=lambda: True,
-        env=run_env,
-    )
-    qtbot.addWidget(w)
-    return w
+    return isolated_window(run_env, qtbot, folder)
 
 
 def _choose_farm(window: Any, address: str) -> None:

@@ -68,19 +68,9 @@ def test_a_model_packs_swapper_still_needs_a_photo(run_env: RuntimeEnv, camera_c
 def test_the_app_goes_live_with_a_trained_model_and_no_photo(
     run_env: RuntimeEnv, trained: Path, camera_clip: Path, tmp_path: Path, qtbot: Any
 ) -> None:
-    from ffdesk.gui.app import application
-    from ffdesk.gui.main_window import MainWindow, open_settings
+    from tests.gui.windows import isolated_window
 
-    application()
-    window = MainWindow(
-        settings=open_settings(tmp_path / "gui.ini"),
-        queue_path=tmp_path / "queue.json",
-        telemetry=False,
-        autostart=False,
-        confirm_close=lambda: True,
-        env=run_env,
-    )
-    qtbot.addWidget(window)
+    window = isolated_window(run_env, qtbot, tmp_path)
     try:
         session = window.session
         live = window.live_view

@@ -11,6 +11,7 @@ import pytest
 
 from ffdesk.gui.live_view import LiveMeter, NewestSlot
 from ffdesk.pipeline.live import LiveFrame
+from tests.gui.windows import live_until_swapped
 
 SESSION_THREADS = ("ffdesk-live", "ffdesk-capture")
 
@@ -234,16 +235,7 @@ def test_the_deep_swapper_goes_live_without_a_source_photo(
     live.use_clip(face_clip)
     plan = live.plan()
     assert plan is not None and plan.sources == () and dict(plan.processors)["deep_swapper"] == "custom/me"
-    assert live.start()
-    qtbot.waitUntil(
-        lambda: (
-            session.preview is not None
-            and not np.array_equal(session.preview.original, session.preview.processed)
-        ),
-        timeout=30000,
-    )
-    live.stop_button.click()
-    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    live_until_swapped(window, qtbot)
     assert session_threads() == []
 
 

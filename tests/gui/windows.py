@@ -26,3 +26,21 @@ def isolated_window(env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:
     )
     qtbot.addWidget(w)
     return w
+
+
+def live_until_swapped(window: Any, qtbot: Any, timeout_ms: int = 30000) -> None:
+    """Start the window's Live session as its dock says, wait for a swapped picture in the
+    preview, then stop it and wait until it has ended."""
+    import numpy as np
+
+    live, session = window.live_view, window.session
+    assert live.start()
+    qtbot.waitUntil(
+        lambda: (
+            session.preview is not None
+            and not np.array_equal(session.preview.original, session.preview.processed)
+        ),
+        timeout=timeout_ms,
+    )
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)

@@ -68,7 +68,7 @@ def test_a_model_packs_swapper_still_needs_a_photo(run_env: RuntimeEnv, camera_c
 def test_the_app_goes_live_with_a_trained_model_and_no_photo(
     run_env: RuntimeEnv, trained: Path, camera_clip: Path, tmp_path: Path, qtbot: Any
 ) -> None:
-    from tests.gui.windows import isolated_window
+    from tests.gui.windows import isolated_window, live_until_swapped
 
     window = isolated_window(run_env, qtbot, tmp_path)
     try:
@@ -80,16 +80,7 @@ def test_the_app_goes_live_with_a_trained_model_and_no_photo(
         session.update_settings(swapper=str(trained))
         plan = live.plan()
         assert plan is not None and plan.sources == () and plan.swapper == str(trained)
-        assert live.start()
-        qtbot.waitUntil(
-            lambda: (
-                session.preview is not None
-                and not np.array_equal(session.preview.original, session.preview.processed)
-            ),
-            timeout=30000,
-        )
-        live.stop_button.click()
-        qtbot.waitUntil(lambda: not live.running, timeout=20000)
+        live_until_swapped(window, qtbot)
         assert [e.text for e in window.status.entries if e.level == "error"] == []
     finally:
         window.shutdown()

@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.commands.interrupt import ctrl_c_cancels
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
-    from ffdesk.pipeline.live import LiveSession, live_job, live_stages
+    from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
@@ -169,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for note in embedded_ignores(job, left_out=LIVE_LEAVES_OUT):
         _status(f"warning: {note}")
+    if args.record is not None:
+        check_recording(args.record.expanduser(), job, camera)
     env = runtime_env(args)
     stop = threading.Event()
     with ExitStack() as stack:

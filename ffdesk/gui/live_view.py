@@ -252,7 +252,15 @@ def run_plan(
     before the session starts."""
     from ffdesk.media.capture import open_camera
     from ffdesk.media.stream import Recording, UdpStream
-    from ffdesk.pipeline.live import FrameWriter, LiveSession, Output, live_job, live_stages, writing_to
+    from ffdesk.pipeline.live import (
+        FrameWriter,
+        LiveSession,
+        Output,
+        check_recording,
+        live_job,
+        live_stages,
+        writing_to,
+    )
 
     camera = KeepOriginals(
         open_camera(plan.camera, size=plan.size, fps=plan.fps, loop=plan.loop, on_status=on_status)
@@ -279,6 +287,7 @@ def run_plan(
             stack.callback(stream.close)
             writers.append(stream)
         if plan.record is not None:
+            check_recording(plan.record, job, camera.inner)
             recording = Recording(plan.record, width=width, height=height, fps=camera.fps)
             stack.callback(recording.close)
             writers.append(recording)

@@ -220,7 +220,12 @@ def _check_paths(job: RenderJob) -> None:
             if not photo.exists():
                 raise UserError(f"--map: {photo}: no such file")
     outputs = (job.output, *((matte_clip_path(job.output),) if job.matte == "clip" else ()))
-    for inp in (job.target, *job.sources):
+    photos = [
+        p
+        for e in job.face_map
+        for p in (*(() if isinstance(e.person, int) else (Path(e.person),)), *e.sources)
+    ]
+    for inp in (job.target, *job.sources, *photos):
         for out in outputs:
             if out == inp or (out.exists() and atomic.same_file(out, inp)):
                 raise UserError(f"output {out.name} is one of the inputs; choose another output path")

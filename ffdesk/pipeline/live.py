@@ -434,6 +434,31 @@ def _one_line(exc: BaseException) -> str:
 
 
 # -- the job's stages, for a camera ---------------------------------------------------------
+def check_recording(path: Path, job: RenderJob, camera: Camera) -> None:
+    """`UserError` (one line) when a recording at `path` could not be one (a folder, a file type
+    that holds no H.264 video) or would replace one of the session's inputs: the clip a
+    `file:` camera plays, a source photo, a person's photo."""
+    from ffdesk.media import atomic
+    from ffdesk.pipeline.engine import VIDEO_SUFFIXES
+
+    if path.is_dir():
+        raise UserError(f"--record {path}: a folder; give a file in it, such as {path / 'live.mp4'}")
+    kinds = VIDEO_SUFFIXES["h264"]
+    if path.suffix.lower() not in kinds:
+        raise UserError(f"--record {path.name}: a recording is H.264 video ({', '.join(kinds)})")
+    inputs = [*job.sources, *(p for e in job.face_map for p in (*_photo_of(e.person), *e.sources))]
+    clip = getattr(camera, "path", None)
+    if isinstance(clip, Path):
+        inputs.append(clip)
+    for inp in inputs:
+        if path.resolve() == Path(inp).resolve() or (path.exists() and atomic.same_file(path, inp)):
+            raise UserError(f"--record {path.name} is one of the session's inputs; record to another file")
+
+
+def _photo_of(person: int | Path) -> tuple[Path, ...]:
+    return () if isinstance(person, int) else (Path(person),)
+
+
 def live_job(
     sources: Sequence[Path],
     *,

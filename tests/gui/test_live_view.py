@@ -85,6 +85,25 @@ def test_a_missing_clip_is_one_status_line(window: Any, qtbot: Any, tmp_path: Pa
     assert session_threads() == []
 
 
+def test_recording_onto_the_clip_played_as_camera_is_refused(
+    window: Any, qtbot: Any, tmp_path: Path, face_clip: Path, face_photo: Path
+) -> None:
+    import shutil
+
+    clip = tmp_path / "camera.mp4"
+    shutil.copy(face_clip, clip)
+    kept = clip.read_bytes()
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live.use_clip(clip)
+    live.record.setText(str(clip))
+    assert live.start()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    errors = [e.text for e in window.status.entries if e.level == "error"]
+    assert len(errors) == 1 and "is one of the session's inputs" in errors[0], errors
+    assert clip.read_bytes() == kept and session_threads() == []
+
+
 def test_no_source_is_one_status_line(window: Any, face_clip: Path) -> None:
     live = window.live_view
     live.use_clip(face_clip)

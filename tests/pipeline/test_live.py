@@ -416,6 +416,31 @@ def test_a_disk_that_fills_while_recording_is_one_line_and_leaves_nothing(
     assert list(folder.iterdir()) == []
 
 
+def test_a_recording_never_replaces_an_input_and_is_a_video_file(
+    face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--record` onto the clip the camera plays replaced it with the recording; onto a source
+    photo, or a folder, it failed with the encoder's words about a temporary file."""
+    import shutil
+
+    clip, photo = tmp_path / "camera.mp4", tmp_path / "me.jpg"
+    shutil.copy(face_clip, clip)
+    shutil.copy(SOURCE, photo)
+    kept = {p: p.read_bytes() for p in (clip, photo)}
+    args = ["live", "--source", str(photo), "--camera", f"file:{clip}", "--seconds", "0.5", "--record"]
+    for record, says in (
+        (clip, "is one of the session's inputs"),
+        (tmp_path / "." / "camera.mp4", "is one of the session's inputs"),
+        (photo, "a recording is H.264 video (.mp4, .mov, .mkv, .m4v)"),
+        (tmp_path, "a folder; give a file in it"),
+    ):
+        assert main([*args, str(record)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in (clip, photo)} == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["camera.mp4", "me.jpg"]
+
+
 def test_the_other_processors_run_live_after_the_swap(
     run_env: RuntimeEnv, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

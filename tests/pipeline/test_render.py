@@ -205,6 +205,26 @@ def test_output_equal_to_input_is_refused(run_env: RuntimeEnv, clip: Path) -> No
     assert clip.stat().st_size == size
 
 
+def test_output_equal_to_a_face_map_photo_is_refused(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    """A person's photo or their source photo is an input too (it was overwritten by an image
+    render writing to it)."""
+    import shutil
+
+    from ffdesk.pipeline.job import FaceMapping
+    from ffdesk.runtime.resources import resource_path
+
+    person, face = tmp_path / "person.jpg", tmp_path / "face.jpg"
+    shutil.copy(resource_path("sample", "astronaut.jpg"), person)
+    shutil.copy(resource_path("sample", "grace_hopper.jpg"), face)
+    target = resource_path("sample", "astronaut.jpg")
+    for photo in (person, face):
+        kept = photo.read_bytes()
+        job = RenderJob(target=target, output=photo, face_map=(FaceMapping(person, (face,)),))
+        with pytest.raises(UserError, match="one of the inputs"):
+            run_render(job, env=run_env)
+        assert photo.read_bytes() == kept
+
+
 def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ffdesk", *args], capture_output=True, text=True, **kw)
 

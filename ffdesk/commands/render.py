@@ -238,6 +238,9 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         **processor_fields(args),
     ).resolved()
     check_input_pixels(job)
+    from ffdesk.pipeline.engine import check_job_files
+
+    check_job_files(job)  # before the telemetry log or anything else is opened
     return job
 
 

@@ -207,6 +207,36 @@ def _peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
+def check_job_files(job: RenderJob) -> None:
+    """`UserError` (one line) when a file the job writes (its output, matte clip, report or
+    telemetry log) is one of the files it reads (its target, source photos, face-map photos,
+    lip-sync audio) or another file it writes: a render never writes over what it reads, nor one
+    of its files over another. Checked before anything is opened."""
+    outputs = [("output", job.output)]
+    if job.matte == "clip":
+        outputs.append(("matte clip", matte_clip_path(job.output)))
+    for what, path in (("--report", job.report), ("--telemetry-log", job.telemetry_log)):
+        if path is not None:
+            outputs.append((what, path))
+    photos = [
+        p
+        for e in job.face_map
+        for p in (*(() if isinstance(e.person, int) else (Path(e.person),)), *e.sources)
+    ]
+    audio = [job.lip_sync_audio] if job.lip_sync_audio is not None else []
+    inputs = [job.target, *job.sources, *photos, *audio]
+    for i, (what, out) in enumerate(outputs):
+        if any(_same_path(out, inp) for inp in inputs):
+            raise UserError(f"{what} {out.name} is one of the inputs; choose another path")
+        for other_what, other in outputs[:i]:
+            if _same_path(out, other):
+                raise UserError(f"{what} {out.name} is also the {other_what}; give each its own path")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    return Path(a) == Path(b) or (Path(a).exists() and atomic.same_file(a, b))
+
+
 def _check_paths(job: RenderJob) -> None:
     if job.fps is not None and not 0 < job.fps <= 1000:
         raise UserError(f"--fps must be between 0 and 1000, got {job.fps:g}")
@@ -219,16 +249,7 @@ def _check_paths(job: RenderJob) -> None:
         for photo in (*(() if isinstance(entry.person, int) else (Path(entry.person),)), *entry.sources):
             if not photo.exists():
                 raise UserError(f"--map: {photo}: no such file")
-    outputs = (job.output, *((matte_clip_path(job.output),) if job.matte == "clip" else ()))
-    photos = [
-        p
-        for e in job.face_map
-        for p in (*(() if isinstance(e.person, int) else (Path(e.person),)), *e.sources)
-    ]
-    for inp in (job.target, *job.sources, *photos):
-        for out in outputs:
-            if out == inp or (out.exists() and atomic.same_file(out, inp)):
-                raise UserError(f"output {out.name} is one of the inputs; choose another output path")
+    check_job_files(job)
     atomic.check_writable_folder(job.output.parent)
     if job.batch < 1:
         raise UserError("--batch must be at least 1")

@@ -225,6 +225,45 @@ def test_output_equal_to_a_face_map_photo_is_refused(run_env: RuntimeEnv, tmp_pa
         assert photo.read_bytes() == kept
 
 
+def test_no_file_a_render_writes_is_one_it_reads_or_another_it_writes(
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--report` onto the target replaced the clip with the report's JSON, and
+    `--telemetry-log` onto it emptied the clip before the render began; each is one line now,
+    before anything is opened, and so is a report onto the output or two files on one path."""
+    import shutil
+
+    from ffdesk.cli import main
+
+    target = tmp_path / "clip.mp4"
+    shutil.copy(clip, target)
+    kept = target.read_bytes()
+    out, log = tmp_path / "out.mp4", tmp_path / "log.jsonl"
+    base = ["render", "--target", str(target), "--output", str(out), "-q"]
+    for extra, says in (
+        (["--report", str(target)], "--report clip.mp4 is one of the inputs"),
+        (["--telemetry-log", str(target)], "--telemetry-log clip.mp4 is one of the inputs"),
+        (["--report", str(out)], "--report out.mp4 is also the output"),
+        (
+            ["--report", str(log), "--telemetry-log", str(log)],
+            "--telemetry-log log.jsonl is also the --report",
+        ),
+    ):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert target.read_bytes() == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip.mp4"]
+    voice = RenderJob(
+        target=target,
+        output=target.with_name("v.mp4"),
+        lip_syncer="wav2lip_96",
+        lip_sync_audio=target.with_name("v.mp4"),
+    )
+    with pytest.raises(UserError, match="output v.mp4 is one of the inputs"):
+        run_render(voice, env=run_env)
+
+
 def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ffdesk", *args], capture_output=True, text=True, **kw)
 

@@ -219,7 +219,10 @@ def extract(
 
 
 def _open_writer(out: Path, settings: ExtractSettings) -> FacesetWriter:
-    """The faceset at `out` opened for adding; `UserError` when it was aligned another way."""
+    """The faceset at `out` opened for adding; `UserError` when it was aligned another way, or
+    `out` is a file (a clip given as the faceset, say), not a folder."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file, not a faceset folder; give a folder (made if missing)")
     writer = FacesetWriter(out, size=settings.size, points=MESH_POINTS)
     saved = writer.index.settings.get("alignment")
     if saved and saved.get("template") != settings.template:

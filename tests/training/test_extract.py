@@ -83,6 +83,18 @@ def test_cli_reports_a_missing_input(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "no such file or folder" in capsys.readouterr().err
 
 
+def test_cli_refuses_a_file_as_the_faceset_folder(
+    photos: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out` naming a file (the clip itself, say) was an internal error (FileExistsError)."""
+    photo = next(p for p in sorted(photos.iterdir()) if p.is_file())
+    kept = photo.read_bytes()
+    rc = main(["faceset", "extract", "--from", str(photo), "--out", str(photo), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a file, not a faceset folder" in err and len(err.strip().splitlines()) == 1, err
+    assert photo.read_bytes() == kept
+
+
 def test_cli_extracts_a_clip_and_skips_it_on_rerun(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

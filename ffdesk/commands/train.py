@@ -187,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         args.dst = args.dst or (Path(teacher_ckpt["dst"]) if teacher_ckpt.get("dst") else None)
     if args.src is None or args.dst is None:
         raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
+    _check_run_folder(run_dir, args.src, args.dst)
 
     counts = {"--batch": args.batch, "--steps": args.steps, "--log-every": args.log_every,
               "--preview-every": args.preview_every, "--save-every": args.save_every}  # fmt: skip
@@ -305,3 +306,13 @@ def _launch(settings: Any, args: argparse.Namespace, nproc: int) -> int:
             f"training with {nproc} processes failed (torchrun exit {code}); see the messages above"
         )
     return 0
+
+
+def _check_run_folder(run_dir: Path, src: Path, dst: Path) -> None:
+    """`UserError` (one line) when the run's folder is a file (a clip given as --run, say) or
+    one of the facesets it trains on (its checkpoints and exports would go among their shards)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--run {run_dir}: a file, not a folder; give the run a folder (made if missing)")
+    for flag, faceset in (("--src", src), ("--dst", dst)):
+        if run_dir.resolve() == faceset.resolve():
+            raise UserError(f"--run {run_dir} is the {flag} faceset; give the run a folder of its own")

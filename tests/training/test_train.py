@@ -151,3 +151,26 @@ def test_mixed_precision_and_gradient_checkpointing_train(
     assert all(np.isfinite(r["loss"]) for r in recs)
     ckpt = torch.load(tmp_path / "run" / control.CHECKPOINT, weights_only=True)
     assert ckpt["settings"]["amp"] and ckpt["model_config"]["grad_checkpoint"]
+
+
+def test_a_run_folder_that_is_a_file_or_a_faceset_is_one_line(
+    facesets: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--run` naming a file was an internal error (FileExistsError); naming a faceset put the
+    run's checkpoint, previews and model among its shards."""
+    from ffdesk.cli import main
+
+    src, dst = facesets
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"a clip")
+    before = sorted(p.name for p in src.iterdir())
+    base = ["train", "--src", str(src), "--dst", str(dst), "--steps", "1", "--resolution", "64", "-q"]
+    for run, says in (
+        (clip, "a file, not a folder"),
+        (src, "is the --src faceset"),
+        (dst, "is the --dst faceset"),
+    ):
+        assert main([*base, "--run", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert clip.read_bytes() == b"a clip" and sorted(p.name for p in src.iterdir()) == before

@@ -270,6 +270,8 @@ def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
             kinds = ", ".join(sorted(IMAGE_SUFFIXES))
             raise UserError(f"{job.output.name}: an image target needs an image output ({kinds})")
         return
+    if job.encoder == "png" and job.output.exists() and not job.output.is_dir():
+        raise UserError(f"{job.output.name}: --encoder png writes a folder of frames, and this is a file")
     allowed = VIDEO_SUFFIXES.get(job.encoder)
     if allowed is not None and suffix not in allowed:
         raise UserError(

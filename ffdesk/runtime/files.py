@@ -65,17 +65,26 @@ def default_models_dir(env: RuntimeEnv) -> Path:
 
 
 def resolve_models_dir(explicit: Path | str | None, env: RuntimeEnv) -> Path:
-    """`--models-dir` if given, else the environment's (the saved setting, else the default)."""
-    if explicit:
-        return expand_user(explicit).resolve()
-    return env.models_dir
+    """`--models-dir` if given, else the environment's (the saved setting, else the default);
+    `UserError` (one line) when the folder named is a file."""
+    folder = expand_user(explicit).resolve() if explicit else env.models_dir
+    not_a_file(folder, "the models folder")
+    return folder
 
 
 def save_models_dir(path: Path | str, env: RuntimeEnv) -> Path:
-    """Remember `path` as the models folder for later runs (in the environment's settings file)."""
+    """Remember `path` as the models folder for later runs (in the environment's settings file);
+    `UserError` for a file, which would stay the models folder of every later run."""
     resolved = expand_user(path).resolve()
+    not_a_file(resolved, "the models folder")
     write_setting(env.settings_path, "models_dir", str(resolved))
     return resolved
+
+
+def not_a_file(folder: Path, what: str) -> None:
+    """`UserError` (one line) when `folder`, which `what` names, is a file."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{what} {folder} is a file, not a folder")
 
 
 def model_path(spec: ModelSpec, models_dir: Path | str) -> Path:

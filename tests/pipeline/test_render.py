@@ -264,6 +264,18 @@ def test_no_file_a_render_writes_is_one_it_reads_or_another_it_writes(
         run_render(voice, env=run_env)
 
 
+def test_png_frames_onto_a_file_are_refused_before_rendering(
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path
+) -> None:
+    """`--encoder png` writes a folder: onto a file it rendered every frame, then failed to move
+    the folder into place ("Not a directory")."""
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"a picture")
+    with pytest.raises(UserError, match="--encoder png writes a folder of frames, and this is a file"):
+        run_render(RenderJob(target=clip, output=photo, encoder="png"), env=run_env)
+    assert photo.read_bytes() == b"a picture" and sorted(p.name for p in tmp_path.iterdir()) == ["photo.png"]
+
+
 def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ffdesk", *args], capture_output=True, text=True, **kw)
 

@@ -65,6 +65,28 @@ def test_import_and_saved_dir(standins_dir: Path, tmp_path: Path, capsys: pytest
     assert rows["gfpgan_1.4"]["verified"] and rows["xseg_1"]["verified"]
 
 
+def test_a_file_given_as_the_models_folder_is_one_line(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file where a models folder goes: `set-dir` saved it for every later run, `list` listed it
+    as an empty folder, `import` and `standins` ended in an internal error (FileExistsError)."""
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"a clip")
+    model = str(standins_dir / "xseg_1.onnx")
+    for args in (
+        ["models", "set-dir", str(clip)],
+        ["models", "list", "--models-dir", str(clip)],
+        ["models", "import", model, "--models-dir", str(clip)],
+        ["models", "standins", "--out", str(clip), "--only", "xseg_1"],
+    ):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert f"{clip} is a file, not a folder" in err and len(err.strip().splitlines()) == 1, err
+    assert clip.read_bytes() == b"a clip"
+    assert main(["models", "list", "--json"]) == 0  # nothing was saved: the default folder
+    assert json.loads(capsys.readouterr().out)["models_dir"] != str(clip)
+
+
 def test_standins_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "s"
     assert main(["models", "standins", "--out", str(out), "--only", "inswapper_128,xseg_1"]) == 0

@@ -120,6 +120,8 @@ class FileCamera:
 
         if self._reader is not None:
             return
+        if self.path.is_dir():
+            raise CameraError(f"{self.name}: {self.path} is a folder, not a clip")
         if not self.path.is_file():
             raise CameraError(f"{self.name}: no such clip ({self.path})")
         info = probe(self.path)

@@ -121,6 +121,13 @@ def test_faces_command_refuses_bad_input_in_one_line(
     junk.write_bytes(b"not a clip")
     rc, _, err = _cli(["faces", str(junk)], capsys)
     assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0
+    clip = cut_clip(tmp_path / "cut.mp4", shot=2)
+    rc, _, err = _cli(["faces", str(clip), "--thumbnails", str(junk)], capsys)  # said "File exists"
+    assert (
+        rc == 2
+        and f"--thumbnails {junk} is a file, not a folder" in err
+        and junk.read_bytes() == b"not a clip"
+    )
 
 
 def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:

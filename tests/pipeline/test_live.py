@@ -222,6 +222,8 @@ def test_a_missing_camera_device_is_one_line(capsys: pytest.CaptureFixture[str])
     assert main(["live", "--source", str(SOURCE), "--camera", "63", "--seconds", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "camera 63" in err[0] and "Traceback" not in err[0]
+    with pytest.raises(CameraError, match="is a folder, not a clip"):  # said "no such clip"
+        open_camera(f"file:{SOURCE.parent}").open()
 
 
 def test_a_camera_that_disappears_is_reopened_then_reported() -> None:

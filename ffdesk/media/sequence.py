@@ -47,9 +47,10 @@ class ImageSequence:
 
 
 def is_sequence_path(path: Path) -> bool:
-    """True for a printf-style frame pattern or an existing folder (a folder of frames)."""
+    """True for a printf-style frame pattern or an existing folder (a folder of frames); a file
+    that is there under a name like one (`clip%03d.mp4`) is that file."""
     path = Path(path)
-    return bool(_PRINTF.search(path.name)) or path.is_dir()
+    return (bool(_PRINTF.search(path.name)) and not path.is_file()) or path.is_dir()
 
 
 def find_sequence(path: Path) -> ImageSequence | None:
@@ -59,7 +60,7 @@ def find_sequence(path: Path) -> ImageSequence | None:
     are missing from the middle of the run (FFmpeg would stop at the gap without a word).
     """
     path = Path(path)
-    if _PRINTF.search(path.name):
+    if _PRINTF.search(path.name) and not path.is_file():
         return _from_pattern(path)
     if path.is_dir():
         return _from_folder(path)

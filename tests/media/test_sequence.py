@@ -75,3 +75,20 @@ def test_a_folder_renders_to_a_clip_at_the_given_rate(run_env: RuntimeEnv, tmp_p
     assert abs(info.duration_s - 12 / 30) < 1 / 30 + 1e-6
     with VideoReader(out) as reader:
         assert [frame_index_of(f.image) for f in reader] == list(range(12))
+
+
+def test_a_file_named_like_a_pattern_is_that_file(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    """`clip%03d.mp4` that is there is a clip, not a frame pattern ("no frames match this
+    pattern" before)."""
+    from ffdesk.media.sequence import is_sequence_path
+    from ffdesk.media.synth import synth_clip
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    clip = tmp_path / "clip%03d.mp4"
+    synth_clip(clip, width=64, height=48, fps=25, frames=5)
+    assert not is_sequence_path(clip) and find_sequence(clip) is None
+    assert probe(clip).video is not None
+    report = run_render(RenderJob(target=clip, output=tmp_path / "out%d.mp4"), env=run_env)
+    assert report.frames_out == 5 and (tmp_path / "out%d.mp4").is_file()
+    assert is_sequence_path(tmp_path / "frame_%04d.png")  # one that is not there is still a pattern

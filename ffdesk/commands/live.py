@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
-    from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores
+    from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(
@@ -167,11 +167,11 @@ def run(args: argparse.Namespace) -> int:
         **mask_fields(args),
         **processor_fields(args),
     )
-    for note in embedded_ignores(job, left_out=LIVE_LEAVES_OUT):
-        _status(f"warning: {note}")
     if args.record is not None:
         check_recording(args.record.expanduser(), job, camera)
     env = runtime_env(args)
+    for note in (*provider_unusable(job, env), *embedded_ignores(job, left_out=LIVE_LEAVES_OUT)):
+        _status(f"warning: {note}")
     stop = threading.Event()
     with ExitStack() as stack:
         camera.open()

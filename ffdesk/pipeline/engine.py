@@ -69,7 +69,7 @@ from ffdesk.pipeline.matte import (
     packet_matte,
     write_image_with_matte,
 )
-from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores
+from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores, provider_unusable
 from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
     RenderReport,
@@ -159,7 +159,7 @@ def run_render(
         except BaseException:
             _drop_unstarted(manifest)
             raise
-        for note in (*draft_skipped(job), *embedded_ignores(job)):
+        for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
         for stage in stages:
             if isinstance(stage, EmitsEvents):

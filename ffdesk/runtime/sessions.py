@@ -7,6 +7,7 @@ then silently runs on the CPU.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,23 @@ def cuda_usable(flags: DriverFlags | None = None) -> bool:
     if CUDA not in ort.get_available_providers():
         return False
     return gpu_count(flags) > 0
+
+
+def cuda_missing(flags: DriverFlags | None = None) -> str | None:
+    """Why the CUDA provider cannot run here, in a phrase; None when it can (`cuda_usable`)."""
+    import onnxruntime as ort
+
+    if _cuda_usable(flags):
+        return None
+    if CUDA not in ort.get_available_providers():
+        return "this ONNX Runtime has no CUDA provider (onnxruntime-gpu is not installed)"
+    from ffdesk.hw import start_nvml
+
+    started = start_nvml(flags=flags)
+    if started.nv is not None:
+        with contextlib.suppress(Exception):
+            started.nv.nvmlShutdown()
+    return started.reason or "no NVIDIA GPU found"
 
 
 def gpu_count(flags: DriverFlags | None = None) -> int:

@@ -156,3 +156,22 @@ def test_a_resolved_job_keeps_what_the_apps_people_pass_saw(tmp_path: Path) -> N
     assert (resolved.centroid, resolved.recognizer) == ((0.25, -0.5), "dlib_resnet_v1")
     plain = replace(job, face_map=(FaceMapping(0, (tmp_path / "a.jpg",)),))
     assert job.resolved().output_fingerprint() == plain.resolved().output_fingerprint()
+
+
+def test_asking_for_a_gpu_the_machine_has_not_is_one_warning(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--provider cuda` where CUDA cannot run fell back to the CPU without a word."""
+    from ffdesk.pipeline.plan import provider_unusable
+    from ffdesk.runtime import sessions
+
+    job = _job(provider="cuda")
+    monkeypatch.setattr(sessions, "cuda_usable", lambda flags=None: False)
+    monkeypatch.setattr("onnxruntime.get_available_providers", lambda: ["CPUExecutionProvider"])
+    assert provider_unusable(job, run_env) == [
+        "--provider cuda: this ONNX Runtime has no CUDA provider (onnxruntime-gpu is not installed); "
+        "the models run on the CPU"
+    ]
+    assert provider_unusable(replace(job, provider="auto"), run_env) == []  # the CPU is what auto means here
+    monkeypatch.setattr(sessions, "cuda_usable", lambda flags=None: True)
+    assert provider_unusable(job, run_env) == []

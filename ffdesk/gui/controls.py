@@ -549,7 +549,13 @@ class ControlsView(QWidget):
             note.setText(text)
             note.setVisible(bool(text))
         notes = list(self.applicability.notes)
-        if no_models:
+        folder = self._models_dir
+        if no_models and folder is not None and folder.exists() and not folder.is_dir():
+            notes.insert(
+                0,
+                f"the models folder {folder} is a file, not a folder: the embedded swap runs — {FOLDER_MENU}",
+            )
+        elif no_models:
             notes.insert(0, f"no usable model in the models folder: the embedded swap runs — {FOLDER_MENU}")
         self.notes.setText("\n".join(notes))
         self.notes.setVisible(bool(notes))

@@ -96,6 +96,22 @@ def test_a_picker_with_nothing_to_offer_says_so_visibly(qtbot) -> None:  # type:
     assert not view.notes.isHidden()
 
 
+def test_a_models_folder_that_is_a_file_is_named(qtbot: Any, tmp_path: Path) -> None:
+    """A saved models folder that is a file (an older `models set-dir` took one): the note above
+    the form names it, where it said only that the folder had no usable model."""
+    from ffdesk.gui.controls import ControlsView
+
+    file = tmp_path / "clip.mp4"
+    file.write_bytes(b"a clip")
+    view = ControlsView(SessionModel(), ResidencyModel(), memory_total_mb=8192, models_dir=file)
+    qtbot.addWidget(view)
+    view.show()
+    qtbot.waitUntil(lambda: "is a file" in view.notes.text(), timeout=30000)
+    assert view.notes.text().startswith(
+        f"the models folder {file} is a file, not a folder: the embedded swap"
+    )
+
+
 def test_the_budget_is_typed_and_dragged_into_one_setting(qtbot) -> None:  # type: ignore[no-untyped-def]
     session = SessionModel()
     view = _view(qtbot, session)

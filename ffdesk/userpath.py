@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ffdesk.errors import UserError
+
 
 def expand_user(path: str | os.PathLike[str]) -> Path:
     """`Path(path).expanduser()`, or `Path(path)` as it is when its `~` names no known home."""
@@ -20,3 +22,10 @@ def expand_user(path: str | os.PathLike[str]) -> Path:
         return p.expanduser()
     except RuntimeError:  # "Could not determine home directory."
         return p
+
+
+def not_a_file(folder: Path, what: str, kind: str = "folder") -> None:
+    """`UserError` (one line) when `folder`, which `what` names and where a `kind` goes (made if
+    missing), is a file: "--out clip.mp4 is a file, not a folder"."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{what} {folder} is a file, not a {kind}")

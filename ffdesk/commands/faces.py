@@ -94,7 +94,7 @@ def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
     """Each person's thumbnail as `folder/person-INDEX.png`; index -> path."""
     import cv2
 
-    from ffdesk.runtime.files import not_a_file
+    from ffdesk.userpath import not_a_file
 
     folder = Path(folder).expanduser()
     not_a_file(folder, "--thumbnails")

@@ -274,8 +274,8 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _standins(args: argparse.Namespace) -> int:
-    from ffdesk.runtime.files import not_a_file
     from ffdesk.runtime.standins import write_standins
+    from ffdesk.userpath import not_a_file
 
     not_a_file(Path(args.out).expanduser(), "--out")
     names = [n.strip() for n in args.only.split(",") if n.strip()] or None

@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any
 
 from ffdesk.errors import UserError
+from ffdesk.userpath import not_a_file
 
 
 def register(sub: Any) -> None:
@@ -311,8 +312,7 @@ def _launch(settings: Any, args: argparse.Namespace, nproc: int) -> int:
 def _check_run_folder(run_dir: Path, src: Path, dst: Path) -> None:
     """`UserError` (one line) when the run's folder is a file (a clip given as --run, say) or
     one of the facesets it trains on (its checkpoints and exports would go among their shards)."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"--run {run_dir}: a file, not a folder; give the run a folder (made if missing)")
+    not_a_file(run_dir, "--run")
     for flag, faceset in (("--src", src), ("--dst", dst)):
         if run_dir.resolve() == faceset.resolve():
             raise UserError(f"--run {run_dir} is the {flag} faceset; give the run a folder of its own")

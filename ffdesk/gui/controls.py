@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.errors import UserError
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.mask_controls import MaskControls
 from ffdesk.gui.models import ResidencyModel, SessionModel
@@ -39,6 +40,7 @@ from ffdesk.gui.processors import PROCESSOR_KINDS, usable_processor_models
 from ffdesk.pipeline.job import MATTES
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
+from ffdesk.userpath import not_a_file
 
 MODEL_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
 MODEL_KINDS: tuple[Control, ...] = ("swapper", "recognizer", "detector", "enhancer", "parser")
@@ -549,16 +551,19 @@ class ControlsView(QWidget):
             note.setText(text)
             note.setVisible(bool(text))
         notes = list(self.applicability.notes)
-        folder = self._models_dir
-        if no_models and folder is not None and folder.exists() and not folder.is_dir():
-            notes.insert(
-                0,
-                f"the models folder {folder} is a file, not a folder: the embedded swap runs — {FOLDER_MENU}",
-            )
-        elif no_models:
-            notes.insert(0, f"no usable model in the models folder: the embedded swap runs — {FOLDER_MENU}")
+        if no_models:
+            notes.insert(0, f"{self._no_models()}: the embedded swap runs — {FOLDER_MENU}")
         self.notes.setText("\n".join(notes))
         self.notes.setVisible(bool(notes))
+
+    def _no_models(self) -> str:
+        """Why the pickers have nothing to offer: a models folder that is a file, or no model."""
+        if self._models_dir is not None:
+            try:
+                not_a_file(self._models_dir, "the models folder")
+            except UserError as exc:
+                return str(exc)
+        return "no usable model in the models folder"
 
     def _control(self, name: Control) -> QWidget:
         widgets: dict[str, QWidget] = {

@@ -38,7 +38,7 @@ from ffdesk.runtime.integrity import (
 )
 from ffdesk.runtime.precision import cached_variants
 from ffdesk.units import format_bytes
-from ffdesk.userpath import expand_user
+from ffdesk.userpath import expand_user, not_a_file
 
 __all__ = [
     "CHUNK",
@@ -79,12 +79,6 @@ def save_models_dir(path: Path | str, env: RuntimeEnv) -> Path:
     not_a_file(resolved, "the models folder")
     write_setting(env.settings_path, "models_dir", str(resolved))
     return resolved
-
-
-def not_a_file(folder: Path, what: str) -> None:
-    """`UserError` (one line) when `folder`, which `what` names, is a file."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{what} {folder} is a file, not a folder")
 
 
 def model_path(spec: ModelSpec, models_dir: Path | str) -> Path:

@@ -22,7 +22,7 @@ from ffdesk.faces.types import Face
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
-from ffdesk.userpath import expand_user
+from ffdesk.userpath import expand_user, not_a_file
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".mts"})
 MESH_POINTS = 468
@@ -221,8 +221,7 @@ def extract(
 def _open_writer(out: Path, settings: ExtractSettings) -> FacesetWriter:
     """The faceset at `out` opened for adding; `UserError` when it was aligned another way, or
     `out` is a file (a clip given as the faceset, say), not a folder."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: a file, not a faceset folder; give a folder (made if missing)")
+    not_a_file(out, "--out", "faceset folder")
     writer = FacesetWriter(out, size=settings.size, points=MESH_POINTS)
     saved = writer.index.settings.get("alignment")
     if saved and saved.get("template") != settings.template:

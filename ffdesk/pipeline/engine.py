@@ -218,23 +218,13 @@ def check_job_files(job: RenderJob) -> None:
     for what, path in (("--report", job.report), ("--telemetry-log", job.telemetry_log)):
         if path is not None:
             outputs.append((what, path))
-    photos = [
-        p
-        for e in job.face_map
-        for p in (*(() if isinstance(e.person, int) else (Path(e.person),)), *e.sources)
-    ]
-    audio = [job.lip_sync_audio] if job.lip_sync_audio is not None else []
-    inputs = [job.target, *job.sources, *photos, *audio]
+    inputs = job.files_read()
     for i, (what, out) in enumerate(outputs):
-        if any(_same_path(out, inp) for inp in inputs):
+        if any(atomic.same_file(out, inp) for inp in inputs):
             raise UserError(f"{what} {out.name} is one of the inputs; choose another path")
         for other_what, other in outputs[:i]:
-            if _same_path(out, other):
+            if atomic.same_file(out, other):
                 raise UserError(f"{what} {out.name} is also the {other_what}; give each its own path")
-
-
-def _same_path(a: Path, b: Path) -> bool:
-    return Path(a) == Path(b) or (Path(a).exists() and atomic.same_file(a, b))
 
 
 def _check_paths(job: RenderJob) -> None:
@@ -245,10 +235,9 @@ def _check_paths(job: RenderJob) -> None:
     for src in job.sources:
         if not src.exists():
             raise UserError(f"{src}: no such file")
-    for entry in job.face_map:  # the people's reference photos and their sources
-        for photo in (*(() if isinstance(entry.person, int) else (Path(entry.person),)), *entry.sources):
-            if not photo.exists():
-                raise UserError(f"--map: {photo}: no such file")
+    for photo in (p for entry in job.face_map for p in entry.photos()):
+        if not photo.exists():
+            raise UserError(f"--map: {photo}: no such file")
     check_job_files(job)
     atomic.check_writable_folder(job.output.parent)
     if job.batch < 1:

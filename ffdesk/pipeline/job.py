@@ -124,6 +124,10 @@ class FaceMapping:
     recognizer: str = ""
     """The recognizer `centroid` is a vector of (its `name`)."""
 
+    def photos(self) -> tuple[Path, ...]:
+        """The photos the entry reads: the person's (when a photo names them), then the sources."""
+        return (*(() if isinstance(self.person, int) else (Path(self.person),)), *self.sources)
+
 
 @dataclass(frozen=True)
 class RenderJob:
@@ -249,6 +253,11 @@ class RenderJob:
 
     def __post_init__(self) -> None:
         check_job(self)
+
+    def files_read(self) -> tuple[Path, ...]:
+        """The files the job reads: its target, source photos, face-map photos and lip-sync audio."""
+        audio = (self.lip_sync_audio,) if self.lip_sync_audio is not None else ()
+        return (self.target, *self.sources, *(p for e in self.face_map for p in e.photos()), *audio)
 
     def resolved(self) -> RenderJob:
         """A copy with every path made absolute."""

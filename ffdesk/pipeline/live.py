@@ -446,17 +446,10 @@ def check_recording(path: Path, job: RenderJob, camera: Camera) -> None:
     kinds = VIDEO_SUFFIXES["h264"]
     if path.suffix.lower() not in kinds:
         raise UserError(f"--record {path.name}: a recording is H.264 video ({', '.join(kinds)})")
-    inputs = [*job.sources, *(p for e in job.face_map for p in (*_photo_of(e.person), *e.sources))]
     clip = getattr(camera, "path", None)
-    if isinstance(clip, Path):
-        inputs.append(clip)
-    for inp in inputs:
-        if path.resolve() == Path(inp).resolve() or (path.exists() and atomic.same_file(path, inp)):
+    for inp in (*job.files_read(), *((clip,) if isinstance(clip, Path) else ())):
+        if atomic.same_file(path, inp):
             raise UserError(f"--record {path.name} is one of the session's inputs; record to another file")
-
-
-def _photo_of(person: int | Path) -> tuple[Path, ...]:
-    return () if isinstance(person, int) else (Path(person),)
 
 
 def live_job(

@@ -155,6 +155,14 @@ SHAPES_MARGIN = 16 << 20
 """Room a model's inferred shapes take in its shapes file beyond the model itself."""
 
 
+def _need_room(what: str, folder: Path, need: int) -> None:
+    """`UserError` naming `what` is made when `folder` has less than `need` bytes free."""
+    try:
+        atomic.check_disk_space(folder, need)
+    except UserError as exc:
+        raise UserError(f"{what}: {exc}") from None
+
+
 def _with_shapes(src: Path, dest: Path) -> Any:
     """`src` loaded with its inferred shapes, which the FP16 conversion needs. Inferred from the
     file into a file beside `dest` (`infer_shapes` on a loaded model serializes it, parses it
@@ -168,10 +176,7 @@ def _with_shapes(src: Path, dest: Path) -> Any:
     shaped.parent.mkdir(parents=True, exist_ok=True)
     # ONNX's writer does not say when the disk fills: the file only comes out short
     need = src.stat().st_size + SHAPES_MARGIN
-    try:
-        atomic.check_disk_space(shaped.parent, need)
-    except UserError as exc:
-        raise UserError(f"{src.name}: its FP16 variant: {exc}") from None
+    _need_room(f"{src.name}: its FP16 variant", shaped.parent, need)
     try:
         shape_inference.infer_shapes_path(str(src), str(shaped))
         model = onnx.load(str(shaped), load_external_data=False)
@@ -287,10 +292,8 @@ def make_int8(
         )
     dest.parent.mkdir(parents=True, exist_ok=True)
     what = f"{Path(src).name}: its INT8 variant"
-    try:  # the model with its shapes and the variant are both there before the first is removed
-        atomic.check_disk_space(dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN)
-    except UserError as exc:
-        raise UserError(f"{what}: {exc}") from None
+    # the model with its shapes and the variant are both there before the first is removed
+    _need_room(what, dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN)
     _in_own_process(what, _quantize, Path(src), list(calibration), dest, per_channel)
     _write_sidecar(dest)
     return dest

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.mask_options import add_mask_options, mask_fields
+from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -60,12 +60,7 @@ def register(sub: Any) -> None:
         "averaged); PERSON.jpg: a photo of them",
     )
     p.add_argument("--models-dir", type=Path, default=None)
-    p.add_argument(
-        "--swapper",
-        default=None,
-        metavar="NAME|MODEL.onnx|RUN",
-        help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
-    )
+    add_swapper_option(p)
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
     p.add_argument(
         "--precision",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
-from ffdesk.commands.mask_options import add_mask_options, mask_fields
+from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -66,12 +66,7 @@ def register(sub: Any) -> None:
         "averaged); PERSON: an index of `ffdesk faces`'s listing (same --start/--end) or a photo of them",
     )
     p.add_argument("--models-dir", type=Path, default=None)
-    p.add_argument(
-        "--swapper",
-        default=None,
-        metavar="NAME|MODEL.onnx|RUN",
-        help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
-    )
+    add_swapper_option(p)
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
     p.add_argument("--enhancer", default=None)

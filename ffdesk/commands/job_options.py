@@ -1,6 +1,7 @@
-"""The command line's mask options (`--mask`, `--mask-blur`, `--mask-padding`, `--mask-areas`,
-`--mask-regions`), shared by `ffdesk render` and `ffdesk live`: `add_mask_options` puts them on a
-parser, `mask_fields` turns them into `RenderJob` fields (`RenderJob` checks the ranges)."""
+"""The job options `ffdesk render` and `ffdesk live` share: `--swapper` (`add_swapper_option`) and
+the masks (`--mask`, `--mask-blur`, `--mask-padding`, `--mask-areas`, `--mask-regions`):
+`add_mask_options` puts them on a parser, `mask_fields` turns them into `RenderJob` fields
+(`RenderJob` checks the ranges)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,16 @@ from typing import Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import DEFAULT_MASK_BLUR
+
+
+def add_swapper_option(p: argparse.ArgumentParser) -> None:
+    """`--swapper`, on `p`."""
+    p.add_argument(
+        "--swapper",
+        default=None,
+        metavar="NAME|MODEL.onnx|RUN",
+        help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
+    )
 
 
 def add_mask_options(p: argparse.ArgumentParser) -> None:

@@ -433,15 +433,20 @@ class FaceFrontEnd:
         a camera has no listing of people to find one by index)."""
         from ffdesk.pipeline.people import job_targets, recognizer_for
 
-        recognizer = recognizer_for(job.models_dir) if job.face_map else None
-        for entry in job.face_map:
-            assert recognizer is not None
-            if isinstance(entry.person, int) and not (entry.centroid and entry.recognizer == recognizer.name):
+        people = None
+        if job.face_map:
+            recognizer = recognizer_for(job.models_dir)
+            found = (
+                e.centroid and e.recognizer == recognizer.name
+                for e in job.face_map
+                if isinstance(e.person, int)
+            )
+            if not all(found):
                 raise UserError(
                     "live --map takes a photo of each person (PERSON.jpg=FACE.jpg): a camera has no "
                     "listing of people to name one by its index"
                 )
-        people = job_targets(job, analyser, recognizer) if job.face_map else None
+            people = job_targets(job, analyser, recognizer)
         return cls(analyser, job.face_selection, None, fps, DET_SIZE.get(job.mode, 640), people=people)
 
     def stages(

@@ -79,7 +79,9 @@ def _status(line: str) -> None:
 
 
 def cameras_listing() -> list[str]:
-    """One line per capture device, or one line saying there is none."""
+    """The cameras, each with what it offers (formats, sizes, highest rates), then the video
+    nodes that are not cameras on one line; or one line saying there is none."""
+    from ffdesk.media.camera_modes import describe_formats
     from ffdesk.media.capture import list_cameras
 
     found = list_cameras()
@@ -87,10 +89,16 @@ def cameras_listing() -> list[str]:
         return ["no camera found (no /dev/video* device)"]
     lines = []
     for c in found:
-        what = f"{c.size[0]}x{c.size[1]}" if c.size else "cannot be opened"
-        rate = f" at {c.fps:g} frames/s" if c.fps else ""
+        if c.kind:
+            continue
         name = f" {c.name}" if c.name else ""
-        lines.append(f"{c.index}: {c.path}{name} ({what}{rate})")
+        lines.append(f"{c.index}: {c.path}{name}" + (f" ({c.problem})" if c.problem else ""))
+        lines.extend(f"   {line}" for line in describe_formats(c.formats))
+    others = [f"{c.path} ({c.kind})" for c in found if c.kind]
+    if not lines:
+        lines.append("no camera found")
+    if others:
+        lines.append("not cameras: " + ", ".join(others))
     return lines
 
 

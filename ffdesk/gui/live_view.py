@@ -474,13 +474,18 @@ class LiveView(QWidget):
     # -- cameras -------------------------------------------------------------------------
     def list_cameras(self) -> None:
         """The capture devices the core finds, the clip chosen (if any), and "Clip as camera…"."""
+        from ffdesk.media.camera_modes import describe_formats
         from ffdesk.media.capture import list_cameras
 
         chosen = self.camera_spec()
         self.camera.clear()
-        for cam in list_cameras(query=False):
+        for cam in list_cameras():
+            if cam.kind:  # a webcam's metadata node, an output: nothing to capture
+                continue
             label = f"camera {cam.index}: {cam.name or cam.path}"
             self.camera.addItem(label, str(cam.index))
+            offers = describe_formats(cam.formats) or [cam.problem or "what it offers is unknown"]
+            self.camera.setItemData(self.camera.count() - 1, "\n".join(offers), Qt.ItemDataRole.ToolTipRole)
         if chosen and chosen.startswith(FILE_PREFIX):
             self.camera.addItem(f"clip: {Path(chosen[len(FILE_PREFIX) :]).name}", chosen)
         self.camera.addItem(CLIP_ITEM, "")

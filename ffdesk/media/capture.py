@@ -17,7 +17,6 @@ spelling; `list_cameras()` lists the V4L2 devices.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ffdesk.errors import MediaError
+from ffdesk.media.camera_modes import ModeChoice, PixelFormat, choose_mode, read_device
 from ffdesk.types import Frame
 
 REOPEN_TRIES = 3
@@ -210,6 +210,9 @@ class DeviceCamera:
         self._want = (size or (1280, 720), float(fps or 30.0))
         self._cap: Any = None
         self._number = 0
+        self._told = False
+        self.formats: tuple[PixelFormat, ...] = ()
+        """What the device offers, as read at the last opening (empty: not read)."""
 
     def open(self) -> None:
         import cv2
@@ -219,12 +222,16 @@ class DeviceCamera:
         on_linux = sys.platform.startswith("linux")
         if on_linux and not device_path(self.index).exists():
             raise CameraError(f"{self.name}: no such device ({device_path(self.index)} does not exist)")
+        choice = self._choose_mode() if on_linux else None
         api = cv2.CAP_V4L2 if on_linux else cv2.CAP_ANY
         cap = cv2.VideoCapture(self.index, api)
         if not cap.isOpened():
             cap.release()
             raise CameraError(f"{self.name}: cannot be opened (in use, or not a capture device?)")
-        (w, h), fps = self._want
+        (w, h), fps = (choice.size, choice.fps) if choice is not None else self._want
+        if choice is not None and choice.fourcc is not None:
+            # before the size: OpenCV asks the driver for the format with the size it has
+            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*choice.fourcc))
         cap.set(cv2.CAP_PROP_FRAME_WIDTH, w)
         cap.set(cv2.CAP_PROP_FRAME_HEIGHT, h)
         cap.set(cv2.CAP_PROP_FPS, fps)
@@ -234,6 +241,35 @@ class DeviceCamera:
         self.size = (got_w, got_h) if got_w > 0 and got_h > 0 else (w, h)
         self.fps = got_fps if got_fps > 0 else fps
         self._cap = cap
+        if choice is not None and not self._told:
+            self._told = True
+            for note in choice.notes:
+                self.on_status(note)
+
+    def _choose_mode(self) -> ModeChoice | None:
+        """What to ask the device for, from what it offers (None: it could not be read; OpenCV
+        then gets what was asked). A node that is not a camera, or one this user may not open,
+        is one line (`CameraError`)."""
+        path = device_path(self.index)
+        try:
+            node = read_device(path)
+        except PermissionError:
+            raise CameraError(
+                f"{self.name}: no permission to open {path} (add your user to the video group)"
+            ) from None
+        except (ImportError, OSError):
+            return None
+        if not node.capture:
+            cameras = [str(c.index) for c in list_cameras(query=False) if not c.kind and not c.problem]
+            there = f"cameras here: {', '.join(cameras)}" if cameras else "no camera here"
+            raise CameraError(
+                f"{self.name}: {path} is not a camera but a {node.kind} node"
+                + (f" ({node.card})" if node.card else "")
+                + f"; {there} (--list-cameras)"
+            )
+        self.formats = node.formats
+        (w, h), fps = self._want
+        return choose_mode(node.formats, (w, h), fps, name=self.name)
 
     def _grab(self) -> Frame | None:
         if self._cap is None:
@@ -301,50 +337,61 @@ def open_camera(
 
 @dataclass(frozen=True)
 class CameraInfo:
-    """A capture device as `list_cameras` found it."""
+    """A video node as `list_cameras` found it: a camera, or a node that is not one."""
 
     index: int
     path: Path
     name: str
     """The driver's name for it (empty when unknown)."""
-    size: tuple[int, int] | None = None
-    """What OpenCV opens it at (None: it could not open it)."""
-    fps: float | None = None
+    formats: tuple[PixelFormat, ...] = ()
+    """Its pixel formats, sizes and rates (empty when not read)."""
+    problem: str = ""
+    """Why it could not be read ("" when it could)."""
+    kind: str = ""
+    """What it is when it is not a camera ("metadata capture", ...); "" for a camera."""
+
+
+NO_PERMISSION = "no permission to open it (add your user to the video group)"
+
+
+def _video_nodes() -> list[tuple[int, Path]]:
+    nodes = []
+    for path in Path("/dev").glob("video*"):
+        suffix = path.name[len("video") :]
+        if suffix.isdigit():
+            nodes.append((int(suffix), path))
+    return sorted(nodes)
+
+
+def _sysfs_name(path: Path) -> str:
+    try:
+        return (
+            Path(f"/sys/class/video4linux/{path.name}/name")
+            .read_text(encoding="utf-8", errors="replace")
+            .strip()
+        )
+    except OSError:
+        return ""
+
+
+def describe_node(index: int, path: Path, *, formats: bool = True) -> CameraInfo:
+    """One video node: its name, whether it is a camera and (with `formats`) what it offers."""
+    name = _sysfs_name(path)
+    try:
+        node = read_device(path, formats=formats)
+    except ImportError:  # no linuxpy: the name alone
+        return CameraInfo(index, path, name)
+    except PermissionError:
+        return CameraInfo(index, path, name, problem=NO_PERMISSION)
+    except OSError as exc:
+        return CameraInfo(index, path, name, problem=f"cannot be read ({exc.strerror or exc})")
+    return CameraInfo(index, path, node.card or name, node.formats, kind=node.kind)
 
 
 def list_cameras(*, query: bool = True) -> list[CameraInfo]:
-    """The V4L2 capture devices (`/dev/videoN`), in index order; with `query`, each opened with
-    OpenCV to read its default size and rate (a device that will not open has neither)."""
-    found = []
-    for path in sorted(Path("/dev").glob("video*")):
-        suffix = path.name[len("video") :]
-        if not suffix.isdigit():
-            continue
-        index = int(suffix)
-        name_file = Path(f"/sys/class/video4linux/{path.name}/name")
-        try:
-            name = name_file.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            name = ""
-        size, fps = _query(index) if query else (None, None)
-        found.append(CameraInfo(index, path, name, size, fps))
-    return sorted(found, key=lambda c: c.index)
-
-
-def _query(index: int) -> tuple[tuple[int, int] | None, float | None]:
-    import cv2
-
-    if not os.access(device_path(index), os.R_OK):
-        return None, None
-    cap = cv2.VideoCapture(index, cv2.CAP_V4L2)
-    try:
-        if not cap.isOpened():
-            return None, None
-        w, h = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH)), int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
-        fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
-        return ((w, h) if w > 0 and h > 0 else None), (fps if fps > 0 else None)
-    finally:
-        cap.release()
+    """The video nodes (`/dev/videoN`) in index order, cameras and others (`kind` says which);
+    with `query`, each camera's formats, sizes and rates too."""
+    return [describe_node(index, path, formats=query) for index, path in _video_nodes()]
 
 
 class FrameGrabber:

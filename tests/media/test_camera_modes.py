@@ -1,0 +1,118 @@
+"""What a camera offers and what a live session asks it for, on what a real driver listed (the
+kernel's vivid, read inside the VM of scripts/v4l2_vm.sh: tests/media/data/vivid_nodes.json)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from ffdesk.media.camera_modes import (
+    FrameSize,
+    PixelFormat,
+    SizeSpan,
+    choose_mode,
+    describe_formats,
+    fourcc_text,
+    nearest_size,
+)
+from tests.media.camera_nodes import vivid_nodes
+
+
+@pytest.fixture(scope="module")
+def vivid() -> tuple[PixelFormat, ...]:
+    camera = [n for n in vivid_nodes() if n.capture]
+    assert len(camera) == 1
+    return camera[0].formats
+
+
+def test_the_driver_listing_tells_cameras_from_other_nodes() -> None:
+    kinds = {n.path.name: n.kind for n in vivid_nodes()}
+    assert kinds == {
+        "video0": "",
+        "video1": "video output",
+        "video2": "metadata capture",
+        "video3": "metadata output",
+    }
+
+
+def test_vivid_offers_fewer_frames_at_larger_sizes(vivid: tuple[PixelFormat, ...]) -> None:
+    yuyv = next(f for f in vivid if f.fourcc == "YUYV")
+    tops = {e.size: e.top_rate for e in yuyv.sizes}
+    assert tops[(320, 180)] == 60 and tops[(1280, 720)] == Fraction(25, 2) and tops[(3840, 2160)] == 2
+    assert fourcc_text(0x56595559) == "YUYV"
+
+
+def test_the_listing_groups_formats_with_one_table(vivid: tuple[PixelFormat, ...]) -> None:
+    lines = describe_formats(vivid)
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("YUYV, UYVY, YU12, YV12 and 13 more: 3840x2160 (2 frames/s), 1920x1080 (5)")
+    assert "1280x720 (12.5)" in lines[0] and lines[0].endswith("320x180 (60)")
+    assert lines[1] == "(and 66 formats ffdesk cannot read)"
+
+
+def test_a_size_and_rate_the_camera_offers_are_asked_as_they_are(vivid: tuple[PixelFormat, ...]) -> None:
+    choice = choose_mode(vivid, (640, 360), 30)
+    assert (choice.size, choice.fps, choice.fourcc, choice.notes) == ((640, 360), 30.0, None, ())
+
+
+def test_a_rate_the_size_cannot_reach_is_said_with_the_size_that_can(vivid: tuple[PixelFormat, ...]) -> None:
+    choice = choose_mode(vivid, (1280, 720), 30, name="camera 0")
+    assert choice.size == (1280, 720) and choice.fps == 12.5 and choice.fourcc is None
+    assert choice.notes == (
+        "camera 0 gives 1280x720 at 12.5 frames/s, not 30; 640x360 is the largest size it gives at 30",
+    )
+
+
+def test_a_rate_between_two_offered_takes_the_one_above(vivid: tuple[PixelFormat, ...]) -> None:
+    choice = choose_mode(vivid, (320, 180), 35)
+    assert choice.fps == 40.0 and choice.notes == ("the camera gives 320x180 at 40 frames/s, not 35",)
+
+
+def test_a_size_not_offered_takes_the_nearest(vivid: tuple[PixelFormat, ...]) -> None:
+    assert nearest_size(vivid, (1024, 576)) == (1280, 720)  # 16:9 first, then the nearest area
+    assert nearest_size(vivid, (800, 600)) == (640, 480)
+    choice = choose_mode(vivid, (800, 600), 25, name="camera 0")
+    assert choice.size == (640, 480) and choice.fps == 25.0
+    assert (
+        choice.notes[0] == "camera 0 does not offer 800x600; using 640x480 (--list-cameras lists its sizes)"
+    )
+
+
+WEBCAM = (
+    PixelFormat(
+        "YUYV",
+        "YUYV 4:2:2",
+        False,
+        (FrameSize(1920, 1080, (Fraction(5),)), FrameSize(640, 480, (Fraction(15), Fraction(30)))),
+    ),
+    PixelFormat(
+        "MJPG",
+        "Motion-JPEG",
+        True,
+        (FrameSize(1920, 1080, (Fraction(15), Fraction(30))), FrameSize(640, 480, (Fraction(30),))),
+    ),
+    PixelFormat("H264", "H.264", True, (FrameSize(1920, 1080, (Fraction(30),)),)),
+)
+"""The shape of a USB webcam's table (written here, not read off a device): raw YUYV at full HD
+is bandwidth-bound, MJPG is not."""
+
+
+def test_a_compressed_format_is_asked_for_when_the_default_one_is_too_slow() -> None:
+    choice = choose_mode(WEBCAM, (1920, 1080), 30)
+    assert (choice.size, choice.fps, choice.fourcc, choice.notes) == ((1920, 1080), 30.0, "MJPG", ())
+    # where OpenCV's own choice (YUYV before MJPG) reaches the rate, nothing is forced
+    assert choose_mode(WEBCAM, (640, 480), 30).fourcc is None
+
+
+def test_a_camera_of_any_size_clamps_to_its_grid() -> None:
+    card = (PixelFormat("YUYV", "YUYV", False, (), SizeSpan((16, 16), (1920, 1200), (8, 2))),)
+    assert choose_mode(card, (1280, 720), 30).size == (1280, 720)
+    assert choose_mode(card, (2000, 1000), 30).size == (1920, 1000)
+    assert choose_mode(card, (1283, 721), 30).size == (1280, 720)
+
+
+def test_a_camera_that_lists_nothing_readable_gets_what_was_asked() -> None:
+    only_h264 = (WEBCAM[2],)
+    assert choose_mode(only_h264, (1280, 720), 30) == choose_mode((), (1280, 720), 30)
+    assert choose_mode((), (1280, 720), 30).size == (1280, 720)

@@ -1,0 +1,181 @@
+"""The camera code against a real V4L2 driver: the kernel's vivid (a capture node with many
+formats, sizes and per-size rates, beside output and metadata nodes). No machine this project
+is built on has a camera, so these tests skip themselves unless a vivid capture node is there;
+`scripts/v4l2_vm.sh` boots a kernel that has one and runs them
+(tests/media/test_v4l2_vm.py does that where the VM kit is present)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.capture import CameraError, DeviceCamera, list_cameras
+from ffdesk.runtime.env import RuntimeEnv
+
+
+def _vivid_capture() -> int | None:
+    for node in sorted(Path("/sys/class/video4linux").glob("video*")):
+        try:
+            name = (node / "name").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if name.startswith("vivid-") and name.endswith("-vid-cap"):
+            return int(node.name[len("video") :])
+    return None
+
+
+VIVID = _vivid_capture()
+pytestmark = [
+    pytest.mark.v4l2,
+    pytest.mark.skipif(VIVID is None, reason="no vivid capture device (scripts/v4l2_vm.sh boots one)"),
+]
+
+
+def _camera(**kwargs: object) -> tuple[DeviceCamera, list[str]]:
+    said: list[str] = []
+    assert VIVID is not None
+    return DeviceCamera(VIVID, on_status=said.append, **kwargs), said  # type: ignore[arg-type]
+
+
+def test_only_capture_nodes_are_listed_as_cameras(capsys: pytest.CaptureFixture[str]) -> None:
+    found = {c.index: c for c in list_cameras()}
+    assert VIVID in found and not found[VIVID].kind and found[VIVID].formats
+    assert {c.kind for c in found.values() if c.index != VIVID} >= {"video output", "metadata capture"}
+    assert main(["live", "--list-cameras"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{VIVID}: /dev/video{VIVID} vivid"
+    assert "1280x720 (12.5)" in out[1] and "320x180 (60)" in out[1]
+    assert out[-1].startswith("not cameras: ") and "(metadata capture)" in out[-1]
+
+
+def test_a_size_the_camera_gives_slower_is_opened_and_said() -> None:
+    camera, said = _camera(size=(1280, 720), fps=30)
+    camera.open()
+    try:
+        assert camera.size == (1280, 720) and camera.fps == pytest.approx(12.5)
+        frames = [camera.read() for _ in range(3)]
+        assert all(f is not None and f.image.shape == (720, 1280, 3) for f in frames)
+    finally:
+        camera.close()
+    assert said == [
+        f"camera {VIVID} gives 1280x720 at 12.5 frames/s, not 30; 640x360 is the largest size it gives at 30"
+    ]
+
+
+def test_a_size_the_camera_lacks_opens_the_nearest() -> None:
+    camera, said = _camera(size=(800, 600), fps=25)
+    camera.open()
+    try:
+        frame = camera.read()
+        assert frame is not None and frame.image.shape == (480, 640, 3) and camera.size == (640, 480)
+    finally:
+        camera.close()
+    assert said == [f"camera {VIVID} does not offer 800x600; using 640x480 (--list-cameras lists its sizes)"]
+
+
+def test_the_rate_asked_is_the_rate_delivered() -> None:
+    camera, said = _camera(size=(320, 180), fps=60)
+    camera.open()
+    try:
+        frames = [camera.read() for _ in range(31)]
+    finally:
+        camera.close()
+    assert said == []
+    stamps = [f.captured for f in frames if f is not None]
+    rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+    assert 40 < rate < 75, rate  # vivid paces by its clock; an emulated machine is not exact
+
+
+def test_a_node_that_is_not_a_camera_is_one_line() -> None:
+    others = [c for c in list_cameras(query=False) if c.kind == "metadata capture"]
+    assert others
+    camera = DeviceCamera(others[0].index)
+    with pytest.raises(CameraError) as caught:
+        camera.open()
+    text = str(caught.value)
+    assert "is not a camera but a metadata capture node" in text and f"cameras here: {VIVID}" in text
+
+
+def test_a_camera_unplugged_mid_session_is_reported_and_reopened() -> None:
+    """vivid's Disconnect control unplugs the device as a USB cable pulled would (its nodes
+    answer ENODEV); when the last user lets go it comes back, as a camera plugged in again. The
+    session says so and goes on with the same picture size."""
+    from linuxpy.video.device import Device
+
+    camera, said = _camera(size=(640, 360), fps=30)
+    camera.reopen_pause_s = 0.05
+    camera.open()
+    try:
+        before = camera.read()
+        assert before is not None
+        with Device(f"/dev/video{VIVID}") as device:
+            device.controls["disconnect"].push()
+        after = [camera.read() for _ in range(5)]
+    finally:
+        camera.close()
+    assert said == [f"camera {VIVID} lost; reopening (1/3)"]
+    assert all(f is not None and f.image.shape == (360, 640, 3) for f in after)
+    assert [f.number for f in after if f is not None] == [1, 2, 3, 4, 5]
+
+
+def test_a_live_session_records_the_camera_at_its_clock(tmp_path: Path) -> None:
+    """Capture to recording through the live session (no face stages: the models are far too
+    slow in an emulated machine), with the device unplugged and back in the middle."""
+    import av
+    from linuxpy.video.device import Device
+
+    from ffdesk.media.stream import Recording
+    from ffdesk.pipeline.live import LiveSession, writing_to
+
+    camera, said = _camera(size=(640, 360), fps=30)
+    camera.reopen_pause_s = 0.05
+    camera.open()
+    out = tmp_path / "live.mp4"
+    rec = Recording(out, width=camera.size[0], height=camera.size[1], fps=camera.fps)
+
+    def unplug() -> None:
+        time.sleep(1.0)
+        with Device(f"/dev/video{VIVID}") as device:
+            device.controls["disconnect"].push()
+
+    pull = threading.Thread(target=unplug, name="unplug")
+    pull.start()
+    try:
+        figures = LiveSession(camera, [], [writing_to(rec)], seconds=2.5).run()
+    finally:
+        pull.join()
+        rec.close()
+        camera.close()
+    assert figures.ended == "time" and figures.error is None
+    assert f"camera {VIVID} lost; reopening (1/3)" in said
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        decoded = list(container.decode(stream))
+        base = float(stream.time_base or 0)
+        assert (stream.width, stream.height) == (640, 360)
+    assert len(decoded) == figures.frames_out >= 20
+    stamps = [float(f.pts or 0) * base for f in decoded]
+    assert all(b > a for a, b in zip(stamps, stamps[1:], strict=False))
+    assert stamps[-1] - stamps[0] > 1.8  # the camera's clock, not the count of frames
+
+
+def test_the_app_offers_the_camera_and_what_it_gives(run_env: RuntimeEnv, qtbot: Any, tmp_path: Path) -> None:
+    from PySide6.QtCore import Qt
+
+    from tests.gui.windows import isolated_window
+
+    window = isolated_window(run_env, qtbot, tmp_path)
+    try:
+        combo = window.live_view.camera
+        labels = [combo.itemText(i) for i in range(combo.count())]
+        assert f"camera {VIVID}: vivid" in labels
+        assert not any("meta" in label or "vid-out" in label for label in labels), labels
+        tip = combo.itemData(labels.index(f"camera {VIVID}: vivid"), Qt.ItemDataRole.ToolTipRole)
+        assert "1280x720 (12.5)" in tip and "formats ffdesk cannot read" in tip
+    finally:
+        window.shutdown()

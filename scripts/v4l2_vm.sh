@@ -8,8 +8,10 @@
 #   bash scripts/v4l2_vm.sh make KIT                    # once: kernel, modules, busybox -> KIT
 #   bash scripts/v4l2_vm.sh run KIT SCRIPT [SECONDS]    # boot, load vivid, run `bash SCRIPT`
 #
-# `make` fetches two Debian packages with apt-get (linux-image-amd64's kernel, busybox-static)
-# and needs qemu-system-x86, kmod and cpio (apt-get install -y qemu-system-x86 kmod cpio).
+# `make` fetches Debian packages with apt-get (linux-image-amd64's kernel, busybox-static, and the
+# kernel's headers and v4l2loopback-dkms, to build the virtual camera's module, loaded in the VM
+# as /dev/video10 with exclusive_caps=1) and needs qemu-system-x86, kmod, cpio, gcc and make
+# (apt-get install -y qemu-system-x86 kmod cpio).
 # `run` boots the kernel under QEMU's own emulation (KVM inside this sandbox hangs at boot): about 10 s,
 # Python several times slower than here), loads vivid with $VIVID_ARGS (default: its own
 # defaults, one instance), then runs SCRIPT as root in a chroot of this machine's / with /dev,
@@ -26,7 +28,7 @@ VERB=$1
 KIT=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2
 
 if [ "$VERB" = make ]; then
-    for tool in qemu-system-x86_64 depmod cpio apt-get dpkg-deb; do
+    for tool in qemu-system-x86_64 depmod cpio apt-get dpkg-deb gcc make; do
         command -v "$tool" >/dev/null || { echo "v4l2_vm: $tool is missing (apt-get install -y qemu-system-x86 kmod cpio)"; exit 2; }
     done
     cd "$KIT" || exit 2
@@ -37,12 +39,22 @@ if [ "$VERB" = make ]; then
         || { echo "v4l2_vm: apt-get download $IMAGE busybox-static failed"; exit 2; }
     for deb in pkgs/*.deb; do dpkg-deb -x "$deb" root; done
     VERSION=$(ls root/lib/modules | head -n 1)
+    # v4l2loopback (the virtual camera's device), built against the kernel's own headers
+    (cd pkgs && apt-get download "linux-headers-$VERSION" "linux-headers-${VERSION%-amd64}-common" \
+        "linux-kbuild-$(echo "$VERSION" | cut -d. -f1,2)" v4l2loopback-dkms) >/dev/null 2>&1 \
+        || { echo "v4l2_vm: apt-get download of the kernel headers or v4l2loopback-dkms failed"; exit 2; }
+    mkdir -p headers && for deb in pkgs/linux-headers-* pkgs/linux-kbuild-* pkgs/v4l2loopback-*; do dpkg-deb -x "$deb" headers; done
+    sed -i "s#/usr/src/#$KIT/headers/usr/src/#" "headers/usr/src/linux-headers-$VERSION/Makefile"
+    LOOP=$(ls -d headers/usr/src/v4l2loopback-*)
+    make -s -C "headers/usr/src/linux-headers-$VERSION" M="$KIT/$LOOP" modules >/dev/null 2>&1 \
+        || { echo "v4l2_vm: building v4l2loopback failed (gcc and make are needed)"; exit 2; }
     cp root/boot/vmlinuz-"$VERSION" vmlinuz
     depmod -b "$KIT/root" "$VERSION"
     MODS=lib/modules/$VERSION
     mkdir -p initrd/bin initrd/proc initrd/sys initrd/dev initrd/host "initrd/$MODS"
     cp root/bin/busybox initrd/bin/
     cp root/"$MODS"/modules.* "initrd/$MODS/"
+    mkdir -p initrd/extra && cp "$LOOP/v4l2loopback.ko" initrd/extra/
     for module in virtio_pci 9pnet_virtio 9p vivid; do
         line=$(grep -E "/$module\.ko(\.[a-z]+)?:" "root/$MODS/modules.dep")
         for file in $(echo "$line" | tr -d ':'); do
@@ -63,6 +75,8 @@ WHERE=$(arg ffdesk.cwd)
 for m in virtio_pci 9pnet_virtio 9p; do modprobe $m; done
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576 host /host
 modprobe vivid $(cat "/host$KIT/vivid.args" 2>/dev/null)
+# a virtual camera's device as its users set it up: /dev/video10, a capture node once written to
+insmod /extra/v4l2loopback.ko video_nr=10 card_label=VirtualCam exclusive_caps=1
 mount -t proc proc /host/proc
 mount -t sysfs sys /host/sys
 mount -o bind /dev /host/dev
@@ -75,7 +89,7 @@ poweroff -f
 EOF
     chmod +x initrd/init
     (cd initrd && find . | cpio -o -H newc 2>/dev/null | gzip -1) > initrd.gz
-    rm -rf pkgs root initrd
+    rm -rf pkgs root initrd headers
     echo "v4l2_vm: kit made in $KIT (kernel $VERSION)"
     exit 0
 fi

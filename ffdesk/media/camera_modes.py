@@ -48,6 +48,9 @@ NODE_KINDS = (
     (0x00040000, "radio"),
 )
 """What a video node that is not a camera is, by its capability bits, for messages."""
+LOOPBACK_DRIVER = "v4l2 loopback"
+"""v4l2loopback's driver name: loaded with exclusive_caps=1 (as virtual-camera guides say) a
+device is an output until a program sends to it, a camera after."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,8 @@ def read_device(path: Path, *, formats: bool = True) -> DeviceNode:
         mplane = bool(bits & CAP_CAPTURE_MPLANE)
         capture = bool(bits & CAPTURE) or mplane
         kind = "" if capture else next((name for bit, name in NODE_KINDS if bits & bit), "not a camera")
+        if not capture and _text(caps.driver) == LOOPBACK_DRIVER:  # exclusive_caps: no writer yet
+            kind = "virtual camera, nothing sending to it"
         buffer_type = CAPTURE_MPLANE if mplane and not bits & CAPTURE else CAPTURE
         found = tuple(_formats(fd, buffer_type)) if capture and formats else ()
         return DeviceNode(

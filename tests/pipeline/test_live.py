@@ -266,6 +266,20 @@ def test_virtual_camera_without_pyvirtualcam_is_one_line(
     assert len(err) == 1 and "pyvirtualcam" in err[0]
 
 
+def test_virtual_camera_without_its_device_is_one_line(
+    capsys: pytest.CaptureFixture[str], face_clip: Path
+) -> None:
+    """pyvirtualcam installed, no v4l2loopback device (as on a machine that never loaded the
+    module): one line saying what to install, exit 2, nothing else opened."""
+    pytest.importorskip("pyvirtualcam")
+    if any(Path("/sys/class/video4linux").glob("video*")):
+        pytest.skip("this machine has video devices")
+    rc = main(["live", "--source", str(SOURCE), "--camera", f"file:{face_clip}", "--virtual-camera"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no virtual camera device" in err[0] and "modprobe v4l2loopback" in err[0], err
+
+
 def test_live_command_records_from_a_file_camera(
     face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -443,6 +443,7 @@ class LiveView(QWidget):
             self.overlay.hide()
             overlay_on.installEventFilter(self)
 
+        self._camera_sizes: dict[str, tuple[tuple[int, int], ...]] = {}
         self._timer = QTimer(self)
         self._timer.setInterval(FIGURES_MS)
         self._timer.timeout.connect(self._show_figures)
@@ -474,10 +475,11 @@ class LiveView(QWidget):
     # -- cameras -------------------------------------------------------------------------
     def list_cameras(self) -> None:
         """The capture devices the core finds, the clip chosen (if any), and "Clip as camera…"."""
-        from ffdesk.media.camera_modes import describe_formats
+        from ffdesk.media.camera_modes import camera_sizes, describe_formats
         from ffdesk.media.capture import list_cameras
 
         chosen = self.camera_spec()
+        self._camera_sizes.clear()
         self.camera.clear()
         for cam in list_cameras():
             if cam.kind:  # a webcam's metadata node, an output: nothing to capture
@@ -486,11 +488,25 @@ class LiveView(QWidget):
             self.camera.addItem(label, str(cam.index))
             offers = describe_formats(cam.formats) or [cam.problem or "what it offers is unknown"]
             self.camera.setItemData(self.camera.count() - 1, "\n".join(offers), Qt.ItemDataRole.ToolTipRole)
+            self._camera_sizes[str(cam.index)] = camera_sizes(cam.formats)
         if chosen and chosen.startswith(FILE_PREFIX):
             self.camera.addItem(f"clip: {Path(chosen[len(FILE_PREFIX) :]).name}", chosen)
         self.camera.addItem(CLIP_ITEM, "")
         index = self.camera.findData(chosen) if chosen else -1
         self.camera.setCurrentIndex(index if index >= 0 else 0)
+        self._offer_sizes()
+
+    def _offer_sizes(self) -> None:
+        """The size choices: the chosen camera's own sizes, largest first, when it lists them
+        (a clip or a camera that lists none: the usual ones). What was typed or chosen stays."""
+        sizes = self._camera_sizes.get(self.camera_spec(), ())
+        items = [SIZES[0], *(f"{w}x{h}" for w, h in sizes)] if sizes else list(SIZES)
+        if [self.size_box.itemText(i) for i in range(self.size_box.count())] == items:
+            return
+        current = self.size_box.currentText()
+        self.size_box.clear()
+        self.size_box.addItems(items)
+        self.size_box.setCurrentText(current)
 
     def camera_spec(self) -> str:
         """The chosen camera as `open_camera` reads it ("" when "Clip as camera…" is shown)."""
@@ -510,9 +526,11 @@ class LiveView(QWidget):
             index = self.camera.count() - 1  # before "Clip as camera…"
             self.camera.insertItem(index, f"clip: {path.name}", spec)
         self.camera.setCurrentIndex(index)
+        self._offer_sizes()
 
     def _on_camera_chosen(self, index: int) -> None:
         if self.camera.itemText(index) != CLIP_ITEM:
+            self._offer_sizes()
             return
         name, _filter = QFileDialog.getOpenFileName(self, "A clip to play as a camera", "", CLIP_FILTER)
         if name:

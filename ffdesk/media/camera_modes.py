@@ -370,6 +370,11 @@ def _sizes_reaching(formats: Sequence[PixelFormat], rate: Fraction) -> list[tupl
     return sorted(sizes, key=lambda s: (s[0] * s[1], s))
 
 
+def camera_sizes(formats: Sequence[PixelFormat]) -> tuple[tuple[int, int], ...]:
+    """The sizes the readable formats list, largest first (none for a camera of any size)."""
+    return tuple(reversed(_offered_sizes([f for f in formats if f.readable])))
+
+
 def _rate_text(rate: Fraction | float) -> str:
     return f"{float(rate):.3f}".rstrip("0").rstrip(".")
 

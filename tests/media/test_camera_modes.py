@@ -11,6 +11,7 @@ from ffdesk.media.camera_modes import (
     FrameSize,
     PixelFormat,
     SizeSpan,
+    camera_sizes,
     choose_mode,
     describe_formats,
     fourcc_text,
@@ -116,3 +117,9 @@ def test_a_camera_that_lists_nothing_readable_gets_what_was_asked() -> None:
     only_h264 = (WEBCAM[2],)
     assert choose_mode(only_h264, (1280, 720), 30) == choose_mode((), (1280, 720), 30)
     assert choose_mode((), (1280, 720), 30).size == (1280, 720)
+
+
+def test_the_app_offers_the_camera_s_sizes_largest_first(vivid: tuple[PixelFormat, ...]) -> None:
+    assert camera_sizes(vivid)[:3] == ((3840, 2160), (1920, 1080), (1280, 720))
+    assert camera_sizes(vivid)[-1] == (320, 180) and len(camera_sizes(vivid)) == 6
+    assert camera_sizes((WEBCAM[2],)) == ()  # H.264 only: nothing OpenCV reads

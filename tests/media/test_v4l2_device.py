@@ -178,6 +178,11 @@ def test_the_app_offers_the_camera_and_what_it_gives(run_env: RuntimeEnv, qtbot:
         assert not any("meta" in label or "vid-out" in label for label in labels), labels
         tip = combo.itemData(labels.index(f"camera {VIVID}: vivid"), Qt.ItemDataRole.ToolTipRole)
         assert "1280x720 (12.5)" in tip and "formats ffdesk cannot read" in tip
+        combo.setCurrentIndex(labels.index(f"camera {VIVID}: vivid"))
+        window.live_view._offer_sizes()
+        sizes = window.live_view.size_box
+        offered = [sizes.itemText(i) for i in range(sizes.count())]
+        assert offered[1:] == ["3840x2160", "1920x1080", "1280x720", "640x480", "640x360", "320x180"]
     finally:
         window.shutdown()
 

@@ -227,7 +227,9 @@ class DeviceCamera:
         cap = cv2.VideoCapture(self.index, api)
         if not cap.isOpened():
             cap.release()
-            raise CameraError(f"{self.name}: cannot be opened (in use, or not a capture device?)")
+            # a node read as a camera that OpenCV cannot start is, nearly always, streaming elsewhere
+            why = "another program may be using it" if choice is not None else "in use, or not a camera?"
+            raise CameraError(f"{self.name}: cannot be opened ({why})")
         (w, h), fps = (choice.size, choice.fps) if choice is not None else self._want
         if choice is not None and choice.fourcc is not None:
             # before the size: OpenCV asks the driver for the format with the size it has

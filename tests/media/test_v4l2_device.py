@@ -92,6 +92,24 @@ def test_the_rate_asked_is_the_rate_delivered() -> None:
     assert 40 < rate < 75, rate  # vivid paces by its clock; an emulated machine is not exact
 
 
+def test_a_camera_another_program_holds_is_one_line() -> None:
+    """The camera streaming to someone else (a video call, say): a second session cannot have
+    it, and says why in one line; the first goes on."""
+    first, _ = _camera(size=(640, 360), fps=30)
+    first.open()
+    try:
+        assert first.read() is not None
+        second, _ = _camera(size=(640, 360), fps=30)
+        with pytest.raises(CameraError) as caught:
+            second.open()
+            second.read()
+        second.close()
+        assert str(caught.value) == f"camera {VIVID}: cannot be opened (another program may be using it)"
+        assert first.read() is not None
+    finally:
+        first.close()
+
+
 def test_a_node_that_is_not_a_camera_is_one_line() -> None:
     others = [c for c in list_cameras(query=False) if c.kind == "metadata capture"]
     assert others

@@ -4,6 +4,7 @@ kernel's vivid, read inside the VM of scripts/v4l2_vm.sh: tests/media/data/vivid
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,25 @@ def test_the_app_offers_the_camera_s_sizes_largest_first(vivid: tuple[PixelForma
     assert camera_sizes(vivid)[:3] == ((3840, 2160), (1920, 1080), (1280, 720))
     assert camera_sizes(vivid)[-1] == (320, 180) and len(camera_sizes(vivid)) == 6
     assert camera_sizes((WEBCAM[2],)) == ()  # H.264 only: nothing OpenCV reads
+
+
+def test_a_camera_this_user_may_not_open_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """/dev/videoN is root:video 0660 on most systems: a user outside the group gets EACCES."""
+    from ffdesk.media import capture
+
+    node = tmp_path / "video0"
+    node.touch()
+
+    def refuse(path: Path, *, formats: bool = True) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(capture, "read_device", refuse)
+    monkeypatch.setattr(capture, "_video_nodes", lambda: [(0, node)])
+    monkeypatch.setattr(capture, "device_path", lambda index: node)
+    (info,) = capture.list_cameras()
+    assert info.problem == "no permission to open it (add your user to the video group)" and not info.kind
+    with pytest.raises(capture.CameraError) as caught:
+        capture.DeviceCamera(0).open()
+    assert str(caught.value) == f"camera 0: no permission to open {node} (add your user to the video group)"

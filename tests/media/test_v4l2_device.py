@@ -277,3 +277,32 @@ def test_the_virtual_camera_is_a_camera_other_programs_open(tmp_path: Path) -> N
         for n, f in zip(numbers, frames, strict=True)
     ]
     assert sum(d < 2.5 for d in diffs) >= 8, diffs
+
+
+def test_the_pixel_format_chosen_is_the_one_the_driver_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a format other than OpenCV's own reaches the rate (a webcam's MJPG), the camera is
+    asked for it before its size, and the driver streams it: vivid has no MJPG, so the choice is
+    made to land on YUYV, which OpenCV would not pick by itself (it takes BGR3 first)."""
+    import cv2
+
+    from ffdesk.media import capture
+    from ffdesk.media.camera_modes import ModeChoice
+
+    yuyv = lambda formats, size, fps, name: ModeChoice(size, fps, "YUYV")  # noqa: E731
+    monkeypatch.setattr(capture, "choose_mode", yuyv)
+    camera, _ = _camera(size=(640, 480), fps=25)
+    camera.open()
+    try:
+        code = int(camera._cap.get(cv2.CAP_PROP_FOURCC))
+        frame = camera.read()
+    finally:
+        camera.close()
+    assert code.to_bytes(4, "little").decode() == "YUYV"
+    assert frame is not None and frame.image.shape == (480, 640, 3) and camera.size == (640, 480)
+    plain, _ = _camera(size=(640, 480), fps=25)
+    monkeypatch.undo()
+    plain.open()
+    try:
+        assert int(plain._cap.get(cv2.CAP_PROP_FOURCC)).to_bytes(4, "little").decode() == "BGR3"
+    finally:
+        plain.close()

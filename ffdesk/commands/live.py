@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
         "--size",
         default=None,
         metavar="WxH",
-        help="picture size (default: 1280x720 for a device, a clip's own)",
+        help="picture size (default: a device's largest up to 1280x720 that reaches --fps, a clip's own)",
     )
     p.add_argument(
         "--fps", type=float, default=None, help="frame rate (default: 30 for a device, a clip's own)"

@@ -22,6 +22,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+DEFAULT_SIZE = (1280, 720)
+"""The largest picture live asks of a camera when no size is given."""
 CAPTURE = 1
 """V4L2_BUF_TYPE_VIDEO_CAPTURE (and V4L2_CAP_VIDEO_CAPTURE)."""
 CAPTURE_MPLANE = 9
@@ -321,18 +323,33 @@ def _rate_score(rate: Fraction | None, want: Fraction) -> tuple[int, Fraction]:
     return (2, -rate)
 
 
+def default_size(
+    formats: Sequence[PixelFormat], fps: float, largest: tuple[int, int] = DEFAULT_SIZE
+) -> tuple[int, int]:
+    """The size to ask for when none was: the largest a readable format lists, up to `largest`
+    (by area), that reaches `fps`: live wants the rate more than the pixels. `largest` when
+    nothing listed qualifies (a camera of any size, or none that fast)."""
+    rate = Fraction(fps).limit_denominator(1001)
+    area = largest[0] * largest[1]
+    fast = [s for s in _sizes_reaching([f for f in formats if f.readable], rate) if s[0] * s[1] <= area]
+    return fast[-1] if fast else largest
+
+
 def choose_mode(
-    formats: Sequence[PixelFormat], size: tuple[int, int], fps: float, *, name: str = "the camera"
+    formats: Sequence[PixelFormat], size: tuple[int, int] | None, fps: float, *, name: str = "the camera"
 ) -> ModeChoice:
     """The size, rate and pixel format to ask for, given what the camera offers.
 
-    The size is the asked one when some readable format offers it, else the nearest offered.
+    No size asked: `default_size`. Else the size is the asked one when some readable format
+    offers it, else the nearest offered.
     Among the readable formats at that size, the one that comes closest to the asked rate wins
     (exactly, else the least above, else the most below); a tie goes to OpenCV's own order, and
     when that winner is also what OpenCV would pick by itself no format is forced (None). Cameras
     that list nothing OpenCV reads, or nothing at all, get what was asked."""
     want_rate = Fraction(fps).limit_denominator(1001)
     readable = [f for f in formats if f.readable]
+    if size is None:
+        size = default_size(readable, fps)
     if not readable:
         return ModeChoice(size, fps, None)
     chosen_size = nearest_size(readable, size) or size

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ffdesk.errors import MediaError
-from ffdesk.media.camera_modes import ModeChoice, PixelFormat, choose_mode, read_device
+from ffdesk.media.camera_modes import DEFAULT_SIZE, ModeChoice, PixelFormat, choose_mode, read_device
 from ffdesk.types import Frame
 
 REOPEN_TRIES = 3
@@ -201,13 +201,14 @@ class DeviceCamera:
     ) -> None:
         self.index = index
         self.name = f"camera {index}"
-        self.size = size or (1280, 720)
+        self.size = size or DEFAULT_SIZE
         self.fps = float(fps or 30.0)
         self.missed = 0
         self.on_status = on_status
         self.reopen_tries = reopen_tries
         self.reopen_pause_s = reopen_pause_s
-        self._want = (size or (1280, 720), float(fps or 30.0))
+        self._want = (size or DEFAULT_SIZE, float(fps or 30.0))
+        self._size_asked = size is not None
         self._cap: Any = None
         self._number = 0
         self._told = False
@@ -271,7 +272,7 @@ class DeviceCamera:
             )
         self.formats = node.formats
         (w, h), fps = self._want
-        return choose_mode(node.formats, (w, h), fps, name=self.name)
+        return choose_mode(node.formats, (w, h) if self._size_asked else None, fps, name=self.name)
 
     def _grab(self) -> Frame | None:
         if self._cap is None:

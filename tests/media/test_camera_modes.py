@@ -146,3 +146,13 @@ def test_a_camera_this_user_may_not_open_says_what_to_do(
     with pytest.raises(capture.CameraError) as caught:
         capture.DeviceCamera(0).open()
     assert str(caught.value) == f"camera 0: no permission to open {node} (add your user to the video group)"
+
+
+def test_without_a_size_the_largest_that_reaches_the_rate_is_asked(vivid: tuple[PixelFormat, ...]) -> None:
+    """Live wants the rate more than the pixels: vivid's 1280x720 tops at 12.5 frames/s."""
+    choice = choose_mode(vivid, None, 30)
+    assert (choice.size, choice.fps, choice.notes) == ((640, 360), 30.0, ())
+    assert choose_mode(vivid, None, 10).size == (1280, 720)  # never above 1280x720 unasked
+    assert choose_mode(vivid, None, 120).size == (1280, 720)  # nothing that fast: the usual size
+    assert choose_mode(WEBCAM, None, 30).size == (640, 480)
+    assert choose_mode((), None, 30).size == (1280, 720)

@@ -68,6 +68,18 @@ def test_a_size_the_camera_gives_slower_is_opened_and_said() -> None:
     ]
 
 
+def test_without_a_size_the_camera_opens_at_its_largest_that_keeps_the_rate() -> None:
+    camera, said = _camera(fps=30)
+    camera.open()
+    try:
+        frame = camera.read()
+        assert frame is not None and frame.image.shape == (360, 640, 3)
+        assert (camera.size, camera.fps) == ((640, 360), 30.0)
+    finally:
+        camera.close()
+    assert said == []
+
+
 def test_a_size_the_camera_lacks_opens_the_nearest() -> None:
     camera, said = _camera(size=(800, 600), fps=25)
     camera.open()

@@ -364,6 +364,8 @@ def choose_mode(
         if entry is not None:
             score = _rate_score(_rate_for(entry, want_rate), want_rate)
             candidates.append((score, OPENCV_ORDER.index(f.fourcc), f, entry))
+    if not candidates:  # a driver that lists formats but no sizes (no VIDIOC_ENUM_FRAMESIZES)
+        return ModeChoice(size, fps, None)
     candidates.sort(key=lambda c: (c[0], c[1]))
     _score, _order, best, entry = candidates[0]
     rate = _rate_for(entry, want_rate)

@@ -118,6 +118,10 @@ def test_a_camera_that_lists_nothing_readable_gets_what_was_asked() -> None:
     only_h264 = (WEBCAM[2],)
     assert choose_mode(only_h264, (1280, 720), 30) == choose_mode((), (1280, 720), 30)
     assert choose_mode((), (1280, 720), 30).size == (1280, 720)
+    # formats but no sizes: drivers without VIDIOC_ENUM_FRAMESIZES (older capture cards)
+    no_sizes = (PixelFormat("YUYV", "YUYV 4:2:2"), PixelFormat("UYVY", "UYVY 4:2:2"))
+    assert choose_mode(no_sizes, (720, 576), 25) == choose_mode((), (720, 576), 25)
+    assert describe_formats(no_sizes) == ["YUYV, UYVY: no sizes listed"]
 
 
 def test_the_app_offers_the_camera_s_sizes_largest_first(vivid: tuple[PixelFormat, ...]) -> None:

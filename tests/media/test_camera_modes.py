@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ffdesk.media.camera_modes import (
+    OPENCV_ORDER,
     FrameSize,
     PixelFormat,
     SizeSpan,
@@ -160,3 +161,44 @@ def test_without_a_size_the_largest_that_reaches_the_rate_is_asked(vivid: tuple[
     assert choose_mode(vivid, None, 120).size == (1280, 720)  # nothing that fast: the usual size
     assert choose_mode(WEBCAM, None, 30).size == (640, 480)
     assert choose_mode((), None, 30).size == (1280, 720)
+
+
+def test_any_table_gets_a_choice_the_camera_lists() -> None:
+    """500 random tables (discrete and any-size formats, some without sizes or rates, readable
+    or not): the choice never fails, is a size some readable format lists or takes, asks a rate
+    that size lists (or the one asked where it lists none), and forces a format only when it is
+    readable and not OpenCV's own pick."""
+    import random
+
+    rng = random.Random(7)
+    fourccs = ["YUYV", "MJPG", "BGR3", "NV12", "H264", "GREY", "Y16 ", "XYZW"]
+    sizes = [(320, 240), (640, 480), (800, 600), (1280, 720), (1920, 1080), (3840, 2160)]
+    rates = [Fraction(r) for r in (5, 10, 15, 25, 30, 60)] + [Fraction(30000, 1001)]
+    for _ in range(500):
+        formats = []
+        for fourcc in rng.sample(fourccs, rng.randint(0, 4)):
+            if rng.random() < 0.15:
+                formats.append(PixelFormat(fourcc, fourcc, span=SizeSpan((16, 16), (1920, 1080), (2, 2))))
+                continue
+            entries = tuple(
+                FrameSize(w, h, tuple(sorted(rng.sample(rates, rng.randint(0, 3)))))
+                for w, h in rng.sample(sizes, rng.randint(0, 4))
+            )
+            formats.append(PixelFormat(fourcc, fourcc, sizes=entries))
+        want = rng.choice([None, *sizes, (1000, 700)])
+        fps = rng.choice([24.0, 30.0, 29.97, 60.0, 120.0])
+        choice = choose_mode(formats, want, fps)
+        readable = [f for f in formats if f.readable]
+        takers = [f for f in readable if f.size_entry(choice.size) is not None]
+        assert takers or not any(f.sizes or f.span for f in readable), (formats, want, choice)
+        assert choice.fps > 0
+        if not takers:
+            assert choice.fourcc is None and choice.fps == fps
+            continue
+        opencv_pick = min(readable, key=lambda f: OPENCV_ORDER.index(f.fourcc))
+        assert choice.fourcc != opencv_pick.fourcc
+        chosen = next(f for f in readable if f.fourcc == (choice.fourcc or opencv_pick.fourcc))
+        entry = chosen.size_entry(choice.size)
+        assert entry is not None, (formats, want, choice)
+        rate = Fraction(choice.fps).limit_denominator(1001)
+        assert rate in entry.rates if entry.rates else choice.fps == fps, (formats, want, choice)

@@ -4,8 +4,11 @@ A camera offers pixel formats (YUYV, MJPG, NV12, ...), each at some frame sizes,
 some frame rates; the rates often fall with the size and differ between formats (a USB webcam
 gives 1920x1080 at 30 frames/s in MJPG but at 5 in YUYV, where OpenCV's own choice lands). The
 kernel says so through three ioctls (VIDIOC_ENUM_FMT, ENUM_FRAMESIZES, ENUM_FRAMEINTERVALS),
-read here with linuxpy's structures; a device node that is not a capture node (a webcam's second,
-metadata node; an output) is told apart by its capabilities (VIDIOC_QUERYCAP).
+sent with linuxpy's structures and ioctl encoding but walked here: linuxpy 0.25's own
+`Device.info.formats` raises on a device that also offers overlay or multi-planar buffers (vivid's
+capture node does), and its enumerations skip (formats) or fail on (sizes) FourCCs its enums do
+not know. A device node that is not a capture node (a webcam's second, metadata node; an
+output) is told apart by its capabilities (VIDIOC_QUERYCAP).
 
 `read_device(path)` reads one node; `choose_mode(formats, size, fps)` picks the size, rate and
 pixel format to ask for and says, in words, where the camera cannot give what was asked;

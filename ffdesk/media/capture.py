@@ -265,11 +265,8 @@ class DeviceCamera:
         if not node.capture:
             cameras = [str(c.index) for c in list_cameras(query=False) if not c.kind and not c.problem]
             there = f"cameras here: {', '.join(cameras)}" if cameras else "no camera here"
-            raise CameraError(
-                f"{self.name}: {path} is not a camera but a {node.kind} node"
-                + (f" ({node.card})" if node.card else "")
-                + f"; {there} (--list-cameras)"
-            )
+            what = f"{node.kind}: {node.card}" if node.card else node.kind
+            raise CameraError(f"{self.name}: {path} is not a camera ({what}); {there} (--list-cameras)")
         self.formats = node.formats
         (w, h), fps = self._want
         return choose_mode(node.formats, (w, h) if self._size_asked else None, fps, name=self.name)

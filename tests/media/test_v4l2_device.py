@@ -129,7 +129,11 @@ def test_a_node_that_is_not_a_camera_is_one_line() -> None:
     with pytest.raises(CameraError) as caught:
         camera.open()
     text = str(caught.value)
-    assert "is not a camera but a metadata capture node" in text and f"cameras here: {VIVID}" in text
+    index = others[0].index
+    assert text == (
+        f"camera {index}: /dev/video{index} is not a camera (metadata capture: vivid); "
+        f"cameras here: {VIVID} (--list-cameras)"
+    )
 
 
 def test_a_camera_unplugged_mid_session_is_reported_and_reopened() -> None:
@@ -236,6 +240,11 @@ def test_the_virtual_camera_is_a_camera_other_programs_open(tmp_path: Path) -> N
 
     idle = {c.index: c.kind for c in list_cameras(query=False)}
     assert idle[10] == "virtual camera, nothing sending to it"
+    with pytest.raises(CameraError) as caught:
+        DeviceCamera(10).open()
+    assert str(caught.value).startswith(
+        "camera 10: /dev/video10 is not a camera (virtual camera, nothing sending to it: VirtualCam); "
+    )
     clip = tmp_path / "clip.mp4"
     synth_clip(clip, width=640, height=360, fps=30.0, seconds=10.0)
     source = FileCamera(clip)

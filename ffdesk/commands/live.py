@@ -29,10 +29,10 @@ def register(sub: Any) -> None:
     p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
     p.add_argument(
         "--camera",
-        default="0",
+        default=None,
         metavar="N|file:CLIP",
-        help="a capture device (index or /dev/videoN; default 0) or file:CLIP, a clip played as a "
-        "camera in real time",
+        help="a capture device (index or /dev/videoN; default: the first that is not a virtual "
+        "camera) or file:CLIP, a clip played as a camera in real time",
     )
     p.add_argument(
         "--size",
@@ -106,6 +106,8 @@ def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> 
     """The outputs the arguments ask for, sized as the camera gives its frames, as one output
     (the stream and the virtual camera first, the recording last); each is closed by `stack` (a
     recording is then moved into place with what it holds). Empty when none is asked for."""
+    from ffdesk.media.atomic import same_file
+    from ffdesk.media.capture import DeviceCamera, device_path
     from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
     from ffdesk.pipeline.live import FrameWriter, writing_to
 
@@ -118,6 +120,15 @@ def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> 
     if args.virtual_camera:
         cam = VirtualCamera(width=width, height=height, fps=camera.fps)
         stack.callback(cam.close)
+        if (
+            isinstance(camera, DeviceCamera)
+            and cam.device
+            and same_file(Path(cam.device), device_path(camera.index))
+        ):
+            raise UserError(
+                f"--virtual-camera sends to {cam.device}, the device {camera.name} reads: the session "
+                "would watch its own output; name the real camera with --camera (--list-cameras)"
+            )
         writers.append(cam)
     if args.record is not None:
         rec = Recording(args.record, width=width, height=height, fps=camera.fps)
@@ -157,6 +168,10 @@ def run(args: argparse.Namespace) -> int:
         parse_udp_url(args.stream)
     if args.virtual_camera:
         _check_virtual_camera()
+    if args.camera is None:
+        from ffdesk.media.capture import default_camera
+
+        args.camera = default_camera()
     camera = open_camera(args.camera, size=size, fps=args.fps, loop=args.loop, on_status=_status)
     job = live_job(
         args.source,

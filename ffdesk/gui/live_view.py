@@ -481,10 +481,11 @@ class LiveView(QWidget):
         chosen = self.camera_spec()
         self._camera_sizes.clear()
         self.camera.clear()
-        for cam in list_cameras():
+        # cameras first, virtual ones (what some program sends, perhaps this one) after them
+        for cam in sorted(list_cameras(), key=lambda c: c.virtual):
             if cam.kind:  # a webcam's metadata node, an output: nothing to capture
                 continue
-            label = f"camera {cam.index}: {cam.name or cam.path}"
+            label = f"camera {cam.index}: {cam.name or cam.path}" + (" (virtual)" if cam.virtual else "")
             self.camera.addItem(label, str(cam.index))
             offers = describe_formats(cam.formats) or [cam.problem or "what it offers is unknown"]
             self.camera.setItemData(self.camera.count() - 1, "\n".join(offers), Qt.ItemDataRole.ToolTipRole)

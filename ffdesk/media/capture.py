@@ -28,7 +28,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from ffdesk.errors import MediaError
-from ffdesk.media.camera_modes import DEFAULT_SIZE, ModeChoice, PixelFormat, choose_mode, read_device
+from ffdesk.media.camera_modes import (
+    DEFAULT_SIZE,
+    LOOPBACK_DRIVER,
+    ModeChoice,
+    PixelFormat,
+    choose_mode,
+    read_device,
+)
 from ffdesk.types import Frame
 
 REOPEN_TRIES = 3
@@ -349,6 +356,8 @@ class CameraInfo:
     """Why it could not be read ("" when it could)."""
     kind: str = ""
     """What it is when it is not a camera ("metadata capture", ...); "" for a camera."""
+    virtual: bool = False
+    """A virtual camera (v4l2loopback): what some program sends, perhaps ffdesk itself."""
 
 
 NO_PERMISSION = "no permission to open it (add your user to the video group)"
@@ -385,7 +394,17 @@ def describe_node(index: int, path: Path, *, formats: bool = True) -> CameraInfo
         return CameraInfo(index, path, name, problem=NO_PERMISSION)
     except OSError as exc:
         return CameraInfo(index, path, name, problem=f"cannot be read ({exc.strerror or exc})")
-    return CameraInfo(index, path, node.card or name, node.formats, kind=node.kind)
+    virtual = node.driver == LOOPBACK_DRIVER
+    return CameraInfo(index, path, node.card or name, node.formats, kind=node.kind, virtual=virtual)
+
+
+def default_camera() -> str:
+    """The camera `ffdesk live` opens when none is named: the first capture device that is not
+    a virtual camera (which could be fed by this very session), else the first virtual one,
+    else "0" (which then says it is missing)."""
+    cameras = [c for c in list_cameras(query=False) if not c.kind and not c.problem]
+    real = [c for c in cameras if not c.virtual]
+    return str((real or cameras)[0].index) if cameras else "0"
 
 
 def list_cameras(*, query: bool = True) -> list[CameraInfo]:

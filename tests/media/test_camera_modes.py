@@ -202,3 +202,47 @@ def test_any_table_gets_a_choice_the_camera_lists() -> None:
         assert entry is not None, (formats, want, choice)
         rate = Fraction(choice.fps).limit_denominator(1001)
         assert rate in entry.rates if entry.rates else choice.fps == fps, (formats, want, choice)
+
+
+def test_the_default_camera_is_the_first_that_is_not_virtual(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A v4l2loopback device numbered before the webcam (loaded first, or video_nr=0) is not
+    what `ffdesk live` opens unasked: it may carry this very session's output."""
+    from ffdesk.media import capture
+    from ffdesk.media.capture import CameraInfo, default_camera
+
+    loop = CameraInfo(0, Path("/dev/video0"), "Dummy video device", virtual=True)
+    webcam = CameraInfo(2, Path("/dev/video2"), "HD Webcam")
+    meta = CameraInfo(3, Path("/dev/video3"), "HD Webcam", kind="metadata capture")
+    locked = CameraInfo(1, Path("/dev/video1"), "", problem=capture.NO_PERMISSION)
+    for nodes, want in (([loop, locked, webcam, meta], "2"), ([loop, meta], "0"), ([], "0"), ([meta], "0")):
+        monkeypatch.setattr(capture, "list_cameras", lambda query=True, nodes=nodes: nodes)
+        assert default_camera() == want, nodes
+
+
+def test_the_virtual_camera_is_never_the_camera_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sending to the device the session reads would feed it its own output: one line."""
+    import argparse
+    from contextlib import ExitStack
+
+    from ffdesk.commands.live import open_outputs
+    from ffdesk.errors import UserError
+    from ffdesk.media import stream
+    from ffdesk.media.capture import DeviceCamera
+
+    class Loopback:
+        def __init__(self, *, width: int, height: int, fps: float) -> None:
+            self.device = "/dev/video10"
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(stream, "VirtualCamera", Loopback)
+    args = argparse.Namespace(stream=None, virtual_camera=True, record=None)
+    with ExitStack() as stack, pytest.raises(UserError) as caught:
+        open_outputs(args, DeviceCamera(10), stack)
+    assert str(caught.value) == (
+        "--virtual-camera sends to /dev/video10, the device camera 10 reads: the session would watch "
+        "its own output; name the real camera with --camera (--list-cameras)"
+    )
+    with ExitStack() as stack:
+        assert len(open_outputs(args, DeviceCamera(0), stack)) == 1

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ffdesk.cli import main
-from ffdesk.media.capture import CameraError, DeviceCamera, list_cameras
+from ffdesk.media.capture import CameraError, DeviceCamera, default_camera, list_cameras
 from ffdesk.runtime.env import RuntimeEnv
 
 
@@ -263,6 +263,10 @@ def test_the_virtual_camera_is_a_camera_other_programs_open(tmp_path: Path) -> N
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and {c.index: c.kind for c in list_cameras()}.get(10) != "":
             time.sleep(0.05)
+        sending = {c.index: c for c in list_cameras(query=False)}
+        assert VIVID is not None and not sending[VIVID].virtual
+        assert sending[10].virtual and not sending[10].kind
+        assert default_camera() == str(VIVID)  # never the virtual one unasked
         reader = DeviceCamera(10, size=(640, 360), fps=30)
         reader.open()
         try:

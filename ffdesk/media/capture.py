@@ -219,6 +219,7 @@ class DeviceCamera:
         self._cap: Any = None
         self._number = 0
         self._told = False
+        self._choice: ModeChoice | None = None
         self.formats: tuple[PixelFormat, ...] = ()
         """What the device offers, as read at the last opening (empty: not read)."""
 
@@ -257,9 +258,9 @@ class DeviceCamera:
                 self.on_status(note)
 
     def _choose_mode(self) -> ModeChoice | None:
-        """What to ask the device for, from what it offers (None: it could not be read; OpenCV
-        then gets what was asked). A node that is not a camera, or one this user may not open,
-        is one line (`CameraError`)."""
+        """What to ask the device for, from what it offers (when it cannot be read: what was
+        chosen at an earlier opening, else None and OpenCV gets what was asked). A node that is
+        not a camera, or one this user may not open, is one line (`CameraError`)."""
         path = device_path(self.index)
         try:
             node = read_device(path)
@@ -268,7 +269,7 @@ class DeviceCamera:
                 f"{self.name}: no permission to open {path} (add your user to the video group)"
             ) from None
         except (ImportError, OSError):
-            return None
+            return self._choice  # a reopening keeps the mode it had (None: OpenCV gets the ask)
         if not node.capture:
             cameras = [str(c.index) for c in list_cameras(query=False) if not c.kind and not c.problem]
             there = f"cameras here: {', '.join(cameras)}" if cameras else "no camera here"
@@ -276,7 +277,8 @@ class DeviceCamera:
             raise CameraError(f"{self.name}: {path} is not a camera ({what}); {there} (--list-cameras)")
         self.formats = node.formats
         (w, h), fps = self._want
-        return choose_mode(node.formats, (w, h) if self._size_asked else None, fps, name=self.name)
+        self._choice = choose_mode(node.formats, (w, h) if self._size_asked else None, fps, name=self.name)
+        return self._choice
 
     def _grab(self) -> Frame | None:
         if self._cap is None:

@@ -246,3 +246,27 @@ def test_the_virtual_camera_is_never_the_camera_read(monkeypatch: pytest.MonkeyP
     )
     with ExitStack() as stack:
         assert len(open_outputs(args, DeviceCamera(0), stack)) == 1
+
+
+def test_a_reopening_that_cannot_read_the_device_keeps_the_mode_it_had(
+    monkeypatch: pytest.MonkeyPatch, vivid: tuple[PixelFormat, ...]
+) -> None:
+    """Mid-session the device may answer OpenCV before its node answers the enumerations: the
+    picture keeps its size instead of falling back to the 1280x720 asked of a camera unread."""
+    from ffdesk.media import capture
+    from ffdesk.media.camera_modes import DeviceNode
+
+    node = DeviceNode(Path("/dev/video0"), "vivid", "vivid", "platform:vivid-000", True, "", vivid)
+    answers: list[DeviceNode | OSError] = [node, OSError(19, "No such device")]
+
+    def read(path: Path, *, formats: bool = True) -> DeviceNode:
+        answer = answers.pop(0)
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(capture, "read_device", read)
+    camera = capture.DeviceCamera(0, fps=30)
+    first = camera._choose_mode()
+    assert first is not None and first.size == (640, 360)
+    assert camera._choose_mode() == first

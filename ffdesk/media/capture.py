@@ -220,8 +220,6 @@ class DeviceCamera:
         self._number = 0
         self._told = False
         self._choice: ModeChoice | None = None
-        self.formats: tuple[PixelFormat, ...] = ()
-        """What the device offers, as read at the last opening (empty: not read)."""
 
     def open(self) -> None:
         import cv2
@@ -275,7 +273,6 @@ class DeviceCamera:
             there = f"cameras here: {', '.join(cameras)}" if cameras else "no camera here"
             what = f"{node.kind}: {node.card}" if node.card else node.kind
             raise CameraError(f"{self.name}: {path} is not a camera ({what}); {there} (--list-cameras)")
-        self.formats = node.formats
         (w, h), fps = self._want
         self._choice = choose_mode(node.formats, (w, h) if self._size_asked else None, fps, name=self.name)
         return self._choice
@@ -387,17 +384,17 @@ def _sysfs_name(path: Path) -> str:
 
 def describe_node(index: int, path: Path, *, formats: bool = True) -> CameraInfo:
     """One video node: its name, whether it is a camera and (with `formats`) what it offers."""
-    name = _sysfs_name(path)
     try:
         node = read_device(path, formats=formats)
     except ImportError:  # no linuxpy: the name alone
-        return CameraInfo(index, path, name)
+        return CameraInfo(index, path, _sysfs_name(path))
     except PermissionError:
-        return CameraInfo(index, path, name, problem=NO_PERMISSION)
+        return CameraInfo(index, path, _sysfs_name(path), problem=NO_PERMISSION)
     except OSError as exc:
-        return CameraInfo(index, path, name, problem=f"cannot be read ({exc.strerror or exc})")
+        return CameraInfo(index, path, _sysfs_name(path), problem=f"cannot be read ({exc.strerror or exc})")
     virtual = node.driver == LOOPBACK_DRIVER
-    return CameraInfo(index, path, node.card or name, node.formats, kind=node.kind, virtual=virtual)
+    name = node.card or _sysfs_name(path)
+    return CameraInfo(index, path, name, node.formats, kind=node.kind, virtual=virtual)
 
 
 def default_camera() -> str:

@@ -34,6 +34,7 @@ from ffdesk.cli import main
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import RenderQueue
 from ffdesk.runtime.env import RuntimeEnv, read_settings, write_setting
+from tests.gui.windows import window_on
 from tests.pipeline.test_manifest_fuzz import (
     damage_text,
     deep_depth,
@@ -241,19 +242,6 @@ def _queue_warnings(window: Any) -> list[str]:
     return [e.text for e in window.status.entries if e.level == "warning" and e.text.startswith("queue.json")]
 
 
-def _window(env: RuntimeEnv, folder: Path) -> Any:
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    return MainWindow(
-        settings=open_settings(folder / "gui.ini"),
-        queue_path=folder / "queue.json",
-        telemetry=False,
-        autostart=False,
-        confirm_close=lambda: True,
-        env=env,
-    )
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory, tiny_clip: Path) -> Iterator[dict[str, bytes]]:
     """The three files as ffdesk writes them: gui.ini (a window that opened a clip, changed its
@@ -263,7 +251,7 @@ def written(tmp_path_factory: pytest.TempPathFactory, tiny_clip: Path) -> Iterat
 
     application()
     folder = tmp_path_factory.mktemp("written")
-    w = _window(RuntimeEnv.in_folder(tmp_path_factory.mktemp("env")), folder)
+    w = window_on(RuntimeEnv.in_folder(tmp_path_factory.mktemp("env")), folder)
     assert w.open_clip(tiny_clip)
     w.session.update_settings(quality=90, batch=8, mode="final", encoder="prores")
     w.session.set_split(0.3)
@@ -429,7 +417,7 @@ def test_a_damaged_settings_json_is_read_without_change_and_kept_aside_once(
     from ffdesk.gui.app import application
 
     application()
-    w = _window(RuntimeEnv.from_system(), tmp_path)  # as `ffdesk gui` opens it: the saved models folder
+    w = window_on(RuntimeEnv.from_system(), tmp_path)  # as `ffdesk gui` opens it: the saved models folder
     w.shutdown()
     code = main(["models", "list", "--no-verify", "--models-dir", str(tmp_path / "models")])
     _ended_in_one_line(code, capsys.readouterr().err, mutation)

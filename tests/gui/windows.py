@@ -9,14 +9,13 @@ from typing import Any
 from ffdesk.runtime.env import RuntimeEnv
 
 
-def isolated_window(env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:
-    """A main window on `folder`/gui.ini and `folder`/queue.json, closed with the test's widgets;
-    the caller shuts it down."""
+def window_on(env: RuntimeEnv, folder: Path) -> Any:
+    """A main window on `folder`/gui.ini and `folder`/queue.json; the caller shuts it down."""
     from ffdesk.gui.app import application
     from ffdesk.gui.main_window import MainWindow, open_settings
 
     application()
-    w = MainWindow(
+    return MainWindow(
         settings=open_settings(folder / "gui.ini"),
         queue_path=folder / "queue.json",
         telemetry=False,
@@ -24,6 +23,11 @@ def isolated_window(env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:
         confirm_close=lambda: True,
         env=env,
     )
+
+
+def isolated_window(env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:
+    """`window_on`, closed with the test's widgets; the caller shuts it down."""
+    w = window_on(env, folder)
     qtbot.addWidget(w)
     return w
 

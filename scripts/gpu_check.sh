@@ -6,10 +6,10 @@
 # Steps, in this order (limit in seconds; each under `timeout`, its output in OUTDIR/STEP.log):
 #
 #   nvidia-smi       10  name, memory, driver, power limit                      -> nvidia-smi.log (CSV)
-#   machine          20  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
+#   machine          35  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         45  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
-#   bench-gpu       190  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#   bench-gpu       175  ffdesk bench gpu --frames 150                          -> bench-gpu.json
 #   memory-cuda      60  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
 #   precision-cuda   35  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
 #   live-cuda        30  ffdesk bench live --pack --provider cuda --seconds 15  -> live-cuda.json
@@ -41,6 +41,7 @@
 set -uo pipefail
 
 BUDGET_S=470
+BUDGET_S=${GPU_CHECK_BUDGET_S:-$BUDGET_S}  # less where the machine has less time left
 MIN_STEP_S=15
 KILL_AFTER_S=5
 
@@ -115,6 +116,7 @@ MACHINE_PY=$(cat <<'PY'
 """The machine as ONNX Runtime, ffdesk and torch see it: machine.json (argv[1]); a part that
 cannot be read holds its error."""
 import json
+import os
 import platform
 import sys
 from typing import Any
@@ -171,10 +173,18 @@ def torch() -> dict[str, Any]:
             "cuda_is_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
 
 
-machine = {"python": platform.python_version(), "onnxruntime": attempt(onnxruntime),
-           "ffdesk": attempt(ffdesk), "torch": attempt(torch), "imports": attempt(imports)}
-with open(sys.argv[1], "w", encoding="utf-8") as f:
-    json.dump(machine, f, indent=2)
+def write(machine: dict[str, Any]) -> None:
+    with open(sys.argv[1] + ".part", "w", encoding="utf-8") as f:
+        json.dump(machine, f, indent=2)
+    os.replace(sys.argv[1] + ".part", sys.argv[1])
+
+
+# Written after each part, what decides whether the benches run (ffdesk's cuda_usable) first: a
+# step stopped at its limit (a cold torch import and CUDA start on a fresh machine) keeps the rest.
+machine: dict[str, Any] = {"python": platform.python_version()}
+for name, read in (("ffdesk", ffdesk), ("onnxruntime", onnxruntime), ("torch", torch), ("imports", imports)):
+    machine[name] = attempt(read)
+    write(machine)
 print(json.dumps(machine, indent=2))
 errors = [k for k, v in machine.items() if isinstance(v, dict) and "error" in v]
 print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; torch.cuda: "
@@ -203,14 +213,22 @@ for height in (1080, 720):  # bench gpu's clips at 150 frames (6 s); bench memor
 PY
 )
 
-cuda_usable() {  # whether machine.json says ONNX Runtime can use the GPU
-    "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ffdesk"]["cuda_usable"] is True else 1)' \
-        "$OUT/machine.json" 2>/dev/null
+cuda_usable() {  # whether machine.json says ONNX Runtime can use the GPU; without it, ask ffdesk
+    if [ -f "$OUT/machine.json" ]; then
+        "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ffdesk"]["cuda_usable"] is True else 1)' \
+            "$OUT/machine.json" 2>/dev/null
+    else
+        timeout 30 "$PY" -c 'import sys; from ffdesk.runtime.sessions import cuda_usable; sys.exit(0 if cuda_usable() else 1)' \
+            2>/dev/null
+    fi
 }
 
 # Only the test files that use the marker are collected: collecting all of tests/ imports every
 # test module, and the GUI and farm ones need packages (Qt, Ray) the GPU machine may not have.
-GPU_TEST_FILES=$(grep -rlE --include='test_*.py' 'pytest\.mark\.gpu' tests | sort)
+# Telemetry's first (reverse order): a slow first CUDA render in the device pixel tests must not
+# leave them unrun; each test has GPU_TEST_TIMEOUT_S (pytest-timeout) so one that hangs is one failure.
+GPU_TEST_FILES=$(grep -rlE --include='test_*.py' 'pytest\.mark\.gpu' tests | sort -r)
+GPU_TEST_TIMEOUT_S=40
 
 # ---- the steps ---------------------------------------------------------------------------------
 
@@ -220,7 +238,7 @@ else NO_GPU="no GPU: nvidia-smi not found"
 fi
 
 when "$NO_GPU" nvidia-smi 10 nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv
-step machine 20 "$PY" -c "$MACHINE_PY" "$OUT/machine.json"
+step machine 35 "$PY" -c "$MACHINE_PY" "$OUT/machine.json"
 
 NO_CUDA=$NO_GPU
 if [ -z "$NO_CUDA" ] && ! cuda_usable; then
@@ -234,9 +252,10 @@ elif [ -z "$NO_TESTS" ] && [ -z "$GPU_TEST_FILES" ]; then
 fi
 
 # shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
-when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu $GPU_TEST_FILES
+when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -o timeout="$GPU_TEST_TIMEOUT_S" \
+    -m gpu $GPU_TEST_FILES
 when "$NO_CUDA" standins 45 "$PY" -c "$STANDINS_PY"
-when "$NO_CUDA" bench-gpu 190 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+when "$NO_CUDA" bench-gpu 175 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
 when "$NO_CUDA" memory-cuda 60 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --json "$OUT/memory-cuda.json"
 when "$NO_CUDA" precision-cuda 35 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \

@@ -13,10 +13,14 @@
 #                                                        give that call timeout_s 560)
 #
 # Until every part is there a call only stores its part and says how many are there. The last
-# runs gpu_check.sh into a folder outside $OUT, then copies summary.json and steps.tsv to $OUT and
-# packs the whole folder (every step's log and JSON) into $OUT/gpu-check.tar.gz. Exit status:
-# gpu_check.sh's (0: no step failed or ran out of time), 2 when the bundle could not be set up.
-# GPU_ENV (default /tmp/gpu-env.sh, what the bundle's last go.sh writes) and OUT may be set.
+# runs gpu_check.sh into a folder outside $OUT and, every BRING_EVERY_S seconds while it runs and
+# once at its end, copies summary.json and steps.tsv to $OUT and packs the whole folder (every
+# step's log and JSON) into $OUT/gpu-check.tar.gz: a call the device tool stops at its limit
+# (which can be shorter than the timeout_s asked, when less device time is left) still brings
+# back what the steps before had measured. Exit status: gpu_check.sh's (0: no step failed or ran
+# out of time), 2 when the bundle could not be set up. GPU_ENV (default /tmp/gpu-env.sh, what the
+# bundle's last go.sh writes), OUT and GPU_CHECK_BUDGET_S (gpu_check.sh's budget, default 470 s:
+# lower it when the device tool has less time left) may be set.
 set -uo pipefail
 
 PART=${1:?usage: bash scripts/gpu_device.sh PART_FOLDER (e.g. .gpu/p1)}
@@ -34,10 +38,28 @@ fi
 # shellcheck disable=SC1090  # the bundle's environment: PYTHONPATH, LD_LIBRARY_PATH, cd to the project
 . "$ENV_FILE"
 cd "$ROOT" || exit 2
-bash scripts/gpu_check.sh "$WORK"
+BRING_EVERY_S=${BRING_EVERY_S:-15}
+
+bring_back() {  # what the check has written so far, into $OUT (the archive replaced whole)
+    mkdir -p "$BACK"
+    for f in summary.json steps.tsv; do
+        [ -f "$WORK/$f" ] && cp "$WORK/$f" "$BACK/.$f.part" && mv "$BACK/.$f.part" "$BACK/$f"
+    done
+    [ -d "$WORK" ] && tar -C "$(dirname "$WORK")" -czf "$BACK/.gpu-check.part" "$(basename "$WORK")" 2>/dev/null \
+        && mv "$BACK/.gpu-check.part" "$BACK/gpu-check.tar.gz"
+    rm -f "$BACK"/.*.part
+}
+
+bash scripts/gpu_check.sh "$WORK" &
+check=$!
+waited=0
+while kill -0 "$check" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    if ((waited % BRING_EVERY_S == 0)) && kill -0 "$check" 2>/dev/null; then bring_back; fi
+done
+wait "$check"
 rc=$?
-mkdir -p "$BACK"
-cp "$WORK/summary.json" "$WORK/steps.tsv" "$BACK/" 2>/dev/null
-tar -C "$(dirname "$WORK")" -czf "$BACK/gpu-check.tar.gz" "$(basename "$WORK")"
+bring_back
 echo "gpu_device: brought back summary.json, steps.tsv and gpu-check.tar.gz (every log and JSON)"
 exit "$rc"

@@ -138,3 +138,47 @@ def test_the_device_call_brings_everything_back_in_three_files(tmp_path: Path) -
         names = set(tar.getnames())
     assert {"check/steps.tsv", "check/summary.json", "check/machine.json", "check/machine.log"} <= names
     assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["ok"] is True
+
+
+def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measured(
+    tmp_path: Path,
+) -> None:
+    """The device tool kills a call at its limit (less than asked when little device time is
+    left) and brings back only what is in $OUT by then: the check's files are copied there while
+    it runs, not only at its end. A stand-in check writes its first step, then hangs."""
+    import tarfile
+
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_device.sh", root / "scripts" / "gpu_device.sh")
+    (root / "scripts" / "gpu_check.sh").write_text(
+        'mkdir -p "$1"; printf "step\\tresult\\nmachine\\tok\\n" > "$1/steps.tsv"\n'
+        'echo "{}" > "$1/machine.json"; echo "budget ${GPU_CHECK_BUDGET_S:-unset}" > "$1/budget.log"\n'
+        "sleep 60\n"
+    )
+    part = tmp_path / "p3"
+    part.mkdir()
+    env_file = tmp_path / "gpu-env.sh"
+    (part / "go.sh").write_text(f"echo ': the last part' > {env_file}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_ENV": str(env_file), "OUT": str(out), "GPU_CHECK_DIR": str(tmp_path / "check"),
+           "BRING_EVERY_S": "1", "GPU_CHECK_BUDGET_S": "300"}  # fmt: skip
+    call = subprocess.Popen(
+        ["bash", str(root / "scripts" / "gpu_device.sh"), str(part)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = 30.0
+        while not (out / "gpu-check.tar.gz").exists() and deadline > 0:
+            subprocess.run(["sleep", "0.25"], check=True)
+            deadline -= 0.25
+    finally:
+        os.killpg(call.pid, 9)  # as the device tool stops a call at its limit
+        call.wait(timeout=10)
+    assert (out / "steps.tsv").read_text(encoding="utf-8").splitlines()[1] == "machine\tok"
+    with tarfile.open(out / "gpu-check.tar.gz") as tar:
+        names = set(tar.getnames())
+        budget = tar.extractfile("check/budget.log")
+        assert budget is not None and budget.read().decode().strip() == "budget 300"
+    assert {"check/steps.tsv", "check/machine.json"} <= names
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a half-copied file was left"

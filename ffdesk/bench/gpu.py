@@ -381,7 +381,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{PREFIX}: model {timing.name} alone: {timing.error}", file=sys.stderr)
     results = []
     renders: list[dict[str, Any]] = []
-    figures = {"gpu": None if info is None else asdict(info), "reason": reason, "renders": renders}
+    figures = {
+        "gpu": None if info is None else asdict(info),
+        "reason": reason,
+        "models_alone": [{**asdict(t), "ms_per_face": t.ms_per_face} for t in timings],
+        "renders": renders,
+    }
+    # the models' own timings are kept even if no render comes (a time limit)
+    write_so_far("gpu", {**settings_json, "provider": provider}, figures, args.json)
     for config in configs:
         height = settings.height or config.height
         print(f"render {config.name}: {args.frames} frames of a {height}p clip ...", flush=True)

@@ -151,6 +151,27 @@ def test_a_run_stopped_between_renders_leaves_the_renders_it_measured(
     assert figures["renders"][0]["fps"] > 0
 
 
+def test_a_run_stopped_in_its_first_render_leaves_the_models_alone_timings(
+    pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Timing the models alone makes the variants and pays the cuDNN searches: minutes on a first
+    GPU run. A time limit in the first render still leaves those timings."""
+    from ffdesk.errors import Cancelled
+
+    def stopped(config: gpu.RenderConfig, *args: Any, **kwargs: Any) -> gpu.RenderResult:
+        raise Cancelled("time is up")
+
+    monkeypatch.setattr(gpu, "measure_render", stopped)
+    report = tmp_path / "gpu.json"
+    args = ["bench", "gpu", *TINY, "--renders", "swap", "--models-dir", str(pack), "--json", str(report)]
+    assert cli.main(args) == 130
+    figures = _figures(report)
+    assert figures["partial"] is True and figures["renders"] == []
+    alone = {m["name"]: m for m in figures["models_alone"]}
+    assert set(alone) == {"inswapper_128", "arcface_w600k_r50"}
+    assert all(m["error"] is None and m["ms_per_call"] > 0 for m in alone.values())
+
+
 class _RenderOnGpu(FakeNvml):
     """A GPU whose only process is whatever child this process has (the render): 1 GiB."""
 

@@ -8,6 +8,7 @@ footprints do not depend on what else the test process allocates.
 from __future__ import annotations
 
 import ctypes
+import sys
 from typing import Literal, Protocol, runtime_checkable
 
 from ffdesk.hw import DriverFlags, process_gpu_memory, trim_heap
@@ -53,6 +54,23 @@ class ProcessMemoryProbe:
 
     def release_freed(self) -> None:
         trim_heap()
+        if self.device == "cuda":
+            release_torch_cache()
+
+
+def release_torch_cache() -> None:
+    """Hand torch's cached CUDA blocks back to the device, where this process uses torch on CUDA
+    (the device pixel path): an eviction that makes room for a model must free what the device
+    counts, and torch's allocator keeps the blocks of its freed tensors. Never imports torch."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - nothing to release, or no CUDA to release it on
+        return
 
 
 class _MallInfo2(ctypes.Structure):

@@ -406,11 +406,14 @@ class Pool:
             self._measure_reservation()
             before = self.probe.used()
             t0 = time.perf_counter()
-            loader = ticket.loader
-            with_limit = getattr(loader, "with_memory_limit", None)
-            if ticket.memory_limit is not None and with_limit is not None:
-                loader = with_limit(ticket.memory_limit)
-            session = ticket.host.reload() if ticket.host is not None else loader()
+            loader, host = ticket.loader, ticket.host
+            if ticket.memory_limit is not None:  # the share of the budget left now, either way
+                with_limit = getattr(loader, "with_memory_limit", None)
+                if with_limit is not None:
+                    loader = with_limit(ticket.memory_limit)
+                if host is not None and host.with_memory_limit is not None:
+                    host = host.with_memory_limit(ticket.memory_limit)
+            session = host.reload() if host is not None else loader()
             load_ms = (time.perf_counter() - t0) * 1000.0
             loaded = self.probe.used()
             store_key = ticket.store_key(footprint_provider(session))

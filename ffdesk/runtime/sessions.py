@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -69,6 +69,9 @@ class HostCopy:
 
     nbytes: int
     reload: Callable[[], Session]
+    with_memory_limit: Callable[[int], HostCopy] | None = None
+    """The same copy reloading with another device memory limit (ONNX Runtime's `gpu_mem_limit`:
+    the share of the budget left when it comes back, not the one it had when it left)."""
 
 
 @runtime_checkable
@@ -285,20 +288,29 @@ class OrtSession:
         device_id = next(iter(inputs.values())).device.index or 0
         # The OrtValues share the tensors' memory: keep both alive until the run is over.
         bound = [inputs[info.name].detach().contiguous() for info in self.inputs]
+        stream = torch.cuda.current_stream(bound[0].device) if want == "cuda" else None
+        if stream is not None:
+            # torch queues its kernels on its own stream, ONNX Runtime runs on its own: it must
+            # see finished inputs, from the binding on (which may copy one to another device)
+            stream.synchronize()
         values = [ort.OrtValue.from_dlpack(t) for t in bound]
         for info, value in zip(self.inputs, values, strict=True):
             binding.bind_ortvalue_input(info.name, value)
         for info in self.outputs:
             binding.bind_output(info.name, want, device_id)
-        if want == "cuda":
-            # torch queues its kernels on its own stream; ONNX Runtime must see finished inputs
-            torch.cuda.current_stream(bound[0].device).synchronize()
         self.ort.run_with_iobinding(binding)
-        if want == "cuda":
+        if stream is not None:
             binding.synchronize_outputs()
         del bound, values
-        outputs = binding.get_outputs()
-        return {info.name: torch.from_dlpack(v) for info, v in zip(self.outputs, outputs, strict=True)}
+        outputs = [torch.from_dlpack(v) for v in binding.get_outputs()]
+        if stream is not None:
+            # The outputs live in ONNX Runtime's arena, which takes a block back as soon as its
+            # tensor is freed, without waiting for torch's kernels still reading it: another
+            # thread's run could overwrite it. Copied into torch's memory, and the copies done,
+            # before they are let go.
+            outputs = [o.clone() for o in outputs]
+            stream.synchronize()
+        return {info.name: o for info, o in zip(self.outputs, outputs, strict=True)}
 
     def offload(self) -> HostCopy | None:
         data = self._bytes
@@ -306,15 +318,20 @@ class OrtSession:
             data = self.source.read_bytes()
         if data is None:
             return None
-        options, name, precision = self.options, self.name, self.precision
-        source = self.source
+        name, precision, source = self.name, self.precision, self.source
 
-        def reload() -> Session:
-            s = OrtSession(data, options, name=name, precision=precision)
-            s.source = source
-            return s
+        def copy(options: SessionOptions) -> HostCopy:
+            def reload() -> Session:
+                s = OrtSession(data, options, name=name, precision=precision)
+                s.source = source
+                return s
 
-        return HostCopy(nbytes=len(data), reload=reload)
+            def limited(limit: int) -> HostCopy:
+                return copy(replace(options, gpu_mem_limit=limit))
+
+            return HostCopy(nbytes=len(data), reload=reload, with_memory_limit=limited)
+
+        return copy(self.options)
 
     def close(self) -> None:
         self._session = None

@@ -64,7 +64,8 @@ def swapper_output(y: torch.Tensor, spec: SwapperSpec, ops: DeviceOps | None = N
     std = spec.std if spec.out_std is None else spec.out_std
     mean = spec.mean if spec.out_mean is None else spec.out_mean
     x = y.float() * (_channels(std, y, ops) * 255.0) + (_channels(mean, y, ops) * 255.0 + 0.5)
-    return x.clamp_(0.0, 255.0).floor_()
+    # an FP16 overflow's NaN would pass the clamp, and its conversion to bytes is undefined
+    return x.nan_to_num_(0.0).clamp_(0.0, 255.0).floor_()
 
 
 def split_tiles(crops: torch.Tensor, k: int) -> torch.Tensor:

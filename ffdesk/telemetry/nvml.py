@@ -228,8 +228,7 @@ class Nvml:
             pcie_rx_bytes_per_s=pcie[1],
             ecc_corrected_errors=self._ecc(handle, "NVML_MEMORY_ERROR_TYPE_CORRECTED"),
             ecc_uncorrected_errors=self._ecc(handle, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"),
-            # Not in a list NVML could give means "holds nothing here"; no list means "unknown".
-            process_memory_bytes=_sum_or_none(own) if own else (0 if listed else None),
+            process_memory_bytes=_process_memory(own, procs, listed),
             processes=procs,
         )
 
@@ -353,6 +352,20 @@ def _float(value: Any) -> float | None:
 def _scale(value: Any, factor: float) -> float | None:
     f = _float(value)
     return None if f is None else f * factor
+
+
+def _process_memory(own: list[int | None], procs: tuple[ProcessGpuMemory, ...], listed: bool) -> int | None:
+    """What the watched process holds on a device: its entries' sum. Not in a list NVML could
+    give means "holds nothing here", unless the list names processes this machine's process
+    table has not got: NVML gives the driver's (host) pids, and in a container with a PID
+    namespace the watched process is never among them, so "unknown". No list: "unknown"."""
+    if own:
+        return _sum_or_none(own)
+    if not listed:
+        return None
+    import psutil
+
+    return None if any(not psutil.pid_exists(p.pid) for p in procs) else 0
 
 
 def _sum_or_none(values: list[int | None]) -> int | None:

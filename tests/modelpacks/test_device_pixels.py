@@ -267,11 +267,14 @@ def test_the_models_are_ready_before_the_first_frame(
     assert shapes["after"] and shapes["after"] <= shapes["before"], shapes["after"] - shapes["before"]
 
 
+@pytest.mark.parametrize("precision", ["fp32", "auto"])
 def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
-    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: str
 ) -> None:
     """`--pixels auto` on a machine whose torch cannot use the GPU the models run on: the warm-up
-    fails before the first frame, and the render goes on with its pixels on the host."""
+    fails before the first frame, and the render goes on with its pixels on the host. With
+    `--precision auto` (both defaults) the swapper is timed on the device before any warm-up,
+    the device path's first work: its failure falls back the same way."""
     from ffdesk.runtime import device
 
     # torch's CPU build, or its CUDA build without a driver ("Found no NVIDIA driver")
@@ -279,7 +282,7 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     events: list[Any] = []
     job = RenderJob(
         target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
-        resume=False, pixels="auto", precision="fp32", batch=4, end=0.5, **FULL,
+        resume=False, pixels="auto", precision=precision, batch=4, end=0.5, **FULL,
     )  # fmt: skip
     report = run_render(job, events.append, env=run_env)
     warnings = [e.message for e in events if isinstance(e, ev.Warning)]
@@ -287,7 +290,9 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     assert report.models is not None and report.models.pixels is not None
     assert report.models.pixels.path == "host"
     assert report.faces is not None and report.faces.faces_swapped > 0
-    with pytest.raises(Exception, match="CUDA|cuda|NVIDIA"):
+    preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
+    assert len([w for w in preparing if w.startswith("warming up")]) <= 1, preparing  # the failed one
+    with pytest.raises(Exception, match="CUDA|cuda|NVIDIA|pin"):
         run_render(replace(job, output=tmp_path / "p", pixels="device"), env=run_env)
 
 

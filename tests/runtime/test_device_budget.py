@@ -286,3 +286,57 @@ def test_a_real_onnx_loader_takes_the_limit_to_onnx_runtime(monkeypatch: pytest.
     assert loader.options.gpu_mem_limit is None and limited.path == loader.path
     cuda = dict(p for p in provider_list(limited.options) if isinstance(p, tuple))["CUDAExecutionProvider"]
     assert cuda["gpu_mem_limit"] == 300 << 20
+
+
+class HostedLoader(CardLoader):
+    """A loader whose sessions leave a host copy when evicted; the copy records the limit it
+    reloads with, as `OrtSession.offload`'s does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reloaded_with: list[int | None] = []
+
+    def __call__(self) -> CardSession:
+        session = CardSession(self)
+        loader = self
+
+        def copy(limit: int | None) -> HostCopy:
+            def reload() -> CardSession:
+                loader.reloaded_with.append(limit)
+                loader.limit = limit
+                return CardSession(loader)
+
+            return HostCopy(nbytes=self.weights, reload=reload, with_memory_limit=copy)
+
+        session.offload = lambda: copy(None)  # type: ignore[method-assign]
+        return session
+
+
+def test_a_model_back_from_host_memory_gets_the_share_left_now_not_the_one_it_left_with(
+    tmp_path: Path,
+) -> None:
+    """ONNX Runtime's arena limit is fixed when a session is made. A model evicted to host RAM
+    and reloaded beside another resident one must be made with what is left now: with the limit
+    of its first load it could grow past the budget beside the other."""
+    store = FootprintStore(tmp_path / "f.json")
+    store.put(FootprintStore.reservation_key("CUDAExecutionProvider"), CONTEXT, 0.0)
+    card = Card()
+    budget = CONTEXT + 1500 * MiB
+    small_a = HostedLoader(card, "a", 400 * MiB, 10 * MiB)
+    small_b = CardLoader(card, "b", 400 * MiB, 10 * MiB)
+    large = CardLoader(card, "c", 1000 * MiB, 10 * MiB)
+    with _manager(card, budget, store) as mgr:
+        for name, loader in (("a", small_a), ("b", small_b), ("c", large)):
+            mgr.register(name, loader)
+        with mgr.acquire("a"):
+            pass
+        first = small_a.limits_given[-1]
+        with mgr.acquire("c"):  # a goes to host RAM
+            pass
+        with mgr.acquire("b"), mgr.acquire("a"):  # c gives way; a comes back beside b
+            pass
+    assert small_a.reloaded_with, "a was not reloaded from its host copy"
+    again = small_a.reloaded_with[-1]
+    assert again is not None and again < first
+    assert again <= budget - CONTEXT - 400 * MiB
+    assert card.peak <= budget

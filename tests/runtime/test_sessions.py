@@ -51,6 +51,15 @@ def test_offload_reload_is_identical(standins_dir: Path) -> None:
     again = host.reload().run(feeds)
     for a, b in zip(first.values(), again.values(), strict=True):
         np.testing.assert_array_equal(a, b)
+    # a copy reloaded with another device memory limit keeps everything else
+    assert host.with_memory_limit is not None
+    first_limit = host.with_memory_limit(300 << 20)
+    assert first_limit.with_memory_limit is not None
+    limited = first_limit.with_memory_limit(200 << 20).reload()
+    assert isinstance(limited, OrtSession) and limited.options.gpu_mem_limit == 200 << 20
+    assert session.options.gpu_mem_limit is None and limited.source == session.source
+    for a, b in zip(first.values(), limited.run(feeds).values(), strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_run_torch_binds_cpu_tensors_in_place(standins_dir: Path) -> None:

@@ -153,6 +153,11 @@ def test_model_inputs_and_outputs_match_the_host(scene: tuple[Frame, np.ndarray]
     for dtype in (np.float32, np.float16):
         got = _u8(dev.swapper_output(torch.from_numpy(y.astype(dtype)), spec))
         np.testing.assert_array_equal(got, sw.from_model_output(y.astype(dtype), spec))
+    # an FP16 swapper that overflowed: inf is clamped, NaN is black, never an undefined byte
+    y16 = torch.from_numpy(y.astype(np.float16))
+    y16[0, :, :2, :2] = torch.tensor([float("nan"), float("inf")], dtype=torch.float16).repeat(3, 2, 1)
+    out = dev.swapper_output(y16, spec)
+    assert out[0, :, :2, 0].eq(0).all() and out[0, :, :2, 1].eq(255).all()
     np.testing.assert_allclose(dev.enhancer_input(t).numpy(), enh.to_model_input(crop[None]), atol=1e-6)
     z = np.random.default_rng(2).normal(0.0, 0.7, (1, 3, 128, 128)).astype(np.float32)
     np.testing.assert_array_equal(_u8(dev.enhancer_output(torch.from_numpy(z))), enh.from_model_output(z))

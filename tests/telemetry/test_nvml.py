@@ -68,6 +68,19 @@ def test_watching_another_pid() -> None:
     assert g0.process_memory_bytes == 2**30
 
 
+def test_in_a_pid_namespace_the_process_memory_is_unknown_not_zero() -> None:
+    """NVML lists the driver's (host) pids: in a container with its own PID namespace this
+    process is never among them. Where the list names pids this machine has not got, the
+    process's share is unknown; where every listed process is here, not listed means nothing."""
+    foreign = 4_194_000  # above any pid_max: no such process here
+    dev = FakeDevice(compute=[(foreign, 2**30)], graphics=[])
+    g = Nvml(FakeNvml(devices=[dev])).sample()[0]  # type: ignore[arg-type]
+    assert g.processes == (ProcessGpuMemory(0, foreign, 2**30),) and g.process_memory_bytes is None
+    here = os.getppid()  # another process on this machine holding the GPU
+    dev = FakeDevice(compute=[(here, 2**30)], graphics=[])
+    assert Nvml(FakeNvml(devices=[dev])).sample()[0].process_memory_bytes == 0  # type: ignore[arg-type]
+
+
 FIELD_OF = {
     "nvmlDeviceGetName": ["name"],
     "nvmlDeviceGetUUID": ["uuid"],

@@ -480,7 +480,7 @@ class ModelRender:
             steps.append(("embedding the source face", self._embed_sources))
             if self.job.precision == "auto" and self.on_device is not None:
                 what = f"timing {self.swapper.name} in fp32 and fp16 on this device"
-                steps.append((what, self._choose_precision))
+                steps.append((what, lambda: self._choose_precision_or_host(emit)))
             elif self.precision != "fp32":
                 steps.append(
                     (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
@@ -490,6 +490,8 @@ class ModelRender:
                 enhancer = _enhancer_spec(self.enhancer) if self.enhancer else None
                 steps += [(f"warming up {what}", do) for what, do in self.on_device.warm_up_steps(enhancer)]
             for i, (what, do) in enumerate(steps, 1):
+                if i > first and self.on_device is None:
+                    break  # the device path gave way before its warm-ups
                 emit(ev.Preparing(what, i, len(steps)))
                 if i <= first:
                     do()
@@ -622,6 +624,13 @@ class ModelRender:
         else:
             variant = prec.make_fp16(src, cache_dir=variants)
         self.swap_key = self._register(self.swapper, self.precision, variant)
+
+    def _choose_precision_or_host(self, emit: Callable[[ev.Event], None]) -> None:
+        """`_choose_precision`, the device path's first work when both are "auto": where it fails
+        as a warm-up may (`_warm_up`), the render goes on on the host at the precision resolved
+        for it, its variant made here."""
+        if not self._warm_up(self._choose_precision, emit) and self.precision != "fp32":
+            self._prepare_variant()
 
     def _choose_precision(self) -> None:
         """`--precision auto` on the device path: the swapper in FP32 and FP16 timed here, at the
@@ -1039,7 +1048,7 @@ class SwapStage:
     ) -> None:
         ctx = self.ctx
         for j, value in zip(picked, values, strict=True):
-            if value < QUALITY_PSNR_DB:
+            if not value >= QUALITY_PSNR_DB:  # NaN too: a face FP16 overflowed in
                 index = batch[owners[j]].index
                 ctx.quality_flags.append(QualityFlag(index, round(value, 2)))
                 ctx.on_event(

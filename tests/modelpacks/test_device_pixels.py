@@ -269,7 +269,7 @@ def test_the_models_are_ready_before_the_first_frame(
 
 @pytest.mark.parametrize("precision", ["fp32", "auto"])
 def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
-    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: str
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: Any
 ) -> None:
     """`--pixels auto` on a machine whose torch cannot use the GPU the models run on: the warm-up
     fails before the first frame, and the render goes on with its pixels on the host. With

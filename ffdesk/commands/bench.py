@@ -9,7 +9,7 @@ from ffdesk.commands.registry import register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
-    "quality", "farm", "gpu", "startup", "live", "processors",
+    "quality", "farm", "gpu", "startup", "live", "processors", "budget",
 )  # fmt: skip
 
 

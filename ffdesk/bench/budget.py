@@ -1,0 +1,295 @@
+"""`ffdesk bench budget`: does a render stay within `--memory-budget`, as seen from outside?
+
+The renderer counts what its models take; this bench checks that count against what the
+process really holds, watched from another process every 50 ms while `ffdesk render` runs:
+
+- on a GPU, NVML's figure for the render process (everything it holds on the card: the CUDA
+  context, ONNX Runtime's arenas, torch's cache); where NVML cannot name the process (a container
+  with its own PID namespace), the device's used memory over what it was before the render;
+- on the CPU, the render process's resident memory (RSS) over that of the same clip re-encoded
+  without models (decoding, encoding, the frames in flight: what the budget does not cover).
+
+One render with every model resident (no budget) gives the models' footprints and the fixed cost
+(the reservation: the CUDA context and the runtime's own share, 0 on the CPU); then one render per
+budget, `--steps` of them from the smallest the renderer takes (the reservation plus the largest
+model, plus 10%) to everything resident. A budget is held when the watched peak stays within it.
+Realistic-size stand-ins of a full pack (`ffdesk bench memory`'s), a 720p clip with one face.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ffdesk.bench.common import add_json_option, finish, write_so_far
+from ffdesk.bench.gpu import watch_render
+from ffdesk.bench.memory import PACK, face_clip, realistic_pack, render_in_process
+from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
+from ffdesk.hw import DriverFlags
+from ffdesk.telemetry.nvml import Nvml
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
+    from ffdesk.telemetry.sampler import Sample
+
+PREFIX = "ffdesk bench budget"
+SMALLEST_HEADROOM = 0.10
+"""The smallest budget tried: the reservation plus the largest model, plus this fraction."""
+
+Source = Literal["nvml-process", "nvml-device", "rss"]
+
+
+@dataclass(frozen=True)
+class BudgetRun:
+    """One render and what was seen of it from outside."""
+
+    budget_bytes: int | None
+    """None: no budget (every model resident)."""
+    watched_peak_bytes: int | None
+    """What the process held at its peak, from outside, over `baseline_bytes` (None: unreadable)."""
+    baseline_bytes: int
+    """What the watched figure holds that the budget does not cover: on the CPU the re-encode's
+    peak RSS; on a GPU 0 (NVML's per-process figure) or the device's use before the render."""
+    source: Source | None
+    accounted_peak_bytes: int
+    """The renderer's own count at its peak: its models plus the reservation."""
+    reserved_bytes: int
+    fps: float
+    loads: int
+    evictions: int
+    samples: int
+
+    @property
+    def held(self) -> bool | None:
+        """Whether the watched peak stayed within the budget (None: no budget, or not seen)."""
+        if self.budget_bytes is None or self.watched_peak_bytes is None:
+            return None
+        return self.watched_peak_bytes <= self.budget_bytes
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "budget", help="renders under memory budgets, watched from outside (NVML on a GPU, RSS on the CPU)"
+    )
+    p.add_argument("--frames", type=int, default=8, help="frames rendered per run (default 8)")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--steps", type=int, default=4, help="budgets tried, smallest to all resident (default 4)")
+    p.add_argument("--no-masks", dest="masks", action="store_false", help="leave out the two mask models")
+    p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
+    p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")
+    add_json_option(p)
+    p.set_defaults(func=run)
+
+
+def budgets(reserved: int, footprints: list[int], steps: int) -> list[int]:
+    """`steps` budgets from the smallest the renderer takes (the reservation and the largest
+    model, plus `SMALLEST_HEADROOM`) to all resident (the reservation and every model), evenly
+    spaced; one when those meet."""
+    if not footprints:
+        return []
+    low = reserved + int(max(footprints) * (1.0 + SMALLEST_HEADROOM))
+    high = max(low, reserved + sum(footprints))
+    if steps <= 1 or high == low:
+        return [low]
+    return [low + (high - low) * i // (steps - 1) for i in range(steps)]
+
+
+def watched_peak(samples: list[Sample], source: Source, device_before: int | None) -> int | None:
+    """The peak of the watched figure over the samples (None: it was never read)."""
+    values: list[int] = []
+    for s in samples:
+        if source == "rss":
+            value = s.host.process_rss_bytes
+        elif source == "nvml-process":
+            held = [g.process_memory_bytes for g in s.gpus]
+            value = sum(v for v in held if v is not None) if any(v is not None for v in held) else None
+        else:
+            used = [g.memory_used_bytes for g in s.gpus if g.memory_used_bytes is not None]
+            value = sum(used) - (device_before or 0) if used else None
+        if value is not None:
+            values.append(value)
+    return max(values) if values else None
+
+
+def choose_source(samples: list[Sample], on_gpu: bool) -> Source:
+    """NVML's per-process figure where the render process is seen holding memory on the card;
+    the device's used memory where NVML lists processes but never that one; RSS on the CPU."""
+    if not on_gpu:
+        return "rss"
+    if any((g.process_memory_bytes or 0) > 0 for s in samples for g in s.gpus):
+        return "nvml-process"
+    return "nvml-device"
+
+
+def device_used_now(flags: DriverFlags) -> int | None:
+    """The GPUs' used memory now (every process), for the device fallback's baseline."""
+    nvml = Nvml(flags=flags)
+    try:
+        used = [g.memory_used_bytes for g in nvml.sample() if g.memory_used_bytes is not None]
+        return sum(used) if used else None
+    finally:
+        nvml.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.frames < 1 or args.batch < 1 or args.steps < 1:
+        raise UserError("--frames, --batch and --steps must be at least 1")
+    if args.models_dir is not None and not args.models_dir.is_dir():
+        raise UserError(f"--models-dir {args.models_dir}: no such folder")
+    env = runtime_env(args)
+    names = PACK if args.masks else PACK[:3]
+    pack = args.models_dir or realistic_pack(env, names)
+    clip = face_clip(env)
+    base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
+            "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
+    if args.masks:
+        base += ["--mask", "occlusion,region"]
+    settings = {
+        "frames": args.frames,
+        "batch": args.batch,
+        "steps": args.steps,
+        "provider": args.provider,
+        "models": list(names),
+        "models_dir": None if args.models_dir is None else str(args.models_dir),
+    }
+    runs: list[BudgetRun] = []
+    figures: dict[str, Any] = {"runs": runs}
+    with tempfile.TemporaryDirectory(prefix="ffdesk-bench-budget-") as tmp:
+        print(f"{PREFIX}: {args.frames} frames of {clip.name} a render, batch {args.batch}", flush=True)
+        resident = measure(clip, pack, Path(tmp), args.frames, base, None, env.driver)
+        on_gpu = resident.report.models is not None and resident.report.models.reserved_bytes > 0
+        baseline = 0 if on_gpu else reencode_peak_rss(clip, Path(tmp), args.frames, env.driver)
+        first = resident.figures(baseline)
+        runs.append(first)
+        print_run(first)
+        models = resident.report.models
+        footprints = [m.bytes for m in models.models] if models is not None else []
+        figures["footprints_bytes"] = {m.name: m.bytes for m in models.models} if models is not None else {}
+        figures["reserved_bytes"] = first.reserved_bytes
+        figures["watched"] = first.source
+        write_so_far("budget", settings, _json(figures), args.json)
+        for budget in budgets(first.reserved_bytes, footprints, args.steps):
+            watched = measure(clip, pack, Path(tmp), args.frames, base, budget, env.driver)
+            result = watched.figures(baseline)
+            runs.append(result)
+            print_run(result)
+            write_so_far("budget", settings, _json(figures), args.json)
+    limited = [r for r in runs if r.budget_bytes is not None]
+    figures["all_held"] = all(r.held for r in limited) if limited else None
+    shares = [
+        r.watched_peak_bytes / r.budget_bytes for r in limited if r.watched_peak_bytes and r.budget_bytes
+    ]
+    worst = max(shares, default=None)
+    figures["worst_peak_over_budget"] = None if worst is None else round(worst, 3)
+    if worst is not None:
+        verdict = "held" if figures["all_held"] else "NOT held"
+        print(f"{PREFIX}: every budget {verdict}; the watched peak reached {worst:.1%} of its budget at most")
+    finish("budget", settings, _json(figures), args.json, env)
+    return 0
+
+
+def _json(figures: dict[str, Any]) -> dict[str, Any]:
+    runs = [{**asdict(r), "held": r.held} for r in figures["runs"]]
+    return {**figures, "runs": runs}
+
+
+@dataclass(frozen=True)
+class Measured:
+    report: RenderReport
+    samples: list[Sample]
+    source: Source
+    device_before: int | None
+
+    def figures(self, baseline: int | None) -> BudgetRun:
+        models = self.report.models
+        reserved = models.reserved_bytes if models is not None else 0
+        peak = watched_peak(self.samples, self.source, self.device_before)  # the device's: over before
+        offsets = {"rss": baseline or 0, "nvml-device": self.device_before or 0, "nvml-process": 0}
+        offset = offsets[self.source]
+        return BudgetRun(
+            budget_bytes=models.memory_budget_bytes if models is not None else None,
+            watched_peak_bytes=None if peak is None else peak - (offset if self.source == "rss" else 0),
+            baseline_bytes=offset,
+            source=self.source if peak is not None else None,
+            accounted_peak_bytes=(models.peak_model_bytes if models is not None else 0) + reserved,
+            reserved_bytes=reserved,
+            fps=round(self.report.fps, 3),
+            loads=sum(m.loads for m in models.models) if models is not None else 0,
+            evictions=sum(m.evictions for m in models.models) if models is not None else 0,
+            samples=len(self.samples),
+        )
+
+
+def measure(
+    clip: Path,
+    pack: Path,
+    tmp: Path,
+    frames: int,
+    base: list[str],
+    budget: int | None,
+    flags: DriverFlags,
+) -> Measured:
+    """One render in its own process, watched from here."""
+    label = "every model resident" if budget is None else f"budget {_mib(budget)}"
+    print(f"  render, {label} ...", flush=True)
+    extra = base if budget is None else [*base, "--memory-budget", str(budget)]
+    out = tmp / ("resident.mp4" if budget is None else f"budget-{budget}.mp4")
+    before = device_used_now(flags)
+    watched = watch_render(
+        lambda: render_in_process(clip, pack, out, frames, extra), out.with_suffix(".json"), flags
+    )
+    samples = list(watched.samples)
+    models = watched.report.models
+    on_gpu = models is not None and models.reserved_bytes > 0
+    return Measured(watched.report, samples, choose_source(samples, on_gpu), before)
+
+
+def reencode_peak_rss(clip: Path, tmp: Path, frames: int, flags: DriverFlags) -> int:
+    """The peak RSS of the same clip re-encoded without models (what the CPU budget leaves out)."""
+    import subprocess
+
+    from ffdesk.pipeline.report import RenderReport
+
+    out = tmp / "reencode.mp4"
+    report = out.with_suffix(".json")
+
+    def launch() -> RenderReport:
+        import json
+
+        cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
+               "--no-resume", "-q", "--end", f"{frames / 25.0:.4f}", "--report", str(report)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"re-encode failed ({proc.returncode}): {proc.stderr.strip()[-200:]}")
+        return RenderReport.from_json_dict(json.loads(report.read_text(encoding="utf-8")))
+
+    print("  re-encode without models (the baseline the CPU budget leaves out) ...", flush=True)
+    watched = watch_render(launch, report, flags)
+    peak = watched_peak(list(watched.samples), "rss", None)
+    return peak or 0
+
+
+def _mib(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 2**20:.0f} MiB"
+
+
+def print_run(r: BudgetRun) -> None:
+    budget = "no budget" if r.budget_bytes is None else f"budget {_mib(r.budget_bytes)}"
+    watched = {
+        "nvml-process": "NVML, the process",
+        "nvml-device": "NVML, the device over its use before",
+        "rss": f"RSS over the re-encode's {_mib(r.baseline_bytes)}",
+        None: "not seen",
+    }[r.source]
+    verdict = {True: "  held", False: "  OVER", None: ""}[r.held]
+    print(
+        f"    {budget}: watched peak {_mib(r.watched_peak_bytes)} ({watched}),"
+        f" counted {_mib(r.accounted_peak_bytes)} (reserved {_mib(r.reserved_bytes)}),"
+        f" {r.fps:.3f} frames/s, {r.loads} loads, {r.evictions} evictions{verdict}",
+        flush=True,
+    )

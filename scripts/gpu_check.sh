@@ -8,12 +8,13 @@
 #   nvidia-smi       10  name, memory, driver, power limit                      -> nvidia-smi.log (CSV)
 #   machine          35  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
-#   standins         45  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
-#   bench-gpu       175  ffdesk bench gpu --frames 150                          -> bench-gpu.json
-#   memory-cuda      60  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
-#   precision-cuda   35  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
-#   live-cuda        30  ffdesk bench live --pack --provider cuda --seconds 15  -> live-cuda.json
-#   processors-cuda  25  ffdesk bench processors --provider cuda --seconds 1    -> processors-cuda.json
+#   standins         40  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
+#   bench-gpu       160  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#   memory-cuda      50  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
+#   budget-cuda      45  ffdesk bench budget --provider cuda --frames 8 --steps 2 -> budget-cuda.json
+#   precision-cuda   30  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
+#   live-cuda        25  ffdesk bench live --pack --provider cuda --seconds 12  -> live-cuda.json
+#   processors-cuda  20  ffdesk bench processors --provider cuda --seconds 1    -> processors-cuda.json
 #
 # The limits add up to the budget, 470 s; a step never runs past what is left of it (one that
 # would get under 15 s is skipped), and `timeout` may take 5 s more to kill one. A step that fails
@@ -254,15 +255,17 @@ fi
 # shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
 when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -o timeout="$GPU_TEST_TIMEOUT_S" \
     -m gpu $GPU_TEST_FILES
-when "$NO_CUDA" standins 45 "$PY" -c "$STANDINS_PY"
-when "$NO_CUDA" bench-gpu 175 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
-when "$NO_CUDA" memory-cuda 60 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
+when "$NO_CUDA" standins 40 "$PY" -c "$STANDINS_PY"
+when "$NO_CUDA" bench-gpu 160 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+when "$NO_CUDA" memory-cuda 50 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --json "$OUT/memory-cuda.json"
-when "$NO_CUDA" precision-cuda 35 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
+when "$NO_CUDA" budget-cuda 45 "$PY" -m ffdesk bench budget --provider cuda --frames 8 --steps 2 \
+    --json "$OUT/budget-cuda.json"
+when "$NO_CUDA" precision-cuda 30 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
     --json "$OUT/precision-cuda.json"
-when "$NO_CUDA" live-cuda 30 "$PY" -m ffdesk bench live --pack --provider cuda --seconds 15 \
+when "$NO_CUDA" live-cuda 25 "$PY" -m ffdesk bench live --pack --provider cuda --seconds 12 \
     --json "$OUT/live-cuda.json"
-when "$NO_CUDA" processors-cuda 25 "$PY" -m ffdesk bench processors --provider cuda --seconds 1 \
+when "$NO_CUDA" processors-cuda 20 "$PY" -m ffdesk bench processors --provider cuda --seconds 1 \
     --json "$OUT/processors-cuda.json"
 
 # ---- the summary -------------------------------------------------------------------------------

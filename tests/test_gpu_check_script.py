@@ -19,8 +19,8 @@ from tests.hidden_package import env_without
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 GPU_STEPS = (
-    "nvidia-smi", "gpu-tests", "standins", "bench-gpu", "memory-cuda", "precision-cuda", "live-cuda",
-    "processors-cuda",
+    "nvidia-smi", "gpu-tests", "standins", "bench-gpu", "memory-cuda", "budget-cuda", "precision-cuda",
+    "live-cuda", "processors-cuda",
 )  # fmt: skip
 """The steps that need a GPU, in the script's order (`machine` runs everywhere)."""
 LIMIT_S = 240

@@ -275,9 +275,12 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     fails before the first frame, and the render goes on with its pixels on the host. With
     `--precision auto` (both defaults) the swapper is timed on the device before any warm-up,
     the device path's first work: its failure falls back the same way."""
+    from ffdesk.pipeline import providers
     from ffdesk.runtime import device
 
-    # torch's CPU build, or its CUDA build without a driver ("Found no NVIDIA driver")
+    # the models' runtime takes the GPU (ONNX Runtime here falls back to the CPU, as it says),
+    # torch cannot: its CPU build, or its CUDA build without a driver ("Found no NVIDIA driver")
+    monkeypatch.setattr(providers, "job_device", lambda _provider, _env: "cuda")
     monkeypatch.setattr(device, "torch_device", lambda _device: torch.device("cuda", 0))
     events: list[Any] = []
     job = RenderJob(
@@ -393,3 +396,21 @@ def test_the_command_line_says_which_files_took_one_face_a_call(
         "one face a call (the file fixes its batch at 1): gfpgan_1.4 (output 0 of item 0 differs from the "
         "item's own call)"
     ), lines
+
+
+def test_a_render_on_the_cpu_never_imports_torch(pack: Path, tmp_path: Path) -> None:
+    """The pixels stay on the host on the CPU (`--pixels auto`): torch, whose import alone takes a
+    process 190 MiB larger, is never imported, so it takes nothing from a CPU machine's memory."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ffdesk import cli; "
+        f"rc = cli.main(['render', '--target', {str(carphone())!r}, '--output', {str(tmp_path / 'o')!r},"
+        f" '--source', {str(PHOTO_PATH)!r}, '--models-dir', {str(pack)!r}, '--swapper', 'inswapper_128',"
+        " '--recognizer', 'arcface_w600k_r50', '--enhancer', 'gfpgan_1.4', '--mask', 'occlusion,region',"
+        " '--encoder', 'png', '--provider', 'cpu', '--batch', '2', '--end', '0.2', '--no-resume', '-q']); "
+        "print(rc, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert done.stdout.split()[-2:] == ["0", "False"], done.stdout + done.stderr[-2000:]

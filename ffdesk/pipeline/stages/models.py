@@ -444,6 +444,8 @@ class ModelRender:
         wanted = self.job.pixels
         if wanted == "host" or self.job.face_map:  # a face map's per-person sources: on the host
             return None, None
+        if wanted == "auto" and self.device != "cuda":
+            return None, None  # not even torch is imported: on the CPU it is 190 MiB of memory
         where = device.torch_device(self.device)
         if wanted == "auto" and where.type != "cuda":
             return None, None

@@ -12,7 +12,8 @@ process really holds, watched from another process every 50 ms while `ffdesk ren
 One render with every model resident (no budget) gives the models' footprints and the fixed cost
 (the reservation: the CUDA context and the runtime's own share, 0 on the CPU); then one render per
 budget, `--steps` of them from the smallest the renderer takes (the reservation plus the largest
-model, plus 10%) to everything resident. A budget is held when the watched peak stays within it.
+model on one item, plus 10%) to everything resident at the render's batch. A budget is held when
+the watched peak stays within it.
 Realistic-size stand-ins of a full pack (`ffdesk bench memory`'s), a 720p clip with one face.
 """
 
@@ -86,14 +87,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def budgets(reserved: int, footprints: list[int], steps: int) -> list[int]:
+def budgets(reserved: int, one_item: list[int], at_batch: list[int], steps: int) -> list[int]:
     """`steps` budgets from the smallest the renderer takes (the reservation and the largest
-    model, plus `SMALLEST_HEADROOM`) to all resident (the reservation and every model), evenly
-    spaced; one when those meet."""
-    if not footprints:
+    model on one item, plus `SMALLEST_HEADROOM`) to all resident at the render's batch (the
+    reservation and every model's footprint at it), evenly spaced; one when those meet."""
+    if not one_item:
         return []
-    low = reserved + int(max(footprints) * (1.0 + SMALLEST_HEADROOM))
-    high = max(low, reserved + sum(footprints))
+    low = reserved + int(max(one_item) * (1.0 + SMALLEST_HEADROOM))
+    high = max(low, reserved + sum(at_batch))
     if steps <= 1 or high == low:
         return [low]
     return [low + (high - low) * i // (steps - 1) for i in range(steps)]
@@ -168,12 +169,19 @@ def run(args: argparse.Namespace) -> int:
         runs.append(first)
         print_run(first)
         models = resident.report.models
-        footprints = [m.bytes for m in models.models] if models is not None else []
-        figures["footprints_bytes"] = {m.name: m.bytes for m in models.models} if models is not None else {}
+        stats = models.models if models is not None else ()
+        figures["footprints_bytes"] = {m.name: m.bytes for m in stats}
+        figures["one_item_bytes"] = {m.name: m.one_item_bytes or m.bytes for m in stats}
         figures["reserved_bytes"] = first.reserved_bytes
         figures["watched"] = first.source
         write_so_far("budget", settings, _json(figures), args.json)
-        for budget in budgets(first.reserved_bytes, footprints, args.steps):
+        tried = budgets(
+            first.reserved_bytes,
+            list(figures["one_item_bytes"].values()),
+            list(figures["footprints_bytes"].values()),
+            args.steps,
+        )
+        for budget in tried:
             watched = measure(clip, pack, Path(tmp), args.frames, base, budget, env.driver)
             result = watched.figures(baseline)
             runs.append(result)

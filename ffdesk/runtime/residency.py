@@ -146,6 +146,8 @@ class ModelStats:
     load_ms: float
     batch: int = 0
     """The largest batch the model ran at (its runtime holds that batch's memory; 0: unknown)."""
+    one_item_bytes: int = 0
+    """Its footprint loaded and run on one item, what `bytes` is at batch 1 (0: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -873,6 +875,7 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
             bytes=e.nbytes,
             load_ms=round(e.load_ms, 1),
             batch=e.batch,
+            one_item_bytes=e.curve.get(1, e.nbytes),
         )
         for e in entries
         if e.loads

@@ -24,13 +24,14 @@ MiB = 2**20
 
 
 def test_the_budgets_go_from_the_smallest_the_renderer_takes_to_all_resident() -> None:
-    sizes = [700 * MiB, 300 * MiB, 200 * MiB]
-    steps = bb.budgets(500 * MiB, sizes, 3)
-    assert steps[0] == 500 * MiB + 770 * MiB  # the reservation and the largest, plus 10%
-    assert steps[-1] == 500 * MiB + 1200 * MiB  # everything resident
+    one_item = [700 * MiB, 300 * MiB, 200 * MiB]
+    at_batch = [900 * MiB, 400 * MiB, 300 * MiB]
+    steps = bb.budgets(500 * MiB, one_item, at_batch, 3)
+    assert steps[0] == 500 * MiB + 770 * MiB  # the reservation and the largest on one item, plus 10%
+    assert steps[-1] == 500 * MiB + 1600 * MiB  # everything resident at the batch
     assert steps == sorted(steps) and len(steps) == 3
-    assert bb.budgets(0, [100 * MiB], 4) == [110 * MiB]  # one model: its budget is all resident
-    assert bb.budgets(0, [], 3) == []
+    assert bb.budgets(0, [100 * MiB], [100 * MiB], 4) == [110 * MiB]  # one model: all resident
+    assert bb.budgets(0, [], [], 3) == []
 
 
 def _samples(readings: list[tuple[int | None, int, int]]) -> list[Sample]:
@@ -92,9 +93,8 @@ def test_a_cpu_run_watches_every_render_from_outside(
     assert set(figures["footprints_bytes"]) == set(PACK) and figures["reserved_bytes"] == 0
     resident, *limited = figures["runs"]
     assert resident["budget_bytes"] is None and resident["held"] is None and resident["evictions"] == 0
-    assert [r["budget_bytes"] for r in limited] == bb.budgets(
-        0, list(figures["footprints_bytes"].values()), 2
-    )
+    one_item, at_batch = (list(figures[k].values()) for k in ("one_item_bytes", "footprints_bytes"))
+    assert [r["budget_bytes"] for r in limited] == bb.budgets(0, one_item, at_batch, 2)
     for r in figures["runs"]:
         assert r["source"] == "rss" and r["samples"] > 0 and r["baseline_bytes"] > 50 * MiB
         assert r["watched_peak_bytes"] is not None and r["accounted_peak_bytes"] > 0 and r["fps"] > 0

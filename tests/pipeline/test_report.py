@@ -75,6 +75,7 @@ MODEL_KEYS = [
     "bytes",
     "load_ms",
     "batch",
+    "one_item_bytes",
 ]
 
 

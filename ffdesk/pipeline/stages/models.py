@@ -387,7 +387,13 @@ class ModelRender:
         failure memory is freed and the chunk halved, and the same items are retried. With
         `chunk` set, `fn` is called on at most that many items at a time, all under one load."""
         key = self.keys.get(role_or_key, role_or_key)
-        return self.manager.run_with_recovery(key, _in_chunks(fn, self.chunk) if self.chunk else fn, items)
+        call = _in_chunks(fn, self.chunk) if self.chunk else fn
+        n = min(len(items), self.chunk or len(items))
+        if n < 2:
+            return self.manager.run_with_recovery(key, call, items)
+        # A call of n items takes the runtime's arena for n (ONNX Runtime keeps it): measured the
+        # first time, remembered per batch and counted against the budget, as a load is.
+        return self.manager.measure_batch(key, n, lambda: self.manager.run_with_recovery(key, call, items))
 
     def planned_order(self, info: MediaInfo | None) -> ModelOrder:
         """The order the budget calls for: segment order (with its window in frames) when the
@@ -401,7 +407,8 @@ class ModelRender:
             return ModelOrder("batch", "no memory budget: every model stays loaded", batch)
         if len(roles) < 2:
             return ModelOrder("batch", "one model runs on every frame", batch)
-        need = sum(self.manager.expected_bytes(self.keys[r]) for r in roles)
+        # each at the batch it will run at together (a face a frame), as measured or estimated
+        need = sum(self._expected_at(self.keys[r], batch) for r in roles)
         held = f"the {len(roles)} models every frame needs ({format_bytes(need)})"
         if need <= budget:
             return ModelOrder("batch", f"the budget ({format_bytes(budget)}) holds {held}", batch)
@@ -412,6 +419,14 @@ class ModelRender:
             f"over the faces of up to {window} frames before the next loads",
             window,
         )
+
+    def _expected_at(self, key: str, batch: int) -> int:
+        """What `key` takes at `batch` items a call: measured or remembered at that batch, else
+        estimated from the smaller batches measured (`residency_policy.footprint_at`)."""
+        from ffdesk.runtime.residency_policy import footprint_at
+
+        loaded = self.manager.expected_bytes(key)
+        return max(loaded, footprint_at(self.manager.curve(key), batch)) if batch > 1 else loaded
 
     # ------------------------------------------------------------------ source and detection
     def detect(self, images: Sequence[Frame]) -> list[list[Face]]:

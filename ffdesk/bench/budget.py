@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-budget-") as tmp:
         print(f"{PREFIX}: {args.frames} frames of {clip.name} a render, batch {args.batch}", flush=True)
         resident = measure(clip, pack, Path(tmp), args.frames, base, None, env.driver)
-        on_gpu = resident.report.models is not None and resident.report.models.reserved_bytes > 0
+        on_gpu = on_the_gpu(resident.report)
         baseline = 0 if on_gpu else reencode_peak_rss(clip, Path(tmp), args.frames, env.driver)
         first = resident.figures(baseline)
         runs.append(first)
@@ -252,9 +252,13 @@ def measure(
         lambda: render_in_process(clip, pack, out, frames, extra), out.with_suffix(".json"), flags
     )
     samples = list(watched.samples)
-    models = watched.report.models
-    on_gpu = models is not None and models.reserved_bytes > 0
-    return Measured(watched.report, samples, choose_source(samples, on_gpu), before)
+    return Measured(watched.report, samples, choose_source(samples, on_the_gpu(watched.report)), before)
+
+
+def on_the_gpu(report: RenderReport) -> bool:
+    """Whether the render's models ran on a GPU (CUDA or TensorRT), as its report says."""
+    models = report.models.models if report.models is not None else ()
+    return any(m.provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for m in models)
 
 
 def reencode_peak_rss(clip: Path, tmp: Path, frames: int, flags: DriverFlags) -> int:

@@ -36,6 +36,7 @@ from ffdesk.runtime.integrity import (
     write_atomic,
     write_sidecar,
 )
+from ffdesk.runtime.onnx_read import Structure, read_structure
 from ffdesk.runtime.precision import cached_variants
 from ffdesk.units import format_bytes
 from ffdesk.userpath import expand_user, not_a_file
@@ -241,16 +242,24 @@ def describe_reads(spec: ModelSpec, model: Any) -> str:
 
 
 def load_onnx(path: Path) -> Any:
-    """`onnx.ModelProto` of `path`; `UserError` "truncated or not an ONNX model" otherwise."""
-    import onnx
+    """`onnx.ModelProto` of `path` without its large initializers' data (the structure, inputs,
+    outputs and every tensor's type and dims: `load_structure`); `UserError` "truncated or not
+    an ONNX model" otherwise."""
+    return load_structure(path).model
 
+
+def load_structure(path: Path) -> Structure:
+    """`path` read without its weights' bytes (`ffdesk.runtime.onnx_read`: a 527 MiB model
+    takes a few MiB, where `onnx.load` took twice the file); `UserError` "truncated or not an
+    ONNX model" when it does not parse or has no graph."""
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds
+        structure = read_structure(path)
+    except Exception as exc:  # noqa: BLE001 - framing, protobuf and OS errors alike
         raise UserError(f"{path.name}: truncated or not an ONNX model") from exc
+    model = structure.model
     if not model.graph.node or not model.graph.output:
         raise UserError(f"{path.name}: truncated or not an ONNX model")
-    return model
+    return structure
 
 
 def _first_line(exc: BaseException) -> str:
@@ -290,11 +299,12 @@ def _check(spec: ModelSpec, path: Path, *, strict: bool = False) -> _Checked:
             problems.append(str(exc))
     else:
         try:
-            model = load_onnx(path)
+            structure = load_structure(path)
         except UserError as exc:
             return _Checked([str(exc)])
+        model = structure.model
         try:
-            problems = model_problems(model, path) + check_contract(spec, model, name)
+            problems = model_problems(model, path, structure.dropped) + check_contract(spec, model, name)
             data = tuple(external_locations(model))
         except Exception as exc:  # noqa: BLE001 - a hostile file must never stop a check of the folder
             problems = [f"{name}: cannot be checked ({type(exc).__name__}: {_first_line(exc)})"]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ffdesk.media import atomic
+from ffdesk.runtime.onnx_read import Dropped
 
 CHUNK = 1 << 20
 
@@ -323,12 +324,37 @@ def _not_text(values: Iterable[Any]) -> bool:
     return any(not isinstance(v, str) for v in values)
 
 
+class _Sized:
+    """Stands for a data field read without its data: it has the length the file gave it."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+
+class _LeftOut:
+    """A tensor read without its data (`ffdesk.runtime.onnx_read`): answers for everything but
+    the data with the tensor, and for the data field with how much the file held there."""
+
+    def __init__(self, tensor: Any, dropped: Dropped) -> None:
+        self._tensor = tensor
+        self._dropped = dropped
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._dropped.field:
+            return _Sized(self._dropped.amount)
+        return getattr(self._tensor, name)
+
+
 def _graph_tensors(
-    model: Any, garbled: list[str], dense: list[tuple[str, Any]]
+    model: Any, garbled: list[str], dense: list[tuple[str, Any]], dropped: Sequence[Dropped | None] = ()
 ) -> Iterator[tuple[str, Any, Any, dict[str, Any]]]:
     """(where, tensor, node using it as a shape or None, constants in scope) over every graph;
     what has a name that is not UTF-8 is added to `garbled`, and each sparse tensor (made dense
-    when it loads) to `dense`."""
+    when it loads) to `dense`. `dropped`: what a read without data left out of each of the main
+    graph's initializers (`onnx_read.Structure.dropped`)."""
     stack: list[tuple[Any, dict[str, Any]]] = [(model.graph, {})]
     stack += [(f, {}) for f in model.functions]
     if _not_text(o.domain for o in model.opset_import):
@@ -343,9 +369,12 @@ def _graph_tensors(
         )
         if _not_text(v.name for v in values):
             garbled.append("a graph input, output or initializer")
-        for t in getattr(graph, "initializer", ()):
-            consts[t.name] = t
-            yield f"initializer {_label(t.name)}", t, None, consts
+        left_out = dropped if graph is model.graph else ()
+        for i, t in enumerate(getattr(graph, "initializer", ())):
+            what = left_out[i] if i < len(left_out) else None
+            tensor = t if what is None else _LeftOut(t, what)
+            consts[t.name] = tensor
+            yield f"initializer {_label(t.name)}", tensor, None, consts
         for sparse in getattr(graph, "sparse_initializer", ()):
             dense.append((f"sparse initializer {_label(sparse.values.name)}", sparse))
             yield f"sparse initializer {_label(sparse.values.name)}", sparse.values, None, consts
@@ -396,7 +425,7 @@ def external_locations(model: Any) -> list[str]:
     return list(found)
 
 
-def model_problems(model: Any, path: Path) -> list[str]:
+def model_problems(model: Any, path: Path, dropped: Sequence[Dropped | None] = ()) -> list[str]:
     """What is unsafe about what a parsed model file declares (read without its external data),
     one line each naming `path`'s file: external data outside the model's folder (an absolute
     path, `..`, a link pointing out), missing, not a regular file or too short for the offsets
@@ -404,14 +433,15 @@ def model_problems(model: Any, path: Path) -> list[str]:
     fewer bytes than its dims say; a ConstantOfShape, Reshape, Expand or Tile whose constant
     shape makes more than `MAX_TENSOR_ELEMENTS`; and declared weights that add up to more than
     the file and its external data hold (one region counted for many tensors); a sparse tensor
-    whose dense shape is above the bound; names that are not UTF-8."""
+    whose dense shape is above the bound; names that are not UTF-8. `dropped`: for a model read
+    without its large initializers' data (`onnx_read.read_structure`), what each held."""
     path = Path(path)
     found = _Problems(path.name)
     files = _ExternalFiles(path.parent)
     totals = [0, 0]  # bytes embedded, bytes in external files
     garbled: list[str] = []
     dense: list[tuple[str, Any]] = []
-    for where, tensor, node, consts in _graph_tensors(model, garbled, dense):
+    for where, tensor, node, consts in _graph_tensors(model, garbled, dense, dropped):
         if node is None:
             _tensor_problems(tensor, where, files, found, totals)
             continue

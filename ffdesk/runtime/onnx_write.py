@@ -31,7 +31,7 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _framed_header(number: int, size: int) -> bytes:
+def framed_header(number: int, size: int) -> bytes:
     """The tag and length protobuf puts before a nested message of `size` bytes in field `number`."""
     return _varint(number << 3 | _LENGTH_DELIMITED) + _varint(size)
 
@@ -64,10 +64,10 @@ def _graph_pieces(graph: Any, number: int) -> Iterator[bytes]:
             continue
         for tensor in value:
             length = tensor.ByteSize()  # upb serializes the tensor to tell: asked once
-            header = _framed_header(field.number, length)
+            header = framed_header(field.number, length)
             parts += [header, tensor]
             size += len(header) + length
-    yield _framed_header(number, size)
+    yield framed_header(number, size)
     for part in parts:
         yield part if isinstance(part, bytes) else bytes(part.SerializeToString())
 

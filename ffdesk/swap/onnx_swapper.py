@@ -120,10 +120,13 @@ def read_projection(model_path: Path) -> F32:
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(model_path), load_external_data=False)
-    if not model.graph.initializer:
-        raise ValueError(f"{model_path.name}: the model has no initializers (no identity projection)")
-    init = model.graph.initializer[-1]
+    from ffdesk.runtime.onnx_read import read_initializer
+
+    try:  # that tensor alone: the rest of the file is not read (see `ffdesk.runtime.onnx_read`)
+        init = read_initializer(model_path, -1)
+    except IndexError:
+        no = f"{model_path.name}: the model has no initializers (no identity projection)"
+        raise ValueError(no) from None
     if init.data_location == onnx.TensorProto.EXTERNAL:
         from onnx.external_data_helper import load_external_data_for_tensor
 

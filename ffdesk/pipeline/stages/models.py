@@ -385,10 +385,14 @@ class ModelRender:
     ) -> list[R]:
         """`fn(session, chunk)` over `items` with out-of-memory recovery: on an allocation
         failure memory is freed and the chunk halved, and the same items are retried. With
-        `chunk` set, `fn` is called on at most that many items at a time, all under one load."""
+        `chunk` set, `fn` is called on at most that many items at a time, all under one load;
+        under a budget, on no more than the budget lets the model take at once (its footprint
+        by batch, as measured: each larger call is measured the first time)."""
         key = self.keys.get(role_or_key, role_or_key)
-        call = _in_chunks(fn, self.chunk) if self.chunk else fn
         n = min(len(items), self.chunk or len(items))
+        if n > 1 and self.manager.budget_bytes is not None:  # the most the budget lets it take
+            n = max(1, min(n, self.manager.choose_batches({key: n}, together=False).get(key, n)))
+        call = _in_chunks(fn, n) if self.chunk or n < len(items) else fn
         if n < 2:
             return self.manager.run_with_recovery(key, call, items)
         # A call of n items takes the runtime's arena for n (ONNX Runtime keeps it): measured the

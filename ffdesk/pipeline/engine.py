@@ -836,6 +836,7 @@ class _SegmentWriter:
         self.frames = 0
         self.last_pts = -1
         self._noted: set[str] = set()  # what the encoder cannot keep of the source, said once per render
+        self._hw_note = ""  # why the hardware encoder was not used, for the report
 
     def _open(self, first_pts: int) -> SegmentEncoder:
         self.file = self.manifest.next_segment_file(self.suffix)
@@ -850,7 +851,12 @@ class _SegmentWriter:
             rotation=video.rotation,
             color=video,
         )
-        self.encoder_name = encoder.encoder_name
+        if encoder.hw_fallback_reason is not None:
+            # A card without NVENC (H100, H200, A100): said in the report, not tried again for
+            # the render's other segments (each try opens and drops a CUDA context).
+            self._hw_note = f" ({encoder.hw_fallback_reason})"
+            self.settings = replace(self.settings, hw=False)
+        self.encoder_name = encoder.encoder_name + self._hw_note
         if self.job.matte == "clip":
             try:
                 matte_path = self.manifest.folder / matte_file(self.file)

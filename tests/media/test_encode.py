@@ -24,6 +24,7 @@ from ffdesk.media.encode import (
 from ffdesk.media.images import read_image
 from ffdesk.media.probe import VideoInfo, probe
 from ffdesk.media.synth import SynthResult, frame_index_of, has_red_corner
+from ffdesk.runtime.env import RuntimeEnv
 
 
 def _frames(clip: SynthResult) -> tuple[VideoInfo, list[DecodedFrame]]:
@@ -405,3 +406,31 @@ def test_the_encoder_says_how_many_frames_it_holds_back(tmp_path: Path) -> None:
         assert (enc.frames_held > 0) == holds and enc.frames_held + enc.packets_out == 20
         enc.close()
         assert enc.frames_held == 0 and enc.packets_out == 20
+
+
+def test_a_render_on_a_card_without_nvenc_says_so_and_tries_it_once(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An H100, H200 or A100 has no NVENC: the first segment's encoder falls back to libx264, the
+    report's encoder says why, and the render's other segments do not try NVENC again."""
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+    from tests.media.test_timestamps import write_clip
+
+    tried: list[str] = []
+    real = SegmentEncoder._open_with
+
+    def spy(self: SegmentEncoder, name: str) -> None:
+        tried.append(name)
+        real(self, name)
+
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: True)
+    monkeypatch.setattr(SegmentEncoder, "_open_with", spy)
+    write_clip(tmp_path / "in.mp4", "libx264", 30)
+    report = run_render(
+        RenderJob(target=tmp_path / "in.mp4", output=tmp_path / "out.mp4", segment_frames=10), env=run_env
+    )
+    assert tried == ["h264_nvenc", "libx264", "libx264", "libx264"], tried  # three segments
+    assert report.video is not None
+    assert report.video.encoder.startswith("libx264 (h264_nvenc unavailable"), report.video.encoder
+    assert "\n" not in report.video.encoder

@@ -200,7 +200,8 @@ def test_nvenc_falls_back_to_software(
     assert leftovers == ["hw.mp4"]
 
 
-def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _encoders_tried(monkeypatch: pytest.MonkeyPatch, gpu: bool) -> list[str]:
+    """The encoders `SegmentEncoder` tries to open from now on, with an NVIDIA GPU there or not."""
     tried: list[str] = []
     real = SegmentEncoder._open_with
 
@@ -208,8 +209,13 @@ def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path
         tried.append(name)
         real(self, name)
 
-    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: False)
+    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: gpu)
     monkeypatch.setattr(SegmentEncoder, "_open_with", spy)
+    return tried
+
+
+def test_no_gpu_means_no_nvenc_attempt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    tried = _encoders_tried(monkeypatch, gpu=False)
     enc = SegmentEncoder(
         tmp_path / "x.mp4", EncodeSettings("h265"), width=64, height=48,
         time_base=Fraction(1, 25), fps=25, rotation=0, color=None,
@@ -417,15 +423,7 @@ def test_a_render_on_a_card_without_nvenc_says_so_and_tries_it_once(
     from ffdesk.pipeline.job import RenderJob
     from tests.media.test_timestamps import write_clip
 
-    tried: list[str] = []
-    real = SegmentEncoder._open_with
-
-    def spy(self: SegmentEncoder, name: str) -> None:
-        tried.append(name)
-        real(self, name)
-
-    monkeypatch.setattr(encode, "nvidia_gpu_present", lambda _flags=None: True)
-    monkeypatch.setattr(SegmentEncoder, "_open_with", spy)
+    tried = _encoders_tried(monkeypatch, gpu=True)
     write_clip(tmp_path / "in.mp4", "libx264", 30)
     report = run_render(
         RenderJob(target=tmp_path / "in.mp4", output=tmp_path / "out.mp4", segment_frames=10), env=run_env

@@ -10,7 +10,8 @@
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         40  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
 #   bench-gpu       160  ffdesk bench gpu --frames 150                          -> bench-gpu.json
-#   memory-cuda      50  ffdesk bench memory --provider cuda --frames 16        -> memory-cuda.json
+#   memory-cuda      50  ffdesk bench memory --provider cuda --frames 16 --budget-models 1 --headroom 0.1
+#                        (issue 40's one-model budget against all resident)     -> memory-cuda.json
 #   budget-cuda      45  ffdesk bench budget --provider cuda --frames 8 --steps 2 -> budget-cuda.json
 #   precision-cuda   30  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
 #   live-cuda        25  ffdesk bench live --pack --provider cuda --seconds 12  -> live-cuda.json
@@ -258,7 +259,7 @@ when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -o time
 when "$NO_CUDA" standins 40 "$PY" -c "$STANDINS_PY"
 when "$NO_CUDA" bench-gpu 160 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
 when "$NO_CUDA" memory-cuda 50 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
-    --json "$OUT/memory-cuda.json"
+    --budget-models 1 --headroom 0.1 --json "$OUT/memory-cuda.json"
 when "$NO_CUDA" budget-cuda 45 "$PY" -m ffdesk bench budget --provider cuda --frames 8 --steps 2 \
     --json "$OUT/budget-cuda.json"
 when "$NO_CUDA" precision-cuda 30 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \

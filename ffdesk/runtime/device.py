@@ -88,14 +88,19 @@ def torch_device(device: str) -> torch.device:
     return torch.device("cpu")
 
 
-class _Staging:
-    """Pinned host buffers of one shape, reused round-robin once their copy has finished."""
+_STAGED = {np.dtype(np.uint8): "uint8", np.dtype(np.float32): "float32"}
+"""What uploads go through pinned staging buffers (frames and masks; affine matrices): an upload
+from ordinary host memory makes the host wait for everything queued on the device first."""
 
-    def __init__(self, shape: tuple[int, ...]) -> None:
+
+class _Staging:
+    """Pinned host buffers of one shape and type, reused round-robin once their copy has finished."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
         import torch
 
         self.buffers = [
-            torch.empty(shape, dtype=torch.uint8, pin_memory=True) for _ in range(STAGING_BUFFERS)
+            torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=True) for _ in range(STAGING_BUFFERS)
         ]
         self.events: list[Any] = [None] * STAGING_BUFFERS
         self.next = 0
@@ -114,7 +119,7 @@ class DevicePixels:
     def __init__(self, device: torch.device, transfers: Transfers | None = None) -> None:
         self.device = device
         self.transfers = transfers or Transfers()
-        self._staging: dict[tuple[int, ...], _Staging] = {}
+        self._staging: dict[tuple[tuple[int, ...], str], _Staging] = {}
         self._lock = threading.Lock()
 
     @property
@@ -129,12 +134,14 @@ class DevicePixels:
         self.transfers.record("up", kind, host.nbytes)
         if not self.is_cuda:
             return torch.from_numpy(host.copy())
-        if host.dtype != np.uint8:
-            return torch.from_numpy(host).to(self.device, non_blocking=False)
+        dtype = _STAGED.get(host.dtype)
+        if dtype is None:
+            return torch.from_numpy(host.copy()).to(self.device, non_blocking=False)
         with self._lock:
-            staging = self._staging.get(host.shape)
+            key = (host.shape, dtype)
+            staging = self._staging.get(key)
             if staging is None:
-                staging = self._staging[host.shape] = _Staging(host.shape)
+                staging = self._staging[key] = _Staging(host.shape, dtype)
             buffer, slot = staging.take()
             buffer.numpy()[...] = host
             out = buffer.to(self.device, non_blocking=True)

@@ -242,8 +242,9 @@ class DeviceOps:
         return (blurred.clamp(0.5, 1.0) - 0.5) * 2.0
 
     def _matrices(self, affines: npt.NDArray[np.float64]) -> torch.Tensor:
-        """2 x 3 matrices on the device (a few numbers per face, counted as "affines")."""
-        return self.pixels.constant(np.asarray(affines, np.float32).reshape(-1, 2, 3), "affines")
+        """2 x 3 matrices on the device (a few numbers per face, counted as "affines"), through a
+        pinned buffer: a copy from ordinary memory would stall the host on the device's queue."""
+        return self.pixels.upload(np.asarray(affines, np.float32).reshape(-1, 2, 3), "affines")
 
     def warp(self, frame: torch.Tensor, affines: npt.NDArray[np.float64], size: int) -> torch.Tensor:
         """The aligned `size` crops of one H x W x 3 uint8 frame for each 2 x 3 matrix (frame ->

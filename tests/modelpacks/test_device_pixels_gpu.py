@@ -63,3 +63,39 @@ def test_the_cuda_path_gives_the_cpu_host_paths_frames(
     assert pixels.copies("up", "model-io") == 0
     for x, y in zip(_frames(tmp_path / "host"), _frames(tmp_path / "device"), strict=True):
         assert _psnr(x, y) > 40.0
+
+
+def test_two_threads_on_one_session_each_get_their_own_outputs(pack: Path) -> None:
+    """The swap and enhance stages run the same mask model from two threads. ONNX Runtime's arena
+    takes an output's block back as soon as its tensor is let go, whatever torch still has queued
+    on it: what each thread computes from its output, with the output let go at once, must come
+    from its own run."""
+    import threading
+
+    from ffdesk.runtime.sessions import SessionOptions
+
+    session = create_session(pack / "xseg_1.onnx", SessionOptions(device="cuda"))
+    inputs = [torch.rand(4, 256, 256, 3, device="cuda") for _ in range(2)]
+
+    def after(y: torch.Tensor) -> torch.Tensor:
+        """The output read late: behind a product that keeps the device busy a while."""
+        busy = torch.ones(2048, 2048, device=y.device)
+        busy = busy @ busy @ busy
+        return y * 2.0 + busy[0, 0] * 0.0
+
+    # one thread first, the same numbers as the threads will get
+    expected = [after(next(iter(session.run_torch({"input": x}).values()))).cpu() for x in inputs]
+    wrong: list[str] = []
+
+    def work(i: int) -> None:
+        for round_ in range(60):
+            z = after(next(iter(session.run_torch({"input": inputs[i]}).values())))  # the output let go
+            if not np.allclose(z.cpu().numpy(), expected[i].numpy(), atol=1e-3):
+                wrong.append(f"thread {i}, round {round_}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=90)
+    assert not wrong, wrong[:5]

@@ -7,7 +7,8 @@ process really holds, watched from another process every 50 ms while `ffdesk ren
   context, ONNX Runtime's arenas, torch's cache); where NVML cannot name the process (a container
   with its own PID namespace), the device's used memory over what it was before the render;
 - on the CPU, the render process's resident memory (RSS) over that of the same clip re-encoded
-  without models (decoding, encoding, the frames in flight: what the budget does not cover).
+  without models (decoding, encoding, the frames in flight: what the budget does not cover),
+  each at its peak as the kernel kept it (Linux's VmHWM), so no peak between samples is missed.
 
 One render with every model resident (no budget) gives the models' footprints and the fixed cost
 (the reservation: the CUDA context and the runtime's own share, 0 on the CPU); then one render per
@@ -104,8 +105,9 @@ def watched_peak(samples: list[Sample], source: Source, device_before: int | Non
     """The peak of the watched figure over the samples (None: it was never read)."""
     values: list[int] = []
     for s in samples:
-        if source == "rss":
-            value = s.host.process_rss_bytes
+        if source == "rss":  # the kernel's high-water mark where it keeps one: no peak missed
+            readings = [s.host.process_rss_bytes, s.host.process_rss_peak_bytes]
+            value = max((v for v in readings if v is not None), default=None)
         elif source == "nvml-process":
             held = [g.process_memory_bytes for g in s.gpus]
             value = sum(v for v in held if v is not None) if any(v is not None for v in held) else None

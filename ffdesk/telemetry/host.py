@@ -36,6 +36,9 @@ class HostSample:
     """CPU package energy since the monitor started (all packages)."""
     cpu_package_power_w: float | None = None
     """Mean CPU package power since the previous sample."""
+    process_rss_peak_bytes: int | None = None
+    """The process's resident memory at its highest so far, as the kernel kept it (Linux's
+    VmHWM): peaks between two samples included. None where the system does not say."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -45,6 +48,18 @@ class HostSample:
 class _Domain:
     energy_file: Path
     max_range_uj: int | None
+
+
+def _peak_rss(pid: int) -> int | None:
+    """`pid`'s VmHWM from /proc (bytes), None where there is none to read."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _read_int(path: Path) -> int | None:
@@ -153,6 +168,7 @@ class HostMonitor:
         energy, power = self._energy_and_power()
         return HostSample(
             pid=self.pid,
+            process_rss_peak_bytes=_peak_rss(self.pid) if self._proc is not None else None,
             process_rss_bytes=rss,
             process_cpu_pct=cpu,
             system_cpu_pct=system_cpu,

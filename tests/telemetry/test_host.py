@@ -38,6 +38,22 @@ def test_real_host_figures() -> None:
     json.dumps(s.to_json())
 
 
+def test_the_processs_peak_between_samples_is_kept() -> None:
+    """A peak shorter than the sampling interval shows in the kernel's high-water mark (Linux)."""
+    import numpy as np
+
+    mon = HostMonitor()
+    before = mon.sample()
+    if before.process_rss_peak_bytes is None:
+        pytest.skip("no /proc VmHWM here")
+    spike = np.ones(300 * 2**20 // 8)  # 300 MiB, touched, then let go before the next sample
+    del spike
+    after = mon.sample()
+    assert after.process_rss_peak_bytes is not None and after.process_rss_bytes is not None
+    assert after.process_rss_peak_bytes >= max(before.process_rss_bytes or 0, after.process_rss_bytes)
+    assert after.process_rss_peak_bytes >= (before.process_rss_bytes or 0) + 250 * 2**20
+
+
 def test_real_rapl_is_tolerated_present_or_not() -> None:
     rapl = RaplCounter()
     value = rapl.read_j()

@@ -6,7 +6,8 @@ using random-weight stand-ins of the real models' size and compute. Two runs, ea
 so peak RSS is its own:
 
 - all resident: no budget; every model stays loaded once used;
-- on demand: a budget of the two largest models (as measured by the first run); `--budget-models 1`
+- on demand: a budget of the two largest models (as measured by the first run, each on one
+  item: the least a budget must hold for it); `--budget-models 1`
   tries the largest model alone (the stages then take turns with the models), and `--headroom 0.1`
   adds 10% to the budget (the issue's "largest model plus 10%": `--budget-models 1 --headroom 0.1`).
 
@@ -139,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-memory-") as tmp:
         print(f"all resident: {args.frames} frames of {clip.name} ...", flush=True)
         resident = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
-        sizes = sorted((m.bytes for m in _models(resident)), reverse=True)
+        # each model's footprint on one item: the least a budget must hold for it (at the render's
+        # batch its runtime holds more, which a tighter budget makes it give up)
+        sizes = sorted((m.one_item_bytes or m.bytes for m in _models(resident)), reverse=True)
         budget = int(sum(sizes[: max(1, args.budget_models)]) * (1.0 + max(0.0, args.headroom)))
         limited = [*base, "--memory-budget", str(budget)]
         print(
@@ -164,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
             "loads": sum(m.loads for m in _models(rep)),
             "evictions": sum(m.evictions for m in _models(rep)),
         }
-    figures["models_mib"] = {m.name: _mib(m.bytes) for m in _models(resident)}
+    figures["models_mib"] = {m.name: _mib(m.one_item_bytes or m.bytes) for m in _models(resident)}
+    figures["models_at_batch_mib"] = {m.name: _mib(m.bytes) for m in _models(resident)}
     figures["budget_mib"] = _mib(budget)
     figures["within_budget"] = _peak_model_bytes(demand) <= budget
     figures["peak_model_reduction"] = round(1 - _peak_model_bytes(demand) / _peak_model_bytes(resident), 3)
@@ -172,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
     figures["peak_rss_reduction"] = round(1 - rss, 3)
     ratio = best["on_demand"] / best["all_resident"] if best["all_resident"] else None
     figures["throughput_ratio"] = round(ratio, 3) if ratio is not None else None
-    figures["best_possible_reduction"] = round(1 - budget / sum(sizes), 3)
+    # against what every model resident held at its batch: the budget's own share of that
+    figures["best_possible_reduction"] = round(1 - budget / max(1, _peak_model_bytes(resident)), 3)
     figures["published_bound"] = _published_bound(names, args.budget_models)
     for label in runs:
         f = figures[label]
@@ -180,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
             f"{label:13s} peak model {f['peak_model_mib']:8.1f} MiB  peak RSS {f['peak_rss_mib']:8.1f} MiB"
             f"  {f['fps']:6.3f} frames/s  loads {f['loads']}  evictions {f['evictions']}"
         )
-    print(f"models (MiB): {figures['models_mib']}")
+    print(f"models on one item (MiB): {figures['models_mib']}")
+    print(f"models at the render's batch (MiB): {figures['models_at_batch_mib']}")
     print(
         f"peak model memory {figures['peak_model_reduction']:.1%} lower (goal: {GOAL_REDUCTION:.0%}; a budget"
         f" of the {args.budget_models} largest allows at most {figures['best_possible_reduction']:.1%} here)"

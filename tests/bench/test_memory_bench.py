@@ -1,0 +1,40 @@
+"""`ffdesk bench memory`: every model resident against a budget of the N largest, with small
+stand-ins of the bench's five models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ffdesk import cli
+from ffdesk.bench.memory import PACK
+
+
+@pytest.fixture(scope="module")
+def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ffdesk.runtime.standins import write_standins
+
+    folder = tmp_path_factory.mktemp("memory-pack")
+    write_standins(folder, list(PACK), realistic=False, dynamic_batch=True)
+    return folder
+
+
+def test_the_one_model_budget_is_the_largest_model_on_one_item(small_pack: Path, tmp_path: Path) -> None:
+    """The budget holds the largest model as a call of one face needs it: at the render's batch
+    its runtime holds more, which is what a tight budget makes it give up."""
+    report = tmp_path / "memory.json"
+    args = ["bench", "memory", "--frames", "4", "--batch", "2", "--budget-models", "1", "--headroom", "0.1",
+            "--provider", "cpu", "--models-dir", str(small_pack), "--json", str(report)]  # fmt: skip
+    assert cli.main(args) == 0
+    figures: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))["figures"]
+    one_item, at_batch = figures["models_mib"], figures["models_at_batch_mib"]
+    assert set(one_item) == set(PACK) and set(at_batch) == set(PACK)
+    assert all(one_item[n] <= at_batch[n] for n in PACK)
+    assert figures["budget_mib"] == pytest.approx(max(one_item.values()) * 1.1, abs=0.2)
+    assert figures["within_budget"] is True
+    resident = figures["all_resident"]["peak_model_mib"]
+    assert figures["best_possible_reduction"] == pytest.approx(1 - figures["budget_mib"] / resident, abs=2e-3)
+    assert figures["on_demand"]["evictions"] > 0 and figures["all_resident"]["evictions"] == 0

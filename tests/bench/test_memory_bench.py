@@ -34,7 +34,38 @@ def test_the_one_model_budget_is_the_largest_model_on_one_item(small_pack: Path,
     assert set(one_item) == set(PACK) and set(at_batch) == set(PACK)
     assert all(one_item[n] <= at_batch[n] for n in PACK)
     assert figures["budget_mib"] == pytest.approx(max(one_item.values()) * 1.1, abs=0.2)
-    assert figures["within_budget"] is True
+    assert figures["within_budget"] is True and figures["reserved_mib"] == 0  # nothing reserved on the CPU
     resident = figures["all_resident"]["peak_model_mib"]
     assert figures["best_possible_reduction"] == pytest.approx(1 - figures["budget_mib"] / resident, abs=2e-3)
     assert figures["on_demand"]["evictions"] > 0 and figures["all_resident"]["evictions"] == 0
+
+
+def test_on_a_gpu_the_budget_holds_the_reservation_beside_the_models(
+    small_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renderer refuses a budget that cannot hold the device's own fixed cost (the CUDA
+    context) and the largest model: the bench's budget is that cost plus the models'."""
+    from dataclasses import replace
+
+    from ffdesk.bench import memory
+
+    real = memory.render_in_process
+    budgets: list[int] = []
+    context = 547 * 2**20
+
+    def as_on_a_gpu(clip: Path, pack: Path, out: Path, frames: int, extra: list[str]) -> Any:
+        if "--memory-budget" in extra:
+            budgets.append(int(extra[extra.index("--memory-budget") + 1]))
+        report = real(clip, pack, out, frames, extra)
+        assert report.models is not None
+        return replace(report, models=replace(report.models, reserved_bytes=context))
+
+    monkeypatch.setattr(memory, "render_in_process", as_on_a_gpu)
+    report = tmp_path / "memory.json"
+    args = ["bench", "memory", "--frames", "2", "--batch", "2", "--budget-models", "1", "--provider", "cpu",
+            "--models-dir", str(small_pack), "--json", str(report)]  # fmt: skip
+    assert cli.main(args) == 0
+    figures: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))["figures"]
+    (budget,) = budgets
+    assert budget == pytest.approx(context + max(figures["models_mib"].values()) * 2**20, abs=2**18)
+    assert figures["reserved_mib"] == 547.0

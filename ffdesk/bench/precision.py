@@ -10,14 +10,16 @@ FP32 on this CPU.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, finish, median_ms
+from ffdesk.bench.common import add_json_option, finish, median_ms, write_so_far
 from ffdesk.bench.memory import face_clip, realistic_pack, source_photo
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
 from ffdesk.runtime.env import RuntimeEnv
 
 GOAL_INT8_SPEEDUP = 1.5
@@ -31,6 +33,7 @@ def register(sub: Any) -> None:
     p.add_argument("--runs", type=int, default=5, help="timed runs per variant (median)")
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per core)")
     p.add_argument("--provider", choices=("cpu", "cuda", "tensorrt"), default="cpu")
+    p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -141,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
 
     names = tuple(n.strip() for n in args.models.split(",") if n.strip())
     env = runtime_env(args)
-    pack = realistic_pack(env, names)
+    if args.models_dir is not None and not args.models_dir.is_dir():
+        raise UserError(f"--models-dir {args.models_dir}: no such folder")
+    pack = args.models_dir or realistic_pack(env, names)
     options = SessionOptions(
         device="cpu" if args.provider == "cpu" else "cuda",
         tensorrt=args.provider == "tensorrt",
@@ -149,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=env.trt_cache_dir,
         driver=env.driver,
     )
+    settings = {"models": list(names), "runs": args.runs, "threads": args.threads, "provider": args.provider}
     figures: dict[str, Any] = {}
     for name in names:
         src = pack / f"{name}.onnx"
@@ -177,11 +183,11 @@ def run(args: argparse.Namespace) -> int:
                 else f"  x{r['speedup']:.2f}  err max {r['max_abs_err']:.4g} PSNR {r['psnr_db']}"
             )
             print(f"  {p}  {r['ms']:9.2f} ms  {r['mb']:8.1f} MB{extra}")
+        write_so_far("precision", settings, figures, args.json)  # a time limit keeps the models done
     swapper = next((n for n in names if n.startswith(("inswapper", "hyperswap"))), None)
     if swapper:
         speedup = figures[swapper]["int8"]["speedup"]
         figures["int8_swapper_speedup"] = speedup
         print(f"INT8 swapper {speedup:.2f}x FP32 (goal: at least {GOAL_INT8_SPEEDUP}x)")
-    settings = {"models": list(names), "runs": args.runs, "threads": args.threads, "provider": args.provider}
     finish("precision", settings, figures, args.json, runtime_env(args))
     return 0

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -137,9 +137,27 @@ def run(args: argparse.Namespace) -> int:
             "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
     if args.masks:
         base += ["--mask", "occlusion,region"]
+    settings = {
+        "frames": args.frames,
+        "batch": args.batch,
+        "masks": args.masks,
+        "pack": str(pack),
+        "provider": args.provider,
+        "repeat": args.repeat,
+        "budget_models": args.budget_models,
+        "headroom": args.headroom,
+    }
     with tempfile.TemporaryDirectory(prefix="ffdesk-bench-memory-") as tmp:
         print(f"all resident: {args.frames} frames of {clip.name} ...", flush=True)
         resident = render_in_process(clip, pack, Path(tmp) / "resident.mp4", args.frames, base)
+        # a time limit in the on-demand render (the GPU check's) keeps the all-resident figures
+        first = {
+            "peak_model_mib": _mib(_peak_model_bytes(resident)),
+            "peak_rss_mib": _mib(resident.peak_rss_bytes),
+            "fps": resident.fps,
+            "models_at_batch_mib": {m.name: _mib(m.bytes) for m in _models(resident)},
+        }
+        write_so_far("memory", settings, {"all_resident": first}, args.json)
         # each model's footprint on one item: the least a budget must hold for it (at the render's
         # batch its runtime holds more, which a tighter budget makes it give up)
         sizes = sorted((m.one_item_bytes or m.bytes for m in _models(resident)), reverse=True)
@@ -206,15 +224,5 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"peak RSS {figures['peak_rss_reduction']:.1%} lower")
     print(f"throughput {figures['throughput_ratio']:.1%} of all resident (goal: {GOAL_THROUGHPUT:.0%})")
-    settings = {
-        "frames": args.frames,
-        "batch": args.batch,
-        "masks": args.masks,
-        "pack": str(pack),
-        "provider": args.provider,
-        "repeat": args.repeat,
-        "budget_models": args.budget_models,
-        "headroom": args.headroom,
-    }
     finish("memory", settings, figures, args.json, runtime_env(args))
     return 0

@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 import wave
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider
 from ffdesk.runtime.env import RuntimeEnv
@@ -127,7 +128,9 @@ def measure(
     realistic: bool,
     provider: Provider,
     env: RuntimeEnv,
+    so_far: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
+    """Each case's figures (and the plain re-encode's), handed to `so_far` as each is done."""
     from dataclasses import replace
 
     from ffdesk.bench.preview import make_clip
@@ -164,6 +167,8 @@ def measure(
                 "peak_rss_mb": round((report.peak_rss_bytes or 0) / 2**20, 1),
             }
             figures[case.name] = row
+            if so_far is not None:
+                so_far(figures)
             print(
                 f"{case.name:<20} {row['model']:<16} {row['fps']:>7.1f} frames/s  "
                 f"{row['stage_ms_per_frame']:>8.1f} ms a frame in its stage  "
@@ -188,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         "only": ",".join(wanted),
     }
     figures = measure(
-        args.height, args.seconds, cases, realistic=args.realistic, provider=args.provider, env=env
-    )
+        args.height, args.seconds, cases, realistic=args.realistic, provider=args.provider, env=env,
+        so_far=lambda done: write_so_far("processors", settings, done, args.json),
+    )  # fmt: skip
     finish("processors", settings, figures, args.json, env)
     return 0

@@ -69,3 +69,26 @@ def test_on_a_gpu_the_budget_holds_the_reservation_beside_the_models(
     (budget,) = budgets
     assert budget == pytest.approx(context + max(figures["models_mib"].values()) * 2**20, abs=2**18)
     assert figures["reserved_mib"] == 547.0
+
+
+def test_a_run_stopped_in_its_on_demand_render_keeps_the_all_resident_figures(
+    small_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.bench import memory
+    from ffdesk.errors import Cancelled
+
+    real = memory.render_in_process
+
+    def stopped_on_demand(clip: Path, pack: Path, out: Path, frames: int, extra: list[str]) -> Any:
+        if "--memory-budget" in extra:
+            raise Cancelled("time is up")
+        return real(clip, pack, out, frames, extra)
+
+    monkeypatch.setattr(memory, "render_in_process", stopped_on_demand)
+    report = tmp_path / "memory.json"
+    args = ["bench", "memory", "--frames", "2", "--batch", "2", "--provider", "cpu",
+            "--models-dir", str(small_pack), "--json", str(report)]  # fmt: skip
+    assert cli.main(args) == 130
+    figures: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))["figures"]
+    assert figures["partial"] is True and figures["all_resident"]["fps"] > 0
+    assert set(figures["all_resident"]["models_at_batch_mib"]) == set(PACK)

@@ -21,7 +21,6 @@ Realistic-size stand-ins of a full pack (`ffdesk bench memory`'s), a 720p clip w
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ffdesk.bench.common import add_json_option, finish, write_so_far
 from ffdesk.bench.gpu import watch_render
-from ffdesk.bench.memory import PACK, face_clip, realistic_pack, render_in_process
+from ffdesk.bench.memory import PACK, face_clip, pack_args, realistic_pack, render_clip, render_in_process
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
@@ -148,10 +147,7 @@ def run(args: argparse.Namespace) -> int:
     names = PACK if args.masks else PACK[:3]
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)
-    base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
-            "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
-    if args.masks:
-        base += ["--mask", "occlusion,region"]
+    base = pack_args(args.batch, args.provider, args.masks)
     settings = {
         "frames": args.frames,
         "batch": args.batch,
@@ -218,12 +214,16 @@ class Measured:
     def figures(self, baseline: int | None) -> BudgetRun:
         models = self.report.models
         reserved = models.reserved_bytes if models is not None else 0
-        peak = watched_peak(self.samples, self.source, self.device_before)  # the device's: over before
-        offsets = {"rss": baseline or 0, "nvml-device": self.device_before or 0, "nvml-process": 0}
-        offset = offsets[self.source]
+        # the device's use is over what it was before the render already; RSS over the re-encode's
+        peak = watched_peak(self.samples, self.source, self.device_before)
+        offset = {"rss": baseline or 0, "nvml-device": self.device_before or 0, "nvml-process": 0}[
+            self.source
+        ]
+        if peak is not None and self.source == "rss":
+            peak -= offset
         return BudgetRun(
             budget_bytes=models.memory_budget_bytes if models is not None else None,
-            watched_peak_bytes=None if peak is None else peak - (offset if self.source == "rss" else 0),
+            watched_peak_bytes=peak,
             baseline_bytes=offset,
             source=self.source if peak is not None else None,
             accounted_peak_bytes=(models.peak_model_bytes if models is not None else 0) + reserved,
@@ -265,25 +265,9 @@ def on_the_gpu(report: RenderReport) -> bool:
 
 def reencode_peak_rss(clip: Path, tmp: Path, frames: int, flags: DriverFlags) -> int:
     """The peak RSS of the same clip re-encoded without models (what the CPU budget leaves out)."""
-    import subprocess
-
-    from ffdesk.pipeline.report import RenderReport
-
     out = tmp / "reencode.mp4"
-    report = out.with_suffix(".json")
-
-    def launch() -> RenderReport:
-        import json
-
-        cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
-               "--no-resume", "-q", "--end", f"{frames / 25.0:.4f}", "--report", str(report)]  # fmt: skip
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"re-encode failed ({proc.returncode}): {proc.stderr.strip()[-200:]}")
-        return RenderReport.from_json_dict(json.loads(report.read_text(encoding="utf-8")))
-
     print("  re-encode without models (the baseline the CPU budget leaves out) ...", flush=True)
-    watched = watch_render(launch, report, flags)
+    watched = watch_render(lambda: render_clip(clip, out, frames, []), out.with_suffix(".json"), flags)
     peak = watched_peak(list(watched.samples), "rss", None)
     return peak or 0
 

@@ -89,16 +89,31 @@ def source_photo() -> Path:
     return resource_path("sample", "grace_hopper.jpg")
 
 
+def pack_args(batch: int, provider: str, masks: bool) -> list[str]:
+    """The render options of the benches' full pack (`PACK`, the masks optional), at FP32."""
+    args = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
+            "--precision", "fp32", "--batch", str(batch), "--provider", provider]  # fmt: skip
+    return [*args, "--mask", "occlusion,region"] if masks else args
+
+
 def render_in_process(
     clip: Path, pack: Path, out: Path, frames: int, extra: list[str], fps: float = 25.0
 ) -> RenderReport:
-    """Run `ffdesk render` in a fresh process and return its report (read from `--report`)."""
+    """Run `ffdesk render` of the bundled source photo with `pack`'s models in a fresh process and
+    return its report."""
+    return render_clip(
+        clip, out, frames, ["--source", str(source_photo()), "--models-dir", str(pack), *extra], fps
+    )
+
+
+def render_clip(clip: Path, out: Path, frames: int, extra: list[str], fps: float = 25.0) -> RenderReport:
+    """Run `ffdesk render` of `clip`'s first `frames` in a fresh process and return its report
+    (read from `--report`)."""
     from ffdesk.pipeline.report import RenderReport
 
     report = out.with_suffix(".json")
     cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
-           "--source", str(source_photo()), "--models-dir", str(pack), "--no-resume", "-q",
-           "--end", f"{frames / fps:.4f}", "--report", str(report), *extra]  # fmt: skip
+           "--no-resume", "-q", "--end", f"{frames / fps:.4f}", "--report", str(report), *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -133,10 +148,7 @@ def run(args: argparse.Namespace) -> int:
     env = runtime_env(args)
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)
-    base = ["--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50", "--enhancer", "gfpgan_1.4",
-            "--precision", "fp32", "--batch", str(args.batch), "--provider", args.provider]  # fmt: skip
-    if args.masks:
-        base += ["--mask", "occlusion,region"]
+    base = pack_args(args.batch, args.provider, args.masks)
     settings = {
         "frames": args.frames,
         "batch": args.batch,

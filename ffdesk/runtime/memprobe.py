@@ -43,7 +43,9 @@ class ProcessMemoryProbe:
     def used(self) -> tuple[int | None, ...]:
         if self.device == "cuda":
             return (gpu_used_bytes(self.device_id, self.flags),)
-        return (resident_bytes(), heap_in_use())
+        import psutil
+
+        return (int(psutil.Process().memory_info().rss), heap_in_use())
 
     def host_available(self) -> int:
         import psutil
@@ -54,13 +56,6 @@ class ProcessMemoryProbe:
         trim_heap()
         if self.device == "cuda":
             release_torch_cache()
-
-
-def resident_bytes() -> int:
-    """This process's resident memory (RSS) now: what a CPU probe's first figure is."""
-    import psutil
-
-    return int(psutil.Process().memory_info().rss)
 
 
 def release_torch_cache() -> None:

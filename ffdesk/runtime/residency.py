@@ -458,7 +458,7 @@ class ResidencyManager:
         if budget is not None and largest is not None and largest_bytes + reserved > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(_too_small(budget, name, largest_bytes, reserved, self.device))
+            raise UserError(_too_small(budget, name, largest_bytes, reserved))
         fits = budget is None or total + reserved <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
@@ -584,7 +584,7 @@ class ResidencyManager:
                 continue
             need = pool._locked_estimate(e)
             if pool.budget_bytes is not None and need + pool.reserved_bytes > pool.budget_bytes:
-                raise UserError(_too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes, pool.device))
+                raise UserError(_too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes))
             claims = pool._locked_claim_room(need, exclude=e.slot)
             if claims:
                 return _Evict(claims)
@@ -882,13 +882,8 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
     )
 
 
-def _too_small(budget: int, name: str, need: int, reserved: int = 0, device: str = "cuda") -> str:
-    if not reserved:
-        beside = ""
-    elif device == "cuda":
-        beside = f"the device's own {format_size(reserved)} (the CUDA context) plus "
-    else:
-        beside = f"the {format_size(reserved)} the model runtimes and face front end take plus "
+def _too_small(budget: int, name: str, need: int, reserved: int = 0) -> str:
+    beside = f"the device's own {format_size(reserved)} (the CUDA context) plus " if reserved else ""
     return (
         f"memory budget {format_size(budget)} is smaller than {beside}{name} "
         f"({format_size(need)}); raise --memory-budget or pick a smaller model"

@@ -64,8 +64,10 @@ class MeshModel(Protocol):
 
 
 def ort_session(path: Path, threads: int) -> ort.InferenceSession:
-    """A CPU session with `threads` intra-op threads, quiet."""
+    """A CPU session with `threads` intra-op threads, quiet, holding after its first run what
+    it holds from then on (no memory pattern: `SessionOptions.memory_pattern`)."""
     opts = ort.SessionOptions()
+    opts.enable_mem_pattern = False
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3

@@ -118,6 +118,12 @@ class SessionOptions:
     weights_dir: Path | None = None
     """Where external-data copies of large model files are kept (`ffdesk.runtime.weights`): a
     session made from a file loads its copy, holding the weights once. None: the file itself."""
+    memory_pattern: bool = False
+    """ONNX Runtime's memory pattern: off, so a session holds after its first run what it holds
+    from then on. On, the first run of a shape allocates its tensors one by one and the second
+    allocates the traced pattern as one more block, while the arena keeps the first run's: a
+    footprint measured after one run misses a third of what the model then holds (gfpgan_1.4 at
+    4 faces, CPU: 2460 MiB of heap on, 1404 off, at the same speed)."""
 
 
 def cuda_usable(flags: DriverFlags | None = None) -> bool:
@@ -231,6 +237,7 @@ class OrtSession:
         so.intra_op_num_threads = self.options.intra_op_threads
         so.inter_op_num_threads = self.options.inter_op_threads
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.enable_mem_pattern = self.options.memory_pattern
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Idle intra-op threads spin by default, taking CPU from decode, encode and other stages.
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")

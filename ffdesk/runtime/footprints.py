@@ -3,7 +3,8 @@
 The records live in memory; the JSON file (the runtime environment's `footprints_path`,
 footprints.json in the user cache) is read once, on the first lookup, and written only when a
 record changes. Keys are
-"<file fingerprint>|<precision>|<provider>".
+"<file fingerprint>|<precision>|<provider>". Each record carries the version of how it was measured
+(`MEASURED_AS`); a record of an older way is not read (the model is measured again).
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from pathlib import Path
 from ffdesk import jsontext
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
+
+MEASURED_AS = 2
+"""How records are measured now (a record's "v"): 2 since sessions run without ONNX Runtime's
+memory pattern, which made a model hold more from its second call on than one run measured."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ class FootprintStore:
             return {}
         out: dict[str, Footprint] = {}
         for key, rec in data.items():
-            if isinstance(rec, dict) and isinstance(rec.get("bytes"), int):
+            if isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and rec.get("v") == MEASURED_AS:
                 load_ms = rec.get("load_ms")
                 at = rec.get("at")
                 out[str(key)] = Footprint(
@@ -137,7 +142,10 @@ class FootprintStore:
         return out
 
     def _persist(self, records: dict[str, Footprint]) -> None:
-        data = {k: {"bytes": r.bytes, "load_ms": r.load_ms, "at": r.at} for k, r in records.items()}
+        data = {
+            k: {"bytes": r.bytes, "load_ms": r.load_ms, "at": r.at, "v": MEASURED_AS}
+            for k, r in records.items()
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             text = json.dumps(data, indent=1, sort_keys=True)

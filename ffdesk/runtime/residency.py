@@ -518,7 +518,7 @@ class ResidencyManager:
                 e.curve[batch] = nbytes
                 e.nbytes = nbytes
                 e.batch = batch
-                provider = pool.provider_label(e.provider or pool.expected_provider())
+                provider = e.footprint_label or pool.provider_label(e.provider or pool.expected_provider())
                 store_key = (
                     FootprintStore.key(e.fingerprint, e.precision, provider, batch) if e.fingerprint else None
                 )

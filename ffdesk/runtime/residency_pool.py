@@ -24,6 +24,7 @@ from ffdesk.runtime.memprobe import MemoryProbe
 from ffdesk.runtime.sessions import (
     CPU,
     CUDA,
+    FROM_COPY,
     HostCopy,
     Session,
     footprint_provider,
@@ -112,6 +113,9 @@ class Entry:
     evictions: int = 0
     load_ms: float = 0.0
     provider: str = ""
+    footprint_label: str = ""
+    """The provider label its footprints are remembered under (`footprint_provider`: with
+    "+external-data" when its weights came from a copy), known once it has loaded."""
     curve: dict[int, int] = field(default_factory=dict)
     """What the model measured on the device this run, by batch (0: loaded, not yet run)."""
     batch: int = 0
@@ -235,8 +239,9 @@ class Pool:
         """What `e` costs by batch: this run's measurements over the recorded ones."""
         points: dict[int, int] = {}
         if e.fingerprint:
-            provider = self.provider_label(e.provider or self.expected_provider())
-            points.update(self.footprints.curve(e.fingerprint, e.precision, provider))
+            for label in self._locked_labels(e):  # the larger where two ways of loading were recorded
+                for batch, nbytes in self.footprints.curve(e.fingerprint, e.precision, label).items():
+                    points[batch] = max(nbytes, points.get(batch, 0))
         points.update(e.curve)
         if not points:
             points[1] = self._locked_estimate(e)
@@ -247,16 +252,24 @@ class Pool:
             return e.nbytes
         recorded = None
         if e.fingerprint:
-            provider = e.provider or self.expected_provider()
             # from memory only: callers read the file (`footprints.load()`) before taking the lock
-            key = FootprintStore.key(e.fingerprint, e.precision, self.provider_label(provider))
-            recorded = self.footprints.cached(key)
+            found = [self.footprints.cached(FootprintStore.key(e.fingerprint, e.precision, label))
+                     for label in self._locked_labels(e)]  # fmt: skip
+            recorded = max((b for b in found if b is not None), default=None)
         return policy.estimate_bytes(
             recorded=recorded,
             measured=e.nbytes if e.loads and e.nbytes else None,
             size_hint=e.size_hint,
             file_bytes=e.file_bytes,
         )
+
+    def _locked_labels(self, e: Entry) -> tuple[str, ...]:
+        """The provider labels `e`'s footprints may be remembered under: the one it loaded with,
+        or before its first load both ways (from its external-data copy, or the file itself)."""
+        if e.footprint_label:
+            return (e.footprint_label,)
+        provider = e.provider or self.expected_provider()
+        return (self.provider_label(provider + FROM_COPY), self.provider_label(provider))
 
     def _locked_fits(self, need: int) -> bool:
         return policy.fits(need, self._locked_used(), self.budget_bytes)
@@ -453,6 +466,7 @@ class Pool:
         e.host = None
         e.state = "device"
         e.provider = session.provider
+        e.footprint_label = self.provider_label(footprint_provider(session))
         e.nbytes = nbytes
         e.loads += 1
         e.host_reloads += int(from_host)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.footprints import MEASURED_AS, FootprintStore
 from ffdesk.runtime.residency import OomAction, ResidencyManager
 from tests.runtime.conftest import FakeLoader, FakeProbe
 
@@ -149,8 +149,14 @@ def test_oom_actions_are_an_enum_in_the_report(fake_probe: FakeProbe, tmp_path: 
 
 def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> None:
     path = tmp_path / "footprints.json"
-    path.write_text(json.dumps({"k|fp32|cpu": {"bytes": 7, "load_ms": 1.0, "at": 1}}))
+    old_way = {"bytes": 5, "load_ms": 1.0, "at": 1}  # measured before MEASURED_AS: measured again
+    path.write_text(
+        json.dumps(
+            {"k|fp32|cpu": {"bytes": 7, "load_ms": 1.0, "at": 1, "v": MEASURED_AS}, "o|fp32|cpu": old_way}
+        )
+    )
     store = FootprintStore(path)
+    assert store.get("o|fp32|cpu") is None
     assert [store.get("k|fp32|cpu") for _ in range(50)] == [7] * 50
     assert store.get("other") is None and store.reads == 1
     mtime = path.stat().st_mtime_ns
@@ -161,6 +167,7 @@ def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> N
     store.put("new|fp16|cpu", 9, 2.0)
     assert FootprintStore(path).get("new|fp16|cpu") == 9
     assert FootprintStore(path).get("k|fp32|cpu") == 7
+    assert all(rec["v"] == MEASURED_AS for rec in json.loads(path.read_text()).values())
 
 
 def test_sharing_managers_keep_one_budget(fake_probe: FakeProbe, tmp_path: Path) -> None:

@@ -156,3 +156,33 @@ def test_a_footprint_measured_on_the_file_is_not_taken_for_its_copy(
     assert measured < 999 * 2**20  # measured afresh, not the file's record
     assert store.get(FootprintStore.key("f", "fp32", CPU + FROM_COPY)) == measured
     assert store.get(as_is) == 999 * 2**20
+
+
+def test_a_footprint_recorded_from_the_copy_is_known_before_the_next_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large model loads from its external-data copy, and its footprints are remembered under
+    that way of loading, at every batch. The next render plans with them before loading it (the
+    batch it can afford, the room to make), instead of an estimate from the file's size that
+    took it over the budget when the model was larger than that."""
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.residency import ResidencyManager
+    from ffdesk.runtime.sessions import CPU, FROM_COPY
+    from tests.runtime.conftest import FakeProbe
+
+    monkeypatch.setattr(weights, "MIN_BYTES", 1024)
+    src = _model(tmp_path / "big.onnx")
+    store = FootprintStore(tmp_path / "footprints.json")
+    from_copy = FootprintStore.key("f", "fp32", CPU + FROM_COPY)
+    store.put(from_copy, 77 * 2**20, 1.0)
+    store.put(FootprintStore.at_batch(from_copy, 4), 99 * 2**20, 1.0)
+    options = SessionOptions(device="cpu", weights_dir=tmp_path / "weights")
+    with ResidencyManager(2**30, "cpu", probe=FakeProbe(), footprints=store) as mgr:
+        mgr.register("m", lambda: create_session(src, options), fingerprint="f", warmup=False)
+        assert mgr.curve("m") == {1: 77 * 2**20, 4: 99 * 2**20}  # known before it loads
+        with mgr.acquire("m") as session:
+            assert getattr(session, "weights_copy", None) is not None
+        assert dict(mgr.resident())["m"] == 77 * 2**20
+        mgr.measure_batch("m", 2, lambda: None)
+    assert store.get(FootprintStore.at_batch(from_copy, 2)) == 77 * 2**20  # under the copy's label too
+    assert store.curve("f", "fp32", CPU) == {}  # nothing under the file's own

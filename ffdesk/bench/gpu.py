@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -177,6 +177,15 @@ class ModelTiming:
     note: str | None = None
     """What was timed other than asked (an INT8 variant not made yet)."""
     error: str | None = None
+    held_bytes: int | None = None
+    """What the process held after the timed calls over what it held before the session was made
+    (on a GPU the device's memory for this process, on the CPU the heap)."""
+    pattern_ms_per_call: float | None = None
+    """The same calls with ONNX Runtime's memory pattern on (its default; ffdesk turns it off so
+    a footprint measured after one call holds from then on): what turning it off costs in speed.
+    Per-face models only; None where not timed."""
+    pattern_held_bytes: int | None = None
+    """`held_bytes` with the memory pattern on."""
 
     @property
     def ms_per_face(self) -> float | None:
@@ -500,10 +509,14 @@ def _time_model(
     request: ModelRequest, env: RuntimeEnv, options: Any, batch: int, runs: int, frees_batch: bool = False
 ) -> ModelTiming:
     from ffdesk.runtime import precision as prec
-    from ffdesk.runtime.sessions import create_session
+    from ffdesk.runtime.memprobe import ProcessMemoryProbe
+    from ffdesk.runtime.sessions import create_session, resolve_device
 
     if not request.path.is_file():
         raise UserError(f"{request.path}: model file not found")
+    probe = ProcessMemoryProbe(
+        resolve_device(options.device, options.driver), options.device_id, options.driver
+    )
     path, precision, note = request.path, request.precision, None
     if precision == "fp16":
         path = prec.make_fp16(request.path, cache_dir=env.variants_dir)
@@ -513,6 +526,7 @@ def _time_model(
             path = cached
         else:  # INT8 is calibrated on a clip's faces: the render makes it, this cannot
             precision, note = "fp32", "no INT8 variant made yet (a render makes one); FP32 timed"
+    before = probe.used()[0]
     session = create_session(path, options, name=request.name, precision=precision)
     frees = frees_batch and request.role in PER_FACE_ROLES and precision in ("fp32", "fp16")
     if frees and session.fixed_batch == 1 and batch > 1:
@@ -528,11 +542,31 @@ def _time_model(
             note = "its batch-free copy"
         else:
             note = freed.kept
+    used = session.fixed_batch or batch
+    ms, held = _timed(session, used, runs, probe, before)
+    timing = ModelTiming(
+        request.name, request.role, precision, session.provider, used, round(ms, 3), note, held_bytes=held
+    )
+    if request.role not in PER_FACE_ROLES:
+        return timing
+    before = probe.used()[0]  # the same file with ONNX Runtime's memory pattern on, for comparison
     try:
-        used = session.fixed_batch or batch
-        call = _bound_call(session, used)
-        ms = median_ms(call, runs, warmup=WARMUP_CALLS)
-        return ModelTiming(request.name, request.role, precision, session.provider, used, round(ms, 3), note)
+        pattern = create_session(
+            path, replace(options, memory_pattern=True), name=request.name, precision=precision
+        )
+        pattern_ms, pattern_held = _timed(pattern, used, runs, probe, before)
+    except Exception:  # noqa: BLE001 - the comparison is extra: the model's own timing stands
+        return timing
+    return replace(timing, pattern_ms_per_call=round(pattern_ms, 3), pattern_held_bytes=pattern_held)
+
+
+def _timed(session: Any, batch: int, runs: int, probe: Any, before: int | None) -> tuple[float, int | None]:
+    """The median ms of `runs` calls at `batch` after a warm-up, and what the process then holds
+    over `before`; the session is closed after."""
+    try:
+        ms = median_ms(_bound_call(session, batch), runs, warmup=WARMUP_CALLS)
+        after = probe.used()[0]
+        return ms, (after - before if after is not None and before is not None else None)
     finally:
         session.close()
 
@@ -796,6 +830,11 @@ def print_render(result: RenderResult) -> None:
         call, face = _fmt(t.ms_per_call, digits=2), _fmt(t.ms_per_face, digits=3)
         where = t.error or f"{t.batch:5d} {t.precision:9s} {t.provider}" + (f" ({t.note})" if t.note else "")
         print(f"  {t.name:20s} {call:>9s} {face:>13s}  {where}")
+        if t.pattern_ms_per_call is not None:
+            print(
+                f"  {'':20s} {_fmt(t.pattern_ms_per_call, digits=2):>9s} ms/call with ONNX Runtime's memory"
+                f" pattern on; holding {_mib(t.pattern_held_bytes)} against {_mib(t.held_bytes)} with it off"
+            )
     efficiency = result.efficiency
     print(
         f"  models-alone ceiling {_fmt(result.ceiling_fps, ' frames/s', 2)} (one face a frame);"

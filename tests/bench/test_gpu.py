@@ -109,6 +109,12 @@ def test_a_tiny_cpu_run_gives_every_figure_but_the_gpus(
         for model in render["models_alone"]:
             assert model["error"] is None and model["ms_per_call"] > 0 and model["batch"] == 2
             assert model["ms_per_face"] == pytest.approx(model["ms_per_call"] / 2)
+            # the per-face models are timed with ONNX Runtime's memory pattern on too, and what
+            # each way holds is read; the recogniser (once a source photo) is not
+            per_face = model["role"] != "recognizer"
+            assert (model["pattern_ms_per_call"] is not None and model["pattern_ms_per_call"] > 0) == per_face
+            assert model["held_bytes"] is not None
+            assert (model["pattern_held_bytes"] is not None) == per_face
         assert render["models_alone_ceiling_fps"] > 0
         assert render["efficiency"] == pytest.approx(
             render["fps"] / render["models_alone_ceiling_fps"], rel=0.01

@@ -28,10 +28,20 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ffdesk.bench.common import add_json_option, finish, write_so_far
 from ffdesk.bench.gpu import watch_render
-from ffdesk.bench.memory import PACK, face_clip, pack_args, realistic_pack, render_clip, render_in_process
+from ffdesk.bench.memory import (
+    PACK,
+    face_clip,
+    on_the_gpu,
+    pack_args,
+    realistic_pack,
+    render_clip,
+    render_in_process,
+)
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
+from ffdesk.media.probe import probe
+from ffdesk.pipeline.stages.models import held_frame_bytes
 from ffdesk.telemetry.nvml import Nvml
 
 if TYPE_CHECKING:
@@ -87,13 +97,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def budgets(reserved: int, one_item: list[int], at_batch: list[int], steps: int) -> list[int]:
+def budgets(reserved: int, one_item: list[int], at_batch: list[int], steps: int, held: int = 0) -> list[int]:
     """`steps` budgets from the smallest the renderer takes (the reservation and the largest
-    model on one item, plus `SMALLEST_HEADROOM`) to all resident at the render's batch (the
-    reservation and every model's footprint at it), evenly spaced; one when those meet."""
+    model on one item, plus `SMALLEST_HEADROOM`, plus `held`: on the CPU the batch of frames
+    segment order holds back) to all resident at the render's batch (the reservation and every
+    model's footprint at it), evenly spaced; one when those meet."""
     if not one_item:
         return []
-    low = reserved + int(max(one_item) * (1.0 + SMALLEST_HEADROOM))
+    low = reserved + held + int(max(one_item) * (1.0 + SMALLEST_HEADROOM))
     high = max(low, reserved + sum(at_batch))
     if steps <= 1 or high == low:
         return [low]
@@ -173,11 +184,14 @@ def run(args: argparse.Namespace) -> int:
         figures["reserved_bytes"] = first.reserved_bytes
         figures["watched"] = first.source
         write_so_far("budget", settings, _json(figures), args.json)
+        # on the CPU a batch of the frames segment order holds back counts against the budget too
+        figures["held_frames_bytes"] = 0 if on_gpu else args.batch * held_frame_bytes(probe(clip))
         tried = budgets(
             first.reserved_bytes,
             list(figures["one_item_bytes"].values()),
             list(figures["footprints_bytes"].values()),
             args.steps,
+            figures["held_frames_bytes"],
         )
         for budget in tried:
             watched = measure(clip, pack, Path(tmp), args.frames, base, budget, env.driver)
@@ -255,12 +269,6 @@ def measure(
     )
     samples = list(watched.samples)
     return Measured(watched.report, samples, choose_source(samples, on_the_gpu(watched.report)), before)
-
-
-def on_the_gpu(report: RenderReport) -> bool:
-    """Whether the render's models ran on a GPU (CUDA or TensorRT), as its report says."""
-    models = report.models.models if report.models is not None else ()
-    return any(m.provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for m in models)
 
 
 def reencode_peak_rss(clip: Path, tmp: Path, frames: int, flags: DriverFlags) -> int:

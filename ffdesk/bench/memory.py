@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.media.probe import probe
+from ffdesk.pipeline.stages.models import held_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
 
 if TYPE_CHECKING:
@@ -131,6 +133,11 @@ def _published_bound(names: tuple[str, ...], budget_models: int) -> float:
     return round(1 - sum(sizes[: max(1, budget_models)]) / total, 3) if total else 0.0
 
 
+def on_the_gpu(report: RenderReport) -> bool:
+    """Whether the render's models ran on a GPU (CUDA or TensorRT), as its report says."""
+    return any(m.provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for m in _models(report))
+
+
 def _models(report: RenderReport) -> tuple[ModelStats, ...]:
     return report.models.models if report.models is not None else ()
 
@@ -176,9 +183,12 @@ def run(args: argparse.Namespace) -> int:
         models = int(sum(sizes[: max(1, args.budget_models)]) * (1.0 + max(0.0, args.headroom)))
         # on a GPU beside the device's own fixed cost (the CUDA context), which the budget holds too
         reserved = resident.models.reserved_bytes if resident.models is not None else 0
-        budget = reserved + models
+        # on the CPU beside a batch of the frames segment order holds back, which it holds too
+        held = 0 if reserved or on_the_gpu(resident) else args.batch * held_frame_bytes(probe(clip))
+        budget = reserved + models + held
         limited = [*base, "--memory-budget", str(budget)]
         beside = f", beside {_mib(reserved)} MiB reserved" if reserved else ""
+        beside += f", beside {_mib(held)} MiB of frames held" if held else ""
         print(
             f"on demand: budget {_mib(budget)} MiB ({args.budget_models} largest models"
             f" + {args.headroom:.0%}{beside}) ...",
@@ -204,9 +214,12 @@ def run(args: argparse.Namespace) -> int:
     figures["models_mib"] = {m.name: _mib(m.one_item_bytes or m.bytes) for m in _models(resident)}
     figures["models_at_batch_mib"] = {m.name: _mib(m.bytes) for m in _models(resident)}
     figures["budget_mib"] = _mib(budget)
-    held = demand.models.reserved_bytes if demand.models is not None else 0
-    figures["reserved_mib"] = _mib(held)
-    figures["within_budget"] = _peak_model_bytes(demand) + held <= budget
+    reserved = demand.models.reserved_bytes if demand.models is not None else 0
+    order = demand.models.order if demand.models is not None else None
+    frames_held = order.held_bytes if order is not None else 0  # on the CPU, in segment order
+    figures["reserved_mib"] = _mib(reserved)
+    figures["frames_held_mib"] = _mib(frames_held)
+    figures["within_budget"] = _peak_model_bytes(demand) + reserved + frames_held <= budget
     figures["peak_model_reduction"] = round(1 - _peak_model_bytes(demand) / _peak_model_bytes(resident), 3)
     rss = (demand.peak_rss_bytes or 0) / (resident.peak_rss_bytes or 1)  # a local render has both
     figures["peak_rss_reduction"] = round(1 - rss, 3)

@@ -6,7 +6,7 @@ decoder's NVDEC checks all ask here, with the `DriverFlags` a front end decided 
 everywhere. A caller handed no flags gets the environment's.
 """
 
-from ffdesk.hw.memory import trim_heap
+from ffdesk.hw.memory import give_back_large_blocks, trim_heap
 from ffdesk.hw.nvidia import (
     DriverFlags,
     driver_present,
@@ -24,6 +24,7 @@ __all__ = [
     "DriverFlags",
     "driver_present",
     "env_flag",
+    "give_back_large_blocks",
     "gpu_count",
     "nvdec_possible",
     "nvenc_possible",

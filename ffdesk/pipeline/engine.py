@@ -60,7 +60,7 @@ from ffdesk.pipeline.flow import (
     run_through,
 )
 from ffdesk.pipeline.helper_priority import HelperPriority
-from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, working_size
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, span_frames, working_size
 from ffdesk.pipeline.matte import (
     join_matte_clip,
     matte_clip_path,
@@ -314,13 +314,7 @@ def _render_range(job: RenderJob, video: VideoInfo, name: str) -> _Range:
         raise UserError(f"--start {start:g}s is beyond the end of {name} ({duration:.2f}s)")
     if end is not None and end <= (start or 0.0):
         raise UserError(f"--end {end:g}s is not after --start {start or 0:g}s")
-    span_end = min(end, duration) if end is not None and duration > 0 else duration
-    span = max(0.0, span_end - (start or 0.0))
-    if duration > 0 and video.frame_count > 0:
-        total = max(1, round(video.frame_count * span / duration))
-    else:
-        total = max(1, round(span * (video.fps or 25.0)))
-    return _Range(start, end, total)
+    return _Range(start, end, span_frames(start, end, video))
 
 
 def _expected_output_bytes(job: RenderJob, info: MediaInfo, video: VideoInfo, span: _Range) -> int:

@@ -6,11 +6,14 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ffdesk.errors import UserError
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision, VideoPreset
 from ffdesk.userpath import expand_user
+
+if TYPE_CHECKING:
+    from ffdesk.media.probe import VideoInfo
 
 Provider = Literal["auto", "cpu", "cuda", "tensorrt"]
 """Where the models of a render run: "auto" (CUDA when usable, else the CPU), "cpu", "cuda"
@@ -527,3 +530,14 @@ def upgrade_legacy_fields(fields: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def span_frames(start: float | None, end: float | None, video: VideoInfo) -> int:
+    """About how many frames the range from `start` to `end` (seconds; None: the clip's start or
+    end) of `video` has: at least 1."""
+    duration = video.duration_s
+    span_end = min(end, duration) if end is not None and duration > 0 else duration
+    span = max(0.0, span_end - (start or 0.0))
+    if duration > 0 and video.frame_count > 0:
+        return max(1, round(video.frame_count * span / duration))
+    return max(1, round(span * (video.fps or 25.0)))

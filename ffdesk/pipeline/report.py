@@ -232,6 +232,9 @@ class ModelOrder(_InJson):
     order: str
     reason: str
     window_frames: int
+    held_bytes: int = 0
+    """What the frames held back were counted at against the budget (on the CPU, in segment
+    order; 0 elsewhere)."""
 
     def plus(self, other: ModelOrder) -> ModelOrder:
         return self if other == self else replace(self, order="mixed", reason="parts ran in different orders")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from ffdesk.errors import UserError
-from ffdesk.hw import DriverFlags
+from ffdesk.hw import DriverFlags, give_back_large_blocks
 from ffdesk.runtime import residency_policy as policy
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.footprints import FootprintStore
@@ -294,6 +294,7 @@ class ResidencyManager:
             raise UserError("the memory budget must be more than zero")
         if probe is None:
             probe = ProcessMemoryProbe(device, device_id, env.driver if env is not None else DriverFlags())
+        _hold_host_to(budget_bytes, device, probe)
         if host_budget_bytes is None:
             host_budget_bytes = probe.host_available() // 2 if device == "cuda" else 0
         store = footprints if footprints is not None else FootprintStore(env=env)
@@ -338,6 +339,27 @@ class ResidencyManager:
         with self._pool.cond:
             return self._pool.reserved_bytes
 
+    def held_bytes(self) -> int:
+        """Host memory the pool's renders hold beside the models, counted against a CPU budget
+        (`hold`)."""
+        with self._pool.cond:
+            return self._pool._locked_held()
+
+    def hold(self, nbytes: int) -> None:
+        """Count `nbytes` the render holds outside its models (the frames segment order holds
+        back) against the budget beside them, from now on; idle models over what is then left
+        are evicted. Only where the budget is this process's own memory (the CPU): a GPU's
+        budget does not hold host memory."""
+        pool = self._pool
+        if pool.device != "cpu":
+            return
+        with pool.cond:
+            self._member.held_bytes = max(0, int(nbytes))
+            claims = pool._locked_claim_room(0, exclude="")
+            pool._locked_changed()
+        pool.unload(claims)
+        pool.deliver()
+
     def expected_reservation(self) -> int:
         """The reservation, or before it is measured what this device was measured at before
         (else `RESERVATION_GUESS` on a GPU, 0 on the CPU)."""
@@ -360,6 +382,7 @@ class ResidencyManager:
         if budget_bytes is not None and budget_bytes <= 0:
             raise UserError("the memory budget must be more than zero")
         pool = self._pool
+        _hold_host_to(budget_bytes, pool.device, pool.probe)
         with pool.cond:
             pool.budget_bytes = budget_bytes
             claims = pool._locked_claim_room(0, exclude="")
@@ -455,11 +478,13 @@ class ResidencyManager:
         total = sum(s for _, s in sizes)
         budget = self.budget_bytes
         reserved = self.expected_reservation()
-        if budget is not None and largest is not None and largest_bytes + reserved > budget:
+        with self._pool.cond:
+            held = self._pool._locked_held()
+        if budget is not None and largest is not None and largest_bytes + reserved + held > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(_too_small(budget, name, largest_bytes, reserved))
-        fits = budget is None or total + reserved <= budget
+            raise UserError(_too_small(budget, name, largest_bytes, reserved, held))
+        fits = budget is None or total + reserved + held <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
     # ---- batches ---------------------------------------------------------------------------
@@ -477,7 +502,11 @@ class ResidencyManager:
         footprints add up); else each alone (`residency_policy.choose_batches`)."""
         curves = {key: self.curve(key) for key in caps}
         return policy.choose_batches(
-            curves, caps, self.budget_bytes, self.expected_reservation(), together=together
+            curves,
+            caps,
+            self.budget_bytes,
+            self.expected_reservation() + self.held_bytes(),
+            together=together,
         )
 
     def measure_batch(self, key: str, batch: int, run: Callable[[], T]) -> T:
@@ -583,8 +612,10 @@ class ResidencyManager:
                 pool.cond.wait(0.5)
                 continue
             need = pool._locked_estimate(e)
-            if pool.budget_bytes is not None and need + pool.reserved_bytes > pool.budget_bytes:
-                raise UserError(_too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes))
+            if pool.budget_bytes is not None and need + pool._locked_fixed() > pool.budget_bytes:
+                raise UserError(
+                    _too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes, pool._locked_held())
+                )
             claims = pool._locked_claim_room(need, exclude=e.slot)
             if claims:
                 return _Evict(claims)
@@ -882,8 +913,18 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
     )
 
 
-def _too_small(budget: int, name: str, need: int, reserved: int = 0) -> str:
+def _hold_host_to(budget_bytes: int | None, device: str, probe: MemoryProbe) -> None:
+    """A budget for this process's own memory (the CPU's, read by the process's probe): have
+    large blocks given back to the OS when freed (`give_back_large_blocks`), so models loaded
+    and evicted under it do not leave the heap holding what they freed."""
+    if budget_bytes is not None and device == "cpu" and isinstance(probe, ProcessMemoryProbe):
+        give_back_large_blocks()
+
+
+def _too_small(budget: int, name: str, need: int, reserved: int = 0, held: int = 0) -> str:
     beside = f"the device's own {format_size(reserved)} (the CUDA context) plus " if reserved else ""
+    if held:
+        beside += f"the frames the render holds back ({format_size(held)}) plus "
     return (
         f"memory budget {format_size(budget)} is smaller than {beside}{name} "
         f"({format_size(need)}); raise --memory-budget or pick a smaller model"

@@ -77,6 +77,9 @@ class Member:
     closed: bool = False
     peak_bytes: int = 0
     """The most this manager's models held at once."""
+    held_bytes: int = 0
+    """Host memory its render holds outside the models, counted against a CPU budget beside
+    them (the frames segment order holds back: `ResidencyManager.hold`); gone when it closes."""
 
     def notify(self, snapshot: ResidencySnapshot) -> None:
         if self.on_change is not None:
@@ -205,8 +208,17 @@ class Pool:
         )
 
     def _locked_used(self) -> int:
-        """Everything counted against the budget: the models and the device's reservation."""
-        return self._locked_device_bytes() + self.reserved_bytes
+        """Everything counted against the budget: the models, the device's reservation and what
+        renders hold beside them (`_locked_held`)."""
+        return self._locked_device_bytes() + self._locked_fixed()
+
+    def _locked_held(self) -> int:
+        """What the members' renders hold outside the models (`Member.held_bytes`)."""
+        return sum(m.held_bytes for m in self.members.values())
+
+    def _locked_fixed(self) -> int:
+        """What the budget holds besides the models: the reservation and what renders hold."""
+        return self.reserved_bytes + self._locked_held()
 
     def _locked_host_bytes(self) -> int:
         return sum(e.host.nbytes for e in self.entries.values() if e.host is not None)

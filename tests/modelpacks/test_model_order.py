@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from ffdesk.media.images import read_image
+from ffdesk.media.probe import probe
 from ffdesk.pipeline.report import ModelOrder
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages import models
 from ffdesk.runtime.standins import write_standins
 
 from .conftest import FRAMES
-from .helpers import render
+from .helpers import render, render_args
 
 PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
 
@@ -52,10 +53,14 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     # sizes; a quarter of the second model's footprint over the largest leaves room for a
     # re-measured footprint to grow, and still none of the two largest fit together
     # (one item a call under a budget this tight; on the CPU the runtimes' own memory beside)
+    # (on the CPU the frames segment order holds back count against the budget too: room is
+    # left for half of this small clip's, so it runs in two windows)
     sizes = sorted(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
     reserved = loose["reserved_bytes"]
-    budget = reserved + sizes[-1] + sizes[-2] // 4
-    assert budget < reserved + sizes[-1] + sizes[-2] and budget < reserved + sum(sizes)
+    per_frame = models.held_frame_bytes(probe(face_clip))
+    budget = reserved + sizes[-1] + sizes[-2] // 4 + FRAMES // 2 * per_frame
+    assert budget < reserved + sizes[-1] + sizes[-2] + FRAMES // 2 * per_frame
+    assert budget < reserved + sum(sizes)
     calls: list[tuple[int, int]] = []  # (chunk size asked for, items in the call)
     real_chunks = models._in_chunks
 
@@ -73,8 +78,12 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     assert calls and {c for c, _ in calls} == {1} and max(n for _, n in calls) == 1
     order = tight["model_order"]
     assert order["order"] == "segment" and "cannot hold the 3 models" in order["reason"]
-    assert order["window_frames"] >= FRAMES  # this small clip's frames all fit one window
-    assert tight["peak_model_bytes"] + tight["reserved_bytes"] <= budget
+    window = order["window_frames"]
+    assert FRAMES // 2 <= window < FRAMES  # two windows (what the quarter leaves holds a few more)
+    assert (
+        order["held_bytes"] == window * per_frame and "of frames held, within the budget" in order["reason"]
+    )
+    assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
 
     # the same budget in batch order: every batch loads its models in turn
     def batch_order(self: models.ModelRender, info: object) -> ModelOrder:
@@ -86,7 +95,7 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
 
     seg, per_batch = _loads(tight), _loads(batched)
     for name in PER_FRAME:
-        assert seg[name] <= 2  # one window: once per stage that runs it (the occluder runs in two)
+        assert seg[name] <= 4  # two windows: once each per stage that runs it (the occluder runs in two)
     assert sum(seg[n] for n in PER_FRAME) + 3 <= sum(per_batch[n] for n in PER_FRAME), (seg, per_batch)
     swapped = [_frames(tmp_path / d) for d in ("loose", "segment", "batch")]
     assert len(swapped[0]) == len(swapped[1]) == len(swapped[2]) == FRAMES
@@ -129,6 +138,7 @@ def test_the_model_order_reads_back_from_the_report_json_and_parts_add_up() -> N
         "order": "segment",
         "reason": "the budget cannot hold them",
         "window_frames": 145,
+        "held_bytes": 0,
     }
     assert ModelsReport.from_json_dict(data) == report
     assert report.plus(report).order == order
@@ -136,3 +146,34 @@ def test_the_model_order_reads_back_from_the_report_json_and_parts_add_up() -> N
     mixed = report.plus(other).order
     assert mixed is not None and mixed.order == "mixed"
     assert "model_order" not in ModelsReport((), 0, None, (), "s", "fp32").to_json_dict()
+
+
+def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
+    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget with room beside the largest model for only some of the clip's frames: the
+    window shrinks to them (never below a batch), what it holds is counted against the budget
+    beside the models, and the same frames come out. One without room for a batch of frames is
+    refused in one line before any frame is decoded, naming the model and what the frames take."""
+    from ffdesk import cli
+
+    loose = _render(pack, face_clip, tmp_path / "loose")
+    per_frame = models.held_frame_bytes(probe(face_clip))
+    largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
+    budget = loose["reserved_bytes"] + largest + 5 * per_frame + per_frame // 2
+    tight = _render(pack, face_clip, tmp_path / "tight", "--memory-budget", str(budget))
+    order = tight["model_order"]
+    assert order["order"] == "segment" and order["window_frames"] == 5
+    assert order["held_bytes"] == 5 * per_frame
+    assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
+    for a, b in zip(_frames(tmp_path / "loose"), _frames(tmp_path / "tight"), strict=True):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
+
+    small = loose["reserved_bytes"] + largest + per_frame  # room for one frame, a batch is two
+    out = tmp_path / "refused"
+    chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion", "--batch", "2"]
+    args = render_args(pack, face_clip, out, *chosen, "--memory-budget", str(small), "--encoder", "png")
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "plus the 2 frames a batch holds back" in err, err
+    assert not out.exists() or not any(out.iterdir())

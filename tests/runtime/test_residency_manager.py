@@ -274,3 +274,33 @@ def test_many_threads_sharing_a_pool_never_pass_the_budget(fake_probe: FakeProbe
     assert not errors, errors
     assert worst[0] <= budget
     assert fake_probe.allocated == 0
+
+
+def test_what_a_render_holds_beside_the_models_counts_against_a_cpu_budget(
+    fake_probe: FakeProbe, tmp_path: Path
+) -> None:
+    """On the CPU the frames a render holds back are the process's memory as much as the models:
+    held, they leave the models less room (idle ones evicted, one that no longer fits refused in
+    one line), and a shared pool's hold goes with the manager that held it."""
+    from ffdesk.errors import UserError
+
+    app = _manager(fake_probe, tmp_path, 500 * MB)
+    with app:
+        render = ResidencyManager(share=app.share("render clip.mp4"))
+        for key in ("swap", "enhance"):
+            render.register(key, FakeLoader(fake_probe, 200 * MB, key), size_hint=200 * MB, warmup=False)
+        with render.acquire("swap"), render.acquire("enhance"):
+            pass
+        assert sorted(k for k, _ in render.resident()) == ["enhance", "swap"]
+        render.hold(150 * MB)  # 400 + 150 > 500: one model makes way
+        assert app.held_bytes() == 150 * MB and len(render.resident()) == 1
+        assert render.choose_batches({"swap": 1}, together=False) == {"swap": 1}
+        render.hold(350 * MB)
+        with pytest.raises(UserError, match=r"the frames the render holds back \(350.0 MiB\) plus swap"):
+            render.plan(["swap"])
+        render.close()
+        assert app.held_bytes() == 0  # gone with the render that held it
+    gpu = ResidencyManager(500 * MB, "cuda", probe=fake_probe, footprints=FootprintStore(tmp_path / "g.json"))
+    with gpu:
+        gpu.hold(150 * MB)  # a GPU's budget holds no host memory
+        assert gpu.held_bytes() == 0

@@ -40,7 +40,7 @@ from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob
+from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, span_frames
 from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
 from ffdesk.pipeline.report import (
     Alignment,
@@ -100,6 +100,10 @@ DETECTOR_KINDS = {"yoloface": "yoloface", "scrfd": "scrfd", "retinaface": "scrfd
 HOLD_BYTES = 768 * 2**20
 """Host memory the frames a model stage holds back in segment order may take (each held frame
 counts its RGB image twice: the image and the decoded frame it came from, with headroom)."""
+HELD_FRAME_COPIES = 3
+"""What a frame segment order holds back takes on the CPU, in RGB images of its size: the image,
+the decoded frame it came from and the stages' work on its faces (measured with the full pack at
+720p: 7.9 MiB a frame, 2.9 images)."""
 PER_FRAME_ROLES = ("point_mapper", "landmarker", "swapper", "enhancer")
 """The models that run on every frame's faces (with the masks); the recogniser and converter run
 once, on the source."""
@@ -417,12 +421,42 @@ class ModelRender:
         if need <= budget:
             return ModelOrder("batch", f"the budget ({format_bytes(budget)}) holds {held}", batch)
         window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
+        frames_held, within = 0, ""
+        if self.manager.device == "cpu":
+            window = self._window_within_budget(info, window, batch, budget)
+            frames_held = window * held_frame_bytes(info)
+            within = f" ({format_bytes(frames_held)} of frames held, within the budget)"
         return ModelOrder(
             "segment",
             f"the budget ({format_bytes(budget)}) cannot hold {held} together: each model runs "
-            f"over the faces of up to {window} frames before the next loads",
+            f"over the faces of up to {window} frames before the next loads{within}",
             window,
+            frames_held,
         )
+
+    def _window_within_budget(self, info: MediaInfo | None, window: int, batch: int, budget: int) -> int:
+        """On the CPU the frames segment order holds back are the process's memory as much as
+        the models are: the window shrinks to what the budget leaves beside the largest model
+        (never below a batch, nor above the frames the render has), and what it holds is
+        counted against the budget from now on (`ResidencyManager.hold`). A budget without room
+        for a batch of frames is refused here, before any frame is decoded."""
+        from ffdesk.units import format_bytes
+
+        if info is not None and info.video is not None:
+            window = min(window, max(batch, span_frames(self.job.start, self.job.end, info.video)))
+        per_frame = held_frame_bytes(info)
+        sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
+        largest = max(sizes, key=lambda k: sizes[k])
+        room = budget - self.manager.expected_reservation() - sizes[largest]
+        if room < batch * per_frame:
+            raise UserError(
+                f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
+                f"({format_bytes(sizes[largest])}) plus the {batch} frames a batch holds back "
+                f"({format_bytes(batch * per_frame)}); raise --memory-budget or lower --batch"
+            )
+        window = max(batch, min(window, room // per_frame))
+        self.manager.hold(window * per_frame)
+        return window
 
     def _expected_at(self, key: str, batch: int) -> int:
         """What `key` takes at `batch` items a call: measured or remembered at that batch, else
@@ -820,12 +854,23 @@ def _in_chunks(
     return run
 
 
+def frame_bytes(info: MediaInfo | None) -> int:
+    """An RGB image of the clip's frame size (1080p when the size is not known)."""
+    video = info.video if info is not None else None
+    width, height = (video.width, video.height) if video is not None else (1920, 1080)
+    return max(1, width * height * 3)
+
+
+def held_frame_bytes(info: MediaInfo | None) -> int:
+    """What one frame segment order holds back counts against a CPU budget (`HELD_FRAME_COPIES`);
+    a batch of them is the least a CPU budget must leave beside the largest model."""
+    return frame_bytes(info) * HELD_FRAME_COPIES
+
+
 def hold_window(info: MediaInfo | None, batch: int, segment_frames: int) -> int:
     """Frames a model stage holds back in segment order: a segment's, as far as `HOLD_BYTES`
     allows for the clip's frame size, and never fewer than a batch."""
-    video = info.video if info is not None else None
-    width, height = (video.width, video.height) if video is not None else (1920, 1080)
-    fits = HOLD_BYTES // max(1, width * height * 3 * 2)
+    fits = HOLD_BYTES // (frame_bytes(info) * 2)
     return max(batch, min(segment_frames, fits))
 
 

@@ -18,7 +18,7 @@ from ffdesk.pipeline.stages import models
 from ffdesk.runtime.standins import write_standins
 
 from .conftest import FRAMES
-from .helpers import render, render_args
+from .helpers import PHOTO, render, render_args
 
 PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
 
@@ -177,3 +177,32 @@ def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "plus the 2 frames a batch holds back" in err, err
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_an_image_holds_one_frame_back_whatever_the_batch(pack: Path, tmp_path: Path) -> None:
+    """An image target is one frame: a budget with room beside the largest model for that frame
+    alone runs it (segment order, a window of one), where a batch's worth would have refused it."""
+    import json
+
+    from ffdesk import cli
+    from ffdesk.runtime.resources import resource_path
+
+    target = resource_path("sample", "astronaut.jpg")
+    chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion", "--batch", "4"]
+
+    def render_image(name: str, *extra: str) -> dict[str, Any]:
+        out, report = tmp_path / f"{name}.png", tmp_path / f"{name}.json"
+        args = ["render", "--target", str(target), "--output", str(out), "--source", PHOTO, "-q",
+                "--models-dir", str(pack), "--precision", "fp32", *chosen,
+                "--report", str(report), *extra]  # fmt: skip
+        assert cli.main(args) == 0 and out.is_file()
+        result: dict[str, Any] = json.loads(report.read_text())
+        return result
+
+    loose = render_image("loose")
+    per_frame = models.held_frame_bytes(probe(target))
+    largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
+    budget = loose["reserved_bytes"] + largest + per_frame + per_frame // 2  # one frame, not four
+    tight = render_image("tight", "--memory-budget", str(budget))
+    order = tight["model_order"]
+    assert order["order"] == "segment" and order["window_frames"] == 1 and order["held_bytes"] == per_frame

@@ -437,24 +437,28 @@ class ModelRender:
     def _window_within_budget(self, info: MediaInfo | None, window: int, batch: int, budget: int) -> int:
         """On the CPU the frames segment order holds back are the process's memory as much as
         the models are: the window shrinks to what the budget leaves beside the largest model
-        (never below a batch, nor above the frames the render has), and what it holds is
-        counted against the budget from now on (`ResidencyManager.hold`). A budget without room
-        for a batch of frames is refused here, before any frame is decoded."""
+        (never below a batch, nor above the frames the render has: one for an image), and what
+        it holds is counted against the budget from now on (`ResidencyManager.hold`). A budget
+        without room for a batch of frames is refused here, before any frame is decoded."""
         from ffdesk.units import format_bytes
 
+        least = batch
         if info is not None and info.video is not None:
-            window = min(window, max(batch, span_frames(self.job.start, self.job.end, info.video)))
+            frames = 1 if info.is_image else span_frames(self.job.start, self.job.end, info.video)
+            least = min(batch, frames)
+            window = min(window, frames)
         per_frame = held_frame_bytes(info)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
         room = budget - self.manager.expected_reservation() - sizes[largest]
-        if room < batch * per_frame:
+        if room < least * per_frame:
+            held = f"the {least} frames a batch holds back" if least > 1 else "the frame it holds"
             raise UserError(
                 f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
-                f"({format_bytes(sizes[largest])}) plus the {batch} frames a batch holds back "
-                f"({format_bytes(batch * per_frame)}); raise --memory-budget or lower --batch"
+                f"({format_bytes(sizes[largest])}) plus {held} "
+                f"({format_bytes(least * per_frame)}); raise --memory-budget or lower --batch"
             )
-        window = max(batch, min(window, room // per_frame))
+        window = max(least, min(window, room // per_frame))
         self.manager.hold(window * per_frame)
         return window
 

@@ -30,6 +30,7 @@ from ffdesk.bench.common import add_json_option, finish, write_so_far
 from ffdesk.bench.gpu import watch_render
 from ffdesk.bench.memory import (
     PACK,
+    batch_of_frames,
     face_clip,
     on_the_gpu,
     pack_args,
@@ -40,8 +41,6 @@ from ffdesk.bench.memory import (
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
-from ffdesk.media.probe import probe
-from ffdesk.pipeline.stages.models import held_frame_bytes
 from ffdesk.telemetry.nvml import Nvml
 
 if TYPE_CHECKING:
@@ -185,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         figures["watched"] = first.source
         write_so_far("budget", settings, _json(figures), args.json)
         # on the CPU a batch of the frames segment order holds back counts against the budget too
-        figures["held_frames_bytes"] = 0 if on_gpu else args.batch * held_frame_bytes(probe(clip))
+        figures["held_frames_bytes"] = 0 if on_gpu else batch_of_frames(clip, args.batch)
         tried = budgets(
             first.reserved_bytes,
             list(figures["one_item_bytes"].values()),

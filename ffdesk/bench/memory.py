@@ -133,6 +133,12 @@ def _published_bound(names: tuple[str, ...], budget_models: int) -> float:
     return round(1 - sum(sizes[: max(1, budget_models)]) / total, 3) if total else 0.0
 
 
+def batch_of_frames(clip: Path, batch: int) -> int:
+    """What a batch of `clip`'s frames held back in segment order counts against a CPU budget:
+    the least room it must leave beside the largest model."""
+    return batch * held_frame_bytes(probe(clip))
+
+
 def on_the_gpu(report: RenderReport) -> bool:
     """Whether the render's models ran on a GPU (CUDA or TensorRT), as its report says."""
     return any(m.provider in ("CUDAExecutionProvider", "TensorrtExecutionProvider") for m in _models(report))
@@ -184,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         # on a GPU beside the device's own fixed cost (the CUDA context), which the budget holds too
         reserved = resident.models.reserved_bytes if resident.models is not None else 0
         # on the CPU beside a batch of the frames segment order holds back, which it holds too
-        held = 0 if reserved or on_the_gpu(resident) else args.batch * held_frame_bytes(probe(clip))
+        held = 0 if reserved or on_the_gpu(resident) else batch_of_frames(clip, args.batch)
         budget = reserved + models + held
         limited = [*base, "--memory-budget", str(budget)]
         beside = f", beside {_mib(reserved)} MiB reserved" if reserved else ""

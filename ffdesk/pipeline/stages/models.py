@@ -423,8 +423,7 @@ class ModelRender:
         window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
         frames_held, within = 0, ""
         if self.manager.device == "cpu":
-            window = self._window_within_budget(info, window, batch, budget)
-            frames_held = window * held_frame_bytes(info)
+            window, frames_held = self._window_within_budget(info, window, batch, budget)
             within = f" ({format_bytes(frames_held)} of frames held, within the budget)"
         return ModelOrder(
             "segment",
@@ -434,12 +433,15 @@ class ModelRender:
             frames_held,
         )
 
-    def _window_within_budget(self, info: MediaInfo | None, window: int, batch: int, budget: int) -> int:
+    def _window_within_budget(
+        self, info: MediaInfo | None, window: int, batch: int, budget: int
+    ) -> tuple[int, int]:
         """On the CPU the frames segment order holds back are the process's memory as much as
         the models are: the window shrinks to what the budget leaves beside the largest model
         (never below a batch, nor above the frames the render has: one for an image), and what
-        it holds is counted against the budget from now on (`ResidencyManager.hold`). A budget
-        without room for a batch of frames is refused here, before any frame is decoded."""
+        it holds is counted against the budget from now on (`ResidencyManager.hold`): the
+        window and those bytes. A budget without room for a batch of frames is refused here,
+        before any frame is decoded."""
         from ffdesk.units import format_bytes
 
         least = batch
@@ -460,7 +462,7 @@ class ModelRender:
             )
         window = max(least, min(window, room // per_frame))
         self.manager.hold(window * per_frame)
-        return window
+        return window, window * per_frame
 
     def _expected_at(self, key: str, batch: int) -> int:
         """What `key` takes at `batch` items a call: measured or remembered at that batch, else

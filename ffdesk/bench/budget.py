@@ -30,8 +30,8 @@ from ffdesk.bench.common import add_json_option, finish, write_so_far
 from ffdesk.bench.gpu import watch_render
 from ffdesk.bench.memory import (
     PACK,
-    batch_of_frames,
     face_clip,
+    fewest_frames_held,
     on_the_gpu,
     pack_args,
     realistic_pack,
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         figures["watched"] = first.source
         write_so_far("budget", settings, _json(figures), args.json)
         # on the CPU a batch of the frames segment order holds back counts against the budget too
-        figures["held_frames_bytes"] = 0 if on_gpu else batch_of_frames(clip, args.batch)
+        figures["held_frames_bytes"] = 0 if on_gpu else fewest_frames_held(clip, args.batch)
         tried = budgets(
             first.reserved_bytes,
             list(figures["one_item_bytes"].values()),

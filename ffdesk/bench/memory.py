@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.media.probe import probe
-from ffdesk.pipeline.stages.models import held_frame_bytes
+from ffdesk.pipeline.stages.models import frames_at_once, held_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
 
 if TYPE_CHECKING:
@@ -133,10 +133,15 @@ def _published_bound(names: tuple[str, ...], budget_models: int) -> float:
     return round(1 - sum(sizes[: max(1, budget_models)]) / total, 3) if total else 0.0
 
 
-def batch_of_frames(clip: Path, batch: int) -> int:
-    """What a batch of `clip`'s frames held back in segment order counts against a CPU budget:
-    the least room it must leave beside the largest model."""
-    return batch * held_frame_bytes(probe(clip))
+def fewest_frames_held(clip: Path, batch: int) -> int:
+    """What the fewest frames a render of `clip` holds at once in segment order count against a
+    CPU budget (a batch in each of the swap's and the enhancer's windows, the frames the tracking
+    holds back, the decoder's and the encoder's): the least room it must leave beside the largest
+    model."""
+    from ffdesk.faces.tracking import TrackerSettings
+    from ffdesk.pipeline.stages.front import held_back
+
+    return frames_at_once(batch, 2, held_back(TrackerSettings())) * held_frame_bytes(probe(clip))
 
 
 def on_the_gpu(report: RenderReport) -> bool:
@@ -189,8 +194,8 @@ def run(args: argparse.Namespace) -> int:
         models = int(sum(sizes[: max(1, args.budget_models)]) * (1.0 + max(0.0, args.headroom)))
         # on a GPU beside the device's own fixed cost (the CUDA context), which the budget holds too
         reserved = resident.models.reserved_bytes if resident.models is not None else 0
-        # on the CPU beside a batch of the frames segment order holds back, which it holds too
-        held = 0 if reserved or on_the_gpu(resident) else batch_of_frames(clip, args.batch)
+        # on the CPU beside the fewest frames segment order holds at once, which it holds too
+        held = 0 if reserved or on_the_gpu(resident) else fewest_frames_held(clip, args.batch)
         budget = reserved + models + held
         limited = [*base, "--memory-budget", str(budget)]
         beside = f", beside {_mib(reserved)} MiB reserved" if reserved else ""

@@ -157,7 +157,7 @@ class JobModels:
         ctx, front = self._render, self._front
         assert ctx is not None and front is not None
         ctx.reset_counts()  # per-render counters start again, as for a fresh render of the segment
-        return pack_stages(ctx, front, ctx.planned_order(self.info))
+        return pack_stages(ctx, front, ctx.planned_order(self.info, ahead=front.lookahead))
 
     def segment_report(self, report: RenderReport) -> RenderReport:
         """The segment's report with the kept models' figures counted once: the loads, reloads,

@@ -51,6 +51,7 @@ from ffdesk.pipeline.eta import Estimate, EtaEstimator
 from ffdesk.pipeline.flow import (
     END,
     Clock,
+    FrameGate,
     Halt,
     Pipe,
     StageRunner,
@@ -81,6 +82,7 @@ from ffdesk.pipeline.report import (
 )
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.pipeline.stage import (
+    BoundsFrames,
     EmitsEvents,
     FramePacket,
     HoldsFrames,
@@ -599,13 +601,17 @@ class _Flow:
         self.origin_s: float | None = None
         """What the reader mended (set once decoding starts; complete after END)."""
         depth = max(_QUEUE_FRAMES, 2 * job.batch)
-        self.source = Pipe(halt, depth)
+        bound = frames_in_flight(stages)
+        self.gate = FrameGate(halt, bound) if bound is not None and stages else None
+        """Where a stage pays for the frames in flight from a budget: the most the flow holds."""
+        self.source = Pipe(halt, depth, self.gate if not stages else None)
         pipe = self.source
         # the stages' threads give way to the encoder's while the machine is otherwise quiet
         self.priority = HelperPriority()
         self.runners: list[StageRunner] = []
-        for stage in _replayed(stages, self.first_index, self.replay_until):
-            nxt = Pipe(halt, depth)
+        replayed = _replayed(stages, self.first_index, self.replay_until)
+        for number, stage in enumerate(replayed, 1):
+            nxt = Pipe(halt, depth, self.gate if number == len(replayed) else None)
             self.runners.append(
                 StageRunner(stage, pipe, nxt, halt, job.batch, self.first_index, priority=self.priority)
             )
@@ -645,10 +651,14 @@ class _Flow:
         index = self.first_index
         frames = self._frames()
         while True:
+            if self.gate is not None:
+                self.gate.enter()  # before decoding: a frame waiting to enter is one more held
             clock = Clock()
             try:
                 frame = next(frames)
             except StopIteration:
+                if self.gate is not None:
+                    self.gate.leave()
                 break
             image = _resize(frame.image, self.size)
             self.decode_stats.add_since(1, clock)
@@ -670,6 +680,16 @@ class _Flow:
         if self.nvdec.wanted or not stats.codec:
             return stats.decoder
         return decoder_label(stats.codec, why_not=self.nvdec.why_not)
+
+
+def frames_in_flight(stages: Sequence[Stage]) -> int | None:
+    """The most frames a flow through `stages` may hold at once (`BoundsFrames`), or None: no
+    bound. Never fewer than the stages that hold frames back keep between calls, plus one."""
+    bounds = [s.flow_frames for s in stages if isinstance(s, BoundsFrames) and s.flow_frames is not None]
+    if not bounds:
+        return None
+    held = sum(s.lookahead for s in stages if isinstance(s, HoldsFrames))
+    return max(min(bounds), held + 1)
 
 
 def _carries_state(stage: Stage) -> bool:

@@ -65,12 +65,47 @@ END = object()
 """End-of-stream marker travelling through the queues."""
 
 
-class Pipe:
-    """A bounded queue whose put/get give up when the flow halts."""
+class FrameGate:
+    """The most frames a flow holds at once, from the decoder to the encoder: whoever adds a
+    frame to the flow `enter`s first (waiting while `frames` are in it, giving up when the flow
+    halts), and the flow's last pipe lets one `leave` for each frame it hands out.
+    `most_in_flight` is the high-water mark."""
 
-    def __init__(self, halt: Halt, maxsize: int) -> None:
+    def __init__(self, halt: Halt, frames: int) -> None:
+        self.frames = max(1, frames)
+        self._halt = halt
+        self._places = threading.Semaphore(self.frames)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.most_in_flight = 0
+
+    def enter(self) -> None:
+        while not self._places.acquire(timeout=_POLL_S):
+            if self._halt.is_set():
+                raise Stopped
+        with self._lock:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+
+    def leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        self._places.release()
+
+
+class Pipe:
+    """A bounded queue whose put/get give up when the flow halts. A pipe given a `gate` is a
+    flow's last: each frame it hands out leaves the gate."""
+
+    def __init__(self, halt: Halt, maxsize: int, gate: FrameGate | None = None) -> None:
         self._q: queue.Queue[Any] = queue.Queue(maxsize=maxsize)
         self._halt = halt
+        self._gate = gate
+
+    def _out(self, item: Any) -> Any:
+        if self._gate is not None and item is not END:
+            self._gate.leave()
+        return item
 
     def put(self, item: Any) -> None:
         while True:
@@ -87,12 +122,12 @@ class Pipe:
             if self._halt.is_set():
                 raise Stopped
             try:
-                return self._q.get(timeout=_POLL_S)
+                return self._out(self._q.get(timeout=_POLL_S))
             except queue.Empty:
                 continue
 
     def get_nowait(self) -> Any:
-        return self._q.get_nowait()
+        return self._out(self._q.get_nowait())
 
     def get_until(self, deadline: float) -> Any:
         """The next item, or raise `queue.Empty` once `deadline` (time.monotonic) has passed."""
@@ -101,9 +136,9 @@ class Pipe:
                 raise Stopped
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return self._q.get_nowait()
+                return self._out(self._q.get_nowait())
             try:
-                return self._q.get(timeout=min(_POLL_S, remaining))
+                return self._out(self._q.get(timeout=min(_POLL_S, remaining)))
             except queue.Empty:
                 continue
 
@@ -288,25 +323,34 @@ class StageRunner:
         # encoder waits for the first frame, so waiting for a batch to fill would keep it idle.
         size = 1
         while not self._saw_end.is_set():
-            first = self.inbox.get()
-            if first is END:
-                self._saw_end.set()
-                self.inbox.put(END)  # let sibling workers see it too
+            batch = self._batch(size)
+            if batch is None:
                 return
-            batch = [first]
-            deadline = time.monotonic() + self.linger_s
-            while len(batch) < size:
-                try:
-                    item = self.inbox.get_until(deadline)
-                except queue.Empty:
-                    break
-                if item is END:
-                    self._saw_end.set()
-                    self.inbox.put(END)
-                    break
-                batch.append(item)
             size = min(self.batch, 2 * size)
             yield batch
+            del batch  # passed on: not kept alive while the next is awaited (a budget counts them)
+
+    def _batch(self, size: int) -> list[FramePacket] | None:
+        """Up to `size` packets: the next one, and those that come within the linger; None at
+        the end of the input."""
+        first = self.inbox.get()
+        if first is END:
+            self._saw_end.set()
+            self.inbox.put(END)  # let sibling workers see it too
+            return None
+        batch = [first]
+        deadline = time.monotonic() + self.linger_s
+        while len(batch) < size:
+            try:
+                item = self.inbox.get_until(deadline)
+            except queue.Empty:
+                break
+            if item is END:
+                self._saw_end.set()
+                self.inbox.put(END)
+                break
+            batch.append(item)
+        return batch
 
     def _work(self, number: int) -> None:
         if self.priority is None:
@@ -338,6 +382,7 @@ class StageRunner:
                 self.stats.add_since(len(batch), clock)
                 owed.returned(out)
                 self._pass_on(out)
+                del batch, out  # passed on: not kept alive while the next batch is awaited
             if self._holder is not None:  # the input has ended (a halt raises Stopped instead)
                 clock = Clock()
                 out = self._holder.drain()

@@ -233,8 +233,10 @@ class ModelOrder(_InJson):
     reason: str
     window_frames: int
     held_bytes: int = 0
-    """What the frames held back were counted at against the budget (on the CPU, in segment
-    order; 0 elsewhere)."""
+    """What the frames a render holds at once were counted at against the budget (on the CPU,
+    in segment order; 0 elsewhere)."""
+    flow_frames: int | None = None
+    """The most frames its flow held at once between decoder and encoder (None: not bounded)."""
 
     def plus(self, other: ModelOrder) -> ModelOrder:
         return self if other == self else replace(self, order="mixed", reason="parts ran in different orders")

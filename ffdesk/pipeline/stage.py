@@ -170,6 +170,24 @@ class HoldsFrames(Protocol):
 
 
 @runtime_checkable
+class BoundsFrames(Protocol):
+    """Optional: a stage whose render pays for the frames in flight out of a memory budget. A flow
+    running it holds at most `flow_frames` frames at once between its decoder and its encoder
+    (the decoder waits for one to leave), and never fewer than the stages that hold frames back
+    could keep among them, plus one (below that they could hold every frame and wait for more)."""
+
+    @property
+    def flow_frames(self) -> int | None:
+        """The most frames in flight, or None: no bound."""
+        ...
+
+    def frame_by_frame(self) -> None:
+        """It runs on a frame at a time on its caller's thread, never in a flow (a preview): the
+        frames a flow would hold are not counted against the budget."""
+        ...
+
+
+@runtime_checkable
 class Prepares(Protocol):
     """Optional: a stage with `prepare` gets its models ready (precision variants, warm-up of
     the batch shapes it will run) when the engine calls it, on the render's own thread before

@@ -16,7 +16,9 @@ import pytest
 from ffdesk import cli
 from ffdesk.bench import budget as bb
 from ffdesk.bench.memory import PACK
-from ffdesk.pipeline.stages.models import HELD_FRAME_COPIES
+from ffdesk.faces.tracking import TrackerSettings
+from ffdesk.pipeline.stages.front import held_back
+from ffdesk.pipeline.stages.models import HELD_FRAME_COPIES, frames_at_once
 from ffdesk.telemetry.host import HostSample
 from ffdesk.telemetry.nvml import Nvml
 from ffdesk.telemetry.sampler import Sample
@@ -100,8 +102,8 @@ def test_a_cpu_run_watches_every_render_from_outside(
     assert resident["budget_bytes"] is None and resident["held"] is None and resident["evictions"] == 0
     one_item, at_batch = (list(figures[k].values()) for k in ("one_item_bytes", "footprints_bytes"))
     reserved = figures["reserved_bytes"]
-    held = figures["held_frames_bytes"]  # a batch of 720p frames segment order holds back
-    assert held == 2 * 1280 * 720 * 3 * HELD_FRAME_COPIES
+    held = figures["held_frames_bytes"]  # the fewest 720p frames segment order holds at once
+    assert held == frames_at_once(2, 2, held_back(TrackerSettings())) * 1280 * 720 * 3 * HELD_FRAME_COPIES
     assert [r["budget_bytes"] for r in limited] == bb.budgets(reserved, one_item, at_batch, 2, held)
     for r in figures["runs"]:
         assert r["source"] == "rss" and r["samples"] > 0 and r["baseline_bytes"] > 50 * MiB

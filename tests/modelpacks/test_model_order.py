@@ -10,17 +10,20 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ffdesk.faces.tracking import TrackerSettings
 from ffdesk.media.images import read_image
 from ffdesk.media.probe import probe
 from ffdesk.pipeline.report import ModelOrder
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages import models
+from ffdesk.pipeline.stages.front import held_back
 from ffdesk.runtime.standins import write_standins
 
 from .conftest import FRAMES
 from .helpers import PHOTO, render, render_args
 
 PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
+AHEAD = held_back(TrackerSettings())  # the frames the front end's tracking holds back
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +56,15 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     # sizes; a quarter of the second model's footprint over the largest leaves room for a
     # re-measured footprint to grow, and still none of the two largest fit together
     # (one item a call under a budget this tight; on the CPU the runtimes' own memory beside)
-    # (on the CPU the frames segment order holds back count against the budget too: room is
-    # left for half of this small clip's, so it runs in two windows)
+    # (on the CPU the frames a render holds at once count against the budget too: room is
+    # left for windows of half this small clip, so it runs in two)
     sizes = sorted(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
     reserved = loose["reserved_bytes"]
     per_frame = models.held_frame_bytes(probe(face_clip))
-    budget = reserved + sizes[-1] + sizes[-2] // 4 + FRAMES // 2 * per_frame
-    assert budget < reserved + sizes[-1] + sizes[-2] + FRAMES // 2 * per_frame
-    assert budget < reserved + sum(sizes)
+    held = models.frames_at_once(FRAMES // 2, 2, AHEAD) * per_frame
+    budget = reserved + sizes[-1] + sizes[-2] // 4 + held
+    assert budget < reserved + sizes[-1] + sizes[-2] + held
+    assert budget < reserved + sum(sizes) + models.frames_at_once(2, 2, AHEAD) * per_frame  # not in batches
     calls: list[tuple[int, int]] = []  # (chunk size asked for, items in the call)
     real_chunks = models._in_chunks
 
@@ -80,13 +84,13 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     assert order["order"] == "segment" and "cannot hold the 3 models" in order["reason"]
     window = order["window_frames"]
     assert FRAMES // 2 <= window < FRAMES  # two windows (what the quarter leaves holds a few more)
-    assert (
-        order["held_bytes"] == window * per_frame and "of frames held, within the budget" in order["reason"]
-    )
+    at_once = models.frames_at_once(window, 2, AHEAD)
+    assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
+    assert f"at most {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
     assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
 
     # the same budget in batch order: every batch loads its models in turn
-    def batch_order(self: models.ModelRender, info: object) -> ModelOrder:
+    def batch_order(self: models.ModelRender, info: object, *, ahead: int = 0) -> ModelOrder:
         return ModelOrder("batch", "forced", max(1, self.job.batch))
 
     monkeypatch.setattr(models.ModelRender, "planned_order", batch_order)
@@ -139,6 +143,7 @@ def test_the_model_order_reads_back_from_the_report_json_and_parts_add_up() -> N
         "reason": "the budget cannot hold them",
         "window_frames": 145,
         "held_bytes": 0,
+        "flow_frames": None,
     }
     assert ModelsReport.from_json_dict(data) == report
     assert report.plus(report).order == order
@@ -152,30 +157,34 @@ def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
     pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A budget with room beside the largest model for only some of the clip's frames: the
-    window shrinks to them (never below a batch), what it holds is counted against the budget
-    beside the models, and the same frames come out. One without room for a batch of frames is
-    refused in one line before any frame is decoded, naming the model and what the frames take."""
+    window shrinks to what it leaves for every frame the render holds at once (both model
+    stages' windows, the tracking's, the decoder's and the encoder's; never below a batch), what
+    they hold is counted against the budget beside the models, and the same frames come out.
+    One without room for a batch's windows is refused in one line before any frame is decoded,
+    naming the model and what the frames take."""
     from ffdesk import cli
 
     loose = _render(pack, face_clip, tmp_path / "loose")
     per_frame = models.held_frame_bytes(probe(face_clip))
     largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
-    budget = loose["reserved_bytes"] + largest + 5 * per_frame + per_frame // 2
+    at_once = models.frames_at_once(5, 2, AHEAD)
+    budget = loose["reserved_bytes"] + largest + (at_once + 1) * per_frame + per_frame // 2  # 5.5 a window
     tight = _render(pack, face_clip, tmp_path / "tight", "--memory-budget", str(budget))
     order = tight["model_order"]
     assert order["order"] == "segment" and order["window_frames"] == 5
-    assert order["held_bytes"] == 5 * per_frame
+    assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
     assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
     for a, b in zip(_frames(tmp_path / "loose"), _frames(tmp_path / "tight"), strict=True):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
 
-    small = loose["reserved_bytes"] + largest + per_frame  # room for one frame, a batch is two
+    fewest = models.frames_at_once(2, 2, AHEAD)  # a batch of two in each window
+    small = loose["reserved_bytes"] + largest + (fewest - 1) * per_frame  # one frame short
     out = tmp_path / "refused"
     chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion", "--batch", "2"]
     args = render_args(pack, face_clip, out, *chosen, "--memory-budget", str(small), "--encoder", "png")
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "plus the 2 frames a batch holds back" in err, err
+    assert len(err.splitlines()) == 1 and f"plus the {fewest} frames a render of it holds at once" in err, err
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -206,3 +215,66 @@ def test_an_image_holds_one_frame_back_whatever_the_batch(pack: Path, tmp_path: 
     tight = render_image("tight", "--memory-budget", str(budget))
     order = tight["model_order"]
     assert order["order"] == "segment" and order["window_frames"] == 1 and order["held_bytes"] == per_frame
+
+
+def test_a_render_on_the_cpu_never_holds_more_frames_than_its_budget_counted(
+    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the whole clip (three times what the tight budget's windows and the tracking hold
+    together), the frames alive at once, counted as the packets themselves are made and freed,
+    never exceed what the budget counted them at; the flow's own bound is reported."""
+    import json
+    import threading
+
+    from ffdesk import cli
+    from ffdesk.pipeline import engine
+
+    loose = _render(pack, face_clip, tmp_path / "loose")
+    per_frame = models.held_frame_bytes(probe(face_clip))
+    largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
+    room = models.frames_at_once(2, 2, AHEAD) * per_frame + per_frame // 2  # a window of 2 (the batch)
+    budget = loose["reserved_bytes"] + largest + room
+    lock = threading.RLock()
+    alive = [0, 0]  # now, at most
+
+    class Counted(FramePacket):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            with lock:
+                alive[0] += 1
+                alive[1] = max(alive[1], alive[0])
+
+        def __del__(self) -> None:
+            with lock:
+                alive[0] -= 1
+
+    monkeypatch.setattr(engine, "FramePacket", Counted)
+    out, report = tmp_path / "whole", tmp_path / "whole.json"
+    chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion", "--batch", "2"]
+    whole = str(3 * FRAMES / 25)
+    extra = ["--memory-budget", str(budget), "--end", whole, "--encoder", "png", "--report", str(report)]
+    assert cli.main(render_args(pack, face_clip, out, *chosen, *extra)) == 0
+    result = json.loads(report.read_text())
+    order = result["model_order"]
+    at_once = models.frames_at_once(2, 2, AHEAD)
+    assert result["frames_out"] == 3 * FRAMES and order["window_frames"] == 2
+    assert order["flow_frames"] == at_once - 1 and order["held_bytes"] == at_once * per_frame
+    assert 2 <= alive[1] <= at_once < 3 * FRAMES, alive
+
+
+def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_too(
+    pack: Path, face_clip: Path, tmp_path: Path
+) -> None:
+    """A budget with room for every model and a batch in each model stage's hands runs in batch
+    order, and those frames (and the tracking's) are counted against it and bound the flow."""
+    loose = _render(pack, face_clip, tmp_path / "loose")
+    per_frame = models.held_frame_bytes(probe(face_clip))
+    at_once = models.frames_at_once(2, 2, AHEAD)
+    need = sum(m["bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
+    budget = loose["reserved_bytes"] + int(need * 1.2) + at_once * per_frame
+    batched = _render(pack, face_clip, tmp_path / "batched", "--memory-budget", str(budget))
+    order = batched["model_order"]
+    assert order["order"] == "batch" and order["window_frames"] == 2, order
+    assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
+    assert f"at most {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
+    assert batched["peak_model_bytes"] + batched["reserved_bytes"] + order["held_bytes"] <= budget

@@ -204,3 +204,78 @@ def test_resumed_segments_start_on_a_detection_frame() -> None:
 
     assert SEGMENT_FRAMES % DETECT_EVERY == 0
     assert 200 <= SEGMENT_FRAMES <= 250  # about x264's own keyframe interval: few keyframes added
+
+
+class WindowStage(AddStage):
+    """Holds frames back until `lookahead` of them are in hand, then gives them all out (as a
+    model stage in segment order does); optionally bounds the frames in flight."""
+
+    def __init__(self, name: str, lookahead: int, flow_frames: int | None = None) -> None:
+        super().__init__(name, max_batch=2)
+        self.lookahead = lookahead
+        self.flow_frames = flow_frames
+        self._held: list[FramePacket] = []
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        self._held.extend(super().process(batch))
+        if len(self._held) < self.lookahead:
+            return []
+        return self.drain()
+
+    def drain(self) -> list[FramePacket]:
+        held, self._held = self._held, []
+        return held
+
+    def frame_by_frame(self) -> None:
+        self.flow_frames = None
+
+
+def test_a_gated_flow_holds_no_more_frames_than_its_bound_and_never_stalls() -> None:
+    """Two stages each holding up to a window back, behind a gate of exactly what they can hold
+    between them plus one: every frame comes out, in order, and never more were in flight."""
+    from ffdesk.pipeline.engine import frames_in_flight
+    from ffdesk.pipeline.flow import FrameGate
+
+    stages: list[Stage] = [WindowStage("a", 3, flow_frames=1), WindowStage("b", 4)]
+    bound = frames_in_flight(stages)
+    assert bound == 3 + 4 + 1  # the bound asked for (1) is below what the windows hold: raised
+    assert frames_in_flight([WindowStage("a", 3, flow_frames=20)]) == 20
+    assert frames_in_flight([WindowStage("a", 3), AddStage("b")]) is None
+    halt = Halt()
+    gate = FrameGate(halt, bound)
+    source = pipe = Pipe(halt, 4)
+    runners = []
+    for number, stage in enumerate(stages, 1):
+        nxt = Pipe(halt, 4, gate if number == len(stages) else None)
+        runners.append(StageRunner(stage, pipe, nxt, halt, 2, first_index=0))
+        pipe = nxt
+    threads = [t for r in runners for t in r.start()]
+
+    def feed() -> None:
+        for i in range(60):
+            gate.enter()
+            source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
+        source.put(END)
+
+    feeder = threading.Thread(target=feed, name="ffdesk-test-feed")
+    feeder.start()
+    out: list[int] = []
+    deadline = time.monotonic() + 20
+    while (item := pipe.get_until(deadline)) is not END:
+        out.append(item.index)
+    halt.stop()
+    for t in [feeder, *threads]:
+        t.join()
+    assert out == list(range(60)) and halt.error is None
+    assert 4 < gate.most_in_flight <= bound  # more than one window's worth came in, and never too many
+
+
+def test_a_gate_gives_up_when_the_flow_halts() -> None:
+    from ffdesk.pipeline.flow import FrameGate
+
+    halt = Halt()
+    gate = FrameGate(halt, 1)
+    gate.enter()
+    threading.Timer(0.1, halt.stop).start()
+    with pytest.raises(Stopped):
+        gate.enter()

@@ -184,7 +184,7 @@ class TrackStage:
         self.reference = reference
         self.swap_settings = swap_settings
         self.tracker_settings = tracker_settings or TrackerSettings()
-        self.lookahead = self.tracker_settings.longest_confirmation - 1
+        self.lookahead = held_back(self.tracker_settings)
         self._tracker = self._new_tracker()
         self._selector = FaceSelector(selection, reference, people)
         self._gate = SwapGate(swap_settings) if swap_settings is not None else None
@@ -382,6 +382,12 @@ def clip_fps(job: RenderJob, info: MediaInfo | None = None) -> float:
     return info.video.fps if info.video is not None and info.video.fps > 0 else 30.0
 
 
+def held_back(settings: TrackerSettings) -> int:
+    """The frames tracking with `settings` holds back (`TrackStage.lookahead`): those it takes to
+    confirm a new face of the slowest kind, less the face's first."""
+    return settings.longest_confirmation - 1
+
+
 @dataclass(frozen=True)
 class FaceFrontEnd:
     """What a job's front end needs, read once: the analyser, the reference face (when faces are
@@ -396,6 +402,11 @@ class FaceFrontEnd:
     """The render's segment length: the tracking restarts at each segment (`TrackStage`)."""
     people: Targets | None = None
     """The face map's people (`RenderJob.face_map`), when it has one."""
+
+    @property
+    def lookahead(self) -> int:
+        """The frames its stages hold back between calls (the tracking's, `held_back`)."""
+        return held_back(TrackerSettings())
 
     @classmethod
     def for_job(

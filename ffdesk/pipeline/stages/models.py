@@ -403,9 +403,12 @@ class ModelRender:
         # first time, remembered per batch and counted against the budget, as a load is.
         return self.manager.measure_batch(key, n, lambda: self.manager.run_with_recovery(key, call, items))
 
-    def planned_order(self, info: MediaInfo | None) -> ModelOrder:
+    def planned_order(self, info: MediaInfo | None, *, ahead: int = 0) -> ModelOrder:
         """The order the budget calls for: segment order (with its window in frames) when the
-        budget cannot hold every per-frame model at once, else batch order."""
+        budget cannot hold every per-frame model at once, else batch order. On the CPU the
+        frames the render holds at once come out of the budget in either order. `ahead`: the
+        frames the stages before the models hold back (the front end's tracking,
+        `FaceFrontEnd.lookahead`)."""
         from ffdesk.units import format_bytes
 
         batch = max(1, self.job.batch)
@@ -414,55 +417,94 @@ class ModelRender:
         if budget is None:
             return ModelOrder("batch", "no memory budget: every model stays loaded", batch)
         if len(roles) < 2:
-            return ModelOrder("batch", "one model runs on every frame", batch)
+            return self._in_batches(info, "one model runs on every frame", budget, ahead)
         # each at the batch it will run at together (a face a frame), as measured or estimated
         need = sum(self._expected_at(self.keys[r], batch) for r in roles)
         held = f"the {len(roles)} models every frame needs ({format_bytes(need)})"
-        if need <= budget:
-            return ModelOrder("batch", f"the budget ({format_bytes(budget)}) holds {held}", batch)
+        frames = self._fewest_frames(info, batch, ahead) * held_frame_bytes(info) if self._on_cpu else 0
+        if need + frames <= budget:
+            return self._in_batches(info, f"the budget ({format_bytes(budget)}) holds {held}", budget, ahead)
         window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
-        frames_held, within = 0, ""
-        if self.manager.device == "cpu":
-            window, frames_held = self._window_within_budget(info, window, batch, budget)
-            within = f" ({format_bytes(frames_held)} of frames held, within the budget)"
+        flight, within = FramesInFlight(window, 0, None), ""
+        if self._on_cpu:
+            flight = self._window_within_budget(info, window, budget, ahead)
+            window, within = flight.window, _within(flight)
         return ModelOrder(
             "segment",
             f"the budget ({format_bytes(budget)}) cannot hold {held} together: each model runs "
             f"over the faces of up to {window} frames before the next loads{within}",
             window,
-            frames_held,
+            flight.held_bytes,
+            flight.flow_frames,
         )
 
+    def frame_by_frame(self) -> None:
+        """The stages run on a frame at a time, never in a flow (a preview): the frames counted
+        for one are given back to the budget (`BoundsFrames.frame_by_frame`)."""
+        if self.order is not None and self.order.held_bytes:
+            self.manager.hold(0)
+            self.order = replace(self.order, held_bytes=0, flow_frames=None)
+
+    @property
+    def _on_cpu(self) -> bool:
+        return self.manager.device == "cpu"
+
+    def _in_batches(self, info: MediaInfo | None, reason: str, budget: int, ahead: int) -> ModelOrder:
+        """Batch order; on the CPU with a batch in each model stage's hands counted against the
+        budget as segment order counts its windows (`_window_within_budget`)."""
+        batch = max(1, self.job.batch)
+        if not self._on_cpu:
+            return ModelOrder("batch", reason, batch)
+        flight = self._window_within_budget(info, batch, budget, ahead)
+        return ModelOrder("batch", reason + _within(flight), batch, flight.held_bytes, flight.flow_frames)
+
+    def _fewest_frames(self, info: MediaInfo | None, window: int, ahead: int) -> int:
+        """The frames a render holds at once with `window` frames in each model stage's hands
+        (`frames_at_once`; a still image: the one)."""
+        if info is not None and info.is_image:
+            return 1
+        return frames_at_once(window, 1 + (self.enhancer is not None), ahead)
+
     def _window_within_budget(
-        self, info: MediaInfo | None, window: int, batch: int, budget: int
-    ) -> tuple[int, int]:
-        """On the CPU the frames segment order holds back are the process's memory as much as
-        the models are: the window shrinks to what the budget leaves beside the largest model
-        (never below a batch, nor above the frames the render has: one for an image), and what
-        it holds is counted against the budget from now on (`ResidencyManager.hold`): the
-        window and those bytes. A budget without room for a batch of frames is refused here,
-        before any frame is decoded."""
+        self, info: MediaInfo | None, window: int, budget: int, ahead: int
+    ) -> FramesInFlight:
+        """On the CPU the frames a render holds are the process's memory as much as the models
+        are: beside the largest model the budget must have room for every frame held at once
+        (`frames_at_once`: each model stage's window, the tracking's, the decoder's and the
+        encoder's), and the window shrinks to what it leaves (never below a batch, nor above
+        the frames the render has: one for an image). What they hold is counted against the
+        budget from now on (`ResidencyManager.hold`), and the flow holds no more frames than
+        that (`FramesInFlight.flow_frames`, `BoundsFrames`). A budget without room for a
+        batch in each window is refused here, before any frame is decoded."""
         from ffdesk.units import format_bytes
 
-        least = batch
+        least, image = max(1, self.job.batch), info is not None and info.is_image
         if info is not None and info.video is not None:
-            frames = 1 if info.is_image else span_frames(self.job.start, self.job.end, info.video)
-            least = min(batch, frames)
+            frames = 1 if image else span_frames(self.job.start, self.job.end, info.video)
+            least = min(least, frames)
             window = min(window, frames)
         per_frame = held_frame_bytes(info)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
         room = budget - self.manager.expected_reservation() - sizes[largest]
-        if room < least * per_frame:
-            held = f"the {least} frames a batch holds back" if least > 1 else "the frame it holds"
+        fewest = self._fewest_frames(info, least, ahead)
+        if room < fewest * per_frame:
+            held = f"the {fewest} frames a render of it holds at once" if fewest > 1 else "the frame it holds"
             raise UserError(
                 f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
                 f"({format_bytes(sizes[largest])}) plus {held} "
-                f"({format_bytes(least * per_frame)}); raise --memory-budget or lower --batch"
+                f"({format_bytes(fewest * per_frame)}); raise --memory-budget or lower --batch"
             )
-        window = max(least, min(window, room // per_frame))
-        self.manager.hold(window * per_frame)
-        return window, window * per_frame
+        if image:
+            flight = FramesInFlight(1, 1, None)
+        else:
+            windows = 1 + (self.enhancer is not None)  # the model stages holding a window each
+            beside = self._fewest_frames(info, 0, ahead)  # what is held whatever the window
+            window = max(least, min(window, (room // per_frame - beside) // windows))
+            frames = self._fewest_frames(info, window, ahead)
+            flight = FramesInFlight(window, frames, frames - 1)  # the encoder's frame is out of the flow
+        self.manager.hold(flight.frames * per_frame)
+        return replace(flight, held_bytes=flight.frames * per_frame)
 
     def _expected_at(self, key: str, batch: int) -> int:
         """What `key` takes at `batch` items a call: measured or remembered at that batch, else
@@ -873,6 +915,33 @@ def held_frame_bytes(info: MediaInfo | None) -> int:
     return frame_bytes(info) * HELD_FRAME_COPIES
 
 
+def _within(flight: FramesInFlight) -> str:
+    """What a reason adds for the frames held within a CPU budget."""
+    from ffdesk.units import format_bytes
+
+    at_once = f"at most {flight.frames} frames at once, " if flight.frames > 1 else ""
+    return f" ({at_once}{format_bytes(flight.held_bytes)}, within the budget)"
+
+
+def frames_at_once(window: int, windows: int, ahead: int) -> int:
+    """The most frames a render in segment order holds at once on the CPU: `windows` model stages'
+    windows of `window` frames, the `ahead` frames the front end holds back, the one the decoder
+    waits to add and the one the encoder is writing."""
+    return windows * window + ahead + 2
+
+
+@dataclass(frozen=True)
+class FramesInFlight:
+    """What segment order holds on the CPU: its `window`, the most `frames` alive at once,
+    `flow_frames` of them between decoder and encoder (None: not bounded), and what they are
+    counted at against the budget."""
+
+    window: int
+    frames: int
+    flow_frames: int | None
+    held_bytes: int = 0
+
+
 def hold_window(info: MediaInfo | None, batch: int, segment_frames: int) -> int:
     """Frames a model stage holds back in segment order: a segment's, as far as `HOLD_BYTES`
     allows for the clip's frame size, and never fewer than a batch."""
@@ -1049,6 +1118,14 @@ class SwapStage:
         self.skipped: Counter[str] = Counter()
         self.by_slot: Counter[int] = Counter()
         """Faces drawn with each source slot (`SwapPlan.sources`), for a face map's report."""
+
+    @property
+    def flow_frames(self) -> int | None:
+        """What the render's model order bounds the frames in flight to (`BoundsFrames`)."""
+        return self.ctx.order.flow_frames if self.ctx.order is not None else None
+
+    def frame_by_frame(self) -> None:
+        self.ctx.frame_by_frame()
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event
@@ -1329,11 +1406,10 @@ def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> lis
         # either: on the CPU a 512-px enhancer holds about 800 MiB of them for four faces and
         # 100 MiB for one, at about the same speed a face. A GPU keeps its batches.
         ctx.chunk = 1 if ctx.manager.device == "cpu" else batch
-        stages.append(
-            SegmentSwapStage(ctx, batch, reports=reports, window=order.window_frames, last_on_device=reports)
-        )
+        window = order.window_frames
+        stages.append(SegmentSwapStage(ctx, batch, reports=reports, window=window, last_on_device=reports))
         if ctx.enhancer is not None:
-            stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=order.window_frames))
+            stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=window))
         return stages
     stages.append(SwapStage(ctx, batch, reports=reports, last_on_device=reports))
     if ctx.enhancer is not None:
@@ -1355,7 +1431,7 @@ def model_stages(
     ctx = ModelRender(job, env=env, share=share)
     recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if job.face_map else None
     front = FaceFrontEnd.for_job(job, ctx.analyser, info, recognizer)
-    return pack_stages(ctx, front, ctx.planned_order(info))
+    return pack_stages(ctx, front, ctx.planned_order(info, ahead=front.lookahead))
 
 
 class PackRecognizer:

@@ -172,3 +172,62 @@ def test_replay_starts_at_the_grid_line_before_the_frames_done(
         segments.append(_segment(number, n, first))
         first += n
     assert Manifest(tmp_path, "x", segments).replay_start(8) == expected
+
+
+class WindowInvert(SlowInvert):
+    """Inverts frames a window at a time, holding up to `lookahead` back (a model stage in segment
+    order), and bounds the flow to `flow_frames` (a CPU budget's count)."""
+
+    workers = 1
+
+    def __init__(self, lookahead: int, flow_frames: int) -> None:
+        super().__init__(0.002)
+        self.lookahead = lookahead
+        self.flow_frames: int | None = flow_frames
+        self._held: list[FramePacket] = []
+
+    def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
+        self._held.extend(batch)
+        return self.drain() if len(self._held) >= self.lookahead else []
+
+    def drain(self) -> list[FramePacket]:
+        held, self._held = self._held, []
+        return super().process(held)
+
+    def frame_by_frame(self) -> None:
+        self.flow_frames = None
+
+
+@pytest.mark.usefixtures("every_frame_reported")
+def test_a_bounded_flow_cancelled_and_resumed_gives_the_one_go_render(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A render whose flow is held to a few frames at once (`BoundsFrames`), cancelled mid-way:
+    the resume replays the frames its holding stage needs through the same gate, never holds
+    more, and the joined output is the uninterrupted render's."""
+    from ffdesk.pipeline import engine
+
+    clip = tmp_path / "clip.mp4"
+    synth_clip(clip, width=160, height=96, fps=25, frames=100)
+    gates: list[engine.FrameGate] = []
+
+    class Spied(engine.FrameGate):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            gates.append(self)
+
+    monkeypatch.setattr(engine, "FrameGate", Spied)
+    monkeypatch.setattr(engine, "build_stages", lambda *_, **_kw: [WindowInvert(4, 6)])
+    job = RenderJob(target=clip, output=tmp_path / "out.mp4", sources=(clip,), segment_frames=32)
+    whole = RenderJob(target=clip, output=tmp_path / "whole.mp4", sources=(clip,), segment_frames=32)
+    run_render(whole, env=run_env)
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        run_render(job, cancel_at(40, cancel), cancel, env=run_env)
+    assert 30 <= resumed_from(job, run_env) <= 50
+    a, b = frames_of(job.output), frames_of(whole.output)
+    assert len(a) == len(b) == 100
+    assert [frame_index_of(255 - f) for f in a] == list(range(100))
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert np.abs(x.astype(np.int16) - y).mean() < 3.0, f"frame {i} differs beyond encoder noise"
+    assert len(gates) == 3 and all(g.frames == 6 and 4 <= g.most_in_flight <= 6 for g in gates)

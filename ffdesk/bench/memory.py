@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     figures["budget_mib"] = _mib(budget)
     reserved = demand.models.reserved_bytes if demand.models is not None else 0
     order = demand.models.order if demand.models is not None else None
-    frames_held = order.held_bytes if order is not None else 0  # on the CPU, in segment order
+    frames_held = order.held_bytes if order is not None else 0  # on the CPU, in either order
     figures["reserved_mib"] = _mib(reserved)
     figures["frames_held_mib"] = _mib(frames_held)
     figures["within_budget"] = _peak_model_bytes(demand) + reserved + frames_held <= budget

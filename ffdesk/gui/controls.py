@@ -194,7 +194,10 @@ class BudgetBar(QWidget):
         self.value_mb = 0
         self.setMinimumSize(160, 30)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setToolTip("Memory budget for models; coloured bars are the models resident now")
+        self.setToolTip(
+            "Memory budget; coloured bars are the models resident now "
+            "(on the CPU also the frames renders hold)"
+        )
         residency.changed.connect(self._on_residency)
 
     def _on_residency(self) -> None:

@@ -163,9 +163,7 @@ def run_render(
             raise
         for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
-        for stage in stages:
-            if isinstance(stage, EmitsEvents):
-                stage.bind_events(emit)
+        _bind(stages, emit)
         try:
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
@@ -194,6 +192,17 @@ def run_render(
     report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
     emit(ev.Done(report))
     return report
+
+
+def _bind(stages: Sequence[Stage], emit: ev.EventCallback) -> None:
+    """Give the stages the render's events, then count the frames the render will hold against
+    its budget (`BoundsFrames`), before any model is prepared."""
+    for stage in stages:
+        if isinstance(stage, EmitsEvents):
+            stage.bind_events(emit)
+    for stage in stages:
+        if isinstance(stage, BoundsFrames):
+            stage.count_frames_held()
 
 
 def _drop_unstarted(manifest: Manifest | None) -> None:
@@ -1130,9 +1139,7 @@ def render_segment(
     else:
         stages = build_stages(job, info, env=env, share=share)
     out_w, out_h = _output_size(size or (info.video.display_width, info.video.display_height), stages)
-    for stage in stages:
-        if isinstance(stage, EmitsEvents):
-            stage.bind_events(emit)
+    _bind(stages, emit)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     nvdec = _nvdec_for(job, env)

@@ -55,11 +55,13 @@ class PreviewFrame:
 
 @dataclass(frozen=True)
 class MemoryChanged:
-    """Residency changed: (label, bytes) of every model resident on the device under the budget.
+    """Residency changed: (label, bytes) of every model resident on the device under the budget,
+    then, under a CPU budget, of the frames each render holds beside them ("frames held").
 
     A render with its own budget labels models by key ("inswapper_128@fp32"); where the preview and
     renders share the application's budget, every model under it is listed and labelled with who
-    holds it ("inswapper_128@fp32 (preview)", "... (render clip.mp4)")."""
+    holds it ("inswapper_128@fp32 (preview)", "... (render clip.mp4)", "frames held (render
+    clip.mp4)")."""
 
     models: tuple[tuple[str, int], ...]
     budget_bytes: int | None

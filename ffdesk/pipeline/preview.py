@@ -24,7 +24,7 @@ from ffdesk.pipeline.events import EventCallback
 from ffdesk.pipeline.flow import StageStats, run_through
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.report import StageFigures
-from ffdesk.pipeline.stage import BoundsFrames, EmitsEvents, FramePacket, Stage
+from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Stage
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
@@ -164,8 +164,6 @@ class Previewer:
                 stage.frame_origin = origin
             if isinstance(stage, EmitsEvents):
                 stage.bind_events(self._on_event)
-            if isinstance(stage, BoundsFrames):  # a frame at a time: no flow's frames to count
-                stage.frame_by_frame()
             stage.start()
         self._started = True
 

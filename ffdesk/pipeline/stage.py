@@ -174,16 +174,18 @@ class BoundsFrames(Protocol):
     """Optional: a stage whose render pays for the frames in flight out of a memory budget. A flow
     running it holds at most `flow_frames` frames at once between its decoder and its encoder
     (the decoder waits for one to leave), and never fewer than the stages that hold frames back
-    could keep among them, plus one (below that they could hold every frame and wait for more)."""
+    could keep among them, plus one (below that they could hold every frame and wait for more).
+    A render counts them against the budget first (`count_frames_held`)."""
 
     @property
     def flow_frames(self) -> int | None:
         """The most frames in flight, or None: no bound."""
         ...
 
-    def frame_by_frame(self) -> None:
-        """It runs on a frame at a time on its caller's thread, never in a flow (a preview): the
-        frames a flow would hold are not counted against the budget."""
+    def count_frames_held(self) -> None:
+        """The render runs it (in a flow, or on a still image): what the frames it holds take is
+        counted against the budget from now on. The engine calls it before any model is
+        prepared; a caller that runs the stages a frame at a time (a preview) does not."""
         ...
 
 

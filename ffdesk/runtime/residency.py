@@ -272,6 +272,7 @@ class ResidencyManager:
                 budget_bytes, device, device_id, host_budget_bytes, footprints, probe, env, prime_device
             )
         self._pool = pool
+        self._member.holder = self.holder
         with self._pool.cond:
             self._pool.joined += 1
             self._id = self._pool.joined
@@ -875,6 +876,9 @@ class ResidencyManager:
             if self._member.closed:
                 return
             self._member.closed = True
+            if self._member.held_bytes:  # what it held goes with it, in the next change reported
+                self._member.held_bytes = 0
+                pool._locked_changed()
             owns_pool = pool.owner == self._id
             if owns_pool:
                 pool.closed = True

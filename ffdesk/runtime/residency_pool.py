@@ -57,16 +57,31 @@ class ResidentModel:
         return f"{self.key} ({self.holder})" if self.holder else self.key
 
 
+FRAMES_HELD = "frames held"
+"""How the frames a render holds beside its models under a CPU budget are labelled in what
+residency changes report (`ResidencySnapshot.entries`)."""
+
+
 @dataclass(frozen=True)
 class ResidencySnapshot:
-    """Every model on the device in a pool, least recently used first, and the budget."""
+    """Every model on the device in a pool, least recently used first, the budget, and (holder,
+    bytes) of what each render holds beside its models under a CPU budget (`Member.held_bytes`;
+    holder "" for the pool's own manager)."""
 
     models: tuple[ResidentModel, ...]
     budget_bytes: int | None
+    held: tuple[tuple[str, int], ...] = ()
 
     @property
     def total_bytes(self) -> int:
         return sum(m.nbytes for m in self.models)
+
+    @property
+    def entries(self) -> tuple[tuple[str, int], ...]:
+        """(label, bytes) of everything counted against the budget: each model, then each render's
+        frames held ("frames held", or "frames held (render clip.mp4)" for another holder's)."""
+        frames = tuple((f"{FRAMES_HELD} ({h})" if h else FRAMES_HELD, n) for h, n in self.held)
+        return tuple((m.label, m.nbytes) for m in self.models) + frames
 
 
 @dataclass
@@ -74,6 +89,8 @@ class Member:
     """One manager of a pool, as the pool keeps it. Written only under the pool's lock."""
 
     on_change: OnChange | None
+    holder: str = ""
+    """The label of its manager (`ResidencyManager.holder`)."""
     closed: bool = False
     peak_bytes: int = 0
     """The most this manager's models held at once."""
@@ -83,7 +100,7 @@ class Member:
 
     def notify(self, snapshot: ResidencySnapshot) -> None:
         if self.on_change is not None:
-            self.on_change(tuple((m.label, m.nbytes) for m in snapshot.models), snapshot.budget_bytes)
+            self.on_change(snapshot.entries, snapshot.budget_bytes)
 
 
 @dataclass
@@ -499,7 +516,12 @@ class Pool:
             ResidentModel(e.key, "" if e.owner == self.owner else e.holder, e.nbytes, e.refs > 0)
             for e in self._locked_resident()
         )
-        return ResidencySnapshot(models, self.budget_bytes)
+        held = tuple(
+            ("" if number == self.owner else m.holder, m.held_bytes)
+            for number, m in sorted(self.members.items())
+            if m.held_bytes > 0
+        )
+        return ResidencySnapshot(models, self.budget_bytes, held)
 
     def deliver(self) -> None:
         """Call the `on_change` of every manager with one due, on this thread, outside the lock.

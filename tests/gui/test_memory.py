@@ -96,10 +96,12 @@ def test_preview_beside_a_queued_render_stays_under_the_budget(  # type: ignore[
     window.memory.probe = FakeProbe()  # footprints are the files' sizes: exact sums
     sums: list[int] = []
     holders: set[str] = set()
+    frames: set[tuple[str, int]] = set()
 
     def seen(models: Any, budget_bytes: Any) -> None:
         sums.append(sum(n for _, n in models))
         holders.update(label.rsplit("(", 1)[-1].rstrip(")") for label, _ in models)
+        frames.update(m for m in models if m[0].startswith("frames held"))
 
     window.memory.changed.connect(seen)
     s = window.session
@@ -130,8 +132,9 @@ def test_preview_beside_a_queued_render_stays_under_the_budget(  # type: ignore[
     assert window.queue.store.get(entry.id).state == "done", window.queue.store.get(entry.id).message
     assert beside >= 1, "the render ended before a preview ran beside it"
     qtbot.wait(200)
-    assert sums and max(sums) <= room
+    assert sums and max(sums) <= budget  # the models, and the render's frames beside them
     assert {"preview", f"render {longer_clip.name}"} <= holders
+    assert frames and frames <= {(f"frames held (render {longer_clip.name})", held)}  # the preview holds none
     assert window.memory.manager().pool_peak_bytes <= room
     assert worker.builds == 1  # scrubbing and queueing kept the preview's models
 

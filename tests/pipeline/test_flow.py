@@ -226,8 +226,8 @@ class WindowStage(AddStage):
         held, self._held = self._held, []
         return held
 
-    def frame_by_frame(self) -> None:
-        self.flow_frames = None
+    def count_frames_held(self) -> None:
+        pass
 
 
 def test_a_gated_flow_holds_no_more_frames_than_its_bound_and_never_stalls() -> None:

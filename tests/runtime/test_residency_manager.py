@@ -304,3 +304,23 @@ def test_what_a_render_holds_beside_the_models_counts_against_a_cpu_budget(
     with gpu:
         gpu.hold(150 * MB)  # a GPU's budget holds no host memory
         assert gpu.held_bytes() == 0
+
+
+def test_what_renders_hold_beside_the_models_is_reported_with_them(
+    fake_probe: FakeProbe, tmp_path: Path
+) -> None:
+    """Those watching a budget (the window's bar and graphs) see the frames each render holds as
+    an entry beside the models, labelled with who holds them, gone when that render closes."""
+    seen: list[tuple[tuple[str, int], ...]] = []
+    app = _manager(fake_probe, tmp_path, 500 * MB, on_change=lambda models, _budget: seen.append(models))
+    with app:
+        render = ResidencyManager(share=app.share("render clip.mp4"))
+        render.register("swap", FakeLoader(fake_probe, 200 * MB, "swap"), size_hint=200 * MB, warmup=False)
+        with render.acquire("swap"):
+            pass
+        render.hold(150 * MB)
+        assert seen[-1] == (("swap (render clip.mp4)", 200 * MB), ("frames held (render clip.mp4)", 150 * MB))
+        app.hold(10 * MB)  # the pool's own manager's: unlabelled, as its models are
+        assert seen[-1][-2:] == (("frames held", 10 * MB), ("frames held (render clip.mp4)", 150 * MB))
+        render.close()
+        assert seen[-1] == (("frames held", 10 * MB),)

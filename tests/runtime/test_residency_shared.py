@@ -75,6 +75,7 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
     budget = models + held
     assert 2 * sum(sizes.values()) > budget - held  # preview and render together could not all stay
     sums: list[int] = []
+    frames_seen: set[tuple[str, int]] = set()
     holders_seen: set[str] = set()
     lock = threading.Lock()
 
@@ -82,6 +83,7 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
         assert budget_bytes == budget
         with lock:
             sums.append(sum(n for _, n in models))
+            frames_seen.update(m for m in models if m[0].startswith("frames held"))
             holders_seen.update(label.rsplit("(", 1)[-1].rstrip(")") for label, _ in models if "(" in label)
 
     store = FootprintStore(tmp_path / "footprints.json")
@@ -142,8 +144,9 @@ def test_a_preview_beside_a_render_stays_under_one_budget(
         peak = app.pool_peak_bytes
     assert "error" not in outcome, outcome.get("error")
     assert beside >= 1, "the render ended before a preview ran beside it"
-    assert sums and max(sums) <= budget - held  # the models had only what the frames left
-    assert peak <= budget - held
+    assert sums and max(sums) <= budget  # the models and the render's frames, reported beside them
+    assert peak <= budget - held  # the models had only what the frames left
+    assert frames_seen == {("frames held (render face.mp4)", held)}  # the preview holds none
     assert {"preview", "render face.mp4"} <= holders_seen
     # the preview's memory events are delivered, and show the render's models beside its own
     preview_changes = [e for e in preview_events if isinstance(e, ev.MemoryChanged)]

@@ -438,12 +438,11 @@ class ModelRender:
             flight.flow_frames,
         )
 
-    def frame_by_frame(self) -> None:
-        """The stages run on a frame at a time, never in a flow (a preview): the frames counted
-        for one are given back to the budget (`BoundsFrames.frame_by_frame`)."""
+    def count_frames_held(self) -> None:
+        """A render runs the stages: the frames its model order holds (`ModelOrder.held_bytes`,
+        on the CPU) count against the budget from now on (`BoundsFrames.count_frames_held`)."""
         if self.order is not None and self.order.held_bytes:
-            self.manager.hold(0)
-            self.order = replace(self.order, held_bytes=0, flow_frames=None)
+            self.manager.hold(self.order.held_bytes)
 
     @property
     def _on_cpu(self) -> bool:
@@ -472,10 +471,11 @@ class ModelRender:
         are: beside the largest model the budget must have room for every frame held at once
         (`frames_at_once`: each model stage's window, the tracking's, the decoder's and the
         encoder's), and the window shrinks to what it leaves (never below a batch, nor above
-        the frames the render has: one for an image). What they hold is counted against the
-        budget from now on (`ResidencyManager.hold`), and the flow holds no more frames than
-        that (`FramesInFlight.flow_frames`, `BoundsFrames`). A budget without room for a
-        batch in each window is refused here, before any frame is decoded."""
+        the frames the render has: one for an image). A render counts what they hold against
+        the budget before its models are prepared (`count_frames_held`), and its flow holds no
+        more frames than that (`FramesInFlight.flow_frames`, `BoundsFrames`); a preview, a frame
+        at a time, holds none. A budget without room for a batch in each window is refused
+        here, before any frame is decoded."""
         from ffdesk.units import format_bytes
 
         least, image = max(1, self.job.batch), info is not None and info.is_image
@@ -503,7 +503,6 @@ class ModelRender:
             window = max(least, min(window, (room // per_frame - beside) // windows))
             frames = self._fewest_frames(info, window, ahead)
             flight = FramesInFlight(window, frames, frames - 1)  # the encoder's frame is out of the flow
-        self.manager.hold(flight.frames * per_frame)
         return replace(flight, held_bytes=flight.frames * per_frame)
 
     def _expected_at(self, key: str, batch: int) -> int:
@@ -1124,8 +1123,8 @@ class SwapStage:
         """What the render's model order bounds the frames in flight to (`BoundsFrames`)."""
         return self.ctx.order.flow_frames if self.ctx.order is not None else None
 
-    def frame_by_frame(self) -> None:
-        self.ctx.frame_by_frame()
+    def count_frames_held(self) -> None:
+        self.ctx.count_frames_held()
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event

@@ -86,7 +86,7 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     assert FRAMES // 2 <= window < FRAMES  # two windows (what the quarter leaves holds a few more)
     at_once = models.frames_at_once(window, 2, AHEAD)
     assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
-    assert f"at most {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
+    assert f"room for {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
     assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
 
     # the same budget in batch order: every batch loads its models in turn
@@ -276,5 +276,5 @@ def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_
     order = batched["model_order"]
     assert order["order"] == "batch" and order["window_frames"] == 2, order
     assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
-    assert f"at most {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
+    assert f"room for {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
     assert batched["peak_model_bytes"] + batched["reserved_bytes"] + order["held_bytes"] <= budget

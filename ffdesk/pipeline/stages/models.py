@@ -918,7 +918,7 @@ def _within(flight: FramesInFlight) -> str:
     """What a reason adds for the frames held within a CPU budget."""
     from ffdesk.units import format_bytes
 
-    at_once = f"at most {flight.frames} frames at once, " if flight.frames > 1 else ""
+    at_once = f"room for {flight.frames} frames at once, " if flight.frames > 1 else ""
     return f" ({at_once}{format_bytes(flight.held_bytes)}, within the budget)"
 
 

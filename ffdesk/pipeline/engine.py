@@ -196,13 +196,15 @@ def run_render(
 
 def _bind(stages: Sequence[Stage], emit: ev.EventCallback) -> None:
     """Give the stages the render's events, then count the frames the render will hold against
-    its budget (`BoundsFrames`), before any model is prepared."""
+    its budget (`BoundsFrames`; at the size a frame enhancer makes them), before any model is
+    prepared."""
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
+    scale = output_scale(stages)
     for stage in stages:
         if isinstance(stage, BoundsFrames):
-            stage.count_frames_held()
+            stage.count_frames_held(scale)
 
 
 def _drop_unstarted(manifest: Manifest | None) -> None:

@@ -29,7 +29,7 @@ AHEAD = held_back(TrackerSettings())  # the frames the front end's tracking hold
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("order-pack")
-    write_standins(folder, [*PER_FRAME, "arcface_w600k_r50"], dynamic_batch=True)
+    write_standins(folder, [*PER_FRAME, "arcface_w600k_r50", "real_esrgan_x2"], dynamic_batch=True)
     return folder
 
 
@@ -278,3 +278,22 @@ def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_
     assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
     assert f"room for {at_once} frames at once" in order["reason"] and "within the budget" in order["reason"]
     assert batched["peak_model_bytes"] + batched["reserved_bytes"] + order["held_bytes"] <= budget
+
+
+def test_on_the_cpu_frames_a_frame_enhancer_enlarges_are_counted_at_its_size(
+    pack: Path, face_clip: Path, tmp_path: Path
+) -> None:
+    """Behind a frame enhancer any frame the render holds may wait for the encoder enlarged: under
+    a CPU budget each is counted at the enhancer's size (twice each way: four times the bytes)."""
+    chosen = ("--frame-enhancer", "real_esrgan_x2")
+    loose = _render(pack, face_clip, tmp_path / "loose", *chosen)
+    per_frame = models.held_frame_bytes(probe(face_clip))
+    at_once = models.frames_at_once(2, 2, AHEAD)
+    need = sum(m["bytes"] for m in loose["models"])
+    budget = loose["reserved_bytes"] + int(need * 1.2) + 4 * at_once * per_frame
+    enlarged = _render(pack, face_clip, tmp_path / "enlarged", *chosen, "--memory-budget", str(budget))
+    order = enlarged["model_order"]
+    assert order["order"] == "batch" and order["held_bytes"] == 4 * at_once * per_frame, order
+    assert enlarged["peak_model_bytes"] + enlarged["reserved_bytes"] + order["held_bytes"] <= budget
+    first = _frames(tmp_path / "enlarged")[0]
+    assert first.shape[:2] == (2 * 270, 2 * 480)

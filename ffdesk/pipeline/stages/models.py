@@ -438,10 +438,13 @@ class ModelRender:
             flight.flow_frames,
         )
 
-    def count_frames_held(self) -> None:
+    def count_frames_held(self, scale: int = 1) -> None:
         """A render runs the stages: the frames its model order holds (`ModelOrder.held_bytes`,
-        on the CPU) count against the budget from now on (`BoundsFrames.count_frames_held`)."""
+        on the CPU; at `scale` times their size each way where a frame enhancer enlarges them)
+        count against the budget from now on (`BoundsFrames.count_frames_held`)."""
         if self.order is not None and self.order.held_bytes:
+            if scale > 1:
+                self.order = replace(self.order, held_bytes=self.order.held_bytes * scale * scale)
             self.manager.hold(self.order.held_bytes)
 
     @property
@@ -1123,8 +1126,8 @@ class SwapStage:
         """What the render's model order bounds the frames in flight to (`BoundsFrames`)."""
         return self.ctx.order.flow_frames if self.ctx.order is not None else None
 
-    def count_frames_held(self) -> None:
-        self.ctx.count_frames_held()
+    def count_frames_held(self, scale: int = 1) -> None:
+        self.ctx.count_frames_held(scale)
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event

@@ -251,6 +251,37 @@ def test_the_colorizer_runs_after_the_face_stages_and_before_the_frame_enhancer(
             stage.finish()
 
 
+def test_processors_without_a_swap_share_one_budget(
+    tmp_path: Path, grey_clip: Path, pack: Path, run_env
+) -> None:  # type: ignore[no-untyped-def]
+    """Without model stages, the render's processors run their models under one manager (the
+    first's), so `--memory-budget` holds them all together, not each on its own; it is let go
+    once, with the first."""
+    from ffdesk.pipeline.plan import build_stages
+
+    write_standins(tmp_path, ["real_esrgan_x2"])
+    for name in ("ddcolor.onnx", "ddcolor.hash"):
+        (tmp_path / name).write_bytes((pack / name).read_bytes())
+    job = RenderJob(
+        target=grey_clip,
+        output=tmp_path / "o.mp4",
+        models_dir=tmp_path,
+        frame_colorizer="ddcolor",
+        frame_enhancer="real_esrgan_x2",
+        memory_budget=64 << 20,
+    )
+    stages = build_stages(job, env=run_env)
+    colorize, enhance = stages
+    try:
+        manager = colorize.models.manager  # type: ignore[attr-defined]
+        assert enhance.models.manager is manager and manager.budget_bytes == 64 << 20  # type: ignore[attr-defined]
+        assert {k.split("@")[0] for k in manager.registered()} == {"ddcolor", "real_esrgan_x2"}
+    finally:
+        for stage in stages:
+            stage.finish()
+    assert manager.resident() == ()
+
+
 def test_a_model_file_with_a_description_runs_by_its_path(
     tmp_path: Path, grey_clip: Path, pack: Path, grey_frames: list[np.ndarray]
 ) -> None:

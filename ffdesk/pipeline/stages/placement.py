@@ -159,13 +159,18 @@ def processor_models(
     job: RenderJob, stages: Sequence[Stage], *, env: RuntimeEnv, share: Share | None
 ) -> ProcessorModels:
     """The models of a processor placed after `stages`: the model stages' manager when there is
-    one, else one of its own."""
+    one, else an earlier processor's (one budget for every model of the render), else one of its
+    own."""
     from ffdesk.pipeline.providers import job_device, session_options
     from ffdesk.runtime.residency import ResidencyManager
 
     ctx = model_render(stages)
     if ctx is not None:
         return ProcessorModels(ctx.manager, ctx.options, owns=False)
+    for stage in stages:
+        earlier = getattr(stage, "models", None)
+        if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
+            return ProcessorModels(earlier.manager, earlier.options, owns=False)
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
     return ProcessorModels(manager, session_options(job.provider, device, env, "fp32"), owns=True)

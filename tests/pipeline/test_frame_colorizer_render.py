@@ -227,22 +227,27 @@ def test_bad_model_files_are_one_line_errors(tmp_path: Path, grey_clip: Path, pa
         assert not out.exists()
 
 
-def test_the_colorizer_runs_after_the_face_stages_and_before_the_frame_enhancer(
-    tmp_path: Path, grey_clip: Path, pack: Path, run_env
-) -> None:  # type: ignore[no-untyped-def]
-    from ffdesk.pipeline.plan import build_stages
-
+def _colour_then_upscale(tmp_path: Path, grey_clip: Path, pack: Path, budget: int | None = None) -> RenderJob:
+    """A job with the colorizer and a x2 frame enhancer (their stand-ins in `tmp_path`), no swap."""
     write_standins(tmp_path, ["real_esrgan_x2"])
     for name in ("ddcolor.onnx", "ddcolor.hash"):
         (tmp_path / name).write_bytes((pack / name).read_bytes())
-    job = RenderJob(
+    return RenderJob(
         target=grey_clip,
         output=tmp_path / "o.mp4",
         models_dir=tmp_path,
         frame_colorizer="ddcolor",
         frame_enhancer="real_esrgan_x2",
+        memory_budget=budget,
     )
-    stages = build_stages(job, env=run_env)
+
+
+def test_the_colorizer_runs_after_the_face_stages_and_before_the_frame_enhancer(
+    tmp_path: Path, grey_clip: Path, pack: Path, run_env
+) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.pipeline.plan import build_stages
+
+    stages = build_stages(_colour_then_upscale(tmp_path, grey_clip, pack), env=run_env)
     try:
         assert [s.name for s in stages] == ["frame_colorize", "frame_enhance"]
         assert stages[0].edits_regions is False
@@ -259,18 +264,7 @@ def test_processors_without_a_swap_share_one_budget(
     once, with the first."""
     from ffdesk.pipeline.plan import build_stages
 
-    write_standins(tmp_path, ["real_esrgan_x2"])
-    for name in ("ddcolor.onnx", "ddcolor.hash"):
-        (tmp_path / name).write_bytes((pack / name).read_bytes())
-    job = RenderJob(
-        target=grey_clip,
-        output=tmp_path / "o.mp4",
-        models_dir=tmp_path,
-        frame_colorizer="ddcolor",
-        frame_enhancer="real_esrgan_x2",
-        memory_budget=64 << 20,
-    )
-    stages = build_stages(job, env=run_env)
+    stages = build_stages(_colour_then_upscale(tmp_path, grey_clip, pack, 64 << 20), env=run_env)
     colorize, enhance = stages
     try:
         manager = colorize.models.manager  # type: ignore[attr-defined]

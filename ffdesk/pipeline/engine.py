@@ -163,7 +163,7 @@ def run_render(
             raise
         for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
-        _bind(stages, emit)
+        _bind(stages, emit, image=span is None)
         try:
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
@@ -194,17 +194,20 @@ def run_render(
     return report
 
 
-def _bind(stages: Sequence[Stage], emit: ev.EventCallback) -> None:
+def _bind(stages: Sequence[Stage], emit: ev.EventCallback, *, image: bool = False) -> None:
     """Give the stages the render's events, then count the frames the render will hold against
-    its budget (`BoundsFrames`; at the size a frame enhancer makes them), before any model is
-    prepared."""
+    its budget (`BoundsFrames`: the flow's bound and the encoder's frame, or the one image; at
+    the size a frame enhancer makes them), before any model is prepared."""
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
-    scale = output_scale(stages)
+    bound = frames_in_flight(stages)
+    if bound is None and not image:
+        return
+    frames, scale = 1 if image else (bound or 0) + 1, output_scale(stages)
     for stage in stages:
         if isinstance(stage, BoundsFrames):
-            stage.count_frames_held(scale)
+            stage.count_frames_held(frames, scale)
 
 
 def _drop_unstarted(manifest: Manifest | None) -> None:

@@ -182,10 +182,11 @@ class BoundsFrames(Protocol):
         """The most frames in flight, or None: no bound."""
         ...
 
-    def count_frames_held(self, scale: int = 1) -> None:
-        """The render runs it (in a flow, or on a still image): what the frames it holds take is
-        counted against the budget from now on, each at `scale` times its size each way where a
-        later stage enlarges the frames (a frame enhancer: any of them may wait for the encoder
+    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+        """The render runs it (in a flow, or on a still image) and holds at most `frames` frames
+        at once (the flow's bound and the encoder's frame; 1 for a still image): what they take
+        is counted against the budget from now on, each at `scale` times its size each way where
+        a later stage enlarges the frames (a frame enhancer: any of them may wait for the encoder
         enlarged). The engine calls it before any model is prepared; a caller that runs the
         stages a frame at a time (a preview) does not."""
         ...

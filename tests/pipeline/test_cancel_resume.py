@@ -194,7 +194,7 @@ class WindowInvert(SlowInvert):
         held, self._held = self._held, []
         return super().process(held)
 
-    def count_frames_held(self, scale: int = 1) -> None:
+    def count_frames_held(self, frames: int, scale: int = 1) -> None:
         pass
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -244,3 +245,41 @@ def test_the_matte_follows_the_upscale(tmp_path: Path, run_env) -> None:  # type
         assert b.shape == (288, 352, 3) and a[..., 0].max() > 200  # a face was pasted
         up = cv2.resize(a[..., 0], (352, 288), interpolation=cv2.INTER_LINEAR)
         assert np.abs(up.astype(int) - b[..., 0]).mean() < 2.0
+
+
+def test_upscaling_alone_under_a_cpu_budget_counts_and_bounds_its_enlarged_frames(
+    tmp_path: Path, run_env, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The frame enhancer with no swap, on its own CPU budget: the frames the render holds at once
+    (a batch in its hands, the next waiting, the decoder's and the encoder's) count against the
+    budget with their enlarged pictures, and no more frames than that are ever alive. A budget
+    without room for them beside the model is refused in one line, and nothing is written."""
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.stages.models import enlarged_frame_bytes
+    from ffdesk.runtime.residency import ResidencyManager
+    from tests.packets_alive import count_packets_alive
+
+    clip = carphone()
+    pack = _pack(tmp_path, "real_esrgan_x2")
+    held: list[int] = []
+    real_hold = ResidencyManager.hold
+
+    def hold(self: ResidencyManager, nbytes: int) -> None:
+        held.append(nbytes)
+        real_hold(self, nbytes)
+
+    monkeypatch.setattr(ResidencyManager, "hold", hold)
+    alive = count_packets_alive(monkeypatch)
+    frames = 2 * 2 + 1 + 1  # --batch 2
+    need = frames * enlarged_frame_bytes(probe(clip), 2)
+    job = RenderJob(
+        target=clip, output=tmp_path / "up.mp4", models_dir=pack, frame_enhancer="real_esrgan_x2",
+        end=1.2, batch=2, memory_budget=need + (64 << 20),
+    )  # fmt: skip
+    report = run_render(job, env=run_env)
+    assert report.frames_out > 3 * frames and held == [need]
+    assert 2 <= alive[1] <= frames, alive
+    small = replace(job, output=tmp_path / "small.mp4", memory_budget=need)  # no room for the model
+    with pytest.raises(UserError, match="the frames the render holds back") as refused:
+        run_render(small, env=run_env)
+    assert len(str(refused.value).splitlines()) == 1 and not small.output.exists()

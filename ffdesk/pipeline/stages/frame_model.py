@@ -41,6 +41,29 @@ class FrameModelStage(Generic[SpecT]):
     def start(self) -> None:
         return None
 
+    @property
+    def _on_own_cpu_budget(self) -> bool:
+        """Whether its manager is its own (no model stages before it) under a CPU budget, where
+        the frames the render holds are the process's memory as much as the models."""
+        manager = self.models.manager
+        return self.models.owns and manager.device == "cpu" and manager.budget_bytes is not None
+
+    @property
+    def flow_frames(self) -> int | None:
+        """On its own CPU budget, the most frames in flight (`BoundsFrames`): a batch in its hands,
+        the next one waiting and the one being decoded; else no bound."""
+        return 2 * max(1, self.max_batch) + 1 if self._on_own_cpu_budget else None
+
+    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+        """On its own CPU budget, `frames` frames of the target's size (enlarged `scale` times each
+        way: `enlarged_frame_bytes`) count against it from now on (`BoundsFrames.count_frames_held`)."""
+        if not self._on_own_cpu_budget or frames < 1:
+            return
+        from ffdesk.media.probe import probe
+        from ffdesk.pipeline.stages.models import enlarged_frame_bytes
+
+        self.models.manager.hold(frames * enlarged_frame_bytes(probe(self.job.target), scale))
+
     def count(self, frames: int) -> None:
         """`frames` more frames done (stages run on several threads)."""
         with self._lock:

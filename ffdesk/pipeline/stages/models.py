@@ -257,6 +257,8 @@ class ModelRender:
         self._closed = False
         self.reset_counts()
         self.order: ModelOrder | None = None
+        self._frames_of: MediaInfo | None = None
+        """The target whose frames a CPU budget counts (set when the order is planned)."""
         """Set by whoever builds the stages (`model_stages`): the order they run the models in."""
         self.chunk: int | None = None
         """In segment order: the most items a model call takes (one load covers all of them)."""
@@ -438,14 +440,15 @@ class ModelRender:
             flight.flow_frames,
         )
 
-    def count_frames_held(self, scale: int = 1) -> None:
-        """A render runs the stages: the frames its model order holds (`ModelOrder.held_bytes`,
-        on the CPU; at `scale` times their size each way where a frame enhancer enlarges them)
-        count against the budget from now on (`BoundsFrames.count_frames_held`)."""
+    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+        """A render runs the stages, holding at most `frames` frames at once: where its model
+        order counts frames (on the CPU, `ModelOrder.held_bytes`), they count against the budget
+        from now on, at `scale` times their size each way where a frame enhancer enlarges them
+        (`BoundsFrames.count_frames_held`)."""
         if self.order is not None and self.order.held_bytes:
-            if scale > 1:
-                self.order = replace(self.order, held_bytes=self.order.held_bytes * scale * scale)
-            self.manager.hold(self.order.held_bytes)
+            held = frames * enlarged_frame_bytes(self._frames_of, scale)
+            self.order = replace(self.order, held_bytes=held)
+            self.manager.hold(held)
 
     @property
     def _on_cpu(self) -> bool:
@@ -486,6 +489,7 @@ class ModelRender:
             frames = 1 if image else span_frames(self.job.start, self.job.end, info.video)
             least = min(least, frames)
             window = min(window, frames)
+        self._frames_of = info
         per_frame = held_frame_bytes(info)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
@@ -925,6 +929,13 @@ def _within(flight: FramesInFlight) -> str:
     return f" ({at_once}{format_bytes(flight.held_bytes)}, within the budget)"
 
 
+def enlarged_frame_bytes(info: MediaInfo | None, scale: int) -> int:
+    """What a frame held counts against a CPU budget where a frame enhancer enlarges the frames
+    `scale` times each way: `held_frame_bytes`, and the enlarged picture beside them (any frame
+    held may wait for the encoder enlarged)."""
+    return held_frame_bytes(info) + frame_bytes(info) * (scale * scale - 1)
+
+
 def frames_at_once(window: int, windows: int, ahead: int) -> int:
     """The most frames a render in segment order holds at once on the CPU: `windows` model stages'
     windows of `window` frames, the `ahead` frames the front end holds back, the one the decoder
@@ -1126,8 +1137,8 @@ class SwapStage:
         """What the render's model order bounds the frames in flight to (`BoundsFrames`)."""
         return self.ctx.order.flow_frames if self.ctx.order is not None else None
 
-    def count_frames_held(self, scale: int = 1) -> None:
-        self.ctx.count_frames_held(scale)
+    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+        self.ctx.count_frames_held(frames, scale)
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event

@@ -163,7 +163,7 @@ def run_render(
             raise
         for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
-        _bind(stages, emit, image=span is None)
+        _bind(stages, emit, info)
         try:
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
@@ -194,20 +194,24 @@ def run_render(
     return report
 
 
-def _bind(stages: Sequence[Stage], emit: ev.EventCallback, *, image: bool = False) -> None:
-    """Give the stages the render's events, then count the frames the render will hold against
-    its budget (`BoundsFrames`: the flow's bound and the encoder's frame, or the one image; at
-    the size a frame enhancer makes them), before any model is prepared."""
+def _bind(stages: Sequence[Stage], emit: ev.EventCallback, info: MediaInfo) -> None:
+    """Give the stages the render's events, then count the frames the render of `info` will
+    hold against its budget (`BoundsFrames`: the flow's bound and the encoder's frame, or the
+    one image; each with the picture a frame enhancer makes of it), before any model is
+    prepared."""
+    from ffdesk.pipeline.stages.models import enlarged_frame_bytes
+
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
     bound = frames_in_flight(stages)
-    if bound is None and not image:
+    if bound is None and not info.is_image:
         return
-    frames, scale = 1 if image else (bound or 0) + 1, output_scale(stages)
+    frames = 1 if info.is_image else (bound or 0) + 1
+    held = frames * enlarged_frame_bytes(info, output_scale(stages))
     for stage in stages:
         if isinstance(stage, BoundsFrames):
-            stage.count_frames_held(frames, scale)
+            stage.count_frames_held(held)
 
 
 def _drop_unstarted(manifest: Manifest | None) -> None:
@@ -616,9 +620,9 @@ class _Flow:
         """What the reader mended (set once decoding starts; complete after END)."""
         depth = max(_QUEUE_FRAMES, 2 * job.batch)
         bound = frames_in_flight(stages)
-        self.gate = FrameGate(halt, bound) if bound is not None and stages else None
+        self.gate = FrameGate(halt, bound) if bound is not None else None
         """Where a stage pays for the frames in flight from a budget: the most the flow holds."""
-        self.source = Pipe(halt, depth, self.gate if not stages else None)
+        self.source = Pipe(halt, depth)
         pipe = self.source
         # the stages' threads give way to the encoder's while the machine is otherwise quiet
         self.priority = HelperPriority()
@@ -1144,7 +1148,7 @@ def render_segment(
     else:
         stages = build_stages(job, info, env=env, share=share)
     out_w, out_h = _output_size(size or (info.video.display_width, info.video.display_height), stages)
-    _bind(stages, emit)
+    _bind(stages, emit, info)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     nvdec = _nvdec_for(job, env)

@@ -234,7 +234,7 @@ class ModelOrder(_InJson):
     window_frames: int
     held_bytes: int = 0
     """What the frames a render holds at once were counted at against the budget (on the CPU,
-    in segment order; 0 elsewhere)."""
+    in either order; 0 elsewhere)."""
     flow_frames: int | None = None
     """The most frames its flow held at once between decoder and encoder (None: not bounded)."""
 

@@ -182,13 +182,12 @@ class BoundsFrames(Protocol):
         """The most frames in flight, or None: no bound."""
         ...
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
-        """The render runs it (in a flow, or on a still image) and holds at most `frames` frames
-        at once (the flow's bound and the encoder's frame; 1 for a still image): what they take
-        is counted against the budget from now on, each at `scale` times its size each way where
-        a later stage enlarges the frames (a frame enhancer: any of them may wait for the encoder
-        enlarged). The engine calls it before any model is prepared; a caller that runs the
-        stages a frame at a time (a preview) does not."""
+    def count_frames_held(self, held_bytes: int) -> None:
+        """The render runs it (in a flow, or on a still image), and the frames it holds at once
+        (the flow's bound and the encoder's frame, or the one image; each with the picture a
+        frame enhancer makes of it: any may wait for the encoder enlarged) take `held_bytes`:
+        counted against the budget from now on. The engine calls it before any model is
+        prepared; a caller that runs the stages a frame at a time (a preview) does not."""
         ...
 
 

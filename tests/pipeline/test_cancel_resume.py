@@ -52,6 +52,21 @@ def resumed_from(job: RenderJob, env: RuntimeEnv) -> int:
     return started.resumed_frames
 
 
+def cancelled_beside_whole(
+    run_env: RuntimeEnv, tmp_path: Path, clip: Path, segment_frames: int, at: int
+) -> tuple[RenderJob, RenderJob]:
+    """(the render of `clip` cancelled once `at` frames are done, the same render in one go)."""
+    job = RenderJob(target=clip, output=tmp_path / "out.mp4", sources=(clip,), segment_frames=segment_frames)
+    whole = RenderJob(
+        target=clip, output=tmp_path / "whole.mp4", sources=(clip,), segment_frames=segment_frames
+    )
+    run_render(whole, env=run_env)
+    cancel = threading.Event()
+    with pytest.raises(Cancelled):
+        run_render(job, cancel_at(at, cancel), cancel, env=run_env)
+    return job, whole
+
+
 @pytest.fixture
 def every_frame_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     """Progress after every frame, so a test cancels at an exact frame."""
@@ -65,12 +80,7 @@ def test_a_cancelled_render_resumes_at_the_frame_reached(
     clip = tmp_path / "clip.mp4"
     synth_clip(clip, width=160, height=96, fps=25, frames=100)
     monkeypatch.setattr("ffdesk.pipeline.engine.build_stages", lambda *_, **_kw: [SlowInvert(0.002)])
-    job = RenderJob(target=clip, output=tmp_path / "out.mp4", sources=(clip,), segment_frames=240)
-    whole = RenderJob(target=clip, output=tmp_path / "whole.mp4", sources=(clip,), segment_frames=240)
-    run_render(whole, env=run_env)
-    cancel = threading.Event()
-    with pytest.raises(Cancelled):
-        run_render(job, cancel_at(40, cancel), cancel, env=run_env)
+    job, whole = cancelled_beside_whole(run_env, tmp_path, clip, 240, 40)
     assert not job.output.exists()
     with Manifest.open(work_dir_for(job.output), job.resolved().output_fingerprint(), True)[0] as kept:
         assert [(s.frames, s.first_pts) for s in kept.segments] == [(40, 0)]
@@ -194,7 +204,7 @@ class WindowInvert(SlowInvert):
         held, self._held = self._held, []
         return super().process(held)
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+    def count_frames_held(self, held_bytes: int) -> None:
         pass
 
 
@@ -218,12 +228,7 @@ def test_a_bounded_flow_cancelled_and_resumed_gives_the_one_go_render(
 
     monkeypatch.setattr(engine, "FrameGate", Spied)
     monkeypatch.setattr(engine, "build_stages", lambda *_, **_kw: [WindowInvert(4, 6)])
-    job = RenderJob(target=clip, output=tmp_path / "out.mp4", sources=(clip,), segment_frames=32)
-    whole = RenderJob(target=clip, output=tmp_path / "whole.mp4", sources=(clip,), segment_frames=32)
-    run_render(whole, env=run_env)
-    cancel = threading.Event()
-    with pytest.raises(Cancelled):
-        run_render(job, cancel_at(40, cancel), cancel, env=run_env)
+    job, whole = cancelled_beside_whole(run_env, tmp_path, clip, 32, 40)
     assert 30 <= resumed_from(job, run_env) <= 50
     a, b = frames_of(job.output), frames_of(whole.output)
     assert len(a) == len(b) == 100

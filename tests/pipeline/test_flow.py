@@ -226,7 +226,7 @@ class WindowStage(AddStage):
         held, self._held = self._held, []
         return held
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
+    def count_frames_held(self, held_bytes: int) -> None:
         pass
 
 

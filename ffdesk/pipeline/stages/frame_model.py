@@ -54,15 +54,11 @@ class FrameModelStage(Generic[SpecT]):
         the next one waiting and the one being decoded; else no bound."""
         return 2 * max(1, self.max_batch) + 1 if self._on_own_cpu_budget else None
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
-        """On its own CPU budget, `frames` frames of the target's size (enlarged `scale` times each
-        way: `enlarged_frame_bytes`) count against it from now on (`BoundsFrames.count_frames_held`)."""
-        if not self._on_own_cpu_budget or frames < 1:
-            return
-        from ffdesk.media.probe import probe
-        from ffdesk.pipeline.stages.models import enlarged_frame_bytes
-
-        self.models.manager.hold(frames * enlarged_frame_bytes(probe(self.job.target), scale))
+    def count_frames_held(self, held_bytes: int) -> None:
+        """On its own CPU budget, the frames the render holds count against it from now on
+        (`BoundsFrames.count_frames_held`)."""
+        if self._on_own_cpu_budget:
+            self.models.manager.hold(held_bytes)
 
     def count(self, frames: int) -> None:
         """`frames` more frames done (stages run on several threads)."""

@@ -101,7 +101,7 @@ HOLD_BYTES = 768 * 2**20
 """Host memory the frames a model stage holds back in segment order may take (each held frame
 counts its RGB image twice: the image and the decoded frame it came from, with headroom)."""
 HELD_FRAME_COPIES = 3
-"""What a frame segment order holds back takes on the CPU, in RGB images of its size: the image,
+"""What a frame a render holds takes on the CPU, in RGB images of its size: the image,
 the decoded frame it came from and the stages' work on its faces (measured with the full pack at
 720p: 7.9 MiB a frame, 2.9 images)."""
 PER_FRAME_ROLES = ("point_mapper", "landmarker", "swapper", "enhancer")
@@ -257,8 +257,6 @@ class ModelRender:
         self._closed = False
         self.reset_counts()
         self.order: ModelOrder | None = None
-        self._frames_of: MediaInfo | None = None
-        """The target whose frames a CPU budget counts (set when the order is planned)."""
         """Set by whoever builds the stages (`model_stages`): the order they run the models in."""
         self.chunk: int | None = None
         """In segment order: the most items a model call takes (one load covers all of them)."""
@@ -440,15 +438,13 @@ class ModelRender:
             flight.flow_frames,
         )
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
-        """A render runs the stages, holding at most `frames` frames at once: where its model
-        order counts frames (on the CPU, `ModelOrder.held_bytes`), they count against the budget
-        from now on, at `scale` times their size each way where a frame enhancer enlarges them
-        (`BoundsFrames.count_frames_held`)."""
+    def count_frames_held(self, held_bytes: int) -> None:
+        """A render runs the stages, and the frames it holds at once take `held_bytes`: where its
+        model order counts frames (on the CPU, `ModelOrder.held_bytes` as planned), they count
+        against the budget from now on, as the report then says (`BoundsFrames.count_frames_held`)."""
         if self.order is not None and self.order.held_bytes:
-            held = frames * enlarged_frame_bytes(self._frames_of, scale)
-            self.order = replace(self.order, held_bytes=held)
-            self.manager.hold(held)
+            self.order = replace(self.order, held_bytes=held_bytes)
+            self.manager.hold(held_bytes)
 
     @property
     def _on_cpu(self) -> bool:
@@ -489,7 +485,6 @@ class ModelRender:
             frames = 1 if image else span_frames(self.job.start, self.job.end, info.video)
             least = min(least, frames)
             window = min(window, frames)
-        self._frames_of = info
         per_frame = held_frame_bytes(info)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
@@ -916,8 +911,7 @@ def frame_bytes(info: MediaInfo | None) -> int:
 
 
 def held_frame_bytes(info: MediaInfo | None) -> int:
-    """What one frame segment order holds back counts against a CPU budget (`HELD_FRAME_COPIES`);
-    a batch of them is the least a CPU budget must leave beside the largest model."""
+    """What one frame a render holds counts against a CPU budget (`HELD_FRAME_COPIES`)."""
     return frame_bytes(info) * HELD_FRAME_COPIES
 
 
@@ -937,15 +931,15 @@ def enlarged_frame_bytes(info: MediaInfo | None, scale: int) -> int:
 
 
 def frames_at_once(window: int, windows: int, ahead: int) -> int:
-    """The most frames a render in segment order holds at once on the CPU: `windows` model stages'
-    windows of `window` frames, the `ahead` frames the front end holds back, the one the decoder
-    waits to add and the one the encoder is writing."""
+    """The most frames a model-pack render holds at once: `windows` model stages' windows of
+    `window` frames (in batch order, the batch in each one's hands), the `ahead` frames the front
+    end holds back, the one the decoder waits to add and the one the encoder is writing."""
     return windows * window + ahead + 2
 
 
 @dataclass(frozen=True)
 class FramesInFlight:
-    """What segment order holds on the CPU: its `window`, the most `frames` alive at once,
+    """What a model-pack render holds on the CPU: its `window`, the most `frames` alive at once,
     `flow_frames` of them between decoder and encoder (None: not bounded), and what they are
     counted at against the budget."""
 
@@ -1137,8 +1131,8 @@ class SwapStage:
         """What the render's model order bounds the frames in flight to (`BoundsFrames`)."""
         return self.ctx.order.flow_frames if self.ctx.order is not None else None
 
-    def count_frames_held(self, frames: int, scale: int = 1) -> None:
-        self.ctx.count_frames_held(frames, scale)
+    def count_frames_held(self, held_bytes: int) -> None:
+        self.ctx.count_frames_held(held_bytes)
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         self.ctx.on_event = on_event

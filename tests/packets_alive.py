@@ -1,4 +1,5 @@
-"""Counting the frame packets a render has alive at once, as they are made and freed."""
+"""Counting the frame packets a render has alive at once, as they are made and freed, and the
+bytes its frames are counted at against a budget."""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ def count_packets_alive(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(engine, "FramePacket", Counted)
     return alive
+
+
+def bytes_held_told(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The bytes every residency manager is told from here on that a render's frames hold
+    (`ResidencyManager.hold`), in order."""
+    from ffdesk.runtime.residency import ResidencyManager
+
+    held: list[int] = []
+    real_hold = ResidencyManager.hold
+
+    def hold(self: ResidencyManager, nbytes: int) -> None:
+        held.append(nbytes)
+        real_hold(self, nbytes)
+
+    monkeypatch.setattr(ResidencyManager, "hold", hold)
+    return held

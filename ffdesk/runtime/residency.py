@@ -510,9 +510,32 @@ class ResidencyManager:
             together=together,
         )
 
+    def batch_within_budget(self, key: str, n: int) -> int:
+        """`n`, or under a budget the largest batch up to it the budget lets `key` take alone
+        (its footprint by batch, as measured)."""
+        if n < 2 or self.budget_bytes is None:
+            return max(1, n)
+        return max(1, min(n, self.choose_batches({key: n}, together=False).get(key, n)))
+
+    def run_measured(
+        self,
+        key: str,
+        fn: Callable[[Session, Sequence[T]], Sequence[R]],
+        items: Sequence[T],
+        max_batch: int | None = None,
+    ) -> list[R]:
+        """`run_with_recovery` in chunks of at most `max_batch` items, no more than the budget
+        lets the model take (`batch_within_budget`); a chunk larger than any run before is
+        measured the first time (`measure_batch`): the runtime keeps the arena it grew, so what
+        it grew by counts against the budget as a load does."""
+        n = self.batch_within_budget(key, min(len(items), max_batch or len(items)))
+        if n < 2:
+            return self.run_with_recovery(key, fn, items, max_batch=1)
+        return self.measure_batch(key, n, lambda: self.run_with_recovery(key, fn, items, max_batch=n))
+
     def measure_batch(self, key: str, batch: int, run: Callable[[], T]) -> T:
         """`run()` (which runs `key` on `batch` items) measured alone: before it, room is made
-        for what the model is expected to grow by at that batch (idle models evicted); after it,
+        for what the model is expected to grow by at that batch (`_room_to_grow`); after it,
         what it grew by is its footprint at `batch`, remembered like a load's (per file,
         precision, provider, device and batch) and counted against the budget from then on. A
         batch no larger than one already run is just run."""
@@ -520,18 +543,7 @@ class ResidencyManager:
         active = self.active_key(key)
         with self.acquire(active):  # loaded (and measured at batch 1) before anything is timed
             pool.footprints.load()
-            with pool.cond:
-                e = self._entry(active)
-                if batch <= e.batch:
-                    grow = False
-                    claims: list[Unload] = []
-                else:
-                    grow = True
-                    expected = policy.footprint_at(pool._locked_curve(e), batch)
-                    claims = pool._locked_claim_room(max(0, expected - e.nbytes), exclude=e.slot)
-            pool.unload(claims)
-            pool.deliver()
-            if not grow:
+            if not self._room_to_grow(active, batch):
                 return run()
             with pool.load_lock:  # no load measures itself meanwhile
                 before = pool.probe.used()
@@ -541,6 +553,7 @@ class ResidencyManager:
             with pool.cond:
                 if limited is not None and limited < batch:
                     return out  # it ran in smaller chunks after running out of memory
+                e = self._entry(active)
                 grown = (
                     policy.measured_footprint(before, after, 0) if any(a is not None for a in after) else 0
                 )
@@ -559,6 +572,31 @@ class ResidencyManager:
                 pool.footprints.put(store_key, nbytes, 0.0)
             pool.deliver()
             return out
+
+    def _room_to_grow(self, key: str, batch: int) -> bool:
+        """Whether `key` (loaded, held by this thread) is about to run a batch larger than any
+        before; if so, room is made first for what it is expected to grow by: idle models are
+        evicted, and while the growth does not fit and models other running batches hold are in
+        the way, this waits for them as a load does (`_locked_next_step`)."""
+        pool, tid = self._pool, threading.get_ident()
+        while True:
+            with pool.cond:
+                e = self._entry(key)
+                if batch <= e.batch:
+                    return False
+                grow = max(0, policy.footprint_at(pool._locked_curve(e), batch) - e.nbytes)
+                claims = pool._locked_claim_room(grow, exclude=e.slot)
+                if not claims:
+                    if pool._locked_fits(grow) or not pool._locked_waiting_helps(tid):
+                        return True
+                    pool.waiting.add(tid)
+                    try:
+                        pool.cond.wait(0.5)
+                    finally:
+                        pool.waiting.discard(tid)
+                    continue
+            pool.unload(claims)
+            pool.deliver()
 
     # ---- acquire / release ---------------------------------------------------------------
 

@@ -282,5 +282,9 @@ def test_on_the_cpu_frames_a_frame_enhancer_enlarges_are_counted_at_its_size(
     enlarged = _render(pack, face_clip, tmp_path / "enlarged", *chosen, "--memory-budget", str(budget))
     order = enlarged["model_order"]
     assert order["order"] == "batch" and order["held_bytes"] == at_once * per_frame, order
+    # the frame enhancer's tiles grow its arena: measured and made room for like the face models'
+    enhancer = next(m for m in enlarged["models"] if m["name"] == "real_esrgan_x2")
+    assert enhancer["batch"] > 1 and enhancer["bytes"] > enhancer["one_item_bytes"], enhancer
+    assert enlarged["peak_model_bytes"] + enlarged["reserved_bytes"] + order["held_bytes"] <= budget
     first = _frames(tmp_path / "enlarged")[0]
     assert first.shape[:2] == (2 * 270, 2 * 480)

@@ -256,19 +256,11 @@ def test_upscaling_alone_under_a_cpu_budget_counts_and_bounds_its_enlarged_frame
     without room for them beside the model is refused in one line, and nothing is written."""
     from ffdesk.media.probe import probe
     from ffdesk.pipeline.stages.models import enlarged_frame_bytes
-    from ffdesk.runtime.residency import ResidencyManager
-    from tests.packets_alive import count_packets_alive
+    from tests.packets_alive import bytes_held_told, count_packets_alive
 
     clip = carphone()
     pack = _pack(tmp_path, "real_esrgan_x2")
-    held: list[int] = []
-    real_hold = ResidencyManager.hold
-
-    def hold(self: ResidencyManager, nbytes: int) -> None:
-        held.append(nbytes)
-        real_hold(self, nbytes)
-
-    monkeypatch.setattr(ResidencyManager, "hold", hold)
+    held = bytes_held_told(monkeypatch)
     alive = count_packets_alive(monkeypatch)
     frames = 2 * 2 + 1 + 1  # --batch 2
     need = frames * enlarged_frame_bytes(probe(clip), 2)

@@ -265,3 +265,41 @@ def test_a_damaged_contract_is_one_line(
         run_render(job, lambda _e: None, env=run_env)
     line = str(err.value)
     assert "\n" not in line and "model.json: damaged trained-swapper contract" in line and why in line, line
+
+
+def test_on_a_cpu_budget_the_trained_swap_counts_the_frames_held_and_shares_its_budget(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trained swapper under a CPU budget counts the frames the render holds at once (the
+    tracking's, a batch in its hands, the next, the decoder's and the encoder's), with their
+    enlarged pictures behind a frame enhancer, and the enhancer after it runs on the same budget
+    (one manager, so the frames are counted once); no more packets than that are alive."""
+    from ffdesk.faces.tracking import TrackerSettings
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.stages.front import held_back
+    from ffdesk.pipeline.stages.models import enlarged_frame_bytes
+    from ffdesk.runtime.standins import write_standins
+    from tests.packets_alive import bytes_held_told, count_packets_alive
+
+    pack = tmp_path / "pack"
+    write_standins(pack, ["real_esrgan_x2"], dynamic_batch=True)
+    held = bytes_held_told(monkeypatch)
+    alive = count_packets_alive(monkeypatch)
+    frames = 2 * 2 + 1 + held_back(TrackerSettings()) + 1  # --batch 2
+    need = frames * enlarged_frame_bytes(probe(face_clip), 2)
+    job = RenderJob(
+        target=face_clip, output=tmp_path / "out.mp4", swapper=str(trained / "model.onnx"), batch=2,
+        models_dir=pack, frame_enhancer="real_esrgan_x2", provider="cpu", memory_budget=need + (256 << 20),
+    )  # fmt: skip
+    report = run_render(job, lambda _e: None, env=run_env)
+    assert report.frames_out == 6 and held == [need], (held, need)
+    assert 2 <= alive[1] <= frames, alive
+    assert report.models is not None  # the swap's manager ran the enhancer's model too
+    assert {m.name for m in report.models.models} == {"trained_swapper", "real_esrgan_x2"}
+    alone = RenderJob(
+        target=face_clip, output=tmp_path / "alone.mp4", swapper=str(trained / "model.onnx"), batch=2,
+        provider="cpu", memory_budget=need + (256 << 20),
+    )  # fmt: skip
+    held.clear()
+    assert run_render(alone, lambda _e: None, env=run_env).frames_out == 6
+    assert held == [frames * enlarged_frame_bytes(probe(face_clip), 1)]

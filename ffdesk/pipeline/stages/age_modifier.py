@@ -33,6 +33,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import age_modifier as am
 from ffdesk.types import Frame, Mask
@@ -93,7 +94,7 @@ class FaceAges:
         return out
 
 
-class AgeModifyStage:
+class AgeModifyStage(ProcessorFrames):
     """Redraws every chosen face of a batch older or younger by the age modifier model."""
 
     name = "age_modify"

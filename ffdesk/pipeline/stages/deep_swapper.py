@@ -35,6 +35,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned, sync_device
 from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import deep_swapper as ds
@@ -180,7 +181,7 @@ class PasteMasks:
     """The region masks of the drawn crops (the model stages' parser)."""
 
 
-class DeepSwapStage:
+class DeepSwapStage(ProcessorFrames):
     """Redraws every chosen face of a batch as the deep swapper's person."""
 
     name = "deep_swap"

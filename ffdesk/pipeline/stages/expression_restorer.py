@@ -31,6 +31,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import expression_restorer as er
 from ffdesk.swap import live_portrait as lp
@@ -140,7 +141,7 @@ class _Face:
     owner: int
 
 
-class ExpressionRestoreStage:
+class ExpressionRestoreStage(ProcessorFrames):
     """Gives every chosen face of a batch back its original expression."""
 
     name = "expression_restore"

@@ -33,6 +33,7 @@ from ffdesk.pipeline.stages.expression_restorer import (
     register_parts,
     resolve_live_portrait,
 )
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import face_editor as fe
 from ffdesk.swap import live_portrait as lp
@@ -59,7 +60,7 @@ def _offset(session: Runner, row: lp.F32, size: float) -> lp.F32:
     return lp.retarget(session, row) * np.float32(abs(size))
 
 
-class FaceEditStage:
+class FaceEditStage(ProcessorFrames):
     """Edits every chosen face of a batch by the job's settings."""
 
     name = "face_edit"

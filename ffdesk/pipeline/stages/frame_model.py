@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
@@ -21,9 +22,10 @@ if TYPE_CHECKING:
 SpecT = TypeVar("SpecT")
 
 
-class FrameModelStage(Generic[SpecT]):
+class FrameModelStage(ProcessorFrames, Generic[SpecT]):
     """A stage that runs one model over whole frames: `models`/`key` the model, registered on the
-    model stages' manager or its own; `max_batch` frames a call at most."""
+    model stages' manager or its own; `max_batch` frames a call at most; on its own CPU budget
+    it bounds and counts the frames the render holds (`ProcessorFrames`)."""
 
     workers = 1
 
@@ -40,25 +42,6 @@ class FrameModelStage(Generic[SpecT]):
 
     def start(self) -> None:
         return None
-
-    @property
-    def _on_own_cpu_budget(self) -> bool:
-        """Whether its manager is its own (no model stages before it) under a CPU budget, where
-        the frames the render holds are the process's memory as much as the models."""
-        manager = self.models.manager
-        return self.models.owns and manager.device == "cpu" and manager.budget_bytes is not None
-
-    @property
-    def flow_frames(self) -> int | None:
-        """On its own CPU budget, the most frames in flight (`BoundsFrames`): a batch in its hands,
-        the next one waiting and the one being decoded; else no bound."""
-        return 2 * max(1, self.max_batch) + 1 if self._on_own_cpu_budget else None
-
-    def count_frames_held(self, held_bytes: int) -> None:
-        """On its own CPU budget, the frames the render holds count against it from now on
-        (`BoundsFrames.count_frames_held`)."""
-        if self._on_own_cpu_budget:
-            self.models.manager.hold(held_bytes)
 
     def count(self, frames: int) -> None:
         """`frames` more frames done (stages run on several threads)."""

@@ -31,6 +31,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
 from ffdesk.swap import lipsync as ls
 from ffdesk.swap.areas import points_68
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
-RunModel = Callable[[Callable[[Runner, Sequence[Any]], Sequence[Any]], Sequence[Any]], list[Any]]
-"""`fn(session, chunk)` over items with the lip syncer loaded (out-of-memory safe)."""
 ROLE = "lip_syncer"
 
 
@@ -181,7 +180,7 @@ def _load_extractor(models: ProcessorModels, choice: ModelChoice) -> Extractor:
     return Extractor(choice.name, model, frames)
 
 
-class LipSyncStage:
+class LipSyncStage(ProcessorFrames):
     """Redraws the mouth of every chosen face of a batch for its frame's voice window."""
 
     name = "lip_sync"
@@ -192,26 +191,26 @@ class LipSyncStage:
         self,
         spec: ls.LipSyncSpec,
         voice: VoiceWindows | PendingVoice,
-        run: RunModel,
+        models: ProcessorModels,
+        key: str,
         *,
         weight: float,
         max_batch: int,
         occlusion: Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None = None,
-        close: Callable[[], None] | None = None,
         box: tuple[float, tuple[int, int, int, int]] = (0.3, (0, 0, 0, 0)),
         notes: Sequence[str] = (),
     ) -> None:
-        """`run`: the model call through a residency manager; `occlusion`: the render's occlusion
-        masks of a stack of crops (FaceFusion keeps them under the mouth too); `close`: what
-        `finish` lets go (a manager of the stage's own); `box`: the box mask's blur and padding
+        """`models`/`key`: the lip syncer, registered on a residency manager (`finish` lets go of
+        a manager of the stage's own); `occlusion`: the render's occlusion masks of a stack of
+        crops (FaceFusion keeps them under the mouth too); `box`: the box mask's blur and padding
         (the render's `--mask-blur`, `--mask-padding`), EDTalk's paste mask."""
         self.spec = spec
         self.voice = voice
-        self._run = run
+        self.models = models
+        self.key = key
         self.weight = weight
         self.max_batch = max_batch
         self._occlusion = occlusion
-        self._close = close
         self._box = box
         self._notes = tuple(notes)
         self.frame_origin = 0
@@ -274,7 +273,7 @@ class LipSyncStage:
             syncer = ls.LipSyncer(session, spec, weight=weight)
             return [syncer.mouth(f.crop, f.points, f.window) for f in chunk]
 
-        drawn = self._run(draw, faces)
+        drawn = self.models.run(self.key, draw, faces)
         masks: list[Mask] = [self._mask(f) for f in faces]
         crops = np.stack([f.crop for f in faces])
         if self._occlusion is not None:
@@ -298,8 +297,7 @@ class LipSyncStage:
         return ProcessorFigures(self.name, self.spec.name, faces=self.faces_synced)
 
     def finish(self) -> None:
-        if self._close is not None:
-            self._close()
+        self.models.close()  # its own manager only
         return None
 
 
@@ -343,17 +341,14 @@ def _stage(
         models.close()
         raise
 
-    def run(fn: Callable[[Runner, Sequence[Any]], Sequence[Any]], items: Sequence[Any]) -> list[Any]:
-        return models.run(key, fn, items)
-
     return LipSyncStage(
         spec,
         voice,
-        run,
+        models,
+        key,
         weight=job.lip_sync_weight,
         max_batch=max(1, job.batch),
         occlusion=occlusion,
-        close=models.close,
         box=(job.mask_blur, job.mask_padding),
         notes=(note,) if note else (),
     )

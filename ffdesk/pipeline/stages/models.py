@@ -393,9 +393,7 @@ class ModelRender:
         under a budget, on no more than the budget lets the model take at once (its footprint
         by batch, as measured: each larger call is measured the first time)."""
         key = self.keys.get(role_or_key, role_or_key)
-        n = max(1, min(len(items), self.chunk or len(items)))
-        if n > 1 and self.manager.budget_bytes is not None:  # the most the budget lets it take
-            n = max(1, min(n, self.manager.choose_batches({key: n}, together=False).get(key, n)))
+        n = self.manager.batch_within_budget(key, min(len(items), self.chunk or len(items)))
         call = _in_chunks(fn, n) if self.chunk or n < len(items) else fn
         if n < 2:
             return self.manager.run_with_recovery(key, call, items)

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
-from ffdesk.pipeline.stage import Stage
+from ffdesk.pipeline.stage import HoldsFrames, Stage
 
 if TYPE_CHECKING:
     from ffdesk.faces.recognizer import Runner
@@ -58,13 +58,34 @@ def model_render(stages: Sequence[Stage]) -> ModelRender | None:
 @dataclass
 class ProcessorModels:
     """A processor's way to its models: `register` a model file, `run` a function over items
-    with it loaded (out-of-memory safe: the chunk is halved and retried), `close` when done."""
+    with it loaded (out-of-memory safe: the chunk is halved and retried; each larger chunk
+    measured the first time and, under a budget, no larger than it allows), `close` when done."""
 
     manager: ResidencyManager
     options: Any
     """The ONNX Runtime session options the render's provider and device call for."""
     owns: bool
     """Whether the manager is the processor's own (closed with it) or the model stages'."""
+    ahead: int = 0
+    """The frames the stages before the processor hold back (a face front end's tracking)."""
+
+    @property
+    def on_own_cpu_budget(self) -> bool:
+        """Whether the manager is the processor's own under a CPU budget: no model stages, nor an
+        earlier processor, count the frames the render holds, which are the process's memory
+        as much as the models are."""
+        return self.owns and self.manager.device == "cpu" and self.manager.budget_bytes is not None
+
+    def flow_frames(self, max_batch: int) -> int | None:
+        """On its own CPU budget, the most frames in flight for a stage taking `max_batch` frames
+        a call (`BoundsFrames`): a batch in its hands, the next one waiting, the one being
+        decoded and those held back before it; else no bound."""
+        return 2 * max(1, max_batch) + 1 + self.ahead if self.on_own_cpu_budget else None
+
+    def count_frames_held(self, held_bytes: int) -> None:
+        """On its own CPU budget, the frames the render holds count against it from now on."""
+        if self.on_own_cpu_budget:
+            self.manager.hold(held_bytes)
 
     def register(self, choice: ModelChoice) -> str:
         """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key."""
@@ -83,11 +104,26 @@ class ProcessorModels:
         items: Sequence[T],
         max_batch: int | None = None,
     ) -> list[R]:
-        return self.manager.run_with_recovery(key, fn, items, max_batch=max_batch)
+        return self.manager.run_measured(key, fn, items, max_batch=max_batch)
 
     def close(self) -> None:
         if self.owns:
             self.manager.close()
+
+
+class ProcessorFrames:
+    """What a processor's stage (with `models` and `max_batch`) does about the frames a render
+    holds: on its own CPU budget it bounds and counts them (`BoundsFrames`), else nothing."""
+
+    models: ProcessorModels
+    max_batch: int
+
+    @property
+    def flow_frames(self) -> int | None:
+        return self.models.flow_frames(self.max_batch)
+
+    def count_frames_held(self, held_bytes: int) -> None:
+        self.models.count_frames_held(held_bytes)
 
 
 CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
@@ -173,7 +209,13 @@ def processor_models(
             return ProcessorModels(earlier.manager, earlier.options, owns=False)
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
-    return ProcessorModels(manager, session_options(job.provider, device, env, "fp32"), owns=True)
+    options = session_options(job.provider, device, env, "fp32")
+    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
+
+
+def held_back_by(stages: Sequence[Stage]) -> int:
+    """The most frames `stages` hold back between two calls (`HoldsFrames`: the tracking's)."""
+    return sum(s.lookahead for s in stages if isinstance(s, HoldsFrames))
 
 
 def face_stage_position(stages: Sequence[Stage], name: str) -> int:

@@ -32,6 +32,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
+from ffdesk.pipeline.stages.placement import ProcessorFrames, ProcessorModels, held_back_by
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.training.contract import KIND, ContractError, TrainedContract
 from ffdesk.types import Frame, Mask, Mode, Precision
@@ -254,17 +255,20 @@ def blend_mask(mask: Mask, face: Face, m: npt.NDArray[np.float64]) -> Mask:
     return np.asarray(cv2.GaussianBlur(shrunk.astype(np.float32), (2 * k + 1, 2 * k + 1), 0), np.float32)
 
 
-class TrainedSwapStage:
+class TrainedSwapStage(ProcessorFrames):
     """Swaps the chosen faces of a batch of frames in one model call. One thread: the model
-    call is the batch."""
+    call is the batch. Its model's manager is the one later processors share (`models`), and on
+    a CPU budget it bounds and counts the frames the render holds (`ProcessorFrames`)."""
 
     name = "swap"
     workers = 1
     edits_regions = True  # records each pasted face's region
 
-    def __init__(self, model: TrainedSwap, max_batch: int) -> None:
+    def __init__(self, model: TrainedSwap, max_batch: int, ahead: int = 0) -> None:
+        """`ahead`: the frames the stages before it hold back (the face front end's tracking)."""
         self.model = model
         self.max_batch = max_batch
+        self.models = ProcessorModels(model.manager, model.options, owns=True, ahead=ahead)
         self._lock = threading.Lock()
         self._frames_with_faces = 0
         self._swapped = 0
@@ -330,4 +334,5 @@ def trained_stages(
         precision=job.precision,
     )  # fmt: skip
     front = front or FaceFrontEnd.for_job(job, info=info)
-    return [*front.stages(), TrainedSwapStage(model, max_batch=max(1, job.batch))]
+    before = front.stages()
+    return [*before, TrainedSwapStage(model, max_batch=max(1, job.batch), ahead=held_back_by(before))]

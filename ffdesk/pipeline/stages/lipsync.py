@@ -224,9 +224,11 @@ class LipSyncStage(ProcessorFrames):
         self._emit = on_event
 
     def prepare(self, on_event: Callable[[Any], None]) -> None:
-        """The voice taken out of its track, when an extractor is to do it (before the first frame)."""
+        """The voice taken out of its track, when an extractor is to do it, and the lip syncer
+        loaded (before the first frame)."""
         if isinstance(self.voice, PendingVoice):
             self.voice = self.voice.windows(on_event)
+        self.models.prepare(on_event)
 
     def start(self) -> None:
         for note in self._notes:

@@ -20,13 +20,14 @@ manager of its own under `job.memory_budget` in the render's pool (`share`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import HoldsFrames, Stage
 
@@ -57,9 +58,10 @@ def model_render(stages: Sequence[Stage]) -> ModelRender | None:
 
 @dataclass
 class ProcessorModels:
-    """A processor's way to its models: `register` a model file, `run` a function over items
-    with it loaded (out-of-memory safe: the chunk is halved and retried; each larger chunk
-    measured the first time and, under a budget, no larger than it allows), `close` when done."""
+    """A processor's way to its models: `register` a model file, `prepare` them before the first
+    frame, `run` a function over items with it loaded (out-of-memory safe: the chunk is halved
+    and retried; each larger chunk measured the first time and, under a budget, no larger than it
+    allows), `close` when done."""
 
     manager: ResidencyManager
     options: Any
@@ -68,6 +70,8 @@ class ProcessorModels:
     """Whether the manager is the processor's own (closed with it) or the model stages'."""
     ahead: int = 0
     """The frames the stages before the processor hold back (a face front end's tracking)."""
+    keys: list[str] = field(default_factory=list)
+    """The models registered through it, in order (`prepare` loads them)."""
 
     @property
     def on_own_cpu_budget(self) -> bool:
@@ -95,7 +99,23 @@ class ProcessorModels:
         if key not in self.manager.registered():
             loader = OnnxLoader(choice.path, self.options, name=choice.name, precision="fp32")
             self.manager.register(key, loader)
+        if key not in self.keys:
+            self.keys.append(key)
         return key
+
+    def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
+        """Its models loaded before the render's first frame (on the render's thread, not in the
+        middle of the render in a stage's), a `Preparing` event each; under a budget only where
+        it has room beside what is loaded, in the background (the models the first frames need
+        are not pushed out for them)."""
+        todo = [key for key in self.keys if self.manager.state(key) != "device"]
+        for i, key in enumerate(todo, 1):
+            if self.manager.budget_bytes is not None:
+                self.manager.prefetch(key)
+                continue
+            on_event(ev.Preparing(f"loading {key.split('@')[0]}", i, len(todo)))
+            with self.manager.acquire(key):
+                pass
 
     def run(
         self,
@@ -112,8 +132,9 @@ class ProcessorModels:
 
 
 class ProcessorFrames:
-    """What a processor's stage (with `models` and `max_batch`) does about the frames a render
-    holds: on its own CPU budget it bounds and counts them (`BoundsFrames`), else nothing."""
+    """What a processor's stage (with `models` and `max_batch`) does before and about the frames
+    a render holds: its models are loaded before the first frame (`Prepares`), and on its own CPU
+    budget it bounds and counts the frames (`BoundsFrames`)."""
 
     models: ProcessorModels
     max_batch: int
@@ -121,6 +142,9 @@ class ProcessorFrames:
     @property
     def flow_frames(self) -> int | None:
         return self.models.flow_frames(self.max_batch)
+
+    def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
+        self.models.prepare(on_event)
 
     def count_frames_held(self, held_bytes: int) -> None:
         self.models.count_frames_held(held_bytes)

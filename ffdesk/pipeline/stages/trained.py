@@ -268,7 +268,7 @@ class TrainedSwapStage(ProcessorFrames):
         """`ahead`: the frames the stages before it hold back (the face front end's tracking)."""
         self.model = model
         self.max_batch = max_batch
-        self.models = ProcessorModels(model.manager, model.options, owns=True, ahead=ahead)
+        self.models = ProcessorModels(model.manager, model.options, owns=True, ahead=ahead, keys=[model.key])
         self._lock = threading.Lock()
         self._frames_with_faces = 0
         self._swapped = 0

@@ -1,9 +1,9 @@
-"""Under a CPU memory budget, a render whose processors have the budget to themselves (no model
-pack's swap) counts the frames it holds at once against it and holds no more: a face processor
-with a face front end of its own (its tracking's frames held back, a batch in the processor's
-hands, the next waiting, the decoder's and the encoder's), once for every processor that shares
-its budget, with the enlarged pictures behind a frame enhancer. Real clip (carphone), stand-in
-models."""
+"""A render's processors' models without a model pack's swap: loaded before the first frame, on
+the render's thread; and under a CPU memory budget the frames the render holds at once counted
+against it, and no more held: a face processor with a face front end of its own (its tracking's
+frames held back, a batch in the processor's hands, the next waiting, the decoder's and the
+encoder's), once for every processor that shares its budget, with the enlarged pictures behind a
+frame enhancer. Real clip (carphone), stand-in models."""
 
 from __future__ import annotations
 
@@ -107,3 +107,35 @@ def test_processors_after_the_lip_syncer_share_its_budget(
         stage.finish()
     held = bytes_held_told(monkeypatch)
     assert run_render(job, env=run_env).frames_out == 15 and held == [need]
+
+
+def test_a_processors_models_are_loaded_before_the_first_frame_on_the_renders_thread(
+    pack: Path, tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each processor's model loads while the render prepares, with a `Preparing` event, before
+    the first frame is decoded, on the thread that runs the render, never in a stage's thread."""
+    import threading
+
+    from ffdesk.pipeline import events as ev
+    from ffdesk.runtime.residency import OnnxLoader
+
+    loaded: list[tuple[str, bool]] = []  # (model, on the render's thread)
+    real_load = OnnxLoader.__call__
+
+    def load(self: OnnxLoader) -> object:
+        loaded.append((self.name, threading.current_thread() is threading.main_thread()))
+        return real_load(self)
+
+    monkeypatch.setattr(OnnxLoader, "__call__", load)
+    seen: list[object] = []
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "aged.mp4", models_dir=pack, age_modifier="fran", end=0.4,
+        frame_enhancer="real_esrgan_x2",
+    )  # fmt: skip
+    assert run_render(job, seen.append, env=run_env).frames_out == 12
+    preparing = [e.what for e in seen if isinstance(e, ev.Preparing)]
+    assert "loading fran" in preparing and "loading real_esrgan_x2" in preparing, preparing
+    first_frame = next(i for i, e in enumerate(seen) if isinstance(e, ev.Progress))
+    last_prepared = max(i for i, e in enumerate(seen) if isinstance(e, ev.Preparing))
+    assert last_prepared < first_frame
+    assert sorted(loaded) == [("fran", True), ("real_esrgan_x2", True)], loaded

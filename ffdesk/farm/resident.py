@@ -133,7 +133,7 @@ class JobModels:
         """The segment's stages: the swap's (the pack's around the kept model render), then the
         other processors the job names, as `build_stages` places them (their models join the
         kept render's manager, so they stay loaded too; without a swap, the segment's own)."""
-        from ffdesk.pipeline.plan import build_stages, with_processors
+        from ffdesk.pipeline.plan import build_stages, planned_with_processors, with_processors
 
         job, info = self.job, self.info
         share = self.manager.share(f"segment {segment}")
@@ -146,9 +146,9 @@ class JobModels:
             from ffdesk.pipeline.stages.embedded import embedded_stages
 
             swap = list(embedded_stages(job, self._analyser, info))
-        else:
-            swap = self._pack_stages()
-        return with_processors(swap, job, info, env=self.env, share=share)
+            return with_processors(swap, job, info, env=self.env, share=share)
+        stages = with_processors(self._pack_stages(), job, info, env=self.env, share=share)
+        return planned_with_processors(stages, job, info)
 
     def _pack_stages(self) -> list[Stage]:
         """The stages `model_stages` builds, around the kept model render."""

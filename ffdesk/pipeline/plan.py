@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
@@ -32,9 +32,53 @@ def build_stages(
     has no swap scale: `UserError` for one). Then FaceFusion's other processors the job names:
     the face processors (`FACE_PROCESSORS`) after the face stages that redraw faces, the
     whole-frame ones (`FRAME_PROCESSORS`) last; the frame enhancer is off in preview mode, as the
-    face enhancer is (a draft at the source's size).
+    face enhancer is (a draft at the source's size). A model pack's order is planned with the
+    processors' models that share its budget (`planned_with_processors`).
     """
-    return with_processors(_face_stages(job, info, env=env, share=share), job, info, env=env, share=share)
+    stages = with_processors(_face_stages(job, info, env=env, share=share), job, info, env=env, share=share)
+    return planned_with_processors(stages, job, info)
+
+
+def planned_with_processors(stages: list[Stage], job: RenderJob, info: MediaInfo | None) -> list[Stage]:
+    """`stages` with a model pack's stages planned again once the processors after them share its
+    residency manager under a budget: their models run on every frame beside the pack's, so the
+    order the budget calls for (and on the CPU the window and the frames held, with a frame
+    enhancer's enlarged pictures) is decided with them (`ModelRender.planned_order`'s `beside`),
+    and the pack's swap and enhance stages are rebuilt in place when it changes. As they are
+    without a pack, a budget or processors on its manager (live keeps its one-frame order: it
+    does not come here). A budget refused: the stages are finished and the error raised."""
+    if job.memory_budget is None or not job.swapper:
+        return stages
+    from ffdesk.pipeline.stages.frame_enhancer import output_scale
+    from ffdesk.pipeline.stages.models import EnhanceStage, SwapStage, swap_and_enhance
+    from ffdesk.pipeline.stages.placement import ProcessorModels, held_back_by
+
+    at = [i for i, s in enumerate(stages) if isinstance(s, SwapStage | EnhanceStage)]
+    if not at:
+        return stages
+    ctx = cast(SwapStage, stages[at[0]]).ctx
+    beside = [
+        key
+        for s in stages
+        if isinstance(models := getattr(s, "models", None), ProcessorModels) and models.manager is ctx.manager
+        for key in models.keys
+    ]
+    if ctx.order is None or not beside:
+        return stages
+    try:
+        order = ctx.planned_order(
+            info, ahead=held_back_by(stages[: at[0]]), beside=beside, scale=output_scale(stages)
+        )
+    except BaseException:
+        for stage in stages:  # let go of what the stages hold (their models' manager)
+            with contextlib.suppress(Exception):
+                stage.finish()
+        raise
+    out = list(stages)
+    if order != ctx.order:
+        for i, stage in zip(at, swap_and_enhance(ctx, order), strict=True):
+            out[i] = stage
+    return out
 
 
 def with_processors(

@@ -4,7 +4,11 @@ The records live in memory; the JSON file (the runtime environment's `footprints
 footprints.json in the user cache) is read once, on the first lookup, and written only when a
 record changes. Keys are
 "<file fingerprint>|<precision>|<provider>". Each record carries the version of how it was measured
-(`MEASURED_AS`); a record of an older way is not read (the model is measured again).
+(`MEASURED_AS`); a record of an older way is not read (the model is measured again). A record
+keeps the last `KEPT` measurements and gives the largest: on a CPU a footprint is the process's
+growth while other threads work too, and comes out tens of percent apart from run to run (a frame
+enhancer's tiles: 118-166 MiB), so a plan made with the last one alone could be exceeded by the
+next; one too large drops out after `KEPT` more.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from ffdesk import jsontext
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
 
+KEPT = 3
+"""Measurements a record keeps (its figure is the largest of them)."""
 MEASURED_AS = 2
 """How records are measured now (a record's "v"): 2 since sessions run without ONNX Runtime's
 memory pattern, which made a model hold more from its second call on than one run measured."""
@@ -26,11 +32,14 @@ memory pattern, which made a model hold more from its second call on than one ru
 
 @dataclass(frozen=True)
 class Footprint:
-    """One measured model: bytes it holds when loaded, and how long the load took."""
+    """One measured model: bytes it holds when loaded (the largest of its `recent`
+    measurements), and how long the load took."""
 
     bytes: int
     load_ms: float
     at: int
+    recent: tuple[int, ...] = ()
+    """The last measurements, oldest first (at most `KEPT`)."""
 
 
 class FootprintStore:
@@ -99,14 +108,17 @@ class FootprintStore:
         return None if rec is None else rec.bytes
 
     def put(self, key: str, nbytes: int, load_ms: float) -> None:
-        """Record a measurement; the file is rewritten only when the bytes differ from the record.
-        Lookups never wait for the write (it runs after the records' lock is released)."""
+        """Record a measurement beside the last ones (the record gives the largest of the last
+        `KEPT`); the file is rewritten only when the record changes. Lookups never wait for the
+        write (it runs after the records' lock is released)."""
         with self._lock:
             records = self._loaded()
             old = records.get(key)
-            if old is not None and old.bytes == int(nbytes):
+            earlier = () if old is None else (old.recent or (old.bytes,))
+            recent = (*earlier, int(nbytes))[-KEPT:]
+            if old is not None and old.recent == recent:
                 return
-            records[key] = Footprint(int(nbytes), round(load_ms, 1), int(time.time()))
+            records[key] = Footprint(max(recent), round(load_ms, 1), int(time.time()), recent)
             copy = dict(records)
         with self._write_lock:
             self._persist(copy)
@@ -134,16 +146,29 @@ class FootprintStore:
             if isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and rec.get("v") == MEASURED_AS:
                 load_ms = rec.get("load_ms")
                 at = rec.get("at")
+                kept = rec.get("recent")
+                recent = (
+                    tuple(int(n) for n in kept[-KEPT:])
+                    if isinstance(kept, list) and kept and all(isinstance(n, int) for n in kept)
+                    else (int(rec["bytes"]),)
+                )
                 out[str(key)] = Footprint(
-                    int(rec["bytes"]),
+                    max(recent),
                     float(load_ms) if isinstance(load_ms, int | float) else 0.0,
                     int(at) if isinstance(at, int) else 0,
+                    recent,
                 )
         return out
 
     def _persist(self, records: dict[str, Footprint]) -> None:
         data = {
-            k: {"bytes": r.bytes, "load_ms": r.load_ms, "at": r.at, "v": MEASURED_AS}
+            k: {
+                "bytes": r.bytes,
+                "recent": list(r.recent),
+                "load_ms": r.load_ms,
+                "at": r.at,
+                "v": MEASURED_AS,
+            }
             for k, r in records.items()
         }
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ffdesk.runtime.footprints import MEASURED_AS, FootprintStore
+from ffdesk.runtime.footprints import KEPT, MEASURED_AS, FootprintStore
 from ffdesk.runtime.residency import OomAction, ResidencyManager
 from tests.runtime.conftest import FakeLoader, FakeProbe
 
@@ -152,7 +152,10 @@ def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> N
     old_way = {"bytes": 5, "load_ms": 1.0, "at": 1}  # measured before MEASURED_AS: measured again
     path.write_text(
         json.dumps(
-            {"k|fp32|cpu": {"bytes": 7, "load_ms": 1.0, "at": 1, "v": MEASURED_AS}, "o|fp32|cpu": old_way}
+            {
+                "k|fp32|cpu": {"bytes": 7, "recent": [7] * KEPT, "load_ms": 1.0, "at": 1, "v": MEASURED_AS},
+                "o|fp32|cpu": old_way,
+            }
         )
     )
     store = FootprintStore(path)
@@ -160,7 +163,7 @@ def test_footprint_store_is_read_once_and_written_on_change(tmp_path: Path) -> N
     assert [store.get("k|fp32|cpu") for _ in range(50)] == [7] * 50
     assert store.get("other") is None and store.reads == 1
     mtime = path.stat().st_mtime_ns
-    store.put("k|fp32|cpu", 7, 3.0)  # unchanged: not rewritten
+    store.put("k|fp32|cpu", 7, 3.0)  # the same as its last measurements: not rewritten
     assert path.stat().st_mtime_ns == mtime
     path.write_text("{}")  # what is on disk is not re-read on each lookup
     assert store.get("k|fp32|cpu") == 7

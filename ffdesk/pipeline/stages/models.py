@@ -401,12 +401,18 @@ class ModelRender:
         # first time, remembered per batch and counted against the budget, as a load is.
         return self.manager.measure_batch(key, n, lambda: self.manager.run_with_recovery(key, call, items))
 
-    def planned_order(self, info: MediaInfo | None, *, ahead: int = 0) -> ModelOrder:
+    def planned_order(
+        self, info: MediaInfo | None, *, ahead: int = 0, beside: Sequence[str] = (), scale: int = 1
+    ) -> ModelOrder:
         """The order the budget calls for: segment order (with its window in frames) when the
         budget cannot hold every per-frame model at once, else batch order. On the CPU the
         frames the render holds at once come out of the budget in either order. `ahead`: the
         frames the stages before the models hold back (the front end's tracking,
-        `FaceFrontEnd.lookahead`)."""
+        `FaceFrontEnd.lookahead`); `beside`: the keys of models the processors after the pack
+        run on every frame on the same manager (`ffdesk.pipeline.plan.planned_with_processors`),
+        which stay beside the pack's in either order; `scale`: how many times a frame enhancer
+        among them enlarges the frames each way (on the CPU each frame held is counted with its
+        enlarged picture, `enlarged_frame_bytes`)."""
         from ffdesk.units import format_bytes
 
         batch = max(1, self.job.batch)
@@ -414,18 +420,22 @@ class ModelRender:
         budget = self.manager.budget_bytes
         if budget is None:
             return ModelOrder("batch", "no memory budget: every model stays loaded", batch)
-        if len(roles) < 2:
+        extra = sum(self._largest_footprint(key) for key in beside)
+        if len(roles) + len(beside) < 2:
             return self._in_batches(info, "one model runs on every frame", budget, ahead)
-        # each at the batch it will run at together (a face a frame), as measured or estimated
-        need = sum(self._expected_at(self.keys[r], batch) for r in roles)
-        held = f"the {len(roles)} models every frame needs ({format_bytes(need)})"
-        frames = self._fewest_frames(info, batch, ahead) * held_frame_bytes(info) if self._on_cpu else 0
+        # each at the batch it will run at together (a face a frame), as measured or estimated;
+        # the processors' at the largest they were measured at (a frame enhancer's tiles)
+        need = sum(self._expected_at(self.keys[r], batch) for r in roles) + extra
+        held = f"the {len(roles) + len(beside)} models every frame needs ({format_bytes(need)})"
+        per_frame = enlarged_frame_bytes(info, scale)
+        frames = self._fewest_frames(info, batch, ahead) * per_frame if self._on_cpu else 0
         if need + frames <= budget:
-            return self._in_batches(info, f"the budget ({format_bytes(budget)}) holds {held}", budget, ahead)
+            reason = f"the budget ({format_bytes(budget)}) holds {held}"
+            return self._in_batches(info, reason, budget, ahead, extra, scale)
         window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
         flight, within = FramesInFlight(window, 0, None), ""
         if self._on_cpu:
-            flight = self._window_within_budget(info, window, budget, ahead)
+            flight = self._window_within_budget(info, window, budget, ahead, extra, scale)
             window, within = flight.window, _within(flight)
         return ModelOrder(
             "segment",
@@ -448,13 +458,15 @@ class ModelRender:
     def _on_cpu(self) -> bool:
         return self.manager.device == "cpu"
 
-    def _in_batches(self, info: MediaInfo | None, reason: str, budget: int, ahead: int) -> ModelOrder:
+    def _in_batches(
+        self, info: MediaInfo | None, reason: str, budget: int, ahead: int, beside: int = 0, scale: int = 1
+    ) -> ModelOrder:
         """Batch order; on the CPU with a batch in each model stage's hands counted against the
         budget as segment order counts its windows (`_window_within_budget`)."""
         batch = max(1, self.job.batch)
         if not self._on_cpu:
             return ModelOrder("batch", reason, batch)
-        flight = self._window_within_budget(info, batch, budget, ahead)
+        flight = self._window_within_budget(info, batch, budget, ahead, beside, scale)
         return ModelOrder("batch", reason + _within(flight), batch, flight.held_bytes, flight.flow_frames)
 
     def _fewest_frames(self, info: MediaInfo | None, window: int, ahead: int) -> int:
@@ -465,7 +477,7 @@ class ModelRender:
         return frames_at_once(window, 1 + (self.enhancer is not None), ahead)
 
     def _window_within_budget(
-        self, info: MediaInfo | None, window: int, budget: int, ahead: int
+        self, info: MediaInfo | None, window: int, budget: int, ahead: int, beside: int = 0, scale: int = 1
     ) -> FramesInFlight:
         """On the CPU the frames a render holds are the process's memory as much as the models
         are: beside the largest model the budget must have room for every frame held at once
@@ -475,7 +487,9 @@ class ModelRender:
         the budget before its models are prepared (`count_frames_held`), and its flow holds no
         more frames than that (`FramesInFlight.flow_frames`, `BoundsFrames`); a preview, a frame
         at a time, holds none. A budget without room for a batch in each window is refused
-        here, before any frame is decoded."""
+        here, before any frame is decoded. `beside`: what the processors' models after the pack
+        take beside the largest (they run on every frame in either order); `scale`: a frame
+        enhancer's, each frame counted with its enlarged picture."""
         from ffdesk.units import format_bytes
 
         least, image = max(1, self.job.batch), info is not None and info.is_image
@@ -483,16 +497,17 @@ class ModelRender:
             frames = 1 if image else span_frames(self.job.start, self.job.end, info.video)
             least = min(least, frames)
             window = min(window, frames)
-        per_frame = held_frame_bytes(info)
+        per_frame = enlarged_frame_bytes(info, scale)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
-        room = budget - self.manager.expected_reservation() - sizes[largest]
+        room = budget - self.manager.expected_reservation() - sizes[largest] - beside
         fewest = self._fewest_frames(info, least, ahead)
         if room < fewest * per_frame:
             held = f"the {fewest} frames a render of it holds at once" if fewest > 1 else "the frame it holds"
+            processors = f", the processors' models after it ({format_bytes(beside)})" if beside else ""
             raise UserError(
                 f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
-                f"({format_bytes(sizes[largest])}) plus {held} "
+                f"({format_bytes(sizes[largest])}){processors} plus {held} "
                 f"({format_bytes(fewest * per_frame)}); raise --memory-budget or lower --batch"
             )
         if image:
@@ -504,6 +519,11 @@ class ModelRender:
             frames = self._fewest_frames(info, window, ahead)
             flight = FramesInFlight(window, frames, frames - 1)  # the encoder's frame is out of the flow
         return replace(flight, held_bytes=flight.frames * per_frame)
+
+    def _largest_footprint(self, key: str) -> int:
+        """What `key` takes at the largest batch it was measured or remembered at (its load's
+        footprint before it ever ran larger)."""
+        return max(self.manager.expected_bytes(key), *self.manager.curve(key).values())
 
     def _expected_at(self, key: str, batch: int) -> int:
         """What `key` takes at `batch` items a call: measured or remembered at that batch, else
@@ -1401,22 +1421,30 @@ class SegmentEnhanceStage(_HoldsWindow, EnhanceStage):
 def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> list[Stage]:
     """The stages of a model pack after the face front end, in `order` (which the report then
     gives)."""
+    detect = PackDetectStage(ctx, max(1, ctx.job.batch)) if ctx.detector is not None else None
+    ctx.order = order
+    return [*front.stages(detect=detect), *swap_and_enhance(ctx, order)]
+
+
+def swap_and_enhance(ctx: ModelRender, order: ModelOrder) -> list[Stage]:
+    """The pack's model stages after its front end, in `order`."""
     batch = max(1, ctx.job.batch)
     ctx.order = order
-    detect = PackDetectStage(ctx, batch) if ctx.detector is not None else None
     reports = ctx.enhancer is None
-    stages: list[Stage] = [*front.stages(detect=detect)]
     if order.order == "segment":
         # A budget too small for the models together has no room for a batch's activations
         # either: on the CPU a 512-px enhancer holds about 800 MiB of them for four faces and
         # 100 MiB for one, at about the same speed a face. A GPU keeps its batches.
         ctx.chunk = 1 if ctx.manager.device == "cpu" else batch
         window = order.window_frames
-        stages.append(SegmentSwapStage(ctx, batch, reports=reports, window=window, last_on_device=reports))
+        stages: list[Stage] = [
+            SegmentSwapStage(ctx, batch, reports=reports, window=window, last_on_device=reports)
+        ]
         if ctx.enhancer is not None:
             stages.append(SegmentEnhanceStage(ctx, batch, reports=True, window=window))
         return stages
-    stages.append(SwapStage(ctx, batch, reports=reports, last_on_device=reports))
+    ctx.chunk = None
+    stages = [SwapStage(ctx, batch, reports=reports, last_on_device=reports)]
     if ctx.enhancer is not None:
         stages.append(EnhanceStage(ctx, batch, reports=True))
     return stages

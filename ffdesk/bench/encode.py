@@ -17,6 +17,7 @@ from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish, which
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.media.scaler_input import scaler_frame
 
 
 def register(sub: Any) -> None:
@@ -44,7 +45,6 @@ def _ffmpeg_args(encoder: str, mode: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import av
 
     from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
     from ffdesk.media.synth import Painter
@@ -73,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
         )
         t0 = time.perf_counter()
         for img in frames:
-            av.VideoFrame.from_numpy_buffer(img, format="rgb24").reformat(
-                format="yuv420p", dst_colorspace=5, dst_color_range=1
-            )
+            scaler_frame(img, "rgb24").reformat(format="yuv420p", dst_colorspace=5, dst_color_range=1)
         figures["rgb_to_yuv_ms"] = round((time.perf_counter() - t0) / n * 1000, 2)
         ffmpeg = None if args.no_ffmpeg else which("ffmpeg")
         if ffmpeg is not None:

@@ -80,6 +80,7 @@ from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
 from ffdesk.media.matte import ALPHA_ENCODERS, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
+from ffdesk.media.scaler_input import scaler_frame
 from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
 
 _SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
@@ -415,7 +416,7 @@ class SegmentEncoder:
         assert self._container is not None and self._stream is not None
         img = self._pad(stored(image, self.rotation))
         layout = "gray" if img.ndim == 2 else _LAYOUTS[img.shape[2]]
-        frame = av.VideoFrame.from_numpy_buffer(img, format=layout)
+        frame = scaler_frame(img, layout)
         frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
             format=self._stream.pix_fmt,
             dst_colorspace=self._sws_matrix,

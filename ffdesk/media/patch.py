@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.media.scaler_input import scaler_frame
 from ffdesk.types import Frame
 
 PATCHABLE_FORMAT = "yuv420p"
@@ -138,8 +139,7 @@ def patch_yuv420(
         changed = _region_mask(region, box)
         if not cv2.countNonZero(changed):
             continue
-        crop = np.ascontiguousarray(image[y1:y2, x1:x2])
-        yuv = av.VideoFrame.from_numpy_buffer(crop, format="rgb24").reformat(
+        yuv = scaler_frame(image[y1:y2, x1:x2], "rgb24").reformat(
             format=PATCHABLE_FORMAT, dst_colorspace=colorspace, dst_color_range=color_range, threads=1
         )
         bh, bw = y2 - y1, x2 - x1

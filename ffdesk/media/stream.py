@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import av
 
 from ffdesk.errors import MediaError
+from ffdesk.media.scaler_input import scaler_frame
 from ffdesk.types import Frame
 
 TIME_BASE = Fraction(1, 1000)
@@ -59,7 +60,7 @@ class Picture:
     def yuv420p(self) -> av.VideoFrame:
         """The picture in 4:2:0 (even sizes only). Encoders read it, never change its pixels."""
         if self._yuv is None:
-            rgb = av.VideoFrame.from_numpy_buffer(self.image, format="rgb24")
+            rgb = scaler_frame(self.image, "rgb24")
             self._yuv = rgb.reformat(format="yuv420p", threads=1)  # one thread: the swap has the cores
         return self._yuv
 

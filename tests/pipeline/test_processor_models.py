@@ -20,6 +20,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stages.front import held_back
 from ffdesk.pipeline.stages.models import enlarged_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.residency import ResidencyManager
 from ffdesk.runtime.standins import write_standins
 from tests.packets_alive import bytes_held_told, count_packets_alive
 from tests.real_clips import carphone
@@ -139,3 +140,26 @@ def test_a_processors_models_are_loaded_before_the_first_frame_on_the_renders_th
     last_prepared = max(i for i, e in enumerate(seen) if isinstance(e, ev.Preparing))
     assert last_prepared < first_frame
     assert sorted(loaded) == [("fran", True), ("real_esrgan_x2", True)], loaded
+
+
+def test_a_model_that_runs_once_before_the_frames_is_neither_prepared_nor_planned_beside(
+    tmp_path: Path, run_env: RuntimeEnv
+) -> None:
+    """The lip syncer's voice extractor runs once, before the first frame: registered without
+    `every_frame`, it is not among the models loaded before the frames or planned beside a pack's."""
+    from ffdesk.pipeline.stages.models import ModelChoice
+    from ffdesk.pipeline.stages.placement import ProcessorModels
+    from ffdesk.runtime.footprints import FootprintStore
+
+    write_standins(tmp_path / "pack", ["kim_vocal_2", "wav2lip_96"])
+    manager = ResidencyManager(None, "cpu", footprints=FootprintStore(tmp_path / "f.json"))
+    models = ProcessorModels(manager, None, owns=True)
+    try:
+        once = ModelChoice("voice_extractor", "kim_vocal_2", tmp_path / "pack" / "kim_vocal_2.onnx", None)
+        syncer = ModelChoice("lip_syncer", "wav2lip_96", tmp_path / "pack" / "wav2lip_96.onnx", None)
+        assert models.register(once, every_frame=False) in manager.registered()
+        assert models.keys == [models.register(syncer)]
+        models.prepare(lambda _event: None)
+        assert manager.state(models.keys[0]) == "device" and manager.state("kim_vocal_2@fp32") != "device"
+    finally:
+        models.close()

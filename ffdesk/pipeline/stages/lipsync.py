@@ -164,7 +164,7 @@ def _load_extractor(models: ProcessorModels, choice: ModelChoice) -> Extractor:
     """`choice` registered with `models`, as a callable over spectra (out-of-memory safe)."""
     from ffdesk.faces.recognizer import accepts_batch, first_output, run_batched
 
-    key = models.register(choice)
+    key = models.register(choice, every_frame=False)  # runs once, before the first frame
     assert choice.spec is not None
     x = choice.spec.inputs[0]
     frames = int(x.shape[3]) if x.rank == 4 and isinstance(x.shape[3], int) else 256

@@ -71,7 +71,7 @@ class ProcessorModels:
     ahead: int = 0
     """The frames the stages before the processor hold back (a face front end's tracking)."""
     keys: list[str] = field(default_factory=list)
-    """The models registered through it, in order (`prepare` loads them)."""
+    """The models registered through it that run on every frame, in order (`prepare` loads them)."""
 
     @property
     def on_own_cpu_budget(self) -> bool:
@@ -91,15 +91,18 @@ class ProcessorModels:
         if self.on_own_cpu_budget:
             self.manager.hold(held_bytes)
 
-    def register(self, choice: ModelChoice) -> str:
-        """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key."""
+    def register(self, choice: ModelChoice, *, every_frame: bool = True) -> str:
+        """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key.
+        `every_frame`: the model runs on every frame (loaded before the first, `prepare`, and
+        planned beside a model pack's); False for one that runs once, before the frames (the
+        lip syncer's voice extractor)."""
         from ffdesk.runtime.residency import OnnxLoader
 
         key = f"{choice.name}@fp32"
         if key not in self.manager.registered():
             loader = OnnxLoader(choice.path, self.options, name=choice.name, precision="fp32")
             self.manager.register(key, loader)
-        if key not in self.keys:
+        if every_frame and key not in self.keys:
             self.keys.append(key)
         return key
 

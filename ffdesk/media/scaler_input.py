@@ -4,10 +4,11 @@
 input readers read a little past a picture's last pixel: with an RGB array whose memory ends
 where an unreadable page begins, converting it to 4:2:0 crashed the process (a segmentation
 fault) with up to 32 bytes after the last pixel and not with 64 (this machine's FFmpeg;
-`tests/media/test_scaler_input.py` measures it). A large array is a mapping of its own (glibc's threshold,
-fixed at 1 MiB under a CPU memory budget), and where it ends depends only on its size, so a face
-crop of an unlucky size crashed the render that patched it. `scaler_frame` copies the picture
-into memory with `SLACK` bytes after it: the copy the callers made anyway, or one frame copy.
+`tests/media/test_scaler_input.py` measures it). A large array is a mapping of its own (glibc's
+threshold, fixed at 1 MiB under a CPU memory budget), and where it ends depends only on its
+size, so a face crop of an unlucky size crashed the render that patched it. `scaler_frame`
+copies the picture into memory with `SLACK` bytes after it: the copy the callers made anyway,
+or one frame copy.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Collection
-from typing import TYPE_CHECKING, cast
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
@@ -51,12 +51,12 @@ def planned_with_processors(stages: list[Stage], job: RenderJob, info: MediaInfo
         return stages
     from ffdesk.pipeline.stages.frame_enhancer import output_scale
     from ffdesk.pipeline.stages.models import EnhanceStage, SwapStage, swap_and_enhance
-    from ffdesk.pipeline.stages.placement import ProcessorModels, held_back_by
+    from ffdesk.pipeline.stages.placement import ProcessorModels, held_back_by, model_render
 
+    ctx = model_render(stages)
     at = [i for i, s in enumerate(stages) if isinstance(s, SwapStage | EnhanceStage)]
-    if not at:
+    if ctx is None or not at:
         return stages
-    ctx = cast(SwapStage, stages[at[0]]).ctx
     beside = [
         key
         for s in stages
@@ -70,9 +70,7 @@ def planned_with_processors(stages: list[Stage], job: RenderJob, info: MediaInfo
             info, ahead=held_back_by(stages[: at[0]]), beside=beside, scale=output_scale(stages)
         )
     except BaseException:
-        for stage in stages:  # let go of what the stages hold (their models' manager)
-            with contextlib.suppress(Exception):
-                stage.finish()
+        _finish_all(stages)
         raise
     out = list(stages)
     if order != ctx.order:
@@ -103,11 +101,16 @@ def with_processors(
                 frame_stage = getattr(importlib.import_module(module), factory)
                 stages.append(frame_stage(job, stages, env=env, share=share))
     except BaseException:
-        for stage in stages:  # let go of what the stages built so far hold (their models' manager)
-            with contextlib.suppress(Exception):
-                stage.finish()
+        _finish_all(stages)
         raise
     return stages
+
+
+def _finish_all(stages: Sequence[Stage]) -> None:
+    """After a failure: let go of what the stages built so far hold (their models' manager)."""
+    for stage in stages:
+        with contextlib.suppress(Exception):
+            stage.finish()
 
 
 FACE_PROCESSORS: tuple[tuple[str, str, str], ...] = (

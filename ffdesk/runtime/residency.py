@@ -591,13 +591,8 @@ class ResidencyManager:
                     grow = grow * 5 // 4
                 claims = pool._locked_claim_room(grow, exclude=e.slot)
                 if not claims:
-                    if pool._locked_fits(grow) or not pool._locked_waiting_helps(tid):
+                    if pool._locked_fits_or_wait(grow, tid):
                         return True
-                    pool.waiting.add(tid)
-                    try:
-                        pool.cond.wait(0.5)
-                    finally:
-                        pool.waiting.discard(tid)
                     continue
             pool.unload(claims)
             pool.deliver()
@@ -662,14 +657,8 @@ class ResidencyManager:
             claims = pool._locked_claim_room(need, exclude=e.slot)
             if claims:
                 return _Evict(claims)
-            if pool._locked_fits(need) or not pool._locked_waiting_helps(tid):
+            if pool._locked_fits_or_wait(need, tid):  # else models other batches hold: it waited
                 return _Load(pool._locked_reserve(e, need))
-            # Models other running batches hold: wait until one is released.
-            pool.waiting.add(tid)
-            try:
-                pool.cond.wait(0.5)
-            finally:
-                pool.waiting.discard(tid)
 
     def _release(self, key: str, session: Session) -> None:
         pool = self._pool

@@ -308,6 +308,19 @@ class Pool:
         holders = [e.holders for e in self.entries.values() if e.state == "device" and e.refs > 0]
         return policy.waiting_helps(tid, in_flight, holders, self.waiting)
 
+    def _locked_fits_or_wait(self, need: int, tid: int) -> bool:
+        """Whether thread `tid` may take `need` more bytes now: they fit, or waiting would not
+        help (`waiting_helps`); otherwise it waits a while, counted among those waiting, for a
+        model other running batches hold to be released, and the caller looks again."""
+        if self._locked_fits(need) or not self._locked_waiting_helps(tid):
+            return True
+        self.waiting.add(tid)
+        try:
+            self.cond.wait(0.5)
+        finally:
+            self.waiting.discard(tid)
+        return False
+
     def _locked_loaded(self) -> list[policy.Loaded]:
         return [
             policy.Loaded(e.slot, e.nbytes, e.refs > 0, e.last_used)

@@ -1422,12 +1422,11 @@ def pack_stages(ctx: ModelRender, front: FaceFrontEnd, order: ModelOrder) -> lis
     """The stages of a model pack after the face front end, in `order` (which the report then
     gives)."""
     detect = PackDetectStage(ctx, max(1, ctx.job.batch)) if ctx.detector is not None else None
-    ctx.order = order
     return [*front.stages(detect=detect), *swap_and_enhance(ctx, order)]
 
 
 def swap_and_enhance(ctx: ModelRender, order: ModelOrder) -> list[Stage]:
-    """The pack's model stages after its front end, in `order`."""
+    """The pack's model stages after its front end, in `order` (which becomes the render's)."""
     batch = max(1, ctx.job.batch)
     ctx.order = order
     reports = ctx.enhancer is None

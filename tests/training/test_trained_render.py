@@ -303,3 +303,29 @@ def test_on_a_cpu_budget_the_trained_swap_counts_the_frames_held_and_shares_its_
     held.clear()
     assert run_render(alone, lambda _e: None, env=run_env).frames_out == 6
     assert held == [frames * enlarged_frame_bytes(probe(face_clip), 1)]
+
+
+def test_where_new_shapes_cost_the_trained_swap_is_warmed_at_every_batch_before_the_frames(
+    run_env: RuntimeEnv, trained: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on a GPU (the CPU standing in): the trained swapper's batches of faces go in padded to
+    1, 2 or 4, each run before the first frame, so the frames meet no new shape; the faces come
+    out as they do unpadded."""
+    from tests.model_calls import record_model_calls, shapes_cost
+
+    plain = RenderJob(
+        target=face_clip, output=tmp_path / "plain.mp4", swapper=str(trained / "model.onnx"), batch=4
+    )
+    run_render(plain, lambda _e: None, env=run_env)
+    shapes_cost(monkeypatch)
+    log = record_model_calls(monkeypatch)
+    padded = RenderJob(
+        target=face_clip, output=tmp_path / "padded.mp4", swapper=str(trained / "model.onnx"), batch=4
+    )
+    assert run_render(padded, log.event, env=run_env).frames_out == 6
+    batches = log.batches("trained_swapper")
+    warmed = log.calls(0, log.split())
+    assert [shapes[0][0] for _, shapes in warmed][-3:] == [1, 2, 4], warmed
+    assert set(batches) <= {1, 2, 4} and not log.new_shapes_in_frames(), batches
+    for a, b in zip(_frames(plain.output), _frames(padded.output), strict=True):
+        assert np.abs(a.astype(int) - b.astype(int)).mean() < 0.5

@@ -31,6 +31,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
+from ffdesk.pipeline.stages.placement import WarmUp
 from ffdesk.swap import background_remover as br
 from ffdesk.types import Frame
 
@@ -106,6 +107,11 @@ class BackgroundRemoveStage(FrameModelStage[br.BackgroundRemoverSpec]):
         feed = {name: np.concatenate([br.frame_input(frame, self.spec) for frame in chunk])}
         out = list(run_batched(session, feed, [name], one_run=accepts_batch(session)).values())
         return [tuple(y[i] for y in out) for i in range(len(chunk))]
+
+    def warm_ups(self) -> list[WarmUp]:
+        """Its model at every batch of frames it takes (a black frame at the model's side)."""
+        side = self.spec.size
+        return [WarmUp(self.key, self._run, np.zeros((side, side, 3), np.uint8), self.max_batch)]
 
     def remove(self, frames: Sequence[Frame]) -> list[br.Removal]:
         """The frames' pictures and mattes (model calls under the residency manager)."""

@@ -25,11 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
+from ffdesk.pipeline.stages.placement import WarmUp
 from ffdesk.runtime.catalog import Catalog, load_catalog
 from ffdesk.swap import frame_colorizer as fc
 from ffdesk.types import Frame
@@ -86,6 +89,15 @@ class FrameColorizeStage(FrameModelStage[fc.FrameColorizerSpec]):
 
     def _run(self, session: Runner, chunk: Sequence[fc.F32]) -> list[fc.F32]:
         return fc.run_inputs(session, self.spec, chunk)
+
+    def warm_ups(self) -> list[WarmUp]:
+        """Its model at every batch of frames it takes (a black frame at the size it is fed);
+        nothing at blend 0, where it never runs."""
+        if self.blend == 0:
+            return []
+        width, height = self.size
+        sample = fc.model_input(np.zeros((height, width, 3), np.uint8), self.spec, self.size)
+        return [WarmUp(self.key, self._run, sample, self.max_batch)]
 
     def colorize(self, images: Sequence[Frame]) -> list[Frame]:
         """`images` (RGB) coloured by the model and blended; the same images at blend 0."""

@@ -29,6 +29,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import UpscaleFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
+from ffdesk.pipeline.stages.placement import WarmUp
 from ffdesk.runtime.catalog import Catalog, load_catalog
 from ffdesk.swap import frame_enhancer as fe
 from ffdesk.swap.tiles import Tiles, split_tiles, stitch_tiles
@@ -99,6 +100,11 @@ class FrameEnhanceStage(FrameModelStage[fe.FrameEnhancerSpec]):
 
     def _run(self, session: Runner, chunk: Sequence[Tiles]) -> list[Tiles]:
         return list(fe.run_tiles(session, self.spec, np.stack(chunk)))
+
+    def warm_ups(self) -> list[WarmUp]:
+        """Its model at every tile batch a frame's tiles go in (black tiles)."""
+        side = self.spec.tile_size
+        return [WarmUp(self.key, self._run, np.zeros((side, side, 3), np.uint8), TILE_BATCH)]
 
     def upscale_tiles(self, tiles: Tiles) -> Tiles:
         """The frame's tiles through the model, in chunks (`TILE_BATCH`), under the manager."""

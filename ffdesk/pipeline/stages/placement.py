@@ -15,6 +15,12 @@ appended by `ffdesk.pipeline.plan` after the face stages.
 `ProcessorModels` is how a processor's stage loads its models: through the model stages' residency
 manager when the render has one (one budget for every model of the render), else through a
 manager of its own under `job.memory_budget` in the render's pool (`share`).
+
+On a GPU every new input shape costs the runtime an algorithm search the first time (cuDNN's:
+70-725 ms a shape on an H200). There a processor's batched calls are padded to a few batch shapes
+(powers of two up to its largest batch, `ffdesk.swap.device_ops.buckets`) and each model is run at
+each of them before the first frame (`WarmUp`), so no stage thread meets a new shape in the middle
+of a render. On the CPU a new shape costs nothing worth it, and nothing is padded or warmed.
 """
 
 from __future__ import annotations
@@ -42,6 +48,26 @@ R = TypeVar("R")
 
 FACE_REDRAWS = ("swap", "deep_swap", "expression_restore", "face_edit", "age_modify", "lip_sync")
 """Names of the stages that redraw the chosen faces before the face enhancer, in their order."""
+
+
+def new_shapes_cost(device: str) -> bool:
+    """Whether each new input shape costs a model's first call at it on `device` (cuDNN's
+    algorithm search on a GPU), so that calls are padded to a few shapes and warmed up."""
+    return device == "cuda"
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """How a processor's model is run before the first frame at the shapes a render will meet:
+    `fn` (the stage's own call) over `sample` (one item as the render makes them, black) repeated
+    to every batch shape up to `max_batch` (None: one item a call); without `fn`, one call on
+    zeros of the file's own input shapes, where the file fixes every side (a face processor's
+    crops)."""
+
+    key: str
+    fn: Callable[[Runner, Sequence[Any]], Sequence[Any]] | None = None
+    sample: Any = None
+    max_batch: int | None = None
 
 
 def model_render(stages: Sequence[Stage]) -> ModelRender | None:
@@ -72,6 +98,9 @@ class ProcessorModels:
     """The frames the stages before the processor hold back (a face front end's tracking)."""
     keys: list[str] = field(default_factory=list)
     """The models registered through it that run on every frame, in order (`prepare` loads them)."""
+    fixed_shapes: bool = False
+    """Whether batched calls are padded to a few shapes, each warmed up before the first frame
+    (`new_shapes_cost` of the manager's device)."""
 
     @property
     def on_own_cpu_budget(self) -> bool:
@@ -127,7 +156,73 @@ class ProcessorModels:
         items: Sequence[T],
         max_batch: int | None = None,
     ) -> list[R]:
-        return self.manager.run_measured(key, fn, items, max_batch=max_batch)
+        """`fn` over `items` in chunks of at most `max_batch` (`ResidencyManager.run_measured`).
+        With `fixed_shapes` and a `max_batch`, each chunk goes in padded to its batch shape (its
+        last item repeated; a file that fixes its batch at 1 is not padded), and what comes back
+        for the padding is dropped; the measured batch is the padded one."""
+        manager = self.manager
+        if not (self.fixed_shapes and max_batch):
+            return manager.run_measured(key, fn, items, max_batch=max_batch)
+        from ffdesk.swap.device_ops import bucket
+
+        limit = manager.batch_within_budget(key, max_batch)
+        shape = bucket(min(len(items), limit), limit)
+
+        def run() -> list[R]:
+            padded = self._padded(key, fn, limit)
+            return manager.run_with_recovery(key, padded, items, max_batch=min(len(items), limit))
+
+        return run() if shape < 2 else manager.measure_batch(key, shape, run)
+
+    def _padded(
+        self, key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], limit: int
+    ) -> Callable[[Runner, Sequence[T]], list[R]]:
+        """`fn` with each chunk padded to its batch shape (at most `limit`, or the smaller chunk
+        the manager fell back to after running out of memory)."""
+        from ffdesk.faces.recognizer import accepts_batch
+        from ffdesk.swap.device_ops import bucket
+
+        def padded(session: Runner, chunk: Sequence[T]) -> list[R]:
+            n = len(chunk)
+            cap = min(limit, self.manager.batch_limit(key) or limit)
+            size = bucket(n, cap) if n and accepts_batch(session) else n
+            if size == n:
+                return list(fn(session, chunk))
+            return list(fn(session, [*chunk, *[chunk[-1]] * (size - n)]))[:n]
+
+        return padded
+
+    def batch_shapes(self, up: WarmUp) -> list[int]:
+        """The batch shapes `up`'s model is called at: one item a call, or with `fixed_shapes`
+        each shape up to the largest batch the budget lets it take."""
+        if not (self.fixed_shapes and up.fn is not None and up.max_batch):
+            return [1]
+        from ffdesk.swap.device_ops import buckets
+
+        return buckets(self.manager.batch_within_budget(up.key, up.max_batch))
+
+    def warm_up(self, ups: Sequence[WarmUp], on_event: Callable[[ev.Event], None]) -> None:
+        """With `fixed_shapes`, each model of `ups` run once at every batch shape it will meet
+        (smallest first, each larger one measured; a shape the budget no longer allows once the
+        smaller ones are measured is skipped), a `Preparing` event each, on the render's thread
+        before its first frame; else nothing."""
+        if not self.fixed_shapes:
+            return
+        steps = [(up, n) for up in ups for n in self.batch_shapes(up)]
+        for i, (up, n) in enumerate(steps, 1):
+            on_event(ev.Preparing(f"warming up {up.key.split('@')[0]} at batch {n}", i, len(steps)))
+            if up.fn is None:
+                self._run_on_zeros(up.key)
+            elif up.max_batch is None or n <= self.manager.batch_within_budget(up.key, up.max_batch):
+                self.run(up.key, up.fn, [up.sample] * n, max_batch=up.max_batch)
+
+    def _run_on_zeros(self, key: str) -> None:
+        """One call of `key` on zeros of its file's input shapes, where the file fixes every side
+        (a side it leaves open is the caller's to choose: a guess would warm the wrong shape)."""
+        with self.manager.acquire(key) as session:
+            inputs = list(getattr(session, "inputs", ()))
+            if inputs and all(isinstance(d, int) and d > 0 for i in inputs for d in i.shape[1:]):
+                session.run({i.name: i.example(1) for i in inputs})
 
     def close(self) -> None:
         if self.owns:
@@ -148,6 +243,13 @@ class ProcessorFrames:
 
     def prepare(self, on_event: Callable[[ev.Event], None]) -> None:
         self.models.prepare(on_event)
+        self.models.warm_up(self.warm_ups(), on_event)
+
+    def warm_ups(self) -> list[WarmUp]:
+        """How each of its models is run at the shapes a render meets (`ProcessorModels.warm_up`):
+        by default one call on zeros of each file's own shapes (a face processor's crops, one
+        face a call)."""
+        return [WarmUp(key) for key in self.models.keys]
 
     def count_frames_held(self, held_bytes: int) -> None:
         self.models.count_frames_held(held_bytes)
@@ -229,15 +331,18 @@ def processor_models(
 
     ctx = model_render(stages)
     if ctx is not None:
-        return ProcessorModels(ctx.manager, ctx.options, owns=False)
+        return ProcessorModels(ctx.manager, ctx.options, owns=False, fixed_shapes=new_shapes_cost(ctx.device))
     for stage in stages:
         earlier = getattr(stage, "models", None)
         if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
-            return ProcessorModels(earlier.manager, earlier.options, owns=False)
+            shapes = new_shapes_cost(earlier.manager.device)
+            return ProcessorModels(earlier.manager, earlier.options, owns=False, fixed_shapes=shapes)
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
     options = session_options(job.provider, device, env, "fp32")
-    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
+    return ProcessorModels(
+        manager, options, owns=True, ahead=held_back_by(stages), fixed_shapes=new_shapes_cost(device)
+    )
 
 
 def held_back_by(stages: Sequence[Stage]) -> int:

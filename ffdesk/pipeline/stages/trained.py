@@ -32,7 +32,13 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames, ProcessorModels, held_back_by
+from ffdesk.pipeline.stages.placement import (
+    ProcessorFrames,
+    ProcessorModels,
+    WarmUp,
+    held_back_by,
+    new_shapes_cost,
+)
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.training.contract import KIND, ContractError, TrainedContract
 from ffdesk.types import Frame, Mask, Mode, Precision
@@ -218,19 +224,26 @@ class TrainedSwap:
     def _memory_changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
         self.on_event(ev.MemoryChanged(models, budget))
 
-    def swap(self, crops: npt.NDArray[np.uint8]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
+    @staticmethod
+    def draw_tiles(session: Any, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
+        """One model call: R x R x 3 uint8 tiles (R: `resolution`) -> (drawn tile, its mask) each."""
+        x = np.stack(chunk).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
+        out = session.run({"target": np.ascontiguousarray(x)})
+        rgb = (np.clip(out["output"], 0, 1).transpose(0, 2, 3, 1) * 255 + 0.5).astype(np.uint8)
+        masks = np.clip(out["mask"][:, 0], 0, 1).astype(np.float32)
+        return list(zip(rgb, masks, strict=True))
+
+    def swap(
+        self, crops: npt.NDArray[np.uint8], models: ProcessorModels, max_batch: int
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float32]]:
         """N x C x C x 3 uint8 crops of the person to replace (C: `crop_size`) -> (drawn faces,
-        masks N x C x C)."""
+        masks N x C x C); their tiles through `models` (its manager) in chunks of at most
+        `max_batch`."""
         from ffdesk.swap.onnx_swapper import merge_tiles, split_tiles
 
-        def run(session: Any, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
-            x = np.stack(chunk).astype(np.float32).transpose(0, 3, 1, 2) / 255.0
-            out = session.run({"target": np.ascontiguousarray(x)})
-            rgb = (np.clip(out["output"], 0, 1).transpose(0, 2, 3, 1) * 255 + 0.5).astype(np.uint8)
-            masks = np.clip(out["mask"][:, 0], 0, 1).astype(np.float32)
-            return list(zip(rgb, masks, strict=True))
-
-        results = self.manager.run_with_recovery(self.key, run, list(split_tiles(crops, self.tile)))
+        results = models.run(
+            self.key, self.draw_tiles, list(split_tiles(crops, self.tile)), max_batch=max_batch
+        )
         rgb = merge_tiles(np.stack([r[0] for r in results]), self.tile)
         masks = merge_tiles(np.stack([r[1] for r in results])[..., None], self.tile)  # type: ignore[arg-type]
         return rgb, np.asarray(masks[..., 0], np.float32)
@@ -268,7 +281,12 @@ class TrainedSwapStage(ProcessorFrames):
         """`ahead`: the frames the stages before it hold back (the face front end's tracking)."""
         self.model = model
         self.max_batch = max_batch
-        self.models = ProcessorModels(model.manager, model.options, owns=True, ahead=ahead, keys=[model.key])
+        self.models = ProcessorModels(
+            model.manager, model.options, owns=True, ahead=ahead, keys=[model.key],
+            fixed_shapes=new_shapes_cost(model.manager.device),
+        )  # fmt: skip
+        self.tiles_per_call = max_batch * model.tile * model.tile
+        """The most tiles one model call takes: a face a frame of a batch, each in `tile`^2 tiles."""
         self._lock = threading.Lock()
         self._frames_with_faces = 0
         self._swapped = 0
@@ -289,8 +307,14 @@ class TrainedSwapStage(ProcessorFrames):
             self._skipped.update(reason or "unknown" for p in batch for reason in p.swap.skips)
         return list(batch)
 
+    def warm_ups(self) -> list[WarmUp]:
+        """Its model at every batch of tiles it takes (black tiles)."""
+        side = self.model.resolution
+        sample = np.zeros((side, side, 3), np.uint8)
+        return [WarmUp(self.model.key, self.model.draw_tiles, sample, self.tiles_per_call)]
+
     def _draw(self, aligned: AlignedFaces) -> tuple[npt.NDArray[np.uint8], list[Mask]]:
-        drawn, masks = self.model.swap(aligned.crops)
+        drawn, masks = self.model.swap(aligned.crops, self.models, self.tiles_per_call)
         faces = zip(masks, aligned.faces, aligned.affines, strict=True)
         return drawn, [blend_mask(mask, face, m) for mask, face, m in faces]
 

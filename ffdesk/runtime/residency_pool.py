@@ -28,6 +28,7 @@ from ffdesk.runtime.sessions import (
     HostCopy,
     Session,
     footprint_provider,
+    is_oom_error,
     prime_cuda,
     prime_onnxruntime,
     warm_up,
@@ -477,7 +478,11 @@ class Pool:
             # eviction should cost a load, not a load plus an inference.
             known = recorded is not None or bool(ticket.measured)
             if ticket.warmup and not known and ticket.host is None:
-                warm_up(session)
+                try:
+                    warm_up(session)
+                except Exception as exc:  # a model that will not run on zeros: measured as loaded
+                    if is_oom_error(exc):
+                        raise
             after = self.probe.used()
         return session, load_ms, before, loaded, after, recorded
 

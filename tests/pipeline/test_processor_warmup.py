@@ -6,6 +6,7 @@ the GPU here (`shapes_cost`); real frames (carphone), stand-in models."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.sessions import IOInfo
 from ffdesk.runtime.standins import write_standins
 from tests.model_calls import record_model_calls, shapes_cost
 from tests.real_clips import carphone
@@ -142,3 +144,46 @@ def test_on_the_cpu_a_render_warms_nothing(
     )
     assert run_render(job, log.event, env=run_env).frames_out == 15
     assert not [e for e in log.entries if isinstance(e, ev.Preparing) and "warming" in e.what]
+
+
+class _Refuses:
+    """A face processor's model that fixes every side and will not run on zeros."""
+
+    inputs: tuple[IOInfo, ...] = (IOInfo("target", (1, 3, 64, 64), "float32"),)
+    outputs: tuple[IOInfo, ...] = (IOInfo("out", (1, 3, 64, 64), "float32"),)
+    name, precision, provider = "refusing", "fp32", "CPUExecutionProvider"
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise RuntimeError("Non-zero status code returned while running Div node")
+
+    def offload(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_model_that_will_not_run_on_zeros_is_left_cold_with_a_warning(tmp_path: Path) -> None:
+    """The zeros warm-up is made-up input: a model that fails on it is run by its first frame
+    instead, and the render says so in one line; a model whose file leaves a side open is not
+    guessed at. (Both fail the load's own measuring run on zeros too, which lets them load.)"""
+    from ffdesk.pipeline.stages.placement import ProcessorModels, WarmUp
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.residency import ResidencyManager
+
+    refusing, open_sides = _Refuses(), _Refuses()
+    open_sides.inputs = (IOInfo("target", (1, 3, "H", "W"), "float32"),)
+    manager = ResidencyManager(None, "cpu", footprints=FootprintStore(tmp_path / "f.json"))
+    models = ProcessorModels(manager, None, owns=True, fixed_shapes=True)
+    manager.register("refusing@fp32", lambda: refusing)
+    manager.register("open@fp32", lambda: open_sides)
+    seen: list[object] = []
+    try:
+        models.warm_up([WarmUp("refusing@fp32"), WarmUp("open@fp32")], seen.append)
+    finally:
+        models.close()
+    warnings = [e.message for e in seen if isinstance(e, ev.Warning)]
+    assert len(warnings) == 1 and warnings[0].startswith("refusing did not run on zeros (Non-zero status"), (
+        warnings
+    )
+    assert "\n" not in warnings[0]  # and the model with open sides was not run (no second warning)

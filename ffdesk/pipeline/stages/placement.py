@@ -212,17 +212,30 @@ class ProcessorModels:
         for i, (up, n) in enumerate(steps, 1):
             on_event(ev.Preparing(f"warming up {up.key.split('@')[0]} at batch {n}", i, len(steps)))
             if up.fn is None:
-                self._run_on_zeros(up.key)
+                self._run_on_zeros(up.key, on_event)
             elif up.max_batch is None or n <= self.manager.batch_within_budget(up.key, up.max_batch):
                 self.run(up.key, up.fn, [up.sample] * n, max_batch=up.max_batch)
 
-    def _run_on_zeros(self, key: str) -> None:
+    def _run_on_zeros(self, key: str, on_event: Callable[[ev.Event], None]) -> None:
         """One call of `key` on zeros of its file's input shapes, where the file fixes every side
-        (a side it leaves open is the caller's to choose: a guess would warm the wrong shape)."""
+        (a side it leaves open is the caller's to choose: a guess would warm the wrong shape). A
+        model that will not run on zeros is left cold, with a warning: the frames decide."""
+        from ffdesk.runtime.residency import is_oom_error
+
         with self.manager.acquire(key) as session:
             inputs = list(getattr(session, "inputs", ()))
-            if inputs and all(isinstance(d, int) and d > 0 for i in inputs for d in i.shape[1:]):
+            if not inputs or not all(isinstance(d, int) and d > 0 for i in inputs for d in i.shape[1:]):
+                return
+            try:
                 session.run({i.name: i.example(1) for i in inputs})
+            except Exception as exc:  # noqa: BLE001 - a warm-up on made-up input is optional
+                if is_oom_error(exc):
+                    raise
+                detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+                name = key.split("@")[0]
+                on_event(
+                    ev.Warning(f"{name} did not run on zeros ({detail}); it is warmed up by its first frame")
+                )
 
     def close(self) -> None:
         if self.owns:

@@ -243,6 +243,9 @@ class RenderResult:
     batch_notes: tuple[str, ...] = ()
     """How the render's files that fix their batch at 1 took their faces (its report's
     `model_batch_notes`)."""
+    late_shapes: tuple[tuple[str, int], ...] = ()
+    """(model, calls) of each model that met an input shape its session had not run at once the
+    frames started (its report's `late_shapes`): a cuDNN algorithm search mid-render each."""
 
     @property
     def height(self) -> int:
@@ -291,6 +294,7 @@ class RenderResult:
             "models_alone_ceiling_fps": self.ceiling_fps,
             "efficiency": self.efficiency,
             "model_batch_notes": list(self.batch_notes),
+            "late_shapes": dict(self.late_shapes),
         }
 
 
@@ -655,6 +659,9 @@ def measure_render(
         watch=watch_figures(watched.samples, start, watched.report_seen_at),
         models_alone=alone,
         batch_notes=(models.batch_notes if models is not None else None) or (),
+        late_shapes=tuple(
+            (m.name, m.late_shapes) for m in (models.models if models else ()) if m.late_shapes
+        ),
     )
 
 
@@ -816,6 +823,7 @@ def print_render(result: RenderResult) -> None:
         ("render CPU, mean", f"{_fmt(w.process_cpu_mean_pct, ' %')} (100 %: one core; {w.samples} samples)"),
         ("models ran on", ", ".join(result.model_providers) or "n/a"),
         ("pixels stayed on", result.pixels_used or "n/a"),
+        ("new shapes mid-render", ", ".join(f"{name} {n}" for name, n in result.late_shapes) or "none"),
         *(("batch-1 file", note) for note in result.batch_notes),
     )
     print(f"render {result.config.name}: {_render_label(result.config, result.settings)}")

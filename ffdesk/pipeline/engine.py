@@ -91,6 +91,7 @@ from ffdesk.pipeline.stage import (
     edits_regions_only,
 )
 from ffdesk.pipeline.stages.frame_enhancer import output_scale, upscale_figures
+from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
 
@@ -168,6 +169,7 @@ def run_render(
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
                     stage.prepare(emit)
+            frames_started(stages)
             if span is None or manifest is None:
                 report = _render_image(job, stages, emit)
             else:

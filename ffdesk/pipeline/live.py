@@ -39,6 +39,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import StageStats, run_through
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Prepares, Stage
+from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
@@ -341,6 +342,8 @@ class LiveSession:
         for stage in self.stages:
             if isinstance(stage, Prepares):
                 stage.prepare(self._on_event)
+        frames_started(self.stages)
+        for stage in self.stages:
             stage.start()
 
     def _finish_stages(self) -> None:

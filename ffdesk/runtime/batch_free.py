@@ -47,6 +47,8 @@ convolution algorithm, not a different result."""
 BATCH_DIM = "batch"
 ONE_FACE_A_CALL = "one face a call"
 """What a file that keeps its batch of 1 does, as the render's notes say it (`BatchFree.kept`)."""
+FREE_ALREADY = "its file takes a batch already"
+"""Why a file whose first dimension is symbolic needs no copy (its faces go in batches)."""
 FREED_KINDS = frozenset({"swapper", "enhancer", "occluder", "parser"})
 """The catalog kinds a render batching faces frees the batch of (the per-face models of its swap
 stages: the swapper, the face enhancer and the mask models); the others run once a source photo
@@ -62,9 +64,17 @@ class BatchFree:
     """Why the file keeps its batch of 1 (None: the copy is used, or the file was free already)."""
 
     @property
+    def free_already(self) -> bool:
+        """The file's batch is free as it is (no copy needed, faces go in batches)."""
+        return self.copy is None and self.reason == FREE_ALREADY
+
+    @property
     def kept(self) -> str | None:
-        """How notes say the file keeps its batch of 1, and why (None: its copy is used)."""
-        return None if self.copy is not None else f"{ONE_FACE_A_CALL} ({self.reason})"
+        """How notes say what the file does without a copy: takes batches already, or keeps its
+        batch of 1, and why (None: its copy is used)."""
+        if self.copy is not None:
+            return None
+        return FREE_ALREADY if self.free_already else f"{ONE_FACE_A_CALL} ({self.reason})"
 
 
 def copy_path(src: Path, cache_dir: Path) -> Path:
@@ -93,8 +103,10 @@ def fixed_at_one(model: Any) -> str | None:
         dims = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
         if len(dims) < 2:
             return f"{value.name or 'an output'} has no batch dimension"
-        if not dims[0].HasField("dim_value") or dims[0].dim_value != 1:
-            return "its batch is not fixed at 1"
+        if not dims[0].HasField("dim_value"):
+            return FREE_ALREADY
+        if dims[0].dim_value != 1:
+            return f"its batch is fixed at {dims[0].dim_value}"
         if any(not d.HasField("dim_value") for d in dims[1:]):
             return f"{value.name or 'an output'} has other dimensions that are not fixed"
     return None

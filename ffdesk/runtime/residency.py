@@ -148,6 +148,10 @@ class ModelStats:
     """The largest batch the model ran at (its runtime holds that batch's memory; 0: unknown)."""
     one_item_bytes: int = 0
     """Its footprint loaded and run on one item, what `bytes` is at batch 1 (0: unknown)."""
+    late_shapes: int = 0
+    """Its calls at an input shape its session had not run at, once the render's frames started
+    (`ResidencyManager.frames_started`): on a GPU each one a cuDNN algorithm search in the middle
+    of the render; 0 where every shape the frames met was warmed up before the first."""
 
 
 @dataclass(frozen=True)
@@ -743,6 +747,16 @@ class ResidencyManager:
                 return self._closed_stats
             return _stats_of(self._own())
 
+    def frames_started(self) -> None:
+        """Its render has started on its frames (its models are prepared): from now on a call of
+        one of its models at an input shape its session has not run at counts as late
+        (`ModelStats.late_shapes`), in sessions loaded now and later. Idempotent."""
+        with self._pool.cond:
+            self._member.frames_started = True
+            for e in self._own():
+                for log in e.shape_logs:
+                    log.watching = True
+
     def report(self) -> ResidencyReport:
         """The render report's figures: each model's `ModelStats`, the peak, the budget and the
         out-of-memory recoveries (`OomEvent`s, their actions `OomAction`s)."""
@@ -942,6 +956,7 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
             load_ms=round(e.load_ms, 1),
             batch=e.batch,
             one_item_bytes=e.curve.get(1, e.nbytes),
+            late_shapes=sum(log.late for log in e.shape_logs),
         )
         for e in entries
         if e.loads

@@ -27,6 +27,7 @@ from ffdesk.runtime.sessions import (
     FROM_COPY,
     HostCopy,
     Session,
+    ShapeLog,
     footprint_provider,
     is_oom_error,
     prime_cuda,
@@ -98,6 +99,8 @@ class Member:
     held_bytes: int = 0
     """Host memory its render holds outside the models, counted against a CPU budget beside
     them (the frames segment order holds back: `ResidencyManager.hold`); gone when it closes."""
+    frames_started: bool = False
+    """Its render has started on its frames: a shape a model of it meets from now on is late."""
 
     def notify(self, snapshot: ResidencySnapshot) -> None:
         if self.on_change is not None:
@@ -141,6 +144,8 @@ class Entry:
     """What the model measured on the device this run, by batch (0: loaded, not yet run)."""
     batch: int = 0
     """The largest batch it has run at (its runtime keeps that batch's memory: `nbytes`)."""
+    shape_logs: list[ShapeLog] = field(default_factory=list)
+    """The input shapes each of its sessions ran at (`ShapeLog`), one a load."""
 
 
 @dataclass(frozen=True)
@@ -512,6 +517,11 @@ class Pool:
         e.session = session
         e.host = None
         e.state = "device"
+        log = getattr(session, "shape_log", None)
+        if isinstance(log, ShapeLog):
+            member = self.members.get(e.owner)
+            log.watching = log.watching or (member is not None and member.frames_started)
+            e.shape_logs.append(log)
         e.provider = session.provider
         e.footprint_label = self.provider_label(footprint_provider(session))
         e.nbytes = nbytes

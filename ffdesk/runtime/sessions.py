@@ -74,6 +74,33 @@ class HostCopy:
     the share of the budget left when it comes back, not the one it had when it left)."""
 
 
+Shapes = tuple[tuple[int, ...], ...]
+"""The shapes of one call's inputs, in the order given."""
+
+
+class ShapeLog:
+    """The input shapes a session has run at, and how many calls met one it had not run at
+    once it was told the render's frames started (`late`): on a GPU each such call searches
+    cuDNN's algorithms for the shape in the middle of the render (30-725 ms on an H200), which
+    the warm-ups before the first frame are there to avoid."""
+
+    def __init__(self) -> None:
+        self.seen: set[Shapes] = set()
+        self.watching = False
+        self.late = 0
+
+    def met(self, shapes: Shapes) -> None:
+        if shapes not in self.seen:
+            self.seen.add(shapes)
+            if self.watching:
+                self.late += 1
+
+
+def shapes_of(values: Mapping[str, Any]) -> Shapes:
+    """The shapes of one call's inputs (numpy arrays or torch tensors)."""
+    return tuple(tuple(int(d) for d in v.shape) for v in values.values())
+
+
 @runtime_checkable
 class Session(Protocol):
     """One loaded model. `run` takes and returns numpy arrays keyed by tensor name; the output
@@ -252,6 +279,7 @@ class OrtSession:
         self.inputs = _io(self._session.get_inputs())
         self.outputs = _io(self._session.get_outputs())
         self._bytes = model if isinstance(model, bytes) else None
+        self.shape_log = ShapeLog()
 
     @property
     def on_gpu(self) -> bool:
@@ -271,6 +299,7 @@ class OrtSession:
 
     def run(self, inputs: Mapping[str, Array]) -> dict[str, Array]:
         names = [o.name for o in self.outputs]
+        self.shape_log.met(shapes_of(inputs))
         values = self.ort.run(names, dict(inputs))
         return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
@@ -291,6 +320,7 @@ class OrtSession:
             return {k: torch.from_numpy(v) for k, v in out.items()}
         import onnxruntime as ort
 
+        self.shape_log.met(shapes_of(inputs))
         binding = self.ort.io_binding()
         device_id = next(iter(inputs.values())).device.index or 0
         # The OrtValues share the tensors' memory: keep both alive until the run is over.

@@ -76,6 +76,7 @@ MODEL_KEYS = [
     "load_ms",
     "batch",
     "one_item_bytes",
+    "late_shapes",
 ]
 
 

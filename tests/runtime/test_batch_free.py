@@ -165,7 +165,9 @@ def test_files_free_already_or_without_a_batch_are_left_alone(tmp_path: Path) ->
     free = tmp_path / "free"
     write_standins(free, ["inswapper_128"], dynamic_batch=True)
     src = next(free.glob("*.onnx"))
-    assert bf.batch_free(src, cache_dir=tmp_path / "c") == bf.BatchFree(None, "its batch is not fixed at 1")
+    free_already = bf.batch_free(src, cache_dir=tmp_path / "c")
+    assert free_already == bf.BatchFree(None, bf.FREE_ALREADY) and free_already.free_already
+    assert free_already.kept == "its file takes a batch already"  # not "one face a call"
     ident = helper.make_node("Identity", ["x"], ["y"])
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])

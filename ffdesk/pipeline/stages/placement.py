@@ -358,6 +358,22 @@ def processor_models(
     )
 
 
+def frames_started(stages: Sequence[Stage]) -> None:
+    """Tell each residency manager of `stages` (the model stages', the processors') that the
+    render has started on its frames, its models prepared: from now on a model's call at a shape
+    its session has not run at is counted late (`ModelStats.late_shapes`)."""
+    managers: dict[int, ResidencyManager] = {}
+    ctx = model_render(stages)
+    if ctx is not None:
+        managers[id(ctx.manager)] = ctx.manager
+    for stage in stages:
+        models = getattr(stage, "models", None)
+        if isinstance(models, ProcessorModels):
+            managers[id(models.manager)] = models.manager
+    for manager in managers.values():
+        manager.frames_started()
+
+
 def held_back_by(stages: Sequence[Stage]) -> int:
     """The most frames `stages` hold back between two calls (`HoldsFrames`: the tracking's)."""
     return sum(s.lookahead for s in stages if isinstance(s, HoldsFrames))

@@ -1,0 +1,87 @@
+"""Calls at an input shape a model's session had not run at, once the render's frames started
+(`ModelStats.late_shapes`): on a GPU each is a cuDNN algorithm search in the middle of the render,
+which the warm-ups before the first frame are there to avoid. Counted per session (a model loaded
+again meets its shapes anew), only for the manager whose frames started; a real render of carphone
+on the device path (the CPU standing in) meets none, the host path (nothing warmed) some."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffdesk.pipeline.engine import run_render
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
+from ffdesk.runtime.sessions import SessionOptions
+from ffdesk.runtime.standins import write_standins
+from tests.modelpacks.helpers import PHOTO
+from tests.real_clips import carphone
+
+PACK = ("inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("late_pack")
+    write_standins(folder, list(PACK), dynamic_batch=True)
+    return folder
+
+
+def _late(manager: ResidencyManager) -> dict[str, int]:
+    return {m.key: m.late_shapes for m in manager.stats()}
+
+
+def test_late_shapes_are_counted_per_session_once_the_frames_started(pack: Path, tmp_path: Path) -> None:
+    options = SessionOptions(device="cpu")
+    store = FootprintStore(tmp_path / "f.json")
+    manager = ResidencyManager(None, "cpu", footprints=store)
+    other = ResidencyManager(None, "cpu", footprints=store, share=manager.share("other"))
+    try:
+        for m in (manager, other):
+            m.register("xseg", OnnxLoader(pack / "xseg_1.onnx", options, name="xseg_1"))
+
+        def run(m: ResidencyManager, batch: int) -> None:
+            with m.acquire("xseg") as session:
+                x = session.inputs[0]
+                sides = [int(d) for d in x.shape[1:]]
+                session.run({x.name: np.zeros((batch, *sides), np.float32)})
+
+        run(manager, 1)
+        run(manager, 2)  # before the frames: prepared, not late
+        manager.frames_started()
+        run(manager, 2)
+        assert _late(manager) == {"xseg": 0}
+        run(manager, 4)
+        run(manager, 4)  # a shape met once is met
+        assert _late(manager) == {"xseg": 1}
+        assert manager.evict("xseg")
+        run(manager, 2)  # loaded again: a new session meets its shapes anew
+        assert _late(manager) == {"xseg": 2}
+        run(other, 4)  # the other manager's frames have not started
+        assert _late(other) == {"xseg": 0}
+    finally:
+        other.close()
+        manager.close()
+
+
+@pytest.mark.parametrize("pixels", ["device", "host"])
+def test_a_render_on_the_device_path_meets_no_shape_it_did_not_warm_up(
+    pack: Path, tmp_path: Path, run_env: RuntimeEnv, pixels: str
+) -> None:
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o.mp4", sources=(Path(PHOTO),), models_dir=pack,
+        swapper="inswapper_128", recognizer="arcface_w600k_r50", enhancer="gfpgan_1.4",
+        masks=("box", "occlusion", "region"), pixels=pixels, precision="fp32", batch=4, end=1.0,  # type: ignore[arg-type]
+    )  # fmt: skip
+    report = run_render(job, env=run_env)
+    assert report.models is not None and report.frames_out == 30
+    late = {m.name: m.late_shapes for m in report.models.models}
+    per_frame = ("inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
+    if pixels == "device":
+        assert all(late[name] == 0 for name in per_frame), late
+    else:  # nothing warmed: each batch shape of a face count first met in the frames
+        assert all(late[name] > 0 for name in per_frame), late

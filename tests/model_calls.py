@@ -87,8 +87,7 @@ def record_model_calls(monkeypatch: pytest.MonkeyPatch) -> CallLog:
 
 
 def shapes_cost(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Processors treat the CPU as a GPU treats a new input shape (padded, warmed up)."""
-    from ffdesk.pipeline.stages import placement, trained
+    """Renders treat the CPU as a GPU treats a new input shape (calls padded, shapes warmed up)."""
+    from ffdesk.pipeline import batch_shapes
 
-    for module in (placement, trained):
-        monkeypatch.setattr(module, "new_shapes_cost", lambda device: True)
+    monkeypatch.setattr(batch_shapes, "new_shapes_cost", lambda device: True)

@@ -6,8 +6,10 @@ plain re-encode and once through each processor alone, with stand-ins of the pro
 bench cache, on `--provider` (cuda on a GPU). The lip syncer hears a synthesized voice (a vowel-like
 tone whose loudness swings four times a second), the face editor smiles (mouth_smile 0.5). Prints,
 per processor: its model, frames/s of the render, the processor stage's milliseconds a frame (wall,
-from the report's stage timings), the faces or frames it went through and the process's peak
-memory; and the plain re-encode's frames/s beside them. Stand-ins stand for the contracts, not the
+from the report's stage timings), the faces or frames it went through, the process's peak
+memory and the calls its models made at a shape they had not run at once the frames started
+(the report's `late_shapes`: 0 on a GPU, where each shape is warmed up before the first frame);
+and the plain re-encode's frames/s beside them. Stand-ins stand for the contracts, not the
 published weights: these are the pipeline's costs around models of that size, not the models'.
 """
 
@@ -165,6 +167,7 @@ def measure(
                 "faces": work.faces if work else 0,
                 "frames": work.frames if work else report.frames_out,
                 "peak_rss_mb": round((report.peak_rss_bytes or 0) / 2**20, 1),
+                "late_shapes": work.late_shapes if work else None,
             }
             figures[case.name] = row
             if so_far is not None:
@@ -172,7 +175,8 @@ def measure(
             print(
                 f"{case.name:<20} {row['model']:<16} {row['fps']:>7.1f} frames/s  "
                 f"{row['stage_ms_per_frame']:>8.1f} ms a frame in its stage  "
-                f"({row['faces']} faces, {row['frames']} frames; peak {row['peak_rss_mb']:.0f} MiB)"
+                f"({row['faces']} faces, {row['frames']} frames; peak {row['peak_rss_mb']:.0f} MiB; "
+                f"{row['late_shapes'] or 0} new shapes mid-render)"
             )
     return figures
 

@@ -473,6 +473,9 @@ class UpscaleFigures(_InJson):
     width: int
     height: int
     tiles_per_frame: int = 0
+    late_shapes: int = 0
+    """Its model's calls at an input shape its session had not run at, once the frames started
+    (`ModelStats.late_shapes`): 0 on a GPU, where each tile batch is warmed up before."""
 
 
 @dataclass(frozen=True)
@@ -486,9 +489,17 @@ class ProcessorFigures(_InJson):
     model: str
     faces: int = 0
     frames: int = 0
+    late_shapes: int = 0
+    """Its models' calls at an input shape their session had not run at, once the frames started
+    (`ModelStats.late_shapes`): 0 on a GPU, where each batch shape is warmed up before."""
 
     def plus(self, other: ProcessorFigures) -> ProcessorFigures:
-        return replace(self, faces=self.faces + other.faces, frames=self.frames + other.frames)
+        return replace(
+            self,
+            faces=self.faces + other.faces,
+            frames=self.frames + other.frames,
+            late_shapes=self.late_shapes + other.late_shapes,
+        )
 
 
 @runtime_checkable
@@ -499,8 +510,15 @@ class ReportsWork(Protocol):
 
 
 def processor_figures(stages: Iterable[object]) -> tuple[ProcessorFigures, ...]:
-    """The figures of the processor stages among `stages`, in stage order."""
-    return tuple(s.work() for s in stages if isinstance(s, ReportsWork))
+    """The figures of the processor stages among `stages`, in stage order, with the late shapes
+    of the models each ran (a stage's `models.late_shapes()`, where it has them)."""
+    figures = []
+    for stage in stages:
+        if isinstance(stage, ReportsWork):
+            figure = stage.work()
+            late = getattr(getattr(stage, "models", None), "late_shapes", None)
+            figures.append(replace(figure, late_shapes=int(late())) if callable(late) else figure)
+    return tuple(figures)
 
 
 # ---- farm --------------------------------------------------------------------------------------

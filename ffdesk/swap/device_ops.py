@@ -169,19 +169,6 @@ def pad_batch(x: torch.Tensor, size: int) -> torch.Tensor:
     return torch.cat([x, x.new_zeros((missing, *x.shape[1:]))])
 
 
-def bucket(n: int, cap: int) -> int:
-    """The batch shape `n` items run at: the next power of two, at most `cap` (>= n)."""
-    size = 1
-    while size < n:
-        size *= 2
-    return max(n, min(size, cap))
-
-
-def buckets(cap: int) -> list[int]:
-    """Every batch shape `bucket` gives for 1..cap items."""
-    return sorted({bucket(n, cap) for n in range(1, max(1, cap) + 1)})
-
-
 def run_model(session: Runner, feeds: Mapping[str, torch.Tensor], pixels: DevicePixels) -> list[torch.Tensor]:
     """The model's outputs, in its order, for device tensors. A session that binds tensors where
     they are (`run_torch` on the same device) runs in place; any other runner is fed through host

@@ -161,7 +161,13 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
     assert device.models is not None and device.models.pixels is not None
     assert device.models.pixels.path == "device"
     assert [p.name for p in device.processors] == ["age_modify", "background_remove"]
-    assert device.processors == host.processors and device.processors[0].faces > 0
+
+    def work(
+        report: RenderReport,
+    ) -> list[tuple[str, str, int, int]]:  # late shapes aside (not warmed on the CPU)
+        return [(p.name, p.model, p.faces, p.frames) for p in report.processors]
+
+    assert work(device) == work(host) and device.processors[0].faces > 0
     a, b = _frames(tmp_path / "host"), _frames(tmp_path / "device")
     assert len(a) == len(b) == host.frames_out
     for x, y in zip(a, b, strict=True):
@@ -272,7 +278,8 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: Any
 ) -> None:
     """`--pixels auto` on a machine whose torch cannot use the GPU the models run on: the warm-up
-    fails before the first frame, and the render goes on with its pixels on the host. With
+    fails before the first frame, and the render goes on with its pixels on the host, whose calls
+    are then warmed up at each batch shape instead (as on a GPU). With
     `--precision auto` (both defaults) the swapper is timed on the device before any warm-up,
     the device path's first work: its failure falls back the same way."""
     from ffdesk.pipeline import providers
@@ -294,7 +301,10 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     assert report.models.pixels.path == "host"
     assert report.faces is not None and report.faces.faces_swapped > 0
     preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
-    assert len([w for w in preparing if w.startswith("warming up")]) <= 1, preparing  # the failed one
+    warming = [w for w in preparing if w.startswith("warming up")]
+    assert len([w for w in warming if "@" in w]) <= 1, preparing  # the device path's: the failed one
+    # then, as on a GPU, the host path's calls at each batch shape before the first frame
+    assert "warming up inswapper_128 at batch 4" in warming, warming
     with pytest.raises(Exception, match="CUDA|cuda|NVIDIA|pin"):
         run_render(replace(job, output=tmp_path / "p", pixels="device"), env=run_env)
 
@@ -316,7 +326,8 @@ def test_each_model_runs_at_the_batch_it_was_measured_at(
     tight = _render(run_env, pack, carphone(), tmp_path / "tight", "device", end=0.5, memory_budget=budget)
     assert tight.models is not None and tight.faces is not None
     assert tight.faces.faces_swapped == free.faces.faces_swapped
-    assert tight.models.peak_model_bytes <= budget
+    counted = [(m.key, m.batch, m.bytes, m.loads, m.evictions) for m in tight.models.models]
+    assert tight.models.peak_model_bytes <= budget, (budget, counted, tight.models.order)
     got = {m.name: m.batch for m in tight.models.models}
     assert 1 <= got[largest.name] < 4 and all(1 <= got[n] <= 4 for n in per_frame), got
 

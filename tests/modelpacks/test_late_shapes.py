@@ -2,15 +2,19 @@
 (`ModelStats.late_shapes`): on a GPU each is a cuDNN algorithm search in the middle of the render,
 which the warm-ups before the first frame are there to avoid. Counted per session (a model loaded
 again meets its shapes anew), only for the manager whose frames started; a real render of carphone
-on the device path (the CPU standing in) meets none, the host path (nothing warmed) some."""
+on the device path (the CPU standing in) meets none, the host path some; where new shapes cost
+(the CPU standing in for a GPU), the host path pads its calls and warms every shape up before the
+first frame, and meets none either, with the same frames."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
@@ -18,6 +22,7 @@ from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 from ffdesk.runtime.sessions import SessionOptions
 from ffdesk.runtime.standins import write_standins
+from tests.model_calls import shapes_cost
 from tests.modelpacks.helpers import PHOTO
 from tests.real_clips import carphone
 
@@ -85,3 +90,39 @@ def test_a_render_on_the_device_path_meets_no_shape_it_did_not_warm_up(
         assert all(late[name] == 0 for name in per_frame), late
     else:  # nothing warmed: each batch shape of a face count first met in the frames
         assert all(late[name] > 0 for name in per_frame), late
+
+
+def test_where_shapes_cost_the_host_path_warms_every_shape_before_the_frames(
+    pack: Path, tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host path with the pack's landmarkers (2dfan4 and fan_68_5, found in the folder): with shapes
+    costing, every model's calls are padded to 1, 2 or 4 items and each shape is run before the
+    first frame, so none is met in the frames; the frames are those of the unpadded render."""
+    from ffdesk.media.images import read_image
+
+    write_standins(pack, ["2dfan4", "fan_68_5"], dynamic_batch=True)
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "plain", sources=(Path(PHOTO),), models_dir=pack,
+        swapper="inswapper_128", recognizer="arcface_w600k_r50", enhancer="gfpgan_1.4",
+        masks=("box", "occlusion", "region"), pixels="host", precision="fp32", batch=4, end=1.0,
+        encoder="png",
+    )  # fmt: skip
+    plain = run_render(job, env=run_env)
+    assert plain.models is not None
+    assert {m.name for m in plain.models.models if m.late_shapes} >= {"inswapper_128", "fan_68_5"}
+    shapes_cost(monkeypatch)
+    events: list[object] = []
+    warmed = run_render(replace(job, output=tmp_path / "warmed"), events.append, env=run_env)
+    assert warmed.models is not None and warmed.frames_out == plain.frames_out == 30
+    late = {m.name: m.late_shapes for m in warmed.models.models}
+    assert set(late) >= {"fan_68_5", "2dfan4", "inswapper_128", "gfpgan_1.4", "xseg_1"} and not any(
+        late.values()
+    ), late
+    preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
+    assert "warming up 2dfan4 at batch 4" in preparing, preparing
+
+    def frames(folder: Path) -> list[np.ndarray]:
+        return [read_image(p) for p in sorted(folder.glob("*.png"))]
+
+    for a, b in zip(frames(job.output), frames(tmp_path / "warmed"), strict=True):
+        assert np.abs(a.astype(int) - b.astype(int)).max() <= 2

@@ -120,7 +120,10 @@ def test_a_render_meets_no_new_shape_after_its_preparation(
     )  # fmt: skip
     run_render(job, env=run_env)  # the models' footprints are known now: loads run nothing
     log = record_model_calls(monkeypatch)
-    assert run_render(replace(job, output=tmp_path / "again.mp4"), log.event, env=run_env).frames_out == 14
+    report = run_render(replace(job, output=tmp_path / "again.mp4"), log.event, env=run_env)
+    assert report.frames_out == 14
+    assert [(p.name, p.late_shapes) for p in report.processors] == [("age_modify", 0), ("frame_colorize", 0)]
+    assert report.upscale is not None and report.upscale.late_shapes == 0
     assert not log.new_shapes_in_frames(), log.new_shapes_in_frames()
     split = log.split()
     during = {model for model, _ in log.calls(split)}
@@ -142,8 +145,11 @@ def test_on_the_cpu_a_render_warms_nothing(
         batch=4,
         end=0.5,
     )
-    assert run_render(job, log.event, env=run_env).frames_out == 15
+    report = run_render(job, log.event, env=run_env)
+    assert report.frames_out == 15
     assert not [e for e in log.entries if isinstance(e, ev.Preparing) and "warming" in e.what]
+    (colorizer,) = report.processors  # its batches of frames first met in the frames
+    assert colorizer.late_shapes == len(set(log.batches("ddcolor")[1:])) > 0, log.batches("ddcolor")
 
 
 class _Refuses:

@@ -278,7 +278,9 @@ def test_the_report_says_what_each_processor_did(tmp_path: Path, capsys: pytest.
         "model": "modnet",
         "faces": 0,
         "frames": data["frames_out"],
+        "late_shapes": data["processors"]["background_remove"]["late_shapes"],  # on the CPU: not warmed
     }
+    assert all(isinstance(p["late_shapes"], int) for p in data["processors"].values())
     assert data["processors"]["frame_colorize"]["frames"] == data["frames_out"]
     assert RenderReport.from_json_dict(data).to_json_dict() == data
     out = capsys.readouterr().out

@@ -4,7 +4,7 @@ The device twin of the model calls in `ffdesk.pipeline.stages.models` (`ModelRen
 `occlusion_masks`, the parser and the enhancer): the crops stay on the device from the warp to
 the paste, and each call goes through the render's residency manager (loads, out-of-memory
 recovery) in chunks of at most `cap` faces. Every chunk is padded to one of a few batch shapes
-(`ffdesk.swap.device_ops.buckets`), and `warm_up` runs each model at every one of them before the
+(`ffdesk.pipeline.batch_shapes.buckets`), and `warm_up` runs each model at every one of them before the
 first frame, so the device never meets a new shape (cuDNN's algorithm search, 30-725 ms a shape
 on an H200) in the middle of a render.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from ffdesk.faces.align import Affine
 from ffdesk.faces.recognizer import Runner, accepts_batch
 from ffdesk.faces.types import Face
+from ffdesk.pipeline.batch_shapes import bucket, buckets
 from ffdesk.swap import device_ops as dev
 from ffdesk.swap.areas import area_regions
 from ffdesk.swap.masks import NO_PADDING, Padding
@@ -77,7 +78,7 @@ class DeviceModels:
             n = len(chunk)
             if n > 1 and not accepts_batch(session):  # a file that fixes its batch at 1
                 return [row for item in chunk for row in run(session, [item])]
-            x = dev.pad_batch(torch.stack(list(chunk)), dev.bucket(n, limit))
+            x = dev.pad_batch(torch.stack(list(chunk)), bucket(n, limit))
             outputs = dev.run_model(session, feed(x), self.pixels)
             return list(pick(outputs, _names(session))[:n])
 
@@ -245,7 +246,7 @@ class DeviceModels:
             fp32 = partial(self.swap, key=ctx.fp32_swap_key)
             models.append((FP32_SWAPPER, ctx.fp32_swap_key, side, ctx.tile * ctx.tile, fp32))
         steps: list[tuple[str, Callable[[], object]]] = []
-        for n in dev.buckets(self.cap):
+        for n in buckets(self.cap):
             for role, label, side, per_face, run in models:
                 step = partial(self._warm, role, n, per_face, side, run, enhancer)
                 steps.append((f"{label} at batch {n * per_face}", step))

@@ -144,6 +144,7 @@ class FrameEnhanceStage(FrameModelStage[fe.FrameEnhancerSpec]):
             width=width,
             height=height,
             tiles_per_frame=per_frame,
+            late_shapes=self.models.late_shapes(),
         )
 
 

@@ -39,7 +39,9 @@ from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import batch_shapes
 from ffdesk.pipeline import events as ev
+from ffdesk.pipeline.batch_shapes import bucket, buckets
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, span_frames
 from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
 from ffdesk.pipeline.report import (
@@ -64,7 +66,6 @@ from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
 from ffdesk.swap.areas import area_masks
-from ffdesk.swap.device_ops import bucket
 from ffdesk.types import Frame, Mask
 from ffdesk.userpath import expand_user
 
@@ -393,13 +394,73 @@ class ModelRender:
         under a budget, on no more than the budget lets the model take at once (its footprint
         by batch, as measured: each larger call is measured the first time)."""
         key = self.keys.get(role_or_key, role_or_key)
-        n = self.manager.batch_within_budget(key, min(len(items), self.chunk or len(items)))
+        manager = self.manager
+        n = manager.batch_within_budget(key, min(len(items), self.chunk or len(items)))
+        size = n
+        if self.fixed_shapes:  # each call padded to its batch shape, warmed up before (`prepare`)
+            cap = max(n, self._shape_cap(key))
+            fn = batch_shapes.padded(fn, lambda: min(cap, manager.batch_limit(key) or cap))
+            size = bucket(n, cap)
         call = _in_chunks(fn, n) if self.chunk or n < len(items) else fn
-        if n < 2:
-            return self.manager.run_with_recovery(key, call, items)
+        if size < 2:
+            return manager.run_with_recovery(key, call, items)
         # A call of n items takes the runtime's arena for n (ONNX Runtime keeps it): measured the
         # first time, remembered per batch and counted against the budget, as a load is.
-        return self.manager.measure_batch(key, n, lambda: self.manager.run_with_recovery(key, call, items))
+        return manager.measure_batch(key, size, lambda: manager.run_with_recovery(key, call, items))
+
+    @property
+    def fixed_shapes(self) -> bool:
+        """Whether each new input shape costs its models' first call at it (a GPU): the calls on
+        the host (`run`) are padded to a few batch shapes, each warmed up in `prepare`."""
+        return batch_shapes.new_shapes_cost(self.device)
+
+    def _shape_cap(self, key: str) -> int:
+        """The largest batch shape a host call of `key` is padded to: the render's batch, or the
+        largest the budget lets the model take alone."""
+        return self.manager.batch_within_budget(key, max(1, self.job.batch))
+
+    def host_warm_ups(self) -> list[tuple[str, Callable[[], object]]]:
+        """(what, how) with `fixed_shapes`: every model that runs on the host on every frame (the
+        detector and landmarkers; with the pixels on the host, also the swapper, enhancer and
+        masks) once at each batch shape `run` pads its calls to, on zeros of its file's shapes,
+        smallest first, each larger one measured. A file that leaves a side open is not guessed
+        at, and one that fixes its batch at 1 runs at 1 only."""
+        if not self.fixed_shapes:
+            return []
+        roles = ["detector", "point_mapper", "landmarker"]
+        if self.on_device is None:
+            roles += ["swapper", "enhancer", *self.masks]
+        steps: list[tuple[str, Callable[[], object]]] = []
+        for role in (r for r in roles if r in self.keys):
+            key = self.swap_key if role == "swapper" else self.keys[role]
+            per_item = self.tile * self.tile if role == "swapper" else 1
+            for b in buckets(self._shape_cap(key)):
+                steps.append(
+                    (
+                        f"{key.split('@')[0]} at batch {b}",
+                        functools.partial(self._warm_on_zeros, key, b, per_item),
+                    )
+                )
+        return steps
+
+    def _warm_on_zeros(self, key: str, batch: int, per_item: int) -> None:
+        """`key` run once on zeros of `batch` items (`per_item` model items each: a swap's tiles),
+        measured above one, unless its file leaves a side open, fixes its batch below it, or the
+        budget no longer lets it take that many."""
+        from ffdesk.faces.recognizer import accepts_batch
+
+        if batch > 1 and batch > self._shape_cap(key):
+            return
+
+        def run() -> None:
+            with self.manager.acquire(key) as session:
+                if batch_shapes.fixes_its_sides(session) and (batch == 1 or accepts_batch(session)):
+                    batch_shapes.run_on_zeros(session, batch * per_item)
+
+        if batch < 2:
+            run()
+        else:
+            self.manager.measure_batch(key, batch, run)
 
     def planned_order(
         self, info: MediaInfo | None, *, ahead: int = 0, beside: Sequence[str] = (), scale: int = 1
@@ -619,6 +680,10 @@ class ModelRender:
                     do()
                 elif not self._warm_up(do, emit):
                     break
+            host = self.host_warm_ups()  # after the device path's: where it gave way, all on the host
+            for i, (what, do) in enumerate(host, 1):
+                emit(ev.Preparing(f"warming up {what}", i, len(host)))
+                do()
             self.prepare_seconds = round(time.perf_counter() - t0, 3)
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)

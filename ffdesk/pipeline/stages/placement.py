@@ -18,7 +18,7 @@ manager of its own under `job.memory_budget` in the render's pool (`share`).
 
 On a GPU every new input shape costs the runtime an algorithm search the first time (cuDNN's:
 70-725 ms a shape on an H200). There a processor's batched calls are padded to a few batch shapes
-(powers of two up to its largest batch, `ffdesk.swap.device_ops.buckets`) and each model is run at
+(powers of two up to its largest batch, `ffdesk.pipeline.batch_shapes`) and each model is run at
 each of them before the first frame (`WarmUp`), so no stage thread meets a new shape in the middle
 of a render. On the CPU a new shape costs nothing worth it, and nothing is padded or warmed.
 """
@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import batch_shapes
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.stage import HoldsFrames, Stage
@@ -48,12 +49,6 @@ R = TypeVar("R")
 
 FACE_REDRAWS = ("swap", "deep_swap", "expression_restore", "face_edit", "age_modify", "lip_sync")
 """Names of the stages that redraw the chosen faces before the face enhancer, in their order."""
-
-
-def new_shapes_cost(device: str) -> bool:
-    """Whether each new input shape costs a model's first call at it on `device` (cuDNN's
-    algorithm search on a GPU), so that calls are padded to a few shapes and warmed up."""
-    return device == "cuda"
 
 
 @dataclass(frozen=True)
@@ -100,7 +95,7 @@ class ProcessorModels:
     """The models registered through it that run on every frame, in order (`prepare` loads them)."""
     fixed_shapes: bool = False
     """Whether batched calls are padded to a few shapes, each warmed up before the first frame
-    (`new_shapes_cost` of the manager's device)."""
+    (`batch_shapes.new_shapes_cost` of the manager's device)."""
 
     @property
     def on_own_cpu_budget(self) -> bool:
@@ -163,41 +158,23 @@ class ProcessorModels:
         manager = self.manager
         if not (self.fixed_shapes and max_batch):
             return manager.run_measured(key, fn, items, max_batch=max_batch)
-        from ffdesk.swap.device_ops import bucket
+        from ffdesk.pipeline.batch_shapes import bucket, padded
 
         limit = manager.batch_within_budget(key, max_batch)
         shape = bucket(min(len(items), limit), limit)
+        call = padded(fn, lambda: min(limit, manager.batch_limit(key) or limit))
 
         def run() -> list[R]:
-            padded = self._padded(key, fn, limit)
-            return manager.run_with_recovery(key, padded, items, max_batch=min(len(items), limit))
+            return manager.run_with_recovery(key, call, items, max_batch=min(len(items), limit))
 
         return run() if shape < 2 else manager.measure_batch(key, shape, run)
-
-    def _padded(
-        self, key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], limit: int
-    ) -> Callable[[Runner, Sequence[T]], list[R]]:
-        """`fn` with each chunk padded to its batch shape (at most `limit`, or the smaller chunk
-        the manager fell back to after running out of memory)."""
-        from ffdesk.faces.recognizer import accepts_batch
-        from ffdesk.swap.device_ops import bucket
-
-        def padded(session: Runner, chunk: Sequence[T]) -> list[R]:
-            n = len(chunk)
-            cap = min(limit, self.manager.batch_limit(key) or limit)
-            size = bucket(n, cap) if n and accepts_batch(session) else n
-            if size == n:
-                return list(fn(session, chunk))
-            return list(fn(session, [*chunk, *[chunk[-1]] * (size - n)]))[:n]
-
-        return padded
 
     def batch_shapes(self, up: WarmUp) -> list[int]:
         """The batch shapes `up`'s model is called at: one item a call, or with `fixed_shapes`
         each shape up to the largest batch the budget lets it take."""
         if not (self.fixed_shapes and up.fn is not None and up.max_batch):
             return [1]
-        from ffdesk.swap.device_ops import buckets
+        from ffdesk.pipeline.batch_shapes import buckets
 
         return buckets(self.manager.batch_within_budget(up.key, up.max_batch))
 
@@ -220,14 +197,14 @@ class ProcessorModels:
         """One call of `key` on zeros of its file's input shapes, where the file fixes every side
         (a side it leaves open is the caller's to choose: a guess would warm the wrong shape). A
         model that will not run on zeros is left cold, with a warning: the frames decide."""
+        from ffdesk.pipeline.batch_shapes import fixes_its_sides, run_on_zeros
         from ffdesk.runtime.residency import is_oom_error
 
         with self.manager.acquire(key) as session:
-            inputs = list(getattr(session, "inputs", ()))
-            if not inputs or not all(isinstance(d, int) and d > 0 for i in inputs for d in i.shape[1:]):
+            if not fixes_its_sides(session):
                 return
             try:
-                session.run({i.name: i.example(1) for i in inputs})
+                run_on_zeros(session)
             except Exception as exc:  # noqa: BLE001 - a warm-up on made-up input is optional
                 if is_oom_error(exc):
                     raise
@@ -236,6 +213,11 @@ class ProcessorModels:
                 on_event(
                     ev.Warning(f"{name} did not run on zeros ({detail}); it is warmed up by its first frame")
                 )
+
+    def late_shapes(self) -> int:
+        """Its every-frame models' calls at an input shape their session had not run at, once
+        the frames started (`ModelStats.late_shapes`; also after `close`)."""
+        return sum(m.late_shapes for m in self.manager.stats() if m.key in self.keys)
 
     def close(self) -> None:
         if self.owns:
@@ -344,17 +326,23 @@ def processor_models(
 
     ctx = model_render(stages)
     if ctx is not None:
-        return ProcessorModels(ctx.manager, ctx.options, owns=False, fixed_shapes=new_shapes_cost(ctx.device))
+        return ProcessorModels(
+            ctx.manager, ctx.options, owns=False, fixed_shapes=batch_shapes.new_shapes_cost(ctx.device)
+        )
     for stage in stages:
         earlier = getattr(stage, "models", None)
         if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
-            shapes = new_shapes_cost(earlier.manager.device)
+            shapes = batch_shapes.new_shapes_cost(earlier.manager.device)
             return ProcessorModels(earlier.manager, earlier.options, owns=False, fixed_shapes=shapes)
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
     options = session_options(job.provider, device, env, "fp32")
     return ProcessorModels(
-        manager, options, owns=True, ahead=held_back_by(stages), fixed_shapes=new_shapes_cost(device)
+        manager,
+        options,
+        owns=True,
+        ahead=held_back_by(stages),
+        fixed_shapes=batch_shapes.new_shapes_cost(device),
     )
 
 

@@ -28,6 +28,7 @@ from ffdesk.errors import UserError
 from ffdesk.faces.align import TEMPLATES
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import batch_shapes
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
@@ -37,7 +38,6 @@ from ffdesk.pipeline.stages.placement import (
     ProcessorModels,
     WarmUp,
     held_back_by,
-    new_shapes_cost,
 )
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.training.contract import KIND, ContractError, TrainedContract
@@ -283,7 +283,7 @@ class TrainedSwapStage(ProcessorFrames):
         self.max_batch = max_batch
         self.models = ProcessorModels(
             model.manager, model.options, owns=True, ahead=ahead, keys=[model.key],
-            fixed_shapes=new_shapes_cost(model.manager.device),
+            fixed_shapes=batch_shapes.new_shapes_cost(model.manager.device),
         )  # fmt: skip
         self.tiles_per_call = max_batch * model.tile * model.tile
         """The most tiles one model call takes: a face a frame of a batch, each in `tile`^2 tiles."""

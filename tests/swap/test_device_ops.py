@@ -15,7 +15,6 @@ import torch
 from ffdesk.faces.align import estimate_affine, warp_face
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.decode import VideoReader
-from ffdesk.pipeline import batch_shapes
 from ffdesk.runtime.device import DevicePixels, Transfers
 from ffdesk.swap import device_ops as dev
 from ffdesk.swap import enhancer as enh
@@ -182,10 +181,8 @@ def test_regions_from_logits_match_the_host() -> None:
     )
 
 
-def test_batches_run_at_a_few_shapes() -> None:
-    assert batch_shapes.buckets(8) == [1, 2, 4, 8]
-    assert batch_shapes.buckets(6) == [1, 2, 4, 6]
-    assert [batch_shapes.bucket(n, 8) for n in (1, 3, 5, 8)] == [1, 4, 8, 8]
+def test_a_device_batch_is_padded_with_zero_items() -> None:
+    """(The shapes themselves: tests/pipeline/test_batch_shapes.py.)"""
     x = torch.ones(3, 2)
     padded = dev.pad_batch(x, 4)
     assert padded.shape == (4, 2) and padded[3].abs().sum() == 0 and (padded[:3] == 1).all()

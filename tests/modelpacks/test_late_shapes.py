@@ -8,6 +8,7 @@ first frame, and meets none either, with the same frames."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -126,3 +127,36 @@ def test_where_shapes_cost_the_host_path_warms_every_shape_before_the_frames(
 
     for a, b in zip(frames(job.output), frames(tmp_path / "warmed"), strict=True):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
+
+
+def test_more_faces_than_the_batch_go_in_more_calls_of_warmed_shapes(
+    pack: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where shapes cost, six faces of a batch of four frames go to a host-run model as a call of
+    4 and one of 2 (shapes warmed before the frames), not one call of 6 (a shape never warmed)."""
+    from ffdesk.pipeline.plan import build_stages
+    from ffdesk.pipeline.stages.placement import model_render
+
+    shapes_cost(monkeypatch)
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o.mp4", sources=(Path(PHOTO),), models_dir=pack,
+        swapper="inswapper_128", recognizer="arcface_w600k_r50", masks=("box", "occlusion"), pixels="host",
+        precision="fp32", batch=4,
+    )  # fmt: skip
+    stages = build_stages(job, env=run_env)
+    ctx = model_render(stages)
+    assert ctx is not None and ctx.fixed_shapes
+    try:
+        seen: list[int] = []
+
+        def sizes(session: object, chunk: Sequence[int]) -> list[int]:
+            seen.append(len(chunk))
+            return list(chunk)
+
+        assert ctx.run("swapper", sizes, list(range(6))) == list(range(6))
+        assert seen == [4, 2], seen
+        seen.clear()
+        assert ctx.run("swapper", sizes, list(range(3))) == [0, 1, 2] and seen == [4]  # padded
+    finally:
+        for stage in stages:
+            stage.finish()

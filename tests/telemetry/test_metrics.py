@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,10 +27,14 @@ def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return values
 
 
+NO_SUCH_PID = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+"""A process id no process here can have (a fixed one, 4242, was once a test worker's)."""
+
+
 @pytest.fixture
 def sample() -> Sample:
-    fake = FakeNvml(devices=[FakeDevice(compute=[(4242, 2**30)])])
-    probe = SystemProbe(nvml_module=fake, pid=4242)
+    fake = FakeNvml(devices=[FakeDevice(compute=[(NO_SUCH_PID, 2**30)])])
+    probe = SystemProbe(nvml_module=fake, pid=NO_SUCH_PID)
     s = probe.sample()
     probe.close()
     return s
@@ -46,10 +51,10 @@ def test_scrape_on_loopback(sample: Sample) -> None:
     assert values[("ffdesk_gpu_sm_clock_hertz", gpu)] == 2520e6
     assert values[("ffdesk_gpu_energy_joules_total", gpu)] == pytest.approx(1000.0)
     assert values[("ffdesk_gpu_process_memory_bytes", gpu)] == 2**30
-    assert values[("ffdesk_gpu_process_used_memory_bytes", (*gpu, ("pid", "4242")))] == 2**30
+    assert values[("ffdesk_gpu_process_used_memory_bytes", (*gpu, ("pid", str(NO_SUCH_PID))))] == 2**30
     assert values[("ffdesk_gpu_clock_event_reason", (*gpu, ("reason", "sw_power_cap")))] == 1.0
     assert values[("ffdesk_gpu_ecc_errors_total", (*gpu, ("type", "corrected")))] == 3.0
-    assert sample.host.process_rss_bytes is None  # pid 4242 is not a process here: left out
+    assert sample.host.process_rss_bytes is None  # not a process here: left out
     assert not any(name == "ffdesk_process_resident_memory_bytes" for name, _ in values)
     assert values[("ffdesk_system_memory_total_bytes", ())] == sample.host.system_memory_total_bytes
 

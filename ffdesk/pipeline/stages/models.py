@@ -397,8 +397,9 @@ class ModelRender:
         manager = self.manager
         n = manager.batch_within_budget(key, min(len(items), self.chunk or len(items)))
         size = n
-        if self.fixed_shapes:  # each call padded to its batch shape, warmed up before (`prepare`)
-            cap = max(n, self._shape_cap(key))
+        if self.fixed_shapes:  # each call padded to a batch shape warmed up before (`prepare`)
+            cap = self._shape_cap(key)
+            n = min(n, cap)  # more faces than the batch's frames: more calls, no larger shape
             fn = batch_shapes.padded(fn, lambda: min(cap, manager.batch_limit(key) or cap))
             size = bucket(n, cap)
         call = _in_chunks(fn, n) if self.chunk or n < len(items) else fn

@@ -67,24 +67,6 @@ def test_the_cuda_path_gives_the_cpu_host_paths_frames(
         assert _psnr(x, y) > 40.0
 
 
-def test_processors_on_cuda_meet_no_new_shape_in_the_frames(run_env: RuntimeEnv, tmp_path: Path) -> None:
-    """A frame colorizer (frames in batches of up to 4) and a frame enhancer (tiles in batches of
-    up to 8) on CUDA: their calls padded to shapes warmed up before the first frame."""
-    from ffdesk.pipeline.engine import run_render
-    from ffdesk.pipeline.job import RenderJob
-
-    folder = tmp_path / "pack"
-    write_standins(folder, ["ddcolor", "real_esrgan_x2"], dynamic_batch=True)
-    job = RenderJob(
-        target=carphone(), output=tmp_path / "o.mp4", models_dir=folder, frame_colorizer="ddcolor",
-        frame_enhancer="real_esrgan_x2", batch=4, end=0.46, provider="cuda",
-    )  # fmt: skip
-    report = run_render(job, env=run_env)
-    assert report.frames_out == 14 and report.upscale is not None
-    assert [(p.name, p.late_shapes) for p in report.processors] == [("frame_colorize", 0)]
-    assert report.upscale.late_shapes == 0
-
-
 def test_two_threads_on_one_session_each_get_their_own_outputs(pack: Path) -> None:
     """The swap and enhance stages run the same mask model from two threads. ONNX Runtime's arena
     takes an output's block back as soon as its tensor is let go, whatever torch still has queued
@@ -119,3 +101,21 @@ def test_two_threads_on_one_session_each_get_their_own_outputs(pack: Path) -> No
     for t in threads:
         t.join(timeout=90)
     assert not wrong, wrong[:5]
+
+
+def test_processors_on_cuda_meet_no_new_shape_in_the_frames(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    """A frame colorizer (frames in batches of up to 4) and a frame enhancer (tiles in batches of
+    up to 8) on CUDA: their calls padded to shapes warmed up before the first frame."""
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    folder = tmp_path / "pack"
+    write_standins(folder, ["ddcolor", "real_esrgan_x2"], dynamic_batch=True)
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o.mp4", models_dir=folder, frame_colorizer="ddcolor",
+        frame_enhancer="real_esrgan_x2", batch=4, end=0.46, provider="cuda",
+    )  # fmt: skip
+    report = run_render(job, env=run_env)
+    assert report.frames_out == 14 and report.upscale is not None
+    assert [(p.name, p.late_shapes) for p in report.processors] == [("frame_colorize", 0)]
+    assert report.upscale.late_shapes == 0

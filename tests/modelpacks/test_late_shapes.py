@@ -37,6 +37,15 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def _with(pack: Path, tmp_path: Path, more: list[str]) -> Path:
+    """A copy of the pack with `more` stand-ins (landmarkers found in a folder are used)."""
+    import shutil
+
+    folder = shutil.copytree(pack, tmp_path / "pack")
+    write_standins(folder, more, dynamic_batch=True)
+    return folder
+
+
 def _late(manager: ResidencyManager) -> dict[str, int]:
     return {m.key: m.late_shapes for m in manager.stats()}
 
@@ -101,7 +110,7 @@ def test_where_shapes_cost_the_host_path_warms_every_shape_before_the_frames(
     first frame, so none is met in the frames; the frames are those of the unpadded render."""
     from ffdesk.media.images import read_image
 
-    write_standins(pack, ["2dfan4", "fan_68_5"], dynamic_batch=True)
+    pack = _with(pack, tmp_path, ["2dfan4", "fan_68_5"])
     job = RenderJob(
         target=carphone(), output=tmp_path / "plain", sources=(Path(PHOTO),), models_dir=pack,
         swapper="inswapper_128", recognizer="arcface_w600k_r50", enhancer="gfpgan_1.4",
@@ -160,3 +169,28 @@ def test_more_faces_than_the_batch_go_in_more_calls_of_warmed_shapes(
     finally:
         for stage in stages:
             stage.finish()
+
+
+def test_a_detector_whose_file_leaves_its_side_open_is_warmed_through_its_own_call(
+    pack: Path, tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scrfd's file leaves its input's side open (`S`): zeros of the file's shapes cannot warm it,
+    its own call on black images at the side it letterboxes to can. Where shapes cost, a render
+    with it meets no new detector shape in the frames; where they do not, its first key frame
+    does."""
+    pack = _with(pack, tmp_path, ["scrfd_2.5g"])
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "plain.mp4", sources=(Path(PHOTO),), models_dir=pack,
+        swapper="inswapper_128", recognizer="arcface_w600k_r50", detector="scrfd_2.5g", masks=("box",),
+        pixels="host", precision="fp32", batch=4, end=0.5,
+    )  # fmt: skip
+    plain = run_render(job, env=run_env)
+    assert plain.models is not None
+    assert {m.name: m.late_shapes for m in plain.models.models}["scrfd_2.5g"] > 0
+    shapes_cost(monkeypatch)
+    events: list[object] = []
+    warmed = run_render(replace(job, output=tmp_path / "warmed.mp4"), events.append, env=run_env)
+    assert warmed.models is not None
+    late = {m.name: m.late_shapes for m in warmed.models.models}
+    assert late["scrfd_2.5g"] == 0, late
+    assert "warming up scrfd_2.5g at batch 4" in [e.what for e in events if isinstance(e, ev.Preparing)]

@@ -423,9 +423,10 @@ class ModelRender:
     def host_warm_ups(self) -> list[tuple[str, Callable[[], object]]]:
         """(what, how) with `fixed_shapes`: every model that runs on the host on every frame (the
         detector and landmarkers; with the pixels on the host, also the swapper, enhancer and
-        masks) once at each batch shape `run` pads its calls to, on zeros of its file's shapes,
-        smallest first, each larger one measured. A file that leaves a side open is not guessed
-        at, and one that fixes its batch at 1 runs at 1 only."""
+        masks) once at each batch shape `run` pads its calls to, smallest first, each larger one
+        measured: the detector through its own call on black images, the others on zeros of their
+        files' shapes (a file that leaves a side open is not guessed at, and one that fixes its
+        batch at 1 runs at 1 only)."""
         if not self.fixed_shapes:
             return []
         roles = ["detector", "point_mapper", "landmarker"]
@@ -436,13 +437,21 @@ class ModelRender:
             key = self.swap_key if role == "swapper" else self.keys[role]
             per_item = self.tile * self.tile if role == "swapper" else 1
             for b in buckets(self._shape_cap(key)):
-                steps.append(
-                    (
-                        f"{key.split('@')[0]} at batch {b}",
-                        functools.partial(self._warm_on_zeros, key, b, per_item),
-                    )
+                warm = (
+                    functools.partial(self._warm_detector, key, b)
+                    if role == "detector"
+                    else functools.partial(self._warm_on_zeros, key, b, per_item)
                 )
+                steps.append((f"{key.split('@')[0]} at batch {b}", warm))
         return steps
+
+    def _warm_detector(self, key: str, batch: int) -> None:
+        """The pack detector's own call on `batch` black images (its input's sides are often left
+        open in the file, scrfd's `S`: its call letterboxes to the side it is run at)."""
+        if batch > 1 and batch > self._shape_cap(key):
+            return
+        detect, size = self._detector_call()
+        self.run("detector", detect, [np.zeros((size, size, 3), np.uint8)] * batch)
 
     def _warm_on_zeros(self, key: str, batch: int, per_item: int) -> None:
         """`key` run once on zeros of `batch` items (`per_item` model items each: a swap's tiles),
@@ -600,6 +609,12 @@ class ModelRender:
         """Faces in each image with the pack detector (batched) or the embedded one."""
         if self.detector is None:
             return [self.analyser.detect(im) for im in images]
+        detect, _ = self._detector_call()
+        return self.run("detector", detect, images)
+
+    def _detector_call(self) -> tuple[Callable[[Runner, Sequence[Frame]], list[list[Face]]], int]:
+        """The pack detector's call over a chunk of images, and the side it letterboxes them to."""
+        assert self.detector is not None
         spec = self.detector.spec
         size = int(
             (spec.option("size") if spec else None) or (spec.option("max_size") if spec else None) or 640
@@ -609,7 +624,7 @@ class ModelRender:
         def detect(session: Runner, chunk: Sequence[Frame]) -> list[list[Face]]:
             return ModelDetector(session, kind, size=size).detect_batch(chunk)
 
-        return self.run("detector", detect, images)
+        return detect, size
 
     def _source_face(self) -> tuple[Frame, Face]:
         from ffdesk.media.images import read_image

@@ -754,8 +754,8 @@ class ResidencyManager:
         with self._pool.cond:
             self._member.frames_started = True
             for e in self._own():
-                for log in e.shape_logs:
-                    log.watching = True
+                if e.shape_log is not None:
+                    e.shape_log.watching = True
 
     def report(self) -> ResidencyReport:
         """The render report's figures: each model's `ModelStats`, the peak, the budget and the
@@ -956,7 +956,7 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
             load_ms=round(e.load_ms, 1),
             batch=e.batch,
             one_item_bytes=e.curve.get(1, e.nbytes),
-            late_shapes=sum(log.late for log in e.shape_logs),
+            late_shapes=e.late_shapes,
         )
         for e in entries
         if e.loads

@@ -144,8 +144,14 @@ class Entry:
     """What the model measured on the device this run, by batch (0: loaded, not yet run)."""
     batch: int = 0
     """The largest batch it has run at (its runtime keeps that batch's memory: `nbytes`)."""
-    shape_logs: list[ShapeLog] = field(default_factory=list)
-    """The input shapes each of its sessions ran at (`ShapeLog`), one a load."""
+    shape_log: ShapeLog | None = None
+    """The input shapes its current (or last) session ran at."""
+    late_before: int = 0
+    """The late shapes (`ShapeLog.late`) of its earlier sessions, gone since."""
+
+    @property
+    def late_shapes(self) -> int:
+        return self.late_before + (self.shape_log.late if self.shape_log is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -518,10 +524,11 @@ class Pool:
         e.host = None
         e.state = "device"
         log = getattr(session, "shape_log", None)
-        if isinstance(log, ShapeLog):
+        e.late_before = e.late_shapes  # the session before is gone: its count is final
+        e.shape_log = log if isinstance(log, ShapeLog) else None
+        if e.shape_log is not None:
             member = self.members.get(e.owner)
-            log.watching = log.watching or (member is not None and member.frames_started)
-            e.shape_logs.append(log)
+            e.shape_log.watching = e.shape_log.watching or (member is not None and member.frames_started)
         e.provider = session.provider
         e.footprint_label = self.provider_label(footprint_provider(session))
         e.nbytes = nbytes

@@ -33,17 +33,17 @@ def buckets(cap: int) -> list[int]:
 
 
 def padded(
-    fn: Callable[[Any, Sequence[T]], Sequence[R]], cap: Callable[[], int]
+    fn: Callable[[Any, Sequence[T]], Sequence[R]], cap: int, lowered: Callable[[], int | None]
 ) -> Callable[[Any, Sequence[T]], list[R]]:
     """`fn(session, chunk)` with each chunk padded to its batch shape (`bucket` of its length and
-    `cap()`, read at each call: a cap lowered after an out-of-memory error holds): its last item
-    repeated, and what comes back for the padding dropped. A session that fixes its batch at 1
-    (`accepts_batch`) is not padded."""
+    `cap`, or the lower cap `lowered()` gives once the model ran out of memory, read at each call):
+    its last item repeated, and what comes back for the padding dropped. A session that fixes its
+    batch at 1 (`accepts_batch`) is not padded."""
     from ffdesk.faces.recognizer import accepts_batch
 
     def run(session: Any, chunk: Sequence[T]) -> list[R]:
         n = len(chunk)
-        size = bucket(n, max(n, cap())) if n and accepts_batch(session) else n
+        size = bucket(n, max(n, min(cap, lowered() or cap))) if n and accepts_batch(session) else n
         if size == n:
             return list(fn(session, chunk))
         return list(fn(session, [*chunk, *[chunk[-1]] * (size - n)]))[:n]
@@ -51,21 +51,23 @@ def padded(
     return run
 
 
-def fixes_its_sides(session: Any) -> bool:
-    """Whether the session's file fixes every side of every input but the batch (so zeros of
-    its shapes are what a render feeds it, `run_on_zeros`)."""
+def warm_on_zeros(session: Any, batch: int, on_event: Callable[[Any], None]) -> None:
+    """One call of `session` on zeros of its file's input shapes at `batch` items
+    (`ffdesk.runtime.sessions.warm_up`; a file that fixes its batch: at its own), where the file
+    fixes every side but the batch (a side it leaves open is its caller's to choose: a guess would
+    warm the wrong shape). A model that will not run on zeros is left to its first frame, with a
+    one-line warning; running out of memory is raised."""
+    from ffdesk.pipeline import events as ev
+    from ffdesk.runtime.sessions import is_oom_error, warm_up
+
     inputs = list(getattr(session, "inputs", ()))
-    return bool(inputs) and all(isinstance(d, int) and d > 0 for i in inputs for d in i.shape[1:])
-
-
-def run_on_zeros(session: Any, batch: int = 1) -> None:
-    """One call of `session` on zeros of its file's input shapes with `batch` items (the file's
-    own batch where it fixes one); the caller checks `fixes_its_sides` first."""
-    import numpy as np
-
-    feeds = {}
-    for i in session.inputs:
-        first = i.shape[0] if i.shape else None
-        lead = first if isinstance(first, int) and first > 0 else batch
-        feeds[i.name] = np.zeros((lead, *i.shape[1:]), dtype=np.dtype(i.dtype)) if i.shape else i.example(1)
-    session.run(feeds)
+    if not inputs or any(not (isinstance(d, int) and d > 0) for i in inputs for d in i.shape[1:]):
+        return
+    try:
+        warm_up(session, batch)
+    except Exception as exc:  # noqa: BLE001 - a warm-up on made-up input is optional
+        if is_oom_error(exc):
+            raise
+        detail = " ".join(str(exc).split())[:160] or type(exc).__name__
+        name = getattr(session, "name", "a model")
+        on_event(ev.Warning(f"{name} did not run on zeros ({detail}); it is warmed up by its first frame"))

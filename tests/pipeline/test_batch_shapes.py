@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ffdesk.pipeline.batch_shapes import bucket, buckets, fixes_its_sides, padded, run_on_zeros
+from ffdesk.pipeline.batch_shapes import bucket, buckets, padded, warm_on_zeros
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.residency import ResidencyManager
 from ffdesk.runtime.sessions import IOInfo
@@ -54,11 +54,11 @@ def test_buckets_are_powers_of_two_up_to_the_cap() -> None:
 def test_a_padded_call_gives_each_item_its_own_result() -> None:
     session = _Doubler()
     items = [np.full(3, i, np.float32) for i in range(5)]
-    out = padded(_double, lambda: 8)(session, items)
+    out = padded(_double, 8, lambda: None)(session, items)
     assert session.batches == [8] and len(out) == 5
     assert all(np.array_equal(o, 2 * x) for o, x in zip(out, items, strict=True))
     session.fixed_batch = 1  # type: ignore[attr-defined]  # a file that fixes its batch at 1
-    assert len(padded(_double, lambda: 8)(session, items[:1])) == 1 and session.batches[-1] == 1
+    assert len(padded(_double, 8, lambda: None)(session, items[:1])) == 1 and session.batches[-1] == 1
 
 
 def test_after_running_out_of_memory_the_smaller_chunk_is_padded_no_higher(tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_after_running_out_of_memory_the_smaller_chunk_is_padded_no_higher(tmp_p
     manager.register("doubler", lambda: session)
     try:
         items = [np.full(3, i, np.float32) for i in range(3)]
-        call = padded(_double, lambda: min(4, manager.batch_limit("doubler") or 4))
+        call = padded(_double, 4, lambda: manager.batch_limit("doubler"))
         out = manager.run_with_recovery("doubler", call, items, max_batch=3)
     finally:
         manager.close()
@@ -80,13 +80,14 @@ def test_after_running_out_of_memory_the_smaller_chunk_is_padded_no_higher(tmp_p
 
 def test_zeros_of_the_files_shapes() -> None:
     session = _Doubler()
-    assert fixes_its_sides(session)  # every side but the batch fixed
+    warm_on_zeros(session, 4, print)  # every side but the batch fixed
+    assert session.batches == [4]
     session.inputs = (IOInfo("x", ("N", "S"), "float32"),)
-    assert not fixes_its_sides(session)  # a side left open is not guessed at
+    warm_on_zeros(session, 4, print)  # a side left open is not guessed at
+    assert session.batches == [4]
     session.inputs = (IOInfo("x", (1, 3), "float32"),)
-    assert fixes_its_sides(session)
-    run_on_zeros(session, 4)  # the file's own batch of 1 wins
+    warm_on_zeros(session, 4, print)  # the file's own batch of 1 wins
     assert session.batches[-1] == 1
     session.inputs = (IOInfo("x", ("N", 3), "float32"),)
-    run_on_zeros(session, 4)
+    warm_on_zeros(session, 4, print)
     assert session.batches[-1] == 4

@@ -169,7 +169,9 @@ class _Refuses:
         return None
 
 
-def test_a_model_that_will_not_run_on_zeros_is_left_cold_with_a_warning(tmp_path: Path) -> None:
+def test_a_model_that_will_not_run_on_zeros_is_left_cold_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The zeros warm-up is made-up input: a model that fails on it is run by its first frame
     instead, and the render says so in one line; a model whose file leaves a side open is not
     guessed at. (Both fail the load's own measuring run on zeros too, which lets them load.)"""
@@ -180,7 +182,8 @@ def test_a_model_that_will_not_run_on_zeros_is_left_cold_with_a_warning(tmp_path
     refusing, open_sides = _Refuses(), _Refuses()
     open_sides.inputs = (IOInfo("target", (1, 3, "H", "W"), "float32"),)
     manager = ResidencyManager(None, "cpu", footprints=FootprintStore(tmp_path / "f.json"))
-    models = ProcessorModels(manager, None, owns=True, fixed_shapes=True)
+    shapes_cost(monkeypatch)
+    models = ProcessorModels(manager, None, owns=True)
     manager.register("refusing@fp32", lambda: refusing)
     manager.register("open@fp32", lambda: open_sides)
     seen: list[object] = []

@@ -35,7 +35,7 @@ from ffdesk.errors import UserError
 from ffdesk.faces.align import warp_face
 from ffdesk.faces.model_detectors import ModelDetector
 from ffdesk.faces.people import ArcFaceFaces
-from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner
+from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner, accepts_batch
 from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
@@ -400,7 +400,7 @@ class ModelRender:
         if self.fixed_shapes:  # each call padded to a batch shape warmed up before (`prepare`)
             cap = self._shape_cap(key)
             n = min(n, cap)  # more faces than the batch's frames: more calls, no larger shape
-            fn = batch_shapes.padded(fn, lambda: min(cap, manager.batch_limit(key) or cap))
+            fn = batch_shapes.padded(fn, cap, lambda: manager.batch_limit(key))
             size = bucket(n, cap)
         call = _in_chunks(fn, n) if self.chunk or n < len(items) else fn
         if size < 2:
@@ -420,7 +420,7 @@ class ModelRender:
         largest the budget lets the model take alone."""
         return self.manager.batch_within_budget(key, max(1, self.job.batch))
 
-    def host_warm_ups(self) -> list[tuple[str, Callable[[], object]]]:
+    def host_warm_ups(self, emit: Callable[[ev.Event], None]) -> list[tuple[str, Callable[[], object]]]:
         """(what, how) with `fixed_shapes`: every model that runs on the host on every frame (the
         detector and landmarkers; with the pixels on the host, also the swapper, enhancer and
         masks) once at each batch shape `run` pads its calls to, smallest first, each larger one
@@ -440,7 +440,7 @@ class ModelRender:
                 warm = (
                     functools.partial(self._warm_detector, key, b)
                     if role == "detector"
-                    else functools.partial(self._warm_on_zeros, key, b, per_item)
+                    else functools.partial(self._warm_on_zeros, key, b, per_item, emit)
                 )
                 steps.append((f"{key.split('@')[0]} at batch {b}", warm))
         return steps
@@ -453,19 +453,17 @@ class ModelRender:
         detect, size = self._detector_call()
         self.run("detector", detect, [np.zeros((size, size, 3), np.uint8)] * batch)
 
-    def _warm_on_zeros(self, key: str, batch: int, per_item: int) -> None:
-        """`key` run once on zeros of `batch` items (`per_item` model items each: a swap's tiles),
-        measured above one, unless its file leaves a side open, fixes its batch below it, or the
-        budget no longer lets it take that many."""
-        from ffdesk.faces.recognizer import accepts_batch
-
+    def _warm_on_zeros(self, key: str, batch: int, per_item: int, emit: Callable[[ev.Event], None]) -> None:
+        """`key` run once on zeros of `batch` items (`per_item` model items each: a swap's tiles,
+        `batch_shapes.warm_on_zeros`), measured above one, unless its file fixes its batch (one
+        shape, warmed at 1) or the budget no longer lets it take that many."""
         if batch > 1 and batch > self._shape_cap(key):
             return
 
         def run() -> None:
             with self.manager.acquire(key) as session:
-                if batch_shapes.fixes_its_sides(session) and (batch == 1 or accepts_batch(session)):
-                    batch_shapes.run_on_zeros(session, batch * per_item)
+                if batch == 1 or accepts_batch(session):
+                    batch_shapes.warm_on_zeros(session, batch * per_item, emit)
 
         if batch < 2:
             run()
@@ -696,7 +694,7 @@ class ModelRender:
                     do()
                 elif not self._warm_up(do, emit):
                     break
-            host = self.host_warm_ups()  # after the device path's: where it gave way, all on the host
+            host = self.host_warm_ups(emit)  # after the device path's: where it gave way, all on the host
             for i, (what, do) in enumerate(host, 1):
                 emit(ev.Preparing(f"warming up {what}", i, len(host)))
                 do()

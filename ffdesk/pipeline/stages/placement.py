@@ -93,9 +93,12 @@ class ProcessorModels:
     """The frames the stages before the processor hold back (a face front end's tracking)."""
     keys: list[str] = field(default_factory=list)
     """The models registered through it that run on every frame, in order (`prepare` loads them)."""
-    fixed_shapes: bool = False
-    """Whether batched calls are padded to a few shapes, each warmed up before the first frame
-    (`batch_shapes.new_shapes_cost` of the manager's device)."""
+
+    @property
+    def fixed_shapes(self) -> bool:
+        """Whether batched calls are padded to a few shapes, each warmed up before the first frame
+        (`batch_shapes.new_shapes_cost` of the manager's device)."""
+        return batch_shapes.new_shapes_cost(self.manager.device)
 
     @property
     def on_own_cpu_budget(self) -> bool:
@@ -158,25 +161,21 @@ class ProcessorModels:
         manager = self.manager
         if not (self.fixed_shapes and max_batch):
             return manager.run_measured(key, fn, items, max_batch=max_batch)
-        from ffdesk.pipeline.batch_shapes import bucket, padded
-
         limit = manager.batch_within_budget(key, max_batch)
-        shape = bucket(min(len(items), limit), limit)
-        call = padded(fn, lambda: min(limit, manager.batch_limit(key) or limit))
+        shape = batch_shapes.bucket(min(len(items), limit), limit)
+        call = batch_shapes.padded(fn, limit, lambda: manager.batch_limit(key))
 
         def run() -> list[R]:
             return manager.run_with_recovery(key, call, items, max_batch=min(len(items), limit))
 
         return run() if shape < 2 else manager.measure_batch(key, shape, run)
 
-    def batch_shapes(self, up: WarmUp) -> list[int]:
+    def shapes_of(self, up: WarmUp) -> list[int]:
         """The batch shapes `up`'s model is called at: one item a call, or with `fixed_shapes`
         each shape up to the largest batch the budget lets it take."""
         if not (self.fixed_shapes and up.fn is not None and up.max_batch):
             return [1]
-        from ffdesk.pipeline.batch_shapes import buckets
-
-        return buckets(self.manager.batch_within_budget(up.key, up.max_batch))
+        return batch_shapes.buckets(self.manager.batch_within_budget(up.key, up.max_batch))
 
     def warm_up(self, ups: Sequence[WarmUp], on_event: Callable[[ev.Event], None]) -> None:
         """With `fixed_shapes`, each model of `ups` run once at every batch shape it will meet
@@ -185,34 +184,14 @@ class ProcessorModels:
         before its first frame; else nothing."""
         if not self.fixed_shapes:
             return
-        steps = [(up, n) for up in ups for n in self.batch_shapes(up)]
+        steps = [(up, n) for up in ups for n in self.shapes_of(up)]
         for i, (up, n) in enumerate(steps, 1):
             on_event(ev.Preparing(f"warming up {up.key.split('@')[0]} at batch {n}", i, len(steps)))
             if up.fn is None:
-                self._run_on_zeros(up.key, on_event)
+                with self.manager.acquire(up.key) as session:
+                    batch_shapes.warm_on_zeros(session, 1, on_event)
             elif up.max_batch is None or n <= self.manager.batch_within_budget(up.key, up.max_batch):
                 self.run(up.key, up.fn, [up.sample] * n, max_batch=up.max_batch)
-
-    def _run_on_zeros(self, key: str, on_event: Callable[[ev.Event], None]) -> None:
-        """One call of `key` on zeros of its file's input shapes, where the file fixes every side
-        (a side it leaves open is the caller's to choose: a guess would warm the wrong shape). A
-        model that will not run on zeros is left cold, with a warning: the frames decide."""
-        from ffdesk.pipeline.batch_shapes import fixes_its_sides, run_on_zeros
-        from ffdesk.runtime.residency import is_oom_error
-
-        with self.manager.acquire(key) as session:
-            if not fixes_its_sides(session):
-                return
-            try:
-                run_on_zeros(session)
-            except Exception as exc:  # noqa: BLE001 - a warm-up on made-up input is optional
-                if is_oom_error(exc):
-                    raise
-                detail = " ".join(str(exc).split())[:160] or type(exc).__name__
-                name = key.split("@")[0]
-                on_event(
-                    ev.Warning(f"{name} did not run on zeros ({detail}); it is warmed up by its first frame")
-                )
 
     def late_shapes(self) -> int:
         """Its every-frame models' calls at an input shape their session had not run at, once
@@ -326,24 +305,15 @@ def processor_models(
 
     ctx = model_render(stages)
     if ctx is not None:
-        return ProcessorModels(
-            ctx.manager, ctx.options, owns=False, fixed_shapes=batch_shapes.new_shapes_cost(ctx.device)
-        )
+        return ProcessorModels(ctx.manager, ctx.options, owns=False)
     for stage in stages:
         earlier = getattr(stage, "models", None)
         if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
-            shapes = batch_shapes.new_shapes_cost(earlier.manager.device)
-            return ProcessorModels(earlier.manager, earlier.options, owns=False, fixed_shapes=shapes)
+            return ProcessorModels(earlier.manager, earlier.options, owns=False)
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
     options = session_options(job.provider, device, env, "fp32")
-    return ProcessorModels(
-        manager,
-        options,
-        owns=True,
-        ahead=held_back_by(stages),
-        fixed_shapes=batch_shapes.new_shapes_cost(device),
-    )
+    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
 
 
 def frames_started(stages: Sequence[Stage]) -> None:

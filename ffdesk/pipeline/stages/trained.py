@@ -28,17 +28,11 @@ from ffdesk.errors import UserError
 from ffdesk.faces.align import TEMPLATES
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline import batch_shapes
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import Provider, RenderJob
 from ffdesk.pipeline.report import FaceCounts, ModelsReport, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import (
-    ProcessorFrames,
-    ProcessorModels,
-    WarmUp,
-    held_back_by,
-)
+from ffdesk.pipeline.stages.placement import ProcessorFrames, ProcessorModels, WarmUp, held_back_by
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.training.contract import KIND, ContractError, TrainedContract
 from ffdesk.types import Frame, Mask, Mode, Precision
@@ -281,10 +275,7 @@ class TrainedSwapStage(ProcessorFrames):
         """`ahead`: the frames the stages before it hold back (the face front end's tracking)."""
         self.model = model
         self.max_batch = max_batch
-        self.models = ProcessorModels(
-            model.manager, model.options, owns=True, ahead=ahead, keys=[model.key],
-            fixed_shapes=batch_shapes.new_shapes_cost(model.manager.device),
-        )  # fmt: skip
+        self.models = ProcessorModels(model.manager, model.options, owns=True, ahead=ahead, keys=[model.key])
         self.tiles_per_call = max_batch * model.tile * model.tile
         """The most tiles one model call takes: a face a frame of a batch, each in `tile`^2 tiles."""
         self._lock = threading.Lock()

@@ -335,9 +335,11 @@ class OrtSession:
             binding.bind_ortvalue_input(info.name, value)
         for info in self.outputs:
             binding.bind_output(info.name, want, device_id)
+        # The outputs are complete when the run returns: by default ONNX Runtime ends a run by
+        # synchronising the stream it ran on ("disable_synchronize_execution_providers" is off).
+        # `binding.synchronize_outputs()` would add a cudaDeviceSynchronize: a wait for every
+        # other stage thread's kernels too, which keeps the stages from overlapping on the card.
         self.ort.run_with_iobinding(binding)
-        if stream is not None:
-            binding.synchronize_outputs()
         del bound, values
         outputs = [torch.from_dlpack(v) for v in binding.get_outputs()]
         if stream is not None:

@@ -8,7 +8,8 @@ first frame, and meets none either, with the same frames."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.stages.models import ModelRender
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.footprints import FootprintStore
 from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
@@ -48,6 +50,23 @@ def _with(pack: Path, tmp_path: Path, more: list[str]) -> Path:
 
 def _late(manager: ResidencyManager) -> dict[str, int]:
     return {m.key: m.late_shapes for m in manager.stats()}
+
+
+@contextmanager
+def _model_render(job: RenderJob, env: RuntimeEnv) -> Iterator[ModelRender]:
+    """The render's model-pack context, where new shapes cost (`shapes_cost`), its stages
+    finished after."""
+    from ffdesk.pipeline.plan import build_stages
+    from ffdesk.pipeline.stages.placement import model_render
+
+    stages = build_stages(job, env=env)
+    try:
+        ctx = model_render(stages)
+        assert ctx is not None and ctx.fixed_shapes
+        yield ctx
+    finally:
+        for stage in stages:
+            stage.finish()
 
 
 def test_late_shapes_are_counted_per_session_once_the_frames_started(pack: Path, tmp_path: Path) -> None:
@@ -143,19 +162,13 @@ def test_more_faces_than_the_batch_go_in_more_calls_of_warmed_shapes(
 ) -> None:
     """Where shapes cost, six faces of a batch of four frames go to a host-run model as a call of
     4 and one of 2 (shapes warmed before the frames), not one call of 6 (a shape never warmed)."""
-    from ffdesk.pipeline.plan import build_stages
-    from ffdesk.pipeline.stages.placement import model_render
-
     shapes_cost(monkeypatch)
     job = RenderJob(
         target=carphone(), output=tmp_path / "o.mp4", sources=(Path(PHOTO),), models_dir=pack,
         swapper="inswapper_128", recognizer="arcface_w600k_r50", masks=("box", "occlusion"), pixels="host",
         precision="fp32", batch=4,
     )  # fmt: skip
-    stages = build_stages(job, env=run_env)
-    ctx = model_render(stages)
-    assert ctx is not None and ctx.fixed_shapes
-    try:
+    with _model_render(job, run_env) as ctx:
         seen: list[int] = []
 
         def sizes(session: object, chunk: Sequence[int]) -> list[int]:
@@ -166,9 +179,6 @@ def test_more_faces_than_the_batch_go_in_more_calls_of_warmed_shapes(
         assert seen == [4, 2], seen
         seen.clear()
         assert ctx.run("swapper", sizes, list(range(3))) == [0, 1, 2] and seen == [4]  # padded
-    finally:
-        for stage in stages:
-            stage.finish()
 
 
 def test_a_detector_whose_file_leaves_its_side_open_is_warmed_through_its_own_call(
@@ -194,3 +204,30 @@ def test_a_detector_whose_file_leaves_its_side_open_is_warmed_through_its_own_ca
     late = {m.name: m.late_shapes for m in warmed.models.models}
     assert late["scrfd_2.5g"] == 0, late
     assert "warming up scrfd_2.5g at batch 4" in [e.what for e in events if isinstance(e, ev.Preparing)]
+
+
+def test_where_shapes_cost_the_quality_checks_fp32_swapper_is_warmed_too(
+    pack: Path, tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An FP16 render on the host path checks a few frames' faces against the FP32 swapper, a
+    second model: where shapes cost, it is warmed at every batch shape before the first frame as
+    the FP16 one is, so the check meets no new shape in the frames (3 faces go in padded to 4)."""
+    shapes_cost(monkeypatch)
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o.mp4", sources=(Path(PHOTO),), models_dir=pack,
+        swapper="inswapper_128", recognizer="arcface_w600k_r50", masks=("box",), pixels="host",
+        precision="fp16", batch=4,
+    )  # fmt: skip
+    with _model_render(job, run_env) as ctx:
+        events: list[object] = []
+        ctx.prepare(events.append)
+        assert ctx.fp32_swap_key != ctx.swap_key
+        preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
+        assert [w for w in preparing if "fp32" in w] == [
+            f"warming up inswapper_128 in fp32 (the quality check) at batch {b}" for b in (1, 2, 4)
+        ], preparing
+        ctx.manager.frames_started()
+        crops = np.zeros((3, 128, 128, 3), np.uint8)
+        assert ctx.swap_crops(crops, ctx.fp32_swap_key).shape == crops.shape
+        assert ctx.swap_crops(crops[:1], ctx.fp32_swap_key).shape == crops[:1].shape
+        assert _late(ctx.manager)[ctx.fp32_swap_key] == 0, _late(ctx.manager)

@@ -423,26 +423,31 @@ class ModelRender:
     def host_warm_ups(self, emit: Callable[[ev.Event], None]) -> list[tuple[str, Callable[[], object]]]:
         """(what, how) with `fixed_shapes`: every model that runs on the host on every frame (the
         detector and landmarkers; with the pixels on the host, also the swapper, enhancer and
-        masks) once at each batch shape `run` pads its calls to, smallest first, each larger one
-        measured: the detector through its own call on black images, the others on zeros of their
-        files' shapes (a file that leaves a side open is not guessed at, and one that fixes its
-        batch at 1 runs at 1 only)."""
+        masks, and the FP32 swapper of an FP16 or INT8 render's quality check, which runs on a few
+        frames' faces) once at each batch shape `run` pads its calls to, smallest first, each
+        larger one measured: the detector through its own call on black images, the others on
+        zeros of their files' shapes (a file that leaves a side open is not guessed at, and one
+        that fixes its batch at 1 runs at 1 only)."""
         if not self.fixed_shapes:
             return []
-        roles = ["detector", "point_mapper", "landmarker"]
+        front = ("detector", "point_mapper", "landmarker")
+        models = [(role, self.keys[role]) for role in front if role in self.keys]
         if self.on_device is None:
-            roles += ["swapper", "enhancer", *self.masks]
+            models.append(("swapper", self.swap_key))
+            if self.precision != "fp32" and self.fp32_swap_key != self.swap_key:
+                models.append(("quality", self.fp32_swap_key))
+            models += [(role, self.keys[role]) for role in ("enhancer", *self.masks) if role in self.keys]
         steps: list[tuple[str, Callable[[], object]]] = []
-        for role in (r for r in roles if r in self.keys):
-            key = self.swap_key if role == "swapper" else self.keys[role]
-            per_item = self.tile * self.tile if role == "swapper" else 1
+        for role, key in models:
+            per_item = self.tile * self.tile if role in ("swapper", "quality") else 1
+            name = key.split("@")[0] + (" in fp32 (the quality check)" if role == "quality" else "")
             for b in buckets(self._shape_cap(key)):
                 warm = (
                     functools.partial(self._warm_detector, key, b)
                     if role == "detector"
                     else functools.partial(self._warm_on_zeros, key, b, per_item, emit)
                 )
-                steps.append((f"{key.split('@')[0]} at batch {b}", warm))
+                steps.append((f"{name} at batch {b}", warm))
         return steps
 
     def _warm_detector(self, key: str, batch: int) -> None:

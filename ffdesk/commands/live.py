@@ -103,37 +103,12 @@ def cameras_listing() -> list[str]:
 
 
 def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> list[Output]:
-    """The outputs the arguments ask for, sized as the camera gives its frames, as one output
-    (the stream and the virtual camera first, the recording last); each is closed by `stack` (a
-    recording is then moved into place with what it holds). Empty when none is asked for."""
-    from ffdesk.media.atomic import same_file
-    from ffdesk.media.capture import DeviceCamera, device_path
-    from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
-    from ffdesk.pipeline.live import FrameWriter, writing_to
+    """The outputs the arguments ask for as one output (`open_writers`); empty when none is."""
+    from ffdesk.pipeline.live import open_writers, writing_to
 
-    width, height = camera.size
-    writers: list[FrameWriter] = []
-    if args.stream is not None:
-        stream = UdpStream(args.stream, width=width, height=height, fps=camera.fps)
-        stack.callback(stream.close)
-        writers.append(stream)
-    if args.virtual_camera:
-        cam = VirtualCamera(width=width, height=height, fps=camera.fps)
-        stack.callback(cam.close)
-        if (
-            isinstance(camera, DeviceCamera)
-            and cam.device
-            and same_file(Path(cam.device), device_path(camera.index))
-        ):
-            raise UserError(
-                f"--virtual-camera sends to {cam.device}, the device {camera.name} reads: the session "
-                "would watch its own output; name the real camera with --camera (--list-cameras)"
-            )
-        writers.append(cam)
-    if args.record is not None:
-        rec = Recording(args.record, width=width, height=height, fps=camera.fps)
-        stack.callback(rec.close)
-        writers.append(rec)
+    writers = open_writers(
+        camera, stack, stream=args.stream, virtual_camera=args.virtual_camera, record=args.record
+    )
     return [writing_to(*writers)] if writers else []
 
 

@@ -5,7 +5,8 @@
 
 The session runs on a plain thread ("ffdesk-live") that opens the camera, builds the stages
 (`live_job` / `live_stages`, from the window's Sources and controls), opens the optional
-recording and UDP stream, and runs the session until Stop. The window's output keeps only the
+recording, UDP stream and virtual camera (`open_writers`, as `ffdesk live` does), and runs the
+session until Stop. The window's output keeps only the
 newest frame and tells the GUI thread through a queued signal, at most one notification in
 flight, so frames never queue up; the GUI thread shows it through `SessionModel.set_preview`
 (the before/after split shows the camera's own picture beside the swapped one). A figures label
@@ -65,6 +66,10 @@ JOIN_S = 15.0
 CLIP_ITEM = "Clip as camera…"
 SIZES = ("camera's own", "640x480", "1280x720", "1920x1080")
 CLIP_FILTER = "Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;All files (*)"
+VIRTUAL_CAMERA_TIP = (
+    "send the picture to a virtual camera other programs (a video call, OBS) can pick as a webcam; "
+    "on Linux through the v4l2loopback module"
+)
 PAUSED_NOTE = "While live, the preview pane shows the camera; the timeline and editor previews wait."
 
 
@@ -86,6 +91,8 @@ class LivePlan:
     models_dir: Path | None = None
     record: Path | None = None
     stream: str | None = None
+    virtual_camera: bool = False
+    """Send the picture to a virtual camera other programs can pick (pyvirtualcam)."""
     processors: tuple[tuple[str, Any], ...] = ()
     """The `RenderJob` fields of the Processors tab's processors that run live
     (`ffdesk.gui.processors.live_processor_fields`)."""
@@ -251,14 +258,13 @@ def run_plan(
     when still kept. Raises `UserError` (one line) for a camera, source or output that fails
     before the session starts."""
     from ffdesk.media.capture import open_camera
-    from ffdesk.media.stream import Recording, UdpStream
     from ffdesk.pipeline.live import (
-        FrameWriter,
         LiveSession,
         Output,
         check_recording,
         live_job,
         live_stages,
+        open_writers,
         writing_to,
     )
 
@@ -280,17 +286,11 @@ def run_plan(
             **dict(plan.processors),
         )
         stages = live_stages(job, fps=camera.fps, env=env)
-        width, height = camera.size
-        writers: list[FrameWriter] = []
-        if plan.stream:
-            stream = UdpStream(plan.stream, width=width, height=height, fps=camera.fps)
-            stack.callback(stream.close)
-            writers.append(stream)
         if plan.record is not None:
             check_recording(plan.record, job, camera.inner)
-            recording = Recording(plan.record, width=width, height=height, fps=camera.fps)
-            stack.callback(recording.close)
-            writers.append(recording)
+        writers = open_writers(
+            camera.inner, stack, stream=plan.stream, virtual_camera=plan.virtual_camera, record=plan.record
+        )
 
         def to_window(frame: LiveFrame) -> None:
             show(frame, camera.original(frame.number))
@@ -302,6 +302,18 @@ def run_plan(
         session = LiveSession(camera, stages, outputs, settle_s=1.0, on_status=on_status)
         return session.run(stop)
     raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+
+
+def virtual_camera_missing() -> str:
+    """What to install for a virtual camera ("" when pyvirtualcam is there; whether a device is
+    there too is known only when it is opened)."""
+    import importlib.util
+
+    from ffdesk.media.stream import VIRTUALCAM_HINT
+
+    if importlib.util.find_spec("pyvirtualcam") is None:
+        return f"needs pyvirtualcam: {VIRTUALCAM_HINT}"
+    return ""
 
 
 def figures_line(f: LiveFigures) -> str:
@@ -392,6 +404,8 @@ class LiveView(QWidget):
         self.record_browse.setFixedWidth(32)
         self.stream = QLineEdit()
         self.stream.setPlaceholderText("stream to (optional): udp://127.0.0.1:5000")
+        self.virtual_camera = QCheckBox("Virtual camera")
+        self.virtual_camera.setObjectName("liveVirtualCamera")
         self.start_button = QPushButton("Start")
         self.start_button.setObjectName("liveStart")
         self.stop_button = QPushButton("Stop")
@@ -421,7 +435,10 @@ class LiveView(QWidget):
         rec_row.addWidget(self.record_browse)
         grid.addLayout(rec_row, 2, 1)
         grid.addWidget(QLabel("Stream"), 3, 0)
-        grid.addWidget(self.stream, 3, 1)
+        out_row = QHBoxLayout()
+        out_row.addWidget(self.stream, 1)
+        out_row.addWidget(self.virtual_camera)
+        grid.addLayout(out_row, 3, 1)
         grid.setColumnStretch(1, 1)
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
@@ -467,6 +484,12 @@ class LiveView(QWidget):
         for w in (self.camera, self.refresh, self.size_box, self.fps, self.loop, self.record, self.stream):
             w.setEnabled(not on)
         self.record_browse.setEnabled(not on)
+        missing = virtual_camera_missing()
+        self.virtual_camera.setEnabled(not on and not missing)
+        self.virtual_camera.setText("Virtual camera (not installed)" if missing else "Virtual camera")
+        self.virtual_camera.setToolTip(missing or VIRTUAL_CAMERA_TIP)
+        if missing:
+            self.virtual_camera.setChecked(False)
         self.start_button.setEnabled(not on)
         self.stop_button.setEnabled(on and not self._stop.is_set())
         if self.overlay is not None:
@@ -608,6 +631,7 @@ class LiveView(QWidget):
             models_dir=self.session.models_dir,
             record=record,
             stream=stream,
+            virtual_camera=self.virtual_camera.isChecked(),
             face_map=face_map,
             processors=processors,
             masks=tuple(self.session.mask_job_fields(dict(processors)).items()),

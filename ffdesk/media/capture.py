@@ -2,7 +2,8 @@
 
 - `FileCamera`: a clip played as a camera in real time, at its own frame rate or a given one;
   each frame is "captured" when its time comes (`time.monotonic()`), and frames whose time has
-  passed before they could be read are skipped (counted in `missed`), as a sensor moves on.
+  passed before they could be read are skipped (counted in `missed`), as a sensor moves on. Its
+  pixels are square, as a camera's are: a clip whose pixels are not is scaled as a player shows it.
 - `DeviceCamera`: a capture device through OpenCV (V4L2 on Linux). A device that is missing is
   one line (`CameraError`); one that stops delivering is reopened `REOPEN_TRIES` times, then one
   line.
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,6 +38,9 @@ from ffdesk.media.camera_modes import (
     read_device,
 )
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.media.probe import VideoInfo
 
 REOPEN_TRIES = 3
 """How often a camera that stopped delivering is reopened before the session gives up."""
@@ -101,6 +105,17 @@ def parse_size(text: str) -> tuple[int, int]:
     return size
 
 
+def square_pixels(video: VideoInfo) -> tuple[int, int]:
+    """(width, height) at which a clip's upright picture has square pixels, as a camera gives
+    them and a player shows the clip: a clip whose pixels are not square (its sample aspect
+    ratio, e.g. PAL 16:9 or carphone's 128:117) is widened or narrowed to an even width."""
+    w, h = video.display_width, video.display_height
+    aspect = video.display_pixel_aspect
+    if abs(aspect - 1.0) < 0.005:
+        return w, h
+    return max(2, round(w * aspect / 2) * 2), h
+
+
 class FileCamera:
     """A clip played as a camera: frame k is captured at start + k / `fps` (`fps`: the clip's own
     rate unless given), in real time. With `loop`, the clip starts again at its end (frame
@@ -137,7 +152,7 @@ class FileCamera:
         if not self.fps:
             self.fps = info.video.fps if info.video.fps > 0 else 25.0
         if self._want_size is None:
-            self.size = (info.video.display_width, info.video.display_height)
+            self.size = square_pixels(info.video)
         # one decoder thread and one conversion thread: a camera is one stream, the cores are
         # the swap's
         self._reader = VideoReader(self.path, low_latency=True, decode_threads=1, convert_threads=1)
@@ -155,7 +170,9 @@ class FileCamera:
         if (image.shape[1], image.shape[0]) != self.size:
             import cv2
 
-            image = np.asarray(cv2.resize(image, self.size, interpolation=cv2.INTER_AREA), np.uint8)
+            shrink = self.size[0] * self.size[1] < image.shape[0] * image.shape[1]
+            how = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+            image = np.asarray(cv2.resize(image, self.size, interpolation=how), np.uint8)
         return image
 
     def read(self) -> CapturedFrame | None:

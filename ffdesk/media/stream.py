@@ -245,14 +245,12 @@ class VirtualCamera:
         try:
             import pyvirtualcam
         except ImportError:
-            raise MediaError(f"--virtual-camera needs pyvirtualcam: {VIRTUALCAM_HINT}") from None
+            raise MediaError(f"a virtual camera needs pyvirtualcam: {VIRTUALCAM_HINT}") from None
         try:
             self._camera: Any = pyvirtualcam.Camera(width=width, height=height, fps=fps, print_fps=False)
         except Exception as exc:  # noqa: BLE001 - each backend raises its own kind
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise MediaError(
-                f"--virtual-camera: no virtual camera device ({reason}); {LOOPBACK_HINT}"
-            ) from None
+            raise MediaError(f"no virtual camera device ({reason}); {LOOPBACK_HINT}") from None
         self.device = str(getattr(self._camera, "device", "") or "")
         self.size = (width, height)
         self.frames = 0

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -89,6 +90,43 @@ def writing_to(*writers: FrameWriter) -> Output:
             writer.write(picture, frame.seconds)
 
     return output
+
+
+def open_writers(
+    camera: Camera, stack: ExitStack, *, stream: str | None, virtual_camera: bool, record: Path | None
+) -> list[FrameWriter]:
+    """The outputs asked for, sized as the camera gives its frames (the stream and the virtual
+    camera first, the recording last), each closed by `stack` (a recording is then moved into
+    place with what it holds). One line (`UserError`, `MediaError`) for one that cannot be
+    opened, and for a virtual camera that is the very device the session reads."""
+    from ffdesk.media.atomic import same_file
+    from ffdesk.media.capture import DeviceCamera, device_path
+    from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
+
+    width, height = camera.size
+    writers: list[FrameWriter] = []
+    if stream is not None:
+        udp = UdpStream(stream, width=width, height=height, fps=camera.fps)
+        stack.callback(udp.close)
+        writers.append(udp)
+    if virtual_camera:
+        cam = VirtualCamera(width=width, height=height, fps=camera.fps)
+        stack.callback(cam.close)
+        if (
+            isinstance(camera, DeviceCamera)
+            and cam.device
+            and same_file(Path(cam.device), device_path(camera.index))
+        ):
+            raise UserError(
+                f"the virtual camera is {cam.device}, the device {camera.name} reads: the session would "
+                "watch its own output; read the real camera (ffdesk live --list-cameras)"
+            )
+        writers.append(cam)
+    if record is not None:
+        rec = Recording(record, width=width, height=height, fps=camera.fps)
+        stack.callback(rec.close)
+        writers.append(rec)
+    return writers
 
 
 @dataclass(frozen=True, slots=True)

@@ -301,3 +301,91 @@ def test_the_mask_controls_reach_a_live_model_swap(
     assert plan is not None and plan.swapper is None
     masks = dict(plan.masks)
     assert masks["masks"] == () and "mask_padding" not in masks and "mask_blur" not in masks
+
+
+class FakeVirtualCamera:
+    """Stands in for pyvirtualcam's device: keeps what it was sent."""
+
+    made: list[FakeVirtualCamera] = []
+
+    def __init__(self, *, width: int, height: int, fps: float) -> None:
+        self.size, self.fps, self.device = (width, height), fps, "/dev/video10"
+        self.frames: list[tuple[int, ...]] = []
+        self.closed = False
+        FakeVirtualCamera.made.append(self)
+
+    def write(self, picture: Any, seconds: float) -> None:
+        self.frames.append(picture.resized(self.size).image.shape)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_live_picture_goes_to_a_virtual_camera(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dock's Virtual camera box sends the swapped picture where other programs pick it up,
+    as `ffdesk live --virtual-camera` does (the device here a stand-in), and closes it at Stop."""
+    from ffdesk.gui import live_view
+    from ffdesk.media import stream
+
+    monkeypatch.setattr(live_view, "virtual_camera_missing", lambda: "")
+    monkeypatch.setattr(stream, "VirtualCamera", FakeVirtualCamera)
+    FakeVirtualCamera.made.clear()
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live._sync()
+    live.use_clip(face_clip)
+    assert live.virtual_camera.isEnabled() and live.virtual_camera.text() == "Virtual camera"
+    live.virtual_camera.setChecked(True)
+    assert live.start()
+    assert not live.virtual_camera.isEnabled()
+    qtbot.waitUntil(
+        lambda: bool(FakeVirtualCamera.made) and len(FakeVirtualCamera.made[0].frames) >= 3, timeout=30000
+    )
+    live.stop(wait=True)
+    (cam,) = FakeVirtualCamera.made
+    assert cam.size == (320, 240) and cam.fps == 15.0 and cam.closed
+    assert set(cam.frames) == {(240, 320, 3)}
+    assert session_threads() == [] and live.virtual_camera.isEnabled()
+
+
+def test_a_virtual_camera_that_cannot_open_is_one_status_line(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyvirtualcam there but no device (v4l2loopback not loaded): one line saying what to do,
+    and the view is stopped again."""
+    from ffdesk.errors import MediaError
+    from ffdesk.gui import live_view
+    from ffdesk.media import stream
+
+    def no_device(*, width: int, height: int, fps: float) -> None:
+        raise MediaError(f"no virtual camera device (no loopback device); {stream.LOOPBACK_HINT}")
+
+    monkeypatch.setattr(live_view, "virtual_camera_missing", lambda: "")
+    monkeypatch.setattr(stream, "VirtualCamera", no_device)
+    with_source(window, qtbot, face_photo)
+    live = window.live_view
+    live._sync()
+    live.use_clip(face_clip)
+    live.virtual_camera.setChecked(True)
+    assert live.start()
+    qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    errors = [e.text for e in window.status.entries if e.level == "error"]
+    assert len(errors) == 1 and "no virtual camera device" in errors[0] and "modprobe" in errors[0], errors
+    assert "\n" not in errors[0] and session_threads() == []
+
+
+def test_without_pyvirtualcam_the_virtual_camera_box_says_what_to_install(
+    window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.gui import live_view
+
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    assert live_view.virtual_camera_missing() == "needs pyvirtualcam: pip install 'ffdesk[virtualcam]'"
+    live = window.live_view
+    live.virtual_camera.setChecked(True)
+    live._sync()
+    box = live.virtual_camera
+    assert not box.isEnabled() and not box.isChecked() and box.text() == "Virtual camera (not installed)"
+    assert "pip install 'ffdesk[virtualcam]'" in box.toolTip()

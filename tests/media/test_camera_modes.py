@@ -241,8 +241,8 @@ def test_the_virtual_camera_is_never_the_camera_read(monkeypatch: pytest.MonkeyP
     with ExitStack() as stack, pytest.raises(UserError) as caught:
         open_outputs(args, DeviceCamera(10), stack)
     assert str(caught.value) == (
-        "--virtual-camera sends to /dev/video10, the device camera 10 reads: the session would watch "
-        "its own output; name the real camera with --camera (--list-cameras)"
+        "the virtual camera is /dev/video10, the device camera 10 reads: the session would watch "
+        "its own output; read the real camera (ffdesk live --list-cameras)"
     )
     with ExitStack() as stack:
         assert len(open_outputs(args, DeviceCamera(0), stack)) == 1

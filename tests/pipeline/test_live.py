@@ -213,6 +213,36 @@ def test_the_clip_ends_the_session_without_loop(face_clip: Path) -> None:
     assert figures.frames_captured == 60  # every frame captured once (or missed)
 
 
+def test_a_clip_whose_pixels_are_not_square_is_played_with_square_pixels() -> None:
+    """carphone's pixels are 128:117 (a real QCIF clip's): a camera's are square, so the clip
+    plays widened to 192x144, as a player and the editor's preview show it, not at its stored
+    176x144; the picture is the stored frame scaled."""
+    import cv2
+
+    from ffdesk.media.decode import VideoReader
+    from tests.real_clips import carphone
+
+    clip = carphone()
+    camera = FileCamera(clip, fps=200.0)
+    camera.open()
+    try:
+        first = camera.read()
+    finally:
+        camera.close()
+    assert first is not None and camera.size == (192, 144) and first.image.shape == (144, 192, 3)
+    with VideoReader(clip) as reader:
+        stored = next(iter(reader)).image
+    assert stored.shape == (144, 176, 3)
+    widened = cv2.resize(stored, (192, 144), interpolation=cv2.INTER_LINEAR)
+    assert np.array_equal(first.image, widened)
+    sized = FileCamera(clip, size=(176, 144))  # a size asked for is the size given
+    sized.open()
+    try:
+        assert sized.size == (176, 144) and sized.read().image.shape == (144, 176, 3)  # type: ignore[union-attr]
+    finally:
+        sized.close()
+
+
 def test_a_missing_camera_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(CameraError) as info:
         open_camera("63").open()

@@ -10,6 +10,8 @@
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         40  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
 #   bench-gpu       160  ffdesk bench gpu --frames 150                          -> bench-gpu.json
+#                        (py-spy samples it from beside where the bundle has it: every thread's
+#                        stacks, waits included, in bench-gpu.speedscope.json; scripts/with_py_spy.sh)
 #   memory-cuda      50  ffdesk bench memory --provider cuda --frames 16 --budget-models 1 --headroom 0.1
 #                        (issue 40's one-model budget against all resident)     -> memory-cuda.json
 #   budget-cuda      45  ffdesk bench budget --provider cuda --frames 8 --steps 2 -> budget-cuda.json
@@ -30,7 +32,7 @@
 # Python: $PYTHON, else .venv/bin/python, else python3. The GPU machine (Python 3.12, torch 2.11
 # with CUDA 13, NVML, pytest, OpenCV, SciPy, ONNX; no package registry, no internet) has no .venv
 # and lacks some of ffdesk's packages: make the bundle here with
-#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11
+#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11 py-spy==0.4.3
 # (the bundle brings ONNX Runtime GPU, PyAV, onnxconverter-common and platformdirs itself), and there
 # run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's wheels and the
 # project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. Through the device
@@ -257,7 +259,9 @@ fi
 when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -o timeout="$GPU_TEST_TIMEOUT_S" \
     -m gpu $GPU_TEST_FILES
 when "$NO_CUDA" standins 40 "$PY" -c "$STANDINS_PY"
-when "$NO_CUDA" bench-gpu 160 "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
+if [ -z "${PY_SPY:-}" ] && [ -x "$(dirname "$PY")/py-spy" ]; then export PY_SPY="$(dirname "$PY")/py-spy"; fi
+when "$NO_CUDA" bench-gpu 160 bash scripts/with_py_spy.sh "$OUT/bench-gpu.speedscope.json" \
+    "$PY" -m ffdesk bench gpu --frames 150 --json "$OUT/bench-gpu.json"
 when "$NO_CUDA" memory-cuda 50 "$PY" -m ffdesk bench memory --provider cuda --frames 16 \
     --budget-models 1 --headroom 0.1 --json "$OUT/memory-cuda.json"
 when "$NO_CUDA" budget-cuda 45 "$PY" -m ffdesk bench budget --provider cuda --frames 8 --steps 2 \

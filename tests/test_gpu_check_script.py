@@ -182,3 +182,55 @@ def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measu
         assert budget is not None and budget.read().decode().strip() == "budget 300"
     assert {"check/steps.tsv", "check/machine.json"} <= names
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a half-copied file was left"
+
+
+WITH_PY_SPY = ROOT / "scripts" / "with_py_spy.sh"
+BUSY = (
+    "import subprocess, sys, threading\n"
+    "def work():\n"
+    "    s = 0\n"
+    "    for i in range(4_000_000): s += i\n"
+    "t = threading.Thread(target=work, name='stage'); t.start()\n"
+    "subprocess.run([sys.executable, '-c', 'sum(range(30_000_000))'], check=True)\n"
+    "t.join(); print('measured'); sys.exit(3)\n"
+)
+"""A command with a second thread and a subprocess, which prints its figure and exits 3."""
+
+
+def _py_spy() -> Path:
+    found = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(found).is_file():
+        pytest.skip("py-spy is not installed here (the dev extra has it)")
+    return Path(found)
+
+
+def _profiled(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(WITH_PY_SPY), str(tmp_path / "p.json"), sys.executable, "-c", BUSY],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+
+
+def test_py_spy_samples_every_thread_and_subprocess_and_leaves_the_command_as_it_is(tmp_path: Path) -> None:
+    """The bundle's way: py-spy unpacked from its wheel as a folder (no x bit), found there."""
+    site = tmp_path / "site" / "py_spy-0.4.3.data" / "scripts"
+    site.mkdir(parents=True)
+    (site / "py-spy").write_bytes(_py_spy().read_bytes())  # written without the x bit
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "GPU_BUNDLE_SITE": str(tmp_path / "site")}
+    env.pop("PY_SPY", None)
+    run = _profiled(tmp_path, env)
+    assert (run.returncode, run.stdout) == (3, "measured\n"), run.stderr
+    profile = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
+    names = [p["name"] for p in profile["profiles"]]
+    assert any('"stage"' in n for n in names), names  # the second thread, by its name
+    assert len({n.split(" Thread")[0] for n in names}) == 2, names  # the command and its subprocess
+    assert "Samples:" in (tmp_path / "p.json.log").read_text(encoding="utf-8")
+
+
+def test_without_py_spy_the_command_runs_alone(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "GPU_BUNDLE_SITE": str(tmp_path / "none")}
+    env.pop("PY_SPY", None)
+    run = _profiled(tmp_path, env)
+    assert (run.returncode, run.stdout) == (3, "measured\n"), run.stderr
+    assert not (tmp_path / "p.json").exists()
+    assert (tmp_path / "p.json.log").read_text(encoding="utf-8").strip() == "py-spy not found: no profile"

@@ -659,8 +659,8 @@ def measure_render(
         watch=watch_figures(watched.samples, start, watched.report_seen_at),
         models_alone=alone,
         batch_notes=(models.batch_notes if models is not None else None) or (),
-        late_shapes=tuple(
-            (m.name, m.late_shapes) for m in (models.models if models else ()) if m.late_shapes
+        late_shapes=tuple(  # by key: the quality check's FP32 swapper shares the FP16 one's name
+            (m.key, m.late_shapes) for m in (models.models if models else ()) if m.late_shapes
         ),
     )
 

@@ -121,6 +121,10 @@ def test_a_tiny_cpu_run_gives_every_figure_but_the_gpus(
         )
     assert "enhance" in renders["full"]["stage_ms_per_frame"]
     assert "enhance" not in renders["swap"]["stage_ms_per_frame"]
+    # on the CPU nothing is warmed: models meet their shapes in the frames, counted by model key
+    # (the quality check's FP32 swapper is inswapper_128 too, not to be merged with the FP16 one)
+    late = renders["full"]["late_shapes"]
+    assert late.get("inswapper_128@fp16", 0) > 0 and all("@" in key for key in late), late
     full = {m["name"]: m for m in renders["full"]["models_alone"]}
     assert set(full) == {m.name for m in gpu.FULL_PACK}
     assert full["inswapper_128"]["precision"] == "fp16" and full["gfpgan_1.4"]["precision"] == "fp32"

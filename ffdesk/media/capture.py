@@ -3,7 +3,8 @@
 - `FileCamera`: a clip played as a camera in real time, at its own frame rate or a given one;
   each frame is "captured" when its time comes (`time.monotonic()`), and frames whose time has
   passed before they could be read are skipped (counted in `missed`), as a sensor moves on. Its
-  pixels are square, as a camera's are: a clip whose pixels are not is scaled as a player shows it.
+  pixels are square and its frames progressive, as a camera's are: a clip whose pixels are not
+  square is scaled as a player shows it, an interlaced one deinterlaced.
 - `DeviceCamera`: a capture device through OpenCV (V4L2 on Linux). A device that is missing is
   one line (`CameraError`); one that stops delivering is reopened `REOPEN_TRIES` times, then one
   line.
@@ -154,8 +155,12 @@ class FileCamera:
         if self._want_size is None:
             self.size = square_pixels(info.video)
         # one decoder thread and one conversion thread: a camera is one stream, the cores are
-        # the swap's
-        self._reader = VideoReader(self.path, low_latency=True, decode_threads=1, convert_threads=1)
+        # the swap's; a camera's frames are progressive: interlaced footage (DV, broadcast) loses
+        # its combs, which the swap would otherwise see (and scaling would smear)
+        interlaced = info.video.field_order in ("tt", "bb", "tb", "bt")
+        self._reader = VideoReader(
+            self.path, low_latency=True, decode_threads=1, convert_threads=1, deinterlace=interlaced
+        )
         self._frames = iter(self._reader)
 
     def _next_image(self) -> Frame | None:

@@ -243,6 +243,27 @@ def test_a_clip_whose_pixels_are_not_square_is_played_with_square_pixels() -> No
         sized.close()
 
 
+def test_an_interlaced_clip_is_played_progressive(tmp_path: Path) -> None:
+    """A camera's frames are progressive: an interlaced clip (each frame's second field a frame
+    later, as real interlaced footage moves) plays deinterlaced, without the combs its woven
+    frames have."""
+    from ffdesk.media.decode import VideoReader
+    from tests.media.test_deinterlace import _comb, _interlaced_ts
+
+    clip = tmp_path / "i.ts"
+    _interlaced_ts(clip)
+    camera = FileCamera(clip, fps=500.0)
+    camera.open()
+    try:
+        played = [f.image for f in iter(camera.read, None)]
+    finally:
+        camera.close()
+    with VideoReader(clip) as reader:
+        woven = [f.image for f in reader]
+    assert len(played) + camera.missed == len(woven) == 20
+    assert played and np.mean([_comb(f) for f in played]) < 0.6 * np.mean([_comb(f) for f in woven[4:16]])
+
+
 def test_a_missing_camera_device_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(CameraError) as info:
         open_camera("63").open()

@@ -9,6 +9,9 @@ With `--stream` the frames also go out as MPEG-TS over UDP to a port of 127.0.0.
 `--record` into an MP4 in a temporary folder. With `--pack` the swap is an inswapper-sized swapper
 and its recognizer (realistic stand-ins) with the box mask, on `--provider` (cuda on a GPU).
 
+Stopped early (Ctrl-C, or SIGTERM as `timeout` sends at a limit) it still prints and writes the
+figures of what it ran.
+
 Goal on a 2-core machine: >= 25 frames/s out, p95 <= 60 ms.
 """
 
@@ -18,11 +21,13 @@ import argparse
 import os
 import socket
 import tempfile
+import threading
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish
+from ffdesk.commands.interrupt import ctrl_c_cancels, termination_stops
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider
 
@@ -150,7 +155,9 @@ def measure(
         drift = Drift()
         outputs: list[Output] = [writing_to(*writers), drift] if writers else [drift]
         session = LiveSession(camera, stages, outputs, seconds=seconds, settle_s=SETTLE_S)
-        figures = session.run()
+        stop = threading.Event()  # at a time limit (`timeout`: SIGTERM) the session ends early,
+        with ctrl_c_cancels(stop), termination_stops(stop):  # its figures still written
+            figures = session.run(stop)
         stack.close()
     return {**figures.to_json_dict(), "drift": drift.figures(SETTLE_S)}
 

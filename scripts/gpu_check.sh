@@ -231,6 +231,7 @@ cuda_usable() {  # whether machine.json says ONNX Runtime can use the GPU; witho
 # test module, and the GUI and farm ones need packages (Qt, Ray) the GPU machine may not have.
 # Telemetry's first (reverse order): a slow first CUDA render in the device pixel tests must not
 # leave them unrun; each test has GPU_TEST_TIMEOUT_S (pytest-timeout) so one that hangs is one failure.
+# -v: each test's line as it ends, so a step stopped at its limit still says which passed.
 GPU_TEST_FILES=$(grep -rlE --include='test_*.py' 'pytest\.mark\.gpu' tests | sort -r)
 GPU_TEST_TIMEOUT_S=40
 
@@ -256,7 +257,7 @@ elif [ -z "$NO_TESTS" ] && [ -z "$GPU_TEST_FILES" ]; then
 fi
 
 # shellcheck disable=SC2086  # GPU_TEST_FILES: one path a word
-when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -q -rA -p no:cacheprovider -o timeout="$GPU_TEST_TIMEOUT_S" \
+when "$NO_TESTS" gpu-tests 55 "$PY" -m pytest -v -rA -p no:cacheprovider -o timeout="$GPU_TEST_TIMEOUT_S" \
     -m gpu $GPU_TEST_FILES
 when "$NO_CUDA" standins 40 "$PY" -c "$STANDINS_PY"
 if [ -z "${PY_SPY:-}" ] && [ -x "$(dirname "$PY")/py-spy" ]; then export PY_SPY="$(dirname "$PY")/py-spy"; fi

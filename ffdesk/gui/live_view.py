@@ -461,6 +461,7 @@ class LiveView(QWidget):
             overlay_on.installEventFilter(self)
 
         self._camera_sizes: dict[str, tuple[tuple[int, int], ...]] = {}
+        self._relist = False
         self._timer = QTimer(self)
         self._timer.setInterval(FIGURES_MS)
         self._timer.timeout.connect(self._show_figures)
@@ -470,6 +471,7 @@ class LiveView(QWidget):
         self.start_button.clicked.connect(self.start)
         self.stop_button.clicked.connect(lambda: self.stop(wait=False))
         session.playingChanged.connect(self._on_playing)
+        session.targetChanged.connect(self.list_cameras)
         self.list_cameras()
         self._sync()
 
@@ -497,11 +499,18 @@ class LiveView(QWidget):
 
     # -- cameras -------------------------------------------------------------------------
     def list_cameras(self) -> None:
-        """The capture devices the core finds, the clip chosen (if any), and "Clip as camera…"."""
+        """The capture devices the core finds, the clip open in the window (if any), the clip
+        chosen (if another), and "Clip as camera…". Without a capture device, the window's clip
+        is the one chosen."""
         from ffdesk.media.camera_modes import camera_sizes, describe_formats
         from ffdesk.media.capture import list_cameras
 
+        if self.running:
+            self._relist = True  # locked while live: listed again when the session has ended
+            return
+        self._relist = False
         chosen = self.camera_spec()
+        window_clip = self._window_clip()
         self._camera_sizes.clear()
         self.camera.clear()
         # cameras first, virtual ones (what some program sends, perhaps this one) after them
@@ -513,12 +522,20 @@ class LiveView(QWidget):
             offers = describe_formats(cam.formats) or [cam.problem or "what it offers is unknown"]
             self.camera.setItemData(self.camera.count() - 1, "\n".join(offers), Qt.ItemDataRole.ToolTipRole)
             self._camera_sizes[str(cam.index)] = camera_sizes(cam.formats)
-        if chosen and chosen.startswith(FILE_PREFIX):
+        if window_clip:
+            name = Path(window_clip[len(FILE_PREFIX) :]).name
+            self.camera.addItem(f"clip open in the window: {name}", window_clip)
+        if chosen and chosen.startswith(FILE_PREFIX) and chosen != window_clip:
             self.camera.addItem(f"clip: {Path(chosen[len(FILE_PREFIX) :]).name}", chosen)
         self.camera.addItem(CLIP_ITEM, "")
         index = self.camera.findData(chosen) if chosen else -1
         self.camera.setCurrentIndex(index if index >= 0 else 0)
         self._offer_sizes()
+
+    def _window_clip(self) -> str:
+        """The clip open in the window as `open_camera` reads it ("" for none, or a still)."""
+        clip = self.session.clip
+        return f"{FILE_PREFIX}{clip.path}" if clip is not None and not clip.is_image else ""
 
     def _offer_sizes(self) -> None:
         """The size choices: the chosen camera's own sizes, largest first, when it lists them
@@ -542,8 +559,11 @@ class LiveView(QWidget):
         spec = f"{FILE_PREFIX}{path}"
         index = self.camera.findData(spec)
         if index < 0:
+            keep = self._window_clip()
             stale = [
-                i for i in range(self.camera.count()) if str(self.camera.itemData(i)).startswith(FILE_PREFIX)
+                i
+                for i in range(self.camera.count())
+                if str(self.camera.itemData(i)).startswith(FILE_PREFIX) and self.camera.itemData(i) != keep
             ]
             for i in reversed(stale):
                 self.camera.removeItem(i)
@@ -734,6 +754,8 @@ class LiveView(QWidget):
         else:
             self.figures.setText("stopped")
         self._sync()
+        if self._relist:
+            self.list_cameras()
         self.runningChanged.emit(False)
 
     def _show_figures(self) -> None:

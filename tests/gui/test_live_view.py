@@ -389,3 +389,26 @@ def test_without_pyvirtualcam_the_virtual_camera_box_says_what_to_install(
     box = live.virtual_camera
     assert not box.isEnabled() and not box.isChecked() and box.text() == "Virtual camera (not installed)"
     assert "pip install 'ffdesk[virtualcam]'" in box.toolTip()
+
+
+def test_the_clip_open_in_the_window_is_offered_as_a_camera(
+    window: Any, qtbot: Any, face_clip: Path, face_photo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clip being edited is in the camera list; where no capture device is there it is the
+    one chosen, so Live starts on it without a file dialog."""
+    from ffdesk.media import capture
+
+    monkeypatch.setattr(capture, "list_cameras", lambda query=True: [])
+    live = window.live_view
+    live.list_cameras()
+    assert live.camera_spec() == ""  # nothing open: only "Clip as camera…"
+    assert window.open_clip(face_clip)
+    assert live.camera_spec() == f"file:{face_clip}"
+    assert live.camera.currentText() == f"clip open in the window: {face_clip.name}"
+    with_source(window, qtbot, face_photo)
+    assert live.start()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=30000)
+    live.stop(wait=True)
+    assert session_threads() == []
+    labels = [live.camera.itemText(i) for i in range(live.camera.count())]
+    assert labels == [f"clip open in the window: {face_clip.name}", "Clip as camera…"], labels

@@ -9,8 +9,9 @@
 # its own; py-spy's own lines go to PROFILE.log. py-spy is $PY_SPY, else the one on PATH, else
 # the one in the GPU bundle's unpacked wheels (../shared/tools/gpu-bundle ... py-spy==0.4.3).
 # py-spy attaches to COMMAND's process rather than starting it, so where it is missing or may not
-# trace (no ptrace), COMMAND runs as it would without it and only PROFILE is missing. The exit
-# status is COMMAND's.
+# trace (no ptrace), COMMAND runs as it would without it and only PROFILE is missing. Where
+# COMMAND is stopped (`timeout` at a step's limit), py-spy still writes PROFILE once it has gone.
+# The exit status is COMMAND's.
 set -uo pipefail
 
 PROFILE=${1:?usage: bash scripts/with_py_spy.sh PROFILE COMMAND...}
@@ -30,7 +31,11 @@ fi
 pid=$!
 sampler=""
 if [ -n "$spy" ]; then
-    "$spy" record --pid "$pid" --subprocesses --nonblocking --idle --threads --rate 50 \
+    # in a session of its own: `timeout` ending the step's process group at its limit would end
+    # py-spy with COMMAND, before it wrote anything; alone, it writes once COMMAND has gone
+    detach=()
+    if command -v setsid >/dev/null; then detach=(setsid); fi
+    "${detach[@]}" "$spy" record --pid "$pid" --subprocesses --nonblocking --idle --threads --rate 50 \
         --format speedscope -o "$PROFILE" >"$PROFILE.log" 2>&1 &
     sampler=$!
 else

@@ -234,3 +234,26 @@ def test_without_py_spy_the_command_runs_alone(tmp_path: Path) -> None:
     assert (run.returncode, run.stdout) == (3, "measured\n"), run.stderr
     assert not (tmp_path / "p.json").exists()
     assert (tmp_path / "p.json.log").read_text(encoding="utf-8").strip() == "py-spy not found: no profile"
+
+
+def test_a_command_stopped_at_its_limit_still_leaves_its_profile(tmp_path: Path) -> None:
+    """`timeout` ends the whole process group of a step at its limit; py-spy, in a session of its
+    own, writes what it sampled once the command has gone."""
+    spy = _py_spy()
+    env = {**os.environ, "PY_SPY": str(spy)}
+    run = subprocess.run(
+        ["timeout", "3", "bash", str(WITH_PY_SPY), str(tmp_path / "p.json"), sys.executable, "-c",
+         "import time\nwhile True: sum(range(100_000))"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert run.returncode == 124, run.stderr
+    deadline = 30.0
+    log = tmp_path / "p.json.log"  # py-spy says so once the file is whole
+    while (
+        "Wrote speedscope file" not in (log.read_text(encoding="utf-8") if log.exists() else "")
+        and deadline > 0
+    ):
+        subprocess.run(["sleep", "0.25"], check=True)
+        deadline -= 0.25
+    profile = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
+    assert profile["profiles"] and profile["shared"]["frames"]

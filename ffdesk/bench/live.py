@@ -194,6 +194,10 @@ def run(args: argparse.Namespace) -> int:
         f"{name} {ms} ms ({figures['stage_cpu_ms'][name]} CPU)" for name, ms in figures["stage_ms"].items()
     )
     print(f"time per frame: {stage_line}; outputs {figures['output_ms']} ms")
+    if figures["model_providers"]:
+        late = ", ".join(f"{key} {n}" for key, n in figures["late_shapes"].items()) or "none"
+        providers, pixels = ", ".join(figures["model_providers"]), figures["pixels"] or "host"
+        print(f"models ran on {providers}; pixels on {pixels}; new shapes mid-session: {late}")
     drift = figures["drift"]
     if drift:
         print(

@@ -39,6 +39,7 @@ from ffdesk.media.stream import Picture
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.flow import StageStats, run_through
 from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.report import ModelsReport, StageFigures, merge_figures
 from ffdesk.pipeline.stage import EmitsEvents, FramePacket, Prepares, Stage
 from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
@@ -181,6 +182,14 @@ class LiveFigures:
     camera: str = ""
     size: tuple[int, int] = (0, 0)
     camera_fps: float = 0.0
+    model_providers: tuple[str, ...] = ()
+    """Where a model pack's (or a trained swapper's) models ran ("CUDAExecutionProvider"); empty
+    for the embedded swap."""
+    pixels: str = ""
+    """Where the pack's pixels stayed between its model calls: "host" or "device (cuda:0)"."""
+    late_shapes: tuple[tuple[str, int], ...] = ()
+    """(model key, calls) of each model that met an input shape its session had not run at once
+    the frames started: on a GPU a cuDNN algorithm search in the middle of the session each."""
 
     def line(self) -> str:
         """The session's figures in one line (the command's last line, the app's Status line)."""
@@ -216,6 +225,9 @@ class LiveFigures:
             "output_ms": round(self.output_ms, 2),
             "ended": self.ended,
             "error": self.error,
+            "model_providers": list(self.model_providers),
+            "pixels": self.pixels,
+            "late_shapes": dict(self.late_shapes),
         }
 
 
@@ -299,6 +311,8 @@ class LiveSession:
         self._output_s = 0.0
         self._origin: float | None = None
         self._error: str | None = None
+        self._models: ModelsReport | None = None
+        """What the model stages said of their models when they finished."""
         self._halt = threading.Event()
         self._handoff = _Newest()
 
@@ -385,11 +399,14 @@ class LiveSession:
             stage.start()
 
     def _finish_stages(self) -> None:
+        """Finish every stage, keeping what the model stages say of their models."""
+        figures: list[StageFigures | None] = []
         for stage in self.stages:
             try:
-                stage.finish()
+                figures.append(stage.finish())
             except Exception:  # noqa: BLE001, S112 - one stage failing to clean up must not leak the rest
                 continue
+        self._models = merge_figures(figures).models
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, ev.Warning):
@@ -438,6 +455,8 @@ class LiveSession:
         stages = tuple(
             StageTime(s.name, s.ms_total / max(1, s.frames), s.cpu_ms_total / max(1, s.frames)) for s in stats
         )
+        stats_of_models = self._models.models if self._models is not None else ()
+        pixels = self._models.pixels if self._models is not None else None
         return LiveFigures(
             seconds=end - origin,
             frames_captured=captured,
@@ -456,6 +475,9 @@ class LiveSession:
             camera=self.camera.name,
             size=self.camera.size,
             camera_fps=self.camera.fps,
+            model_providers=tuple(sorted({m.provider for m in stats_of_models})),
+            pixels="" if pixels is None else pixels.path + (f" ({pixels.device})" if pixels.device else ""),
+            late_shapes=tuple((m.key, m.late_shapes) for m in stats_of_models if m.late_shapes),
         )
 
 

@@ -118,6 +118,7 @@ def test_file_camera_session_swaps_at_camera_rate(run_env: RuntimeEnv, face_clip
     assert 0 <= in_flight <= 2  # at most one frame waiting for the stages, one for the outputs
     assert [s.name for s in figures.stages] == ["detect", "track", "swap"]
     assert all(s.ms >= 0 for s in figures.stages)
+    assert figures.model_providers == () and figures.pixels == ""  # the embedded swap: no pack models
 
 
 def test_a_slow_stage_drops_frames_instead_of_delaying_them(face_clip: Path) -> None:
@@ -398,6 +399,12 @@ def test_a_model_pack_swaps_live(run_env: RuntimeEnv, face_clip: Path, tmp_path:
     figures = LiveSession(camera, stages, [Collect()], seconds=1.5).run()
     assert figures.error is None and figures.frames_out > 5
     assert figures.frames_with_swap >= figures.frames_out // 2
+    # where the models ran and the pixels stayed, as the session's models said when they ended
+    # (the CPU: the host path); one face a call, the shape each model met as it was loaded
+    assert figures.model_providers == ("CPUExecutionProvider",) and figures.pixels == "host"
+    assert figures.late_shapes == (), figures.late_shapes
+    as_json = figures.to_json_dict()
+    assert as_json["model_providers"] == ["CPUExecutionProvider"] and as_json["pixels"] == "host"
 
 
 def test_a_pack_swaps_live_under_the_masks_asked_for(

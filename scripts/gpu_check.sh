@@ -15,7 +15,11 @@
 #   memory-cuda      50  ffdesk bench memory --provider cuda --frames 16 --budget-models 1 --headroom 0.1
 #                        (issue 40's one-model budget against all resident)     -> memory-cuda.json
 #   budget-cuda      45  ffdesk bench budget --provider cuda --frames 8 --steps 2 -> budget-cuda.json
-#   precision-cuda   30  ffdesk bench precision --provider cuda --runs 10       -> precision-cuda.json
+#   precision-cuda   30  ffdesk bench precision --provider cuda --runs 10 --precisions fp32,fp16
+#                        --models gfpgan_1.4,bisenet_resnet_34,inswapper_128,xseg_1,arcface_w600k_r50
+#                        (FP16 against FP32 per model, the costliest a face first; INT8 was measured
+#                        on the first GPU run, and its calibration would take the step's time)
+#                                                                               -> precision-cuda.json
 #   live-cuda        25  ffdesk bench live --pack --provider cuda --seconds 12  -> live-cuda.json
 #   processors-cuda  20  ffdesk bench processors --provider cuda --seconds 1    -> processors-cuda.json
 #
@@ -268,6 +272,7 @@ when "$NO_CUDA" memory-cuda 50 "$PY" -m ffdesk bench memory --provider cuda --fr
 when "$NO_CUDA" budget-cuda 45 "$PY" -m ffdesk bench budget --provider cuda --frames 8 --steps 2 \
     --json "$OUT/budget-cuda.json"
 when "$NO_CUDA" precision-cuda 30 "$PY" -m ffdesk bench precision --provider cuda --runs 10 \
+    --precisions fp32,fp16 --models gfpgan_1.4,bisenet_resnet_34,inswapper_128,xseg_1,arcface_w600k_r50 \
     --json "$OUT/precision-cuda.json"
 when "$NO_CUDA" live-cuda 25 "$PY" -m ffdesk bench live --pack --provider cuda --seconds 12 \
     --json "$OUT/live-cuda.json"

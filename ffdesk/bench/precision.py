@@ -24,6 +24,7 @@ from ffdesk.runtime.env import RuntimeEnv
 
 GOAL_INT8_SPEEDUP = 1.5
 DEFAULT_MODELS = ("inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34")
+PRECISIONS = ("fp32", "fp16", "int8")
 CALIBRATION_FRAMES = 6
 
 
@@ -31,6 +32,11 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("precision", help="FP32 vs FP16 vs INT8 per model")
     p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated catalog names")
     p.add_argument("--runs", type=int, default=5, help="timed runs per variant (median)")
+    p.add_argument(
+        "--precisions",
+        default=",".join(PRECISIONS),
+        help="variants to time, fp32 always among them (fp32,fp16: no INT8 calibration, the slow part)",
+    )
     p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per core)")
     p.add_argument("--provider", choices=("cpu", "cuda", "tensorrt"), default="cpu")
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
@@ -143,6 +149,11 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.runtime.sessions import SessionOptions
 
     names = tuple(n.strip() for n in args.models.split(",") if n.strip())
+    asked = {p.strip() for p in args.precisions.split(",") if p.strip()}
+    if asked - set(PRECISIONS):
+        unknown = ", ".join(sorted(asked - set(PRECISIONS)))
+        raise UserError(f"--precisions: unknown {unknown} (choose from {', '.join(PRECISIONS)})")
+    precisions = tuple(p for p in PRECISIONS if p in asked or p == "fp32")  # each against FP32
     env = runtime_env(args)
     if args.models_dir is not None and not args.models_dir.is_dir():
         raise UserError(f"--models-dir {args.models_dir}: no such folder")
@@ -154,7 +165,13 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=env.trt_cache_dir,
         driver=env.driver,
     )
-    settings = {"models": list(names), "runs": args.runs, "threads": args.threads, "provider": args.provider}
+    settings = {
+        "models": list(names),
+        "precisions": list(precisions),
+        "runs": args.runs,
+        "threads": args.threads,
+        "provider": args.provider,
+    }
     figures: dict[str, Any] = {}
     for name in names:
         src = pack / f"{name}.onnx"
@@ -162,17 +179,15 @@ def run(args: argparse.Namespace) -> int:
         calibration, held_out = feeds[:-1], feeds[-1]
         print(f"{name}: making variants ...", flush=True)
         variants = env.variants_dir
-        paths = {
-            p: prec.ensure_variant(src, p, calibration, cache_dir=variants) for p in ("fp32", "fp16", "int8")
-        }
+        paths = {p: prec.ensure_variant(src, p, calibration, cache_dir=variants) for p in precisions}
         reference: list[np.ndarray] | None = None
         rows: dict[str, dict[str, Any]] = {}
-        for p in ("fp32", "fp16", "int8"):
+        for p in precisions:
             rows[p], outs = _cost(paths[p], held_out, reference, options, args.runs)
             if p == "fp32":
                 reference = outs
         fp32_ms = float(rows["fp32"]["ms"])
-        for p in ("fp16", "int8"):
+        for p in precisions[1:]:
             ms = float(rows[p]["ms"])
             rows[p]["speedup"] = round(fp32_ms / ms, 3) if ms else None
         figures[name] = rows
@@ -185,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {p}  {r['ms']:9.2f} ms  {r['mb']:8.1f} MB{extra}")
         write_so_far("precision", settings, figures, args.json)  # a time limit keeps the models done
     swapper = next((n for n in names if n.startswith(("inswapper", "hyperswap"))), None)
-    if swapper:
+    if swapper and "int8" in precisions:
         speedup = figures[swapper]["int8"]["speedup"]
         figures["int8_swapper_speedup"] = speedup
         print(f"INT8 swapper {speedup:.2f}x FP32 (goal: at least {GOAL_INT8_SPEEDUP}x)")

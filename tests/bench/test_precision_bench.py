@@ -53,3 +53,34 @@ def test_a_run_stopped_after_a_model_keeps_that_models_rows(
     rows = figures[MODELS[0]]
     assert set(rows) == {"fp32", "fp16", "int8"} and all(r["ms"] > 0 for r in rows.values())
     assert rows["fp16"]["speedup"] > 0 and rows["int8"]["speedup"] > 0
+
+
+def test_asked_precisions_only_and_never_without_fp32(
+    small_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--precisions fp16` times FP16 against FP32 and makes no INT8 variant (its calibration is
+    the slow part, which the GPU check leaves out); an unknown one is one line."""
+    from ffdesk.runtime import precision as prec
+
+    made: list[str] = []
+    real = prec.ensure_variant
+
+    def ensure(src: Path, p: str, *args: Any, **kwargs: Any) -> Any:
+        made.append(p)
+        return real(src, p, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(prec, "ensure_variant", ensure)
+    report = tmp_path / "p.json"
+    args = ["bench", "precision", "--models", MODELS[0], "--runs", "1", "--models-dir", str(small_pack)]
+    assert cli.main([*args, "--precisions", "fp16", "--json", str(report)]) == 0
+    assert made == ["fp32", "fp16"]
+    figures = _figures(report)
+    assert set(figures[MODELS[0]]) == {"fp32", "fp16"} and figures[MODELS[0]]["fp16"]["speedup"] > 0
+    assert "int8_swapper_speedup" not in figures
+    assert cli.main([*args, "--precisions", "fp16,bf16"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith("--precisions: unknown bf16 (choose from fp32, fp16, int8)")
+    )

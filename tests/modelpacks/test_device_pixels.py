@@ -381,6 +381,57 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
     assert again.models.precision_reason == picked.reason
 
 
+def test_auto_precision_times_the_enhancer_and_the_masks_too_each_on_its_own(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--precision auto` on the device path times the enhancer and each mask model in FP32 and
+    FP16 as it times the swapper, keeps each one's pick (here FP16 for all, where the CPU's own
+    timing would keep FP32), renders with it within rounding of the FP32 host path, and reads the
+    picks back the next time instead of timing again."""
+    from ffdesk.pipeline.stages.models import ModelRender
+    from ffdesk.runtime import precision as prec
+
+    timed: list[str] = []
+    real = ModelRender._time_variants
+
+    def fp16_wins(self: ModelRender, keys: dict[str, str], role: str = "swapper", runs: int = 5) -> Any:
+        timed.append(role)
+        choice = real(self, keys, role, runs=1)  # type: ignore[arg-type]
+        fast = prec.VariantSpeed(
+            "fp16", 0.5 * min(s.ms_per_item for s in choice.speeds), choice.speeds[-1].psnr_db
+        )
+        return prec.pick_fastest([*choice.speeds, fast], 30.0)
+
+    monkeypatch.setattr(ModelRender, "_time_variants", fp16_wins)
+    events: list[object] = []
+    job_end = 0.3
+    _render(run_env, pack, carphone(), tmp_path / "host", "host", end=job_end)
+    settings: dict[str, Any] = {**FULL, "precision": "auto", "batch": 4, "end": job_end, "provider": "cpu"}
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "auto", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="device", **settings,
+    )  # fmt: skip
+    first = run_render(job, events.append, env=run_env)
+    assert sorted(timed) == ["enhancer", "occlusion:xseg_1", "region", "swapper"], timed
+    preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
+    assert "timing gfpgan_1.4, xseg_1, bisenet_resnet_34 in fp32 and fp16 on this device" in preparing
+    assert first.models is not None
+    ran = {m.key for m in first.models.models if m.loads}
+    assert {"gfpgan_1.4@fp16", "xseg_1@fp16", "bisenet_resnet_34@fp16"} <= ran, ran
+    for x, y in zip(_frames(tmp_path / "host"), _frames(tmp_path / "auto"), strict=True):
+        assert _psnr(x, y) > 40.0, _psnr(x, y)
+
+    def no_timing(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("timed again")
+
+    monkeypatch.setattr(ModelRender, "_time_variants", no_timing)
+    again = run_render(replace(job, output=tmp_path / "again"), env=run_env)
+    assert again.models is not None
+    assert {"gfpgan_1.4@fp16", "xseg_1@fp16", "bisenet_resnet_34@fp16"} <= {
+        m.key for m in again.models.models
+    }
+
+
 def test_the_command_line_says_which_files_took_one_face_a_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

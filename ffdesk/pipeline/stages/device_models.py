@@ -134,8 +134,8 @@ class DeviceModels:
         raw = raws[0] if len(raws) == 1 else torch.stack(raws).amin(dim=0)
         return self.ops.soften(raw)
 
-    def occluder(self, role: str, crops: torch.Tensor) -> torch.Tensor:
-        """One occluder's masks of the crops, before softening."""
+    def occluder(self, role: str, crops: torch.Tensor, key: str | None = None) -> torch.Tensor:
+        """One occluder's masks of the crops, before softening (`key`: a variant of its model)."""
         size = int(crops.shape[-1])
         side, name = self.ctx.mask_input(role, 256)
 
@@ -145,10 +145,11 @@ class DeviceModels:
         def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
             return dev.occlusion_output(outputs[0], size)
 
-        return self.call(role, crops, feed, pick)
+        return self.call(key or role, crops, feed, pick)
 
-    def regions(self, crops: torch.Tensor) -> torch.Tensor:
-        """Softened face-region masks of the crops (the parser's chosen classes)."""
+    def regions(self, crops: torch.Tensor, key: str | None = None) -> torch.Tensor:
+        """Softened face-region masks of the crops (the parser's chosen classes; `key`: a variant
+        of its model)."""
         size = int(crops.shape[-1])
         side, name = self.ctx.mask_input("region", 512)
         classes = self.ctx.region_classes
@@ -159,10 +160,13 @@ class DeviceModels:
         def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
             return dev.resize_masks(dev.region_from_logits(outputs[0], classes, self.ops), size)
 
-        return self.ops.soften(self.call("region", crops, feed, pick))
+        return self.ops.soften(self.call(key or "region", crops, feed, pick))
 
-    def enhance(self, crops: torch.Tensor, spec: EnhancerSpec, blend: float, fidelity: float) -> torch.Tensor:
-        """Restored crops mixed with the originals by `blend` (the device `FaceEnhancer`)."""
+    def enhance(
+        self, crops: torch.Tensor, spec: EnhancerSpec, blend: float, fidelity: float, key: str | None = None
+    ) -> torch.Tensor:
+        """Restored crops mixed with the originals by `blend` (the device `FaceEnhancer`; `key`: a
+        variant of its model)."""
         weight = None
         if spec.weight_input:
             weight = self.ops.constant(("weight", fidelity), lambda: np.array([fidelity], np.float64))
@@ -176,7 +180,7 @@ class DeviceModels:
         def pick(outputs: list[torch.Tensor], names: list[str]) -> torch.Tensor:
             return dev.enhancer_output(dev.output(outputs, names, spec.output))
 
-        restored = self.call("enhancer", crops, feed, pick)
+        restored = self.call(key or "enhancer", crops, feed, pick)
         return dev.mix(restored, crops, min(max(blend, 0.0), 1.0))
 
     def psnr(self, a: torch.Tensor, b: torch.Tensor) -> list[float]:

@@ -79,6 +79,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 _Spec = TypeVar("_Spec")
+TimedRun = Callable[["torch.Tensor", str], "torch.Tensor"]
+"""A model run on the device by model key (`ModelRender._time_variants`)."""
 
 QUALITY_PSNR_DB = 30.0
 """A sampled face whose reduced-precision swap is further than this from FP32 is flagged."""
@@ -683,6 +685,10 @@ class ModelRender:
             if self.job.precision == "auto" and self.on_device is not None:
                 what = f"timing {self.swapper.name} in fp32 and fp16 on this device"
                 steps.append((what, lambda: self._choose_precision_or_host(emit)))
+                others = [self._choice(role).name for role in self._auto_precision_roles()]
+                if others:
+                    what = f"timing {', '.join(others)} in fp32 and fp16 on this device"
+                    steps.append((what, lambda: self._choose_other_precisions_or_host(emit)))
             elif self.precision != "fp32":
                 steps.append(
                     (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
@@ -865,32 +871,95 @@ class ModelRender:
         self.swap_key = variant_key if choice.precision == "fp16" else self.fp32_swap_key
         self.manager.evict(self.fp32_swap_key if choice.precision == "fp16" else variant_key)
 
-    def _time_variants(self, keys: dict[Concrete, str], runs: int = 5) -> PrecisionChoice:
-        """Each swapper variant timed on the device on a batch of the source's own face (median of
-        `runs` after a warm-up), and FP16's face compared with FP32's."""
+    def _time_variants(
+        self, keys: dict[Concrete, str], role: str = "swapper", runs: int = 5
+    ) -> PrecisionChoice:
+        """Each variant of `role`'s model timed on the device on a batch of the source's own face
+        (median of `runs` after a warm-up), and FP16's output compared with FP32's (a mask's at
+        0-255, as a face's)."""
         import statistics
 
         from ffdesk.runtime import precision as prec
 
         models, frames = self.on_device, self.frames
         assert models is not None and frames is not None
-        spec = self.swap_spec
-        face = warp_face(self.source_image, self.source_face.kps, spec.template, spec.size * self.tile)[0]
-        crop = frames.pixels.upload(face, "calibration").permute(2, 0, 1).float()
-        crops = crop.expand(models.cap, *crop.shape).contiguous()
+        run, crops, scale = self._timed_run(role)
         outputs, speeds = {}, []
         for precision, key in keys.items():
-            outputs[precision] = models.swap(crops, key)  # loads it; the first run of the shape
+            outputs[precision] = run(crops, key) * scale  # loads it; the first run of the shape
             times = []
             for _ in range(runs):
                 frames.pixels.synchronize()
                 t0 = time.perf_counter()
-                models.swap(crops, key)
+                run(crops, key)
                 frames.pixels.synchronize()
                 times.append((time.perf_counter() - t0) * 1000.0 / models.cap)
             db = None if precision == "fp32" else min(models.psnr(outputs[precision], outputs["fp32"]))
             speeds.append(prec.VariantSpeed(precision, statistics.median(times), db))
         return prec.pick_fastest(speeds, QUALITY_PSNR_DB)
+
+    def _timed_run(self, role: str) -> tuple[TimedRun, torch.Tensor, float]:
+        """How `_time_variants` runs `role`'s model by key on the device, the batch of the source's
+        own face it runs on (aligned as the model takes faces), and the scale of its output."""
+        models, frames = self.on_device, self.frames
+        assert models is not None and frames is not None
+        if role == "enhancer":
+            spec = _enhancer_spec(self.enhancer) if self.enhancer else None
+            assert spec is not None
+            template, side = "ffhq_512", spec.size
+
+            def enhance(crops: torch.Tensor, key: str) -> torch.Tensor:
+                return models.enhance(crops, spec, 1.0, 0.5, key=key)
+
+            run, scale = enhance, 1.0
+        else:
+            template, side = self.swap_spec.template, self.swap_spec.size * self.tile
+            if role == "swapper":
+                run, scale = models.swap, 1.0
+            elif role == "region":
+                run, scale = (lambda crops, key: models.regions(crops, key=key)), 255.0
+            else:
+                run, scale = functools.partial(models.occluder, role), 255.0
+        face = warp_face(self.source_image, self.source_face.kps, template, side)[0]
+        crop = frames.pixels.upload(face, "calibration").permute(2, 0, 1).float()
+        return run, crop.expand(models.cap, *crop.shape).contiguous(), scale
+
+    def _auto_precision_roles(self) -> list[str]:
+        """The per-frame models besides the swapper whose precision `--precision auto` times on
+        the device path: the enhancer and the mask models."""
+        return [role for role in ("enhancer", *self.masks) if role in self.keys]
+
+    def _choose_other_precisions_or_host(self, emit: Callable[[ev.Event], None]) -> None:
+        if self.on_device is not None:  # the swapper's timing may have sent the pixels to the host
+            self._warm_up(self._choose_other_precisions, emit)
+
+    def _choose_other_precisions(self) -> None:
+        """`--precision auto` on the device path for the enhancer and the mask models, as for the
+        swapper (`_choose_precision`): each timed in FP32 and FP16 here at the render's batch on
+        the source photo's own face, the faster kept unless FP16's output is further than
+        `QUALITY_PSNR_DB` from FP32's, and the choice remembered per model file, provider, device
+        and batch. Where FP16 pays differs by model and card (on an H200 at batch 1: 1.06x FP32
+        for BiSeNet, 0.61x for XSeg), so each is measured, none assumed."""
+        from ffdesk.runtime import precision as prec
+
+        models = self.on_device
+        assert models is not None
+        store = prec.PrecisionChoices(self.env.precision_choices_path)
+        for role in self._auto_precision_roles():
+            choice, fp32_key = self._choice(role), self.keys[role]
+            fingerprint = self.manager.fingerprint(fp32_key) or prec.file_fingerprint(choice.path)
+            record = store.key(fingerprint, self.manager.provider_label(), models.cap)
+            chosen = store.get(record)
+            if chosen is not None and chosen.precision == "fp32":
+                continue  # no FP16 variant needed
+            fp16 = prec.make_fp16(choice.path, cache_dir=self.env.variants_dir)
+            variant = self._register(choice, "fp16", fp16)
+            if chosen is None or chosen.precision != "fp16":
+                chosen = self._time_variants({"fp32": fp32_key, "fp16": variant}, role)
+                store.put(record, chosen)
+            if chosen.precision == "fp16":
+                self.keys[role] = variant
+            self.manager.evict(fp32_key if chosen.precision == "fp16" else variant)
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
         """Aligned target crops from the user's own clip (with the source input), as model feeds."""

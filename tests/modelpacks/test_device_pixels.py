@@ -432,6 +432,37 @@ def test_auto_precision_times_the_enhancer_and_the_masks_too_each_on_its_own(
     }
 
 
+def test_an_enhancer_whose_fp16_variant_fails_runs_in_fp32_and_the_render_goes_on(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FP16 for the enhancer and masks is an optional speed-up: where its variant cannot be made
+    (or run) here, that model stays in FP32 with one warning, and the pixels stay on the device."""
+    from ffdesk.runtime import precision as prec
+
+    real = prec.make_fp16
+
+    def refused(src: Path, *args: Any, **kwargs: Any) -> Any:
+        if src.name.startswith("gfpgan"):
+            raise RuntimeError("no float16 kernel for this node")
+        return real(src, *args, **kwargs)
+
+    monkeypatch.setattr(prec, "make_fp16", refused)
+    events: list[object] = []
+    settings: dict[str, Any] = {**FULL, "precision": "auto", "batch": 4, "end": 0.3, "provider": "cpu"}
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="device", **settings,
+    )  # fmt: skip
+    report = run_render(job, events.append, env=run_env)
+    warnings = [e.message for e in events if isinstance(e, ev.Warning) and "fp16" in e.message]
+    assert warnings == [
+        "gfpgan_1.4: its fp16 variant failed here (no float16 kernel for this node); it runs in fp32"
+    ], warnings
+    assert report.models is not None and report.models.pixels is not None
+    assert report.models.pixels.path == "device" and report.frames_out > 0
+    assert {m.key for m in report.models.models if m.name == "gfpgan_1.4" and m.loads} == {"gfpgan_1.4@fp32"}
+
+
 def test_the_command_line_says_which_files_took_one_face_a_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -931,15 +931,16 @@ class ModelRender:
 
     def _choose_other_precisions_or_host(self, emit: Callable[[ev.Event], None]) -> None:
         if self.on_device is not None:  # the swapper's timing may have sent the pixels to the host
-            self._warm_up(self._choose_other_precisions, emit)
+            self._warm_up(lambda: self._choose_other_precisions(emit), emit)
 
-    def _choose_other_precisions(self) -> None:
+    def _choose_other_precisions(self, emit: Callable[[ev.Event], None]) -> None:
         """`--precision auto` on the device path for the enhancer and the mask models, as for the
         swapper (`_choose_precision`): each timed in FP32 and FP16 here at the render's batch on
         the source photo's own face, the faster kept unless FP16's output is further than
         `QUALITY_PSNR_DB` from FP32's, and the choice remembered per model file, provider, device
         and batch. Where FP16 pays differs by model and card (on an H200 at batch 1: 1.06x FP32
-        for BiSeNet, 0.61x for XSeg), so each is measured, none assumed."""
+        for BiSeNet, 0.61x for XSeg), so each is measured, none assumed. A model whose FP16
+        variant cannot be made or run here stays in FP32, with a warning; the render goes on."""
         from ffdesk.runtime import precision as prec
 
         models = self.on_device
@@ -952,14 +953,24 @@ class ModelRender:
             chosen = store.get(record)
             if chosen is not None and chosen.precision == "fp32":
                 continue  # no FP16 variant needed
-            fp16 = prec.make_fp16(choice.path, cache_dir=self.env.variants_dir)
-            variant = self._register(choice, "fp16", fp16)
-            if chosen is None or chosen.precision != "fp16":
-                chosen = self._time_variants({"fp32": fp32_key, "fp16": variant}, role)
-                store.put(record, chosen)
-            if chosen.precision == "fp16":
+            variant = None
+            try:
+                fp16 = prec.make_fp16(choice.path, cache_dir=self.env.variants_dir)
+                variant = self._register(choice, "fp16", fp16)
+                if chosen is None or chosen.precision != "fp16":
+                    chosen = self._time_variants({"fp32": fp32_key, "fp16": variant}, role)
+                    store.put(record, chosen)
+            except UserError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - an optional speed-up: FP32 runs as it would
+                detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+                emit(ev.Warning(f"{choice.name}: its fp16 variant failed here ({detail}); it runs in fp32"))
+                chosen = None
+            if chosen is not None and chosen.precision == "fp16" and variant is not None:
                 self.keys[role] = variant
-            self.manager.evict(fp32_key if chosen.precision == "fp16" else variant)
+                self.manager.evict(fp32_key)
+            elif variant is not None:
+                self.manager.evict(variant)
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
         """Aligned target crops from the user's own clip (with the source input), as model feeds."""

@@ -119,3 +119,24 @@ def test_processors_on_cuda_meet_no_new_shape_in_the_frames(run_env: RuntimeEnv,
     assert report.frames_out == 14 and report.upscale is not None
     assert [(p.name, p.late_shapes) for p in report.processors] == [("frame_colorize", 0)]
     assert report.upscale.late_shapes == 0
+
+
+def test_auto_precision_on_cuda_times_each_model_and_keeps_the_frames(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+) -> None:
+    """`--precision auto` on the card: the swapper, the enhancer and both mask models each timed in
+    FP32 and FP16 before the first frame (four choices remembered), and the frames within rounding
+    of the CPU's FP32 host path. Last in the file: the GPU check's time left runs it."""
+    import json
+
+    clip = carphone()
+    host = _render(run_env, pack, clip, tmp_path / "host", "host")
+    auto = _render(run_env, pack, clip, tmp_path / "auto", "device", provider="cuda", precision="auto")
+    assert auto.models is not None and auto.models.pixels is not None
+    assert auto.models.pixels.path == "device" and host.frames_out == auto.frames_out
+    choices = json.loads(run_env.precision_choices_path.read_text(encoding="utf-8"))
+    assert len(choices) == 4 and all("CUDA" in key or "cuda" in key for key in choices), list(choices)
+    late = {m.key: m.late_shapes for m in auto.models.models}
+    assert not any(late.values()), late  # the chosen variants warmed up too
+    for x, y in zip(_frames(tmp_path / "host"), _frames(tmp_path / "auto"), strict=True):
+        assert _psnr(x, y) > 35.0

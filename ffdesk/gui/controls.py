@@ -330,6 +330,11 @@ class ControlsView(QWidget):
         self.applicability: Applicability = what_applies(model.settings, 0, self._facts)
         self.mode = _combo(get_args(Mode))
         self.precision = _combo(get_args(Precision))
+        self.precision.setToolTip(
+            "The model pack's precision. auto on a GPU: FP32 and FP16 are timed once for the swapper, "
+            "the enhancer and each mask model, and each runs the faster unless its faces drift from "
+            "FP32's (the choice is remembered); on a CPU a preview takes INT8, a final render FP32"
+        )
         self.batch = QSpinBox()
         self.batch.setRange(1, 64)
         self.budget = BudgetBar(residency, memory_total_mb)

@@ -849,27 +849,38 @@ class ModelRender:
         render's batch, on the source photo's own face; the faster one runs unless FP16's face is
         further than `QUALITY_PSNR_DB` from FP32's. The choice is remembered per model file,
         provider, device and batch, and read back instead of timing again."""
+        key, choice = self._auto_pick("swapper", self.swapper, self.fp32_swap_key, self.swapper_file)
+        self.precision, self.precision_reason = choice.precision, choice.reason
+        self.swap_key = key
+
+    def _auto_pick(
+        self, role: str, choice: ModelChoice, fp32_key: str, src: Path
+    ) -> tuple[str, PrecisionChoice]:
+        """`--precision auto` for one model of `role` on the device path: its choice remembered
+        for its file, provider, device and batch, else FP32 and FP16 timed here
+        (`_time_variants`) and the choice remembered; the key of the variant that runs (the other
+        one evicted) and the choice. FP32 remembered makes no FP16 variant."""
         from ffdesk.runtime import precision as prec
 
         models = self.on_device
-        assert models is not None and self.frames is not None
+        assert models is not None
         store = prec.PrecisionChoices(self.env.precision_choices_path)
-        fingerprint = self.manager.fingerprint(self.fp32_swap_key) or prec.file_fingerprint(self.swapper_file)
-        key = store.key(fingerprint, self.manager.provider_label(), models.cap)
-        choice = store.get(key)
-        known = choice is not None and choice.precision in ("fp32", "fp16")
-        if known and choice is not None and choice.precision == "fp32":
-            self.precision, self.precision_reason = "fp32", choice.reason  # no FP16 variant needed
-            return
-        variant_key = self._register(
-            self.swapper, "fp16", prec.make_fp16(self.swapper_file, cache_dir=self.env.variants_dir)
-        )
-        if not known or choice is None:
-            choice = self._time_variants({"fp32": self.fp32_swap_key, "fp16": variant_key})
-            store.put(key, choice)
-        self.precision, self.precision_reason = choice.precision, choice.reason
-        self.swap_key = variant_key if choice.precision == "fp16" else self.fp32_swap_key
-        self.manager.evict(self.fp32_swap_key if choice.precision == "fp16" else variant_key)
+        fingerprint = self.manager.fingerprint(fp32_key) or prec.file_fingerprint(src)
+        record = store.key(fingerprint, self.manager.provider_label(), models.cap)
+        chosen = store.get(record)
+        if chosen is not None and chosen.precision == "fp32":
+            return fp32_key, chosen
+        variant = self._register(choice, "fp16", prec.make_fp16(src, cache_dir=self.env.variants_dir))
+        if chosen is None or chosen.precision != "fp16":
+            try:
+                chosen = self._time_variants({"fp32": fp32_key, "fp16": variant}, role)
+            except Exception:
+                self.manager.evict(variant)
+                raise
+            store.put(record, chosen)
+        fp16 = chosen.precision == "fp16"
+        self.manager.evict(fp32_key if fp16 else variant)
+        return (variant if fp16 else fp32_key), chosen
 
     def _time_variants(
         self, keys: dict[Concrete, str], role: str = "swapper", runs: int = 5
@@ -941,36 +952,15 @@ class ModelRender:
         and batch. Where FP16 pays differs by model and card (on an H200 at batch 1: 1.06x FP32
         for BiSeNet, 0.61x for XSeg), so each is measured, none assumed. A model whose FP16
         variant cannot be made or run here stays in FP32, with a warning; the render goes on."""
-        from ffdesk.runtime import precision as prec
-
-        models = self.on_device
-        assert models is not None
-        store = prec.PrecisionChoices(self.env.precision_choices_path)
         for role in self._auto_precision_roles():
-            choice, fp32_key = self._choice(role), self.keys[role]
-            fingerprint = self.manager.fingerprint(fp32_key) or prec.file_fingerprint(choice.path)
-            record = store.key(fingerprint, self.manager.provider_label(), models.cap)
-            chosen = store.get(record)
-            if chosen is not None and chosen.precision == "fp32":
-                continue  # no FP16 variant needed
-            variant = None
+            choice = self._choice(role)
             try:
-                fp16 = prec.make_fp16(choice.path, cache_dir=self.env.variants_dir)
-                variant = self._register(choice, "fp16", fp16)
-                if chosen is None or chosen.precision != "fp16":
-                    chosen = self._time_variants({"fp32": fp32_key, "fp16": variant}, role)
-                    store.put(record, chosen)
+                self.keys[role], _ = self._auto_pick(role, choice, self.keys[role], choice.path)
             except UserError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an optional speed-up: FP32 runs as it would
                 detail = " ".join(str(exc).split())[:200] or type(exc).__name__
                 emit(ev.Warning(f"{choice.name}: its fp16 variant failed here ({detail}); it runs in fp32"))
-                chosen = None
-            if chosen is not None and chosen.precision == "fp16" and variant is not None:
-                self.keys[role] = variant
-                self.manager.evict(fp32_key)
-            elif variant is not None:
-                self.manager.evict(variant)
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
         """Aligned target crops from the user's own clip (with the source input), as model feeds."""

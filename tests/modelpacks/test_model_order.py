@@ -1,5 +1,5 @@
 """Segment order: when the budget cannot hold the models every frame needs, each model runs over a
-window of frames before the next loads; the same frames come out with fewer loads."""
+window of frames before the next loads; the same frames come out, each model loaded once a window."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _loads(report: dict[str, Any]) -> dict[str, int]:
     return {m["name"]: m["loads"] for m in report["models"]}
 
 
-def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_loads(
+def test_a_tight_budget_renders_the_same_frames_in_segment_order_loading_once_a_window(
     pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loose = _render(pack, face_clip, tmp_path / "loose")
@@ -97,10 +97,13 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_with_fewer_load
     batched = _render(pack, face_clip, tmp_path / "batch", "--memory-budget", str(budget))
     assert batched["model_order"]["order"] == "batch"
 
-    seg, per_batch = _loads(tight), _loads(batched)
-    for name in PER_FRAME:
-        assert seg[name] <= 4  # two windows: once each per stage that runs it (the occluder runs in two)
-    assert sum(seg[n] for n in PER_FRAME) + 3 <= sum(per_batch[n] for n in PER_FRAME), (seg, per_batch)
+    # segment order loads each model once per window in each stage that runs it, however the
+    # stage threads interleave (two windows; the occluder runs in the swap and the enhance stage);
+    # batch order's loads hang on how far the swap stage runs ahead of the enhance stage (5 to 12
+    # loads of a model here, 2 or 3 on a loaded machine), so they are not compared
+    seg = _loads(tight)
+    assert seg["inswapper_128"] <= 2 and seg["gfpgan_1.4"] <= 2 and seg["xseg_1"] <= 4, seg
+    assert all(_loads(batched)[n] >= 1 for n in PER_FRAME)
     swapped = [_frames(tmp_path / d) for d in ("loose", "segment", "batch")]
     assert len(swapped[0]) == len(swapped[1]) == len(swapped[2]) == FRAMES
     for a, b, c in zip(*swapped, strict=True):

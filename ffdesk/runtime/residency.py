@@ -826,12 +826,12 @@ class ResidencyManager:
         """Block until queued prefetches are done (tests, benchmarks)."""
         pool = self._pool
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            with pool.cond:
-                busy = any(e.state == "loading" for e in pool.entries.values())
-            if pool.prefetch_q.empty() and not busy:
-                break
-            time.sleep(0.01)
+        with pool.cond:
+            pool.cond.wait_for(
+                lambda: pool.prefetches_pending == 0
+                and not any(e.state == "loading" for e in pool.entries.values()),
+                max(0.0, end - time.monotonic()),
+            )
         pool.deliver()
 
     # ---- out-of-memory recovery ----------------------------------------------------------

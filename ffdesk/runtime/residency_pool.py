@@ -226,6 +226,9 @@ class Pool:
         self.closed = False
         self.prefetch_q: queue.Queue[str | None] = queue.Queue()
         self.prefetch_thread: threading.Thread | None = None
+        self.prefetches_pending = 0
+        """Prefetches queued and not yet done (taken off the queue is not done: the thread still
+        reads the footprints and reserves before the entry says "loading"); lock held."""
 
     # ---- bookkeeping (lock held) ----------------------------------------------------------
 
@@ -579,6 +582,7 @@ class Pool:
                 target=self._prefetch_loop, name="ffdesk-prefetch", daemon=True
             )
             self.prefetch_thread.start()
+        self.prefetches_pending += 1
         self.prefetch_q.put(slot)
 
     def _prefetch_loop(self) -> None:
@@ -586,20 +590,28 @@ class Pool:
             slot = self.prefetch_q.get()
             if slot is None:
                 return
-            self.footprints.load()  # any file read happens before the lock
-            with self.cond:
-                e = self.entries.get(slot)
-                member = self.members.get(e.owner) if e is not None else None
-                if e is None or member is None or member.closed or self.closed:
-                    continue
-                if e.state in ("device", "loading", "evicting"):
-                    continue
-                need = self._locked_estimate(e)
-                if not self._locked_fits(need):
-                    continue
-                ticket = self._locked_reserve(e, need)
-            with contextlib.suppress(Exception):
-                self.load(e, ticket, hold=False)
+            try:
+                self._prefetch(slot)
+            finally:
+                with self.cond:
+                    self.prefetches_pending -= 1
+                    self.cond.notify_all()
+
+    def _prefetch(self, slot: str) -> None:
+        self.footprints.load()  # any file read happens before the lock
+        with self.cond:
+            e = self.entries.get(slot)
+            member = self.members.get(e.owner) if e is not None else None
+            if e is None or member is None or member.closed or self.closed:
+                return
+            if e.state in ("device", "loading", "evicting"):
+                return
+            need = self._locked_estimate(e)
+            if not self._locked_fits(need):
+                return
+            ticket = self._locked_reserve(e, need)
+        with contextlib.suppress(Exception):
+            self.load(e, ticket, hold=False)
 
     def stop_prefetch(self) -> None:
         with self.cond:

@@ -252,6 +252,34 @@ def test_prefetch_loads_in_background_and_stops(run_env: RuntimeEnv, batch_stand
     assert mgr.state("gfpgan_1.4") == "out"
 
 
+def test_waiting_for_prefetches_counts_one_taken_off_the_queue_and_not_yet_loading(
+    run_env: RuntimeEnv, batch_standins_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the prefetch thread reads the footprints after taking the key off the queue and before the
+    # entry says "loading": a wait that looked only at the queue and the states returned there
+    mgr = _manager(batch_standins_dir, None, env=run_env)
+    pool = mgr._pool
+    taken, go_on = threading.Event(), threading.Event()
+    real_load = pool.footprints.load
+
+    def slow_load() -> None:
+        if threading.current_thread().name == "ffdesk-prefetch":
+            taken.set()
+            go_on.wait(10)
+        real_load()
+
+    monkeypatch.setattr(pool.footprints, "load", slow_load)
+    try:
+        mgr.prefetch("gfpgan_1.4")
+        assert taken.wait(10) and pool.prefetch_q.empty() and mgr.state("gfpgan_1.4") == "out"
+        threading.Timer(0.3, go_on.set).start()
+        mgr.wait_prefetched()
+        assert go_on.is_set() and mgr.state("gfpgan_1.4") == "device"
+    finally:
+        go_on.set()
+        mgr.close()
+
+
 def test_prefetch_waits_for_budget(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
     with _manager(batch_standins_dir, None, env=run_env) as probe:
         with probe.acquire("gfpgan_1.4"):

@@ -112,6 +112,18 @@ class Drift:
         }
 
 
+class FirstFrame:
+    """Says once, as the first frame comes out, that the session runs (its models started)."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def __call__(self, frame: Any) -> None:
+        if not self.said:
+            self.said = True
+            print("first frame out: the session runs", flush=True)
+
+
 def measure(
     height: int,
     seconds: float,
@@ -121,12 +133,14 @@ def measure(
     env: Any,
     pack: bool = False,
     provider: Provider = "auto",
+    stop: threading.Event | None = None,
 ) -> dict[str, Any]:
     from ffdesk.bench.preview import make_clip, source_photo
     from ffdesk.media.capture import FileCamera
     from ffdesk.media.stream import Recording, UdpStream
     from ffdesk.pipeline.live import FrameWriter, LiveSession, Output, live_job, live_stages, writing_to
 
+    stop = stop or threading.Event()
     clip = make_clip(height, CLIP_SECONDS, env)
     camera = FileCamera(clip, fps=CAMERA_FPS, loop=True)
     if pack:
@@ -138,47 +152,50 @@ def measure(
         )
     else:
         job = live_job([source_photo()])
-    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="ffdesk-bench-live-") as tmp:
+    with ExitStack() as outs, tempfile.TemporaryDirectory(prefix="ffdesk-bench-live-") as tmp:
         camera.open()
-        stack.callback(camera.close)
+        outs.callback(camera.close)
         stages = live_stages(job, fps=camera.fps, env=env)
         width, h = camera.size
         writers: list[FrameWriter] = []
         if stream:
             udp = UdpStream(f"udp://127.0.0.1:{_free_udp_port()}", width=width, height=h, fps=camera.fps)
-            stack.callback(udp.close)
+            outs.callback(udp.close)
             writers.append(udp)
         if record:
             rec = Recording(Path(tmp) / "live.mp4", width=width, height=h, fps=camera.fps)
-            stack.callback(rec.close)
+            outs.callback(rec.close)
             writers.append(rec)
         drift = Drift()
         outputs: list[Output] = [writing_to(*writers), drift] if writers else [drift]
-        session = LiveSession(camera, stages, outputs, seconds=seconds, settle_s=SETTLE_S)
-        stop = threading.Event()  # at a time limit (`timeout`: SIGTERM) the session ends early,
-        with ctrl_c_cancels(stop), termination_stops(stop):  # its figures still written
-            figures = session.run(stop)
-        stack.close()
+        session = LiveSession(camera, stages, [*outputs, FirstFrame()], seconds=seconds, settle_s=SETTLE_S)
+        figures = session.run(stop)
+        outs.close()
     return {**figures.to_json_dict(), "drift": drift.figures(SETTLE_S)}
 
 
 def run(args: argparse.Namespace) -> int:
     env = runtime_env(args)
     outs = [name for name, on in (("stream", args.stream), ("record", args.record)) if on]
-    print(
-        f"playing a {args.height}p clip with a face as a {CAMERA_FPS:g} frames/s camera for "
-        f"{args.seconds:g} s (outputs: {', '.join(outs) or 'none'}) ...",
-        flush=True,
-    )
-    figures = measure(
-        args.height,
-        args.seconds,
-        stream=args.stream,
-        record=args.record,
-        env=env,
-        pack=args.pack,
-        provider=args.provider,
-    )
+    # a SIGTERM (`timeout` at a limit) or Ctrl-C from here on, even while the clip and the models
+    # are made, ends the session at its next frame (or before its first): its figures still written
+    stop = threading.Event()
+    with ctrl_c_cancels(stop), termination_stops(stop):
+        print(
+            f"playing a {args.height}p clip with a face as a {CAMERA_FPS:g} frames/s camera for "
+            f"{args.seconds:g} s (outputs: {', '.join(outs) or 'none'}) ...",
+            flush=True,
+        )
+        figures = measure(
+            args.height,
+            args.seconds,
+            stream=args.stream,
+            record=args.record,
+            env=env,
+            pack=args.pack,
+            provider=args.provider,
+            stop=stop,
+        )
     if figures["error"]:
         print(f"ended early: {figures['error']}")
     p95 = figures["latency_ms_p95"]

@@ -277,6 +277,20 @@ class _Newest:
             return left
 
 
+def start_live_stages(stages: Sequence[Stage], on_event: Callable[[Any], None]) -> None:
+    """Ready a session's stages for their first frame: events bound, models prepared (before the
+    first frame, never inside it), the stages told the frames start, each started."""
+    for stage in stages:
+        if isinstance(stage, EmitsEvents):
+            stage.bind_events(on_event)
+    for stage in stages:
+        if isinstance(stage, Prepares):
+            stage.prepare(on_event)
+    frames_started(stages)
+    for stage in stages:
+        stage.start()
+
+
 class LiveSession:
     """A camera through `stages` to `outputs`, frame by frame, newest frame first.
 
@@ -388,15 +402,7 @@ class LiveSession:
         )
 
     def _start_stages(self) -> None:
-        for stage in self.stages:
-            if isinstance(stage, EmitsEvents):
-                stage.bind_events(self._on_event)
-        for stage in self.stages:
-            if isinstance(stage, Prepares):
-                stage.prepare(self._on_event)
-        frames_started(self.stages)
-        for stage in self.stages:
-            stage.start()
+        start_live_stages(self.stages, self._on_event)
 
     def _finish_stages(self) -> None:
         """Finish every stage, keeping what the model stages say of their models."""

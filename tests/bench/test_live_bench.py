@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +42,9 @@ def test_a_short_run_has_no_drift_figures() -> None:
     assert drift.figures(settle_s=1.0) == {}
 
 
-def test_a_bench_stopped_at_its_time_limit_still_writes_what_it_measured(tmp_path: Path) -> None:
-    """`timeout` ends a step of the GPU check with SIGTERM: the session stops at its next frame and
-    the bench prints and writes the figures of the frames it ran, exit 0, instead of dying with
-    nothing written."""
-    out = tmp_path / "live.json"
+def _bench_live(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path, queue.Queue[str]]:
+    """`ffdesk bench live` for up to 120 s in a process of its own; its lines as they come."""
+    out = tmp_path / f"{name}.json"
     env = {
         **os.environ,
         "FFDESK_BENCH_CACHE": str(tmp_path / "bench"),
@@ -58,16 +58,64 @@ def test_a_bench_stopped_at_its_time_limit_still_writes_what_it_measured(tmp_pat
         text=True,
         env=env,
     )
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, name=f"test-{name}-lines", daemon=True).start()
+    return proc, out, lines
+
+
+def _wait_for(lines: queue.Queue[str], text: str, printed: list[str]) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            printed.append(lines.get(timeout=0.5))
+        except queue.Empty:
+            continue
+        if text in printed[-1]:
+            return
+    raise AssertionError(f"no {text!r} in {printed}")
+
+
+def _stopped(proc: subprocess.Popen[str], lines: queue.Queue[str], printed: list[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    time.sleep(0.2)  # the reader's last lines
+    while not lines.empty():
+        printed.append(lines.get())
+    return "".join(printed)
+
+
+def test_a_bench_stopped_at_its_time_limit_still_writes_what_it_measured(tmp_path: Path) -> None:
+    """`timeout` ends a step of the GPU check with SIGTERM: the session stops at its next frame and
+    the bench prints and writes the figures of the frames it ran, exit 0, instead of dying with
+    nothing written. Stopped before its first frame (the clip and the models still being made), it
+    writes a session of no frames."""
+    proc, out, lines = _bench_live(tmp_path, "running")
+    printed: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not list((tmp_path / "bench").rglob("preview_*.mp4")):
-            time.sleep(0.2)  # the clip made: the session starts next
-        time.sleep(4.0)
-        proc.send_signal(signal.SIGTERM)
-        printed, _ = proc.communicate(timeout=60)
+        _wait_for(lines, "first frame out", printed)  # (the models' start took 1-3 s here)
+        time.sleep(2.0)
+        text = _stopped(proc, lines, printed)
     finally:
         proc.kill()
-    assert proc.returncode == 0, printed
-    assert "frames/s out" in printed and "Traceback" not in printed, printed
+    assert proc.returncode == 0, text
+    assert "frames/s out" in text and "Traceback" not in text, text
     figures = json.loads(out.read_text(encoding="utf-8"))["figures"]
-    assert figures["ended"] == "stopped" and figures["frames_out"] > 10, figures
+    assert figures["ended"] == "stopped" and figures["frames_out"] >= 1 and figures["seconds"] >= 1.5, figures
+
+    proc, out, lines = _bench_live(tmp_path, "early")
+    printed = []
+    try:
+        _wait_for(lines, "playing a 360p clip", printed)
+        text = _stopped(proc, lines, printed)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, text
+    assert "frames/s out" in text and "Traceback" not in text and "first frame out" not in text, text
+    figures = json.loads(out.read_text(encoding="utf-8"))["figures"]
+    assert figures["ended"] == "stopped" and figures["frames_out"] == 0, figures

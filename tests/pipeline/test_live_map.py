@@ -16,6 +16,7 @@ from ffdesk.pipeline.live import LiveFrame, LiveSession, live_job, live_stages
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
 from tests.faces.two_shot import two_shot
+from tests.live_frames import CEILING_S, Frames
 
 ASTRONAUT = resource_path("sample", "astronaut.jpg")
 HOPPER = resource_path("sample", "grace_hopper.jpg")
@@ -40,12 +41,9 @@ def _changed(frames: list[LiveFrame], plain: list[np.ndarray]) -> tuple[list[flo
 def _session(job: RenderJob, clip: Path, env: RuntimeEnv) -> list[LiveFrame]:
     camera = FileCamera(clip, loop=True)
     camera.open()
-    frames: list[LiveFrame] = []
-    figures = LiveSession(
-        camera, live_stages(job, fps=camera.fps, env=env), [frames.append], seconds=1.5
-    ).run()
-    assert figures.error is None and figures.frames_out > 5
-    return frames
+    frames = Frames(until=6)
+    frames.run(LiveSession(camera, live_stages(job, fps=camera.fps, env=env), [frames], seconds=CEILING_S))
+    return frames.frames
 
 
 def test_a_face_map_swaps_only_the_person_its_photo_shows(
@@ -62,7 +60,7 @@ def test_a_face_map_swaps_only_the_person_its_photo_shows(
     left, right = _changed(_session(both, camera_clip, run_env), plain)
     assert min(left) > 0.005 and min(right) > 0.005, (left, right)
     # from the command line; an index names a person of a clip's listing, which a camera has not
-    args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "0.5"]
+    args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "2"]
     assert main([*args, "--map", f"{ASTRONAUT}={HOPPER}"]) == 0
     assert "a face swapped in 0" not in capsys.readouterr().out
     assert main([*args, "--map", f"0={HOPPER}"]) == 2

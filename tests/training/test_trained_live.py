@@ -15,9 +15,10 @@ from ffdesk.cli import main
 from ffdesk.errors import UserError
 from ffdesk.media.capture import FileCamera
 from ffdesk.media.synth import synth_clip
-from ffdesk.pipeline.live import LiveFrame, LiveSession, live_job, live_stages
+from ffdesk.pipeline.live import LiveSession, live_job, live_stages
 from ffdesk.pipeline.stages.trained import TrainedSwapStage
 from ffdesk.runtime.env import RuntimeEnv
+from tests.live_frames import CEILING_S, Frames
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,10 @@ def test_a_trained_model_swaps_live_without_a_source_photo(
     camera.open()
     stages = live_stages(job, fps=camera.fps, env=run_env)
     assert isinstance(stages[-1], TrainedSwapStage) and stages[-1].max_batch == 1
-    frames: list[LiveFrame] = []
-    figures = LiveSession(camera, stages, [frames.append], seconds=1.5).run()
-    assert figures.error is None and figures.frames_out > 5
+    session = Frames(until=6)
+    figures = session.run(LiveSession(camera, stages, [session], seconds=CEILING_S))
     assert figures.frames_with_swap >= figures.frames_out // 2
+    frames = session.frames
     with av.open(str(camera_clip)) as clip:
         plain = [f.to_ndarray(format="rgb24") for f in clip.decode(video=0)]
     for f in frames:
@@ -50,7 +51,7 @@ def test_a_trained_model_swaps_live_without_a_source_photo(
             assert changed.mean() > 0.015, f.number  # the face redrawn (2.8-4% of the frame) ...
             assert not changed[:10, :].any(), f.number  # ... and nothing else (the bar code row)
     out = tmp_path / "rec.mp4"
-    args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "1"]
+    args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "2"]
     assert main([*args, "--swapper", str(trained), "--record", str(out)]) == 0 and out.is_file()
     assert "a face swapped in 0" not in capsys.readouterr().out
 

@@ -828,8 +828,10 @@ class ResidencyManager:
         end = time.monotonic() + timeout
         with pool.cond:
             pool.cond.wait_for(
-                lambda: pool.prefetches_pending == 0
-                and not any(e.state == "loading" for e in pool.entries.values()),
+                lambda: (
+                    pool.prefetches_pending == 0
+                    and not any(e.state == "loading" for e in pool.entries.values())
+                ),
                 max(0.0, end - time.monotonic()),
             )
         pool.deliver()

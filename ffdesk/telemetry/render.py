@@ -157,6 +157,9 @@ class RenderTelemetry:
                     f"cannot write telemetry log {self.log_path}: {exc.strerror or exc}"
                 ) from None
         self.sampler.add_callback(self._on_sample)
+        # the first sample on this thread, as the render starts: the counters' differences (energy)
+        # then cover the whole render however late the sampling thread first runs
+        self.sampler.take()
         self.sampler.start()
         return self
 

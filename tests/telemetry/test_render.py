@@ -20,6 +20,14 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _wait_samples(tel: RenderTelemetry, count: int) -> None:
+    """Until the sampler has taken `count` samples in all (a loaded machine runs its thread late)."""
+    deadline = time.monotonic() + 10
+    while tel.sampler.samples_taken < count:
+        assert time.monotonic() < deadline, tel.sampler.samples_taken
+        time.sleep(0.01)
+
+
 def test_jsonl_log_has_every_sample_and_is_flushed_while_running(tmp_path: Path) -> None:
     log = tmp_path / "logs" / "run.jsonl"
     probe = SystemProbe(nvml_module=FakeNvml())
@@ -50,10 +58,10 @@ def test_summary_with_gpu_energy_counter(tmp_path: Path) -> None:
     fake = FakeNvml(devices=devices, energy_step_mj=1_500)  # +1.5 J per read per GPU
     probe = SystemProbe(nvml_module=fake)
     with RenderTelemetry(interval_s=0.02, log_path=log, source=probe) as tel:
-        time.sleep(0.15)
+        _wait_samples(tel, 3)
         devices[0].power_mw = 350_000  # a peak
         devices[0].used = 5 * 2**30
-        time.sleep(0.1)
+        _wait_samples(tel, tel.sampler.samples_taken + 2)
     probe.close()
     s = tel.summary(
         frames_out=12, stage_ms={"swap": 812.5, "decode": 40.0}, model_bytes={"inswapper": 554_000}
@@ -89,7 +97,8 @@ def test_summary_without_gpu_uses_rss_and_rapl(tmp_path: Path) -> None:
     probe = SystemProbe(nvml_module=FakeNvml(init_error=NVMLError_LibraryNotFound("x")))
     probe.host = HostMonitor(powercap_root=tmp_path)
     with RenderTelemetry(interval_s=0.02, source=probe) as tel:
-        time.sleep(0.05)
+        # (the first sample is taken as the render starts, before its thread runs: the 6 J count
+        # however late the thread first samples)
         (pkg / "energy_uj").write_text("6000000\n")  # 6 J during the render
         time.sleep(0.05)
     s = tel.summary(frames_out=3)
@@ -109,7 +118,7 @@ def test_summary_on_this_machine_and_zero_frames() -> None:
     with RenderTelemetry(interval_s=0.05) as tel:
         time.sleep(0.06)
     s = tel.summary(frames_out=0)
-    assert s.samples >= 2 and (s.memory_peak_bytes or 0) > 0
+    assert s.samples >= 2  # (one as it starts, one as it ends) and (s.memory_peak_bytes or 0) > 0
     assert s.energy_per_frame_j is None
     assert s.gpu_available == (s.no_gpu_reason is None)
     assert s.stage_ms == () and s.model_bytes == ()
@@ -140,10 +149,10 @@ def test_log_full_disk_stops_the_log_not_the_render() -> None:
         pytest.skip("needs /dev/full")
     probe = SystemProbe(nvml_module=FakeNvml())
     with RenderTelemetry(interval_s=0.02, log_path=Path("/dev/full"), source=probe) as tel:
-        time.sleep(0.1)
+        _wait_samples(tel, 3)
     probe.close()
     s = tel.summary(frames_out=1)
-    assert s.samples >= 3
+    assert s.samples >= 4
     assert s.log_error and "No space left" in s.log_error
 
 

@@ -54,7 +54,8 @@ def test_a_clip_as_camera_is_swapped_into_the_preview(
     assert first.processed.shape == (240, 320, 3)
     assert first.original.shape == first.processed.shape
     qtbot.waitUntil(
-        lambda: not np.array_equal(window.session.preview.original, window.session.preview.processed)
+        lambda: not np.array_equal(window.session.preview.original, window.session.preview.processed),
+        timeout=30000,
     )
     qtbot.waitUntil(lambda: window.session.preview is not first, timeout=10000)
     qtbot.waitUntil(lambda: "frames/s" in live.figures.text(), timeout=10000)

@@ -147,10 +147,34 @@ def _slow_feed(runner_linger: float) -> list[int]:
     return stage.batches
 
 
+def _fed_one_at_a_time(count: int) -> tuple[list[int], float]:
+    """A stage with no linger fed a frame only once the one before has come out: its batches,
+    and the seconds all took."""
+    halt = Halt()
+    source, out = Pipe(halt, 64), Pipe(halt, 64)
+    stage = AddStage("a", max_batch=8)
+    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=0.0)
+    threads = runner.start()
+    t0 = time.monotonic()
+    for i in range(count):
+        source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
+        assert out.get().index == i
+    seconds = time.monotonic() - t0
+    source.put(END)
+    assert out.get() is END
+    halt.stop()
+    for t in threads:
+        t.join()
+    return stage.batches, seconds
+
+
 def test_a_stage_fed_slowly_still_gets_full_batches_within_the_linger() -> None:
     # The first batches grow from one frame, then every batch fills within the linger.
     assert _slow_feed(runner_linger=1.0) == [1, 2, 4, 4, 1]
-    assert max(_slow_feed(runner_linger=0.0)) < 4
+    # without a linger a stage takes what is there and never waits for more: one frame at a time
+    # here, each out at once (waiting for a batch would take a second a frame with the linger above)
+    batches, seconds = _fed_one_at_a_time(12)
+    assert batches == [1] * 12 and seconds < 6.0
 
 
 def test_the_first_frame_leaves_a_stage_without_waiting_for_a_batch() -> None:

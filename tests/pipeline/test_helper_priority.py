@@ -185,6 +185,7 @@ def test_stage_runner_threads_work_at_idle_priority_on_a_quiet_machine() -> None
         if i == 5:
             assert _wait_for(lambda: len(stage.policies) == 5)
             machine.others = 0.0
+            assert _wait_for(lambda: priority.mode == "idle")  # (two quiet periods)
         inbox.put(FramePacket(index=i, pts=i, image=image))
         time.sleep(0.005)
     inbox.put(END)

@@ -168,7 +168,9 @@ def test_without_flock_a_dead_pid_is_stale_and_a_live_one_refuses(
 
 def test_cli_a_second_render_of_the_same_output_exits_2_naming_the_first(tmp_path: Path) -> None:
     clip = tmp_path / "clip.mp4"
-    synth_clip(clip, width=160, height=90, fps=25, frames=120, audio_streams=1)
+    # (long enough that the rest of it takes seconds once its first segment is written: the test
+    # stops it there, and a loaded machine may look a while later)
+    synth_clip(clip, width=160, height=90, fps=25, frames=480, audio_streams=1)
     out = tmp_path / "out.mp4"
     cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
            "--segment-frames", "10", "-q"]  # fmt: skip
@@ -195,5 +197,5 @@ def test_cli_a_second_render_of_the_same_output_exits_2_naming_the_first(tmp_pat
             first.kill()
             first.wait()
     assert first.returncode == 0, err
-    assert decoded_indices(out) == list(range(120))
+    assert decoded_indices(out) == list(range(480))
     assert not lock_path_for(work_dir_for(out)).exists() and not work_dir_for(out).exists()

@@ -111,7 +111,7 @@ def test_unused_mask_heads_do_not_break_ddp(facesets: tuple[Path, Path], tmp_pat
 
 def test_a_killed_rank_is_restarted_from_the_checkpoint(facesets: tuple[Path, Path], tmp_path: Path) -> None:
     prefix = _loopback_prefix()
-    run, steps = tmp_path / "run", 10
+    run, steps = tmp_path / "run", 20  # (the pause lands before the end on a loaded machine too)
     cmd = [*prefix, *_train_cmd(facesets, run, steps, "--max-restarts", "1")]
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip

@@ -26,7 +26,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from ffdesk.faces.mesh import eye_angle, kps_from_mesh
-from ffdesk.faces.mesh_model import ONNX_FILE, MeshRuntime, open_mesh, ort_session
+from ffdesk.faces.mesh_model import ONNX_FILE, TFLITE_FILE, MeshRuntime, open_mesh, ort_session
 from ffdesk.faces.types import Face
 from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.tensors import nchw
@@ -110,6 +110,11 @@ class FaceAnalyser:
         self._near_path = folder / NEAR_DETECTOR_FILE
         if not self._near_path.is_file():
             raise FileNotFoundError(self._near_path)
+        mesh_file = TFLITE_FILE if self._mesh.runtime == "litert" else MESH_FILE
+        self.weights_bytes = sum(
+            (folder / name).stat().st_size for name in (DETECTOR_FILE, mesh_file, NEAR_DETECTOR_FILE)
+        )
+        """The sizes of the model files it runs (the least its models take in memory)."""
         self._near_session: ort.InferenceSession | None = None  # made when a face is first lost
         self._near_anchors = _blazeface_anchors()
         self._det_input = self._detector.get_inputs()[0].name

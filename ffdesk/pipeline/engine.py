@@ -164,8 +164,8 @@ def run_render(
             raise
         for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
-        _bind(stages, emit, info)
         try:
+            _bind(stages, emit, info)  # (a budget too small for the frames is refused here)
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
                     stage.prepare(emit)
@@ -1150,11 +1150,11 @@ def render_segment(
     else:
         stages = build_stages(job, info, env=env, share=share)
     out_w, out_h = _output_size(size or (info.video.display_width, info.video.display_height), stages)
-    _bind(stages, emit, info)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
     nvdec = _nvdec_for(job, env)
     try:
+        _bind(stages, emit, info)
         flow = _Flow(job, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)
         encoder_name = _run_flow(
             job, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver

@@ -11,6 +11,12 @@ classical swap's settings its tracker also gates how strongly each face is swapp
   its `finish()`. Sets `FramePacket.swapped_tracks`: the track IDs of the faces it swapped.
 
 Several photos of one source are averaged into one face (`SourceFace.average`).
+
+Under a memory budget on the CPU (`EmbeddedBudget`) the swap bounds the frames the render holds
+at once (`BoundsFrames`: each swap thread's batch, the next frame decoded and those the tracking
+holds back) and refuses, in one line before the first frame, a budget smaller than the embedded
+models (their memory as measured while they were made and first ran on the source photo) plus
+those frames.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
@@ -28,7 +36,24 @@ from ffdesk.pipeline.report import FaceCounts, PersonFaces, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.front import DETECT_EVERY as DETECT_EVERY
 from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser, source_face
+from ffdesk.runtime.memprobe import ProcessMemoryProbe
+from ffdesk.runtime.residency_policy import measured_footprint
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
+from ffdesk.units import format_bytes
+
+
+@dataclass(frozen=True)
+class EmbeddedBudget:
+    """A CPU memory budget an embedded-swap render runs under (`--memory-budget`, the process's
+    memory over a plain re-encode's)."""
+
+    budget_bytes: int
+    models_bytes: int
+    """What the embedded models took as they were made and first ran on the source photo (the
+    process's memory before and after, as a model's load is measured: sessions, arenas, the
+    runtime's own), never less than their files."""
+    ahead: int
+    """The frames the front end's tracking holds back."""
 
 
 class SwapStage:
@@ -40,10 +65,15 @@ class SwapStage:
     edits_regions = True  # records each swapped face's region
 
     def __init__(
-        self, swapper: ClassicalSwapper | Sequence[ClassicalSwapper], labels: Sequence[PersonFaces] = ()
+        self,
+        swapper: ClassicalSwapper | Sequence[ClassicalSwapper],
+        labels: Sequence[PersonFaces] = (),
+        budget: EmbeddedBudget | None = None,
     ) -> None:
         """`swapper`: one, or one per source slot (`SwapPlan.sources`); `labels`: the face map's
-        entries, in slot order, for the report (empty without a map)."""
+        entries, in slot order, for the report (empty without a map); `budget`: the CPU budget
+        the render holds its frames within (None: no bound)."""
+        self.budget = budget
         self.swappers = [swapper] if isinstance(swapper, ClassicalSwapper) else list(swapper)
         self.swapper = self.swappers[0]
         self.labels = tuple(labels)
@@ -52,6 +82,26 @@ class SwapStage:
         self._swapped = 0
         self._skipped: Counter[str] = Counter()
         self._by_slot: Counter[int] = Counter()
+
+    @property
+    def flow_frames(self) -> int | None:
+        """Under a budget: each swap thread's batch in its hands, the next frame decoded and those
+        the tracking holds back (`BoundsFrames`); else no bound."""
+        if self.budget is None:
+            return None
+        return self.workers * self.max_batch + 1 + self.budget.ahead
+
+    def count_frames_held(self, held_bytes: int) -> None:
+        """`UserError` when the embedded models and the frames the render holds (`held_bytes`)
+        do not fit the budget together."""
+        budget = self.budget
+        if budget is None or budget.models_bytes + held_bytes <= budget.budget_bytes:
+            return
+        raise UserError(
+            f"memory budget {format_bytes(budget.budget_bytes)} is smaller than the embedded models "
+            f"({format_bytes(budget.models_bytes)}) plus the frames a render of this clip holds at once "
+            f"({format_bytes(held_bytes)}); raise --memory-budget"
+        )
 
     def start(self) -> None:
         pass
@@ -103,12 +153,18 @@ def embedded_stages(
     analyser: FaceAnalyser | None = None,
     info: MediaInfo | None = None,
     front: FaceFrontEnd | None = None,
+    *,
+    cpu_budget: int | None = None,
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded. Several photos
     of one source (`--source a.jpg --source b.jpg`, or one person's `--map` photos) are averaged;
     with a face map each mapped person gets their own. `front`: the face front end the swap
-    follows (default: the job's, `FaceFrontEnd.for_job`; `analyser` is then its own)."""
+    follows (default: the job's, `FaceFrontEnd.for_job`; `analyser` is then its own).
+    `cpu_budget`: the render's memory budget where it is this process's memory (`EmbeddedBudget`:
+    the models' share is measured here, as they are made and first run)."""
+    probe = ProcessMemoryProbe("cpu")
+    before = probe.used() if cpu_budget is not None else ()
     groups = source_groups(job)
     check_sources(groups, "the embedded swap")
     analyser = front.analyser if front is not None else analyser or job_analyser(job)
@@ -116,7 +172,12 @@ def embedded_stages(
     swappers = [ClassicalSwapper(source_for(job, analyser, paths), settings) for paths in groups]
     front = front or FaceFrontEnd.for_job(job, analyser, info)
     labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
-    return [*front.stages(swap_settings=settings), SwapStage(swappers, labels)]
+    budget = None
+    if cpu_budget is not None:
+        # (at least the files' sizes: memory freed earlier in the process can hide the growth)
+        models = measured_footprint(before, probe.used(), analyser.weights_bytes)
+        budget = EmbeddedBudget(cpu_budget, models, front.lookahead)
+    return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
 
 
 def source_for(job: RenderJob, analyser: FaceAnalyser, paths: Sequence[Path]) -> SourceFace:

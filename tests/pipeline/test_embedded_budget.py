@@ -1,0 +1,83 @@
+"""The embedded swap under a memory budget on the CPU: it bounds the frames the render holds, and
+refuses a budget its models and those frames do not fit, in one line, before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.errors import UserError
+from ffdesk.faces.tracking import TrackerSettings
+from ffdesk.media.probe import probe
+from ffdesk.pipeline.engine import frames_in_flight, run_render
+from ffdesk.pipeline.job import RenderJob
+from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.stages.embedded import SwapStage
+from ffdesk.pipeline.stages.front import held_back
+from ffdesk.pipeline.stages.models import held_frame_bytes
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
+from tests.packets_alive import count_packets_alive
+from tests.real_clips import carphone
+
+SOURCE = resource_path("sample") / "grace_hopper.jpg"
+FLOW = 2 * 4 + 1 + held_back(TrackerSettings())
+"""The frames in flight under a budget: each of the two swap threads' batch of 4, the next frame
+decoded and those the tracking holds back."""
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    with av.open(str(path)) as container:
+        return [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+
+
+def test_under_a_budget_the_embedded_swap_holds_a_bounded_flow_and_the_same_frames(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clip = carphone()
+    free = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "free.mp4", end=1.0)
+    assert run_render(free, env=run_env).frames_out == 30
+    alive = count_packets_alive(monkeypatch)
+    held = (FLOW + 1) * held_frame_bytes(probe(clip))  # (+ the encoder's frame, out of the flow)
+    bound = replace(free, output=tmp_path / "bound.mp4", memory_budget=held + (256 << 20))
+    report = run_render(bound, env=run_env)
+    assert report.frames_out == 30 and report.faces is not None and report.faces.faces_swapped >= 25
+    assert 2 <= alive[1] <= FLOW + 1, alive  # never more packets alive than it counted
+    for a, b in zip(_frames(free.output), _frames(bound.output), strict=True):
+        assert np.array_equal(a, b)  # the same frames: the bound changes when, not what
+
+
+def test_the_bound_and_the_measured_models_are_the_swap_stages(run_env: RuntimeEnv, tmp_path: Path) -> None:
+    clip = carphone()
+    job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4", memory_budget=1 << 30)
+    stages = build_stages(job, probe(clip), env=run_env)
+    swap = stages[-1]
+    assert isinstance(swap, SwapStage) and swap.budget is not None
+    assert frames_in_flight(stages) == swap.flow_frames == FLOW
+    # at least the embedded model files (the detectors and the face mesh: about 4.6 MB)
+    assert swap.budget.models_bytes >= 4 << 20 and swap.budget.budget_bytes == 1 << 30
+    free = build_stages(replace(job, memory_budget=None), probe(clip), env=run_env)
+    assert isinstance(free[-1], SwapStage) and free[-1].budget is None and frames_in_flight(free) is None
+
+
+def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing(
+    tmp_path: Path, run_env: RuntimeEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = carphone()
+    frames = (FLOW + 1) * held_frame_bytes(probe(clip))
+    job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4", memory_budget=frames // 2)
+    with pytest.raises(UserError, match=r"smaller than the embedded models \(.*\) plus the frames") as refused:
+        run_render(job, env=run_env)
+    assert len(str(refused.value).splitlines()) == 1
+    assert not job.output.exists() and list(tmp_path.iterdir()) == []  # no output, no work folder
+    out = tmp_path / "cli.mp4"
+    args = ["render", "--source", str(SOURCE), "--target", str(clip), "--output", str(out)]
+    assert main([*args, "--memory-budget", "1MiB"]) == 2
+    err = capsys.readouterr().err
+    assert "raise --memory-budget" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()

@@ -71,7 +71,9 @@ def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing
     clip = carphone()
     frames = (FLOW + 1) * held_frame_bytes(probe(clip))
     job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4", memory_budget=frames // 2)
-    with pytest.raises(UserError, match=r"smaller than the embedded models \(.*\) plus the frames") as refused:
+    with pytest.raises(
+        UserError, match=r"smaller than the embedded models \(.*\) plus the frames"
+    ) as refused:
         run_render(job, env=run_env)
     assert len(str(refused.value).splitlines()) == 1
     assert not job.output.exists() and list(tmp_path.iterdir()) == []  # no output, no work folder

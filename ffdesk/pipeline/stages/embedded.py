@@ -99,7 +99,7 @@ class SwapStage:
             return
         raise UserError(
             f"memory budget {format_bytes(budget.budget_bytes)} is smaller than the embedded models "
-            f"({format_bytes(budget.models_bytes)}) plus the frames a render of this clip holds at once "
+            f"({format_bytes(budget.models_bytes)}) plus the frames the render holds at once "
             f"({format_bytes(held_bytes)}); raise --memory-budget"
         )
 

@@ -31,17 +31,20 @@ def count_packets_alive(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return alive
 
 
-def bytes_held_told(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def bytes_held_told(monkeypatch: pytest.MonkeyPatch, models: list[int] | None = None) -> list[int]:
     """The bytes every residency manager is told from here on that a render's frames hold
-    (`ResidencyManager.hold`), in order."""
+    (`ResidencyManager.hold`), in order; into `models`, what each call adds for models no
+    manager loads (the embedded swap's)."""
     from ffdesk.runtime.residency import ResidencyManager
 
     held: list[int] = []
     real_hold = ResidencyManager.hold
 
-    def hold(self: ResidencyManager, nbytes: int) -> None:
+    def hold(self: ResidencyManager, nbytes: int, *, models_bytes: int = 0) -> None:
         held.append(nbytes)
-        real_hold(self, nbytes)
+        if models is not None:
+            models.append(models_bytes)
+        real_hold(self, nbytes, models_bytes=models_bytes)
 
     monkeypatch.setattr(ResidencyManager, "hold", hold)
     return held

@@ -350,16 +350,18 @@ class ResidencyManager:
         with self._pool.cond:
             return self._pool._locked_held()
 
-    def hold(self, nbytes: int) -> None:
+    def hold(self, nbytes: int, *, models_bytes: int = 0) -> None:
         """Count `nbytes` the render holds outside its models (the frames segment order holds
-        back) against the budget beside them, from now on; idle models over what is then left
-        are evicted. Only where the budget is this process's own memory (the CPU): a GPU's
-        budget does not hold host memory."""
+        back) and `models_bytes` of models no manager loads (the embedded swap's) against the
+        budget beside them, from now on; idle models over what is then left are evicted. Only
+        where the budget is this process's own memory (the CPU): a GPU's budget does not hold
+        host memory."""
         pool = self._pool
         if pool.device != "cpu":
             return
         with pool.cond:
-            self._member.held_bytes = max(0, int(nbytes))
+            self._member.held_models_bytes = max(0, int(models_bytes))
+            self._member.held_bytes = max(0, int(nbytes)) + self._member.held_models_bytes
             claims = pool._locked_claim_room(0, exclude="")
             pool._locked_changed()
         pool.unload(claims)
@@ -484,11 +486,11 @@ class ResidencyManager:
         budget = self.budget_bytes
         reserved = self.expected_reservation()
         with self._pool.cond:
-            held = self._pool._locked_held()
+            held, models = self._pool._locked_held(), self._pool._locked_held_models()
         if budget is not None and largest is not None and largest_bytes + reserved + held > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(_too_small(budget, name, largest_bytes, reserved, held))
+            raise UserError(_too_small(budget, name, largest_bytes, reserved, held, models))
         fits = budget is None or total + reserved + held <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
@@ -656,7 +658,14 @@ class ResidencyManager:
             need = pool._locked_estimate(e)
             if pool.budget_bytes is not None and need + pool._locked_fixed() > pool.budget_bytes:
                 raise UserError(
-                    _too_small(pool.budget_bytes, e.name, need, pool.reserved_bytes, pool._locked_held())
+                    _too_small(
+                        pool.budget_bytes,
+                        e.name,
+                        need,
+                        pool.reserved_bytes,
+                        pool._locked_held(),
+                        pool._locked_held_models(),
+                    )
                 )
             claims = pool._locked_claim_room(need, exclude=e.slot)
             if claims:
@@ -973,10 +982,16 @@ def _hold_host_to(budget_bytes: int | None, device: str, probe: MemoryProbe) -> 
         give_back_large_blocks()
 
 
-def _too_small(budget: int, name: str, need: int, reserved: int = 0, held: int = 0) -> str:
+def _too_small(
+    budget: int, name: str, need: int, reserved: int = 0, held: int = 0, held_models: int = 0
+) -> str:
+    """The one line refusing a budget: `held` is what the render holds beside the models (its
+    frames, and the `held_models` of it that are models no manager loads)."""
     beside = f"the device's own {format_size(reserved)} (the CUDA context) plus " if reserved else ""
-    if held:
-        beside += f"the frames the render holds back ({format_size(held)}) plus "
+    if held - held_models:
+        beside += f"the frames the render holds back ({format_size(held - held_models)}) plus "
+    if held_models:
+        beside += f"the embedded models ({format_size(held_models)}) plus "
     return (
         f"memory budget {format_size(budget)} is smaller than {beside}{name} "
         f"({format_size(need)}); raise --memory-budget or pick a smaller model"

@@ -99,6 +99,8 @@ class Member:
     held_bytes: int = 0
     """Host memory its render holds outside the models, counted against a CPU budget beside
     them (the frames segment order holds back: `ResidencyManager.hold`); gone when it closes."""
+    held_models_bytes: int = 0
+    """The part of `held_bytes` that is models outside any manager (the embedded swap's)."""
     frames_started: bool = False
     """Its render has started on its frames: a shape a model of it meets from now on is late."""
 
@@ -247,6 +249,10 @@ class Pool:
     def _locked_held(self) -> int:
         """What the members' renders hold outside the models (`Member.held_bytes`)."""
         return sum(m.held_bytes for m in self.members.values())
+
+    def _locked_held_models(self) -> int:
+        """The part of `_locked_held` that is models outside any manager."""
+        return sum(m.held_models_bytes for m in self.members.values())
 
     def _locked_fixed(self) -> int:
         """What the budget holds besides the models: the reservation and what renders hold."""

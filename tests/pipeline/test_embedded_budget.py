@@ -22,7 +22,7 @@ from ffdesk.pipeline.stages.front import held_back
 from ffdesk.pipeline.stages.models import held_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
-from tests.packets_alive import count_packets_alive
+from tests.packets_alive import bytes_held_told, count_packets_alive
 from tests.real_clips import carphone
 
 SOURCE = resource_path("sample") / "grace_hopper.jpg"
@@ -83,3 +83,31 @@ def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing
     err = capsys.readouterr().err
     assert "raise --memory-budget" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The age modifier's own CPU budget holds the frames and, beside them, the embedded swap's
+    models, which no manager loads; a budget refused there names both."""
+    from ffdesk.runtime.residency import _too_small
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(tmp_path / "pack", ["fran"], dynamic_batch=True)
+    clip = carphone()
+    models: list[int] = []
+    held = bytes_held_told(monkeypatch, models)
+    job = RenderJob(
+        sources=(SOURCE,), target=clip, output=tmp_path / "aged.mp4", models_dir=tmp_path / "pack",
+        age_modifier="fran", end=1.0, memory_budget=1 << 30,
+    )  # fmt: skip
+    stages = build_stages(job, probe(clip), env=run_env)
+    swap = next(s for s in stages if isinstance(s, SwapStage))
+    assert swap.budget is not None
+    frames = (frames_in_flight(stages) or 0) + 1
+    for stage in stages:
+        stage.finish()
+    assert run_render(job, env=run_env).frames_out == 30
+    assert held == [frames * held_frame_bytes(probe(clip))] and models[0] >= 4 << 20
+    line = _too_small(100 << 20, "fran", 90 << 20, held=60 << 20, held_models=55 << 20)
+    assert "the frames the render holds back (5.0 MiB) plus the embedded models (55.0 MiB) plus fran" in line

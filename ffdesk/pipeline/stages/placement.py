@@ -91,6 +91,9 @@ class ProcessorModels:
     """Whether the manager is the processor's own (closed with it) or the model stages'."""
     ahead: int = 0
     """The frames the stages before the processor hold back (a face front end's tracking)."""
+    models_before: int = 0
+    """The memory of models the stages before it run outside any manager (the embedded swap's,
+    as measured under a CPU budget), counted with the frames on its own CPU budget."""
     keys: list[str] = field(default_factory=list)
     """The models registered through it that run on every frame, in order (`prepare` loads them)."""
 
@@ -116,7 +119,7 @@ class ProcessorModels:
     def count_frames_held(self, held_bytes: int) -> None:
         """On its own CPU budget, the frames the render holds count against it from now on."""
         if self.on_own_cpu_budget:
-            self.manager.hold(held_bytes)
+            self.manager.hold(held_bytes, models_bytes=self.models_before)
 
     def register(self, choice: ModelChoice, *, every_frame: bool = True) -> str:
         """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key.
@@ -301,6 +304,7 @@ def processor_models(
     one, else an earlier processor's (one budget for every model of the render), else one of its
     own."""
     from ffdesk.pipeline.providers import job_device, session_options
+    from ffdesk.pipeline.stages.embedded import EmbeddedBudget
     from ffdesk.runtime.residency import ResidencyManager
 
     ctx = model_render(stages)
@@ -313,7 +317,11 @@ def processor_models(
     device = job_device(job.provider, env)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
     options = session_options(job.provider, device, env, "fp32")
-    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
+    # (the embedded swap before it, under a CPU budget, measured its models: they share it too)
+    before = sum(
+        b.models_bytes for s in stages if isinstance(b := getattr(s, "budget", None), EmbeddedBudget)
+    )
+    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages), models_before=before)
 
 
 def frames_started(stages: Sequence[Stage]) -> None:

@@ -111,10 +111,10 @@ class FaceAnalyser:
         if not self._near_path.is_file():
             raise FileNotFoundError(self._near_path)
         mesh_file = TFLITE_FILE if self._mesh.runtime == "litert" else MESH_FILE
-        self.weights_bytes = sum(
-            (folder / name).stat().st_size for name in (DETECTOR_FILE, mesh_file, NEAR_DETECTOR_FILE)
-        )
-        """The sizes of the model files it runs (the least its models take in memory)."""
+        self.model_files = tuple(folder / name for name in (DETECTOR_FILE, mesh_file, NEAR_DETECTOR_FILE))
+        """The model files it runs."""
+        self.weights_bytes = sum(path.stat().st_size for path in self.model_files)
+        """Their sizes (the least its models take in memory)."""
         self._near_session: ort.InferenceSession | None = None  # made when a face is first lost
         self._near_anchors = _blazeface_anchors()
         self._det_input = self._detector.get_inputs()[0].name

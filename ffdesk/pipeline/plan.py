@@ -220,7 +220,11 @@ def _face_stages(
         raise UserError("--swap-scale needs a swapper model (--swapper); the embedded swap has one size")
     from ffdesk.pipeline.providers import job_device
     from ffdesk.pipeline.stages.embedded import embedded_stages
+    from ffdesk.runtime.footprints import FootprintStore
 
     # the embedded models run on the CPU: a budget bounds them where it is this process's memory
-    on_cpu = job.memory_budget is not None and job_device(job.provider, env) == "cpu"
-    return list(embedded_stages(job, info=info, cpu_budget=job.memory_budget if on_cpu else None))
+    if job.memory_budget is None or job_device(job.provider, env) != "cpu":
+        return list(embedded_stages(job, info=info))
+    return list(
+        embedded_stages(job, info=info, cpu_budget=job.memory_budget, footprints=FootprintStore(env=env))
+    )

@@ -3,6 +3,7 @@ refuses a budget its models and those frames do not fit, in one line, before any
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -111,3 +112,39 @@ def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(
     assert held == [frames * held_frame_bytes(probe(clip))] and models[0] >= 4 << 20
     line = _too_small(100 << 20, "fran", 90 << 20, held=60 << 20, held_models=55 << 20)
     assert "the frames the render holds back (5.0 MiB) plus the embedded models (55.0 MiB) plus fran" in line
+
+
+def test_the_embedded_models_are_counted_as_remembered_where_a_measurement_hides_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory freed earlier in the process (the app, a farm worker: many renders) can hide the
+    models' growth, and the measurement falls to their files' size: the largest of the last
+    measurements, remembered per set of model files, is counted then."""
+    from ffdesk.pipeline.stages import embedded
+    from ffdesk.runtime.footprints import FootprintStore
+
+    clip = carphone()
+    job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4")
+    store = FootprintStore(tmp_path / "footprints.json")
+    grown: list[int] = []
+
+    def counted(growth: int) -> int:
+        def measured(before: object, after: object, floor: int) -> int:
+            grown.append(floor + growth)
+            return floor + growth
+
+        monkeypatch.setattr(embedded, "measured_footprint", measured)
+        stages = embedded.embedded_stages(job, info=probe(clip), cpu_budget=1 << 30, footprints=store)
+        for stage in stages:
+            stage.finish()
+        swap = stages[-1]
+        assert isinstance(swap, SwapStage) and swap.budget is not None
+        return swap.budget.models_bytes
+
+    assert counted(40 << 20) == grown[0]  # measured: the files and 40 MiB
+    assert counted(0) == grown[0]  # hidden: the remembered figure
+    records = json.loads((tmp_path / "footprints.json").read_text(encoding="utf-8"))
+    assert [r["bytes"] for r in records.values()] == [grown[0]]  # one record, for the files together
+    for _ in range(3):
+        last = counted(0)
+    assert last == grown[-1] < grown[0]  # three hidden ones later, the old figure has gone

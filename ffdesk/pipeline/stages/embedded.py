@@ -36,6 +36,8 @@ from ffdesk.pipeline.report import FaceCounts, PersonFaces, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.front import DETECT_EVERY as DETECT_EVERY
 from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser, source_face
+from ffdesk.runtime.footprints import FootprintStore
+from ffdesk.runtime.integrity import file_fingerprint
 from ffdesk.runtime.memprobe import ProcessMemoryProbe
 from ffdesk.runtime.residency_policy import measured_footprint
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
@@ -155,6 +157,7 @@ def embedded_stages(
     front: FaceFrontEnd | None = None,
     *,
     cpu_budget: int | None = None,
+    footprints: FootprintStore | None = None,
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded. Several photos
@@ -162,7 +165,8 @@ def embedded_stages(
     with a face map each mapped person gets their own. `front`: the face front end the swap
     follows (default: the job's, `FaceFrontEnd.for_job`; `analyser` is then its own).
     `cpu_budget`: the render's memory budget where it is this process's memory (`EmbeddedBudget`:
-    the models' share is measured here, as they are made and first run)."""
+    the models' share is measured here, as they are made and first run, and with `footprints`
+    counted as the largest of their last measurements there)."""
     probe = ProcessMemoryProbe("cpu")
     before = probe.used() if cpu_budget is not None else ()
     groups = source_groups(job)
@@ -174,10 +178,21 @@ def embedded_stages(
     labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
     budget = None
     if cpu_budget is not None:
-        # (at least the files' sizes: memory freed earlier in the process can hide the growth)
+        # (at least the files' sizes: memory freed earlier in the process can hide the growth,
+        # which the measurements remembered from earlier renders then make up for)
         models = measured_footprint(before, probe.used(), analyser.weights_bytes)
+        if footprints is not None:
+            key = embedded_footprint_key(analyser)
+            footprints.put(key, models, 0.0)
+            models = max(models, footprints.get(key) or 0)
         budget = EmbeddedBudget(cpu_budget, models, front.lookahead)
     return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
+
+
+def embedded_footprint_key(analyser: FaceAnalyser) -> str:
+    """The footprint store's record of the embedded models `analyser` runs, together."""
+    files = "+".join(file_fingerprint(path) for path in analyser.model_files)
+    return FootprintStore.key(f"embedded:{files}", "fp32", "CPUExecutionProvider")
 
 
 def source_for(job: RenderJob, analyser: FaceAnalyser, paths: Sequence[Path]) -> SourceFace:

@@ -225,6 +225,8 @@ def _face_stages(
     # the embedded models run on the CPU: a budget bounds them where it is this process's memory
     if job.memory_budget is None or job_device(job.provider, env) != "cpu":
         return list(embedded_stages(job, info=info))
+    footprints = FootprintStore(env=env)
+    budget = job.memory_budget
     return list(
-        embedded_stages(job, info=info, cpu_budget=job.memory_budget, footprints=FootprintStore(env=env))
+        embedded_stages(job, info=info, cpu_budget=budget, footprints=footprints, env=env, share=share)
     )

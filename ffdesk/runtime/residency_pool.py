@@ -62,6 +62,8 @@ class ResidentModel:
 FRAMES_HELD = "frames held"
 """How the frames a render holds beside its models under a CPU budget are labelled in what
 residency changes report (`ResidencySnapshot.entries`)."""
+MODELS_HELD = "embedded models"
+"""How the models a render runs outside any manager (the embedded swap's) are labelled there."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,9 @@ class ResidencySnapshot:
     models: tuple[ResidentModel, ...]
     budget_bytes: int | None
     held: tuple[tuple[str, int], ...] = ()
+    held_models: tuple[tuple[str, int], ...] = ()
+    """(holder, bytes) of the part of `held` that is models no manager loads (the embedded
+    swap's)."""
 
     @property
     def total_bytes(self) -> int:
@@ -81,9 +86,18 @@ class ResidencySnapshot:
     @property
     def entries(self) -> tuple[tuple[str, int], ...]:
         """(label, bytes) of everything counted against the budget: each model, then each render's
-        frames held ("frames held", or "frames held (render clip.mp4)" for another holder's)."""
-        frames = tuple((f"{FRAMES_HELD} ({h})" if h else FRAMES_HELD, n) for h, n in self.held)
-        return tuple((m.label, m.nbytes) for m in self.models) + frames
+        frames held ("frames held", or "frames held (render clip.mp4)" for another holder's), then
+        the models it runs outside any manager ("embedded models (render clip.mp4)")."""
+        models = dict(self.held_models)
+
+        def named(label: str, holder: str) -> str:
+            return f"{label} ({holder})" if holder else label
+
+        frames = tuple(
+            (named(FRAMES_HELD, h), n - models.get(h, 0)) for h, n in self.held if n > models.get(h, 0)
+        )
+        outside = tuple((named(MODELS_HELD, h), n) for h, n in self.held_models if n > 0)
+        return tuple((m.label, m.nbytes) for m in self.models) + frames + outside
 
 
 @dataclass
@@ -560,12 +574,18 @@ class Pool:
             ResidentModel(e.key, "" if e.owner == self.owner else e.holder, e.nbytes, e.refs > 0)
             for e in self._locked_resident()
         )
+        members = sorted(self.members.items())
         held = tuple(
             ("" if number == self.owner else m.holder, m.held_bytes)
-            for number, m in sorted(self.members.items())
+            for number, m in members
             if m.held_bytes > 0
         )
-        return ResidencySnapshot(models, self.budget_bytes, held)
+        held_models = tuple(
+            ("" if number == self.owner else m.holder, m.held_models_bytes)
+            for number, m in members
+            if m.held_models_bytes > 0
+        )
+        return ResidencySnapshot(models, self.budget_bytes, held, held_models)
 
     def deliver(self) -> None:
         """Call the `on_change` of every manager with one due, on this thread, outside the lock.

@@ -148,3 +148,40 @@ def test_the_embedded_models_are_counted_as_remembered_where_a_measurement_hides
     for _ in range(3):
         last = counted(0)
     assert last == grown[-1] < grown[0]  # three hidden ones later, the old figure has gone
+
+
+def test_in_a_shared_pool_the_embedded_render_shows_its_frames_and_models_until_it_ends(
+    tmp_path: Path, run_env: RuntimeEnv
+) -> None:
+    """The app's pool (its budget, shared with its preview) is told what an embedded render holds:
+    its frames and, apart, its models, each labelled with the render, gone when it ends."""
+    from ffdesk.runtime.residency import ResidencyManager
+
+    seen: list[tuple[tuple[str, int], ...]] = []
+    app = ResidencyManager(
+        1 << 30, "cpu", on_change=lambda entries, budget: seen.append(tuple(entries)), env=run_env
+    )
+    clip = carphone()
+    job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4", end=0.5, memory_budget=1 << 30)
+    try:
+        assert run_render(job, env=run_env, share=app.share(f"render {clip.name}")).frames_out == 15
+    finally:
+        app.close()
+    labels = {label: n for entries in seen for label, n in entries}
+    frames = (FLOW + 1) * held_frame_bytes(probe(clip))
+    assert labels[f"frames held (render {clip.name})"] == frames
+    assert labels[f"embedded models (render {clip.name})"] >= 4 << 20
+    assert seen[-1] == ()  # let go when the render ended
+
+
+def test_a_snapshot_labels_the_frames_and_the_models_held_apart() -> None:
+    from ffdesk.runtime.residency_pool import ResidencySnapshot
+
+    snap = ResidencySnapshot(
+        (), 100, held=(("", 30), ("render a.mp4", 50)), held_models=(("render a.mp4", 20),)
+    )
+    assert snap.entries == (
+        ("frames held", 30),
+        ("frames held (render a.mp4)", 30),
+        ("embedded models (render a.mp4)", 20),
+    )

@@ -24,8 +24,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
@@ -43,6 +44,10 @@ from ffdesk.runtime.residency_policy import measured_footprint
 from ffdesk.swap.classical import ClassicalSwapper, SourceFace, SwapSettings
 from ffdesk.units import format_bytes
 
+if TYPE_CHECKING:
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.residency import ResidencyManager, Share
+
 
 @dataclass(frozen=True)
 class EmbeddedBudget:
@@ -56,6 +61,10 @@ class EmbeddedBudget:
     runtime's own), never less than their files."""
     ahead: int
     """The frames the front end's tracking holds back."""
+    manager: ResidencyManager | None = field(default=None, compare=False)
+    """The render's member of its residency pool (the app's, shared with its preview), told
+    what the render holds (`ResidencyManager.hold`): a processor after the swap runs its models
+    on it, under the same budget."""
 
 
 class SwapStage:
@@ -97,7 +106,11 @@ class SwapStage:
         """`UserError` when the embedded models and the frames the render holds (`held_bytes`)
         do not fit the budget together."""
         budget = self.budget
-        if budget is None or budget.models_bytes + held_bytes <= budget.budget_bytes:
+        if budget is None:
+            return
+        if budget.models_bytes + held_bytes <= budget.budget_bytes:
+            if budget.manager is not None:  # counted in the pool, beside its other holders' models
+                budget.manager.hold(held_bytes, models_bytes=budget.models_bytes)
             return
         raise UserError(
             f"memory budget {format_bytes(budget.budget_bytes)} is smaller than the embedded models "
@@ -142,6 +155,8 @@ class SwapStage:
         return list(batch)
 
     def finish(self) -> StageFigures:
+        if self.budget is not None and self.budget.manager is not None:
+            self.budget.manager.close()  # (what it held, and a processor's models run on it)
         with self._lock:
             people = tuple(
                 PersonFaces(p.person, p.sources, self._by_slot[i]) for i, p in enumerate(self.labels)
@@ -158,6 +173,8 @@ def embedded_stages(
     *,
     cpu_budget: int | None = None,
     footprints: FootprintStore | None = None,
+    env: RuntimeEnv | None = None,
+    share: Share | None = None,
 ) -> list[Stage]:
     """Stages for the embedded swap of `job`. Loads and checks the source photo(s) here, on the
     calling thread, so a photo without a face fails before any frame is decoded. Several photos
@@ -166,7 +183,8 @@ def embedded_stages(
     follows (default: the job's, `FaceFrontEnd.for_job`; `analyser` is then its own).
     `cpu_budget`: the render's memory budget where it is this process's memory (`EmbeddedBudget`:
     the models' share is measured here, as they are made and first run, and with `footprints`
-    counted as the largest of their last measurements there)."""
+    counted as the largest of their last measurements there). With `env`, the render joins a
+    residency pool under the budget (`share`'s, else its own) and tells it what it holds."""
     probe = ProcessMemoryProbe("cpu")
     before = probe.used() if cpu_budget is not None else ()
     groups = source_groups(job)
@@ -185,7 +203,13 @@ def embedded_stages(
             key = embedded_footprint_key(analyser)
             footprints.put(key, models, 0.0)
             models = max(models, footprints.get(key) or 0)
-        budget = EmbeddedBudget(cpu_budget, models, front.lookahead)
+        manager = None
+        if env is not None:
+            from ffdesk.runtime.residency import ResidencyManager
+
+            manager = ResidencyManager(budget_bytes=cpu_budget, device="cpu", env=env, share=share)
+            cpu_budget = manager.budget_bytes or cpu_budget  # (a shared pool's own budget)
+        budget = EmbeddedBudget(cpu_budget, models, front.lookahead, manager)
     return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
 
 

@@ -91,9 +91,6 @@ class ProcessorModels:
     """Whether the manager is the processor's own (closed with it) or the model stages'."""
     ahead: int = 0
     """The frames the stages before the processor hold back (a face front end's tracking)."""
-    models_before: int = 0
-    """The memory of models the stages before it run outside any manager (the embedded swap's,
-    as measured under a CPU budget), counted with the frames on its own CPU budget."""
     keys: list[str] = field(default_factory=list)
     """The models registered through it that run on every frame, in order (`prepare` loads them)."""
 
@@ -119,7 +116,7 @@ class ProcessorModels:
     def count_frames_held(self, held_bytes: int) -> None:
         """On its own CPU budget, the frames the render holds count against it from now on."""
         if self.on_own_cpu_budget:
-            self.manager.hold(held_bytes, models_bytes=self.models_before)
+            self.manager.hold(held_bytes)
 
     def register(self, choice: ModelChoice, *, every_frame: bool = True) -> str:
         """Register `choice`'s file once (FP32, as FaceFusion runs these processors); its key.
@@ -301,8 +298,8 @@ def processor_models(
     job: RenderJob, stages: Sequence[Stage], *, env: RuntimeEnv, share: Share | None
 ) -> ProcessorModels:
     """The models of a processor placed after `stages`: the model stages' manager when there is
-    one, else an earlier processor's (one budget for every model of the render), else one of its
-    own."""
+    one, else an earlier processor's or the embedded swap's under a CPU budget (one budget for
+    every model of the render), else one of its own."""
     from ffdesk.pipeline.providers import job_device, session_options
     from ffdesk.pipeline.stages.embedded import EmbeddedBudget
     from ffdesk.runtime.residency import ResidencyManager
@@ -310,18 +307,18 @@ def processor_models(
     ctx = model_render(stages)
     if ctx is not None:
         return ProcessorModels(ctx.manager, ctx.options, owns=False)
+    device = job_device(job.provider, env)
+    options = session_options(job.provider, device, env, "fp32")
     for stage in stages:
         earlier = getattr(stage, "models", None)
         if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
             return ProcessorModels(earlier.manager, earlier.options, owns=False)
-    device = job_device(job.provider, env)
+        # the embedded swap's under a CPU budget: it counts the frames and its own models there
+        budget = getattr(stage, "budget", None)
+        if isinstance(budget, EmbeddedBudget) and budget.manager is not None:
+            return ProcessorModels(budget.manager, options, owns=False)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
-    options = session_options(job.provider, device, env, "fp32")
-    # (the embedded swap before it, under a CPU budget, measured its models: they share it too)
-    before = sum(
-        b.models_bytes for s in stages if isinstance(b := getattr(s, "budget", None), EmbeddedBudget)
-    )
-    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages), models_before=before)
+    return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
 
 
 def frames_started(stages: Sequence[Stage]) -> None:

@@ -227,6 +227,14 @@ class Share:
     def pool(self) -> Pool:
         return self.manager._pool
 
+    @property
+    def frames_held(self) -> bool:
+        """Whether a render of the pool holds frames now (`ResidencyManager.hold`): what the
+        process is measured to grow by meanwhile counts them too."""
+        pool = self.pool
+        with pool.cond:
+            return pool._locked_held() > 0
+
 
 class ResidencyManager:
     """Owns every loaded model of its pool's budget; see the module docstring."""

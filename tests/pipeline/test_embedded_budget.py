@@ -185,3 +185,47 @@ def test_a_snapshot_labels_the_frames_and_the_models_held_apart() -> None:
         ("frames held (render a.mp4)", 30),
         ("embedded models (render a.mp4)", 20),
     )
+
+
+def test_while_a_render_of_the_pool_holds_frames_the_growth_is_not_remembered(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the app a preview is rebuilt, or a second render starts, while a render runs: the
+    process's growth then counts that render's frames too. It is not remembered, and the
+    remembered figure is counted."""
+    from ffdesk.pipeline.stages import embedded
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.residency import ResidencyManager
+
+    clip = carphone()
+    job = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "o.mp4")
+    store = FootprintStore(tmp_path / "footprints.json")
+    app = ResidencyManager(1 << 30, "cpu", env=run_env)
+    running = ResidencyManager(share=app.share("render other.mp4"))
+
+    def counted(growth: int) -> int:
+        monkeypatch.setattr(embedded, "measured_footprint", lambda before, after, floor: floor + growth)
+        stages = embedded.embedded_stages(
+            job,
+            info=probe(clip),
+            cpu_budget=1 << 30,
+            footprints=store,
+            env=run_env,
+            share=app.share("preview"),
+        )
+        for stage in stages:
+            stage.finish()
+        swap = stages[-1]
+        assert isinstance(swap, SwapStage) and swap.budget is not None
+        return swap.budget.models_bytes
+
+    try:
+        quiet = counted(40 << 20)
+        running.hold(100 << 20)  # another render's frames, in the same pool
+        assert app.share("x").frames_held
+        assert counted(500 << 20) == quiet  # its growth with the frames: not counted, nor kept
+        running.hold(0)
+        assert counted(0) == quiet  # the remembered figure, not the inflated one
+    finally:
+        running.close()
+        app.close()

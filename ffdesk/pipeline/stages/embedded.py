@@ -197,12 +197,16 @@ def embedded_stages(
     budget = None
     if cpu_budget is not None:
         # (at least the files' sizes: memory freed earlier in the process can hide the growth,
-        # which the measurements remembered from earlier renders then make up for)
+        # which the measurements remembered from earlier renders then make up for; while a
+        # render of the pool holds frames the growth counts them too, and is not remembered)
         models = measured_footprint(before, probe.used(), analyser.weights_bytes)
         if footprints is not None:
             key = embedded_footprint_key(analyser)
-            footprints.put(key, models, 0.0)
-            models = max(models, footprints.get(key) or 0)
+            busy = share is not None and share.frames_held
+            if not busy:
+                footprints.put(key, models, 0.0)
+            remembered = footprints.get(key)
+            models = remembered if busy and remembered is not None else max(models, remembered or 0)
         manager = None
         if env is not None:
             from ffdesk.runtime.residency import ResidencyManager

@@ -15,6 +15,7 @@ from ffdesk.cli import main
 from ffdesk.errors import UserError
 from ffdesk.faces.tracking import TrackerSettings
 from ffdesk.media.probe import probe
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import frames_in_flight, run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.plan import build_stages
@@ -46,7 +47,12 @@ def test_under_a_budget_the_embedded_swap_holds_a_bounded_flow_and_the_same_fram
     alive = count_packets_alive(monkeypatch)
     held = (FLOW + 1) * held_frame_bytes(probe(clip))  # (+ the encoder's frame, out of the flow)
     bound = replace(free, output=tmp_path / "bound.mp4", memory_budget=held + (256 << 20))
-    report = run_render(bound, env=run_env)
+    events: list[object] = []
+    report = run_render(bound, events.append, env=run_env)
+    # what the budget counts goes out as the graphs' MemoryChanged events, as a model render's does
+    changes = [dict(e.models) for e in events if isinstance(e, ev.MemoryChanged)]
+    assert any(c.get("frames held") == held and c.get("embedded models", 0) >= 4 << 20 for c in changes)
+    assert all(e.budget_bytes == bound.memory_budget for e in events if isinstance(e, ev.MemoryChanged))
     assert report.frames_out == 30 and report.faces is not None and report.faces.faces_swapped >= 25
     assert 2 <= alive[1] <= FLOW + 1, alive  # never more packets alive than it counted
     for a, b in zip(_frames(free.output), _frames(bound.output), strict=True):

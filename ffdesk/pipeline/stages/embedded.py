@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import FaceAnalyser
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
 from ffdesk.pipeline.report import FaceCounts, PersonFaces, StageFigures
@@ -65,6 +66,20 @@ class EmbeddedBudget:
     """The render's member of its residency pool (the app's, shared with its preview), told
     what the render holds (`ResidencyManager.hold`): a processor after the swap runs its models
     on it, under the same budget."""
+    events: MemoryEvents = field(default_factory=lambda: MemoryEvents(), compare=False)
+    """Where the pool's changes go: the render's events, once bound (`MemoryChanged`)."""
+
+
+class MemoryEvents:
+    """The render's event callback, bound after the pool's manager is made (`SwapStage.bind_events`):
+    each change of the pool goes out as `MemoryChanged`, as a model render's does, for the graphs."""
+
+    def __init__(self) -> None:
+        self.on_event: Callable[[Any], None] | None = None
+
+    def changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
+        if self.on_event is not None:
+            self.on_event(ev.MemoryChanged(models, budget))
 
 
 class SwapStage:
@@ -117,6 +132,12 @@ class SwapStage:
             f"({format_bytes(budget.models_bytes)}) plus the frames the render holds at once "
             f"({format_bytes(held_bytes)}); raise --memory-budget"
         )
+
+    def bind_events(self, on_event: Callable[[Any], None]) -> None:
+        """Under a budget, the pool's changes (the frames and models it holds) go out as the
+        render's `MemoryChanged` events (`EmitsEvents`)."""
+        if self.budget is not None:
+            self.budget.events.on_event = on_event
 
     def start(self) -> None:
         pass
@@ -207,13 +228,15 @@ def embedded_stages(
                 footprints.put(key, models, 0.0)
             remembered = footprints.get(key)
             models = remembered if busy and remembered is not None else max(models, remembered or 0)
-        manager = None
+        manager, events = None, MemoryEvents()
         if env is not None:
             from ffdesk.runtime.residency import ResidencyManager
 
-            manager = ResidencyManager(budget_bytes=cpu_budget, device="cpu", env=env, share=share)
+            manager = ResidencyManager(
+                budget_bytes=cpu_budget, device="cpu", on_change=events.changed, env=env, share=share
+            )
             cpu_budget = manager.budget_bytes or cpu_budget  # (a shared pool's own budget)
-        budget = EmbeddedBudget(cpu_budget, models, front.lookahead, manager)
+        budget = EmbeddedBudget(cpu_budget, models, front.lookahead, manager, events)
     return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
 
 

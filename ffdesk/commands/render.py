@@ -398,6 +398,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
+    if report.budget is not None:
+        from ffdesk.units import format_bytes
+
+        b = report.budget
+        print(
+            f"memory budget {format_bytes(b.budget_bytes)}: the embedded models "
+            f"{format_bytes(b.models_bytes)} and at most {b.flow_frames + 1} frames at once "
+            f"{format_bytes(b.held_bytes)}"
+        )
     if report.processors:
         done = [
             f"{p.name} ({p.model}): {p.faces} faces"

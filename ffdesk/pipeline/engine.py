@@ -73,6 +73,7 @@ from ffdesk.pipeline.matte import (
 from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores, provider_unusable
 from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
+    BudgetFigures,
     RenderReport,
     StageFigures,
     StageTiming,
@@ -87,6 +88,7 @@ from ffdesk.pipeline.stage import (
     FramePacket,
     HoldsFrames,
     Prepares,
+    ReportsBudget,
     Stage,
     edits_regions_only,
 )
@@ -189,6 +191,7 @@ def run_render(
         report = replace(
             report.with_figures(_stage_figures(stages)),
             upscale=upscale_figures(stages),
+            budget=budget_figures(stages),
             processors=processor_figures(stages),
         )
     report = report.timed(time.perf_counter() - t0, _peak_rss_bytes())
@@ -702,6 +705,13 @@ class _Flow:
         return decoder_label(stats.codec, why_not=self.nvdec.why_not)
 
 
+def budget_figures(stages: Sequence[Stage]) -> BudgetFigures | None:
+    """What a stage outside any model manager counted against the render's CPU budget
+    (`ReportsBudget`: the embedded swap), for the report."""
+    counted = (s.budget_figures() for s in stages if isinstance(s, ReportsBudget))
+    return next((f for f in counted if f is not None), None)
+
+
 def frames_in_flight(stages: Sequence[Stage]) -> int | None:
     """The most frames a flow through `stages` may hold at once (`BoundsFrames`), or None: no
     bound. Never fewer than the stages that hold frames back keep between calls, plus one."""
@@ -1178,7 +1188,12 @@ def render_segment(
             decoder=flow.decoder,
         ),
     ).with_figures(_stage_figures(stages))
-    report = replace(report, upscale=upscale_figures(stages), processors=processor_figures(stages))
+    report = replace(
+        report,
+        upscale=upscale_figures(stages),
+        processors=processor_figures(stages),
+        budget=budget_figures(stages),
+    )
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
 
 

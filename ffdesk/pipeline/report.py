@@ -479,6 +479,20 @@ class UpscaleFigures(_InJson):
 
 
 @dataclass(frozen=True)
+class BudgetFigures(_InJson):
+    """What an embedded-swap render counted against its CPU memory budget (`--memory-budget`; a
+    model pack's render says it in `ModelsReport`)."""
+
+    budget_bytes: int
+    models_bytes: int
+    """The embedded models, as measured while they were made and first ran (or as remembered)."""
+    held_bytes: int
+    """The frames the render holds at once (the flow's bound and the encoder's frame)."""
+    flow_frames: int
+    """The most frames between its decoder and its encoder."""
+
+
+@dataclass(frozen=True)
 class ProcessorFigures(_InJson):
     """What one of FaceFusion's processors besides the swap and face enhancer did (the lip
     syncer, deep swapper, expression restorer, face editor, age modifier, background remover,
@@ -593,6 +607,8 @@ class RenderReport(_InJson):
     """The frame enhancer's figures, the output's size among them (None: no frame enhancer)."""
     processors: tuple[ProcessorFigures, ...] = ()
     """What the other processors did, in the order they ran (empty: none ran)."""
+    budget: BudgetFigures | None = None
+    """What an embedded-swap render counted against its CPU budget (None: no such budget)."""
 
     def timing(self, name: str) -> StageTiming:
         """The timing of the stage called `name`; `KeyError` when the render had none."""
@@ -646,6 +662,7 @@ class RenderReport(_InJson):
             shots=_plus(self.shots, other.shots),
             upscale=self.upscale or other.upscale,
             processors=merge_by_name(self.processors, other.processors),
+            budget=self.budget or other.budget,
         )
 
     @classmethod
@@ -679,7 +696,7 @@ SHAPES: dict[type, Shape] = {
     RenderReport: Shape(
         flat={"video": "encoder", "faces": "faces_swapped", "models": "models", "shots": "shots"},
         keyed={"stages": "name", "processors": "name"},
-        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale", "processors"),
+        omit_none=("peak_rss_bytes", "telemetry", "farm", "matte", "upscale", "processors", "budget"),
     ),
     ModelsReport: Shape(
         keys={

@@ -29,7 +29,7 @@ from ffdesk.types import Frame, Mask
 if TYPE_CHECKING:
     import torch
 
-    from ffdesk.pipeline.report import StageFigures
+    from ffdesk.pipeline.report import BudgetFigures, StageFigures
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,15 @@ class BoundsFrames(Protocol):
         counted against the budget from now on. The engine calls it before any model is
         prepared; a caller that runs the stages a frame at a time (a preview) does not."""
         ...
+
+
+@runtime_checkable
+class ReportsBudget(Protocol):
+    """Optional: a stage that counts what a render holds against a CPU budget outside any model
+    manager (the embedded swap) says, once the render is done, what it counted (the report's
+    `budget`; None where it counted nothing)."""
+
+    def budget_figures(self) -> BudgetFigures | None: ...
 
 
 @runtime_checkable

@@ -19,6 +19,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import frames_in_flight, run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.plan import build_stages
+from ffdesk.pipeline.report import RenderReport
 from ffdesk.pipeline.stages.embedded import SwapStage
 from ffdesk.pipeline.stages.front import held_back
 from ffdesk.pipeline.stages.models import held_frame_bytes
@@ -43,7 +44,9 @@ def test_under_a_budget_the_embedded_swap_holds_a_bounded_flow_and_the_same_fram
 ) -> None:
     clip = carphone()
     free = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "free.mp4", end=1.0)
-    assert run_render(free, env=run_env).frames_out == 30
+    unbounded = run_render(free, env=run_env)
+    assert unbounded.frames_out == 30 and unbounded.budget is None
+    assert "budget" not in unbounded.to_json_dict()
     alive = count_packets_alive(monkeypatch)
     held = (FLOW + 1) * held_frame_bytes(probe(clip))  # (+ the encoder's frame, out of the flow)
     bound = replace(free, output=tmp_path / "bound.mp4", memory_budget=held + (256 << 20))
@@ -54,6 +57,11 @@ def test_under_a_budget_the_embedded_swap_holds_a_bounded_flow_and_the_same_fram
     assert any(c.get("frames held") == held and c.get("embedded models", 0) >= 4 << 20 for c in changes)
     assert all(e.budget_bytes == bound.memory_budget for e in events if isinstance(e, ev.MemoryChanged))
     assert report.frames_out == 30 and report.faces is not None and report.faces.faces_swapped >= 25
+    # the report says what was counted (and reads back from its JSON); without a budget, nothing
+    counted = report.budget
+    assert counted is not None and counted.budget_bytes == bound.memory_budget
+    assert counted.held_bytes == held and counted.flow_frames == FLOW and counted.models_bytes >= 4 << 20
+    assert RenderReport.from_json_dict(report.to_json_dict()).budget == counted
     assert 2 <= alive[1] <= FLOW + 1, alive  # never more packets alive than it counted
     for a, b in zip(_frames(free.output), _frames(bound.output), strict=True):
         assert np.array_equal(a, b)  # the same frames: the bound changes when, not what
@@ -90,6 +98,10 @@ def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing
     err = capsys.readouterr().err
     assert "raise --memory-budget" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+    assert main([*args, "--memory-budget", "1GiB", "--end", "0.3", "-q"]) == 0 and out.is_file()
+    printed = capsys.readouterr().out  # what the budget counted, in a line after the output's
+    assert "memory budget 1.0 GiB: the embedded models " in printed
+    assert f"and at most {FLOW + 1} frames at once " in printed
 
 
 def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(

@@ -34,7 +34,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.people import check_sources, slot_labels, source_groups
-from ffdesk.pipeline.report import FaceCounts, PersonFaces, StageFigures
+from ffdesk.pipeline.report import BudgetFigures, FaceCounts, PersonFaces, StageFigures
 from ffdesk.pipeline.stage import FramePacket, Stage, mark_changed, writable
 from ffdesk.pipeline.stages.front import DETECT_EVERY as DETECT_EVERY
 from ffdesk.pipeline.stages.front import FaceFrontEnd, job_analyser, source_face
@@ -100,6 +100,8 @@ class SwapStage:
         entries, in slot order, for the report (empty without a map); `budget`: the CPU budget
         the render holds its frames within (None: no bound)."""
         self.budget = budget
+        self.held_bytes = 0
+        """What the render told it its frames hold (`count_frames_held`)."""
         self.swappers = [swapper] if isinstance(swapper, ClassicalSwapper) else list(swapper)
         self.swapper = self.swappers[0]
         self.labels = tuple(labels)
@@ -123,6 +125,7 @@ class SwapStage:
         budget = self.budget
         if budget is None:
             return
+        self.held_bytes = held_bytes
         if budget.models_bytes + held_bytes <= budget.budget_bytes:
             if budget.manager is not None:  # counted in the pool, beside its other holders' models
                 budget.manager.hold(held_bytes, models_bytes=budget.models_bytes)
@@ -132,6 +135,14 @@ class SwapStage:
             f"({format_bytes(budget.models_bytes)}) plus the frames the render holds at once "
             f"({format_bytes(held_bytes)}); raise --memory-budget"
         )
+
+    def budget_figures(self) -> BudgetFigures | None:
+        """What it counted against its CPU budget (`ReportsBudget`; None: no budget, or the
+        render never told it its frames)."""
+        budget = self.budget
+        if budget is None or not self.held_bytes:
+            return None
+        return BudgetFigures(budget.budget_bytes, budget.models_bytes, self.held_bytes, self.flow_frames or 0)
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         """Under a budget, the pool's changes (the frames and models it holds) go out as the

@@ -1002,7 +1002,7 @@ def _too_small(
         beside += f"the embedded models ({format_size(held_models)}) plus "
     return (
         f"memory budget {format_size(budget)} is smaller than {beside}{name} "
-        f"({format_size(need)}); raise --memory-budget or pick a smaller model"
+        f"({format_size(need)}); raise the memory budget (--memory-budget) or pick a smaller model"
     )
 
 

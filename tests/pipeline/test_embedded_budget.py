@@ -96,7 +96,11 @@ def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing
     args = ["render", "--source", str(SOURCE), "--target", str(clip), "--output", str(out)]
     assert main([*args, "--memory-budget", "1MiB"]) == 2
     err = capsys.readouterr().err
-    assert "raise --memory-budget" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert (
+        "raise the memory budget (--memory-budget)" in err
+        and len(err.strip().splitlines()) == 1
+        and "Traceback" not in err
+    )
     assert not out.exists()
     assert main([*args, "--memory-budget", "1GiB", "--end", "0.3", "-q"]) == 0 and out.is_file()
     printed = capsys.readouterr().out  # what the budget counted, in a line after the output's

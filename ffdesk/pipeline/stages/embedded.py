@@ -133,7 +133,7 @@ class SwapStage:
         raise UserError(
             f"memory budget {format_bytes(budget.budget_bytes)} is smaller than the embedded models "
             f"({format_bytes(budget.models_bytes)}) plus the frames the render holds at once "
-            f"({format_bytes(held_bytes)}); raise --memory-budget"
+            f"({format_bytes(held_bytes)}); raise the memory budget (--memory-budget)"
         )
 
     def budget_figures(self) -> BudgetFigures | None:

@@ -584,7 +584,8 @@ class ModelRender:
             raise UserError(
                 f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
                 f"({format_bytes(sizes[largest])}){processors} plus {held} "
-                f"({format_bytes(fewest * per_frame)}); raise --memory-budget or lower --batch"
+                f"({format_bytes(fewest * per_frame)}); raise the memory budget (--memory-budget) "
+                "or lower the batch (--batch)"
             )
         if image:
             flight = FramesInFlight(1, 1, None)

@@ -76,8 +76,8 @@ class ResidencySnapshot:
     budget_bytes: int | None
     held: tuple[tuple[str, int], ...] = ()
     held_models: tuple[tuple[str, int], ...] = ()
-    """(holder, bytes) of the part of `held` that is models no manager loads (the embedded
-    swap's)."""
+    """(holder, bytes) of the models each render runs outside any manager (the embedded
+    swap's), held beside its frames (`held`)."""
 
     @property
     def total_bytes(self) -> int:
@@ -88,15 +88,12 @@ class ResidencySnapshot:
         """(label, bytes) of everything counted against the budget: each model, then each render's
         frames held ("frames held", or "frames held (render clip.mp4)" for another holder's), then
         the models it runs outside any manager ("embedded models (render clip.mp4)")."""
-        models = dict(self.held_models)
 
         def named(label: str, holder: str) -> str:
             return f"{label} ({holder})" if holder else label
 
-        frames = tuple(
-            (named(FRAMES_HELD, h), n - models.get(h, 0)) for h, n in self.held if n > models.get(h, 0)
-        )
-        outside = tuple((named(MODELS_HELD, h), n) for h, n in self.held_models if n > 0)
+        frames = tuple((named(FRAMES_HELD, h), n) for h, n in self.held)
+        outside = tuple((named(MODELS_HELD, h), n) for h, n in self.held_models)
         return tuple((m.label, m.nbytes) for m in self.models) + frames + outside
 
 
@@ -576,9 +573,9 @@ class Pool:
         )
         members = sorted(self.members.items())
         held = tuple(
-            ("" if number == self.owner else m.holder, m.held_bytes)
+            ("" if number == self.owner else m.holder, m.held_bytes - m.held_models_bytes)
             for number, m in members
-            if m.held_bytes > 0
+            if m.held_bytes > m.held_models_bytes
         )
         held_models = tuple(
             ("" if number == self.owner else m.holder, m.held_models_bytes)

@@ -200,7 +200,7 @@ def test_a_snapshot_labels_the_frames_and_the_models_held_apart() -> None:
     from ffdesk.runtime.residency_pool import ResidencySnapshot
 
     snap = ResidencySnapshot(
-        (), 100, held=(("", 30), ("render a.mp4", 50)), held_models=(("render a.mp4", 20),)
+        (), 100, held=(("", 30), ("render a.mp4", 30)), held_models=(("render a.mp4", 20),)
     )
     assert snap.entries == (
         ("frames held", 30),

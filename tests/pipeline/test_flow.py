@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -127,22 +128,35 @@ def test_cancel_stops_blocked_pipes_promptly() -> None:
     timer.join()
 
 
-def _slow_feed(runner_linger: float) -> list[int]:
+@contextmanager
+def _running(linger_s: float) -> Iterator[tuple[Pipe, Pipe, AddStage]]:
+    """A stage taking up to 8 frames a call in a runner of batch 4 with `linger_s`: (its input,
+    its output, the stage); stopped and joined on the way out."""
     halt = Halt()
     source, out = Pipe(halt, 64), Pipe(halt, 64)
     stage = AddStage("a", max_batch=8)
-    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=runner_linger)
-    threads = runner.start()
-    for i in range(12):
-        time.sleep(0.01)  # upstream slower than the stage
-        source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
-    source.put(END)
-    got = 0
-    while out.get() is not END:
-        got += 1
-    halt.stop()
-    for t in threads:
-        t.join()
+    threads = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=linger_s).start()
+    try:
+        yield source, out, stage
+    finally:
+        halt.stop()
+        for t in threads:
+            t.join()
+
+
+def _packet(i: int) -> FramePacket:
+    return FramePacket(i, i, np.zeros((2, 2, 3), np.uint8))
+
+
+def _slow_feed(runner_linger: float) -> list[int]:
+    with _running(runner_linger) as (source, out, stage):
+        for i in range(12):
+            time.sleep(0.01)  # upstream slower than the stage
+            source.put(_packet(i))
+        source.put(END)
+        got = 0
+        while out.get() is not END:
+            got += 1
     assert got == 12
     return stage.batches
 
@@ -150,21 +164,14 @@ def _slow_feed(runner_linger: float) -> list[int]:
 def _fed_one_at_a_time(count: int) -> tuple[list[int], float]:
     """A stage with no linger fed a frame only once the one before has come out: its batches,
     and the seconds all took."""
-    halt = Halt()
-    source, out = Pipe(halt, 64), Pipe(halt, 64)
-    stage = AddStage("a", max_batch=8)
-    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=0.0)
-    threads = runner.start()
-    t0 = time.monotonic()
-    for i in range(count):
-        source.put(FramePacket(i, i, np.zeros((2, 2, 3), np.uint8)))
-        assert out.get().index == i
-    seconds = time.monotonic() - t0
-    source.put(END)
-    assert out.get() is END
-    halt.stop()
-    for t in threads:
-        t.join()
+    with _running(0.0) as (source, out, stage):
+        t0 = time.monotonic()
+        for i in range(count):
+            source.put(_packet(i))
+            assert out.get().index == i
+        seconds = time.monotonic() - t0
+        source.put(END)
+        assert out.get() is END
     return stage.batches, seconds
 
 
@@ -178,21 +185,14 @@ def test_a_stage_fed_slowly_still_gets_full_batches_within_the_linger() -> None:
 
 
 def test_the_first_frame_leaves_a_stage_without_waiting_for_a_batch() -> None:
-    halt = Halt()
-    source, out = Pipe(halt, 64), Pipe(halt, 64)
-    stage = AddStage("a", max_batch=8)
-    runner = StageRunner(stage, source, out, halt, batch=4, first_index=0, linger_s=5.0)
-    threads = runner.start()
-    t0 = time.monotonic()
-    source.put(FramePacket(0, 0, np.zeros((2, 2, 3), np.uint8)))
-    first = out.get()
-    waited = time.monotonic() - t0
-    source.put(END)
-    while out.get() is not END:
-        pass
-    halt.stop()
-    for t in threads:
-        t.join()
+    with _running(5.0) as (source, out, stage):
+        t0 = time.monotonic()
+        source.put(_packet(0))
+        first = out.get()
+        waited = time.monotonic() - t0
+        source.put(END)
+        while out.get() is not END:
+            pass
     assert isinstance(first, FramePacket) and first.index == 0
     assert waited < 2.0  # not the 5 s linger
     assert stage.batches == [1]

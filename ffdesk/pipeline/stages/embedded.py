@@ -50,6 +50,18 @@ if TYPE_CHECKING:
     from ffdesk.runtime.residency import ResidencyManager, Share
 
 
+class MemoryEvents:
+    """The render's event callback, bound after the pool's manager is made (`SwapStage.bind_events`):
+    each change of the pool goes out as `MemoryChanged`, as a model render's does, for the graphs."""
+
+    def __init__(self) -> None:
+        self.on_event: Callable[[Any], None] | None = None
+
+    def changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
+        if self.on_event is not None:
+            self.on_event(ev.MemoryChanged(models, budget))
+
+
 @dataclass(frozen=True)
 class EmbeddedBudget:
     """A CPU memory budget an embedded-swap render runs under (`--memory-budget`, the process's
@@ -66,20 +78,8 @@ class EmbeddedBudget:
     """The render's member of its residency pool (the app's, shared with its preview), told
     what the render holds (`ResidencyManager.hold`): a processor after the swap runs its models
     on it, under the same budget."""
-    events: MemoryEvents = field(default_factory=lambda: MemoryEvents(), compare=False)
+    events: MemoryEvents = field(default_factory=MemoryEvents, compare=False)
     """Where the pool's changes go: the render's events, once bound (`MemoryChanged`)."""
-
-
-class MemoryEvents:
-    """The render's event callback, bound after the pool's manager is made (`SwapStage.bind_events`):
-    each change of the pool goes out as `MemoryChanged`, as a model render's does, for the graphs."""
-
-    def __init__(self) -> None:
-        self.on_event: Callable[[Any], None] | None = None
-
-    def changed(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
-        if self.on_event is not None:
-            self.on_event(ev.MemoryChanged(models, budget))
 
 
 class SwapStage:
@@ -217,8 +217,8 @@ def embedded_stages(
     the models' share is measured here, as they are made and first run, and with `footprints`
     counted as the largest of their last measurements there). With `env`, the render joins a
     residency pool under the budget (`share`'s, else its own) and tells it what it holds."""
-    probe = ProcessMemoryProbe("cpu")
-    before = probe.used() if cpu_budget is not None else ()
+    probe = ProcessMemoryProbe("cpu") if cpu_budget is not None else None
+    before = probe.used() if probe is not None else ()
     groups = source_groups(job)
     check_sources(groups, "the embedded swap")
     analyser = front.analyser if front is not None else analyser or job_analyser(job)
@@ -227,7 +227,7 @@ def embedded_stages(
     front = front or FaceFrontEnd.for_job(job, analyser, info)
     labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
     budget = None
-    if cpu_budget is not None:
+    if cpu_budget is not None and probe is not None:
         # (at least the files' sizes: memory freed earlier in the process can hide the growth,
         # which the measurements remembered from earlier renders then make up for; while a
         # render of the pool holds frames the growth counts them too, and is not remembered)

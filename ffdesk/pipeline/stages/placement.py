@@ -308,7 +308,6 @@ def processor_models(
     if ctx is not None:
         return ProcessorModels(ctx.manager, ctx.options, owns=False)
     device = job_device(job.provider, env)
-    options = session_options(job.provider, device, env, "fp32")
     for stage in stages:
         earlier = getattr(stage, "models", None)
         if isinstance(earlier, ProcessorModels) and earlier.owns:  # closed with that stage
@@ -316,8 +315,10 @@ def processor_models(
         # the embedded swap's under a CPU budget: it counts the frames and its own models there
         budget = getattr(stage, "budget", None)
         if isinstance(budget, EmbeddedBudget) and budget.manager is not None:
+            options = session_options(job.provider, device, env, "fp32")
             return ProcessorModels(budget.manager, options, owns=False)
     manager = ResidencyManager(budget_bytes=job.memory_budget, device=device, env=env, share=share)
+    options = session_options(job.provider, device, env, "fp32")
     return ProcessorModels(manager, options, owns=True, ahead=held_back_by(stages))
 
 

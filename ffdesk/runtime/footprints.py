@@ -2,7 +2,8 @@
 
 The records live in memory; the JSON file (the runtime environment's `footprints_path`,
 footprints.json in the user cache) is read once, on the first lookup, and written only when a
-record changes. Keys are
+record changes; a write folds this run's new measurements into the file as it is then, under the
+file's lock (`shared_cache`), so renders running at once keep each other's records. Keys are
 "<file fingerprint>|<precision>|<provider>". Each record carries the version of how it was measured
 (`MEASURED_AS`); a record of an older way is not read (the model is measured again). A record
 keeps the last `KEPT` measurements and gives the largest: on a CPU a footprint is the process's
@@ -13,14 +14,13 @@ next; one too large drops out after `KEPT` more.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from ffdesk import jsontext
-from ffdesk.media import atomic
+from ffdesk.runtime import shared_cache
 from ffdesk.runtime.env import RuntimeEnv
 
 KEPT = 3
@@ -56,6 +56,7 @@ class FootprintStore:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._records: dict[str, Footprint] | None = None
+        self._pending: list[_Measurement] = []
         self.reads = 0
         """How many times the file was read (once, unless `reload()` is called)."""
 
@@ -110,18 +111,46 @@ class FootprintStore:
     def put(self, key: str, nbytes: int, load_ms: float) -> None:
         """Record a measurement beside the last ones (the record gives the largest of the last
         `KEPT`); the file is rewritten only when the record changes. Lookups never wait for the
-        write (it runs after the records' lock is released)."""
+        write (it runs after the records' lock is released). The write folds the measurement
+        into the file as it is then, under the file's lock (`shared_cache`), so what other
+        processes recorded since this one read it is kept, and learnt."""
         with self._lock:
             records = self._loaded()
             old = records.get(key)
-            earlier = () if old is None else (old.recent or (old.bytes,))
-            recent = (*earlier, int(nbytes))[-KEPT:]
-            if old is not None and old.recent == recent:
+            measured = _Measurement(key, int(nbytes), round(load_ms, 1), int(time.time()))
+            new = measured.onto(old)
+            if old is not None and old.recent == new.recent:
                 return
-            records[key] = Footprint(max(recent), round(load_ms, 1), int(time.time()), recent)
-            copy = dict(records)
+            records[key] = new
+            self._pending.append(measured)
+        self._flush()
+
+    def _flush(self) -> None:
         with self._write_lock:
-            self._persist(copy)
+            with self._lock:
+                pending, self._pending = self._pending, []
+                known = dict(self._records or {})
+            if not pending:
+                return
+
+            def fold(there: dict[str, Any]) -> dict[str, Any]:
+                # what other processes recorded stays (a newer version's records too; an older
+                # way's are dropped: they are measured again), what this one knows is added, and
+                # this run's new measurements join the file's own for the same model
+                out = {k: rec for k, rec in there.items() if _version(rec) > MEASURED_AS or _parse(rec)}
+                out.update({k: _as_json(rec) for k, rec in known.items() if _parse(out.get(k)) is None})
+                for m in pending:
+                    if theirs := _parse(there.get(m.key)):
+                        out[m.key] = _as_json(m.onto(theirs))
+                return out
+
+            try:
+                merged = shared_cache.update(self.path, fold)
+            except OSError:
+                return  # a cache: the records stay in memory for this run
+            with self._lock:
+                if self._records is not None:
+                    self._records.update(_parse_all(merged))
 
     def reload(self) -> None:
         """Forget the cached records; the next lookup reads the file again."""
@@ -135,45 +164,58 @@ class FootprintStore:
 
     def _read_file(self) -> dict[str, Footprint]:
         self.reads += 1
-        try:
-            data = jsontext.read(self.path)
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        out: dict[str, Footprint] = {}
-        for key, rec in data.items():
-            if isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and rec.get("v") == MEASURED_AS:
-                load_ms = rec.get("load_ms")
-                at = rec.get("at")
-                kept = rec.get("recent")
-                recent = (
-                    tuple(int(n) for n in kept[-KEPT:])
-                    if isinstance(kept, list) and kept and all(isinstance(n, int) for n in kept)
-                    else (int(rec["bytes"]),)
-                )
-                out[str(key)] = Footprint(
-                    max(recent),
-                    float(load_ms) if isinstance(load_ms, int | float) else 0.0,
-                    int(at) if isinstance(at, int) else 0,
-                    recent,
-                )
-        return out
+        return _parse_all(shared_cache.read(self.path))
 
-    def _persist(self, records: dict[str, Footprint]) -> None:
-        data = {
-            k: {
-                "bytes": r.bytes,
-                "recent": list(r.recent),
-                "load_ms": r.load_ms,
-                "at": r.at,
-                "v": MEASURED_AS,
-            }
-            for k, r in records.items()
-        }
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps(data, indent=1, sort_keys=True)
-            atomic.write_text_atomic(self.path, text, durable=False)
-        except OSError:
-            pass  # a cache: the records stay in memory for this run
+
+@dataclass(frozen=True)
+class _Measurement:
+    """One measurement of a model, waiting to be folded into the file."""
+
+    key: str
+    bytes: int
+    load_ms: float
+    at: int
+
+    def onto(self, old: Footprint | None) -> Footprint:
+        """`old`'s record with this measurement added (the last `KEPT` kept)."""
+        earlier = () if old is None else (old.recent or (old.bytes,))
+        recent = (*earlier, self.bytes)[-KEPT:]
+        return Footprint(max(recent), self.load_ms, self.at, recent)
+
+
+def _parse(rec: object) -> Footprint | None:
+    """A file's record, or None where it is not one measured the way records are now."""
+    if not (isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and rec.get("v") == MEASURED_AS):
+        return None
+    load_ms = rec.get("load_ms")
+    at = rec.get("at")
+    kept = rec.get("recent")
+    recent = (
+        tuple(int(n) for n in kept[-KEPT:])
+        if isinstance(kept, list) and kept and all(isinstance(n, int) for n in kept)
+        else (int(rec["bytes"]),)
+    )
+    return Footprint(
+        max(recent),
+        float(load_ms) if isinstance(load_ms, int | float) else 0.0,
+        int(at) if isinstance(at, int) else 0,
+        recent,
+    )
+
+
+def _version(rec: object) -> int:
+    v = rec.get("v") if isinstance(rec, dict) else None
+    return v if isinstance(v, int) else 0
+
+
+def _parse_all(data: dict[str, Any]) -> dict[str, Footprint]:
+    out: dict[str, Footprint] = {}
+    for key, rec in data.items():
+        parsed = _parse(rec)
+        if parsed is not None:
+            out[str(key)] = parsed
+    return out
+
+
+def _as_json(r: Footprint) -> dict[str, Any]:
+    return {"bytes": r.bytes, "recent": list(r.recent), "load_ms": r.load_ms, "at": r.at, "v": MEASURED_AS}

@@ -14,6 +14,7 @@ variant is calibrated once, on the first clip it is asked for, then reused); pas
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -29,9 +30,9 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media import atomic
+from ffdesk.runtime import shared_cache
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
 from ffdesk.units import format_bytes
@@ -515,11 +516,7 @@ class PrecisionChoices:
 
     def _loaded(self) -> dict[str, Any]:
         if self._records is None:
-            try:
-                data = jsontext.read(self.path)
-            except (OSError, ValueError):
-                data = {}
-            self._records = data if isinstance(data, dict) else {}
+            self._records = shared_cache.read(self.path)
         return self._records
 
     def get(self, key: str) -> PrecisionChoice | None:
@@ -539,8 +536,7 @@ class PrecisionChoices:
         return PrecisionChoice(rec["precision"], tuple(speeds), str(rec.get("reason", "")))
 
     def put(self, key: str, choice: PrecisionChoice) -> None:
-        records = self._loaded()
-        records[key] = {
+        record = {
             "precision": choice.precision,
             "speeds": [
                 {"precision": s.precision, "ms_per_item": round(s.ms_per_item, 4), "psnr_db": s.psnr_db}
@@ -549,8 +545,13 @@ class PrecisionChoices:
             "reason": choice.reason,
             "at": int(time.time()),
         }
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            atomic.write_text_atomic(self.path, json.dumps(records, indent=1, sort_keys=True), durable=False)
-        except OSError:
-            pass  # a cache: the choice is made again next time
+        self._loaded()[key] = record
+
+        def fold(there: dict[str, Any]) -> dict[str, Any]:
+            there[key] = record
+            return there
+
+        # folded into the file as it is now: other processes' choices are kept, and learnt; where
+        # the file cannot be written, the choice is made again next time
+        with contextlib.suppress(OSError):
+            self._records = shared_cache.update(self.path, fold)

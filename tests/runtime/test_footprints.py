@@ -5,11 +5,14 @@ under the next; a figure too large drops out after `KEPT` more."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from ffdesk.runtime.footprints import KEPT, MEASURED_AS, FootprintStore
 
 MiB = 2**20
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_largest_of_the_last_measurements_is_the_figure_and_it_survives_a_restart(tmp_path: Path) -> None:
@@ -53,3 +56,52 @@ def test_the_same_measurement_again_still_pushes_an_old_large_one_out(tmp_path: 
     before = path.stat().st_mtime_ns
     store.put("k", 4 * MiB, 1.0)
     assert path.stat().st_mtime_ns == before and before >= written
+
+
+def test_two_stores_on_one_file_keep_each_others_records(tmp_path: Path) -> None:
+    """Two processes (two renders on one workstation) read the file before either wrote: each
+    write folds into the file as it is then, so neither loses what the other recorded, and each
+    learns the other's records."""
+    path = tmp_path / "footprints.json"
+    first, second = FootprintStore(path), FootprintStore(path)
+    assert first.get("a") is None and second.get("b") is None  # both have read the empty file
+    first.put("a", 7 * MiB, 1.0)
+    second.put("b", 9 * MiB, 1.0)
+    on_disk = json.loads(path.read_text())
+    assert on_disk["a"]["bytes"] == 7 * MiB and on_disk["b"]["bytes"] == 9 * MiB
+    assert second.cached("a") == 7 * MiB
+    first.put("shared", 100 * MiB, 1.0)
+    second.put("shared", 120 * MiB, 1.0)  # the same model measured in both: both measurements count
+    assert json.loads(path.read_text())["shared"]["recent"] == [100 * MiB, 120 * MiB]
+    assert second.get("shared") == 120 * MiB and FootprintStore(path).get("shared") == 120 * MiB
+
+
+def test_a_record_this_version_does_not_read_is_kept_when_writing(tmp_path: Path) -> None:
+    path = tmp_path / "footprints.json"
+    newer = {"bytes": 5 * MiB, "load_ms": 1.0, "at": 1, "v": MEASURED_AS + 1}
+    path.write_text(json.dumps({"newer": newer}))
+    store = FootprintStore(path)
+    assert store.get("newer") is None  # measured another way: not read
+    store.put("k", 3 * MiB, 1.0)
+    assert json.loads(path.read_text())["newer"] == newer
+
+
+_WRITER = """
+import sys
+from ffdesk.runtime.footprints import FootprintStore
+store = FootprintStore(sys.argv[1])
+store.get("warm")  # read the file once, as a render does before it measures
+for n in range(int(sys.argv[3])):
+    store.put(f"{sys.argv[2]}-{n}", n + 1, 1.0)
+"""
+
+
+def test_processes_writing_at_once_lose_no_record(tmp_path: Path) -> None:
+    path = tmp_path / "footprints.json"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), f"p{i}", "25"], cwd=ROOT)
+        for i in range(4)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    on_disk = json.loads(path.read_text())
+    assert sorted(on_disk) == sorted(f"p{i}-{n}" for i in range(4) for n in range(25))

@@ -187,6 +187,22 @@ def test_auto_takes_the_fastest_variant_within_the_quality_guard(tmp_path: Path)
     assert PrecisionChoices(tmp_path / "choices.json").get(key) is None
 
 
+def test_auto_choices_of_two_processes_are_both_kept(tmp_path: Path) -> None:
+    from ffdesk.runtime.precision import PrecisionChoices, VariantSpeed, pick_fastest
+
+    path = tmp_path / "choices.json"
+    first, second = PrecisionChoices(path), PrecisionChoices(path)
+    assert first.get("swapper") is None and second.get("enhancer") is None  # both read the empty file
+    fp32 = VariantSpeed("fp32", 1.8)
+    first.put("swapper", pick_fastest([fp32, VariantSpeed("fp16", 1.4, 41.0)], 30.0))
+    second.put("enhancer", pick_fastest([fp32], 30.0))
+    again = PrecisionChoices(path)
+    swapper, enhancer = again.get("swapper"), again.get("enhancer")
+    assert swapper is not None and swapper.precision == "fp16"
+    assert enhancer is not None and enhancer.precision == "fp32"
+    assert second.get("swapper") is not None  # learnt from the file as it wrote
+
+
 class _DiesWhenUnpacked:
     """Ends the process that unpickles it at once, as the kernel's out-of-memory killer would."""
 

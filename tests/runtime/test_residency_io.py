@@ -30,9 +30,9 @@ class WatchedStore(FootprintStore):
         self._check("read")
         return super()._read_file()
 
-    def _persist(self, records: dict[str, Footprint]) -> None:
+    def _flush(self) -> None:
         self._check("write")
-        super()._persist(records)
+        super()._flush()
 
 
 def test_footprint_file_reads_and_writes_leave_the_pool_unlocked(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Each command lives in its own module under `ffdesk.commands` and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func=handler(args) -> int`.
-Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 1 internal error
+Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 143 stopped by
+SIGTERM, 1 internal error
 (one-line summary; the traceback goes to a log file under the user's cache folder) or a package
 ffdesk needs that is not installed (one line naming it and what to install).
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from ffdesk import __version__
 from ffdesk.commands.registry import register_modules
 from ffdesk.commands.runtime_env import ATTRIBUTE as ENV_ATTRIBUTE
-from ffdesk.errors import Cancelled, UserError
+from ffdesk.errors import Cancelled, Terminated, UserError
 from ffdesk.runtime.env import RuntimeEnv
 
 COMMAND_MODULES = (
@@ -43,6 +44,11 @@ COMMAND_MODULES = (
     "queue",
     "live",
 )
+
+KEEP_SIGTERM = frozenset({"gui", "train"})
+"""Commands SIGTERM reaches as it would without ffdesk's handler: the app's window (Qt's event loop
+would meet an exception in a slot and go on) and training (torchrun's workers save a checkpoint
+on it; a lone run's data workers are forked)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,13 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         setattr(args, ENV_ATTRIBUTE, env)
-        return int(args.func(args) or 0)
+        from ffdesk.commands.interrupt import terminate_raises
+
+        own = getattr(args, "command", None) in KEEP_SIGTERM
+        with contextlib.nullcontext() if own else terminate_raises():
+            return int(args.func(args) or 0)
     except UserError as exc:
         print(f"ffdesk: error: {exc}", file=sys.stderr)
         return 2
     except (Cancelled, KeyboardInterrupt):
         print("ffdesk: cancelled", file=sys.stderr)
         return 130
+    except Terminated:
+        print("ffdesk: stopped (SIGTERM)", file=sys.stderr)
+        return 143
     except SystemExit as exc:  # --help / --version
         return int(exc.code or 0) if isinstance(exc.code, int) else 0
     except BrokenPipeError:

@@ -1,7 +1,8 @@
 """Error types the front ends map to exit codes.
 
 `UserError` (bad input, usage, a budget too small, a full disk) becomes exit 2 with its one-line
-message; `Cancelled` becomes exit 130; anything else is an internal error (exit 1).
+message; `Cancelled` becomes exit 130; `Terminated` (SIGTERM) exit 143; anything else is an
+internal error (exit 1).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ class DiskFull(MediaError):
         self.path, self.reason, self.hint = path, reason, hint
         line = f"disk full while writing {path} ({reason})"
         super().__init__(f"{line}; {hint}" if hint else line)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised on the main thread as Ctrl-C raises KeyboardInterrupt (a BaseException for
+    the same reason: `except Exception` does not swallow it); exit 143."""
 
 
 class Cancelled(Exception):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish
-from ffdesk.commands.interrupt import ctrl_c_cancels, termination_stops
+from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider
 
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     # a SIGTERM (`timeout` at a limit) or Ctrl-C from here on, even while the clip and the models
     # are made, ends the session at its next frame (or before its first): its figures still written
     stop = threading.Event()
-    with ctrl_c_cancels(stop), termination_stops(stop):
+    with stop_signals(stop):
         print(
             f"playing a {args.height}p clip with a face as a {CAMERA_FPS:g} frames/s camera for "
             f"{args.seconds:g} s (outputs: {', '.join(outs) or 'none'}) ...",

@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         for line in cameras_listing():
             print(line)
         return 0
-    from ffdesk.commands.interrupt import ctrl_c_cancels
+    from ffdesk.commands.interrupt import stop_signals
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
     for note in (*provider_unusable(job, env), *embedded_ignores(job, left_out=LIVE_LEAVES_OUT)):
         _status(f"warning: {note}")
     stop = threading.Event()
-    with ExitStack() as stack:
+    # Ctrl-C or SIGTERM from here on ends the session with its figures and a finished recording
+    with stop_signals(stop), ExitStack() as stack:
         camera.open()
         stack.callback(camera.close)
         stages = live_stages(job, fps=camera.fps, env=env)
@@ -178,8 +179,7 @@ def run(args: argparse.Namespace) -> int:
         w, h = camera.size
         _status(f"live from {camera.name} ({w}x{h} at {camera.fps:g} frames/s); Ctrl-C stops")
         session = LiveSession(camera, stages, outputs, seconds=args.seconds, on_status=_status)
-        with ctrl_c_cancels(stop):
-            figures = session.run(stop)
+        figures = session.run(stop)
     print(figures.line())
     if figures.error:  # (a recording that failed is not at its path)
         raise UserError(figures.error)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.interrupt import ctrl_c_cancels
+from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.pipeline import events as ev
@@ -252,10 +252,10 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
 
 
 def run_all(queue: RenderQueue, render: Render, *, bars: bool) -> Counter[str]:
-    """Run the queued entries in order until none is left or Ctrl-C; how many ended how."""
+    """Run the queued entries in order until none is left or Ctrl-C or SIGTERM; how many ended how."""
     cancel = threading.Event()
     outcomes: Counter[str] = Counter()
-    with ctrl_c_cancels(cancel):
+    with stop_signals(cancel):
         while not cancel.is_set() and (entry := queue.next_queued()) is not None:
             claimed = claim(queue, entry)
             if claimed is None:

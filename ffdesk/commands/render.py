@@ -372,7 +372,7 @@ def _render_on_farm(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "farm", None) is not None:
         return _render_on_farm(args)
-    from ffdesk.commands.interrupt import ctrl_c_cancels
+    from ffdesk.commands.interrupt import stop_signals
     from ffdesk.pipeline.engine import run_render
     from ffdesk.telemetry.render import RenderTelemetry
 
@@ -384,7 +384,8 @@ def run(args: argparse.Namespace) -> int:
         with RenderTelemetry(log_path=job.telemetry_log, flags=env.driver) as telemetry:
             if args.metrics_port is not None:
                 _serve_metrics(telemetry, args.metrics_port, args.metrics_host, progress)
-            with ctrl_c_cancels(cancel):  # Ctrl-C keeps what is encoded; a second one stops at once
+            # Ctrl-C or SIGTERM keeps what is encoded (resumable); a second one stops at once
+            with stop_signals(cancel):
                 report = run_render(job, progress, cancel, env=env)
         summary = telemetry.summary(report.frames_out, report.stage_ms(), _model_bytes(report))
         report = replace(report, telemetry=summary)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench import history
+from ffdesk.errors import MediaError, UserError
 from ffdesk.media import atomic
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -33,8 +35,66 @@ def cached(path: Path, make: Callable[[Path], Any]) -> Path:
     return path
 
 
+def json_output(text: str) -> Path:
+    """`--json FILE`, checked as the command line is read, not after the bench has run: a file
+    (not a folder) in a folder that is there and can be written."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{path} is a folder; give a file in it, such as {path / 'figures.json'}"
+        )
+    try:
+        atomic.check_writable_folder(path.parent)
+    except MediaError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return path
+
+
+def whole_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `low` (one line otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        return value
+
+    return parse
+
+
+def number_from(low: float, *, above: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number of at least `low` (more than `low` where `above`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low or (above and value == low):
+            raise argparse.ArgumentTypeError(
+                f"must be {'more than' if above else 'at least'} {low:g}, not {text}"
+            )
+        return value
+
+    return parse
+
+
 def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write figures as JSON")
+    parser.add_argument(
+        "--json", type=json_output, default=None, metavar="FILE", help="write figures as JSON"
+    )
+
+
+def _write_json(path: Path, rec: dict[str, Any]) -> None:
+    """The record at `path`, whole or not at all; a disk that fills is one line (`UserError`)."""
+    try:
+        atomic.write_text_atomic(path, json.dumps(rec, indent=2, default=str) + "\n", durable=False)
+    except OSError as exc:
+        atomic.raise_if_disk_full(exc, path)
+        raise UserError(f"--json {path}: cannot write the figures ({exc.strerror or exc})") from None
 
 
 def median_ms(fn: Callable[[], Any], runs: int, warmup: int = 1) -> float:
@@ -103,7 +163,7 @@ def finish(
     """Record the run in the environment's bench history and write the JSON file if asked."""
     rec = history.record(name, settings, figures, history.history_path(env))
     if json_path is not None:
-        json_path.write_text(json.dumps(rec, indent=2, default=str) + "\n", encoding="utf-8")
+        _write_json(json_path, rec)
         print(f"figures written to {json_path}")
     return rec
 
@@ -115,8 +175,7 @@ def write_so_far(
     in the history): a run stopped by a time limit still leaves what it measured. `finish`
     replaces it."""
     if json_path is not None:
-        rec = history.run_record(name, settings, {**figures, "partial": True})
-        json_path.write_text(json.dumps(rec, indent=2, default=str) + "\n", encoding="utf-8")
+        _write_json(json_path, history.run_record(name, settings, {**figures, "partial": True}))
 
 
 def which(program: str) -> str | None:

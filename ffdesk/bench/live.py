@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ffdesk.bench.common import add_json_option, finish
+from ffdesk.bench.common import add_json_option, finish, number_from
 from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider
@@ -44,7 +44,9 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "live", help="live tier: frames/s out and latency from a camera"
     )
-    p.add_argument("--seconds", type=float, default=20.0, help="how long to run (default 20)")
+    p.add_argument(
+        "--seconds", type=number_from(0, above=True), default=20.0, help="how long to run (default 20)"
+    )
     p.add_argument("--height", type=int, default=720, choices=(360, 720, 1080))
     p.add_argument("--stream", action="store_true", help="also stream MPEG-TS over UDP to 127.0.0.1")
     p.add_argument("--record", action="store_true", help="also record an MP4 (in a temporary folder)")

@@ -27,7 +27,15 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
+from ffdesk.bench.common import (
+    add_json_option,
+    cache_dir,
+    cached,
+    finish,
+    number_from,
+    whole_at_least,
+    write_so_far,
+)
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.media.probe import probe
 from ffdesk.pipeline.stages.models import frames_at_once, held_frame_bytes
@@ -46,13 +54,21 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "memory", help="models all resident vs on demand under a budget (realistic stand-ins, 720p)"
     )
-    p.add_argument("--frames", type=int, default=16, help="frames rendered per run (default 16)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--budget-models", type=int, default=2, help="budget = the N largest models (default 2)")
+    at_least_1 = whole_at_least(1)
+    p.add_argument("--frames", type=at_least_1, default=16, help="frames rendered per run (default 16)")
+    p.add_argument("--batch", type=at_least_1, default=4)
     p.add_argument(
-        "--headroom", type=float, default=0.0, help="add this fraction to the budget (0.1: 10%%; default 0)"
+        "--budget-models", type=at_least_1, default=2, help="budget = the N largest models (default 2)"
     )
-    p.add_argument("--repeat", type=int, default=1, help="runs of each, alternating; the best fps is kept")
+    p.add_argument(
+        "--headroom",
+        type=number_from(0),
+        default=0.0,
+        help="add this fraction to the budget (0.1: 10%%; default 0)",
+    )
+    p.add_argument(
+        "--repeat", type=at_least_1, default=1, help="runs of each, alternating; the best fps is kept"
+    )
     p.add_argument(
         "--no-masks", dest="masks", action="store_false", help="leave out the occlusion and region masks"
     )

@@ -4,6 +4,7 @@ recording), until Ctrl-C or `--seconds`."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import threading
 from contextlib import ExitStack
@@ -137,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--size: {exc}") from None
     if args.fps is not None and not 1 <= args.fps <= 240:
         raise UserError(f"--fps must be between 1 and 240, not {args.fps:g}")
-    if args.seconds is not None and args.seconds <= 0:
-        raise UserError("--seconds must be more than 0")
+    if args.seconds is not None and not 0 < args.seconds < math.inf:
+        raise UserError(f"--seconds must be a number more than 0, not {args.seconds:g}")
     if args.stream is not None:
         parse_udp_url(args.stream)
     if args.virtual_camera:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from ffdesk.errors import Cancelled, DiskFull, UserError
+from ffdesk.errors import Cancelled, DiskFull, MediaError, UserError
 from ffdesk.hw import DriverFlags, nvdec_possible
 from ffdesk.media import atomic
 from ffdesk.media.decode import (
@@ -265,6 +265,18 @@ def _check_paths(job: RenderJob) -> None:
             raise UserError(f"--map: {photo}: no such file")
     check_job_files(job)
     atomic.check_writable_folder(job.output.parent)
+    if job.encoder != "png" and job.output.is_dir():
+        example = job.output / f"out{job.output.suffix or '.mp4'}"
+        raise UserError(f"{job.output} is a folder; the output is a file: give one in it, such as {example}")
+    if job.report is not None:  # checked now, not after the render it reports on
+        if job.report.is_dir():
+            raise UserError(
+                f"--report {job.report} is a folder; give a file in it, such as {job.report / 'report.json'}"
+            )
+        try:
+            atomic.check_writable_folder(job.report.parent)
+        except MediaError as exc:
+            raise UserError(f"--report: {exc}") from None
     if job.batch < 1:
         raise UserError("--batch must be at least 1")
 

@@ -264,6 +264,30 @@ def test_no_file_a_render_writes_is_one_it_reads_or_another_it_writes(
         run_render(voice, env=run_env)
 
 
+def test_an_output_or_report_that_cannot_be_written_is_refused_before_rendering(
+    run_env: RuntimeEnv, clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An output that is a folder rendered every frame, then failed to move it into place (and
+    left its parts folder); a report into a folder that is not there, or onto a folder, failed
+    after the output was written (exit 2 with the output there). Each is one line now, and
+    nothing is written."""
+    from ffdesk.cli import main
+
+    folder = tmp_path / "shot.mp4"
+    folder.mkdir()
+    out = tmp_path / "out.mp4"
+    base = ["render", "--target", str(clip), "-q"]
+    for extra, says in (
+        (["--output", str(folder)], f"{folder} is a folder; the output is a file"),
+        (["--output", str(out), "--report", str(tmp_path / "no" / "r.json")], "--report: "),
+        (["--output", str(out), "--report", str(folder)], f"--report {folder} is a folder"),
+    ):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shot.mp4"] and not any(folder.iterdir())
+
+
 def test_png_frames_onto_a_file_are_refused_before_rendering(
     run_env: RuntimeEnv, clip: Path, tmp_path: Path
 ) -> None:

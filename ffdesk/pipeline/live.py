@@ -51,6 +51,9 @@ TIMINGS_KEPT = 36_000
 """Frame timings kept for the figures: the last 20 minutes at 30 frames/s."""
 POLL_S = 0.1
 """How often the threads look at the stop event while waiting for a frame."""
+DRAIN_S = 2.0
+"""At the end of a session (the clip's end, the time, a stop), how long the last frame swapped
+may wait for the output thread to take it, so the outputs get it too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +268,13 @@ class _Newest:
             if self._item is None and not self._closed:
                 self._cond.wait(timeout)
             item, self._item = self._item, None
+            self._cond.notify_all()
             return item
+
+    def wait_taken(self, timeout: float) -> bool:
+        """Wait until the frame put last has been taken (at most `timeout` s); whether it was."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._item is None or self._closed, timeout)
 
     def close(self) -> int:
         """No more frames; returns how many were left untaken (0 or 1)."""
@@ -374,6 +383,9 @@ class LiveSession:
             self._error = _one_line(exc)
         finally:
             grabber.stop()
+            if ended != "error" and not self._halt.is_set():
+                # the last frame swapped reaches the outputs too (a clip's last, a recording's)
+                self._handoff.wait_taken(DRAIN_S)
             self._halt.set()
             left = self._handoff.close()
             out_thread.join(10.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
@@ -462,6 +463,25 @@ def test_a_pack_swaps_live_under_the_masks_asked_for(
     assert main([*args, "--mask-padding", "1,2,3,4,5"]) == 2
     err = capsys.readouterr().err
     assert "(--mask-padding)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_clips_last_frame_reaches_the_recording(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The session ended at the clip's end with its last frame swapped and not yet taken by the
+    output thread: a 3-frame clip recorded 2 frames and said "0 of 3 dropped"."""
+    from ffdesk.media.synth import synth_clip
+
+    for frames in (1, 3):
+        clip, rec = tmp_path / f"c{frames}.mp4", tmp_path / f"r{frames}.mp4"
+        synth_clip(clip, width=160, height=120, fps=25, frames=frames, audio_streams=0)
+        assert main(["live", "--source", str(SOURCE), "--camera", f"file:{clip}", "--record", str(rec)]) == 0
+        line = capsys.readouterr().out
+        found = re.search(r"(\d+) frames out .* (\d+) of (\d+) frames dropped", line)
+        assert found is not None, line
+        out, dropped, captured = map(int, found.groups())
+        assert (captured, out + dropped) == (frames, frames), line  # every frame out or dropped
+        with av.open(str(rec)) as c:
+            got = [frame_index_of(f.to_ndarray(format="rgb24").astype(np.uint8)) for f in c.decode(video=0)]
+        assert len(got) == out and got == sorted(got) and got[-1] == frames - 1  # the last one out
 
 
 def test_a_disk_that_fills_while_recording_is_one_line_and_leaves_nothing(

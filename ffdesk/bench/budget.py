@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ffdesk.bench.common import add_json_option, finish, write_so_far
+from ffdesk.bench.common import add_json_option, finish, say_if_no_gpu, write_so_far
 from ffdesk.bench.gpu import watch_render
 from ffdesk.bench.memory import (
     PACK,
@@ -154,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.models_dir is not None and not args.models_dir.is_dir():
         raise UserError(f"--models-dir {args.models_dir}: no such folder")
     env = runtime_env(args)
+    say_if_no_gpu(args.provider, env)
     names = PACK if args.masks else PACK[:3]
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)

@@ -26,7 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ffdesk.bench.common import add_json_option, finish, number_from
+from ffdesk.bench.common import add_json_option, finish, number_from, say_if_no_gpu
 from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider
@@ -178,6 +178,7 @@ def measure(
 
 def run(args: argparse.Namespace) -> int:
     env = runtime_env(args)
+    say_if_no_gpu(args.provider, env)
     outs = [name for name, on in (("stream", args.stream), ("record", args.record)) if on]
     # a SIGTERM (`timeout` at a limit) or Ctrl-C from here on, even while the clip and the models
     # are made, ends the session at its next frame (or before its first): its figures still written

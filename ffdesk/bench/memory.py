@@ -33,6 +33,7 @@ from ffdesk.bench.common import (
     cached,
     finish,
     number_from,
+    say_if_no_gpu,
     whole_at_least,
     write_so_far,
 )
@@ -180,6 +181,7 @@ def _mib(n: float | None) -> float | None:
 def run(args: argparse.Namespace) -> int:
     names = PACK if args.masks else PACK[:3]
     env = runtime_env(args)
+    say_if_no_gpu(args.provider, env)
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)
     base = pack_args(args.batch, args.provider, args.masks)
@@ -252,8 +254,11 @@ def run(args: argparse.Namespace) -> int:
     figures["peak_rss_reduction"] = round(1 - rss, 3)
     ratio = best["on_demand"] / best["all_resident"] if best["all_resident"] else None
     figures["throughput_ratio"] = round(ratio, 3) if ratio is not None else None
-    # against what every model resident held at its batch: the budget's own share of that
-    figures["best_possible_reduction"] = round(1 - budget / max(1, _peak_model_bytes(resident)), 3)
+    # against what every model resident held at its batch: the models' share of the budget (what
+    # it leaves beside the reservation and the frames held; the measured reduction counts models
+    # alone) is the most the on-demand render's models may hold, so the least reduction it gives
+    figures["budget_models_mib"] = _mib(models)
+    figures["guaranteed_reduction"] = round(1 - models / max(1, _peak_model_bytes(resident)), 3)
     figures["published_bound"] = _published_bound(names, args.budget_models)
     for label in runs:
         f = figures[label]
@@ -264,11 +269,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"models on one item (MiB): {figures['models_mib']}")
     print(f"models at the render's batch (MiB): {figures['models_at_batch_mib']}")
     print(
-        f"peak model memory {figures['peak_model_reduction']:.1%} lower (goal: {GOAL_REDUCTION:.0%}; a budget"
-        f" of the {args.budget_models} largest allows at most {figures['best_possible_reduction']:.1%} here)"
+        f"peak model memory {figures['peak_model_reduction']:.1%} lower (goal: {GOAL_REDUCTION:.0%}; the"
+        f" budget's share for the {args.budget_models} largest models makes it at least"
+        f" {figures['guaranteed_reduction']:.1%} here)"
     )
     print(
-        f"  (with the published files' sizes the same budget allows at most {figures['published_bound']:.1%})"
+        "  (with the published files' sizes the same budget makes it at least"
+        f" {figures['published_bound']:.1%})"
     )
     print(
         f"budget {figures['budget_mib']} MiB: on-demand peak model memory"

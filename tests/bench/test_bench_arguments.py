@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ffdesk import cli
+from ffdesk.runtime.env import RuntimeEnv
 
 
 @pytest.mark.parametrize(
@@ -49,3 +50,23 @@ def test_live_seconds_that_are_not_a_number_are_refused(capsys: pytest.CaptureFi
     source = Path(__file__).resolve().parents[2] / "resources" / "sample" / "grace_hopper.jpg"
     assert cli.main(["live", "--source", str(source), "--camera", "file:none.mp4", "--seconds", "nan"]) == 2
     assert "--seconds must be a number more than 0, not nan" in capsys.readouterr().err
+
+
+def test_a_bench_asked_for_the_gpu_on_a_machine_without_one_says_so(
+    run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench memory` and `bench budget` run their renders in child processes, whose notes are not
+    shown: asked for `--provider cuda` where there is none, they measured the CPU silently."""
+    from ffdesk.bench.common import say_if_no_gpu
+    from ffdesk.runtime import sessions
+
+    monkeypatch.setattr(sessions, "cuda_missing", lambda _flags=None: "no NVIDIA GPU found")
+    say_if_no_gpu("cpu", run_env)
+    say_if_no_gpu("auto", run_env)
+    assert capsys.readouterr().err == ""
+    say_if_no_gpu("cuda", run_env)
+    err = capsys.readouterr().err
+    assert err == "warning: --provider cuda: no NVIDIA GPU found; the models run on the CPU\n"
+    monkeypatch.setattr(sessions, "cuda_missing", lambda _flags=None: None)  # a GPU: nothing said
+    say_if_no_gpu("cuda", run_env)
+    assert capsys.readouterr().err == ""

@@ -13,6 +13,8 @@ _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 def parse_size(text: str) -> int:
     """Bytes from "6GiB", "512MB", "1.5G", "4096" (K/M/G/T are binary unless written kB/MB/GB)."""
     m = _SIZE.match(str(text))
+    if not m and str(text).strip().startswith("-"):
+        raise UserError(f"size '{text}' must be more than zero")
     if not m:
         raise UserError(f"cannot read size '{text}' (examples: 6GiB, 512MiB, 1.5G)")
     number, unit, binary, b = m.groups()

@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         models_dir=args.models_dir,
         swapper=args.swapper,
         face_selection=args.face_selection,
-        face_map=face_map_of(args.map),
+        face_map=face_map_of(args.map, indexes=False),
         source_face=args.source_face,
         provider=args.provider,
         precision=args.precision,

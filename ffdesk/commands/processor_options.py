@@ -74,7 +74,9 @@ def add_processor_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="-100 (younger) to 100 (older); default 0",
     )
-    _model_option(p, "background_remover", "cut the people out: the matte as alpha or a clip (--matte)")
+    _model_option(
+        p, "background_remover", "cut the people out (a render can keep the matte: alpha or a clip, --matte)"
+    )
     p.add_argument(
         "--background-fill",
         default="0,0,0,0",

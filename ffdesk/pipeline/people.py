@@ -96,17 +96,19 @@ def check_sources(groups: Sequence[tuple[Path, ...]], what: str) -> None:
         raise UserError(f"{what} needs a source face photo (--source, or --map PERSON=FACE.jpg)")
 
 
-def face_map_of(values: Sequence[str]) -> tuple[FaceMapping, ...]:
+def face_map_of(values: Sequence[str], *, indexes: bool = True) -> tuple[FaceMapping, ...]:
     """`--map PERSON=FACE.jpg` values as face-map entries, one per person (in the order they
     first come), the photos of a person given several times gathered. PERSON is an index of
-    `ffdesk faces`'s listing or a photo of the person. `UserError` for a malformed value."""
+    `ffdesk faces`'s listing or a photo of the person (a photo only without `indexes`: a camera
+    has no listing). `UserError` for a malformed value."""
     order: list[int | Path] = []
     photos: dict[int | Path, list[Path]] = {}
     for value in values:
         key, sep, face = value.partition("=")
         key, face = key.strip(), face.strip()
         if not sep or not key or not face:
-            raise UserError(f"--map {value!r}: expected PERSON=FACE.jpg (PERSON: an index or a photo)")
+            expected = "PERSON=FACE.jpg (PERSON: an index or a photo)" if indexes else "PERSON.jpg=FACE.jpg"
+            raise UserError(f"--map {value!r}: expected {expected}")
         person: int | Path = int(key) if key.isdigit() else Path(key).expanduser()
         if person not in photos:
             order.append(person)

@@ -140,8 +140,10 @@ def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:
         FaceMapping(0, (Path("a.jpg"), Path("b.jpg"))),
         FaceMapping(ref, (Path("c.jpg"),)),
     )
-    with pytest.raises(UserError, match="PERSON=FACE"):
+    with pytest.raises(UserError, match=r"PERSON=FACE.jpg \(PERSON: an index or a photo\)"):
         face_map_of(["0"])
+    with pytest.raises(UserError, match=r"expected PERSON.jpg=FACE.jpg$"):  # live: a camera lists nobody
+        face_map_of(["0"], indexes=False)
 
 
 def test_a_person_found_already_is_not_looked_for_again(

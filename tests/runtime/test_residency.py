@@ -64,7 +64,7 @@ def test_parse_and_format_sizes() -> None:
     assert parse_size("800M") == 800 * 1024**2
     assert parse_size("4096") == 4096
     for bad in ("lots", "5 parsecs", "0", "-1G"):
-        with pytest.raises(UserError):
+        with pytest.raises(UserError, match="more than zero" if bad in ("0", "-1G") else "cannot read size"):
             parse_size(bad)
     assert format_size(530 * 1024**2) == "530.0 MiB"
     assert format_size(1536 * 1024**2) == "1.5 GiB"

@@ -165,9 +165,27 @@ def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[
     """One line naming the mask settings of a job the embedded swap runs that no stage of it reads
     (the embedded swap has masks of its own; the face processors read some, `mask_use`); none
     when a swapper model swaps, nothing is swapped, or each setting the job changes is read.
-    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers."""
+    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers. And one
+    line for a `--precision` that no model of the job takes (the embedded models run as they
+    ship; only a model pack's take a precision)."""
     if job.swapper or not (job.sources or job.face_map):
         return []
+    return [*_masks_unread(job, left_out), *_precision_unread(job, left_out)]
+
+
+def _precision_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
+    if job.precision in ("auto", "fp32"):
+        return []
+    fields = ("enhancer", *(f for f, _m, _fn in (*FACE_PROCESSORS, *FRAME_PROCESSORS)))
+    if any(getattr(job, f) for f in fields if f not in left_out):
+        return []
+    return [
+        f"the embedded swap runs its models as they ship: --precision {job.precision} applies to a "
+        "model pack's (--swapper, --enhancer and the other processors)"
+    ]
+
+
+def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
     on = mu.readers(p for p in mu.PROCESSOR_READS if getattr(job, p))
     read = mu.reads(on)
     named: list[str] = []

@@ -105,3 +105,23 @@ def test_a_render_says_it_once(run_env: RuntimeEnv, tmp_path: Path) -> None:
     run_render(render, events.append, env=run_env)
     warnings = [e.message for e in events if isinstance(e, ev.Warning)]
     assert sum("the embedded swap does not use --mask box,occlusion" in w for w in warnings) == 1, warnings
+
+
+def test_a_precision_no_model_of_the_job_takes_is_named() -> None:
+    """The embedded models run as they ship: `--precision fp16` on the embedded swap alone changed
+    nothing, silently; where a pack's model of the job takes it, nothing is said."""
+    (line,) = embedded_ignores(job(precision="fp16"))
+    assert line.startswith("the embedded swap runs its models as they ship: --precision fp16 applies")
+    assert embedded_ignores(job(precision="fp32")) == embedded_ignores(job()) == []
+    assert embedded_ignores(job(precision="int8", enhancer="gfpgan_1.4")) == []
+    assert embedded_ignores(job(precision="int8", swapper="inswapper_128")) == []
+    # live runs no frame enhancer: one asked of it takes no precision there either
+    assert embedded_ignores(job(precision="fp16", frame_enhancer="real_esrgan_x2")) == []
+    assert (
+        len(
+            embedded_ignores(
+                job(precision="fp16", frame_enhancer="real_esrgan_x2"), left_out=("frame_enhancer",)
+            )
+        )
+        == 1
+    )

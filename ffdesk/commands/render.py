@@ -403,9 +403,12 @@ def run(args: argparse.Namespace) -> int:
         from ffdesk.units import format_bytes
 
         b = report.budget
+        held_frames = (
+            "its one image" if report.video is None else f"at most {b.flow_frames + 1} frames at once"
+        )
         print(
             f"memory budget {format_bytes(b.budget_bytes)}: the embedded models "
-            f"{format_bytes(b.models_bytes)} and at most {b.flow_frames + 1} frames at once "
+            f"{format_bytes(b.models_bytes)} and {held_frames} "
             f"{format_bytes(b.held_bytes)}"
         )
     if report.processors:

@@ -106,6 +106,10 @@ def test_a_budget_too_small_for_the_embedded_swap_is_one_line_and_writes_nothing
     printed = capsys.readouterr().out  # what the budget counted, in a line after the output's
     assert "memory budget 1.0 GiB: the embedded models " in printed
     assert f"and at most {FLOW + 1} frames at once " in printed
+    photo = tmp_path / "photo.png"  # an image target holds its one image, not a flow of frames
+    assert main(["render", "--source", str(SOURCE), "--target", str(SOURCE), "--output", str(photo),
+                 "--memory-budget", "1GiB", "-q"]) == 0  # fmt: skip
+    assert "the embedded models " in (printed := capsys.readouterr().out) and " and its one image " in printed
 
 
 def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(

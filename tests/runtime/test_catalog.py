@@ -156,6 +156,12 @@ def test_unknown_model_is_a_user_error(catalog: Catalog) -> None:
         catalog.get("inswaper_128")
     with pytest.raises(UserError, match=r"\(did you mean bisenet_resnet_18 or bisenet_resnet_34\?\)$"):
         catalog.get("bisenet")  # the start of their names
+    # a path to a file that is no model: the hundred names in the catalog would not help
+    for path in ("/clips/take1.mp4", "take1.mp4", "models\\face.pth"):
+        with pytest.raises(UserError, match=r": give a name from `ffdesk models list` or an .onnx file$"):
+            catalog.get(path)
+    with pytest.raises(UserError, match=r"did you mean gfpgan_1.2 or gfpgan_1.3 or gfpgan_1.4"):  # a version
+        catalog.get("gfpgan_1.5")
 
 
 def test_bad_catalog_file_is_named(tmp_path: Path) -> None:

@@ -169,7 +169,8 @@ def _prepare(args: argparse.Namespace) -> int:
     for spec in specs:  # every file checked before any work
         path = folder / spec.file
         if not path.is_file():
-            raise UserError(f"{spec.file}: not in {folder}")
+            there = "" if folder.is_dir() else " (no such folder)"
+            raise UserError(f"{spec.file}: not in {folder}{there}")
         problems = verify(spec, path)
         if problems:
             raise UserError("; ".join(problems))

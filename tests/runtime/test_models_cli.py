@@ -179,7 +179,11 @@ def test_prepare_for_a_gpu_makes_the_batch_free_copy_and_its_fp16_variant(
 
 
 @pytest.mark.parametrize(
-    ("names", "why"), [(["nope_9"], "not a catalog model"), (["gfpgan_1.4"], "gfpgan_1.4.onnx: not in")]
+    ("names", "why"),
+    [
+        (["nope_9"], "not a catalog model"),
+        (["gfpgan_1.4"], "gfpgan_1.4.onnx: not in"),
+    ],
 )
 def test_prepare_refuses_in_one_line(
     standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], names: list[str], why: str
@@ -188,6 +192,11 @@ def test_prepare_refuses_in_one_line(
     assert main(["models", "prepare", *names, "--models-dir", str(pack)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and why in err[0], err
+
+
+def test_prepare_in_a_folder_that_is_not_there_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "prepare", "inswapper_128", "--models-dir", "/no/such/folder"]) == 2
+    assert "inswapper_128.onnx: not in /no/such/folder (no such folder)" in capsys.readouterr().err
 
 
 def test_import_never_replaces_another_file_unasked(

@@ -148,6 +148,11 @@ def run(args: argparse.Namespace) -> int:
         from ffdesk.media.capture import default_camera
 
         args.camera = default_camera()
+        if args.camera is None:
+            raise UserError(
+                "no camera found (no /dev/video device): plug one in, or play a clip as one "
+                "(--camera file:CLIP)"
+            )
     camera = open_camera(args.camera, size=size, fps=args.fps, loop=args.loop, on_status=_status)
     job = live_job(
         args.source,

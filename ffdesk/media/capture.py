@@ -419,13 +419,17 @@ def describe_node(index: int, path: Path, *, formats: bool = True) -> CameraInfo
     return CameraInfo(index, path, name, node.formats, kind=node.kind, virtual=virtual)
 
 
-def default_camera() -> str:
+def default_camera() -> str | None:
     """The camera `ffdesk live` opens when none is named: the first capture device that is not
     a virtual camera (which could be fed by this very session), else the first virtual one,
-    else "0" (which then says it is missing)."""
-    cameras = [c for c in list_cameras(query=False) if not c.kind and not c.problem]
+    else "0" where there are video nodes but none that captures (opening it says why); None
+    where there is no video node at all."""
+    nodes = list_cameras(query=False)
+    cameras = [c for c in nodes if not c.kind and not c.problem]
     real = [c for c in cameras if not c.virtual]
-    return str((real or cameras)[0].index) if cameras else "0"
+    if cameras:
+        return str((real or cameras)[0].index)
+    return "0" if nodes else None
 
 
 def list_cameras(*, query: bool = True) -> list[CameraInfo]:

@@ -243,9 +243,7 @@ class Catalog:
         if "/" in name or "\\" in name or (suffix[1:2].isalpha() and suffix != ".onnx"):
             # a path to something that is not a model (a file type, not a version such as 1.4 or
             # 2.5g): the catalog's names would not help
-            raise UserError(
-                f"unknown model {name!r}: give a name from `ffdesk models list` or an .onnx file"
-            )
+            raise UserError(f"unknown model {name!r}: give a name from `ffdesk models list` or an .onnx file")
         starting = [n for n in self.names if len(name) >= 3 and n.startswith(name)]
         if len(starting) > 6:  # a name that short names no model in particular
             raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")

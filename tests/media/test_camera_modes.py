@@ -214,9 +214,22 @@ def test_the_default_camera_is_the_first_that_is_not_virtual(monkeypatch: pytest
     webcam = CameraInfo(2, Path("/dev/video2"), "HD Webcam")
     meta = CameraInfo(3, Path("/dev/video3"), "HD Webcam", kind="metadata capture")
     locked = CameraInfo(1, Path("/dev/video1"), "", problem=capture.NO_PERMISSION)
-    for nodes, want in (([loop, locked, webcam, meta], "2"), ([loop, meta], "0"), ([], "0"), ([meta], "0")):
+    for nodes, want in (([loop, locked, webcam, meta], "2"), ([loop, meta], "0"), ([], None), ([meta], "0")):
         monkeypatch.setattr(capture, "list_cameras", lambda query=True, nodes=nodes: nodes)
         assert default_camera() == want, nodes
+
+
+def test_live_on_a_machine_without_a_camera_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.cli import main
+    from ffdesk.media import capture
+
+    monkeypatch.setattr(capture, "list_cameras", lambda query=True: [])
+    photo = Path(__file__).resolve().parents[2] / "resources" / "sample" / "grace_hopper.jpg"
+    assert main(["live", "--source", str(photo)]) == 2
+    err = capsys.readouterr().err
+    assert "no camera found (no /dev/video device)" in err and "--camera file:CLIP" in err
 
 
 def test_the_virtual_camera_is_never_the_camera_read(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
-from ffdesk.errors import Cancelled, UserError
+from ffdesk.errors import Cancelled, Terminated, UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import (
@@ -182,7 +182,7 @@ def run_one(
 
     try:
         report = render(entry.job, emit, cancel)
-    except (Cancelled, KeyboardInterrupt):
+    except (Cancelled, KeyboardInterrupt, Terminated):
         progress.stopped("interrupted", INTERRUPTED_NOTE)
         return "interrupted"
     except UserError as exc:

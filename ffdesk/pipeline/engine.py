@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import cv2
 import numpy as np
 
-from ffdesk.errors import Cancelled, DiskFull, MediaError, UserError
+from ffdesk.errors import Cancelled, DiskFull, MediaError, Terminated, UserError
 from ffdesk.hw import DriverFlags, nvdec_possible
 from ffdesk.media import atomic
 from ffdesk.media.decode import (
@@ -538,9 +538,9 @@ def _run_flow(
         encoder_name = _encode_segments(
             job, video, manifest, settings, flow.output, size, span, emit, halt, encode_stats
         )
-    except (Stopped, KeyboardInterrupt) as exc:
+    except (Stopped, KeyboardInterrupt, Terminated) as exc:
         halt.stop()
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, KeyboardInterrupt | Terminated):  # a second Ctrl-C or SIGTERM
             raise Cancelled from None
     finally:
         halt.stop()  # after END every flow thread is done; otherwise this stops them

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from PySide6.QtCore import QCoreApplication, QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -39,6 +45,42 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
+SIGNAL_LOOK_MS = 200
+"""How often the window's thread lets Python look at the signals that came (Qt's event loop runs
+no Python between events, so a signal would otherwise wait for the next mouse move)."""
+
+
+@contextmanager
+def quit_on_signals(app: QCoreApplication, shutdown: Callable[[], None]) -> Iterator[None]:
+    """While inside, SIGTERM (a session ending, `kill`) and Ctrl-C in the terminal shut the app
+    down as when its window closes (`shutdown`: settings saved, a render cancelled where it can
+    resume), without asking (no one may be there to answer), then end its event loop; before,
+    the process vanished mid-write. Both run from the event loop, not inside the handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    look = QTimer()
+    look.timeout.connect(lambda: None)  # a moment of Python: its signal handlers run then
+    look.start(SIGNAL_LOOK_MS)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def stop() -> None:
+        shutdown()
+        app.quit()
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        QTimer.singleShot(0, stop)
+
+    for signum in previous:
+        signal.signal(signum, on_signal)
+    try:
+        yield
+    finally:
+        look.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
 def run_gui(clip: Path | None = None, sources: tuple[Path, ...] = (), *, env: RuntimeEnv) -> int:
     """Open the window (with `clip` as the target, when given) and run until it closes. `env`:
     the runtime environment the command line built (models folder, caches, driver switches)."""
@@ -52,6 +94,7 @@ def run_gui(clip: Path | None = None, sources: tuple[Path, ...] = (), *, env: Ru
     if clip is not None:
         window.open_clip(clip)
     try:
-        return int(app.exec())
+        with quit_on_signals(app, window.shutdown):
+            return int(app.exec())
     finally:
         window.shutdown()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -49,38 +48,6 @@ def json_output(text: str) -> Path:
     except MediaError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return path
-
-
-def whole_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least `low` (one line otherwise)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
-        return value
-
-    return parse
-
-
-def number_from(low: float, *, above: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number of at least `low` (more than `low` where `above`)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value) or value < low or (above and value == low):
-            raise argparse.ArgumentTypeError(
-                f"must be {'more than' if above else 'at least'} {low:g}, not {text}"
-            )
-        return value
-
-    return parse
 
 
 def say_if_no_gpu(provider: str, env: RuntimeEnv) -> None:

@@ -26,7 +26,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ffdesk.bench.common import add_json_option, finish, number_from, say_if_no_gpu
+from ffdesk.bench.common import add_json_option, finish, say_if_no_gpu
+from ffdesk.commands.argtypes import number_from
 from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.job import PROVIDERS, Provider

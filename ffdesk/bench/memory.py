@@ -32,11 +32,10 @@ from ffdesk.bench.common import (
     cache_dir,
     cached,
     finish,
-    number_from,
     say_if_no_gpu,
-    whole_at_least,
     write_so_far,
 )
+from ffdesk.commands.argtypes import number_from, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.media.probe import probe
 from ffdesk.pipeline.stages.models import frames_at_once, held_frame_bytes

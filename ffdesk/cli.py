@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 import time
@@ -116,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if not is_place_error(exc):
+            return _internal_error(exc, env)
+        print(f"ffdesk: error: {place_error(exc)}", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] == "ffdesk":
             return _internal_error(exc, env)
@@ -123,6 +129,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         return _internal_error(exc, env)
+
+
+PLACE_ERRNOS = frozenset(
+    {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR}
+)
+"""What a file system says of a place the user chose (read-only, not allowed, full, a file where a
+folder should be): one line (exit 2) wherever a command meets it, not an internal error."""
+
+
+def is_place_error(exc: OSError) -> bool:
+    """Whether `exc` is the file system's word on a place (`PLACE_ERRNOS`, or a folder made where
+    a file is: mkdir's "File exists" for a path that is a file)."""
+    if exc.errno in PLACE_ERRNOS:
+        return True
+    return exc.errno == errno.EEXIST and exc.filename is not None and os.path.isfile(exc.filename)
+
+
+def place_error(exc: OSError) -> str:
+    """One line for a file system error on a place the user chose: the path and the reason."""
+    where = exc.filename if exc.filename is not None else "a file"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"disk full while writing {where} ({exc.strerror})"
+    if exc.errno == errno.EEXIST:
+        return f"{where} is a file where a folder is needed"
+    return f"{where}: {exc.strerror or exc}"
 
 
 def _internal_error(exc: BaseException, env: RuntimeEnv | None) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ffdesk.media.atomic import same_file
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import QueueEntry
 from ffdesk.pipeline.resume import work_dir_for
@@ -103,6 +104,8 @@ def claim_output(job: RenderJob, taken: Iterable[Path] = ()) -> OutputClaim:
     free name; one with finished segments keeps its name (they are kept in the work folder under
     that name), so it is refused with one line. `taken`: outputs other queue jobs will write."""
     out = job.output
+    if any(same_file(out, inp) for inp in job.files_read()):  # never a new name beside an input
+        return OutputClaim(None, f"output {out.name} is one of the job's inputs; choose another path")
     if not output_in_the_way(job):
         return OutputClaim(job)
     if work_dir_for(out).exists():

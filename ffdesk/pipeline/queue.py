@@ -436,10 +436,12 @@ class RenderQueue:
             self._set_aside([], [f"{exc.size} bytes, more than a queue file holds"])
             return
         entries, problems = parse_queue(raw)
-        self._entries = [
-            replace(e, state="interrupted", eta_s=None) if e.state == "running" else e  # the process died
-            for e in entries
-        ]
+        # a job "running" where no other process runs the queue: the process that ran it died
+        if not QueueInUse.held_by_another(self.path):
+            entries = [
+                replace(e, state="interrupted", eta_s=None) if e.state == "running" else e for e in entries
+            ]
+        self._entries = entries
         if problems:
             self._set_aside(entries, problems)
 
@@ -469,8 +471,10 @@ class RenderQueue:
         )
 
     def _warn(self, text: str) -> None:
+        """`warning`, which each front end shows its own way (`ffdesk queue` on stderr, the app in
+        its Status dock); logged below the level Python prints unconfigured, so it is said once."""
         self.warning = text
-        log.warning("%s", text)
+        log.info("%s", text)
 
     def _commit(self, persist: bool = True) -> None:
         if persist:
@@ -581,6 +585,26 @@ class QueueInUse:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{by} (process {os.getpid()})\n".encode(), 0)
         return cls(fd)
+
+    @staticmethod
+    def held_by_another(queue_path: Path) -> bool:
+        """Whether another process runs the queue now (`queue list` beside a `queue run`: its
+        running job is running, not interrupted). The lock is tried on a new descriptor, which
+        this process's own hold refuses too: its holder line tells the two apart."""
+        try:
+            fd = os.open(queue_path.with_name(queue_path.name + ".lock"), os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 4096).decode("utf-8", "replace")
+                return f"(process {os.getpid()})" not in holder
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
 
     def release(self) -> None:
         """Let another runner take the queue; safe to call twice."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,51 @@ def test_a_running_job_comes_back_interrupted(tmp_path: Path) -> None:
     assert again.resume(e.id).state == "queued"
 
 
+_HOLDS = """
+import sys, time
+from pathlib import Path
+from ffdesk.pipeline.queue import QueueInUse
+held = QueueInUse.take(Path(sys.argv[1]), "ffdesk queue run")
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_job_another_process_runs_now_reads_as_running(tmp_path: Path) -> None:
+    """`ffdesk queue list` beside a `queue run` showed its running job as "interrupted"."""
+    import subprocess
+    import sys
+
+    from ffdesk.pipeline.queue import QueueInUse
+
+    path = tmp_path / "queue.json"
+    q = RenderQueue(path)
+    e = q.add(_job(tmp_path, "a"))
+    q.update(e.id, state="running", frames_done=3, frames_total=9)
+    root = Path(__file__).resolve().parents[2]
+    runner = subprocess.Popen(
+        [sys.executable, "-c", _HOLDS, str(path)],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert runner.stdout is not None and runner.stdout.readline().strip() == "held"
+        assert QueueInUse.held_by_another(path)
+        assert RenderQueue(path).get(e.id).state == "running"
+    finally:
+        runner.communicate("\n", timeout=60)
+    assert not QueueInUse.held_by_another(path)
+    held = QueueInUse.take(path, "ffdesk queue run")  # this process runs it: what ran before died
+    try:
+        assert not isinstance(held, str) and not QueueInUse.held_by_another(path)
+        assert RenderQueue(path).get(e.id).state == "interrupted"
+    finally:
+        assert not isinstance(held, str)
+        held.release()
+
+
 def test_running_job_cannot_be_removed_and_listeners_fire(tmp_path: Path) -> None:
     calls: list[int] = []
     q = RenderQueue(tmp_path / "queue.json", on_change=lambda: calls.append(1))
@@ -191,12 +237,14 @@ def test_a_corrupt_queue_is_kept_aside_with_a_warning(
 ) -> None:
     path = tmp_path / "queue.json"
     path.write_bytes(raw)
+    caplog.set_level(logging.INFO, logger="ffdesk.pipeline.queue")
     q = RenderQueue(path)
     assert q.entries() == []
     assert q.warning is not None and reason in q.warning, q.warning
     assert q.warning.startswith("queue.json was damaged (") and "kept it as queue.json.corrupt" in q.warning
     assert (tmp_path / "queue.json.corrupt").read_bytes() == raw
-    assert any(r.levelname == "WARNING" and "queue.json" in r.getMessage() for r in caplog.records)
+    # logged for a log that is set up; each front end says it itself (`warning`), once
+    assert any(r.levelname == "INFO" and "queue.json" in r.getMessage() for r in caplog.records)
     q.add(_job(tmp_path, "a"))  # the app carries on with a fresh queue; the damaged one stays aside
     assert len(RenderQueue(path).entries()) == 1 and RenderQueue(path).warning is None
     assert (tmp_path / "queue.json.corrupt").read_bytes() == raw

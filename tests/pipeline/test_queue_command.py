@@ -239,3 +239,36 @@ def test_queue_run_never_replaces_a_file_that_appeared_at_a_jobs_output(
     assert a.started is not None and a.elapsed_s is not None
     assert _indices(tmp_path / "a-out-2.mov") == list(range(8))
     assert b.state == "failed" and "not replaced" in b.message
+
+
+def test_a_damaged_queue_is_said_once(tmp_path: Path) -> None:
+    """The note was printed twice: bare by Python's unconfigured logging, then by the command."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "q.json"
+    path.write_text('{"jobs":[')
+    root = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "ffdesk", "queue", "list", "--queue", str(path)]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ffdesk: warning: q.json was damaged"), lines
+
+
+def test_a_job_whose_output_is_its_input_fails_without_writing_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its target sat at its output, so the job took it for a file that appeared after queueing
+    and wrote c-2.mp4 beside it."""
+    clip = tmp_path / "c.mp4"
+    synth_clip(clip, width=96, height=64, fps=25, frames=8, audio_streams=0)
+    kept = clip.read_bytes()
+    path = tmp_path / "queue.json"
+    RenderQueue(path).add(RenderJob(target=clip, output=clip))
+    assert main(["queue", "run", "--queue", str(path)]) == 2
+    assert "output c.mp4 is one of the job's inputs; choose another path" in capsys.readouterr().err
+    assert clip.read_bytes() == kept and sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".mp4") == [
+        "c.mp4"
+    ]
+    assert RenderQueue(path).entries()[0].state == "failed"

@@ -8,9 +8,9 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from PySide6.QtCore import QCoreApplication, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication
 
@@ -45,13 +45,19 @@ def application(argv: list[str] | None = None) -> QApplication:
     return app
 
 
+class Quits(Protocol):
+    """What ends the event loop: the application (or, in a test, a loop of its own)."""
+
+    def quit(self) -> None: ...
+
+
 SIGNAL_LOOK_MS = 200
 """How often the window's thread lets Python look at the signals that came (Qt's event loop runs
 no Python between events, so a signal would otherwise wait for the next mouse move)."""
 
 
 @contextmanager
-def quit_on_signals(app: QCoreApplication, shutdown: Callable[[], None]) -> Iterator[None]:
+def quit_on_signals(app: Quits, shutdown: Callable[[], None]) -> Iterator[None]:
     """While inside, SIGTERM (a session ending, `kill`) and Ctrl-C in the terminal shut the app
     down as when its window closes (`shutdown`: settings saved, a render cancelled where it can
     resume), without asking (no one may be there to answer), then end its event loop; before,

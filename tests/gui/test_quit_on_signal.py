@@ -1,8 +1,7 @@
 """SIGTERM (a desktop session ending, `kill`) and Ctrl-C in the terminal close the app as its
 window does, without asking (a render is cancelled where it can resume): settings saved, every
-thread stopped. Before, SIGTERM ended the process where it
-stood, and Ctrl-C raised KeyboardInterrupt inside whichever Qt slot ran next, which Qt printed and
-went on."""
+thread stopped. Before, SIGTERM ended the process where it stood, and Ctrl-C raised
+KeyboardInterrupt inside whichever Qt slot ran next, which Qt printed and went on."""
 
 from __future__ import annotations
 
@@ -13,10 +12,24 @@ import time
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 from ffdesk.runtime.env import RuntimeEnv
+
+
+class _App:
+    """The application as `run_gui` uses it, its loop a loop of its own: quitting the test
+    process's one QApplication would end the event loops of the tests after this one."""
+
+    def __init__(self) -> None:
+        self.loop = QEventLoop()
+
+    def exec(self) -> int:
+        return self.loop.exec()
+
+    def quit(self) -> None:
+        self.loop.quit()
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
@@ -34,12 +47,14 @@ def test_a_signal_closes_the_app_as_its_window_does(
         real(self)
 
     monkeypatch.setattr(MainWindow, "shutdown", shutdown)
+    app = _App()
+    monkeypatch.setattr(gui_app, "application", lambda: app)
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     # from another thread, while the window's thread is inside Qt's event loop
     sender = threading.Timer(2.0, os.kill, (os.getpid(), signum))
     fallback = QTimer()
     fallback.setSingleShot(True)
-    fallback.timeout.connect(qapp.quit)  # never hang the suite
+    fallback.timeout.connect(app.quit)  # never hang the suite
     fallback.start(60_000)
     sender.start()
     t0 = time.monotonic()

@@ -43,10 +43,18 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.faces.people import ClipRange, find_people, recognizer_for
 
     clip = Path(args.clip).expanduser()
+    if clip.is_dir():
+        raise UserError(f"{clip} is a folder; give a clip")
     if not clip.is_file():
         raise UserError(f"{clip}: no such file")
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise UserError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
+    if args.start:  # as a render says it: not "0 people" in no frame
+        from ffdesk.media.probe import probe
+
+        duration = probe(clip, max_pixels=max_pixels_of(args)).duration_s
+        if duration > 0 and args.start >= duration:
+            raise UserError(f"--start {args.start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
     recognizer = recognizer_for(args.models_dir)
     found = find_people(
         clip, recognizer, span=ClipRange(args.start, args.end), max_pixels=max_pixels_of(args)

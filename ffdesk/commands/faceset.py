@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
 
 
@@ -20,11 +21,22 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--size", type=int, default=256, help="crop size in pixels (default 256)")
     p.add_argument("--template", default="arcface_128", help="five-point alignment template")
-    p.add_argument("--min-face", type=float, default=48.0, help="drop faces smaller than this (pixels)")
-    p.add_argument("--blur-threshold", type=float, default=40.0, help="drop crops less sharp than this")
-    p.add_argument("--dedup-bits", type=int, default=4, help="hash distance under which faces are duplicates")
-    p.add_argument("--every", type=int, default=1, help="use every n-th frame of a clip")
-    p.add_argument("--faces-per-frame", type=int, default=1, help="keep the n largest faces of a frame")
+    p.add_argument(
+        "--min-face", type=number_from(0), default=48.0, help="drop faces smaller than this (pixels)"
+    )
+    p.add_argument(
+        "--blur-threshold", type=number_from(0), default=40.0, help="drop crops less sharp than this"
+    )
+    p.add_argument(
+        "--dedup-bits",
+        type=whole_between(0, 64),
+        default=4,
+        help="hash distance under which faces are duplicates",
+    )
+    p.add_argument("--every", type=whole_at_least(1), default=1, help="use every n-th frame of a clip")
+    p.add_argument(
+        "--faces-per-frame", type=whole_at_least(1), default=1, help="keep the n largest faces of a frame"
+    )
     add_max_pixels_option(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_extract)

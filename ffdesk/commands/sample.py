@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.argtypes import number_between
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 
@@ -19,14 +20,25 @@ CLIP_NAME = "sample_clip.mp4"
 OUTPUT_NAME = "sample_swapped.mp4"
 SOURCE = ("sample", "grace_hopper.jpg")
 TARGET_PHOTO = ("sample", "astronaut.jpg")
+SAMPLE_FPS = 25.0
 
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "sample", help="render the bundled sample: a face swap with the embedded models"
     )
-    p.add_argument("--out", type=Path, default=Path("sample_out"), help="folder for the clip and result")
-    p.add_argument("--seconds", type=float, default=3.0, help="length of the sample clip (default 3)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("sample_out"),
+        help="folder for the clip and result (default ./sample_out)",
+    )
+    p.add_argument(
+        "--seconds",
+        type=number_between(0.04, 600),
+        default=3.0,
+        help="length of the sample clip, 0.04-600 (default 3)",
+    )
     p.add_argument("--mode", choices=("preview", "final"), default="final")
     p.set_defaults(func=run)
 
@@ -45,12 +57,26 @@ def make_sample_clip(path: Path, seconds: float = 3.0, width: int = 1280, height
             tmp,
             width=width,
             height=height,
-            fps=25.0,
+            fps=SAMPLE_FPS,
             seconds=seconds,
             audio_streams=1,
             face_image=head_and_shoulders,
         )
     return path
+
+
+def _sample_clip_of(clip: Path, seconds: float) -> bool:
+    """Whether `clip` is a sample clip of `seconds` made earlier (reused; otherwise it is made
+    again: a clip of another length, or not one that reads)."""
+    from ffdesk.media.probe import probe
+
+    if not clip.is_file():
+        return False
+    try:
+        info = probe(clip)
+    except UserError:
+        return False
+    return info.video is not None and info.video.frame_count == max(1, round(seconds * SAMPLE_FPS))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot create {out_dir}: {exc.strerror}") from None
     clip = out_dir / CLIP_NAME
-    if not clip.exists():
+    if not _sample_clip_of(clip, args.seconds):
         print(f"making the sample clip {clip} ...", flush=True)
         make_sample_clip(clip, seconds=args.seconds)
     source = resource_path(*SOURCE)

@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.telemetry.nvml import GpuSample
@@ -30,12 +31,24 @@ def register(sub: Any) -> None:
     parser.add_argument("--once", action="store_true", help="take one sample and exit")
     parser.add_argument("--json", action="store_true", help="JSON: one object (--once) or one a line")
     parser.add_argument(
-        "--interval", type=float, default=DEFAULT_INTERVAL_S, metavar="S", help="seconds between samples"
+        "--interval",
+        type=number_from(0, above=True),
+        default=DEFAULT_INTERVAL_S,
+        metavar="S",
+        help="seconds between samples",
     )
-    parser.add_argument("--count", type=int, default=None, metavar="N", help="stop after N samples")
-    parser.add_argument("--pid", type=int, default=None, help="process to watch (default: this one)")
     parser.add_argument(
-        "--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics on port N"
+        "--count", type=whole_at_least(1), default=None, metavar="N", help="stop after N samples"
+    )
+    parser.add_argument(
+        "--pid", type=whole_at_least(1), default=None, help="process to watch (default: this one)"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=whole_between(0, 65535),
+        default=None,
+        metavar="N",
+        help="serve Prometheus metrics on port N",
     )
     parser.add_argument(
         "--metrics-host",
@@ -47,10 +60,6 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.interval > 0:
-        raise UserError(f"--interval must be positive, got {args.interval}")
-    if args.count is not None and args.count < 1:
-        raise UserError(f"--count must be at least 1, got {args.count}")
     if args.pid is not None:
         import psutil
 

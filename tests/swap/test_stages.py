@@ -137,6 +137,12 @@ def test_sample_command_makes_and_swaps_the_bundled_clip(
     assert f"output: {result.resolve()}" in out
     assert "25 faces swapped, 0 skipped" in out
     assert (tmp_path / "sample_clip.mp4").is_file() and result.is_file()
+    # another length makes the clip again (it was reused whatever --seconds asked); the same reuses it
+    assert main(["sample", "--out", str(tmp_path), "--seconds", "0.4"]) == 0
+    out = capsys.readouterr().out
+    assert "making the sample clip" in out and "done: 10 frames" in out
+    assert main(["sample", "--out", str(tmp_path), "--seconds", "0.4"]) == 0
+    assert "making the sample clip" not in capsys.readouterr().out
 
 
 def test_all_faces_in_a_frame_are_swapped(analyser: FaceAnalyser, astronaut: Frame, grace: Frame) -> None:

@@ -1,0 +1,32 @@
+"""Numbers the commands take are checked as the command line is read: out of range, NaN or not a
+number is one line and exit 2 before any work (`ffdesk sample --seconds nan` was an internal
+error, `telemetry --metrics-port 99999` an OverflowError, and `faceset extract --every 0` ran)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ffdesk import cli
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["sample", "--seconds", "nan"], "argument --seconds: must be at least 0.04, not nan"),
+        (["sample", "--seconds", "1e9"], "argument --seconds: must be from 0.04 to 600, not 1e9"),
+        (["telemetry", "--metrics-port", "99999"], "argument --metrics-port: must be from 0 to 65535"),
+        (["telemetry", "--interval", "0"], "argument --interval: must be more than 0, not 0"),
+        (
+            ["faceset", "extract", "--from", "x", "--out", "y", "--every", "0"],
+            "argument --every: must be at least 1",
+        ),
+        (["faceset", "extract", "--from", "x", "--out", "y", "--dedup-bits", "999"], "must be from 0 to 64"),
+        (["faceset", "extract", "--from", "x", "--out", "y", "--blur-threshold", "nan"], "--blur-threshold"),
+    ],
+)
+def test_other_commands_numbers_out_of_range_are_one_line(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

@@ -63,6 +63,10 @@ def test_the_encoder_and_output_choose_the_plan(
     data = json.loads(capsys.readouterr().out)
     assert data["output_suffix"] == ".mov" and data["encoder"] == "prores"
     assert data["plans"][1]["action"] == "copy"
+    # a file type the render would refuse is refused here too, not planned for
+    assert cli.main(["probe", str(clips["avi"]), "--output", "out.txt"]) == 2
+    err = capsys.readouterr().err
+    assert "--output out.txt: --encoder h264 cannot be written to a '.txt' file; use .mp4" in err
 
 
 def test_a_plain_clip_has_nothing_to_watch(

@@ -64,6 +64,15 @@ def run(args: argparse.Namespace) -> int:
         driver=runtime_env(args).driver,
         max_pixels=limit,
     )
+    if args.output is not None and not report.is_image:  # as the render would refuse it
+        from ffdesk.pipeline.engine import VIDEO_SUFFIXES
+
+        allowed = VIDEO_SUFFIXES.get(args.encoder)
+        if allowed is not None and suffix not in allowed:
+            raise UserError(
+                f"--output {args.output.name}: --encoder {args.encoder} cannot be written to a "
+                f"'{suffix or 'no suffix'}' file; use {', '.join(allowed)}"
+            )
     if args.json:
         json.dump(report_dict(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

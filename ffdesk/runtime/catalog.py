@@ -235,7 +235,7 @@ class Catalog:
 
     def get(self, name: str) -> ModelSpec:
         """The entry called `name`; otherwise a `UserError` naming the known models a name that
-        close was likely meant to be, or all of them."""
+        close was likely meant to be (or that start with it), or where to see them all."""
         for m in self.models:
             if m.name == name:
                 return m
@@ -246,12 +246,12 @@ class Catalog:
             raise UserError(f"unknown model {name!r}: give a name from `ffdesk models list` or an .onnx file")
         starting = [n for n in self.names if len(name) >= 3 and n.startswith(name)]
         if len(starting) > 6:  # a name that short names no model in particular
-            raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")
+            raise UserError(f"unknown model {name!r} (did you mean one of {', '.join(starting)}?)")
         near = set(starting or difflib.get_close_matches(name, self.names, n=3, cutoff=0.75))
         close = [n for n in self.names if n in near]
         if close:
             raise UserError(f"unknown model {name!r} (did you mean {' or '.join(close)}?)")
-        raise UserError(f"unknown model {name!r} (known: {', '.join(self.names)})")
+        raise UserError(f"unknown model {name!r} (`ffdesk models list` names the {len(self.names)} known)")
 
     def by_kind(self, kind: str) -> tuple[ModelSpec, ...]:
         return tuple(m for m in self.models if m.kind == kind)

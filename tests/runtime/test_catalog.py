@@ -149,8 +149,12 @@ def test_normalisation_round_trips(catalog: Catalog) -> None:
 
 
 def test_unknown_model_is_a_user_error(catalog: Catalog) -> None:
-    with pytest.raises(UserError, match="unknown model 'nope' \\(known: inswapper_128, "):
-        catalog.get("nope")
+    with pytest.raises(
+        UserError, match=r"^unknown model 'nope' \(`ffdesk models list` names the \d+ known\)$"
+    ):
+        catalog.get("nope")  # not the whole catalog in one line
+    with pytest.raises(UserError, match=r"did you mean one of real_esrgan_x2, real_esrgan_x2_fp16, "):
+        catalog.get("real_")
     typo = r"^unknown model 'inswaper_128' \(did you mean inswapper_128 or inswapper_128_fp16\?\)$"
     with pytest.raises(UserError, match=typo):
         catalog.get("inswaper_128")

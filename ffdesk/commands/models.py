@@ -83,7 +83,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_standins)
 
     p = cmds.add_parser("set-dir", help="remember a models folder for later runs")
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=_folder_named)
     p.set_defaults(func=_set_dir)
 
     def usage(_args: argparse.Namespace) -> int:
@@ -313,6 +313,13 @@ def _place_default_deep_swapper(standin: Path, folder: Path) -> Path:
     if hash_file.is_file():
         shutil.copyfile(hash_file, dest.with_suffix(".hash"))
     return dest
+
+
+def _folder_named(text: str) -> Path:
+    """A folder as typed; an empty one is refused (it would save the folder the command ran in)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give the models folder (it is empty)")
+    return Path(text)
 
 
 def _set_dir(args: argparse.Namespace) -> int:

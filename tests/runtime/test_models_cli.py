@@ -83,8 +83,11 @@ def test_a_file_given_as_the_models_folder_is_one_line(
         err = capsys.readouterr().err
         assert f"{clip} is a file, not a folder" in err and len(err.strip().splitlines()) == 1, err
     assert clip.read_bytes() == b"a clip"
+    assert main(["models", "set-dir", ""]) == 2  # saved the folder the command ran in
+    assert "give the models folder (it is empty)" in capsys.readouterr().err
     assert main(["models", "list", "--json"]) == 0  # nothing was saved: the default folder
-    assert json.loads(capsys.readouterr().out)["models_dir"] != str(clip)
+    saved = json.loads(capsys.readouterr().out)["models_dir"]
+    assert saved != str(clip) and saved != str(Path.cwd())
 
 
 def test_standins_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

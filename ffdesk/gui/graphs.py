@@ -7,19 +7,24 @@ happens per sample. Without a GPU the same plots show process memory and CPU, wi
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ffdesk.gui.controls import MODEL_COLOURS
 from ffdesk.pipeline import events as ev
+from ffdesk.telemetry.host import process_cpu_ceiling_pct
 from ffdesk.telemetry.sampler import RingBuffers, Sampler
 
 WINDOW_S = 120.0
 MIB = 2**20
+MIN_PLOT_WIDTH = 120
+"""A plot's narrowest (pixels): room for the y axis and the time axis's labels."""
 
 
 class TelemetryModel(QObject):
@@ -102,6 +107,81 @@ def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
+class TimeAxis(pg.AxisItem):
+    """The plots' time axis (seconds before now, 0 at the right end).
+
+    pyqtgraph drops a tick label that would reach past the axis (with a grid: past the plot), and
+    the "0" under the right end always does by half its width. This axis lets labels reach
+    `overhang` pixels further right, into the margin `PlotView` leaves there, so the "0" is drawn.
+    """
+
+    def __init__(self, overhang: float) -> None:
+        super().__init__(orientation="bottom")
+        self.overhang = overhang
+
+    def boundingRect(self) -> QRectF:  # noqa: N802 - pyqtgraph override
+        rect: QRectF = super().boundingRect()
+        return rect.adjusted(0, 0, self.overhang, 0)
+
+
+class PlotView(pg.PlotWidget):
+    """One graph: a time axis whose "0" shows, and a title shortened with "…" to the widget's width.
+
+    pyqtgraph lays a plot out no narrower than its title, whatever the widget's width: a title
+    wider than the widget would push the plot's right end (the newest samples, the "0") past the
+    widget's edge, out of sight. The title is fitted to the width instead, and spans the whole
+    plot so that its room does not depend on the y axis's labels.
+    """
+
+    full_title = ""
+    """The title as given (the one shown may be shortened)."""
+
+    def __init__(self, title: str) -> None:
+        super().__init__(background="#1c1c20")
+        self.setMinimumWidth(MIN_PLOT_WIDTH)
+        plot = self.getPlotItem()
+        # The right margin holds the overhang of the "0" under the plot's right end.
+        margin = math.ceil(QFontMetricsF(self.font()).horizontalAdvance("0") / 2) + 4
+        plot.setAxisItems({"bottom": TimeAxis(margin)})
+        plot.layout.setContentsMargins(1, 1, margin, 1)
+        plot.setTitle(title)
+        plot.layout.removeItem(plot.titleLabel)
+        plot.layout.addItem(plot.titleLabel, 0, 0, 1, plot.layout.columnCount())
+        self.full_title = title
+        self._fit_title(self.width())
+
+    def resizeEvent(self, event: QResizeEvent | None) -> None:  # noqa: N802 - Qt override
+        # pyqtgraph calls this with no event too, and while constructing (before the title is set).
+        if self.full_title:
+            self._fit_title(self.width())
+            shortened = self.getPlotItem().titleLabel.text != self.full_title
+            self.setToolTip(self.full_title if shortened else "")
+        super().resizeEvent(event)
+
+    def _fit_title(self, width: int) -> None:
+        plot = self.getPlotItem()
+        left, _, right, _ = plot.layout.getContentsMargins()
+        room = width - left - right
+        label = plot.titleLabel
+        text = self.full_title
+        if text != label.text:
+            plot.setTitle(text)
+        if label.itemRect().width() <= room:
+            return
+        font = QFont(label.item.font())
+        size = str(label.opts.get("size", ""))
+        if size.endswith("pt"):
+            font.setPointSizeF(float(size[:-2]))
+        pad = 2 * label.item.document().documentMargin()
+        shorter = QFontMetricsF(font).elidedText(text, Qt.TextElideMode.ElideRight, room - pad)
+        # The estimate can miss by a pixel or two: shorten further until the label fits.
+        while True:
+            plot.setTitle(shorter)
+            if label.itemRect().width() <= room or not shorter.rstrip("…"):
+                return
+            shorter = shorter.rstrip("…")[:-1] + "…"
+
+
 class GraphsView(QWidget):
     """Four small plots refreshed from ring buffers by a timer."""
 
@@ -129,9 +209,16 @@ class GraphsView(QWidget):
             ("GPU utilization (%)" if gpu else "Process CPU (%)"),
             "Frames/s",
         )
+        # The most a plot's figure can be (percentages), so its axis never runs past it.
+        self.y_ceilings: tuple[float | None, ...] = (
+            None,
+            100.0 if self.power_metric == "host.system_cpu_pct" else None,
+            100.0 if gpu else process_cpu_ceiling_pct(),
+            None,
+        )
         self.plots: list[pg.PlotItem] = []
         for i, title in enumerate(titles):
-            view = pg.PlotWidget(background="#1c1c20", title=title)
+            view = PlotView(title)
             grid.addWidget(view, i // 2, i % 2)
             plot = view.getPlotItem()
             plot.showGrid(x=True, y=True, alpha=0.2)
@@ -195,6 +282,7 @@ class GraphsView(QWidget):
         _fit_y(
             self.plots[number],
             self.budget_line.value() if number == 0 and self.budget_line.isVisible() else 0.0,
+            self.y_ceilings[number],
         )
 
     def set_budget(self, budget_bytes: int | None) -> None:
@@ -275,9 +363,10 @@ def budget_line() -> pg.InfiniteLine:
     return line
 
 
-def _fit_y(plot: pg.PlotItem, floor: float = 0.0) -> None:
+def _fit_y(plot: pg.PlotItem, floor: float = 0.0, ceiling: float | None = None) -> None:
     """Keep the y range at a 1-2-5 ceiling over the visible data (and `floor`, a line that must
-    stay in view); change it only when the data outgrows it or falls below a quarter of it."""
+    stay in view), never above `ceiling` (the most the figure can be); change it only when the
+    data outgrows it or falls below a quarter of it."""
     peak = floor
     for item in plot.listDataItems():
         _, y = item.getData()
@@ -285,5 +374,7 @@ def _fit_y(plot: pg.PlotItem, floor: float = 0.0) -> None:
             peak = max(peak, float(np.nanmax(y)))
     top = plot.viewRange()[1][1]
     want = nice_ceiling(peak * 1.1)
+    if ceiling is not None:
+        want = min(want, ceiling)
     if want > top or want < top / 4:
         plot.setYRange(0, want, padding=0)

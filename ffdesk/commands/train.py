@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ffdesk.errors import UserError
+from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
+from ffdesk.commands.interrupt import REPEAT_S
+from ffdesk.errors import Terminated, UserError
 from ffdesk.userpath import not_a_file
+
+if TYPE_CHECKING:
+    from ffdesk.training.model import ModelConfig
+    from ffdesk.training.trainer import TrainSettings
 
 
 def register(sub: Any) -> None:
@@ -37,10 +48,12 @@ def register(sub: Any) -> None:
         metavar="RUN_DIR",
         help="folder for checkpoints and logs (spell it --run-dir under torchrun)",
     )
-    p.add_argument("--steps", type=int, default=100_000, help="step goal (default 100000)")
-    p.add_argument("--resolution", type=int, choices=(64, 128, 256), default=128)
-    p.add_argument("--batch", type=int, default=8, help="faces per identity per step")
-    p.add_argument("--lr", type=float, help="learning rate (Adam; default 5e-5, with --qat 1e-5)")
+    p.add_argument("--steps", type=whole_at_least(1), help="step goal (default 100000; --resume: the run's)")
+    p.add_argument("--resolution", type=int, choices=(64, 128, 256), help="default 128 (--resume: the run's)")
+    p.add_argument("--batch", type=whole_at_least(1), help="faces per identity per step (default 8)")
+    p.add_argument(
+        "--lr", type=number_from(0, above=True), help="learning rate (Adam; default 5e-5, with --qat 1e-5)"
+    )
     p.add_argument(
         "--lr-schedule",
         choices=("constant", "cosine"),
@@ -48,14 +61,18 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--amp", action="store_true", help="mixed precision (bf16 where supported, else fp16)")
     p.add_argument("--grad-checkpoint", action="store_true", help="trade compute for activation memory")
-    p.add_argument("--resume", action="store_true", help="continue the run in RUN_DIR")
-    p.add_argument("--workers", type=int, default=2, help="data loader processes (0: in the main process)")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the run in RUN_DIR (options left out keep the run's)"
+    )
+    p.add_argument(
+        "--workers", type=whole_at_least(0), default=2, help="data loader processes (0: in the main process)"
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--log-every", type=int, default=10, metavar="STEPS")
-    p.add_argument("--preview-every", type=int, default=500, metavar="STEPS")
-    p.add_argument("--save-every", type=int, default=1000, metavar="STEPS")
-    p.add_argument("--model-size", choices=("tiny", "default"), default="default", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=whole_between(0, 2**32 - 1), help="default 0")
+    p.add_argument("--log-every", type=whole_at_least(1), default=10, metavar="STEPS")
+    p.add_argument("--preview-every", type=whole_at_least(1), default=500, metavar="STEPS")
+    p.add_argument("--save-every", type=whole_at_least(1), default=1000, metavar="STEPS")
+    p.add_argument("--model-size", choices=("tiny", "default"), help=argparse.SUPPRESS)
     p.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     d = p.add_argument_group("distillation and quantization")
@@ -63,15 +80,13 @@ def register(sub: Any) -> None:
     d.add_argument(
         "--size",
         choices=("small", "tiny"),
-        default="small",
-        help="distill: the student's width (small: 1/2 of the teacher's channels, tiny: 1/4)",
+        help="distill: the student's width (small (default): 1/2 of the teacher's channels, tiny: 1/4)",
     )
     d.add_argument(
         "--feature-weight",
-        type=float,
-        default=1.0,
+        type=number_from(0),
         metavar="W",
-        help="distill: weight of matching the decoders' intermediate maps (0: outputs only)",
+        help="distill: weight of matching the decoders' intermediate maps (default 1; 0: outputs only)",
     )
     d.add_argument(
         "--student-init",
@@ -87,13 +102,13 @@ def register(sub: Any) -> None:
     g = p.add_argument_group("scale and tuning")
     g.add_argument(
         "--nproc",
-        type=int,
+        type=whole_at_least(1),
         metavar="N",
         help="processes on this machine (DistributedDataParallel; default: one per GPU, else 1)",
     )
     g.add_argument(
         "--max-restarts",
-        type=int,
+        type=whole_at_least(0),
         default=0,
         metavar="R",
         help="with --nproc: restart the processes from the last checkpoint up to R times",
@@ -106,23 +121,22 @@ def register(sub: Any) -> None:
     )
     g.add_argument(
         "--alloc-split-mb",
-        type=int,
+        type=whole_at_least(20),
         metavar="MB",
         help="PYTORCH_CUDA_ALLOC_CONF max_split_size_mb (less fragmentation on long GPU runs)",
     )
     g.add_argument(
         "--ddp-bucket-mb",
-        type=float,
+        type=number_from(0, above=True),
         metavar="MB",
         help="with --nproc: gradient all-reduce bucket size (default: torch's 25 MB)",
     )
-    g.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help=argparse.SUPPRESS)
+    g.add_argument("--optimizer", choices=("adam", "sgd"), help=argparse.SUPPRESS)
     g.add_argument(
         "--mask-weight",
-        type=float,
-        default=1.0,
+        type=number_from(0),
         metavar="W",
-        help="weight of the mask loss (0: mask heads not trained)",
+        help="weight of the mask loss (default 1; 0: mask heads not trained)",
     )
     p.set_defaults(func=run)
 
@@ -149,6 +163,21 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     return out
 
 
+FRESH: dict[str, Any] = {"steps": 100_000, "resolution": 128, "batch": 8, "seed": 0, "mask_weight": 1.0,
+                         "feature_weight": 1.0, "optimizer": "adam", "lr_schedule": "constant"}  # fmt: skip
+"""The defaults of a new run. A resumed run keeps its own for the options not given (and refuses
+a given one that would change its model or data: `Trainer` checks against the checkpoint)."""
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What `ffdesk train` trains: into `run_dir`, from `teacher` (distill, --qat) or from scratch."""
+
+    run_dir: Path
+    teacher: Path | None = None
+    teacher_cfg: ModelConfig | None = None
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "export":
         from ffdesk.training.export import export_run
@@ -156,69 +185,121 @@ def run(args: argparse.Namespace) -> int:
         path = export_run(args.run)
         print(f"exported {path} (contract: {path.with_suffix('.json')})")
         return 0
-    from tqdm import tqdm
+    from ffdesk.training import launch
 
-    from ffdesk.training.model import ModelConfig
-    from ffdesk.training.trainer import Trainer, TrainSettings
-
-    model, teacher, run_dir = (
-        (ModelConfig.tiny(args.resolution) if args.model_size == "tiny" else None),
-        None,
-        args.run,
-    )
-    resolution = args.resolution
-    if args.action == "distill" or args.qat:
-        from dataclasses import replace
-
-        from ffdesk.training.tasks import teacher_config
-
-        if args.action == "distill" and args.qat:
-            raise UserError("ffdesk train: distill a student first, then run --qat on the student's folder")
-        if args.action == "distill" and args.teacher is None:
-            raise UserError("ffdesk train distill: --teacher RUN_DIR is required")
-        teacher = (args.teacher if args.action == "distill" else args.run).resolve()
-        teacher_cfg, teacher_ckpt = teacher_config(teacher)
-        if args.action == "distill":
-            model = teacher_cfg.student(args.size)
-        else:
-            model = replace(teacher_cfg, decoders=1)
-            run_dir = args.run / "qat"
-        resolution = teacher_cfg.resolution
-        args.src = args.src or (Path(teacher_ckpt["src"]) if teacher_ckpt.get("src") else None)
-        args.dst = args.dst or (Path(teacher_ckpt["dst"]) if teacher_ckpt.get("dst") else None)
+    task = _task(args)
     if args.src is None or args.dst is None:
         raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
-    _check_run_folder(run_dir, args.src, args.dst)
+    _check_run_folder(task.run_dir, args.src, args.dst)
+    resuming = _resuming(args, task.run_dir)
+    _fill_defaults(args, task.run_dir, resuming)
+    settings = _settings(args, task, resuming)
+    nproc = args.nproc if args.nproc is not None else (1 if launch.in_torchrun() else launch.default_nproc())
+    if nproc > 1 and not launch.in_torchrun():
+        return _launch(settings, args, nproc)
+    return _train(settings, args)
 
-    counts = {"--batch": args.batch, "--steps": args.steps, "--log-every": args.log_every,
-              "--preview-every": args.preview_every, "--save-every": args.save_every}  # fmt: skip
-    for flag, value in counts.items():
-        if value < 1:
-            raise UserError(f"{flag} must be at least 1")
-    if args.ddp_bucket_mb is not None and not args.ddp_bucket_mb > 0:
-        raise UserError("--ddp-bucket-mb must be more than 0")
-    settings = TrainSettings(
+
+def _task(args: argparse.Namespace) -> _Task:
+    """The run folder and teacher of `distill` and `--qat` (whose facesets default to the
+    teacher's), or the plain run folder."""
+    if not (args.action == "distill" or args.qat):
+        return _Task(args.run)
+    from ffdesk.training.tasks import teacher_config
+
+    if args.action == "distill" and args.qat:
+        raise UserError("ffdesk train: distill a student first, then run --qat on the student's folder")
+    if args.action == "distill" and args.teacher is None:
+        raise UserError("ffdesk train distill: --teacher RUN_DIR is required")
+    teacher = (args.teacher if args.action == "distill" else args.run).resolve()
+    teacher_cfg, teacher_ckpt = teacher_config(teacher)
+    args.src = args.src or (Path(teacher_ckpt["src"]) if teacher_ckpt.get("src") else None)
+    args.dst = args.dst or (Path(teacher_ckpt["dst"]) if teacher_ckpt.get("dst") else None)
+    return _Task(args.run if args.action == "distill" else args.run / "qat", teacher, teacher_cfg)
+
+
+def _resuming(args: argparse.Namespace, run_dir: Path) -> bool:
+    """Whether this continues a run; --resume where there is none yet starts one (with a warning:
+    a job that always passes --resume, as a restarted pod does, starts the same way)."""
+    from ffdesk.training import control
+
+    if not args.resume or (run_dir / control.CHECKPOINT).exists():
+        return bool(args.resume)
+    if os.environ.get("RANK", "0") == "0":
+        print(f"ffdesk: warning: no run to resume in {run_dir} (no {control.CHECKPOINT}); starting a new one",
+              file=sys.stderr)  # fmt: skip
+    args.resume = False  # and so for the processes torchrun starts
+    return False
+
+
+def _fill_defaults(args: argparse.Namespace, run_dir: Path, resuming: bool) -> None:
+    """Options not given: a resumed run's own (its `run.json`), else the defaults of a new run."""
+    from ffdesk.training import control
+
+    saved = (control.read_json(run_dir / control.SETTINGS) or {}) if resuming else {}
+    for name in (*FRESH, "lr"):
+        if getattr(args, name) is None:
+            setattr(args, name, _saved_value(saved, name))
+        if getattr(args, name) is None and name in FRESH:
+            setattr(args, name, FRESH[name])
+    if not resuming:  # a resumed run's model is its checkpoint's
+        args.model_size = args.model_size or "default"
+        args.size = args.size or "small"
+
+
+def _saved_value(saved: dict[str, Any], name: str) -> Any:
+    """`saved[name]` where it is a value the option takes, else None."""
+    value = saved.get(name)
+    default = FRESH.get(name, 0.0)
+    if isinstance(default, str) or value is None:
+        return value if isinstance(value, str) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    if isinstance(default, float):  # a weight (0 or more) or the learning rate (more than 0)
+        return float(value) if value > 0 or (value == 0 and name != "lr") else None
+    return value if isinstance(value, int) and value >= (0 if name == "seed" else 1) else None
+
+
+def _model(args: argparse.Namespace, task: _Task, resolution: int) -> ModelConfig | None:
+    """The network to train; None: the checkpoint's (a resumed run with no size given)."""
+    from ffdesk.training.model import ModelConfig
+
+    if args.qat and task.teacher_cfg is not None:
+        return replace(task.teacher_cfg, decoders=1)
+    if task.teacher_cfg is not None:
+        return task.teacher_cfg.student(args.size) if args.size else None
+    if args.model_size is None:
+        return None
+    tiny = args.model_size == "tiny"
+    return ModelConfig.tiny(resolution) if tiny else ModelConfig.for_resolution(resolution)
+
+
+def _settings(args: argparse.Namespace, task: _Task, resuming: bool) -> TrainSettings:
+    from ffdesk.training.trainer import TrainSettings
+
+    resolution = task.teacher_cfg.resolution if task.teacher_cfg is not None else args.resolution
+    return TrainSettings(
         src=args.src.resolve(),
         dst=args.dst.resolve(),
-        run_dir=run_dir.resolve(),
+        run_dir=task.run_dir.resolve(),
         steps=args.steps,
         resolution=resolution,
         batch=args.batch,
         lr=args.lr if args.lr is not None else (1e-5 if args.qat else 5e-5),
-        lr_schedule=args.lr_schedule or "constant",
+        lr_schedule=args.lr_schedule,
         ddp_bucket_mb=args.ddp_bucket_mb,
         amp=args.amp,
         grad_checkpoint=args.grad_checkpoint,
-        resume=args.resume,
-        workers=max(0, args.workers),
+        resume=resuming,
+        workers=args.workers,
         seed=args.seed,
         device=args.device,
         log_every=args.log_every,
         preview_every=args.preview_every,
         save_every=args.save_every,
         export_at_end=not args.no_export,
-        model=model,
-        teacher=teacher,
+        model=_model(args, task, resolution),
+        teacher=task.teacher,
         feature_weight=args.feature_weight,
         student_init=args.student_init,
         qat=args.qat,
@@ -227,32 +308,104 @@ def run(args: argparse.Namespace) -> int:
         amp_dtype=args.amp_dtype,
         alloc_split_mb=args.alloc_split_mb,
     )
+
+
+class _StopSignals:
+    """Ctrl-C and SIGTERM as the trainer's stop: the first saves a checkpoint, then stops
+    (status "interrupted", exit 130); a second one quits at once (checkpoints are written
+    atomically). The same signal again within `REPEAT_S` is the first delivered twice (GNU
+    `timeout` signals the process, then its group), not a second one.
+
+    Under torchrun SIGTERM is torchrun ending its workers (after a Ctrl-C that reached them too):
+    it always means save, then stop. The data loader's worker processes are forked with these
+    handlers: in them Ctrl-C is ignored (the main process shuts them down) and SIGTERM ends the
+    process as by default."""
+
+    def __init__(self, torchrun: bool, speaks: bool) -> None:
+        self.pid = os.getpid()
+        self.torchrun = torchrun
+        self.speaks = speaks
+        self.presses = 0
+        self.term = False
+        self.last = -math.inf
+        self.chld: Any = None
+        """The SIGCHLD handler set aside while the run stops (`_quiet_worker_ends`)."""
+
+    def requested(self) -> bool:
+        return self.presses > 0 or self.term
+
+    def on_sigint(self, _sig: int, _frame: FrameType | None) -> None:
+        if os.getpid() == self.pid and self._press():
+            self._first("Ctrl-C")
+
+    def on_sigterm(self, sig: int, _frame: FrameType | None) -> None:
+        if os.getpid() != self.pid:  # a forked data worker: end as by default
+            signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+        elif self.torchrun:
+            self.term = True
+        elif self._press(Terminated):
+            self._first("SIGTERM")
+
+    def _press(self, then: Callable[[], BaseException] = KeyboardInterrupt) -> bool:
+        """Counts a press; True for the first; raises `then()` for a later one."""
+        now = time.monotonic()
+        if now - self.last < REPEAT_S:
+            return False
+        self.last = now
+        self.presses += 1
+        if self.presses > 1:
+            raise then()
+        return True
+
+    def _first(self, what: str) -> None:
+        if self.speaks:
+            print(f"\nffdesk: {what}: saving a checkpoint, then stopping ({what} again to quit at once)",
+                  file=sys.stderr)  # fmt: skip
+        if not self.torchrun and self.chld is None:
+            self.chld = _quiet_worker_ends()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = signal.signal(signal.SIGINT, self.on_sigint)
+        previous_term = signal.signal(signal.SIGTERM, self.on_sigterm)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
+            if self.chld is not None:
+                signal.signal(signal.SIGCHLD, self.chld)
+
+
+def _quiet_worker_ends() -> Any:
+    """A signal sent to the process group reaches the data workers too, and ends them: the data
+    loader's SIGCHLD handler would then fail the run (at any point, while it saves too). The run
+    is stopping and takes no batch after this, so their end is let pass (by a handler that does
+    nothing: with the default, a SIGCHLD already pending would be reported as ignored). Returns
+    the handler set aside."""
+    return signal.signal(signal.SIGCHLD, _let_pass)
+
+
+def _let_pass(_sig: int, _frame: FrameType | None) -> None:
+    """A signal handler that does nothing."""
+
+
+def _train(settings: TrainSettings, args: argparse.Namespace) -> int:
+    """Train in this process (one of torchrun's, or the only one) until done or stopped."""
+    from tqdm import tqdm
+
     from ffdesk.commands.runtime_env import runtime_env
     from ffdesk.training import launch
+    from ffdesk.training.trainer import Trainer
 
-    nproc = args.nproc if args.nproc is not None else (1 if launch.in_torchrun() else launch.default_nproc())
-    if nproc < 1 or args.max_restarts < 0:
-        raise UserError("--nproc must be at least 1 and --max-restarts at least 0")
-    if nproc > 1 and not launch.in_torchrun():
-        return _launch(settings, args, nproc)
-    interrupts = {"count": 0, "term": 0}
-
-    def on_sigint(_sig: int, _frame: FrameType | None) -> None:
-        interrupts["count"] += 1
-        if interrupts["count"] > 1:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop now (checkpoints are written atomically)
-        if not launch.in_torchrun() or os.environ.get("RANK", "0") == "0":
-            print("\nffdesk: saving a checkpoint, then stopping (Ctrl-C again to quit at once)",
-                  file=sys.stderr)  # fmt: skip
-
-    def on_sigterm(_sig: int, _frame: FrameType | None) -> None:
-        interrupts["term"] = 1  # torchrun shutting the workers down: save, then stop
-
+    main = not launch.in_torchrun() or os.environ.get("RANK", "0") == "0"
+    stops = _StopSignals(launch.in_torchrun(), speaks=main)
     bars: list[Any] = []  # made at the first record, so errors before training print alone
 
     def on_record(rec: dict[str, Any]) -> None:
         if not bars:
-            bars.append(tqdm(total=rec.get("steps_goal") or args.steps, desc="train", unit="step",
+            bars.append(tqdm(total=rec.get("steps_goal") or settings.steps, desc="train", unit="step",
                              disable=args.quiet, dynamic_ncols=True))  # fmt: skip
         bar = bars[0]
         bar.n = rec["step"]
@@ -262,27 +415,20 @@ def run(args: argparse.Namespace) -> int:
     def on_message(msg: str) -> None:
         tqdm.write(msg, file=sys.stderr)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    previous_term = signal.signal(signal.SIGTERM, on_sigterm) if launch.in_torchrun() else None
     try:
-        result = Trainer(
-            settings,
-            lambda: interrupts["count"] > 0 or interrupts["term"] > 0,
-            on_record,
-            on_message,
-            driver=runtime_env(args).driver,
-        ).run()
+        with stops.installed():
+            result = Trainer(settings, stops.requested, on_record, on_message,
+                             driver=runtime_env(args).driver).run()  # fmt: skip
+    except FloatingPointError as exc:  # the loss diverged: the last checkpoint is kept
+        raise UserError(str(exc)) from None
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
         for bar in bars:
             bar.close()
     if result.outcome == "interrupted":
         print(f"ffdesk: checkpoint saved at step {result.step} in {settings.run_dir}; continue with --resume",
               file=sys.stderr)  # fmt: skip
         return 130
-    if result.model is not None or not launch.in_torchrun() or os.environ.get("RANK", "0") == "0":
+    if result.model is not None or main:
         print(
             f"{result.outcome} at step {result.step}" + (f"; model: {result.model}" if result.model else "")
         )

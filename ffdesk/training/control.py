@@ -9,6 +9,7 @@ the trainer handles the previous one is never lost, and each command is acted on
 from __future__ import annotations
 
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -18,6 +19,8 @@ from ffdesk.training.store import write_json_atomic
 
 Command = Literal["pause", "resume", "stop", "export"]
 State = Literal["starting", "running", "paused", "exporting", "stopped", "interrupted", "done", "failed"]
+LIVE_STATES: tuple[State, ...] = ("starting", "running", "paused", "exporting")
+"""The states of a status that a trainer still writes (its process is there to read commands)."""
 
 CONTROL = "control.json"
 STATUS = "status.json"
@@ -66,6 +69,7 @@ def write_status(run_dir: Path, state: State, step: int, steps_goal: int, **extr
             "step": step,
             "steps_goal": steps_goal,
             "pid": os.getpid(),
+            "host": socket.gethostname(),
             "time": time.time(),
             **extra,
         },
@@ -79,3 +83,37 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def trainer_running(status: dict[str, Any] | None) -> bool:
+    """Whether `status` (a run's `status.json`) is of a trainer that is still there: a live state
+    and, when it ran on this machine, its process alive (a trainer ended by SIGKILL or a crash
+    leaves "running"). A trainer on another machine (a shared run folder) is taken at its word."""
+    if not status or status.get("state") not in LIVE_STATES:
+        return False
+    host = status.get("host")
+    if isinstance(host, str) and host != socket.gethostname():
+        return True
+    return process_alive(status.get("pid"))
+
+
+def trainer_gone(status: dict[str, Any] | None) -> bool:
+    """Whether `status` says a trainer runs whose process is no longer there."""
+    return status is not None and status.get("state") in LIVE_STATES and not trainer_running(status)
+
+
+def process_alive(pid: Any) -> bool:
+    """Whether a process `pid` runs on this machine (a zombie, ended but not reaped, does not)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process
+        return True
+    except OSError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return True  # no /proc (not Linux): the signal test is all there is
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

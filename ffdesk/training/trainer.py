@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -98,6 +98,61 @@ class TrainSettings:
         d = asdict(self)
         d["model"] = self.model_config().to_json()
         return json.loads(json.dumps(d, default=str))
+
+
+def refuse_changes(s: TrainSettings, ckpt: dict[str, Any], saved: ModelConfig) -> None:
+    """`UserError` (one line, naming the option) when `s`, resuming the run of `ckpt` (whose model
+    is `saved`), differs from the run in what shapes the model or what it trains on: the facesets,
+    the resolution, the model's size, the batch, the seed, the optimizer, whether the mask heads
+    train, the teacher. The goal, learning rate, schedule, intervals, workers and device may change."""
+    was: dict[str, Any] = ckpt["settings"] if isinstance(ckpt.get("settings"), dict) else {}
+    _refuse_other_facesets(s, ckpt.get("src") or was.get("src"), ckpt.get("dst") or was.get("dst"))
+    keep = " (leave it out to keep the run's, or start a new --run)"
+    if s.resolution != saved.resolution:
+        raise UserError(f"--resolution {s.resolution} differs from the run's ({saved.resolution} px){keep}")
+    if s.model is not None and _shape(s.model) != _shape(saved):
+        flag = "--size" if s.teacher is not None and not s.qat else "--model-size"
+        raise UserError(f"{flag}: the run trains another size of model ({_describe(saved)}){keep}")
+    for flag, now, then in (
+        ("--batch", s.batch, was.get("batch")),
+        ("--seed", s.seed, was.get("seed")),
+        ("--optimizer", s.optimizer, was.get("optimizer")),
+    ):
+        if then is not None and now != then:
+            raise UserError(f"{flag} {now} differs from the run's ({then}){keep}")
+    then_mask = was.get("mask_weight")
+    if isinstance(then_mask, (int, float)) and (s.mask_weight > 0) != (then_mask > 0):
+        raise UserError(
+            f"--mask-weight {s.mask_weight:g}: the run {'trains' if then_mask > 0 else 'does not train'} "
+            f"its mask heads (--mask-weight {then_mask:g}){keep}"
+        )
+    then_teacher = was.get("teacher")
+    if s.teacher is not None and then_teacher and not _same_path(s.teacher, then_teacher):
+        raise UserError(f"--teacher {s.teacher} is not the run's teacher ({then_teacher}); start a new --run")
+
+
+def _refuse_other_facesets(s: TrainSettings, src: Any, dst: Any) -> None:
+    """`UserError` when `s` trains on other facesets than the run's `src` and `dst` (or swapped)."""
+    if not (isinstance(src, str) and isinstance(dst, str)):
+        return  # a checkpoint that does not say
+    if _same_path(s.src, dst) and _same_path(s.dst, src):
+        raise UserError(f"--src and --dst are swapped: the run puts the face of {src} onto {dst}")
+    for flag, now, then in (("--src", s.src, src), ("--dst", s.dst, dst)):
+        if not _same_path(now, then):
+            raise UserError(f"{flag} {now} is not the run's faceset ({then}); train on it in a new --run")
+
+
+def _same_path(a: Path | str, b: Path | str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _shape(cfg: ModelConfig) -> dict[str, Any]:
+    """What of a model's config its weights' shapes depend on."""
+    return {k: v for k, v in cfg.to_json().items() if k not in ("grad_checkpoint", "resolution")}
+
+
+def _describe(cfg: ModelConfig) -> str:
+    return f"encoder {cfg.encoder_dims}, bottleneck {cfg.ae_dims}, decoder {cfg.decoder_dims} channels"
 
 
 @dataclass(frozen=True)
@@ -295,6 +350,8 @@ class Trainer:
         say = on_message or (lambda _m: None)
         self.on_message: Callable[[str], None] = say if self.ctx.is_main else (lambda _m: None)
         self._ranks: list[dict[str, Any]] = []
+        self._state: control.State | None = None
+        """The state this trainer last reported."""
 
     # ---- setup -------------------------------------------------------------------------------
 
@@ -320,13 +377,7 @@ class Trainer:
 
             ckpt = load_checkpoint(self.run_dir, require=("optimizer", "rng"))
             saved = checkpoint_config(ckpt, self.run_dir, s.grad_checkpoint)
-            if saved.resolution != s.resolution:
-                self.on_message(f"the run trains at {saved.resolution} px; --resolution is ignored")
-                s = replace(s, resolution=saved.resolution)
-            saved_batch = int((ckpt.get("settings") or {}).get("batch") or s.batch)
-            if saved_batch != s.batch:
-                self.on_message(f"the run trains with a global batch of {saved_batch}; --batch is ignored")
-                s = replace(s, batch=saved_batch)
+            refuse_changes(s, ckpt, saved)
             s = replace(s, model=saved)
         if s.batch % ctx.world_size:
             raise UserError(
@@ -335,9 +386,27 @@ class Trainer:
             )
         Faceset(s.src), Faceset(s.dst)  # both readable before anything is written
         if ctx.is_main and write:
+            self._write_settings(s)
+        return s, ckpt
+
+    def _write_settings(self, s: TrainSettings) -> None:
+        """`run.json`, the first thing written: a folder that cannot be written is one line."""
+        try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
-        return s, ckpt
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise UserError(f"--run {self.run_dir}: cannot write the run there ({why})") from None
+
+    def _begin(self, ckpt: dict[str, Any] | None, goal: int) -> None:
+        """Rank 0 drops a command sent while no trainer was running (a pause would hold this one
+        idle from its first step), then says it is starting, so monitors may send commands."""
+        if not self.ctx.is_main:
+            return
+        stale = control.take(self.run_dir) if self.ctx.restart == 0 else None
+        if stale is not None:
+            self.on_message(f"ignored a {stale!r} sent to {self.run_dir} before this trainer started")
+        self._status("starting", int(ckpt["step"]) if ckpt else 0, goal)
 
     def _truncate_metrics(self, step: int) -> None:
         """Drop records logged after the checkpoint (a crash): steps stay strictly increasing."""
@@ -354,6 +423,7 @@ class Trainer:
         atomic.write_text_atomic(path, "".join(line + "\n" for line in keep), durable=False)
 
     def _status(self, state: control.State, step: int, goal: int, **extra: Any) -> None:
+        self._state = state
         if self.ctx.is_main:
             control.write_status(
                 self.run_dir, state, step, goal, world_size=self.ctx.world_size, ranks=self._ranks, **extra
@@ -367,7 +437,13 @@ class Trainer:
         device = tdist.device_for(self.ctx, pick_device(s.device))
         tdist.init(self.ctx, device)
         try:
+            self._begin(ckpt, s.steps)
             return self._run(s, ckpt, device)
+        except BaseException:
+            if self._state == "starting":  # failed before its first step: not left "starting"
+                with contextlib.suppress(OSError):
+                    self._status("failed", int(ckpt["step"]) if ckpt else 0, s.steps)
+            raise
         finally:
             tdist.close(self.ctx)
 
@@ -512,6 +588,9 @@ class Trainer:
             )
             if outcome is not None:
                 return outcome
+            batch = self._next_batch(batches)
+            if batch is None:
+                return "interrupted"
             rate = lr_at(loop.step, s.steps, s.lr, s.lr_schedule)
             for group in loop.opt.param_groups:
                 group["lr"] = rate
@@ -519,7 +598,7 @@ class Trainer:
                 step_module,
                 loop.opt,
                 loop.scaler,
-                next(batches),
+                batch,
                 loop.device,
                 loop.dtype,
                 s.amp,
@@ -549,6 +628,16 @@ class Trainer:
             if loop.step % s.save_every == 0:
                 self._save(loop, "running")
         return "done"
+
+    def _next_batch(self, batches: Iterator[Any]) -> Any:
+        """The next batch; None when the data workers ended as this process was asked to stop
+        (a signal to its process group reaches them too): the run saves and stops."""
+        try:
+            return next(batches)
+        except RuntimeError:
+            if self.ctx.distributed or not self.should_stop():
+                raise
+            return None
 
     def _save(self, loop: _Loop, state: control.State) -> None:
         """Rank 0 writes the checkpoint (atomically) and the status."""

@@ -92,6 +92,7 @@ def test_summary_and_monitor_once(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_monitor_send_writes_a_command_the_trainer_takes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
+    control.write_status(run, "running", 3, 10)  # a trainer (this process stands in for it) runs
     assert main(["monitor", str(run), "--send", "pause"]) == 0
     assert control.take(run) == "pause"
     assert control.take(run) is None  # acted on once

@@ -119,7 +119,10 @@ def _live(probe: SystemProbe, args: argparse.Namespace, out: TextIO) -> int:
             if args.json:
                 out.write(json.dumps(sample.to_json()) + "\n")
             else:
-                out.write((_CLEAR if interactive else "") + format_table(sample, probe.no_gpu_reason) + "\n")
+                # a table redrawn in place keeps the reason in view; printed one after another, it
+                # is said with the first only
+                reason = probe.no_gpu_reason if interactive or shown == 0 else None
+                out.write((_CLEAR if interactive else "") + format_table(sample, reason) + "\n")
                 if not interactive:
                     out.write("\n")
             out.flush()

@@ -264,10 +264,11 @@ def _import(args: argparse.Namespace) -> int:
     failed = 0
     for src in args.paths:
         result = import_model(src, catalog, folder, as_name=args.as_name, replace=args.replace)
-        if result.problems:
+        if result.problems:  # one line a file: its first problem, and how many more it has
             failed += 1
-            for line in result.problems:
-                print(f"not imported: {line}", file=sys.stderr)
+            more = len(result.problems) - 1
+            also = f" (and {more} more: not the model it is named as?)" if more else ""
+            print(f"not imported: {result.problems[0]}{also}", file=sys.stderr)
         else:
             note = " (no .hash sidecar: recorded its CRC32 now)" if result.hash == "unverified" else ""
             print(f"{result.name}: {result.dest}{note}")

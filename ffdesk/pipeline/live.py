@@ -200,8 +200,10 @@ class LiveFigures:
         def ms(value: float | None) -> str:
             return "-" if value is None else f"{value:.1f}"
 
+        # a rate needs two frames out after the warm-up: fewer give none, not "0.0 frames/s"
+        rate = f"{self.fps_out:.1f}" if self.fps_out > 0 else "-"
         return (
-            f"{self.frames_out} frames out in {self.seconds:.1f} s ({self.fps_out:.1f} frames/s from "
+            f"{self.frames_out} frames out in {self.seconds:.1f} s ({rate} frames/s from "
             f"{self.camera}, {self.size[0]}x{self.size[1]} at {self.camera_fps:g}); latency "
             f"capture->output p50 {ms(self.latency_ms_p50)} ms, p95 {ms(self.latency_ms_p95)} ms, "
             f"p99 {ms(self.latency_ms_p99)} ms; {self.frames_dropped} of {self.frames_captured} "

@@ -60,6 +60,15 @@ def test_import_and_saved_dir(standins_dir: Path, tmp_path: Path, capsys: pytest
     assert main(["models", "import", str(bad), str(standins_dir / "xseg_1.onnx")]) == 2
     assert "not imported: codeformer.onnx" in capsys.readouterr().err
     assert not (pack / "codeformer.onnx").exists() and (pack / "xseg_1.onnx").exists()
+    # another model's file under a name: one line for the file, not one for each mismatch
+    args = ["models", "import", str(standins_dir / "gfpgan_1.4.onnx"), "--as", "inswapper_128"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1
+        and err[0].startswith("not imported: gfpgan_1.4.onnx: ")
+        and "more: not the model" in err[0]
+    )
     assert main(["models", "list", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["models"]}
     assert rows["gfpgan_1.4"]["verified"] and rows["xseg_1"]["verified"]

@@ -103,6 +103,9 @@ def parse_size(text: str) -> tuple[int, int]:
     size = int(w), int(h)
     if min(size) < 16 or max(size) > 8192:
         raise ValueError(f"size {text!r} is out of range (16 to 8192 pixels a side)")
+    if size[0] % 2 or size[1] % 2:  # the outputs are H.264 4:2:0: a side of 241 came out as 242
+        even = f"{size[0] + size[0] % 2}x{size[1] + size[1] % 2}"
+        raise ValueError(f"size {text!r} has an odd side; the outputs need even ones (e.g. {even})")
     return size
 
 

@@ -3,6 +3,7 @@ kernel's vivid, read inside the VM of scripts/v4l2_vm.sh: tests/media/data/vivid
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -283,3 +284,19 @@ def test_a_reopening_that_cannot_read_the_device_keeps_the_mode_it_had(
     first = camera._choose_mode()
     assert first is not None and first.size == (640, 360)
     assert camera._choose_mode() == first
+
+
+def test_a_live_size_is_width_by_height_with_even_sides() -> None:
+    """The outputs are H.264 4:2:0: --size 321x241 recorded 322x242 without a word."""
+    from ffdesk.media.capture import parse_size
+
+    assert parse_size("1280x720") == (1280, 720) and parse_size("320X240") == (320, 240)
+    for bad, says in (
+        ("321x241", "has an odd side; the outputs need even ones (e.g. 322x242)"),
+        ("640x481", "(e.g. 640x482)"),
+        ("0x0", "out of range"),
+        ("99999x99999", "out of range"),
+        ("abc", "is not WIDTHxHEIGHT"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            parse_size(bad)

@@ -1,6 +1,8 @@
 """Numbers the commands take are checked as the command line is read: out of range, NaN or not a
 number is one line and exit 2 before any work (`ffdesk sample --seconds nan` was an internal
-error, `telemetry --metrics-port 99999` an OverflowError, and `faceset extract --every 0` ran)."""
+error, `telemetry --metrics-port 99999` an OverflowError, `faceset extract --every 0` ran, a
+zero-second live bench printed "p50 None ms" and exit 0, NaN seconds never ended, and
+`bench memory --frames 0` was an internal error)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,13 @@ from ffdesk import cli
 @pytest.mark.parametrize(
     ("args", "says"),
     [
+        (["bench", "live", "--seconds", "0"], "argument --seconds: must be more than 0, not 0"),
+        (["bench", "live", "--seconds", "nan"], "argument --seconds: must be more than 0, not nan"),
+        (["bench", "memory", "--frames", "0"], "argument --frames: must be at least 1, not 0"),
+        (["bench", "memory", "--batch", "-1"], "argument --batch: must be at least 1, not -1"),
+        (["bench", "memory", "--budget-models", "0"], "argument --budget-models: must be at least 1"),
+        (["bench", "memory", "--headroom", "-1"], "argument --headroom: must be at least 0, not -1"),
+        (["bench", "memory", "--repeat", "x"], "argument --repeat: 'x' is not a whole number"),
         (["sample", "--seconds", "nan"], "argument --seconds: must be at least 0.04, not nan"),
         (["sample", "--seconds", "1e9"], "argument --seconds: must be from 0.04 to 600, not 1e9"),
         (["telemetry", "--metrics-port", "99999"], "argument --metrics-port: must be from 0 to 65535"),
@@ -24,7 +33,7 @@ from ffdesk import cli
         (["faceset", "extract", "--from", "x", "--out", "y", "--blur-threshold", "nan"], "--blur-threshold"),
     ],
 )
-def test_other_commands_numbers_out_of_range_are_one_line(
+def test_a_number_out_of_range_is_one_line(
     args: list[str], says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(args) == 2

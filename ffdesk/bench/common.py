@@ -54,15 +54,10 @@ def say_if_no_gpu(provider: str, env: RuntimeEnv) -> None:
     """The one line a render gives (on stderr) when `provider` asks for the GPU and this machine
     cannot give it: a bench whose renders run in child processes, or with no notes of its own,
     would otherwise measure the CPU without saying so."""
-    if provider not in ("cuda", "tensorrt"):
-        return
-    from ffdesk.runtime.sessions import cuda_missing
+    from ffdesk.pipeline.plan import provider_missing
 
-    why = cuda_missing(env.driver)
-    if why:
-        print(
-            f"warning: --provider {provider}: {why}; the models run on the CPU", file=sys.stderr, flush=True
-        )
+    for note in provider_missing(provider, env):
+        print(f"warning: {note}", file=sys.stderr, flush=True)
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:

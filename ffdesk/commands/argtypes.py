@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable
 
 
-def whole_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number of at least `low` (one line otherwise)."""
+def whole_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `low` (and at most `high`, when given)."""
 
     def parse(text: str) -> int:
         try:
@@ -18,14 +18,15 @@ def whole_at_least(low: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"must be at least {low}, not {value}")
+        _at_most(value, low, high, str(value))
         return value
 
     return parse
 
 
-def number_from(low: float, *, above: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number of at least `low` (more than `low` where `above`); NaN
-    and infinity are refused."""
+def number_from(low: float, *, above: bool = False, high: float | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite number of at least `low` (more than `low` where `above`; at most
+    `high`, when given); NaN and infinity are refused."""
 
     def parse(text: str) -> float:
         try:
@@ -36,30 +37,26 @@ def number_from(low: float, *, above: bool = False) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(
                 f"must be {'more than' if above else 'at least'} {low:g}, not {text}"
             )
+        _at_most(value, low, high, text)
         return value
 
     return parse
+
+
+def _at_most(value: float, low: float, high: float | None, said: str) -> None:
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"must be from {_shown(low)} to {_shown(high)}, not {said}")
+
+
+def _shown(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 def number_between(low: float, high: float) -> Callable[[str], float]:
     """An argparse type: a finite number from `low` to `high`."""
-
-    def parse(text: str) -> float:
-        value = number_from(low)(text)
-        if value > high:
-            raise argparse.ArgumentTypeError(f"must be from {low:g} to {high:g}, not {text}")
-        return value
-
-    return parse
+    return number_from(low, high=high)
 
 
 def whole_between(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number from `low` to `high`."""
-
-    def parse(text: str) -> int:
-        value = whole_at_least(low)(text)
-        if value > high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, not {value}")
-        return value
-
-    return parse
+    return whole_at_least(low, high)

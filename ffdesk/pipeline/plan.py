@@ -153,12 +153,17 @@ def draft_skipped(job: RenderJob) -> list[str]:
 def provider_unusable(job: RenderJob, env: RuntimeEnv) -> list[str]:
     """One line when the job asks for the GPU (`--provider cuda` or `tensorrt`) and this machine
     cannot give it: the models then run on the CPU, which the user should know."""
-    if job.provider not in ("cuda", "tensorrt"):
+    return provider_missing(job.provider, env)
+
+
+def provider_missing(provider: str, env: RuntimeEnv) -> list[str]:
+    """`provider_unusable` for a provider asked for by name (a bench's `--provider`)."""
+    if provider not in ("cuda", "tensorrt"):
         return []
     from ffdesk.runtime.sessions import cuda_missing
 
     why = cuda_missing(env.driver)
-    return [f"--provider {job.provider}: {why}; the models run on the CPU"] if why else []
+    return [f"--provider {provider}: {why}; the models run on the CPU"] if why else []
 
 
 def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[str]:

@@ -6,7 +6,7 @@ Nothing is decoded before its size is checked against the pixel limit (`ffdesk.m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
@@ -27,6 +27,12 @@ FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "t
 
 _SCAN_PACKETS = 600
 """Frames looked at to detect a variable frame rate (and, without an index, to count frames)."""
+
+_TAIL_PACKETS = 1000
+"""Packets read from a second before a container's declared end to find where its packets end."""
+
+_TAIL_SLACK_S = 1.0
+"""How far (at least; 5% of a long clip) the packets may end before the declared duration."""
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,11 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
         stream = _errors.video_stream(path, container)
         _errors.check_decoder(path, stream)
         limit_stream(path, stream, max_pixels)
-        truncated = None if sequence else _truncation(path, container)
+        truncated, indexed = (None, False) if sequence else _truncation(path, container)
         video = _probe_video(path, container, stream)
+        if truncated is None and not indexed and not sequence:
+            # no index to check (Matroska, MPEG-TS, most AVIs): where do the packets really end?
+            truncated, video = _ends_early(path, container, video)
         declared = int(stream.frames or 0)
         if truncated is None and video.frame_count_exact and 0 < video.frame_count < declared:
             # the header promises more frames than the file holds (an AVI copy cut off)
@@ -144,8 +153,10 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
         )
 
 
-def _truncation(path: Path, container: av.container.InputContainer) -> str | None:
-    """A warning when the container's index points past the end of the file (a cut-off copy)."""
+def _truncation(path: Path, container: av.container.InputContainer) -> tuple[str | None, bool]:
+    """A warning when the container's index points past the end of the file (a cut-off copy), and
+    whether the container has a whole index to check (MP4, MOV, an AVI's: one entry a frame;
+    Matroska's index of the first cluster read is not one)."""
     size = path.stat().st_size
     needed = 0
     for stream in container.streams:
@@ -155,13 +166,56 @@ def _truncation(path: Path, container: av.container.InputContainer) -> str | Non
             e = entries[i]
             if e.pos >= 0:
                 needed = max(needed, e.pos + e.size)
+    whole = any(0 < (s.frames or 0) <= len(s.index_entries) for s in container.streams.video)
     if needed <= size:
-        return None
+        return None, whole
     missing = 100.0 * (needed - size) / needed
     return (
         f"{path.name}: truncated file ({size} of {needed} bytes, {missing:.0f}% missing): "
         "rendering the frames that are there"
-    )
+    ), True
+
+
+def _ends_early(
+    path: Path, container: av.container.InputContainer, video: VideoInfo
+) -> tuple[str | None, VideoInfo]:
+    """A warning when the header's duration (a Matroska segment's, say) runs past the last packet
+    of every stream: a copy or download cut off. The video's frame count, when it was an estimate
+    from that duration, becomes one from where the packets end."""
+    if not container.duration or container.duration <= 0:
+        return None, video
+    declared = container.duration / av.time_base
+    start = (container.start_time or 0) / av.time_base
+    end = _packets_end(container, start + declared - _TAIL_SLACK_S)
+    if end is None or end - start >= declared - max(_TAIL_SLACK_S, 0.05 * declared):
+        return None, video
+    there = max(0.0, end - start)
+    if not video.frame_count_exact:
+        count = max(1, int(math.floor(there * video.fps + 0.5)))
+        video = replace(video, frame_count=count, duration_s=min(video.duration_s, there))
+    missing = 100.0 * (declared - there) / declared
+    return (
+        f"{path.name}: truncated file (its packets end at {there:.1f} s of the {declared:.1f} s "
+        f"its header declares, {missing:.0f}% missing): rendering the frames that are there"
+    ), video
+
+
+def _packets_end(container: av.container.InputContainer, at_s: float) -> float | None:
+    """Where the last packet of any stream ends (seconds), read from a keyframe before `at_s`;
+    None when that cannot be told (the seek fails, nothing follows, too many packets)."""
+    end: float | None = None
+    try:
+        container.seek(int(max(0.0, at_s) * av.time_base), backward=True)
+        for n, packet in enumerate(container.demux()):
+            if n >= _TAIL_PACKETS:
+                return None
+            if packet.pts is None or packet.time_base is None:
+                continue
+            t = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+            end = t if end is None else max(end, t)
+    except av.error.FFmpegError:
+        pass  # what was read up to a damaged packet is where the file ends
+    return end
 
 
 def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:

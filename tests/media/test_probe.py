@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -140,6 +141,34 @@ def test_truncated_faststart_mp4(tmp_path: Path, make_clip: Callable[..., SynthR
     assert "truncated" in warning and "% missing" in warning and "cut.mp4" in warning
     assert probe(clip.path).video.frame_count == 20  # type: ignore[union-attr]
     assert probe(clip.path).warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("frames", "cut"),
+    [(75, 0.55), (720, 0.5)],  # a scan counts the short one's frames; the long one's are an estimate
+    ids=["short", "long"],
+)
+def test_truncated_matroska(
+    tmp_path: Path, make_clip: Callable[..., SynthResult], frames: int, cut: float
+) -> None:
+    # Matroska writes its duration in the header and its index (cues) at the end: a cut-off copy
+    # opens, and nothing but the packets themselves says that half of it is gone
+    clip = make_clip(
+        f"mkv{frames}.mkv", width=64, height=48, fps=25.0, frames=frames, gop=25, audio_streams=1
+    )
+    whole = probe(clip.path)
+    assert whole.warnings == ()
+    data = clip.path.read_bytes()
+    p = tmp_path / "copy.mkv"
+    p.write_bytes(data[: int(len(data) * cut)])
+    info = probe(p)
+    (warning,) = info.warnings
+    assert "copy.mkv: truncated file" in warning and f"of the {whole.duration_s:.1f} s" in warning
+    assert info.video is not None
+    there = info.video.frame_count / 25.0
+    assert there < 0.7 * frames / 25.0  # the frames that are there, not the header's count
+    said = re.search(r"end at ([0-9.]+) s", warning)
+    assert said is not None and abs(float(said.group(1)) - there) < 0.5
 
 
 def test_audio_only_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
@@ -55,8 +56,19 @@ def register(sub: Any) -> None:
     p.add_argument("--end", type=parse_time, default=None, metavar="T")
     p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
     p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
-    p.add_argument("--face-selection", choices=("largest", "all", "reference"), default="largest")
-    p.add_argument("--reference-face", type=int, default=None, help="index of the reference face in frame 0")
+    p.add_argument(
+        "--face-selection",
+        choices=("largest", "all", "reference"),
+        default=None,
+        help="whose face is swapped (default: largest; reference with --reference-face)",
+    )
+    p.add_argument(
+        "--reference-face",
+        type=whole_at_least(0),
+        default=None,
+        metavar="N",
+        help="follow this face of the first frame, counted from 0 left to right (--face-selection reference)",
+    )
     p.add_argument(
         "--map",
         action="append",
@@ -188,6 +200,11 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
     range, or an input over the pixel limit (`check_input_pixels`)."""
     from ffdesk.pipeline.people import face_map_of
 
+    if args.reference_face is not None and args.face_selection not in (None, "reference"):
+        raise UserError(
+            f"--reference-face is for --face-selection reference, not {args.face_selection}: "
+            "leave --face-selection out or make it reference"
+        )
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
         output=args.output,
@@ -205,7 +222,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         end=args.end,
         resume=not args.no_resume,
         report=args.report,
-        face_selection=args.face_selection,
+        face_selection=args.face_selection or ("largest" if args.reference_face is None else "reference"),
         reference_face=args.reference_face,
         face_map=face_map_of(args.map),
         models_dir=args.models_dir,

@@ -75,6 +75,18 @@ def test_the_cli_fills_the_fields() -> None:
         _args("--video-preset", "turbo")
 
 
+def test_a_reference_face_selects_by_reference() -> None:
+    # `--reference-face 1` alone used to be ignored without a word: the largest face was swapped
+    assert job_from_args(_args()).face_selection == "largest"
+    job = job_from_args(_args("--reference-face", "1"))
+    assert (job.face_selection, job.reference_face) == ("reference", 1)
+    assert job_from_args(_args("--face-selection", "all")).face_selection == "all"
+    with pytest.raises(UserError, match="--reference-face is for --face-selection reference, not all"):
+        job_from_args(_args("--face-selection", "all", "--reference-face", "0"))
+    with pytest.raises(SystemExit):
+        _args("--reference-face", "-1")
+
+
 def test_session_options_follow_the_provider(tmp_path: Path) -> None:
     env = RuntimeEnv.in_folder(tmp_path, DriverFlags(no_nvml=True))
     assert job_device("cpu", env) == "cpu"

@@ -102,6 +102,12 @@ class TelemetryModel(QObject):
         return times - time.monotonic(), values
 
 
+def _draw(curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+    """Give `curve` its points; a lone point (a short render's one frames/s figure) is a dot, which
+    a line through one point would not show."""
+    curve.setData(x, y, symbol="o" if len(x) == 1 else None, symbolSize=5, symbolPen=curve.opts["pen"])
+
+
 def _finite(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep = np.isfinite(y) & (x >= -WINDOW_S)
     return x[keep], y[keep]
@@ -270,15 +276,15 @@ class GraphsView(QWidget):
         if number == 0:
             used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
             x, y = _finite(*t.series(used))
-            self.mem_used.setData(x, y / MIB)
+            _draw(self.mem_used, x, y / MIB)
             self._stack_models()
         elif number == 1:
-            self.power.setData(*_finite(*t.series(self.power_metric)))
+            _draw(self.power, *_finite(*t.series(self.power_metric)))
         elif number == 2:
             util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
-            self.util.setData(*_finite(*t.series(util)))
+            _draw(self.util, *_finite(*t.series(util)))
         else:
-            self.fps.setData(*_finite(*t.render_series("fps")))
+            _draw(self.fps, *_finite(*t.render_series("fps")))
         _fit_y(
             self.plots[number],
             self.budget_line.value() if number == 0 and self.budget_line.isVisible() else 0.0,

@@ -103,3 +103,24 @@ def test_graphs_fit_the_dock_of_a_window_at_its_default_size(window, qtbot) -> N
     assert dock.isVisible() and dock.width() >= 300
     for plot in window.graphs.plots:
         _check_fits(plot, dock)
+
+
+def test_a_lone_frames_per_second_figure_is_drawn(qtbot) -> None:  # type: ignore[no-untyped-def]
+    # a render short enough to report its frames/s once left the plot empty: a line needs two points
+    from ffdesk.gui.graphs import GraphsView
+
+    view = GraphsView(_model(gpu=False))
+    qtbot.addWidget(view)
+    view.resize(WINDOW_DEFAULT_DOCK_WIDTH, 280)
+    view.show()
+    qtbot.waitExposed(view)
+    view.refresh()
+    fps = view.plots[3].getViewWidget()
+    image = fps.grab().toImage()
+    blue = 0
+    for yy in range(image.height()):
+        for xx in range(image.width()):
+            c = image.pixelColor(xx, yy)
+            blue += abs(c.red() - 0x4E) + abs(c.green() - 0x79) + abs(c.blue() - 0xA7) < 40
+    assert blue >= 6, blue  # the point, drawn in the curve's colour
+    view.stop()

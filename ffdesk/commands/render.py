@@ -29,9 +29,12 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "render", help="swap faces in a clip or image (or just re-encode it without --source)"
     )
-    p.add_argument("--target", required=True, type=Path, help="clip or image to process")
-    p.add_argument("--output", required=True, type=Path, help="output file (a folder for --encoder png)")
-    p.add_argument("--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    # -t/-o/-s as FaceFusion's headless run spells them
+    p.add_argument("-t", "--target", required=True, type=Path, help="clip or image to process")
+    p.add_argument(
+        "-o", "--output", required=True, type=Path, help="output file (a folder for --encoder png)"
+    )
+    p.add_argument("-s", "--source", action="append", type=Path, default=[], help="face photo (repeatable)")
     p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
     p.add_argument("--mode", choices=("preview", "final"), default="final")
     p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="auto")

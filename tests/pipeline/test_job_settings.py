@@ -75,6 +75,17 @@ def test_the_cli_fills_the_fields() -> None:
         _args("--video-preset", "turbo")
 
 
+def test_the_short_options_are_facefusions() -> None:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["render", "-t", "/in.mp4", "-s", "/a.jpg", "-s", "/b.jpg", "-o", "/out.mp4"])
+    assert (args.target, args.output, args.source) == (
+        Path("/in.mp4"),
+        Path("/out.mp4"),
+        [Path("/a.jpg"), Path("/b.jpg")],
+    )
+
+
 def test_a_reference_face_selects_by_reference() -> None:
     # `--reference-face 1` alone used to be ignored without a word: the largest face was swapped
     assert job_from_args(_args()).face_selection == "largest"

@@ -35,7 +35,9 @@ def register(sub: Any) -> None:
         "-o", "--output", required=True, type=Path, help="output file (a folder for --encoder png)"
     )
     p.add_argument("-s", "--source", action="append", type=Path, default=[], help="face photo (repeatable)")
-    p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
+    p.add_argument(
+        "--source-face", type=whole_at_least(0), default=None, help="face of the source photo, 0 = leftmost"
+    )
     p.add_argument("--mode", choices=("preview", "final"), default="final")
     p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="auto")
     p.add_argument("--batch", type=int, default=4, help="frames per inference batch")

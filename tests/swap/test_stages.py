@@ -104,8 +104,10 @@ def test_several_source_faces_largest_or_chosen_left_to_right(
     left = source_face(analyser, tiled, "two.jpg", 0)
     right = source_face(analyser, tiled, "two.jpg", 1)
     assert left.bbox[2] < right.bbox[0]
-    with pytest.raises(UserError, match="two.jpg"):
+    with pytest.raises(UserError, match="two.jpg: no face 2 for --source-face: it has 2 faces, 0 to 1 from"):
         source_face(analyser, tiled, "two.jpg", 2)
+    with pytest.raises(UserError, match="grace.jpg: no face 1 for --source-face: it has one face, 0$"):
+        source_face(analyser, grace, "grace.jpg", 1)
 
 
 def test_render_through_the_engine(run_env: RuntimeEnv, tmp_path: Path, astronaut: Frame) -> None:

@@ -350,9 +350,7 @@ def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | No
         return face
     ordered = left_to_right(faces)
     if not 0 <= index < len(ordered):
-        raise UserError(
-            f"{name}: --source-face {index} is out of range (found {len(ordered)} faces, counted from 0)"
-        )
+        raise UserError(f"{name}: no face {index} for --source-face: {_faces_to_pick(len(ordered))}")
     return ordered[index]
 
 
@@ -367,10 +365,17 @@ def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
         raise UserError(f"{job.target.name}: no face in the first frame to use as the reference face")
     if not 0 <= index < len(faces):
         raise UserError(
-            f"{job.target.name}: reference face {index} is out of range "
-            f"(the first frame has {len(faces)} faces, counted from 0)"
+            f"{job.target.name}: no face {index} for --reference-face in the first frame: "
+            f"{_faces_to_pick(len(faces))}"
         )
     return appearance_of(frame, faces[index])
+
+
+def _faces_to_pick(count: int) -> str:
+    """What there is to pick from, counted from 0 left to right."""
+    if count == 1:
+        return "it has one face, 0"
+    return f"it has {count} faces, 0 to {count - 1} from the left"
 
 
 def clip_fps(job: RenderJob, info: MediaInfo | None = None) -> float:

@@ -129,6 +129,8 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
         limit_stream(path, stream, max_pixels)
         truncated, indexed = (None, False) if sequence else _truncation(path, container)
         video = _probe_video(path, container, stream)
+        if truncated is not None and indexed:
+            video = _frames_there(path, stream, video)
         if truncated is None and not indexed and not sequence:
             # no index to check (Matroska, MPEG-TS, most AVIs): where do the packets really end?
             truncated, video = _ends_early(path, container, video)
@@ -174,6 +176,19 @@ def _truncation(path: Path, container: av.container.InputContainer) -> tuple[str
         f"{path.name}: truncated file ({size} of {needed} bytes, {missing:.0f}% missing): "
         "rendering the frames that are there"
     ), True
+
+
+def _frames_there(path: Path, stream: av.VideoStream, video: VideoInfo) -> VideoInfo:
+    """`video` with the frames a cut-off file still holds, by its index (an estimate: the count of
+    samples that end before the cut), rather than the index's count of what there was."""
+    size = path.stat().st_size
+    entries = stream.index_entries
+    there = sum(
+        1 for i in range(len(entries)) if entries[i].pos >= 0 and entries[i].pos + entries[i].size <= size
+    )
+    if not 0 < there < video.frame_count:
+        return video
+    return replace(video, frame_count=there, frame_count_exact=False, duration_s=there / max(video.fps, 1e-6))
 
 
 def _ends_early(

@@ -187,14 +187,17 @@ def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measu
 WITH_PY_SPY = ROOT / "scripts" / "with_py_spy.sh"
 BUSY = (
     "import subprocess, sys, threading\n"
+    "done = threading.Event()\n"
     "def work():\n"
     "    s = 0\n"
-    "    for i in range(4_000_000): s += i\n"
+    "    while not done.is_set():\n"
+    "        for i in range(100_000): s += i\n"
     "t = threading.Thread(target=work, name='stage'); t.start()\n"
     "subprocess.run([sys.executable, '-c', 'sum(range(30_000_000))'], check=True)\n"
-    "t.join(); print('measured'); sys.exit(3)\n"
+    "done.set(); t.join(); print('measured'); sys.exit(3)\n"
 )
-"""A command with a second thread and a subprocess, which prints its figure and exits 3."""
+"""A command with a second thread, busy as long as its subprocess runs (so a sampler slowed by a
+loaded machine still finds it, by name), which prints its figure and exits 3."""
 
 
 def _py_spy() -> Path:

@@ -97,12 +97,18 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_loading_once_a_
     batched = _render(pack, face_clip, tmp_path / "batch", "--memory-budget", str(budget))
     assert batched["model_order"]["order"] == "batch"
 
-    # segment order loads each model once per window in each stage that runs it, however the
-    # stage threads interleave (two windows; the occluder runs in the swap and the enhance stage);
-    # batch order's loads hang on how far the swap stage runs ahead of the enhance stage (5 to 12
+    # segment order loads a model at most once per window in each stage that runs it, plus its
+    # load before the first frame (its warm-up), however the stage threads interleave: two
+    # windows; the occluder runs in the swap and the enhance stage. How many of those loads
+    # happen hangs on the interleaving (the swap stage running both windows before the enhance
+    # stage starts its first keeps a model loaded across them: 2 loads of the enhancer; the
+    # enhance stage starting between them: 3, seen once in a full suite on a loaded machine).
+    # Batch order's loads hang on how far the swap stage runs ahead of the enhance stage (5 to 12
     # loads of a model here, 2 or 3 on a loaded machine), so they are not compared
+    windows = -(-FRAMES // window)
     seg = _loads(tight)
-    assert seg["inswapper_128"] <= 2 and seg["gfpgan_1.4"] <= 2 and seg["xseg_1"] <= 4, seg
+    assert seg["inswapper_128"] <= windows + 1 and seg["gfpgan_1.4"] <= windows + 1, seg
+    assert seg["xseg_1"] <= 2 * windows + 1, seg
     assert all(_loads(batched)[n] >= 1 for n in PER_FRAME)
     swapped = [_frames(tmp_path / d) for d in ("loose", "segment", "batch")]
     assert len(swapped[0]) == len(swapped[1]) == len(swapped[2]) == FRAMES

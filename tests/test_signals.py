@@ -88,7 +88,12 @@ def test_sigterm_ends_a_bench_with_its_children_and_temporary_folder(tmp_path: P
     (a scheduler, `timeout`) ends it with one line, its render stopped and the folder gone."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env["XDG_DATA_HOME"] = str(tmp_path / "data")
-    cmd = [sys.executable, "-m", "ffdesk", "bench", "memory", "--frames", "2"]
+    from ffdesk.bench.memory import PACK
+    from ffdesk.runtime.standins import write_standins
+
+    pack = tmp_path / "pack"  # small stand-ins: the realistic ones took 30 s to write
+    write_standins(pack, list(PACK), realistic=False, dynamic_batch=True)
+    cmd = [sys.executable, "-m", "ffdesk", "bench", "memory", "--frames", "2", "--models-dir", str(pack)]
     with _running(cmd, env) as proc:
         bench = psutil.Process(proc.pid)
         deadline = time.monotonic() + 240

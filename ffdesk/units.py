@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from ffdesk.errors import UserError
@@ -19,7 +20,12 @@ def parse_size(text: str) -> int:
         raise UserError(f"cannot read size '{text}' (examples: 6GiB, 512MiB, 1.5G)")
     number, unit, binary, b = m.groups()
     base = 1000 if (unit and b and not binary) else 1024
-    return int(float(number) * base ** _POWERS[unit.lower()])
+    value = float(number) * base ** _POWERS[unit.lower()]
+    if not math.isfinite(value):
+        raise UserError(f"size '{text}' is too large")
+    if 0 < value < 1:
+        raise UserError(f"size '{text}' is less than one byte (examples: 6GiB, 512MiB, 1.5G)")
+    return int(value)
 
 
 def format_bytes(n: int | float | None) -> str:
@@ -46,4 +52,6 @@ def parse_time(text: str) -> float:
     seconds = 0.0
     for v in values:
         seconds = seconds * 60 + v
+    if not math.isfinite(seconds):  # nan, inf: no point of a clip
+        raise UserError(f"cannot read time '{text}' (examples: 12.5, 1:02.5, 00:01:02.5)")
     return seconds

@@ -25,6 +25,10 @@ from ffdesk import cli
         (["sample", "--seconds", "1e9"], "argument --seconds: must be from 0.04 to 600, not 1e9"),
         (["telemetry", "--metrics-port", "99999"], "argument --metrics-port: must be from 0 to 65535"),
         (["telemetry", "--interval", "0"], "argument --interval: must be more than 0, not 0"),
+        # a time of nan rendered the whole clip without a word; inf the same
+        (["render", "-t", "x.mp4", "-o", "y.mp4", "--end", "nan"], "cannot read time 'nan'"),
+        (["render", "-t", "x.mp4", "-o", "y.mp4", "--start", "inf"], "cannot read time 'inf'"),
+        (["render", "-t", "x.mp4", "-o", "y.mp4", "--memory-budget", "9" * 400], "is too large"),
         (
             ["faceset", "extract", "--from", "x", "--out", "y", "--every", "0"],
             "argument --every: must be at least 1",

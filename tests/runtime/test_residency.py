@@ -66,6 +66,12 @@ def test_parse_and_format_sizes() -> None:
     for bad in ("lots", "5 parsecs", "0", "-1G"):
         with pytest.raises(UserError, match="more than zero" if bad in ("0", "-1G") else "cannot read size"):
             parse_size(bad)
+    # a budget of 0.5 bytes was "must be more than zero, not 0", 1.5 became 1 byte and 400 nines
+    # an internal error (OverflowError)
+    with pytest.raises(UserError, match="'0.5' is less than one byte"):
+        parse_size("0.5")
+    with pytest.raises(UserError, match="is too large"):
+        parse_size("9" * 400)
     assert format_size(530 * 1024**2) == "530.0 MiB"
     assert format_size(1536 * 1024**2) == "1.5 GiB"
     assert format_size(12 * 1024) == "12.0 KiB"

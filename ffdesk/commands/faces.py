@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.argtypes import number_from
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
-from ffdesk.errors import UserError
+from ffdesk.errors import MediaError, UserError
 from ffdesk.units import parse_time
 
 
@@ -29,9 +30,20 @@ def register(sub: Any) -> None:
         "across shots. Their indices are what `ffdesk render --map INDEX=FACE.jpg` takes (with the "
         "same --start/--end and --models-dir).",
     )
-    p.add_argument("clip", type=Path, metavar="CLIP", help="the clip (or image) to look at")
+    p.add_argument(
+        "clip",
+        type=Path,
+        metavar="CLIP",
+        help="the clip (or image, or image sequence: frame_%%06d.png or a folder of frames) to look at",
+    )
     p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
     p.add_argument("--end", type=parse_time, default=None, metavar="T")
+    p.add_argument(
+        "--fps",
+        type=number_from(0, above=True, high=1000),
+        default=None,
+        help="frame rate of an image sequence (default 24), as given to render",
+    )
     p.add_argument("--json", action="store_true", help="print the people as JSON")
     p.add_argument("--thumbnails", type=Path, default=None, metavar="DIR", help="write person-N.png here")
     p.add_argument("--models-dir", type=Path, default=None, help="a model pack (its ArcFace recognizes)")
@@ -41,24 +53,44 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ffdesk.faces.people import ClipRange, find_people, recognizer_for
+    from ffdesk.media.probe import probe
+    from ffdesk.media.sequence import find_sequence, is_sequence_path
 
     clip = Path(args.clip).expanduser()
+    sequence = is_sequence_path(clip)  # frames as a render takes them: a pattern or a folder
     if clip.is_dir():
-        raise UserError(f"{clip} is a folder; give a clip")
-    if not clip.is_file():
+        try:
+            find_sequence(clip)
+        except MediaError:
+            raise UserError(
+                f"{clip} is a folder with no numbered frames (PNG, TIFF or JPEG); give a clip, "
+                "an image or an image sequence"
+            ) from None
+    elif not sequence and not clip.is_file():
         raise UserError(f"{clip}: no such file")
-    if args.start is not None and args.end is not None and args.end <= args.start:
-        raise UserError(f"--end ({args.end:g}) must be after --start ({args.start:g})")
-    if args.start:  # as a render says it: not "0 people" in no frame
-        from ffdesk.media.probe import probe
-
-        duration = probe(clip, max_pixels=max_pixels_of(args)).duration_s
-        if duration > 0 and args.start >= duration:
-            raise UserError(f"--start {args.start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
-    recognizer = recognizer_for(args.models_dir)
+    if args.fps is not None and not sequence:
+        raise UserError(f"--fps is the frame rate of an image sequence; {clip.name} has its own")
+    start = args.start or 0.0
+    if args.end is not None and args.end <= start:
+        raise UserError(f"--end {args.end:g}s is not after --start {start:g}s")
+    models_dir = None if args.models_dir is None else Path(args.models_dir).expanduser()
+    if models_dir is not None and not models_dir.exists():
+        raise UserError(f"--models-dir {models_dir}: no such folder")
+    info = probe(clip, fps=args.fps, max_pixels=max_pixels_of(args))
+    duration = info.duration_s
+    if args.start and not info.is_image and duration > 0 and args.start >= duration:
+        # as a render says it: not "0 people" in no frame
+        raise UserError(f"--start {args.start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
+    recognizer = recognizer_for(models_dir)
     found = find_people(
-        clip, recognizer, span=ClipRange(args.start, args.end), max_pixels=max_pixels_of(args)
+        clip,
+        recognizer,
+        span=ClipRange(args.start, args.end),
+        max_pixels=max_pixels_of(args),
+        fps=args.fps,
     )
+    if found.frames_looked == 0:
+        raise UserError(f"{clip.name}: no frames in the requested range")
     thumbs = write_thumbnails(found.people, args.thumbnails) if args.thumbnails is not None else {}
     rows: list[dict[str, Any]] = [
         {

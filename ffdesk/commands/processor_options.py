@@ -45,7 +45,7 @@ def add_processor_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--expression-restorer-areas",
-        default="",
+        default=None,
         metavar="AREAS",
         help=f"comma-separated areas whose expression comes back ({', '.join(EXPRESSION_AREAS)}); "
         "default both",
@@ -158,8 +158,23 @@ def processor_fields(args: argparse.Namespace) -> dict[str, Any]:
     return fields
 
 
+def _areas(text: str | None) -> tuple[str, ...]:
+    """The areas of `--expression-restorer-areas` (empty: not given, both); `UserError` for a
+    value that names none (`,` or ""), which would have restored both without a word."""
+    if text is None:
+        return ()
+    areas = tuple(a.strip() for a in text.split(",") if a.strip())
+    if not areas:
+        wanted = " and/or ".join(EXPRESSION_AREAS)
+        raise UserError(
+            f"--expression-restorer-areas names no area in {text!r}; give {wanted} "
+            "(leave the option out for both)"
+        )
+    return areas
+
+
 def _fields(args: argparse.Namespace) -> dict[str, Any]:
-    areas = tuple(a.strip() for a in args.expression_restorer_areas.split(",") if a.strip())
+    areas = _areas(args.expression_restorer_areas)
     return {
         "expression_restorer": args.expression_restorer,
         "expression_restorer_factor": args.expression_restorer_factor,

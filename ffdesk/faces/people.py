@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import cv2
 import numpy as np
@@ -35,6 +35,9 @@ from ffdesk.faces.appearance import appearance_of
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Embedding, Runner, normed
 from ffdesk.faces.types import Face
 from ffdesk.types import Frame
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.sessions import OrtSession
 
 Metric = Literal["cosine", "euclidean"]
 MAX_SAMPLES = 300
@@ -80,7 +83,10 @@ class AppearanceRecognizer:
 
 class ArcFaceFaces:
     """A model pack's ArcFace (112 px, arcface_112_v2 alignment) as a `FaceRecognizer`: unit
-    embeddings, cosine distance."""
+    embeddings, cosine distance. The faces of a frame go to the model in one run only where the
+    runner says it takes a batch (`batch_dynamic`, or an ONNX session whose `fixed_batch` is
+    None); a runner that does not say (a render's residency-managed model) gets one face a run,
+    as FaceFusion's published files fix their batch at 1."""
 
     metric: Metric = "cosine"
     threshold = 0.6
@@ -88,27 +94,79 @@ class ArcFaceFaces:
     def __init__(self, runner: Runner, name: str = "arcface_w600k_r50") -> None:
         self.name = name
         self._model = ArcFaceRecognizer(runner)
+        self._batches = _says_it_takes_batches(runner)
 
     def embed(self, image: Frame, faces: Sequence[Face]) -> Embedding:
         if not faces:
             return np.zeros((0, 512), np.float32)
         crops = np.stack([warp_face(image, f.kps, "arcface_112_v2", 112)[0] for f in faces])
-        return normed(self._model.embed_crops(crops))
+        if self._batches or len(crops) == 1:
+            return normed(self._model.embed_crops(crops))
+        return normed(np.concatenate([self._model.embed_crops(crops[i : i + 1]) for i in range(len(crops))]))
+
+
+def _says_it_takes_batches(runner: object) -> bool:
+    """True where `runner` tells that one run may carry several faces: its `batch_dynamic` flag,
+    else a `fixed_batch` of None (`accepts_batch` takes a runner that tells nothing to take any)."""
+    flag = getattr(runner, "batch_dynamic", None)
+    if flag is not None:
+        return bool(flag)
+    return getattr(runner, "fixed_batch", False) is None
 
 
 def recognizer_for(models_dir: Path | None) -> FaceRecognizer:
     """The model pack's ArcFace when `models_dir` holds one, else dlib's face descriptor when the
-    `quality` extra is installed, else the embedded appearance recognizer."""
+    `quality` extra is installed, else the embedded appearance recognizer. `UserError` (one line)
+    when `models_dir` is a file, or its ArcFace file is damaged or another model under that name
+    (checked against the catalog before it is loaded, as a render checks its models)."""
     if models_dir is not None:
+        from ffdesk.userpath import expand_user, not_a_file
+
+        folder = expand_user(models_dir)
+        not_a_file(folder, "the models folder")
         for name in ARCFACE_MODELS:
-            path = Path(models_dir) / f"{name}.onnx"
+            path = folder / f"{name}.onnx"
             if path.is_file():
                 from ffdesk.runtime.sessions import OrtSession
 
-                return ArcFaceFaces(OrtSession(path, name=name), name)
+                _check_model(name, path)
+                session = OrtSession(path, name=name)
+                _check_input(session, path)
+                return ArcFaceFaces(session, name)
     from ffdesk.faces.dlib_recognizer import dlib_recognizer
 
     return dlib_recognizer() or AppearanceRecognizer()
+
+
+def _check_model(name: str, path: Path) -> None:
+    """`UserError` naming every problem of the file at `path` as the catalog's model `name` (a
+    name the catalog does not have is checked by `_check_input` once loaded)."""
+    from ffdesk.errors import UserError
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import verify
+
+    spec = load_catalog().by_file(path.name)
+    problems = verify(spec, path) if spec is not None and spec.name == name else []
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+def _check_input(session: OrtSession, path: Path) -> None:
+    """`UserError` unless the loaded model takes 112-px RGB crops as its input called 'input'
+    (what `ArcFaceRecognizer` feeds it)."""
+    from ffdesk.errors import UserError
+
+    want = (3, ArcFaceRecognizer.size, ArcFaceRecognizer.size)
+    first = session.inputs[0] if session.inputs else None
+    fits = (
+        first is not None
+        and first.name == "input"
+        and len(first.shape) == 4
+        and all(not isinstance(d, int) or d < 1 or d == w for d, w in zip(first.shape[1:], want, strict=True))
+    )
+    if not fits:
+        got = "no input" if first is None else f"input {first.name!r} {list(first.shape)}"
+        raise UserError(f"{path.name}: not an ArcFace recognizer ({got}; one takes 'input' [N,3,112,112])")
 
 
 def distances(a: npt.NDArray[np.floating], b: npt.NDArray[np.floating], metric: Metric) -> np.ndarray:
@@ -311,24 +369,27 @@ def find_people(
     cancel: threading.Event | None = None,
     max_samples: int = MAX_SAMPLES,
     max_pixels: int | None = None,
+    fps: float | None = None,
 ) -> People:
     """The people of the clip at `path` (or `span` of it): one sampled pass, then grouping.
 
     `recognizer`: None for the embedded one; `analyser`: the face analyser to reuse (None: a new
     embedded one). `cancel` set stops the pass; the people of the frames looked at so far come
-    back with `complete=False`. Decode errors are `MediaError`s (the caller's to report)."""
+    back with `complete=False`. Decode errors are `MediaError`s (the caller's to report). A still
+    image is looked at whatever `span` says (a render of it ignores its range too); `fps`: the
+    frame rate of an image sequence (None: 24), as a render of it takes `RenderJob.fps`."""
     from ffdesk.faces.scan import stride_for
     from ffdesk.media.decode import VideoReader
     from ffdesk.media.probe import probe
 
     recognizer = recognizer or AppearanceRecognizer()
     finder = analyser or FaceAnalyser()
-    span = span or ClipRange()
-    info = probe(path, max_pixels=max_pixels)
-    fps = info.video.fps if info.video is not None and info.video.fps > 0 else 25.0
+    info = probe(path, fps=fps, max_pixels=max_pixels)
+    span = ClipRange() if span is None or info.is_image else span
+    rate = info.video.fps if info.video is not None and info.video.fps > 0 else 25.0
     total = info.video.frame_count if info.video is not None else 1
-    first = round((span.start or 0.0) * fps)
-    last = total if span.end is None else min(total, math.ceil(span.end * fps))
+    first = round((span.start or 0.0) * rate)
+    last = total if span.end is None else min(total, math.ceil(span.end * rate))
     count = max(1, last - first)
     stride = stride_for(count, max_samples)
     expected = -(-count // stride)
@@ -337,12 +398,17 @@ def find_people(
     looked = 0
     next_frame = first
     with VideoReader(
-        path, start_s=span.start, end_s=span.end, convert_threads=1, max_pixels=max_pixels
+        path,
+        start_s=span.start,
+        end_s=span.end,
+        convert_threads=1,
+        max_pixels=max_pixels,
+        sequence_fps=fps,
     ) as reader:
         for decoded in reader:
             if stop.is_set():
                 break
-            frame = round(decoded.time_s * fps)
+            frame = round(decoded.time_s * rate)
             if frame < next_frame:
                 continue
             next_frame = frame + stride

@@ -131,7 +131,7 @@ def test_faces_command_refuses_bad_input_in_one_line(
     rc, out, err = _cli(["faces", str(clip), "--start", "60"], capsys)  # said "0 people in 0 frames"
     assert rc == 2 and "--start 60s is beyond the end of cut.mp4" in err and not out
     rc, _, err = _cli(["faces", str(tmp_path)], capsys)  # said "no such file" of a folder that is
-    assert rc == 2 and f"{tmp_path} is a folder; give a clip" in err
+    assert rc == 2 and f"{tmp_path} is a folder with no numbered frames" in err
 
 
 def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:

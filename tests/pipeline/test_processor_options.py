@@ -62,3 +62,12 @@ def test_an_option_without_its_processor_is_one_line(argv: list[str], message: s
     with pytest.raises(UserError) as info:
         parse(*argv)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("areas", [",", "", " , "])
+def test_expression_areas_that_name_none_are_one_line(areas: str) -> None:
+    """They were read as "not given" and both areas restored without a word."""
+    with pytest.raises(UserError, match="--expression-restorer-areas names no area") as info:
+        parse("--expression-restorer", "--expression-restorer-areas", areas)
+    assert "\n" not in str(info.value)
+    assert parse("--expression-restorer")["expression_restorer_areas"] == ()

@@ -55,6 +55,25 @@ def read(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     return loads(read_bytes(path, max_bytes).decode("utf-8"))
 
 
+def read_object(path: Path, kind: str) -> tuple[dict[str, Any], str | None]:
+    """The JSON object in the file at `path` and, where the file is there but damaged (not UTF-8,
+    not JSON, not an object, nested too deep, larger than any `kind` file), what is wrong with it
+    in words; ({}, None) when it is missing. `OSError` where it is there but cannot be read."""
+    try:
+        data = read(path)
+    except FileNotFoundError:
+        return {}, None
+    except UnicodeDecodeError:
+        return {}, "is not text (damaged?)"
+    except TooLarge as exc:
+        return {}, f"is too large to be a {kind} ({exc})"
+    except ValueError as exc:
+        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
+    if not isinstance(data, dict):
+        return {}, "is not a JSON object"
+    return data, None
+
+
 def depth(data: Any) -> int:
     """How deeply lists and objects nest in `data` (a scalar: 0), without recursion."""
     deepest = 0

@@ -30,6 +30,7 @@ from ffdesk.bench.common import add_json_option, finish, say_if_no_gpu, write_so
 from ffdesk.bench.gpu import watch_render
 from ffdesk.bench.memory import (
     PACK,
+    check_models_dir,
     face_clip,
     fewest_frames_held,
     on_the_gpu,
@@ -151,11 +152,11 @@ def device_used_now(flags: DriverFlags) -> int | None:
 def run(args: argparse.Namespace) -> int:
     if args.frames < 1 or args.batch < 1 or args.steps < 1:
         raise UserError("--frames, --batch and --steps must be at least 1")
-    if args.models_dir is not None and not args.models_dir.is_dir():
-        raise UserError(f"--models-dir {args.models_dir}: no such folder")
     env = runtime_env(args)
     say_if_no_gpu(args.provider, env)
     names = PACK if args.masks else PACK[:3]
+    if args.models_dir is not None:
+        check_models_dir(args.models_dir, names)
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)
     base = pack_args(args.batch, args.provider, args.masks)

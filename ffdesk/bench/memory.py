@@ -37,6 +37,7 @@ from ffdesk.bench.common import (
 )
 from ffdesk.commands.argtypes import number_from, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
 from ffdesk.media.probe import probe
 from ffdesk.pipeline.stages.models import frames_at_once, held_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
@@ -90,6 +91,27 @@ def realistic_pack(env: RuntimeEnv, names: tuple[str, ...] = PACK, *, dynamic_ba
     return folder
 
 
+def check_models_dir(folder: Path, names: tuple[str, ...]) -> None:
+    """`UserError` (one line, before any work) unless `folder` (`--models-dir`) holds a sound
+    file of each of `names` (catalog models): a bench's render found a missing or damaged one
+    only in a process of its own, whose refusal came back as an internal error."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import verify
+
+    if not folder.is_dir():
+        there = "is a file, not a folder" if folder.exists() else "no such folder"
+        raise UserError(f"--models-dir {folder}: {there}")
+    catalog = load_catalog()
+    for name in names:
+        spec = catalog.get(name)
+        path = folder / spec.file
+        if not path.is_file():
+            raise UserError(f"--models-dir: {spec.file} is not in {folder}")
+        problems = verify(spec, path)
+        if problems:
+            raise UserError("; ".join(problems))
+
+
 def face_clip(env: RuntimeEnv, seconds: float = 6.0, height: int = 720) -> Path:
     """The 720p sample clip with one slowly moving face (cached)."""
     from ffdesk.commands.sample import make_sample_clip
@@ -133,8 +155,11 @@ def render_clip(clip: Path, out: Path, frames: int, extra: list[str], fps: float
     cmd = [sys.executable, "-m", "ffdesk", "render", "--target", str(clip), "--output", str(out),
            "--no-resume", "-q", "--end", f"{frames / fps:.4f}", "--report", str(report), *extra]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    said = (proc.stderr or proc.stdout).strip().splitlines()
+    if proc.returncode == 2 and said:  # the render refused what it was given: its own one line
+        raise UserError(f"the bench's render: {said[-1].removeprefix('ffdesk: error: ')}")
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        tail = said[-3:]
         raise RuntimeError(f"render failed ({proc.returncode}): {' | '.join(tail)}")
     return RenderReport.from_json_dict(json.loads(report.read_text(encoding="utf-8")))
 
@@ -181,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
     names = PACK if args.masks else PACK[:3]
     env = runtime_env(args)
     say_if_no_gpu(args.provider, env)
+    if args.models_dir is not None:
+        check_models_dir(args.models_dir, names)
     pack = args.models_dir or realistic_pack(env, names)
     clip = face_clip(env)
     base = pack_args(args.batch, args.provider, args.masks)

@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, finish, median_ms, write_so_far
-from ffdesk.bench.memory import face_clip, realistic_pack, source_photo
+from ffdesk.bench.memory import check_models_dir, face_clip, realistic_pack, source_photo
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.runtime.env import RuntimeEnv
@@ -26,18 +27,22 @@ GOAL_INT8_SPEEDUP = 1.5
 DEFAULT_MODELS = ("inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34")
 PRECISIONS = ("fp32", "fp16", "int8")
 CALIBRATION_FRAMES = 6
+TIMED_KINDS = ("swapper", "recognizer", "enhancer", "occluder", "parser")
+"""The catalog kinds the bench has face-crop inputs for (`_feeds`)."""
 
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("precision", help="FP32 vs FP16 vs INT8 per model")
     p.add_argument("--models", default=",".join(DEFAULT_MODELS), help="comma-separated catalog names")
-    p.add_argument("--runs", type=int, default=5, help="timed runs per variant (median)")
+    p.add_argument("--runs", type=whole_at_least(1), default=5, help="timed runs per variant (median)")
     p.add_argument(
         "--precisions",
         default=",".join(PRECISIONS),
         help="variants to time, fp32 always among them (fp32,fp16: no INT8 calibration, the slow part)",
     )
-    p.add_argument("--threads", type=int, default=0, help="ONNX Runtime threads (0: one per core)")
+    p.add_argument(
+        "--threads", type=whole_at_least(0), default=0, help="ONNX Runtime threads (0: one per core)"
+    )
     p.add_argument("--provider", choices=("cpu", "cuda", "tensorrt"), default="cpu")
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
     add_json_option(p)
@@ -95,7 +100,25 @@ def _feeds(name: str, pack: Any, env: RuntimeEnv) -> list[dict[str, np.ndarray]]
         return [{"input": masks.occlusion_input(c[None])} for c in _crops("arcface_128", 256, env)]
     if spec.kind == "parser":
         return [{"input": masks.region_input(c[None])} for c in _crops("arcface_128", 512, env)]
-    raise ValueError(f"{name}: no crop-based inputs for a {spec.kind}")
+    raise UserError(f"{name}: no crop-based inputs for a {spec.kind}")
+
+
+def _checked_names(text: str, folder: Path | None) -> tuple[str, ...]:
+    """The models of `--models`, each a catalog model of a kind the bench times and, with
+    `--models-dir`, its file there and sound (`UserError`, one line, before any work)."""
+    from ffdesk.runtime.catalog import load_catalog
+
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise UserError(f"--models: no model named (e.g. {','.join(DEFAULT_MODELS)})")
+    catalog = load_catalog()
+    for name in names:
+        kind = catalog.get(name).kind
+        if kind not in TIMED_KINDS:
+            raise UserError(f"--models: {name} is a {kind}; the bench times {', '.join(TIMED_KINDS)} models")
+    if folder is not None:
+        check_models_dir(folder, names)
+    return names
 
 
 def _source_vector(
@@ -146,17 +169,16 @@ def _cost(
 
 def run(args: argparse.Namespace) -> int:
     from ffdesk.runtime import precision as prec
+    from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.sessions import SessionOptions
 
-    names = tuple(n.strip() for n in args.models.split(",") if n.strip())
     asked = {p.strip() for p in args.precisions.split(",") if p.strip()}
     if asked - set(PRECISIONS):
         unknown = ", ".join(sorted(asked - set(PRECISIONS)))
         raise UserError(f"--precisions: unknown {unknown} (choose from {', '.join(PRECISIONS)})")
     precisions = tuple(p for p in PRECISIONS if p in asked or p == "fp32")  # each against FP32
     env = runtime_env(args)
-    if args.models_dir is not None and not args.models_dir.is_dir():
-        raise UserError(f"--models-dir {args.models_dir}: no such folder")
+    names = _checked_names(args.models, args.models_dir)
     pack = args.models_dir or realistic_pack(env, names)
     options = SessionOptions(
         device="cpu" if args.provider == "cpu" else "cuda",
@@ -174,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
     }
     figures: dict[str, Any] = {}
     for name in names:
-        src = pack / f"{name}.onnx"
+        src = pack / load_catalog().get(name).file
         feeds = _feeds(name, pack, env)
         calibration, held_out = feeds[:-1], feeds[-1]
         print(f"{name}: making variants ...", flush=True)

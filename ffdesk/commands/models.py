@@ -187,7 +187,7 @@ def _prepare(args: argparse.Namespace) -> int:
             else:
                 notes.append(str(freed.kept))
         if args.precision == "fp16":
-            cached = precision.variant_path(path, "fp16", cache_dir=env.variants_dir).is_file()
+            cached = precision.cached_sound(precision.variant_path(path, "fp16", cache_dir=env.variants_dir))
             variant = precision.make_fp16(path, cache_dir=env.variants_dir)
             notes.append(f"fp16 variant {'already made' if cached else 'made'}: {variant}")
             files.append(variant)
@@ -209,12 +209,14 @@ def _verify(args: argparse.Namespace) -> int:
     specs = [catalog.get(n) for n in args.names] if args.names else list(catalog)
     checked = 0
     bad = 0
+    missing = 0
     for spec in specs:
         path = folder / spec.file
         if not path.is_file():
             if args.names:
                 print(f"{spec.file}: missing from {folder}", file=sys.stderr)
                 bad += 1
+                missing += 1
             continue
         checked += 1
         problems = verify(spec, path, strict=args.strict)
@@ -231,7 +233,7 @@ def _verify(args: argparse.Namespace) -> int:
     if checked == 0 and not bad:
         raise UserError(f"{folder}: no catalog model files found")
     if bad:
-        print(f"{bad} bad file(s) of {checked + (bad if args.names else 0)} in {folder}", file=sys.stderr)
+        print(f"{bad} bad file(s) of {checked + missing} in {folder}", file=sys.stderr)
         return 2
     return 0
 

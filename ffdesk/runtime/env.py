@@ -42,20 +42,9 @@ def _load_settings(path: Path) -> tuple[dict[str, Any], str | None]:
     """The settings file's keys, and why it cannot be read when it is there but damaged (not
     UTF-8, not JSON, not an object, nested too deep) or unreadable; ({}, None) when missing."""
     try:
-        data = jsontext.read(path)
-    except FileNotFoundError:
-        return {}, None
+        return jsontext.read_object(path, "settings file")
     except OSError as exc:
         return {}, f"cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        return {}, "is not text (damaged?)"
-    except jsontext.TooLarge as exc:
-        return {}, f"is too large to be a settings file ({exc})"
-    except ValueError as exc:
-        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
-    if not isinstance(data, dict):
-        return {}, "is not a JSON object"
-    return data, None
 
 
 def write_setting(path: Path, key: str, value: Any) -> str | None:

@@ -183,18 +183,23 @@ class _Measurement:
         return Footprint(max(recent), self.load_ms, self.at, recent)
 
 
+def _size(n: object) -> bool:
+    """Whether `n` is a number of bytes (a JSON true is not 1, nor is -5 a size)."""
+    return type(n) is int and n >= 0
+
+
 def _parse(rec: object) -> Footprint | None:
-    """A file's record, or None where it is not one measured the way records are now."""
-    if not (isinstance(rec, dict) and isinstance(rec.get("bytes"), int) and rec.get("v") == MEASURED_AS):
+    """A file's record, or None where it is not one measured the way records are now (or holds
+    a figure that is no number of bytes: a hand-edited or damaged record is measured again, not
+    planned with)."""
+    if not (isinstance(rec, dict) and _size(rec.get("bytes")) and rec.get("v") == MEASURED_AS):
         return None
     load_ms = rec.get("load_ms")
     at = rec.get("at")
     kept = rec.get("recent")
-    recent = (
-        tuple(int(n) for n in kept[-KEPT:])
-        if isinstance(kept, list) and kept and all(isinstance(n, int) for n in kept)
-        else (int(rec["bytes"]),)
-    )
+    if isinstance(kept, list) and kept and not all(_size(n) for n in kept):
+        return None
+    recent = tuple(int(n) for n in kept[-KEPT:]) if isinstance(kept, list) and kept else (int(rec["bytes"]),)
     return Footprint(
         max(recent),
         float(load_ms) if isinstance(load_ms, int | float) else 0.0,

@@ -34,7 +34,7 @@ from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.runtime import shared_cache
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
+from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, sidecar_path, write_sidecar
 from ffdesk.units import format_bytes
 
 Concrete = Literal["fp32", "fp16", "int8"]
@@ -147,6 +147,29 @@ def cached_variants(src: Path, cache_dir: Path | None) -> tuple[str, ...]:
     return tuple(p for p in ("fp16", "int8") if variant_path(src, p, cache_dir=cache_dir).is_file())
 
 
+def cached_sound(path: Path) -> bool:
+    """Whether the cached variant at `path` is there and whole: its protobuf framing walked
+    (`onnx_read.read_structure`, the weights' pages untouched). One cut off or overwritten
+    (a disk that filled or failed outside ffdesk) failed every later render that loaded it, and
+    was reused as "already made"."""
+    from ffdesk.runtime.onnx_read import read_structure
+
+    if not Path(path).is_file():
+        return False
+    try:
+        read_structure(path)
+    except Exception:  # noqa: BLE001 - broken framing, or what onnx does not parse
+        return False
+    return True
+
+
+def _drop_damaged(path: Path) -> None:
+    """Remove a cached variant that is not whole (and its sidecar): made again from its source."""
+    for stale in (path, sidecar_path(path)):
+        with contextlib.suppress(OSError):
+            stale.unlink(missing_ok=True)
+
+
 def _write_sidecar(path: Path) -> None:
     """A CRC32 sidecar, so loading the variant later need not hash it to know its identity."""
     write_sidecar(path)
@@ -164,6 +187,22 @@ def _need_room(what: str, folder: Path, need: int) -> None:
         raise UserError(f"{what}: {exc}") from None
 
 
+def _writable(what: str, folder: Path) -> None:
+    """`UserError` naming `what` where `folder` cannot be made or written in (a read-only cache,
+    a file where the folder should be): found before any work, since ONNX's shape inference
+    writes nothing there without a word and the quantization fails half-way."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(
+            f"{what} cannot be written in {folder} ({exc.strerror or exc}); make that folder "
+            "writable, or render with --precision fp32"
+        ) from None
+
+
 def _with_shapes(src: Path, dest: Path) -> Any:
     """`src` loaded with its inferred shapes, which the FP16 conversion needs. Inferred from the
     file into a file beside `dest` (`infer_shapes` on a loaded model serializes it, parses it
@@ -174,12 +213,16 @@ def _with_shapes(src: Path, dest: Path) -> Any:
     from onnx import external_data_helper, shape_inference
 
     shaped = dest.with_name(f"{dest.name}.{os.getpid()}.shapes")
-    shaped.parent.mkdir(parents=True, exist_ok=True)
+    _writable(f"{src.name}: its FP16 variant", shaped.parent)
     # ONNX's writer does not say when the disk fills: the file only comes out short
     need = src.stat().st_size + SHAPES_MARGIN
     _need_room(f"{src.name}: its FP16 variant", shaped.parent, need)
     try:
         shape_inference.infer_shapes_path(str(src), str(shaped))
+        if not shaped.is_file():  # it says nothing when it cannot write its file
+            raise UserError(
+                f"{src.name}: its FP16 variant: the shapes file could not be written in {shaped.parent}"
+            )
         model = onnx.load(str(shaped), load_external_data=False)
     except DecodeError:  # the disk filled beside this write
         raise UserError(
@@ -195,8 +238,9 @@ def _with_shapes(src: Path, dest: Path) -> Any:
 def make_fp16(src: Path, *, cache_dir: Path) -> Path:
     """The FP16 variant of `src` (made now unless cached)."""
     dest = variant_path(src, "fp16", cache_dir=cache_dir)
-    if dest.is_file():
+    if cached_sound(dest):
         return dest
+    _drop_damaged(dest)
     from onnxconverter_common import float16
 
     model = _with_shapes(Path(src), dest)
@@ -285,14 +329,21 @@ def make_int8(
     dest = variant_path(
         src, "int8", cache_dir=cache_dir, per_channel=per_channel, calibration_tag=calibration_tag
     )
-    if dest.is_file():
+    if cached_sound(dest):
         return dest
+    if dest.is_file():
+        _drop_damaged(dest)
+        if not calibration:  # the caller took it for made: the next run calibrates a new one
+            raise UserError(
+                f"{Path(src).name}: its cached INT8 variant {dest.name} was damaged; it is removed, "
+                "and the next render calibrates a new one"
+            )
     if not calibration:
         raise UserError(
             f"{Path(src).name}: an INT8 variant needs calibration inputs (a few frames of the clip)"
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
     what = f"{Path(src).name}: its INT8 variant"
+    _writable(what, dest.parent)
     # the model with its shapes and the variant are both there before the first is removed
     _need_room(what, dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN)
     _in_own_process(what, _quantize, Path(src), list(calibration), dest, per_channel)

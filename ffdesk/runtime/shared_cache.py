@@ -6,13 +6,17 @@ records over the file lost what another process had recorded since it read the f
 re-reads the file under an exclusive lock (`flock` on a `.lock` file beside it), lets the caller
 fold its changes into what is there now, and writes the result atomically before releasing the
 lock, so every process's records are kept. Readers need no lock: the file is only ever replaced
-whole.
+whole. A file that is there but damaged (not UTF-8, not JSON, not an object) is never written
+over: `update` first keeps it aside as NAME.corrupt and logs one line saying so (stderr on the
+command line); one that cannot be read is left as it is (OSError, nothing written).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,7 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk import jsontext
+from ffdesk.errors import DiskFull
 from ffdesk.media import atomic
+
+log = logging.getLogger(__name__)
 
 
 def lock_path(path: Path) -> Path:
@@ -50,11 +57,30 @@ def read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _damage(path: Path) -> tuple[dict[str, Any], str | None]:
+    """The file's records and, where it is there but damaged, what is wrong with it ({} and None
+    when it is missing). OSError where it is there but cannot be read."""
+    try:
+        return jsontext.read_object(path, "cache file")
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return {}, None
+        raise
+
+
 def update(path: Path, fold: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """Under the file's lock: read the records there now, write `fold(records)` in their place,
-    and return what was written. OSError where the file cannot be written (the caller's records
-    then live in memory only)."""
+    and return what was written. A damaged file is kept aside first (NAME.corrupt, one line
+    logged). OSError where the file cannot be read, kept aside or written (the caller's records
+    then live in memory only, and the file stays as it was)."""
     with locked(path):
-        merged = fold(read(path))
-        atomic.write_text_atomic(path, json.dumps(merged, indent=1, sort_keys=True), durable=False)
+        records, problem = _damage(path)
+        if problem is not None:
+            aside = atomic.keep_aside(path)
+            log.warning("%s", f"{path} {problem}: kept it as {aside.name} and started a fresh one")
+        merged = fold(records)
+        try:
+            atomic.write_text_atomic(path, json.dumps(merged, indent=1, sort_keys=True), durable=False)
+        except DiskFull as exc:  # a full disk is no reason to stop what the cache serves
+            raise OSError(errno.ENOSPC, exc.reason, str(path)) from exc
     return merged

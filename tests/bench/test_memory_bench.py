@@ -102,3 +102,64 @@ def test_a_run_stopped_in_its_on_demand_render_keeps_the_all_resident_figures(
     figures: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))["figures"]
     assert figures["partial"] is True and figures["all_resident"]["fps"] > 0
     assert set(figures["all_resident"]["models_at_batch_mib"]) == set(PACK)
+
+
+@pytest.mark.parametrize("bench", ["memory", "budget"])
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("missing", "--models-dir: xseg_1.onnx is not in "),
+        ("cut off", "xseg_1.onnx: truncated or not an ONNX model"),
+    ],
+)
+def test_a_pack_file_missing_or_damaged_is_one_line_before_any_render(
+    small_pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], bench: str, damage: str, said: str
+) -> None:
+    """The benches' renders found a missing or damaged file of `--models-dir` in processes of
+    their own, and their refusal came back as an internal error (RuntimeError, a crash log)."""
+    import shutil
+
+    pack = Path(shutil.copytree(small_pack, tmp_path / "pack"))
+    xseg = pack / "xseg_1.onnx"
+    if damage == "missing":
+        xseg.unlink()
+    else:
+        xseg.write_bytes(xseg.read_bytes()[:300])
+    report = tmp_path / "b.json"
+    args = [
+        "bench",
+        bench,
+        "--frames",
+        "2",
+        "--provider",
+        "cpu",
+        "--models-dir",
+        str(pack),
+        "--json",
+        str(report),
+    ]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not report.exists()
+
+
+def test_a_render_that_refuses_its_input_is_its_own_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bench's render that exits 2 said why in one line, which came back as an internal error
+    with three lines of its output; it is that line now (exit 2)."""
+    import subprocess
+
+    from ffdesk.bench import memory
+    from ffdesk.errors import UserError
+
+    said = "ffdesk: error: memory budget 1.0 MiB is smaller than inswapper_128 (6.6 MiB)"
+    done = subprocess.CompletedProcess([], 2, "", f"note: something first\n{said}\n")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
+    with pytest.raises(UserError, match=r"^the bench's render: memory budget 1\.0 MiB is smaller than"):
+        memory.render_clip(tmp_path / "clip.mp4", tmp_path / "out.mp4", 2, [])
+    crashed = subprocess.CompletedProcess([], 1, "", "ffdesk: internal error: KeyError\n")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: crashed)
+    with pytest.raises(RuntimeError, match=r"render failed \(1\)"):
+        memory.render_clip(tmp_path / "clip.mp4", tmp_path / "out.mp4", 2, [])

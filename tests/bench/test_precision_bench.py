@@ -84,3 +84,38 @@ def test_asked_precisions_only_and_never_without_fp32(
         .splitlines()[-1]
         .endswith("--precisions: unknown bf16 (choose from fp32, fp16, int8)")
     )
+
+
+@pytest.mark.parametrize(
+    ("models", "more", "said"),
+    [
+        ("2dfan4", [], "--models: 2dfan4 is a landmarker; the bench times swapper, recognizer"),
+        (" , ", [], "--models: no model named"),
+        ("inswapper_128", [], "--models-dir: inswapper_128.onnx is not in "),
+        ("xseg_1", [], "xseg_1.onnx: truncated or not an ONNX model"),
+        ("xseg_1", ["--runs", "0"], "argument --runs: must be at least 1, not 0"),
+        ("xseg_1", ["--threads", "-1"], "argument --threads: must be at least 0, not -1"),
+    ],
+    ids=["a landmarker", "none", "not in the folder", "cut off", "no runs", "negative threads"],
+)
+def test_models_it_cannot_time_are_one_line_before_any_work(
+    small_pack: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    models: str,
+    more: list[str],
+    said: str,
+) -> None:
+    """A model of a kind the bench has no inputs for, or a file missing or damaged in
+    `--models-dir`, was an internal error once the bench reached it (ValueError,
+    FileNotFoundError, a parse error); no model at all wrote an empty report and said nothing."""
+    import shutil
+
+    pack = Path(shutil.copytree(small_pack, tmp_path / "pack"))
+    (pack / "xseg_1.onnx").write_bytes((pack / "xseg_1.onnx").read_bytes()[:300])
+    report = tmp_path / "p.json"
+    args = ["bench", "precision", "--models", models, "--models-dir", str(pack), "--json", str(report)]
+    assert cli.main([*args, *more]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0], err
+    assert not report.exists()

@@ -5,9 +5,12 @@ under the next; a figure too large drops out after `KEPT` more."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from ffdesk.runtime.footprints import KEPT, MEASURED_AS, FootprintStore
 
@@ -86,6 +89,61 @@ def test_a_record_this_version_does_not_read_is_kept_when_writing(tmp_path: Path
     assert json.loads(path.read_text())["newer"] == newer
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (
+            b'{\n "k": {"bytes": 5, "v": 2},\n "other',
+            "is not JSON (Unterminated string starting at: line 3 column 2 (char 31))",
+        ),
+        (b"\xff\xfe not text", "is not text (damaged?)"),
+        (b"[1, 2]", "is not a JSON object"),
+    ],
+    ids=["cut off", "not text", "not an object"],
+)
+def test_a_damaged_file_is_kept_aside_not_written_over(
+    tmp_path: Path, text: bytes, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A damaged footprints file was read as empty and written over at the next measurement
+    without a word: what it held was lost. It is kept aside now, and one line says so."""
+    path = tmp_path / "footprints.json"
+    path.write_bytes(text)
+    store = FootprintStore(path)
+    assert store.get("k") is None
+    with caplog.at_level(logging.WARNING):
+        store.put("k", 3 * MiB, 1.0)
+    assert (tmp_path / "footprints.json.corrupt").read_bytes() == text
+    assert json.loads(path.read_text())["k"]["bytes"] == 3 * MiB
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path} {why}: kept it as footprints.json.corrupt and started a fresh one"
+    ]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"bytes": -(10**12), "v": MEASURED_AS},
+        {"bytes": True, "v": MEASURED_AS},
+        {"bytes": 5 * MiB, "recent": [5 * MiB, -(10**12)], "v": MEASURED_AS},
+        {"bytes": 5 * MiB, "recent": [True], "v": MEASURED_AS},
+    ],
+    ids=["negative", "true", "a negative among the recent", "true among the recent"],
+)
+def test_a_record_that_is_no_number_of_bytes_is_measured_again(
+    tmp_path: Path, record: dict[str, object]
+) -> None:
+    """A negative footprint planned with made a 20 MiB budget hold every model, and the report
+    gave models of -1000000000000 bytes and a peak model memory of 0; a JSON true counted as one
+    byte. Such a record is not read: the model is measured again."""
+    path = tmp_path / "footprints.json"
+    path.write_text(json.dumps({"k": record}))
+    store = FootprintStore(path)
+    assert store.get("k") is None
+    store.put("k", 3 * MiB, 1.0)
+    assert store.get("k") == 3 * MiB
+    assert json.loads(path.read_text())["k"]["recent"] == [3 * MiB]
+
+
 _WRITER = """
 import sys
 from ffdesk.runtime.footprints import FootprintStore
@@ -105,3 +163,26 @@ def test_processes_writing_at_once_lose_no_record(tmp_path: Path) -> None:
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
     on_disk = json.loads(path.read_text())
     assert sorted(on_disk) == sorted(f"p{i}-{n}" for i in range(4) for n in range(25))
+
+
+def test_a_full_disk_keeps_the_records_in_memory_and_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache's writer raises `DiskFull` on a full disk, which is no OSError: a render whose
+    cache folder was full stopped at its first measurement ("disk full while writing
+    footprints.json"), though the records are a cache the run can keep in memory."""
+    from ffdesk.errors import DiskFull
+    from ffdesk.media import atomic
+
+    path = tmp_path / "footprints.json"
+    FootprintStore(path).put("old", 5 * MiB, 1.0)
+    before = path.read_bytes()
+
+    def full(target: Path, *args: object, **kwargs: object) -> None:
+        raise DiskFull(target, "No space left on device")
+
+    monkeypatch.setattr(atomic, "write_text_atomic", full)
+    store = FootprintStore(path)
+    store.put("new", 3 * MiB, 1.0)
+    assert store.get("new") == 3 * MiB and store.get("old") == 5 * MiB
+    assert path.read_bytes() == before

@@ -43,6 +43,18 @@ def test_verify_exit_codes(standins_dir: Path, tmp_path: Path, capsys: pytest.Ca
     assert main(["models", "verify", "--models-dir", str(tmp_path / "empty")]) == 2
 
 
+def test_verify_counts_each_named_file_once(
+    standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A named file that is there and bad was counted twice: "1 bad file(s) of 2" for one file."""
+    pack = _pack(standins_dir, tmp_path / "m", ["xseg_1", "2dfan4"])
+    (pack / "xseg_1.onnx").write_bytes((pack / "xseg_1.onnx").read_bytes()[:300])
+    assert main(["models", "verify", "--models-dir", str(pack), "xseg_1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"1 bad file(s) of 1 in {pack.resolve()}"
+    assert main(["models", "verify", "--models-dir", str(pack), "xseg_1", "2dfan4", "gfpgan_1.4"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"2 bad file(s) of 3 in {pack.resolve()}"
+
+
 def test_verify_strict_flags_missing_sidecar(standins_dir: Path, tmp_path: Path) -> None:
     pack = _pack(standins_dir, tmp_path / "m", ["yoloface_8n"])
     (pack / "yoloface_8n.hash").unlink()

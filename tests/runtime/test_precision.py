@@ -126,6 +126,96 @@ def test_a_disk_too_full_for_the_fp16_variant_is_one_line_and_leaves_nothing(
     assert list((tmp_path / "b").iterdir()) == []
 
 
+def test_a_damaged_cached_variant_is_made_again_not_loaded(swapper: Path, tmp_path: Path) -> None:
+    """A cached variant cut off (a disk that failed or filled outside ffdesk) was returned as
+    made: every render loading it failed ("ONNX Runtime cannot load this model"), and `models
+    prepare` called it "already made". It is removed and made again; an INT8 one asked for
+    without calibration inputs (the render thought it was there) is one line saying so."""
+    folder = tmp_path / "v"
+    fp16 = prec.make_fp16(swapper, cache_dir=folder)
+    whole = fp16.read_bytes()
+    fp16.write_bytes(whole[: len(whole) // 3])
+    assert prec.make_fp16(swapper, cache_dir=folder) == fp16 and fp16.read_bytes() == whole
+    int8 = prec.variant_path(swapper, "int8", cache_dir=folder)
+    int8.write_bytes(b"\x08\x07" + b"\xff" * 64)  # a variant's name, not a model
+    with pytest.raises(
+        UserError, match=r"its cached INT8 variant .* was damaged; it is removed, and the next"
+    ):
+        prec.make_int8(swapper, None, cache_dir=folder)
+    assert not int8.exists()
+
+
+def test_a_shapes_file_that_could_not_be_written_is_one_line(
+    swapper: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ONNX's shape inference writes nothing, without a word, where it cannot write its file:
+    reading the file that is not there was an internal error (FileNotFoundError)."""
+    from onnx import shape_inference
+
+    monkeypatch.setattr(shape_inference, "infer_shapes_path", lambda src, dest: None)
+    with pytest.raises(UserError, match=r"^inswapper_128.onnx: its FP16 variant: the shapes file could not"):
+        prec.make_fp16(swapper, cache_dir=tmp_path / "v")
+    assert list((tmp_path / "v").iterdir()) == []
+
+
+def _without_write_rights(folder: Path) -> list[str]:
+    """Make `folder` read-only for a command run with the returned prefix: root writes anywhere,
+    so as root the command runs without the capability that lets it (`setpriv`)."""
+    import os
+    import shutil
+
+    folder.chmod(0o555)
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        folder.chmod(0o755)
+        pytest.skip("running as root without setpriv: no folder is read-only")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_a_read_only_variants_folder_is_one_line_and_nothing_is_written(
+    swapper: Path, tmp_path: Path, precision: str
+) -> None:
+    """The FP16 variant in a variants folder that cannot be written was an internal error (the
+    shapes file was never written, then read), the INT8 one a bare "Permission denied" naming a
+    folder of its own; both now say which variant cannot go where, before any work."""
+    import subprocess
+    import sys
+
+    variants = tmp_path / "cache" / "ffdesk" / "variants"
+    variants.mkdir(parents=True)
+    prefix = _without_write_rights(variants)
+    make = (
+        "make_fp16(src, cache_dir=folder)"
+        if precision == "fp16"
+        else "make_int8(src, feeds, cache_dir=folder)"
+    )
+    code = (
+        "import sys; from pathlib import Path; from ffdesk.errors import UserError; "
+        "from ffdesk.runtime.precision import make_fp16, make_int8; "
+        "src, folder = Path(sys.argv[1]), Path(sys.argv[2]); feeds = [{'x': [0]}]\n"
+        f"try:\n    {make}\nexcept UserError as exc:\n    print(exc); sys.exit(2)\n"
+    )
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", code, str(swapper), str(variants)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        variants.chmod(0o755)
+    label = precision.upper()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout.strip() == (
+        f"inswapper_128.onnx: its {label} variant cannot be written in {variants} (Permission denied); "
+        "make that folder writable, or render with --precision fp32"
+    )
+    assert list(variants.iterdir()) == []
+
+
 def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path, run_env: RuntimeEnv) -> None:
     with pytest.raises(UserError, match="calibration"):
         prec.make_int8(swapper, None, cache_dir=run_env.variants_dir)
@@ -184,7 +274,11 @@ def test_auto_takes_the_fastest_variant_within_the_quality_guard(tmp_path: Path)
     again = PrecisionChoices(tmp_path / "choices.json").get(key)
     assert again is not None and again.precision == "fp32" and again.speeds == blurred.speeds
     (tmp_path / "choices.json").write_text("[" * 100000)  # damaged: chosen again, no crash
-    assert PrecisionChoices(tmp_path / "choices.json").get(key) is None
+    damaged = PrecisionChoices(tmp_path / "choices.json")
+    assert damaged.get(key) is None
+    damaged.put(key, blurred)  # and kept aside, not written over
+    assert (tmp_path / "choices.json.corrupt").read_text() == "[" * 100000
+    assert PrecisionChoices(tmp_path / "choices.json").get(key) == damaged.get(key)
 
 
 def test_auto_choices_of_two_processes_are_both_kept(tmp_path: Path) -> None:

@@ -526,7 +526,7 @@ def _time_model(
         path = prec.make_fp16(request.path, cache_dir=env.variants_dir)
     elif precision == "int8":
         cached = prec.variant_path(request.path, "int8", cache_dir=env.variants_dir)
-        if cached.is_file():
+        if prec.cached_sound(cached):
             path = cached
         else:  # INT8 is calibrated on a clip's faces: the render makes it, this cannot
             precision, note = "fp32", "no INT8 variant made yet (a render makes one); FP32 timed"

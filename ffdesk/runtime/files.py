@@ -15,6 +15,7 @@ users often copy files without them; `ffdesk models verify --strict` treats it a
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,6 +71,13 @@ def resolve_models_dir(explicit: Path | str | None, env: RuntimeEnv) -> Path:
     `UserError` (one line) when the folder named is a file."""
     folder = expand_user(explicit).resolve() if explicit else env.models_dir
     not_a_file(folder, "the models folder")
+    try:
+        with os.scandir(folder):
+            pass
+    except FileNotFoundError:
+        pass  # a folder to be made, or one whose missing files are named where they are looked for
+    except OSError as exc:  # the folder named, not each model in it "cannot be read" later
+        raise UserError(f"the models folder {folder} cannot be read ({exc.strerror or exc})") from None
     return folder
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ffdesk import hw
+from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags, nvidia
 from ffdesk.runtime.env import RuntimeEnv, read_settings
 from ffdesk.runtime.residency import ResidencyManager
@@ -45,6 +46,23 @@ def test_a_saved_models_folder_is_read_from_the_environments_settings(tmp_path: 
     assert RuntimeEnv.from_system().models_dir != saved  # the user's own settings are untouched
     assert resolve_models_dir(tmp_path / "x", env) == (tmp_path / "x").resolve()
     assert env.with_models_dir(tmp_path / "y").models_dir == (tmp_path / "y").resolve()
+
+
+def test_a_models_folder_that_cannot_be_read_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a folder without read permission made every model in it "cannot be read", naming a file
+    # that need not be there
+    import ffdesk.runtime.files as files
+
+    def refused(path: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    env = RuntimeEnv.in_folder(tmp_path / "portable")
+    (tmp_path / "pack").mkdir()
+    monkeypatch.setattr(files.os, "scandir", refused)
+    with pytest.raises(UserError, match=r"the models folder .*pack cannot be read \(Permission denied\)$"):
+        files.resolve_models_dir(tmp_path / "pack", env)
 
 
 def test_footprints_land_in_the_environments_cache(tmp_path: Path) -> None:

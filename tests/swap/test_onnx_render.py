@@ -178,6 +178,19 @@ def test_int8_render_reports_int8_for_the_swapper(pack: Path, face_clip: Path, t
     assert int8 and int8[0]["loads"] == 1
     assert report["quality_checked_frames"] >= 1
     assert isinstance(report["quality_flags"], list)
+    # its cached variant cut off (a disk that failed outside ffdesk): the next render calibrates
+    # a new one (it took the file for made, passed no calibration frames and failed once)
+    from ffdesk.runtime import precision as prec
+    from ffdesk.runtime.env import RuntimeEnv
+
+    variant = prec.variant_path(
+        pack / "inswapper_128.onnx", "int8", cache_dir=RuntimeEnv.from_system().variants_dir
+    )
+    whole = variant.read_bytes()
+    variant.write_bytes(whole[: len(whole) // 3])
+    again = render(pack, face_clip, tmp_path / "again.mp4", "--precision", "int8")
+    assert again["frames_out"] == FRAMES and again["swapper_precision"] == "int8"
+    assert prec.cached_sound(variant)
 
 
 def test_masks_enhancer_and_tiled_swap_run_in_the_render(pack: Path, face_clip: Path, tmp_path: Path) -> None:

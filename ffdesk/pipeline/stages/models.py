@@ -831,7 +831,7 @@ class ModelRender:
 
         src, variants = self.swapper_file, self.env.variants_dir
         if self.precision == "int8":
-            cached = prec.variant_path(src, "int8", cache_dir=variants).is_file()
+            cached = prec.cached_sound(prec.variant_path(src, "int8", cache_dir=variants))
             feeds = None if cached else self._calibration_feeds()
             variant = prec.make_int8(src, feeds, cache_dir=variants)
         else:

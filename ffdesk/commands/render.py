@@ -205,6 +205,24 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
     range, or an input over the pixel limit (`check_input_pixels`)."""
     from ffdesk.pipeline.people import face_map_of
 
+    if args.models_dir is not None and not Path(args.models_dir).expanduser().exists():
+        # the embedded swap ran without a word, and a --map's people were told apart by another model
+        raise UserError(f"--models-dir {args.models_dir}: no such folder")
+    if args.map:  # each person's own photo, found by who they are: the rest would be ignored
+        beside = [
+            name
+            for name, given in (
+                ("--source", args.source),
+                ("--face-selection", args.face_selection),
+                ("--reference-face", args.reference_face is not None),
+            )
+            if given
+        ]
+        if beside:
+            raise UserError(
+                f"--map gives each person their own photo and swaps only them; {' and '.join(beside)} "
+                "would be ignored beside it: leave it out"
+            )
     if args.reference_face is not None and args.face_selection not in (None, "reference"):
         raise UserError(
             f"--reference-face is for --face-selection reference, not {args.face_selection}: "

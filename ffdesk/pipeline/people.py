@@ -29,6 +29,7 @@ def job_people(job: RenderJob, analyser: FaceAnalyser, recognizer: FaceRecognize
         span=ClipRange(job.start, job.end),
         analyser=analyser,
         max_pixels=job.max_pixels,
+        fps=job.fps,
     )
 
 
@@ -60,9 +61,10 @@ def job_targets(job: RenderJob, analyser: FaceAnalyser, recognizer: FaceRecogniz
             if people is None:
                 people = job_people(job, analyser, recognizer)
             if not 0 <= entry.person < len(people.people):
+                count = len(people.people)
+                have = {0: "no one", 1: "one person, 0"}.get(count, f"{count} people, 0 to {count - 1}")
                 raise UserError(
-                    f"--map {entry.person}: the clip has {len(people.people)} people "
-                    f"(counted from 0; see `ffdesk faces {job.target.name}`)"
+                    f"--map {entry.person}: the clip has {have} (see `ffdesk faces {job.target.name}`)"
                 )
             centroids.append(people.people[entry.person].centroid)
         else:

@@ -86,6 +86,43 @@ def test_the_short_options_are_facefusions() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("beside", "named"),
+    [
+        (("--source", "/b.jpg"), "--source"),
+        (("--face-selection", "all"), "--face-selection"),
+        (("--reference-face", "1"), "--reference-face"),
+    ],
+)
+def test_a_face_map_refuses_what_it_would_ignore(beside: tuple[str, str], named: str) -> None:
+    # `--map 0=a.jpg --source b.jpg --reference-face 3` rendered with a.jpg alone, without a word
+    with pytest.raises(UserError, match=f"--map gives each person their own photo .*; {named} would be"):
+        job_from_args(_args("--map", "0=/a.jpg", *beside))
+    assert job_from_args(_args("--map", "0=/a.jpg")).face_map[0].sources == (Path("/a.jpg"),)
+
+
+def test_a_models_folder_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"^--models-dir .*nowhere: no such folder$"):
+        job_from_args(_args("--models-dir", str(tmp_path / "nowhere")))
+    assert job_from_args(_args("--models-dir", str(tmp_path))).models_dir == tmp_path
+
+
+def test_the_people_pass_takes_a_sequences_frame_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the render's pass over an image sequence read it at 24 frames/s whatever --fps said, so its
+    # --start/--end looked at other frames than `ffdesk faces --fps` listed people from
+    from ffdesk.pipeline import people
+
+    seen: dict[str, object] = {}
+
+    def find(path: Path, recognizer: object, **kw: object) -> object:
+        seen.update(kw)
+        return None
+
+    monkeypatch.setattr(people, "find_people", find)
+    people.job_people(_job(fps=12.0, start=1.0), analyser=None, recognizer=None)  # type: ignore[arg-type]
+    assert seen["fps"] == 12.0
+
+
 def test_a_reference_face_selects_by_reference() -> None:
     # `--reference-face 1` alone used to be ignored without a word: the largest face was swapped
     assert job_from_args(_args()).face_selection == "largest"

@@ -138,6 +138,8 @@ def _video_rows(v: VideoReport, is_image: bool) -> list[tuple[str, str]]:
     count = f"{v.frame_count}" if v.frame_count_exact else f"about {v.frame_count}"
     rate = "variable" if v.vfr else "constant"
     rows.append(("frames", f"{count} at {_fps(v.fps)} fps ({rate}), first at {v.start_time_s:.3f} s"))
+    if v.timecode is not None:
+        rows.append(("timecode", f"{v.timecode} at the first frame (an output starts at its first frame's)"))
     colour = (
         f"range {v.color_range or '-'}, matrix {v.color_space or '-'}, "
         f"primaries {v.color_primaries or '-'}, transfer {v.color_trc or '-'}"

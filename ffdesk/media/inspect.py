@@ -123,6 +123,9 @@ class VideoReport:
     packed_bframes: bool
     """DivX/Xvid "packed" B-frames (several frames in one AVI packet)."""
     timestamps: TimestampScan
+    timecode: str | None = None
+    """The first frame's SMPTE timecode (`VideoInfo.timecode`); a render's output starts at it,
+    moved on to its own first frame. None without one."""
 
 
 @dataclass(frozen=True)
@@ -457,6 +460,7 @@ def _video_report(video: VideoInfo, profile: str | None, packed: bool, stamps: T
         interlaced=video.field_order in _INTERLACED,
         packed_bframes=packed,
         timestamps=stamps,
+        timecode=video.timecode,
     )
 
 

@@ -19,6 +19,7 @@ from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
 from ffdesk.media.images import check_sequence_pixels, is_image_path, limit_stream, read_image
 from ffdesk.media.sequence import is_sequence_path
+from ffdesk.media.timecode import find_timecode
 
 FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
 FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
@@ -71,6 +72,9 @@ class VideoInfo:
     field_order: FieldOrder = "progressive"
     """How the picture is scanned: "progressive", or interlaced with the top ("tt", "tb") or
     bottom ("bb", "bt") field first; "unknown" when the file does not say."""
+    timecode: str | None = None
+    """The SMPTE timecode of the first frame (a camera's or an edit's `tmcd` track, a Matroska
+    `TIMECODE` tag), as written: "01:00:10:00", drop-frame "00:59:59;28"; None without one."""
 
     @property
     def display_pixel_aspect(self) -> float:
@@ -319,6 +323,9 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
         vfr=vfr,
         sample_aspect_ratio=_sample_aspect(stream, first),
         field_order=_field_order(cc, first),
+        timecode=find_timecode(
+            [stream.metadata, *(d.metadata for d in container.streams.data), container.metadata]
+        ),
     )
 
 

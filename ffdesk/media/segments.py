@@ -21,7 +21,8 @@ from ffdesk.media import _errors
 from ffdesk.media.atomic import raise_if_disk_full
 from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
 from ffdesk.media.encode import PNG_PATTERN
-from ffdesk.media.probe import MediaInfo
+from ffdesk.media.probe import MediaInfo, VideoInfo
+from ffdesk.media.timecode import moved_on
 
 _Item = tuple[float, int, av.Packet, av.stream.Stream]
 """(dts in seconds, tie-breaker, packet, output stream) for the time-ordered merge."""
@@ -52,6 +53,9 @@ class JoinResult:
     audio_packets_skipped: int = 0
     audio: tuple[AudioChoice, ...] = ()
     start_shift_s: float = 0.0
+    timecode: str | None = None
+    """The output's start timecode (the source's, moved on to the first frame rendered); None
+    when the source has none."""
 
 
 def join_segments(
@@ -238,6 +242,14 @@ def _join_video(
             sar = template.sample_aspect_ratio
             if sar and sar > 0 and sar != 1 and vout.codec_context is not None:
                 vout.codec_context.sample_aspect_ratio = sar
+        timecode = _output_timecode(video, shift - origin)
+        if timecode is not None and video is not None:
+            # MOV and MP4 write it as a tmcd track, counted at the stream's frame rate: the
+            # source's (without one the muxer takes the time base's, "30000 frames/s", and
+            # refuses; a segment's own average of a few frames can be as far off); Matroska a tag
+            if vout.codec_context is not None:
+                vout.codec_context.framerate = Fraction(video.fps).limit_denominator(1001)
+            vout.metadata["timecode"] = timecode
         with _errors.open_input(source) as src:
             tracks: list[_Track] = []
             notes: list[str] = []
@@ -268,7 +280,16 @@ def _join_video(
         audio_packets_skipped=sum(t.skipped for t in tracks),
         audio=tuple(t.choice for t in tracks),
         start_shift_s=shift,
+        timecode=timecode,
     )
+
+
+def _output_timecode(video: VideoInfo | None, after_s: float) -> str | None:
+    """The timecode of the output's first frame: the source's, moved on by the frames the render
+    starts `after_s` seconds after the source's first frame; None when the source has none."""
+    if video is None or video.timecode is None:
+        return None
+    return moved_on(video.timecode, video.fps, max(0, round(after_s * video.fps)))
 
 
 def _close_quietly(out: av.container.OutputContainer) -> None:

@@ -184,7 +184,8 @@ def output_colour(
     them. `limited_only`: the codec stores limited range only (ProRes), so a full-range source
     is converted to limited range. A matrix swscale cannot produce from RGB (an RGB source's
     "gbr", YCgCo, ICtCp, constant-luminance BT.2020, ...) is replaced by the nearest one it can,
-    and tagged as such. Transfer and primaries are always kept (no conversion involves them)."""
+    and tagged as such, with a note (none for RGB: making YUV of it is how YUV is made).
+    Transfer and primaries are always kept (no conversion involves them)."""
     notes: list[str] = []
     out_range = color_range
     if limited_only and color_range == "pc":
@@ -201,7 +202,10 @@ def output_colour(
             out_space = "bt709"
         else:
             out_space = "smpte170m"
-        notes.append(f"matrix {color_space} cannot be written from RGB: written and tagged as {out_space}")
+        if color_space != "gbr":  # an RGB source (PNG, TIFF frames) has no YUV matrix to lose
+            notes.append(
+                f"matrix {color_space} cannot be written from RGB: written and tagged as {out_space}"
+            )
     return OutputColour(
         color_range=out_range,
         color_space=out_space,

@@ -131,7 +131,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
-    """Each person's thumbnail as `folder/person-INDEX.png`; index -> path."""
+    """Each person's thumbnail as `folder/person-INDEX.png`; index -> path. The thumbnails of an
+    earlier listing with more people (`person-N.png` past this one's) go, so the folder shows
+    this clip's people only."""
     import cv2
 
     from ffdesk.userpath import not_a_file
@@ -148,4 +150,8 @@ def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
         if not cv2.imwrite(str(path), cv2.cvtColor(person.thumbnail, cv2.COLOR_RGB2BGR)):
             raise UserError(f"could not write {path}")
         out[person.index] = path
+    for stale in folder.glob("person-*.png"):
+        number = stale.stem.removeprefix("person-")
+        if number.isdigit() and str(int(number)) == number and int(number) not in out:
+            stale.unlink(missing_ok=True)
     return out

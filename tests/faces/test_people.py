@@ -108,8 +108,13 @@ def test_faces_command_lists_people_and_writes_thumbnails(
     assert [(p["index"], p["faces"]) for p in doc["people"]] == [(0, 12), (1, 6)]
     thumb: Frame = __import__("cv2").imread(doc["people"][1]["thumbnail"])
     assert thumb.shape == (160, 160, 3)
-    rc, out, _ = _cli(["faces", str(clip), "--start", "0.24", "--end", "0.48"], capsys)
+    (tmp_path / "th" / "notes-person-7.png").write_bytes(b"kept")  # not one of ours
+    rc, out, _ = _cli(
+        ["faces", str(clip), "--start", "0.24", "--end", "0.48", "--thumbnails", str(tmp_path / "th")], capsys
+    )
     assert rc == 0 and "cut.mp4: 1 person in 6 frames looked at" in out and "0: 6 faces" in out
+    # the earlier listing's person-1.png went: the folder shows this range's one person
+    assert sorted(p.name for p in (tmp_path / "th").iterdir()) == ["notes-person-7.png", "person-0.png"]
 
 
 def test_faces_command_refuses_bad_input_in_one_line(

@@ -106,10 +106,18 @@ def test_the_morph_value_sets_how_far_the_face_moves(
 
 
 def test_a_saehd_file_by_path_swaps_in_full_whatever_the_morph(
-    tmp_path: Path, pack: Path, swapped: list[np.ndarray], plain: list[np.ndarray]
+    tmp_path: Path,
+    pack: Path,
+    swapped: list[np.ndarray],
+    plain: list[np.ndarray],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = str(pack / "dfl_saehd.dfm")
     full = deep(tmp_path / "a", pack, path, "--deep-swapper-morph", "0", *FIRST_SECOND)
+    # and says so: the morph asked for was left out without a word
+    assert "dfl_saehd takes no morph (only DeepFaceLab's AMP models do): --deep-swapper-morph 0 is" in (
+        capsys.readouterr().err
+    )
     n = len(full)
     assert moved(full, plain[:n]) > 0.7 * moved(swapped[:n], plain[:n])
     same = deep(tmp_path / "b", pack, "dfl_saehd", *FIRST_SECOND)

@@ -452,10 +452,11 @@ def run(args: argparse.Namespace) -> int:
             f"{format_bytes(b.held_bytes)}"
         )
     if report.processors:
+        whole_frames = ("frame_colorize", "frame_enhance", "background_remove")  # counted in frames
         done = [
-            f"{p.name} ({p.model}): {p.faces} faces"
-            if not p.frames
-            else f"{p.name} ({p.model}): {p.frames} frames"
+            f"{p.name} ({p.model}): {p.frames} frames"
+            if p.frames or p.name in whole_frames
+            else f"{p.name} ({p.model}): {p.faces} faces"
             for p in report.processors
         ]
         print("processors: " + ", ".join(done))

@@ -104,8 +104,13 @@ def test_deoldify_takes_the_frames_blue_channel_as_its_lightness(
 
 
 def test_blend_0_gives_the_frames_back_and_50_half_the_colour(
-    tmp_path: Path, grey_clip: Path, pack: Path, grey_frames: list[np.ndarray]
+    tmp_path: Path,
+    grey_clip: Path,
+    pack: Path,
+    grey_frames: list[np.ndarray],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    capsys.readouterr()
     zero = render(
         grey_clip,
         tmp_path / "b0",
@@ -116,6 +121,9 @@ def test_blend_0_gives_the_frames_back_and_50_half_the_colour(
         "0",
     )
     assert all(np.array_equal(a, b) for a, b in zip(zero, grey_frames, strict=True))
+    said = capsys.readouterr()  # it said "frame_colorize (ddcolor): 0 faces", and nothing else
+    assert "--frame-colorizer-blend 0 keeps each frame's own colours: ddcolor does not run" in said.err
+    assert "frame_colorize (ddcolor): 0 frames" in said.out
     full = render(grey_clip, tmp_path / "b100", "--models-dir", str(pack), "--frame-colorizer")
     half = render(
         grey_clip,

@@ -149,6 +149,11 @@ def is_place_error(exc: OSError) -> bool:
 def place_error(exc: OSError) -> str:
     """One line for a file system error on a place the user chose: the path and the reason."""
     where = exc.filename if exc.filename is not None else "a file"
+    name = os.path.basename(str(where))
+    if name.startswith(".") and ".partial" in name and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        # a file ffdesk writes beside the one it makes, to move it into place when whole: the
+        # user chose the folder, not that name
+        return f"cannot write in {os.path.dirname(str(where)) or '.'} ({exc.strerror or exc})"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"disk full while writing {where} ({exc.strerror})"
     if exc.errno == errno.EEXIST:

@@ -50,6 +50,21 @@ def test_a_read_only_or_full_place_is_one_line(
     assert capsys.readouterr().err.strip() == says
 
 
+def test_a_refused_temporary_file_names_the_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `models import` into a read-only folder named ".2dfan4.partial-97f5bbeb.onnx", a file the
+    # user never chose
+    from ffdesk.commands import probe
+
+    def refused(_args: object) -> int:
+        raise PermissionError(errno.EACCES, "Permission denied", "/srv/pack/.2dfan4.partial-97f5bbeb.onnx")
+
+    monkeypatch.setattr(probe, "run", refused)
+    assert cli.main(["probe", "x.mp4"]) == 2
+    assert capsys.readouterr().err.strip() == "ffdesk: error: cannot write in /srv/pack (Permission denied)"
+
+
 def test_another_os_error_is_still_an_internal_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

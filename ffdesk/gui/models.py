@@ -51,6 +51,8 @@ class ClipInfo:
     is_image: bool = False
     has_audio: bool = False
     """Whether the clip has an audio track (the lip syncer's voice when no file is given)."""
+    start_timecode: str | None = None
+    """The first frame's SMPTE timecode (a camera's or an edit's); the window counts from it."""
 
     @classmethod
     def probe(cls, path: Path) -> ClipInfo:
@@ -72,13 +74,21 @@ class ClipInfo:
             duration_s=info.duration_s,
             is_image=info.is_image,
             has_audio=bool(info.audio),
+            start_timecode=v.timecode,
         )
 
     def time_of(self, index: int) -> float:
         return index / self.fps
 
     def timecode(self, index: int) -> str:
-        """HH:MM:SS:FF."""
+        """HH:MM:SS:FF: the clip's own timecode at frame `index` where it has one (drop-frame
+        written HH:MM:SS;FF), else counted from 00:00:00:00."""
+        if self.start_timecode is not None:
+            from ffdesk.media.timecode import moved_on
+
+            shown = moved_on(self.start_timecode, self.fps, max(0, index))
+            if shown is not None:
+                return shown
         fps_int = max(1, round(self.fps))
         secs, ff = divmod(index, fps_int)
         mm, ss = divmod(secs, 60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
@@ -47,6 +48,29 @@ def test_timecode_and_clamped_position() -> None:
     assert m.position == 49
     m.step(-100)
     assert m.position == 0
+
+
+def test_a_clip_with_a_start_timecode_is_counted_from_it(tmp_path: Path) -> None:
+    # a camera's clip at 10:00:00:00 showed 00:00:00:00 on the ruler, the preview and People
+    from dataclasses import replace
+
+    cam = replace(CLIP, start_timecode="10:00:00:00")
+    assert cam.timecode(0) == "10:00:00:00" and cam.timecode(25 * 61 + 3) == "10:01:01:03"
+    ntsc = replace(CLIP, fps=30000 / 1001, start_timecode="00:00:59;28")
+    assert ntsc.timecode(6) == "00:01:00;06"  # drop-frame, as the clip's own counts
+    clip = tmp_path / "cam.mov"
+    with av.open(str(clip), "w") as out:  # the muxer writes the stream's timecode as a tmcd track
+        stream = out.add_stream("libx264", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        stream.metadata["timecode"] = "01:00:00:00"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    assert ClipInfo.probe(clip).timecode(2) == "01:00:00:02"
 
 
 def test_timeline_follows_model_and_scrubs(qtbot) -> None:  # type: ignore[no-untyped-def]

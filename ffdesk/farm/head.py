@@ -142,6 +142,7 @@ def run_farm_render(
             audio_packets_skipped=joined.audio_packets_skipped,
             audio=joined.audio,
             decoder=video.decoder if video is not None else "",
+            timecode=joined.timecode,
         ),
         faces=rendered.faces if rendered is not None else None,
         models=rendered.models if rendered is not None else None,

@@ -462,6 +462,7 @@ def _render_video(
             audio_packets_skipped=joined.audio_packets_skipped,
             audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
             decoder=flow.decoder,
+            timecode=joined.timecode,
         ),
         matte=matte_figures(job),
     )
@@ -1227,6 +1228,8 @@ class JoinedOutput:
     frames_out: int
     audio_packets_skipped: int
     audio: tuple[str, ...]
+    timecode: str | None = None
+    """The output's start timecode (`JoinResult.timecode`)."""
 
 
 def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None) -> JoinedOutput:
@@ -1262,4 +1265,5 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
         frames_out=manifest.frames_done,
         audio_packets_skipped=joined.audio_packets_skipped,
         audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
+        timecode=joined.timecode,
     )

@@ -439,6 +439,9 @@ class VideoFigures(_InJson):
     decoder: str = ""
     """The video's decoder: "h264 (NVDEC)", or "h264 (software; NVDEC: <why not>)" ("" in
     reports from before it was recorded)."""
+    timecode: str | None = None
+    """The output's start timecode: the source's, moved on to the first frame rendered (None
+    when the source has none)."""
 
     def plus(self, other: VideoFigures) -> VideoFigures:
         return VideoFigures(
@@ -450,6 +453,7 @@ class VideoFigures(_InJson):
             audio_packets_skipped=self.audio_packets_skipped + other.audio_packets_skipped,
             audio=self.audio or other.audio,
             decoder=self.decoder or other.decoder,
+            timecode=self.timecode or other.timecode,
         )
 
 

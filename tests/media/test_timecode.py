@@ -4,6 +4,7 @@ editor could not relink the shot to its place in the cut)."""
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from pathlib import Path
 
@@ -96,8 +97,10 @@ def test_a_render_starts_at_its_first_frames_timecode(
     clip = _clip(tmp_path / source, fps, 40, timecode)
     assert probe(clip).video.timecode == timecode  # type: ignore[union-attr]
     out = tmp_path / f"out{out_suffix}"
-    args = ["render", "-t", str(clip), "-o", str(out), "-q", "--end", "1.4"]
+    report = tmp_path / "report.json"
+    args = ["render", "-t", str(clip), "-o", str(out), "-q", "--end", "1.4", "--report", str(report)]
     assert cli.main([*args, *(["--start", start] if start else [])]) == 0
     assert _output_timecode(out) == want
+    assert json.loads(report.read_text())["timecode"] == want
     if want is not None:
         assert probe(out).video.timecode == want  # type: ignore[union-attr]

@@ -36,7 +36,7 @@ PHOTO = resource_path("sample", "grace_hopper.jpg")
 CLIP_KEYS = [
     "frames_in", "frames_out", "frames_processed", "stages", "output", "resumed_segments", "encoder",
     "mode", "resumed_frames", "timestamps_repaired", "frames_concealed", "audio_packets_skipped", "audio",
-    "decoder",
+    "decoder", "timecode",
     "frames_with_faces", "faces_swapped", "faces_skipped_by_reason", "faces_skipped", "seconds", "fps",
     "peak_rss_bytes", "telemetry", "shot_cuts", "shots",
 ]  # fmt: skip
@@ -56,7 +56,7 @@ TELEMETRY_KEYS = [
 PACK_KEYS = {
     "frames_in", "frames_out", "frames_processed", "stages", "output", "encoder", "resumed_segments",
     "resumed_frames", "mode", "timestamps_repaired", "frames_concealed", "audio_packets_skipped", "audio",
-    "decoder",
+    "decoder", "timecode",
     "models", "peak_model_bytes", "reserved_bytes", "memory_budget_bytes", "oom_recoveries", "oom_events",
     "swapper", "swapper_precision", "swap_scale", "quality_checked_frames", "quality_flags",
     "quality_psnr_threshold_db", "landmarker", "landmarker_note", "faces_aligned_on_68_points",

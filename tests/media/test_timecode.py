@@ -48,12 +48,15 @@ def test_the_video_streams_timecode_comes_first_and_malformed_ones_are_passed_ov
 
 def _clip(path: Path, fps: Fraction, frames: int, timecode: str | None) -> Path:
     """A clip as an edit suite's export or a camera writes it: in MOV/MP4 the muxer makes a
-    `tmcd` track of the stream's timecode (as `ffmpeg -timecode` does), in Matroska a tag."""
+    `tmcd` track of the stream's timecode (as `ffmpeg -timecode` does), in Matroska a tag; MXF
+    (OP1a, MPEG-2 as broadcast cameras record it) keeps it in its material package, which the
+    demuxer gives as the container's tag."""
+    mxf = path.suffix == ".mxf"
     with av.open(str(path), "w") as out:
-        stream = out.add_stream("libx264", rate=fps)
+        stream = out.add_stream("mpeg2video" if mxf else "libx264", rate=fps)
         stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
         if timecode is not None:
-            stream.metadata["timecode"] = timecode
+            (out if mxf else stream).metadata["timecode"] = timecode
         for i in range(frames):
             picture = np.full((48, 64, 3), (i * 9) % 256, np.uint8)
             frame = av.VideoFrame.from_ndarray(picture, format="rgb24")
@@ -83,6 +86,7 @@ def _output_timecode(path: Path) -> str | None:
         ("ntsc.mov", Fraction(30000, 1001), "00:00:59;28", "0.2", ".mov", "00:01:00;06"),
         ("tagged.mkv", Fraction(25), "01:00:00:00", "0.4", ".mkv", "01:00:00:10"),
         ("plain.mp4", Fraction(25), None, "0.4", ".mov", None),
+        ("broadcast.mxf", Fraction(25), "10:00:00:00", "1.0", ".mov", "10:00:01:00"),
     ],
 )
 def test_a_render_starts_at_its_first_frames_timecode(

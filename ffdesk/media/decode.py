@@ -730,7 +730,7 @@ def _stream_origin(
     threads make later."""
     try:
         with _errors.open_input(path, fps=sequence_fps) as container:
-            stream = container.streams.video[0]
+            stream = _errors.video_stream(path, container)  # not cover art stored ahead of it
             limit_stream(path, stream, max_pixels)
             stream.thread_type = threads[0]  # type: ignore[assignment]
             stream.codec_context.thread_count = threads[1]

@@ -148,6 +148,12 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             )
         audio = tuple(_audio_info(s) for s in container.streams.audio)
         duration = container.duration / av.time_base if container.duration else video.duration_s
+        alpha = (
+            f"alpha channel ({video.pix_fmt}): the source's transparency is not kept "
+            "(with --matte alpha the output's alpha is the swapped faces' matte)"
+            if _has_alpha(video.pix_fmt)
+            else None
+        )
         return MediaInfo(
             path=path,
             container=container.format.name,
@@ -155,8 +161,16 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             is_image=False,
             video=video,
             audio=audio,
-            warnings=() if truncated is None else (truncated,),
+            warnings=tuple(w for w in (truncated, alpha) if w is not None),
         )
+
+
+def _has_alpha(pix_fmt: str) -> bool:
+    """Whether frames in `pix_fmt` carry an alpha channel (ProRes 4444, QuickTime PNG/RGBA...)."""
+    try:
+        return any(c.is_alpha for c in av.VideoFormat(pix_fmt).components)
+    except (ValueError, av.error.FFmpegError):
+        return False
 
 
 def _truncation(path: Path, container: av.container.InputContainer) -> tuple[str | None, bool]:

@@ -154,6 +154,17 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             if _has_alpha(video.pix_fmt)
             else None
         )
+        others = [
+            str(s.index)
+            for s in container.streams.video
+            if s.index != stream.index and not s.disposition & av.stream.Disposition.attached_pic
+        ]
+        more = (
+            f"video {', '.join('#' + i for i in others)}: not rendered (a render takes one video "
+            f"stream, #{stream.index})"
+            if others
+            else None
+        )
         return MediaInfo(
             path=path,
             container=container.format.name,
@@ -161,7 +172,7 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             is_image=False,
             video=video,
             audio=audio,
-            warnings=tuple(w for w in (truncated, alpha) if w is not None),
+            warnings=tuple(w for w in (truncated, alpha, more) if w is not None),
         )
 
 

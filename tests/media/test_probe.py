@@ -173,6 +173,26 @@ def test_truncated_matroska(
     assert said is not None and abs(float(said.group(1)) - there) < 0.5
 
 
+def test_a_second_video_track_is_named_as_not_rendered(tmp_path: Path) -> None:
+    # a QuickTime with two video tracks (a camera's proxy beside its picture, a multicam export):
+    # the render took the first and left the other without a word
+    path = tmp_path / "two.mov"
+    with av.open(str(path), "w") as out:
+        streams = [out.add_stream("libx264", rate=25) for _ in range(2)]
+        for stream in streams:
+            stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(5):
+            for stream in streams:
+                frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+                frame.pts = i
+                for packet in stream.encode(frame):
+                    out.mux(packet)
+        for stream in streams:
+            for packet in stream.encode(None):
+                out.mux(packet)
+    assert probe(path).warnings == ("video #1: not rendered (a render takes one video stream, #0)",)
+
+
 def test_audio_only_file(tmp_path: Path) -> None:
     p = tmp_path / "tone.m4a"
     with av.open(str(p), "w") as out:

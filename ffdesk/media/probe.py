@@ -32,6 +32,9 @@ _SCAN_PACKETS = 600
 _TAIL_PACKETS = 1000
 """Packets read from a second before a container's declared end to find where its packets end."""
 
+_TAIL_BYTES = 64 * 2**20
+"""And bytes: a long-GOP 4K file's keyframe before that second can lie far back."""
+
 _TAIL_SLACK_S = 1.0
 """How far (at least; 5% of a long clip) the packets may end before the declared duration."""
 
@@ -246,12 +249,14 @@ def _ends_early(
 
 def _packets_end(container: av.container.InputContainer, at_s: float) -> float | None:
     """Where the last packet of any stream ends (seconds), read from a keyframe before `at_s`;
-    None when that cannot be told (the seek fails, nothing follows, too many packets)."""
+    None when that cannot be told (the seek fails, nothing follows, too many packets or bytes)."""
     end: float | None = None
+    read = 0
     try:
         container.seek(int(max(0.0, at_s) * av.time_base), backward=True)
         for n, packet in enumerate(container.demux()):
-            if n >= _TAIL_PACKETS:
+            read += packet.size
+            if n >= _TAIL_PACKETS or read > _TAIL_BYTES:
                 return None
             if packet.pts is None or packet.time_base is None:
                 continue

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         # as a render says it: not "0 people" in no frame
         raise UserError(f"--start {args.start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
     recognizer = recognizer_for(models_dir)
+    if models_dir is None:
+        _say_if_a_pack_render_differs(args, recognizer.name)
     found = find_people(
         clip,
         recognizer,
@@ -128,6 +130,23 @@ def run(args: argparse.Namespace) -> int:
             f"frames {frames[0]}-{frames[-1]}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
         )
     return 0
+
+
+def _say_if_a_pack_render_differs(args: argparse.Namespace, name: str) -> None:
+    """One line when the saved models folder holds an ArcFace: a render with a model pack
+    (`--swapper`) tells people apart by it, not by `name`, and its person numbers can differ."""
+    from ffdesk.commands.runtime_env import runtime_env
+    from ffdesk.faces.people import ARCFACE_MODELS
+    from ffdesk.runtime.files import resolve_models_dir
+
+    folder = resolve_models_dir(None, runtime_env(args))
+    arcface = next((n for n in ARCFACE_MODELS if (folder / f"{n}.onnx").is_file()), None)
+    if arcface is not None and arcface != name:
+        print(
+            f"ffdesk: note: people told apart by {name}; a render with a model pack (--swapper) tells "
+            f"them apart by {arcface} in {folder}: for its numbers, list them with --models-dir {folder}",
+            file=sys.stderr,
+        )
 
 
 def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:

@@ -161,3 +161,24 @@ def test_a_batch_one_arcface_behind_a_plain_runner_embeds_every_face(
     assert vectors.shape == (2, 512) and runner.runs == 2
     alone = ArcFaceFaces(session).embed(two, faces[1:])
     assert np.allclose(vectors[1], alone[0], atol=1e-5)
+
+
+def test_a_saved_pack_with_an_arcface_is_named_when_faces_tells_people_apart_otherwise(
+    clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `ffdesk faces` (no --models-dir) numbers people with dlib or the appearance signature; a
+    # --swapper render matches them with the saved pack's ArcFace, whose numbers can differ
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.files import save_models_dir
+
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    rc, _, err = _cli(["faces", str(clip)], capsys)
+    assert rc == 0 and "note:" not in err  # no pack saved: nothing to say
+    write_standin(load_catalog().get("arcface_w600k_r50"), pack)
+    save_models_dir(pack, RuntimeEnv.from_system())
+    rc, _, err = _cli(["faces", str(clip)], capsys)
+    assert rc == 0
+    assert f"by arcface_w600k_r50 in {pack.resolve()}: for its numbers, list them with --models-dir" in err
+    rc, out, err = _cli(["faces", str(clip), "--models-dir", str(pack), "--json"], capsys)
+    assert rc == 0 and "note:" not in err and json.loads(out)["recognizer"] == "arcface_w600k_r50"

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk import jsontext
+from ffdesk.errors import UserError
 from ffdesk.faces.scan import Detector, ScanPoint
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
@@ -69,6 +70,8 @@ IMAGE_FILTER = f"Images ({' '.join(f'*{s}' for s in sorted(IMAGE_SUFFIXES))})"
 VIDEO_FILTER = f"Clips (*.mp4 *.mov *.mkv *.avi *.webm *.m4v);;{IMAGE_FILTER};;All files (*)"
 MAX_RECENT = 10
 SETTINGS_DEBOUNCE_MS = 150
+SAVE_DEBOUNCE_MS = 1000
+"""How soon after a change of the controls they are written to gui.ini."""
 
 
 def settings_path() -> Path:
@@ -313,6 +316,11 @@ class MainWindow(QMainWindow):
                 self.status.post("warning", warning)
         self._restore()
         self.history.clear()  # the restored settings are where undo begins
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(SAVE_DEBOUNCE_MS)
+        self._save_timer.timeout.connect(self.save_controls)
+        s.settingsChanged.connect(self._save_timer.start)  # a crash keeps what was set
         self._follow_budget()
         QTimer.singleShot(0, self.queue.start_next)  # jobs left queued by the last session
 
@@ -440,13 +448,22 @@ class MainWindow(QMainWindow):
         self.session.add_source(expand_user(path).resolve())
 
     def open_paths(self, paths: list[Path]) -> None:
-        """What a drop does: images become sources, the first clip becomes the target."""
+        """What a drop does: images become sources, the first clip that can be read becomes the
+        target (one that cannot is an error line, and the next is tried); the clips after it are
+        named in one Status line, never opened behind the user's back."""
         clips = [p for p in paths if not is_image(p)]
         for p in paths:
             if is_image(p):
                 self.add_source(p)
-        if clips:
-            self.open_clip(clips[0])
+        for i, clip in enumerate(clips):
+            if self.open_clip(clip):
+                left = clips[i + 1 :]
+                if left:
+                    names = ", ".join(p.name for p in left[:3]) + (
+                        f" +{len(left) - 3}" if len(left) > 3 else ""
+                    )
+                    self.status.post("info", f"not opened: {names} (one clip at a time; drop it on its own)")
+                return
 
     def open_dialog(self) -> None:
         name, _ = QFileDialog.getOpenFileName(self, "Open clip", self._last_dir(), VIDEO_FILTER)
@@ -524,7 +541,11 @@ class MainWindow(QMainWindow):
             return
         scratch = s.clip.path.with_name(".ffdesk-preview")
         plain = RenderJob(target=s.clip.path, output=scratch, mode="preview")  # no source, no stage
-        job = plain if s.player else s.build_job(scratch)
+        try:
+            job = plain if s.player else s.build_job(scratch, matte="none")  # a preview writes no matte
+        except UserError as exc:  # a setting a render refuses: one Status line (counted), no picture
+            self.status.post("warning", f"preview: {exc}")
+            return
         self.preview_worker.request(job, s.clip.time_of(s.position))
 
     def _detect_new_sources(self) -> None:
@@ -561,7 +582,15 @@ class MainWindow(QMainWindow):
         except OutputNamesExhausted as exc:
             self.status.post("error", str(exc))
             return
-        job = s.build_job(output, mode=mode)
+        assert output is not None
+        refused = self._output_folder_problem(expand_user(output.parent))
+        try:
+            job = s.build_job(output, mode=mode)
+        except UserError as exc:
+            refused = refused or str(exc)
+        if refused:
+            self.status.post("error", f"{s.clip.path.name}: not queued: {refused}")
+            return
         entry = self.queue.add(job)
         self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")
         states = s.processor_states()
@@ -573,6 +602,16 @@ class MainWindow(QMainWindow):
         if not processes and self.queue.reencodes_only(job):
             note = "no source face to swap in; this job only re-encodes the clip"
             self.status.post("warning", f"{job.target.name}: {note}")
+
+    def _output_folder_problem(self, folder: Path) -> str | None:
+        """Why a render here could not write into `folder` (None: it can, or a farm renders)."""
+        if self.queue.farm is not None:
+            return None
+        if not folder.exists():
+            return f"the output folder {folder} does not exist"
+        if not folder.is_dir():
+            return f"the output folder {folder} is not a folder"
+        return None
 
     def _follow_budget(self) -> None:
         """The shared budget follows the control: the one place that sets it (renders and the
@@ -655,10 +694,16 @@ class MainWindow(QMainWindow):
         state = self.saveState()
         q.setValue("window/state", state)
         q.setValue("window/state_sum", layout_sum(bytes(state.data())))
-        q.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         q.setValue("session/show_before", self.session.show_before)
         q.setValue("session/split", self.session.split)
-        q.sync()
+        self.save_controls()
+
+    def save_controls(self) -> None:
+        """Write the controls' settings to gui.ini now (soon after each change, not only on
+        closing: a crash or a kill keeps them)."""
+        self._save_timer.stop()
+        self.qsettings.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
+        self.qsettings.sync()
 
     def _ask_close(self) -> bool:
         answer = QMessageBox.question(

@@ -520,8 +520,9 @@ class SessionModel(QObject):
 
     def default_output(self, mode: Mode | None = None, taken: Iterable[Path] = ()) -> Path | None:
         """Where a new render in `mode` (None: the current one) writes: CLIP-ffdesk.EXT for a
-        final render, CLIP-ffdesk-preview.EXT for a draft, numbered (-2, -3, ...) when a file is
-        there or `taken` (outputs queued jobs will write) holds it. None without a clip."""
+        final render, CLIP-ffdesk-preview.EXT for a draft (EXT: the encoder's container, or an
+        image target's own type), numbered (-2, -3, ...) when a file is there or `taken`
+        (outputs queued jobs will write) holds it. None without a clip."""
         if self.clip is None:
             return None
         from ffdesk.media.encode import container_suffix
@@ -529,14 +530,26 @@ class SessionModel(QObject):
 
         folder = Path(self.settings.output_dir) if self.settings.output_dir else self.clip.path.parent
         suffix = container_suffix(self.settings.encoder)
+        if self.clip.is_image:  # a photo renders to a photo of its own kind (PNG for an alpha matte)
+            from ffdesk.media.images import IMAGE_SUFFIXES
+            from ffdesk.media.matte import ALPHA_IMAGE_SUFFIXES
+
+            own = self.clip.path.suffix.lower()
+            alpha = self.settings.matte == "alpha"
+            if own in IMAGE_SUFFIXES:
+                suffix = ".png" if alpha and own not in ALPHA_IMAGE_SUFFIXES else own
         return render_output(self.clip.path, mode or self.settings.mode, folder, suffix, taken)
 
     def usable_sources(self) -> list[SourceItem]:
         """The source photos a job uses: all but those that failed or have no face."""
         return [src for src in self.sources if not src.error and (src.pending or src.faces)]
 
-    def build_job(self, output: Path | None = None, *, mode: Mode | None = None) -> RenderJob:
-        """An immutable job from the current state (ValueError when there is no clip)."""
+    def build_job(
+        self, output: Path | None = None, *, mode: Mode | None = None, matte: MatteKind | None = None
+    ) -> RenderJob:
+        """An immutable job from the current state (ValueError when there is no clip; UserError,
+        one line, for settings a render refuses). `matte`: instead of the control's (a preview
+        writes none)."""
         if self.clip is None:
             raise ValueError("no clip is open")
         s = self.settings
@@ -557,7 +570,7 @@ class SessionModel(QObject):
             batch=s.batch,
             memory_budget=s.memory_budget_bytes,
             encoder=s.encoder,
-            matte=s.matte,
+            matte=s.matte if matte is None else matte,
             quality=s.quality,
             video_preset=None if s.video_preset == "auto" else s.video_preset,
             start=start,

@@ -388,7 +388,13 @@ class MainWindow(QMainWindow):
         self.session.set_clip(clip)
         self._add_recent(clip.path)
         self.status.post(
-            "info", f"opened {clip.path.name}: {clip.width}x{clip.height}, {clip.frame_count} frames"
+            "info",
+            f"opened {clip.path.name}: {clip.width}x{clip.height}, "
+            + (
+                "an image"
+                if clip.is_image
+                else f"{clip.frame_count} frame{'s' if clip.frame_count != 1 else ''}"
+            ),
         )
         if had_reference:
             self.status.post("info", "faces: back to the largest; click a face to make it the reference")

@@ -83,9 +83,10 @@ def photos_among(paths: Sequence[Path]) -> list[Path]:
 
 
 def appearance_text(person: Person) -> str:
-    """Which frames a person is seen in, and how many faces of theirs the pass saw."""
+    """Which frames a person is seen in, counted from 1 as the preview counts them ("frame 21 /
+    30"), and how many faces of theirs the pass saw."""
     faces = f"{person.faces} face{'s' if person.faces != 1 else ''}"
-    return f"frames {person.frames[0]}–{person.frames[-1]}\n{faces}"
+    return f"frames {person.frames[0] + 1}–{person.frames[-1] + 1}\n{faces}"
 
 
 def timecode_text(person: Person, clip: ClipInfo | None) -> str:

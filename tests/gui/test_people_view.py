@@ -59,7 +59,7 @@ def test_the_two_people_get_a_card_and_a_band_each(window: Any, qtbot: Any, two_
     view = window.people_view
     assert [c.index for c in view.cards] == [0, 1] == [p.index for p in people.people]
     assert view.cards[0].title.text() == "<b>person 1</b>"
-    assert view.cards[1].where.text() == "frames 0–9\n10 faces"
+    assert view.cards[1].where.text() == "frames 1–10\n10 faces"  # as the preview counts them
     assert view.cards[1].when.text() == "00:00:00:00 → 00:00:00:09"
     assert "leave untouched" in view.cards[0].photos.text()
     assert not view.cards[0].clear.isEnabled()

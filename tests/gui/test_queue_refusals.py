@@ -16,6 +16,7 @@ def test_an_image_target_renders_to_an_image_of_its_kind(  # type: ignore[no-unt
     qtbot, window, face_photo: Path, tmp_path: Path
 ) -> None:
     assert window.open_clip(face_photo)
+    assert any(e.text.endswith(", an image") for e in window.status.entries)  # was "1 frames"
     s = window.session
     s.update_settings(output_dir=str(tmp_path), mode="final")
     assert s.default_output() == tmp_path / "astronaut-ffdesk.jpg"

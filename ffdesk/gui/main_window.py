@@ -172,8 +172,37 @@ def _local_paths(mime: QMimeData) -> list[Path]:
     return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
 
 
+def photos_of_folders(paths: list[Path]) -> list[Path]:
+    """`paths` with each folder that is no image sequence (no numbered frames) replaced by the
+    photos in it, in name order: a folder of face photos dropped is its photos, as sources. A
+    folder of numbered frames, or one with no photo, stays (opening it says what it is)."""
+    from ffdesk.errors import MediaError
+    from ffdesk.media.sequence import find_sequence
+
+    out: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            out.append(path)
+            continue
+        try:
+            frames = find_sequence(path)
+        except (MediaError, OSError):
+            frames = None
+        photos = [] if frames is not None else sorted(p for p in _files(path) if is_image(p))
+        out.extend(photos or [path])
+    return out
+
+
+def _files(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_file()]
+    except OSError:
+        return []
+
+
 def drop_hint(paths: list[Path]) -> str:
     """What dropping `paths` will do, shown over the preview while they hover ("" : nothing)."""
+    paths = photos_of_folders(paths)
     photos = sum(1 for p in paths if is_image(p))
     clips = [p for p in paths if not is_image(p)]
     parts = [f"open {clips[0].name}"] if clips else []
@@ -456,7 +485,9 @@ class MainWindow(QMainWindow):
     def open_paths(self, paths: list[Path]) -> None:
         """What a drop does: images become sources, the first clip that can be read becomes the
         target (one that cannot is an error line, and the next is tried); the clips after it are
-        named in one Status line, never opened behind the user's back."""
+        named in one Status line, never opened behind the user's back. A folder of photos (no
+        numbered frames) adds its photos as sources."""
+        paths = photos_of_folders(paths)
         clips = [p for p in paths if not is_image(p)]
         for p in paths:
             if is_image(p):

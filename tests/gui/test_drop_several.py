@@ -27,3 +27,20 @@ def test_the_clips_a_drop_does_not_open_are_named(window, tiny_clip: Path, tmp_p
         "info",
         "not opened: second.mp4 (one clip at a time; drop it on its own)",
     )
+
+
+def test_a_folder_of_face_photos_adds_them_as_sources(window, face_photo: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # it said "no numbered frames (PNG, TIFF or JPEG) in this folder": a folder of portraits is
+    # what a user drops to add sources, not a clip
+    from ffdesk.gui.main_window import drop_hint
+
+    folder = tmp_path / "cast"
+    folder.mkdir()
+    for name in ("anna.jpg", "ben.png"):
+        shutil.copy(face_photo, folder / name)
+    (folder / "notes.txt").write_text("call sheet")
+    assert drop_hint([folder]) == "Drop to add 2 source photos"
+    window.open_paths([folder])
+    assert [src.path.name for src in window.session.sources] == ["anna.jpg", "ben.png"]
+    assert window.session.clip is None
+    assert not [e for e in window.status.entries if e.level == "error"]

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 from ffdesk.errors import UserError
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.mask_controls import MaskControls
-from ffdesk.gui.models import ResidencyModel, SessionModel
+from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel
 from ffdesk.gui.processors import PROCESSOR_KINDS, usable_processor_models
 from ffdesk.pipeline.job import MATTES
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
@@ -287,6 +287,27 @@ def _fill_models(combo: QComboBox, kind: str, names: list[str], trained: list[st
         combo.setItemData(combo.count() - 1, value, Qt.ItemDataRole.ToolTipRole)
 
 
+def matte_problem(matte: str, encoder: str, clip: ClipInfo | None) -> str:
+    """Why a render would refuse `matte` with the output format `encoder` ("" when it would not):
+    said under the control, before anything is queued. An image target's output is an image of
+    its own kind (PNG for an alpha matte), which can carry one."""
+    from ffdesk.media.matte import check_matte
+
+    if clip is not None and clip.is_image:
+        return ""
+    try:
+        check_matte(matte, encoder)
+    except UserError as exc:
+        return (
+            str(exc)
+            .replace("--matte alpha: --encoder ", "alpha: output format ")
+            .replace(
+                "use --encoder prores or png, or --matte clip", "choose prores or png, or the matte clip"
+            )
+        )
+    return ""
+
+
 def picker_note(kind: str, offered: bool, checked: bool) -> str:
     """Why a model picker offers nothing but its default ("" when it offers models)."""
     if offered:
@@ -383,6 +404,7 @@ class ControlsView(QWidget):
             model.set_folder_models(models)
         model.settingsChanged.connect(self.sync)
         model.sourcesChanged.connect(self._show_applicability)
+        model.targetChanged.connect(self._show_applicability)  # an image target takes an alpha matte
         self.sync()
         self._scans: list[ModelFolderScan] = []
         if models is None:
@@ -425,7 +447,9 @@ class ControlsView(QWidget):
         form.addRow("Mask areas", self._noted("mask_areas", rows["mask_areas"]))
         form.addRow("Faces", self.face_selection)
         form.addRow("Output format", self.encoder)
-        form.addRow("Matte", self.matte)
+        self.matte_note = _note_label()
+        """Why the matte cannot be written with the output format (the queue would refuse it)."""
+        form.addRow("Matte", _with_note(self.matte, self.matte_note))
         form.addRow("Quality", self.quality)
         form.addRow("Encoder speed", self.video_preset)
         self.browse = QPushButton("…")
@@ -558,6 +582,9 @@ class ControlsView(QWidget):
             widget.setEnabled(not empty and (why is None or why.editable))
             note.setText(text)
             note.setVisible(bool(text))
+        matte = matte_problem(self.model.settings.matte, self.model.settings.encoder, self.model.clip)
+        self.matte_note.setText(matte)
+        self.matte_note.setVisible(bool(matte))
         notes = list(self.applicability.notes)
         if no_models:
             notes.insert(0, f"{self._no_models()}: the embedded swap runs — {FOLDER_MENU}")

@@ -329,7 +329,7 @@ class MainWindow(QMainWindow):
         self.preview_view.canvas.sizeChanged.connect(
             self.preview_worker.set_display_size, Qt.ConnectionType.DirectConnection
         )
-        self.preview_worker.previewFailed.connect(lambda m: self.status.post("warning", f"preview: {m}"))
+        self.preview_worker.previewFailed.connect(self._preview_failed)
         self.preview_worker.sourceReady.connect(self._on_source_ready)
         self.preview_worker.sourceFailed.connect(lambda p, m: s.update_source(p, error=m, pending=False))
         self.sources_view.addRequested.connect(self.add_source_dialog)
@@ -639,6 +639,14 @@ class MainWindow(QMainWindow):
         if not processes and self.queue.reencodes_only(job):
             note = "no source face to swap in; this job only re-encodes the clip"
             self.status.post("warning", f"{job.target.name}: {note}")
+
+    def _preview_failed(self, message: str) -> None:
+        """A preview's one-line failure in Status, unless it is a source photo's missing face:
+        the photo's own detection says that once ("NAME: no face found")."""
+        names = {src.path.name for src in self.session.sources}
+        if any(message == f"no face found in {name}" for name in names):
+            return
+        self.status.post("warning", f"preview: {message}")
 
     def _output_folder_problem(self, folder: Path) -> str | None:
         """Why a render here could not write into `folder` (None: it can, or a farm renders)."""

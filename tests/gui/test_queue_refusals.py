@@ -73,3 +73,31 @@ def test_an_output_folder_under_home_is_queued(window, tiny_clip: Path, tmp_path
     window.session.update_settings(output_dir="~/renders")
     window.add_to_queue()
     assert [e.job.output.name for e in window.queue.entries()] == ["tiny-ffdesk-preview.mp4"]
+
+
+def test_the_matte_control_says_when_the_output_format_cannot_carry_it(  # type: ignore[no-untyped-def]
+    window, tiny_clip: Path, face_photo: Path
+) -> None:
+    # before, nothing said so until a job was queued (and then only in Status)
+    assert window.open_clip(tiny_clip)
+    note = window.controls.matte_note
+    window.session.update_settings(matte="alpha", encoder="h264")
+    assert note.isVisibleTo(window) and "output format h264 cannot carry an alpha channel" in note.text()
+    window.session.update_settings(encoder="prores")
+    assert not note.isVisibleTo(window)
+    window.session.update_settings(encoder="h264")
+    assert window.open_clip(face_photo)  # an image target writes a PNG, which carries it
+    assert not note.isVisibleTo(window)
+
+
+def test_a_photo_without_a_face_is_said_once(window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    # the photo's detection said "noface.jpg: no face found" and the preview again "preview: no
+    # face found in noface.jpg"
+    from ffdesk.gui.models import SourceItem
+
+    window.session.sources.append(SourceItem(Path("/photos/noface.jpg"), pending=False))
+    before = len(window.status.entries)
+    window.preview_worker.previewFailed.emit("no face found in noface.jpg")
+    assert len(window.status.entries) == before
+    window.preview_worker.previewFailed.emit("decoder error at 1.2 s")  # anything else is said
+    assert _last(window) == ("warning", "preview: decoder error at 1.2 s")

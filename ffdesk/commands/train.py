@@ -188,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.training import launch
 
     task = _task(args)
+    if args.resume:
+        _saved_facesets(args, task.run_dir)
     if args.src is None or args.dst is None:
         raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
     _check_run_folder(task.run_dir, args.src, args.dst)
@@ -216,6 +218,18 @@ def _task(args: argparse.Namespace) -> _Task:
     args.src = args.src or (Path(teacher_ckpt["src"]) if teacher_ckpt.get("src") else None)
     args.dst = args.dst or (Path(teacher_ckpt["dst"]) if teacher_ckpt.get("dst") else None)
     return _Task(args.run if args.action == "distill" else args.run / "qat", teacher, teacher_cfg)
+
+
+def _saved_facesets(args: argparse.Namespace, run_dir: Path) -> None:
+    """`--src`/`--dst` not given again to `--resume`: the run's own (its `run.json`), as every
+    other option left out is (a run stopped by SIGTERM says "continue with --resume")."""
+    from ffdesk.training import control
+
+    saved = control.read_json(run_dir / control.SETTINGS) or {}
+    for name in ("src", "dst"):
+        value = saved.get(name)
+        if getattr(args, name) is None and isinstance(value, str) and value:
+            setattr(args, name, Path(value))
 
 
 def _resuming(args: argparse.Namespace, run_dir: Path) -> bool:

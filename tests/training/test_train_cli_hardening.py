@@ -294,6 +294,14 @@ def test_resume_keeps_the_runs_settings_for_options_left_out(
     assert (settings["resolution"], settings["batch"], settings["seed"]) == (64, 2, 5)
     assert settings["mask_weight"] == 0 and settings["model"]["ae_dims"] == 32  # the tiny model
     assert settings["steps"] == 4  # the goal may change
+    # the facesets too: "--src and --dst are required" refused a resume that named neither
+    assert (
+        main(["train", "--run", str(run), "--resume", "--steps", "5", "--workers", "0", "-q", "--no-export"])
+        == 0
+    )
+    assert "done at step 5" in capsys.readouterr().out
+    settings = json.loads((run / control.SETTINGS).read_text())
+    assert (settings["src"], settings["dst"]) == (str(a.resolve()), str(b.resolve()))
 
 
 def test_resume_with_no_run_in_the_folder_warns_and_starts_one(

@@ -436,7 +436,10 @@ def run(args: argparse.Namespace) -> int:
     shots = f", {report.shots.shots} shots" if report.shots is not None and report.shots.cuts else ""
     up = report.upscale
     size = f", {up.width}x{up.height} (x{up.scale} by {up.model})" if up is not None and up.width else ""
-    print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
+    if report.video is None:  # an image: one picture, its time rather than a rate
+        print(f"wrote {report.output} (an image{size}, {report.seconds:.2f} s)")
+    else:
+        print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
     if report.budget is not None:

@@ -235,3 +235,13 @@ def test_asking_for_a_gpu_the_machine_has_not_is_one_warning(
     assert provider_unusable(replace(job, provider="auto"), run_env) == []  # the CPU is what auto means here
     monkeypatch.setattr(sessions, "cuda_usable", lambda flags=None: True)
     assert provider_unusable(job, run_env) == []
+
+
+def test_an_image_render_says_it_wrote_an_image(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # it said "(1 frames, 3.2 frames/s)"
+    from ffdesk.runtime.resources import resource_path
+
+    out = tmp_path / "photo.jpg"
+    assert main(["render", "-t", str(resource_path("sample", "grace_hopper.jpg")), "-o", str(out), "-q"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(f"wrote {out} (an image, ") and line.endswith(" s)"), line

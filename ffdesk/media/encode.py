@@ -51,6 +51,7 @@ always 10-bit; H.264 stays 8-bit. Every such difference from the source is one l
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -306,7 +307,7 @@ class SegmentEncoder:
 
     def _open_with(self, name: str) -> None:
         try:
-            container = av.open(str(self.path), "w")
+            container = av.open(str(self.path), "w", options=_movie_timescale(self.time_base))
         except (av.error.FFmpegError, OSError) as exc:
             if isinstance(exc, OSError):
                 raise_if_disk_full(exc, self.path)
@@ -638,6 +639,20 @@ def _to_bgr(image: Frame) -> Frame:
     return np.ascontiguousarray(image[..., ::-1])
 
 
+def _movie_timescale(time_base: Fraction) -> dict[str, str]:
+    """The MP4/MOV muxer's options for a segment whose timestamps are in `time_base`: its movie
+    timescale counts in the same ticks. A segment that starts after 0 (a resumed render's, or
+    any after a trim) says so in an edit list counted in the movie timescale, 1/1000 s unless
+    told: 307307/30000 s was read back as 307290/30000, and every frame of that segment came out
+    0.57 ms early, apart from the same frames of an uninterrupted render."""
+    ticks = Fraction(time_base).denominator
+    return {"movie_timescale": str(ticks)} if 0 < ticks <= _MAX_TIMESCALE else {}
+
+
+_MAX_TIMESCALE = 2**31 - 1
+"""The largest movie timescale the muxer takes."""
+
+
 def _errors_describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[-1][:200] if text else type(exc).__name__
@@ -648,23 +663,55 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def write_image(path: Path, image: Frame) -> None:
+def write_image(path: Path, image: Frame, *, quality: int | None = None) -> None:
     """Write an RGB image (RGBA, grey) atomically; the format follows the suffix (png, jpg, bmp,
-    webp, tif; an alpha channel needs png, webp or tif)."""
+    webp, tif; an alpha channel needs png, webp or tif).
+
+    `quality` (0-100, as `--quality`; None: the default) sets JPEG's quality (default 95) and
+    makes WebP lossy at that quality (default lossless); PNG, BMP and TIFF are lossless."""
     path = Path(path)
     suffix = path.suffix.lower() or ".png"
-    params: list[int] = []
-    if suffix in (".jpg", ".jpeg"):
-        params = [cv2.IMWRITE_JPEG_QUALITY, 95]
-    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image if image.ndim == 2 else _to_bgr(image)), params)
-    if not ok:
-        raise MediaError(f"{path}: cannot encode an image of this type")
+    if quality is not None and not 0 <= quality <= 100:
+        raise MediaError(f"quality must be 0-100, got {quality}")
+    if suffix == ".webp" and image.ndim == 3 and image.shape[2] == 4:
+        data = _webp_with_alpha(image, quality)
+    else:
+        data = _opencv_image(path, suffix, image, quality)
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "wb") as fh:
-                fh.write(buf.tobytes())
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
             raise_if_disk_full(exc, path)
             raise
+
+
+def _opencv_image(path: Path, suffix: str, image: Frame, quality: int | None) -> bytes:
+    """`image` encoded by OpenCV as the type `suffix` names."""
+    params: list[int] = []
+    if suffix in (".jpg", ".jpeg"):
+        params = [cv2.IMWRITE_JPEG_QUALITY, 95 if quality is None else max(1, quality)]
+    elif suffix == ".webp" and quality is not None:
+        params = [cv2.IMWRITE_WEBP_QUALITY, max(1, quality)]
+    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image if image.ndim == 2 else _to_bgr(image)), params)
+    if not ok:
+        raise MediaError(f"{path}: cannot encode an image of this type")
+    return bytes(buf.tobytes())
+
+
+def _webp_with_alpha(image: Frame, quality: int | None) -> bytes:
+    """An RGBA image as WebP with every pixel's colour kept, transparent ones too (libwebp's
+    `exact`): without it libwebp blanks the colour wherever alpha is 0, and a face matte as
+    alpha is 0 everywhere but the faces, so the picture came out black around them. OpenCV
+    cannot ask for it; Pillow can."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    picture = Image.fromarray(np.ascontiguousarray(image), "RGBA")
+    if quality is None:
+        picture.save(buf, format="WEBP", lossless=True, exact=True)
+    else:
+        picture.save(buf, format="WEBP", quality=max(1, quality), exact=True)
+    return buf.getvalue()

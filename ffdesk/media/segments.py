@@ -228,7 +228,10 @@ def _join_video(
     shift = _first_frame_time(segments[0])
     audio_to = origin + end_s if end_s is not None else None
 
-    out = av.open(str(out_path), "w")
+    codec = _segment_codec(segments[0])
+    fmt = _output_format(out_path, codec)
+    faststart = fmt == "mp4" or out_path.suffix.lower() in _ISO_SUFFIXES
+    out = av.open(str(out_path), "w", format=fmt, options=_FASTSTART if faststart else None)
     try:
         with _errors.open_input(segments[0]) as c0:
             template = c0.streams.video[0]
@@ -237,6 +240,9 @@ def _join_video(
             if template.codec_context.name == "prores" and vout.codec_context is not None:
                 # the muxer names ProRes HQ (apch) otherwise: 4444 with alpha keeps its ap4h
                 vout.codec_context.codec_tag = template.codec_context.codec_tag
+            if codec == "hevc" and _has_edit_lists(out) and vout.codec_context is not None:
+                # 'hev1' otherwise, which QuickTime, Final Cut and Apple's devices do not play
+                vout.codec_context.codec_tag = "hvc1"
             # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
             # and not on the codec parameters the template copies.
             sar = template.sample_aspect_ratio
@@ -282,6 +288,28 @@ def _join_video(
         start_shift_s=shift,
         timecode=timecode,
     )
+
+
+_FASTSTART = {"movflags": "+faststart"}
+"""MP4/MOV/M4V outputs start with their index (moov), so a player or a browser starts playing
+before it has the whole file (the muxer moves it there once the file is written)."""
+_ISO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v"})
+"""Output types written by the ISO/QuickTime muxers, which take `_FASTSTART`."""
+
+
+def _segment_codec(segment: Path) -> str:
+    """The video codec of a segment file ("h264", "hevc", "prores")."""
+    with _errors.open_input(segment) as container:
+        return str(container.streams.video[0].codec_context.name)
+
+
+def _output_format(out_path: Path, codec: str) -> str | None:
+    """The muxer for the output (None: by its suffix). An .m4v holding other than H.264 is
+    written by the MP4 muxer: the iPod one (.m4v's own) refuses H.265, and refused it only
+    here, after the whole render."""
+    if out_path.suffix.lower() == ".m4v" and codec != "h264":
+        return "mp4"
+    return None
 
 
 def _output_timecode(video: VideoInfo | None, after_s: float) -> str | None:

@@ -113,15 +113,17 @@ def matte_figures(job: RenderJob) -> MatteFigures | None:
 
 
 def write_image_with_matte(job: RenderJob, packet: FramePacket) -> None:
-    """Write an image render's output, with its matte as `job` asks: as its alpha channel, or as
-    a grey image beside it (`matte_clip_path`, written first). Each is written atomically."""
+    """Write an image render's output (at `job.quality` where its type is lossy), with its matte
+    as `job` asks: as its alpha channel, or as a grey image beside it (`matte_clip_path`, written
+    first, losslessly). Each is written atomically."""
     image = packet.image
+    quality = job.quality  # JPEG's quality, a lossy WebP's (None: JPEG 95, WebP lossless)
     if job.matte == "none":
-        write_image(job.output, image)
+        write_image(job.output, image, quality=quality)
         return
     matte = packet_matte(packet, (image.shape[1], image.shape[0]))
     if job.matte == "alpha":
-        write_image(job.output, with_alpha(image, matte))
+        write_image(job.output, with_alpha(image, matte), quality=quality)
         return
     write_image(matte_clip_path(job.output), matte)
-    write_image(job.output, image)
+    write_image(job.output, image, quality=quality)

@@ -146,6 +146,8 @@ def run_render(
         atomic.check_disk_space(job.output.parent, expected)
     for warning in info.warnings:
         emit(ev.Warning(warning))
+    if span is not None and job.encoder == "h264" and job.quality == 100:
+        emit(ev.Warning(LOSSLESS_H264))
     t0 = time.perf_counter()
     with contextlib.ExitStack() as held:
         manifest: Manifest | None = None
@@ -466,6 +468,12 @@ def _render_video(
         ),
         matte=matte_figures(job),
     )
+
+
+LOSSLESS_H264 = (
+    "--quality 100 is lossless H.264 with x264 (High 4:4:4 Predictive), which QuickTime, Premiere, "
+    "browsers and hardware decoders do not play: 99 keeps the usual profile, --encoder prores makes a master"
+)
 
 
 def _check_frames_out(job: RenderJob, frames_out: int, stats: ReadStats) -> None:

@@ -261,3 +261,26 @@ def test_an_image_render_takes_the_quality_asked_for(tmp_path: Path) -> None:
         )
         sizes[quality] = out.stat().st_size
     assert sizes["10"] < 0.5 * sizes[None]
+
+
+def test_lossless_h264_says_what_plays_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --quality 100 is x264's CRF 0: a profile most players and editing apps refuse, without a word
+    clip = synth_clip(tmp_path / "c.mp4", width=64, height=48, frames=3).path
+    for quality, said in (("100", True), ("99", False)):
+        assert (
+            main(
+                [
+                    "render",
+                    "-t",
+                    str(clip),
+                    "-o",
+                    str(tmp_path / f"{quality}.mp4"),
+                    "-q",
+                    "--quality",
+                    quality,
+                ]
+            )
+            == 0
+        )
+        err = capsys.readouterr().err
+        assert ("--quality 100 is lossless H.264 with x264 (High 4:4:4 Predictive)" in err) is said, err

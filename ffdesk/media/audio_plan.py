@@ -4,7 +4,7 @@ The decision asks FFmpeg itself: the output container is opened on an in-memory 
 format guessed from the suffix, exactly as the join guesses it from the output path) and a
 stream of the codec is added and its header written. Whatever FFmpeg accepts is copied packet
 for packet; a few combinations FFmpeg accepts but that fail later or that players cannot play
-are re-encoded anyway (see `_MP4_REFUSED`).
+are re-encoded anyway (see `_MP4_REFUSED`, and `_MP4_UNPLAYED`: what editing apps do not import).
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ _MP4_REFUSED = ("pcm_", "vorbis")
 """Codec name prefixes FFmpeg's mp4 muxer accepts at the header but that must not be copied
 into MP4: PCM fails at the trailer for unnamed layouts and few players read it; Vorbis has no
 standard mapping in MP4."""
+
+
+_MP4_UNPLAYED = ("opus", "flac")
+"""Codecs FFmpeg writes into MP4 and plays back, but that QuickTime, Final Cut and Premiere do
+not import from an MP4: an editor's delivery gets AAC."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,13 @@ def plan_audio(codec: str, sample_format_bits: int, output_suffix: str) -> Audio
     shown = suffix or "the output"
     if fmt is None:
         return AudioChoice("reencode", "aac", f"{shown} is not a known container: audio re-encoded to AAC")
+    if _accepts(fmt, codec) and fmt in ("mp4", "ipod") and codec.startswith(_MP4_UNPLAYED):
+        return AudioChoice(
+            "reencode",
+            "aac",
+            f"{codec} in {shown} does not play in QuickTime, Final Cut or Premiere: re-encoded to AAC "
+            "(.mkv keeps it as it is, .mov as PCM)",
+        )
     if _accepts(fmt, codec) and not _refused_by_policy(fmt, codec):
         return AudioChoice("copy", codec, None)
     target = _reencode_target(fmt, sample_format_bits)

@@ -192,7 +192,9 @@ def _first_frame_s(path: Path) -> float:
         ("pcm_s16le", 16, ".mp4", "reencode", "aac"),
         ("pcm_s24le", 24, ".m4v", "reencode", "aac"),
         ("vorbis", 16, ".mp4", "reencode", "aac"),
-        ("opus", 16, ".mp4", "copy", "opus"),
+        ("opus", 16, ".mp4", "reencode", "aac"),  # FFmpeg writes it; QuickTime, Premiere read none
+        ("flac", 24, ".m4v", "reencode", "aac"),
+        ("opus", 16, ".mkv", "copy", "opus"),
         ("pcm_s24le", 24, ".mov", "copy", "pcm_s24le"),
         ("opus", 16, ".mov", "reencode", "pcm_s16le"),
         ("flac", 24, ".MOV", "reencode", "pcm_s24le"),
@@ -211,6 +213,10 @@ def test_plan_audio_reason_is_one_sentence() -> None:
         "reencode", "aac", "pcm_s16le cannot go into .mp4: re-encoded to AAC"
     )
     assert plan_audio("flac", 24, ".mov").reason == "flac cannot go into .mov: re-encoded to PCM (pcm_s24le)"
+    assert plan_audio("opus", 16, ".mp4").reason == (
+        "opus in .mp4 does not play in QuickTime, Final Cut or Premiere: re-encoded to AAC "
+        "(.mkv keeps it as it is, .mov as PCM)"
+    )
 
 
 def test_plan_audio_unknown_suffix_reencodes() -> None:
@@ -230,9 +236,9 @@ CODECS = [
     ("mp3", ".avi", "mpeg4", "mp3", "mp3"),
     ("ac3", ".mkv", "libx264", "ac3", "ac3"),
     ("eac3", ".mp4", "libx264", "eac3", "eac3"),
-    ("opus", ".mkv", "libx264", "opus", "pcm_s16le"),
+    ("opus", ".mkv", "libx264", "aac", "pcm_s16le"),  # MP4 takes Opus and FLAC; editing apps do not
     ("vorbis", ".mkv", "libx264", "aac", "pcm_s16le"),
-    ("flac", ".mkv", "libx264", "flac", "pcm_s16le"),
+    ("flac", ".mkv", "libx264", "aac", "pcm_s16le"),
     ("pcm_s16le", ".avi", "mpeg4", "aac", "pcm_s16le"),  # AVI: "2 channels", no channel order
     ("pcm_s24le", ".mov", "libx264", "aac", "pcm_s24le"),
 ]
@@ -267,6 +273,10 @@ def test_every_codec_reaches_the_output(
     assert [c.codec for c in result.audio] == [want]
     if want == codec:
         assert result.notes == ()
+    elif output == ".mp4" and codec in ("opus", "flac"):
+        unplayed = "does not play in QuickTime, Final Cut or Premiere"
+        assert result.notes == (f"audio track 1: {codec} in .mp4 {unplayed}: re-encoded to AAC "
+                                "(.mkv keeps it as it is, .mov as PCM)",)  # fmt: skip
     else:
         assert result.notes == (f"audio track 1: {codec} cannot go into {output}: re-encoded to "
                                 + ("AAC" if want == "aac" else f"PCM ({want})"),)  # fmt: skip

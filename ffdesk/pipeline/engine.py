@@ -148,6 +148,15 @@ def run_render(
         emit(ev.Warning(warning))
     if span is not None and job.encoder == "h264" and job.quality == 100:
         emit(ev.Warning(LOSSLESS_H264))
+    sar = info.video.sample_aspect_ratio
+    if span is not None and job.encoder == "prores" and job.output.suffix.lower() == ".mkv" and sar:
+        # Matroska takes the pixel shape from the stream, which the join cannot set for ProRes
+        emit(
+            ev.Warning(
+                f"{job.output.name}: ProRes in Matroska loses the pixel shape (SAR {sar.numerator}:"
+                f"{sar.denominator}): players show it square; a .mov keeps it"
+            )
+        )
     t0 = time.perf_counter()
     with contextlib.ExitStack() as held:
         manifest: Manifest | None = None

@@ -284,3 +284,16 @@ def test_lossless_h264_says_what_plays_it(tmp_path: Path, capsys: pytest.Capture
         )
         err = capsys.readouterr().err
         assert ("--quality 100 is lossless H.264 with x264 (High 4:4:4 Predictive)" in err) is said, err
+
+
+def test_prores_in_matroska_says_it_loses_the_pixel_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # carphone's 176x144 at SAR 128:117 came out square in an .mkv, without a word
+    from tests.real_clips import carphone
+
+    args = ["render", "-t", str(carphone()), "--encoder", "prores", "-q", "--end", "0.1"]
+    assert main([*args, "-o", str(tmp_path / "a.mkv")]) == 0
+    assert "a.mkv: ProRes in Matroska loses the pixel shape (SAR 128:117)" in capsys.readouterr().err
+    assert main([*args, "-o", str(tmp_path / "a.mov")]) == 0
+    assert "pixel shape" not in capsys.readouterr().err

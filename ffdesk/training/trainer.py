@@ -631,10 +631,12 @@ class Trainer:
 
     def _next_batch(self, batches: Iterator[Any]) -> Any:
         """The next batch; None when the data workers ended as this process was asked to stop
-        (a signal to its process group reaches them too): the run saves and stops."""
+        (a signal to its process group reaches them too): the run saves and stops. A worker gone
+        shows as the loader's RuntimeError, or, when it died handing a batch over, as the
+        connection it shared the batch on reset (ConnectionResetError, EOFError)."""
         try:
             return next(batches)
-        except RuntimeError:
+        except (RuntimeError, OSError, EOFError):
             if self.ctx.distributed or not self.should_stop():
                 raise
             return None

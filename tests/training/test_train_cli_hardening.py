@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -387,3 +388,27 @@ def test_a_read_only_run_folder_is_one_line_naming_run(
     line = _one_line(capsys)
     assert f"--run {run}: cannot write the run there (Read-only file system)" in line
     assert ".partial" not in line
+
+
+@pytest.mark.parametrize(
+    "gone",
+    [
+        RuntimeError("DataLoader worker (pid 7) exited unexpectedly"),
+        ConnectionResetError(104, "reset"),
+        EOFError(),
+    ],
+)
+def test_a_data_worker_gone_with_the_stop_signal_ends_the_run_as_interrupted(gone: BaseException) -> None:
+    # `timeout` sends SIGTERM to the group: a worker killed while handing a batch over reset the
+    # connection it shared it on, and the trainer ended in an internal error instead of saving
+    from types import SimpleNamespace
+
+    def batches() -> Iterator[int]:
+        raise gone
+        yield 0
+
+    stopping = SimpleNamespace(ctx=SimpleNamespace(distributed=False), should_stop=lambda: True)
+    assert Trainer._next_batch(stopping, batches()) is None  # type: ignore[arg-type]
+    running = SimpleNamespace(ctx=SimpleNamespace(distributed=False), should_stop=lambda: False)
+    with pytest.raises(type(gone)):  # without a stop asked for, it is the failure it is
+        Trainer._next_batch(running, batches())  # type: ignore[arg-type]

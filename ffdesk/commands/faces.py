@@ -139,8 +139,11 @@ def _say_if_a_pack_render_differs(args: argparse.Namespace, name: str) -> None:
     from ffdesk.faces.people import ARCFACE_MODELS
     from ffdesk.runtime.files import resolve_models_dir
 
-    folder = resolve_models_dir(None, runtime_env(args))
-    arcface = next((n for n in ARCFACE_MODELS if (folder / f"{n}.onnx").is_file()), None)
+    try:
+        folder = resolve_models_dir(None, runtime_env(args))
+        arcface = next((n for n in ARCFACE_MODELS if (folder / f"{n}.onnx").is_file()), None)
+    except (UserError, OSError):  # a saved folder that is a file or cannot be read: nothing to compare
+        return
     if arcface is not None and arcface != name:
         print(
             f"ffdesk: note: people told apart by {name}; a render with a model pack (--swapper) tells "

@@ -182,3 +182,16 @@ def test_a_saved_pack_with_an_arcface_is_named_when_faces_tells_people_apart_oth
     assert f"by arcface_w600k_r50 in {pack.resolve()}: for its numbers, list them with --models-dir" in err
     rc, out, err = _cli(["faces", str(clip), "--models-dir", str(pack), "--json"], capsys)
     assert rc == 0 and "note:" not in err and json.loads(out)["recognizer"] == "arcface_w600k_r50"
+
+
+def test_a_saved_models_folder_that_is_a_file_leaves_faces_working(
+    clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the note looks at the saved folder; a broken setting there is no reason to refuse the listing
+    from ffdesk.runtime.env import RuntimeEnv, write_setting
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    write_setting(RuntimeEnv.from_system().settings_path, "models_dir", str(afile))
+    rc, out, err = _cli(["faces", str(clip)], capsys)
+    assert rc == 0 and "people" in out.lower(), (out, err)

@@ -169,12 +169,15 @@ class QueueController(QObject):
             return True
         key = (job.swapper, job.models_dir)
         if key not in self._trained:
+            from ffdesk.errors import UserError
             from ffdesk.pipeline.stages.trained import is_trained_swapper
             from ffdesk.runtime.files import resolve_models_dir
 
-            self._trained[key] = is_trained_swapper(
-                job.swapper, resolve_models_dir(job.models_dir, self.worker.env)
-            )
+            try:
+                folder = resolve_models_dir(job.models_dir, self.worker.env)
+            except UserError:  # a models folder that is a file or cannot be read: the run says so
+                return False
+            self._trained[key] = is_trained_swapper(job.swapper, folder)
         return not self._trained[key]
 
     def cancel(self, entry_id: str) -> None:

@@ -69,6 +69,12 @@ def test_a_row_names_its_source_photo_or_trained_model(window, tmp_path: Path, m
     q.store.add(RenderJob(target=clip, output=tmp_path / "c.mp4", swapper="inswapper_128"))
     assert [_cell(window, row, "Source") for row in range(3)] == ["anna.jpg +1", "model me.onnx", "re-encode"]
     assert q.reencodes_only(q.entries()[2].job) and not q.reencodes_only(q.entries()[1].job)
+    # a job naming a models folder that is a file: not said to re-encode only (its run says what
+    # is wrong), and the row is drawn (the check raised out of the view's code before)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    q.store.add(RenderJob(target=clip, output=tmp_path / "d.mp4", swapper="other", models_dir=afile))
+    assert not q.reencodes_only(q.entries()[3].job)
 
 
 def test_a_file_that_appears_at_a_queued_output_is_kept(

@@ -37,6 +37,7 @@ from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.mask_controls import MaskControls
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel
 from ffdesk.gui.processors import PROCESSOR_KINDS, usable_processor_models
+from ffdesk.gui.wording import in_controls_words
 from ffdesk.pipeline.job import MATTES
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision
 from ffdesk.units import format_bytes
@@ -298,13 +299,7 @@ def matte_problem(matte: str, encoder: str, clip: ClipInfo | None) -> str:
     try:
         check_matte(matte, encoder)
     except UserError as exc:
-        return (
-            str(exc)
-            .replace("--matte alpha: --encoder ", "alpha: output format ")
-            .replace(
-                "use --encoder prores or png, or --matte clip", "choose prores or png, or the matte clip"
-            )
-        )
+        return in_controls_words(str(exc))
     return ""
 
 

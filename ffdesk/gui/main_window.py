@@ -57,6 +57,7 @@ from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.transport import build_help_menu, install_shortcuts
+from ffdesk.gui.wording import in_controls_words
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
@@ -626,7 +627,7 @@ class MainWindow(QMainWindow):
         except UserError as exc:
             refused = refused or str(exc)
         if refused:
-            self.status.post("error", f"{s.clip.path.name}: not queued: {refused}")
+            self.status.post("error", f"{s.clip.path.name}: not queued: {in_controls_words(refused)}")
             return
         entry = self.queue.add(job)
         self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")

@@ -41,7 +41,7 @@ def test_a_matte_the_output_format_cannot_carry_is_one_line_at_queue_time(  # ty
     window.add_to_queue()  # raised before: nothing was queued and nothing said
     assert window.queue.entries() == []
     level, text = _last(window)
-    assert level == "error" and text.startswith("tiny.mp4: not queued:") and "alpha" in text
+    assert level == "error" and text.startswith("tiny.mp4: not queued: Matte alpha: Output format h264")
 
 
 def test_the_preview_goes_on_with_a_matte_the_output_format_cannot_carry(  # type: ignore[no-untyped-def]
@@ -82,7 +82,10 @@ def test_the_matte_control_says_when_the_output_format_cannot_carry_it(  # type:
     assert window.open_clip(tiny_clip)
     note = window.controls.matte_note
     window.session.update_settings(matte="alpha", encoder="h264")
-    assert note.isVisibleTo(window) and "output format h264 cannot carry an alpha channel" in note.text()
+    assert note.isVisibleTo(window) and note.text() == (
+        "Matte alpha: Output format h264 cannot carry an alpha channel; use Output format prores or png, "
+        "or Matte clip"
+    )  # in the controls' words, not the command line's
     window.session.update_settings(encoder="prores")
     assert not note.isVisibleTo(window)
     window.session.update_settings(encoder="h264")

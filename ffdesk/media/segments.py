@@ -100,7 +100,9 @@ def join_segments(
     try:
         with _errors.ffmpeg_log() as logs:
             try:
-                return _join_video(segments, out_path, Path(source), source_info, end_s, origin_s, audio)
+                return _join_video(
+                    segments, out_path, Path(source), source_info, end_s, encoder, origin_s, audio
+                )
             except OSError as exc:  # also FFmpeg's I/O errors
                 raise_if_disk_full(exc, out_path)
                 reason = _errors.ffmpeg_reason(exc, logs.entries())
@@ -217,6 +219,7 @@ def _join_video(
     source: Path,
     info: MediaInfo,
     end_s: float | None,
+    encoder: str,
     origin_s: float | None = None,
     audio: bool = True,
 ) -> JoinResult:
@@ -228,8 +231,7 @@ def _join_video(
     shift = _first_frame_time(segments[0])
     audio_to = origin + end_s if end_s is not None else None
 
-    codec = _segment_codec(segments[0])
-    fmt = _output_format(out_path, codec)
+    fmt = _output_format(out_path, encoder)
     faststart = fmt == "mp4" or out_path.suffix.lower() in _ISO_SUFFIXES
     out = av.open(str(out_path), "w", format=fmt, options=_FASTSTART if faststart else None)
     try:
@@ -240,7 +242,11 @@ def _join_video(
             if template.codec_context.name == "prores" and vout.codec_context is not None:
                 # the muxer names ProRes HQ (apch) otherwise: 4444 with alpha keeps its ap4h
                 vout.codec_context.codec_tag = template.codec_context.codec_tag
-            if codec == "hevc" and _has_edit_lists(out) and vout.codec_context is not None:
+            if (
+                template.codec_context.name == "hevc"
+                and _has_edit_lists(out)
+                and vout.codec_context is not None
+            ):
                 # 'hev1' otherwise, which QuickTime, Final Cut and Apple's devices do not play
                 vout.codec_context.codec_tag = "hvc1"
             # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
@@ -297,17 +303,11 @@ _ISO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v"})
 """Output types written by the ISO/QuickTime muxers, which take `_FASTSTART`."""
 
 
-def _segment_codec(segment: Path) -> str:
-    """The video codec of a segment file ("h264", "hevc", "prores")."""
-    with _errors.open_input(segment) as container:
-        return str(container.streams.video[0].codec_context.name)
-
-
-def _output_format(out_path: Path, codec: str) -> str | None:
-    """The muxer for the output (None: by its suffix). An .m4v holding other than H.264 is
-    written by the MP4 muxer: the iPod one (.m4v's own) refuses H.265, and refused it only
-    here, after the whole render."""
-    if out_path.suffix.lower() == ".m4v" and codec != "h264":
+def _output_format(out_path: Path, encoder: str) -> str | None:
+    """The muxer for the output (None: by its suffix). An .m4v holding other than H.264 (the
+    segments' `encoder`) is written by the MP4 muxer: the iPod one (.m4v's own) refuses H.265,
+    and refused it only here, after the whole render."""
+    if out_path.suffix.lower() == ".m4v" and encoder != "h264":
         return "mp4"
     return None
 

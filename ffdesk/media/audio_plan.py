@@ -60,16 +60,17 @@ def plan_audio(codec: str, sample_format_bits: int, output_suffix: str) -> Audio
     shown = suffix or "the output"
     if fmt is None:
         return AudioChoice("reencode", "aac", f"{shown} is not a known container: audio re-encoded to AAC")
-    if _accepts(fmt, codec) and fmt in ("mp4", "ipod") and codec.startswith(_MP4_UNPLAYED):
-        return AudioChoice(
-            "reencode",
-            "aac",
-            f"{codec} in {shown} does not play in QuickTime, Final Cut or Premiere: re-encoded to AAC "
-            "(.mkv keeps it as it is, .mov as PCM)",
-        )
-    if _accepts(fmt, codec) and not _refused_by_policy(fmt, codec):
+    accepted = _accepts(fmt, codec)
+    if accepted and not _refused_by_policy(fmt, codec):
         return AudioChoice("copy", codec, None)
     target = _reencode_target(fmt, sample_format_bits)
+    if accepted and codec.startswith(_MP4_UNPLAYED):
+        why = f"{codec} in {shown} does not play in QuickTime, Final Cut or Premiere"
+        return AudioChoice(
+            "reencode",
+            target,
+            f"{why}: re-encoded to {_pretty(target)} (.mkv keeps it as it is, .mov as PCM)",
+        )
     return AudioChoice("reencode", target, f"{codec} cannot go into {shown}: re-encoded to {_pretty(target)}")
 
 
@@ -91,7 +92,7 @@ def _pretty(codec: str) -> str:
 
 
 def _refused_by_policy(fmt: str, codec: str) -> bool:
-    return fmt in ("mp4", "ipod") and codec.startswith(_MP4_REFUSED)
+    return fmt in ("mp4", "ipod") and codec.startswith(_MP4_REFUSED + _MP4_UNPLAYED)
 
 
 def _pcm(bits: int) -> str:

@@ -144,19 +144,8 @@ def run_render(
     if span is not None:
         expected = _expected_output_bytes(job, info, info.video, span)
         atomic.check_disk_space(job.output.parent, expected)
-    for warning in info.warnings:
+    for warning in (*info.warnings, *(_output_warnings(job, info.video) if span is not None else ())):
         emit(ev.Warning(warning))
-    if span is not None and job.encoder == "h264" and job.quality == 100:
-        emit(ev.Warning(LOSSLESS_H264))
-    sar = info.video.sample_aspect_ratio
-    if span is not None and job.encoder == "prores" and job.output.suffix.lower() == ".mkv" and sar:
-        # Matroska takes the pixel shape from the stream, which the join cannot set for ProRes
-        emit(
-            ev.Warning(
-                f"{job.output.name}: ProRes in Matroska loses the pixel shape (SAR {sar.numerator}:"
-                f"{sar.denominator}): players show it square; a .mov keeps it"
-            )
-        )
     t0 = time.perf_counter()
     with contextlib.ExitStack() as held:
         manifest: Manifest | None = None
@@ -483,6 +472,19 @@ LOSSLESS_H264 = (
     "--quality 100 is lossless H.264 with x264 (High 4:4:4 Predictive), which QuickTime, Premiere, "
     "browsers and hardware decoders do not play: 99 keeps the usual profile, --encoder prores makes a master"
 )
+
+
+def _output_warnings(job: RenderJob, video: VideoInfo) -> list[str]:
+    """What a clip's output will lack that players and editing apps expect, one line each."""
+    out = [LOSSLESS_H264] if job.encoder == "h264" and job.quality == 100 else []
+    sar = video.sample_aspect_ratio
+    if job.encoder == "prores" and job.output.suffix.lower() == ".mkv" and sar:
+        # Matroska takes the pixel shape from the stream, which the join cannot set for ProRes
+        out.append(
+            f"{job.output.name}: ProRes in Matroska loses the pixel shape (SAR {sar.numerator}:"
+            f"{sar.denominator}): players show it square; a .mov keeps it"
+        )
+    return out
 
 
 def _check_frames_out(job: RenderJob, frames_out: int, stats: ReadStats) -> None:

@@ -136,12 +136,12 @@ def _say_if_a_pack_render_differs(args: argparse.Namespace, name: str) -> None:
     """One line when the saved models folder holds an ArcFace: a render with a model pack
     (`--swapper`) tells people apart by it, not by `name`, and its person numbers can differ."""
     from ffdesk.commands.runtime_env import runtime_env
-    from ffdesk.faces.people import ARCFACE_MODELS
+    from ffdesk.faces.people import arcface_in
     from ffdesk.runtime.files import resolve_models_dir
 
     try:
         folder = resolve_models_dir(None, runtime_env(args))
-        arcface = next((n for n in ARCFACE_MODELS if (folder / f"{n}.onnx").is_file()), None)
+        arcface = arcface_in(folder)
     except (UserError, OSError):  # a saved folder that is a file or cannot be read: nothing to compare
         return
     if arcface is not None and arcface != name:

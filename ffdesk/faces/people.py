@@ -124,18 +124,24 @@ def recognizer_for(models_dir: Path | None) -> FaceRecognizer:
 
         folder = expand_user(models_dir)
         not_a_file(folder, "the models folder")
-        for name in ARCFACE_MODELS:
-            path = folder / f"{name}.onnx"
-            if path.is_file():
-                from ffdesk.runtime.sessions import OrtSession
+        name = arcface_in(folder)
+        if name is not None:
+            from ffdesk.runtime.sessions import OrtSession
 
-                _check_model(name, path)
-                session = OrtSession(path, name=name)
-                _check_input(session, path)
-                return ArcFaceFaces(session, name)
+            path = folder / f"{name}.onnx"
+            _check_model(name, path)
+            session = OrtSession(path, name=name)
+            _check_input(session, path)
+            return ArcFaceFaces(session, name)
     from ffdesk.faces.dlib_recognizer import dlib_recognizer
 
     return dlib_recognizer() or AppearanceRecognizer()
+
+
+def arcface_in(folder: Path) -> str | None:
+    """The name of the ArcFace recognizer in the models folder `folder` (the first of
+    `ARCFACE_MODELS` whose file is there), None when it has none."""
+    return next((name for name in ARCFACE_MODELS if (folder / f"{name}.onnx").is_file()), None)
 
 
 def _check_model(name: str, path: Path) -> None:

@@ -68,14 +68,15 @@ def default_models_dir(env: RuntimeEnv) -> Path:
 
 def resolve_models_dir(explicit: Path | str | None, env: RuntimeEnv) -> Path:
     """`--models-dir` if given, else the environment's (the saved setting, else the default);
-    `UserError` (one line) when the folder named is a file."""
+    `UserError` (one line) when the folder named is a file or cannot be read (a missing one is
+    not refused here: some callers make it, the others name the files they look for in it)."""
     folder = expand_user(explicit).resolve() if explicit else env.models_dir
     not_a_file(folder, "the models folder")
     try:
         with os.scandir(folder):
             pass
     except FileNotFoundError:
-        pass  # a folder to be made, or one whose missing files are named where they are looked for
+        pass
     except OSError as exc:  # the folder named, not each model in it "cannot be read" later
         raise UserError(f"the models folder {folder} cannot be read ({exc.strerror or exc})") from None
     return folder

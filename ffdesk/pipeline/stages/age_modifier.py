@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,6 @@ import numpy.typing as npt
 from ffdesk.faces import classifier as fc
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -125,18 +124,12 @@ class AgeModifyStage(ProcessorFrames):
         self._occlusion = occlusion
         self.ages = ages
         self.faces_modified = 0
-        self._emit: Callable[[Any], None] = ev.ignore
-
-    def bind_events(self, on_event: Callable[[Any], None]) -> None:
-        self._emit = on_event
 
     def start(self) -> None:
         if self.ages is None and not self.spec.with_background:
-            self._emit(
-                ev.Warning(
-                    f"fairface.onnx (FaceFusion's face classifier) is not in the models folder: "
-                    f"{self.spec.name} takes every face as {self.spec.source_age:g} years old"
-                )
+            self._warn(
+                f"fairface.onnx (FaceFusion's face classifier) is not in the models folder: "
+                f"{self.spec.name} takes every face as {self.spec.source_age:g} years old"
             )
 
     def _redraw(self, session: Runner, chunk: Sequence[am.AgeCrops]) -> list[Frame]:

@@ -19,14 +19,13 @@ first. FaceFusion writes the matte as the alpha of the outputs that hold one (PN
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -86,18 +85,12 @@ class BackgroundRemoveStage(FrameModelStage[br.BackgroundRemoverSpec]):
         self.changes_pixels = br.changes_pixels(spec, self.fill, self.despill)
         self.edits_regions = not self.changes_pixels
         """A render whose fill and despill are transparent changes no pixel (only the matte)."""
-        self._emit: Callable[[ev.Event], None] = ev.ignore
-
-    def bind_events(self, on_event: Callable[[Any], None]) -> None:
-        self._emit = on_event
 
     def start(self) -> None:
         if not self.changes_pixels and self.job.matte == "none":
-            self._emit(
-                ev.Warning(
-                    "the background remover's matte goes nowhere and its fill is transparent: the "
-                    "picture is unchanged; add --matte alpha or clip, or an opaque --background-fill"
-                )
+            self._warn(
+                "the background remover's matte goes nowhere and its fill is transparent: the "
+                "picture is unchanged; add --matte alpha or clip, or an opaque --background-fill"
             )
 
     def _run(self, session: Runner, chunk: Sequence[Frame]) -> list[Outputs]:

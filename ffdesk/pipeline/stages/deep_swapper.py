@@ -22,17 +22,16 @@ import functools
 import re
 import threading
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -212,18 +211,12 @@ class DeepSwapStage(ProcessorFrames):
         self.model_name = model_name or spec.name
         """The model's name (FaceFusion's `<scope>/<name>` or the file's), for the report."""
         self.faces_swapped = 0
-        self._emit: Callable[[Any], None] = ev.ignore
-
-    def bind_events(self, on_event: Callable[[Any], None]) -> None:
-        self._emit = on_event
 
     def start(self) -> None:
         if self.morph != 100 and self.spec.morph_input is None:
-            self._emit(
-                ev.Warning(
-                    f"{self.model_name} takes no morph (only DeepFaceLab's AMP models do): "
-                    f"--deep-swapper-morph {self.morph} is left out"
-                )
+            self._warn(
+                f"{self.model_name} takes no morph (only DeepFaceLab's AMP models do): "
+                f"--deep-swapper-morph {self.morph} is left out"
             )
 
     def _draw(self, session: Runner, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:

@@ -21,14 +21,13 @@ on out-of-memory. The pixels stay on the host.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ffdesk.errors import UserError
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
@@ -87,17 +86,11 @@ class FrameColorizeStage(FrameModelStage[fc.FrameColorizerSpec]):
         self.blend = job.frame_colorizer_blend
         self.edits_regions = self.blend == 0
         """The whole frame changes; at blend 0 no pixel does."""
-        self._emit: Callable[[Any], None] = ev.ignore
-
-    def bind_events(self, on_event: Callable[[Any], None]) -> None:
-        self._emit = on_event
 
     def start(self) -> None:
         if self.blend == 0:
-            self._emit(
-                ev.Warning(
-                    f"--frame-colorizer-blend 0 keeps each frame's own colours: {self.spec.name} does not run"
-                )
+            self._warn(
+                f"--frame-colorizer-blend 0 keeps each frame's own colours: {self.spec.name} does not run"
             )
 
     def _run(self, session: Runner, chunk: Sequence[fc.F32]) -> list[fc.F32]:

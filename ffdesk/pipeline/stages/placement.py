@@ -210,6 +210,16 @@ class ProcessorFrames:
 
     models: ProcessorModels
     max_batch: int
+    _on_event: Callable[[ev.Event], None] | None = None
+    """Where the render's events go (`bind_events`); None before it binds them."""
+
+    def bind_events(self, on_event: Callable[[ev.Event], None]) -> None:
+        self._on_event = on_event
+
+    def _warn(self, message: str) -> None:
+        """One warning line of the render (a stage says in `start` what it will not do)."""
+        if self._on_event is not None:
+            self._on_event(ev.Warning(message))
 
     @property
     def flow_frames(self) -> int | None:

@@ -68,7 +68,7 @@ def read_object(path: Path, kind: str) -> tuple[dict[str, Any], str | None]:
     except TooLarge as exc:
         return {}, f"is too large to be a {kind} ({exc})"
     except ValueError as exc:
-        return {}, f"is not JSON ({str(exc).splitlines()[0][:60]})"
+        return {}, f"is not JSON ({str(exc).splitlines()[0][:100]})"
     if not isinstance(data, dict):
         return {}, "is not a JSON object"
     return data, None

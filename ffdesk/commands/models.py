@@ -123,7 +123,7 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     print(f"models folder: {folder}")
     if not files:
-        print("no model files here")
+        print("no model files here" if folder.is_dir() else "this folder does not exist")
     else:
         width = max(len(f.file) for f in files) + 1
         print(f"{'file':<{width}} {'model':<24} {'kind':<19} {'status':<10} {'size':>10}  notes")

@@ -188,8 +188,18 @@ class RuntimeEnv:
 
 
 def saved_models_dir(settings_path: Path) -> Path | None:
-    """The models folder saved in the settings file, or None."""
-    saved = read_settings(settings_path).get("models_dir")
+    """The models folder saved in the settings file, or None. A settings file that is there but
+    cannot be read is said in one logged line (stderr on the command line): the folder it may
+    hold is not used, so the models are looked for in the default folder."""
+    settings, problem = _load_settings(Path(settings_path))
+    if problem is not None:
+        log.warning(
+            "%s: the settings file %s: a models folder saved there is not used "
+            "(`ffdesk models set-dir FOLDER` saves one again)",
+            settings_path,
+            problem,
+        )
+    saved = settings.get("models_dir")
     return expand_user(saved) if isinstance(saved, str) and saved else None
 
 

@@ -99,6 +99,12 @@ def model_path(spec: ModelSpec, models_dir: Path | str) -> Path:
 def find_model(spec: ModelSpec, models_dir: Path | str) -> Path:
     """`spec`'s file, or a `UserError` saying where it was looked for."""
     path = model_path(spec, models_dir)
+    folder = expand_user(models_dir).resolve()
+    if not path.is_file() and not folder.exists():
+        raise UserError(
+            f"model {spec.name} not found: the models folder {folder} does not exist (give "
+            "--models-dir, save one with `ffdesk models set-dir`, or `ffdesk models import` the file)"
+        )
     if not path.is_file():
         raise UserError(
             f"{path}: model {spec.name} not found (put the file there, or use --models-dir / "

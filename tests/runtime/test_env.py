@@ -48,6 +48,48 @@ def test_a_saved_models_folder_is_read_from_the_environments_settings(tmp_path: 
     assert env.with_models_dir(tmp_path / "y").models_dir == (tmp_path / "y").resolve()
 
 
+def test_a_damaged_settings_file_is_said_in_one_line_not_read_silently(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # a damaged settings.json sent every command to the default models folder without a word,
+    # so a saved pack seemed to have vanished
+    settings = Path(os.environ["XDG_CONFIG_HOME"]) / "ffdesk" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text('{"models_dir": "/somewhere/models"')  # cut off mid-write
+    with caplog.at_level("WARNING", logger="ffdesk.runtime.env"):
+        env = RuntimeEnv.from_system()
+    assert env.models_dir == env.default_models_dir
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith(f"{settings}: the settings file is not JSON (")
+    assert (
+        "a models folder saved there is not used (`ffdesk models set-dir FOLDER` saves one again)" in said[0]
+    )
+    assert settings.read_text() == '{"models_dir": "/somewhere/models"'  # kept as it was
+    caplog.clear()
+    settings.write_text('{"models_dir": "/somewhere/models"}')
+    with caplog.at_level("WARNING", logger="ffdesk.runtime.env"):
+        assert RuntimeEnv.from_system().models_dir == Path("/somewhere/models")
+    assert not caplog.records
+
+
+def test_a_missing_models_folder_is_named_as_the_folder(tmp_path: Path) -> None:
+    # a saved folder on a drive not mounted made each model "not found" as if one file were missing
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import find_model
+
+    spec = load_catalog().get("inswapper_128")
+    gone = tmp_path / "drive" / "models"
+    with pytest.raises(
+        UserError, match=rf"^model inswapper_128 not found: the models folder {gone} does not exist"
+    ):
+        find_model(spec, gone)
+    gone.mkdir(parents=True)
+    with pytest.raises(
+        UserError, match=r"inswapper_128.onnx: model inswapper_128 not found \(put the file there"
+    ):
+        find_model(spec, gone)
+
+
 def test_a_models_folder_that_cannot_be_read_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,6 +29,17 @@ def test_list_json(standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFix
     assert "verified" in capsys.readouterr().out
 
 
+def test_list_of_a_missing_folder_says_it_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["models", "list", "--models-dir", str(tmp_path / "gone")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [f"models folder: {tmp_path / 'gone'}", "this folder does not exist"]
+    (tmp_path / "empty").mkdir()
+    assert main(["models", "list", "--models-dir", str(tmp_path / "empty")]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "no model files here"
+
+
 def test_verify_exit_codes(standins_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pack = _pack(standins_dir, tmp_path / "m", ["inswapper_128", "xseg_1", "2dfan4"])
     assert main(["models", "verify", "--models-dir", str(pack)]) == 0

@@ -1,4 +1,5 @@
-"""Join finished segments into the output: video packets remuxed in order, audio from the source."""
+"""Join finished segments into the output: video packets remuxed in order, audio, subtitles,
+chapters and the rest from the source (`ffdesk.media.side_streams`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ from ffdesk.media.atomic import raise_if_disk_full
 from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
 from ffdesk.media.encode import PNG_PATTERN
 from ffdesk.media.probe import MediaInfo, VideoInfo
+from ffdesk.media.side_streams import (
+    SideTrack,
+    Span,
+    carry_container,
+    carry_track_tags,
+    container_format,
+    left_out_note,
+    mux_options,
+    open_side_tracks,
+    source_tags,
+)
 from ffdesk.media.timecode import moved_on
 
 _Item = tuple[float, int, av.Packet, av.stream.Stream]
@@ -78,10 +90,12 @@ def join_segments(
     at 0). Audio is trimmed to the span the video covers ([first frame, end_s)), shifted by the
     same offset so it stays in sync, and copied packet for packet where the output container
     takes the codec, else re-encoded (see `ffdesk.media.audio_plan.plan_audio`). Each audio
-    stream keeps its language. Damaged audio packets are skipped and counted. Streams are
-    interleaved by time. For png, `out_path` becomes a folder holding the segments' frames
-    renumbered frame_000000.png, frame_000001.png, ... (hard links where possible, so the
-    segments stay intact until the caller discards them).
+    stream keeps its language, name and role. With `audio`, the source's subtitles, chapters,
+    container tags, attachments and data tracks follow, cut and moved the same way (see
+    `ffdesk.media.side_streams`); what the output cannot hold is one line of `notes`. Damaged
+    audio packets are skipped and counted. Streams are interleaved by time. For png, `out_path`
+    becomes a folder holding the segments' frames renumbered frame_000000.png, frame_000001.png,
+    ... (hard links where possible, so the segments stay intact until the caller discards them).
 
     `start_s` and `end_s` are seconds since the source's first frame, as `VideoReader` takes
     them; `start_s` needs no handling here (the segments start where it was), `end_s` ends the
@@ -233,7 +247,8 @@ def _join_video(
 
     fmt = _output_format(out_path, encoder)
     faststart = fmt == "mp4" or out_path.suffix.lower() in _ISO_SUFFIXES
-    out = av.open(str(out_path), "w", format=fmt, options=_FASTSTART if faststart else None)
+    options = _muxer_options(faststart, mux_options(source_tags(source), out_path.suffix) if audio else {})
+    out = av.open(str(out_path), "w", format=fmt, options=options or None)
     try:
         with _errors.open_input(segments[0]) as c0:
             template = c0.streams.video[0]
@@ -270,18 +285,25 @@ def _join_video(
                     notes.append(f"audio track {number} left out: FFmpeg has no decoder for its codec")
                     continue
                 track = _Track.create(out, stream, out_path.suffix, shift, audio_to)
+                carry_track_tags(stream, track.out_stream, container_format(out))
                 tracks.append(track)
                 if track.choice.reason:
                     notes.append(f"audio track {number}: {track.choice.reason}")
+            side: list[SideTrack] = []
+            if audio:  # the output itself (a matte clip beside it carries none of this)
+                vout.disposition = av.stream.Disposition.default
+                side, note = _open_side(out, src, out_path, Span(shift, audio_to))
+                notes.extend([note] if note else [])
+            fed: list[_Track | SideTrack] = [*tracks, *side]
             streams: list[Iterator[_Item]] = [_video_packets(segments, vout, shift)]
-            if tracks:
-                streams.append(_audio_packets(source, src, tracks))
+            if fed:
+                streams.append(_audio_packets(source, src, fed))
             for _, _, packet, target in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
                 packet.stream = target
-                _write(out, packet, tracks)
+                _write(out, packet, fed)
             for track in tracks:
                 for packet in track.flush():
-                    _write(out, packet, tracks)
+                    _write(out, packet, fed)
     except BaseException:
         _close_quietly(out)
         raise
@@ -301,6 +323,25 @@ _FASTSTART = {"movflags": "+faststart"}
 before it has the whole file (the muxer moves it there once the file is written)."""
 _ISO_SUFFIXES = frozenset({".mp4", ".mov", ".m4v"})
 """Output types written by the ISO/QuickTime muxers, which take `_FASTSTART`."""
+
+
+def _open_side(
+    out: av.container.OutputContainer, src: av.container.InputContainer, out_path: Path, span: Span
+) -> tuple[list[SideTrack], str | None]:
+    """The source's subtitle and data tracks added to the output, its chapters, tags and
+    attachments carried, and the one warning line for what the output cannot hold (or None)."""
+    opened = open_side_tracks(out, src, span)
+    left_out = [*opened.left_out, *carry_container(out, src, span)]
+    note = left_out_note(_shown(out_path).name, out_path.suffix.lower(), left_out, opened.restyled)
+    return list(opened.tracks), note
+
+
+def _muxer_options(faststart: bool, extra: dict[str, str]) -> dict[str, str]:
+    """The output muxer's options: `_FASTSTART` where it applies, and `extra` (MOV flags add up)."""
+    options = dict(_FASTSTART) if faststart else {}
+    for key, value in extra.items():
+        options[key] = options.get(key, "") + value if key == "movflags" else value
+    return options
 
 
 def _output_format(out_path: Path, encoder: str) -> str | None:
@@ -330,14 +371,15 @@ def _mux(out: av.container.OutputContainer, packet: av.Packet) -> None:
     out.mux(packet)
 
 
-def _write(out: av.container.OutputContainer, packet: av.Packet, tracks: list[_Track]) -> None:
-    """Mux one packet; an audio packet the muxer refuses (EINVAL) is skipped and counted."""
+def _write(out: av.container.OutputContainer, packet: av.Packet, tracks: list[_Track | SideTrack]) -> None:
+    """Mux one packet; an audio, subtitle or data packet the muxer refuses (EINVAL) is skipped
+    and counted."""
     track = next((t for t in tracks if t.out_stream is packet.stream), None)
     try:
         _mux(out, packet)
     except av.error.ArgumentError:
-        if track is None or track.refused_in_a_row >= _MAX_REFUSED_IN_A_ROW:
-            raise
+        if track is None or (isinstance(track, _Track) and track.refused_in_a_row >= _MAX_REFUSED_IN_A_ROW):
+            raise  # a subtitle or data packet refused never ends the output
         track.skipped += 1
         track.refused_in_a_row += 1
         return
@@ -678,8 +720,10 @@ class _ReencodeTrack(_Track):
         return items
 
 
-def _audio_packets(source: Path, src: av.container.InputContainer, tracks: list[_Track]) -> Iterator[_Item]:
-    """Output audio packets for every track, in the source's file order.
+def _audio_packets(
+    source: Path, src: av.container.InputContainer, tracks: list[_Track | SideTrack]
+) -> Iterator[_Item]:
+    """Output audio (and subtitle and data) packets for every track, in the source's file order.
 
     A read error inside the source (damaged data) is stepped over: demuxing resumes where the
     demuxer resynchronised, and the error counts as one skipped packet.

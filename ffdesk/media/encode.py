@@ -54,6 +54,7 @@ import contextlib
 import io
 import os
 import shutil
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -65,6 +66,8 @@ import av
 import cv2
 import numpy as np
 import numpy.typing as npt
+import PIL.features
+import PIL.Image
 
 from ffdesk.errors import MediaError
 from ffdesk.hw import DriverFlags, nvenc_possible, trim_heap
@@ -78,6 +81,7 @@ from ffdesk.media._colour import (
 )
 from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
 from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
+from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
@@ -663,20 +667,28 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def write_image(path: Path, image: Frame, *, quality: int | None = None) -> None:
+def write_image(
+    path: Path, image: Frame, *, quality: int | None = None, metadata: ImageMetadata | None = None
+) -> None:
     """Write an RGB image (RGBA, grey) atomically; the format follows the suffix (png, jpg, bmp,
-    webp, tif; an alpha channel needs png, webp or tif).
+    webp, tif, avif; an alpha channel needs png, webp or tif).
 
     `quality` (0-100, as `--quality`; None: the default) sets JPEG's quality (default 95) and
-    makes WebP lossy at that quality (default lossless); PNG, BMP and TIFF are lossless."""
+    AVIF's (default 90) and makes WebP lossy at that quality (default lossless); PNG, BMP and TIFF
+    are lossless.
+
+    `metadata` (the target photo's, `ffdesk.media.images.read_metadata`) is carried where the
+    format holds it: its RGB colour profile and its EXIF (PNG, JPEG, TIFF, WebP, AVIF), its DPI
+    (PNG, JPEG, TIFF). The EXIF says orientation 1, since `image` is upright, and the pixel size
+    it gives is set to `image`'s. BMP carries none."""
     path = Path(path)
     suffix = path.suffix.lower() or ".png"
     if quality is not None and not 0 <= quality <= 100:
         raise MediaError(f"quality must be 0-100, got {quality}")
-    if suffix == ".webp" and image.ndim == 3 and image.shape[2] == 4:
-        data = _webp_with_alpha(image, quality)
+    if suffix in _PILLOW_FORMATS:
+        data = _pillow_image(path, suffix, image, quality, metadata or ImageMetadata())
     else:
-        data = _opencv_image(path, suffix, image, quality)
+        data = _opencv_image(path, suffix, image)
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "wb") as fh:
@@ -688,30 +700,100 @@ def write_image(path: Path, image: Frame, *, quality: int | None = None) -> None
             raise
 
 
-def _opencv_image(path: Path, suffix: str, image: Frame, quality: int | None) -> bytes:
+_PILLOW_FORMATS: Mapping[str, str] = MappingProxyType({
+    ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP",
+    ".avif": "AVIF",
+})  # fmt: skip
+"""Output suffixes Pillow writes (it can carry a colour profile, DPI and EXIF; OpenCV cannot)."""
+
+
+def _opencv_image(path: Path, suffix: str, image: Frame) -> bytes:
     """`image` encoded by OpenCV as the type `suffix` names."""
-    params: list[int] = []
-    if suffix in (".jpg", ".jpeg"):
-        params = [cv2.IMWRITE_JPEG_QUALITY, 95 if quality is None else max(1, quality)]
-    elif suffix == ".webp" and quality is not None:
-        params = [cv2.IMWRITE_WEBP_QUALITY, max(1, quality)]
-    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image if image.ndim == 2 else _to_bgr(image)), params)
+    ok, buf = cv2.imencode(suffix, np.ascontiguousarray(image if image.ndim == 2 else _to_bgr(image)))
     if not ok:
         raise MediaError(f"{path}: cannot encode an image of this type")
     return bytes(buf.tobytes())
 
 
-def _webp_with_alpha(image: Frame, quality: int | None) -> bytes:
-    """An RGBA image as WebP with every pixel's colour kept, transparent ones too (libwebp's
-    `exact`): without it libwebp blanks the colour wherever alpha is 0, and a face matte as
-    alpha is 0 everywhere but the faces, so the picture came out black around them. OpenCV
-    cannot ask for it; Pillow can."""
-    from PIL import Image
-
+def _pillow_image(
+    path: Path, suffix: str, image: Frame, quality: int | None, metadata: ImageMetadata
+) -> bytes:
+    """`image` encoded by Pillow as the type `suffix` names, with what `metadata` it can hold."""
+    picture = PIL.Image.fromarray(np.ascontiguousarray(image))
+    kind = _PILLOW_FORMATS[suffix]
+    if kind == "AVIF" and not PIL.features.check("avif"):
+        raise MediaError(f"{path}: this Pillow cannot write AVIF (it needs 11.3 or later); use .jpg or .png")
+    if kind == "JPEG" and picture.mode == "RGBA":
+        picture = picture.convert("RGB")  # JPEG has no alpha channel
+    options = {**_carried(picture, kind, metadata), **_format_options(kind, quality)}
+    exif = options.get("exif")
+    if kind == "TIFF" and isinstance(exif, bytes) and _has_sub_ifds(exif):
+        # Pillow's LZW writer (libtiff) fails on an EXIF with Exif/GPS sections; its own
+        # writer holds them, uncompressed
+        options["compression"] = "raw"
     buf = io.BytesIO()
-    picture = Image.fromarray(np.ascontiguousarray(image), "RGBA")
-    if quality is None:
-        picture.save(buf, format="WEBP", lossless=True, exact=True)
-    else:
-        picture.save(buf, format="WEBP", quality=max(1, quality), exact=True)
+    try:
+        picture.save(buf, format=kind, **options)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise MediaError(f"{path}: cannot encode this image ({_errors_describe(exc)})") from exc
     return buf.getvalue()
+
+
+def _format_options(kind: str, quality: int | None) -> dict[str, object]:
+    """Pillow's save options for `kind` at `quality` (None: the default)."""
+    if kind == "JPEG":
+        return {"quality": 95 if quality is None else max(1, quality)}
+    if kind == "WEBP":
+        # `exact`: keep the colour of transparent pixels: libwebp blanks it where alpha is 0, and
+        # a face matte as alpha is 0 everywhere but the faces, so the picture came out black
+        if quality is None:
+            return {"lossless": True, "exact": True}
+        return {"quality": max(1, quality), "exact": True}
+    if kind == "AVIF":
+        return {"quality": 90 if quality is None else max(1, quality)}
+    if kind == "PNG":
+        return {"compress_level": 1}  # OpenCV's default: quick, for pictures of 100 MP and more
+    return {"compression": "tiff_lzw"}
+
+
+def _carried(picture: PIL.Image.Image, kind: str, metadata: ImageMetadata) -> dict[str, object]:
+    """The save options that carry `metadata` into `picture`'s file of type `kind`."""
+    out: dict[str, object] = {}
+    if metadata.icc_profile is not None and picture.mode in ("RGB", "RGBA"):
+        out["icc_profile"] = metadata.icc_profile
+    if metadata.dpi is not None and kind in ("PNG", "JPEG", "TIFF"):  # WebP and AVIF have no field for it
+        out["dpi"] = metadata.dpi
+    if metadata.exif is not None:
+        exif = _upright_exif(metadata.exif, picture.width, picture.height)
+        if exif is not None:
+            out["exif"] = exif
+    return out
+
+
+_ORIENTATION = 0x0112
+_EXIF_IFD = 0x8769
+_GPS_IFD = 0x8825
+_PIXEL_X, _PIXEL_Y = 0xA002, 0xA003
+
+
+def _upright_exif(data: bytes, width: int, height: int) -> bytes | None:
+    """EXIF `data` as an upright picture of `width` x `height` carries it: orientation 1 (the
+    pixels are turned already; a viewer would turn them again), and the pixel size, where it
+    gives one, the picture's. None where it cannot be read (the picture goes without)."""
+    try:
+        exif = PIL.Image.Exif()
+        exif.load(data)
+        exif[_ORIENTATION] = 1
+        if _EXIF_IFD in exif:
+            section = exif.get_ifd(_EXIF_IFD)
+            if _PIXEL_X in section or _PIXEL_Y in section:
+                section[_PIXEL_X], section[_PIXEL_Y] = width, height
+        return exif.tobytes()
+    except (OSError, SyntaxError, ValueError, struct.error, KeyError, TypeError, IndexError):
+        return None
+
+
+def _has_sub_ifds(data: bytes) -> bool:
+    exif = PIL.Image.Exif()
+    exif.load(data)
+    return _EXIF_IFD in exif or _GPS_IFD in exif

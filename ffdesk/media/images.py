@@ -5,6 +5,10 @@ the most pixels a picture may have (`DEFAULT_MAX_PIXELS`, or the user's `--max-p
 `FFDESK_MAX_PIXELS`) before anything is decoded, so a small file that declares a huge picture is
 refused in one line instead of taking gigabytes of memory. `read_image` reads a still image that
 passes.
+
+`read_metadata` reads what a photo says about its pixels (colour profile, DPI, EXIF, bit depth,
+pages) from its header, for an output to carry (`ffdesk.media.encode.write_image`) and for
+`image_warnings` to say what a render will not keep.
 """
 
 from __future__ import annotations
@@ -12,20 +16,24 @@ from __future__ import annotations
 import io
 import math
 import struct
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO
 
 import av
 import cv2
 import numpy as np
+from PIL import Image, ImageFile, JpegImagePlugin, PngImagePlugin, TiffImagePlugin, WebPImagePlugin
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.sequence import ImageSequence, find_sequence, is_sequence_path
 from ffdesk.types import Frame
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff"})
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff", ".avif"})
 
 
 def is_image_path(path: Path) -> bool:
@@ -41,6 +49,7 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
     failure of OpenCV's on the file is a one-line `MediaError`."""
     path = Path(path)
     _errors.check_readable_file(path)
+    refuse_unsupported_image(path)
     width, height = check_image_pixels(path, max_pixels)
     try:
         data = np.fromfile(str(path), dtype=np.uint8)
@@ -58,6 +67,201 @@ def _opencv_reason(exc: cv2.error) -> str:
     """OpenCV's reason on one line ("pixels <= CV_IO_MAX_IMAGE_PIXELS"), not its source location."""
     reason = str(getattr(exc, "err", "") or "").strip() or str(exc).strip()
     return " ".join(reason.split())[:160] or "unknown error"
+
+
+# -- formats ffdesk does not read -----------------------------------------------------------------
+
+_HEIF_SUFFIXES = frozenset({".heic", ".heif", ".hif"})
+_HEIF_BRANDS = frozenset({
+    b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"hevm", b"hevs", b"mif1", b"msf1",
+})  # fmt: skip
+"""ISO base media `ftyp` brands of HEIF stills (HEVC-coded: iPhone photos, and the generic ones)."""
+
+
+def refuse_unsupported_image(path: Path) -> None:
+    """A one-line `MediaError` for a HEIC/HEIF photo (by suffix, or by content under another
+    suffix): neither OpenCV nor FFmpeg here decodes one, and without this it would be taken for
+    a damaged file or a video."""
+    path = Path(path)
+    if path.suffix.lower() in _HEIF_SUFFIXES or _is_heif(path):
+        raise MediaError(
+            f"{path}: HEIC/HEIF photos are not supported; export it as JPEG or PNG first (an iPhone "
+            "does so with Settings > Camera > Formats > Most Compatible; on a computer, Preview, "
+            "Photos or heif-convert converts one)"
+        )
+
+
+def _is_heif(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except OSError:
+        return False
+    if head[4:8] != b"ftyp":
+        return False
+    (box,) = struct.unpack(">I", head[:4])
+    brands = {head[8:12], *(head[at : at + 4] for at in range(16, min(box, len(head)) - 3, 4))}
+    # AVIF shares the generic brands (mif1, msf1): its own brand tells it apart
+    return not brands & {b"avif", b"avis"} and bool(brands & _HEIF_BRANDS)
+
+
+# -- what a photo says about its pixels ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageMetadata:
+    """What a still image's header says beyond its pixels, as an output of it may carry it."""
+
+    icc_profile: bytes | None = None
+    """Its embedded ICC colour profile where that describes RGB pixels (an iPhone's Display P3, a
+    camera's Adobe RGB), as it was; None where there is none or it describes CMYK or grey, which
+    the RGB pixels ffdesk reads are no longer in."""
+    dpi: tuple[float, float] | None = None
+    """Its print resolution in dots per inch (x, y), where it declares one."""
+    exif: bytes | None = None
+    """Its EXIF block ("Exif\\0\\0" and a TIFF structure: camera, lens, capture time, place),
+    without the tags that describe a TIFF file's own layout; its orientation is as the file has
+    it (a writer of the upright pixels says 1)."""
+    bits: int = 8
+    """Bits per sample (16 for a 16-bit PNG or TIFF)."""
+    pages: int = 1
+    """Pictures in the file: pages of a TIFF, frames of an animated WebP."""
+    mode: str = "RGB"
+    """Pillow's name of the stored pixels ("RGB", "CMYK", "L", "I;16", ...)."""
+
+
+def read_metadata(path: Path) -> ImageMetadata:
+    """The metadata of the PNG, JPEG, TIFF or WebP file `path` (recognised by content), read from
+    its header without decoding its pixels; an empty `ImageMetadata` for another format, or one
+    whose header Pillow cannot read (the pixels' reader reports a damaged file in its own words)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Pillow's words on a damaged EXIF block, which goes unread
+        picture = _open_header(Path(path))
+        if picture is None:
+            return ImageMetadata()
+        with picture:
+            return _metadata_of(picture)
+
+
+def _metadata_of(picture: ImageFile.ImageFile) -> ImageMetadata:
+    return ImageMetadata(
+        bits=_bits_per_sample(picture),  # first: reading EXIF may decode the picture (a PNG's)
+        icc_profile=_rgb_profile(picture.info.get("icc_profile")),
+        dpi=_declared_dpi(picture),
+        exif=_carried_exif(picture),
+        pages=int(getattr(picture, "n_frames", 1) or 1),
+        mode=picture.mode,
+    )
+
+
+def _open_header(path: Path) -> ImageFile.ImageFile | None:
+    """The file opened by Pillow's reader of its format, which reads the header alone. Opened by
+    that reader, not `Image.open`: that one refuses pictures over Pillow's own size limit (179
+    MP), and ffdesk's (`check_image_pixels`, 250 MP unless the user says) is the one in force."""
+    try:
+        with open(path, "rb") as f:
+            reader = _size_reader(f.read(_HEAD_BYTES))
+        opener = None if reader is None else _PILLOW_READERS.get(reader)
+        return None if opener is None else opener(str(path))
+    except (OSError, SyntaxError, ValueError, struct.error, IndexError, KeyError, EOFError):
+        return None
+
+
+def _rgb_profile(profile: object) -> bytes | None:
+    """An ICC profile whose colour space (header bytes 16-19) is RGB; None otherwise."""
+    if not isinstance(profile, bytes) or len(profile) < 128 or profile[16:20] != b"RGB ":
+        return None
+    return profile
+
+
+def _declared_dpi(picture: ImageFile.ImageFile) -> tuple[float, float] | None:
+    """The DPI the file declares. Pillow gives a TIFF without resolution tags 1 DPI, and one whose
+    unit is "none" (an aspect ratio alone) its numbers as DPI: neither is a print size."""
+    if isinstance(picture, TiffImagePlugin.TiffImageFile) and (
+        282 not in picture.tag_v2 or picture.tag_v2.get(296) == 1
+    ):
+        return None
+    value = picture.info.get("dpi")
+    if not isinstance(value, tuple) or len(value) != 2:
+        return None
+    try:
+        x, y = (_whole_if_near(float(v)) for v in value)
+    except (TypeError, ValueError):
+        return None
+    return (x, y) if x > 0 and y > 0 and math.isfinite(x) and math.isfinite(y) else None
+
+
+def _whole_if_near(dpi: float) -> float:
+    """300, not the 299.9994 a PNG's pixels per metre (11811) come back as."""
+    return float(round(dpi)) if abs(dpi - round(dpi)) < 0.02 else dpi
+
+
+_TIFF_LAYOUT_TAGS = frozenset({
+    254, 255, 256, 257, 258, 259, 262, 263, 266, 269, 273, 277, 278, 279, 280, 281, 284, 285, 290,
+    291, 297, 317, 318, 319, 320, 321, 322, 323, 324, 325, 330, 332, 338, 339, 340, 341, 347, 513,
+    514, 529, 530, 531, 532, 700, 33421, 33422, 34377, 34675, 37724, 50341,
+})  # fmt: skip
+"""TIFF tags of a file's own picture (size, samples, strips, compression, colour map, and the
+profile, XMP, Photoshop data and layers it holds), which a TIFF's EXIF reads as its first
+directory: none describes the output, which is written by its own writer."""
+
+
+def _carried_exif(picture: Image.Image) -> bytes | None:
+    """The picture's EXIF, the TIFF layout tags left out; None where it has none. Read from the
+    header alone (Pillow's `getexif` of a PNG decodes the whole picture to look past it)."""
+    try:
+        if isinstance(picture, TiffImagePlugin.TiffImageFile):
+            exif = picture.getexif()
+        else:
+            data = picture.info.get("exif")
+            if not isinstance(data, bytes):
+                return None
+            exif = Image.Exif()
+            exif.load(data)
+        for tag in _TIFF_LAYOUT_TAGS & set(exif):
+            del exif[tag]
+        return exif.tobytes() if len(exif) else None
+    except (OSError, SyntaxError, ValueError, struct.error, IndexError, KeyError, TypeError):
+        return None  # a damaged EXIF block: the picture is still read, without it
+
+
+def _bits_per_sample(picture: ImageFile.ImageFile) -> int:
+    """8, or more where Pillow reads the file's samples from more bits: its mode ("I;16", "I",
+    "F"), a TIFF's BitsPerSample, or the raw mode of a PNG's data ("RGB;16B")."""
+    if picture.mode.startswith("I;16"):
+        return 16
+    if picture.mode in ("I", "F"):
+        return 32
+    if isinstance(picture, TiffImagePlugin.TiffImageFile):
+        bits = picture.tag_v2.get(258)
+        values = bits if isinstance(bits, tuple) else (bits,)
+        return max((int(v) for v in values if isinstance(v, int)), default=8)
+    for tile in picture.tile:
+        args = tile.args if isinstance(tile.args, tuple) else (tile.args,)
+        if any(isinstance(arg, str) and ";16" in arg for arg in args):
+            return 16
+    return 8
+
+
+_MULTI_PICTURE_FORMATS = frozenset({"TIFF", "WEBP"})
+"""Formats whose further pictures are pages or frames a user meant as more of the image (a
+JPEG's are depth or gain maps, which are not)."""
+
+
+def image_warnings(path: Path, metadata: ImageMetadata | None = None) -> tuple[str, ...]:
+    """What a render of the still image `path` will not keep, one line each: samples deeper than
+    8 bits, pages or frames after the first. `metadata`: `read_metadata(path)` where read."""
+    path = Path(path)
+    meta = read_metadata(path) if metadata is None else metadata
+    out: list[str] = []
+    if meta.bits > 8:
+        out.append(
+            f"{path.name}: a {meta.bits}-bit image is read, swapped and written as 8-bit (the face "
+            "swap works in 8 bits per sample)"
+        )
+    if meta.pages > 1:
+        out.append(f"{path.name}: holds {meta.pages} pages or frames; only the first is rendered")
+    return tuple(out)
 
 
 # -- the pixel limit -------------------------------------------------------------------------------
@@ -360,3 +564,13 @@ def _tiff_size(f: BinaryIO, head: bytes) -> _Size | None:
     if 256 not in sizes or 257 not in sizes:
         return None
     return sizes[256], sizes[257]
+
+
+_PILLOW_READERS: Mapping[_SizeReader, Callable[[str], ImageFile.ImageFile]] = MappingProxyType({
+    _png_size: PngImagePlugin.PngImageFile,
+    _jpeg_size: JpegImagePlugin.JpegImageFile,
+    _tiff_size: TiffImagePlugin.TiffImageFile,
+    _webp_size: WebPImagePlugin.WebPImageFile,
+})  # fmt: skip
+"""Pillow's reader of each format whose metadata `read_metadata` reads, by the size reader of
+its header (ffdesk recognises the format by content)."""

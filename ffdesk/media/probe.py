@@ -17,7 +17,14 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
-from ffdesk.media.images import check_sequence_pixels, is_image_path, limit_stream, read_image
+from ffdesk.media.images import (
+    check_sequence_pixels,
+    image_warnings,
+    is_image_path,
+    limit_stream,
+    read_image,
+    refuse_unsupported_image,
+)
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.media.timecode import find_timecode
 
@@ -126,6 +133,7 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
     sequence = is_sequence_path(path)
     if not sequence:
         _errors.check_readable_file(path)
+        refuse_unsupported_image(path)
         if is_image_path(path):
             return _probe_image(path, max_pixels)
     else:
@@ -292,7 +300,15 @@ def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:
         color_trc=None,
         vfr=False,
     )
-    return MediaInfo(path=path, container="image", duration_s=0.0, is_image=True, video=video, audio=())
+    return MediaInfo(
+        path=path,
+        container="image",
+        duration_s=0.0,
+        is_image=True,
+        video=video,
+        audio=(),
+        warnings=image_warnings(path),
+    )
 
 
 def _probe_video(path: Path, container: av.container.InputContainer, stream: av.VideoStream) -> VideoInfo:

@@ -23,6 +23,7 @@ import numpy as np
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import atomic_output
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
+from ffdesk.media.images import read_metadata
 from ffdesk.media.matte import (
     Matte,
     frame_matte,
@@ -115,15 +116,17 @@ def matte_figures(job: RenderJob) -> MatteFigures | None:
 def write_image_with_matte(job: RenderJob, packet: FramePacket) -> None:
     """Write an image render's output (at `job.quality` where its type is lossy), with its matte
     as `job` asks: as its alpha channel, or as a grey image beside it (`matte_clip_path`, written
-    first, losslessly). Each is written atomically."""
+    first, losslessly). Each is written atomically; the output carries the target photo's colour
+    profile, DPI and EXIF where its type holds them."""
     image = packet.image
     quality = job.quality  # JPEG's quality, a lossy WebP's (None: JPEG 95, WebP lossless)
+    metadata = read_metadata(job.target)
     if job.matte == "none":
-        write_image(job.output, image, quality=quality)
+        write_image(job.output, image, quality=quality, metadata=metadata)
         return
     matte = packet_matte(packet, (image.shape[1], image.shape[0]))
     if job.matte == "alpha":
-        write_image(job.output, with_alpha(image, matte), quality=quality)
+        write_image(job.output, with_alpha(image, matte), quality=quality, metadata=metadata)
         return
     write_image(matte_clip_path(job.output), matte)
-    write_image(job.output, image, quality=quality)
+    write_image(job.output, image, quality=quality, metadata=metadata)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.interrupt import stop_signals
+from ffdesk.commands.progress import Mode, progress_mode
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import Cancelled, Terminated, UserError
 from ffdesk.pipeline import events as ev
@@ -66,7 +67,12 @@ def register(sub: Any) -> None:
         metavar="ADDR",
         help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), or auto (RAY_ADDRESS, else a local Ray)",
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    run.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (else a bar on a terminal, a line every 30 s in a log)",
+    )
     run.set_defaults(func=run_queue)
 
     def usage(_args: argparse.Namespace) -> int:
@@ -167,14 +173,15 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run_one(
-    queue: RenderQueue, entry: QueueEntry, render: Render, cancel: threading.Event, bars: bool
+    queue: RenderQueue, entry: QueueEntry, render: Render, cancel: threading.Event, shown: Mode
 ) -> str:
     """Render one entry, keeping its row in the queue; its final state."""
-    from ffdesk.commands.render import TerminalProgress, write_report
+    from ffdesk.commands.progress import TerminalProgress
+    from ffdesk.commands.render import write_report
 
     progress = JobProgress(queue, entry.id)
     progress.start()
-    bar = TerminalProgress(enabled=bars)
+    bar = TerminalProgress(mode=shown)
 
     def emit(event: ev.Event) -> None:
         progress.on_event(event)
@@ -240,7 +247,7 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
         return 0
     t0 = time.perf_counter()
     with rendering(args, farm) as (render, where):
-        outcomes = run_all(queue, render, bars=not args.quiet and sys.stderr.isatty())
+        outcomes = run_all(queue, render, shown=progress_mode(args.quiet))
     parts = [f"{outcomes[s]} {s}" for s in ("done", "failed", "interrupted") if outcomes[s]]
     left = sum(1 for e in queue.entries() if e.state == "queued")
     if left:
@@ -251,7 +258,7 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
     return 2 if outcomes["failed"] else 0
 
 
-def run_all(queue: RenderQueue, render: Render, *, bars: bool) -> Counter[str]:
+def run_all(queue: RenderQueue, render: Render, *, shown: Mode) -> Counter[str]:
     """Run the queued entries in order until none is left or Ctrl-C or SIGTERM; how many ended how."""
     cancel = threading.Event()
     outcomes: Counter[str] = Counter()
@@ -261,7 +268,7 @@ def run_all(queue: RenderQueue, render: Render, *, bars: bool) -> Counter[str]:
             if claimed is None:
                 outcomes["failed"] += 1
             else:
-                outcomes[run_one(queue, claimed, render, cancel, bars)] += 1
+                outcomes[run_one(queue, claimed, render, cancel, shown)] += 1
     return outcomes
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -14,9 +13,9 @@ from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
+from ffdesk.commands.progress import TerminalProgress, progress_mode
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
-from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
 from ffdesk.units import parse_size, parse_time
@@ -196,7 +195,12 @@ def register(sub: Any) -> None:
         help="where farm workers serve their metrics: local (each node's 127.0.0.1, the default) or "
         "node (the node's address, readable from other machines; no authentication)",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (else a bar on a terminal, a line every 30 s in a log)",
+    )
     p.set_defaults(func=run)
 
 
@@ -331,46 +335,6 @@ def refuse_over_limit(
         pass
 
 
-class TerminalProgress:
-    """Turns engine events into a tqdm bar (on a terminal) and warnings on stderr."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: Any = None
-
-    def __call__(self, event: ev.Event) -> None:
-        if isinstance(event, ev.Started) and self.enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=event.total_frames,
-                initial=event.resumed_frames,
-                unit="frame",
-                dynamic_ncols=True,
-                file=sys.stderr,
-            )
-            if event.resumed_frames:
-                self.bar.write(f"resuming after {event.resumed_frames} finished frames")
-        elif isinstance(event, ev.Preparing) and self.enabled:
-            self.write(f"preparing the models ({event.step}/{event.steps}): {event.what}")
-        elif isinstance(event, ev.Progress) and self.bar is not None:
-            self.bar.total = event.frames_total
-            self.bar.update(event.frames_done - self.bar.n)
-        elif isinstance(event, ev.Warning):
-            self.write(f"ffdesk: warning: {event.message}")
-
-    def write(self, line: str) -> None:
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        else:
-            print(line, file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def write_report(path: Path, report: RenderReport) -> None:
     """Write the report's JSON (`RenderReport.to_json_dict`) atomically."""
     from ffdesk.media.atomic import write_text_atomic
@@ -398,7 +362,7 @@ def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgr
 
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
-    progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
+    progress = TerminalProgress(mode=progress_mode(args.quiet))
     try:
         report = render_on_farm(args, job, progress)
     finally:
@@ -418,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
 
     job = job_from_args(args)
     env = runtime_env(args)
-    progress = TerminalProgress(enabled=not args.quiet and sys.stderr.isatty())
+    progress = TerminalProgress(mode=progress_mode(args.quiet))
     cancel = threading.Event()
     try:
         with RenderTelemetry(log_path=job.telemetry_log, flags=env.driver) as telemetry:

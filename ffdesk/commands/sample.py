@@ -80,7 +80,7 @@ def _sample_clip_of(clip: Path, seconds: float) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffdesk.commands.render import TerminalProgress
+    from ffdesk.commands.progress import TerminalProgress
     from ffdesk.pipeline.engine import run_render
     from ffdesk.pipeline.job import RenderJob
     from ffdesk.pipeline.report import FaceCounts

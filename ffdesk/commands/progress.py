@@ -1,0 +1,114 @@
+"""A render's progress as the command line shows it: a bar on a terminal, a plain line now and
+then in a log (stderr sent to a file, a farm's or a scheduler's log), or nothing (`-q`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TextIO
+
+from ffdesk.pipeline import events as ev
+
+LOG_EVERY_S = 30.0
+"""How often a render whose stderr is not a terminal says how far it is."""
+
+Mode = Literal["bar", "lines", "off"]
+
+
+def progress_mode(quiet: bool, stream: TextIO | None = None) -> Mode:
+    """ "off" for `-q`, "bar" where `stream` (stderr) is a terminal, else "lines"."""
+    if quiet:
+        return "off"
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return "bar" if callable(isatty) and isatty() else "lines"
+
+
+class TerminalProgress:
+    """Turns engine events into a tqdm bar ("bar"), into a line every `every_s` seconds (None:
+    `LOG_EVERY_S`) with frames done, frames/s and time left ("lines"), or into nothing but
+    warnings ("off"). Warnings go to stderr in every mode. `enabled` is the old switch: True for
+    a bar, False for none."""
+
+    def __init__(
+        self,
+        enabled: bool = False,
+        *,
+        mode: Mode | None = None,
+        every_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.mode: Mode = mode if mode is not None else ("bar" if enabled else "off")
+        self.enabled = self.mode == "bar"
+        self.every_s = LOG_EVERY_S if every_s is None else every_s
+        self.clock = clock
+        self.bar: Any = None
+        self._said_at = self.clock()
+
+    def __call__(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Started) and self.mode == "bar":
+            self._bar(event)
+        elif isinstance(event, ev.Preparing) and self.mode != "off":
+            self._line(f"preparing the models ({event.step}/{event.steps}): {event.what}")
+        elif isinstance(event, ev.Progress):
+            if self.bar is not None:
+                self.bar.total = event.frames_total
+                self.bar.update(event.frames_done - self.bar.n)
+            elif self.mode == "lines":
+                self._line(progress_line(event))
+        elif isinstance(event, ev.Warning):
+            self.write(f"ffdesk: warning: {event.message}")
+
+    def _bar(self, event: ev.Started) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(
+            total=event.total_frames,
+            initial=event.resumed_frames,
+            unit="frame",
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
+        if event.resumed_frames:
+            self.bar.write(f"resuming after {event.resumed_frames} finished frames")
+
+    def _line(self, line: str) -> None:
+        """`line` on a terminal at once; in a log once `every_s` have passed since the last
+        (a render shorter than that says nothing but its result, and errors stay one line)."""
+        if self.mode == "bar":
+            self.write(line)
+            return
+        now = self.clock()
+        if now - self._said_at >= self.every_s:
+            self._said_at = now
+            self.write(line)
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def progress_line(event: ev.Progress) -> str:
+    """ "frame 1200 of 14400 (8%), 24.1 frames/s, about 9 min left"."""
+    total = max(event.frames_total, 0)
+    share = f" ({100 * event.frames_done // total}%)" if total else ""
+    left = f", about {_duration(event.eta_s)} left" if event.eta_s is not None and event.eta_s >= 0 else ""
+    return f"frame {event.frames_done} of {total}{share}, {event.fps:.1f} frames/s{left}"
+
+
+def _duration(seconds: float) -> str:
+    """ "40 s", "9 min", "2 h 05 min"."""
+    if seconds < 60:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

@@ -34,11 +34,24 @@ class TelemetryModel(QObject):
     budgetChanged = Signal(object)
     """int | None: the memory budget in bytes (None: no limit)."""
 
-    def __init__(self, sampler: Sampler | None, parent: QObject | None = None, capacity: int = 3000):
+    def __init__(
+        self,
+        sampler: Sampler | None,
+        parent: QObject | None = None,
+        capacity: int = 3000,
+        *,
+        forget_after_s: float = WINDOW_S,
+    ):
+        """`forget_after_s`: how long a model no longer reported stays among `model_names` (by
+        then its band has scrolled off the graph; each render's models are labelled with its
+        clip, so a long session would otherwise keep every render's)."""
         super().__init__(parent)
         self.sampler = sampler
         self.render = RingBuffers(capacity)
         self._models: tuple[str, ...] = ()
+        self._reported: dict[str, float] = {}
+        """Model name -> when a residency change last listed it (monotonic seconds)."""
+        self.forget_after_s = forget_after_s
         self.budget_bytes: int | None = None
         """The user's memory budget (the setting), drawn across the memory graph."""
 
@@ -77,11 +90,22 @@ class TelemetryModel(QObject):
             self.render.append(now, {"fps": float(event.fps)})
         elif isinstance(event, ev.MemoryChanged):
             for name, _ in event.models:
+                self._reported[name] = now
                 if name not in self._models:
                     self._models = (*self._models, name)
+            self._forget_models(now)
             values = {f"model.{n}": float(b) for n, b in event.models}
             values.update({f"model.{n}": 0.0 for n in self._models if f"model.{n}" not in values})
             self.render.append(now, values)
+
+    def _forget_models(self, now: float) -> None:
+        """Drop the models no residency change has listed for `forget_after_s`, with their series."""
+        gone = [n for n in self._models if now - self._reported.get(n, now) > self.forget_after_s]
+        if gone:
+            self._models = tuple(n for n in self._models if n not in gone)
+            for name in gone:
+                self._reported.pop(name, None)
+            self.render.forget(f"model.{n}" for n in gone)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(seconds relative to now, values) of a sampler metric; empty when unknown."""
@@ -303,6 +327,8 @@ class GraphsView(QWidget):
         # from the top of the stack down so every band stays visible.
         t = self.telemetry
         names = t.model_names
+        for name in [n for n in self.model_curves if n not in names]:  # models no longer reported
+            self.plots[0].removeItem(self.model_curves.pop(name))
         if not names:
             return
         x = t.render.times - time.monotonic()

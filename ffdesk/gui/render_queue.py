@@ -32,6 +32,29 @@ RETRY_QUEUE_MS = 2000
 """How often the window asks again for a queue another process runs."""
 
 
+def discard_work(output: Path) -> str | None:
+    """Remove the work folder of a render of `output` that will not be resumed; a one-line
+    problem when it cannot be (None: removed, or there was none). A render holding the
+    folder's lock (another process) keeps it."""
+    from ffdesk.errors import UserError
+    from ffdesk.media.atomic import remove_folder
+    from ffdesk.pipeline.lock import OutputLock
+    from ffdesk.pipeline.resume import lock_path_for, work_dir_for
+
+    folder = work_dir_for(output)
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    try:
+        lock = OutputLock.acquire(lock_path_for(folder), output.name)
+    except (UserError, OSError) as exc:
+        return f"{output.name}: its finished segments were kept ({_one_line(exc)})"
+    try:
+        remove_folder(folder)
+    finally:
+        lock.release()
+    return f"{output.name}: could not remove its finished segments in {folder}" if folder.exists() else None
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -192,8 +215,20 @@ class QueueController(QObject):
         self.start_next()
 
     def remove(self, entry_id: str) -> None:
-        if entry_id != self.current:
-            self.store.remove(entry_id)
+        """Drop a job that is not running, with the finished segments it kept for a resume
+        (nothing can resume it any more)."""
+        if entry_id == self.current:
+            return
+        try:
+            entry = self.store.get(entry_id)
+        except KeyError:
+            return
+        self.store.remove(entry_id)
+        if entry.started is None or any(e.job.output == entry.job.output for e in self.store.entries()):
+            return  # never ran (the folder is not its own), or another job renders that output
+        problem = discard_work(entry.job.output)
+        if problem is not None:
+            self.message.emit("warning", problem)
 
     @property
     def load_warning(self) -> str | None:

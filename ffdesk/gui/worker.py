@@ -121,11 +121,8 @@ class RenderWorker(_Threaded):
         except Exception as exc:  # noqa: BLE001 - the window reports it; it must not die with it
             traceback.print_exc()
             self.failed.emit(entry_id, f"internal error: {type(exc).__name__}: {_one_line(exc)}")
-        else:
-            if cancel.is_set():
-                self.cancelled.emit(entry_id)
-            else:
-                self.finished.emit(entry_id, report)
+        else:  # a render cancelled too late to stop is whole: its output is in place
+            self.finished.emit(entry_id, report)
         finally:
             self._busy.clear()
 

@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -176,6 +176,12 @@ class RingBuffers:
             return self[name]
         except KeyError:
             return None
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop the series of `names` (metrics that will not come back)."""
+        with self._lock:
+            for name in names:
+                self._series.pop(name, None)
 
 
 class Sampler:

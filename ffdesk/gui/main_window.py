@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk import jsontext
-from ffdesk.errors import UserError
+from ffdesk.errors import MediaError, UserError
 from ffdesk.faces.scan import Detector, ScanPoint
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
@@ -59,6 +59,7 @@ from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.transport import build_help_menu, install_shortcuts
 from ffdesk.gui.wording import in_controls_words
 from ffdesk.gui.worker import PreviewWorker
+from ffdesk.media.atomic import check_writable_folder
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
@@ -653,10 +654,10 @@ class MainWindow(QMainWindow):
         """Why a render here could not write into `folder` (None: it can, or a farm renders)."""
         if self.queue.farm is not None:
             return None
-        if not folder.exists():
-            return f"the output folder {folder} does not exist"
-        if not folder.is_dir():
-            return f"the output folder {folder} is not a folder"
+        try:
+            check_writable_folder(folder)  # a read-only one too, not only when the job runs
+        except MediaError as exc:  # "does not exist", "is not writable (Read-only file system)"
+            return f"the output folder {folder} {str(exc).removeprefix(f'{folder}: output folder ')}"
         return None
 
     def _follow_budget(self) -> None:

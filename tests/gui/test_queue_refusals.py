@@ -66,6 +66,33 @@ def test_a_missing_output_folder_is_said_at_queue_time(window, tiny_clip: Path, 
     assert (level, text) == ("error", f"tiny.mp4: not queued: the output folder {missing} does not exist")
 
 
+def test_a_read_only_output_folder_is_said_at_queue_time(  # type: ignore[no-untyped-def]
+    window, tiny_clip: Path, tmp_path: Path, monkeypatch
+) -> None:
+    # accepted before, and failed only when the job ran (so Resume failed again)
+    import errno
+
+    import ffdesk.media.atomic as atomic
+
+    opened = atomic.os.open
+
+    def read_only_mount(path: Any, *args: Any) -> int:
+        if Path(path).parent == tmp_path:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return opened(path, *args)
+
+    monkeypatch.setattr(atomic.os, "open", read_only_mount)
+    assert window.open_clip(tiny_clip)
+    window.session.update_settings(output_dir=str(tmp_path))
+    window.add_to_queue()
+    assert window.queue.entries() == []
+    level, text = _last(window)
+    assert (level, text) == (
+        "error",
+        f"tiny.mp4: not queued: the output folder {tmp_path} is not writable (Read-only file system)",
+    )
+
+
 def test_an_output_folder_under_home_is_queued(window, tiny_clip: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "renders").mkdir()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -97,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     sizes = _sizes(args.workers)
     if args.frames < 1 or args.segment_frames < 1:
         raise UserError("--frames and --segment-frames must be at least 1")
+    if args.height < 2:
+        raise UserError(f"--height {args.height}: the clip needs at least 2 rows")
+    if not (math.isfinite(args.wait_ms) and args.wait_ms >= 0):
+        raise UserError(f"--wait-ms {args.wait_ms:g}: give milliseconds a frame, 0 or more")
     clip = _clip(args.frames, args.height, runtime_env(args))
     figures: dict[str, Any] = {
         "frames": args.frames,

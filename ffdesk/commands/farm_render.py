@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 def render_on_farm(args: argparse.Namespace, job: RenderJob, progress: ev.EventCallback) -> RenderReport:
     """Render `job` on the farm `args.farm` with the farm options of `args`; its report."""
     require_ray()  # before anything else: without Ray, one line and exit 2
+    from ffdesk.commands.interrupt import stop_signals
     from ffdesk.farm.address import parse_farm
     from ffdesk.farm.head import FarmOptions, run_farm_render
 
@@ -28,7 +29,11 @@ def render_on_farm(args: argparse.Namespace, job: RenderJob, progress: ev.EventC
         metrics_port=parse_metrics_port(str(getattr(args, "farm_metrics_port", "0"))),
         metrics_on_node=getattr(args, "farm_metrics_host", "local") == "node",
     )
-    return run_farm_render(job, farm, progress, threading.Event(), options)
+    cancel = threading.Event()
+    # Ctrl-C or SIGTERM stops the render with its finished segments kept (resumable), the
+    # workers stopped and a Ray this command started shut down; a second one stops at once
+    with stop_signals(cancel):
+        return run_farm_render(job, farm, progress, cancel, options)
 
 
 def farm_summary(report: RenderReport) -> str:

@@ -36,6 +36,7 @@ from ffdesk.farm.ship import ShippedRange, cut_range, lead_range, sent_job
 from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.media.atomic import atomic_output, fsync_dir
+from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
@@ -46,6 +47,8 @@ from ffdesk.units import format_bytes
 
 WORKER_START_S = 120.0
 """How long a worker may take to start (Ray starts its process, it imports ffdesk)."""
+WORKER_CLOSE_S = 10.0
+"""How long idle workers are given to end their own way before they are killed."""
 _WAIT_S = 0.25
 _POLL_S = 0.25
 """How often the head reads the workers' progress from the board."""
@@ -119,11 +122,15 @@ def run_farm_render(
             emit(ev.Warning(mismatch))
         resumed_segments = len(manifest.segments)
         resumed_frames = manifest.frames_done
-        with connected(farm, local_cpus=options.local_cpus) as ray:
-            run = _FarmRun(ray, plan, manifest, emit, cancel, options, farm.label, lead)
-            with run:
-                run.render()
-        joined = join_planned(plan, manifest, emit)
+        try:
+            with connected(farm, local_cpus=options.local_cpus) as ray:
+                run = _FarmRun(ray, plan, manifest, emit, cancel, options, farm.label, lead)
+                with run:
+                    run.render()
+            joined = join_planned(plan, manifest, emit)
+        except BaseException:
+            _drop_unstarted(manifest)
+            raise
     rendered = run.rendered
     video = rendered.video if rendered is not None else None
     report = RenderReport(
@@ -156,11 +163,24 @@ def run_farm_render(
 def shippable(plan: SegmentPlan) -> ShippedRange:
     """The lead cut of a clip to ship, once the last segment's cut showed that cuts from a later
     keyframe keep the clip's stream and timestamps too (`UserError` when they do not)."""
+    if is_sequence_path(plan.job.target):
+        raise UserError(
+            f"{plan.job.target.name}: an image sequence cannot be shipped to the workers "
+            "(render it with --farm-storage shared)"
+        )
     lead = lead_range(plan)
     if len(plan.segments) > 1:
         last = plan.segments[-1]
         cut_range(plan, last, last)
     return lead
+
+
+def _drop_unstarted(manifest: Manifest) -> None:
+    """After a failure: a work folder with no finished segment holds nothing to resume from, so
+    it goes (with its lock) instead of being left beside the output."""
+    if not manifest.segments:
+        with contextlib.suppress(OSError):
+            manifest.discard()
 
 
 def _keep_planned_prefix(manifest: Manifest, plan: SegmentPlan) -> str | None:
@@ -278,8 +298,12 @@ class _FarmRun:
                 self.options.metrics_on_node,
             )
             self.workers.append(_Worker(slot, actor))
-        self._wait_for_workers()
-        self._check_job()
+        try:
+            self._wait_for_workers()
+            self._check_job()
+        except BaseException:
+            self.__exit__()  # the workers end here too: the job was refused before any segment
+            raise
         with contextlib.suppress(Exception):
             self.board = open_board(ray)
             self.board.job_started.remote(
@@ -334,6 +358,7 @@ class _FarmRun:
                 ) from None
 
     def __exit__(self, *_exc: object) -> None:
+        self._close_idle_workers()
         for w in self.workers:
             with contextlib.suppress(Exception):
                 self.ray.kill(w.actor, no_restart=True)
@@ -348,6 +373,16 @@ class _FarmRun:
                 # The board takes a caller's posts in order: once the last is in, every one is,
                 # and `farm status` run right after this command sees the whole job.
                 self.ray.get(posted, timeout=10)
+
+    def _close_idle_workers(self) -> None:
+        """Let each idle worker end its own way (its scratch folder removed, its metrics endpoint
+        closed) before it is killed: a killed worker leaves its scratch folder on its node until
+        the next worker there starts. A worker still rendering (the render was stopped) is only
+        killed; the next one on its node removes what it leaves."""
+        idle = [w for w in self.workers if not w.dropped and w.rendering is None]
+        with contextlib.suppress(Exception):
+            closing = [w.actor.close.remote() for w in idle]
+            self.ray.wait(closing, num_returns=len(closing), timeout=WORKER_CLOSE_S)
 
     # ---- the queue -------------------------------------------------------------------------
 

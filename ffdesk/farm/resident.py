@@ -106,9 +106,13 @@ class JobModels:
             self._front = FaceFrontEnd.for_job(self.job, self._render.analyser, self.info)
             self.builds += 1
         elif self._kind == "embedded" and self._analyser is None:
+            from ffdesk.pipeline.stages.embedded import embedded_stages
             from ffdesk.pipeline.stages.front import job_analyser
 
-            self._analyser = job_analyser(self.job)
+            analyser = job_analyser(self.job)
+            for stage in embedded_stages(self.job, analyser, self.info):  # reads the source photos
+                stage.finish()
+            self._analyser = analyser
             self.builds += 1
         elif self._kind == "trained":
             from ffdesk.pipeline.plan import build_stages

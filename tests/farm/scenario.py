@@ -14,6 +14,7 @@ processes it finds (and kills) are its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -250,6 +251,115 @@ def too_small(address: str, work: Path) -> dict[str, Any]:
     return {"refused": None}
 
 
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> dict[str, Any]:
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "ffdesk", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    return {"rc": done.returncode, "stderr": done.stderr, "seconds": time.monotonic() - t0}
+
+
+def token_places(address: str, work: Path) -> dict[str, Any]:
+    """`farm status` from a process whose environment names no token mode: with the token in
+    the address, in the token file, a wrong one."""
+    token = os.environ["RAY_AUTH_TOKEN"]
+    home = work / "home"
+    bare = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    bare["HOME"] = str(home)
+    out = {
+        "in_address": _cli("farm", "status", f"{token}@{address}", env=bare),
+        "wrong": _cli("farm", "status", f"wrong{token[:8]}@{address}", env=bare),
+        "none": _cli("farm", "status", address, env=bare),
+    }
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text(token)
+    out["file"] = _cli("farm", "status", address, env=bare)
+    return out
+
+
+def scratch_left(address: str, work: Path) -> dict[str, Any]:
+    """The scratch folders that a finished render's workers left behind on their node."""
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
+    from ffdesk.farm.scratch import PREFIX
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(target=work / "clip.mp4", output=work / "scratch.mov", encoder="prores", segment_frames=8)
+    report = run_farm_render(job, parse_farm(address))
+    assert report.farm is not None
+    pids = {w.pid for w in report.farm.workers}
+    left = []
+    for lock in Path(tempfile.gettempdir()).glob(f"{PREFIX}*.lock"):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(lock.read_text()).get("pid") in pids and lock.with_suffix("").exists():
+                left.append(str(lock.with_suffix("")))
+    return {"pids": sorted(pids), "left": left}
+
+
+def sigterm_head(address: str, work: Path) -> dict[str, Any]:
+    """SIGTERM to `ffdesk render --farm` once two segments are in: it stops, keeping them; the
+    same command then resumes."""
+    output = work / "term.mov"
+    cmd = [
+        sys.executable, "-m", "ffdesk", "render", "--target", str(work / "clip.mp4"), "--output", str(output),
+        "--encoder", "prores", "--segment-frames", "8", "--farm", address, "-q",
+    ]  # fmt: skip
+    first = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    recorded = wait_until(lambda: manifest_segments(output) >= 2, 240)
+    first.send_signal(signal.SIGTERM)
+    _, first_err = first.communicate(timeout=60)
+    kept = manifest_segments(output)
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return {
+        "recorded": recorded,
+        "first_rc": first.returncode,
+        "first_stderr": first_err,
+        "kept": kept,
+        "second_rc": second.returncode,
+        "second_stderr": second.stderr[-2000:],
+    }
+
+
+def faceless_source(address: str, work: Path) -> dict[str, Any]:
+    """The embedded swap with a source photo that has no face: refused before any segment."""
+    import cv2
+    import numpy as np
+
+    from ffdesk.errors import UserError
+    from ffdesk.farm.address import parse_farm
+    from ffdesk.farm.head import run_farm_render
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.resume import work_dir_for
+
+    photo = work / "grey.png"
+    cv2.imwrite(str(photo), np.full((160, 160, 3), 128, np.uint8))
+    job = RenderJob(
+        target=work / "clip.mp4",
+        output=work / "faceless.mov",
+        encoder="prores",
+        segment_frames=8,
+        sources=(photo,),
+    )
+    t0 = time.monotonic()
+    try:
+        run_farm_render(job, parse_farm(address))
+    except UserError as exc:
+        refused: str | None = str(exc)
+    else:
+        refused = None
+    return {
+        "refused": refused,
+        "seconds": time.monotonic() - t0,
+        "work_dir": work_dir_for(job.output).exists(),
+        "output": job.output.exists(),
+    }
+
+
 SCENARIOS = {
     "render": render_and_status,
     "kill-worker": kill_worker,
@@ -258,6 +368,10 @@ SCENARIOS = {
     "ship": ship_render,
     "progress": progress_and_metrics,
     "too-small": too_small,
+    "token": token_places,
+    "scratch": scratch_left,
+    "sigterm": sigterm_head,
+    "faceless": faceless_source,
 }
 
 

@@ -29,7 +29,7 @@ def run_status(args: argparse.Namespace) -> int:
     from ffdesk.farm.address import parse_farm
     from ffdesk.farm.status import farm_status, status_lines
 
-    status = farm_status(parse_farm(args.address))
+    status = farm_status(parse_farm(args.address, what="farm address"))
     if args.json:
         print(json.dumps(status.as_dict(), indent=2, default=str))
     else:

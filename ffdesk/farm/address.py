@@ -46,8 +46,9 @@ class FarmAddress:
         return self.address or "a local Ray on this machine"
 
 
-def parse_farm(text: str, environ: dict[str, str] | None = None) -> FarmAddress:
-    """`auto`, `local`, `HOST:PORT` or `TOKEN@HOST:PORT`; `UserError` for anything else."""
+def parse_farm(text: str, environ: dict[str, str] | None = None, *, what: str = "--farm") -> FarmAddress:
+    """`auto`, `local`, `HOST:PORT` or `TOKEN@HOST:PORT`; `UserError` for anything else, naming
+    `what` (the option or argument it came from) and never the token."""
     env = os.environ if environ is None else environ
     value = text.strip()
     if value == "auto":
@@ -59,7 +60,8 @@ def parse_farm(text: str, environ: dict[str, str] | None = None) -> FarmAddress:
         return FarmAddress(None)
     match = _HOST_PORT.match(value)
     if match is None or not 0 < int(match["port"]) < 65536:
-        raise UserError(f"--farm {text!r}: expected HOST:PORT of the Ray head (or auto)")
+        shown = text if "@" not in text else "TOKEN@" + text.rsplit("@", 1)[1]
+        raise UserError(f"{what} {shown!r}: expected HOST:PORT of the Ray head (or auto)")
     return FarmAddress(f"{match['host']}:{int(match['port'])}", match["token"])
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ffdesk.cli import main
 from ffdesk.errors import UserError
 from ffdesk.farm.address import FarmAddress, parse_farm
 
@@ -87,6 +88,17 @@ def test_auto_takes_ray_address() -> None:
 def test_bad_farm_addresses_are_refused(text: str) -> None:
     with pytest.raises(UserError, match="--farm"):
         parse_farm(text, environ={})
+
+
+def test_a_bad_address_is_named_as_given_without_its_token(capsys: pytest.CaptureFixture[str]) -> None:
+    # the refusal echoed the whole text, the head's token with it, into logs and terminals
+    with pytest.raises(UserError) as refused:
+        parse_farm("s3cret-token@head", environ={})
+    assert str(refused.value) == "--farm 'TOKEN@head': expected HOST:PORT of the Ray head (or auto)"
+    assert main(["farm", "status", "nonsense"]) == 2  # a positional address, not --farm
+    assert capsys.readouterr().err.strip() == (
+        "ffdesk: error: farm address 'nonsense': expected HOST:PORT of the Ray head (or auto)"
+    )
 
 
 def test_bench_farm_without_ray_exits_2_with_the_install_line() -> None:

@@ -368,7 +368,7 @@ class _FarmRun:
                 final = {"state": state, "segments_done": len(self.done)}
                 posted = [self.board.job_update.remote(self.job_id, final)]
                 for w in self.workers:
-                    row = {**self._worker_row(w).to_json_dict(), "rendering": None}
+                    row = {**self._worker_row(w).to_json_dict(), "rendering": None, "ended": True}
                     posted.append(self.board.worker.remote(w.slot.name, row))
                 # The board takes a caller's posts in order: once the last is in, every one is,
                 # and `farm status` run right after this command sees the whole job.

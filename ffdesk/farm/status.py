@@ -50,7 +50,8 @@ def status_lines(status: FarmStatus) -> list[str]:
     if not status.workers:
         lines.append("  no farm render has run here yet")
     for w in status.workers:
-        doing = w.get("rendering") or "idle"
+        ended = bool(w.get("ended"))  # stopped with its render's end (its totals stay listed)
+        doing = "ended with its render" if ended else (w.get("rendering") or "idle")
         budget = w.get("budget_bytes")
         share = f"{w['num_gpus']:g} GPU" if w.get("num_gpus") else f"{w.get('num_cpus', 0):g} CPU"
         peak = format_bytes(int(w.get("peak_model_bytes") or 0))
@@ -59,7 +60,7 @@ def status_lines(status: FarmStatus) -> list[str]:
             f"{format_bytes(budget) if budget else 'unlimited'}): {doing}; "
             f"{w.get('segments', 0)} segments, {w.get('frames', 0)} frames, "
             f"{w.get('model_loads', 0)} model loads, peak models {peak}"
-            + (f", metrics {w['metrics_url']}" if w.get("metrics_url") else "")
+            + (f", metrics {w['metrics_url']}" if w.get("metrics_url") and not ended else "")
             + (", lost" if w.get("dropped") else "")
         )
     for j in status.jobs:

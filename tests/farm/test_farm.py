@@ -96,6 +96,7 @@ def test_a_farm_render_is_the_local_render_and_farm_status_shows_it(
     assert result["status_rc"] == 0, status
     assert len(status["nodes"]) == 3 and sum(n["cpus"] for n in status["nodes"]) == 2
     assert sorted(w["frames"] for w in status["workers"]) == sorted(w.frames for w in workers)
+    assert all(w["ended"] for w in status["workers"])  # stopped with the render, not "idle"
     (job,) = status["jobs"]
     assert job["state"] == "finished" and job["segments_done"] == 8 and job["output"] == str(out)
 

@@ -28,3 +28,25 @@ def test_a_worker_line_says_its_model_loads_and_where_its_metrics_are() -> None:
         "3 segments, 360 frames, 4 model loads, peak models 3.0 GiB, metrics http://10.0.0.2:40123/metrics"
     )
     assert rest.endswith("idle; 3 segments, 360 frames, 0 model loads, peak models 3.0 GiB")
+
+
+def test_a_worker_stopped_with_its_render_is_not_shown_idle() -> None:
+    # after a render, its stopped workers were listed "idle" with metrics endpoints that were gone
+    row = {
+        "slot": "10.0.0.2/gpu0",
+        "pid": 41,
+        "num_gpus": 1,
+        "rendering": None,
+        "segments": 2,
+        "frames": 240,
+        "model_loads": 1,
+        "peak_model_bytes": 1 << 30,
+        "metrics_url": "http://10.0.0.2:40123/metrics",
+        "ended": True,
+    }
+    node = NodeResources("n1", "10.0.0.2", 16, 1, 24.0)
+    line = status_lines(FarmStatus("HEAD:6379", (node,), {}, (row,), ()))[2]
+    assert line == (
+        "  worker 10.0.0.2/gpu0 (pid 41, 1 GPU, budget unlimited): ended with its render; "
+        "2 segments, 240 frames, 1 model loads, peak models 1.0 GiB"
+    )

@@ -101,6 +101,18 @@ def test_a_bad_address_is_named_as_given_without_its_token(capsys: pytest.Captur
     )
 
 
+def test_farm_status_auto_without_a_farm_starts_no_ray(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # it started a whole Ray on this machine (seconds) to print that nothing had run there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert main(["farm", "status", "auto"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "ffdesk: error: farm address 'auto': no running farm to ask (RAY_ADDRESS is not set); "
+        "give the head's HOST:PORT"
+    )
+
+
 def test_bench_farm_without_ray_exits_2_with_the_install_line() -> None:
     done = run_without_ray("bench", "farm", "--workers", "1,2")
     assert done.returncode == 2

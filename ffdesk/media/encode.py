@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import shutil
 import struct
@@ -679,8 +680,9 @@ def write_image(
 
     `metadata` (the target photo's, `ffdesk.media.images.read_metadata`) is carried where the
     format holds it: its RGB colour profile and its EXIF (PNG, JPEG, TIFF, WebP, AVIF), its DPI
-    (PNG, JPEG, TIFF). The EXIF says orientation 1, since `image` is upright, and the pixel size
-    it gives is set to `image`'s. BMP carries none."""
+    (PNG, JPEG, TIFF, where it fits the format's field). The EXIF says orientation 1, since
+    `image` is upright, and the pixel size it gives is set to `image`'s. BMP carries none. Where
+    the writer refuses the EXIF (a damaged tag), or the rest, the picture is written without."""
     path = Path(path)
     suffix = path.suffix.lower() or ".png"
     if quality is not None and not 0 <= quality <= 100:
@@ -725,17 +727,39 @@ def _pillow_image(
         raise MediaError(f"{path}: this Pillow cannot write AVIF (it needs 11.3 or later); use .jpg or .png")
     if kind == "JPEG" and picture.mode == "RGBA":
         picture = picture.convert("RGB")  # JPEG has no alpha channel
-    options = {**_carried(picture, kind, metadata), **_format_options(kind, quality)}
+    options = _format_options(kind, quality)
+    *fuller, least = _metadata_tries(_carried(picture, kind, metadata))
+    for carried in fuller:
+        with contextlib.suppress(*_SAVE_ERRORS):
+            return _encoded(picture, kind, {**carried, **options})
+    try:
+        return _encoded(picture, kind, {**least, **options})
+    except _SAVE_ERRORS as exc:
+        raise MediaError(f"{path}: cannot encode this image ({_errors_describe(exc)})") from exc
+
+
+_SAVE_ERRORS = (
+    OSError, ValueError, RuntimeError, TypeError, AttributeError, KeyError, IndexError, struct.error,
+    ArithmeticError, SyntaxError, MemoryError,
+)  # fmt: skip
+"""What Pillow's writers raise on an image or a piece of metadata they cannot write."""
+
+
+def _metadata_tries(carried: dict[str, object]) -> list[dict[str, object]]:
+    """The metadata to write, then the same without its EXIF, then none: each try where it
+    differs from the one before."""
+    tries = [carried, {k: v for k, v in carried.items() if k != "exif"}, {}]
+    return [t for n, t in enumerate(tries) if t not in tries[:n]]
+
+
+def _encoded(picture: PIL.Image.Image, kind: str, options: dict[str, object]) -> bytes:
     exif = options.get("exif")
     if kind == "TIFF" and isinstance(exif, bytes) and _has_sub_ifds(exif):
         # Pillow's LZW writer (libtiff) fails on an EXIF with Exif/GPS sections; its own
         # writer holds them, uncompressed
-        options["compression"] = "raw"
+        options = {**options, "compression": "raw"}
     buf = io.BytesIO()
-    try:
-        picture.save(buf, format=kind, **options)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise MediaError(f"{path}: cannot encode this image ({_errors_describe(exc)})") from exc
+    picture.save(buf, format=kind, **options)
     return buf.getvalue()
 
 
@@ -761,7 +785,7 @@ def _carried(picture: PIL.Image.Image, kind: str, metadata: ImageMetadata) -> di
     out: dict[str, object] = {}
     if metadata.icc_profile is not None and picture.mode in ("RGB", "RGBA"):
         out["icc_profile"] = metadata.icc_profile
-    if metadata.dpi is not None and kind in ("PNG", "JPEG", "TIFF"):  # WebP and AVIF have no field for it
+    if metadata.dpi is not None and max(metadata.dpi) <= _DPI_MAX.get(kind, 0):
         out["dpi"] = metadata.dpi
     if metadata.exif is not None:
         exif = _upright_exif(metadata.exif, picture.width, picture.height)
@@ -770,10 +794,17 @@ def _carried(picture: PIL.Image.Image, kind: str, metadata: ImageMetadata) -> di
     return out
 
 
+_DPI_MAX: Mapping[str, float] = MappingProxyType(
+    {"JPEG": 65535, "PNG": 0xFFFFFFFF * 0.0254, "TIFF": 0xFFFFFFFF}
+)
+"""The most DPI each format's field holds (JPEG's 16-bit dots per inch, PNG's 32-bit pixels per
+metre, TIFF's 32-bit rational); WebP and AVIF have no field for it."""
+
 _ORIENTATION = 0x0112
 _EXIF_IFD = 0x8769
 _GPS_IFD = 0x8825
 _PIXEL_X, _PIXEL_Y = 0xA002, 0xA003
+_X_RESOLUTION, _Y_RESOLUTION = 0x011A, 0x011B
 
 
 def _upright_exif(data: bytes, width: int, height: int) -> bytes | None:
@@ -784,13 +815,25 @@ def _upright_exif(data: bytes, width: int, height: int) -> bytes | None:
         exif = PIL.Image.Exif()
         exif.load(data)
         exif[_ORIENTATION] = 1
+        for tag in (_X_RESOLUTION, _Y_RESOLUTION):
+            if tag in exif and not _positive(exif[tag]):
+                del exif[tag]  # 0/0 of a damaged file: libtiff refuses the whole picture for it
         if _EXIF_IFD in exif:
             section = exif.get_ifd(_EXIF_IFD)
             if _PIXEL_X in section or _PIXEL_Y in section:
                 section[_PIXEL_X], section[_PIXEL_Y] = width, height
         return exif.tobytes()
-    except (OSError, SyntaxError, ValueError, struct.error, KeyError, TypeError, IndexError):
+    except _SAVE_ERRORS:
         return None
+
+
+def _positive(value: object) -> bool:
+    """Whether an EXIF number is a finite number above 0."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+    return math.isfinite(number) and number > 0
 
 
 def _has_sub_ifds(data: bytes) -> bool:

@@ -17,6 +17,7 @@ import io
 import math
 import struct
 import warnings
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import BinaryIO
 import av
 import cv2
 import numpy as np
-from PIL import Image, ImageFile, JpegImagePlugin, PngImagePlugin, TiffImagePlugin, WebPImagePlugin
+from PIL import Image, ImageFile, JpegImagePlugin, PngImagePlugin, TiffImagePlugin
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
@@ -133,14 +134,34 @@ class ImageMetadata:
 def read_metadata(path: Path) -> ImageMetadata:
     """The metadata of the PNG, JPEG, TIFF or WebP file `path` (recognised by content), read from
     its header without decoding its pixels; an empty `ImageMetadata` for another format, or one
-    whose header Pillow cannot read (the pixels' reader reports a damaged file in its own words)."""
+    whose header cannot be read (the pixels' reader reports a damaged file in its own words)."""
+    path = Path(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pillow's words on a damaged EXIF block, which goes unread
-        picture = _open_header(Path(path))
-        if picture is None:
+        try:
+            with open(path, "rb") as f:
+                reader = _size_reader(f.read(_HEAD_BYTES))
+            if reader is _webp_size:
+                return _webp_metadata(path)
+            # the format's own reader, which reads the header alone; not `Image.open`, which
+            # refuses pictures over Pillow's size limit (179 MP): ffdesk's is the one in force
+            opener = None if reader is None else _PILLOW_READERS.get(reader)
+            if opener is None:
+                return ImageMetadata()
+            with opener(str(path)) as picture:
+                return _metadata_of(picture)
+        except _UNREADABLE:
             return ImageMetadata()
-        with picture:
-            return _metadata_of(picture)
+
+
+_UNREADABLE = (
+    OSError, SyntaxError, ValueError, TypeError, AttributeError, ArithmeticError, struct.error,
+    IndexError, KeyError, EOFError, zlib.error, Image.DecompressionBombError, RecursionError,
+    MemoryError,
+)  # fmt: skip
+"""What Pillow's readers raise on a damaged header or metadata block (its TIFF reader a
+TypeError for a page without a size, its EXIF writer an AttributeError for a text tag that
+holds a number)."""
 
 
 def _metadata_of(picture: ImageFile.ImageFile) -> ImageMetadata:
@@ -149,22 +170,47 @@ def _metadata_of(picture: ImageFile.ImageFile) -> ImageMetadata:
         icc_profile=_rgb_profile(picture.info.get("icc_profile")),
         dpi=_declared_dpi(picture),
         exif=_carried_exif(picture),
-        pages=int(getattr(picture, "n_frames", 1) or 1),
+        pages=_pages(picture),
         mode=picture.mode,
     )
 
 
-def _open_header(path: Path) -> ImageFile.ImageFile | None:
-    """The file opened by Pillow's reader of its format, which reads the header alone. Opened by
-    that reader, not `Image.open`: that one refuses pictures over Pillow's own size limit (179
-    MP), and ffdesk's (`check_image_pixels`, 250 MP unless the user says) is the one in force."""
+def _pages(picture: ImageFile.ImageFile) -> int:
+    """Pictures in the file; 1 where a later one cannot be read (the first is the one rendered)."""
     try:
-        with open(path, "rb") as f:
-            reader = _size_reader(f.read(_HEAD_BYTES))
-        opener = None if reader is None else _PILLOW_READERS.get(reader)
-        return None if opener is None else opener(str(path))
-    except (OSError, SyntaxError, ValueError, struct.error, IndexError, KeyError, EOFError):
-        return None
+        return max(1, int(getattr(picture, "n_frames", 1) or 1))
+    except _UNREADABLE:
+        return 1
+
+
+_WEBP_ALPHA = 0x10
+"""The VP8X flag of a WebP whose pictures have an alpha channel."""
+
+
+def _webp_metadata(path: Path) -> ImageMetadata:
+    """A WebP's colour profile, EXIF and frames, read from its RIFF chunks. Not by Pillow's
+    reader: it allocates the whole canvas to tell them, and refuses one over its own size limit
+    (179 MP) that ffdesk's allows."""
+    icc: bytes | None = None
+    exif: bytes | None = None
+    frames, alpha = 0, False
+    with open(path, "rb") as f:
+        f.seek(12)  # "RIFF", the file's size, "WEBP"
+        while len(head := f.read(8)) == 8:
+            kind, size = head[:4], int.from_bytes(head[4:], "little")
+            if kind not in (b"ICCP", b"EXIF", b"VP8X"):
+                frames += kind == b"ANMF"
+                f.seek(size + (size & 1), 1)
+                continue
+            payload = f.read(size)  # no more than the file holds
+            f.seek(size & 1, 1)
+            icc = payload if kind == b"ICCP" and icc is None else icc
+            exif = payload if kind == b"EXIF" and exif is None else exif
+            alpha = alpha or (kind == b"VP8X" and bool(payload[:1]) and bool(payload[0] & _WEBP_ALPHA))
+    carried = _exif_block(lambda: _parsed_exif(exif)) if exif is not None else None
+    return ImageMetadata(
+        icc_profile=_rgb_profile(icc), exif=carried, pages=max(1, frames), mode="RGBA" if alpha else "RGB"
+    )
 
 
 def _rgb_profile(profile: object) -> bytes | None:
@@ -209,20 +255,28 @@ directory: none describes the output, which is written by its own writer."""
 def _carried_exif(picture: Image.Image) -> bytes | None:
     """The picture's EXIF, the TIFF layout tags left out; None where it has none. Read from the
     header alone (Pillow's `getexif` of a PNG decodes the whole picture to look past it)."""
+    if isinstance(picture, TiffImagePlugin.TiffImageFile):
+        return _exif_block(picture.getexif)
+    data = picture.info.get("exif")
+    return _exif_block(lambda: _parsed_exif(data)) if isinstance(data, bytes) else None
+
+
+def _parsed_exif(data: bytes) -> Image.Exif:
+    exif = Image.Exif()
+    exif.load(data)
+    return exif
+
+
+def _exif_block(read: Callable[[], Image.Exif]) -> bytes | None:
+    """The EXIF `read` gives, without the TIFF layout tags, as bytes; None where it is empty or
+    damaged (the picture is still read, without it)."""
     try:
-        if isinstance(picture, TiffImagePlugin.TiffImageFile):
-            exif = picture.getexif()
-        else:
-            data = picture.info.get("exif")
-            if not isinstance(data, bytes):
-                return None
-            exif = Image.Exif()
-            exif.load(data)
+        exif = read()
         for tag in _TIFF_LAYOUT_TAGS & set(exif):
             del exif[tag]
         return exif.tobytes() if len(exif) else None
-    except (OSError, SyntaxError, ValueError, struct.error, IndexError, KeyError, TypeError):
-        return None  # a damaged EXIF block: the picture is still read, without it
+    except _UNREADABLE:
+        return None
 
 
 def _bits_per_sample(picture: ImageFile.ImageFile) -> int:
@@ -570,7 +624,6 @@ _PILLOW_READERS: Mapping[_SizeReader, Callable[[str], ImageFile.ImageFile]] = Ma
     _png_size: PngImagePlugin.PngImageFile,
     _jpeg_size: JpegImagePlugin.JpegImageFile,
     _tiff_size: TiffImagePlugin.TiffImageFile,
-    _webp_size: WebPImagePlugin.WebPImageFile,
 })  # fmt: skip
-"""Pillow's reader of each format whose metadata `read_metadata` reads, by the size reader of
-its header (ffdesk recognises the format by content)."""
+"""Pillow's reader of each format whose metadata `read_metadata` reads through Pillow (WebP's it
+reads itself), by the size reader of its header (ffdesk recognises the format by content)."""

@@ -232,7 +232,9 @@ def cue_payload(codec: str, text: str) -> bytes:
     """One subtitle packet of `codec` ("mov_text", "subrip", "webvtt") holding `text`."""
     data = text.encode("utf-8")
     if codec == "mov_text":
-        return struct.pack(">H", min(len(data), 0xFFFF)) + data[:0xFFFF]
+        # a sample holds at most 64 KiB of text: cut whole characters, never half of one
+        data = data[:0xFFFF].decode("utf-8", "ignore").encode("utf-8")
+        return struct.pack(">H", len(data)) + data
     return data
 
 
@@ -327,6 +329,9 @@ def open_side_tracks(
     restyled: list[str] = []
     for number, stream in enumerate(src.streams.subtitles, start=1):
         codec, names = _subtitle_names(stream)
+        if codec is None:
+            left_out.append(f"subtitle track {number} (a codec this FFmpeg does not know)")
+            continue
         plan = plan_subtitle(
             codec, names, fmt, supported, copies=bool(names & supported) and _muxer_takes(fmt, stream)
         )
@@ -389,13 +394,15 @@ def _subtitle_track(
     return track
 
 
-def _subtitle_names(stream: av.stream.Stream) -> tuple[str, frozenset[str]]:
-    """FFmpeg's name of a subtitle track's codec ("subrip") and all it is known by ("srt")."""
+def _subtitle_names(stream: av.stream.Stream) -> tuple[str | None, frozenset[str]]:
+    """FFmpeg's name of a subtitle track's codec ("subrip") and all it is known by ("srt");
+    None where this FFmpeg has no decoder for it (DVB teletext without libzvbi)."""
     codec = getattr(stream, "codec", None)
     if codec is None:
         ctx = stream.codec_context
-        name = str(ctx.name) if ctx is not None else "unknown"
-        return name, frozenset({name})
+        if ctx is None:
+            return None, frozenset()
+        return str(ctx.name), frozenset({str(ctx.name)})
     canonical = str(codec.canonical_name)
     return canonical, frozenset({canonical, str(codec.name)})
 
@@ -413,12 +420,12 @@ def _text_stream(out: av.container.OutputContainer, codec: str) -> av.stream.Str
 
 
 def _chapter_track(src: av.container.InputContainer) -> int | None:
-    """The MOV/MP4 text track that holds the chapters' names (one sample a chapter), which the
-    demuxer shows as a data track beside the chapters themselves; None without one."""
-    count = len(src.chapters())
-    if not count:
+    """The MOV/MP4 text track that holds the chapters' names, which the demuxer shows as a data
+    track beside the chapters themselves and reads nothing of; None without one. (Not told by
+    its samples: the muxer writes one a chapter, but one for chapters that start together.)"""
+    if not src.chapters():
         return None
-    return next((s.index for s in src.streams.data if s.frames == count), None)
+    return next((s.index for s in src.streams.data if s.discard == av.stream.Discard.all), None)
 
 
 def _muxer_takes(fmt: str, stream: av.stream.Stream) -> bool:
@@ -444,7 +451,7 @@ def carry_container(
     """Copy the source's tags, its chapters (cut to `span`) and, into Matroska, its attachments;
     return what the output leaves out (one phrase each)."""
     out.metadata.update(container_tags(src.metadata))
-    chapters = chapters_in(src.chapters(), span)
+    chapters = chapters_in(src.chapters(), Span(span.start_s, _source_end(src, span)))
     left_out: list[str] = []
     if chapters:
         try:
@@ -462,12 +469,19 @@ def carry_container(
                 )
                 kept += 1
     if len(attachments) > kept:
-        names = ", ".join(str(s.name) for s in attachments)
+        names = ", ".join(str(s.name or "unnamed") for s in attachments)
         count = len(attachments) - kept
         left_out.append(f"{count} attachment{'s' if count > 1 else ''} ({names})")
     if pictures:
         left_out.append("the cover picture")
     return left_out
+
+
+def _source_end(src: av.container.InputContainer, span: Span) -> float | None:
+    """Where `span` ends: its own end, else the source's (a chapter past it marks nothing)."""
+    if span.end_s is not None or not src.duration:
+        return span.end_s
+    return (src.duration + (src.start_time or 0)) / av.time_base
 
 
 def left_out_note(name: str, suffix: str, left_out: list[str], restyled: tuple[str, ...]) -> str | None:

@@ -89,7 +89,8 @@ def join_segments(
     starts at its first frame (a source whose first frame is late, or a trimmed render, starts
     at 0). Audio is trimmed to the span the video covers ([first frame, end_s)), shifted by the
     same offset so it stays in sync, and copied packet for packet where the output container
-    takes the codec, else re-encoded (see `ffdesk.media.audio_plan.plan_audio`). Each audio
+    takes the codec (PCM cut to the sample at both ends), else re-encoded (see
+    `ffdesk.media.audio_plan.plan_audio`). Each audio
     stream keeps its language, name and role. With `audio`, the source's subtitles, chapters,
     container tags, attachments and data tracks follow, cut and moved the same way (see
     `ffdesk.media.side_streams`); what the output cannot hold is one line of `notes`. Damaged
@@ -98,11 +99,12 @@ def join_segments(
     ... (hard links where possible, so the segments stay intact until the caller discards them).
 
     `start_s` and `end_s` are seconds since the source's first frame, as `VideoReader` takes
-    them; `start_s` needs no handling here (the segments start where it was), `end_s` ends the
-    audio. `origin_s` is where that first frame is in the source's own clock
+    them; `start_s` needs no handling here (the segments start where it was), `end_s` says the
+    render was trimmed at its end. `origin_s` is where that first frame is in the source's own clock
     (`VideoReader.origin_s`; default: the video stream's start time, which is a frame early for
-    AVI's B-frames). Any failure raises a one-line MediaError (FFmpeg's reason included) and
-    removes `out_path`.
+    AVI's B-frames). With `end_s`, audio (and subtitles) end where the last frame stops showing,
+    so the output's audio is as long as its video. Any failure raises a one-line MediaError
+    (FFmpeg's reason included) and removes `out_path`.
     """
     del start_s  # the first segment's first frame already says where the render starts
     out_path = Path(out_path)
@@ -227,6 +229,25 @@ def _first_frame_time(segment: Path) -> float:
     return float(contents.first_s)
 
 
+def _last_frame_end(segment: Path, video: VideoInfo | None) -> float:
+    """Where the last frame of a segment file stops showing (seconds): its presentation time
+    plus its duration (the packet's, else one frame at the source's rate)."""
+    last: tuple[int, int] | None = None
+    with _errors.open_input(segment) as c:
+        stream = c.streams.video[0]
+        tb = Fraction(stream.time_base or Fraction(1, 90000))
+        for packet in c.demux(stream):
+            if packet.size and packet.pts is not None and (last is None or packet.pts > last[0]):
+                last = (int(packet.pts), int(packet.duration or 0))
+    if last is None:
+        raise MediaError(f"{segment}: segment holds no video frames")
+    pts, duration = last
+    if duration:
+        return float((pts + duration) * tb)
+    fps = video.fps if video is not None and video.fps else 25.0
+    return float(pts * tb) + 1 / fps
+
+
 def _join_video(
     segments: list[Path],
     out_path: Path,
@@ -243,7 +264,9 @@ def _join_video(
     # by the same amount. A source whose first frame is late (MPEG-PS/TS at 0.5 s, an MKV
     # whose video starts after its audio) would otherwise begin with a gap.
     shift = _first_frame_time(segments[0])
-    audio_to = origin + end_s if end_s is not None else None
+    # A trimmed render's audio lasts as long as its video: up to where the last frame stops
+    # showing, which is past `end_s` when that falls inside the frame (or 29.97 fps' 20.02 s).
+    audio_to = _last_frame_end(segments[-1], video) if end_s is not None else None
 
     fmt = _output_format(out_path, encoder)
     faststart = fmt == "mp4" or out_path.suffix.lower() in _ISO_SUFFIXES
@@ -493,8 +516,12 @@ class _Track:
             if not _is_named(ctx.layout) and isinstance(stream, av.AudioStream):
                 # mp4/mov need a channel order to write the stream's header (at the trailer)
                 stream.codec_context.layout = default_layout(ctx.channels)
-            preroll = _has_edit_lists(out) and not choice.codec.startswith("pcm_")
-            track = _CopyTrack(src, choice, stream, shift_s, to_s, preroll=preroll)
+            frame_bytes = _pcm_frame_bytes(choice.codec, ctx.channels)
+            if frame_bytes:
+                track = _PcmCopyTrack(src, choice, stream, shift_s, to_s, frame_bytes=frame_bytes)
+            else:
+                preroll = _has_edit_lists(out) and not choice.codec.startswith("pcm_")
+                track = _CopyTrack(src, choice, stream, shift_s, to_s, preroll=preroll)
         else:
             track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
         lang = src.metadata.get("language")
@@ -579,6 +606,64 @@ class _CopyTrack(_Track):
 
     def _rescale(self, ts: int) -> int:
         return round(ts * self.tb / self.out_tb) - self.shift_out
+
+
+def _pcm_frame_bytes(codec: str, channels: int) -> int | None:
+    """Bytes one sample of every channel takes in a packet of plain interleaved PCM (None for
+    any other codec, planar or headed PCM included)."""
+    m = re.fullmatch(r"pcm_[suf](8|16|24|32|64)(le|be)?|pcm_(alaw|mulaw)", codec)
+    if m is None or channels <= 0:
+        return None
+    return int(m.group(1) or 8) // 8 * channels
+
+
+class _PcmCopyTrack(_CopyTrack):
+    """PCM remuxed and cut to the sample: the packets that straddle the output's start or end
+    keep only their samples inside the span.
+
+    Whole packets would start the audio up to a packet after the first frame, behind an empty
+    edit MOV rounds to its 1 ms movie ticks, and end it up to a packet after the last one.
+    Positions are counted in samples; a timestamp within half a source tick of where the
+    previous packet ended (MKV's 1 ms ticks) continues it.
+    """
+
+    def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
+                 shift_s: float, to_s: float | None, *, frame_bytes: int) -> None:  # fmt: skip
+        super().__init__(src, choice, out_stream, shift_s, to_s, preroll=False)
+        self.frame_bytes = frame_bytes
+        rate = 1 / self.out_tb
+        self.end_pos = round((to_s - shift_s) * rate) if to_s is not None else None
+        self.slack = max(1, int(self.tb * rate / 2))  # half a source tick, in samples
+        self.next_pos: int | None = None
+
+    def feed(self, packet: av.Packet) -> list[_Item]:
+        ts = packet.pts if packet.pts is not None else packet.dts
+        samples = packet.size // self.frame_bytes
+        if ts is not None:
+            pos = self._rescale(ts)
+            if self.next_pos is not None and abs(pos - self.next_pos) <= self.slack:
+                pos = self.next_pos
+        elif self.next_pos is not None:
+            pos = self.next_pos  # AVI and raw streams: continue where the previous packet ended
+        else:
+            self.skipped += 1
+            return []
+        self.next_pos = pos + samples
+        begin = max(0, -pos)
+        end = samples if self.end_pos is None else min(samples, self.end_pos - pos)
+        if end <= begin:
+            return []
+        if self.last_dts is not None and pos + begin <= self.last_dts:
+            self.skipped += 1  # out of order: the muxer would refuse it
+            return []
+        data = bytes(packet)
+        piece = av.Packet(data[begin * self.frame_bytes : end * self.frame_bytes])
+        piece.pts = piece.dts = self.last_dts = pos + begin
+        piece.duration = end - begin
+        piece.time_base = self.out_tb
+        piece.is_keyframe = True
+        self.order += 1
+        return [(float(piece.dts * self.out_tb), self.order, piece, self.out_stream)]
 
 
 class _ReencodeTrack(_Track):

@@ -393,13 +393,14 @@ def test_late_first_frame_starts_the_output(
 
 def test_end_trims_reencoded_audio_sample_exactly(tmp_path: Path) -> None:
     clip = _write_clip(tmp_path / "trim.mkv", [Track("flac", tone_at_s=0.2)], seconds=1.2)
-    files = _segments(clip.path, tmp_path / "segs", "prores")
+    files = _segments(clip.path, tmp_path / "segs", "prores", end_s=0.7)
     out = tmp_path / "trim.mov"
     result = join_segments(files, out_path=out, source=clip.path, source_info=probe(clip.path),
                            start_s=None, end_s=0.7, encoder="prores")  # fmt: skip
     assert [c.codec for c in result.audio] == ["pcm_s16le"]
     heard = _listen(out)
-    assert (heard.start_s, heard.end_s) == pytest.approx((0.0, 0.7), abs=1e-4)
+    # the last frame (0.68 s) is shown until 0.72 s, and the audio lasts as long
+    assert (heard.start_s, heard.end_s) == pytest.approx((0.0, 0.72), abs=1e-4)
 
 
 # -- damage and errors ---------------------------------------------------------------------

@@ -100,11 +100,11 @@ def test_trimmed_join_shifts_audio_with_video(tmp_path: Path, make_clip: Callabl
     last_audio_s = float(audio[-1].pts * audio[-1].time_base)  # type: ignore[operator]
     # audio starts with the first kept frame (to within one 1024-sample packet: the packet that
     # ends where the first frame starts is kept as pre-roll, hidden by the MP4 edit list) and
-    # ends by `end`
+    # ends where the last frame (0.88 s) stops showing: 0.92 s
     assert -1024 / 48000 - 1e-6 <= first_audio_s < 1024 / 48000 + 1e-6
-    assert probe(out).audio[0].duration_s == pytest.approx(end - 0.32, abs=2 * 1024 / 48000)
-    assert last_audio_s < end - 0.32
-    assert last_audio_s > end - 0.32 - 2 * 1024 / 48000
+    assert probe(out).audio[0].duration_s == pytest.approx(0.92 - 0.32, abs=2 * 1024 / 48000)
+    assert last_audio_s < 0.92 - 0.32
+    assert last_audio_s > 0.92 - 0.32 - 2 * 1024 / 48000
 
 
 def test_vfr_hevc_join(tmp_path: Path, make_clip: Callable[..., SynthResult]) -> None:

@@ -450,7 +450,13 @@ def carry_container(
 ) -> list[str]:
     """Copy the source's tags, its chapters (cut to `span`) and, into Matroska, its attachments;
     return what the output leaves out (one phrase each)."""
-    out.metadata.update(container_tags(src.metadata))
+    tags = container_tags(src.metadata)
+    if container_format(out) in _ISO:
+        # Matroska's demuxer gives its tags' names in capitals ("COMMENT"); MOV/MP4 know the
+        # lower-case ones (a comment atom, QuickTime's `com.apple.quicktime.*` keys)
+        # (a mixed-case key, such as `...location.ISO6709`, is kept as it is)
+        tags = {key.lower() if key.isupper() else key: value for key, value in tags.items()}
+    out.metadata.update(tags)
     chapters = chapters_in(src.chapters(), Span(span.start_s, _source_end(src, span)))
     left_out: list[str] = []
     if chapters:

@@ -449,3 +449,33 @@ def test_quicktime_keys_reach_a_mov(tmp_path: Path, capsys: pytest.CaptureFixtur
         got = dict(c.metadata)
     assert {k: got.get(k) for k in tags} == tags
     assert got["creation_time"].startswith("2024-05-01T10:00:00")
+
+
+def test_matroska_tags_reach_a_mov_under_the_names_it_knows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Matroska's demuxer names its tags in capitals; a MOV got "COMMENT" and
+    # "COM.APPLE.QUICKTIME.MAKE", which no QuickTime reader knows
+    src = tmp_path / "edit.mkv"
+    with av.open(str(src), "w") as out:
+        v = out.add_stream("libx264", rate=FPS, options={"preset": "ultrafast"})
+        v.width, v.height, v.pix_fmt = 64, 48, "yuv420p"
+        out.metadata.update({"comment": "take 3", "artist": "Ada", "com.apple.quicktime.make": "Apple"})
+        for i in range(5):
+            frame = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+            frame.pts = i
+            for p in v.encode(frame):
+                out.mux(p)
+        for p in v.encode(None):
+            out.mux(p)
+    with av.open(str(src)) as c:
+        assert "COMMENT" in c.metadata  # as the demuxer gives it
+    assert _render(src, tmp_path / "out.mov", capsys) == []
+    with av.open(str(tmp_path / "out.mov")) as c:
+        got = dict(c.metadata)
+    assert (got.get("comment"), got.get("artist"), got.get("com.apple.quicktime.make")) == (
+        "take 3",
+        "Ada",
+        "Apple",
+    )
+    assert not {"COMMENT", "ARTIST", "COM.APPLE.QUICKTIME.MAKE"} & set(got)

@@ -96,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         setattr(args, ENV_ATTRIBUTE, env)
+        if env.settings_note and not getattr(args, "rewrites_settings", False):
+            print(f"ffdesk: warning: {env.settings_note}", file=sys.stderr)
         from ffdesk.commands.interrupt import terminate_raises
 
         own = getattr(args, "command", None) in KEEP_SIGTERM

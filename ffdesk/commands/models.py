@@ -84,7 +84,7 @@ def register(sub: Any) -> None:
 
     p = cmds.add_parser("set-dir", help="remember a models folder for later runs")
     p.add_argument("path", type=_folder_named)
-    p.set_defaults(func=_set_dir)
+    p.set_defaults(func=_set_dir, rewrites_settings=True)  # says itself what it does with a damaged one
 
     def usage(_args: argparse.Namespace) -> int:
         parser.print_help()

@@ -98,6 +98,8 @@ class RuntimeEnv:
     bench_history: Path | None = None
     resources_dir: Path | None = None
     max_pixels: int | None = None
+    settings_note: str | None = None
+    """Why the settings file could not be read (`settings_note`), for a front end to say once."""
 
     @classmethod
     def from_system(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv:
@@ -118,6 +120,7 @@ class RuntimeEnv:
             data_dir=data,
             settings_path=settings,
             models_dir=saved_models_dir(settings) or data / "models",
+            settings_note=settings_note(settings),
             driver=DriverFlags.from_environ(env),
             bench_cache_dir=(Path(bench_root) if bench_root else cache) / "bench",
             bench_history=Path(history) if history else data / "bench-history.jsonl",
@@ -188,19 +191,23 @@ class RuntimeEnv:
 
 
 def saved_models_dir(settings_path: Path) -> Path | None:
-    """The models folder saved in the settings file, or None. A settings file that is there but
-    cannot be read is said in one logged line (stderr on the command line): the folder it may
-    hold is not used, so the models are looked for in the default folder."""
-    settings, problem = _load_settings(Path(settings_path))
-    if problem is not None:
-        log.warning(
-            "%s: the settings file %s: a models folder saved there is not used "
-            "(`ffdesk models set-dir FOLDER` saves one again)",
-            settings_path,
-            problem,
-        )
-    saved = settings.get("models_dir")
+    """The models folder saved in the settings file, or None (also where the file cannot be
+    read: `settings_note` says so)."""
+    saved = read_settings(settings_path).get("models_dir")
     return expand_user(saved) if isinstance(saved, str) and saved else None
+
+
+def settings_note(settings_path: Path) -> str | None:
+    """One line for a settings file that is there but cannot be read: the models folder it may
+    hold is not used, so the models are looked for in the default folder. None when it is sound
+    or missing."""
+    problem = _load_settings(Path(settings_path))[1]
+    if problem is None:
+        return None
+    return (
+        f"{settings_path}: the settings file {problem}: a models folder saved there is not used "
+        "(`ffdesk models set-dir FOLDER` saves one again)"
+    )
 
 
 def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None:

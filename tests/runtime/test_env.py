@@ -49,27 +49,28 @@ def test_a_saved_models_folder_is_read_from_the_environments_settings(tmp_path: 
 
 
 def test_a_damaged_settings_file_is_said_in_one_line_not_read_silently(
-    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # a damaged settings.json sent every command to the default models folder without a word,
     # so a saved pack seemed to have vanished
+    from ffdesk.cli import main
+
     settings = Path(os.environ["XDG_CONFIG_HOME"]) / "ffdesk" / "settings.json"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text('{"models_dir": "/somewhere/models"')  # cut off mid-write
-    with caplog.at_level("WARNING", logger="ffdesk.runtime.env"):
-        env = RuntimeEnv.from_system()
+    env = RuntimeEnv.from_system()
     assert env.models_dir == env.default_models_dir
-    said = [r.getMessage() for r in caplog.records]
-    assert len(said) == 1 and said[0].startswith(f"{settings}: the settings file is not JSON (")
+    assert str(env.settings_note).startswith(f"{settings}: the settings file is not JSON (")
+    assert main(["models", "list", "--json"]) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said == [f"ffdesk: warning: {env.settings_note}"]
     assert (
         "a models folder saved there is not used (`ffdesk models set-dir FOLDER` saves one again)" in said[0]
     )
     assert settings.read_text() == '{"models_dir": "/somewhere/models"'  # kept as it was
-    caplog.clear()
     settings.write_text('{"models_dir": "/somewhere/models"}')
-    with caplog.at_level("WARNING", logger="ffdesk.runtime.env"):
-        assert RuntimeEnv.from_system().models_dir == Path("/somewhere/models")
-    assert not caplog.records
+    env = RuntimeEnv.from_system()
+    assert env.models_dir == Path("/somewhere/models") and env.settings_note is None
 
 
 def test_a_missing_models_folder_is_named_as_the_folder(tmp_path: Path) -> None:

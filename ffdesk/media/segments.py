@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import av
 import numpy as np
@@ -87,10 +87,11 @@ def join_segments(
 
     Video packets are copied without re-encoding; their timestamps are shifted so the output
     starts at its first frame (a source whose first frame is late, or a trimmed render, starts
-    at 0). Audio is trimmed to the span the video covers ([first frame, end_s)), shifted by the
-    same offset so it stays in sync, and copied packet for packet where the output container
-    takes the codec (PCM cut to the sample at both ends), else re-encoded (see
-    `ffdesk.media.audio_plan.plan_audio`). Each audio
+    at 0; in Matroska, copied lossy audio's lead-in before that frame can move every stream up
+    to a packet later, see `_Lead`). Audio is trimmed to the span the video covers ([first
+    frame, end_s)), shifted by the same offset so it stays in sync, and copied packet for packet
+    where the output container takes the codec (PCM cut to the sample at both ends), else
+    re-encoded (see `ffdesk.media.audio_plan.plan_audio`). Each audio
     stream keeps its language, name and role. With `audio`, the source's subtitles, chapters,
     container tags, attachments and data tracks follow, cut and moved the same way (see
     `ffdesk.media.side_streams`); what the output cannot hold is one line of `notes`. Damaged
@@ -520,8 +521,7 @@ class _Track:
             if frame_bytes:
                 track = _PcmCopyTrack(src, choice, stream, shift_s, to_s, frame_bytes=frame_bytes)
             else:
-                preroll = _has_edit_lists(out) and not choice.codec.startswith("pcm_")
-                track = _CopyTrack(src, choice, stream, shift_s, to_s, preroll=preroll)
+                track = _CopyTrack(src, choice, stream, shift_s, to_s, lead=_lead(out, src, choice))
         else:
             track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
         lang = src.metadata.get("language")
@@ -538,27 +538,69 @@ class _Track:
         return []
 
 
-class _CopyTrack(_Track):
-    """Packets remuxed as they are, from the first that starts at the output's start.
+@dataclass(frozen=True)
+class _Lead:
+    """Which packets from before the output's start a copied (lossy) track keeps.
 
-    With `preroll`, the packet just before it (ending at or after the start) is kept too: a
-    lossy decoder needs it to decode the next one cleanly (AAC's priming packet is one), and
-    MP4/MOV hide its negative timestamp with an edit list. Containers without edit lists would
-    move every stream later to make room for it instead, so they go without.
+    "none": none, the track starts with its first packet at or after the start. "edit" (MP4,
+    MOV): the packet just before it that reaches the start, whose samples before the start the
+    output's edit list hides. "timestamps" (Matroska, WebM): every packet from the last one that
+    starts at least `skip_s` before the start, at its negative time; the muxer then moves all
+    streams later by what is left before 0 (the video starts that much after 0), so the audio
+    is complete from the first frame on and in sync in every player. `skip_s` is the
+    CodecDelay the output inherits from the source: readers drop that much of the first packet
+    (its encoder delay), so the audio they play starts `skip_s` after that packet does.
+    """
+
+    mode: Literal["none", "edit", "timestamps"] = "none"
+    skip_s: float = 0.0
+
+
+def _lead(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioChoice) -> _Lead:
+    """What a copied track of `choice.codec` keeps from before the output's start in `out`."""
+    if choice.codec.startswith("pcm_"):
+        return _Lead()  # every PCM sample stands alone: nothing to prime a decoder with
+    if _has_edit_lists(out):
+        return _Lead("edit")
+    if set(out.format.name.split(",")) & {"matroska", "webm"}:
+        ctx = src.codec_context
+        rate = ctx.sample_rate if ctx is not None else 0
+        # the source's CodecDelay (samples), which the stream copied from it keeps
+        delay = max(0, ctx.delay) if rate else 0
+        return _Lead("timestamps", delay / rate if rate else 0.0)
+    return _Lead()
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A packet before the output's start, kept back until the track knows it needs it."""
+
+    packet: av.Packet
+    ts: int
+    start_s: float
+
+
+class _CopyTrack(_Track):
+    """Packets remuxed as they are, from the first that starts at the output's start, with
+    those before it that `lead` asks for: a lossy decoder needs the packet that straddles the
+    start (AAC's priming packet is one) to play the samples from the start on.
     """
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
-                 shift_s: float, to_s: float | None, *, preroll: bool) -> None:  # fmt: skip
+                 shift_s: float, to_s: float | None, *, lead: _Lead) -> None:  # fmt: skip
         super().__init__(src, choice, out_stream, shift_s, to_s)
-        self.preroll = preroll
+        self.lead = lead
         self.tb = Fraction(self.src.time_base or _copy_time_base(src))
         # Written in samples, not in the source's ticks: AVI counts whole MP3 frames (32/1225 s),
         # and a start shift rounded to those would move the audio by up to half a packet.
         self.out_tb = _copy_time_base(src)
         self.shift_out = round(self.shift_s / self.out_tb)
+        # A packet starting this early (seconds) is early enough to lead the track; half a
+        # source tick of slack for MKV's 1 ms ticks, which round the source's own CodecDelay.
+        self.lead_by_s = self.shift_s - lead.skip_s + float(self.tb) / 2 + _EPS_S
         self.last_dts: int | None = None
         self.next_ts: int | None = None
-        self.held: av.Packet | None = None
+        self.held: list[_Held] = []
         self.started = False
         self.order = 0
 
@@ -575,19 +617,28 @@ class _CopyTrack(_Track):
         if self.to_s is not None and t >= self.to_s - _EPS_S:
             return []
         if t < self.shift_s - _EPS_S and not self.started:
-            touches = t + float(duration * self.tb) >= self.shift_s - _EPS_S
-            self.held = packet if self.preroll and touches else None
-            if self.held is not None:
-                self.held.pts = self.held.dts = ts
+            self._hold(packet, ts, t, float(duration * self.tb))
             return []
         out: list[_Item] = []
         if not self.started:
             self.started = True
-            if self.held is not None:
-                out.extend(self._emit(self.held, self.held.pts or 0))
-                self.held = None
+            if t > self.lead_by_s or self.lead.mode == "edit":
+                for held in self.held:
+                    out.extend(self._emit(held.packet, held.ts))
+            self.held = []
         out.extend(self._emit(packet, ts))
         return out
+
+    def _hold(self, packet: av.Packet, ts: int, t: float, duration_s: float) -> None:
+        """Keep a packet from before the start that the track may begin with."""
+        packet.pts = packet.dts = ts
+        if self.lead.mode == "edit":
+            touches = t + duration_s >= self.shift_s - _EPS_S
+            self.held = [_Held(packet, ts, t)] if touches else []
+        elif self.lead.mode == "timestamps":
+            self.held.append(_Held(packet, ts, t))
+            while len(self.held) > 1 and self.held[1].start_s <= self.lead_by_s:
+                self.held.pop(0)  # a later packet is early enough to lead
 
     def _emit(self, packet: av.Packet, ts: int) -> list[_Item]:
         dts = self._rescale(packet.dts if packet.dts is not None else ts)
@@ -629,7 +680,7 @@ class _PcmCopyTrack(_CopyTrack):
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, out_stream: av.stream.Stream,
                  shift_s: float, to_s: float | None, *, frame_bytes: int) -> None:  # fmt: skip
-        super().__init__(src, choice, out_stream, shift_s, to_s, preroll=False)
+        super().__init__(src, choice, out_stream, shift_s, to_s, lead=_Lead())
         self.frame_bytes = frame_bytes
         rate = 1 / self.out_tb
         self.end_pos = round((to_s - shift_s) * rate) if to_s is not None else None

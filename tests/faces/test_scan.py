@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from skimage.data import astronaut
 
-from ffdesk.faces.scan import ScanPoint, scan_clip, stride_for
+from ffdesk.faces import scan
+from ffdesk.faces.scan import ScanPoint, keyframe_interval, sampled_frames, scan_clip, stride_for
 from ffdesk.media.synth import synth_clip
 from ffdesk.types import Frame
 
@@ -73,3 +74,63 @@ def test_the_embedded_detector_finds_the_face_and_the_empty_frames(faceless: Pat
     found: list[ScanPoint] = []
     scan_clip(with_face, 12, found.extend, threading.Event())
     assert len(found) == 12 and all(p.faces >= 1 for p in found)
+
+
+@pytest.fixture(scope="module")
+def short_gop(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("scan") / "gop5.mp4"
+    synth_clip(path, width=96, height=64, fps=25.0, frames=200, gop=5)
+    return path
+
+
+def test_the_keyframe_gap_is_read_from_the_packets(short_gop: Path, faceless: Path, tmp_path: Path) -> None:
+    assert keyframe_interval(short_gop) == 5
+    assert keyframe_interval(faceless) > 30  # one keyframe in its 30 frames
+    (tmp_path / "not.mp4").write_bytes(b"nothing")
+    assert keyframe_interval(tmp_path / "not.mp4") == 1
+
+
+def _converted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from ffdesk.media import decode
+
+    calls: list[int] = []
+    convert = decode.rgb_array
+
+    def counted(*args: object, **kwargs: object) -> Frame:
+        calls.append(1)
+        return convert(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(decode, "rgb_array", counted)
+    return calls
+
+
+def test_a_long_stride_seeks_its_samples_instead_of_decoding_every_frame(
+    short_gop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # every frame of the clip was decoded and turned into RGB to look at one in `stride`: hours
+    # of CPU in the background for a feature-length clip
+    stop = threading.Event()
+    decoded = _converted(monkeypatch)
+    every = list(sampled_frames(short_gop, 20, stop, frame_count=200, keyframes_every=10**6))
+    assert len(decoded) == 200
+    decoded.clear()
+    sought = list(sampled_frames(short_gop, 20, stop, frame_count=200))
+    assert len(decoded) == 10
+    assert [i for i, _ in sought] == [i for i, _ in every] == list(range(0, 200, 20))
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(sought, every, strict=True))
+
+
+def test_a_slow_seek_hands_the_rest_to_frame_by_frame_decoding(
+    short_gop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scan, "SLOW_SEEK_S", 0.0)  # the first seek already counts as slow
+    frames = list(sampled_frames(short_gop, 20, threading.Event(), frame_count=200))
+    assert [i for i, _ in frames] == list(range(0, 200, 20))
+
+
+def test_a_stride_shorter_than_the_keyframe_gap_decodes_frame_by_frame(
+    faceless: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded = _converted(monkeypatch)
+    frames = list(sampled_frames(faceless, 10, threading.Event(), frame_count=30))
+    assert [i for i, _ in frames] == [0, 10, 20] and len(decoded) == 30

@@ -23,7 +23,7 @@ from ffdesk.gui.processors import (
 from ffdesk.pipeline import mask_use
 from ffdesk.pipeline.job import ColorizerSize, FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
-from ffdesk.pipeline.preview import PreviewResult
+from ffdesk.pipeline.preview import FrameClock, PreviewResult, frame_clock
 from ffdesk.pipeline.queue import fits
 from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, VideoPreset
 
@@ -53,6 +53,8 @@ class ClipInfo:
     """Whether the clip has an audio track (the lip syncer's voice when no file is given)."""
     start_timecode: str | None = None
     """The first frame's SMPTE timecode (a camera's or an edit's); the window counts from it."""
+    clock: FrameClock | None = None
+    """Where each frame starts (None: every 1 / fps), as the preview and a render count them."""
 
     @classmethod
     def probe(cls, path: Path) -> ClipInfo:
@@ -75,10 +77,16 @@ class ClipInfo:
             is_image=info.is_image,
             has_audio=bool(info.audio),
             start_timecode=v.timecode,
+            clock=None if info.is_image else frame_clock(path, v),
         )
 
+    @property
+    def frame_clock(self) -> FrameClock:
+        return self.clock or FrameClock(self.fps)
+
     def time_of(self, index: int) -> float:
-        return index / self.fps
+        """When frame `index` starts, in seconds from the first frame."""
+        return self.frame_clock.time_of(index)
 
     def timecode(self, index: int) -> str:
         """HH:MM:SS:FF: the clip's own timecode at frame `index` where it has one (drop-frame
@@ -502,10 +510,9 @@ class SessionModel(QObject):
 
     def span_s(self) -> tuple[float | None, float | None]:
         """The seconds a job covers: in to just after out (None: the clip's start / end)."""
-        fps = self.clip.fps if self.clip is not None else 25.0
-        start = self.in_point / fps if self.in_point is not None else None
-        end = (self.out_point + 1) / fps if self.out_point is not None else None
-        return start, end
+        if self.clip is None:
+            return None, None
+        return self.clip.frame_clock.span(self.in_point, self.out_point)
 
     # -- jobs ----------------------------------------------------------------------------
     def reference_rank(self) -> int | None:

@@ -8,6 +8,7 @@ is what keeps a scrub fast; final mode works at full size, exactly as the render
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import OrderedDict
@@ -29,6 +30,7 @@ from ffdesk.types import Frame
 
 if TYPE_CHECKING:
     from ffdesk.media.decode import StreamOrigin
+    from ffdesk.media.probe import VideoInfo
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
@@ -74,6 +76,81 @@ PREVIEW_NEUTRAL_FIELDS = (
 """`RenderJob` fields a previewed frame does not depend on: where and how the render is written,
 which part of the clip it covers, how it is batched and budgeted. Changing only these keeps the
 previewer (and its loaded models)."""
+
+
+@dataclass(frozen=True)
+class FrameClock:
+    """Where each frame of a clip starts, in seconds from its first frame, so that frame N of a
+    timeline, of a preview and of a render are the same picture. `times` lists every frame's
+    start for a variable-frame-rate clip; empty, frame N starts at N / `fps`."""
+
+    fps: float
+    times: tuple[float, ...] = ()
+
+    def time_of(self, index: int) -> float:
+        """When frame `index` starts."""
+        if self.times:
+            return self.times[max(0, min(index, len(self.times) - 1))]
+        return index / self.fps
+
+    def index_at(self, time_s: float, last: int) -> int:
+        """The frame shown at `time_s`, clamped to 0..`last` (a constant rate rounds to the nearest
+        frame, as times typed or counted at that rate land on one)."""
+        if self.times:
+            index = bisect.bisect_right(self.times, time_s + _TIME_SLACK) - 1
+        else:
+            index = round(time_s * self.fps)
+        return int(min(last, max(0, index)))
+
+    def before(self, index: int) -> float:
+        """A time between frame `index - 1` and frame `index` (a reader opened there starts at
+        `index`): a quarter frame early at a constant rate, halfway between the two otherwise."""
+        if not self.times:
+            return max(0.0, (index - 0.25) / self.fps)
+        if index <= 0:
+            return 0.0
+        if index >= len(self.times):
+            return self.times[-1] + 0.5 / self.fps
+        return (self.times[index - 1] + self.times[index]) / 2
+
+    def span(self, in_point: int | None, out_point: int | None) -> tuple[float | None, float | None]:
+        """The seconds a render of frames `in_point`..`out_point` (inclusive) covers: it keeps
+        the frames with start <= time < end (None: the clip's start / end)."""
+        start = None if in_point is None else (self.before(in_point) if self.times else in_point / self.fps)
+        if out_point is None:
+            return start, None
+        return start, self.before(out_point + 1) if self.times else (out_point + 1) / self.fps
+
+
+_NO_LAST = 2**62
+"""A last frame no clip reaches (where a clip's frame count is only an estimate)."""
+
+_TIME_SLACK = 1e-6
+"""Seconds a time may fall short of a frame's start and still show it (times passed as floats)."""
+
+
+def frame_clock(path: Path, video: VideoInfo | None) -> FrameClock:
+    """The clock of `video`, the clip at `path`'s picture; a variable frame rate reads every
+    frame's stamp (its packets, nothing decoded). Stamps it cannot read count at the average rate."""
+    fps = video.fps if video is not None and video.fps > 0 else 25.0
+    if video is None or not video.vfr:
+        return FrameClock(fps)
+    import av
+
+    stamps: list[int] = []
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams[video.index]
+            for packet in container.demux(stream):
+                if packet.pts is not None and packet.size and not packet.is_discard:
+                    stamps.append(int(packet.pts))
+            base = float(stream.time_base or 0)
+    except (av.error.FFmpegError, OSError, IndexError, ValueError):
+        return FrameClock(fps)  # the reader says what is wrong with the file, in its own words
+    if len(stamps) < 2 or base <= 0:
+        return FrameClock(fps)
+    stamps.sort()
+    return FrameClock(fps, tuple((s - stamps[0]) * base for s in stamps))
 
 
 def same_processing(a: RenderJob, b: RenderJob) -> bool:
@@ -142,6 +219,7 @@ class Previewer:
         self.width = video.display_width if video else 0
         self.height = video.display_height if video else 0
         self.pixel_aspect = video.display_pixel_aspect if video else 1.0
+        self.clock = frame_clock(job.target, None if self.info.is_image else video)
         self._stages: list[Stage] = []
         self._started = False
         self._warnings: list[str] = []
@@ -158,7 +236,7 @@ class Previewer:
         from ffdesk.pipeline.plan import build_stages
 
         self._stages = list(build_stages(self.job, self.info, env=self.env, share=self.share))
-        origin = round((self.job.start or 0.0) * self.fps)
+        origin = self.index_at(self.job.start or 0.0)
         for stage in self._stages:
             if isinstance(stage, FollowsRange):  # the preview numbers frames from the clip's start
                 stage.frame_origin = origin
@@ -173,8 +251,7 @@ class Previewer:
 
     def index_at(self, time_s: float) -> int:
         """The frame index shown at `time_s` (clamped to the clip)."""
-        last = max(0, self.frame_count - 1)
-        return int(min(last, max(0, round(time_s * self.fps))))
+        return self.clock.index_at(time_s, max(0, self.frame_count - 1))
 
     def read(self, time_s: float) -> tuple[int, float, Frame]:
         """(index, time, image) of the frame at `time_s`, at working resolution, cached."""
@@ -185,7 +262,7 @@ class Previewer:
             return index, hit[0], hit[1]
         cached = self._from_cache(index)
         if cached is not None:
-            return index, index / self.fps, cached
+            return index, self.clock.time_of(index), cached
         if self.info.is_image:
             from ffdesk.media.images import read_image
 
@@ -223,10 +300,10 @@ class Previewer:
         ahead = index - self._next_index if self._reader is not None else -1
         if not 0 <= ahead <= SEQUENTIAL_WINDOW:
             self._close_reader()
-            # A quarter frame early, so a pts rounded down still counts as this frame.
+            # Before the frame's start, so a pts rounded down still counts as this frame.
             self._reader = VideoReader(
                 self.job.target,
-                start_s=max(0.0, (index - 0.25) / self.fps),
+                start_s=self.clock.before(index),
                 low_latency=True,
                 sequence_fps=self.job.fps,
                 origin=self._origin,
@@ -241,7 +318,7 @@ class Previewer:
                 self._close_reader()
                 return read_frame_at(
                     self.job.target,
-                    index / self.fps,
+                    self.clock.time_of(index),
                     sequence_fps=self.job.fps,
                     max_pixels=self.job.max_pixels,
                 )
@@ -345,6 +422,7 @@ class ScrubCache:
         if video is None or info.is_image:
             raise ValueError(f"{self.path}: a scrub cache needs a video")
         self.fps = video.fps if video.fps > 0 else 25.0
+        self.clock = frame_clock(self.path, video)
         self.size = working_size(video.display_width, video.display_height, "preview")
         self.budget_bytes = budget_bytes
         self._frames: dict[int, bytes] = {}
@@ -396,7 +474,7 @@ class ScrubCache:
                 for frame in reader:
                     if self._stop.is_set() or self._bytes >= self.budget_bytes:
                         break
-                    index = round(frame.time_s * self.fps)
+                    index = self.clock.index_at(frame.time_s, _NO_LAST)  # a count may fall short
                     image = frame.image
                     if (image.shape[1], image.shape[0]) != self.size:
                         image = np.asarray(

@@ -5,9 +5,9 @@ a shot before rendering it, not only on frames already visited. The detector run
 `stride`-th frame: a clip of up to `max_samples` frames is scanned frame by frame, a longer one at
 an even stride (a timeline has about that many pixels anyway). The samples are decoded one after
 another where the stride is shorter than the gap between keyframes, and sought where it is longer
-(`sampled_frames`), so an hours-long clip is not decoded whole. The detector is the embedded one the window finds source faces
-with, at its own settings (turned frames tried too), so a frame marked here is one the default
-render would find no face in.
+(`sampled_frames`), so an hours-long clip is not decoded whole. The detector is the embedded one
+the window finds source faces with, at its own settings (turned frames tried too), so a frame
+marked here is one the default render would find no face in.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ffdesk.types import Frame
 
@@ -46,6 +47,32 @@ def stride_for(frame_count: int, max_samples: int = MAX_SAMPLES) -> int:
 
 Detector = Callable[[Frame], int]
 """How many faces a frame (RGB) has."""
+
+
+class FrameTimes(Protocol):
+    """Where a clip's frames start (`ffdesk.pipeline.preview.FrameClock`): a variable-frame-rate
+    clip's frame N is not at N / fps."""
+
+    def time_of(self, index: int) -> float: ...
+
+    def index_at(self, time_s: float, last: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class _Steady:
+    """Frame N at N / `fps`: a constant rate."""
+
+    fps: float
+
+    def time_of(self, index: int) -> float:
+        return index / self.fps
+
+    def index_at(self, time_s: float, last: int) -> int:
+        return min(last, max(0, round(time_s * self.fps)))
+
+
+_NO_LAST = 2**62
+"""A last frame no clip reaches (the frame count of a clip may be an estimate)."""
 
 
 def embedded_detector() -> Detector:
@@ -92,6 +119,7 @@ def sampled_frames(
     *,
     frame_count: int | None = None,
     keyframes_every: int | None = None,
+    frames: FrameTimes | None = None,
 ) -> Iterator[tuple[int, Frame]]:
     """(index, RGB frame) of every `stride`-th frame of the clip at `path`, until `stop` is set.
 
@@ -100,14 +128,14 @@ def sampled_frames(
     sought: a seek decodes from the keyframe before it, so a long clip costs its samples' GOPs
     rather than every frame (a 3-hour clip: 600 short decodes, not 324,000 frames decoded and
     converted). Otherwise, and from a seek that turns out slow on, the clip is decoded frame
-    after frame."""
+    after frame. `frames`: where each frame starts (None: at the clip's average rate)."""
     resume: _Resume | None = _Resume(0, None)
     if frame_count is not None and stride >= MIN_SEEK_STRIDE:
         gop = keyframe_interval(path) if keyframes_every is None else keyframes_every
         if stride >= gop:
-            resume = yield from _sought_frames(path, stride, stop, frame_count)
+            resume = yield from _sought_frames(path, stride, stop, frame_count, frames)
     if resume is not None:
-        yield from _decoded_frames(path, stride, stop, resume)
+        yield from _decoded_frames(path, stride, stop, resume, frames)
 
 
 @dataclass(frozen=True)
@@ -120,7 +148,7 @@ class _Resume:
 
 
 def _sought_frames(
-    path: Path, stride: int, stop: threading.Event, frame_count: int
+    path: Path, stride: int, stop: threading.Event, frame_count: int, frames: FrameTimes | None
 ) -> Generator[tuple[int, Frame], None, _Resume | None]:
     """Every `stride`-th frame by seeking; returns None when done (or stopped), else where a
     slow seek hands the rest to frame-by-frame decoding."""
@@ -129,35 +157,35 @@ def _sought_frames(
     from ffdesk.media.decode import VideoReader
 
     with VideoReader(path, convert_threads=1) as reader:
-        fps = reader.fps if reader.fps > 0 else 25.0
+        times = frames or _Steady(reader.fps if reader.fps > 0 else 25.0)
         last, target = -1, 0
         while target < frame_count and not stop.is_set():
             began = time.monotonic()
-            frame = reader.frame_at(target / fps)
-            index = round(frame.time_s * fps)
+            frame = reader.frame_at(times.time_of(target))
+            index = times.index_at(frame.time_s, _NO_LAST)
             if index <= last:  # clamped to the clip's last frame: nothing further
                 return None
             last = index
             yield index, frame.image
             target = max(index, target) + stride
             if time.monotonic() - began > SLOW_SEEK_S and target < frame_count:
-                return _Resume(target, target / fps)
+                return _Resume(target, times.time_of(target))
     return None
 
 
 def _decoded_frames(
-    path: Path, stride: int, stop: threading.Event, resume: _Resume
+    path: Path, stride: int, stop: threading.Event, resume: _Resume, frames: FrameTimes | None
 ) -> Iterator[tuple[int, Frame]]:
     """Every `stride`-th frame from `resume` on, decoding every frame."""
     from ffdesk.media.decode import VideoReader
 
     with VideoReader(path, convert_threads=1, start_s=resume.time_s) as reader:
-        fps = reader.fps if reader.fps > 0 else 25.0
+        times = frames or _Steady(reader.fps if reader.fps > 0 else 25.0)
         next_index = resume.index
         for frame in reader:
             if stop.is_set():
                 return
-            index = round(frame.time_s * fps)
+            index = times.index_at(frame.time_s, _NO_LAST)
             if index >= next_index:
                 next_index = index + stride
                 yield index, frame.image
@@ -173,11 +201,13 @@ def scan_clip(
     max_samples: int = MAX_SAMPLES,
     every_s: float = 0.5,
     clock: Callable[[], float] | None = None,
+    frames: FrameTimes | None = None,
 ) -> int:
     """Scan `path` and hand the points found to `on_points` in batches (at most every `every_s`
     seconds, and the rest at the end); returns how many frames were looked at. Stops early when
     `stop` is set. A decode error ends the scan where it happened (`MediaError` from the reader
-    is the caller's to report)."""
+    is the caller's to report). `frames`: where each frame starts, as the timeline counts them
+    (None: at the clip's average rate)."""
     import time
 
     now = clock or time.monotonic
@@ -186,7 +216,7 @@ def scan_clip(
     batch: list[ScanPoint] = []
     last = now()
     looked = 0
-    for index, image in sampled_frames(path, stride, stop, frame_count=frame_count):
+    for index, image in sampled_frames(path, stride, stop, frame_count=frame_count, frames=frames):
         batch.append(ScanPoint(index, count(image), stride))
         looked += 1
         if now() - last >= every_s:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ffdesk.faces.scan import Detector, ScanPoint, lower_priority, scan_clip
+from ffdesk.faces.scan import Detector, FrameTimes, ScanPoint, lower_priority, scan_clip
 
 
 def _one_line(exc: BaseException) -> str:
@@ -37,17 +37,21 @@ class FaceScanner(QObject):
         self.path: Path | None = None
         """The clip scanned now (or last)."""
 
-    def start(self, path: Path, frame_count: int) -> None:
-        """Scan `path` (stopping a scan of another clip)."""
+    def start(self, path: Path, frame_count: int, frames: FrameTimes | None = None) -> None:
+        """Scan `path` (stopping a scan of another clip); `frames`: where its frames start, as
+        the timeline counts them (None: at its average rate)."""
         self.stop()
         self._stop = threading.Event()
         self.path = path
         self._thread = threading.Thread(
-            target=self._run, args=(path, frame_count, self._stop), name="ffdesk-face-scan", daemon=True
+            target=self._run,
+            args=(path, frame_count, self._stop, frames),
+            name="ffdesk-face-scan",
+            daemon=True,
         )
         self._thread.start()
 
-    def _run(self, path: Path, frame_count: int, stop: threading.Event) -> None:
+    def _run(self, path: Path, frame_count: int, stop: threading.Event, frames: FrameTimes | None) -> None:
         lower_priority()
         try:
             if self._detector is None:
@@ -55,7 +59,12 @@ class FaceScanner(QObject):
 
                 self._detector = embedded_detector()
             looked = scan_clip(
-                path, frame_count, lambda pts: self._emit(path, pts, stop), stop, detector=self._detector
+                path,
+                frame_count,
+                lambda pts: self._emit(path, pts, stop),
+                stop,
+                detector=self._detector,
+                frames=frames,
             )
         except Exception as exc:  # noqa: BLE001 - the timeline just stays unmarked; Status says why
             if not stop.is_set():

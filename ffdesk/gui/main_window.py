@@ -464,7 +464,7 @@ class MainWindow(QMainWindow):
         if clip.is_image:
             self.face_scanner.stop()
         else:
-            self.face_scanner.start(clip.path, clip.frame_count)
+            self.face_scanner.start(clip.path, clip.frame_count, clip.frame_clock)
 
     def _on_scan_points(self, path: Path, points: list[ScanPoint]) -> None:
         if self.session.clip is not None and self.session.clip.path == path:

@@ -134,3 +134,19 @@ def test_a_stride_shorter_than_the_keyframe_gap_decodes_frame_by_frame(
     decoded = _converted(monkeypatch)
     frames = list(sampled_frames(faceless, 10, threading.Event(), frame_count=30))
     assert [i for i, _ in frames] == [0, 10, 20] and len(decoded) == 30
+
+
+def test_a_variable_rate_clip_is_sampled_at_the_timelines_own_frame_numbers(tmp_path: Path) -> None:
+    # the scan numbered frames by time x average rate: on a variable-rate clip its "no face"
+    # marks landed on other frames than the timeline's (which counts real frames)
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.preview import frame_clock
+
+    clip = tmp_path / "vfr.mp4"
+    synth_clip(clip, width=96, height=64, fps=25.0, frames=30, vfr=True)
+    video = probe(clip).video
+    assert video is not None and video.vfr
+    clock = frame_clock(clip, video)
+    assert len(clock.times) == 30
+    indices = [i for i, _ in sampled_frames(clip, 1, threading.Event(), frame_count=30, frames=clock)]
+    assert indices == list(range(30))

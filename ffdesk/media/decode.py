@@ -208,6 +208,8 @@ class VideoReader:
         self._bsf = self._make_bsf()
         self._deinterlace = deinterlace
         self._first_pts: int | None = None
+        self._packet_dts: int | None = None
+        """The dts of the last packet of this pass that had one (see `_flushed`)."""
         if from_pts is not None:
             self._ensure_origin()  # a resumed pass stamps its frames as the first pass did
             self._first_pts = int(from_pts)
@@ -367,6 +369,7 @@ class VideoReader:
     def _packets(self) -> Iterator[av.Packet]:
         """Demuxed packets (packed B-frames unpacked); a file that stops being readable ends here."""
         demux = self._container.demux(self._stream)
+        self._packet_dts = None
         while True:
             try:
                 packet = next(demux)
@@ -378,12 +381,14 @@ class VideoReader:
             if self._sequence is not None and packet.size:
                 self._check_frame(packet)
             if self._bsf is None:
+                self._packet_dts = _later(self._packet_dts, packet.dts)
                 yield packet
                 continue
             # the filter takes the packet's contents: read what is needed of it first
             end, time_base = packet.size == 0, packet.time_base or self.time_base
             for out in self._bsf.filter(None if end else packet):
                 out.time_base = time_base
+                self._packet_dts = _later(self._packet_dts, out.dts)
                 yield out
             if end:
                 yield av.Packet()
@@ -400,10 +405,12 @@ class VideoReader:
     def _decode(self, packet: av.Packet) -> list[av.VideoFrame]:
         """The frames one packet gives; a packet the decoder cannot read is counted and skipped."""
         if self._on_trial:
-            return self._decode_on_trial(packet if packet.size else None)
+            frames = self._decode_on_trial(packet if packet.size else None)
+            return frames if packet.size else self._flushed(frames)
         try:
             frames = cast(list[av.VideoFrame], self._stream.decode(packet if packet.size else None))
-            return self._as_software(frames)
+            frames = self._as_software(frames)
+            return frames if packet.size else self._flushed(frames)
         except av.error.EOFError:
             return []
         except av.error.FFmpegError as exc:
@@ -447,11 +454,25 @@ class VideoReader:
     def _decode_rest(self) -> list[av.VideoFrame]:
         """The frames the decoder still holds at the end of the packets."""
         if self._on_trial:
-            return self._decode_on_trial(None)
+            return self._flushed(self._decode_on_trial(None))
         try:
-            return self._as_software(cast(list[av.VideoFrame], self._stream.decode(None)))
+            return self._flushed(self._as_software(cast(list[av.VideoFrame], self._stream.decode(None))))
         except av.error.FFmpegError:
             return []
+
+    def _flushed(self, frames: list[av.VideoFrame]) -> list[av.VideoFrame]:
+        """Frames the decoder still held at the end of the packets, which come out with no dts.
+
+        Where the dts stamp the frames (the clip's pts proved broken), each is given the dts the
+        packets would have gone on with, one frame apart: a pass that starts near the end (a jump
+        to the last frames) may see nothing but such frames, and their pts are a frame off."""
+        if self._prior.pts <= self._prior.dts:
+            return frames
+        for frame in frames:
+            if frame.dts is None and self._packet_dts is not None:
+                self._packet_dts += self._step
+                frame.dts = self._packet_dts
+        return frames
 
     def _as_software(self, frames: list[av.VideoFrame]) -> list[av.VideoFrame]:
         """The frames as the software decoder gives them (NVDEC's in the software format)."""
@@ -778,6 +799,11 @@ def _deinterlaced(
 def _field_order(stream: av.VideoStream) -> FieldOrder:
     code = int(stream.codec_context.field_order or 0)
     return FIELD_ORDERS[code] if 0 <= code < len(FIELD_ORDERS) else "unknown"
+
+
+def _later(last: int | None, dts: int | None) -> int | None:
+    """The last dts seen, `dts` where a packet has one."""
+    return last if dts is None else dts
 
 
 def _chain(head: _Stamped, rest: Iterator[_Stamped]) -> Generator[_Stamped, None, None]:

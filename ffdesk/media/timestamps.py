@@ -98,8 +98,7 @@ class TimestampRepair:
             # A frame's dts is that of the packet the decoder gave it out after: a decoder that
             # holds frames back (H.264 B-frames) hands the first one out with a later packet's dts.
             self._lag = max(0, dts - pts)
-        trust_pts = pts is not None and (dts is None or self._faulty_pts <= self._faulty_dts)
-        guess = pts if trust_pts else None if dts is None else dts - (self._lag or 0)
+        guess = self._guess(pts, dts)
         last = self._last_out
         if guess is None:
             out = self.start if last is None else last + self.step
@@ -111,6 +110,17 @@ class TimestampRepair:
             self.repaired += 1
         self._last_out = out
         return out
+
+    def _guess(self, pts: int | None, dts: int | None) -> int | None:
+        """The frame's stamp as the better of its pts and dts tells it; None: one frame on."""
+        if pts is not None and self._faulty_pts <= self._faulty_dts:
+            return pts
+        if dts is not None:
+            return dts - (self._lag or 0)
+        # The frames a decoder still holds at the end of the stream come out with no dts. Where
+        # the dts have been stamping the frames (their pts proved broken), such a frame's pts is
+        # no better than before: it is the frame after the last one, as the dts would have said.
+        return None if self._last_dts is not None else pts
 
 
 def repaired(

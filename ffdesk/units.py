@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from ffdesk.errors import UserError
 
@@ -40,18 +41,55 @@ def format_bytes(n: int | float | None) -> str:
     return f"{value:.1f} TiB"
 
 
+_TIME_EXAMPLES = "examples: 12.5, 1:02.5, 00:01:02.5, timecode 10:00:01:00 or drop-frame 10:00:01;02"
+
+
 def parse_time(text: str) -> float:
     """Seconds from "12.5", "1:02.5" or "00:01:02.5"."""
     parts = str(text).strip().split(":")
     try:
         values = [float(p) for p in parts]
     except ValueError:
-        raise UserError(f"cannot read time '{text}' (examples: 12.5, 1:02.5, 00:01:02.5)") from None
+        raise UserError(f"cannot read time '{text}' ({_TIME_EXAMPLES})") from None
     if len(values) > 3 or any(v < 0 for v in values):
-        raise UserError(f"cannot read time '{text}' (examples: 12.5, 1:02.5, 00:01:02.5)")
+        raise UserError(f"cannot read time '{text}' ({_TIME_EXAMPLES})")
     seconds = 0.0
     for v in values:
         seconds = seconds * 60 + v
     if not math.isfinite(seconds):  # nan, inf: no point of a clip
-        raise UserError(f"cannot read time '{text}' (examples: 12.5, 1:02.5, 00:01:02.5)")
+        raise UserError(f"cannot read time '{text}' ({_TIME_EXAMPLES})")
     return seconds
+
+
+_TIMECODE = re.compile(r"^\s*([0-9]{1,2}):([0-9]{2}):([0-9]{2})([:;])([0-9]{2})\s*$")
+
+
+@dataclass(frozen=True)
+class ClipTimecode:
+    """A time given as SMPTE timecode: a frame of the clip's own timecode (from its start
+    timecode, or from 00:00:00:00 without one), known in seconds only once the clip's start
+    timecode and frame rate are (`ffdesk.media.timecode.timecode_seconds`)."""
+
+    text: str
+    """As written, two digits a field: "10:00:01:00", drop-frame "01:00:59;29"."""
+
+    @property
+    def drop_frame(self) -> bool:
+        """Written with `;` before the frames: counted drop-frame (29.97, 59.94 frames/s)."""
+        return ";" in self.text
+
+
+ClipTime = float | ClipTimecode
+"""A time typed for `--start`/`--end`: seconds from the clip's first frame, or a timecode."""
+
+
+def parse_clip_time(text: str) -> ClipTime:
+    """Seconds from "12.5", "1:02.5" or "00:01:02.5" (as `parse_time`), or a `ClipTimecode`
+    from "HH:MM:SS:FF" (non-drop) or "HH:MM:SS;FF" (drop-frame)."""
+    m = _TIMECODE.match(str(text))
+    if m is None:
+        return parse_time(text)
+    hours, minutes, seconds, mark, frames = m.groups()
+    if int(hours) > 23 or int(minutes) > 59 or int(seconds) > 59:
+        raise UserError(f"cannot read timecode '{text}': hours run 00-23, minutes and seconds 00-59")
+    return ClipTimecode(f"{int(hours):02d}:{minutes}:{seconds}{mark}{frames}")

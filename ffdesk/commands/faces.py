@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.commands.argtypes import number_from
-from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
+from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
 from ffdesk.errors import MediaError, UserError
-from ffdesk.units import parse_time
+from ffdesk.units import ClipTimecode
 
 
 def register(sub: Any) -> None:
@@ -36,8 +36,7 @@ def register(sub: Any) -> None:
         metavar="CLIP",
         help="the clip (or image, or image sequence: frame_%%06d.png or a folder of frames) to look at",
     )
-    p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
-    p.add_argument("--end", type=parse_time, default=None, metavar="T")
+    add_range_options(p)
     p.add_argument(
         "--fps",
         type=number_from(0, above=True, high=1000),
@@ -70,24 +69,25 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{clip}: no such file")
     if args.fps is not None and not sequence:
         raise UserError(f"--fps is the frame rate of an image sequence; {clip.name} has its own")
-    start = args.start or 0.0
-    if args.end is not None and args.end <= start:
-        raise UserError(f"--end {args.end:g}s is not after --start {start:g}s")
+    timecoded = isinstance(args.start, ClipTimecode) or isinstance(args.end, ClipTimecode)
+    if not timecoded and args.end is not None and args.end <= (args.start or 0.0):
+        raise UserError(f"--end {args.end:g}s is not after --start {args.start or 0.0:g}s")
     models_dir = None if args.models_dir is None else Path(args.models_dir).expanduser()
     if models_dir is not None and not models_dir.exists():
         raise UserError(f"--models-dir {models_dir}: no such folder")
     info = probe(clip, fps=args.fps, max_pixels=max_pixels_of(args))
+    start, end = clip_range_seconds(args.start, args.end, info)
     duration = info.duration_s
-    if args.start and not info.is_image and duration > 0 and args.start >= duration:
+    if start and not info.is_image and duration > 0 and start >= duration:
         # as a render says it: not "0 people" in no frame
-        raise UserError(f"--start {args.start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
+        raise UserError(f"--start {start:g}s is beyond the end of {clip.name} ({duration:.2f}s)")
     recognizer = recognizer_for(models_dir)
     if models_dir is None:
         _say_if_a_pack_render_differs(args, recognizer.name)
     found = find_people(
         clip,
         recognizer,
-        span=ClipRange(args.start, args.end),
+        span=ClipRange(start, end),
         max_pixels=max_pixels_of(args),
         fps=args.fps,
     )

@@ -18,9 +18,10 @@ from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
-from ffdesk.units import parse_size, parse_time
+from ffdesk.units import ClipTime, ClipTimecode, parse_clip_time, parse_size
 
 if TYPE_CHECKING:
+    from ffdesk.media.probe import MediaInfo
     from ffdesk.pipeline.report import RenderReport
 
 
@@ -56,8 +57,7 @@ def register(sub: Any) -> None:
         default=None,
         help="H.264/H.265 speed preset (default: medium in final mode, veryfast in preview)",
     )
-    p.add_argument("--start", type=parse_time, default=None, metavar="T", help="seconds or HH:MM:SS.ms")
-    p.add_argument("--end", type=parse_time, default=None, metavar="T")
+    add_range_options(p)
     p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
     p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
     p.add_argument(
@@ -232,6 +232,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
             f"--reference-face is for --face-selection reference, not {args.face_selection}: "
             "leave --face-selection out or make it reference"
         )
+    start, end = range_seconds(args)
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
         output=args.output,
@@ -245,8 +246,8 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         matte=args.matte,
         quality=args.quality,
         video_preset=args.video_preset,
-        start=args.start,
-        end=args.end,
+        start=start,
+        end=end,
         resume=not args.no_resume,
         report=args.report,
         face_selection=args.face_selection or ("largest" if args.reference_face is None else "reference"),
@@ -281,6 +282,56 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
 
     check_job_files(job)  # before the telemetry log or anything else is opened
     return job
+
+
+def add_range_options(parser: argparse.ArgumentParser) -> None:
+    """`--start T` and `--end T`: seconds, M:S, H:M:S or a timecode of the clip's own."""
+    parser.add_argument(
+        "--start",
+        type=parse_clip_time,
+        default=None,
+        metavar="T",
+        help="where to begin: seconds (12.5), M:S or H:M:S (00:01:02.5) from the first frame, or a "
+        "timecode of the clip's own, HH:MM:SS:FF (drop-frame HH:MM:SS;FF), counted from its start "
+        "timecode (00:00:00:00 without one)",
+    )
+    parser.add_argument(
+        "--end",
+        type=parse_clip_time,
+        default=None,
+        metavar="T",
+        help="where to stop, as --start: the first frame left out (default: the last frame)",
+    )
+
+
+def range_seconds(args: argparse.Namespace) -> tuple[float | None, float | None]:
+    """`--start` and `--end` in seconds from the target's first frame; a timecode is resolved
+    against the target's start timecode and rate (the target probed for them only then)."""
+    if not isinstance(args.start, ClipTimecode) and not isinstance(args.end, ClipTimecode):
+        return args.start, args.end
+    from ffdesk.media.probe import probe
+
+    info = probe(Path(args.target).expanduser(), fps=args.fps, max_pixels=max_pixels_of(args))
+    return clip_range_seconds(args.start, args.end, info)
+
+
+def clip_range_seconds(
+    start: ClipTime | None, end: ClipTime | None, info: MediaInfo
+) -> tuple[float | None, float | None]:
+    """`start` and `end` in seconds from the first frame of the clip `info` describes (a timecode
+    resolved against its own); `UserError` (one line) for a timecode none of its frames has, or
+    an end not after the start."""
+    from ffdesk.media.timecode import resolve_clip_time
+
+    start_s = resolve_clip_time(start, info)
+    end_s = resolve_clip_time(end, info, end=True)
+    if end_s is not None and end_s <= (start_s or 0.0) and ClipTimecode in (type(start), type(end)):
+        raise UserError(f"--end {_said(end)} is not after --start {_said(start)}")
+    return start_s, end_s
+
+
+def _said(time: ClipTime | None) -> str:
+    return time.text if isinstance(time, ClipTimecode) else f"{time or 0.0:g}s"
 
 
 def add_max_pixels_option(parser: argparse.ArgumentParser) -> None:

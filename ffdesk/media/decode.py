@@ -427,6 +427,9 @@ class VideoReader:
         Frames that no other frame refers to (most B-frames) and that lie more than two frame
         durations before `target` cannot be the answer nor needed to decode it, so the decoder
         is told to skip them; it is set back to decode everything once near the target.
+        Only an open decoder is told: some take the setting they are opened with for good
+        (libdav1d then never gives out an AV1 frame that no other frame refers to), and PyAV
+        opens a decoder when it decodes its first packet.
         """
         cc = self._stream.codec_context
         margin = 2 * self._step
@@ -436,7 +439,7 @@ class VideoReader:
         skips = self._prior.pts <= self._prior.dts
         try:
             for packet in self._packets():
-                far = skips and packet.pts is not None and packet.pts < target - margin
+                far = skips and cc.is_open and packet.pts is not None and packet.pts < target - margin
                 if far != skipping:
                     cc.skip_frame = "NONREF" if far else "DEFAULT"
                     skipping = far

@@ -257,6 +257,7 @@ class PreviewWorker(_Threaded):
             kept.job == job or (same_processing(kept.job, job) and not self._stage_error)
         ):
             return
+        clock = kept.clock if kept is not None and kept.job.target == job.target else None
         self._close_previewer()
         self._previewer = Previewer(
             job,
@@ -264,6 +265,7 @@ class PreviewWorker(_Threaded):
             on_event=self._on_stage_event,
             env=self.env,
             share=self.memory.share("preview") if self.memory is not None else None,
+            clock=clock,  # the clip's frame times, read once (a variable rate reads every packet)
         )
         self.builds += 1
         self._stage_error = ""

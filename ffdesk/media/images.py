@@ -291,7 +291,8 @@ def _bits_per_sample(picture: ImageFile.ImageFile) -> int:
         values = bits if isinstance(bits, tuple) else (bits,)
         return max((int(v) for v in values if isinstance(v, int)), default=8)
     for tile in picture.tile:
-        args = tile.args if isinstance(tile.args, tuple) else (tile.args,)
+        raw = tile[3]  # (decoder, extents, offset, args): a plain tuple before Pillow 11
+        args = raw if isinstance(raw, tuple) else (raw,)
         if any(isinstance(arg, str) and ";16" in arg for arg in args):
             return 16
     return 8

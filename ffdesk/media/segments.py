@@ -856,6 +856,24 @@ class _ReencodeTrack(_Track):
         return items
 
 
+_PAST_END_S = 5.0
+"""How far past a track's end a packet must be for the track to be done with: packets of several
+streams are interleaved in a file only roughly in time order."""
+
+
+def _track_end(track: _Track | SideTrack) -> float | None:
+    """Where a track's span ends, in the source's seconds (None: the source's end)."""
+    return track.to_s if isinstance(track, _Track) else track.span.end_s
+
+
+def _past_end(packet: av.Packet, end_s: float | None) -> bool:
+    """Whether `packet` starts well after `end_s`, so nothing later in its stream is needed."""
+    ts = packet.pts if packet.pts is not None else packet.dts
+    if end_s is None or ts is None or packet.time_base is None:
+        return False
+    return float(ts * packet.time_base) > end_s + _PAST_END_S
+
+
 def _audio_packets(
     source: Path, src: av.container.InputContainer, tracks: list[_Track | SideTrack]
 ) -> Iterator[_Item]:
@@ -866,6 +884,9 @@ def _audio_packets(
     """
     by_index = {t.src.index: t for t in tracks}
     streams = [t.src for t in tracks]
+    ends = {t.src.index: _track_end(t) for t in tracks}
+    past: set[int] = set()
+    audio = [t for t in tracks if isinstance(t, _Track)]
     errors = 0
     while True:
         try:
@@ -875,11 +896,17 @@ def _audio_packets(
                 track = by_index.get(packet.stream.index)
                 if track is not None:
                     yield from track.feed(packet)
+                if _past_end(packet, ends.get(packet.stream.index)):
+                    past.add(packet.stream.index)
+                    if len(past) == len(by_index):  # a trim of a long clip: the rest is not read
+                        return
             return
         except av.error.EOFError:
             return
         except av.error.InvalidDataError as exc:
             errors += 1
-            tracks[0].skipped += 1
+            (audio[0] if audio else tracks[0]).skipped += 1
             if errors > _MAX_READ_ERRORS:
+                if not audio:
+                    return  # subtitles or telemetry alone: what was read is kept
                 raise MediaError(f"{source}: cannot read the audio ({_errors.ffmpeg_reason(exc)})") from exc

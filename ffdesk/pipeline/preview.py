@@ -102,6 +102,15 @@ class FrameClock:
             index = round(time_s * self.fps)
         return int(min(last, max(0, index)))
 
+    def first_from(self, time_s: float, last: int) -> int:
+        """The first frame starting at or after `time_s` (a render's first frame for a range that
+        starts there), clamped to 0..`last`; a constant rate rounds to the nearest frame."""
+        if self.times:
+            index = bisect.bisect_left(self.times, time_s - _TIME_SLACK)
+        else:
+            index = round(time_s * self.fps)
+        return int(min(last, max(0, index)))
+
     def before(self, index: int) -> float:
         """A time between frame `index - 1` and frame `index` (a reader opened there starts at
         `index`): a quarter frame early at a constant rate, halfway between the two otherwise."""
@@ -204,6 +213,7 @@ class Previewer:
         on_event: EventCallback | None = None,
         env: RuntimeEnv,
         share: Share | None = None,
+        clock: FrameClock | None = None,
     ) -> None:
         from ffdesk.media.probe import probe
 
@@ -219,7 +229,9 @@ class Previewer:
         self.width = video.display_width if video else 0
         self.height = video.display_height if video else 0
         self.pixel_aspect = video.display_pixel_aspect if video else 1.0
-        self.clock = frame_clock(job.target, None if self.info.is_image else video)
+        if clock is None and cache is not None and cache.path == job.target:
+            clock = cache.clock  # a variable rate's stamps are read once a clip, not per build
+        self.clock = clock or frame_clock(job.target, None if self.info.is_image else video)
         self._stages: list[Stage] = []
         self._started = False
         self._warnings: list[str] = []
@@ -236,7 +248,7 @@ class Previewer:
         from ffdesk.pipeline.plan import build_stages
 
         self._stages = list(build_stages(self.job, self.info, env=self.env, share=self.share))
-        origin = self.index_at(self.job.start or 0.0)
+        origin = self.clock.first_from(self.job.start or 0.0, max(0, self.frame_count - 1))
         for stage in self._stages:
             if isinstance(stage, FollowsRange):  # the preview numbers frames from the clip's start
                 stage.frame_origin = origin

@@ -50,6 +50,46 @@ def test_the_clock_of_a_variable_rate_clip_counts_its_frames(vfr_clip: Path) -> 
     assert FrameClock(25.0).span(3, 13) == (0.12, 0.56)  # a constant rate: frames / fps, as before
 
 
+def test_a_range_starting_between_frames_begins_at_the_later_one(vfr_clip: Path) -> None:
+    # the preview numbered a lip-synced range from the frame before its in point (a span starts
+    # halfway between frames), a frame out of step with the render
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.preview import frame_clock
+
+    clock = frame_clock(vfr_clip, probe(vfr_clip).video)
+    for in_point in (1, 2, 10, 29):
+        start, _ = clock.span(in_point, None)
+        assert start is not None and clock.first_from(start, 29) == in_point
+    assert FrameClock(25.0).first_from(0.12, 99) == 3
+
+
+def test_a_previewer_takes_the_clips_frame_times_from_its_scrub_cache(
+    vfr_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each previewer built (every settings change that reloads models) read every packet again
+    from ffdesk.pipeline import preview
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.runtime.env import RuntimeEnv
+
+    reads: list[Path] = []
+    read = preview.frame_clock
+
+    def counted(path: Path, video: Any) -> FrameClock:
+        reads.append(path)
+        return read(path, video)
+
+    monkeypatch.setattr(preview, "frame_clock", counted)
+    cache = ScrubCache(vfr_clip)
+    env = RuntimeEnv.in_folder(tmp_path / "env")
+    job = RenderJob(target=vfr_clip, output=tmp_path / "o.mp4")
+    first = preview.Previewer(job, cache, env=env)
+    again = preview.Previewer(job, cache, env=env)
+    given = preview.Previewer(job, env=env, clock=first.clock)
+    assert len(reads) == 1 and first.clock is again.clock is given.clock is cache.clock
+    for p in (first, again, given):
+        p.close()
+
+
 def test_a_variable_rate_clips_scrub_cache_holds_each_frame_at_its_index(vfr_clip: Path) -> None:
     cache = ScrubCache(vfr_clip)
     cache.start()

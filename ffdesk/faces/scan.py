@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
+from ffdesk.media.frame_clock import NO_LAST, FrameClock
 from ffdesk.types import Frame
 
 MAX_SAMPLES = 600
@@ -47,32 +47,6 @@ def stride_for(frame_count: int, max_samples: int = MAX_SAMPLES) -> int:
 
 Detector = Callable[[Frame], int]
 """How many faces a frame (RGB) has."""
-
-
-class FrameTimes(Protocol):
-    """Where a clip's frames start (`ffdesk.pipeline.preview.FrameClock`): a variable-frame-rate
-    clip's frame N is not at N / fps."""
-
-    def time_of(self, index: int) -> float: ...
-
-    def index_at(self, time_s: float, last: int) -> int: ...
-
-
-@dataclass(frozen=True)
-class _Steady:
-    """Frame N at N / `fps`: a constant rate."""
-
-    fps: float
-
-    def time_of(self, index: int) -> float:
-        return index / self.fps
-
-    def index_at(self, time_s: float, last: int) -> int:
-        return min(last, max(0, round(time_s * self.fps)))
-
-
-_NO_LAST = 2**62
-"""A last frame no clip reaches (the frame count of a clip may be an estimate)."""
 
 
 def embedded_detector() -> Detector:
@@ -119,7 +93,7 @@ def sampled_frames(
     *,
     frame_count: int | None = None,
     keyframes_every: int | None = None,
-    frames: FrameTimes | None = None,
+    frames: FrameClock | None = None,
 ) -> Iterator[tuple[int, Frame]]:
     """(index, RGB frame) of every `stride`-th frame of the clip at `path`, until `stop` is set.
 
@@ -148,7 +122,7 @@ class _Resume:
 
 
 def _sought_frames(
-    path: Path, stride: int, stop: threading.Event, frame_count: int, frames: FrameTimes | None
+    path: Path, stride: int, stop: threading.Event, frame_count: int, frames: FrameClock | None
 ) -> Generator[tuple[int, Frame], None, _Resume | None]:
     """Every `stride`-th frame by seeking; returns None when done (or stopped), else where a
     slow seek hands the rest to frame-by-frame decoding."""
@@ -157,12 +131,12 @@ def _sought_frames(
     from ffdesk.media.decode import VideoReader
 
     with VideoReader(path, convert_threads=1) as reader:
-        times = frames or _Steady(reader.fps if reader.fps > 0 else 25.0)
+        times = frames or FrameClock(reader.fps if reader.fps > 0 else 25.0)
         last, target = -1, 0
         while target < frame_count and not stop.is_set():
             began = time.monotonic()
             frame = reader.frame_at(times.time_of(target))
-            index = times.index_at(frame.time_s, _NO_LAST)
+            index = times.index_at(frame.time_s, NO_LAST)
             if index <= last:  # clamped to the clip's last frame: nothing further
                 return None
             last = index
@@ -174,18 +148,18 @@ def _sought_frames(
 
 
 def _decoded_frames(
-    path: Path, stride: int, stop: threading.Event, resume: _Resume, frames: FrameTimes | None
+    path: Path, stride: int, stop: threading.Event, resume: _Resume, frames: FrameClock | None
 ) -> Iterator[tuple[int, Frame]]:
     """Every `stride`-th frame from `resume` on, decoding every frame."""
     from ffdesk.media.decode import VideoReader
 
     with VideoReader(path, convert_threads=1, start_s=resume.time_s) as reader:
-        times = frames or _Steady(reader.fps if reader.fps > 0 else 25.0)
+        times = frames or FrameClock(reader.fps if reader.fps > 0 else 25.0)
         next_index = resume.index
         for frame in reader:
             if stop.is_set():
                 return
-            index = times.index_at(frame.time_s, _NO_LAST)
+            index = times.index_at(frame.time_s, NO_LAST)
             if index >= next_index:
                 next_index = index + stride
                 yield index, frame.image
@@ -201,7 +175,7 @@ def scan_clip(
     max_samples: int = MAX_SAMPLES,
     every_s: float = 0.5,
     clock: Callable[[], float] | None = None,
-    frames: FrameTimes | None = None,
+    frames: FrameClock | None = None,
 ) -> int:
     """Scan `path` and hand the points found to `on_points` in batches (at most every `every_s`
     seconds, and the rest at the end); returns how many frames were looked at. Stops early when

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ffdesk.faces.scan import Detector, FrameTimes, ScanPoint, lower_priority, scan_clip
+from ffdesk.faces.scan import Detector, ScanPoint, lower_priority, scan_clip
+from ffdesk.media.frame_clock import FrameClock
 
 
 def _one_line(exc: BaseException) -> str:
@@ -37,7 +38,7 @@ class FaceScanner(QObject):
         self.path: Path | None = None
         """The clip scanned now (or last)."""
 
-    def start(self, path: Path, frame_count: int, frames: FrameTimes | None = None) -> None:
+    def start(self, path: Path, frame_count: int, frames: FrameClock | None = None) -> None:
         """Scan `path` (stopping a scan of another clip); `frames`: where its frames start, as
         the timeline counts them (None: at its average rate)."""
         self.stop()
@@ -51,7 +52,7 @@ class FaceScanner(QObject):
         )
         self._thread.start()
 
-    def _run(self, path: Path, frame_count: int, stop: threading.Event, frames: FrameTimes | None) -> None:
+    def _run(self, path: Path, frame_count: int, stop: threading.Event, frames: FrameClock | None) -> None:
         lower_priority()
         try:
             if self._detector is None:

@@ -20,10 +20,11 @@ from ffdesk.gui.processors import (
     processor_job_fields,
     processor_states,
 )
+from ffdesk.media.frame_clock import FrameClock, frame_clock
 from ffdesk.pipeline import mask_use
 from ffdesk.pipeline.job import ColorizerSize, FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
-from ffdesk.pipeline.preview import FrameClock, PreviewResult, frame_clock
+from ffdesk.pipeline.preview import PreviewResult
 from ffdesk.pipeline.queue import fits
 from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, VideoPreset
 

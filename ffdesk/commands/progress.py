@@ -28,19 +28,16 @@ def progress_mode(quiet: bool, stream: TextIO | None = None) -> Mode:
 class TerminalProgress:
     """Turns engine events into a tqdm bar ("bar"), into a line every `every_s` seconds (None:
     `LOG_EVERY_S`) with frames done, frames/s and time left ("lines"), or into nothing but
-    warnings ("off"). Warnings go to stderr in every mode. `enabled` is the old switch: True for
-    a bar, False for none."""
+    warnings ("off"). Warnings go to stderr in every mode."""
 
     def __init__(
         self,
-        enabled: bool = False,
+        mode: Mode,
         *,
-        mode: Mode | None = None,
         every_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.mode: Mode = mode if mode is not None else ("bar" if enabled else "off")
-        self.enabled = self.mode == "bar"
+        self.mode: Mode = mode
         self.every_s = LOG_EVERY_S if every_s is None else every_s
         self.clock = clock
         self.bar: Any = None

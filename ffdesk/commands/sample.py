@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     output = out_dir / OUTPUT_NAME
     job = RenderJob(target=clip, output=output, sources=(source,), mode=args.mode, resume=False)
     print(f"swapping {source.name} onto {clip.name} with the embedded models ...", flush=True)
-    progress = TerminalProgress(enabled=sys.stderr.isatty())
+    progress = TerminalProgress("bar" if sys.stderr.isatty() else "off")  # its own lines say the rest
     try:
         report = run_render(job, progress, env=runtime_env(args))
     finally:

@@ -99,7 +99,7 @@ class RuntimeEnv:
     resources_dir: Path | None = None
     max_pixels: int | None = None
     settings_note: str | None = None
-    """Why the settings file could not be read (`settings_note`), for a front end to say once."""
+    """Why the settings file could not be read, for a front end to say once."""
 
     @classmethod
     def from_system(cls, environ: Mapping[str, str] | None = None) -> RuntimeEnv:
@@ -115,12 +115,13 @@ class RuntimeEnv:
         bench_root = env.get("FFDESK_BENCH_CACHE")
         history = env.get("FFDESK_BENCH_HISTORY")
         max_pixels = env.get("FFDESK_MAX_PIXELS", "").strip()
+        saved, note = _saved_models_dir(settings)
         return cls(
             cache_dir=cache,
             data_dir=data,
             settings_path=settings,
-            models_dir=saved_models_dir(settings) or data / "models",
-            settings_note=settings_note(settings),
+            models_dir=saved or data / "models",
+            settings_note=note,
             driver=DriverFlags.from_environ(env),
             bench_cache_dir=(Path(bench_root) if bench_root else cache) / "bench",
             bench_history=Path(history) if history else data / "bench-history.jsonl",
@@ -192,19 +193,20 @@ class RuntimeEnv:
 
 def saved_models_dir(settings_path: Path) -> Path | None:
     """The models folder saved in the settings file, or None (also where the file cannot be
-    read: `settings_note` says so)."""
-    saved = read_settings(settings_path).get("models_dir")
-    return expand_user(saved) if isinstance(saved, str) and saved else None
+    read)."""
+    return _saved_models_dir(settings_path)[0]
 
 
-def settings_note(settings_path: Path) -> str | None:
-    """One line for a settings file that is there but cannot be read: the models folder it may
-    hold is not used, so the models are looked for in the default folder. None when it is sound
-    or missing."""
-    problem = _load_settings(Path(settings_path))[1]
+def _saved_models_dir(settings_path: Path) -> tuple[Path | None, str | None]:
+    """The models folder saved in the settings file (None: none), read once, and one line for a
+    file that is there but cannot be read: the folder it may hold is not used, so the models are
+    looked for in the default folder (None when it is sound or missing)."""
+    settings, problem = _load_settings(Path(settings_path))
+    saved = settings.get("models_dir")
+    folder = expand_user(saved) if isinstance(saved, str) and saved else None
     if problem is None:
-        return None
-    return (
+        return folder, None
+    return folder, (
         f"{settings_path}: the settings file {problem}: a models folder saved there is not used "
         "(`ffdesk models set-dir FOLDER` saves one again)"
     )

@@ -524,10 +524,7 @@ class _Track:
                 track = _CopyTrack(src, choice, stream, shift_s, to_s, lead=_lead(out, src, choice))
         else:
             track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
-        lang = src.metadata.get("language")
-        if lang:
-            track.out_stream.metadata["language"] = lang
-        return track
+        return track  # its language, name and role: `carry_track_tags`, as every carried track's
 
     def feed(self, packet: av.Packet) -> list[_Item]:
         """Output packets for one source packet (none when it falls outside the span)."""

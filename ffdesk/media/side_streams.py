@@ -165,7 +165,7 @@ def carry_track_tags(src: av.stream.Stream, out_stream: av.stream.Stream, fmt: s
     """Give an output track the source track's language, name and role (default, forced,
     commentary, hearing impaired...). MOV/MP4 name a track in its handler, Matroska in its title."""
     lang = _tag(src.metadata, "language")
-    if lang and lang != "und":
+    if lang:
         out_stream.metadata["language"] = lang
     name = _tag(src.metadata, "title") or _named_handler(_tag(src.metadata, "handler_name"))
     if name:

@@ -68,7 +68,7 @@ _TIMECODE = re.compile(r"^\s*([0-9]{1,2}):([0-9]{2}):([0-9]{2})([:;])([0-9]{2})\
 class ClipTimecode:
     """A time given as SMPTE timecode: a frame of the clip's own timecode (from its start
     timecode, or from 00:00:00:00 without one), known in seconds only once the clip's start
-    timecode and frame rate are (`ffdesk.media.timecode.timecode_seconds`)."""
+    timecode and frame rate are (`ffdesk.media.timecode.resolve_clip_time`)."""
 
     text: str
     """As written, two digits a field: "10:00:01:00", drop-frame "01:00:59;29"."""

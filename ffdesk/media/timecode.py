@@ -64,7 +64,7 @@ def moved_on(timecode: str, fps: float, frames: int) -> str | None:
     rate = timecode_rate(fps)
     if rate is None:
         return None
-    drop = ";" in timecode or "." in timecode
+    drop = is_drop_frame(timecode)
     try:
         start = Timecode(rate, timecode.replace(".", ";"), force_non_drop_frame=not drop)
         return str(start + frames) if frames > 0 else str(start)

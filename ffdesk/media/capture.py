@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -88,6 +88,16 @@ class Camera(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class Interruptible(Protocol):
+    """A camera whose `read` may wait for a frame's time (a clip played as a camera) and can be
+    told to stop waiting."""
+
+    def interrupt(self) -> None:
+        """Make a `read` waiting for its frame's time return None at once (and every `read`
+        that would wait, until the camera is opened again)."""
+
+
 StatusCallback = Callable[[str], None]
 
 
@@ -139,11 +149,13 @@ class FileCamera:
         self._frames: Iterator[Any] | None = None
         self._number = 0
         self._start: float | None = None
+        self._interrupted = threading.Event()
 
     def open(self) -> None:
         from ffdesk.media.decode import VideoReader
         from ffdesk.media.probe import probe
 
+        self._interrupted.clear()
         if self._reader is not None:
             return
         if self.path.is_dir():
@@ -199,9 +211,12 @@ class FileCamera:
             if now >= due + 1.0 / self.fps:  # the next frame is due already: this one is gone
                 self.missed += 1
                 continue
-            if due > now:
-                time.sleep(due - now)
+            if due > now and self._interrupted.wait(due - now):
+                return None  # told to stop waiting: the session is ending
             return CapturedFrame(number, image, max(due, now))
+
+    def interrupt(self) -> None:
+        self._interrupted.set()
 
     def _close_reader(self) -> None:
         if self._reader is not None:
@@ -502,5 +517,7 @@ class FrameGrabber:
     def stop(self, timeout: float = 5.0) -> None:
         """End the thread (it finishes the read in progress: at most one frame's time)."""
         self._stop.set()
+        if isinstance(self.camera, Interruptible):  # a clip camera waiting for a frame's time
+            self.camera.interrupt()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)

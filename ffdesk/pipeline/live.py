@@ -340,6 +340,8 @@ class LiveSession:
         """What the model stages said of their models when they finished."""
         self._halt = threading.Event()
         self._handoff = _Newest()
+        self._after_end = 0
+        """Frames taken from the camera after `seconds` had passed (left out, not dropped)."""
 
     # -- the processing thread ---------------------------------------------------------------
     def run(self, stop: threading.Event | None = None) -> LiveFigures:
@@ -368,16 +370,23 @@ class LiveSession:
                 if self._halt.is_set():
                     ended = "error"
                     break
-                if self.seconds is not None and time.monotonic() - started >= self.seconds:
-                    ended = "time"
-                    break
-                captured = grabber.take(POLL_S)
+                wait = POLL_S
+                if self.seconds is not None:
+                    wait = min(wait, started + self.seconds - time.monotonic())
+                    if wait <= 0:
+                        ended = "time"
+                        break
+                captured = grabber.take(wait)
                 if captured is None:
                     if grabber.ended:
                         ended = "error" if grabber.error else "end of clip"
                         self._error = self._error or grabber.error
                         break
                     continue
+                if self.seconds is not None and captured.captured - started >= self.seconds:
+                    self._after_end += 1  # captured once the session's time was up: not a drop
+                    ended = "time"
+                    break
                 self._process(captured, index, stats)
                 index += 1
         except Exception as exc:  # noqa: BLE001 - the session ends with a one-line reason
@@ -470,7 +479,7 @@ class LiveSession:
         span = (counted[-1].output - counted[0].output) if len(counted) > 1 else 0.0
         fps = (len(counted) - 1) / span if span > 0 else 0.0
         missed = getattr(self.camera, "missed", 0)
-        in_flight = grabber.pending + left  # still on their way when the session ended
+        in_flight = grabber.pending + left + self._after_end  # on their way when the session ended
         captured = grabber.captured + missed
         stages = tuple(
             StageTime(s.name, s.ms_total / max(1, s.frames), s.cpu_ms_total / max(1, s.frames)) for s in stats

@@ -146,7 +146,9 @@ class DevicePixels:
             buffer.numpy()[...] = host
             out = buffer.to(self.device, non_blocking=True)
             event = torch.cuda.Event()
-            event.record()
+            # on the stream the copy went to: the current stream of `self.device`, which
+            # `record()` alone takes only while `self.device` is the thread's current device
+            event.record(torch.cuda.current_stream(self.device))
             staging.events[slot] = event
         return out
 

@@ -92,8 +92,11 @@ def enhancer_input(crops: torch.Tensor) -> torch.Tensor:
 
 
 def enhancer_output(y: torch.Tensor) -> torch.Tensor:
-    """An enhancer's output in [-1, 1] -> crops, rounded as the host rounds."""
-    x = (y.float().clamp(-1.0, 1.0) + 1.0) * 127.5
+    """An enhancer's output in [-1, 1] -> crops, rounded as the host rounds. A NaN (an FP16
+    overflow: on CUDA FP16 runs in half precision, where ONNX Runtime's CPU provider computes
+    it in float32) comes out as 0, as the host's conversion to bytes gives it on x86, and never
+    reaches a conversion to bytes, which is undefined for it."""
+    x = (y.float().nan_to_num(-1.0).clamp_(-1.0, 1.0) + 1.0) * 127.5
     return (x + 0.5).clamp_(0.0, 255.0).floor_()
 
 
@@ -131,10 +134,12 @@ def occlusion_input(crops: torch.Tensor, model_size: int = 256) -> torch.Tensor:
 
 
 def occlusion_output(y: torch.Tensor, size: int) -> torch.Tensor:
-    """XSeg's N x S x S x 1 output -> N x size x size masks in [0, 1], before softening."""
+    """XSeg's N x S x S x 1 output -> N x size x size masks in [0, 1], before softening. A NaN
+    (an FP16 overflow on CUDA, see `enhancer_output`) counts as covered (0): left in, the blur
+    would spread it over the face and `minimum` would carry it into the paste's weights."""
     n = y.shape[0]
     side = int(round((y.numel() // n) ** 0.5))
-    return resize_masks(y.float().reshape(n, side, side).clamp(0.0, 1.0), size)
+    return resize_masks(y.float().reshape(n, side, side).nan_to_num(0.0).clamp_(0.0, 1.0), size)
 
 
 def region_input(crops: torch.Tensor, model_size: int = 512, ops: DeviceOps | None = None) -> torch.Tensor:

@@ -79,8 +79,10 @@ def to_model_input(crops: npt.NDArray[np.uint8]) -> F32:
 
 
 def from_model_output(y: np.ndarray) -> npt.NDArray[np.uint8]:
-    """N x 3 x S x S in [-1, 1] (float32 or float16) -> N x S x S x 3 RGB uint8."""
-    x = (np.clip(np.asarray(y, np.float32), -1, 1) + np.float32(1.0)) * np.float32(127.5)
+    """N x 3 x S x S in [-1, 1] (float32 or float16) -> N x S x S x 3 RGB uint8. A NaN (a
+    half-precision overflow on a GPU) comes out as 0, as on the device path, never cast to bytes."""
+    x = np.nan_to_num(np.asarray(y, np.float32), nan=-1.0, posinf=1.0, neginf=-1.0)
+    x = (np.clip(x, -1, 1) + np.float32(1.0)) * np.float32(127.5)
     return np.clip(x.transpose(0, 2, 3, 1) + np.float32(0.5), 0, 255).astype(np.uint8)
 
 

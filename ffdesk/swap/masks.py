@@ -191,7 +191,8 @@ class OcclusionMasker:
         size = batch.shape[1]
         x = occlusion_input(batch, self.model_size)
         out = run_stacked(self.runner, self.input_name, x)
-        first = np.asarray(first_output(out), np.float32)
+        first = np.nan_to_num(np.asarray(first_output(out), np.float32), nan=0.0, posinf=1.0, neginf=0.0)
+        # a NaN (a half-precision overflow on a GPU) counts as covered, as on the device path
         return _resize_all(np.clip(first.reshape(len(batch), self.model_size, self.model_size), 0, 1), size)
 
     def masks(self, crops: Sequence[Frame] | npt.NDArray[np.uint8]) -> F32:

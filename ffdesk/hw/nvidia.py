@@ -133,17 +133,57 @@ def gpu_count(flags: DriverFlags | None = None) -> int:
             return 0
 
 
+def nvml_device(nv: Any, device_id: int, environ: Mapping[str, str] | None = None) -> Any | None:
+    """NVML's handle of the GPU this process calls CUDA device `device_id`, or None where it
+    cannot be told (a MIG instance, an entry NVML does not know).
+
+    NVML counts every GPU of the machine; CUDA only those `CUDA_VISIBLE_DEVICES` leaves, in its
+    order: a farm worker given GPU 3 (Ray sets `CUDA_VISIBLE_DEVICES=3`) calls it device 0,
+    which for NVML is another card. An entry is a number (NVML's index: CUDA numbers GPUs in
+    PCI order as NVML does, with `CUDA_DEVICE_ORDER=PCI_BUS_ID` and on machines of one GPU
+    model) or a UUID, whole or a prefix as CUDA takes it (`GPU-8c2a...`). CUDA reads the list up
+    to its first entry it cannot read, as here."""
+    env = os.environ if environ is None else environ
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return nv.nvmlDeviceGetHandleByIndex(device_id)
+    entries: list[str] = []
+    for raw in listed.split(","):
+        entry = raw.strip()
+        if not (entry.isdigit() or entry.startswith("GPU-")):
+            break  # CUDA stops at the first entry it cannot read ("-1", "MIG-...": not ours to map)
+        entries.append(entry)
+    if not 0 <= device_id < len(entries):
+        return None
+    entry = entries[device_id]
+    if entry.isdigit():
+        return nv.nvmlDeviceGetHandleByIndex(int(entry))
+    for index in range(int(nv.nvmlDeviceGetCount())):
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+        uuid = nv.nvmlDeviceGetUUID(handle)
+        if (uuid.decode() if isinstance(uuid, bytes) else str(uuid)).startswith(entry):
+            return handle
+    return None
+
+
 def process_gpu_memory(
-    device_id: int, pid: int | None = None, flags: DriverFlags | None = None
+    device_id: int,
+    pid: int | None = None,
+    flags: DriverFlags | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> int | None:
-    """Bytes process `pid` (default: this one) holds on GPU `device_id`; the device's used bytes
-    when NVML lists no such process; None without NVML."""
+    """Bytes process `pid` (default: this one) holds on its CUDA device `device_id` (`nvml_device`
+    finds it among the machine's GPUs); the device's used bytes when NVML lists no such process
+    (a container's process numbers are not the host's); None without NVML or where NVML cannot
+    tell which GPU that is (the caller then asks CUDA itself)."""
     pid = os.getpid() if pid is None else pid
     with nvml_session(flags=flags) as nv:
         if nv is None:
             return None
         try:
-            handle = nv.nvmlDeviceGetHandleByIndex(device_id)
+            handle = nvml_device(nv, device_id, environ)
+            if handle is None:
+                return None
             for p in nv.nvmlDeviceGetComputeRunningProcesses(handle):
                 if p.pid == pid and p.usedGpuMemory is not None:
                     return int(p.usedGpuMemory)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Generic, TypeVar
 
 from PySide6.QtCore import QObject, Signal
@@ -88,6 +88,13 @@ class History(Generic[State]):
         self._redo.clear()
         self.state, self._sealed = state, True
 
+    def remap(self, move: Callable[[State], State]) -> None:
+        """Move every state kept (the current one and each step's) by `move`, recording nothing
+        (the clip's frames counted anew: the same points, by another count)."""
+        self.state = move(self.state)
+        for steps in (self._undo, self._redo):
+            steps[:] = [Step(move(st.before), move(st.after), st.label, st.at) for st in steps]
+
     @property
     def undo_label(self) -> str | None:
         return self._undo[-1].label if self._undo else None
@@ -147,6 +154,17 @@ class SettingsHistory(QObject):
         session.settingsChanged.connect(self._on_edit)
         session.rangeChanged.connect(self._on_edit)
         session.targetChanged.connect(self.clear)
+        session.clockChanged.connect(self._on_clock)
+
+    def _on_clock(self, moved: Callable[[int], int]) -> None:
+        """The clip's frames are counted by its clock now: the in/out points kept move with them."""
+
+        def move(state: EditState) -> EditState:
+            in_point = None if state.in_point is None else moved(state.in_point)
+            out_point = None if state.out_point is None else moved(state.out_point)
+            return replace(state, in_point=in_point, out_point=out_point)
+
+        self.history.remap(move)
 
     def _on_edit(self) -> None:
         if self._applying:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from PySide6.QtWidgets import (
 from ffdesk import jsontext
 from ffdesk.errors import MediaError, UserError
 from ffdesk.faces.scan import Detector, ScanPoint
+from ffdesk.gui.clip_clock import ClipClocks
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
@@ -45,7 +48,7 @@ from ffdesk.gui.history import SettingsHistory, undo_actions
 from ffdesk.gui.live_view import LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
-from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog
+from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog, clock_move
 from ffdesk.gui.people_view import PeopleView
 from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.processor_controls import ProcessorControls
@@ -60,6 +63,7 @@ from ffdesk.gui.transport import build_help_menu, install_shortcuts
 from ffdesk.gui.wording import in_controls_words
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.atomic import check_writable_folder
+from ffdesk.media.frame_clock import ClockRead, ClockReader, FrameClock
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
@@ -74,6 +78,10 @@ MAX_RECENT = 10
 SETTINGS_DEBOUNCE_MS = 150
 SAVE_DEBOUNCE_MS = 1000
 """How soon after a change of the controls they are written to gui.ini."""
+CLOCK_NOTE_MS = 400
+"""A variable-rate clip's frame times still being read this long after opening: Status says so."""
+CLOSE_WAIT_S = 60.0
+"""How long closing waits for the frame times renders queued meanwhile are waiting for."""
 
 
 def settings_path() -> Path:
@@ -213,6 +221,19 @@ def drop_hint(paths: list[Path]) -> str:
     return "Drop to " + " and ".join(parts) if parts else ""
 
 
+@dataclass(frozen=True)
+class _WaitingJob:
+    """A render queued before its clip's clock was read: its range is counted when it is."""
+
+    read: ClockRead
+    job: RenderJob
+    in_point: int | None
+    out_point: int | None
+    counted: FrameClock
+    """How the points were counted when it was queued (the average rate)."""
+    last: int
+
+
 class MainWindow(QMainWindow):
     """The ffdesk window. Call `shutdown()` (closing does) before the QApplication ends."""
 
@@ -226,9 +247,11 @@ class MainWindow(QMainWindow):
         autostart: bool = True,
         confirm_close: Callable[[], bool] | None = None,
         face_detector: Detector | None = None,
+        clock_reader: ClockReader | None = None,
     ) -> None:
         """`face_detector`: what the background face scan counts faces with (None: the
-        embedded detector)."""
+        embedded detector); `clock_reader`: how a variable-rate clip's frame times are read, in
+        the background (None: every packet, `ffdesk.media.frame_clock.frame_clock`)."""
         super().__init__()
         self.setWindowTitle("ffdesk")
         self.setObjectName("ffdeskMainWindow")
@@ -273,6 +296,11 @@ class MainWindow(QMainWindow):
         self.clip_notes = ClipNotes(self)
         self.inspector = ClipInspector(self.clip_notes, self, driver=self.env.driver)
         self.face_scanner = FaceScanner(face_detector, self)
+        self.clip_clocks = ClipClocks(clock_reader, self)
+        """The open clip's frame times (a variable rate's, read once, in the background)."""
+        self.clip_clocks.arrived.connect(self._on_clock_read)
+        self._waiting_jobs: list[_WaitingJob] = []
+        self._noted_reads: list[ClockRead] = []
         self.face_scanner.found.connect(self._on_scan_points)
         self.face_scanner.finished.connect(self._on_scan_finished)
         self.status_view = StatusView(self.status, self.clip_notes)
@@ -416,6 +444,7 @@ class MainWindow(QMainWindow):
         if clip is None:
             return False
         had_reference = self.session.settings.face_selection == "reference"
+        read = self.clip_clocks.open(clip)
         self.session.set_clip(clip)
         self._add_recent(clip.path)
         self.status.post(
@@ -430,7 +459,11 @@ class MainWindow(QMainWindow):
         if had_reference:
             self.status.post("info", "faces: back to the largest; click a face to make it the reference")
         self.inspector.inspect(clip.path, self.session.settings.encoder)
-        self._scan_faces(clip)
+        if read is None:
+            self._scan_faces(clip)
+        else:  # the scan counts frames as the timeline will: it starts when the clock is there
+            self.face_scanner.stop()
+            QTimer.singleShot(CLOCK_NOTE_MS, self, partial(self._note_reading, read))
         return True
 
     def play_file(self, path: Path) -> bool:
@@ -440,7 +473,10 @@ class MainWindow(QMainWindow):
         if clip is None:
             return False
         self.face_scanner.stop()
+        read = self.clip_clocks.open(clip)
         self.session.set_clip(clip, player=True)
+        if read is not None:
+            QTimer.singleShot(CLOCK_NOTE_MS, self, partial(self._note_reading, read))
         self.status.post("info", f"playing {clip.path.name} as rendered, not processed again")
         return True
 
@@ -451,6 +487,33 @@ class MainWindow(QMainWindow):
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a status message
             self.status.post("error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             return None
+
+    def _note_reading(self, read: ClockRead) -> None:
+        """A long clip's frame times are still being read: say what counts until they are."""
+        if read is not self.clip_clocks.current or read.done or self._shut_down:
+            return
+        self._noted_reads = [read]
+        self.status.post(
+            "info",
+            f"{read.path.name}: reading its frame times (a variable frame rate); until then frames "
+            "count at its average rate, and a render queued waits for them",
+        )
+
+    def _on_clock_read(self, read: ClockRead) -> None:
+        """A clip's frame times are read: the renders waiting for them are queued, and the open
+        clip counts by them (the position and the in/out points keep their time)."""
+        for waiting in [w for w in self._waiting_jobs if w.read is read]:
+            self._queue_waiting(waiting)
+        s = self.session
+        if read is not self.clip_clocks.current or read.clock is None:
+            return
+        if not s.set_clock(read.path, read.clock) or s.clip is None:
+            return
+        if read in self._noted_reads:
+            self._noted_reads = []
+            self.status.post("info", f"{read.path.name}: frame times read; frames count by them now")
+        if not s.player:
+            self._scan_faces(s.clip)
 
     def _on_clip_inspected(self, name: str, lines: tuple[str, ...]) -> None:
         """The open clip's notes are in the Status tab: bring it forward when there is something to know."""
@@ -585,7 +648,9 @@ class MainWindow(QMainWindow):
         except UserError as exc:  # a setting a render refuses: one Status line (counted), no picture
             self.status.post("warning", f"preview: {exc}")
             return
-        self.preview_worker.request(job, s.clip.time_of(s.position))
+        read = self.clip_clocks.current
+        read = read if read is not None and read.path == s.clip.path else None
+        self.preview_worker.request(job, s.clip.time_of(s.position), s.clip.frame_clock, read)
 
     def _detect_new_sources(self) -> None:
         for item in self.session.sources:
@@ -617,7 +682,8 @@ class MainWindow(QMainWindow):
             return
         mode = s.settings.mode
         try:
-            output = s.default_output(mode, taken=self.queue.pending_outputs())
+            taken = self.queue.pending_outputs() | {w.job.output for w in self._waiting_jobs}
+            output = s.default_output(mode, taken=taken)
         except OutputNamesExhausted as exc:
             self.status.post("error", str(exc))
             return
@@ -630,8 +696,20 @@ class MainWindow(QMainWindow):
         if refused:
             self.status.post("error", f"{s.clip.path.name}: not queued: {in_controls_words(refused)}")
             return
-        entry = self.queue.add(job)
-        self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")
+        read = self.clip_clocks.current
+        if not s.clip.clock_known and read is not None and read.path == s.clip.path:
+            # its range in frames counted at the average rate: counted again when the times are read
+            self._waiting_jobs.append(
+                _WaitingJob(read, job, s.in_point, s.out_point, s.clip.frame_clock, s.last_index)
+            )
+            self.clip_clocks.keep(read)
+            self.status.post(
+                "info",
+                f"{job.target.name} ({mode}) → {job.output.name}: queued as soon as its frame times are read",
+            )
+        else:
+            entry = self.queue.add(job)
+            self.status.post("info", f"queued {job.target.name} ({mode}) → {entry.job.output.name}")
         states = s.processor_states()
         for kind, state in states.items():
             if state.on and not state.in_job:
@@ -641,6 +719,36 @@ class MainWindow(QMainWindow):
         if not processes and self.queue.reencodes_only(job):
             note = "no source face to swap in; this job only re-encodes the clip"
             self.status.post("warning", f"{job.target.name}: {note}")
+
+    def _queue_waiting_jobs(self, wait_s: float) -> None:
+        """On closing: the renders still waiting for their clip's frame times are queued once
+        the times are read (the queue is kept on disk: a render the user queued is never
+        dropped for closing early), waiting at most `wait_s` in all; any still unread then is
+        one log line."""
+        deadline = time.monotonic() + wait_s
+        for waiting in list(self._waiting_jobs):
+            if waiting.read.wait(max(0.0, deadline - time.monotonic())) and waiting.read.clock is not None:
+                self._queue_waiting(waiting, closing=True)
+        if self._waiting_jobs:
+            left = len(self._waiting_jobs)
+            log.warning("%d render(s) still waiting for their clip's frame times were not queued", left)
+
+    def _queue_waiting(self, waiting: _WaitingJob, *, closing: bool = False) -> None:
+        """Queue a render that waited for its clip's clock, its range counted by it: the frames
+        shown at the times its in and out points were at when it was queued."""
+        self._waiting_jobs.remove(waiting)
+        if not any(w.read is waiting.read for w in self._waiting_jobs):
+            self.clip_clocks.release(waiting.read)
+        clock = waiting.read.clock
+        if clock is None or (self._shut_down and not closing):
+            return
+        moved = clock_move(waiting.counted, clock, waiting.last)
+        in_point = None if waiting.in_point is None else moved(waiting.in_point)
+        out_point = None if waiting.out_point is None else moved(waiting.out_point)
+        start, end = clock.span(in_point, out_point)
+        entry = self.queue.add(replace(waiting.job, start=start, end=end))
+        job = entry.job
+        self.status.post("info", f"queued {job.target.name} ({job.mode}) → {job.output.name}")
 
     def _preview_failed(self, message: str) -> None:
         """A preview's one-line failure in Status, unless it is a source photo's missing face:
@@ -683,7 +791,7 @@ class MainWindow(QMainWindow):
             return
         if clip is None or job.target != clip.path:
             return
-        first = round((job.start or 0.0) * clip.fps)
+        first = clip.frame_clock.first_from(job.start or 0.0, self.session.last_index)
         quality = report.models.quality if report.models is not None else None
         for flag in quality.flags if quality is not None else ():
             self.session.set_marker(first + flag.frame, "flagged")
@@ -783,6 +891,8 @@ class MainWindow(QMainWindow):
         self.preview_worker.shutdown()
         self.inspector.shutdown()
         self.face_scanner.stop()
+        self._queue_waiting_jobs(CLOSE_WAIT_S)
+        self.clip_clocks.shutdown()
         self.people_view.stop()
         self.queue.shutdown()
         self.controls.stop()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,7 +20,7 @@ from ffdesk.gui.processors import (
     processor_job_fields,
     processor_states,
 )
-from ffdesk.media.frame_clock import FrameClock, frame_clock
+from ffdesk.media.frame_clock import FrameClock
 from ffdesk.pipeline import mask_use
 from ffdesk.pipeline.job import ColorizerSize, FaceMapping, MatteKind, RenderJob
 from ffdesk.pipeline.job_json import field_types
@@ -30,6 +30,7 @@ from ffdesk.types import EncoderName, FaceSelection, Frame, Mode, Precision, Vid
 
 if TYPE_CHECKING:
     from ffdesk.faces.people import People
+    from ffdesk.media.probe import VideoInfo
 
 MarkerKind = Literal["noface", "flagged"]
 Level = Literal["info", "warning", "error"]
@@ -56,10 +57,16 @@ class ClipInfo:
     """The first frame's SMPTE timecode (a camera's or an edit's); the window counts from it."""
     clock: FrameClock | None = None
     """Where each frame starts (None: every 1 / fps), as the preview and a render count them."""
+    vfr: bool = False
+    """A variable frame rate: `clock` comes from reading every packet, in the background
+    (`ffdesk.media.frame_clock.ClockRead`); until it is there, frames count at the average rate."""
+    video: VideoInfo | None = field(default=None, compare=False, repr=False)
+    """The probed picture stream (what the clock read needs)."""
 
     @classmethod
     def probe(cls, path: Path) -> ClipInfo:
-        """Probe `path` (MediaError for a file that is not a clip or image)."""
+        """Probe `path`, its header only (MediaError for a file that is not a clip or image): a
+        variable rate's clock is read apart (`clock_known` is False until `SessionModel.set_clock`)."""
         from ffdesk.media.probe import probe
 
         info = probe(path)
@@ -78,12 +85,19 @@ class ClipInfo:
             is_image=info.is_image,
             has_audio=bool(info.audio),
             start_timecode=v.timecode,
-            clock=None if info.is_image else frame_clock(path, v),
+            vfr=v.vfr and not info.is_image,
+            video=v,
         )
 
     @property
     def frame_clock(self) -> FrameClock:
+        """How frames count now: the clock, or the average rate (a variable rate's until read)."""
         return self.clock or FrameClock(self.fps)
+
+    @property
+    def clock_known(self) -> bool:
+        """Whether frame N is where a render puts it (False while a variable rate's clock is read)."""
+        return not self.vfr or self.clock is not None
 
     def time_of(self, index: int) -> float:
         """When frame `index` starts, in seconds from the first frame."""
@@ -249,6 +263,10 @@ class SessionModel(QObject):
     """The people found in the clip, or the photos mapped onto them, changed."""
     modelsChanged = Signal()
     """What the models folder offers (`folder_models`) changed."""
+    clockChanged = Signal(object)
+    """The clip's clock arrived (a variable rate's, read in the background): carries the function
+    that moves a frame counted at the average rate to the frame shown at the same time (before
+    `rangeChanged`, `markersChanged` and `positionChanged` say where the frames moved)."""
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -306,6 +324,27 @@ class SessionModel(QObject):
         self.markersChanged.emit()
         self.peopleChanged.emit()
         self.positionChanged.emit(0)
+
+    def set_clock(self, path: Path, clock: FrameClock) -> bool:
+        """The open clip's clock, read in the background, is there: frames count by it from now
+        on. The position, the in/out points and the markers stay at the same *time* (the frame
+        shown there). False (nothing changes) when `path` is no longer open or its clock is known."""
+        clip = self.clip
+        if clip is None or clip.path != path or clip.clock_known:
+            return False
+        moved = clock_move(clip.frame_clock, clock, self.last_index)
+        self.clip = replace(clip, clock=clock)
+        self.position = moved(self.position)
+        self.in_point, self.out_point = _moved(self.in_point, moved), _moved(self.out_point, moved)
+        markers: dict[int, MarkerKind] = {}
+        for index, kind in self.markers.items():
+            markers[moved(index)] = "flagged" if "flagged" in (kind, markers.get(moved(index))) else kind
+        self.markers = markers
+        self.clockChanged.emit(moved)
+        self.rangeChanged.emit()
+        self.markersChanged.emit()
+        self.positionChanged.emit(self.position)
+        return True
 
     @property
     def last_index(self) -> int:
@@ -604,6 +643,15 @@ class SessionModel(QObject):
         s = self.settings
         read = mask_use.ALL if s.swapper else mask_use.reads(k for k, v in processors.items() if v)
         return _mask_fields(s, read)
+
+
+def clock_move(before: FrameClock, after: FrameClock, last: int) -> Callable[[int], int]:
+    """Frame N counted by `before` -> the frame `after` shows at that time (0..`last`)."""
+    return lambda index: after.index_at(before.time_of(index), last)
+
+
+def _moved(index: int | None, moved: Callable[[int], int]) -> int | None:
+    return None if index is None else moved(index)
 
 
 def _mask_fields(s: Settings, read: frozenset[mask_use.MaskSetting]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ffdesk.errors import Cancelled, UserError
 from ffdesk.gui.memory import AppMemory
+from ffdesk.media.frame_clock import ClockRead, FrameClock
 from ffdesk.pipeline.job import RenderJob
 
 if TYPE_CHECKING:
@@ -144,6 +145,10 @@ class PreviewRequest:
     job: RenderJob
     time_s: float
     serial: int
+    clock: FrameClock | None = None
+    """How the window counts the clip's frames now (None: the previewer's own)."""
+    read: ClockRead | None = None
+    """The clip's clock read (the scrub cache waits for it rather than reading the file again)."""
 
 
 class PreviewWorker(_Threaded):
@@ -185,11 +190,16 @@ class PreviewWorker(_Threaded):
         """How many previewers were built (a new one only when the processing changed)."""
         self._wake.connect(self._drain)
 
-    def request(self, job: RenderJob, time_s: float) -> int:
-        """Ask for a preview of `job` at `time_s`; returns the request's serial number."""
+    def request(
+        self, job: RenderJob, time_s: float, clock: FrameClock | None = None, read: ClockRead | None = None
+    ) -> int:
+        """Ask for a preview of `job` at `time_s`, its frames counted by `clock` (the window's:
+        frame N is the same picture in both; None: the previewer reads the clip's own), and
+        `read` the clip's clock being read (the scrub cache waits for it, not reading it again);
+        returns the request's serial number."""
         with self._lock:
             self._serial += 1
-            self._pending = PreviewRequest(job, float(time_s), self._serial)
+            self._pending = PreviewRequest(job, float(time_s), self._serial, clock, read)
             serial = self._serial
         self._wake.emit()
         return serial
@@ -224,7 +234,7 @@ class PreviewWorker(_Threaded):
 
     def _render(self, req: PreviewRequest) -> None:
         try:
-            self._follow(req.job)
+            self._follow(req)
             if self._stage_error:
                 result = self._previewer.passthrough(req.time_s)
             else:
@@ -244,24 +254,28 @@ class PreviewWorker(_Threaded):
         w, h = self._display_size
         self.ready.emit(result, display_images(result.original, result.processed, w, h, result.pixel_aspect))
 
-    def _follow(self, job: RenderJob) -> None:
+    def _follow(self, req: PreviewRequest) -> None:
         """Keep the previewer when only settings that do not change a frame's processing changed
-        (quality, in/out points, output); otherwise build one for `job` (its models reload).
-        After its stages failed, any change builds a new one (a raised budget may be the fix)."""
+        (quality, in/out points, output); otherwise build one for the job (its models reload).
+        After its stages failed, any change builds a new one (a raised budget may be the fix).
+        Either way it counts frames by the request's clock (a variable rate's, once read)."""
         from ffdesk.pipeline.preview import Previewer, same_processing
 
+        job = req.job
         if self.memory is not None:  # the window set the budget; it is applied here, off the main thread
             self.memory.apply_budget()
         kept = self._previewer
         if kept is not None and (
             kept.job == job or (same_processing(kept.job, job) and not self._stage_error)
         ):
+            if req.clock is not None:
+                kept.use_clock(req.clock)
             return
-        clock = kept.clock if kept is not None and kept.job.target == job.target else None
+        clock = req.clock or (kept.clock if kept is not None and kept.job.target == job.target else None)
         self._close_previewer()
         self._previewer = Previewer(
             job,
-            self._scrub_cache(job),
+            self._scrub_cache(job, req.read if req.read is not None else req.clock),
             on_event=self._on_stage_event,
             env=self.env,
             share=self.memory.share("preview") if self.memory is not None else None,
@@ -276,8 +290,9 @@ class PreviewWorker(_Threaded):
         if isinstance(event, ev.MemoryChanged):
             self.memoryChanged.emit(event)
 
-    def _scrub_cache(self, job: RenderJob) -> Any:
-        """The background frame cache of `job.target` (started on first use), or None."""
+    def _scrub_cache(self, job: RenderJob, clock: FrameClock | ClockRead | None = None) -> Any:
+        """The background frame cache of `job.target` (started on first use), or None. `clock`:
+        the clip's clock or its read (None: the cache reads it)."""
         from ffdesk.pipeline.preview import ScrubCache
 
         if not self.use_scrub_cache:
@@ -285,8 +300,12 @@ class PreviewWorker(_Threaded):
         if self._cache is not None and self._cache.path == job.target:
             return self._cache
         self._stop_cache()
+        if isinstance(clock, ClockRead) and clock.path != job.target:
+            clock = None
+        if isinstance(clock, FrameClock) and not clock.times:
+            clock = None  # the average rate may be a variable-rate clip's stand-in: the cache counts its own
         try:
-            self._cache = ScrubCache(job.target)
+            self._cache = ScrubCache(job.target, clock=clock)
         except (ValueError, UserError):
             return None  # a still image, or no video: nothing to cache
         self._cache.start()

@@ -19,7 +19,7 @@ import cv2
 import numpy as np
 
 from ffdesk.faces.types import Face
-from ffdesk.media.frame_clock import NO_LAST, FrameClock, frame_clock
+from ffdesk.media.frame_clock import NO_LAST, ClockRead, FrameClock, frame_clock
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.events import EventCallback
 from ffdesk.pipeline.flow import StageStats, run_through
@@ -207,9 +207,25 @@ class Previewer:
             self._frames.popitem(last=False)
         return index, t, image
 
+    def use_clock(self, clock: FrameClock) -> None:
+        """Count the frames by `clock` from now on (a variable rate's stamps, read in the
+        background after this previewer counted at the average rate): what was kept by index goes."""
+        if clock is self.clock or clock == self.clock:
+            return
+        self.clock = clock
+        self._frames.clear()
+        self._close_reader()
+        if self._started:
+            origin = clock.first_from(self.job.start or 0.0, max(0, self.frame_count - 1))
+            for stage in self._stages:
+                if isinstance(stage, FollowsRange):
+                    stage.frame_origin = origin
+
     def _from_cache(self, index: int) -> Frame | None:
         c = self.cache
         if c is None or self.job.mode != "preview" or c.path != self.job.target:
+            return None
+        if c.clock is not self.clock and c.clock != self.clock:  # frame N is another picture there
             return None
         if c.size != working_size(self.width, self.height, "preview"):
             return None
@@ -340,7 +356,11 @@ class ScrubCache:
     JPEG_QUALITY = 92
     NICE = 10
 
-    def __init__(self, path: Path, *, budget_bytes: int = 384 * 2**20) -> None:
+    def __init__(
+        self, path: Path, *, budget_bytes: int = 384 * 2**20, clock: FrameClock | ClockRead | None = None
+    ) -> None:
+        """`clock`: the clip's clock, or its read in progress (the pass waits for it: frames are
+        kept by index); None: read here."""
         from ffdesk.media.probe import probe
 
         self.path = Path(path)
@@ -349,7 +369,11 @@ class ScrubCache:
         if video is None or info.is_image:
             raise ValueError(f"{self.path}: a scrub cache needs a video")
         self.fps = video.fps if video.fps > 0 else 25.0
-        self.clock = frame_clock(self.path, video)
+        self._read = clock if isinstance(clock, ClockRead) else None
+        if clock is None:
+            clock = frame_clock(self.path, video)
+        self.clock: FrameClock | None = clock if isinstance(clock, FrameClock) else None
+        """None until a read given is done (`get` has nothing until then)."""
         self.size = working_size(video.display_width, video.display_height, "preview")
         self.budget_bytes = budget_bytes
         self._frames: dict[int, bytes] = {}
@@ -387,6 +411,16 @@ class ScrubCache:
         bgr = cv2.imdecode(np.frombuffer(blob, np.uint8), cv2.IMREAD_COLOR)
         return None if bgr is None else np.ascontiguousarray(bgr[..., ::-1])
 
+    def _clock(self) -> FrameClock | None:
+        """The clip's clock, once its read is done (None: stopped first, or the read was given up)."""
+        read = self._read
+        if self.clock is None and read is not None:
+            while not read.wait(0.2):
+                if self._stop.is_set():
+                    return None
+            self.clock = read.clock
+        return None if self._stop.is_set() else self.clock
+
     def _fill(self) -> None:
         import contextlib
         import os
@@ -397,11 +431,14 @@ class ScrubCache:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.NICE)
         params = [cv2.IMWRITE_JPEG_QUALITY, self.JPEG_QUALITY]
         try:
+            clock = self._clock()
+            if clock is None:
+                return  # stopped, or the read was given up
             with VideoReader(self.path) as reader:
                 for frame in reader:
                     if self._stop.is_set() or self._bytes >= self.budget_bytes:
                         break
-                    index = self.clock.index_at(frame.time_s, NO_LAST)  # a count may fall short
+                    index = clock.index_at(frame.time_s, NO_LAST)  # a count may fall short
                     image = frame.image
                     if (image.shape[1], image.shape[0]) != self.size:
                         image = np.asarray(

@@ -106,6 +106,7 @@ def test_preview_and_queued_render_show_the_same_frames_of_a_variable_rate_clip(
     s = window.session
     s.update_settings(mode=mode, output_dir=str(tmp_path))
     assert window.open_clip(vfr_clip)
+    qtbot.waitUntil(lambda: s.clip.clock_known, timeout=30000)  # its frame times, read in the background
     if mode == "preview":  # jumps are answered from the filled scrub cache
         worker = window.preview_worker
         qtbot.waitUntil(lambda: worker._cache is not None and worker._cache.done.is_set(), timeout=30000)  # noqa: SLF001

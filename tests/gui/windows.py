@@ -9,8 +9,9 @@ from typing import Any
 from ffdesk.runtime.env import RuntimeEnv
 
 
-def window_on(env: RuntimeEnv, folder: Path) -> Any:
-    """A main window on `folder`/gui.ini and `folder`/queue.json; the caller shuts it down."""
+def window_on(env: RuntimeEnv, folder: Path, **options: Any) -> Any:
+    """A main window on `folder`/gui.ini and `folder`/queue.json (`options`: more of
+    `MainWindow`'s arguments); the caller shuts it down."""
     from ffdesk.gui.app import application
     from ffdesk.gui.main_window import MainWindow, open_settings
 
@@ -22,6 +23,7 @@ def window_on(env: RuntimeEnv, folder: Path) -> Any:
         autostart=False,
         confirm_close=lambda: True,
         env=env,
+        **options,
     )
 
 

@@ -41,14 +41,19 @@ def farm_summary(report: RenderReport) -> str:
     farm_used = report.farm
     assert farm_used is not None
     rerun = farm_used.segments_rerun
-    again = f", {rerun} segments rendered again" if rerun else ""
+    again = f", {_count(rerun, 'segment')} rendered again" if rerun else ""
     workers = sum(1 for w in farm_used.workers if w.segments)
     loads = sum(w.model_loads for w in farm_used.workers)
-    loaded = f", {loads} model loads" if loads else ""
+    loaded = f", {_count(loads, 'model load')}" if loads else ""
     return (
         f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s "
-        f"on {workers} farm workers{again}{loaded})"
+        f"on {_count(workers, 'farm worker')}{again}{loaded})"
     )
+
+
+def _count(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless one: "1 farm worker", "2 farm workers"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_metrics_port(text: str) -> int | None:

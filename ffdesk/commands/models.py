@@ -126,14 +126,15 @@ def _list(args: argparse.Namespace) -> int:
         print("no model files here" if folder.is_dir() else "this folder does not exist")
     else:
         width = max(len(f.file) for f in files) + 1
-        print(f"{'file':<{width}} {'model':<24} {'kind':<19} {'status':<10} {'size':>10}  notes")
+        wide = max(24, *(len(f.model or "-") for f in files))  # crossface_/arcface_converter_ names
+        kinds = max(19, *(len(f.kind or "-") for f in files))
+        print(f"{'file':<{width}} {'model':<{wide}} {'kind':<{kinds}} {'status':<10} {'size':>10}  notes")
         for f in files:
             size = format_bytes(f.size_bytes) if f.size_bytes else "-"
             kind = f.kind or "-"
             model = f.model or "-"
-            print(
-                f"{f.file:<{width}} {model:<24} {kind:<19} {STATUS_WORDS[f.status]:<10} {size:>10}  {f.note}"
-            )
+            status = STATUS_WORDS[f.status]
+            print(f"{f.file:<{width}} {model:<{wide}} {kind:<{kinds}} {status:<10} {size:>10}  {f.note}")
     here = {f.model for f in files if f.model}
     absent = [  # a family's entry (a DeepFaceLab .dfm's contract) is no file anyone has
         spec.name

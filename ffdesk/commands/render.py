@@ -232,6 +232,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
             f"--reference-face is for --face-selection reference, not {args.face_selection}: "
             "leave --face-selection out or make it reference"
         )
+    check_settings_have_their_processor(args)
     start, end = range_seconds(args)
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
@@ -282,6 +283,30 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
 
     check_job_files(job)  # before the telemetry log or anything else is opened
     return job
+
+
+SETTINGS_OF: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("enhancer", "a face enhancer (--enhancer gfpgan_1.4)", ("enhancer_weight", "enhancer_blend")),
+    ("frame_enhancer", "a frame enhancer (--frame-enhancer span_kendata_x4)", ("frame_enhancer_blend",)),
+    ("lip_syncer", "a lip syncer (--lip-syncer wav2lip_gan_96)", ("lip_sync_weight", "voice_extractor")),
+)
+"""The face enhancer's, frame enhancer's and lip syncer's settings (their `RenderJob` fields),
+beside the option that turns each on and what to say for it (the other processors' settings are
+`processor_fields`'s, `--lip-sync-audio` is `RenderJob`'s)."""
+
+
+def check_settings_have_their_processor(args: argparse.Namespace) -> None:
+    """`UserError` (one line) for a setting of the face enhancer, the frame enhancer or the lip
+    syncer changed without the processor it sets: it would change nothing, without a word."""
+    from dataclasses import fields
+
+    defaults = {f.name: f.default for f in fields(RenderJob)}
+    for processor, what, settings in SETTINGS_OF:
+        if getattr(args, processor) is not None:
+            continue
+        for name in settings:
+            if getattr(args, name) != defaults[name]:
+                raise UserError(f"--{name.replace('_', '-')} needs {what}")
 
 
 def add_range_options(parser: argparse.ArgumentParser) -> None:

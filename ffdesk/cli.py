@@ -56,7 +56,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{self.prog}: {message}")
+        # printed after "ffdesk: error: ": a subcommand's name only ("render: ..."), never ffdesk twice
+        command = self.prog.removeprefix("ffdesk").strip()
+        raise UserError(f"{command}: {message}" if command else message)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,7 +7,7 @@ app reads them; prints the shown ETA against the real time left at 10-85% and th
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import threading
 import time
@@ -48,4 +48,6 @@ def main(seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 12.0)
+    parser = argparse.ArgumentParser(description="How far a render's shown time left is from the truth.")
+    parser.add_argument("seconds", nargs="?", type=float, default=12.0, help="clip length (default 12)")
+    main(parser.parse_args().seconds)

@@ -52,8 +52,12 @@ def register(sub: Any) -> None:
 
 
 def run_extract(args: argparse.Namespace) -> int:
+    import sys
+    import time
+
     from tqdm import tqdm
 
+    from ffdesk.commands.progress import LOG_EVERY_S, progress_mode
     from ffdesk.errors import UserError
     from ffdesk.media.images import IMAGE_SUFFIXES
     from ffdesk.training.faceset import ExtractSettings, extract, find_inputs
@@ -74,19 +78,36 @@ def run_extract(args: argparse.Namespace) -> int:
         max_pixels=limit,
     )
 
+    mode = progress_mode(args.quiet)
+
     class Bar:
-        """One bar over every frame to read; the postfix counts faces kept and dropped."""
+        """One bar over every frame to read on a terminal, the postfix counting faces kept and
+        dropped; a plain line every `LOG_EVERY_S` in a log (stderr not a terminal); none with -q."""
 
         def __init__(self) -> None:
             self.bar: Any = None
+            self.total: int | None = None
+            self.done = 0
+            self.said_at = time.monotonic()
 
         def start(self, total_frames: int | None) -> None:
-            self.bar = tqdm(total=total_frames, desc="extract", unit="frame", disable=args.quiet)
+            self.total = total_frames
+            if mode == "bar":
+                self.bar = tqdm(total=total_frames, desc="extract", unit="frame")
 
         def frame(self, source: Path, stats: Any) -> None:
             dropped = stats.tiny + stats.blurred + stats.duplicates
-            self.bar.set_postfix_str(f"{source.name}: kept {stats.kept}, dropped {dropped}", refresh=False)
-            self.bar.update(1)
+            self.done += 1
+            if self.bar is not None:
+                self.bar.set_postfix_str(
+                    f"{source.name}: kept {stats.kept}, dropped {dropped}", refresh=False
+                )
+                self.bar.update(1)
+            elif mode == "lines" and time.monotonic() - self.said_at >= LOG_EVERY_S:
+                self.said_at = time.monotonic()
+                of = f" of {self.total}" if self.total else ""
+                line = f"extract: frame {self.done}{of} ({source.name}), {stats.kept} kept, {dropped} dropped"
+                print(line, file=sys.stderr, flush=True)
 
         def close(self) -> None:
             if self.bar is not None:

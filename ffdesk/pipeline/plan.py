@@ -202,6 +202,7 @@ def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
         ("blur", "--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
         ("padding", "--mask-padding", job.mask_padding != (0, 0, 0, 0)),
         ("areas", "--mask-areas", bool(job.mask_areas)),
+        ("region", "--mask-regions", bool(job.mask_regions)),
     )
     for setting, option, differs in changed:
         if differs and setting not in read:

@@ -69,10 +69,16 @@ class ExtractStats:
 
     def line(self) -> str:
         return (
-            f"{self.kept} faces kept from {self.frames} frames of {self.sources} inputs "
+            f"{_count(self.kept, 'face')} kept from {_count(self.frames, 'frame')} of "
+            f"{_count(self.sources, 'input')} "
             f"({self.skipped_sources} already extracted); dropped {self.tiny} tiny, "
             f"{self.blurred} blurred, {self.duplicates} duplicate"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """ "1 face", "2 faces"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class FaceFinder(Protocol):

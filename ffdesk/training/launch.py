@@ -74,6 +74,9 @@ def worker_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     for key, value in ELASTIC_ENV.items():
         env.setdefault(key, value)
+    # torchrun's own choice for several processes a machine, given so that it does not print
+    # four lines of advice about it at every start
+    env.setdefault("OMP_NUM_THREADS", "1")
     if sys.platform.startswith("linux"):
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     root = str(Path(__file__).resolve().parents[2])

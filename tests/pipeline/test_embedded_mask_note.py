@@ -33,6 +33,11 @@ def job(**settings: Any) -> RenderJob:
         ({"mask_blur": 0.6}, "--mask-blur"),
         ({"mask_padding": (10, 0, 0, 0)}, "--mask-padding"),
         ({"masks": ("area",), "mask_areas": ("lower-face",)}, "--mask area, --mask-areas"),
+        ({"mask_regions": ("skin",)}, "--mask-regions"),
+        (
+            {"masks": ("region=bisenet_resnet_34",), "mask_regions": ("skin", "nose")},
+            "--mask region=bisenet_resnet_34, --mask-regions",
+        ),
     ],
 )
 def test_mask_settings_the_embedded_swap_does_not_use_are_named(settings: dict[str, Any], named: str) -> None:

@@ -1,0 +1,25 @@
+"""A mistyped command line is one line that names the subcommand once, and exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from ffdesk.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (["render", "-t", "a.mp4", "-o", "b.mp4", "--x"], "ffdesk: error: unrecognized arguments: --x"),
+        (["render", "-t", "a.mp4"], "ffdesk: error: render: the following arguments are required: -o"),
+        (["models", "list", "--bogus"], "ffdesk: error: unrecognized arguments: --bogus"),
+        (["bogus"], "ffdesk: error: argument command: invalid choice: 'bogus'"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_ffdesk_once(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(line), err
+    assert err[0].count("ffdesk") == 1, err

@@ -1,15 +1,16 @@
-"""Farm scenarios on a real local Ray cluster, run by tests/farm/test_farm.py in a network
-namespace that has only loopback (so Ray's nodes are on 127.0.0.1 and nothing leaves the machine).
+"""Farm scenarios on a real local Ray cluster, run by tests/farm/test_farm.py (all of them on one
+cluster) in a network namespace that has only loopback (so Ray's nodes are on 127.0.0.1 and nothing
+leaves the machine).
 
     python tests/farm/scenario.py WORKDIR RAYDIR SCENARIO [SCENARIO ...]
 
 Starts a head (no CPU: it only plans and joins) and two worker nodes of one CPU each, with token
 authentication on (a fresh token in the environment), runs each SCENARIO on the clip in
-WORKDIR/SCENARIO/clip.mp4, stops every Ray process it started, then prints one JSON line with
-what each saw. RAYDIR: a short folder for Ray's sessions and sockets, which the caller removes
-once every process of the namespace is gone. The tests make their assertions on that line and on
-the files left in the scenarios' folders. It runs in its own PID namespace too, so the worker
-processes it finds (and kills) are its own.
+WORKDIR/SCENARIO/clip.mp4 ("queue": on the saved queue WORKDIR/queue/queue.json), stops every
+Ray process it started, then prints one JSON line with what each saw. RAYDIR: a short folder for
+Ray's sessions and sockets, which the caller removes once every process of the namespace is gone.
+The tests make their assertions on that line and on the files left in the scenarios' folders. It
+runs in its own PID namespace too, so the worker processes it finds (and kills) are its own.
 """
 
 from __future__ import annotations
@@ -360,6 +361,15 @@ def faceless_source(address: str, work: Path) -> dict[str, Any]:
     }
 
 
+def queue_run(address: str, work: Path) -> dict[str, Any]:
+    """`ffdesk queue run --farm` on the saved queue in WORK/queue.json."""
+    command = [sys.executable, "-m", "ffdesk", "queue", "run", "--queue", str(work / "queue.json"), "-q"]
+    done = subprocess.run(
+        [*command, "--farm", address], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    return {"address": address, "rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr[-3000:]}
+
+
 SCENARIOS = {
     "render": render_and_status,
     "kill-worker": kill_worker,
@@ -372,6 +382,7 @@ SCENARIOS = {
     "scratch": scratch_left,
     "sigterm": sigterm_head,
     "faceless": faceless_source,
+    "queue": queue_run,
 }
 
 

@@ -2,8 +2,8 @@
 place Ray reads them, a head stopped by SIGTERM, a source photo without a face, an image sequence
 with nothing shared, and what a render leaves on the nodes' disks.
 
-The cluster tests run on a real local Ray cluster in namespaces with only loopback (see
-cluster.py); the others never start Ray."""
+The tests here never start Ray; those that need a real local cluster (tokens, SIGTERM, a faceless
+source photo, scratch folders) are in test_farm.py, whose one cluster runs every farm scenario."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -26,8 +25,6 @@ from ffdesk.pipeline.resume import work_dir_for
 pytest.importorskip("ray")
 
 from ffdesk.farm.head import FarmOptions, run_farm_render  # noqa: E402
-
-from .cluster import namespace_works, run_scenarios  # noqa: E402
 
 _SETTINGS = bytes.fromhex("000000040000000000")
 
@@ -128,76 +125,6 @@ def test_an_image_sequence_with_the_clip_shipped_is_refused_in_one_line(tmp_path
         "shot: an image sequence cannot be shipped to the workers (render it with --farm-storage shared)"
     )
     assert not work_dir_for(job.output).exists()
-
-
-# ---- on a real local cluster -------------------------------------------------------------------
-
-SCENARIOS = ("token", "scratch", "sigterm", "faceless")
-CLIP_FRAMES = {"token": 8, "scratch": 32, "sigterm": 240, "faceless": 16}
-
-
-@pytest.fixture(scope="module")
-def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    if not namespace_works():
-        pytest.skip("needs `unshare -n -p` (root) to keep Ray on loopback")
-    work = tmp_path_factory.mktemp("hostile")
-    for name in SCENARIOS:
-        (work / name).mkdir()
-        synth_clip(work / name / "clip.mp4", width=160, height=90, fps=25, frames=CLIP_FRAMES[name])
-    return run_scenarios(work, SCENARIOS)
-
-
-def _one_line(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if "network_util.cc" not in line]
-    assert len(lines) == 1, stderr
-    return lines[0]
-
-
-@pytest.mark.timeout(1500)
-@pytest.mark.parametrize("how", ["in_address", "file"])
-def test_a_token_from_the_address_or_the_token_file_is_used(hostile_runs: dict[str, Any], how: str) -> None:
-    """Ray reads its token mode once, at import: ffdesk turns it on afterwards, and it is used."""
-    run = hostile_runs["token"][how]
-    assert run["rc"] == 0, run["stderr"]
-
-
-@pytest.mark.timeout(1500)
-def test_a_wrong_or_missing_token_is_one_line_in_seconds(hostile_runs: dict[str, Any]) -> None:
-    wrong, none = hostile_runs["token"]["wrong"], hostile_runs["token"]["none"]
-    assert wrong["rc"] == 2 and none["rc"] == 2
-    assert "refused this token: give the head's token" in _one_line(wrong["stderr"])
-    assert "refused a connection without a token" in _one_line(none["stderr"])
-    assert wrong["seconds"] < 15 and none["seconds"] < 15  # Ray's own connect gives up after 20 s or more
-
-
-@pytest.mark.timeout(1500)
-def test_a_finished_farm_render_leaves_no_scratch_folder_on_its_nodes(hostile_runs: dict[str, Any]) -> None:
-    result = hostile_runs["scratch"]
-    assert "error" not in result, result["error"]
-    assert len(result["pids"]) == 2
-    assert result["left"] == []
-
-
-@pytest.mark.timeout(1500)
-def test_sigterm_stops_a_farm_render_resumably_and_the_same_command_resumes(
-    hostile_runs: dict[str, Any],
-) -> None:
-    result = hostile_runs["sigterm"]
-    assert "error" not in result, result["error"]
-    assert result["recorded"]
-    assert result["first_rc"] == 130, result["first_stderr"]
-    assert _one_line(result["first_stderr"]) == "ffdesk: cancelled"
-    assert result["kept"] >= 2
-    assert result["second_rc"] == 0, result["second_stderr"]
-
-
-@pytest.mark.timeout(1500)
-def test_a_source_photo_without_a_face_is_refused_before_any_segment(hostile_runs: dict[str, Any]) -> None:
-    result = hostile_runs["faceless"]
-    assert "error" not in result, result["error"]
-    assert result["refused"] is not None and "no face found in grey.png" in result["refused"]
-    assert "failed 3 times" not in result["refused"]
-    assert not result["work_dir"] and not result["output"]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,21 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_standins(folder, list(PACK), dynamic_batch=True)
     content_masks(folder)
     return folder
+
+
+@pytest.fixture(autouse=True)
+def _one_timed_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--precision auto` times each variant (after its first run) once instead of five times:
+    which is faster on this CPU is not what these tests check, only that it is timed on the device,
+    kept and read back."""
+    from ffdesk.pipeline.stages.models import ModelRender
+
+    real = ModelRender._time_variants
+
+    def once(self: ModelRender, keys: Any, role: str = "swapper", runs: int = 5) -> Any:
+        return real(self, keys, role, runs=1)
+
+    monkeypatch.setattr(ModelRender, "_time_variants", once)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +138,16 @@ def test_the_device_path_gives_the_host_paths_frames(
     assert device.models.pixels.copies("up", "frame") == device.faces.frames_with_faces
 
 
+@pytest.fixture(scope="module")
+def batch_one_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("batch-one")
+    write_standins(folder, [*PACK[:3], "fran", "modnet"])  # batch 1, as FaceFusion's files
+    return folder
+
+
 @pytest.mark.parametrize("freed", [True, False])
 def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
-    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freed: bool
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freed: bool, batch_one_pack: Path
 ) -> None:
     """The published files fix their batch at 1: on the device path the faces of a batch go
     through a checked batch-free copy in one call, or, where the copy is refused, through the file
@@ -143,8 +165,7 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
         return run_torch(self, inputs)
 
     monkeypatch.setattr(sessions.OrtSession, "run_torch", counted)
-    folder = tmp_path / "pack"
-    write_standins(folder, [*PACK[:3], "fran", "modnet"])  # batch 1, as FaceFusion's files
+    folder = batch_one_pack
     extra: dict[str, Any] = {
         "swapper": "inswapper_128",
         "recognizer": "arcface_w600k_r50",
@@ -188,25 +209,78 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
     assert host.models is not None and host.models.batch_notes is None  # the CPU's host path: as it was
 
 
-def test_only_frames_go_up_and_only_regions_and_numbers_come_back(
-    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass
+class Watched:
+    """One FP16 render on the device path, watched from outside: what read a tensor on the host,
+    the thread each FP16 variant was made on, the render's events and each model's input shapes
+    before and after `Started`."""
+
+    report: RenderReport
+    render_thread: threading.Thread
+    readers: list[str] = field(default_factory=list)
+    made_on: list[threading.Thread] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
+    shapes: dict[str, set[tuple[int, ...]]] = field(default_factory=lambda: {"before": set(), "after": set()})
+
+
+@pytest.fixture(scope="module")
+def watched_fp16_render(pack: Path, tmp_path_factory: pytest.TempPathFactory) -> Watched:
+    """The render both tests below look at (one render, not one each)."""
+    from ffdesk.runtime import precision
+
+    device_module = str(Path(sys.modules["ffdesk.runtime.device"].__file__ or ""))
+    home, out = tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("fp16") / "o"
+    render_thread = threading.current_thread()
+    started = threading.Event()
+    readers: list[str] = []
+    made_on: list[threading.Thread] = []
+    events: list[Any] = []
+    shapes: dict[str, set[tuple[int, ...]]] = {"before": set(), "after": set()}
+    real_fp16 = precision.make_fp16
+    real_run = sessions.OrtSession.run_torch
+
+    def fp16(*a: Any, **k: Any) -> Any:
+        made_on.append(threading.current_thread())
+        return real_fp16(*a, **k)
+
+    def run_torch(self: sessions.OrtSession, inputs: Any) -> Any:
+        when = "after" if started.is_set() else "before"
+        shapes[when] |= {(hash(self.name), *tuple(v.shape)) for v in inputs.values()}
+        return real_run(self, inputs)
+
+    def on_event(event: Any) -> None:
+        events.append(event)
+        if isinstance(event, ev.Started):
+            started.set()
+
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("CACHE", "DATA", "CONFIG"):  # as tests/conftest.py does for each test
+            mp.setenv(f"XDG_{key}_HOME", str(home / key.lower()))
+        for name in ("numpy", "cpu", "tolist", "item"):
+            real = getattr(torch.Tensor, name)
+
+            def spy(self: torch.Tensor, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+                caller = sys._getframe(1).f_code.co_filename
+                if caller != device_module and "/ffdesk/" in caller:
+                    readers.append(f"{_name} in {caller}")
+                return _real(self, *a, **k)
+
+            mp.setattr(torch.Tensor, name, spy)
+        mp.setattr(precision, "make_fp16", fp16)
+        mp.setattr(sessions.OrtSession, "run_torch", run_torch)
+        job = RenderJob(
+            target=carphone(), output=out, sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+            resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=1.0, **FULL,
+        )  # fmt: skip
+        report = run_render(job, on_event, env=RuntimeEnv.in_folder(tmp_path_factory.mktemp("env")))
+    return Watched(report, render_thread, readers, made_on, events, shapes)
+
+
+def test_only_frames_go_up_and_only_regions_and_numbers_come_back(watched_fp16_render: Watched) -> None:
     """Every crossing is counted (`DevicePixels`), and no tensor is read on the host anywhere
     else: on a GPU any other `.numpy()`, `.cpu()`, `.tolist()` or `.item()` would be a copy."""
-    device_module = str(Path(sys.modules["ffdesk.runtime.device"].__file__ or ""))
-    readers: list[str] = []
-    for name in ("numpy", "cpu", "tolist", "item"):
-        real = getattr(torch.Tensor, name)
-
-        def spy(self: torch.Tensor, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
-            caller = sys._getframe(1).f_code.co_filename
-            if caller != device_module and "/ffdesk/" in caller:
-                readers.append(f"{_name} in {caller}")
-            return _real(self, *a, **k)
-
-        monkeypatch.setattr(torch.Tensor, name, spy)
-    report = _render(run_env, pack, carphone(), tmp_path / "o", "device", precision="fp16")
-    assert readers == []
+    report = watched_fp16_render.report
+    assert watched_fp16_render.readers == []
     assert report.models is not None and report.models.pixels is not None and report.faces is not None
     pixels = report.models.pixels
     ups = {t.kind for t in pixels.transfers if t.direction == "up"}
@@ -223,45 +297,15 @@ def test_only_frames_go_up_and_only_regions_and_numbers_come_back(
     assert region_bytes < 4 * 176 * 144 * report.faces.faces_swapped  # regions of the frame, not crops
 
 
-def test_the_models_are_ready_before_the_first_frame(
-    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_models_are_ready_before_the_first_frame(watched_fp16_render: Watched) -> None:
     """The FP16 variant is made on the render's own thread before decoding starts, and after the
     first frame no model meets a batch shape it was not warmed up at."""
-    from ffdesk.runtime import precision
-
-    render_thread = threading.current_thread()
-    made_on: list[threading.Thread] = []
-    real_fp16 = precision.make_fp16
-
-    def fp16(*a: Any, **k: Any) -> Any:
-        made_on.append(threading.current_thread())
-        return real_fp16(*a, **k)
-
-    monkeypatch.setattr(precision, "make_fp16", fp16)
-    started = threading.Event()
-    shapes: dict[str, set[tuple[int, ...]]] = {"before": set(), "after": set()}
-    real_run = sessions.OrtSession.run_torch
-
-    def run_torch(self: sessions.OrtSession, inputs: Any) -> Any:
-        when = "after" if started.is_set() else "before"
-        shapes[when] |= {(hash(self.name), *tuple(v.shape)) for v in inputs.values()}
-        return real_run(self, inputs)
-
-    monkeypatch.setattr(sessions.OrtSession, "run_torch", run_torch)
-    events: list[Any] = []
-
-    def on_event(event: Any) -> None:
-        events.append(event)
-        if isinstance(event, ev.Started):
-            started.set()
-
-    job = RenderJob(
-        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
-        resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=1.0, **FULL,
-    )  # fmt: skip
-    run_render(job, on_event, env=run_env)
-    assert made_on == [render_thread]
+    made_on, events, shapes = (
+        watched_fp16_render.made_on,
+        watched_fp16_render.events,
+        watched_fp16_render.shapes,
+    )
+    assert made_on == [watched_fp16_render.render_thread]
     kinds = [type(e) for e in events]
     first_started = kinds.index(ev.Started)
     preparing = [e for e in events if isinstance(e, ev.Preparing)]

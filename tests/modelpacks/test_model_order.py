@@ -3,6 +3,8 @@ window of frames before the next loads; the same frames come out, each model loa
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,39 @@ def _render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
     return render(pack, clip, out, *chosen, "--batch", "2", *extra)
 
 
+USER_DIRS = ("CACHE", "DATA", "CONFIG")
+
+
+class LooseRuns:
+    """The budget-free render (`_render` with the same extra options) the tests plan their budgets
+    from: rendered once for the module in user folders of its own, not once a test. `get` hands a
+    test its report and frames, and copies what it left in the user folders (the footprints it
+    measured) into the test's own, as if the test had rendered it itself just before."""
+
+    def __init__(self, pack: Path, clip: Path, root: Path) -> None:
+        self.pack, self.clip, self.root = pack, clip, root
+        self.runs: dict[tuple[str, ...], tuple[dict[str, Any], Path]] = {}
+
+    def get(self, *extra: str) -> tuple[dict[str, Any], Path]:
+        folder = self.root / ("_".join(a.strip("-") for a in extra) or "plain")
+        if extra not in self.runs:
+            folder.mkdir()
+            with pytest.MonkeyPatch.context() as mp:
+                for key in USER_DIRS:
+                    mp.setenv(f"XDG_{key}_HOME", str(folder / "home" / key.lower()))
+                self.runs[extra] = (_render(self.pack, self.clip, folder / "loose", *extra), folder / "loose")
+        for key in USER_DIRS:
+            left = folder / "home" / key.lower()
+            if left.is_dir():
+                shutil.copytree(left, os.environ[f"XDG_{key}_HOME"], dirs_exist_ok=True)
+        return self.runs[extra]
+
+
+@pytest.fixture(scope="module")
+def loose_runs(pack: Path, face_clip: Path, tmp_path_factory: pytest.TempPathFactory) -> LooseRuns:
+    return LooseRuns(pack, face_clip, tmp_path_factory.mktemp("loose"))
+
+
 def _frames(folder: Path) -> list[np.ndarray]:
     return [read_image(p) for p in sorted(folder.glob("*.png"))]
 
@@ -48,9 +83,9 @@ def _loads(report: dict[str, Any]) -> dict[str, int]:
 
 
 def test_a_tight_budget_renders_the_same_frames_in_segment_order_loading_once_a_window(
-    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loose_runs: LooseRuns
 ) -> None:
-    loose = _render(pack, face_clip, tmp_path / "loose")
+    loose, loose_dir = loose_runs.get()
     assert loose["model_order"]["order"] == "batch" and "no memory budget" in loose["model_order"]["reason"]
     # the footprints that run measured are recorded, so the next runs plan with about the same
     # sizes; a quarter of the second model's footprint over the largest leaves room for a
@@ -110,7 +145,7 @@ def test_a_tight_budget_renders_the_same_frames_in_segment_order_loading_once_a_
     assert seg["inswapper_128"] <= windows + 1 and seg["gfpgan_1.4"] <= windows + 1, seg
     assert seg["xseg_1"] <= 2 * windows + 1, seg
     assert all(_loads(batched)[n] >= 1 for n in PER_FRAME)
-    swapped = [_frames(tmp_path / d) for d in ("loose", "segment", "batch")]
+    swapped = [_frames(d) for d in (loose_dir, tmp_path / "segment", tmp_path / "batch")]
     assert len(swapped[0]) == len(swapped[1]) == len(swapped[2]) == FRAMES
     for a, b, c in zip(*swapped, strict=True):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
@@ -163,7 +198,7 @@ def test_the_model_order_reads_back_from_the_report_json_and_parts_add_up() -> N
 
 
 def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
-    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], loose_runs: LooseRuns
 ) -> None:
     """A budget with room beside the largest model for only some of the clip's frames: the
     window shrinks to what it leaves for every frame the render holds at once (both model
@@ -173,7 +208,7 @@ def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
     naming the model and what the frames take."""
     from ffdesk import cli
 
-    loose = _render(pack, face_clip, tmp_path / "loose")
+    loose, loose_dir = loose_runs.get()
     per_frame = models.held_frame_bytes(probe(face_clip))
     largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
     at_once = models.frames_at_once(5, 2, AHEAD)
@@ -183,7 +218,7 @@ def test_on_the_cpu_the_frames_held_back_come_out_of_the_budget(
     assert order["order"] == "segment" and order["window_frames"] == 5
     assert order["held_bytes"] == at_once * per_frame and order["flow_frames"] == at_once - 1
     assert tight["peak_model_bytes"] + tight["reserved_bytes"] + order["held_bytes"] <= budget
-    for a, b in zip(_frames(tmp_path / "loose"), _frames(tmp_path / "tight"), strict=True):
+    for a, b in zip(_frames(loose_dir), _frames(tmp_path / "tight"), strict=True):
         assert np.abs(a.astype(int) - b.astype(int)).max() <= 2
 
     fewest = models.frames_at_once(2, 2, AHEAD)  # a batch of two in each window
@@ -227,7 +262,7 @@ def test_an_image_holds_one_frame_back_whatever_the_batch(pack: Path, tmp_path: 
 
 
 def test_a_render_on_the_cpu_never_holds_more_frames_than_its_budget_counted(
-    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pack: Path, face_clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loose_runs: LooseRuns
 ) -> None:
     """Over the whole clip (three times what the tight budget's windows and the tracking hold
     together), the frames alive at once, counted as the packets themselves are made and freed,
@@ -237,7 +272,7 @@ def test_a_render_on_the_cpu_never_holds_more_frames_than_its_budget_counted(
     from ffdesk import cli
     from tests.packets_alive import count_packets_alive
 
-    loose = _render(pack, face_clip, tmp_path / "loose")
+    loose, _ = loose_runs.get()
     per_frame = models.held_frame_bytes(probe(face_clip))
     largest = max(m["one_item_bytes"] for m in loose["models"] if m["name"] in PER_FRAME)
     room = models.frames_at_once(2, 2, AHEAD) * per_frame + per_frame // 2  # a window of 2 (the batch)
@@ -257,11 +292,11 @@ def test_a_render_on_the_cpu_never_holds_more_frames_than_its_budget_counted(
 
 
 def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_too(
-    pack: Path, face_clip: Path, tmp_path: Path
+    pack: Path, face_clip: Path, tmp_path: Path, loose_runs: LooseRuns
 ) -> None:
     """A budget with room for every model and a batch in each model stage's hands runs in batch
     order, and those frames (and the tracking's) are counted against it and bound the flow."""
-    loose = _render(pack, face_clip, tmp_path / "loose")
+    loose, _ = loose_runs.get()
     per_frame = models.held_frame_bytes(probe(face_clip))
     at_once = models.frames_at_once(2, 2, AHEAD)
     need = sum(m["bytes"] for m in loose["models"])  # every model, with room for a footprint to grow
@@ -275,13 +310,13 @@ def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_
 
 
 def test_on_the_cpu_frames_a_frame_enhancer_enlarges_are_counted_at_its_size(
-    pack: Path, face_clip: Path, tmp_path: Path
+    pack: Path, face_clip: Path, tmp_path: Path, loose_runs: LooseRuns
 ) -> None:
     """Behind a frame enhancer any frame the render holds may wait for the encoder enlarged: under
     a CPU budget each is counted with its enlarged picture (twice each way: three more images of
     the clip's size beside the three a frame is counted at)."""
     chosen = ("--frame-enhancer", "real_esrgan_x2")
-    loose = _render(pack, face_clip, tmp_path / "loose", *chosen)
+    loose, _ = loose_runs.get(*chosen)
     info = probe(face_clip)
     per_frame = models.held_frame_bytes(info) + 3 * models.frame_bytes(info)
     assert models.enlarged_frame_bytes(info, 2) == per_frame
@@ -300,7 +335,7 @@ def test_on_the_cpu_frames_a_frame_enhancer_enlarges_are_counted_at_its_size(
 
 
 def test_on_the_cpu_a_frame_enhancer_on_the_packs_budget_is_planned_with_its_models(
-    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pack: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], loose_runs: LooseRuns
 ) -> None:
     """A frame enhancer after the pack runs its model on every frame beside the pack's, on the
     same budget: the order is planned with it. A budget that holds the pack's models and their
@@ -308,7 +343,7 @@ def test_on_the_cpu_a_frame_enhancer_on_the_packs_budget_is_planned_with_its_mod
     (two windows: each model loaded once or twice a stage, not once a batch), within the budget;
     one without room for the largest model, the enhancer's and the frames is refused in one line."""
     chosen = ("--frame-enhancer", "real_esrgan_x2")
-    loose = _render(pack, face_clip, tmp_path / "loose", *chosen)  # footprints measured
+    loose, _ = loose_runs.get(*chosen)  # footprints measured
     info = probe(face_clip)
     per_frame, at_once = models.enlarged_frame_bytes(info, 2), models.frames_at_once(2, 2, AHEAD)
     sizes = {m["name"]: m["bytes"] for m in loose["models"]}

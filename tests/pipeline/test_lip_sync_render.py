@@ -66,14 +66,25 @@ def synced(tmp: Path, pack: Path, voice: Path, model: str = "wav2lip_gan_96") ->
     )
 
 
+@pytest.fixture(scope="module")
+def talking(tmp_path_factory: pytest.TempPathFactory, pack: Path, speech: Path) -> list[np.ndarray]:
+    """The clip lip-synced (wav2lip_gan_96) to the sentence: rendered once for the tests that
+    look at it (in user folders of its own, as each test's renders are)."""
+    home = tmp_path_factory.mktemp("talk-home")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("CACHE", "DATA", "CONFIG"):
+            mp.setenv(f"XDG_{key}_HOME", str(home / key.lower()))
+        return synced(tmp_path_factory.mktemp("talk"), pack, speech)
+
+
 def changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.any(a != b, axis=2)
 
 
 def test_the_mouth_follows_the_voice_and_nothing_else_changes(
-    tmp_path: Path, pack: Path, speech: Path, plain: list[np.ndarray]
+    talking: list[np.ndarray], plain: list[np.ndarray]
 ) -> None:
-    frames = synced(tmp_path, pack, speech)
+    frames = talking
     assert len(frames) == len(plain) == 120
     masks = [changed(a, b) for a, b in zip(frames, plain, strict=True)]
     counts = [int(m.sum()) for m in masks]
@@ -92,9 +103,8 @@ def test_the_mouth_follows_the_voice_and_nothing_else_changes(
 
 
 def test_silence_and_speech_give_different_mouths(
-    tmp_path: Path, pack: Path, speech: Path, silence: Path, plain: list[np.ndarray]
+    tmp_path: Path, pack: Path, talking: list[np.ndarray], silence: Path, plain: list[np.ndarray]
 ) -> None:
-    talking = synced(tmp_path / "talk", pack, speech)
     quiet = synced(tmp_path / "quiet", pack, silence)
     differ = [int(changed(a, b).sum()) for a, b in zip(talking, quiet, strict=True)]
     assert sum(d > 20 for d in differ) >= 80

@@ -5,16 +5,19 @@ The engine picks the swap in `ffdesk.pipeline.plan.build_stages`: a swapper made
 classical swap). What each of them reads from a job, as their stages do:
 
 - embedded (`stages/embedded.py`): the first photo's face only; its own detector, mesh and
-  recognizer (`job_analyser`) at their own precision; no enhancer, no face masks (its own hull).
-  The face processors turned on after it read the mask settings `ffdesk.pipeline.mask_use` says
-  (the deep swapper all, the age modifier the occlusion mask and the blur, ...).
+  recognizer (`job_analyser`) at their own precision; no face masks (its own hull). The face
+  enhancer runs after it in final mode (`stages/face_enhancer.py`), its weight where the model
+  has a weight input. The face processors turned on after it read the mask settings
+  `ffdesk.pipeline.mask_use` says (the deep swapper all, the age modifier and the face enhancer
+  the occlusion mask and the blur, ...).
 - model pack (`stages/models.py`): precision, detector, recognizer (to embed the photos, unless
   the swapper takes the source as an image: then the first photo only), the enhancer in final
   mode only, its fidelity weight where the model has a weight input, mask regions with a region
   mask (face parser), the box's blur and padding with the box mask (the blur also with an
   enhancer), the areas with the area mask.
 - trained (`stages/trained.py`): precision (FP16 and INT8 variants); the embedded detector; no
-  source photo, recognizer, enhancer or mask models (the model draws its own face mask).
+  source photo, recognizer or mask models (the model draws its own face mask); the face enhancer
+  and the face processors after it as after the embedded swap.
 
 `what_applies` is a pure function of the settings, the number of photos and `ModelFacts` (what the
 catalog and the models folder say of the models), so the controls say what the engine does.
@@ -122,9 +125,9 @@ def what_applies(settings: Settings, photos: int, facts: ModelFacts) -> Applicab
     """What the swap `settings` choose reads of them; `photos`: the usable source photos."""
     kind = swap_kind(settings.swapper, facts)
     if kind == "embedded":
-        return _embedded(settings, photos)
+        return _embedded(settings, photos, facts)
     if kind == "trained":
-        return _trained(settings, photos)
+        return _trained(settings, photos, facts)
     return _pack(settings, photos, facts)
 
 
@@ -136,13 +139,31 @@ def _no_enhancer(why: str) -> tuple[NotApplied, ...]:
     )
 
 
-def _embedded(settings: Settings, photos: int) -> Applicability:
+def _enhancer(settings: Settings, facts: ModelFacts) -> list[NotApplied]:
+    """The enhancer's controls, which every swap reads alike (a model pack's enhance stage, the
+    face enhancer's own after any other swap): in final mode only, the weight where the model has
+    a weight input."""
+    out: list[NotApplied] = []
+    if not settings.enhancer:
+        return list(_no_enhancer("")[1:])
+    if settings.mode == "preview":
+        later = "off in preview mode; final mode uses it"
+        out += [NotApplied(c, later, editable=True) for c in ("enhancer", "enhancer_blend")]
+    if settings.enhancer not in facts.weighted_enhancers:
+        takes = ", ".join(sorted(facts.weighted_enhancers)) or "an enhancer with a weight input"
+        out.append(NotApplied("enhancer_weight", f"only for {takes}"))
+    elif settings.mode == "preview":
+        out.append(NotApplied("enhancer_weight", "off in preview mode; final mode uses it", editable=True))
+    return out
+
+
+def _embedded(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
     own = "the embedded swap"
     not_applied = [
         NotApplied("precision", f"{own} runs at its own precision"),
         NotApplied("detector", f"{own} uses its own detector"),
         NotApplied("recognizer", f"{own} uses its own recognizer"),
-        *_no_enhancer(f"{own} has no enhancer"),
+        *_enhancer(settings, facts),
     ]
     notes = (
         [f"{own} uses the first photo's face; {_photos(photos - 1, more=True)} ignored"] if photos > 1 else []
@@ -157,12 +178,12 @@ def _embedded(settings: Settings, photos: int) -> Applicability:
     return Applicability("embedded", (*not_applied, *masks), (*notes, *note))
 
 
-def _trained(settings: Settings, photos: int) -> Applicability:
+def _trained(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
     own = "a trained swapper"
     not_applied = (
         NotApplied("detector", f"{own} uses the embedded detector"),
         NotApplied("recognizer", f"{own} needs no recognizer"),
-        *_no_enhancer(f"{own} has no enhancer"),
+        *_enhancer(settings, facts),
     )
     notes = (f"{own} draws the person it was trained on; {_photos(photos)} ignored",) if photos else ()
     own_mask = "draws its own face mask"
@@ -176,8 +197,8 @@ def _processor_masks(
     """The mask controls after a swap that reads none of them (`own`, which `no_region`,
     `no_masks` and `its_own` say why, alone and beside face processors): those the face
     processors turned on after it read (`ffdesk.pipeline.mask_use`) take effect, the others do
-    not; and the note saying so."""
-    on = mask_use.readers(k for k in mask_use.PROCESSOR_READS if getattr(settings, f"{k}_on", False))
+    not; and the note saying so. The face enhancer reads them in final mode only."""
+    on = mask_use.readers(k for k in mask_use.PROCESSOR_READS if _reads_masks(settings, k))
     if not on:
         region = NotApplied("parser", f"{own} {no_region}"), NotApplied("mask_regions", f"{own} {no_region}")
         return [*region, *_no_masks(f"{own} {no_masks}")], []
@@ -212,6 +233,13 @@ def _processor_masks(
     return out, [f"the masks apply to {mask_use.listed(names)} ({own} has its own)"]
 
 
+def _reads_masks(settings: Settings, processor: str) -> bool:
+    """Whether `processor` (a key of `mask_use.PROCESSOR_READS`) runs in the settings' jobs."""
+    if processor == "enhancer":
+        return bool(settings.enhancer) and settings.mode != "preview"
+    return bool(getattr(settings, f"{processor}_on", False))
+
+
 def _pack(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
     swapper = settings.swapper
     out: list[NotApplied] = []
@@ -220,19 +248,7 @@ def _pack(settings: Settings, photos: int, facts: ModelFacts) -> Applicability:
         out.append(NotApplied("recognizer", f"{swapper} takes the source face as an image"))
         if photos > 1:
             notes.append(f"{swapper} uses the first photo's face; {_photos(photos - 1, more=True)} ignored")
-    if not settings.enhancer:
-        out += _no_enhancer("")[1:]
-    else:
-        if settings.mode == "preview":
-            later = "off in preview mode; final mode uses it"
-            out += [NotApplied(c, later, editable=True) for c in ("enhancer", "enhancer_blend")]
-        if settings.enhancer not in facts.weighted_enhancers:
-            takes = ", ".join(sorted(facts.weighted_enhancers)) or "an enhancer with a weight input"
-            out.append(NotApplied("enhancer_weight", f"only for {takes}"))
-        elif settings.mode == "preview":
-            out.append(
-                NotApplied("enhancer_weight", "off in preview mode; final mode uses it", editable=True)
-            )
+    out += _enhancer(settings, facts)
     if not settings.parser:
         out.append(NotApplied("mask_regions", "needs a face parser (Region mask)"))
     out += _pack_masks(settings)

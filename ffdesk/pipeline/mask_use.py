@@ -6,7 +6,9 @@ none: it keeps what covers the face by itself under a feathered mask of its own.
 processors read what their paste reads (`ffdesk.pipeline.stages.placement.render_masks` and each
 stage's box): the deep swapper all of them, the lip syncer the occlusion mask and the box's blur
 and padding, the age modifier and the expression restorer the occlusion mask and the blur, the
-face editor the blur alone; each always pastes under a box. The whole-frame processors read none.
+face editor the blur alone, the face enhancer (its own stage after a swap that is not a model
+pack's, or alone; final mode only) the occlusion mask and the blur; each always pastes under a
+box. The whole-frame processors read none.
 
 One table, read by the render's warning about settings nothing uses (`plan.embedded_ignores`)
 and by the app, which greys the mask controls no stage reads and leaves their values out of its
@@ -31,6 +33,7 @@ PROCESSOR_READS: Mapping[str, frozenset[MaskSetting]] = MappingProxyType(
         "face_editor": frozenset({"box", "blur"}),
         "age_modifier": frozenset({"box", "occlusion", "blur"}),
         "lip_syncer": frozenset({"box", "occlusion", "blur", "padding"}),
+        "enhancer": frozenset({"box", "occlusion", "blur"}),
     }
 )
 """The mask settings each face processor reads (named as its `RenderJob` field), in the order a
@@ -42,6 +45,7 @@ NAMES: Mapping[str, str] = MappingProxyType(
         "face_editor": "the face editor",
         "age_modifier": "the age modifier",
         "lip_syncer": "the lip syncer",
+        "enhancer": "the face enhancer",
     }
 )
 

@@ -30,9 +30,10 @@ def build_stages(
     No source face: no stage, frames pass through unchanged (a re-encode / trim).
     A swapper model named: the model-based stages. Otherwise: the embedded classical swap (which
     has no swap scale: `UserError` for one). Then FaceFusion's other processors the job names:
-    the face processors (`FACE_PROCESSORS`) after the face stages that redraw faces, the
-    whole-frame ones (`FRAME_PROCESSORS`) last; the frame enhancer is off in preview mode, as the
-    face enhancer is (a draft at the source's size). A model pack's order is planned with the
+    the face processors (`FACE_PROCESSORS`) after the face stages that redraw faces (the face
+    enhancer last of them, where no model pack runs it), the whole-frame ones (`FRAME_PROCESSORS`)
+    last; the frame enhancer is off in preview mode, as the face enhancer is (a draft at the
+    source's size). A model pack's order is planned with the
     processors' models that share its budget (`planned_with_processors`).
     """
     stages = with_processors(_face_stages(job, info, env=env, share=share), job, info, env=env, share=share)
@@ -119,10 +120,12 @@ FACE_PROCESSORS: tuple[tuple[str, str, str], ...] = (
     ("face_editor", "ffdesk.pipeline.stages.face_editor", "with_face_editor"),
     ("age_modifier", "ffdesk.pipeline.stages.age_modifier", "with_age_modifier"),
     ("lip_syncer", "ffdesk.pipeline.stages.lipsync", "with_lip_sync"),
+    ("enhancer", "ffdesk.pipeline.stages.face_enhancer", "with_face_enhancer"),
 )
 """The face processors after the swap: (the job field that turns one on, its module, the function
 that places its stage: `fn(stages, job, info, *, env, share) -> stages`), in the order they run
-(`ffdesk.pipeline.stages.placement`)."""
+(`ffdesk.pipeline.stages.placement`). The face enhancer's adds a stage only where no model pack
+runs it in its own stages (with `--swapper`), and none in preview mode (`DRAFT_SKIPS`)."""
 FRAME_PROCESSORS: tuple[tuple[str, str, str], ...] = (
     ("background_remover", "ffdesk.pipeline.stages.background_remover", "background_remover_stage"),
     ("frame_colorizer", "ffdesk.pipeline.stages.frame_colorizer", "frame_colorizer_stage"),
@@ -130,8 +133,9 @@ FRAME_PROCESSORS: tuple[tuple[str, str, str], ...] = (
 )
 """The whole-frame processors, appended in this order after the face stages:
 `fn(job, stages, *, env, share) -> Stage`."""
-DRAFT_SKIPS = frozenset({"frame_enhancer"})
-"""Whole-frame processors off in preview mode (a draft at the source's size)."""
+DRAFT_SKIPS = frozenset({"enhancer", "frame_enhancer"})
+"""Processors off in preview mode (a draft at the source's size): the face enhancer (a model
+pack's and its own stage) and the frame enhancer."""
 
 LIVE_LEAVES_OUT = ("lip_syncer", "frame_enhancer")
 """Processors live does not run: the lip syncer follows an audio file, the frame enhancer would
@@ -191,7 +195,9 @@ def _precision_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
 
 
 def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
-    on = mu.readers(p for p in mu.PROCESSOR_READS if getattr(job, p))
+    on = mu.readers(
+        p for p in mu.PROCESSOR_READS if getattr(job, p) and not (p in DRAFT_SKIPS and job.mode == "preview")
+    )
     read = mu.reads(on)
     named: list[str] = []
     unread = [m.strip() for m in job.masks if mu.mask_kind(m) not in read]

@@ -498,10 +498,11 @@ class BudgetFigures(_InJson):
 
 @dataclass(frozen=True)
 class ProcessorFigures(_InJson):
-    """What one of FaceFusion's processors besides the swap and face enhancer did (the lip
-    syncer, deep swapper, expression restorer, face editor, age modifier, background remover,
-    frame colorizer): its stage, its model, the faces it redrew (a face processor) or the frames
-    it went through (a whole-frame one)."""
+    """What one of FaceFusion's processors besides the swap and a model pack's face enhancer did
+    (the lip syncer, deep swapper, expression restorer, face editor, age modifier, the face
+    enhancer where no model pack runs it, background remover, frame colorizer): its stage, its
+    model, the faces it redrew (a face processor) or the frames it went through (a whole-frame
+    one)."""
 
     name: str
     model: str

@@ -35,7 +35,6 @@ def test_the_embedded_swap_ignores_precision_models_masks_and_extra_photos(facts
     for control in (
         "detector",
         "recognizer",
-        "enhancer",
         "enhancer_weight",
         "enhancer_blend",
         "parser",
@@ -43,6 +42,7 @@ def test_the_embedded_swap_ignores_precision_models_masks_and_extra_photos(facts
     ):
         assert a.reason(control) is not None, control  # type: ignore[arg-type]
     assert a.reason("swapper") is None
+    assert a.reason("enhancer") is None  # the face enhancer runs after the embedded swap
     assert a.notes == ("the embedded swap uses the first photo's face; 2 more photos ignored",)
     assert what_applies(Settings(), 2, facts).notes == (
         "the embedded swap uses the first photo's face; 1 more photo ignored",
@@ -93,7 +93,7 @@ def test_an_image_source_swapper_uses_the_first_photo_and_no_recognizer(facts: M
 def test_a_trained_swapper_reads_precision_and_no_photo(facts: ModelFacts) -> None:
     a = what_applies(Settings(swapper=TRAINED), 2, facts)
     assert a.swap == "trained" and a.reason("precision") is None
-    assert a.reason("enhancer") is not None and a.reason("mask_regions") is not None
+    assert a.reason("enhancer") is None and a.reason("mask_regions") is not None  # enhanced after it
     assert a.notes == ("a trained swapper draws the person it was trained on; 2 photos ignored",)
     assert what_applies(Settings(swapper=TRAINED), 0, facts).notes == ()
 

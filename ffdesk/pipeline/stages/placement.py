@@ -9,8 +9,10 @@ ffdesk runs them in one fixed order, the one its documentation's examples use:
 
 A face processor (`place_face_stage`) goes after the face stages that redraw faces and before
 the face enhancer (which then restores what they drew); with no face stage at all it gets a face
-front end of its own (detection, tracking, the job's face selection). A whole-frame processor is
-appended by `ffdesk.pipeline.plan` after the face stages.
+front end of its own (detection, tracking, the job's face selection). The face enhancer is a model
+pack's own enhance stage with a swapper model (`--swapper`), else a stage of its own placed the
+same way, last of the face stages (`ffdesk.pipeline.stages.face_enhancer`). A whole-frame
+processor is appended by `ffdesk.pipeline.plan` after the face stages.
 
 `ProcessorModels` is how a processor's stage loads its models: through the model stages' residency
 manager when the render has one (one budget for every model of the render), else through a
@@ -49,6 +51,9 @@ R = TypeVar("R")
 
 FACE_REDRAWS = ("swap", "deep_swap", "expression_restore", "face_edit", "age_modify", "lip_sync")
 """Names of the stages that redraw the chosen faces before the face enhancer, in their order."""
+FACE_ENHANCE = "face_enhance"
+"""The face enhancer's stage where no model pack runs it (`ffdesk.pipeline.stages.face_enhancer`):
+after every stage of `FACE_REDRAWS`. A model pack's own enhance stage is called "enhance"."""
 
 
 @dataclass(frozen=True)
@@ -354,15 +359,16 @@ def held_back_by(stages: Sequence[Stage]) -> int:
 
 
 def face_stage_position(stages: Sequence[Stage], name: str) -> int:
-    """Where a face processor's stage called `name` (one of `FACE_REDRAWS`) goes in `stages`:
-    after the face stages that come before it in `FACE_REDRAWS`, before the face enhancer and
-    whole-frame stages."""
-    order = FACE_REDRAWS.index(name)
-    earlier = {n for n in FACE_REDRAWS[:order]}
+    """Where a face processor's stage called `name` (one of `FACE_REDRAWS`, or `FACE_ENHANCE`)
+    goes in `stages`: after the face stages that come before it in that order, before the face
+    enhancer and whole-frame stages."""
+    names = (*FACE_REDRAWS, FACE_ENHANCE)
+    order = names.index(name)
+    earlier = set(names[:order])
     before = [i for i, s in enumerate(stages) if s.name in earlier]
     if before:
         return before[-1] + 1
-    later = [i for i, s in enumerate(stages) if s.name in FACE_REDRAWS[order:] or s.name == "enhance"]
+    later = [i for i, s in enumerate(stages) if s.name in names[order:] or s.name == "enhance"]
     return later[0] if later else len(stages)
 
 

@@ -16,8 +16,9 @@ UUIDS = ("GPU-aa11", "GPU-bb22", "GPU-cc33", "GPU-dd44")
 class FourGpus:
     """pynvml with four cards; process 42 holds (index + 1) MiB on card `index`."""
 
-    def __init__(self, *, uuid_bytes: bool = False) -> None:
+    def __init__(self, *, uuid_bytes: bool = False, names: tuple[str, ...] = ("NVIDIA A40",) * 4) -> None:
         self.uuid_bytes = uuid_bytes
+        self.names = names
 
     def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
         return None
@@ -35,6 +36,9 @@ class FourGpus:
 
     def nvmlDeviceGetUUID(self, handle: int) -> str | bytes:  # noqa: N802
         return UUIDS[handle].encode() if self.uuid_bytes else UUIDS[handle]
+
+    def nvmlDeviceGetName(self, handle: int) -> str:  # noqa: N802
+        return self.names[handle]
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:  # noqa: N802
         return [type("P", (), {"pid": 42, "usedGpuMemory": (handle + 1) * 2**20})()]
@@ -104,3 +108,25 @@ def test_the_budget_asks_cuda_itself_where_nvml_cannot_tell_the_card(
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-5f0e")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (6 * 2**20, 10 * 2**20))
     assert memprobe.gpu_used_bytes(0, hw.DriverFlags()) == 4 * 2**20
+
+
+@pytest.mark.parametrize(
+    ("device_id", "environ", "card"),
+    [
+        (0, {}, None),  # CUDA's default order puts the fastest first: not NVML's PCI order
+        (0, {"CUDA_VISIBLE_DEVICES": "2"}, None),
+        (0, {"CUDA_VISIBLE_DEVICES": "GPU-cc33"}, 2),  # a UUID names one card whatever the order
+        (1, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, 1),
+        (0, {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, 2),
+    ],
+)
+def test_on_a_machine_of_two_gpu_models_a_number_is_read_as_nvmls_only_in_pci_order(
+    monkeypatch: pytest.MonkeyPatch, device_id: int, environ: dict[str, str], card: int | None
+) -> None:
+    """CUDA numbers GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: with an RTX 4090 and
+    a T4, CUDA's device 0 may be NVML's card 1. Where the numbers may differ NVML cannot tell the
+    card (None: the caller asks CUDA), rather than reading another card's memory."""
+    names = ("Tesla T4", "NVIDIA GeForce RTX 4090", "Tesla T4", "Tesla T4")
+    monkeypatch.setattr(nvidia, "load_pynvml", lambda: FourGpus(names=names))
+    used = hw.process_gpu_memory(device_id, pid=42, flags=hw.DriverFlags(), environ=environ)
+    assert (None if used is None else used // 2**20 - 1) == card

@@ -8,6 +8,7 @@ still waits for it (`keep`); a read no longer wanted is never reported.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from PySide6.QtCore import QObject, Signal
 
@@ -32,6 +33,9 @@ class ClipClocks(QObject):
         """How many reads were started."""
         self._kept: list[ClockRead] = []
         self._closed = False
+        self._emitting = threading.Lock()
+        """Held by a reading thread while it hands a read over, and by `shutdown` to close: once
+        `shutdown` returns no thread touches this object (the window may delete it)."""
         self._done.connect(self._on_done)
 
     def open(self, clip: ClipInfo) -> ClockRead | None:
@@ -66,17 +70,20 @@ class ClipClocks(QObject):
 
     def _report(self, read: ClockRead) -> None:
         """On the reading thread: hand the read to the GUI thread (a queued signal)."""
-        if not self._closed:
-            with contextlib.suppress(RuntimeError):  # the window went away meanwhile
-                self._done.emit(read)
+        with self._emitting:  # `shutdown` waits for a hand-over begun before it
+            if not self._closed:
+                with contextlib.suppress(RuntimeError):  # the window went away meanwhile
+                    self._done.emit(read)
 
     def _on_done(self, read: ClockRead) -> None:
         if self.wanted(read) and read.clock is not None:
             self.arrived.emit(read)
 
     def shutdown(self) -> None:
-        """Give every read up (their threads stop at their next packet; none is waited for)."""
-        self._closed = True
+        """Give every read up (their threads stop at their next packet; none is waited for, but
+        a hand-over in progress is: no reading thread emits on this object afterwards)."""
+        with self._emitting:
+            self._closed = True
         for read in [self.current, *self._kept]:
             if read is not None:
                 read.cancel()

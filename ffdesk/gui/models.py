@@ -333,7 +333,8 @@ class SessionModel(QObject):
         if clip is None or clip.path != path or clip.clock_known:
             return False
         moved = clock_move(clip.frame_clock, clock, self.last_index)
-        self.clip = replace(clip, clock=clock)
+        # the frames are the stamps read, not the average rate's estimate from the header
+        self.clip = replace(clip, clock=clock, frame_count=len(clock.times) or clip.frame_count)
         self.position = moved(self.position)
         self.in_point, self.out_point = _moved(self.in_point, moved), _moved(self.out_point, moved)
         markers: dict[int, MarkerKind] = {}
@@ -646,7 +647,9 @@ class SessionModel(QObject):
 
 
 def clock_move(before: FrameClock, after: FrameClock, last: int) -> Callable[[int], int]:
-    """Frame N counted by `before` -> the frame `after` shows at that time (0..`last`)."""
+    """Frame N counted by `before` -> the frame `after` shows at that time (0..`last`, or to
+    `after`'s own last frame where it lists its frames: `last` then is only an estimate)."""
+    last = len(after.times) - 1 if after.times else last
     return lambda index: after.index_at(before.time_of(index), last)
 
 

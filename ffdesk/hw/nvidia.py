@@ -139,14 +139,14 @@ def nvml_device(nv: Any, device_id: int, environ: Mapping[str, str] | None = Non
 
     NVML counts every GPU of the machine; CUDA only those `CUDA_VISIBLE_DEVICES` leaves, in its
     order: a farm worker given GPU 3 (Ray sets `CUDA_VISIBLE_DEVICES=3`) calls it device 0,
-    which for NVML is another card. An entry is a number (NVML's index: CUDA numbers GPUs in
-    PCI order as NVML does, with `CUDA_DEVICE_ORDER=PCI_BUS_ID` and on machines of one GPU
-    model) or a UUID, whole or a prefix as CUDA takes it (`GPU-8c2a...`). CUDA reads the list up
-    to its first entry it cannot read, as here."""
+    which for NVML is another card. An entry is a number (NVML's index where CUDA numbers GPUs in
+    PCI order as NVML does: with `CUDA_DEVICE_ORDER=PCI_BUS_ID` or on a machine of one GPU
+    model; elsewhere None) or a UUID, whole or a prefix as CUDA takes it (`GPU-8c2a...`). CUDA
+    reads the list up to its first entry it cannot read, as here."""
     env = os.environ if environ is None else environ
     listed = env.get("CUDA_VISIBLE_DEVICES")
     if listed is None:
-        return nv.nvmlDeviceGetHandleByIndex(device_id)
+        return nv.nvmlDeviceGetHandleByIndex(device_id) if _numbered_alike(nv, env) else None
     entries: list[str] = []
     for raw in listed.split(","):
         entry = raw.strip()
@@ -157,13 +157,25 @@ def nvml_device(nv: Any, device_id: int, environ: Mapping[str, str] | None = Non
         return None
     entry = entries[device_id]
     if entry.isdigit():
-        return nv.nvmlDeviceGetHandleByIndex(int(entry))
+        return nv.nvmlDeviceGetHandleByIndex(int(entry)) if _numbered_alike(nv, env) else None
     for index in range(int(nv.nvmlDeviceGetCount())):
         handle = nv.nvmlDeviceGetHandleByIndex(index)
         uuid = nv.nvmlDeviceGetUUID(handle)
         if (uuid.decode() if isinstance(uuid, bytes) else str(uuid)).startswith(entry):
             return handle
     return None
+
+
+def _numbered_alike(nv: Any, env: Mapping[str, str]) -> bool:
+    """Whether CUDA's numbers of the GPUs are NVML's indexes: with `CUDA_DEVICE_ORDER=PCI_BUS_ID`,
+    or where every GPU is the same model (CUDA's default order, fastest first, keeps PCI order
+    among equals; a machine of two models may number its slower card 1 for CUDA, 0 for NVML)."""
+    if env.get("CUDA_DEVICE_ORDER", "").strip() == "PCI_BUS_ID":
+        return True
+    count = int(nv.nvmlDeviceGetCount())
+    if count <= 1:
+        return True
+    return len({nv.nvmlDeviceGetName(nv.nvmlDeviceGetHandleByIndex(i)) for i in range(count)}) == 1
 
 
 def process_gpu_memory(

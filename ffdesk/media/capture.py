@@ -152,10 +152,14 @@ class FileCamera:
         self._interrupted = threading.Event()
 
     def open(self) -> None:
+        self._interrupted.clear()
+        self._open_reader()
+
+    def _open_reader(self) -> None:
+        """Open the clip (`open` without forgetting an `interrupt`: a loop starting again)."""
         from ffdesk.media.decode import VideoReader
         from ffdesk.media.probe import probe
 
-        self._interrupted.clear()
         if self._reader is not None:
             return
         if self.path.is_dir():
@@ -182,7 +186,7 @@ class FileCamera:
         frame = next(self._frames, None) if self._frames is not None else None
         if frame is None and self.loop and self._number > 0:
             self._close_reader()
-            self.open()
+            self._open_reader()  # an `interrupt` holds on: the session is ending
             frame = next(self._frames, None) if self._frames is not None else None
         if frame is None:
             return None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from functools import partial
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from ffdesk.gui.models import ClipInfo
 from ffdesk.media.frame_clock import ClockRead, ClockReader
@@ -40,14 +41,28 @@ class ClipClocks(QObject):
 
     def open(self, clip: ClipInfo) -> ClockRead | None:
         """Read `clip`'s clock in the background, giving the last clip's read up (unless kept);
-        None when its clock needs no read (a constant rate, an image)."""
-        self._drop(self.current)
+        None when its clock needs no read (a constant rate, an image). The same clip opened
+        again takes the read it already has (going on, or done: then `arrived` comes once the
+        caller is back in the event loop), so a long file is read once."""
+        same = next((r for r in (self.current, *self._kept) if r is not None and self._same(r, clip)), None)
+        if same is not self.current:
+            self._drop(self.current)
         self.current = None
         if clip.clock_known or self._closed:
             return None
+        if same is not None:
+            self.current = same
+            if same.done:
+                QTimer.singleShot(0, self, partial(self._on_done, same))
+            return same
         self.reads += 1
         self.current = ClockRead(clip.path, clip.video, reader=self.reader, on_done=self._report)
         return self.current.start()
+
+    @staticmethod
+    def _same(read: ClockRead, clip: ClipInfo) -> bool:
+        """Whether `read` is of `clip` as it is now (not given up; the file not changed since)."""
+        return read.path == clip.path and not read.cancelled and read.video == clip.video
 
     def keep(self, read: ClockRead) -> None:
         """Keep `read` going (and reported) after another clip is opened: a render waits for it."""

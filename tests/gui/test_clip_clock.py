@@ -253,3 +253,21 @@ def test_closing_before_the_frame_times_are_read_still_queues_the_render_waiting
     job = kept[0].job
     assert job.start is not None and job.end is not None
     assert len([t for t in times if job.start <= t < job.end]) >= 9
+
+
+def test_the_same_clip_opened_again_takes_the_read_it_has(
+    window: Any, qtbot: Any, reader: GatedReader, clips: tuple[Path, Path]
+) -> None:
+    """Opened again while its stamps are read, or after, a clip's file is not read again (an
+    hour of a phone's footage is 10-20 GB), and the stamps still reach the window."""
+    path, s = clips[0], window.session
+    assert window.open_clip(path)
+    assert window.open_clip(path)  # mid-read
+    assert not reader.ended(path).is_set() and path not in reader.given_up
+    reader.gate(path).set()
+    qtbot.waitUntil(lambda: s.clip.clock_known, timeout=WAIT_MS)
+    assert window.open_clip(path)  # after
+    assert not s.clip.clock_known
+    qtbot.waitUntil(lambda: s.clip.clock_known, timeout=WAIT_MS)
+    assert s.clip.clock is not None and len(s.clip.clock.times) == 30
+    assert reader.calls == [path]

@@ -96,33 +96,38 @@ def test_the_command_line_runs(clips: dict[str, Path]) -> None:
     ],
 )
 def test_bad_input_is_exit_2_with_one_line(
-    tmp_path: Path, name: str, content: bytes | None, fragment: str
+    tmp_path: Path, name: str, content: bytes | None, fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """In this process: `main`'s exit status and lines are what `python -m ffdesk` gives back
+    (`test_the_command_line_runs` runs the real command)."""
     path = tmp_path / name
     if content is not None:
         path.write_bytes(content)
-    proc = _run("probe", str(path))
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in proc.stderr
+    code = cli.main(["probe", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in err
 
 
 @pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
-def test_an_unreadable_file_is_exit_2(tmp_path: Path, clips: dict[str, Path]) -> None:
+def test_an_unreadable_file_is_exit_2(
+    tmp_path: Path, clips: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "locked.mp4"
     path.write_bytes(clips["mp4"].read_bytes())
     path.chmod(0)
     try:
-        proc = _run("probe", str(path))
+        code = cli.main(["probe", str(path)])
     finally:
         path.chmod(0o644)
-    assert proc.returncode == 2 and "not readable" in proc.stderr
+    assert code == 2 and "not readable" in capsys.readouterr().err
 
 
 def test_usage_errors_are_exit_2() -> None:
-    assert _run("probe").returncode == 2
-    assert _run("probe", "x.mp4", "--encoder", "vp9").returncode == 2
+    assert cli.main(["probe"]) == 2
+    assert cli.main(["probe", "x.mp4", "--encoder", "vp9"]) == 2
 
 
 def test_a_reader_that_stops_early_is_not_an_error(clips: dict[str, Path]) -> None:

@@ -25,6 +25,24 @@ def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def _bench_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("memory-bench-cache")
+
+
+@pytest.fixture(autouse=True)
+def _one_short_clip(_bench_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bench's 720p clip is made once for the module (its cache shared, as between a user's
+    runs) and 1 s long, not 6: the renders here read at most 4 frames of it (the 6 s clip took
+    6 s to make, in every test)."""
+    import functools
+
+    from ffdesk.bench import memory
+
+    monkeypatch.setenv("FFDESK_BENCH_CACHE", str(_bench_cache))
+    monkeypatch.setattr(memory, "face_clip", functools.partial(memory.face_clip, seconds=1.0))
+
+
 def test_the_one_model_budget_is_the_largest_model_on_one_item(small_pack: Path, tmp_path: Path) -> None:
     """The budget holds the largest model as a call of one face needs it: at the render's batch
     its runtime holds more, which is what a tight budget makes it give up."""

@@ -4,8 +4,6 @@ every pixel can be checked against the frames as the render decodes them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -209,8 +207,12 @@ def test_every_size_option_feeds_the_model_at_that_size(
     assert "\n" not in str(err.value)
 
 
-def test_bad_model_files_are_one_line_errors(tmp_path: Path, grey_clip: Path, pack: Path) -> None:
-    """A missing file, a truncated one, and a deoldify file under DDColor's name."""
+def test_bad_model_files_are_one_line_errors(
+    tmp_path: Path, grey_clip: Path, pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing file, a truncated one, and a deoldify file under DDColor's name (the command run
+    in this process: the one line and the exit status are `main`'s, as `python -m ffdesk` gives
+    them back)."""
     folder = tmp_path / "bad"
     folder.mkdir()
     data = (pack / "deoldify.onnx").read_bytes()
@@ -224,14 +226,11 @@ def test_bad_model_files_are_one_line_errors(tmp_path: Path, grey_clip: Path, pa
     for model, says in cases.items():
         out = tmp_path / f"{model}.mp4"
         cmd = ["render", "--target", str(grey_clip), "--output", str(out), "--models-dir", str(folder)]
-        run = subprocess.run(
-            [sys.executable, "-m", "ffdesk", *cmd, "--frame-colorizer", model],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert run.returncode == 2 and "Traceback" not in run.stderr
-        assert len(run.stderr.strip().splitlines()) == 1 and says in run.stderr, run.stderr
+        capsys.readouterr()
+        code = main([*cmd, "--frame-colorizer", model])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1 and says in err, err
         assert not out.exists()
 
 

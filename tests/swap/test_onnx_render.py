@@ -40,6 +40,24 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def _variants(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("variants")
+
+
+@pytest.fixture(autouse=True)
+def _shared_variants(_variants: Path) -> None:
+    """The pack's FP16 and INT8 variants are cached for the module, as a user's cache keeps them
+    between renders (each in a folder of the test's own otherwise): the preview render took the
+    INT8 calibration again, in a process of its own, that the INT8 test had done (3.6 s). The
+    rest of the cache (footprints, precision choices) stays the test's own."""
+    from ffdesk.runtime.env import RuntimeEnv
+
+    own = RuntimeEnv.from_system().variants_dir
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.symlink_to(_variants, target_is_directory=True)
+
+
 @pytest.fixture(scope="session")
 def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("clips") / "face.mp4"

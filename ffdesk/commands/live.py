@@ -8,6 +8,7 @@ import math
 import sys
 import threading
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
-    from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
+    from ffdesk.pipeline.plan import DEFAULT_BATCH, LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             "deep swapper model (--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), "
             "or --list-cameras"
         )
+    if args.source_face is not None and not args.source and not args.map:
+        raise UserError("--source-face picks a face of the source photo: give the photo (--source FACE)")
     from ffdesk.pipeline.people import face_map_of
 
     try:
@@ -169,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
     if args.record is not None:
         check_recording(args.record.expanduser(), job, camera)
     env = runtime_env(args)
-    for note in (*provider_unusable(job, env), *embedded_ignores(job, left_out=LIVE_LEAVES_OUT)):
+    given = replace(job, batch=DEFAULT_BATCH)  # (live's batch of 1 is its own, not a setting given)
+    for note in (*provider_unusable(job, env), *embedded_ignores(given, left_out=LIVE_LEAVES_OUT)):
         _status(f"warning: {note}")
     stop = threading.Event()
     # Ctrl-C or SIGTERM from here on ends the session with its figures and a finished recording

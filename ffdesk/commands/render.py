@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -233,6 +234,7 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
             "leave --face-selection out or make it reference"
         )
     check_settings_have_their_processor(args)
+    check_options_apply(args)
     start, end = range_seconds(args)
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,
@@ -289,8 +291,9 @@ SETTINGS_OF: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("enhancer", "a face enhancer (--enhancer gfpgan_1.4)", ("enhancer_weight", "enhancer_blend")),
     ("frame_enhancer", "a frame enhancer (--frame-enhancer span_kendata_x4)", ("frame_enhancer_blend",)),
     ("lip_syncer", "a lip syncer (--lip-syncer wav2lip_gan_96)", ("lip_sync_weight", "voice_extractor")),
+    ("swapper", "a swapper model (--swapper inswapper_128)", ("swap_scale",)),
 )
-"""The face enhancer's, frame enhancer's and lip syncer's settings (their `RenderJob` fields),
+"""The face enhancer's, frame enhancer's, lip syncer's and swapper's settings (their `RenderJob` fields),
 beside the option that turns each on and what to say for it (the other processors' settings are
 `processor_fields`'s, `--lip-sync-audio` is `RenderJob`'s)."""
 
@@ -307,6 +310,87 @@ def check_settings_have_their_processor(args: argparse.Namespace) -> None:
         for name in settings:
             if getattr(args, name) != defaults[name]:
                 raise UserError(f"--{name.replace('_', '-')} needs {what}")
+
+
+FARM_OPTIONS: tuple[tuple[str, str], ...] = (
+    ("farm_storage", "shared"),
+    ("farm_metrics_port", "0"),
+    ("farm_metrics_host", "local"),
+)
+"""The farm's options (their `args` names) and their defaults: set without `--farm`, refused."""
+MATTE_MAKERS = (
+    "source", "map", "swapper", "enhancer", "lip_syncer", "expression_restorer", "face_editor",
+    "deep_swapper", "age_modifier", "background_remover",
+)  # fmt: skip
+"""What makes a render's matte (`args` names): a swap or face processor (where faces are pasted)
+or the background remover (its cut); without any, the matte is empty."""
+
+
+def check_options_apply(args: argparse.Namespace) -> None:
+    """`UserError` (one line) for an option that cannot take effect beside the others, where it
+    can only be a mistake: `--source-face` without a photo, `--fps` for a clip or image (they
+    have their own rate), a farm option without `--farm` or a local-only one with it,
+    `--metrics-host` without `--metrics-port`, a `--matte` nothing of the render makes, and a
+    swapper model without the source face it swaps in (a model made by `ffdesk train` needs
+    none)."""
+    from ffdesk.media.sequence import is_sequence_path
+
+    if args.source_face is not None and not args.source and not args.map:
+        raise UserError("--source-face picks a face of the source photo: give the photo (-s FACE.jpg)")
+    target = Path(args.target).expanduser()
+    if args.fps is not None and not is_sequence_path(target):
+        raise UserError(f"--fps is the frame rate of an image sequence; {target.name} has its own")
+    if args.farm is None:
+        for name, default in FARM_OPTIONS:
+            if getattr(args, name) != default:
+                raise UserError(f"--{name.replace('_', '-')} needs a farm render (--farm ADDR)")
+    else:
+        for option, given, what in (
+            (
+                "--metrics-port",
+                args.metrics_port is not None,
+                "its workers serve theirs: --farm-metrics-port",
+            ),
+            ("--telemetry-log", args.telemetry_log is not None, "leave it out"),
+        ):
+            if given:
+                raise UserError(f"{option} is for a render on this machine, not a farm's ({what})")
+    if args.metrics_host != "127.0.0.1" and args.metrics_port is None:
+        raise UserError("--metrics-host needs the metrics served (--metrics-port N)")
+    if args.matte != "none" and not any(getattr(args, name) for name in MATTE_MAKERS):
+        raise UserError(
+            f"--matte {args.matte} would be empty: nothing in this render pastes a face or cuts out "
+            "people; give a source photo (-s FACE.jpg), a face processor or --background-remover"
+        )
+    if args.swapper and not args.source and not args.map:
+        from ffdesk.pipeline.stages.trained import is_trained_swapper
+        from ffdesk.runtime.files import resolve_models_dir
+
+        if not is_trained_swapper(args.swapper, resolve_models_dir(args.models_dir, runtime_env(args))):
+            raise UserError(
+                f"--swapper {args.swapper} needs a source face photo (-s FACE.jpg or --map PERSON=FACE.jpg); "
+                "a model made by `ffdesk train` swaps without one"
+            )
+
+
+def encoder_ignores(args: argparse.Namespace) -> list[str]:
+    """One line naming the settings given that a clip's encoder takes none of: PNG frames are
+    lossless, and ProRes and PNG have no speed preset (an image target's are the plan's to name,
+    `plan.embedded_ignores`)."""
+    from ffdesk.pipeline.plan import is_image_target
+
+    takes_none = []
+    if args.encoder == "png" and args.quality is not None:
+        takes_none.append(("quality", f"--quality {args.quality}"))
+    if args.encoder in ("prores", "png") and args.video_preset is not None:
+        takes_none.append(("speed preset", f"--video-preset {args.video_preset}"))
+    if not takes_none or is_image_target(Path(args.target).expanduser()):
+        return []
+    verb = "changes" if len(takes_none) == 1 else "change"
+    return [
+        f"--encoder {args.encoder} takes no {' or '.join(k for k, _o in takes_none)}: "
+        f"{' and '.join(o for _k, o in takes_none)} {verb} nothing (h264 and h265 take both)"
+    ]
 
 
 def add_range_options(parser: argparse.ArgumentParser) -> None:
@@ -436,8 +520,14 @@ def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgr
         )
 
 
+def _say_ignored(args: argparse.Namespace) -> None:
+    for note in encoder_ignores(args):
+        print(f"ffdesk: warning: {note}", file=sys.stderr)
+
+
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
+    _say_ignored(args)
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     try:
         report = render_on_farm(args, job, progress)
@@ -457,6 +547,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.telemetry.render import RenderTelemetry
 
     job = job_from_args(args)
+    _say_ignored(args)
     env = runtime_env(args)
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     cancel = threading.Event()

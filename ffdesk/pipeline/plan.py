@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
@@ -171,27 +172,149 @@ def provider_missing(provider: str, env: RuntimeEnv) -> list[str]:
 
 
 def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[str]:
-    """One line naming the mask settings of a job the embedded swap runs that no stage of it reads
-    (the embedded swap has masks of its own; the face processors read some, `mask_use`); none
-    when a swapper model swaps, nothing is swapped, or each setting the job changes is read.
-    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers. And one
-    line for a `--precision` that no model of the job takes (the embedded models run as they
-    ship; only a model pack's take a precision)."""
-    if job.swapper or not (job.sources or job.face_map):
-        return []
-    return [*_masks_unread(job, left_out), *_precision_unread(job, left_out)]
+    """One line for each group of settings the job changes that no stage of it reads, none where
+    each is read:
+
+    - the mask settings of a job the embedded swap runs that none of its stages reads (the
+      embedded swap has masks of its own; the face processors read some, `mask_use`), or of a
+      job that swaps nothing that its face processors do not read;
+    - a `--precision` or `--batch` that no model of the job takes (the embedded models run as
+      they ship; only a model pack's take them);
+    - a model pack's swap settings (`--detector`, `--recognizer`, `--pixels`) without one;
+    - the face settings (and, where no model runs, the models' settings) of a job with no face
+      stage: no source, face map, swapper or face processor (`_faceless`);
+    - the clip settings of an image target (`_image_ignores`).
+
+    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers."""
+    if job.swapper:
+        return _image_ignores(job)
+    on = _running(job, left_out)
+    if job.sources or job.face_map:
+        swap = [*_masks_unread(job, left_out), *_precision_unread(job, left_out)]
+    elif any(p in mu.PROCESSOR_READS for p in on):
+        swap = _masks_unread(job, left_out)
+    else:
+        swap = _faceless(job, runs_models=bool(on))
+    return [*swap, *_pack_only(job), *_image_ignores(job)]
+
+
+def _running(job: RenderJob, left_out: Collection[str]) -> list[str]:
+    """The processors the job runs (their `RenderJob` fields), but those in `left_out` and those
+    its preview mode leaves out."""
+    fields = (f for f, _m, _fn in (*FACE_PROCESSORS, *FRAME_PROCESSORS))
+    return [
+        f
+        for f in fields
+        if getattr(job, f) and f not in left_out and not (f in DRAFT_SKIPS and job.mode == "preview")
+    ]
+
+
+DEFAULT_BATCH = 4
+"""`RenderJob.batch`'s default: a batch other than it is a setting the user gave."""
+
+
+def _model_settings(job: RenderJob) -> list[str]:
+    """`--precision` and `--batch` as the job changes them."""
+    named = [f"--precision {job.precision}"] if job.precision not in ("auto", "fp32") else []
+    return named + ([f"--batch {job.batch}"] if job.batch != DEFAULT_BATCH else [])
 
 
 def _precision_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
-    if job.precision in ("auto", "fp32"):
+    named = _model_settings(job)
+    if not named:
         return []
     fields = ("enhancer", *(f for f, _m, _fn in (*FACE_PROCESSORS, *FRAME_PROCESSORS)))
     if any(getattr(job, f) for f in fields if f not in left_out):
         return []
     return [
-        f"the embedded swap runs its models as they ship: --precision {job.precision} applies to a "
-        "model pack's (--swapper, --enhancer and the other processors)"
+        f"the embedded swap runs its models as they ship: {' and '.join(named)} "
+        f"{'applies' if len(named) == 1 else 'apply'} to a model pack's (--swapper, --enhancer and the "
+        "other processors)"
     ]
+
+
+def _faceless(job: RenderJob, *, runs_models: bool) -> list[str]:
+    """One line naming the face settings a job with no face stage changes (no source, face map,
+    swapper or face processor: nothing finds a face), with the models' settings where no model
+    runs either (no processor: the render re-encodes)."""
+    named = [f"--mask {','.join(m.strip() for m in job.masks)}"] if _masks_beyond_box(job) else []
+    if job.reference_face is not None:
+        named.append(f"--reference-face {job.reference_face}")
+    elif job.face_selection != "largest":
+        named.append(f"--face-selection {job.face_selection}")
+    for option, differs in (
+        ("--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
+        ("--mask-padding", job.mask_padding != (0, 0, 0, 0)),
+        ("--mask-areas", bool(job.mask_areas)),
+        ("--mask-regions", bool(job.mask_regions)),
+    ):
+        if differs:
+            named.append(option)
+    what, which = "swaps no face", "face processor"
+    if not runs_models:
+        named += _model_settings(job)
+        if job.memory_budget is not None:
+            named.append("--memory-budget")
+        what, which = "swaps no face and runs no model", "processor"
+    if not named:
+        return []
+    verb = "changes" if len(named) == 1 else "change"
+    return [
+        f"this render {what} (no -s, --map, --swapper or {which}): {', '.join(named)} {verb} nothing; "
+        "give a source photo (-s FACE.jpg) to swap"
+    ]
+
+
+def _masks_beyond_box(job: RenderJob) -> bool:
+    return any(mu.mask_kind(m) != "box" for m in job.masks)
+
+
+def _pack_only(job: RenderJob) -> list[str]:
+    """One line naming a model pack's swap settings (`--detector`, `--recognizer`, `--pixels`)
+    that a job without a swapper model changes: the embedded models find its faces, and only a
+    pack's stages keep pixels on a device."""
+    named = [f"--{f} {getattr(job, f)}" for f in ("detector", "recognizer") if getattr(job, f)]
+    if job.pixels != "auto":
+        named.append(f"--pixels {job.pixels}")
+    if not named:
+        return []
+    verb = "sets" if len(named) == 1 else "set"
+    return [
+        f"{', '.join(named)} {verb} a model pack's swap (--swapper inswapper_128); without one "
+        f"{'it changes' if len(named) == 1 else 'they change'} nothing"
+    ]
+
+
+def _image_ignores(job: RenderJob) -> list[str]:
+    """One line naming the clip settings an image target changes: an image is written as -o's
+    suffix says, with no range, scan or video encoder. (The settings a clip's encoder takes none
+    of are the render command's to name, `render.encoder_ignores`: the app sets a quality for
+    every encoder.)"""
+    if not is_image_target(job.target):
+        return []
+    named = [
+        option
+        for option, differs in (
+            (f"--encoder {job.encoder}", job.encoder != "h264"),
+            (f"--video-preset {job.video_preset}", job.video_preset is not None),
+            ("--start", job.start is not None),
+            ("--end", job.end is not None),
+            ("--deinterlace", job.deinterlace),
+        )
+        if differs
+    ]
+    if not named:
+        return []
+    verb = "applies" if len(named) == 1 else "apply"
+    return [f"{job.target.name} is an image: {', '.join(named)} {verb} to clips (-o's suffix is its type)"]
+
+
+def is_image_target(target: Path) -> bool:
+    """Whether a render of `target` is an image's: one picture, written as -o's suffix says."""
+    from ffdesk.media.images import IMAGE_SUFFIXES
+    from ffdesk.media.sequence import is_sequence_path
+
+    return target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(target)
 
 
 def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
@@ -223,10 +346,17 @@ def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
     others = [
         mu.NAMES[p] for p, r in mu.PROCESSOR_READS.items() if p not in on and p not in left_out and r & wanted
     ]
+    readers = mu.listed(["swapper models (--swapper)", *others])
+    if not (job.sources or job.face_map):  # face processors alone: no swap at all
+        verb = "does" if len(on) == 1 else "do"
+        return [
+            f"this render swaps no face (no -s, --map or --swapper) and {mu.listed(mu.NAMES[p] for p in on)} "
+            f"{verb} not use {', '.join(named)}; {'it applies' if len(named) == 1 else 'they apply'} "
+            f"to {readers}"
+        ]
     return [
         f"the embedded swap does not use {', '.join(named)} (it keeps what covers the face by itself "
-        f"under its own feathered mask){nor}; they apply to "
-        f"{mu.listed(['swapper models (--swapper)', *others])}"
+        f"under its own feathered mask){nor}; they apply to {readers}"
     ]
 
 

@@ -51,7 +51,7 @@ def test_mask_settings_the_embedded_swap_does_not_use_are_named(settings: dict[s
     [
         {},  # the defaults
         {"masks": ("box",), "swapper": "inswapper_128"},  # a swapper model uses them
-        {"masks": ("box", "occlusion"), "sources": ()},  # no swap at all
+        {"masks": ("box",), "sources": ()},  # no swap at all, and only the default box
     ],
 )
 def test_nothing_is_said_where_the_masks_are_used_or_nothing_is_swapped(settings: dict[str, Any]) -> None:

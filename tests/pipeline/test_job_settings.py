@@ -66,7 +66,9 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 def test_the_cli_fills_the_fields() -> None:
-    job = job_from_args(_args("--provider", "tensorrt", "--swap-scale", "4"))
+    job = job_from_args(
+        _args("--provider", "tensorrt", "--swap-scale", "4", "--swapper", "inswapper_128", "-s", "/a.jpg")
+    )
     assert (job.provider, job.swap_scale) == ("tensorrt", 4)
     job = job_from_args(_args())
     assert (job.provider, job.swap_scale, job.video_preset) == ("auto", 1, None)

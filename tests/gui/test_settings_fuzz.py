@@ -34,7 +34,7 @@ from ffdesk.cli import main
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import RenderQueue
 from ffdesk.runtime.env import RuntimeEnv, read_settings, write_setting
-from tests.gui.windows import window_on
+from tests.gui.windows import OPENED, window_on
 from tests.pipeline.test_manifest_fuzz import (
     damage_text,
     deep_depth,
@@ -98,22 +98,18 @@ def _windows_freed() -> Iterator[None]:
 
     A window that was shut down is kept, with the 77 menus and frames it made, and
     `ffdesk.gui.app.application()` (which `open_window` calls) styles every widget there is
-    again: each case's setup took 10 ms longer than the one before (0.8 s by the 90th)."""
-    from ffdesk.gui.main_window import MainWindow
-
-    before = _top_level_widgets()
-    yield
+    again: each case's setup took 10 ms longer than the one before (0.8 s by the 90th). The
+    case's windows are those `window_on` made meanwhile (`tests.gui.windows.OPENED`): walking
+    Qt's top-level widgets instead wrapped widgets other test files left, and crashed now and then."""
     import shiboken6
 
-    for widget in _top_level_widgets() - before:
-        if isinstance(widget, MainWindow) and shiboken6.isValid(widget):
+    first = len(OPENED)
+    yield
+    for ref in OPENED[first:]:
+        widget = ref()
+        if widget is not None and shiboken6.isValid(widget):
             shiboken6.delete(widget)
-
-
-def _top_level_widgets() -> set[Any]:
-    from PySide6.QtWidgets import QApplication
-
-    return set(QApplication.topLevelWidgets()) if QApplication.instance() is not None else set()
+    del OPENED[first:]
 
 
 # ---- JSON damage ---------------------------------------------------------------------------------

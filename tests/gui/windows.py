@@ -3,10 +3,16 @@ telemetry thread, no autostart, closing without asking."""
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
 from ffdesk.runtime.env import RuntimeEnv
+
+OPENED: list[weakref.ref[Any]] = []
+"""Every window `window_on` made in this test process, weakly (a fixture that frees a test's
+windows finds them here, without walking Qt's top-level widgets: wrapping widgets an earlier
+test left behind crashed the process now and then)."""
 
 
 def window_on(env: RuntimeEnv, folder: Path, **options: Any) -> Any:
@@ -16,7 +22,7 @@ def window_on(env: RuntimeEnv, folder: Path, **options: Any) -> Any:
     from ffdesk.gui.main_window import MainWindow, open_settings
 
     application()
-    return MainWindow(
+    window = MainWindow(
         settings=open_settings(folder / "gui.ini"),
         queue_path=folder / "queue.json",
         telemetry=False,
@@ -25,6 +31,8 @@ def window_on(env: RuntimeEnv, folder: Path, **options: Any) -> Any:
         env=env,
         **options,
     )
+    OPENED.append(weakref.ref(window))
+    return window
 
 
 def isolated_window(env: RuntimeEnv, qtbot: Any, folder: Path) -> Any:

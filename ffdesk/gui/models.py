@@ -626,8 +626,10 @@ class SessionModel(QObject):
             face_selection=s.face_selection,
             reference_face=self.reference_rank() if s.face_selection == "reference" else None,
             swapper=s.swapper or None,
-            recognizer=s.recognizer or None,
-            detector=s.detector or None,
+            # a pack's detector and recognizer (the embedded swap has its own: a pick left from a
+            # pack would only be named in the render's warnings as set to no effect)
+            recognizer=(s.recognizer or None) if s.swapper else None,
+            detector=(s.detector or None) if s.swapper else None,
             enhancer=s.enhancer or None,
             enhancer_weight=s.enhancer_weight,
             enhancer_blend=s.enhancer_blend,

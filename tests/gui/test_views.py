@@ -334,6 +334,10 @@ def test_build_job_from_state(tmp_path: Path) -> None:
     assert job.start == pytest.approx(1.0) and job.end == pytest.approx(2.0)
     assert job.memory_budget == 256 * 2**20 and job.swapper == "inswapper_128"
     assert job.mode == "final" and job.precision == "fp16" and job.detector is None
+    m.update_settings(detector="scrfd_2.5g", recognizer="arcface_w600k_r50")
+    assert (m.build_job().detector, m.build_job().recognizer) == ("scrfd_2.5g", "arcface_w600k_r50")
+    m.update_settings(swapper="")  # the embedded swap: a detector left picked is not its
+    assert (m.build_job().detector, m.build_job().recognizer) == (None, None)
 
 
 def test_reference_face_is_named_left_to_right() -> None:

@@ -333,10 +333,13 @@ class SessionModel(QObject):
         if clip is None or clip.path != path or clip.clock_known:
             return False
         moved = clock_move(clip.frame_clock, clock, self.last_index)
+        people_of_range = self.people is not None and self.people_span == self.span_s()
         # the frames are the stamps read, not the average rate's estimate from the header
         self.clip = replace(clip, clock=clock, frame_count=len(clock.times) or clip.frame_count)
         self.position = moved(self.position)
         self.in_point, self.out_point = _moved(self.in_point, moved), _moved(self.out_point, moved)
+        if people_of_range:  # the people found in the range are its people still, counted anew
+            self.people_span = self.span_s()
         markers: dict[int, MarkerKind] = {}
         for index, kind in self.markers.items():
             markers[moved(index)] = "flagged" if "flagged" in (kind, markers.get(moved(index))) else kind

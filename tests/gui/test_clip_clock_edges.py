@@ -75,3 +75,22 @@ def test_closing_waits_for_a_read_being_handed_over(qtbot: Any, tmp_path: Path) 
         release.set()
         closing.join(WAIT_S)
     assert closed.is_set()
+
+
+def test_people_found_before_the_stamps_arrive_stay_the_ranges_people(qtbot: Any) -> None:
+    """A search of the in/out range made while frames counted at the average rate: once the
+    stamps arrive the points keep their time, so the people are still the range's (the People
+    view does not ask for another search)."""
+    from ffdesk.faces.people import People
+
+    times = tuple(i / 25.0 for i in range(10)) + tuple(0.4 + i / 50.0 for i in range(10))
+    times += tuple(0.6 + i * 0.06 for i in range(10))
+    s = SessionModel()
+    s.set_clip(_vfr_clip(30, 1.2))
+    s.set_range(5, 20)
+    found = People(
+        people=(), recognizer="appearance", metric="cosine", threshold=0.5, stride=1, frames_looked=16
+    )
+    s.set_people(found, s.span_s())
+    assert s.set_clock(s.clip.path, FrameClock(25.0, times))  # type: ignore[union-attr]
+    assert s.people is not None and s.people_span == s.span_s()

@@ -33,7 +33,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.placement import ProcessorFrames
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import age_modifier as am
 from ffdesk.types import Frame, Mask
 
@@ -158,9 +158,7 @@ class AgeModifyStage(ProcessorFrames):
         masks = [am.paste_mask(c, spec, self.blur, o) for c, o in zip(crops, occlusion, strict=True)]
         affines = tuple(am.paste_affine(c, spec) for c in crops)
         aligned = AlignedFaces(np.stack(drawn), affines, tuple(faces), tuple(owners))
-        before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        sync_device(batch, before)
         self.faces_modified += len(crops)
         return list(batch)
 

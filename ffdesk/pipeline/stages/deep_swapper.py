@@ -36,7 +36,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.placement import ProcessorFrames
-from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned, sync_device
+from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned
 from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import deep_swapper as ds
 from ffdesk.swap import masks as mk
@@ -250,9 +250,7 @@ class DeepSwapStage(ProcessorFrames):
         out = self.models.run(self.key, self._draw, list(aligned.crops))
         drawn = np.stack([face for face, _ in out])
         masks = self.paste_masks(aligned, drawn, [mask for _, mask in out])
-        before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        sync_device(batch, before)
         with self._lock:
             self.faces_swapped += len(aligned)
         return list(batch)

@@ -34,7 +34,7 @@ from ffdesk.pipeline.stages.expression_restorer import (
     resolve_live_portrait,
 )
 from ffdesk.pipeline.stages.placement import ProcessorFrames
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import face_editor as fe
 from ffdesk.swap import live_portrait as lp
 from ffdesk.swap.areas import points_68
@@ -136,9 +136,7 @@ class FaceEditStage(ProcessorFrames):
         masks: list[Mask] = [self.mask] * len(faces)
         crops = np.stack([f.crop for f in faces])
         aligned = AlignedFaces(crops, tuple(f.affine for f in faces), (), tuple(f.owner for f in faces))
-        before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        sync_device(batch, before)
         self.faces_edited += len(faces)
         return list(batch)
 

@@ -32,7 +32,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.placement import ProcessorFrames
-from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces, sync_device
+from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.types import Frame, Mask
@@ -101,10 +101,8 @@ class FaceEnhanceStage(ProcessorFrames):
         return restored, masks
 
     def process(self, batch: Sequence[FramePacket]) -> list[FramePacket]:
-        before = [len(p.regions) for p in batch]
         aligned = redraw_faces(batch, self.spec.template, self.spec.size, self._draw)
         if aligned is not None:
-            sync_device(batch, before)
             self.faces_enhanced += len(aligned)
         return list(batch)
 

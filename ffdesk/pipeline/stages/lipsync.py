@@ -32,7 +32,7 @@ from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.placement import ProcessorFrames
-from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned, sync_device
+from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import lipsync as ls
 from ffdesk.swap.areas import points_68
 from ffdesk.swap.masks import box_mask
@@ -281,9 +281,7 @@ class LipSyncStage(ProcessorFrames):
         if self._occlusion is not None:
             masks = [np.minimum(m, o) for m, o in zip(masks, self._occlusion(crops), strict=True)]
         aligned = AlignedFaces(crops, tuple(f.affine for f in faces), (), tuple(f.owner for f in faces))
-        before = [len(p.regions) for p in batch]
         paste_aligned(batch, aligned, drawn, masks)
-        sync_device(batch, before)
         self.faces_synced += len(faces)
         return list(batch)
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from ffdesk.faces.align import Affine, warp_face
 from ffdesk.faces.types import Face
-from ffdesk.pipeline.stage import FramePacket, mark_changed, writable
+from ffdesk.pipeline.stage import ChangedRegion, FramePacket, mark_changed, writable
 from ffdesk.swap.blend import paste_face
 from ffdesk.types import Frame, Mask
 
@@ -64,7 +64,9 @@ def paste_aligned(
 ) -> None:
     """Paste each drawn crop back into its packet's image (in face order) under its mask, and
     record the pasted pixels as changed regions. Each paste warps and blends only the frame box
-    its mask's nonzero part covers (`paste_face`)."""
+    its mask's nonzero part covers (`paste_face`). A packet that also keeps its frame on a device
+    (`FramePacket.device_image`, a stage before kept pixels there) gets each pasted region there
+    too, where a later stage still reads it."""
     if not len(drawn) == len(masks) == len(aligned):
         raise ValueError(f"{len(aligned)} faces but {len(drawn)} drawn crops and {len(masks)} masks")
     for owner in dict.fromkeys(aligned.owners):
@@ -74,6 +76,7 @@ def paste_aligned(
         region = paste_face(packet.image, drawn[j], aligned.affines[j], masks[j])
         if region is not None:
             mark_changed(packet, region)
+            _to_device(packet, region)
 
 
 def redraw_faces(batch: Sequence[FramePacket], template: str, size: int, draw: Draw) -> AlignedFaces | None:
@@ -87,16 +90,12 @@ def redraw_faces(batch: Sequence[FramePacket], template: str, size: int, draw: D
     return aligned
 
 
-def sync_device(batch: Sequence[FramePacket], before: Sequence[int]) -> None:
-    """Copy the regions pasted on the host since `before` (each packet's region count then) into
-    the packets' device frames (`FramePacket.device_image`), where a later stage still reads them:
-    a stage that redraws faces on the host after a stage that keeps pixels on a device."""
-    for packet, first in zip(batch, before, strict=True):
-        image = packet.device_image
-        if image is None:
-            continue
-        import torch
+def _to_device(packet: FramePacket, r: ChangedRegion) -> None:
+    """Copy region `r` of the packet's host frame into its device frame, where it has one."""
+    image = packet.device_image
+    if image is None:
+        return
+    import torch
 
-        for r in packet.regions[first:]:
-            part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-            image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
+    part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
+    image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)

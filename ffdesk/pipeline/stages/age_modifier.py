@@ -174,13 +174,10 @@ class AgeModifyStage(ProcessorFrames):
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, am.AgeModifierSpec]:
     """The job's age modifier file, checked against its contract, and how to feed it;
     `UserError` (one line) for a missing or broken file or an entry that is not an age modifier."""
-    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model, processor_spec
 
     assert job.age_modifier is not None
-    folder = resolve_models_dir(job.models_dir, env)
-    choice = resolve_model(job.age_modifier, ROLE, folder, load_catalog())
+    choice = job_model(job, job.age_modifier, ROLE, env)
     return choice, processor_spec(choice, "age modifier", am.age_modifier_spec)
 
 

@@ -147,13 +147,10 @@ def background_remover_stage(
     found and checked here, on the caller's thread: `UserError` (one line) for a missing file,
     one that breaks its contract or fixes other sides, or a description without the processor's
     options."""
-    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model, processor_spec
 
     assert job.background_remover is not None
-    folder = resolve_models_dir(job.models_dir, env)
-    choice = resolve_model(job.background_remover, ROLE, folder, catalog or load_catalog())
+    choice = job_model(job, job.background_remover, ROLE, env, catalog)
     spec = processor_spec(choice, "background remover", br.background_remover_spec)
     check_input_sides(choice.path, spec)
     models, key = frame_model(job, stages, choice, env=env, share=share)

@@ -118,13 +118,10 @@ class FaceEnhanceStage(ProcessorFrames):
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, enh.EnhancerSpec]:
     """The job's enhancer file, checked against its contract, and how to feed it; `UserError`
     (one line) for a missing or broken file or an entry that is not an enhancer."""
-    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model, processor_spec
 
     assert job.enhancer is not None
-    folder = resolve_models_dir(job.models_dir, env)
-    choice = resolve_model(job.enhancer, ROLE, folder, load_catalog())
+    choice = job_model(job, job.enhancer, ROLE, env)
     return choice, processor_spec(choice, "enhancer", enh.enhancer_spec)
 
 

@@ -33,7 +33,7 @@ from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
 from ffdesk.pipeline.stages.placement import WarmUp
-from ffdesk.runtime.catalog import Catalog, load_catalog
+from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import frame_colorizer as fc
 from ffdesk.types import Frame
 
@@ -143,13 +143,10 @@ def frame_colorizer_stage(
     found and checked here, on the caller's thread: `UserError` (one line) for a missing file,
     one that breaks its contract or fixes its input to another size, or a description without
     the frame colorizer's type."""
-    from ffdesk.pipeline.stages.models import processor_spec, resolve_model
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model, processor_spec
 
     assert job.frame_colorizer is not None
-    catalog = catalog or load_catalog()
-    folder = resolve_models_dir(job.models_dir, env)
-    choice = resolve_model(job.frame_colorizer, ROLE, folder, catalog)
+    choice = job_model(job, job.frame_colorizer, ROLE, env, catalog)
     spec = processor_spec(choice, "frame colorizer", fc.frame_colorizer_spec)
     check_input_sides(choice.path, job.frame_colorizer_size)
     models, key = frame_model(job, stages, choice, env=env, share=share)

@@ -30,7 +30,7 @@ from ffdesk.pipeline.report import UpscaleFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
 from ffdesk.pipeline.stages.frame_model import FrameModelStage, frame_model, new_picture
 from ffdesk.pipeline.stages.placement import WarmUp
-from ffdesk.runtime.catalog import Catalog, load_catalog
+from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import frame_enhancer as fe
 from ffdesk.swap.tiles import Tiles, split_tiles, stitch_tiles
 
@@ -170,13 +170,10 @@ def frame_enhancer_stage(
     """The frame-enhancer stage of `job` (which names one), after `stages`. The model file is
     found and checked here, on the caller's thread: `UserError` (one line) for a missing file,
     one that breaks its contract, or a description without the frame enhancer's options."""
-    from ffdesk.pipeline.stages.models import resolve_model
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model
 
     assert job.frame_enhancer is not None
-    catalog = catalog or load_catalog()
-    folder = resolve_models_dir(job.models_dir, env)
-    choice = resolve_model(job.frame_enhancer, "frame_enhancer", folder, catalog)
+    choice = job_model(job, job.frame_enhancer, "frame_enhancer", env, catalog)
     if choice.spec is None:
         raise UserError(f"{choice.path.name}: not described as a frame enhancer")
     try:

@@ -308,12 +308,10 @@ def _spec_of(choice: ModelChoice) -> ls.LipSyncSpec:
 
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> ModelChoice:
-    from ffdesk.pipeline.stages.models import resolve_model
-    from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.pipeline.stages.models import job_model
 
     assert job.lip_syncer is not None
-    return resolve_model(job.lip_syncer, ROLE, resolve_models_dir(job.models_dir, env), load_catalog())
+    return job_model(job, job.lip_syncer, ROLE, env)
 
 
 def _stage(

@@ -1140,6 +1140,16 @@ def processor_spec(choice: ModelChoice, what: str, read: Callable[[Any], _Spec])
         raise UserError(str(exc)) from None
 
 
+def job_model(
+    job: RenderJob, value: str, role: str, env: RuntimeEnv, catalog: Catalog | None = None
+) -> ModelChoice:
+    """`resolve_model` of `value` (a catalog name or an .onnx path) in the job's models folder:
+    how each of FaceFusion's processors finds its file before any frame is decoded."""
+    from ffdesk.runtime.files import resolve_models_dir
+
+    return resolve_model(value, role, resolve_models_dir(job.models_dir, env), catalog or load_catalog())
+
+
 def _swapper_spec(choice: ModelChoice) -> sw.SwapperSpec:
     """The swapper's processor settings from its catalog entry or description."""
     return processor_spec(choice, "swapper", sw.swapper_spec)

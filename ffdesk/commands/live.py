@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.commands.interrupt import stop_signals
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
+    from ffdesk.pipeline.job import DEFAULT_BATCH
     from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
-    from ffdesk.pipeline.plan import DEFAULT_BATCH, LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
+    from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(

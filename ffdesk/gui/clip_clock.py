@@ -30,8 +30,6 @@ class ClipClocks(QObject):
         self.reader = reader
         self.current: ClockRead | None = None
         """The open clip's read (None: its clock needed no read)."""
-        self.reads = 0
-        """How many reads were started."""
         self._kept: list[ClockRead] = []
         self._closed = False
         self._emitting = threading.Lock()
@@ -55,7 +53,6 @@ class ClipClocks(QObject):
             if same.done:
                 QTimer.singleShot(0, self, partial(self._on_done, same))
             return same
-        self.reads += 1
         self.current = ClockRead(clip.path, clip.video, reader=self.reader, on_done=self._report)
         return self.current.start()
 

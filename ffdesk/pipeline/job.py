@@ -107,6 +107,8 @@ Each segment starts with a keyframe, and a keyframe costs the encoder several ti
 forcing one every 25 frames added 6-7 CPU ms per 720p frame to x264 at preset medium. At 240
 frames, a little under x264's own keyframe interval (250), segmenting adds no more keyframes than
 the encoder would place anyway. A multiple of the embedded detector's cadence (8 frames)."""
+DEFAULT_BATCH = 4
+"""Frames per inference batch unless `--batch` says otherwise (a batch other than it is a setting given)."""
 DEFAULT_MASK_BLUR = 0.3
 """How soft the box mask's edge is by default (`--mask-blur`, FaceFusion's 0.3)."""
 
@@ -142,7 +144,7 @@ class RenderJob:
     source_face: int | None = None
     mode: Mode = "final"
     precision: Precision = "auto"
-    batch: int = 4
+    batch: int = DEFAULT_BATCH
     memory_budget: int | None = None
     encoder: EncoderName = "h264"
     quality: int | None = None

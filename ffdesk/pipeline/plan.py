@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import mask_use as mu
-from ffdesk.pipeline.job import DEFAULT_MASK_BLUR, RenderJob
+from ffdesk.pipeline.job import DEFAULT_BATCH, DEFAULT_MASK_BLUR, RenderJob
 from ffdesk.pipeline.stage import Stage
 
 if TYPE_CHECKING:
@@ -207,10 +207,6 @@ def _running(job: RenderJob, left_out: Collection[str]) -> list[str]:
         for f in fields
         if getattr(job, f) and f not in left_out and not (f in DRAFT_SKIPS and job.mode == "preview")
     ]
-
-
-DEFAULT_BATCH = 4
-"""`RenderJob.batch`'s default: a batch other than it is a setting the user gave."""
 
 
 def _model_settings(job: RenderJob) -> list[str]:

@@ -238,14 +238,7 @@ def _faceless(job: RenderJob, *, runs_models: bool) -> list[str]:
         named.append(f"--reference-face {job.reference_face}")
     elif job.face_selection != "largest":
         named.append(f"--face-selection {job.face_selection}")
-    for option, differs in (
-        ("--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
-        ("--mask-padding", job.mask_padding != (0, 0, 0, 0)),
-        ("--mask-areas", bool(job.mask_areas)),
-        ("--mask-regions", bool(job.mask_regions)),
-    ):
-        if differs:
-            named.append(option)
+    named += [option for _setting, option in _mask_options_changed(job)]
     what, which = "swaps no face", "face processor"
     if not runs_models:
         named += _model_settings(job)
@@ -313,6 +306,18 @@ def is_image_target(target: Path) -> bool:
     return target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(target)
 
 
+def _mask_options_changed(job: RenderJob) -> list[tuple[mu.MaskSetting, str]]:
+    """The mask options besides `--mask` that the job sets to other than their defaults: (the
+    setting, its option)."""
+    options: tuple[tuple[mu.MaskSetting, str, bool], ...] = (
+        ("blur", "--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
+        ("padding", "--mask-padding", job.mask_padding != (0, 0, 0, 0)),
+        ("areas", "--mask-areas", bool(job.mask_areas)),
+        ("region", "--mask-regions", bool(job.mask_regions)),
+    )
+    return [(setting, option) for setting, option, differs in options if differs]
+
+
 def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
     on = mu.readers(
         p for p in mu.PROCESSOR_READS if getattr(job, p) and not (p in DRAFT_SKIPS and job.mode == "preview")
@@ -323,14 +328,8 @@ def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
     wanted: set[mu.MaskSetting] = {k for k in mu.ALL if k != "box" and k in map(mu.mask_kind, unread)}
     if wanted:
         named.append("--mask " + ",".join(unread))
-    changed: tuple[tuple[mu.MaskSetting, str, bool], ...] = (
-        ("blur", "--mask-blur", job.mask_blur != DEFAULT_MASK_BLUR),
-        ("padding", "--mask-padding", job.mask_padding != (0, 0, 0, 0)),
-        ("areas", "--mask-areas", bool(job.mask_areas)),
-        ("region", "--mask-regions", bool(job.mask_regions)),
-    )
-    for setting, option, differs in changed:
-        if differs and setting not in read:
+    for setting, option in _mask_options_changed(job):
+        if setting not in read:
             named.append(option)
             wanted.add(setting)
     if not named:

@@ -20,6 +20,7 @@ few numbers a paste needs (each mask's box) come back through `DevicePixels.numb
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -172,6 +173,19 @@ def pad_batch(x: torch.Tensor, size: int) -> torch.Tensor:
     if missing <= 0:
         return x
     return torch.cat([x, x.new_zeros((missing, *x.shape[1:]))])
+
+
+def take_rows(table: torch.Tensor, picks: Sequence[int]) -> torch.Tensor:
+    """Rows `picks` of a small device `table`, stacked (len(picks) x a row's shape). Picked on
+    the device: one view for each run of equal picks, joined, so no index goes up from the host
+    (a host list used as an index would, past the transfer counts)."""
+    import torch
+
+    runs = [(pick, len(list(group))) for pick, group in itertools.groupby(picks)]
+    parts = [table[pick : pick + 1].expand(n, *table.shape[1:]) for pick, n in runs]
+    if not parts:
+        return table[:0]
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
 
 def run_model(session: Runner, feeds: Mapping[str, torch.Tensor], pixels: DevicePixels) -> list[torch.Tensor]:

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from ffdesk.pipeline.stages.models import ModelRender
     from ffdesk.swap.enhancer import EnhancerSpec
 
-Feed = Callable[["torch.Tensor"], dict[str, "torch.Tensor"]]
-"""Stacked crops (padded to a batch shape) -> the model's named inputs."""
+Feed = Callable[["torch.Tensor", Sequence[int]], dict[str, "torch.Tensor"]]
+"""Stacked crops (padded to a batch shape) and their positions among the call's items -> the
+model's named inputs."""
 Pick = Callable[[list["torch.Tensor"], list[str]], "torch.Tensor"]
 """The model's outputs and their names -> the one tensor read (one row per item)."""
 Warm = Callable[["torch.Tensor"], object]
@@ -61,28 +62,30 @@ class DeviceModels:
         self.caps: dict[str, int] = {}
         """Per model key, the most items a call takes: the largest batch the budget allows beside
         what stays resident (`plan_batches`); `cap` (times the tiles, for the swapper) until then."""
-        self._source: torch.Tensor | None = None
+        self._sources: torch.Tensor | None = None
 
     def call(
         self, key: str, items: torch.Tensor, feed: Feed, pick: Pick, cap: int | None = None
     ) -> torch.Tensor:
         """One model over `items` (stacked along the first axis) in chunks of at most `cap`, each
         padded to its batch shape (one item a call for a file that fixes its batch at 1, as the
-        published files do); the picked output's rows for the items, stacked."""
+        published files do); the picked output's rows for the items, stacked. `feed` is told
+        which items each chunk holds (their positions in `items`), for an input each item has
+        of its own."""
         import torch
 
         model = self.ctx.keys.get(key, key)
         limit = self.caps.get(model, cap or self.cap)
 
-        def run(session: Runner, chunk: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        def run(session: Runner, chunk: Sequence[int]) -> list[torch.Tensor]:
             n = len(chunk)
             if n > 1 and not accepts_batch(session):  # a file that fixes its batch at 1
-                return [row for item in chunk for row in run(session, [item])]
-            x = dev.pad_batch(torch.stack(list(chunk)), bucket(n, limit))
-            outputs = dev.run_model(session, feed(x), self.pixels)
+                return [row for i in chunk for row in run(session, [i])]
+            x = dev.pad_batch(torch.stack([items[i] for i in chunk]), bucket(n, limit))
+            outputs = dev.run_model(session, feed(x, chunk), self.pixels)
             return list(pick(outputs, _names(session))[:n])
 
-        rows = self.ctx.manager.run_with_recovery(model, run, list(items), max_batch=limit)
+        rows = self.ctx.manager.run_with_recovery(model, run, range(len(items)), max_batch=limit)
         return torch.stack(rows)
 
     # ------------------------------------------------------------------ the models
@@ -100,23 +103,34 @@ class DeviceModels:
         hard = self.pixels.upload(regions, "area-masks").to(torch.float32)
         return self.ops.soften(hard)
 
-    def source(self) -> torch.Tensor:
-        """The swapper's identity input on the device (uploaded once)."""
-        if self._source is None:
-            vector = self.ctx.source_vector
-            assert vector is not None, "the source is embedded before any swap"
-            self._source = self.pixels.constant(vector, "source")
-        return self._source
+    def sources(self) -> torch.Tensor:
+        """The swapper's identity input of every source slot (`ModelRender.source_vectors`), one
+        row a slot, on the device: uploaded together, once."""
+        if self._sources is None:
+            vectors = self.ctx.source_vectors
+            assert vectors, "the sources are embedded before any swap"
+            rows = np.stack([v.reshape(-1) if v.ndim <= 2 else v[0] for v in vectors])
+            self._sources = self.pixels.constant(rows, "source")
+        return self._sources
 
-    def swap(self, crops: torch.Tensor, key: str | None = None) -> torch.Tensor:
-        """Swapped crops (the device `ModelRender.swap_crops`), sub-pixel tiles included."""
+    def swap(
+        self, crops: torch.Tensor, key: str | None = None, slots: Sequence[int] | None = None
+    ) -> torch.Tensor:
+        """Swapped crops (the device `ModelRender.swap_crops`), sub-pixel tiles included; `slots`:
+        the source slot of each crop (`SwapPlan.sources`; None: the first). Crops of different
+        slots share a call: each item takes its own row of the sources (every tile of a crop its
+        crop's), which follows it into its chunk."""
         ctx = self.ctx
         spec, k = ctx.swap_spec, ctx.tile
-        one = self.source()
-        one = one.reshape(1, -1) if one.ndim <= 2 else one[:1]
+        table = self.sources()
+        per_tile = [s for s in (slots or [0] * len(crops)) for _ in range(k * k)]
+        if len(per_tile) != len(crops) * k * k:
+            raise ValueError(f"{len(crops)} crops but {len(per_tile) // (k * k)} source slots")
 
-        def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
-            src = one.expand(x.shape[0], *one.shape[1:]).contiguous()
+        def feed(x: torch.Tensor, chunk: Sequence[int]) -> dict[str, torch.Tensor]:
+            picks = [per_tile[i] for i in chunk]
+            picks += picks[-1:] * (x.shape[0] - len(picks))  # the padding takes a real source
+            src = dev.take_rows(table, picks)
             return {spec.target_input: dev.swapper_input(x, spec, self.ops), spec.source_input: src}
 
         def pick(outputs: list[torch.Tensor], names: list[str]) -> torch.Tensor:
@@ -139,7 +153,7 @@ class DeviceModels:
         size = int(crops.shape[-1])
         side, name = self.ctx.mask_input(role, 256)
 
-        def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        def feed(x: torch.Tensor, _chunk: Sequence[int]) -> dict[str, torch.Tensor]:
             return {name: dev.occlusion_input(x, side)}
 
         def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
@@ -154,7 +168,7 @@ class DeviceModels:
         side, name = self.ctx.mask_input("region", 512)
         classes = self.ctx.region_classes
 
-        def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        def feed(x: torch.Tensor, _chunk: Sequence[int]) -> dict[str, torch.Tensor]:
             return {name: dev.region_input(x, side, self.ops)}
 
         def pick(outputs: list[torch.Tensor], _names: list[str]) -> torch.Tensor:
@@ -171,7 +185,7 @@ class DeviceModels:
         if spec.weight_input:
             weight = self.ops.constant(("weight", fidelity), lambda: np.array([fidelity], np.float64))
 
-        def feed(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        def feed(x: torch.Tensor, _chunk: Sequence[int]) -> dict[str, torch.Tensor]:
             feeds = {spec.input_name: dev.enhancer_input(x)}
             if spec.weight_input and weight is not None:
                 feeds[spec.weight_input] = weight

@@ -62,6 +62,7 @@ from ffdesk.pipeline.stages.front import DETECT_EVERY, FaceFrontEnd, job_analyse
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.runtime import device
 from ffdesk.runtime.catalog import Catalog, ModelSpec, load_catalog
+from ffdesk.swap import device_ops as dev
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
 from ffdesk.swap import onnx_swapper as sw
@@ -643,9 +644,10 @@ class ModelRender:
 
     def _device_path(self) -> tuple[DeviceFrames | None, DeviceModels | None]:
         """The device frames and model calls when the job keeps its pixels on a device
-        (`RenderJob.pixels`: "device", or "auto" where the models run on a GPU torch can use)."""
+        (`RenderJob.pixels`: "device", or "auto" where the models run on a GPU torch can use), a
+        face map's people included (each face takes its own slot's source there too)."""
         wanted = self.job.pixels
-        if wanted == "host" or self.job.face_map:  # a face map's per-person sources: on the host
+        if wanted == "host":
             return None, None
         if wanted == "auto" and self.device != "cuda":
             return None, None  # not even torch is imported: on the CPU it is 190 MiB of memory
@@ -912,7 +914,8 @@ class ModelRender:
 
     def _timed_run(self, role: str) -> tuple[TimedRun, torch.Tensor, float]:
         """How `_time_variants` runs `role`'s model by key on the device, the batch of the source's
-        own face it runs on (aligned as the model takes faces), and the scale of its output."""
+        own face it runs on (aligned as the model takes faces; with a face map, the first
+        person's first photo, swapped to their own source), and the scale of its output."""
         models, frames = self.on_device, self.frames
         assert models is not None and frames is not None
         if role == "enhancer":
@@ -1353,7 +1356,9 @@ class SwapStage:
         assert models is not None and frames is not None
         aligned = frames.align(batch, template, size)
         if aligned is not None:
-            swapped = models.swap(aligned.crops)
+            # each face's source slot, in `align`'s order (a face map's people: their own sources)
+            slots = [p.swap.source_of(k) for p in batch for k in range(len(p.swap.faces))]
+            swapped = models.swap(aligned.crops, slots=slots)
             box = models.box(size, len(aligned), ctx.job.mask_padding)
             parts = [box] if "box" in ctx.mask_types else []
             if ctx.occluders:
@@ -1366,7 +1371,7 @@ class SwapStage:
             masks = parts[0]
             for part in parts[1:]:
                 masks = masks.minimum(part)
-            self._quality_check_on_device(batch, aligned.crops, swapped, list(aligned.owners))
+            self._quality_check_on_device(batch, aligned.crops, swapped, list(aligned.owners), slots)
             frames.paste(batch, aligned, swapped, masks)
         if self.last_on_device:
             frames.release(batch)
@@ -1396,15 +1401,23 @@ class SwapStage:
         ctx.quality_checked += len({owners[j] for j in picked})
 
     def _quality_check_on_device(
-        self, batch: Sequence[FramePacket], stack: torch.Tensor, swapped: torch.Tensor, owners: list[int]
+        self,
+        batch: Sequence[FramePacket],
+        stack: torch.Tensor,
+        swapped: torch.Tensor,
+        owners: list[int],
+        slots: Sequence[int],
     ) -> None:
+        """`_quality_check` on the device: the sampled faces swapped again by the FP32 swapper,
+        each with its own source slot; only their PSNR comes to the host."""
         picked = self._quality_sample(owners)
         if not picked:
             return
         models = self.ctx.on_device
         assert models is not None
-        reference = models.swap(stack[picked], self.ctx.fp32_swap_key)
-        self._quality_flags(batch, owners, picked, models.psnr(swapped[picked], reference))
+        chosen = [slots[j] for j in picked]
+        reference = models.swap(dev.take_rows(stack, picked), self.ctx.fp32_swap_key, chosen)
+        self._quality_flags(batch, owners, picked, models.psnr(dev.take_rows(swapped, picked), reference))
 
     def _count_faces(self, batch: Sequence[FramePacket]) -> None:
         """Count what the embedded swap counts: every chosen face is drawn (one thread)."""

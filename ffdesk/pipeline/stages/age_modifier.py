@@ -14,7 +14,9 @@ face is taken to be `source_age` (34) and a warning says so; with `--mask occlus
 with the occlusion masks (a model swap's, else its own occlusion models'), as FaceFusion does
 when its mask types hold 'occlusion'. Frames without a chosen face pass through untouched. The model
 loads through `ProcessorModels`: the model stages' residency manager when the render has one,
-else one of its own in the render's pool.
+else one of its own in the render's pool. The model and the classifier take one face a call; the
+occlusion models it runs itself take the crops of a batch up to `--batch` a call, padded where new
+shapes cost (a GPU) to batch shapes each warmed up on black crops before the first frame.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames
+from ffdesk.pipeline.stages.placement import ProcessorFrames, WarmUp
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import age_modifier as am
 from ffdesk.types import Frame, Mask
@@ -111,10 +113,13 @@ class AgeModifyStage(ProcessorFrames):
         max_batch: int,
         occlusion: Occlusion | None = None,
         ages: FaceAges | None = None,
+        masks_warm_ups: Sequence[WarmUp] = (),
     ) -> None:
         """`models`/`key`: the model, registered; `direction`: -100 (younger) to 100 (older);
         `blur`: the render's mask blur (the box mask's); `occlusion`: the render's occlusion
-        masks, when it makes them; `ages`: the faces' ages for FRAN (None: `source_age`)."""
+        masks, when it makes them; `ages`: the faces' ages for FRAN (None: `source_age`);
+        `masks_warm_ups`: how the mask models it runs on `models` are warmed up
+        (`RenderMasks.warm_ups`)."""
         self.spec = spec
         self.models = models
         self.key = key
@@ -123,6 +128,7 @@ class AgeModifyStage(ProcessorFrames):
         self.max_batch = max_batch
         self._occlusion = occlusion
         self.ages = ages
+        self._masks_warm_ups = tuple(masks_warm_ups)
         self.faces_modified = 0
 
     def start(self) -> None:
@@ -131,6 +137,10 @@ class AgeModifyStage(ProcessorFrames):
                 f"fairface.onnx (FaceFusion's face classifier) is not in the models folder: "
                 f"{self.spec.name} takes every face as {self.spec.source_age:g} years old"
             )
+
+    def batched(self) -> list[WarmUp]:
+        """The occlusion models it runs itself (its model and the classifier take one face a call)."""
+        return list(self._masks_warm_ups)
 
     def _redraw(self, session: Runner, chunk: Sequence[am.AgeCrops]) -> list[Frame]:
         modifier = am.AgeModifier(session, self.spec, self.direction)
@@ -203,7 +213,7 @@ def with_age_modifier(
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
-        occlusion = render_masks(job, before, models, env).occlusion
+        masks = render_masks(job, before, models, env)
         ages = None
         if classifier is not None:
             ages = FaceAges(classifier[1], models, models.register(classifier[0]))
@@ -214,8 +224,9 @@ def with_age_modifier(
             direction=job.age_modifier_direction,
             blur=job.mask_blur,
             max_batch=max(1, job.batch),
-            occlusion=occlusion,
+            occlusion=masks.occlusion,
             ages=ages,
+            masks_warm_ups=masks.warm_ups(spec.size),
         )
 
     classifier = None if spec.with_background else _classifier(job, env)

@@ -13,7 +13,10 @@ input, `dfl_saehd` without), with its crop side read from its own input.
 The paste mask of each face is FaceFusion's: the box mask (`job.mask_blur`, `job.mask_padding`),
 the model's own mask, and where the job asks for them the area mask and the occlusion and region
 masks (their models those of the swapper model's stages when the render has them, else the deep
-swapper's own, loaded through the render's residency manager like its model).
+swapper's own, loaded through the render's residency manager like its model). The model takes one
+face a call (DeepFaceLab's files fix their batch at 1); the mask models it runs itself take the
+crops of a batch up to `--batch` a call, padded where new shapes cost (a GPU) to batch shapes
+each warmed up on black crops before the first frame (`ffdesk.pipeline.batch_shapes`).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames
+from ffdesk.pipeline.stages.placement import ProcessorFrames, WarmUp
 from ffdesk.pipeline.stages.redraw import AlignedFaces, align_chosen, paste_aligned
 from ffdesk.runtime.catalog import Catalog
 from ffdesk.swap import deep_swapper as ds
@@ -198,15 +201,18 @@ class DeepSwapStage(ProcessorFrames):
         morph: int,
         max_batch: int,
         model_name: str = "",
+        masks_warm_ups: Sequence[WarmUp] = (),
     ) -> None:
         """`models`: how the model runs (the render's residency manager or the stage's own);
-        `key`: the model's key there."""
+        `key`: the model's key there; `masks_warm_ups`: how the mask models it runs on `models`
+        are warmed up (`RenderMasks.warm_ups`)."""
         self.spec = spec
         self.models = models
         self.key = key
         self.masks = masks
         self.morph = morph
         self.max_batch = max_batch
+        self._masks_warm_ups = tuple(masks_warm_ups)
         self._lock = threading.Lock()
         self.model_name = model_name or spec.name
         """The model's name (FaceFusion's `<scope>/<name>` or the file's), for the report."""
@@ -218,6 +224,10 @@ class DeepSwapStage(ProcessorFrames):
                 f"{self.model_name} takes no morph (only DeepFaceLab's AMP models do): "
                 f"--deep-swapper-morph {self.morph} is left out"
             )
+
+    def batched(self) -> list[WarmUp]:
+        """The mask models it runs itself (its model takes one face a call)."""
+        return list(self._masks_warm_ups)
 
     def _draw(self, session: Runner, chunk: Sequence[Frame]) -> list[tuple[Frame, Mask]]:
         swapper = ds.DeepSwapper(session, self.spec, morph=self.morph)
@@ -299,7 +309,8 @@ def with_deep_swapper(
 
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
-        masks = _paste_masks(job, render_masks(job, before, models, env, regions=True))
+        model_masks = render_masks(job, before, models, env, regions=True)
+        masks = _paste_masks(job, model_masks)
         key = models.register(choice)
         return DeepSwapStage(
             spec,
@@ -309,6 +320,7 @@ def with_deep_swapper(
             morph=job.deep_swapper_morph,
             max_batch=max(1, job.batch),
             model_name=choice.name,
+            masks_warm_ups=model_masks.warm_ups(spec.size),
         )
 
     return place_face_stage(stages, job, info, make)

@@ -12,7 +12,9 @@ clipping mostly takes back), so the face changes only as much as the generator's
 The set's files (`--expression-restorer live_portrait`: every part of the catalog set
 `live_portrait` this processor runs, `live_portrait.PARTS`) are all found and checked before the
 first frame. They run through the render's residency manager (the model stages' own when there
-is a swap), one face per call, as the published files take batch 1.
+is a swap), one face per call, as the published files take batch 1; the occlusion models it runs
+itself take the crops of a batch up to `--batch` a call, padded where new shapes cost (a GPU) to
+batch shapes each warmed up on black crops before the first frame.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames
+from ffdesk.pipeline.stages.placement import ProcessorFrames, WarmUp
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import expression_restorer as er
 from ffdesk.swap import live_portrait as lp
@@ -159,9 +161,11 @@ class ExpressionRestoreStage(ProcessorFrames):
         max_batch: int,
         occlusion: Occlusion | None = None,
         model_name: str = "live_portrait",
+        masks_warm_ups: Sequence[WarmUp] = (),
     ) -> None:
         """`keys`: each part's key on `models`; `occlusion`: the render's occlusion masks of a
-        stack of crops (FaceFusion keeps them under the restored face)."""
+        stack of crops (FaceFusion keeps them under the restored face); `masks_warm_ups`: how
+        the mask models it runs on `models` are warmed up (`RenderMasks.warm_ups`)."""
         self.models = models
         self.keys = keys
         self.factor = factor
@@ -169,12 +173,17 @@ class ExpressionRestoreStage(ProcessorFrames):
         self.mask = box_mask(lp.CROP_SIZE, blur, (0, 0, 0, 0))
         self.max_batch = max_batch
         self._occlusion = occlusion
+        self._masks_warm_ups = tuple(masks_warm_ups)
         self.model_name = model_name
         """The model set's name, for the report."""
         self.faces_restored = 0
 
     def start(self) -> None:
         return None
+
+    def batched(self) -> list[WarmUp]:
+        """The occlusion models it runs itself (LivePortrait's parts take one face a call)."""
+        return list(self._masks_warm_ups)
 
     def _faces(self, batch: Sequence[FramePacket]) -> list[_Face]:
         out = []
@@ -255,7 +264,7 @@ def with_expression_restorer(
 
     def make(before: Sequence[Stage], known: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
-        occlusion = render_masks(job, before, models, env).occlusion
+        masks = render_masks(job, before, models, env)
         return ExpressionRestoreStage(
             models,
             register_parts(models, files),
@@ -263,8 +272,9 @@ def with_expression_restorer(
             areas=job.expression_restorer_areas,
             blur=job.mask_blur,
             max_batch=max(1, job.batch),
-            occlusion=occlusion,
+            occlusion=masks.occlusion,
             model_name=str(job.expression_restorer),
+            masks_warm_ups=masks.warm_ups(lp.CROP_SIZE),
         )
 
     out = place_face_stage(stages, job, info, make)

@@ -11,12 +11,14 @@ passes. Off in preview mode, as the pack's is (a draft); `--enhancer-blend 0` ad
 frames stay as they are, not resampled through the crop).
 
 Each chosen face (`FramePacket.swap.faces`) is aligned to the enhancer's template and size, the
-crops are restored in one model call (`ffdesk.swap.enhancer.FaceEnhancer`: its input and output
-conversion, the fidelity weight, the blend) and pasted back under the box mask of the render's
-`--mask-blur`, with `--mask occlusion` the minimum with the occlusion masks: the pack's enhance
-stage, step for step, so the same faces come out the same. The model loads through
+crops are restored up to `--batch` a model call (`ffdesk.swap.enhancer.FaceEnhancer`: its input
+and output conversion, the fidelity weight, the blend) and pasted back under the box mask of the
+render's `--mask-blur`, with `--mask occlusion` the minimum with the occlusion masks: the pack's
+enhance stage, step for step, so the same faces come out the same. The model loads through
 `ProcessorModels`: an earlier stage's residency manager when the render has one, else one of its
-own in the render's pool (under `job.memory_budget`).
+own in the render's pool (under `job.memory_budget`). Where new shapes cost (a GPU) each call is
+padded to a batch shape (`ffdesk.pipeline.batch_shapes`), and the enhancer and the occlusion
+models it runs itself are run at each of those shapes on black crops before the first frame.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames
+from ffdesk.pipeline.stages.placement import ProcessorFrames, WarmUp
 from ffdesk.pipeline.stages.redraw import AlignedFaces, redraw_faces
 from ffdesk.swap import enhancer as enh
 from ffdesk.swap import masks as mk
@@ -69,12 +71,15 @@ class FaceEnhanceStage(ProcessorFrames):
         blur: float,
         max_batch: int,
         occlusion: Occlusion | None = None,
+        masks_warm_ups: Sequence[WarmUp] = (),
         model_name: str = "",
     ) -> None:
         """`models`/`key`: the model, registered; `blend`: 0-1, how much of the restored face is
         kept (`--enhancer-blend` / 100); `fidelity`: the weight input of models with one
         (`--enhancer-weight`); `blur`: the render's mask blur (the box mask's, as the pack's
-        enhancer: no padding); `occlusion`: the render's occlusion masks, when it makes them."""
+        enhancer: no padding); `max_batch`: the most faces a model call takes; `occlusion`: the
+        render's occlusion masks, when it makes them; `masks_warm_ups`: how the mask models it
+        runs on `models` are warmed up (`RenderMasks.warm_ups`)."""
         self.spec = spec
         self.models = models
         self.key = key
@@ -83,6 +88,7 @@ class FaceEnhanceStage(ProcessorFrames):
         self.mask = mk.box_mask(spec.size, blur)
         self.max_batch = max_batch
         self._occlusion = occlusion
+        self._masks_warm_ups = tuple(masks_warm_ups)
         self.model_name = model_name
         self.faces_enhanced = 0
 
@@ -93,8 +99,13 @@ class FaceEnhanceStage(ProcessorFrames):
         enhancer = enh.FaceEnhancer(session, self.spec, blend=self.blend, fidelity=self.fidelity)
         return list(enhancer.enhance(np.stack(chunk)))
 
+    def batched(self) -> list[WarmUp]:
+        """The enhancer and the mask models it runs itself: the crops of a batch in one call."""
+        crop = np.zeros((self.spec.size, self.spec.size, 3), np.uint8)
+        return [WarmUp(self.key, self._restore, crop, self.max_batch), *self._masks_warm_ups]
+
     def _draw(self, aligned: AlignedFaces) -> tuple[list[Frame], list[Mask]]:
-        restored = self.models.run(self.key, self._restore, list(aligned.crops))
+        restored = self.models.run(self.key, self._restore, list(aligned.crops), max_batch=self.max_batch)
         masks: list[Mask] = [self.mask] * len(aligned)
         if self._occlusion is not None:  # FaceFusion's enhancer keeps the occlusion mask too
             masks = [np.minimum(self.mask, m) for m in self._occlusion(aligned.crops)]
@@ -156,7 +167,7 @@ def with_face_enhancer(
     def make(before: Sequence[Stage], _info: MediaInfo | None) -> Stage:
         models = processor_models(job, before, env=env, share=share)
         key = models.register(choice)
-        occlusion = render_masks(job, before, models, env).occlusion
+        masks = render_masks(job, before, models, env)
         return FaceEnhanceStage(
             spec,
             models,
@@ -165,7 +176,8 @@ def with_face_enhancer(
             fidelity=job.enhancer_weight,
             blur=job.mask_blur,
             max_batch=max(1, job.batch),
-            occlusion=occlusion,
+            occlusion=masks.occlusion,
+            masks_warm_ups=masks.warm_ups(spec.size),
             model_name=choice.name,
         )
 

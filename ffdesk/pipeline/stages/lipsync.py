@@ -10,7 +10,10 @@ Each frame's window of the voice comes from its position in the render range
 (their 68 points come from it, `ffdesk.swap.areas.points_68`), are left as they are; EDTalk
 redraws the whole aligned face and pastes it under the render's box mask, so it needs no mesh.
 The lip syncer loads through the render's residency manager: the model stages' own when there
-is a swap, else one of its own in the same pool.
+is a swap, else one of its own in the same pool; it takes one face a call, and is run once on
+zeros of its file's shapes before the first frame where new shapes cost (a GPU). The occlusion
+models it runs itself take the crops of a batch up to `--batch` a call, padded there to batch
+shapes each warmed up on black crops before the first frame.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ProcessorFigures
 from ffdesk.pipeline.stage import FramePacket, Stage
-from ffdesk.pipeline.stages.placement import ProcessorFrames
+from ffdesk.pipeline.stages.placement import ProcessorFrames, WarmUp
 from ffdesk.pipeline.stages.redraw import AlignedFaces, paste_aligned
 from ffdesk.swap import lipsync as ls
 from ffdesk.swap.areas import points_68
@@ -199,11 +202,13 @@ class LipSyncStage(ProcessorFrames):
         occlusion: Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]] | None = None,
         box: tuple[float, tuple[int, int, int, int]] = (0.3, (0, 0, 0, 0)),
         notes: Sequence[str] = (),
+        masks_warm_ups: Sequence[WarmUp] = (),
     ) -> None:
         """`models`/`key`: the lip syncer, registered on a residency manager (`finish` lets go of
         a manager of the stage's own); `occlusion`: the render's occlusion masks of a stack of
         crops (FaceFusion keeps them under the mouth too); `box`: the box mask's blur and padding
-        (the render's `--mask-blur`, `--mask-padding`), EDTalk's paste mask."""
+        (the render's `--mask-blur`, `--mask-padding`), EDTalk's paste mask; `masks_warm_ups`:
+        how the mask models it runs on `models` are warmed up (`RenderMasks.warm_ups`)."""
         self.spec = spec
         self.voice = voice
         self.models = models
@@ -213,6 +218,7 @@ class LipSyncStage(ProcessorFrames):
         self._occlusion = occlusion
         self._box = box
         self._notes = tuple(notes)
+        self._masks_warm_ups = tuple(masks_warm_ups)
         self.frame_origin = 0
         """The packet index of the voice's first frame (`ffdesk.pipeline.preview.FollowsRange`)."""
         self._emit: Callable[[ev.Event], None] = ev.ignore
@@ -224,16 +230,28 @@ class LipSyncStage(ProcessorFrames):
         self._emit = on_event
 
     def prepare(self, on_event: Callable[[Any], None]) -> None:
-        """The voice taken out of its track, when an extractor is to do it, and the lip syncer
-        loaded (before the first frame)."""
-        if isinstance(self.voice, PendingVoice):
-            self.voice = self.voice.windows(on_event)
-        self.models.prepare(on_event)
+        """The voice taken out of its track, when an extractor is to do it, the lip syncer
+        loaded, and where new shapes cost its models run at the shapes the frames meet (before
+        the first frame)."""
+        self._ready(on_event)
+        self.models.warm_up(self.warm_ups(), on_event)
 
     def start(self) -> None:
         for note in self._notes:
             self._emit(ev.Warning(note))
-        self.prepare(self._emit)
+        self._ready(self._emit)
+
+    def _ready(self, on_event: Callable[[Any], None]) -> None:
+        """The voice taken out of its track, when an extractor is to do it, and the lip syncer
+        loaded: in `prepare`, and again in `start` for a caller that does not prepare (a
+        preview), where it finds the voice taken out already."""
+        if isinstance(self.voice, PendingVoice):
+            self.voice = self.voice.windows(on_event)
+        self.models.prepare(on_event)
+
+    def batched(self) -> list[WarmUp]:
+        """The occlusion models it runs itself (the lip syncer takes one face a call)."""
+        return list(self._masks_warm_ups)
 
     def _faces(self, batch: Sequence[FramePacket]) -> list[_Face]:
         spec, out = self.spec, []
@@ -334,7 +352,7 @@ def _stage(
         loaded = _load_extractor(models, extractor) if extractor is not None else None
         voice = voice_of(job, info, mel_settings(spec), loaded)
         key = models.register(choice)
-        occlusion = render_masks(job, before, models, env).occlusion
+        masks = render_masks(job, before, models, env)
     except BaseException:
         models.close()
         raise
@@ -346,9 +364,10 @@ def _stage(
         key,
         weight=job.lip_sync_weight,
         max_batch=max(1, job.batch),
-        occlusion=occlusion,
+        occlusion=masks.occlusion,
         box=(job.mask_blur, job.mask_padding),
         notes=(note,) if note else (),
+        masks_warm_ups=masks.warm_ups(spec.crop_size),
     )
 
 

@@ -236,9 +236,16 @@ class ProcessorFrames:
 
     def warm_ups(self) -> list[WarmUp]:
         """How each of its models is run at the shapes a render meets (`ProcessorModels.warm_up`):
-        by default one call on zeros of each file's own shapes (a face processor's crops, one
-        face a call)."""
-        return [WarmUp(key) for key in self.models.keys]
+        those it runs on batches of faces (`batched`) by their own call at every batch shape,
+        each other one by one call on zeros of its file's own shapes (a face processor's crops,
+        one face a call)."""
+        batched = {up.key: up for up in self.batched()}
+        return [batched.get(key, WarmUp(key)) for key in self.models.keys]
+
+    def batched(self) -> list[WarmUp]:
+        """Its models that take the faces of a batch in one call (padded to the batch shapes of
+        `max_batch` where shapes cost), each with that call over a black crop: none by default."""
+        return []
 
     def count_frames_held(self, held_bytes: int) -> None:
         self.models.count_frames_held(held_bytes)
@@ -246,6 +253,8 @@ class ProcessorFrames:
 
 CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]
 """Masks of a stack of face crops (N x S x S x 3 -> N x S x S, 0-1)."""
+MaskCall = Callable[["Runner", Sequence[npt.NDArray[np.uint8]]], Sequence[npt.NDArray[np.float32]]]
+"""A mask model's call on a chunk of face crops: one mask a crop."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +264,17 @@ class RenderMasks:
 
     occlusion: CropMasks | None = None
     regions: CropMasks | None = None
+    calls: tuple[tuple[str, MaskCall], ...] = ()
+    """(key, call) of each mask model run on the processor's own models, the crops of a batch
+    in one call (up to `max_batch` a call); empty where the model stages run them."""
+    max_batch: int = 1
+    """The most crops a call of `calls` takes (the render's `--batch`)."""
+
+    def warm_ups(self, size: int) -> list[WarmUp]:
+        """Each mask model of `calls` run at every batch shape it meets, on black `size`-px crops
+        (`ProcessorModels.warm_up`)."""
+        crop = np.zeros((size, size, 3), np.uint8)
+        return [WarmUp(key, call, crop, self.max_batch) for key, call in self.calls]
 
 
 def render_masks(
@@ -268,7 +288,8 @@ def render_masks(
     """The occlusion masks (and with `regions`, the region masks) for a face processor placed after
     `stages`, as the job asks for them: the model stages' when the render has them, else the job's
     mask models registered on the processor's own `models` (found and checked here, before the
-    first frame)."""
+    first frame), which take the crops of a batch up to `job.batch` a call (padded to its batch
+    shapes where shapes cost, each warmed up by the stage: `RenderMasks.warm_ups`)."""
     from ffdesk.pipeline.stages.models import (
         RunModel,
         job_mask_models,
@@ -280,6 +301,7 @@ def render_masks(
     from ffdesk.runtime.files import resolve_models_dir
 
     ctx = model_render(stages)
+    max_batch = max(1, job.batch)
     run: RunModel
     if ctx is not None:
         run, choices, classes = ctx.run, ctx.masks, ctx.region_classes
@@ -288,9 +310,17 @@ def render_masks(
         choices = job_mask_models(job, resolve_models_dir(job.models_dir, env), load_catalog())
         if not regions:
             choices = {role: c for role, c in choices.items() if role != "region"}
-        run, keys = models.run, {role: models.register(c) for role, c in choices.items()}
+        keys = {role: models.register(c) for role, c in choices.items()}
         classes = job_region_classes(job, choices)
+
+        def run_batched(
+            key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], items: Sequence[T]
+        ) -> list[R]:
+            return models.run(key, fn, items, max_batch=max_batch)
+
+        run = run_batched
     occluders = [(keys[role], c) for role, c in choices.items() if role.startswith("occlusion:")]
+    calls: list[tuple[str, MaskCall]] = []
     occlusion: CropMasks | None = None
     if occluders:
 
@@ -298,6 +328,7 @@ def render_masks(
             return occlusion_of(run, occluders, crops)
 
         occlusion = occlusion_masks
+        calls += [(key, _occluder_call(key, choice)) for key, choice in occluders]
     region_masks: CropMasks | None = None
     if regions and "region" in choices:
         parse, key = region_masking(choices["region"], classes), keys["region"]
@@ -306,7 +337,23 @@ def render_masks(
             return np.stack(run(key, parse, list(crops)))
 
         region_masks = parsed
-    return RenderMasks(occlusion, region_masks)
+        calls.append((key, parse))
+    return RenderMasks(occlusion, region_masks, () if ctx is not None else tuple(calls), max_batch)
+
+
+def _occluder_call(key: str, choice: ModelChoice) -> MaskCall:
+    """The occlusion call of one occluder (`occlusion_of` with it alone) on the session at hand."""
+    from ffdesk.pipeline.stages.models import occlusion_of
+
+    def call(session: Runner, chunk: Sequence[npt.NDArray[np.uint8]]) -> list[npt.NDArray[np.float32]]:
+        def on_session(
+            _key: str, fn: Callable[[Runner, Sequence[T]], Sequence[R]], items: Sequence[T]
+        ) -> Sequence[R]:
+            return fn(session, items)
+
+        return list(occlusion_of(on_session, [(key, choice)], np.stack(chunk)))
+
+    return call
 
 
 def processor_models(

@@ -1,22 +1,35 @@
 """Every option a render is given takes effect or is said not to, in one line: a warning where a
 script might pass a harmless setting (`plan.embedded_ignores`, the render goes on), a refusal where
 the option can only be a mistake (`render.check_options_apply`, exit 2, nothing written). Each case
-here was silent before."""
+here was silent before: among them what a model made by `ffdesk train` does not read
+(`plan.trained_ignores`), `--quality` for an image written losslessly and `--enhancer-weight` for
+an enhancer with no weight input."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ffdesk.cli import main
-from ffdesk.commands.render import encoder_ignores, job_from_args, register
+from ffdesk.commands.render import (
+    encoder_ignores,
+    enhancer_ignores,
+    job_from_args,
+    register,
+    trained_swapper_ignores,
+)
 from ffdesk.errors import UserError
+from ffdesk.media.encode import LOSSLESS_IMAGE_SUFFIXES, write_image
+from ffdesk.media.images import IMAGE_SUFFIXES, read_image
 from ffdesk.media.synth import synth_clip
 from ffdesk.pipeline.job import PROCESSOR_OPTIONS, RenderJob
-from ffdesk.pipeline.plan import embedded_ignores
+from ffdesk.pipeline.plan import embedded_ignores, trained_ignores
+from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
 
 PHOTO = resource_path("sample", "grace_hopper.jpg")
@@ -82,6 +95,10 @@ def job(**settings: Any) -> RenderJob:
             {"target": PHOTO, "output": Path("o.jpg"), "video_preset": "slow", "swapper": "inswapper_128"},
             "grace_hopper.jpg is an image: --video-preset slow applies to clips",
         ),
+        (  # an image has no segments to resume
+            {"target": PHOTO, "output": Path("out.png"), "resume": False},
+            "grace_hopper.jpg is an image: --no-resume applies to clips",
+        ),
     ],
 )
 def test_a_setting_no_stage_reads_is_named_in_one_line(settings: dict[str, Any], line: str) -> None:
@@ -102,6 +119,7 @@ def test_a_setting_no_stage_reads_is_named_in_one_line(settings: dict[str, Any],
         {"encoder": "png", "quality": 65, "output": Path("frames")},  # (the app's: the command names it)
         {"target": PHOTO, "output": Path("out.jpg"), "quality": 50},  # a JPEG's quality
         {"target": Path("frame_%04d.png"), "fps": 12.0, "start": 1.0, "video_preset": "slow"},  # a sequence
+        {"target": Path("frame_%04d.png"), "resume": False},  # a sequence's segments
     ],
 )
 def test_nothing_is_said_where_each_setting_is_read(settings: dict[str, Any]) -> None:
@@ -170,6 +188,22 @@ def test_an_option_that_can_only_be_a_mistake_is_refused_in_one_line(argv: list[
         (["--encoder", "h265", "--quality", "50", "--video-preset", "slow"], None),
         (["--encoder", "prores", "--quality", "50"], None),  # ProRes's quantiser
         (["--target", str(PHOTO), "--encoder", "png", "--quality", "50"], None),  # an image's (JPEG's)
+        (
+            ["--target", str(PHOTO), "--output", "/out.png", "--quality", "50"],
+            "out.png is written losslessly: --quality 50 changes nothing (it sets a .jpg, .webp or .avif "
+            "image's)",
+        ),
+        (
+            ["--target", str(PHOTO), "--output", "/out.TIF", "--quality", "50"],
+            "out.TIF is written losslessly",
+        ),
+        (
+            ["--target", str(PHOTO), "--output", "/out.bmp", "--quality", "90"],
+            "out.bmp is written losslessly",
+        ),
+        (["--target", str(PHOTO), "--output", "/out.webp", "--quality", "50"], None),  # lossy at it
+        (["--target", str(PHOTO), "--output", "/out.avif", "--quality", "50"], None),
+        (["--target", str(PHOTO), "--output", "/out.png"], None),  # no quality given
     ],
 )
 def test_what_an_encoder_takes_none_of_is_named(argv: list[str], line: str | None) -> None:
@@ -247,3 +281,238 @@ def test_live_refuses_a_source_face_without_a_photo(capsys: pytest.CaptureFixtur
     assert err == [
         "ffdesk: error: --source-face picks a face of the source photo: give the photo (--source FACE)"
     ]
+
+
+def test_the_lossless_image_outputs_are_those_the_writer_writes_the_same_at_any_quality(
+    tmp_path: Path,
+) -> None:
+    """`LOSSLESS_IMAGE_SUFFIXES` is what `write_image` does: the same bytes at quality 10, 90 and
+    its default for those, other bytes for the others."""
+    import PIL.features
+
+    image = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    for suffix in sorted(IMAGE_SUFFIXES - ({".avif"} if not PIL.features.check("avif") else set())):
+        written = []
+        for quality in (None, 10, 90):
+            path = tmp_path / f"q{quality}{suffix}"
+            write_image(path, image, quality=quality)
+            written.append(path.read_bytes())
+        same = written[0] == written[1] == written[2]
+        assert same == (suffix in LOSSLESS_IMAGE_SUFFIXES), suffix
+
+
+@pytest.mark.parametrize(
+    ("suffix", "warns"), [(".png", True), (".tiff", True), (".jpg", False), (".webp", False)]
+)
+def test_quality_for_a_lossless_image_output_warns_and_the_render_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, warns: bool
+) -> None:
+    target = tmp_path / "in.jpg"
+    write_image(target, np.full((48, 64, 3), 128, np.uint8))
+    out = tmp_path / f"out{suffix}"
+    assert main(["render", "-t", str(target), "-o", str(out), "-q", "--quality", "40"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    line = f"ffdesk: warning: out{suffix} is written losslessly: --quality 40 changes nothing"
+    assert (len(err) == 1 and err[0].startswith(line)) if warns else err == [], err
+    assert out.is_file()
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["--enhancer", "gfpgan_1.4", "--enhancer-weight", "0.9"],
+            "--enhancer-weight 0.9 changes nothing: gfpgan_1.4 has no fidelity weight (only codeformer "
+            "takes one)",
+        ),
+        (["--enhancer", "gpen_bfr_512", "--enhancer-weight", "0.2"], "--enhancer-weight 0.2 changes nothing"),
+        (["--enhancer", "codeformer", "--enhancer-weight", "0.9"], None),  # CodeFormer's fidelity
+        (["--enhancer", "gfpgan_1.4", "--enhancer-weight", "0.5"], None),  # the default
+        (["--enhancer", "/m/gfpgan_1.4.onnx", "--enhancer-weight", "0.9"], None),  # a file: not looked into
+    ],
+)
+def test_a_weight_for_an_enhancer_without_one_is_named(argv: list[str], line: str | None) -> None:
+    notes = enhancer_ignores(_args(*argv))
+    if line is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and notes[0].startswith(line), notes
+
+
+def test_a_render_with_an_enhancer_weight_it_has_no_input_for_warns_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.runtime.standins import write_standins
+
+    models = tmp_path / "models"
+    write_standins(models, ["gfpgan_1.4"])
+    target = tmp_path / "in.jpg"
+    write_image(target, np.full((48, 64, 3), 128, np.uint8))
+    out = tmp_path / "out.jpg"
+    argv = ["render", "-t", str(target), "-o", str(out), "-q", "--models-dir", str(models)]
+    assert main([*argv, "--enhancer", "gfpgan_1.4", "--enhancer-weight", "0.8"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "ffdesk: warning: --enhancer-weight 0.8 changes nothing: gfpgan_1.4 has no fidelity weight "
+        "(only codeformer takes one)"
+    ]
+    assert out.is_file()
+
+
+# A model made by `ffdesk train` as the swapper: a stand-in that honours its contract (a crop in,
+# the crop drawn inverted and a mask over all of it out), written by `onnx.helper`.
+
+
+def _trained_stand_in(run: Path, resolution: int = 64) -> Path:
+    """A run folder holding a trained swapper's `model.onnx` and its contract `model.json`."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ffdesk.training.contract import KIND
+
+    run.mkdir(parents=True)
+    side: list[str | int] = ["n", 3, resolution, resolution]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Sub", ["one", "target"], ["output"]),
+            helper.make_node("ReduceMean", ["target"], ["grey"], axes=[1], keepdims=1),
+            helper.make_node("Mul", ["grey", "zero"], ["none"]),
+            helper.make_node("Add", ["none", "one"], ["mask"]),
+        ],
+        "trained_stand_in",
+        [helper.make_tensor_value_info("target", TensorProto.FLOAT, side)],
+        [
+            helper.make_tensor_value_info("output", TensorProto.FLOAT, side),
+            helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["n", 1, resolution, resolution]),
+        ],
+        [
+            helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+            helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(run / "model.onnx"))
+    contract = {"kind": KIND, "resolution": resolution, "alignment": {"template": "arcface_128"}}
+    (run / "model.json").write_text(json.dumps(contract))
+    return run
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _trained_stand_in(tmp_path_factory.mktemp("trained") / "run")
+
+
+@pytest.fixture(scope="module")
+def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import skimage.data
+
+    path = tmp_path_factory.mktemp("clip") / "face.mp4"
+    synth_clip(
+        path, width=256, height=192, fps=25, frames=3, face_image=skimage.data.astronaut()[30:260, 130:320]
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("settings", "line"),
+    [
+        (
+            {"sources": (PHOTO,), "source_face": 0, "detector": "yoloface_8n", "pixels": "device"},
+            "--swapper run is a model made by `ffdesk train`: -s grace_hopper.jpg, --source-face 0, "
+            "--detector yoloface_8n, --pixels device change nothing (it draws the one person it was "
+            "trained on, finds faces with the embedded models and keeps its pixels on the host)",
+        ),
+        ({"sources": (PHOTO, PHOTO)}, "-s (2 photos) changes nothing (it draws the one person"),
+        (
+            {"recognizer": "arcface_w600k_r50"},
+            "--recognizer arcface_w600k_r50 changes nothing (it finds faces",
+        ),
+        (
+            {"masks": ("box", "occlusion"), "mask_blur": 0.6, "mask_padding": (5, 5, 5, 5)},
+            "--mask box,occlusion, --mask-blur, --mask-padding change nothing (it pastes under a mask of "
+            "its own)",
+        ),
+        (  # the face enhancer after it reads the occlusion mask and the blur, not the padding
+            {
+                "enhancer": "gfpgan_1.4",
+                "masks": ("box", "occlusion"),
+                "mask_blur": 0.6,
+                "mask_padding": (5, 5, 5, 5),
+            },
+            "--mask-padding changes nothing (it pastes under a mask of its own; the face enhancer does "
+            "not use --mask-padding either)",
+        ),
+        (  # in preview mode the face enhancer is off: nothing reads the blur
+            {"enhancer": "gfpgan_1.4", "mode": "preview", "mask_blur": 0.6},
+            "--mask-blur changes nothing (it pastes under a mask of its own)",
+        ),
+    ],
+)
+def test_what_a_trained_swapper_does_not_read_is_named_in_one_line(
+    settings: dict[str, Any], line: str
+) -> None:
+    notes = trained_ignores(job(swapper="run", **settings))
+    assert len(notes) == 1 and line in notes[0] and "\n" not in notes[0], notes
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"precision": "fp16", "batch": 8, "memory_budget": 1 << 30, "swap_scale": 2, "provider": "cpu"},
+        {"face_selection": "all", "mode": "preview", "masks": ("box",)},
+        {"reference_face": 0, "face_selection": "reference"},
+        {"enhancer": "gfpgan_1.4", "masks": ("box", "occlusion"), "mask_blur": 0.6},  # the enhancer's
+        {"deep_swapper": "iperov/elon_musk_224", "masks": ("box", "area"), "mask_areas": ("mouth",)},
+    ],
+)
+def test_nothing_is_said_of_what_a_trained_swapper_reads(settings: dict[str, Any]) -> None:
+    assert trained_ignores(job(swapper="run", **settings)) == []
+
+
+def test_only_a_trained_swapper_is_told_what_it_does_not_read(trained_run: Path, run_env: RuntimeEnv) -> None:
+    """A model pack's swapper reads the source photo, its face finders, `--pixels` and the masks."""
+    given = ("-s", str(PHOTO), "--detector", "yoloface_8n", "--pixels", "device", "--mask-blur", "0.6")
+    pack = job_from_args(_args("--swapper", "inswapper_128", *given))
+    assert trained_swapper_ignores(pack, run_env) == []
+    trained = job_from_args(_args("--swapper", str(trained_run), *given))
+    assert len(trained_swapper_ignores(trained, run_env)) == 1
+    # a run folder named relative to the models folder is told apart there, as the render finds it
+    relative = job_from_args(
+        _args("--swapper", trained_run.name, "--models-dir", str(trained_run.parent), *given)
+    )
+    assert len(trained_swapper_ignores(relative, run_env)) == 1
+
+
+def test_a_trained_swapper_render_warns_of_what_it_does_not_read_and_draws_the_same(
+    trained_run: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The source photo, the face finders, `--pixels` and the mask settings change no pixel of a
+    trained swapper's render: it says so in one line, and the render goes on."""
+
+    def render(name: str, *extra: str) -> list[np.ndarray]:
+        out = tmp_path / name
+        argv = ["render", "-t", str(face_clip), "-o", str(out), "--encoder", "png", "-q"]
+        assert main([*argv, "--swapper", str(trained_run), *extra]) == 0
+        return [read_image(p) for p in sorted(out.glob("*.png"))]
+
+    plain = render("plain")
+    assert capsys.readouterr().err == ""
+    given = ["-s", str(PHOTO), "--detector", "yoloface_8n", "--pixels", "host", "--mask", "box,occlusion"]
+    told = render("told", *given, "--mask-blur", "0.6")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"ffdesk: warning: --swapper {trained_run} is a model made by `ffdesk train`: -s grace_hopper.jpg, "
+        "--detector yoloface_8n, --pixels host, --mask box,occlusion, --mask-blur change nothing (it draws "
+        "the one person it was trained on, finds faces with the embedded models, keeps its pixels on the "
+        "host and pastes under a mask of its own)"
+    ]
+    assert len(plain) == len(told) == 3
+    assert all(np.array_equal(a, b) for a, b in zip(plain, told, strict=True))
+    assert (
+        main(["render", "-t", str(face_clip), "-o", str(tmp_path / "source"), "--encoder", "png", "-q"]) == 0
+    )
+    source = [read_image(p) for p in sorted((tmp_path / "source").glob("*.png"))]
+    assert not np.array_equal(source[0], plain[0])  # the stand-in did draw the face

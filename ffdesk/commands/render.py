@@ -24,6 +24,7 @@ from ffdesk.units import ClipTime, ClipTimecode, parse_clip_time, parse_size
 if TYPE_CHECKING:
     from ffdesk.media.probe import MediaInfo
     from ffdesk.pipeline.report import RenderReport
+    from ffdesk.runtime.env import RuntimeEnv
 
 
 def register(sub: Any) -> None:
@@ -374,23 +375,80 @@ def check_options_apply(args: argparse.Namespace) -> None:
 
 
 def encoder_ignores(args: argparse.Namespace) -> list[str]:
-    """One line naming the settings given that a clip's encoder takes none of: PNG frames are
-    lossless, and ProRes and PNG have no speed preset (an image target's are the plan's to name,
-    `plan.embedded_ignores`)."""
+    """One line naming the settings given that the output's encoder takes none of: PNG frames are
+    lossless, and ProRes and PNG have no speed preset; an image target's output written
+    losslessly (`LOSSLESS_IMAGE_SUFFIXES`) takes no quality (its clip settings are the plan's to
+    name, `plan.embedded_ignores`)."""
+    from ffdesk.media.encode import LOSSLESS_IMAGE_SUFFIXES
     from ffdesk.pipeline.plan import is_image_target
 
+    if is_image_target(Path(args.target).expanduser()):
+        output = Path(args.output)
+        if args.quality is None or output.suffix.lower() not in LOSSLESS_IMAGE_SUFFIXES:
+            return []
+        return [
+            f"{output.name} is written losslessly: --quality {args.quality} changes nothing (it sets a "
+            ".jpg, .webp or .avif image's)"
+        ]
     takes_none = []
     if args.encoder == "png" and args.quality is not None:
         takes_none.append(("quality", f"--quality {args.quality}"))
     if args.encoder in ("prores", "png") and args.video_preset is not None:
         takes_none.append(("speed preset", f"--video-preset {args.video_preset}"))
-    if not takes_none or is_image_target(Path(args.target).expanduser()):
+    if not takes_none:
         return []
     verb = "changes" if len(takes_none) == 1 else "change"
     return [
         f"--encoder {args.encoder} takes no {' or '.join(k for k, _o in takes_none)}: "
         f"{' and '.join(o for _k, o in takes_none)} {verb} nothing (h264 and h265 take both)"
     ]
+
+
+def enhancer_ignores(args: argparse.Namespace) -> list[str]:
+    """One line for an `--enhancer-weight` given to a face enhancer with no fidelity weight input:
+    only such a model (CodeFormer) reads it. Told from the catalog's entry for the enhancer
+    named (a model file given by its path is not looked into here)."""
+    from dataclasses import fields
+
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.swap.enhancer import enhancer_spec
+
+    default = next(f.default for f in fields(RenderJob) if f.name == "enhancer_weight")
+    if args.enhancer is None or args.enhancer_weight == default:
+        return []
+    catalog = load_catalog()
+    if args.enhancer not in catalog:
+        return []
+    weighted = []
+    for model in catalog.models:
+        try:
+            if model.kind == "enhancer" and enhancer_spec(model).weight_input:
+                weighted.append(model.name)
+        except ValueError:
+            continue  # an entry the stages refuse: said when the render builds them
+    named = catalog.get(args.enhancer)
+    if named.kind != "enhancer" or named.name in weighted:
+        return []
+    takes = ", ".join(sorted(weighted)) or "an enhancer with a weight input"
+    return [
+        f"--enhancer-weight {args.enhancer_weight:g} changes nothing: {named.name} has no fidelity "
+        f"weight (only {takes} takes one)"
+    ]
+
+
+def trained_swapper_ignores(job: RenderJob, env: RuntimeEnv) -> list[str]:
+    """`plan.trained_ignores` of a job whose swapper is a model made by `ffdesk train`, told apart
+    in the runtime environment's models folder as the render's stages tell it (the model is
+    looked into only where the job sets something such a model would not read)."""
+    from ffdesk.pipeline.plan import trained_ignores
+
+    notes = trained_ignores(job) if job.swapper else []
+    if not notes:
+        return []
+    from ffdesk.pipeline.stages.trained import is_trained_swapper
+    from ffdesk.runtime.files import resolve_models_dir
+
+    return notes if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)) else []
 
 
 def add_range_options(parser: argparse.ArgumentParser) -> None:
@@ -520,14 +578,16 @@ def _serve_metrics(telemetry: Any, port: int, host: str, progress: TerminalProgr
         )
 
 
-def _say_ignored(args: argparse.Namespace) -> None:
-    for note in encoder_ignores(args):
+def _say_ignored(args: argparse.Namespace, job: RenderJob, env: RuntimeEnv) -> None:
+    """The settings given that the render's encoder or models take none of, a line each (those
+    its stages do not read are the engine's to name, `plan.embedded_ignores`)."""
+    for note in (*encoder_ignores(args), *enhancer_ignores(args), *trained_swapper_ignores(job, env)):
         print(f"ffdesk: warning: {note}", file=sys.stderr)
 
 
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
-    _say_ignored(args)
+    _say_ignored(args, job, runtime_env(args))
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     try:
         report = render_on_farm(args, job, progress)
@@ -547,8 +607,8 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.telemetry.render import RenderTelemetry
 
     job = job_from_args(args)
-    _say_ignored(args)
     env = runtime_env(args)
+    _say_ignored(args, job, env)
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     cancel = threading.Event()
     try:

@@ -668,6 +668,11 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
+LOSSLESS_IMAGE_SUFFIXES = frozenset({".png", ".bmp", ".tif", ".tiff"})
+"""The image outputs `write_image` writes losslessly, whatever the quality asked (it sets JPEG's
+and AVIF's quality, and makes WebP lossy at it)."""
+
+
 def write_image(
     path: Path, image: Frame, *, quality: int | None = None, metadata: ImageMetadata | None = None
 ) -> None:

@@ -185,7 +185,9 @@ def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[
       stage: no source, face map, swapper or face processor (`_faceless`);
     - the clip settings of an image target (`_image_ignores`).
 
-    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers."""
+    The processors in `left_out` (live's `LIVE_LEAVES_OUT`) are not offered as readers. A job with a
+    swapper model is named its image target's settings only: a model pack's stages read the rest,
+    and what a model made by `ffdesk train` leaves unread is `trained_ignores`'s to name."""
     if job.swapper:
         return _image_ignores(job)
     on = _running(job, left_out)
@@ -262,9 +264,7 @@ def _pack_only(job: RenderJob) -> list[str]:
     """One line naming a model pack's swap settings (`--detector`, `--recognizer`, `--pixels`)
     that a job without a swapper model changes: the embedded models find its faces, and only a
     pack's stages keep pixels on a device."""
-    named = [f"--{f} {getattr(job, f)}" for f in ("detector", "recognizer") if getattr(job, f)]
-    if job.pixels != "auto":
-        named.append(f"--pixels {job.pixels}")
+    named = [*_finders_changed(job), *_pixels_changed(job)]
     if not named:
         return []
     verb = "sets" if len(named) == 1 else "set"
@@ -274,11 +274,59 @@ def _pack_only(job: RenderJob) -> list[str]:
     ]
 
 
+def _finders_changed(job: RenderJob) -> list[str]:
+    """A model pack's face finders as the job names them: `--detector`, `--recognizer`."""
+    return [f"--{f} {getattr(job, f)}" for f in ("detector", "recognizer") if getattr(job, f)]
+
+
+def _pixels_changed(job: RenderJob) -> list[str]:
+    """`--pixels` as the job changes it."""
+    return [f"--pixels {job.pixels}"] if job.pixels != "auto" else []
+
+
+def trained_ignores(job: RenderJob) -> list[str]:
+    """One line naming the settings a job whose swapper is a model made by `ffdesk train` changes
+    that none of its stages reads, none where each is read: the source photos (`-s`,
+    `--source-face`: the model draws the one person it was trained on), a model pack's face
+    finders (`--detector`, `--recognizer`: the embedded models find its faces and tell them
+    apart) and `--pixels` (its pixels stay on the host), and the mask settings the face
+    processors after it do not read (it pastes under a mask of its own; `mask_use`).
+
+    Whether `job.swapper` names such a model is the caller's to tell, in the runtime
+    environment's models folder as `build_stages` tells it (`trained.is_trained_swapper`); the
+    clip settings of an image target are `embedded_ignores`'s to name."""
+    photos = []
+    if job.sources:
+        n = len(job.sources)
+        photos.append(f"-s {job.sources[0].name}" if n == 1 else f"-s ({n} photos)")
+    if job.source_face is not None:
+        photos.append(f"--source-face {job.source_face}")
+    on, masks, _wanted = _mask_options_unread(job)
+    groups = (
+        (photos, "draws the one person it was trained on"),
+        (_finders_changed(job), "finds faces with the embedded models"),
+        (_pixels_changed(job), "keeps its pixels on the host"),
+        (masks, "pastes under a mask of its own"),
+    )
+    named = [option for options, _why in groups for option in options]
+    if not named:
+        return []
+    why = mu.listed(why for options, why in groups if options)
+    if masks and on:
+        verb = "does" if len(on) == 1 else "do"
+        why += f"; {mu.listed(mu.NAMES[p] for p in on)} {verb} not use {', '.join(masks)} either"
+    verb = "changes" if len(named) == 1 else "change"
+    return [
+        f"--swapper {job.swapper} is a model made by `ffdesk train`: {', '.join(named)} {verb} nothing "
+        f"(it {why})"
+    ]
+
+
 def _image_ignores(job: RenderJob) -> list[str]:
     """One line naming the clip settings an image target changes: an image is written as -o's
-    suffix says, with no range, scan or video encoder. (The settings a clip's encoder takes none
-    of are the render command's to name, `render.encoder_ignores`: the app sets a quality for
-    every encoder.)"""
+    suffix says, with no range, scan, video encoder or segments to resume. (The settings a clip's
+    encoder takes none of are the render command's to name, `render.encoder_ignores`: the app
+    sets a quality for every encoder.)"""
     if not is_image_target(job.target):
         return []
     named = [
@@ -289,6 +337,7 @@ def _image_ignores(job: RenderJob) -> list[str]:
             ("--start", job.start is not None),
             ("--end", job.end is not None),
             ("--deinterlace", job.deinterlace),
+            ("--no-resume", not job.resume),
         )
         if differs
     ]
@@ -318,7 +367,10 @@ def _mask_options_changed(job: RenderJob) -> list[tuple[mu.MaskSetting, str]]:
     return [(setting, option) for setting, option, differs in options if differs]
 
 
-def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
+def _mask_options_unread(job: RenderJob) -> tuple[tuple[str, ...], list[str], set[mu.MaskSetting]]:
+    """The job's mask settings that its face processors leave unread, for a swap that reads none:
+    (the processors it runs that read some, the options naming the rest, the settings those
+    options stand for). A `--mask` of the box alone is not named: every paste has one."""
     on = mu.readers(
         p for p in mu.PROCESSOR_READS if getattr(job, p) and not (p in DRAFT_SKIPS and job.mode == "preview")
     )
@@ -332,6 +384,11 @@ def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
         if setting not in read:
             named.append(option)
             wanted.add(setting)
+    return on, named, wanted
+
+
+def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
+    on, named, wanted = _mask_options_unread(job)
     if not named:
         return []
     nor = ""

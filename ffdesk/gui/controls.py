@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.errors import UserError
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
+from ffdesk.gui.budget_need import EMBEDDED_MODELS, BudgetNeed
 from ffdesk.gui.mask_controls import MaskControls
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel
 from ffdesk.gui.processors import PROCESSOR_KINDS, usable_processor_models
@@ -49,6 +50,10 @@ MODEL_KINDS: tuple[Control, ...] = ("swapper", "recognizer", "detector", "enhanc
 PICKER_LABELS = {"parser": "Region mask"}
 EMBEDDED = "embedded (default)"
 NOTE_STYLE = "color: #8a6d3b; font-style: italic"
+NEED_COLOUR = "#edc948"
+"""The budget bar's mark at what the chosen models need."""
+SHORT_COLOUR = "#e15759"
+"""The budget bar's handle below that need."""
 FOLDER_MENU = "File > Models folder…"
 
 
@@ -139,6 +144,7 @@ class ModelFolderScan(QObject):
             self._thread.join(timeout)
 
 
+BUDGET_TIP = 'Memory budget for models, in MiB or GiB ("2 GiB"); "no limit" at 0'
 _BUDGET_TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*(g|gb|gib|m|mb|mib)?\s*$", re.IGNORECASE)
 
 
@@ -164,7 +170,7 @@ class BudgetInput(QSpinBox):
         self.setSpecialValueText("no limit")
         self.setKeyboardTracking(False)  # one change when typing ends, not one per digit
         self.setAccelerated(True)
-        self.setToolTip('Memory budget for models, in MiB or GiB ("2 GiB"); "no limit" at 0')
+        self.setToolTip(BUDGET_TIP)
 
     def textFromValue(self, value: int) -> str:  # noqa: N802 - Qt override
         return f"{value} MiB"  # a unit the user can type over (a suffix would stay behind the typing)
@@ -183,7 +189,8 @@ class BudgetBar(QWidget):
     """A memory-budget slider drawn over the resident models as stacked bars.
 
     The bar spans 0..`maximum_mb`; coloured segments are the models resident now (from a
-    `ResidencyModel`); the white handle is the budget. Press or drag to set it.
+    `ResidencyModel`); the white handle is the budget, red where it is below what the chosen
+    models need (`set_need`: a dashed mark at that amount). Press or drag to set it.
     """
 
     valueChanged = Signal(int)
@@ -193,6 +200,9 @@ class BudgetBar(QWidget):
         self.residency = residency
         self.maximum_mb = max(1, maximum_mb)
         self.value_mb = 0
+        self.need_mb: float | None = None
+        """What the chosen models need (None: not known, or nothing counted)."""
+        self._need_text = ""
         self.setMinimumSize(160, 30)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip(
@@ -202,10 +212,22 @@ class BudgetBar(QWidget):
         residency.changed.connect(self._on_residency)
 
     def _on_residency(self) -> None:
-        self.setToolTip(
-            "\n".join(f"{n}: {format_bytes(b)}" for n, b in self.residency.models) or "no model resident"
-        )
+        models = self.residency.models
+        resident = "\n".join(f"{n}: {format_bytes(b)}" for n, b in models) or "no model resident"
+        self.setToolTip("\n".join(t for t in (resident, self._need_text) if t))
         self.update()
+
+    def set_need(self, need_bytes: int | None, text: str = "") -> None:
+        """Mark what the chosen models need (`need_bytes`; None: no mark), said by `text` in
+        the tooltip."""
+        self.need_mb = None if need_bytes is None else need_bytes / 2**20
+        self._need_text = text
+        self._on_residency()
+
+    @property
+    def short(self) -> bool:
+        """Whether the budget set is below the need marked."""
+        return self.value_mb > 0 and self.need_mb is not None and self.value_mb < self.need_mb
 
     def set_value(self, mb: int) -> None:
         mb = max(0, min(int(mb), self.maximum_mb))
@@ -238,7 +260,11 @@ class BudgetBar(QWidget):
         if self.value_mb > 0:
             x = self._x(self.value_mb)
             p.fillRect(QRectF(x, 6, self.width() - 2 - x, 18), QColor(0, 0, 0, 110))
-            p.setPen(QPen(QColor(255, 255, 255), 3))
+            if self.need_mb is not None:
+                need = self._x(min(self.need_mb, self.maximum_mb))
+                p.setPen(QPen(QColor(NEED_COLOUR), 2, Qt.PenStyle.DashLine))
+                p.drawLine(int(need), 4, int(need), 26)
+            p.setPen(QPen(QColor(SHORT_COLOUR if self.short else "#ffffff"), 3))
             p.drawLine(int(x), 2, int(x), 28)
         p.end()
 
@@ -329,13 +355,16 @@ class ControlsView(QWidget):
         memory_total_mb: int,
         models: dict[str, list[str]] | None = None,
         models_dir: Path | None = None,
+        need: BudgetNeed | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`models`: the pickers' choices by kind; when not given, the models folder `models_dir`
         (the runtime environment's) is verified in the background and the pickers offer only what
-        passes, staying at the embedded models until then."""
+        passes, staying at the embedded models until then. `need`: what the chosen models need of
+        the memory budget (the budget's note says when it is below that; None: nothing said)."""
         super().__init__(parent)
         self.model = model
+        self.need = need
         self._syncing = False
         self._models_known = models is not None
         self._models: dict[str, list[str]] = dict(models or {})
@@ -401,6 +430,9 @@ class ControlsView(QWidget):
         model.sourcesChanged.connect(self._show_applicability)
         model.targetChanged.connect(self._show_applicability)  # an image target takes an alpha matte
         self.sync()
+        if need is not None:
+            need.changed.connect(self._show_need)
+            self._show_need()
         self._scans: list[ModelFolderScan] = []
         if models is None:
             self.rescan(models_dir)
@@ -426,7 +458,10 @@ class ControlsView(QWidget):
         budget_row = QHBoxLayout()
         budget_row.addWidget(self.budget, 1)
         budget_row.addWidget(self.budget_input)
-        form.addRow("Memory budget", budget_row)
+        self.budget_note = _note_label()
+        """Why a render would refuse the budget: below what the chosen models need."""
+        self.budget_note.setObjectName("budgetNote")
+        form.addRow("Memory budget", _with_note(budget_row, self.budget_note))
         for kind in MODEL_KINDS:
             form.addRow(
                 PICKER_LABELS.get(kind, kind.capitalize()), self._noted(kind, self.model_choice[kind])
@@ -585,6 +620,25 @@ class ControlsView(QWidget):
             notes.insert(0, f"{self._no_models()}: the embedded swap runs — {FOLDER_MENU}")
         self.notes.setText("\n".join(notes))
         self.notes.setVisible(bool(notes))
+
+    def _show_need(self) -> None:
+        """Mark on the bar what the chosen models need of the budget, and say under it when the
+        budget set is below that (a render would refuse it before its first frame)."""
+        need = self.need.need if self.need is not None else None
+        text = self.need.shortfall() if self.need is not None else ""
+        if need is None:
+            self.budget.set_need(None)
+        else:
+            least = format_bytes(need.bytes)
+            said = (
+                f"{EMBEDDED_MODELS} need more than {least} (a render holds its frames beside them)"
+                if need.embedded
+                else f"the chosen models need at least {least} ({need.name}, the largest)"
+            )
+            self.budget.set_need(need.bytes, said)
+        self.budget_note.setText(text)
+        self.budget_note.setVisible(bool(text))
+        self.budget_input.setToolTip(text or BUDGET_TIP)
 
     def _no_models(self) -> str:
         """Why the pickers have nothing to offer: a models folder that is a file, or no model."""

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from ffdesk import jsontext
 from ffdesk.errors import MediaError, UserError
 from ffdesk.faces.scan import Detector, ScanPoint
+from ffdesk.gui.budget_need import BudgetNeed, ModelNeed
 from ffdesk.gui.clip_clock import ClipClocks
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
@@ -78,6 +79,9 @@ MAX_RECENT = 10
 SETTINGS_DEBOUNCE_MS = 150
 SAVE_DEBOUNCE_MS = 1000
 """How soon after a change of the controls they are written to gui.ini."""
+BUDGET_SAY_MS = 800
+"""A memory budget below the models' need is said in Status once the control rests this long
+(not for each step of a drag)."""
 CLOCK_NOTE_MS = 400
 """A variable-rate clip's frame times still being read this long after opening: Status says so."""
 CLOSE_WAIT_S = 60.0
@@ -286,8 +290,15 @@ class MainWindow(QMainWindow):
         self.people_view = PeopleView(
             self.session, self.status, lambda: self.session.models_dir or self.env.models_dir
         )
+        self.budget_need = BudgetNeed(self.session, env, self.memory, self)
+        """What the chosen models need of the memory budget (said under the control, and when a
+        job is queued)."""
         self.controls = ControlsView(
-            self.session, self.residency, memory_total_mb=self._memory_total_mb(), models_dir=env.models_dir
+            self.session,
+            self.residency,
+            memory_total_mb=self._memory_total_mb(),
+            models_dir=env.models_dir,
+            need=self.budget_need,
         )
         self.processors = ProcessorControls(self.session)
         """FaceFusion's other processors (the Processors dock, a tab beside Controls)."""
@@ -356,6 +367,13 @@ class MainWindow(QMainWindow):
         self.preview_worker.ready.connect(s.set_preview)
         self.preview_worker.memoryChanged.connect(self.telemetry.on_event)
         s.settingsChanged.connect(self._follow_budget)
+        self._budget_said: ModelNeed | None = None
+        """The need the last Status line said the budget was below (None: it was enough since)."""
+        self._budget_timer = QTimer(self)
+        self._budget_timer.setSingleShot(True)
+        self._budget_timer.setInterval(BUDGET_SAY_MS)
+        self._budget_timer.timeout.connect(self._say_budget_short)
+        self.budget_need.changed.connect(self._budget_timer.start)
         self.preview_view.canvas.sizeChanged.connect(
             self.preview_worker.set_display_size, Qt.ConnectionType.DirectConnection
         )
@@ -646,7 +664,7 @@ class MainWindow(QMainWindow):
         try:
             job = plain if s.player else s.build_job(scratch, matte="none")  # a preview writes no matte
         except UserError as exc:  # a setting a render refuses: one Status line (counted), no picture
-            self.status.post("warning", f"preview: {exc}")
+            self.status.post("warning", f"preview: {in_controls_words(str(exc))}")
             return
         read = self.clip_clocks.current
         read = read if read is not None and read.path == s.clip.path else None
@@ -693,6 +711,8 @@ class MainWindow(QMainWindow):
             job = s.build_job(output, mode=mode)
         except UserError as exc:
             refused = refused or str(exc)
+        else:
+            refused = refused or self._budget_problem(job)
         if refused:
             self.status.post("error", f"{s.clip.path.name}: not queued: {in_controls_words(refused)}")
             return
@@ -756,7 +776,7 @@ class MainWindow(QMainWindow):
         names = {src.path.name for src in self.session.sources}
         if any(message == f"no face found in {name}" for name in names):
             return
-        self.status.post("warning", f"preview: {message}")
+        self.status.post("warning", f"preview: {in_controls_words(message)}")
 
     def _output_folder_problem(self, folder: Path) -> str | None:
         """Why a render here could not write into `folder` (None: it can, or a farm renders)."""
@@ -767,6 +787,25 @@ class MainWindow(QMainWindow):
         except MediaError as exc:  # "does not exist", "is not writable (Read-only file system)"
             return f"the output folder {folder} {str(exc).removeprefix(f'{folder}: output folder ')}"
         return None
+
+    def _budget_problem(self, job: RenderJob) -> str | None:
+        """The line a render of `job` would refuse its memory budget with, before its first frame
+        (None: it would not, or a farm renders it, under its workers' own memory)."""
+        if self.queue.farm is not None:
+            return None
+        return self.budget_need.refusal(job)
+
+    def _say_budget_short(self) -> None:
+        """One Status line when the budget set has stayed below what the chosen models need
+        (again only for another need, or once it was enough in between)."""
+        need = self.budget_need.need
+        budget = self.session.settings.memory_budget_bytes
+        if need is None or budget is None or need.fits(budget):
+            self._budget_said = None
+            return
+        if self._budget_said != need:
+            self._budget_said = need
+            self.status.post("warning", in_controls_words(need.refusal(budget)))
 
     def _follow_budget(self) -> None:
         """The shared budget follows the control: the one place that sets it (renders and the
@@ -896,6 +935,7 @@ class MainWindow(QMainWindow):
         self.people_view.stop()
         self.queue.shutdown()
         self.controls.stop()
+        self.budget_need.stop()
         self.memory.close()
         if self.sampler is not None:
             self.sampler.stop()

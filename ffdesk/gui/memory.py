@@ -62,6 +62,12 @@ class AppMemory(QObject):
                 )
             return self._manager
 
+    def made(self) -> ResidencyManager | None:
+        """The shared manager if a preview or a render made it (None: not yet, or closed); never
+        makes it, so a look at what it knows loads nothing."""
+        with self._lock:
+            return self._manager
+
     def _emit(self, models: tuple[tuple[str, int], ...], budget: int | None) -> None:
         self.changed.emit(models, budget)
 

@@ -498,7 +498,7 @@ class ResidencyManager:
         if budget is not None and largest is not None and largest_bytes + reserved + held > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(_too_small(budget, name, largest_bytes, reserved, held, models))
+            raise UserError(too_small(budget, name, largest_bytes, reserved, held, models))
         fits = budget is None or total + reserved + held <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
@@ -666,7 +666,7 @@ class ResidencyManager:
             need = pool._locked_estimate(e)
             if pool.budget_bytes is not None and need + pool._locked_fixed() > pool.budget_bytes:
                 raise UserError(
-                    _too_small(
+                    too_small(
                         pool.budget_bytes,
                         e.name,
                         need,
@@ -990,7 +990,7 @@ def _hold_host_to(budget_bytes: int | None, device: str, probe: MemoryProbe) -> 
         give_back_large_blocks()
 
 
-def _too_small(
+def too_small(
     budget: int, name: str, need: int, reserved: int = 0, held: int = 0, held_models: int = 0
 ) -> str:
     """The one line refusing a budget: `held` is what the render holds beside the models (its

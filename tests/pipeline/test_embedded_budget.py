@@ -117,7 +117,7 @@ def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(
 ) -> None:
     """The age modifier's own CPU budget holds the frames and, beside them, the embedded swap's
     models, which no manager loads; a budget refused there names both."""
-    from ffdesk.runtime.residency import _too_small
+    from ffdesk.runtime.residency import too_small
     from ffdesk.runtime.standins import write_standins
 
     write_standins(tmp_path / "pack", ["fran"], dynamic_batch=True)
@@ -136,7 +136,7 @@ def test_a_processor_after_the_embedded_swap_counts_its_models_with_the_frames(
         stage.finish()
     assert run_render(job, env=run_env).frames_out == 30
     assert held == [frames * held_frame_bytes(probe(clip))] and models[0] >= 4 << 20
-    line = _too_small(100 << 20, "fran", 90 << 20, held=60 << 20, held_models=55 << 20)
+    line = too_small(100 << 20, "fran", 90 << 20, held=60 << 20, held_models=55 << 20)
     assert "the frames the render holds back (5.0 MiB) plus the embedded models (55.0 MiB) plus fran" in line
 
 

@@ -130,11 +130,7 @@ class SwapStage:
             if budget.manager is not None:  # counted in the pool, beside its other holders' models
                 budget.manager.hold(held_bytes, models_bytes=budget.models_bytes)
             return
-        raise UserError(
-            f"memory budget {format_bytes(budget.budget_bytes)} is smaller than the embedded models "
-            f"({format_bytes(budget.models_bytes)}) plus the frames the render holds at once "
-            f"({format_bytes(held_bytes)}); raise the memory budget (--memory-budget)"
-        )
+        raise UserError(embedded_too_small(budget.budget_bytes, budget.models_bytes, held_bytes))
 
     def budget_figures(self) -> BudgetFigures | None:
         """What it counted against its CPU budget (`ReportsBudget`; None: no budget, or the
@@ -233,7 +229,7 @@ def embedded_stages(
         # render of the pool holds frames the growth counts them too, and is not remembered)
         models = measured_footprint(before, probe.used(), analyser.weights_bytes)
         if footprints is not None:
-            key = embedded_footprint_key(analyser)
+            key = embedded_footprint_key(analyser.model_files)
             busy = share is not None and share.frames_held
             if not busy:
                 footprints.put(key, models, 0.0)
@@ -251,9 +247,20 @@ def embedded_stages(
     return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
 
 
-def embedded_footprint_key(analyser: FaceAnalyser) -> str:
-    """The footprint store's record of the embedded models `analyser` runs, together."""
-    files = "+".join(file_fingerprint(path) for path in analyser.model_files)
+def embedded_too_small(budget_bytes: int, models_bytes: int, held_bytes: int = 0) -> str:
+    """The one line refusing a CPU budget smaller than the embedded models plus the frames the
+    render holds at once (`held_bytes`; 0: not known yet, the models alone)."""
+    frames = f" plus the frames the render holds at once ({format_bytes(held_bytes)})" if held_bytes else ""
+    return (
+        f"memory budget {format_bytes(budget_bytes)} is smaller than the embedded models "
+        f"({format_bytes(models_bytes)}){frames}; raise the memory budget (--memory-budget)"
+    )
+
+
+def embedded_footprint_key(model_files: Sequence[Path]) -> str:
+    """The footprint store's record of the embedded models that run `model_files` (an analyser's
+    `FaceAnalyser.model_files`), together."""
+    files = "+".join(file_fingerprint(path) for path in model_files)
     return FootprintStore.key(f"embedded:{files}", "fp32", "CPUExecutionProvider")
 
 

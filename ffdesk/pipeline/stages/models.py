@@ -180,6 +180,101 @@ def psnr(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> float:
     return float("inf") if mse == 0 else 10.0 * float(np.log10(255.0**2 / mse))
 
 
+@dataclass(frozen=True)
+class PackChoices:
+    """The model files a model-pack render of a job runs, found and checked (`pack_choices`)."""
+
+    swapper: ModelChoice
+    swap_spec: sw.SwapperSpec
+    recognizer: ModelChoice
+    converter: ModelChoice | None
+    """The embedding converter a converted-identity swapper needs."""
+    detector: ModelChoice | None
+    point_mapper: ModelChoice | None
+    landmarker: ModelChoice | None
+    landmarker_note: str
+    """Why the faces are not aligned on 2dfan4's 68 points ("" where they are)."""
+    enhancer: ModelChoice | None
+    masks: Mapping[str, ModelChoice]
+    """The mask models by role (`job_mask_models`)."""
+
+    def registered(self) -> list[tuple[str, ModelChoice]]:
+        """(role, choice) of every model, in the order the render registers and plans them."""
+        found = [
+            self.swapper,
+            self.recognizer,
+            self.converter,
+            self.detector,
+            self.point_mapper,
+            self.landmarker,
+            self.enhancer,
+        ]
+        return [(c.role, c) for c in found if c is not None] + list(self.masks.items())
+
+
+def pack_choices(job: RenderJob, folder: Path, catalog: Catalog) -> PackChoices:
+    """The models a render of `job` (with `job.swapper`) runs from `folder`: the swapper, the
+    recognizer, the swapper's embedding converter, the detector, both landmarkers where the
+    folder has them and they pass their checks, the enhancer (none in preview mode: a draft),
+    the mask models. `UserError` (one line) for a missing or broken file."""
+    if job.swapper is None:
+        raise ValueError("model stages need job.swapper")
+    swapper = resolve_model(job.swapper, "swapper", folder, catalog)
+    swap_spec = _swapper_spec(swapper)
+    landmarker, point_mapper, note = _landmarkers(folder, catalog)
+    wanted = job.enhancer if job.mode != "preview" else None
+    return PackChoices(
+        swapper=swapper,
+        swap_spec=swap_spec,
+        recognizer=resolve_model(job.recognizer or DEFAULT_RECOGNIZER, "recognizer", folder, catalog),
+        converter=_converter(swapper, swap_spec, folder, catalog),
+        detector=resolve_model(job.detector, "detector", folder, catalog) if job.detector else None,
+        point_mapper=point_mapper,
+        landmarker=landmarker,
+        landmarker_note=note,
+        enhancer=resolve_model(wanted, "enhancer", folder, catalog) if wanted else None,
+        masks=job_mask_models(job, folder, catalog),
+    )
+
+
+def _landmarkers(folder: Path, catalog: Catalog) -> tuple[ModelChoice | None, ModelChoice | None, str]:
+    """2dfan4 and fan_68_5 when the folder has both and both verify (FaceFusion then aligns on
+    the 68 points' five); a note saying why not otherwise."""
+    from ffdesk.runtime.files import verify
+
+    names = (LANDMARKER, POINT_MAPPER)
+    if any(n not in catalog for n in names):
+        return None, None, "not in the catalog"
+    specs = [catalog.get(n) for n in names]
+    missing = [s.file for s in specs if not (folder / s.file).is_file()]
+    if missing:
+        return None, None, f"{' and '.join(missing)} not in the models folder"
+    problems = [p for s in specs for p in verify(s, folder / s.file)]
+    if problems:
+        return None, None, problems[0]
+    choices = [
+        ModelChoice(role, s.name, (folder / s.file).resolve(), s)
+        for role, s in zip(("landmarker", "point_mapper"), specs, strict=True)
+    ]
+    return choices[0], choices[1], ""
+
+
+def _converter(
+    swapper: ModelChoice, swap_spec: sw.SwapperSpec, folder: Path, catalog: Catalog
+) -> ModelChoice | None:
+    """The embedding converter a converted-identity swapper needs (the first of its names found
+    in the folder: FaceFusion 3.4+ calls them crossface_*, earlier arcface_converter_*)."""
+    spec = swapper.spec
+    if spec is None or not swap_spec.converts:
+        return None
+    names = [str(spec.option("converter")), *(str(n) for n in spec.option("converter_alternatives", ()))]
+    for name in names:
+        if name in catalog and (folder / catalog.get(name).file).is_file():
+            return resolve_model(name, "converter", folder, catalog)
+    files = " or ".join(catalog.get(n).file if n in catalog else n for n in names)
+    raise UserError(f"{swapper.name} needs its embedding converter {files} in {folder}")
+
+
 class ModelRender:
     """What the model stages of one render share: files, the residency manager, the source."""
 
@@ -204,20 +299,19 @@ class ModelRender:
         self.job = job
         self.env = env
         self.catalog = catalog or load_catalog()
-        cat, folder = self.catalog, resolve_models_dir(job.models_dir, env)
-        self.swapper = resolve_model(job.swapper, "swapper", folder, cat)
-        self.recognizer = resolve_model(job.recognizer or DEFAULT_RECOGNIZER, "recognizer", folder, cat)
-        self.detector = resolve_model(job.detector, "detector", folder, cat) if job.detector else None
-        # a preview-mode render is a fast draft: enhancers stay off
-        wanted = job.enhancer if job.mode != "preview" else None
-        self.enhancer = resolve_model(wanted, "enhancer", folder, cat) if wanted else None
-        self.masks: dict[str, ModelChoice] = job_mask_models(job, folder, cat)
+        chosen = pack_choices(job, resolve_models_dir(job.models_dir, env), self.catalog)
+        self.swapper = chosen.swapper
+        self.recognizer = chosen.recognizer
+        self.detector = chosen.detector
+        self.enhancer = chosen.enhancer
+        self.masks: dict[str, ModelChoice] = dict(chosen.masks)
         self.region_classes = job_region_classes(job, self.masks)
         self.mask_types = mk.mask_types(job.masks)
         """The mask types the swap combines (the box alone when the job names none)."""
-        self.swap_spec = _swapper_spec(self.swapper)
-        self.converter = self._converter(folder)
-        self.landmarker, self.point_mapper, self.landmarker_note = self._landmarkers(folder)
+        self.swap_spec = chosen.swap_spec
+        self.converter = chosen.converter
+        self.landmarker, self.point_mapper = chosen.landmarker, chosen.point_mapper
+        self.landmarker_note = chosen.landmarker_note
         self.projection = (
             sw.read_projection(self.swapper.path) if self.swap_spec.source == "projected" else None
         )
@@ -235,9 +329,7 @@ class ModelRender:
         self.options = session_options(job.provider, self.device, env, self.precision)
         self.frames, self.on_device = self._device_path()
         self.keys: dict[str, str] = {}
-        for choice in self._all():
-            self.keys[choice.role] = self._register(choice, "fp32", choice.path)
-        for role, choice in self.masks.items():
+        for role, choice in chosen.registered():
             self.keys[role] = self._register(choice, "fp32", choice.path)
         self.fp32_swap_key = self.keys["swapper"]
         self.swap_key = self.fp32_swap_key
@@ -282,39 +374,6 @@ class ModelRender:
         """The occlusion mask of each crop: the minimum of the chosen occluders' masks, softened
         once (FaceFusion's create_occlusion_mask)."""
         return occlusion_of(self.run, [(role, self.masks[role]) for role in self.occluders], crops)
-
-    def _all(self) -> list[ModelChoice]:
-        found = [
-            self.swapper,
-            self.recognizer,
-            self.converter,
-            self.detector,
-            self.point_mapper,
-            self.landmarker,
-            self.enhancer,
-        ]
-        return [c for c in found if c is not None]
-
-    def _landmarkers(self, folder: Path) -> tuple[ModelChoice | None, ModelChoice | None, str]:
-        """2dfan4 and fan_68_5 when the folder has both and both verify (FaceFusion then aligns
-        on the 68 points' five); a note saying why not otherwise."""
-        from ffdesk.runtime.files import verify
-
-        names = (LANDMARKER, POINT_MAPPER)
-        if any(n not in self.catalog for n in names):
-            return None, None, "not in the catalog"
-        specs = [self.catalog.get(n) for n in names]
-        missing = [s.file for s in specs if not (folder / s.file).is_file()]
-        if missing:
-            return None, None, f"{' and '.join(missing)} not in the models folder"
-        problems = [p for s in specs for p in verify(s, folder / s.file)]
-        if problems:
-            return None, None, problems[0]
-        choices = [
-            ModelChoice(role, s.name, (folder / s.file).resolve(), s)
-            for role, s in zip(("landmarker", "point_mapper"), specs, strict=True)
-        ]
-        return choices[0], choices[1], ""
 
     def align_faces(self, items: Sequence[tuple[Frame, Sequence[Face]]]) -> list[tuple[list[Face], int]]:
         """FaceFusion's alignment points for the faces of each image: the five from 2dfan4's 68
@@ -364,19 +423,6 @@ class ModelRender:
                 packet.swap = packet.swap.with_faces(faces)
                 self.aligned_faces += len(faces)
                 self.aligned_on_68 += sure
-
-    def _converter(self, folder: Path) -> ModelChoice | None:
-        """The embedding converter a converted-identity swapper needs (the first of its names
-        found in the folder: FaceFusion 3.4+ calls them crossface_*, earlier arcface_converter_*)."""
-        spec = self.swapper.spec
-        if spec is None or not self.swap_spec.converts:
-            return None
-        names = [str(spec.option("converter")), *(str(n) for n in spec.option("converter_alternatives", ()))]
-        for name in names:
-            if name in self.catalog and (folder / self.catalog.get(name).file).is_file():
-                return resolve_model(name, "converter", folder, self.catalog)
-        files = " or ".join(self.catalog.get(n).file if n in self.catalog else n for n in names)
-        raise UserError(f"{self.swapper.name} needs its embedding converter {files} in {folder}")
 
     def _register(self, choice: ModelChoice, precision: str, path: Path) -> str:
         from ffdesk.runtime.residency import OnnxLoader

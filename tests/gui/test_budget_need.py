@@ -1,0 +1,174 @@
+"""The memory budget control says, as it is set, when the budget is below what the chosen models
+need (the largest one, counted as a render counts it, named with its size), and the queue
+refuses such a job with the line the render would fail with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ffdesk.errors import UserError
+from ffdesk.hw.nvidia import DriverFlags
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.units import format_bytes
+from tests.gui.windows import isolated_window
+
+MIB = 2**20
+PACK = ["inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1"]
+CPU = "CPUExecutionProvider"
+
+
+@pytest.fixture
+def cpu_env(tmp_path: Path) -> RuntimeEnv:
+    """A runtime environment on the CPU (the budget is this process's memory) with a model pack
+    of stand-ins in its models folder."""
+    from ffdesk.runtime.standins import write_standins
+
+    env = RuntimeEnv.in_folder(tmp_path / "env", DriverFlags(no_nvml=True))
+    write_standins(env.models_dir, PACK, dynamic_batch=True)
+    return env
+
+
+@pytest.fixture
+def pack_window(cpu_env: RuntimeEnv, qtbot, tmp_path: Path) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+    """A window whose models folder scan offers the stand-ins."""
+    w = isolated_window(cpu_env, qtbot, tmp_path)
+    qtbot.waitUntil(lambda: w.controls.model_choice["swapper"].findData("inswapper_128") >= 0, timeout=30000)
+    yield w
+    w.shutdown()
+
+
+def _note(window: Any) -> str:
+    note = window.controls.budget_note
+    return note.text() if note.isVisibleTo(window) else ""
+
+
+def _counted(qtbot: Any, window: Any) -> None:
+    """Wait until the need of the models chosen now is counted."""
+    qtbot.waitUntil(lambda: window.budget_need.need is not None, timeout=30000)
+
+
+def _estimate(env: RuntimeEnv, name: str) -> int:
+    """What a model never measured is expected to take: 1.25 times its file."""
+    return int((env.models_dir / f"{name}.onnx").stat().st_size * 1.25)
+
+
+def test_the_budget_control_names_the_model_it_is_too_small_for(qtbot, pack_window) -> None:  # type: ignore[no-untyped-def]
+    w = pack_window
+    swapper = _estimate(w.env, "inswapper_128")
+    w.session.update_settings(swapper="inswapper_128", memory_budget_mb=1)
+    qtbot.waitUntil(lambda: bool(_note(w)), timeout=30000)
+    assert "inswapper_128" in _note(w) and format_bytes(swapper) in _note(w)
+    assert w.controls.budget.short and w.controls.budget.need_mb == pytest.approx(swapper / MIB)
+    assert w.controls.budget_input.toolTip() == _note(w)
+    # Status says it once the control rests, in the render's words
+    line = (
+        f"memory budget 1.0 MiB is smaller than inswapper_128 ({format_bytes(swapper)}); "
+        "raise the memory budget (Memory budget) or pick a smaller model"
+    )
+    qtbot.waitUntil(lambda: any(e.text == line for e in w.status.entries), timeout=5000)
+    w.session.update_settings(quality=70)  # still too small: said once
+    qtbot.wait(1200)
+    assert [e.text for e in w.status.entries].count(line) == 1
+
+
+def test_the_budget_control_says_nothing_when_the_budget_is_enough_or_unset(qtbot, pack_window) -> None:  # type: ignore[no-untyped-def]
+    w = pack_window
+    w.session.update_settings(swapper="inswapper_128", memory_budget_mb=0)
+    _counted(qtbot, w)
+    assert _note(w) == "" and not w.controls.budget.short
+    w.session.update_settings(memory_budget_mb=1)
+    assert "inswapper_128" in _note(w)  # the need was counted: the budget alone is compared
+    w.session.update_settings(memory_budget_mb=64)
+    assert _note(w) == "" and not w.controls.budget.short
+    w.session.update_settings(memory_budget_mb=0)
+    assert _note(w) == ""
+    qtbot.wait(1200)
+    assert not any(e.level == "warning" and "memory budget" in e.text for e in w.status.entries)
+
+
+def test_the_budget_control_follows_the_model_choice(qtbot, pack_window) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.integrity import file_fingerprint
+
+    w = pack_window
+    # the enhancer was measured before at 900 MiB: remembered, as a render remembers it
+    gfpgan = FootprintStore.key(file_fingerprint(w.env.models_dir / "gfpgan_1.4.onnx"), "fp32", CPU)
+    FootprintStore(env=w.env).put(gfpgan, 900 * MIB, 10.0)
+    s = w.session
+    s.update_settings(swapper="inswapper_128", mode="final", memory_budget_mb=512)
+    _counted(qtbot, w)
+    assert _note(w) == ""
+    s.update_settings(enhancer="gfpgan_1.4")
+    qtbot.waitUntil(lambda: "gfpgan_1.4" in _note(w), timeout=30000)
+    assert "900.0 MiB" in _note(w) and "inswapper_128" not in _note(w)
+    s.update_settings(mode="preview")  # a preview-mode render leaves the enhancer off
+    qtbot.waitUntil(lambda: _note(w) == "", timeout=30000)
+    s.update_settings(mode="final", memory_budget_mb=1024)
+    qtbot.waitUntil(lambda: w.budget_need.need is not None and w.budget_need.need.name == "gfpgan_1.4")
+    assert _note(w) == ""
+    s.update_settings(enhancer="", memory_budget_mb=1)
+    qtbot.waitUntil(lambda: "inswapper_128" in _note(w), timeout=30000)
+    s.update_settings(swapper="")  # the embedded swap: its own models, on the CPU
+    qtbot.waitUntil(lambda: "the embedded models" in _note(w), timeout=30000)
+
+
+def test_a_job_the_budget_cannot_hold_is_not_queued_with_the_renders_line(  # type: ignore[no-untyped-def]
+    qtbot, pack_window, tiny_clip: Path, face_photo: Path, tmp_path: Path
+) -> None:
+    from ffdesk.gui.wording import in_controls_words
+    from ffdesk.pipeline.plan import build_stages
+
+    w = pack_window
+    s = w.session
+    s.update_settings(swapper="inswapper_128", memory_budget_mb=1, output_dir=str(tmp_path))
+    assert w.open_clip(tiny_clip)
+    w.add_source(face_photo)
+    qtbot.waitUntil(lambda: not s.sources[0].pending, timeout=30000)
+    _counted(qtbot, w)  # (queueing waits a few seconds at most for a count still running)
+    w.add_to_queue()  # queued before, and failed when it ran
+    assert w.queue.entries() == []
+    last = w.status.entries[-1]
+    with pytest.raises(UserError) as refused:  # what a render of the same job says
+        build_stages(s.build_job(tmp_path / "out.mp4"), env=w.env)
+    said = str(refused.value)
+    assert "is smaller than inswapper_128" in said
+    assert (last.level, last.text) == ("error", f"tiny.mp4: not queued: {in_controls_words(said)}")
+    # the preview of the same settings failed with that line too, in the window's words
+    qtbot.waitUntil(lambda: any(e.text.startswith("preview: memory budget") for e in w.status.entries))
+    previewed = next(e.text for e in w.status.entries if e.text.startswith("preview: memory budget"))
+    assert previewed == f"preview: {in_controls_words(said)}" and "--memory-budget" not in previewed
+    s.update_settings(memory_budget_mb=64)
+    w.add_to_queue()
+    assert len(w.queue.entries()) == 1
+
+
+def test_the_embedded_models_need_what_their_render_counted(  # type: ignore[no-untyped-def]
+    qtbot, pack_window, tiny_clip: Path, face_photo: Path, tmp_path: Path
+) -> None:
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    w = pack_window
+    job = RenderJob(tiny_clip, tmp_path / "out.mp4", sources=(face_photo,), memory_budget=MIB)
+    with pytest.raises(UserError) as refused:  # `ffdesk render ... --memory-budget 1MiB`
+        run_render(job, env=w.env)
+    said = str(refused.value)
+    assert said.startswith("memory budget 1.0 MiB is smaller than the embedded models (")
+    models = said.split("the embedded models (", 1)[1].split(")", 1)[0]
+    s = w.session
+    s.update_settings(swapper="", memory_budget_mb=1, output_dir=str(tmp_path))
+    w.budget_need.recount()  # (the window was open while the render measured them)
+    qtbot.waitUntil(lambda: f"they need {models}" in _note(w), timeout=30000)
+    assert w.open_clip(tiny_clip)
+    w.add_source(face_photo)
+    qtbot.waitUntil(lambda: not s.sources[0].pending, timeout=30000)
+    w.add_to_queue()
+    assert w.queue.entries() == []
+    assert w.status.entries[-1].text == (
+        f"tiny.mp4: not queued: memory budget 1.0 MiB is smaller than the embedded models ({models}); "
+        "raise the memory budget (Memory budget)"
+    )

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from ffdesk.cli import main
+from ffdesk.commands.job_options import trained_swapper_ignores
 from ffdesk.commands.render import (
     encoder_ignores,
     enhancer_ignores,
     job_from_args,
     register,
-    trained_swapper_ignores,
 )
 from ffdesk.errors import UserError
 from ffdesk.media.encode import LOSSLESS_IMAGE_SUFFIXES, write_image
@@ -516,3 +516,16 @@ def test_a_trained_swapper_render_warns_of_what_it_does_not_read_and_draws_the_s
     )
     source = [read_image(p) for p in sorted((tmp_path / "source").glob("*.png"))]
     assert not np.array_equal(source[0], plain[0])  # the stand-in did draw the face
+
+
+def test_a_live_session_with_a_trained_swapper_names_the_photo_it_does_not_read(
+    trained_run: Path, face_clip: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ffdesk live --swapper RUN --source FACE`: the photo changes nothing there either, said in
+    the live command's own words (`--source`), and the session goes on."""
+    argv = ["live", "--camera", f"file:{face_clip}", "--swapper", str(trained_run), "--seconds", "0.5"]
+    assert main([*argv, "--source", str(PHOTO)]) == 0
+    told = [line for line in capsys.readouterr().err.splitlines() if "`ffdesk train`" in line]
+    assert len(told) == 1 and "--source grace_hopper.jpg changes nothing (it draws the one person" in told[0]
+    assert main(argv) == 0
+    assert "`ffdesk train`" not in capsys.readouterr().err

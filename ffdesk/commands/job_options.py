@@ -1,15 +1,20 @@
 """The job options `ffdesk render` and `ffdesk live` share: `--swapper` (`add_swapper_option`) and
 the masks (`--mask`, `--mask-blur`, `--mask-padding`, `--mask-areas`, `--mask-regions`):
 `add_mask_options` puts them on a parser, `mask_fields` turns them into `RenderJob` fields
-(`RenderJob` checks the ranges)."""
+(`RenderJob` checks the ranges); `trained_swapper_ignores` names what a model made by `ffdesk
+train` as the swapper leaves unread of a job."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import DEFAULT_MASK_BLUR
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.runtime.env import RuntimeEnv
 
 
 def add_swapper_option(p: argparse.ArgumentParser) -> None:
@@ -80,3 +85,19 @@ def mask_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def _listed(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def trained_swapper_ignores(job: RenderJob, env: RuntimeEnv, *, source_option: str = "-s") -> list[str]:
+    """`plan.trained_ignores` of a job whose swapper is a model made by `ffdesk train`, told apart
+    in the runtime environment's models folder as the render's stages tell it (the model is
+    looked into only where the job sets something such a model would not read); `source_option`:
+    how the command names the source photos."""
+    from ffdesk.pipeline.plan import trained_ignores
+
+    notes = trained_ignores(job, source_option=source_option) if job.swapper else []
+    if not notes:
+        return []
+    from ffdesk.pipeline.stages.trained import is_trained_swapper
+    from ffdesk.runtime.files import resolve_models_dir
+
+    return notes if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)) else []

@@ -12,7 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
+from ffdesk.commands.job_options import (
+    add_mask_options,
+    add_swapper_option,
+    mask_fields,
+    trained_swapper_ignores,
+)
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -174,7 +179,12 @@ def run(args: argparse.Namespace) -> int:
         check_recording(args.record.expanduser(), job, camera)
     env = runtime_env(args)
     given = replace(job, batch=DEFAULT_BATCH)  # (live's batch of 1 is its own, not a setting given)
-    for note in (*provider_unusable(job, env), *embedded_ignores(given, left_out=LIVE_LEAVES_OUT)):
+    told = (
+        *provider_unusable(job, env),
+        *embedded_ignores(given, left_out=LIVE_LEAVES_OUT),
+        *trained_swapper_ignores(given, env, source_option="--source"),
+    )
+    for note in told:
         _status(f"warning: {note}")
     stop = threading.Event()
     # Ctrl-C or SIGTERM from here on ends the session with its figures and a finished recording

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
-from ffdesk.commands.job_options import add_mask_options, add_swapper_option, mask_fields
+from ffdesk.commands.job_options import (
+    add_mask_options,
+    add_swapper_option,
+    mask_fields,
+    trained_swapper_ignores,
+)
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
 from ffdesk.commands.progress import TerminalProgress, progress_mode
 from ffdesk.commands.runtime_env import runtime_env
@@ -434,21 +439,6 @@ def enhancer_ignores(args: argparse.Namespace) -> list[str]:
         f"--enhancer-weight {args.enhancer_weight:g} changes nothing: {named.name} has no fidelity "
         f"weight (only {takes} takes one)"
     ]
-
-
-def trained_swapper_ignores(job: RenderJob, env: RuntimeEnv) -> list[str]:
-    """`plan.trained_ignores` of a job whose swapper is a model made by `ffdesk train`, told apart
-    in the runtime environment's models folder as the render's stages tell it (the model is
-    looked into only where the job sets something such a model would not read)."""
-    from ffdesk.pipeline.plan import trained_ignores
-
-    notes = trained_ignores(job) if job.swapper else []
-    if not notes:
-        return []
-    from ffdesk.pipeline.stages.trained import is_trained_swapper
-    from ffdesk.runtime.files import resolve_models_dir
-
-    return notes if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)) else []
 
 
 def add_range_options(parser: argparse.ArgumentParser) -> None:

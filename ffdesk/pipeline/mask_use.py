@@ -1,8 +1,9 @@
 """Which of a render's mask settings its stages read.
 
-A swapper model's stages read every mask setting (`--mask` box, occlusion, area and region, the
+A model pack's swap stages read every mask setting (`--mask` box, occlusion, area and region, the
 box's `--mask-blur` and `--mask-padding`, the area mask's `--mask-areas`). The embedded swap reads
-none: it keeps what covers the face by itself under a feathered mask of its own. The face
+none: it keeps what covers the face by itself under a feathered mask of its own; nor does a model
+made by `ffdesk train`, which pastes under its own (`ffdesk.pipeline.plan.trained_ignores`). The face
 processors read what their paste reads (`ffdesk.pipeline.stages.placement.render_masks` and each
 stage's box): the deep swapper all of them, the lip syncer the occlusion mask and the box's blur
 and padding, the age modifier and the expression restorer the occlusion mask and the blur, the

@@ -284,7 +284,7 @@ def _pixels_changed(job: RenderJob) -> list[str]:
     return [f"--pixels {job.pixels}"] if job.pixels != "auto" else []
 
 
-def trained_ignores(job: RenderJob) -> list[str]:
+def trained_ignores(job: RenderJob, *, source_option: str = "-s") -> list[str]:
     """One line naming the settings a job whose swapper is a model made by `ffdesk train` changes
     that none of its stages reads, none where each is read: the source photos (`-s`,
     `--source-face`: the model draws the one person it was trained on), a model pack's face
@@ -294,11 +294,12 @@ def trained_ignores(job: RenderJob) -> list[str]:
 
     Whether `job.swapper` names such a model is the caller's to tell, in the runtime
     environment's models folder as `build_stages` tells it (`trained.is_trained_swapper`); the
-    clip settings of an image target are `embedded_ignores`'s to name."""
+    clip settings of an image target are `embedded_ignores`'s to name. `source_option`: how the
+    command names the source photos (`ffdesk live`'s `--source`)."""
     photos = []
     if job.sources:
         n = len(job.sources)
-        photos.append(f"-s {job.sources[0].name}" if n == 1 else f"-s ({n} photos)")
+        photos.append(f"{source_option} {job.sources[0].name}" if n == 1 else f"{source_option} ({n} photos)")
     if job.source_face is not None:
         photos.append(f"--source-face {job.source_face}")
     on, masks, _wanted = _mask_options_unread(job)

@@ -349,7 +349,7 @@ class BudgetNeed(QObject):
         session.settingsChanged.connect(self._follow)
         if memory is not None:
             memory.changed.connect(self._recount.start)
-        self._count(self.asked)
+        self._follow()
 
     def shortfall(self) -> str:
         """What the control says of the budget set now ("" when it holds the need, or there is
@@ -380,17 +380,20 @@ class BudgetNeed(QObject):
         with self._lock:
             self._known.clear()
             self._again.update(self._counting)
-        self._count(self.asked)
+        if self.session.settings.memory_budget_bytes is not None:
+            self._count(self.asked)
 
     def _follow(self) -> None:
+        """The models and the budget set now: their need counted where a budget is set (with
+        none there is nothing to say, and a window opened without one does not load ONNX
+        Runtime for it)."""
         asked = ModelsAsked.of_session(self.session)
         if asked != self.asked:
             self.asked = asked
             with self._lock:
-                known, need = asked in self._known, self._known.get(asked)
-            self.need = need
-            if not known:
-                self._count(asked)
+                self.need = self._known.get(asked)
+        if self.session.settings.memory_budget_bytes is not None:
+            self._count_unless_known(asked)
         self.changed.emit()  # (the budget may be what changed)
 
     def _count_unless_known(self, asked: ModelsAsked) -> None:

@@ -78,6 +78,11 @@ def test_the_budget_control_names_the_model_it_is_too_small_for(qtbot, pack_wind
 def test_the_budget_control_says_nothing_when_the_budget_is_enough_or_unset(qtbot, pack_window) -> None:  # type: ignore[no-untyped-def]
     w = pack_window
     w.session.update_settings(swapper="inswapper_128", memory_budget_mb=0)
+    qtbot.wait(500)
+    # without a budget nothing is counted (nor ONNX Runtime loaded for it)
+    assert w.budget_need.need is None and not w.budget_need._counting
+    assert _note(w) == "" and not w.controls.budget.short
+    w.session.update_settings(memory_budget_mb=64)
     _counted(qtbot, w)
     assert _note(w) == "" and not w.controls.budget.short
     w.session.update_settings(memory_budget_mb=1)
@@ -172,3 +177,39 @@ def test_the_embedded_models_need_what_their_render_counted(  # type: ignore[no-
         f"tiny.mp4: not queued: memory budget 1.0 MiB is smaller than the embedded models ({models}); "
         "raise the memory budget (Memory budget)"
     )
+
+
+def test_a_window_opened_without_a_budget_does_not_load_onnx_runtime(tmp_path: Path) -> None:
+    """Nothing is counted for a budget nobody set: the window opens without ONNX Runtime (which a
+    count would import: about 90 MiB and half a second), as the app's memory promises."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, time
+from pathlib import Path
+from ffdesk.hw.nvidia import DriverFlags
+from ffdesk.runtime.env import RuntimeEnv
+from tests.gui.windows import window_on
+from PySide6.QtWidgets import QApplication
+env = RuntimeEnv.in_folder(Path({str(tmp_path / "env")!r}), DriverFlags(no_nvml=True))
+w = window_on(env, Path({str(tmp_path)!r}))
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    QApplication.processEvents()
+    time.sleep(0.02)
+w.budget_need.wait()
+print("onnxruntime" in sys.modules)
+w.shutdown()
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(tmp_path / "cfg")},
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "False", run.stdout

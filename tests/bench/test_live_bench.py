@@ -42,8 +42,9 @@ def test_a_short_run_has_no_drift_figures() -> None:
     assert drift.figures(settle_s=1.0) == {}
 
 
-def _bench_live(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path, queue.Queue[str]]:
-    """`ffdesk bench live` for up to 120 s in a process of its own; its lines as they come."""
+def _bench_live(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path, queue.Queue[str | None]]:
+    """`ffdesk bench live` for up to 120 s in a process of its own; its lines as they come, then
+    None once its output has ended."""
     out = tmp_path / f"{name}.json"
     env = {
         **os.environ,
@@ -58,35 +59,40 @@ def _bench_live(tmp_path: Path, name: str) -> tuple[subprocess.Popen[str], Path,
         text=True,
         env=env,
     )
-    lines: queue.Queue[str] = queue.Queue()
+    lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.put(line)
+        lines.put(None)
 
     threading.Thread(target=read, name=f"test-{name}-lines", daemon=True).start()
     return proc, out, lines
 
 
-def _wait_for(lines: queue.Queue[str], text: str, printed: list[str]) -> None:
+def _wait_for(lines: queue.Queue[str | None], text: str, printed: list[str]) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            printed.append(lines.get(timeout=0.5))
+            line = lines.get(timeout=0.5)
         except queue.Empty:
             continue
-        if text in printed[-1]:
+        if line is None:
+            break  # the output ended without it
+        printed.append(line)
+        if text in line:
             return
     raise AssertionError(f"no {text!r} in {printed}")
 
 
-def _stopped(proc: subprocess.Popen[str], lines: queue.Queue[str], printed: list[str]) -> str:
+def _stopped(proc: subprocess.Popen[str], lines: queue.Queue[str | None], printed: list[str]) -> str:
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
-    time.sleep(0.2)  # the reader's last lines
-    while not lines.empty():
-        printed.append(lines.get())
+    # every line up to the end of its output (a fixed 0.2 s for the reader thread to pass on the
+    # last ones, the figures printed as it stops, was a race on a loaded machine)
+    while (line := lines.get(timeout=30)) is not None:
+        printed.append(line)
     return "".join(printed)
 
 

@@ -38,13 +38,14 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CorpusFile | str
     """Every case, written once; a case this PyAV build cannot write maps to the reason."""
     folder = tmp_path_factory.mktemp("corpus")
     out: dict[str, CorpusFile | str] = {}
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for case in CASES:
         try:
             out[case] = corpus.make(case, folder)
         except CaseUnavailable as e:
             out[case] = str(e)
     out["_seconds"] = f"{time.perf_counter() - t0:.2f}"
+    out["_cpu_seconds"] = f"{time.process_time() - cpu0:.2f}"  # (every thread's; the cases run no process)
     return out
 
 
@@ -87,7 +88,11 @@ def decode(f: CorpusFile) -> tuple[list[int], list[int | None], list[av.VideoFra
 
 
 def test_the_whole_corpus_is_small_and_quick(made: dict[str, CorpusFile | str]) -> None:
-    assert float(made["_seconds"]) < 20.0  # type: ignore[arg-type]
+    # Quick in CPU time, not wall time: making it takes about 3 s of CPU here, but on a loaded
+    # machine (the suite's other workers beside it) 15 s of wall time for the same 3 s of CPU,
+    # three quarters of what was once its wall-clock limit (20 s)
+    seconds = (float(made["_cpu_seconds"]), float(made["_seconds"]))  # type: ignore[arg-type]
+    assert seconds[0] < 10.0, f"{seconds[0]:.1f} s of CPU ({seconds[1]:.1f} s of wall time)"
     for case in CASES:
         f = made[case]
         if isinstance(f, str):

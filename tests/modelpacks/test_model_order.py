@@ -299,8 +299,13 @@ def test_on_the_cpu_a_budget_that_holds_the_models_counts_the_frames_in_batches_
     loose, _ = loose_runs.get()
     per_frame = models.held_frame_bytes(probe(face_clip))
     at_once = models.frames_at_once(2, 2, AHEAD)
-    need = sum(m["bytes"] for m in loose["models"])  # every model, with room for a footprint to grow
-    budget = loose["reserved_bytes"] + int(need * 1.5) + at_once * per_frame
+    # every model, with room for its footprints to grow: at a batch of two each is measured again
+    # in this render, as the process's growth over a call while the other stages allocate beside
+    # it, and on a loaded CPU the sum came out anywhere from 0.9 to 1.33 times the loose run's in
+    # 20 runs (and 1.504 times, over a budget of half again, once in a parallel run of the budget
+    # test files); twice it still holds them all, so the order stays "batch" and the peak within
+    need = sum(m["bytes"] for m in loose["models"])
+    budget = loose["reserved_bytes"] + 2 * need + at_once * per_frame
     batched = _render(pack, face_clip, tmp_path / "batched", "--memory-budget", str(budget))
     order = batched["model_order"]
     assert order["order"] == "batch" and order["window_frames"] == 2, order

@@ -266,3 +266,25 @@ def test_each_crop_takes_its_own_slots_source_through_tiles_and_chunks(
     plain = models.swap(crops)  # no slots: every crop takes the first
     assert torch.all((plain - crops) == OFFSETS[0])
     assert pixels.transfers.copies("up", "source") == 1  # every slot's source, once
+
+
+def test_int8_calibration_takes_every_persons_source(
+    pack: Path, clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An INT8 variant made for a face-map render is calibrated with each person's source in
+    turn, not the first person's alone (its activation ranges cover every identity it will run)."""
+    from ffdesk.runtime import precision as prec
+
+    fed: list[Any] = []
+    make = prec.make_int8
+
+    def spy(src: Path, calibration: Any, **options: Any) -> Path:
+        fed.append(calibration)
+        return make(src, calibration, **options)
+
+    monkeypatch.setattr(prec, "make_int8", spy)
+    env = RuntimeEnv.in_folder(tmp_path / "env")
+    report = _render(env, pack, clip, tmp_path / "out", "host", SWAPPED, precision="int8")
+    assert report.frames_out == 6 and fed and fed[0]
+    sources = {np.asarray(feed["source"], np.float32).tobytes() for feed in fed[0]}
+    assert len(sources) == 2

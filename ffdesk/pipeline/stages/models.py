@@ -1013,7 +1013,8 @@ class ModelRender:
                 emit(ev.Warning(f"{choice.name}: its fp16 variant failed here ({detail}); it runs in fp32"))
 
     def _calibration_feeds(self) -> list[dict[str, np.ndarray]]:
-        """Aligned target crops from the user's own clip (with the source input), as model feeds."""
+        """Aligned target crops from the user's own clip, each with a source input (a face map's
+        sources in turn, so the ranges cover every person's identity), as model feeds."""
         from ffdesk.media.decode import VideoReader
         from ffdesk.media.images import read_image
         from ffdesk.media.probe import probe
@@ -1039,10 +1040,12 @@ class ModelRender:
         if not crops:  # no face in the clip's first frames: the source face is the next best
             crops = [warp_face(self.source_image, self.source_face.kps, spec.template, spec.size)[0]]
         assert self.source_vector is not None
-        return [
-            {spec.target_input: sw.to_model_input(c[None], spec), spec.source_input: self.source_vector}
-            for c in crops
-        ]
+        vectors = self.source_vectors or [self.source_vector]  # a face map's people: each identity
+        feeds = []
+        for i, crop in enumerate(crops):
+            source = vectors[i % len(vectors)]
+            feeds.append({spec.target_input: sw.to_model_input(crop[None], spec), spec.source_input: source})
+        return feeds
 
     # ------------------------------------------------------------------ swapping
     def swap_crops(

@@ -176,10 +176,6 @@ class AgeModifyStage(ProcessorFrames):
         """The faces made older or younger."""
         return ProcessorFigures(self.name, self.spec.name, faces=self.faces_modified)
 
-    def finish(self) -> None:
-        self.models.close()
-        return None
-
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, am.AgeModifierSpec]:
     """The job's age modifier file, checked against its contract, and how to feed it;

@@ -269,10 +269,6 @@ class DeepSwapStage(ProcessorFrames):
         """The faces swapped to the model's person."""
         return ProcessorFigures(self.name, self.model_name, faces=self.faces_swapped)
 
-    def finish(self) -> None:
-        self.models.close()  # closing twice is a no-op
-        return None
-
 
 def _paste_masks(job: RenderJob, masks: RenderMasks) -> PasteMasks:
     """The job's paste masks with the render's model masks (`render_masks`)."""

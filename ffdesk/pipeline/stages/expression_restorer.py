@@ -232,10 +232,6 @@ class ExpressionRestoreStage(ProcessorFrames):
         """The faces whose expression was restored."""
         return ProcessorFigures(self.name, self.model_name, faces=self.faces_restored)
 
-    def finish(self) -> None:
-        self.models.close()
-        return None
-
 
 def register_parts(models: ProcessorModels, files: LivePortraitFiles) -> dict[str, str]:
     """Each part's file registered on `models`: part -> key."""

@@ -144,10 +144,6 @@ class FaceEditStage(ProcessorFrames):
         """The faces edited."""
         return ProcessorFigures(self.name, self.model_name, faces=self.faces_edited)
 
-    def finish(self) -> None:
-        self.models.close()
-        return None
-
 
 def with_face_editor(
     stages: Sequence[Stage],

@@ -121,10 +121,6 @@ class FaceEnhanceStage(ProcessorFrames):
         """The faces restored."""
         return ProcessorFigures(self.name, self.model_name, faces=self.faces_enhanced)
 
-    def finish(self) -> None:
-        self.models.close()
-        return None
-
 
 def _resolve(job: RenderJob, env: RuntimeEnv) -> tuple[ModelChoice, enh.EnhancerSpec]:
     """The job's enhancer file, checked against its contract, and how to feed it; `UserError`

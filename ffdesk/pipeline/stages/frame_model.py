@@ -48,10 +48,6 @@ class FrameModelStage(ProcessorFrames, Generic[SpecT]):
         with self._lock:
             self.frames += frames
 
-    def finish(self) -> None:
-        self.models.close()  # its own manager only; closing twice is a no-op
-        return None
-
 
 def new_picture(packet: FramePacket, image: Frame) -> None:
     """`packet`'s picture is `image` now: the decoded frame, its raw planes and its copy on a

@@ -314,10 +314,6 @@ class LipSyncStage(ProcessorFrames):
         """The faces whose mouths were redrawn."""
         return ProcessorFigures(self.name, self.spec.name, faces=self.faces_synced)
 
-    def finish(self) -> None:
-        self.models.close()  # its own manager only
-        return None
-
 
 def _spec_of(choice: ModelChoice) -> ls.LipSyncSpec:
     from ffdesk.pipeline.stages.models import processor_spec

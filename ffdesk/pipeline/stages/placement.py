@@ -42,6 +42,7 @@ from ffdesk.pipeline.stage import HoldsFrames, Stage
 
 if TYPE_CHECKING:
     from ffdesk.faces.recognizer import Runner
+    from ffdesk.pipeline.report import StageFigures
     from ffdesk.pipeline.stages.models import ModelChoice, ModelRender
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import ResidencyManager, Share
@@ -249,6 +250,12 @@ class ProcessorFrames:
 
     def count_frames_held(self, held_bytes: int) -> None:
         self.models.count_frames_held(held_bytes)
+
+    def finish(self) -> StageFigures | None:
+        """Let go of its models: a manager of its own is closed, a shared one is left to its
+        owner (`ProcessorModels.close`; closing twice is a no-op)."""
+        self.models.close()
+        return None
 
 
 CropMasks = Callable[[npt.NDArray[np.uint8]], npt.NDArray[np.float32]]

@@ -27,12 +27,14 @@ from ffdesk.errors import UserError
 from ffdesk.media.encode import LOSSLESS_IMAGE_SUFFIXES, write_image
 from ffdesk.media.images import IMAGE_SUFFIXES, read_image
 from ffdesk.media.synth import synth_clip
-from ffdesk.pipeline.job import PROCESSOR_OPTIONS, RenderJob
+from ffdesk.pipeline.job import PROCESSOR_OPTIONS, FaceMapping, RenderJob
 from ffdesk.pipeline.plan import embedded_ignores, trained_ignores
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
 
 PHOTO = resource_path("sample", "grace_hopper.jpg")
+ASTRONAUT = resource_path("sample", "astronaut.jpg")
+"""A photo of the face the test clips are drawn with (`face_clip`)."""
 
 
 def job(**settings: Any) -> RenderJob:
@@ -448,6 +450,16 @@ def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
             {"enhancer": "gfpgan_1.4", "mode": "preview", "mask_blur": 0.6},
             "--mask-blur changes nothing (it pastes under a mask of its own)",
         ),
+        (  # the map's PERSON picks who is swapped; its FACE photo is not drawn
+            {"face_map": (FaceMapping(ASTRONAUT, (PHOTO,)),)},
+            "--map's face photo grace_hopper.jpg changes nothing (it draws the one person it was trained "
+            "on; --map still picks who is swapped)",
+        ),
+        (
+            {"face_map": (FaceMapping(0, (PHOTO, ASTRONAUT)), FaceMapping(1, (PHOTO,))), "mask_blur": 0.6},
+            "--map's 3 face photos, --mask-blur change nothing (it draws the one person it was trained on "
+            "and pastes under a mask of its own; --map still picks who is swapped)",
+        ),
     ],
 )
 def test_what_a_trained_swapper_does_not_read_is_named_in_one_line(
@@ -529,3 +541,39 @@ def test_a_live_session_with_a_trained_swapper_names_the_photo_it_does_not_read(
     assert len(told) == 1 and "--source grace_hopper.jpg changes nothing (it draws the one person" in told[0]
     assert main(argv) == 0
     assert "`ffdesk train`" not in capsys.readouterr().err
+
+
+def test_a_trained_swapper_render_with_a_map_names_its_face_photos_which_draw_nothing(
+    trained_run: Path, face_clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--map PERSON=FACE` with a trained swapper: the PERSON photo picks who is swapped (a person
+    not in the clip: nothing is), the FACE photo draws nothing (two different ones give the same
+    frames), and the render says so in one line."""
+
+    def render(name: str, person: Path, face: Path) -> list[np.ndarray]:
+        out = tmp_path / name
+        argv = ["render", "-t", str(face_clip), "-o", str(out), "--encoder", "png", "-q"]
+        assert main([*argv, "--swapper", str(trained_run), "--map", f"{person}={face}"]) == 0
+        return [read_image(p) for p in sorted(out.glob("*.png"))]
+
+    hopper = render("hopper", ASTRONAUT, PHOTO)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"ffdesk: warning: --swapper {trained_run} is a model made by `ffdesk train`: --map's face photo "
+        "grace_hopper.jpg changes nothing (it draws the one person it was trained on; --map still picks "
+        "who is swapped)"
+    ]
+    astronaut = render("astronaut", ASTRONAUT, ASTRONAUT)
+    assert len(hopper) == len(astronaut) == 3
+    assert all(np.array_equal(a, b) for a, b in zip(hopper, astronaut, strict=True))
+    nobody = render("nobody", PHOTO, PHOTO)  # grace hopper is not in the clip: no face is swapped
+    assert not np.array_equal(nobody[0], hopper[0])
+
+
+def test_a_live_session_with_a_trained_swapper_names_the_map_photo_it_does_not_read(
+    trained_run: Path, face_clip: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["live", "--camera", f"file:{face_clip}", "--swapper", str(trained_run), "--seconds", "0.5"]
+    assert main([*argv, "--map", f"{ASTRONAUT}={PHOTO}"]) == 0
+    told = [line for line in capsys.readouterr().err.splitlines() if "`ffdesk train`" in line]
+    assert len(told) == 1 and "--map's face photo grace_hopper.jpg changes nothing" in told[0], told

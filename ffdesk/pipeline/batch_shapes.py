@@ -3,15 +3,24 @@ algorithm search (30-725 ms a shape on an H200). There a render pads each model 
 few batch shapes (`bucket`: the next power of two, at most a cap) and runs each model once at every
 one of them before its first frame, so no call meets a new shape in the middle of the render. On
 the CPU a new shape costs nothing worth a call, and nothing is padded or warmed.
+
+What a session has run at is its own record (`ffdesk.runtime.sessions.ShapeLog`): a model two
+stages of a render share (one residency manager, one session) is warmed at a shape by the first
+of them only (`ran_at`, with the shapes of the call a warm-up would make: `first_call_shapes`,
+`zeros_shapes`); a session loaded again starts its record afresh, as its runtime does.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+Shapes = tuple[tuple[int, ...], ...]
+"""The shapes of one call's inputs, in the session's input order (`ShapeLog`'s)."""
 
 
 def new_shapes_cost(device: str) -> bool:
@@ -60,8 +69,7 @@ def warm_on_zeros(session: Any, batch: int, on_event: Callable[[Any], None]) -> 
     from ffdesk.pipeline import events as ev
     from ffdesk.runtime.sessions import is_oom_error, warm_up
 
-    inputs = list(getattr(session, "inputs", ()))
-    if not inputs or any(not (isinstance(d, int) and d > 0) for i in inputs for d in i.shape[1:]):
+    if zeros_shapes(session, batch) is None:
         return
     try:
         warm_up(session, batch)
@@ -71,3 +79,64 @@ def warm_on_zeros(session: Any, batch: int, on_event: Callable[[Any], None]) -> 
         detail = " ".join(str(exc).split())[:160] or type(exc).__name__
         name = getattr(session, "name", "a model")
         on_event(ev.Warning(f"{name} did not run on zeros ({detail}); it is warmed up by its first frame"))
+
+
+def zeros_shapes(session: Any, batch: int) -> Shapes | None:
+    """The input shapes `warm_on_zeros(session, batch)` runs at (its file's, the batch where the
+    file leaves it open), None where it runs nothing (a side other than the batch left open)."""
+    inputs = list(getattr(session, "inputs", ()))
+    if not inputs or any(not (isinstance(d, int) and d > 0) for i in inputs for d in i.shape[1:]):
+        return None
+    return tuple(tuple(int(d) for d in i.example(batch).shape) for i in inputs)
+
+
+def ran_at(session: Any, shapes: Shapes | None) -> bool:
+    """Whether `session` has run at the input `shapes` already, by its own record (`ShapeLog`;
+    a session that keeps none, or unknown shapes: False). A warm-up at them would run nothing
+    new: another stage sharing the session warmed it there."""
+    from ffdesk.runtime.sessions import ShapeLog
+
+    log = getattr(session, "shape_log", None)
+    return shapes is not None and isinstance(log, ShapeLog) and shapes in log.seen
+
+
+class _Called(Exception):
+    """Raised by `_FirstCall` in place of running the model."""
+
+
+class _FirstCall:
+    """A session that notes the input shapes of its first call and raises `_Called` in place of
+    running the model (every call: a caller that catches one gets no output either); otherwise
+    the session it wraps."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.shapes: Shapes | None = None
+
+    def _called(self, inputs: Any) -> _Called:
+        from ffdesk.runtime.sessions import shapes_of
+
+        if self.shapes is None:
+            self.shapes = shapes_of(inputs)
+        return _Called()
+
+    def run(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        raise self._called(inputs)
+
+    def run_torch(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        raise self._called(inputs)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._session, attr)
+
+
+def first_call_shapes(
+    fn: Callable[[Any, Sequence[T]], object], session: Any, items: Sequence[T]
+) -> Shapes | None:
+    """The input shapes of the first call `fn(session, items)` makes of `session`, found without
+    running the model (`fn`'s own work before it, on its items, is done): None where `fn` makes
+    none through `run` or `run_torch`."""
+    probe = _FirstCall(session)
+    with contextlib.suppress(Exception):  # `_Called`, or what `fn` made of it: only the shapes matter
+        fn(probe, items)
+    return probe.shapes

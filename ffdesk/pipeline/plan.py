@@ -287,7 +287,8 @@ def _pixels_changed(job: RenderJob) -> list[str]:
 def trained_ignores(job: RenderJob, *, source_option: str = "-s") -> list[str]:
     """One line naming the settings a job whose swapper is a model made by `ffdesk train` changes
     that none of its stages reads, none where each is read: the source photos (`-s`,
-    `--source-face`: the model draws the one person it was trained on), a model pack's face
+    `--source-face`, and the FACE photos of `--map PERSON=FACE`, whose PERSON still picks who is
+    swapped: the model draws the one person it was trained on), a model pack's face
     finders (`--detector`, `--recognizer`: the embedded models find its faces and tell them
     apart) and `--pixels` (its pixels stay on the host), and the mask settings the face
     processors after it do not read (it pastes under a mask of its own; `mask_use`).
@@ -302,6 +303,8 @@ def trained_ignores(job: RenderJob, *, source_option: str = "-s") -> list[str]:
         photos.append(f"{source_option} {job.sources[0].name}" if n == 1 else f"{source_option} ({n} photos)")
     if job.source_face is not None:
         photos.append(f"--source-face {job.source_face}")
+    map_faces = _map_faces(job)
+    photos += map_faces
     on, masks, _wanted = _mask_options_unread(job)
     groups = (
         (photos, "draws the one person it was trained on"),
@@ -316,11 +319,22 @@ def trained_ignores(job: RenderJob, *, source_option: str = "-s") -> list[str]:
     if masks and on:
         verb = "does" if len(on) == 1 else "do"
         why += f"; {mu.listed(mu.NAMES[p] for p in on)} {verb} not use {', '.join(masks)} either"
+    if map_faces:
+        why += "; --map still picks who is swapped"
     verb = "changes" if len(named) == 1 else "change"
     return [
         f"--swapper {job.swapper} is a model made by `ffdesk train`: {', '.join(named)} {verb} nothing "
         f"(it {why})"
     ]
+
+
+def _map_faces(job: RenderJob) -> list[str]:
+    """The FACE photos of the job's `--map PERSON=FACE` pairs, named as one option (a model made by
+    `ffdesk train` puts its own person on each mapped one)."""
+    faces = [photo for entry in job.face_map for photo in entry.sources]
+    if not faces:
+        return []
+    return [f"--map's face photo {faces[0].name}" if len(faces) == 1 else f"--map's {len(faces)} face photos"]
 
 
 def _image_ignores(job: RenderJob) -> list[str]:

@@ -210,3 +210,30 @@ def test_a_face_processor_one_face_a_call_meets_no_new_shape_in_the_frames(
         calls = _in_frames(log, model)
         assert set(calls) <= SHAPES and sum(calls) > sum(FACES), (model, calls)
     assert not log.new_shapes_in_frames(), log.new_shapes_in_frames()
+
+
+def test_two_face_processors_sharing_a_mask_model_warm_each_of_its_shapes_once(
+    clip: Path, pack: Path, tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The age modifier and the face enhancer share one residency manager and run the same
+    occluder: the first to warm it at a batch shape does, the second finds its session has run
+    at that shape and does not again (one `Preparing` event and one call before the frames each);
+    neither meets a new shape in the frames."""
+    shapes_cost(monkeypatch)
+    settings: dict[str, Any] = {
+        "age_modifier": "fran",
+        "enhancer": "gfpgan_1.4",
+        "masks": ("box", "occlusion"),
+    }
+    job = _job(clip, pack, tmp_path / "first", end=0.1, **settings)
+    run_render(job, env=run_env)  # the models' footprints are known now: loads run nothing
+    log = record_model_calls(monkeypatch)
+    report = run_render(replace(job, output=tmp_path / "again", end=None), log.event, env=run_env)
+    for name in ("age_modify", "face_enhance"):
+        figures = _figures(report, name)
+        assert (figures.faces, figures.late_shapes) == (sum(FACES), 0), figures
+    preparing = [e.what for e in log.entries if isinstance(e, ev.Preparing) and "warming up xseg_1" in e.what]
+    assert sorted(preparing) == [f"warming up xseg_1 at batch {n}" for n in sorted(SHAPES)], preparing
+    before = [shapes[0][0] for model, shapes in log.calls(0, log.split()) if model == "xseg_1"]
+    assert sorted(before) == sorted(SHAPES), before
+    assert not log.new_shapes_in_frames(), log.new_shapes_in_frames()

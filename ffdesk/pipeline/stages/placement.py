@@ -22,7 +22,10 @@ On a GPU every new input shape costs the runtime an algorithm search the first t
 70-725 ms a shape on an H200). There a processor's batched calls are padded to a few batch shapes
 (powers of two up to its largest batch, `ffdesk.pipeline.batch_shapes`) and each model is run at
 each of them before the first frame (`WarmUp`), so no stage thread meets a new shape in the middle
-of a render. On the CPU a new shape costs nothing worth it, and nothing is padded or warmed.
+of a render. Processors that share a model (one manager, one session: the occlusion model two
+face processors run) warm each of its shapes once: a shape its session has run at is not run
+again (`ProcessorModels.warmed`). On the CPU a new shape costs nothing worth it, and nothing is
+padded or warmed.
 """
 
 from __future__ import annotations
@@ -187,10 +190,11 @@ class ProcessorModels:
         """With `fixed_shapes`, each model of `ups` run once at every batch shape it will meet
         (smallest first, each larger one measured; a shape the budget no longer allows once the
         smaller ones are measured is skipped), a `Preparing` event each, on the render's thread
-        before its first frame; else nothing."""
+        before its first frame; else nothing. A shape its session has run at already (another
+        stage of the render sharing the model warmed it: `warmed`) is not run again."""
         if not self.fixed_shapes:
             return
-        steps = [(up, n) for up in ups for n in self.shapes_of(up)]
+        steps = [(up, n) for up in ups for n in self.shapes_of(up) if not self.warmed(up, n)]
         for i, (up, n) in enumerate(steps, 1):
             on_event(ev.Preparing(f"warming up {up.key.split('@')[0]} at batch {n}", i, len(steps)))
             if up.fn is None:
@@ -198,6 +202,20 @@ class ProcessorModels:
                     batch_shapes.warm_on_zeros(session, 1, on_event)
             elif up.max_batch is None or n <= self.manager.batch_within_budget(up.key, up.max_batch):
                 self.run(up.key, up.fn, [up.sample] * n, max_batch=up.max_batch)
+
+    def warmed(self, up: WarmUp, n: int) -> bool:
+        """Whether `up`'s model has run at the input shapes its warm-up at batch `n` would give,
+        by its session's own record (`batch_shapes.ran_at`): the shapes of the warm-up's first
+        call, made on the session without running it. A model not on the device has no session
+        that ran (one loaded, or reloaded from the host, starts its record afresh): it is not
+        loaded for the question, which under a budget could push out the models asked before."""
+        if self.manager.state(up.key) != "device":
+            return False
+        with self.manager.acquire(up.key) as session:
+            if up.fn is None:
+                return batch_shapes.ran_at(session, batch_shapes.zeros_shapes(session, 1))
+            shapes = batch_shapes.first_call_shapes(up.fn, session, [up.sample] * n)
+            return batch_shapes.ran_at(session, shapes)
 
     def late_shapes(self) -> int:
         """Its every-frame models' calls at an input shape their session had not run at, once

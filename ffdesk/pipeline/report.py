@@ -253,10 +253,16 @@ class PixelFigures(_InJson):
     path: str
     device: str
     transfers: tuple[TransferCount, ...] = ()
+    device_bytes: int = 0
+    """The most the pixels took in the GPU's memory at once (torch's allocator, read after
+    each batch and after the warm-ups), counted against a memory budget beside the models; 0
+    on the host path and on the CPU."""
 
     def plus(self, other: PixelFigures) -> PixelFigures:
         path = self.path if self.path == other.path else "mixed"
-        return replace(self, path=path, transfers=tally((*self.transfers, *other.transfers)))
+        transfers = tally((*self.transfers, *other.transfers))
+        most = max(self.device_bytes, other.device_bytes)
+        return replace(self, path=path, transfers=transfers, device_bytes=most)
 
     def copies(self, direction: str, kind: str) -> int:
         return copies_of(self.transfers, direction, kind)

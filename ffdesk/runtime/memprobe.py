@@ -42,7 +42,11 @@ class ProcessMemoryProbe:
 
     def used(self) -> tuple[int | None, ...]:
         if self.device == "cuda":
-            return (gpu_used_bytes(self.device_id, self.flags),)
+            # torch's allocator (the device pixel path's frames and crops) is counted on its own
+            # (`ResidencyManager.hold_device`): what it grows by while another thread loads or
+            # runs a model is no part of that model's footprint
+            used = gpu_used_bytes(self.device_id, self.flags)
+            return (None if used is None else max(0, used - torch_reserved_bytes(self.device_id)),)
         import psutil
 
         return (int(psutil.Process().memory_info().rss), heap_in_use())
@@ -71,6 +75,21 @@ def release_torch_cache() -> None:
             torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001 - nothing to release, or no CUDA to release it on
         return
+
+
+def torch_reserved_bytes(device_id: int = 0) -> int:
+    """What torch's caching allocator holds on CUDA device `device_id` (its tensors and the
+    freed blocks it keeps), where this process uses torch on CUDA; 0 otherwise. Never imports
+    torch, nor starts CUDA for it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 0
+    try:
+        if not torch.cuda.is_initialized():
+            return 0
+        return int(torch.cuda.memory_reserved(device_id))
+    except Exception:  # noqa: BLE001 - no CUDA for torch: it holds nothing there
+        return 0
 
 
 class _MallInfo2(ctypes.Structure):

@@ -375,6 +375,24 @@ class ResidencyManager:
         pool.unload(claims)
         pool.deliver()
 
+    def hold_device(self, nbytes: int) -> None:
+        """Count `nbytes` the render's pixels take on the GPU (the device pixel path's frames,
+        crops and masks in torch's allocator) against the budget beside the models, from now
+        on; idle models over what is then left are evicted. Only where the budget is device
+        memory: on the CPU the process's memory counts them already (`hold`)."""
+        pool = self._pool
+        if pool.device != "cuda":
+            return
+        with pool.cond:
+            nbytes = max(0, int(nbytes))
+            if nbytes == self._member.held_bytes:
+                return
+            self._member.held_bytes = nbytes
+            claims = pool._locked_claim_room(0, exclude="")
+            pool._locked_changed()
+        pool.unload(claims)
+        pool.deliver()
+
     def expected_reservation(self) -> int:
         """The reservation, or before it is measured what this device was measured at before
         (else `RESERVATION_GUESS` on a GPU, 0 on the CPU)."""
@@ -498,7 +516,10 @@ class ResidencyManager:
         if budget is not None and largest is not None and largest_bytes + reserved + held > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
-            raise UserError(too_small(budget, name, largest_bytes, reserved, held, models))
+            on_device = self.device == "cuda"
+            raise UserError(
+                too_small(budget, name, largest_bytes, reserved, held, models, on_device=on_device)
+            )
         fits = budget is None or total + reserved + held <= budget
         return Plan(sizes, largest, largest_bytes, total, fits)
 
@@ -673,6 +694,7 @@ class ResidencyManager:
                         pool.reserved_bytes,
                         pool._locked_held(),
                         pool._locked_held_models(),
+                        on_device=pool.device == "cuda",
                     )
                 )
             claims = pool._locked_claim_room(need, exclude=e.slot)
@@ -991,13 +1013,22 @@ def _hold_host_to(budget_bytes: int | None, device: str, probe: MemoryProbe) -> 
 
 
 def too_small(
-    budget: int, name: str, need: int, reserved: int = 0, held: int = 0, held_models: int = 0
+    budget: int,
+    name: str,
+    need: int,
+    reserved: int = 0,
+    held: int = 0,
+    held_models: int = 0,
+    *,
+    on_device: bool = False,
 ) -> str:
     """The one line refusing a budget: `held` is what the render holds beside the models (its
-    frames, and the `held_models` of it that are models no manager loads)."""
+    frames, and the `held_models` of it that are models no manager loads; `on_device`: its
+    frames and faces on the GPU, `hold_device`)."""
     beside = f"the device's own {format_size(reserved)} (the CUDA context) plus " if reserved else ""
     if held - held_models:
-        beside += f"the frames the render holds back ({format_size(held - held_models)}) plus "
+        frames = "the frames and faces on the device" if on_device else "the frames the render holds back"
+        beside += f"{frames} ({format_size(held - held_models)}) plus "
     if held_models:
         beside += f"the embedded models ({format_size(held_models)}) plus "
     return (

@@ -108,8 +108,9 @@ class Member:
     peak_bytes: int = 0
     """The most this manager's models held at once."""
     held_bytes: int = 0
-    """Host memory its render holds outside the models, counted against a CPU budget beside
-    them (the frames segment order holds back: `ResidencyManager.hold`); gone when it closes."""
+    """Memory its render holds outside the models, counted against the budget beside them: on
+    the CPU the frames it holds back (`ResidencyManager.hold`), on a GPU its pixels there
+    (`ResidencyManager.hold_device`); gone when it closes."""
     held_models_bytes: int = 0
     """The part of `held_bytes` that is models outside any manager (the embedded swap's)."""
     frames_started: bool = False

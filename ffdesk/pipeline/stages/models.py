@@ -356,6 +356,10 @@ class ModelRender:
         """Set by whoever builds the stages (`model_stages`): the order they run the models in."""
         self.chunk: int | None = None
         """In segment order: the most items a model call takes (one load covers all of them)."""
+        self.pixel_bytes = 0
+        """The most the pixels took in the GPU's memory at once so far (`count_pixels`)."""
+        self._pixels_warmed = 0
+        self._pixels_held = 0
 
     def reset_counts(self) -> None:
         """Start the per-render counters again (faces aligned, quality checks): a render of
@@ -550,14 +554,14 @@ class ModelRender:
         # the processors' at the largest they were measured at (a frame enhancer's tiles)
         need = sum(self._expected_at(self.keys[r], batch) for r in roles) + extra
         held = f"the {len(roles) + len(beside)} models every frame needs ({format_bytes(need)})"
-        per_frame = enlarged_frame_bytes(info, scale)
-        frames = self._fewest_frames(info, batch, ahead) * per_frame if self._on_cpu else 0
+        per_frame = self._frame_bytes_held(info, scale)
+        frames = self._fewest_frames(info, batch, ahead) * per_frame if self._counts_frames else 0
         if need + frames <= budget:
             reason = f"the budget ({format_bytes(budget)}) holds {held}"
             return self._in_batches(info, reason, budget, ahead, extra, scale)
         window = hold_window(info, batch, self.job.segment_frames or SEGMENT_FRAMES)
         flight, within = FramesInFlight(window, 0, None), ""
-        if self._on_cpu:
+        if self._counts_frames:
             flight = self._window_within_budget(info, window, budget, ahead, extra, scale)
             window, within = flight.window, _within(flight)
         return ModelOrder(
@@ -574,20 +578,68 @@ class ModelRender:
         model order counts frames (on the CPU, `ModelOrder.held_bytes` as planned), they count
         against the budget from now on, as the report then says (`BoundsFrames.count_frames_held`)."""
         if self.order is not None and self.order.held_bytes:
+            if self._pixels_on_card:  # the frames on the card, as planned; the host's are not its
+                self._count_pixels_held()
+                return
             self.order = replace(self.order, held_bytes=held_bytes)
             self.manager.hold(held_bytes)
+
+    def count_pixels(self) -> None:
+        """After the warm-ups and after each batch on the device: what the pixels take in the
+        GPU's memory now, kept as the most they took (`pixel_bytes`, the report's
+        `pixels.device_bytes`) and counted against the budget (`_count_pixels_held`)."""
+        if self.frames is None:
+            return
+        now = self.frames.pixels.held_bytes()
+        with self._lock:
+            if now <= self.pixel_bytes:
+                return
+            self.pixel_bytes = now
+        self._count_pixels_held()
+
+    def _count_pixels_held(self) -> None:
+        """On a GPU with the pixels there, what they are counted at against the budget from now
+        on (`ResidencyManager.hold_device`): the frames planned for (`ModelOrder.held_bytes`)
+        beside what the warm-ups left torch holding (the largest batch's crops, masks and model
+        outputs), or the most measured since, whichever is more; raised only."""
+        if not self._pixels_on_card:
+            return
+        planned = self.order.held_bytes if self.order is not None else 0
+        with self._lock:
+            held = max(planned + self._pixels_warmed, self.pixel_bytes)
+            if held <= self._pixels_held:
+                return
+            self._pixels_held = held
+        self.manager.hold_device(held)
 
     @property
     def _on_cpu(self) -> bool:
         return self.manager.device == "cpu"
 
+    @property
+    def _pixels_on_card(self) -> bool:
+        """The pixels stay on a GPU whose memory is the budget's (the device pixel path there)."""
+        return self.on_device is not None and self.manager.device == "cuda"
+
+    @property
+    def _counts_frames(self) -> bool:
+        """Whether the frames a render holds count against the budget: on the CPU (they are the
+        process's memory) and on a GPU where the pixels stay on it."""
+        return self._on_cpu or self._pixels_on_card
+
+    def _frame_bytes_held(self, info: MediaInfo | None, scale: int) -> int:
+        """What one frame held counts at: on the CPU `enlarged_frame_bytes`, on a GPU its RGB
+        picture uploaded there (a frame enhancer's enlarged one stays on the host)."""
+        return enlarged_frame_bytes(info, scale) if self._on_cpu else frame_bytes(info)
+
     def _in_batches(
         self, info: MediaInfo | None, reason: str, budget: int, ahead: int, beside: int = 0, scale: int = 1
     ) -> ModelOrder:
-        """Batch order; on the CPU with a batch in each model stage's hands counted against the
-        budget as segment order counts its windows (`_window_within_budget`)."""
+        """Batch order; on the CPU (and on a GPU with the pixels there) with a batch in each model
+        stage's hands counted against the budget as segment order counts its windows
+        (`_window_within_budget`)."""
         batch = max(1, self.job.batch)
-        if not self._on_cpu:
+        if not self._counts_frames:
             return ModelOrder("batch", reason, batch)
         flight = self._window_within_budget(info, batch, budget, ahead, beside, scale)
         return ModelOrder("batch", reason + _within(flight), batch, flight.held_bytes, flight.flow_frames)
@@ -603,10 +655,11 @@ class ModelRender:
         self, info: MediaInfo | None, window: int, budget: int, ahead: int, beside: int = 0, scale: int = 1
     ) -> FramesInFlight:
         """On the CPU the frames a render holds are the process's memory as much as the models
-        are: beside the largest model the budget must have room for every frame held at once
-        (`frames_at_once`: each model stage's window, the tracking's, the decoder's and the
-        encoder's), and the window shrinks to what it leaves (never below a batch, nor above
-        the frames the render has: one for an image). A render counts what they hold against
+        are (on a GPU with the pixels there, their pictures are the card's): beside the largest
+        model the budget must have room for every frame held at once (`frames_at_once`: each
+        model stage's window, the tracking's, the decoder's and the encoder's), and the window
+        shrinks to what it leaves (never below a batch, nor above the frames the render has:
+        one for an image). A render counts what they hold against
         the budget before its models are prepared (`count_frames_held`), and its flow holds no
         more frames than that (`FramesInFlight.flow_frames`, `BoundsFrames`); a preview, a frame
         at a time, holds none. A budget without room for a batch in each window is refused
@@ -620,16 +673,19 @@ class ModelRender:
             frames = 1 if image else span_frames(self.job.start, self.job.end, info.video)
             least = min(least, frames)
             window = min(window, frames)
-        per_frame = enlarged_frame_bytes(info, scale)
+        per_frame = self._frame_bytes_held(info, scale)
         sizes = {key: self.manager.expected_bytes(key) for key in self.keys.values()}
         largest = max(sizes, key=lambda k: sizes[k])
-        room = budget - self.manager.expected_reservation() - sizes[largest] - beside
+        reserved = self.manager.expected_reservation()
+        room = budget - reserved - sizes[largest] - beside
         fewest = self._fewest_frames(info, least, ahead)
         if room < fewest * per_frame:
             held = f"the {fewest} frames a render of it holds at once" if fewest > 1 else "the frame it holds"
+            held += " on the device" if self._pixels_on_card else ""
             processors = f", the processors' models after it ({format_bytes(beside)})" if beside else ""
+            context = f"the device's own {format_bytes(reserved)} (the CUDA context) plus " * (reserved > 0)
             raise UserError(
-                f"memory budget {format_bytes(budget)} is smaller than {largest.split('@')[0]} "
+                f"memory budget {format_bytes(budget)} is smaller than {context}{largest.split('@')[0]} "
                 f"({format_bytes(sizes[largest])}){processors} plus {held} "
                 f"({format_bytes(fewest * per_frame)}); raise the memory budget (--memory-budget) "
                 "or lower the batch (--batch)"
@@ -754,6 +810,9 @@ class ModelRender:
                     do()
                 elif not self._warm_up(do, emit):
                     break
+            if self.frames is not None:  # what the largest batches' work leaves torch holding
+                self._pixels_warmed = self.frames.pixels.held_bytes()
+                self.count_pixels()
             host = self.host_warm_ups(emit)  # after the device path's: where it gave way, all on the host
             for i, (what, do) in enumerate(host, 1):
                 emit(ev.Preparing(f"warming up {what}", i, len(host)))
@@ -814,6 +873,7 @@ class ModelRender:
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
             emit(ev.Warning(f"the GPU pixel path failed ({detail}); the pixels stay on the host"))
             self.frames, self.on_device = None, None
+            self.manager.hold_device(0)  # nothing of the render's stays on the card
             return False
         return True
 
@@ -1103,7 +1163,7 @@ class ModelRender:
         if self.frames is None:
             return PixelFigures("host", "")
         pixels = self.frames.pixels
-        return PixelFigures("device", str(pixels.device), pixels.transfers.snapshot())
+        return PixelFigures("device", str(pixels.device), pixels.transfers.snapshot(), self.pixel_bytes)
 
     def close(self) -> None:
         with self._lock:
@@ -1422,6 +1482,7 @@ class SwapStage:
                 masks = masks.minimum(part)
             self._quality_check_on_device(batch, aligned.crops, swapped, list(aligned.owners), slots)
             frames.paste(batch, aligned, swapped, masks)
+        ctx.count_pixels()
         if self.last_on_device:
             frames.release(batch)
 
@@ -1564,6 +1625,7 @@ class EnhanceStage:
             if self.ctx.occluders:  # FaceFusion's enhancer keeps the occlusion mask too
                 masks = masks.minimum(models.occlusion(aligned.crops))
             frames.paste(batch, aligned, restored, masks)
+        self.ctx.count_pixels()
         frames.release(batch)
 
     def _enhance(self, aligned: AlignedFaces) -> tuple[list[Frame], list[Mask]]:

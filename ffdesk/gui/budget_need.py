@@ -3,11 +3,14 @@
 A model-pack render refuses, before its first frame, a budget smaller than its largest model
 (beside the device's own reservation on a GPU: `ResidencyManager.plan`); an embedded-swap render
 on the CPU refuses one smaller than the embedded models and the frames it holds
-(`EmbeddedBudget`). `NeedCounter` works out the first part of that before anything is queued:
-the same models, sized by the same residency manager from the same remembered footprints (else
-their files), so the memory budget control can say which model the budget is too small for.
-It reads model files: `BudgetNeed` runs it on a plain thread and hands the answer to the GUI
-thread.
+(`EmbeddedBudget`); a trained swapper and FaceFusion's other processors (`with_processors`) load
+their models through a residency manager too, which refuses to load one the budget cannot hold
+beside what it already holds (the device's reservation; on the CPU the embedded models and the
+frames). `NeedCounter` works out the models' part of that before anything is queued: the same
+models (`pack_choices`, `processor_model_choices`, `TrainedSwap`), sized by the same residency
+manager from the same remembered footprints (else their files), so the memory budget control
+can say which model the budget is too small for. It reads model files: `BudgetNeed` runs it on
+a plain thread and hands the answer to the GUI thread.
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from ffdesk.errors import UserError
+from ffdesk.gui.processors import PROCESSOR_KINDS, processor_job_fields
 from ffdesk.units import format_bytes
 
 if TYPE_CHECKING:
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from ffdesk.pipeline.stages.models import ModelChoice
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import ResidencyManager
+    from ffdesk.types import Mode, Precision
 
 MIB = 2**20
 EMBEDDED_MODELS = "the embedded models"
@@ -48,8 +53,8 @@ for the first time takes its measured footprint from then on)."""
 @dataclass(frozen=True)
 class ModelsAsked:
     """The settings a render's models follow: which face models a render of them loads (the
-    enhancer only in final mode: a preview-mode render leaves it off), from which folder, on
-    which device."""
+    enhancer only in final mode: a preview-mode render leaves it off), which of FaceFusion's
+    other processors it runs, from which folder, on which device."""
 
     swapper: str = ""
     recognizer: str = ""
@@ -58,14 +63,28 @@ class ModelsAsked:
     masks: tuple[str, ...] = ()
     models_dir: Path | None = None
     provider: Provider = "auto"
+    processors: tuple[tuple[str, str], ...] = ()
+    """(`RenderJob` field, model) of each other processor the render runs (`PROCESSOR_KINDS`;
+    the face enhancer is `enhancer`)."""
+    mode: Mode = "final"
+    precision: Precision = "auto"
+    """What a trained swapper runs at (its file and variant); a model pack's are counted at FP32,
+    as its plan counts them."""
+    swaps: bool = True
+    """A face is swapped in (a source photo or a face map): without one a model pack loads
+    nothing (a trained swapper needs none)."""
 
     def job(self) -> RenderJob:
-        """A render job that loads these models (`pack_choices` reads what it names)."""
+        """A render job that loads these models (`pack_choices` and `processor_model_choices`
+        read what it names; a stand-in source where it swaps)."""
         from ffdesk.pipeline.job import RenderJob
 
-        return RenderJob(
+        job = RenderJob(
             target=Path("need"),
             output=Path("need.mp4"),
+            sources=(Path("need.jpg"),) if self.swaps else (),
+            mode=self.mode,
+            precision=self.precision,
             swapper=self.swapper or None,
             recognizer=self.recognizer or None,
             detector=self.detector or None,
@@ -74,14 +93,14 @@ class ModelsAsked:
             models_dir=self.models_dir,
             provider=self.provider,
         )
+        models: dict[str, Any] = dict(self.processors)
+        return replace(job, **models)
 
     @classmethod
     def of_job(cls, job: RenderJob) -> ModelsAsked | None:
-        """What `job` loads; None when it swaps no face (no source photo and no face map: a
-        render then loads no face model)."""
-        if not job.sources and not job.face_map:
-            return None
-        return cls.of(
+        """What `job` loads; None when it loads no model (no face swapped, no swapper, no
+        processor)."""
+        asked = cls.of(
             job.swapper or "",
             job.recognizer or "",
             job.detector or "",
@@ -89,7 +108,14 @@ class ModelsAsked:
             job.masks,
             job.models_dir,
             job.provider,
+            processors=_processors((kind, getattr(job, kind)) for kind in PROCESSOR_KINDS),
+            mode=job.mode,
+            precision=job.precision,
+            swaps=bool(job.sources or job.face_map),
         )
+        if not (asked.swaps or asked.swapper or asked.enhancer or asked.processors):
+            return None
+        return asked
 
     @classmethod
     def of_session(cls, session: SessionModel) -> ModelsAsked:
@@ -98,7 +124,19 @@ class ModelsAsked:
         s = session.settings
         masks: tuple[str, ...] = tuple(session.mask_job_fields({})["masks"]) if s.swapper else ()
         enhancer = s.enhancer if s.mode != "preview" else ""
-        return cls.of(s.swapper, s.recognizer, s.detector, enhancer, masks, session.models_dir)
+        fields = processor_job_fields(s, session.processor_states())
+        processors = _processors((kind, fields.get(kind)) for kind in PROCESSOR_KINDS)
+        return cls.of(
+            s.swapper,
+            s.recognizer,
+            s.detector,
+            enhancer,
+            masks,
+            session.models_dir,
+            processors=processors,
+            mode=s.mode,
+            precision=s.precision,
+        )
 
     @classmethod
     def of(
@@ -110,11 +148,32 @@ class ModelsAsked:
         masks: tuple[str, ...],
         models_dir: Path | None,
         provider: Provider = "auto",
+        *,
+        processors: tuple[tuple[str, str], ...] = (),
+        mode: Mode = "final",
+        precision: Precision = "auto",
+        swaps: bool = True,
     ) -> ModelsAsked:
-        """Only what the models follow: the embedded swap (no `swapper`) has none of the pack's."""
+        """Only what the models follow: the embedded swap (no `swapper`) has none of the pack's
+        (its face enhancer is a processor's stage of its own) and no precision."""
         if not swapper:
-            return cls(models_dir=models_dir, provider=provider)
-        return cls(swapper, recognizer, detector, enhancer, tuple(masks), models_dir, provider)
+            return cls(
+                enhancer=enhancer,
+                models_dir=models_dir,
+                provider=provider,
+                processors=processors,
+                mode=mode,
+                swaps=swaps,
+            )
+        return cls(
+            swapper, recognizer, detector, enhancer, tuple(masks), models_dir, provider, processors, mode,
+            precision, swaps,
+        )  # fmt: skip
+
+
+def _processors(fields: Iterable[tuple[str, object]]) -> tuple[tuple[str, str], ...]:
+    """The (field, model) pairs of the processors turned on (a model named)."""
+    return tuple((kind, str(model)) for kind, model in fields if model)
 
 
 @dataclass(frozen=True)
@@ -131,10 +190,13 @@ class ModelNeed:
     on_cpu: bool = True
     """The budget is this process's memory: a render holds its frames in it beside the models
     (which it counts as it plans its batches, so the budget must be more than the need)."""
+    beside_embedded: int = 0
+    """The embedded models beside it in the same budget (on the CPU, an embedded swap's pool,
+    which the processors after it join)."""
 
     @property
     def bytes(self) -> int:
-        return self.model_bytes + self.reserved_bytes
+        return self.model_bytes + self.reserved_bytes + self.beside_embedded
 
     def fits(self, budget_bytes: int | None) -> bool:
         """Whether `budget_bytes` (None: no budget) holds it."""
@@ -142,13 +204,14 @@ class ModelNeed:
 
     def refusal(self, budget_bytes: int) -> str:
         """The one line a render refuses `budget_bytes` with (the command line's words)."""
-        if self.embedded:
+        if self.embedded or budget_bytes <= self.beside_embedded:  # the embedded swap's own, first
             from ffdesk.pipeline.stages.embedded import embedded_too_small
 
-            return embedded_too_small(budget_bytes, self.model_bytes)
+            return embedded_too_small(budget_bytes, self.beside_embedded or self.model_bytes)
         from ffdesk.runtime.residency import too_small
 
-        return too_small(budget_bytes, self.name, self.model_bytes, self.reserved_bytes)
+        held = self.beside_embedded
+        return too_small(budget_bytes, self.name, self.model_bytes, self.reserved_bytes, held, held)
 
     def shortfall(self, budget_bytes: int | None) -> str:
         """What the memory budget control says of `budget_bytes` ("" when it holds the need)."""
@@ -160,7 +223,12 @@ class ModelNeed:
                 f"Too small for {EMBEDDED_MODELS}: they need {format_bytes(self.model_bytes)}, and a "
                 f"render holds its frames beside them. Renders would stop at once: set {least}."
             )
-        if self.reserved_bytes:
+        if self.beside_embedded:
+            beside = (
+                f", beside {EMBEDDED_MODELS} ({format_bytes(self.beside_embedded)}), and a render holds "
+                "its frames beside them"
+            )
+        elif self.reserved_bytes:
             beside = f", beside the device's own {format_bytes(self.reserved_bytes)} (the CUDA context)"
         else:
             beside = ", and a render holds its frames beside it" if self.on_cpu else ""
@@ -187,6 +255,16 @@ class _Stamp:
         return cls(st.st_size, st.st_mtime_ns)
 
 
+@dataclass(frozen=True)
+class _Chosen:
+    """The model files a render of one `ModelsAsked` registers, found and checked, with the
+    stamps of the models folder and of those files as they were then."""
+
+    pack: tuple[ModelChoice, ...]
+    processors: tuple[ModelChoice, ...]
+    stamps: tuple[_Stamp | None, ...]
+
+
 class NeedCounter:
     """Works out `ModelNeed`s in the runtime environment `env`. Thread-safe; reads model files
     (their fingerprints, the checks a render makes of them): call it off the GUI thread."""
@@ -198,69 +276,110 @@ class NeedCounter:
         self.env = env
         self.app = app
         self._lock = threading.Lock()
-        self._chosen: dict[ModelsAsked, tuple[list[ModelChoice], tuple[_Stamp | None, ...]]] = {}
+        self._chosen: dict[tuple[ModelsAsked, bool], _Chosen] = {}
         self._prints: dict[Path, tuple[str, _Stamp | None]] = {}
 
     def need(self, asked: ModelsAsked) -> ModelNeed | None:
-        """What a render of `asked` needs of the budget; None when nothing is counted before it
-        starts (the embedded models off the CPU, where the budget is the GPU's; a trained
-        swapper, which its own load checks), or when a model cannot be found or fails its
-        checks (the render then says so, not the budget)."""
-        with self._lock:
-            try:
-                return self._pack(asked) if asked.swapper else self._embedded(asked)
-            except (UserError, OSError):
-                return None
-
-    # -- model packs ---------------------------------------------------------------------------
-    def _pack(self, asked: ModelsAsked) -> ModelNeed | None:
-        from ffdesk.pipeline.providers import job_device, session_options
+        """What a render of `asked` needs of the budget: the largest model it loads through a
+        residency manager (a model pack's, a trained swapper, another processor's), beside the
+        embedded models where an embedded swap on the CPU holds them in the same budget; else
+        the embedded models alone. None when nothing is counted before it starts (the embedded
+        models off the CPU, where the budget is the GPU's, with no other model), or when a
+        model cannot be found or fails its checks (the render then says so, not the budget)."""
+        from ffdesk.pipeline.providers import job_device
         from ffdesk.pipeline.stages.trained import is_trained_swapper
         from ffdesk.runtime.files import resolve_models_dir
+
+        with self._lock:
+            try:
+                folder = resolve_models_dir(asked.models_dir, self.env)
+                trained = bool(asked.swapper) and is_trained_swapper(asked.swapper, folder)
+                models = self._models(asked, folder, trained)
+                on_cpu = job_device(asked.provider, self.env) == "cpu"
+                embedded = self._embedded(asked) if on_cpu and asked.swaps and not asked.swapper else None
+            except (UserError, OSError):
+                return None
+        if models is None or embedded is None:
+            return models or embedded
+        return replace(models, beside_embedded=embedded.model_bytes)
+
+    # -- models loaded through a residency manager ---------------------------------------------
+    def _models(self, asked: ModelsAsked, folder: Path, trained: bool) -> ModelNeed | None:
+        """The largest model a render of `asked` registers with a residency manager: a model
+        pack's where it swaps (registered as the render registers them before its plan,
+        `ModelRender`), a trained swapper (`TrainedSwap`), the other processors'
+        (`ProcessorModels.register`), none of them loaded; the first of the largest, as `plan`
+        names it. None when it registers none."""
+        from ffdesk.pipeline.providers import job_device, session_options
+        from ffdesk.pipeline.stages.placement import ProcessorModels
         from ffdesk.runtime.footprints import FootprintStore
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
-        folder = resolve_models_dir(asked.models_dir, self.env)
-        if is_trained_swapper(asked.swapper, folder):
+        chosen = self._choices(asked, folder, pack=bool(asked.swapper) and asked.swaps and not trained)
+        if not (chosen.pack or chosen.processors or trained):
             return None
-        choices = self._choices(asked, folder)
         device = job_device(asked.provider, self.env)
         app: ResidencyManager | None = self.app() if self.app is not None else None
         if app is not None and app.device != device:
             app = None
         store = app.footprints if app is not None else FootprintStore(env=self.env)
-        options = session_options(asked.provider, device, self.env)
         manager = ResidencyManager(None, device, footprints=store, env=self.env)
         try:
-            # registered as a render registers them before its plan (`ModelRender`), never loaded
-            sizes: list[tuple[str, int]] = []
-            for choice in choices:
+            sizes = [self._trained(asked, folder)] if trained else []
+            options = session_options(asked.provider, device, self.env)
+            for choice in chosen.pack:
                 key = f"{choice.name}@fp32"
                 loader = OnnxLoader(choice.path, options, name=choice.name, precision="fp32")
                 manager.register(key, loader, fingerprint=self._fingerprint(choice.path), warmup=False)
                 sizes.append((choice.name, manager.expected_bytes(key)))
+            fp32 = session_options(asked.provider, device, self.env, "fp32")
+            processors = ProcessorModels(manager, fp32, owns=False)  # as each processor's stage
+            for choice in chosen.processors:
+                sizes.append((choice.name, manager.expected_bytes(processors.register(choice))))
             reserved = (app or manager).expected_reservation()
         finally:
             manager.close()
-        name, nbytes = max(sizes, key=lambda s: s[1])  # the first of the largest, as `plan` names it
+        name, nbytes = max(sizes, key=lambda s: s[1])
         return ModelNeed(name, nbytes, reserved, on_cpu=device == "cpu")
 
-    def _choices(self, asked: ModelsAsked, folder: Path) -> list[ModelChoice]:
-        """The models a render of `asked` registers, in its order (`pack_choices`: found and
-        checked as the render checks them), checked again only when a file of theirs or the
-        models folder changed."""
+    def _trained(self, asked: ModelsAsked, folder: Path) -> tuple[str, int]:
+        """(name, bytes) of a trained swapper as its render registers it (`TrainedSwap`: the file
+        its mode and precision pick, `chosen_model`, in the variant that runs), never loaded."""
+        from ffdesk.pipeline.stages.trained import TrainedSwap, chosen_model, read_contract
+
+        path = chosen_model(asked.swapper, folder, asked.mode, asked.precision)
+        contract = read_contract(path)
+        if contract is None:
+            raise UserError(f"{path}: not a model exported by `ffdesk train`")
+        model = TrainedSwap(path, contract, None, asked.provider, env=self.env, precision=asked.precision)
+        try:
+            return model.key.split("@")[0], model.manager.expected_bytes(model.key)
+        finally:
+            model.close()
+
+    def _choices(self, asked: ModelsAsked, folder: Path, *, pack: bool) -> _Chosen:
+        """The models a render of `asked` registers, in its order: with `pack`, the pack's
+        (`pack_choices`); the other processors' (`processor_model_choices`); found and checked
+        as the render checks them, and checked again only when a file of theirs or the models
+        folder changed."""
+        from ffdesk.pipeline.plan import processor_model_choices
         from ffdesk.pipeline.stages.models import pack_choices
         from ffdesk.runtime.catalog import load_catalog
 
-        def stamps(choices: list[ModelChoice]) -> tuple[_Stamp | None, ...]:
+        def stamps(choices: tuple[ModelChoice, ...]) -> tuple[_Stamp | None, ...]:
             return (_Stamp.of(folder), *(_Stamp.of(c.path) for c in choices))
 
-        known = self._chosen.get(asked)
-        if known is not None and stamps(known[0]) == known[1]:
-            return known[0]
-        choices = [choice for _role, choice in pack_choices(asked.job(), folder, load_catalog()).registered()]
-        self._chosen[asked] = (choices, stamps(choices))
-        return choices
+        known = self._chosen.get((asked, pack))
+        if known is not None and stamps((*known.pack, *known.processors)) == known.stamps:
+            return known
+        job = asked.job()
+        packed = (
+            tuple(c for _role, c in pack_choices(job, folder, load_catalog()).registered()) if pack else ()
+        )
+        processors = tuple(processor_model_choices(job, env=self.env))
+        chosen = _Chosen(packed, processors, stamps((*packed, *processors)))
+        self._chosen[(asked, pack)] = chosen
+        return chosen
 
     def _fingerprint(self, path: Path) -> str:
         """`file_fingerprint` of `path`, read again only when the file changed."""
@@ -347,6 +466,7 @@ class BudgetNeed(QObject):
         self._recount.timeout.connect(self.recount)
         self._counted.connect(self._on_counted)
         session.settingsChanged.connect(self._follow)
+        session.targetChanged.connect(self._follow)  # (the clip decides whether a lip syncer runs)
         if memory is not None:
             memory.changed.connect(self._recount.start)
         self._follow()

@@ -15,6 +15,7 @@ from ffdesk.pipeline.job import DEFAULT_BATCH, DEFAULT_MASK_BLUR, RenderJob
 from ffdesk.pipeline.stage import Stage
 
 if TYPE_CHECKING:
+    from ffdesk.pipeline.stages.models import ModelChoice
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import Share
 
@@ -137,6 +138,50 @@ FRAME_PROCESSORS: tuple[tuple[str, str, str], ...] = (
 DRAFT_SKIPS = frozenset({"enhancer", "frame_enhancer"})
 """Processors off in preview mode (a draft at the source's size): the face enhancer (a model
 pack's and its own stage) and the frame enhancer."""
+
+
+def processor_model_choices(job: RenderJob, *, env: RuntimeEnv) -> list[ModelChoice]:
+    """The model files FaceFusion's other processors load in a render of `job`, in the order they
+    run (`with_processors`: those the job names, but those its preview mode leaves out and the
+    face enhancer where a model pack's stages run it), each found and checked as its stage finds
+    it before the first frame: the parts of a LivePortrait set the processor takes, a deep
+    swapper's file, else the model of the processor's kind (its `RenderJob` field) by catalog
+    name or path. Their helpers (the age modifier's face classifier, the lip syncer's voice
+    extractor, the mask models of a processor without a model pack) are not listed. What a
+    memory budget is checked against beside the swap's models, without building the stages (the
+    app's budget control). `UserError` (one line) where the stage would raise it."""
+    from ffdesk.pipeline.stages.deep_swapper import resolve_deep_swapper
+    from ffdesk.pipeline.stages.expression_restorer import resolve_live_portrait
+    from ffdesk.pipeline.stages.models import job_model
+    from ffdesk.pipeline.stages.trained import is_trained_swapper
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.swap import live_portrait as lp
+
+    folder = resolve_models_dir(job.models_dir, env)
+    pack = (
+        bool(job.swapper)
+        and bool(job.sources or job.face_map)
+        and not is_trained_swapper(job.swapper, folder)
+    )
+    sets = {"expression_restorer": lp.PARTS, "face_editor": lp.EDITOR_PARTS}
+    out: list[ModelChoice] = []
+    for field in _running(job, ()):
+        value = str(getattr(job, field))
+        if field == "enhancer" and pack:
+            continue
+        if field in sets:
+            option = f"--{field.replace('_', '-')}"
+            out += [
+                c
+                for _part, c in resolve_live_portrait(value, sets[field], option, env, job.models_dir).choices
+            ]
+        elif field == "deep_swapper":
+            out.append(resolve_deep_swapper(value, folder, load_catalog()))
+        else:
+            out.append(job_model(job, value, field, env))
+    return out
+
 
 LIVE_LEAVES_OUT = ("lip_syncer", "frame_enhancer")
 """Processors live does not run: the lip syncer follows an audio file, the frame enhancer would

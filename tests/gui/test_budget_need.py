@@ -1,9 +1,11 @@
 """The memory budget control says, as it is set, when the budget is below what the chosen models
-need (the largest one, counted as a render counts it, named with its size), and the queue
-refuses such a job with the line the render would fail with."""
+need (the largest one, counted as a render counts it, named with its size: a model pack's, a
+trained swapper, FaceFusion's other processors'), and the queue refuses such a job with the line
+the render would fail with."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from ffdesk.units import format_bytes
 from tests.gui.windows import isolated_window
 
 MIB = 2**20
-PACK = ["inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1"]
+PACK = ["inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "real_esrgan_x2"]
 CPU = "CPUExecutionProvider"
 
 
@@ -177,6 +179,96 @@ def test_the_embedded_models_need_what_their_render_counted(  # type: ignore[no-
         f"tiny.mp4: not queued: memory budget 1.0 MiB is smaller than the embedded models ({models}); "
         "raise the memory budget (Memory budget)"
     )
+
+
+def _remember(env: RuntimeEnv, model: Path, nbytes: int) -> None:
+    """`model` was measured before at `nbytes` (FP32, on the CPU), as a render remembers it."""
+    from ffdesk.runtime.footprints import FootprintStore
+    from ffdesk.runtime.integrity import file_fingerprint
+
+    FootprintStore(env=env).put(FootprintStore.key(file_fingerprint(model), "fp32", CPU), nbytes, 10.0)
+
+
+def _refused(check: Any) -> str:
+    """The one line `check()` (a render's own) refuses the budget with."""
+    with pytest.raises(UserError) as refused:
+        check()
+    return str(refused.value)
+
+
+def test_a_processors_model_the_budget_cannot_hold_is_named_in_the_renders_words(  # type: ignore[no-untyped-def]
+    qtbot, pack_window, tiny_clip: Path, tmp_path: Path
+) -> None:
+    """The frame enhancer's model, larger than the pack's, needs more than the budget: the control
+    names it, and Status says the line the render's own check of that model refuses with (its
+    stage registered as a render registers it, then loaded within the budget)."""
+    from ffdesk.gui.wording import in_controls_words
+    from ffdesk.pipeline.stages.frame_enhancer import frame_enhancer_stage
+
+    w = pack_window
+    s = w.session
+    _remember(w.env, w.env.models_dir / "real_esrgan_x2.onnx", 900 * MIB)
+    assert w.open_clip(tiny_clip)
+    s.update_settings(swapper="inswapper_128", mode="final", output_dir=str(tmp_path))
+    s.update_settings(frame_enhancer_on=True, frame_enhancer="real_esrgan_x2", memory_budget_mb=0)
+    qtbot.wait(500)
+    assert w.budget_need.need is None and not w.budget_need._counting  # no budget: nothing counted
+    s.update_settings(memory_budget_mb=512)
+    qtbot.waitUntil(lambda: "real_esrgan_x2" in _note(w), timeout=30000)
+    assert "900.0 MiB" in _note(w) and "inswapper_128" not in _note(w)
+    job = s.build_job(tmp_path / "out.mp4")
+    stage = frame_enhancer_stage(job, [], env=w.env)  # the render's own registration and check
+    try:
+        said = _refused(lambda: stage.models.manager.acquire(stage.key).__enter__())
+    finally:
+        stage.finish()
+    assert said.startswith("memory budget 512.0 MiB is smaller than real_esrgan_x2 (900.0 MiB)")
+    assert w.budget_need.refusal(job) == said
+    qtbot.waitUntil(lambda: any(e.text == in_controls_words(said) for e in w.status.entries), timeout=5000)
+    s.update_settings(mode="preview")  # a draft leaves the frame enhancer off: the pack's models
+    qtbot.waitUntil(lambda: w.budget_need.need is not None and w.budget_need.need.name == "inswapper_128")
+    assert _note(w) == ""
+    s.update_settings(mode="final", swapper="")  # the embedded swap: its models beside it
+    qtbot.waitUntil(lambda: "beside the embedded models" in _note(w), timeout=30000)
+    assert "Too small for real_esrgan_x2" in _note(w)
+
+
+def test_a_trained_swapper_the_budget_cannot_hold_is_named(qtbot, pack_window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A training run chosen as the swapper is counted as its render registers it, and named in
+    the line the render's own load of it refuses the budget with."""
+    from ffdesk.gui.model_menu import use_trained_model
+    from ffdesk.gui.wording import in_controls_words
+    from ffdesk.pipeline.stages.trained import TrainedSwap, read_contract
+    from ffdesk.training.contract import contract_document
+
+    w = pack_window
+    run = tmp_path / "alice"
+    run.mkdir()
+    (run / "model.onnx").write_bytes(b"onnx")  # never loaded: the budget refuses it first
+    (run / "model.json").write_text(
+        json.dumps(contract_document(64, {"template": "arcface_128"}, 10, {}, {}))
+    )
+    _remember(w.env, run / "model.onnx", 900 * MIB)
+    assert use_trained_model(w, run)
+    w.session.update_settings(memory_budget_mb=0)
+    qtbot.wait(500)
+    assert w.budget_need.need is None and not w.budget_need._counting  # no budget: nothing counted
+    w.session.update_settings(memory_budget_mb=512)
+    qtbot.waitUntil(lambda: "Too small for trained_swapper" in _note(w), timeout=30000)
+    assert "900.0 MiB" in _note(w)
+    contract = read_contract(run / "model.onnx")
+    assert contract is not None
+    model = TrainedSwap(run / "model.onnx", contract, 512 * MIB, env=w.env)  # as `trained_stages` makes it
+    try:
+        said = _refused(lambda: model.manager.acquire(model.key).__enter__())
+    finally:
+        model.close()
+    assert said == "memory budget 512.0 MiB is smaller than trained_swapper (900.0 MiB); " + (
+        "raise the memory budget (--memory-budget) or pick a smaller model"
+    )
+    qtbot.waitUntil(lambda: any(e.text == in_controls_words(said) for e in w.status.entries), timeout=5000)
+    w.session.update_settings(memory_budget_mb=1024)
+    qtbot.waitUntil(lambda: _note(w) == "", timeout=5000)
 
 
 def test_a_window_opened_without_a_budget_does_not_load_onnx_runtime(tmp_path: Path) -> None:

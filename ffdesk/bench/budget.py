@@ -68,12 +68,15 @@ class BudgetRun:
     peak RSS; on a GPU 0 (NVML's per-process figure) or the device's use before the render."""
     source: Source | None
     accounted_peak_bytes: int
-    """The renderer's own count at its peak: its models plus the reservation."""
+    """The renderer's own count at its peak: its models plus the reservation (plus, on a GPU
+    with the pixels there, the most torch held for them)."""
     reserved_bytes: int
     fps: float
     loads: int
     evictions: int
     samples: int
+    pixel_bytes: int = 0
+    """The most the pixels took on the GPU (`PixelFigures.device_bytes`; 0 on the host path)."""
 
     @property
     def held(self) -> bool | None:
@@ -229,6 +232,7 @@ class Measured:
     def figures(self, baseline: int | None) -> BudgetRun:
         models = self.report.models
         reserved = models.reserved_bytes if models is not None else 0
+        pixels = models.pixels.device_bytes if models is not None and models.pixels is not None else 0
         # the device's use is over what it was before the render already; RSS over the re-encode's
         peak = watched_peak(self.samples, self.source, self.device_before)
         offset = {"rss": baseline or 0, "nvml-device": self.device_before or 0, "nvml-process": 0}[
@@ -241,8 +245,9 @@ class Measured:
             watched_peak_bytes=peak,
             baseline_bytes=offset,
             source=self.source if peak is not None else None,
-            accounted_peak_bytes=(models.peak_model_bytes if models is not None else 0) + reserved,
+            accounted_peak_bytes=(models.peak_model_bytes if models is not None else 0) + reserved + pixels,
             reserved_bytes=reserved,
+            pixel_bytes=pixels,
             fps=round(self.report.fps, 3),
             loads=sum(m.loads for m in models.models) if models is not None else 0,
             evictions=sum(m.evictions for m in models.models) if models is not None else 0,
@@ -296,7 +301,8 @@ def print_run(r: BudgetRun) -> None:
     verdict = {True: "  held", False: "  OVER", None: ""}[r.held]
     print(
         f"    {budget}: watched peak {_mib(r.watched_peak_bytes)} ({watched}),"
-        f" counted {_mib(r.accounted_peak_bytes)} (reserved {_mib(r.reserved_bytes)}),"
+        f" counted {_mib(r.accounted_peak_bytes)} (reserved {_mib(r.reserved_bytes)}"
+        f"{f', pixels {_mib(r.pixel_bytes)}' if r.pixel_bytes else ''}),"
         f" {r.fps:.3f} frames/s, {r.loads} loads, {r.evictions} evictions{verdict}",
         flush=True,
     )

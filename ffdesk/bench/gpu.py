@@ -238,6 +238,8 @@ class RenderResult:
     pixels_used: str | None = None
     """Where the render kept its pixels between model calls, as its report says ("host", or
     "device" with the torch device); None when the report does not say."""
+    pixel_bytes: int = 0
+    """The most the pixels took in the GPU's memory (its report's `pixels.device_bytes`)."""
     watch: WatchFigures = field(default_factory=lambda: WatchFigures(samples=0))
     models_alone: tuple[ModelTiming, ...] = ()
     batch_notes: tuple[str, ...] = ()
@@ -288,6 +290,7 @@ class RenderResult:
             "stage_cpu_ms_per_frame": {s.name: s.cpu_ms_per_frame for s in self.stages},
             "model_providers": list(self.model_providers),
             "pixels_used": self.pixels_used,
+            "pixel_bytes": self.pixel_bytes,
             **asdict(self.watch),
             "energy_per_frame_j": self.energy_per_frame_j,
             "models_alone": [{**asdict(t), "ms_per_face": t.ms_per_face} for t in self.models_alone],
@@ -656,6 +659,7 @@ def measure_render(
         ),
         model_providers=tuple(sorted({m.provider for m in (models.models if models is not None else ())})),
         pixels_used=None if pixels is None else _pixels_label(pixels.path, pixels.device),
+        pixel_bytes=pixels.device_bytes if pixels is not None else 0,
         watch=watch_figures(watched.samples, start, watched.report_seen_at),
         models_alone=alone,
         batch_notes=(models.batch_notes if models is not None else None) or (),
@@ -823,6 +827,7 @@ def print_render(result: RenderResult) -> None:
         ("render CPU, mean", f"{_fmt(w.process_cpu_mean_pct, ' %')} (100 %: one core; {w.samples} samples)"),
         ("models ran on", ", ".join(result.model_providers) or "n/a"),
         ("pixels stayed on", result.pixels_used or "n/a"),
+        ("pixels' GPU memory", f"{_mib(result.pixel_bytes)} at most (torch's allocator)"),
         ("new shapes mid-render", ", ".join(f"{name} {n}" for name, n in result.late_shapes) or "none"),
         *(("batch-1 file", note) for note in result.batch_notes),
     )

@@ -140,3 +140,21 @@ def test_auto_precision_on_cuda_times_each_model_and_keeps_the_frames(
     assert not any(late.values()), late  # the chosen variants warmed up too
     for x, y in zip(_frames(tmp_path / "host"), _frames(tmp_path / "auto"), strict=True):
         assert _psnr(x, y) > 35.0
+
+
+def test_what_the_pixels_take_on_the_card_counts_against_the_budget(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+) -> None:
+    from ffdesk.runtime.memprobe import torch_reserved_bytes
+
+    budget = 8 * 2**30
+    report = _render(
+        run_env, pack, carphone(), tmp_path / "budget", "device", provider="cuda", memory_budget=budget
+    )
+    assert report.models is not None and report.models.pixels is not None
+    pixels = report.models.pixels
+    assert pixels.path == "device" and pixels.device.startswith("cuda")
+    # torch's allocator held the frames, crops and masks: counted, and never more than it reserved
+    assert 0 < pixels.device_bytes <= torch.cuda.max_memory_reserved()
+    assert report.models.order is not None and report.models.order.held_bytes > 0
+    assert torch_reserved_bytes(0) == torch.cuda.memory_reserved(0)

@@ -597,6 +597,18 @@ class ModelRender:
             self.pixel_bytes = now
         self._count_pixels_held()
 
+    def _count_prepared_pixels(self) -> None:
+        """After each step before the first frame: what the work on the device so far (the
+        timings of `--precision auto`, the warm-up of each batch shape) left torch holding,
+        counted beside the frames planned for (`_count_pixels_held`) as it grows, so a step
+        that measures a model's growth has room made for it first."""
+        if self.frames is None:
+            return
+        now = self.frames.pixels.held_bytes()
+        with self._lock:
+            self._pixels_warmed = max(self._pixels_warmed, now)
+        self._count_pixels_held()
+
     def _count_pixels_held(self) -> None:
         """On a GPU with the pixels there, what they are counted at against the budget from now
         on (`ResidencyManager.hold_device`): the frames planned for (`ModelOrder.held_bytes`)
@@ -810,9 +822,8 @@ class ModelRender:
                     do()
                 elif not self._warm_up(do, emit):
                     break
-            if self.frames is not None:  # what the largest batches' work leaves torch holding
-                self._pixels_warmed = self.frames.pixels.held_bytes()
-                self.count_pixels()
+                self._count_prepared_pixels()
+            self.count_pixels()
             host = self.host_warm_ups(emit)  # after the device path's: where it gave way, all on the host
             for i, (what, do) in enumerate(host, 1):
                 emit(ev.Preparing(f"warming up {what}", i, len(host)))

@@ -47,13 +47,22 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
 
     The size its header declares is checked first: more than `max_pixels` pixels (None:
     `ffdesk.media.probe.DEFAULT_MAX_PIXELS`) is a `PixelLimitError`, with nothing decoded. Any
-    failure of OpenCV's on the file is a one-line `MediaError`."""
+    failure of OpenCV's on the file is a one-line `MediaError`. The file is opened once: its
+    header (format, declared size) and then its bytes come from the same open file."""
     path = Path(path)
     _errors.check_readable_file(path)
-    refuse_unsupported_image(path)
-    width, height = check_image_pixels(path, max_pixels)
     try:
-        data = np.fromfile(str(path), dtype=np.uint8)
+        with open(path, "rb") as f:
+            refuse_unsupported_image(path, f.read(_HEAD_BYTES))
+            f.seek(0)
+            width, height = _checked_size(path, _read_size(f), max_pixels)
+            f.seek(0)
+            data = np.frombuffer(f.read(), np.uint8)
+    except OSError as exc:
+        raise MediaError(f"{path}: cannot read ({_errors.describe(exc)})") from exc
+    except MemoryError as exc:
+        raise MediaError(f"{path}: not enough memory to read this {path.stat().st_size}-byte file") from exc
+    try:
         bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
     except cv2.error as exc:
         raise MediaError(f"{path}: not a readable image (OpenCV: {_opencv_reason(exc)})") from exc
@@ -79,12 +88,13 @@ _HEIF_BRANDS = frozenset({
 """ISO base media `ftyp` brands of HEIF stills (HEVC-coded: iPhone photos, and the generic ones)."""
 
 
-def refuse_unsupported_image(path: Path) -> None:
+def refuse_unsupported_image(path: Path, head: bytes | None = None) -> None:
     """A one-line `MediaError` for a HEIC/HEIF photo (by suffix, or by content under another
     suffix): neither OpenCV nor FFmpeg here decodes one, and without this it would be taken for
-    a damaged file or a video."""
+    a damaged file or a video. `head`: the file's first bytes where they were read (None: they
+    are read here)."""
     path = Path(path)
-    if path.suffix.lower() in _HEIF_SUFFIXES or _is_heif(path):
+    if path.suffix.lower() in _HEIF_SUFFIXES or _is_heif(path if head is None else head):
         raise MediaError(
             f"{path}: HEIC/HEIF photos are not supported; export it as JPEG or PNG first (an iPhone "
             "does so with Settings > Camera > Formats > Most Compatible; on a computer, Preview, "
@@ -92,12 +102,16 @@ def refuse_unsupported_image(path: Path) -> None:
         )
 
 
-def _is_heif(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES)
-    except OSError:
-        return False
+def _is_heif(file: Path | bytes) -> bool:
+    """Whether the file (its path, or its first bytes) is a HEIF still by content."""
+    if isinstance(file, bytes):
+        head = file[:_HEAD_BYTES]
+    else:
+        try:
+            with open(file, "rb") as f:
+                head = f.read(_HEAD_BYTES)
+        except OSError:
+            return False
     if head[4:8] != b"ftyp":
         return False
     (box,) = struct.unpack(">I", head[:4])
@@ -139,17 +153,18 @@ def read_metadata(path: Path) -> ImageMetadata:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pillow's words on a damaged EXIF block, which goes unread
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb") as f:  # once: the format is told and the header read from it
                 reader = _size_reader(f.read(_HEAD_BYTES))
-            if reader is _webp_size:
-                return _webp_metadata(path)
-            # the format's own reader, which reads the header alone; not `Image.open`, which
-            # refuses pictures over Pillow's size limit (179 MP): ffdesk's is the one in force
-            opener = None if reader is None else _PILLOW_READERS.get(reader)
-            if opener is None:
-                return ImageMetadata()
-            with opener(str(path)) as picture:
-                return _metadata_of(picture)
+                f.seek(0)
+                if reader is _webp_size:
+                    return _webp_metadata(f)
+                # the format's own reader, which reads the header alone; not `Image.open`, which
+                # refuses pictures over Pillow's size limit (179 MP): ffdesk's is the one in force
+                opener = None if reader is None else _PILLOW_READERS.get(reader)
+                if opener is None:
+                    return ImageMetadata()
+                with opener(f) as picture:
+                    return _metadata_of(picture)
         except _UNREADABLE:
             return ImageMetadata()
 
@@ -187,26 +202,25 @@ _WEBP_ALPHA = 0x10
 """The VP8X flag of a WebP whose pictures have an alpha channel."""
 
 
-def _webp_metadata(path: Path) -> ImageMetadata:
-    """A WebP's colour profile, EXIF and frames, read from its RIFF chunks. Not by Pillow's
-    reader: it allocates the whole canvas to tell them, and refuses one over its own size limit
-    (179 MP) that ffdesk's allows."""
+def _webp_metadata(f: BinaryIO) -> ImageMetadata:
+    """A WebP's colour profile, EXIF and frames, read from its RIFF chunks (`f`: the open file).
+    Not by Pillow's reader: it allocates the whole canvas to tell them, and refuses one over its
+    own size limit (179 MP) that ffdesk's allows."""
     icc: bytes | None = None
     exif: bytes | None = None
     frames, alpha = 0, False
-    with open(path, "rb") as f:
-        f.seek(12)  # "RIFF", the file's size, "WEBP"
-        while len(head := f.read(8)) == 8:
-            kind, size = head[:4], int.from_bytes(head[4:], "little")
-            if kind not in (b"ICCP", b"EXIF", b"VP8X"):
-                frames += kind == b"ANMF"
-                f.seek(size + (size & 1), 1)
-                continue
-            payload = f.read(size)  # no more than the file holds
-            f.seek(size & 1, 1)
-            icc = payload if kind == b"ICCP" and icc is None else icc
-            exif = payload if kind == b"EXIF" and exif is None else exif
-            alpha = alpha or (kind == b"VP8X" and bool(payload[:1]) and bool(payload[0] & _WEBP_ALPHA))
+    f.seek(12)  # "RIFF", the file's size, "WEBP"
+    while len(head := f.read(8)) == 8:
+        kind, size = head[:4], int.from_bytes(head[4:], "little")
+        if kind not in (b"ICCP", b"EXIF", b"VP8X"):
+            frames += kind == b"ANMF"
+            f.seek(size + (size & 1), 1)
+            continue
+        payload = f.read(size)  # no more than the file holds
+        f.seek(size & 1, 1)
+        icc = payload if kind == b"ICCP" and icc is None else icc
+        exif = payload if kind == b"EXIF" and exif is None else exif
+        alpha = alpha or (kind == b"VP8X" and bool(payload[:1]) and bool(payload[0] & _WEBP_ALPHA))
     carried = _exif_block(lambda: _parsed_exif(exif)) if exif is not None else None
     return ImageMetadata(
         icc_profile=_rgb_profile(icc), exif=carried, pages=max(1, frames), mode="RGBA" if alpha else "RGB"
@@ -393,9 +407,12 @@ def check_image_pixels(path: Path, max_pixels: int | None = None) -> tuple[int, 
     `PixelLimitError` over the limit; `MediaError` where neither can tell its size (not an image
     FFmpeg reads, or one over the limit whose header FFmpeg must decode to know it)."""
     path = Path(path)
-    size = image_size(path)
-    if size is None:
-        size = _ffmpeg_image_size(path, pixel_limit(max_pixels))
+    return _checked_size(path, image_size(path), max_pixels)
+
+
+def _checked_size(path: Path, declared: _Size | None, max_pixels: int | None) -> _Size:
+    """`check_image_pixels` given the size the header declares (`image_size`'s answer)."""
+    size = _ffmpeg_image_size(path, pixel_limit(max_pixels)) if declared is None else declared
     check_pixels(path, *size, max_pixels)
     return size
 
@@ -621,7 +638,7 @@ def _tiff_size(f: BinaryIO, head: bytes) -> _Size | None:
     return sizes[256], sizes[257]
 
 
-_PILLOW_READERS: Mapping[_SizeReader, Callable[[str], ImageFile.ImageFile]] = MappingProxyType({
+_PILLOW_READERS: Mapping[_SizeReader, Callable[[BinaryIO], ImageFile.ImageFile]] = MappingProxyType({
     _png_size: PngImagePlugin.PngImageFile,
     _jpeg_size: JpegImagePlugin.JpegImageFile,
     _tiff_size: TiffImagePlugin.TiffImageFile,

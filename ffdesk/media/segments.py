@@ -32,7 +32,6 @@ from ffdesk.media.side_streams import (
     left_out_note,
     mux_options,
     open_side_tracks,
-    source_tags,
 )
 from ffdesk.media.timecode import moved_on
 
@@ -271,37 +270,20 @@ def _join_video(
 
     fmt = _output_format(out_path, encoder)
     faststart = fmt == "mp4" or out_path.suffix.lower() in _ISO_SUFFIXES
-    options = _muxer_options(faststart, mux_options(source_tags(source), out_path.suffix) if audio else {})
-    out = av.open(str(out_path), "w", format=fmt, options=options or None)
-    try:
-        with _errors.open_input(segments[0]) as c0:
-            template = c0.streams.video[0]
-            vout = out.add_stream_from_template(template)
-            vout.time_base = template.time_base
-            if template.codec_context.name == "prores" and vout.codec_context is not None:
-                # the muxer names ProRes HQ (apch) otherwise: 4444 with alpha keeps its ap4h
-                vout.codec_context.codec_tag = template.codec_context.codec_tag
-            if (
-                template.codec_context.name == "hevc"
-                and _has_edit_lists(out)
-                and vout.codec_context is not None
-            ):
-                # 'hev1' otherwise, which QuickTime, Final Cut and Apple's devices do not play
-                vout.codec_context.codec_tag = "hvc1"
-            # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
-            # and not on the codec parameters the template copies.
-            sar = template.sample_aspect_ratio
-            if sar and sar > 0 and sar != 1 and vout.codec_context is not None:
-                vout.codec_context.sample_aspect_ratio = sar
-        timecode = _output_timecode(video, shift - origin)
-        if timecode is not None and video is not None:
-            # MOV and MP4 write it as a tmcd track, counted at the stream's frame rate: the
-            # source's (without one the muxer takes the time base's, "30000 frames/s", and
-            # refuses; a segment's own average of a few frames can be as far off); Matroska a tag
-            if vout.codec_context is not None:
-                vout.codec_context.framerate = Fraction(video.fps).limit_denominator(1001)
-            vout.metadata["timecode"] = timecode
-        with _errors.open_input(source) as src:
+    # the source is opened once: its tags set the muxer's options, then its tracks are read
+    with _errors.open_input(source) as src:
+        tags = mux_options(dict(src.metadata), out_path.suffix) if audio else {}
+        out = av.open(str(out_path), "w", format=fmt, options=_muxer_options(faststart, tags) or None)
+        try:
+            vout = _add_video(out, segments[0])
+            timecode = _output_timecode(video, shift - origin)
+            if timecode is not None and video is not None:
+                # MOV and MP4 write it as a tmcd track, counted at the stream's frame rate: the
+                # source's (without one the muxer takes the time base's, "30000 frames/s", and
+                # refuses; a segment's own average of a few frames can be as far off); Matroska a tag
+                if vout.codec_context is not None:
+                    vout.codec_context.framerate = Fraction(video.fps).limit_denominator(1001)
+                vout.metadata["timecode"] = timecode
             tracks: list[_Track] = []
             notes: list[str] = []
             for number, stream in enumerate(src.streams.audio if audio else (), start=1):
@@ -328,9 +310,9 @@ def _join_video(
             for track in tracks:
                 for packet in track.flush():
                     _write(out, packet, fed)
-    except BaseException:
-        _close_quietly(out)
-        raise
+        except BaseException:
+            _close_quietly(out)
+            raise
     out.close()  # writes the trailer: errors here are real
     _fsync(out_path)
     return JoinResult(
@@ -340,6 +322,27 @@ def _join_video(
         start_shift_s=shift,
         timecode=timecode,
     )
+
+
+def _add_video(out: av.container.OutputContainer, segment: Path) -> av.VideoStream:
+    """The output's video stream, copied from the first segment's: its codec parameters, time
+    base, the tag players look for, and its pixel shape."""
+    with _errors.open_input(segment) as c0:
+        template = c0.streams.video[0]
+        vout = out.add_stream_from_template(template)
+        vout.time_base = template.time_base
+        if template.codec_context.name == "prores" and vout.codec_context is not None:
+            # the muxer names ProRes HQ (apch) otherwise: 4444 with alpha keeps its ap4h
+            vout.codec_context.codec_tag = template.codec_context.codec_tag
+        if template.codec_context.name == "hevc" and _has_edit_lists(out) and vout.codec_context is not None:
+            # 'hev1' otherwise, which QuickTime, Final Cut and Apple's devices do not play
+            vout.codec_context.codec_tag = "hvc1"
+        # MOV keeps the pixel shape in its 'pasp' box, which the demuxer puts on the stream
+        # and not on the codec parameters the template copies.
+        sar = template.sample_aspect_ratio
+        if sar and sar > 0 and sar != 1 and vout.codec_context is not None:
+            vout.codec_context.sample_aspect_ratio = sar
+    return vout
 
 
 _FASTSTART = {"movflags": "+faststart"}

@@ -18,12 +18,10 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Literal
 
 import av
 
-from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 
 __all__ = [
@@ -126,15 +124,6 @@ def mux_options(source_tags: Mapping[str, str], out_suffix: str) -> dict[str, st
     if dotted and out_suffix.lower() in (".mov", ".mp4", ".m4v"):
         return {"movflags": "+use_metadata_tags"}
     return {}
-
-
-def source_tags(source: Path) -> dict[str, str]:
-    """The source container's tags (empty when it cannot be opened: the join reports that)."""
-    try:
-        with _errors.open_input(source) as src:
-            return dict(src.metadata)
-    except (OSError, av.error.FFmpegError, MediaError):
-        return {}
 
 
 def chapters_in(chapters: list[Any], span: Span) -> list[Any]:

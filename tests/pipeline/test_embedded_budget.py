@@ -44,8 +44,7 @@ def test_under_a_budget_the_embedded_swap_holds_a_bounded_flow_and_the_same_fram
 ) -> None:
     clip = carphone()
     # ProRes, whose encoder gives the same bytes for the same frames every time, as the pixels are
-    # compared below: x264 does not always (handed the same frames, two renders of this job came
-    # out up to 38 levels apart from some frame on, in 7 of 135 tries on a busy CPU)
+    # compared below (x264 with its AVX-512 code did not: `ffdesk.media.encode.x264_cpu_flags`)
     free = RenderJob(sources=(SOURCE,), target=clip, output=tmp_path / "free.mov", end=1.0, encoder="prores")
     unbounded = run_render(free, env=run_env)
     assert unbounded.frames_out == 30 and unbounded.budget is None

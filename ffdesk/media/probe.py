@@ -13,6 +13,7 @@ from typing import Literal
 
 import av
 import numpy as np
+import numpy.typing as npt
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
@@ -275,8 +276,20 @@ def _packets_end(container: av.container.InputContainer, at_s: float) -> float |
     return end
 
 
+def probe_still(path: Path, *, max_pixels: int | None = None) -> tuple[MediaInfo, npt.NDArray[np.uint8]]:
+    """`probe` of a still image (not a sequence) with its picture, decoded once: what an image
+    render describes and then draws. The same errors as `probe`."""
+    path = Path(path)
+    image = read_image(path, max_pixels=max_pixels)
+    return _image_info(path, image), image
+
+
 def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:
-    img = read_image(path, max_pixels=max_pixels)
+    return _image_info(path, read_image(path, max_pixels=max_pixels))
+
+
+def _image_info(path: Path, img: npt.NDArray[np.uint8]) -> MediaInfo:
+    """What `probe` says of the still image `path` whose picture is `img`."""
     h, w = img.shape[:2]
     video = VideoInfo(
         index=0,

@@ -43,7 +43,7 @@ from ffdesk.media.decode import (
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
 from ffdesk.media.images import IMAGE_SUFFIXES, read_image
 from ffdesk.media.matte import matte_file
-from ffdesk.media.probe import MediaInfo, VideoInfo, probe
+from ffdesk.media.probe import MediaInfo, VideoInfo, probe, probe_still
 from ffdesk.media.segments import JoinResult, join_segments
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
@@ -134,7 +134,11 @@ def run_render(
     emit = on_event or _nothing
     job = job.resolved()
     _check_paths(job)
-    info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
+    still: Frame | None = None  # a still image is decoded once, here, and drawn as it was read
+    if job.target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(job.target):
+        info, still = probe_still(job.target, max_pixels=job.max_pixels)
+    else:
+        info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")
     _check_output_kind(job, info)
@@ -173,7 +177,7 @@ def run_render(
                     stage.prepare(emit)
             frames_started(stages)
             if span is None or manifest is None:
-                report = _render_image(job, stages, emit)
+                report = _render_image(job, stages, emit, still)
             else:
                 nvdec = _nvdec_for(job, env)
                 try:
@@ -321,8 +325,13 @@ def _flow_timings(decode: StageStats, flow: _Flow, encode: StageStats) -> tuple[
     return (_timing(decode), *(_timing(r.stats) for r in flow.runners), _timing(encode))
 
 
-def _render_image(job: RenderJob, stages: list[Stage], emit: ev.EventCallback) -> RenderReport:
-    image = read_image(job.target, max_pixels=job.max_pixels)
+def _render_image(
+    job: RenderJob, stages: list[Stage], emit: ev.EventCallback, image: Frame | None = None
+) -> RenderReport:
+    """The one picture through the stages, written atomically. `image`: the target as already
+    decoded (None: read here)."""
+    if image is None:
+        image = read_image(job.target, max_pixels=job.max_pixels)
     emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
     for stage in stages:
         stage.start()

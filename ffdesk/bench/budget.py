@@ -68,8 +68,8 @@ class BudgetRun:
     peak RSS; on a GPU 0 (NVML's per-process figure) or the device's use before the render."""
     source: Source | None
     accounted_peak_bytes: int
-    """The renderer's own count at its peak: its models plus the reservation (plus, on a GPU
-    with the pixels there, the most torch held for them)."""
+    """The renderer's own count: its models' peak plus the reservation (plus, on a GPU with the
+    pixels there, the most torch held for them): an upper bound, the peaks not all at once."""
     reserved_bytes: int
     fps: float
     loads: int
@@ -188,8 +188,9 @@ def run(args: argparse.Namespace) -> int:
         figures["reserved_bytes"] = first.reserved_bytes
         figures["watched"] = first.source
         write_so_far("budget", settings, _json(figures), args.json)
-        # on the CPU a batch of the frames segment order holds back counts against the budget too
-        figures["held_frames_bytes"] = 0 if on_gpu else fewest_frames_held(clip, args.batch)
+        # on the CPU a batch of the frames segment order holds back counts against the budget too;
+        # on a GPU what the pixels took there (the frames on the card and their work)
+        figures["held_frames_bytes"] = first.pixel_bytes if on_gpu else fewest_frames_held(clip, args.batch)
         tried = budgets(
             first.reserved_bytes,
             list(figures["one_item_bytes"].values()),

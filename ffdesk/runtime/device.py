@@ -13,7 +13,7 @@ stream; the staging buffer is reused once the copy that read it has finished (a 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -116,14 +116,9 @@ class _Staging:
 class DevicePixels:
     """Uploads and downloads of images for one render, counted in `transfers`."""
 
-    def __init__(
-        self, device: torch.device, transfers: Transfers | None = None, meter: Callable[[], int] | None = None
-    ) -> None:
-        """`meter`: what the pixels take in the device's memory now (`held_bytes`; by default
-        torch's allocator on CUDA, nothing on the CPU, where they are the process's memory)."""
+    def __init__(self, device: torch.device, transfers: Transfers | None = None) -> None:
         self.device = device
         self.transfers = transfers or Transfers()
-        self.meter = meter
         self._staging: dict[tuple[tuple[int, ...], str], _Staging] = {}
         self._lock = threading.Lock()
 
@@ -133,9 +128,8 @@ class DevicePixels:
 
     def held_bytes(self) -> int:
         """What torch holds in the device's memory now (its caching allocator's blocks: the
-        frames, crops and masks alive and the freed blocks it keeps for them); 0 on the CPU."""
-        if self.meter is not None:
-            return int(self.meter())
+        frames, crops and masks alive and the freed blocks it keeps for them; the process's,
+        other renders' included); 0 on the CPU, where they are the process's memory."""
         if not self.is_cuda:
             return 0
         import torch

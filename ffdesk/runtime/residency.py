@@ -376,19 +376,38 @@ class ResidencyManager:
         pool.deliver()
 
     def hold_device(self, nbytes: int) -> None:
-        """Count `nbytes` the render's pixels take on the GPU (the device pixel path's frames,
-        crops and masks in torch's allocator) against the budget beside the models, from now
-        on; idle models over what is then left are evicted. Only where the budget is device
-        memory: on the CPU the process's memory counts them already (`hold`)."""
+        """Count `nbytes` the render's pixels are planned to take on the GPU (the device pixel
+        path's frames, and the crops, masks and outputs its preparation left torch holding)
+        against the budget beside the models and the other renders' pixels, from now on; idle
+        models over what is then left are evicted. Only where the budget is device memory: on
+        the CPU the process's memory counts them already (`hold`)."""
         pool = self._pool
         if pool.device != "cuda":
             return
         with pool.cond:
             nbytes = max(0, int(nbytes))
-            if nbytes == self._member.held_bytes:
+            if nbytes == self._member.pixel_bytes:
                 return
-            self._member.held_bytes = nbytes
+            self._member.pixel_bytes = nbytes
             claims = pool._locked_claim_room(0, exclude="")
+            pool._locked_changed()
+        pool.unload(claims)
+        pool.deliver()
+
+    def note_torch(self, nbytes: int) -> None:
+        """What torch's allocator holds on the GPU now (`torch.cuda.memory_reserved`: the whole
+        process's, so the pool counts the latest reading once, beside no render's plan it
+        exceeds); idle models over what is then left are evicted. A GPU's only."""
+        pool = self._pool
+        if pool.device != "cuda":
+            return
+        with pool.cond:
+            nbytes = max(0, int(nbytes))
+            if nbytes == pool.torch_bytes:
+                return
+            grew = nbytes > pool.torch_bytes
+            pool.torch_bytes = nbytes
+            claims = pool._locked_claim_room(0, exclude="") if grew else []
             pool._locked_changed()
         pool.unload(claims)
         pool.deliver()
@@ -512,7 +531,8 @@ class ResidencyManager:
         budget = self.budget_bytes
         reserved = self.expected_reservation()
         with self._pool.cond:
-            held, models = self._pool._locked_held(), self._pool._locked_held_models()
+            held = self._pool._locked_planned() - self._pool.reserved_bytes
+            models = self._pool._locked_held_models()
         if budget is not None and largest is not None and largest_bytes + reserved + held > budget:
             with self._pool.cond:
                 name = self._entry(largest).name
@@ -685,14 +705,14 @@ class ResidencyManager:
                 pool.cond.wait(0.5)
                 continue
             need = pool._locked_estimate(e)
-            if pool.budget_bytes is not None and need + pool._locked_fixed() > pool.budget_bytes:
+            if pool.budget_bytes is not None and need + pool._locked_planned() > pool.budget_bytes:
                 raise UserError(
                     too_small(
                         pool.budget_bytes,
                         e.name,
                         need,
                         pool.reserved_bytes,
-                        pool._locked_held(),
+                        pool._locked_planned() - pool.reserved_bytes,
                         pool._locked_held_models(),
                         on_device=pool.device == "cuda",
                     )
@@ -962,8 +982,8 @@ class ResidencyManager:
             if self._member.closed:
                 return
             self._member.closed = True
-            if self._member.held_bytes:  # what it held goes with it, in the next change reported
-                self._member.held_bytes = 0
+            if self._member.held_bytes or self._member.pixel_bytes:  # gone with it, reported next
+                self._member.held_bytes = self._member.pixel_bytes = 0
                 pool._locked_changed()
             owns_pool = pool.owner == self._id
             if owns_pool:

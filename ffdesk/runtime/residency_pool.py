@@ -20,7 +20,7 @@ from typing import Literal
 
 from ffdesk.runtime import residency_policy as policy
 from ffdesk.runtime.footprints import FootprintStore
-from ffdesk.runtime.memprobe import MemoryProbe
+from ffdesk.runtime.memprobe import MemoryProbe, torch_reserved_bytes
 from ffdesk.runtime.sessions import (
     CPU,
     CUDA,
@@ -108,9 +108,12 @@ class Member:
     peak_bytes: int = 0
     """The most this manager's models held at once."""
     held_bytes: int = 0
-    """Memory its render holds outside the models, counted against the budget beside them: on
-    the CPU the frames it holds back (`ResidencyManager.hold`), on a GPU its pixels there
-    (`ResidencyManager.hold_device`); gone when it closes."""
+    """Host memory its render holds outside the models, counted against a CPU budget beside
+    them (the frames segment order holds back: `ResidencyManager.hold`); gone when it closes."""
+    pixel_bytes: int = 0
+    """On a GPU, what its render's pixels there are planned to take (its frames and the work its
+    preparation left torch holding: `ResidencyManager.hold_device`), counted beside the other
+    renders' until torch's own reading says more (`Pool.torch_bytes`); gone when it closes."""
     held_models_bytes: int = 0
     """The part of `held_bytes` that is models outside any manager (the embedded swap's)."""
     frames_started: bool = False
@@ -237,6 +240,10 @@ class Pool:
         """What using the device costs by itself (the CUDA context), counted once against the
         budget beside the models; measured before the first model loads on a GPU."""
         self.reservation_measured = False
+        self.torch_bytes = 0
+        """On a GPU, what torch's allocator held there at the latest reading (the device pixel
+        path's frames, crops and masks, and the freed blocks it keeps): the process's, so
+        counted once whichever render read it (`ResidencyManager.note_torch`)."""
         self.closed = False
         self.prefetch_q: queue.Queue[str | None] = queue.Queue()
         self.prefetch_thread: threading.Thread | None = None
@@ -259,8 +266,25 @@ class Pool:
         return self._locked_device_bytes() + self._locked_fixed()
 
     def _locked_held(self) -> int:
-        """What the members' renders hold outside the models (`Member.held_bytes`)."""
-        return sum(m.held_bytes for m in self.members.values())
+        """What the members' renders hold outside the models: their frames on the CPU
+        (`Member.held_bytes`), their pixels on a GPU (`_locked_pixels`)."""
+        return sum(m.held_bytes for m in self.members.values()) + self._locked_pixels()
+
+    def _locked_pixels(self) -> int:
+        """The renders' pixels on a GPU: what they planned (`Member.pixel_bytes`), or what torch
+        holds there now (`torch_bytes`) where that is more."""
+        return max(self._locked_pixels_planned(), self.torch_bytes)
+
+    def _locked_pixels_planned(self) -> int:
+        return sum(m.pixel_bytes for m in self.members.values())
+
+    def _locked_planned(self) -> int:
+        """What a budget is judged against before a model loads, beside it: the reservation and
+        what the renders planned to hold (frames, pixels), not torch's cache beyond those, which
+        evicting idle models makes room for instead (a budget accepted before the first frame is
+        never refused in the middle of a render)."""
+        host = sum(m.held_bytes for m in self.members.values())
+        return self.reserved_bytes + host + self._locked_pixels_planned()
 
     def _locked_held_models(self) -> int:
         """The part of `_locked_held` that is models outside any manager."""
@@ -418,9 +442,15 @@ class Pool:
             copies.append(host)
         self.probe.release_freed()
         with self.cond:
+            self._locked_reread_torch()
             for c, host in zip(claims, copies, strict=True):
                 self._locked_settle_evicted(c.entry, host)
             self._locked_changed()
+
+    def _locked_reread_torch(self) -> None:
+        """After torch's cache was handed back (`MemoryProbe.release_freed`): what it holds now."""
+        if self.device == "cuda" and self.torch_bytes:
+            self.torch_bytes = torch_reserved_bytes(self.device_id)
 
     def _locked_settle_evicted(self, e: Entry, host: HostCopy | None) -> None:
         e.evictions += 1
@@ -573,10 +603,10 @@ class Pool:
             for e in self._locked_resident()
         )
         members = sorted(self.members.items())
-        held = tuple(
-            ("" if number == self.owner else m.holder, m.held_bytes - m.held_models_bytes)
+        held = tuple(  # frames on the CPU, the planned pixels on a GPU
+            ("" if number == self.owner else m.holder, m.held_bytes - m.held_models_bytes + m.pixel_bytes)
             for number, m in members
-            if m.held_bytes > m.held_models_bytes
+            if m.held_bytes - m.held_models_bytes + m.pixel_bytes > 0
         )
         held_models = tuple(
             ("" if number == self.owner else m.holder, m.held_models_bytes)

@@ -143,18 +143,35 @@ def test_auto_precision_on_cuda_times_each_model_and_keeps_the_frames(
 
 
 def test_what_the_pixels_take_on_the_card_counts_against_the_budget(
-    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ffdesk.runtime.memprobe import torch_reserved_bytes
+    from ffdesk.runtime.residency import ResidencyManager
 
-    budget = 8 * 2**30
+    planned: list[int] = []
+    readings: list[int] = []
+    hold, note = ResidencyManager.hold_device, ResidencyManager.note_torch
+
+    def held(self: ResidencyManager, nbytes: int) -> None:
+        planned.append(nbytes)
+        hold(self, nbytes)
+
+    def noted(self: ResidencyManager, nbytes: int) -> None:
+        readings.append(nbytes)
+        note(self, nbytes)
+
+    monkeypatch.setattr(ResidencyManager, "hold_device", held)
+    monkeypatch.setattr(ResidencyManager, "note_torch", noted)
     report = _render(
-        run_env, pack, carphone(), tmp_path / "budget", "device", provider="cuda", memory_budget=budget
+        run_env, pack, carphone(), tmp_path / "budget", "device", provider="cuda", memory_budget=8 * 2**30
     )
     assert report.models is not None and report.models.pixels is not None
     pixels = report.models.pixels
     assert pixels.path == "device" and pixels.device.startswith("cuda")
-    # torch's allocator held the frames, crops and masks: counted, and never more than it reserved
-    assert 0 < pixels.device_bytes <= torch.cuda.max_memory_reserved()
-    assert report.models.order is not None and report.models.order.held_bytes > 0
-    assert torch_reserved_bytes(0) == torch.cuda.memory_reserved(0)
+    order = report.models.order
+    assert order is not None and order.held_bytes > 0
+    # planned before the first frame: the frames on the card, then the preparation's working set
+    assert planned[0] == order.held_bytes and planned == sorted(planned)
+    # torch's readings during the frames went to the pool; the most is the report's, and never
+    # more than torch reserved
+    assert max(readings) == pixels.device_bytes > 0
+    assert pixels.device_bytes <= torch.cuda.max_memory_reserved()

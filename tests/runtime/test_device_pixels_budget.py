@@ -9,6 +9,7 @@ holds the frames uploaded so far and a fixed working set."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,9 +57,11 @@ class FakeAllocator:
 
 @dataclass
 class Holds:
-    """Every figure a render counted its pixels at on the card (`hold_device`), in order."""
+    """Every figure a render planned its pixels at on the card (`hold_device`), and every
+    reading of torch it gave the pool (`note_torch`), in order."""
 
     values: list[int]
+    torch: list[int]
 
 
 class StillCard:
@@ -112,14 +115,19 @@ def allocator(monkeypatch: pytest.MonkeyPatch) -> FakeAllocator:
 
 @pytest.fixture()
 def holds(monkeypatch: pytest.MonkeyPatch) -> Holds:
-    seen = Holds([])
-    real = ResidencyManager.hold_device
+    seen = Holds([], [])
+    hold, note = ResidencyManager.hold_device, ResidencyManager.note_torch
 
-    def record(self: ResidencyManager, nbytes: int) -> None:
+    def held(self: ResidencyManager, nbytes: int) -> None:
         seen.values.append(nbytes)
-        real(self, nbytes)
+        hold(self, nbytes)
 
-    monkeypatch.setattr(ResidencyManager, "hold_device", record)
+    def noted(self: ResidencyManager, nbytes: int) -> None:
+        seen.torch.append(nbytes)
+        note(self, nbytes)
+
+    monkeypatch.setattr(ResidencyManager, "hold_device", held)
+    monkeypatch.setattr(ResidencyManager, "note_torch", noted)
     return seen
 
 
@@ -145,11 +153,25 @@ def test_a_models_footprint_on_a_gpu_leaves_out_what_torch_holds(monkeypatch: py
     assert ProcessMemoryProbe("cuda").used() == (None,)
 
 
-def test_torch_holds_nothing_on_a_gpu_it_never_started() -> None:
-    import torch
+def test_torch_is_read_only_where_it_runs_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Cuda:
+        started = False
 
-    assert not torch.cuda.is_initialized()
-    assert memprobe.torch_reserved_bytes(0) == 0
+        def is_initialized(self) -> bool:
+            return self.started
+
+        def memory_reserved(self, device_id: int) -> int:
+            return 300 * MiB
+
+    class Torch:
+        cuda = Cuda()
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert memprobe.torch_reserved_bytes(0) == 0  # not imported: never imported for this
+    monkeypatch.setitem(sys.modules, "torch", Torch())
+    assert memprobe.torch_reserved_bytes(0) == 0  # no CUDA started: none started for this
+    Torch.cuda.started = True
+    assert memprobe.torch_reserved_bytes(0) == 300 * MiB
 
 
 # ---- the residency manager ---------------------------------------------------------------------
@@ -172,10 +194,43 @@ def test_the_pixels_on_a_gpu_count_against_its_budget(tmp_path: Path) -> None:
         pool.close()
 
 
+def test_torchs_reading_is_the_processs_counted_once_beside_the_renders_plans(tmp_path: Path) -> None:
+    pool = _card_pool(None, _env(tmp_path))
+    render, preview = (ResidencyManager(share=pool.share(name)) for name in ("render", "preview"))
+    try:
+        render.hold_device(100 * MiB)
+        preview.hold_device(50 * MiB)
+        assert pool.held_bytes() == 150 * MiB  # each render plans its own frames
+        render.note_torch(400 * MiB)  # what torch holds: both renders' pixels, once
+        assert pool.held_bytes() == 400 * MiB
+        preview.note_torch(120 * MiB)  # the latest reading, whoever read it
+        assert pool.held_bytes() == 150 * MiB
+        render.close()
+        assert pool.held_bytes() == 120 * MiB
+    finally:
+        preview.close()
+        pool.close()
+
+
+def test_a_budget_is_judged_by_the_plans_not_by_torchs_cache(tmp_path: Path) -> None:
+    pool = _card_pool(800 * MiB, _env(tmp_path))
+    try:
+        pool.register("m", lambda: None, 150 * MiB, name="big_model")  # type: ignore[arg-type,return-value]
+        pool.note_torch(300 * MiB)  # torch's cache, mid-render: room is made for it, no refusal
+        pool.plan(["m"])
+        assert pool.held_bytes() == 300 * MiB  # counted all the same: idle models go for it
+        pool.hold_device(80 * MiB)  # a plan is refused
+        with pytest.raises(UserError):
+            pool.plan(["m"])
+    finally:
+        pool.close()
+
+
 def test_on_the_cpu_the_pixels_are_the_processs_memory_already(tmp_path: Path) -> None:
     pool = ResidencyManager(200 * MiB, "cpu", probe=ProcessMemoryProbe("cpu"), env=_env(tmp_path))
     try:
         pool.hold_device(80 * MiB)
+        pool.note_torch(80 * MiB)
         assert pool.held_bytes() == 0
     finally:
         pool.close()
@@ -197,16 +252,15 @@ def test_a_render_counts_its_frames_and_faces_on_the_card(
     order = models.order
     assert order is not None and order.order == "batch" and "within the budget" in order.reason, order
     # before any model: the frames a render of batch 4 holds at once on the card (a window in
-    # the swap stage's hands, the tracking's, the decoder's and the encoder's)
+    # the swap stage's hands, the tracking's, the decoder's and the encoder's); then the working
+    # set the preparation made torch hold beside them; raised only
     planned = order.held_bytes
     assert planned > 0 and planned % CARPHONE_FRAME == 0, planned
-    assert holds.values[0] == planned
-    # after the warm-ups the working set beside them, then the most measured: raised only
-    assert WORKING + planned in holds.values, holds.values
-    assert holds.values == sorted(holds.values)
+    assert holds.values == [planned, planned + WORKING], holds.values
+    # during the frames, torch's readings go to the pool (the process's, counted once)
     most = max(allocator.readings)
     assert models.pixels.device_bytes == most == FRAMES * CARPHONE_FRAME + WORKING
-    assert holds.values[-1] == max(most, planned + WORKING)
+    assert max(holds.torch) == most and holds.torch[-1] == 0  # at the end: handed back
 
 
 def test_the_host_path_on_a_card_holds_no_pixels_there(
@@ -220,7 +274,7 @@ def test_the_host_path_on_a_card_holds_no_pixels_there(
     models = report.models
     assert models is not None and models.pixels is not None and models.pixels.path == "host"
     assert models.order is not None and models.order.held_bytes == 0
-    assert models.pixels.device_bytes == 0 and not holds.values and not allocator.readings
+    assert models.pixels.device_bytes == 0 and not holds.values and not holds.torch and not allocator.readings
 
 
 def test_a_budget_without_room_for_the_frames_on_the_card_is_refused_before_a_frame(

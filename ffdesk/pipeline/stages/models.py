@@ -357,9 +357,13 @@ class ModelRender:
         self.chunk: int | None = None
         """In segment order: the most items a model call takes (one load covers all of them)."""
         self.pixel_bytes = 0
-        """The most the pixels took in the GPU's memory at once so far (`count_pixels`)."""
+        """The most torch held in the GPU's memory at once during the render (`count_pixels`)."""
+        self._pixels_base: int | None = None
+        """What torch held before this render's preparation (another render's pixels, say)."""
         self._pixels_warmed = 0
         self._pixels_held = 0
+        self._hold_lock = threading.Lock()
+        """Orders the plan's updates (`_count_pixels_held`): two stage threads never lower it."""
 
     def reset_counts(self) -> None:
         """Start the per-render counters again (faces aligned, quality checks): a render of
@@ -585,44 +589,48 @@ class ModelRender:
             self.manager.hold(held_bytes)
 
     def count_pixels(self) -> None:
-        """After the warm-ups and after each batch on the device: what the pixels take in the
-        GPU's memory now, kept as the most they took (`pixel_bytes`, the report's
-        `pixels.device_bytes`) and counted against the budget (`_count_pixels_held`)."""
+        """After the preparation and after each batch on the device: what torch holds in the
+        GPU's memory now, kept as the most (`pixel_bytes`, the report's `pixels.device_bytes`)
+        and counted against the budget as the pool's reading (`ResidencyManager.note_torch`:
+        the process's, counted once however many renders read it)."""
         if self.frames is None:
             return
         now = self.frames.pixels.held_bytes()
         with self._lock:
-            if now <= self.pixel_bytes:
-                return
-            self.pixel_bytes = now
-        self._count_pixels_held()
+            self.pixel_bytes = max(self.pixel_bytes, now)
+        if self._pixels_on_card:
+            self.manager.note_torch(now)
 
     def _count_prepared_pixels(self) -> None:
-        """After each step before the first frame: what the work on the device so far (the
-        timings of `--precision auto`, the warm-up of each batch shape) left torch holding,
-        counted beside the frames planned for (`_count_pixels_held`) as it grows, so a step
-        that measures a model's growth has room made for it first."""
+        """Before the first frame, from the start of the preparation and after each of its steps:
+        what the work on the device so far (the timings of `--precision auto`, the warm-up of
+        each batch shape) made torch hold beyond what it held before, added to the plan as it
+        grows (`_count_pixels_held`), so a budget that cannot hold it is refused before the
+        first frame and a step that measures a model's growth has room made for it first."""
         if self.frames is None:
             return
         now = self.frames.pixels.held_bytes()
         with self._lock:
-            self._pixels_warmed = max(self._pixels_warmed, now)
+            if self._pixels_base is None:
+                self._pixels_base = now
+            self._pixels_warmed = max(self._pixels_warmed, now - self._pixels_base)
         self._count_pixels_held()
 
     def _count_pixels_held(self) -> None:
-        """On a GPU with the pixels there, what they are counted at against the budget from now
-        on (`ResidencyManager.hold_device`): the frames planned for (`ModelOrder.held_bytes`)
-        beside what the warm-ups left torch holding (the largest batch's crops, masks and model
-        outputs), or the most measured since, whichever is more; raised only."""
+        """On a GPU with the pixels there, what this render's pixels are planned to take against
+        the budget from now on (`ResidencyManager.hold_device`): the frames planned for
+        (`ModelOrder.held_bytes`) beside what its preparation made torch hold (the largest
+        batches' crops, masks and model outputs); raised only. What torch holds beyond that
+        during the frames is the pool's reading (`count_pixels`)."""
         if not self._pixels_on_card:
             return
         planned = self.order.held_bytes if self.order is not None else 0
-        with self._lock:
-            held = max(planned + self._pixels_warmed, self.pixel_bytes)
+        with self._hold_lock:
+            held = planned + self._pixels_warmed
             if held <= self._pixels_held:
                 return
             self._pixels_held = held
-        self.manager.hold_device(held)
+            self.manager.hold_device(held)
 
     @property
     def _on_cpu(self) -> bool:
@@ -811,6 +819,7 @@ class ModelRender:
                     (f"making the {self.precision} variant of {self.swapper.name}", self._prepare_variant)
                 )
             first = len(steps)
+            self._count_prepared_pixels()  # what torch holds before: not this render's
             if self.on_device is not None:
                 enhancer = _enhancer_spec(self.enhancer) if self.enhancer else None
                 steps += [(f"warming up {what}", do) for what, do in self.on_device.warm_up_steps(enhancer)]
@@ -1181,6 +1190,13 @@ class ModelRender:
             if self._closed:
                 return
             self._closed = True
+        if self.manager.device == "cuda" and self._pixels_base is not None:
+            # the blocks torch keeps for this render's pixels go back to the card, and the pool
+            # counts what torch holds after (other renders' pixels)
+            from ffdesk.runtime.memprobe import release_torch_cache, torch_reserved_bytes
+
+            release_torch_cache()
+            self.manager.note_torch(torch_reserved_bytes(self.manager.device_id))
         self.manager.close()
 
 

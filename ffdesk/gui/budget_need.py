@@ -344,16 +344,23 @@ class NeedCounter:
 
     def _trained(self, asked: ModelsAsked, folder: Path) -> tuple[str, int]:
         """(name, bytes) of a trained swapper as its render registers it (`TrainedSwap`: the file
-        its mode and precision pick, `chosen_model`, in the variant that runs), never loaded."""
+        its mode and precision pick, `chosen_model`, in the variant that runs), never loaded. An
+        FP16 variant not made yet is not made here (a whole model converted in the window's
+        process): it counts at half the FP32 file's, as its own file would."""
         from ffdesk.pipeline.stages.trained import TrainedSwap, chosen_model, read_contract
+        from ffdesk.runtime.precision import cached_variants
 
         path = chosen_model(asked.swapper, folder, asked.mode, asked.precision)
         contract = read_contract(path)
         if contract is None:
             raise UserError(f"{path}: not a model exported by `ffdesk train`")
-        model = TrainedSwap(path, contract, None, asked.provider, env=self.env, precision=asked.precision)
+        precision, halve = asked.precision, False
+        if precision == "fp16" and "fp16" not in cached_variants(path, self.env.variants_dir):
+            precision, halve = "fp32", True
+        model = TrainedSwap(path, contract, None, asked.provider, env=self.env, precision=precision)
         try:
-            return model.key.split("@")[0], model.manager.expected_bytes(model.key)
+            nbytes = model.manager.expected_bytes(model.key)
+            return model.key.split("@")[0], nbytes // 2 if halve else nbytes
         finally:
             model.close()
 

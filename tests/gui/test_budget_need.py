@@ -305,3 +305,26 @@ w.shutdown()
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == "False", run.stdout
+
+
+def test_a_trained_swapper_in_fp16_is_counted_without_making_its_variant(tmp_path: Path) -> None:
+    """The count never converts a whole model in the window's process: an FP16 variant not made
+    yet counts at half the FP32 file's, as its own file would."""
+    from ffdesk.gui.budget_need import ModelsAsked, NeedCounter
+    from ffdesk.hw.nvidia import DriverFlags
+    from ffdesk.training.contract import contract_document
+
+    env = RuntimeEnv.in_folder(tmp_path / "env", DriverFlags(no_nvml=True))
+    run = tmp_path / "alice"
+    run.mkdir()
+    (run / "model.onnx").write_bytes(b"onnx")  # not a model: making its variant would fail
+    contract = contract_document(64, {"template": "arcface_128"}, 10, {}, {})
+    (run / "model.json").write_text(json.dumps(contract))
+    _remember(env, run / "model.onnx", 900 * MIB)
+    asked = ModelsAsked(swapper=str(run), precision="fp16", swaps=False, provider="cpu")
+    need = NeedCounter(env).need(asked)
+    assert need is not None and need.name == "trained_swapper" and need.model_bytes == 450 * MIB, need
+    variants = env.variants_dir
+    assert not variants.exists() or not any(variants.iterdir())
+    fp32 = NeedCounter(env).need(ModelsAsked(swapper=str(run), precision="fp32", swaps=False, provider="cpu"))
+    assert fp32 is not None and fp32.model_bytes == 900 * MIB

@@ -15,8 +15,9 @@ The same steps here, in this order, each done by ONNX Runtime's own code:
   one tensor at a time, ONNX Runtime's basic optimization writing its output with external
   weights, and ONNX's shape inference over that: what `quant_pre_process` writes, but for where
   the weights sit.
-- `calibrate`: ONNX Runtime's `MinMaxCalibrater` over that model, holding the graph without its
-  weights (the augmented model refers to the pre-processed weights file), its session run in
+- `calibrate`: ONNX Runtime's `MinMaxCalibrater` over that model, keeping the graph without its
+  weights (the calibrator's own constructor loads them once, and they are let go before the
+  session starts; the augmented model refers to the pre-processed weights file), its session run in
   priority order (each reduction as soon as its tensor is made); its ranges written to a file.
 - `quantize`: `quantize_static` given those ranges (`calibration_cache_path`), so it loads the
   weights once and calibrates nothing; the variant written as the plain steps write it (the
@@ -234,7 +235,8 @@ def _light_with_shapes(path: Path) -> Any:
 def calibrator(pre: Path, op_types: Sequence[str], work: Path) -> Any:
     """ONNX Runtime's MinMax calibrator over `pre` as `quantize_static` makes it (the same
     tensors, the same reductions), ready to collect: its model the graph without the weights
-    (the augmented model reads `pre`'s weights file) and its session run in priority order."""
+    (its constructor loads them whole once; they are replaced before the session starts, and the
+    augmented model reads `pre`'s weights file) and its session run in priority order."""
     import onnxruntime as ort
     from onnxruntime.quantization.calibrate import MinMaxCalibrater
 

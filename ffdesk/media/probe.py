@@ -9,9 +9,10 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import av
+import av.filter
 import numpy as np
 import numpy.typing as npt
 
@@ -401,9 +402,46 @@ def _field_order(cc: av.video.codeccontext.VideoCodecContext, first: av.VideoFra
     code = int(cc.field_order or 0)
     order = FIELD_ORDERS[code] if 0 <= code < len(FIELD_ORDERS) else "unknown"
     if order == "unknown":
-        # many decoders leave the stream's field order unset: the first frame still knows
-        return "tt" if first.interlaced_frame else "progressive"
+        # many decoders leave the stream's field order unset (DV, ...): the first frame still knows
+        if not first.interlaced_frame:
+            return "progressive"
+        return "tt" if _top_field_first(first) else "bb"
     return order
+
+
+_ROWS = 251
+"""The row-number pattern's period (a prime below 256, so a grey sample holds it)."""
+
+
+def _top_field_first(frame: av.VideoFrame) -> bool:
+    """Whether the interlaced `frame` is flagged top field first. PyAV does not read a frame's
+    field flag, so FFmpeg's filters are asked: a grey copy whose rows carry their own numbers goes
+    through `fieldorder=tff`, which moves a picture by one row exactly when its flag says bottom
+    field first (NTSC and PAL DV, whose decoder leaves the stream's order unset). True (top, the
+    common order) where the filters cannot say."""
+    graph = av.filter.Graph()
+    chain = [
+        graph.add(
+            "buffer",
+            video_size=f"{frame.width}x{frame.height}",
+            pix_fmt=frame.format.name,
+            time_base="1/25",  # any: one frame goes through
+            pixel_aspect="1/1",
+        ),
+        graph.add("format", "gray"),
+        graph.add("geq", f"lum='mod(Y,{_ROWS})'"),
+        graph.add("fieldorder", "tff"),
+        graph.add("buffersink"),
+    ]
+    for before, after in zip(chain, chain[1:], strict=False):
+        before.link_to(after)
+    try:
+        graph.configure()
+        graph.push(frame)
+        rows = cast(av.VideoFrame, graph.pull()).to_ndarray()[:, 0]
+    except (av.error.FFmpegError, ValueError):
+        return True
+    return bool(np.array_equal(rows, np.arange(frame.height) % _ROWS))
 
 
 def _indexed_timestamps(stream: av.VideoStream) -> list[int] | None:

@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import av
 import cv2
 import numpy as np
+import numpy.typing as npt
 from PIL import Image, ImageFile, JpegImagePlugin, PngImagePlugin, TiffImagePlugin
 
 from ffdesk.errors import MediaError
@@ -42,6 +43,17 @@ def is_image_path(path: Path) -> bool:
     return Path(path).suffix.lower() in IMAGE_SUFFIXES
 
 
+@dataclass(frozen=True)
+class StillImage:
+    """A still image as a render reads it: its picture, and the alpha channel it has."""
+
+    picture: Frame
+    """Upright RGB uint8 (EXIF orientation applied), as `read_image` gives it."""
+    alpha: npt.NDArray[np.uint8] | None = None
+    """Its alpha channel (height x width, 0-255, oriented and scaled to 8 bits as the picture
+    is); None for a file that has none (a JPEG, an RGB PNG)."""
+
+
 def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
     """Read a still image as upright RGB uint8 (EXIF orientation applied, alpha dropped).
 
@@ -49,11 +61,18 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
     `ffdesk.media.probe.DEFAULT_MAX_PIXELS`) is a `PixelLimitError`, with nothing decoded. Any
     failure of OpenCV's on the file is a one-line `MediaError`. The file is opened once: its
     header (format, declared size) and then its bytes come from the same open file."""
+    return read_still(path, max_pixels=max_pixels).picture
+
+
+def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
+    """`read_image`, with the alpha channel of a PNG, WebP or TIFF that has one, from the same
+    open and the same decode: the picture is the one `read_image` gave before alpha was read."""
     path = Path(path)
     _errors.check_readable_file(path)
     try:
         with open(path, "rb") as f:
-            refuse_unsupported_image(path, f.read(_HEAD_BYTES))
+            head = f.read(_HEAD_BYTES)
+            refuse_unsupported_image(path, head)
             f.seek(0)
             width, height = _checked_size(path, _read_size(f), max_pixels)
             f.seek(0)
@@ -62,21 +81,145 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
         raise MediaError(f"{path}: cannot read ({_errors.describe(exc)})") from exc
     except MemoryError as exc:
         raise MediaError(f"{path}: not enough memory to read this {path.stat().st_size}-byte file") from exc
+    kind = _alpha_kind(head, data)
+    if kind is not None:
+        still = _with_alpha(_decoded(path, data, cv2.IMREAD_UNCHANGED, (width, height)), kind, data)
+        if still is not None:
+            return still
+    # no alpha declared, or one OpenCV did not give as four channels: the colour decode
+    bgr = _decoded(path, data, cv2.IMREAD_COLOR, (width, height))
+    return StillImage(np.ascontiguousarray(bgr[..., ::-1]))
+
+
+def _decoded(path: Path, data: npt.NDArray[np.uint8], flags: int, size: _Size) -> npt.NDArray[np.generic]:
+    """OpenCV's decode of the file's bytes `data`, its failures as one-line `MediaError`s."""
     try:
-        bgr = cv2.imdecode(data, cv2.IMREAD_COLOR)
+        image = cv2.imdecode(data, flags)
     except cv2.error as exc:
         raise MediaError(f"{path}: not a readable image (OpenCV: {_opencv_reason(exc)})") from exc
     except MemoryError as exc:
-        raise MediaError(f"{path}: not enough memory to decode this {width}x{height} image") from exc
-    if bgr is None:
+        raise MediaError(f"{path}: not enough memory to decode this {size[0]}x{size[1]} image") from exc
+    if image is None:
         raise MediaError(f"{path}: not a readable image (damaged or unsupported format)")
-    return np.ascontiguousarray(bgr[..., ::-1])
+    return np.asarray(image)
 
 
 def _opencv_reason(exc: cv2.error) -> str:
     """OpenCV's reason on one line ("pixels <= CV_IO_MAX_IMAGE_PIXELS"), not its source location."""
     reason = str(getattr(exc, "err", "") or "").strip() or str(exc).strip()
     return " ".join(reason.split())[:160] or "unknown error"
+
+
+# -- an alpha channel -------------------------------------------------------------------------------
+
+_AlphaKind = Literal["png", "webp", "tiff"]
+"""The formats whose alpha channel a still image's render keeps."""
+_PNG_ALPHA_TYPES = (4, 6)
+"""PNG colour types with an alpha sample (grey and alpha, RGBA); a palette or a grey or RGB
+picture has transparency where a tRNS chunk gives it."""
+_VP8L_ALPHA = 1 << 28
+"""The bit of a lossless WebP's header that says its alpha is used."""
+
+
+def _alpha_kind(head: bytes, data: npt.NDArray[np.uint8]) -> _AlphaKind | None:
+    """The format of a file whose header declares an alpha channel (as OpenCV's decoders read
+    it: they give such a file four channels); None for one that declares none."""
+    reader = _size_reader(head)
+    try:
+        if reader is _png_size:
+            declared = len(head) > 25 and head[25] in _PNG_ALPHA_TYPES
+            return "png" if declared or _png_chunk(data, b"tRNS", before_data=True) is not None else None
+        if reader is _webp_size:
+            chunk = head[12:16]
+            vp8x = chunk == b"VP8X" and bool(head[20] & _WEBP_ALPHA)
+            vp8l = chunk == b"VP8L" and bool(struct.unpack("<I", head[21:25])[0] & _VP8L_ALPHA)
+            return "webp" if vp8x or vp8l else None
+        if reader is _tiff_size:
+            with TiffImagePlugin.TiffImageFile(io.BytesIO(data.tobytes())) as picture:
+                return "tiff" if picture.mode[-1:] in ("A", "a") else None
+    except _UNREADABLE:
+        return None
+    return None
+
+
+def _with_alpha(
+    decoded: npt.NDArray[np.generic], kind: _AlphaKind, data: npt.NDArray[np.uint8]
+) -> StillImage | None:
+    """The picture and alpha of OpenCV's unchanged decode (BGRA, 8 or 16 bits) of a file of
+    `kind`, made as its colour decode makes the picture: 16-bit samples to 8 bits as that
+    decoder does (PNG's drops the low byte, TIFF's rounds), and turned upright by the file's
+    EXIF orientation where OpenCV turns it after decoding (PNG, WebP: libtiff turns a TIFF
+    itself). None for another layout (the caller decodes the colour picture instead)."""
+    if decoded.ndim != 3 or decoded.shape[2] != 4 or decoded.dtype not in (np.uint8, np.uint16):
+        return None
+    if decoded.dtype == np.uint16:
+        wide = decoded.astype(np.uint16, copy=False)
+        if kind == "png":
+            bgra = (wide >> 8).astype(np.uint8)
+        else:
+            bgra = np.asarray(cv2.convertScaleAbs(wide, alpha=1 / 257), np.uint8)
+    else:
+        bgra = decoded.astype(np.uint8, copy=False)
+    if kind != "tiff":
+        bgra = _upright(bgra, _exif_orientation(kind, data))
+    return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]))
+
+
+def _upright(image: npt.NDArray[np.uint8], orientation: int) -> npt.NDArray[np.uint8]:
+    """`image` turned as EXIF `orientation` (1-8) says, as OpenCV's decoders turn a picture."""
+    turns: dict[int, Callable[[], npt.NDArray[np.uint8]]] = {
+        2: lambda: image[:, ::-1],
+        3: lambda: image[::-1, ::-1],
+        4: lambda: image[::-1],
+        5: lambda: image.swapaxes(0, 1),
+        6: lambda: np.rot90(image, -1),
+        7: lambda: image.swapaxes(0, 1)[::-1, ::-1],
+        8: lambda: np.rot90(image, 1),
+    }
+    turn = turns.get(orientation)
+    return image if turn is None else turn()
+
+
+def _exif_orientation(kind: _AlphaKind, data: npt.NDArray[np.uint8]) -> int:
+    """The EXIF orientation of a PNG (its eXIf chunk) or WebP (its EXIF chunk); 1 where it has
+    none or it cannot be read."""
+    block = _png_chunk(data, b"eXIf", before_data=False) if kind == "png" else _webp_chunk(data, b"EXIF")
+    if block is None:
+        return 1
+    try:
+        value = _parsed_exif(block).get(_ORIENTATION_TAG, 1)
+        return int(value) if isinstance(value, int) else 1
+    except _UNREADABLE:
+        return 1
+
+
+_ORIENTATION_TAG = 0x0112
+
+
+def _png_chunk(data: npt.NDArray[np.uint8], kind: bytes, *, before_data: bool) -> bytes | None:
+    """The payload of the first `kind` chunk of the PNG `data`; None where there is none (or
+    none before its first IDAT, with `before_data`)."""
+    at, end = 8, data.size
+    while at + 8 <= end:
+        size = int.from_bytes(data[at : at + 4].tobytes(), "big")
+        chunk = data[at + 4 : at + 8].tobytes()
+        if chunk == kind:
+            return data[at + 8 : at + 8 + size].tobytes()
+        if chunk == b"IEND" or (before_data and chunk == b"IDAT"):
+            return None
+        at += 12 + size
+    return None
+
+
+def _webp_chunk(data: npt.NDArray[np.uint8], kind: bytes) -> bytes | None:
+    """The payload of the first `kind` chunk of the WebP `data`; None where there is none."""
+    at, end = 12, data.size
+    while at + 8 <= end:
+        size = int.from_bytes(data[at + 4 : at + 8].tobytes(), "little")
+        if data[at : at + 4].tobytes() == kind:
+            return data[at + 8 : at + 8 + size].tobytes()
+        at += 8 + size + (size & 1)
+    return None
 
 
 # -- formats ffdesk does not read -----------------------------------------------------------------

@@ -20,11 +20,13 @@ from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
 from ffdesk.media.images import (
+    StillImage,
     check_sequence_pixels,
     image_warnings,
     is_image_path,
     limit_stream,
     read_image,
+    read_still,
     refuse_unsupported_image,
 )
 from ffdesk.media.sequence import is_sequence_path
@@ -277,12 +279,12 @@ def _packets_end(container: av.container.InputContainer, at_s: float) -> float |
     return end
 
 
-def probe_still(path: Path, *, max_pixels: int | None = None) -> tuple[MediaInfo, npt.NDArray[np.uint8]]:
-    """`probe` of a still image (not a sequence) with its picture, decoded once: what an image
-    render describes and then draws. The same errors as `probe`."""
+def probe_still(path: Path, *, max_pixels: int | None = None) -> tuple[MediaInfo, StillImage]:
+    """`probe` of a still image (not a sequence) with its picture and alpha channel, decoded
+    once: what an image render describes, then draws and writes. The same errors as `probe`."""
     path = Path(path)
-    image = read_image(path, max_pixels=max_pixels)
-    return _image_info(path, image), image
+    still = read_still(path, max_pixels=max_pixels)
+    return _image_info(path, still.picture), still
 
 
 def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:

@@ -41,7 +41,7 @@ from ffdesk.media.decode import (
     upright,
 )
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
-from ffdesk.media.images import IMAGE_SUFFIXES, read_image
+from ffdesk.media.images import IMAGE_SUFFIXES, StillImage, read_still
 from ffdesk.media.matte import matte_file
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe, probe_still
 from ffdesk.media.segments import JoinResult, join_segments
@@ -68,6 +68,7 @@ from ffdesk.pipeline.matte import (
     matte_figures,
     matte_segment_encoder,
     packet_matte,
+    target_alpha_warning,
     write_image_with_matte,
 )
 from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores, provider_unusable
@@ -134,7 +135,7 @@ def run_render(
     emit = on_event or _nothing
     job = job.resolved()
     _check_paths(job)
-    still: Frame | None = None  # a still image is decoded once, here, and drawn as it was read
+    still: StillImage | None = None  # a still image is decoded once, here, and drawn as it was read
     if job.target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(job.target):
         info, still = probe_still(job.target, max_pixels=job.max_pixels)
     else:
@@ -148,7 +149,12 @@ def run_render(
     if span is not None:
         expected = _expected_output_bytes(job, info, info.video, span)
         atomic.check_disk_space(job.output.parent, expected)
-    for warning in (*info.warnings, *(_output_warnings(job, info.video) if span is not None else ())):
+    alpha_lost = target_alpha_warning(job, still.alpha) if still is not None else None
+    for warning in (
+        *info.warnings,
+        *(_output_warnings(job, info.video) if span is not None else ()),
+        *((alpha_lost,) if alpha_lost is not None else ()),
+    ):
         emit(ev.Warning(warning))
     t0 = time.perf_counter()
     with contextlib.ExitStack() as held:
@@ -326,12 +332,13 @@ def _flow_timings(decode: StageStats, flow: _Flow, encode: StageStats) -> tuple[
 
 
 def _render_image(
-    job: RenderJob, stages: list[Stage], emit: ev.EventCallback, image: Frame | None = None
+    job: RenderJob, stages: list[Stage], emit: ev.EventCallback, still: StillImage | None = None
 ) -> RenderReport:
-    """The one picture through the stages, written atomically. `image`: the target as already
-    decoded (None: read here)."""
-    if image is None:
-        image = read_image(job.target, max_pixels=job.max_pixels)
+    """The one picture through the stages, written atomically with the target's alpha channel
+    where it has one. `still`: the target as already decoded (None: read here)."""
+    if still is None:
+        still = read_still(job.target, max_pixels=job.max_pixels)
+    image = still.picture
     emit(ev.Started(1, 0, image.shape[1], image.shape[0], 0.0))
     for stage in stages:
         stage.start()
@@ -340,7 +347,7 @@ def _render_image(
     if len(out) != 1:
         raise RuntimeError(f"the stages returned {len(out)} frames for one image")
     timings = [_timing(s) for s in stats]
-    write_image_with_matte(job, out[0])  # atomic by itself
+    write_image_with_matte(job, out[0], still.alpha)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return RenderReport(
         frames_in=1,

@@ -25,6 +25,7 @@ from ffdesk.media.atomic import atomic_output
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
 from ffdesk.media.images import read_metadata
 from ffdesk.media.matte import (
+    ALPHA_IMAGE_SUFFIXES,
     Matte,
     frame_matte,
     matte_clip_path,
@@ -36,6 +37,7 @@ from ffdesk.media.segments import join_segments
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import MatteFigures
 from ffdesk.pipeline.stage import FramePacket
+from ffdesk.types import Frame
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.resume import Manifest
@@ -113,20 +115,69 @@ def matte_figures(job: RenderJob) -> MatteFigures | None:
     return None
 
 
-def write_image_with_matte(job: RenderJob, packet: FramePacket) -> None:
+def write_image_with_matte(job: RenderJob, packet: FramePacket, alpha: Matte | None = None) -> None:
     """Write an image render's output (at `job.quality` where its type is lossy), with its matte
     as `job` asks: as its alpha channel, or as a grey image beside it (`matte_clip_path`, written
     first, losslessly). Each is written atomically; the output carries the target photo's colour
-    profile, DPI and EXIF where its type holds them."""
+    profile, DPI and EXIF where its type holds them.
+
+    `alpha`: the target's own alpha channel (`ffdesk.media.images.StillImage.alpha`; None: it has
+    none). An output that can hold one (PNG, WebP, TIFF) keeps it, enlarged with the picture where
+    a frame enhancer upscaled it; with `--matte alpha` its alpha is the product of the two (a
+    pixel transparent in the target stays so, a face pasted on an opaque one is as opaque as
+    its matte). Another type drops it (`target_alpha_warning` says so before the render)."""
     image = packet.image
     quality = job.quality  # JPEG's quality, a lossy WebP's (None: JPEG 95, WebP lossless)
     metadata = read_metadata(job.target)
+    size = (image.shape[1], image.shape[0])
+    kept = _sized(alpha, size) if alpha is not None and keeps_alpha(job.output) else None
     if job.matte == "none":
-        write_image(job.output, image, quality=quality, metadata=metadata)
+        write_image(job.output, _with_own_alpha(image, kept), quality=quality, metadata=metadata)
         return
-    matte = packet_matte(packet, (image.shape[1], image.shape[0]))
+    matte = packet_matte(packet, size)
     if job.matte == "alpha":
-        write_image(job.output, with_alpha(image, matte), quality=quality, metadata=metadata)
+        both = matte if kept is None else _product(matte, kept)
+        write_image(job.output, with_alpha(image, both), quality=quality, metadata=metadata)
         return
     write_image(matte_clip_path(job.output), matte)
-    write_image(job.output, image, quality=quality, metadata=metadata)
+    write_image(job.output, _with_own_alpha(image, kept), quality=quality, metadata=metadata)
+
+
+def keeps_alpha(output: Path) -> bool:
+    """Whether an image output of this type holds an alpha channel (PNG, WebP, TIFF)."""
+    return output.suffix.lower() in ALPHA_IMAGE_SUFFIXES
+
+
+_KIND_NAMES = {".jpg": "JPEG", ".jpeg": "JPEG", ".bmp": "BMP", ".avif": "AVIF"}
+"""How the warning names an image output type that holds no alpha channel here."""
+
+
+def target_alpha_warning(job: RenderJob, alpha: Matte | None) -> str | None:
+    """One line where the image target's transparency (`alpha`, some pixel of it below 255) is
+    lost because the output's type cannot hold it; None where it is kept or there is none.
+    `--matte alpha` needs an output with alpha, so it never loses it."""
+    if alpha is None or keeps_alpha(job.output) or bool(np.all(alpha == 255)):
+        return None
+    suffix = job.output.suffix.lower()
+    kind = _KIND_NAMES.get(suffix, suffix.lstrip(".").upper() or "file of this type")
+    return f"{job.target.name}'s transparency is not kept in a {kind}; write .png, .webp or .tif to keep it"
+
+
+def _sized(alpha: Matte, size: tuple[int, int]) -> Matte:
+    """The target's alpha at the output's `size` (width, height): as it is, or enlarged with the
+    picture by a frame enhancer."""
+    if (alpha.shape[1], alpha.shape[0]) == size:
+        return alpha
+    return np.asarray(cv2.resize(alpha, size, interpolation=cv2.INTER_LINEAR), np.uint8)
+
+
+def _with_own_alpha(image: Frame, alpha: Matte | None) -> Frame:
+    """`image` with the target's alpha as its fourth channel; as it is where there is none."""
+    return image if alpha is None else with_alpha(image, alpha)
+
+
+def _product(matte: Matte, alpha: Matte) -> Matte:
+    """The matte and the target's alpha multiplied, as 0-255 weights (rounded to nearest):
+    255 only where both are."""
+    product = matte.astype(np.uint32) * alpha.astype(np.uint32)
+    return np.asarray((product + 127) // 255, np.uint8)

@@ -76,14 +76,15 @@ def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
             f.seek(0)
             width, height = _checked_size(path, _read_size(f), max_pixels)
             f.seek(0)
-            data = np.frombuffer(f.read(), np.uint8)
+            raw = f.read()
     except OSError as exc:
         raise MediaError(f"{path}: cannot read ({_errors.describe(exc)})") from exc
     except MemoryError as exc:
         raise MediaError(f"{path}: not enough memory to read this {path.stat().st_size}-byte file") from exc
-    kind = _alpha_kind(head, data)
+    data = np.frombuffer(raw, np.uint8)  # a view: the file's bytes are held once
+    kind = _alpha_kind(head, raw)
     if kind is not None:
-        still = _with_alpha(_decoded(path, data, cv2.IMREAD_UNCHANGED, (width, height)), kind, data)
+        still = _with_alpha(_decoded(path, data, cv2.IMREAD_UNCHANGED, (width, height)), kind, raw)
         if still is not None:
             return still
     # no alpha declared, or one OpenCV did not give as four channels: the colour decode
@@ -121,30 +122,28 @@ _VP8L_ALPHA = 1 << 28
 """The bit of a lossless WebP's header that says its alpha is used."""
 
 
-def _alpha_kind(head: bytes, data: npt.NDArray[np.uint8]) -> _AlphaKind | None:
+def _alpha_kind(head: bytes, raw: bytes) -> _AlphaKind | None:
     """The format of a file whose header declares an alpha channel (as OpenCV's decoders read
     it: they give such a file four channels); None for one that declares none."""
     reader = _size_reader(head)
     try:
         if reader is _png_size:
             declared = len(head) > 25 and head[25] in _PNG_ALPHA_TYPES
-            return "png" if declared or _png_chunk(data, b"tRNS", before_data=True) is not None else None
+            return "png" if declared or _png_chunk(raw, b"tRNS", before_data=True) is not None else None
         if reader is _webp_size:
             chunk = head[12:16]
             vp8x = chunk == b"VP8X" and bool(head[20] & _WEBP_ALPHA)
             vp8l = chunk == b"VP8L" and bool(struct.unpack("<I", head[21:25])[0] & _VP8L_ALPHA)
             return "webp" if vp8x or vp8l else None
         if reader is _tiff_size:
-            with TiffImagePlugin.TiffImageFile(io.BytesIO(data.tobytes())) as picture:
+            with TiffImagePlugin.TiffImageFile(io.BytesIO(raw)) as picture:  # shares `raw`: no copy
                 return "tiff" if picture.mode[-1:] in ("A", "a") else None
     except _UNREADABLE:
         return None
     return None
 
 
-def _with_alpha(
-    decoded: npt.NDArray[np.generic], kind: _AlphaKind, data: npt.NDArray[np.uint8]
-) -> StillImage | None:
+def _with_alpha(decoded: npt.NDArray[np.generic], kind: _AlphaKind, raw: bytes) -> StillImage | None:
     """The picture and alpha of OpenCV's unchanged decode (BGRA, 8 or 16 bits) of a file of
     `kind`, made as its colour decode makes the picture: 16-bit samples to 8 bits as that
     decoder does (PNG's drops the low byte, TIFF's rounds), and turned upright by the file's
@@ -161,7 +160,7 @@ def _with_alpha(
     else:
         bgra = decoded.astype(np.uint8, copy=False)
     if kind != "tiff":
-        bgra = _upright(bgra, _exif_orientation(kind, data))
+        bgra = _upright(bgra, _exif_orientation(kind, raw))
     return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]))
 
 
@@ -180,10 +179,10 @@ def _upright(image: npt.NDArray[np.uint8], orientation: int) -> npt.NDArray[np.u
     return image if turn is None else turn()
 
 
-def _exif_orientation(kind: _AlphaKind, data: npt.NDArray[np.uint8]) -> int:
+def _exif_orientation(kind: _AlphaKind, raw: bytes) -> int:
     """The EXIF orientation of a PNG (its eXIf chunk) or WebP (its EXIF chunk); 1 where it has
     none or it cannot be read."""
-    block = _png_chunk(data, b"eXIf", before_data=False) if kind == "png" else _webp_chunk(data, b"EXIF")
+    block = _png_chunk(raw, b"eXIf", before_data=False) if kind == "png" else _webp_chunk(raw, b"EXIF")
     if block is None:
         return 1
     try:
@@ -196,28 +195,27 @@ def _exif_orientation(kind: _AlphaKind, data: npt.NDArray[np.uint8]) -> int:
 _ORIENTATION_TAG = 0x0112
 
 
-def _png_chunk(data: npt.NDArray[np.uint8], kind: bytes, *, before_data: bool) -> bytes | None:
-    """The payload of the first `kind` chunk of the PNG `data`; None where there is none (or
+def _png_chunk(raw: bytes, kind: bytes, *, before_data: bool) -> bytes | None:
+    """The payload of the first `kind` chunk of the PNG `raw`; None where there is none (or
     none before its first IDAT, with `before_data`)."""
-    at, end = 8, data.size
-    while at + 8 <= end:
-        size = int.from_bytes(data[at : at + 4].tobytes(), "big")
-        chunk = data[at + 4 : at + 8].tobytes()
+    at = 8
+    while at + 8 <= len(raw):
+        size, chunk = int.from_bytes(raw[at : at + 4], "big"), raw[at + 4 : at + 8]
         if chunk == kind:
-            return data[at + 8 : at + 8 + size].tobytes()
+            return raw[at + 8 : at + 8 + size]
         if chunk == b"IEND" or (before_data and chunk == b"IDAT"):
             return None
         at += 12 + size
     return None
 
 
-def _webp_chunk(data: npt.NDArray[np.uint8], kind: bytes) -> bytes | None:
-    """The payload of the first `kind` chunk of the WebP `data`; None where there is none."""
-    at, end = 12, data.size
-    while at + 8 <= end:
-        size = int.from_bytes(data[at + 4 : at + 8].tobytes(), "little")
-        if data[at : at + 4].tobytes() == kind:
-            return data[at + 8 : at + 8 + size].tobytes()
+def _webp_chunk(raw: bytes, kind: bytes) -> bytes | None:
+    """The payload of the first `kind` chunk of the WebP `raw`; None where there is none."""
+    at = 12
+    while at + 8 <= len(raw):
+        size = int.from_bytes(raw[at + 4 : at + 8], "little")
+        if raw[at : at + 4] == kind:
+            return raw[at + 8 : at + 8 + size]
         at += 8 + size + (size & 1)
     return None
 

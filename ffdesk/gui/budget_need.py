@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ffdesk.gui.memory import AppMemory
     from ffdesk.gui.models import SessionModel
     from ffdesk.pipeline.job import Provider, RenderJob
+    from ffdesk.pipeline.plan import SwapKind
     from ffdesk.pipeline.stages.models import ModelChoice
     from ffdesk.runtime.env import RuntimeEnv
     from ffdesk.runtime.residency import ResidencyManager
@@ -286,17 +287,17 @@ class NeedCounter:
         the embedded models alone. None when nothing is counted before it starts (the embedded
         models off the CPU, where the budget is the GPU's, with no other model), or when a
         model cannot be found or fails its checks (the render then says so, not the budget)."""
+        from ffdesk.pipeline.plan import swap_kind
         from ffdesk.pipeline.providers import job_device
-        from ffdesk.pipeline.stages.trained import is_trained_swapper
         from ffdesk.runtime.files import resolve_models_dir
 
         with self._lock:
             try:
                 folder = resolve_models_dir(asked.models_dir, self.env)
-                trained = bool(asked.swapper) and is_trained_swapper(asked.swapper, folder)
-                models = self._models(asked, folder, trained)
+                kind = swap_kind(asked.job(), self.env)  # the face stages its render builds
+                models = self._models(asked, folder, kind)
                 on_cpu = job_device(asked.provider, self.env) == "cpu"
-                embedded = self._embedded(asked) if on_cpu and asked.swaps and not asked.swapper else None
+                embedded = self._embedded(asked) if on_cpu and kind == "embedded" else None
             except (UserError, OSError):
                 return None
         if models is None or embedded is None:
@@ -304,7 +305,7 @@ class NeedCounter:
         return replace(models, beside_embedded=embedded.model_bytes)
 
     # -- models loaded through a residency manager ---------------------------------------------
-    def _models(self, asked: ModelsAsked, folder: Path, trained: bool) -> ModelNeed | None:
+    def _models(self, asked: ModelsAsked, folder: Path, kind: SwapKind) -> ModelNeed | None:
         """The largest model a render of `asked` registers with a residency manager: a model
         pack's where it swaps (registered as the render registers them before its plan,
         `ModelRender`), a trained swapper (`TrainedSwap`), the other processors'
@@ -315,7 +316,8 @@ class NeedCounter:
         from ffdesk.runtime.footprints import FootprintStore
         from ffdesk.runtime.residency import OnnxLoader, ResidencyManager
 
-        chosen = self._choices(asked, folder, pack=bool(asked.swapper) and asked.swaps and not trained)
+        trained = kind == "trained"
+        chosen = self._choices(asked, folder, pack=kind == "pack")
         if not (chosen.pack or chosen.processors or trained):
             return None
         device = job_device(asked.provider, self.env)

@@ -6,7 +6,7 @@ import contextlib
 import importlib
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo
@@ -153,17 +153,12 @@ def processor_model_choices(job: RenderJob, *, env: RuntimeEnv) -> list[ModelCho
     from ffdesk.pipeline.stages.deep_swapper import resolve_deep_swapper
     from ffdesk.pipeline.stages.expression_restorer import resolve_live_portrait
     from ffdesk.pipeline.stages.models import job_model
-    from ffdesk.pipeline.stages.trained import is_trained_swapper
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import resolve_models_dir
     from ffdesk.swap import live_portrait as lp
 
     folder = resolve_models_dir(job.models_dir, env)
-    pack = (
-        bool(job.swapper)
-        and bool(job.sources or job.face_map)
-        and not is_trained_swapper(job.swapper, folder)
-    )
+    pack = swap_kind(job, env) == "pack"
     sets = {"expression_restorer": lp.PARTS, "face_editor": lp.EDITOR_PARTS}
     out: list[ModelChoice] = []
     for field in _running(job, ()):
@@ -472,19 +467,36 @@ def _masks_unread(job: RenderJob, left_out: Collection[str]) -> list[str]:
     ]
 
 
+SwapKind = Literal["trained", "pack", "embedded", "none"]
+
+
+def swap_kind(job: RenderJob, env: RuntimeEnv) -> SwapKind:
+    """Which face stages a render of `job` builds (`build_stages`): a model made by `ffdesk
+    train` as the swapper (no source needed), none without a source photo or face map (a
+    re-encode), a model pack with a swapper model, else the embedded swap."""
+    if job.swapper:
+        from ffdesk.pipeline.stages.trained import is_trained_swapper
+        from ffdesk.runtime.files import resolve_models_dir
+
+        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
+            return "trained"
+    if not job.sources and not job.face_map:
+        return "none"
+    return "pack" if job.swapper else "embedded"
+
+
 def _face_stages(
     job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
 ) -> list[Stage]:
     """`build_stages` without the frame enhancer."""
-    if job.swapper:
-        from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
-        from ffdesk.runtime.files import resolve_models_dir
+    kind = swap_kind(job, env)
+    if kind == "trained":
+        from ffdesk.pipeline.stages.trained import trained_stages
 
-        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):
-            return list(trained_stages(job, info, env=env, share=share))
-    if not job.sources and not job.face_map:
+        return list(trained_stages(job, info, env=env, share=share))
+    if kind == "none":
         return []
-    if job.swapper:
+    if kind == "pack":
         from ffdesk.pipeline.stages.models import model_stages
 
         return list(model_stages(job, info, env=env, share=share))

@@ -8,7 +8,8 @@ passes.
 
 `read_metadata` reads what a photo says about its pixels (colour profile, DPI, EXIF, bit depth,
 pages) from its header, for an output to carry (`ffdesk.media.encode.write_image`) and for
-`image_warnings` to say what a render will not keep.
+`image_warnings` to say what a render will not keep; `read_still` reads it with the picture, from
+the same open file.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import math
 import struct
 import warnings
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import BinaryIO, Literal
@@ -45,13 +46,16 @@ def is_image_path(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class StillImage:
-    """A still image as a render reads it: its picture, and the alpha channel it has."""
+    """A still image as a render reads it: its picture, the alpha channel it has, and what its
+    header says about them (for the output to carry)."""
 
     picture: Frame
     """Upright RGB uint8 (EXIF orientation applied), as `read_image` gives it."""
     alpha: npt.NDArray[np.uint8] | None = None
     """Its alpha channel (height x width, 0-255, oriented and scaled to 8 bits as the picture
     is); None for a file that has none (a JPEG, an RGB PNG)."""
+    metadata: ImageMetadata = field(default_factory=lambda: ImageMetadata())
+    """`read_metadata`'s answer for the file, read from the bytes the picture was decoded from."""
 
 
 def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
@@ -61,13 +65,18 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
     `ffdesk.media.probe.DEFAULT_MAX_PIXELS`) is a `PixelLimitError`, with nothing decoded. Any
     failure of OpenCV's on the file is a one-line `MediaError`. The file is opened once: its
     header (format, declared size) and then its bytes come from the same open file."""
-    return read_still(path, max_pixels=max_pixels).picture
+    return _read_still(Path(path), max_pixels, with_metadata=False).picture
 
 
 def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
     """`read_image`, with the alpha channel of a PNG, WebP or TIFF that has one, from the same
-    open and the same decode: the picture is the one `read_image` gave before alpha was read."""
-    path = Path(path)
+    open and the same decode (the picture is the one `read_image` gives), and the file's
+    metadata (`read_metadata`'s), read from the same bytes: what an image render draws on and
+    writes, from one open of the file."""
+    return _read_still(Path(path), max_pixels, with_metadata=True)
+
+
+def _read_still(path: Path, max_pixels: int | None, *, with_metadata: bool) -> StillImage:
     _errors.check_readable_file(path)
     try:
         with open(path, "rb") as f:
@@ -81,15 +90,31 @@ def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
         raise MediaError(f"{path}: cannot read ({_errors.describe(exc)})") from exc
     except MemoryError as exc:
         raise MediaError(f"{path}: not enough memory to read this {path.stat().st_size}-byte file") from exc
-    data = np.frombuffer(raw, np.uint8)  # a view: the file's bytes are held once
     kind = _alpha_kind(head, raw)
+    metadata = _metadata_from(io.BytesIO(raw)) if with_metadata else ImageMetadata()  # shares `raw`
+    # The turns ffdesk gives the picture itself. OpenCV's colour decode turns a PNG or WebP by
+    # its EXIF and its unchanged decode does not; a TIFF is decoded as if its orientation were 1
+    # (`_tiff_unturned`), and turned here after either decode.
+    pixels: bytes | bytearray
+    if _size_reader(head) is _tiff_size:
+        try:
+            pixels, turn = _tiff_unturned(raw)
+        except MemoryError as exc:
+            raise MediaError(f"{path}: not enough memory to read this {len(raw)}-byte file") from exc
+        alpha_turn = turn
+    else:
+        pixels, turn = raw, 1
+        alpha_turn = 1 if kind is None else _exif_orientation(kind, raw)
+    del raw  # where a TIFF's bytes were copied, only the copy is held through the decode
+    data = np.frombuffer(pixels, np.uint8)  # a view: the file's bytes are held once
+    size = (width, height)
     if kind is not None:
-        still = _with_alpha(_decoded(path, data, cv2.IMREAD_UNCHANGED, (width, height)), kind, raw)
+        still = _with_alpha(_decoded(path, data, cv2.IMREAD_UNCHANGED, size), kind, alpha_turn, metadata)
         if still is not None:
             return still
     # no alpha declared, or one OpenCV did not give as four channels: the colour decode
-    bgr = _decoded(path, data, cv2.IMREAD_COLOR, (width, height))
-    return StillImage(np.ascontiguousarray(bgr[..., ::-1]))
+    bgr = _upright(np.asarray(_decoded(path, data, cv2.IMREAD_COLOR, size), np.uint8), turn)
+    return StillImage(np.ascontiguousarray(bgr[..., ::-1]), metadata=metadata)
 
 
 def _decoded(path: Path, data: npt.NDArray[np.uint8], flags: int, size: _Size) -> npt.NDArray[np.generic]:
@@ -143,12 +168,14 @@ def _alpha_kind(head: bytes, raw: bytes) -> _AlphaKind | None:
     return None
 
 
-def _with_alpha(decoded: npt.NDArray[np.generic], kind: _AlphaKind, raw: bytes) -> StillImage | None:
+def _with_alpha(
+    decoded: npt.NDArray[np.generic], kind: _AlphaKind, orientation: int, metadata: ImageMetadata
+) -> StillImage | None:
     """The picture and alpha of OpenCV's unchanged decode (BGRA, 8 or 16 bits) of a file of
     `kind`, made as its colour decode makes the picture: 16-bit samples to 8 bits as that
-    decoder does (PNG's drops the low byte, TIFF's rounds), and turned upright by the file's
-    EXIF orientation where OpenCV turns it after decoding (PNG, WebP: libtiff turns a TIFF
-    itself). None for another layout (the caller decodes the colour picture instead)."""
+    decoder does (PNG's drops the low byte, TIFF's rounds), and turned upright by the EXIF
+    `orientation` (1-8), which the unchanged decode leaves unapplied. None for another layout
+    (the caller decodes the colour picture instead)."""
     if decoded.ndim != 3 or decoded.shape[2] != 4 or decoded.dtype not in (np.uint8, np.uint16):
         return None
     if decoded.dtype == np.uint16:
@@ -159,9 +186,8 @@ def _with_alpha(decoded: npt.NDArray[np.generic], kind: _AlphaKind, raw: bytes) 
             bgra = np.asarray(cv2.convertScaleAbs(wide, alpha=1 / 257), np.uint8)
     else:
         bgra = decoded.astype(np.uint8, copy=False)
-    if kind != "tiff":
-        bgra = _upright(bgra, _exif_orientation(kind, raw))
-    return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]))
+    bgra = _upright(bgra, orientation)
+    return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]), metadata)
 
 
 def _upright(image: npt.NDArray[np.uint8], orientation: int) -> npt.NDArray[np.uint8]:
@@ -290,22 +316,30 @@ def read_metadata(path: Path) -> ImageMetadata:
     """The metadata of the PNG, JPEG, TIFF or WebP file `path` (recognised by content), read from
     its header without decoding its pixels; an empty `ImageMetadata` for another format, or one
     whose header cannot be read (the pixels' reader reports a damaged file in its own words)."""
-    path = Path(path)
+    try:
+        with open(Path(path), "rb") as f:  # once: the format is told and the header read from it
+            return _metadata_from(f)
+    except OSError:
+        return ImageMetadata()
+
+
+def _metadata_from(f: BinaryIO) -> ImageMetadata:
+    """`read_metadata` of the image file open as `f` (at its start): the file on disk, or the
+    bytes `read_still` holds of it."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Pillow's words on a damaged EXIF block, which goes unread
         try:
-            with open(path, "rb") as f:  # once: the format is told and the header read from it
-                reader = _size_reader(f.read(_HEAD_BYTES))
-                f.seek(0)
-                if reader is _webp_size:
-                    return _webp_metadata(f)
-                # the format's own reader, which reads the header alone; not `Image.open`, which
-                # refuses pictures over Pillow's size limit (179 MP): ffdesk's is the one in force
-                opener = None if reader is None else _PILLOW_READERS.get(reader)
-                if opener is None:
-                    return ImageMetadata()
-                with opener(f) as picture:
-                    return _metadata_of(picture)
+            reader = _size_reader(f.read(_HEAD_BYTES))
+            f.seek(0)
+            if reader is _webp_size:
+                return _webp_metadata(f)
+            # the format's own reader, which reads the header alone; not `Image.open`, which
+            # refuses pictures over Pillow's size limit (179 MP): ffdesk's is the one in force
+            opener = None if reader is None else _PILLOW_READERS.get(reader)
+            if opener is None:
+                return ImageMetadata()
+            with opener(f) as picture:
+                return _metadata_of(picture)
         except _UNREADABLE:
             return ImageMetadata()
 
@@ -752,31 +786,80 @@ def _jpeg_size(f: BinaryIO, head: bytes) -> _Size | None:
 def _tiff_size(f: BinaryIO, head: bytes) -> _Size | None:
     """ImageWidth (256) and ImageLength (257) of the first image file directory (the picture
     OpenCV reads), classic TIFF or BigTIFF."""
-    order = "<" if head[:2] == b"II" else ">"
-    big = head[2:4] in (b"+\x00", b"\x00+")
-    if big:
+    sizes: dict[int, int | None] = {}
+    for entry in _tiff_entries(f, head):
+        if entry.tag in (256, 257):
+            sizes[entry.tag] = entry.number()
+    width, height = sizes.get(256), sizes.get(257)
+    return None if width is None or height is None else (width, height)
+
+
+@dataclass(frozen=True)
+class _TiffEntry:
+    """One entry of a TIFF's image file directory."""
+
+    tag: int
+    kind: int
+    """Its field type (3: SHORT, 4: LONG, 16: LONG8, ...)."""
+    value: bytes
+    """Its value field (4 bytes, 8 in a BigTIFF): the value itself where it fits."""
+    at: int
+    """Where `value` lies in the file."""
+    order: Literal["<", ">"]
+    """The file's byte order."""
+
+    def number(self) -> int | None:
+        """The entry's first value as an unsigned integer; None for another field type."""
+        fmt = {3: "H", 4: "I", 16: "Q"}.get(self.kind)
+        return None if fmt is None else int(struct.unpack_from(self.order + fmt, self.value)[0])
+
+
+def _tiff_entries(f: BinaryIO, head: bytes) -> Iterator[_TiffEntry]:
+    """The entries of the first image file directory of the TIFF open as `f` (`head`: its first
+    bytes), classic TIFF or BigTIFF; at most `_TIFF_MAX_ENTRIES`."""
+    order: Literal["<", ">"] = "<" if head[:2] == b"II" else ">"
+    if head[2:4] in (b"+\x00", b"\x00+"):  # BigTIFF
         (offset,) = struct.unpack(order + "Q", head[8:16])
         f.seek(offset)
         (count,) = struct.unpack(order + "Q", f.read(8))
-        entry, value_at = 20, 12
+        entry, value_at, start = 20, 12, offset + 8
     else:
         (offset,) = struct.unpack(order + "I", head[4:8])
         f.seek(offset)
         (count,) = struct.unpack(order + "H", f.read(2))
-        entry, value_at = 12, 8
+        entry, value_at, start = 12, 8, offset + 2
     table = f.read(entry * min(count, _TIFF_MAX_ENTRIES))
-    sizes: dict[int, int] = {}
     for at in range(0, len(table) - entry + 1, entry):
-        tag, kind = struct.unpack(order + "HH", table[at : at + 4])
-        if tag not in (256, 257):
+        (tag, kind) = struct.unpack(order + "HH", table[at : at + 4])
+        yield _TiffEntry(tag, kind, table[at + value_at : at + entry], start + at + value_at, order)
+
+
+_TIFF_ORIENTATION = 274
+_TIFF_SHORT = 3
+
+
+def _tiff_unturned(raw: bytes) -> tuple[bytes | bytearray, int]:
+    """The TIFF `raw` as OpenCV is to decode it, and the EXIF orientation (1-8) to turn its
+    picture by after decoding. A file whose first directory's Orientation (274, one SHORT) is
+    2-8 is given as a copy that says 1 there: OpenCV's TIFF decoder turns the picture itself,
+    wrongly for a tiled file (orientations 2, 3, 6 and 7: the picture comes out mirrored or
+    upside down), and reads no flag that stops it (IMREAD_IGNORE_ORIENTATION is not read for a
+    TIFF). Decoded as orientation 1 and turned after, it is the picture the same file stored
+    upright gives. The copy is made before the decode, which needs more memory than it."""
+    try:
+        entries = list(_tiff_entries(io.BytesIO(raw), raw[:_HEAD_BYTES]))  # shares `raw`: no copy
+    except (struct.error, ValueError, OSError):
+        return raw, 1  # a damaged header: OpenCV's decode reports it
+    for entry in entries:
+        if entry.tag != _TIFF_ORIENTATION:
             continue
-        fmt = {3: "H", 4: "I", 16: "Q"}.get(kind)
-        if fmt is None:
-            return None
-        (sizes[tag],) = struct.unpack_from(order + fmt, table, at + value_at)
-    if 256 not in sizes or 257 not in sizes:
-        return None
-    return sizes[256], sizes[257]
+        orientation = entry.number() if entry.kind == _TIFF_SHORT else None
+        if orientation is None or not 2 <= orientation <= 8 or entry.at + 2 > len(raw):
+            return raw, 1
+        unturned = bytearray(raw)
+        unturned[entry.at : entry.at + 2] = struct.pack(entry.order + "H", 1)
+        return unturned, orientation
+    return raw, 1
 
 
 _PILLOW_READERS: Mapping[_SizeReader, Callable[[BinaryIO], ImageFile.ImageFile]] = MappingProxyType({

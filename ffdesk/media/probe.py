@@ -14,7 +14,6 @@ from typing import Literal, cast
 import av
 import av.filter
 import numpy as np
-import numpy.typing as npt
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
@@ -25,7 +24,6 @@ from ffdesk.media.images import (
     image_warnings,
     is_image_path,
     limit_stream,
-    read_image,
     read_still,
     refuse_unsupported_image,
 )
@@ -280,20 +278,21 @@ def _packets_end(container: av.container.InputContainer, at_s: float) -> float |
 
 
 def probe_still(path: Path, *, max_pixels: int | None = None) -> tuple[MediaInfo, StillImage]:
-    """`probe` of a still image (not a sequence) with its picture and alpha channel, decoded
-    once: what an image render describes, then draws and writes. The same errors as `probe`."""
+    """`probe` of a still image (not a sequence) with its picture, alpha channel and metadata,
+    read from one open of the file and decoded once: what an image render describes, then draws
+    and writes. The same errors as `probe`."""
     path = Path(path)
     still = read_still(path, max_pixels=max_pixels)
-    return _image_info(path, still.picture), still
+    return _image_info(path, still), still
 
 
 def _probe_image(path: Path, max_pixels: int | None) -> MediaInfo:
-    return _image_info(path, read_image(path, max_pixels=max_pixels))
+    return probe_still(path, max_pixels=max_pixels)[0]
 
 
-def _image_info(path: Path, img: npt.NDArray[np.uint8]) -> MediaInfo:
-    """What `probe` says of the still image `path` whose picture is `img`."""
-    h, w = img.shape[:2]
+def _image_info(path: Path, still: StillImage) -> MediaInfo:
+    """What `probe` says of the still image `path` read as `still`."""
+    h, w = still.picture.shape[:2]
     video = VideoInfo(
         index=0,
         codec=path.suffix.lower().lstrip("."),
@@ -323,7 +322,7 @@ def _image_info(path: Path, img: npt.NDArray[np.uint8]) -> MediaInfo:
         is_image=True,
         video=video,
         audio=(),
-        warnings=image_warnings(path),
+        warnings=image_warnings(path, still.metadata),
     )
 
 

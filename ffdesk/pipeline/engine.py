@@ -347,7 +347,7 @@ def _render_image(
     if len(out) != 1:
         raise RuntimeError(f"the stages returned {len(out)} frames for one image")
     timings = [_timing(s) for s in stats]
-    write_image_with_matte(job, out[0], still.alpha)  # atomic by itself
+    write_image_with_matte(job, out[0], still.alpha, metadata=still.metadata)  # atomic by itself
     emit(ev.Progress(1, 1, 0.0, 0.0))
     return RenderReport(
         frames_in=1,

@@ -23,7 +23,7 @@ import numpy as np
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import atomic_output
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
-from ffdesk.media.images import read_metadata
+from ffdesk.media.images import ImageMetadata, read_metadata
 from ffdesk.media.matte import (
     ALPHA_IMAGE_SUFFIXES,
     Matte,
@@ -115,20 +115,27 @@ def matte_figures(job: RenderJob) -> MatteFigures | None:
     return None
 
 
-def write_image_with_matte(job: RenderJob, packet: FramePacket, alpha: Matte | None = None) -> None:
+def write_image_with_matte(
+    job: RenderJob, packet: FramePacket, alpha: Matte | None = None, *, metadata: ImageMetadata | None = None
+) -> None:
     """Write an image render's output (at `job.quality` where its type is lossy), with its matte
     as `job` asks: as its alpha channel, or as a grey image beside it (`matte_clip_path`, written
     first, losslessly). Each is written atomically; the output carries the target photo's colour
-    profile, DPI and EXIF where its type holds them.
+    profile, DPI and EXIF where its type holds them, its EXIF saying orientation 1 (the picture
+    was read upright).
 
     `alpha`: the target's own alpha channel (`ffdesk.media.images.StillImage.alpha`; None: it has
     none). An output that can hold one (PNG, WebP, TIFF) keeps it, enlarged with the picture where
     a frame enhancer upscaled it; with `--matte alpha` its alpha is the product of the two (a
     pixel transparent in the target stays so, a face pasted on an opaque one is as opaque as
-    its matte). Another type drops it (`target_alpha_warning` says so before the render)."""
+    its matte). Another type drops it (`target_alpha_warning` says so before the render).
+
+    `metadata`: the target's, as read with its picture (`ffdesk.media.images.StillImage.metadata`),
+    so the target is not opened again; None: read from `job.target` here."""
     image = packet.image
     quality = job.quality  # JPEG's quality, a lossy WebP's (None: JPEG 95, WebP lossless)
-    metadata = read_metadata(job.target)
+    if metadata is None:
+        metadata = read_metadata(job.target)
     size = (image.shape[1], image.shape[0])
     kept = _sized(alpha, size) if alpha is not None and keeps_alpha(job.output) else None
     if job.matte == "none":

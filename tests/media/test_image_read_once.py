@@ -3,9 +3,7 @@ bytes decoded come from one open file, and so do its metadata's format and heade
 
 from __future__ import annotations
 
-import builtins
 from pathlib import Path
-from typing import Any
 
 import cv2
 import numpy as np
@@ -13,20 +11,7 @@ import pytest
 from PIL import Image
 
 from ffdesk.media.images import PixelLimitError, read_image, read_metadata
-
-
-def _count_opens(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[str]:
-    """The modes `path` is opened with by Python's `open` (ffdesk's reads and Pillow's) from now."""
-    opened: list[str] = []
-    real_open = builtins.open
-
-    def counted(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        if str(file) == str(path):
-            opened.append(mode)
-        return real_open(file, mode, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", counted)
-    return opened
+from tests.file_opens import count_opens
 
 
 def _photo(path: Path) -> Path:
@@ -46,7 +31,7 @@ def test_a_still_is_opened_once_to_read_and_once_for_its_metadata(
     decoded = cv2.imdecode(np.fromfile(str(photo), np.uint8), cv2.IMREAD_COLOR)
     assert decoded is not None
     expected = decoded[..., ::-1]
-    opened = _count_opens(monkeypatch, photo)
+    opened = count_opens(monkeypatch, photo)
     image = read_image(photo)
     assert opened == ["rb"]  # it was opened for the HEIF check, again for its size, again to read
     assert np.array_equal(image, expected)

@@ -1,5 +1,6 @@
 """An image render decodes its target once: the picture `probe` decoded to describe it is the one
-the stages draw (a 24-megapixel photo costs a tenth of a second or more a decode here)."""
+the stages draw (a 24-megapixel photo costs a tenth of a second or more a decode here), and the
+file is opened once for its picture, its metadata and the output's copy of that metadata."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ffdesk.pipeline.engine import run_render
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
+from tests.file_opens import count_opens
 
 TARGET = Path(resource_path("sample", "astronaut.jpg"))
 SOURCE = Path(resource_path("sample", "grace_hopper.jpg"))
@@ -32,10 +34,12 @@ def test_an_image_render_decodes_its_target_once(
         return real(data, flags)
 
     monkeypatch.setattr(images.cv2, "imdecode", counting)
+    opened = count_opens(monkeypatch, TARGET)
     out = tmp_path / "out.png"
     report = run_render(RenderJob(sources=(SOURCE,), target=TARGET, output=out), env=run_env)
     assert report.frames_out == 1
     assert decoded.count(target_bytes) == 1, decoded
+    assert opened == ["rb"], opened  # the output's EXIF and profile come from that one read
     monkeypatch.undo()
     # the picture drawn is the target's: where no face was swapped it is the target's own pixels
     drawn, original = read_image(out), read_image(TARGET)

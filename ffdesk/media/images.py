@@ -70,7 +70,8 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
 
 def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
     """`read_image`, with the alpha channel of a PNG, WebP or TIFF that has one, from the same
-    open and the same decode (the picture is the one `read_image` gives), and the file's
+    open and the same decode (the picture is the one `read_image` gives, but with straight
+    colour where a TIFF's is premultiplied: `read_image` gives it over black), and the file's
     metadata (`read_metadata`'s), read from the same bytes: what an image render draws on and
     writes, from one open of the file."""
     return _read_still(Path(path), max_pixels, with_metadata=True)
@@ -138,7 +139,9 @@ def _opencv_reason(exc: cv2.error) -> str:
 
 # -- an alpha channel -------------------------------------------------------------------------------
 
-_AlphaKind = Literal["png", "webp", "tiff"]
+_AlphaKind = Literal["png", "webp", "tiff", "tiff-premultiplied"]
+"""Which format declares the alpha channel, and for a TIFF how its colour is stored: straight
+("unassociated", ExtraSamples 2, the usual) or premultiplied by alpha ("associated", 1)."""
 """The formats whose alpha channel a still image's render keeps."""
 _PNG_ALPHA_TYPES = (4, 6)
 """PNG colour types with an alpha sample (grey and alpha, RGBA); a palette or a grey or RGB
@@ -162,7 +165,9 @@ def _alpha_kind(head: bytes, raw: bytes) -> _AlphaKind | None:
             return "webp" if vp8x or vp8l else None
         if reader is _tiff_size:
             with TiffImagePlugin.TiffImageFile(io.BytesIO(raw)) as picture:  # shares `raw`: no copy
-                return "tiff" if picture.mode[-1:] in ("A", "a") else None
+                if picture.mode[-1:] not in ("A", "a"):
+                    return None
+            return "tiff-premultiplied" if _tiff_extra_samples(raw) == _ASSOCIATED_ALPHA else "tiff"
     except _UNREADABLE:
         return None
     return None
@@ -186,8 +191,24 @@ def _with_alpha(
             bgra = np.asarray(cv2.convertScaleAbs(wide, alpha=1 / 257), np.uint8)
     else:
         bgra = decoded.astype(np.uint8, copy=False)
+    if kind == "tiff-premultiplied" or (kind == "tiff" and decoded.dtype == np.uint8):
+        # libtiff's 8-bit reader premultiplies straight colour by alpha, and a file that says
+        # "associated" stores it so: the colour is divided back, since the output is written
+        # with straight alpha (a premultiplied picture there darkens every soft edge)
+        bgra = _straight(bgra)
     bgra = _upright(bgra, orientation)
     return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]), metadata)
+
+
+def _straight(bgra: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """`bgra` (colour premultiplied by alpha) with its colour straight: divided by alpha, rounded,
+    where alpha is above 0 (a transparent pixel's colour is lost in premultiplying: it stays 0)."""
+    alpha = bgra[..., 3:].astype(np.uint32)
+    colour = bgra[..., :3].astype(np.uint32)
+    straight = (colour * 255 + alpha // 2) // np.maximum(alpha, 1)
+    out = bgra.copy()
+    out[..., :3] = np.minimum(straight, 255).astype(np.uint8)
+    return out
 
 
 def _upright(image: npt.NDArray[np.uint8], orientation: int) -> npt.NDArray[np.uint8]:
@@ -835,7 +856,22 @@ def _tiff_entries(f: BinaryIO, head: bytes) -> Iterator[_TiffEntry]:
 
 
 _TIFF_ORIENTATION = 274
+_TIFF_EXTRA_SAMPLES = 338
 _TIFF_SHORT = 3
+_ASSOCIATED_ALPHA = 1
+"""ExtraSamples' value for an alpha channel the colour is premultiplied by (2: straight)."""
+
+
+def _tiff_extra_samples(raw: bytes) -> int | None:
+    """The first ExtraSamples value (338) of the TIFF `raw`'s first directory; None where it has
+    none or it cannot be read."""
+    try:
+        for entry in _tiff_entries(io.BytesIO(raw), raw[:_HEAD_BYTES]):  # shares `raw`: no copy
+            if entry.tag == _TIFF_EXTRA_SAMPLES and entry.kind == _TIFF_SHORT:
+                return entry.number()
+    except (struct.error, ValueError, OSError):
+        return None
+    return None
 
 
 def _tiff_unturned(raw: bytes) -> tuple[bytes | bytearray, int]:

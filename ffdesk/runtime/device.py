@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 Direction = Literal["up", "down"]
 STAGING_BUFFERS = 4
-"""Pinned staging buffers kept per frame shape: enough for the uploads of one batch in flight."""
+"""Pinned staging buffers kept per shape at first: enough for the uploads of one batch in flight."""
+STAGING_LIMIT = 16
+"""The most pinned staging buffers kept per shape: as many frames as that go up in a row without
+one waiting for an earlier copy (`DevicePixels.room_for`); a 1080p frame's takes 6 MiB."""
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,28 @@ from ordinary host memory makes the host wait for everything queued on the devic
 class _Staging:
     """Pinned host buffers of one shape and type, reused round-robin once their copy has finished."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: str) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: str, count: int = STAGING_BUFFERS) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.buffers: list[torch.Tensor] = []
+        self.events: list[Any] = []
+        self.next = 0
+        self.grow(count)
+
+    def _buffer(self) -> torch.Tensor:
         import torch
 
-        self.buffers = [
-            torch.empty(shape, dtype=getattr(torch, dtype), pin_memory=True) for _ in range(STAGING_BUFFERS)
-        ]
-        self.events: list[Any] = [None] * STAGING_BUFFERS
-        self.next = 0
+        return torch.empty(self.shape, dtype=getattr(torch, self.dtype), pin_memory=True)
+
+    def grow(self, count: int) -> None:
+        """At least `count` buffers: the new ones go where the round-robin takes the next, so
+        they are used first, then the old ones in their order."""
+        missing = count - len(self.buffers)
+        if missing <= 0:
+            return
+        at = self.next
+        self.buffers[at:at] = [self._buffer() for _ in range(missing)]
+        self.events[at:at] = [None] * missing
 
     def take(self) -> tuple[torch.Tensor, int]:
         i = self.next
@@ -135,6 +152,21 @@ class DevicePixels:
         import torch
 
         return int(torch.cuda.memory_reserved(self.device))
+
+    def room_for(self, like: npt.NDArray[Any], count: int) -> None:
+        """Staging for `count` uploads in a row of arrays shaped as `like` (at most
+        `STAGING_LIMIT`), so that none waits for an earlier one's copy to finish (on CUDA, a wait
+        for everything queued on the device before it): the frames of a batch go up one after
+        another. Nothing to do off CUDA."""
+        dtype = _STAGED.get(like.dtype)
+        if not self.is_cuda or dtype is None:
+            return
+        with self._lock:
+            key = (like.shape, dtype)
+            staging = self._staging.get(key)
+            if staging is None:
+                staging = self._staging[key] = _Staging(like.shape, dtype)
+            staging.grow(min(count, STAGING_LIMIT))
 
     def upload(self, array: npt.NDArray[Any], kind: str) -> torch.Tensor:
         """A device copy of `array` (its own memory, writable), counted as one upload."""

@@ -249,19 +249,21 @@ class DeviceOps:
 
     def _matrices(self, affines: npt.NDArray[np.float64]) -> torch.Tensor:
         """2 x 3 matrices on the device (a few numbers per face, counted as "affines"), through a
-        pinned buffer: a copy from ordinary memory would stall the host on the device's queue."""
-        return self.pixels.upload(np.asarray(affines, np.float32).reshape(-1, 2, 3), "affines")
+        pinned buffer: a copy from ordinary memory would stall the host on the device's queue.
+        Sent as rows padded to a power of two, so a render meets few shapes and keeps few
+        staging buffers (pinned host memory is slow to allocate)."""
+        rows = np.asarray(affines, np.float32).reshape(-1, 2, 3)
+        n = len(rows)
+        padded = np.zeros((1 << max(0, n - 1).bit_length(), 2, 3), np.float32)
+        padded[:n] = rows
+        return self.pixels.upload(padded, "affines")[:n]
 
-    def warp(self, frame: torch.Tensor, affines: npt.NDArray[np.float64], size: int) -> torch.Tensor:
-        """The aligned `size` crops of one H x W x 3 uint8 frame for each 2 x 3 matrix (frame ->
-        crop): k x 3 x S x S, bilinear with the frame's edge replicated, rounded.
-
-        Only the part of the frame the crops sample is made float, and every crop comes out of one
-        `grid_sample` call (the crops' grids stacked along the height)."""
-        import torch
-        import torch.nn.functional as F
-
-        k = len(affines)
+    @staticmethod
+    def _warp_plan(
+        frame: torch.Tensor, affines: npt.NDArray[np.float64], size: int
+    ) -> tuple[tuple[int, int, int, int], npt.NDArray[np.float64]]:
+        """The part of `frame` (x0, y0, x1, y1) that the `size` crops of `affines` (frame ->
+        crop) sample, and the crop -> part matrices: numbers worked out on the host."""
         h, w = int(frame.shape[0]), int(frame.shape[1])
         inverse = np.stack([cv2.invertAffineTransform(np.asarray(m, np.float64)) for m in affines]).astype(
             np.float64
@@ -272,9 +274,20 @@ class DeviceOps:
         x1, y1 = (min(lim, int(v) + 3) for v, lim in zip(np.ceil(mapped.max(0)), (w, h), strict=True))
         if x1 - x0 < 2 or y1 - y0 < 2:  # the crops sample nothing but the frame's edge
             x0, y0, x1, y1 = 0, 0, w, h
-        region = frame[y0:y1, x0:x1].permute(2, 0, 1)[None].float()
         inverse[:, :, 2] -= (x0, y0)
-        grid = self._grid(self._matrices(inverse), size, size, (x1 - x0, y1 - y0))
+        return (x0, y0, x1, y1), inverse
+
+    def _warp_part(
+        self, frame: torch.Tensor, part: tuple[int, int, int, int], inverse: torch.Tensor, size: int
+    ) -> torch.Tensor:
+        """The crops of `inverse` (k crop -> part matrices on the device) out of `part` of `frame`."""
+        import torch
+        import torch.nn.functional as F
+
+        x0, y0, x1, y1 = part
+        k = int(inverse.shape[0])
+        region = frame[y0:y1, x0:x1].permute(2, 0, 1)[None].float()
+        grid = self._grid(inverse, size, size, (x1 - x0, y1 - y0))
         out = F.grid_sample(
             region,
             grid.reshape(1, k * size, size, 2),
@@ -284,6 +297,34 @@ class DeviceOps:
         )
         crops = out.reshape(3, k, size, size).transpose(0, 1)
         return torch.round(crops).clamp_(0.0, 255.0)
+
+    def warp(self, frame: torch.Tensor, affines: npt.NDArray[np.float64], size: int) -> torch.Tensor:
+        """The aligned `size` crops of one H x W x 3 uint8 frame for each 2 x 3 matrix (frame ->
+        crop): k x 3 x S x S, bilinear with the frame's edge replicated, rounded.
+
+        Only the part of the frame the crops sample is made float, and every crop comes out of one
+        `grid_sample` call (the crops' grids stacked along the height)."""
+        part, inverse = self._warp_plan(frame, affines, size)
+        return self._warp_part(frame, part, self._matrices(inverse), size)
+
+    def warp_frames(
+        self, frames: Sequence[torch.Tensor], affines: Sequence[npt.NDArray[np.float64]], size: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`warp` of each frame with its matrices, the crops stacked in order, and every frame ->
+        crop matrix on the device (N x 2 x 3, for `paste`). The matrices of the warps and of the
+        pastes go up in one copy: a copy a face would reuse the staging buffers, and each reuse
+        may wait for the device."""
+        import torch
+
+        plans = [self._warp_plan(f, a, size) for f, a in zip(frames, affines, strict=True)]
+        forward = np.concatenate([np.asarray(a, np.float64).reshape(-1, 2, 3) for a in affines])
+        both = self._matrices(np.concatenate([*(inverse for _, inverse in plans), forward]))
+        n = len(forward)
+        crops, start = [], 0
+        for frame, (part, inverse) in zip(frames, plans, strict=True):
+            crops.append(self._warp_part(frame, part, both[start : start + len(inverse)], size))
+            start += len(inverse)
+        return torch.cat(crops), both[n : 2 * n]
 
     def _grid(
         self,
@@ -332,9 +373,11 @@ class DeviceOps:
         mask: torch.Tensor,
         m: npt.NDArray[np.float64],
         rect: tuple[int, int, int, int],
+        matrix: torch.Tensor | None = None,
     ) -> tuple[tuple[int, int, int, int], torch.Tensor] | None:
         """`ffdesk.swap.blend.paste_face` on the device: un-warp `crop` (3 x S x S, made by `m`)
-        into the H x W x 3 uint8 `frame` in place under `mask` (S x S, whose box is `rect`).
+        into the H x W x 3 uint8 `frame` in place under `mask` (S x S, whose box is `rect`);
+        `matrix`: `m` already on the device (2 x 3, from `warp_frames`), else it goes up here.
         Returns the frame box changed and its blend weight there as 0-255 (h x w uint8, rounded
         up as `ffdesk.media.matte.weight_levels` does: nonzero exactly where the weight is above
         zero, so it says which pixels changed and is the render's matte); None when nothing
@@ -348,7 +391,8 @@ class DeviceOps:
             return None
         x1, y1, x2, y2 = box
         s = int(crop.shape[-1])
-        grid = self._grid(self._matrices(np.asarray(m)[None]), y2 - y1, x2 - x1, (s, s), (x1, y1))
+        on_device = self._matrices(np.asarray(m)[None]) if matrix is None else matrix.reshape(1, 2, 3)
+        grid = self._grid(on_device, y2 - y1, x2 - x1, (s, s), (x1, y1))
         warped = F.grid_sample(crop[None], grid, mode="bilinear", padding_mode="border", align_corners=True)
         alpha = F.grid_sample(
             mask[None, None], grid, mode="bilinear", padding_mode="zeros", align_corners=True

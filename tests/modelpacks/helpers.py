@@ -16,6 +16,15 @@ from ffdesk.runtime.resources import resource_path
 from .conftest import FRAMES
 
 PHOTO = str(resource_path("sample", "grace_hopper.jpg"))
+FULL_PACK = ("inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
+"""The full pack's models: swapper, recognizer, enhancer, occluder and face parser."""
+FULL_SETTINGS: dict[str, Any] = {
+    "swapper": "inswapper_128",
+    "recognizer": "arcface_w600k_r50",
+    "enhancer": "gfpgan_1.4",
+    "masks": ("box", "occlusion", "region"),
+}
+"""A render's model settings for the full pack, every mask on."""
 
 
 def render_args(pack: Path, clip: Path, out: Path, *extra: str) -> list[str]:
@@ -60,6 +69,16 @@ def model_names(report: dict[str, Any]) -> set[str]:
 
 def frames(out: Path) -> list[np.ndarray]:
     return [read_image(p) for p in sorted(out.glob("*.png"))]
+
+
+def write_full_pack(folder: Path) -> Path:
+    """`folder` with the full pack's stand-ins (dynamic batch) and mask models whose masks follow
+    the picture (`content_masks`)."""
+    from ffdesk.runtime.standins import write_standins
+
+    write_standins(folder, list(FULL_PACK), dynamic_batch=True)
+    content_masks(folder)
+    return folder
 
 
 def content_masks(folder: Path) -> None:

@@ -32,25 +32,17 @@ from tests.faces import photos
 from tests.media import corpus
 from tests.real_clips import carphone
 
-from .helpers import PHOTO, content_masks
+from .helpers import FULL_PACK, FULL_SETTINGS, PHOTO, write_full_pack
 
-PACK = ("inswapper_128", "arcface_w600k_r50", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
-FULL: dict[str, Any] = {
-    "swapper": "inswapper_128",
-    "recognizer": "arcface_w600k_r50",
-    "enhancer": "gfpgan_1.4",
-    "masks": ("box", "occlusion", "region"),
-}
+PACK = FULL_PACK
+FULL = FULL_SETTINGS
 DEVICE_KINDS_DOWN = {"regions", "mask-boxes", "quality"}
 """What may come back from the device: changed regions and a few numbers."""
 
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("pack")
-    write_standins(folder, list(PACK), dynamic_batch=True)
-    content_masks(folder)
-    return folder
+    return write_full_pack(tmp_path_factory.mktemp("pack"))
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ from ffdesk.runtime.sessions import create_session, cuda_usable
 from ffdesk.runtime.standins import write_standins
 from tests.real_clips import carphone
 
-from .helpers import content_masks
-from .test_device_pixels import DEVICE_KINDS_DOWN, PACK, _frames, _psnr, _render
+from .helpers import write_full_pack
+from .test_device_pixels import DEVICE_KINDS_DOWN, _frames, _psnr, _render
 
 pytestmark = [
     pytest.mark.gpu,
@@ -29,10 +29,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("pack")
-    write_standins(folder, list(PACK), dynamic_batch=True)
-    content_masks(folder)
-    return folder
+    return write_full_pack(tmp_path_factory.mktemp("pack"))
 
 
 def test_onnx_runtime_reads_and_writes_device_tensors_in_place(pack: Path) -> None:

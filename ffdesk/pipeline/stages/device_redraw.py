@@ -30,11 +30,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class DeviceAligned:
     """The chosen faces of a batch aligned on the device: `crops` (N x 3 x S x S, whole numbers
-    0..255), the warp matrix of each, and the position in the batch of the packet it came from."""
+    0..255), the warp matrix of each, and the position in the batch of the packet it came from;
+    `matrices`: the warp matrices on the device too (N x 2 x 3), for the paste."""
 
     crops: torch.Tensor
     affines: tuple[Affine, ...]
     owners: tuple[int, ...]
+    matrices: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.owners)
@@ -56,22 +58,26 @@ class DeviceFrames:
 
     def align(self, batch: Sequence[FramePacket], template: str, size: int) -> DeviceAligned | None:
         """Aligned `size` crops of every face chosen for swapping in `batch`, warped on the
-        device (None when no packet has one)."""
-        import torch
-
-        crops: list[torch.Tensor] = []
+        device (None when no packet has one). The matrices of the whole batch go up in one copy."""
+        frames: list[torch.Tensor] = []
+        per_frame: list[np.ndarray] = []
         affines: list[Affine] = []
         owners: list[int] = []
+        new = [p for p in batch if p.swap.faces and p.device_image is None]
+        if new:
+            self.pixels.room_for(new[0].image, len(new))
         for i, packet in enumerate(batch):
             if not packet.swap.faces:
                 continue
             ms = [estimate_affine(face.kps, template, size) for face in packet.swap.faces]
-            crops.append(self.ops.warp(self.frame(packet), np.stack(ms), size))
+            frames.append(self.frame(packet))
+            per_frame.append(np.stack(ms))
             affines += ms
             owners += [i] * len(ms)
-        if not crops:
+        if not frames:
             return None
-        return DeviceAligned(torch.cat(crops), tuple(affines), tuple(owners))
+        crops, matrices = self.ops.warp_frames(frames, per_frame, size)
+        return DeviceAligned(crops, tuple(affines), tuple(owners), matrices)
 
     def paste(
         self, batch: Sequence[FramePacket], aligned: DeviceAligned, drawn: torch.Tensor, masks: torch.Tensor
@@ -87,7 +93,8 @@ class DeviceFrames:
         pasted: list[tuple[int, tuple[int, int, int, int], torch.Tensor]] = []
         for j, owner in enumerate(aligned.owners):
             frame = self.frame(batch[owner])
-            done = self.ops.paste(frame, drawn[j], masks[j], aligned.affines[j], rects[j])
+            matrix = aligned.matrices[j] if aligned.matrices is not None else None
+            done = self.ops.paste(frame, drawn[j], masks[j], aligned.affines[j], rects[j], matrix)
             if done is not None:
                 pasted.append((owner, done[0], done[1]))
         if not pasted:

@@ -36,6 +36,39 @@ def describe(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+_MP4_BOXES = frozenset({b"ftyp", b"wide", b"free", b"skip", b"mdat", b"moov", b"uuid", b"pdin", b"meta"})
+"""Top-level ISO media boxes a camera's or an encoder's MP4/MOV starts with."""
+
+
+def _cut_before_its_index(path: Path) -> bool:
+    """Whether `path` is an MP4/MOV whose top-level boxes are in order up to media data (mdat)
+    that has no index (moov) before it and runs to or past the file's end: a file whose index
+    was to follow its media, cut off before it (a copy or download stopped short)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            at, seen = 0, set()
+            while at + 8 <= size:
+                f.seek(at)
+                head = f.read(16)
+                length, kind = int.from_bytes(head[:4], "big"), head[4:8]
+                if kind not in _MP4_BOXES or (at == 0 and kind not in (b"ftyp", b"wide", b"mdat", b"free")):
+                    return False
+                if length == 1 and len(head) == 16:
+                    length = int.from_bytes(head[8:16], "big")
+                elif length == 0:  # "to the end of the file"
+                    length = size - at
+                if length < 8:
+                    return False
+                seen.add(kind)
+                if kind == b"mdat" and b"moov" not in seen and at + length >= size:
+                    return True
+                at += length
+    except OSError:
+        return False
+    return False
+
+
 @contextmanager
 def open_input(path: Path, *, fps: float | None = None) -> Iterator[av.container.InputContainer]:
     """Open `path` for reading with PyAV, mapping failures to MediaError.
@@ -57,6 +90,12 @@ def open_input(path: Path, *, fps: float | None = None) -> Iterator[av.container
         else:
             container = av.open(str(path), "r", metadata_errors="ignore")
     except av.error.InvalidDataError as exc:
+        if _cut_before_its_index(path):
+            raise MediaError(
+                f"{path}: an MP4/MOV cut off before its index (the moov box, which this file keeps "
+                "after its media): no frame can be found without it (a copy or download stopped "
+                "short, or a recording never finished)"
+            ) from exc
         raise MediaError(f"{path}: not a readable video (damaged, truncated or not a media file)") from exc
     except (av.error.FFmpegError, OSError) as exc:
         raise MediaError(f"{path}: cannot open ({describe(exc)})") from exc

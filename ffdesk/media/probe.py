@@ -45,7 +45,13 @@ _TAIL_BYTES = 64 * 2**20
 """And bytes: a long-GOP 4K file's keyframe before that second can lie far back."""
 
 _TAIL_SLACK_S = 1.0
-"""How far (at least; 5% of a long clip) the packets may end before the declared duration."""
+"""How long before the declared duration the read of the last packets starts."""
+_END_SLACK_S = 0.25
+_END_SLACK_FRAMES = 3
+"""How far the packets may end before the declared duration in a whole file: the larger of
+these seconds and frames. Whole files of every container ffdesk reads end within a frame of it
+(a Matroska or WebM segment's duration, an AVI's, a TS's from its stamps, an FLV's metadata); a
+copy cut off short of that misses more."""
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,8 @@ def _ends_early(
     declared = container.duration / av.time_base
     start = (container.start_time or 0) / av.time_base
     end = _packets_end(container, start + declared - _TAIL_SLACK_S)
-    if end is None or end - start >= declared - max(_TAIL_SLACK_S, 0.05 * declared):
+    slack = max(_END_SLACK_S, _END_SLACK_FRAMES / video.fps if video.fps > 0 else 0.0)
+    if end is None or end - start >= declared - slack:
         return None, video
     there = max(0.0, end - start)
     if not video.frame_count_exact:

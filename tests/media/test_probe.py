@@ -124,9 +124,17 @@ def test_text_file_named_mp4(tmp_path: Path) -> None:
 
 def test_truncated_mp4(tmp_path: Path, plain: SynthResult) -> None:
     data = plain.path.read_bytes()
+    assert data.find(b"mdat") < data.find(b"moov")  # the index after the media, as cameras write it
     p = tmp_path / "half.mp4"
     p.write_bytes(data[: len(data) // 2])
-    _one_line_error(p)
+    # nothing can be read without the index: the line says so, not "damaged or not a media file"
+    assert "an MP4/MOV cut off before its index (the moov box" in _one_line_error(p)
+
+
+def test_a_file_that_is_not_media_is_not_called_a_cut_off_mp4(tmp_path: Path) -> None:
+    p = tmp_path / "notes.mp4"
+    p.write_bytes(b"\x00\x00\x00\x14ftypisom" + bytes(12) + b"hello, this is text and not video " * 8)
+    assert "cut off before its index" not in _one_line_error(p)
 
 
 def test_truncated_faststart_mp4(tmp_path: Path, make_clip: Callable[..., SynthResult]) -> None:
@@ -244,3 +252,27 @@ def test_unreadable_image(tmp_path: Path) -> None:
     p = tmp_path / "broken.png"
     p.write_bytes(b"\x89PNG garbage")
     _one_line_error(p)
+
+
+@pytest.mark.parametrize(
+    ("frames", "cut"),
+    [(100, 0.8), (750, 0.97)],  # under a second gone from 4 s; about a second from 30 s
+    ids=["4s-cut-at-80pc", "30s-cut-at-97pc"],
+)
+def test_a_matroska_cut_short_by_under_a_second_is_still_called_truncated(
+    tmp_path: Path, make_clip: Callable[..., SynthResult], frames: int, cut: float
+) -> None:
+    # a whole file's packets end within a frame of its header's duration: a second (or a few
+    # per cent of a long clip) missing is a copy cut off, not slack to be allowed
+    clip = make_clip(
+        f"tail{frames}.mkv", width=64, height=48, fps=25.0, frames=frames, gop=25, audio_streams=1
+    )
+    whole = probe(clip.path)
+    assert whole.warnings == ()
+    data = clip.path.read_bytes()
+    p = tmp_path / "copy.mkv"
+    p.write_bytes(data[: int(len(data) * cut)])
+    (warning,) = probe(p).warnings
+    assert "copy.mkv: truncated file" in warning and f"of the {whole.duration_s:.1f} s" in warning
+    said = re.search(r"end at ([0-9.]+) s", warning)
+    assert said is not None and whole.duration_s - float(said.group(1)) >= 0.3

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the main job: swap the bundled sample face onto the bundled sample clip
+# Set up (if needed) and run the main job: make a sample clip and swap the bundled sample face onto it
 # with the embedded models, and print where the output is.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -143,3 +143,14 @@ def test_a_reader_that_stops_early_is_not_an_error(clips: dict[str, Path]) -> No
     err = proc.stderr.read()
     assert proc.wait(timeout=60) in (0, 141)
     assert "internal error" not in err and "Traceback" not in err, err
+
+
+def test_a_photo_is_described_as_rendering_to_a_photo(capsys: pytest.CaptureFixture[str]) -> None:
+    from ffdesk.runtime.resources import resource_path
+
+    photo = str(resource_path("sample", "astronaut.jpg"))
+    assert cli.main(["probe", photo]) == 0
+    out = capsys.readouterr().out
+    assert "render to .jpg:" in out and "h264" not in out  # a photo's own type, not a video encoder
+    assert cli.main(["probe", photo, "--output", "swapped.png"]) == 0
+    assert "render to .png:" in capsys.readouterr().out

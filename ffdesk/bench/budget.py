@@ -39,6 +39,7 @@ from ffdesk.bench.memory import (
     render_clip,
     render_in_process,
 )
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
@@ -90,9 +91,14 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "budget", help="renders under memory budgets, watched from outside (NVML on a GPU, RSS on the CPU)"
     )
-    p.add_argument("--frames", type=int, default=8, help="frames rendered per run (default 8)")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--steps", type=int, default=4, help="budgets tried, smallest to all resident (default 4)")
+    p.add_argument("--frames", type=whole_at_least(1), default=8, help="frames rendered per run (default 8)")
+    p.add_argument("--batch", type=whole_at_least(1), default=4)
+    p.add_argument(
+        "--steps",
+        type=whole_at_least(1),
+        default=4,
+        help="budgets tried, smallest to all resident (default 4)",
+    )
     p.add_argument("--no-masks", dest="masks", action="store_false", help="leave out the two mask models")
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: stand-ins)")
     p.add_argument("--provider", choices=("auto", "cpu", "cuda"), default="auto")

@@ -28,6 +28,7 @@ from ffdesk.bench.common import (
     median_ms,
     priority_line,
 )
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.helper_priority import unavailable_reason
 
@@ -57,7 +58,12 @@ def register(sub: Any) -> None:
     p.add_argument("--seconds", type=float, default=6.0, help="clip length (default 6)")
     p.add_argument("--height", type=int, default=720, choices=(360, 720, 1080))
     p.add_argument("--no-baseline", action="store_true", help="skip the plain re-encode run")
-    p.add_argument("--repeat", type=int, default=1, help="renders of each, alternating; medians (default 1)")
+    p.add_argument(
+        "--repeat",
+        type=whole_at_least(1),
+        default=1,
+        help="renders of each, alternating; medians (default 1)",
+    )
     add_json_option(p)
     p.set_defaults(func=run)
 

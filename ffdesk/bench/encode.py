@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish, which
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.media.scaler_input import scaler_frame
 
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("encode", help="SegmentEncoder frames/s vs the ffmpeg CLI")
-    p.add_argument("--frames", type=int, default=60, help="frames to encode (default 60)")
+    p.add_argument("--frames", type=whole_at_least(1), default=60, help="frames to encode (default 60)")
     p.add_argument("--height", type=int, default=1080, choices=(360, 720, 1080, 2160))
     p.add_argument("--encoder", default="h264", choices=("h264", "h265", "prores"))
     p.add_argument("--mode", default="final", choices=("final", "preview"))

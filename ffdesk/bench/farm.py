@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.runtime.env import RuntimeEnv
@@ -33,12 +34,14 @@ def register(sub: Any) -> None:
         "farm", help="frames/s locally and on a local Ray farm of N workers (waiting stand-in models)"
     )
     p.add_argument("--workers", default="1,2,4", metavar="N,N", help="farm sizes to measure (default 1,2,4)")
-    p.add_argument("--frames", type=int, default=480, help="frames of the clip (default 480)")
+    p.add_argument("--frames", type=whole_at_least(1), default=480, help="frames of the clip (default 480)")
     p.add_argument(
         "--wait-ms", type=float, default=40.0, help="stand-in inference per frame, ms (default 40)"
     )
-    p.add_argument("--segment-frames", type=int, default=24, help="frames per segment (default 24)")
-    p.add_argument("--height", type=int, default=180, help="clip height (default 180, 16:9)")
+    p.add_argument(
+        "--segment-frames", type=whole_at_least(1), default=24, help="frames per segment (default 24)"
+    )
+    p.add_argument("--height", type=whole_at_least(1), default=180, help="clip height (default 180, 16:9)")
     add_json_option(p)
     p.set_defaults(func=run)
 

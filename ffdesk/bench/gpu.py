@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ffdesk.bench.common import add_json_option, finish, median_ms, write_so_far
 from ffdesk.bench.memory import PACK, face_clip, realistic_pack, render_in_process
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
@@ -308,8 +309,12 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "gpu", help="renders on an NVIDIA GPU: frames/s, GPU busy, memory, power, energy (NVML)"
     )
-    p.add_argument("--frames", type=int, default=150, help="frames rendered per render (default 150)")
-    p.add_argument("--batch", type=int, default=16, help="frames per inference batch (default 16)")
+    p.add_argument(
+        "--frames", type=whole_at_least(1), default=150, help="frames rendered per render (default 150)"
+    )
+    p.add_argument(
+        "--batch", type=whole_at_least(1), default=16, help="frames per inference batch (default 16)"
+    )
     p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="fp16")
     p.add_argument(
         "--renders",
@@ -322,10 +327,16 @@ def register(sub: Any) -> None:
         "--provider", choices=PROVIDERS, default="cuda", help="passed to the render (default cuda)"
     )
     p.add_argument(
-        "--height", type=int, default=None, help="every clip at this height instead (a quick check)"
+        "--height",
+        type=whole_at_least(1),
+        default=None,
+        help="every clip at this height instead (a quick check)",
     )
     p.add_argument(
-        "--model-runs", type=int, default=20, help="timed calls per model alone (median; default 20)"
+        "--model-runs",
+        type=whole_at_least(1),
+        default=20,
+        help="timed calls per model alone (median; default 20)",
     )
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: realistic stand-ins)")
     p.add_argument("--allow-cpu", action="store_true", help=argparse.SUPPRESS)

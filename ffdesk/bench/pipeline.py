@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, cache_dir, core_scaling, finish, median_ms, priority_line
 from ffdesk.bench.memory import face_clip, source_photo
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.helper_priority import unavailable_reason
 from ffdesk.runtime.env import RuntimeEnv
@@ -56,12 +57,16 @@ MODELS = ("inswapper_128", "arcface_w600k_r50")
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("pipeline", help="ffdesk vs the one-at-a-time loop, 720p")
-    p.add_argument("--frames", type=int, default=100, help="frames rendered by each (default 100)")
+    p.add_argument(
+        "--frames", type=whole_at_least(1), default=100, help="frames rendered by each (default 100)"
+    )
     p.add_argument("--cost-ms", type=float, default=4.0, help="stand-in swapper cost per face (default 4)")
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--batch", type=whole_at_least(1), default=8)
     p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
     p.add_argument("--realistic", action="store_true", help="real-size stand-ins instead (for a GPU)")
-    p.add_argument("--repeat", type=int, default=1, help="renders of each side, alternating (default 1)")
+    p.add_argument(
+        "--repeat", type=whole_at_least(1), default=1, help="renders of each side, alternating (default 1)"
+    )
     p.add_argument(
         "--preset",
         choices=VIDEO_PRESETS,

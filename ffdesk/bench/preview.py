@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
@@ -34,7 +35,7 @@ keyframe before the wanted frame, so the GOP length bounds the read cost."""
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("preview", help="scrub latency and window responsiveness")
     p.add_argument("--height", type=int, default=1080, choices=(360, 720, 1080))
-    p.add_argument("--scrubs", type=int, default=20, help="scrubs to time (default 20)")
+    p.add_argument("--scrubs", type=whole_at_least(1), default=20, help="scrubs to time (default 20)")
     p.add_argument("--mode", choices=("preview", "final"), default="preview")
     p.add_argument("--gui", action="store_true", help="also measure event-loop stalls during a render")
     p.add_argument("--render-seconds", type=float, default=4.0, help="clip length for --gui (default 4)")

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ffdesk.bench.common import add_json_option, finish
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.faces.dlib_recognizer import DlibRecognizer
@@ -54,7 +55,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--clips", type=Path, required=True, metavar="DIR", help="folder of video clips")
     p.add_argument("--source", type=Path, required=True, metavar="FACE", help="source face photo")
-    p.add_argument("--max-frames", type=int, default=None, help="frames per clip at most (default: all)")
+    p.add_argument(
+        "--max-frames", type=whole_at_least(1), default=None, help="frames per clip at most (default: all)"
+    )
     add_json_option(p)
     p.set_defaults(func=run)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish
+from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 
 CHILD = "ffdesk.bench.startup_child"
@@ -32,8 +33,10 @@ def register(sub: Any) -> None:
         "startup", help="desktop app start-up and scrub picture times"
     )
     p.add_argument("--clip", type=Path, default=None, help="clip to open (default: a synthesized 720p one)")
-    p.add_argument("--runs", type=int, default=3, help="fresh processes to start (default 3)")
-    p.add_argument("--scrubs", type=int, default=12, help="scrubs timed in each run (default 12)")
+    p.add_argument("--runs", type=whole_at_least(1), default=3, help="fresh processes to start (default 3)")
+    p.add_argument(
+        "--scrubs", type=whole_at_least(1), default=12, help="scrubs timed in each run (default 12)"
+    )
     add_json_option(p)
     p.set_defaults(func=run)
 

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     models_dir = None if args.models_dir is None else Path(args.models_dir).expanduser()
     if models_dir is not None and not models_dir.exists():
         raise UserError(f"--models-dir {models_dir}: no such folder")
+    thumbnails = thumbnail_folder(args.thumbnails) if args.thumbnails is not None else None
     info = probe(clip, fps=args.fps, max_pixels=max_pixels_of(args))
     start, end = clip_range_seconds(args.start, args.end, info)
     duration = info.duration_s
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if found.frames_looked == 0:
         raise UserError(f"{clip.name}: no frames in the requested range")
-    thumbs = write_thumbnails(found.people, args.thumbnails) if args.thumbnails is not None else {}
+    thumbs = write_thumbnails(found.people, thumbnails) if thumbnails is not None else {}
     rows: list[dict[str, Any]] = [
         {
             "index": person.index,
@@ -152,20 +153,30 @@ def _say_if_a_pack_render_differs(args: argparse.Namespace, name: str) -> None:
         )
 
 
-def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
-    """Each person's thumbnail as `folder/person-INDEX.png`; index -> path. The thumbnails of an
-    earlier listing with more people (`person-N.png` past this one's) go, so the folder shows
-    this clip's people only."""
-    import cv2
-
+def thumbnail_folder(folder: Path) -> Path:
+    """`--thumbnails` made ready before the clip is looked at (a folder it cannot write to is one
+    line at once, not after the analysis): made where missing, and written to once."""
+    from ffdesk.media.atomic import check_writable_folder
     from ffdesk.userpath import not_a_file
 
     folder = Path(folder).expanduser()
     not_a_file(folder, "--thumbnails")
     try:
         folder.mkdir(parents=True, exist_ok=True)
+        check_writable_folder(folder)
     except OSError as exc:
         raise UserError(f"--thumbnails {folder}: {exc.strerror or exc}") from None
+    except MediaError as exc:
+        raise UserError(f"--thumbnails {exc}") from None
+    return folder
+
+
+def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
+    """Each person's thumbnail as `folder/person-INDEX.png` (`folder` from `thumbnail_folder`);
+    index -> path. The thumbnails of an earlier listing with more people (`person-N.png` past
+    this one's) go, so the folder shows this clip's people only."""
+    import cv2
+
     out = {}
     for person in people:
         path = folder / f"person-{person.index}.png"

@@ -50,9 +50,16 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ffdesk.commands.runtime_env import runtime_env
     from ffdesk.media.encode import container_suffix
+    from ffdesk.media.images import IMAGE_SUFFIXES
     from ffdesk.media.inspect import inspect_clip
 
-    suffix = args.output.suffix.lower() if args.output is not None else container_suffix(args.encoder)
+    own = args.clip.suffix.lower()
+    if args.output is not None:
+        suffix = args.output.suffix.lower()
+    elif own in IMAGE_SUFFIXES:
+        suffix = own  # a photo renders to a photo, of its own type unless told otherwise
+    else:
+        suffix = container_suffix(args.encoder)
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
     limit = max_pixels_of(args)
@@ -199,7 +206,8 @@ def print_report(report: ClipReport, out: TextIO) -> None:
     width = max(len(label) for label, _ in [*rows, *plan_rows])
     for label, text in rows:
         out.write(f"{label:<{width}}  {text}\n")
-    out.write(f"\nrender to {target} with {report.encoder}:\n")
+    encoder = "" if report.is_image else f" with {report.encoder}"  # a photo's type is its encoder
+    out.write(f"\nrender to {target}{encoder}:\n")
     for label, text in plan_rows:
         out.write(f"{label:<{width}}  {text}\n")
     if report.warnings:

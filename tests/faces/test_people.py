@@ -139,6 +139,22 @@ def test_faces_command_refuses_bad_input_in_one_line(
     assert rc == 2 and f"{tmp_path} is a folder with no numbered frames" in err
 
 
+def test_a_thumbnail_folder_that_cannot_be_written_is_said_before_the_clip_is_looked_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.faces import people
+
+    looked: list[Path] = []
+    monkeypatch.setattr(people, "find_people", lambda clip, *a, **k: looked.append(clip))
+    clip = cut_clip(tmp_path / "cut.mp4", shot=2)
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file where the folder's parent would be")
+    rc, out, err = _cli(["faces", str(clip), "--thumbnails", str(blocker / "th")], capsys)
+    assert rc == 2 and not out and err.strip().count("\n") == 0 and f"--thumbnails {blocker / 'th'}" in err
+    assert looked == []  # the analysis (many seconds on a long clip) never started
+    assert blocker.read_text() == "a file where the folder's parent would be"
+
+
 def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:
     from ffdesk.errors import UserError
     from ffdesk.pipeline.people import face_map_of

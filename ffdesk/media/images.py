@@ -70,10 +70,10 @@ def read_image(path: Path, *, max_pixels: int | None = None) -> Frame:
 
 def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
     """`read_image`, with the alpha channel of a PNG, WebP or TIFF that has one, from the same
-    open and the same decode (the picture is the one `read_image` gives, but with straight
-    colour where a TIFF's is premultiplied: `read_image` gives it over black), and the file's
-    metadata (`read_metadata`'s), read from the same bytes: what an image render draws on and
-    writes, from one open of the file."""
+    open and the same decode (the picture is the one `read_image` gives: where a TIFF's colour
+    is premultiplied by its alpha, made straight), and the file's metadata (`read_metadata`'s),
+    read from the same bytes: what an image render draws on and writes, from one open of the
+    file."""
     return _read_still(Path(path), max_pixels, with_metadata=True)
 
 
@@ -141,8 +141,8 @@ def _opencv_reason(exc: cv2.error) -> str:
 
 _AlphaKind = Literal["png", "webp", "tiff", "tiff-premultiplied"]
 """Which format declares the alpha channel, and for a TIFF how its colour is stored: straight
-("unassociated", ExtraSamples 2, the usual) or premultiplied by alpha ("associated", 1)."""
-"""The formats whose alpha channel a still image's render keeps."""
+("unassociated", ExtraSamples 2, the usual) or premultiplied by alpha ("associated", 1): the
+formats whose alpha channel a still image's render keeps."""
 _PNG_ALPHA_TYPES = (4, 6)
 """PNG colour types with an alpha sample (grey and alpha, RGBA); a palette or a grey or RGB
 picture has transparency where a tRNS chunk gives it."""
@@ -183,6 +183,11 @@ def _with_alpha(
     (the caller decodes the colour picture instead)."""
     if decoded.ndim != 3 or decoded.shape[2] != 4 or decoded.dtype not in (np.uint8, np.uint16):
         return None
+    if kind == "tiff-premultiplied" or (kind == "tiff" and decoded.dtype == np.uint8):
+        # libtiff's 8-bit reader premultiplies straight colour by alpha, and a file that says
+        # "associated" stores it so: the colour is divided back (at the decode's depth), since
+        # the output is written with straight alpha (premultiplied there, soft edges darken)
+        decoded = _straight(decoded)
     if decoded.dtype == np.uint16:
         wide = decoded.astype(np.uint16, copy=False)
         if kind == "png":
@@ -191,23 +196,20 @@ def _with_alpha(
             bgra = np.asarray(cv2.convertScaleAbs(wide, alpha=1 / 257), np.uint8)
     else:
         bgra = decoded.astype(np.uint8, copy=False)
-    if kind == "tiff-premultiplied" or (kind == "tiff" and decoded.dtype == np.uint8):
-        # libtiff's 8-bit reader premultiplies straight colour by alpha, and a file that says
-        # "associated" stores it so: the colour is divided back, since the output is written
-        # with straight alpha (a premultiplied picture there darkens every soft edge)
-        bgra = _straight(bgra)
     bgra = _upright(bgra, orientation)
     return StillImage(np.ascontiguousarray(bgra[..., 2::-1]), np.ascontiguousarray(bgra[..., 3]), metadata)
 
 
-def _straight(bgra: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """`bgra` (colour premultiplied by alpha) with its colour straight: divided by alpha, rounded,
-    where alpha is above 0 (a transparent pixel's colour is lost in premultiplying: it stays 0)."""
-    alpha = bgra[..., 3:].astype(np.uint32)
-    colour = bgra[..., :3].astype(np.uint32)
-    straight = (colour * 255 + alpha // 2) // np.maximum(alpha, 1)
+def _straight(bgra: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    """`bgra` (8 or 16 bits, colour premultiplied by alpha) with its colour straight: divided by
+    alpha, rounded, where alpha is above 0 (a transparent pixel's colour is lost in
+    premultiplying: it stays 0)."""
+    top = 65535 if bgra.dtype == np.uint16 else 255
+    alpha = bgra[..., 3:].astype(np.uint64)
+    colour = bgra[..., :3].astype(np.uint64)
+    straight = (colour * top + alpha // 2) // np.maximum(alpha, 1)
     out = bgra.copy()
-    out[..., :3] = np.minimum(straight, 255).astype(np.uint8)
+    out[..., :3] = np.minimum(straight, top).astype(bgra.dtype)
     return out
 
 
@@ -858,6 +860,7 @@ def _tiff_entries(f: BinaryIO, head: bytes) -> Iterator[_TiffEntry]:
 _TIFF_ORIENTATION = 274
 _TIFF_EXTRA_SAMPLES = 338
 _TIFF_SHORT = 3
+_TIFF_LONG = 4
 _ASSOCIATED_ALPHA = 1
 """ExtraSamples' value for an alpha channel the colour is premultiplied by (2: straight)."""
 
@@ -889,11 +892,14 @@ def _tiff_unturned(raw: bytes) -> tuple[bytes | bytearray, int]:
     for entry in entries:
         if entry.tag != _TIFF_ORIENTATION:
             continue
-        orientation = entry.number() if entry.kind == _TIFF_SHORT else None
-        if orientation is None or not 2 <= orientation <= 8 or entry.at + 2 > len(raw):
+        # a SHORT, as the standard says; some writers store a LONG
+        one = {_TIFF_SHORT: "H", _TIFF_LONG: "I"}.get(entry.kind)
+        orientation = entry.number() if one is not None else None
+        width = struct.calcsize(one or "H")
+        if orientation is None or not 2 <= orientation <= 8 or entry.at + width > len(raw):
             return raw, 1
         unturned = bytearray(raw)
-        unturned[entry.at : entry.at + 2] = struct.pack(entry.order + "H", 1)
+        unturned[entry.at : entry.at + width] = struct.pack(entry.order + (one or "H"), 1)
         return unturned, orientation
     return raw, 1
 

@@ -20,8 +20,8 @@ from ffdesk.runtime.resources import resource_path
 
 tifffile = pytest.importorskip("tifffile")  # writes the 16-bit and tiled files Pillow cannot
 
-ORIENTATIONS = (3, 6, 8)
-"""Upside down, and turned either way: what a scanner or a camera on its side writes."""
+ORIENTATIONS = (2, 3, 4, 5, 6, 7, 8)
+"""Every mirror and turn EXIF names: what a scanner, a camera on its side or a selfie mirror writes."""
 SHAPE = (80, 112)
 """The upright picture's height and width: not square (a turn changes it), and not whole tiles
 of `TILE` (libtiff reads the partial tiles at the right and bottom edges too)."""
@@ -41,7 +41,15 @@ def _upright_picture(channels: int, dtype: type[np.unsignedinteger]) -> npt.NDAr
 
 def _stored(upright: npt.NDArray[np.generic], orientation: int) -> npt.NDArray[np.generic]:
     """The pixels a file with `orientation` stores to be shown as `upright` (the inverse turn)."""
-    turned = {3: upright[::-1, ::-1], 6: np.rot90(upright, 1), 8: np.rot90(upright, -1)}[orientation]
+    turned = {
+        2: upright[:, ::-1],  # each mirror and the half turn undo themselves
+        3: upright[::-1, ::-1],
+        4: upright[::-1],
+        5: upright.swapaxes(0, 1),
+        6: np.rot90(upright, 1),
+        7: upright.swapaxes(0, 1)[::-1, ::-1],
+        8: np.rot90(upright, -1),
+    }[orientation]
     return np.ascontiguousarray(turned)
 
 
@@ -52,14 +60,18 @@ def _first_directory_orientation(path: Path) -> int:
         return 1 if tag is None else int(tag.value)
 
 
-def _tifffile_tiff(path: Path, pixels: npt.NDArray[np.generic], orientation: int, *, tiled: bool) -> Path:
+def _tifffile_tiff(
+    path: Path, pixels: npt.NDArray[np.generic], orientation: int, *, tiled: bool, tag_type: str = "H"
+) -> Path:
+    """`pixels` written by tifffile with `orientation` (a SHORT, as the standard says; `tag_type`
+    "I": a LONG, as some writers store it), in tiles or strips."""
     options = {"tile": TILE} if tiled else {}
     tifffile.imwrite(
         path,
         pixels,
         photometric="rgb",
         extrasamples=[2] if pixels.shape[2] == 4 else None,  # unassociated alpha, as Pillow writes it
-        extratags=[(ORIENTATION_TAG, "H", 1, orientation, True)],
+        extratags=[(ORIENTATION_TAG, tag_type, 1, orientation, True)],
         **options,
     )
     assert _first_directory_orientation(path) == orientation
@@ -115,6 +127,16 @@ def test_a_turned_tiff_reads_as_the_upright_one_in_every_layout(
     upright = _tifffile_tiff(tmp_path / "upright.tif", truth, 1, tiled=tiled)
     _assert_same(read_still(turned), read_still(upright), truth)
     np.testing.assert_array_equal(read_image(turned), read_still(turned).picture)
+
+
+@pytest.mark.parametrize("orientation", [2, 3, 6, 7])
+def test_an_orientation_stored_as_a_long_is_read_too(tmp_path: Path, orientation: int) -> None:
+    truth = _upright_picture(4, np.uint8)
+    turned = _tifffile_tiff(
+        tmp_path / "turned.tif", _stored(truth, orientation), orientation, tiled=True, tag_type="I"
+    )
+    upright = _tifffile_tiff(tmp_path / "upright.tif", truth, 1, tiled=True)
+    _assert_same(read_still(turned), read_still(upright), truth)
 
 
 def test_a_render_of_a_turned_rgba_tiff_writes_it_upright(tmp_path: Path, run_env: RuntimeEnv) -> None:

@@ -46,12 +46,17 @@ _TAIL_BYTES = 64 * 2**20
 
 _TAIL_SLACK_S = 1.0
 """How long before the declared duration the read of the last packets starts."""
-_END_SLACK_S = 0.25
+_END_SLACK_S = 0.5
 _END_SLACK_FRAMES = 3
-"""How far the packets may end before the declared duration in a whole file: the larger of
-these seconds and frames. Whole files of every container ffdesk reads end within a frame of it
-(a Matroska or WebM segment's duration, an AVI's, a TS's from its stamps, an FLV's metadata); a
-copy cut off short of that misses more."""
+"""How far the packets of video and audio may end before the declared duration in a whole file:
+the larger of these seconds and frames. Whole files end within a frame of it (a Matroska or WebM
+segment's duration, an AVI's, a TS's from its stamps, an FLV's metadata), or a few tenths of a
+second past it where a browser's recording set the duration by its clock; a copy cut off short
+of that misses more."""
+_SIDE_STREAM_SLACK = 0.05
+"""In a file with subtitles, data or attachments, the larger of `_TAIL_SLACK_S` and this share of
+the duration: a subtitle's last cue can end well after the picture, and its packet lies before
+the keyframe the tail is read from."""
 
 
 @dataclass(frozen=True)
@@ -250,13 +255,20 @@ def _ends_early(
     declared = container.duration / av.time_base
     start = (container.start_time or 0) / av.time_base
     end = _packets_end(container, start + declared - _TAIL_SLACK_S)
-    slack = max(_END_SLACK_S, _END_SLACK_FRAMES / video.fps if video.fps > 0 else 0.0)
-    if end is None or end - start >= declared - slack:
+    if end is None:
         return None, video
-    there = max(0.0, end - start)
+    # a Matroska segment's duration counts from 0 (a remux that kept a live stream's stamps
+    # starts later); the other formats' is the span from the first stamp
+    there = max(0.0, end if container.format.name.startswith("matroska") else end - start)
+    slack = max(_END_SLACK_S, _END_SLACK_FRAMES / video.fps if video.fps > 0 else 0.0)
+    if any(s.type not in ("video", "audio") for s in container.streams):
+        slack = max(slack, _TAIL_SLACK_S, _SIDE_STREAM_SLACK * declared)
+    if there >= declared - slack:
+        return None, video
     if not video.frame_count_exact:
-        count = max(1, int(math.floor(there * video.fps + 0.5)))
-        video = replace(video, frame_count=count, duration_s=min(video.duration_s, there))
+        span = max(0.0, end - start)  # the frames' own time, from the first stamp
+        count = max(1, int(math.floor(span * video.fps + 0.5)))
+        video = replace(video, frame_count=count, duration_s=min(video.duration_s, span))
     missing = 100.0 * (declared - there) / declared
     return (
         f"{path.name}: truncated file (its packets end at {there:.1f} s of the {declared:.1f} s "

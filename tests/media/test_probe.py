@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -12,6 +14,9 @@ import pytest
 from ffdesk.errors import MediaError
 from ffdesk.media.probe import MediaInfo, probe
 from ffdesk.media.synth import SynthResult
+
+FFMPEG = shutil.which("ffmpeg") or "ffmpeg"
+HAVE_FFMPEG = shutil.which("ffmpeg") is not None
 
 
 def test_probe_plain_clip(plain: SynthResult) -> None:
@@ -276,3 +281,34 @@ def test_a_matroska_cut_short_by_under_a_second_is_still_called_truncated(
     _, warning = _cut_matroska(tmp_path, make_clip, frames, cut)
     said = re.search(r"end at ([0-9.]+) s", warning)
     assert said is not None and frames / 25.0 - float(said.group(1)) >= 0.3
+
+
+def _remuxed(src: Path, dst: Path, *options: str, subtitle_until_s: float | None = None) -> Path:
+    """`src` copied into a Matroska file by FFmpeg's command line with `options` (as a remux that
+    keeps a live stream's stamps does it), and with an SRT cue from 1 s to `subtitle_until_s`."""
+    args = [FFMPEG, "-v", "error", "-y", "-i", str(src)]
+    if subtitle_until_s is not None:
+        srt = dst.with_suffix(".srt")
+        until = f"00:00:{int(subtitle_until_s):02d},{round(subtitle_until_s % 1 * 1000):03d}"
+        srt.write_text(f"1\n00:00:01,000 --> {until}\nhello\n")
+        args += ["-i", str(srt), "-map", "0", "-map", "1"]
+    subprocess.run([*args, "-c", "copy", *options, str(dst)], check=True, capture_output=True)
+    return dst
+
+
+@pytest.mark.skipif(not HAVE_FFMPEG, reason="the ffmpeg command line is not installed")
+def test_whole_matroska_files_with_late_stamps_or_a_long_subtitle_are_not_called_truncated(
+    tmp_path: Path, make_clip: Callable[..., SynthResult]
+) -> None:
+    clip = make_clip("remux_src.mkv", width=64, height=48, fps=25.0, frames=100, gop=25, audio_streams=1)
+    late = _remuxed(clip.path, tmp_path / "late.mkv", "-output_ts_offset", "0.8")
+    assert probe(late).warnings == ()  # the segment's duration counts from 0, not from 0.8 s
+    captioned = _remuxed(clip.path, tmp_path / "captioned.mkv", subtitle_until_s=4.6)
+    assert probe(captioned).warnings == ()  # the cue outlasts the picture by 0.6 s
+    # cut, each is still called truncated
+    for whole in (late, captioned):
+        data = whole.read_bytes()
+        cut = tmp_path / f"cut-{whole.name}"
+        cut.write_bytes(data[: len(data) // 2])
+        (warning,) = probe(cut).warnings
+        assert "truncated file" in warning

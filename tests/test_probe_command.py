@@ -154,3 +154,15 @@ def test_a_photo_is_described_as_rendering_to_a_photo(capsys: pytest.CaptureFixt
     assert "render to .jpg:" in out and "h264" not in out  # a photo's own type, not a video encoder
     assert cli.main(["probe", photo, "--output", "swapped.png"]) == 0
     assert "render to .png:" in capsys.readouterr().out
+
+
+def test_an_image_sequence_is_described_as_rendering_to_a_video(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    from PIL import Image
+
+    for i in range(1, 4):
+        Image.fromarray(np.full((48, 64, 3), 40 * i, np.uint8)).save(tmp_path / f"frame_{i:06d}.png")
+    assert cli.main(["probe", str(tmp_path / "frame_%06d.png")]) == 0
+    assert "render to .mp4 with h264:" in capsys.readouterr().out  # not to one .png

@@ -36,6 +36,9 @@ def test_a_usage_error_is_one_line_naming_ffdesk_once(
         ["bench", "farm", "--segment-frames", "0"],
         ["bench", "startup", "--runs", "0"],
         ["bench", "quality", "--clips", ".", "--source", "x.jpg", "--max-frames", "0"],
+        ["bench", "training", "--batch", "0"],
+        ["bench", "training", "--batches", "0"],
+        ["bench", "io", "--seconds", "-1"],
     ],
 )
 def test_a_bench_count_below_one_is_refused_as_the_line_is_read(
@@ -44,4 +47,4 @@ def test_a_bench_count_below_one_is_refused_as_the_line_is_read(
     # before any work: a negative count once ran both renders, then failed naming --end
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert f"argument {argv[-2]}: must be at least 1" in line, line
+    assert f"argument {argv[-2]}: must be at least" in line, line

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, timed_command, which
-from ffdesk.commands.argtypes import whole_at_least
+from ffdesk.commands.argtypes import number_from, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.runtime.env import RuntimeEnv
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("io", help="identity render vs the ffmpeg command line")
-    p.add_argument("--seconds", type=float, default=10.0, help="clip length (default 10)")
+    p.add_argument(
+        "--seconds", type=number_from(0.1, high=600.0), default=10.0, help="clip length (default 10)"
+    )
     p.add_argument("--height", type=int, default=1080, choices=(360, 720, 1080))
     p.add_argument("--repeat", type=whole_at_least(1), default=1, help="runs of each; the best is kept")
     p.add_argument(

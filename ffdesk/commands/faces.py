@@ -154,29 +154,37 @@ def _say_if_a_pack_render_differs(args: argparse.Namespace, name: str) -> None:
 
 
 def thumbnail_folder(folder: Path) -> Path:
-    """`--thumbnails` made ready before the clip is looked at (a folder it cannot write to is one
-    line at once, not after the analysis): made where missing, and written to once."""
+    """`--thumbnails` checked before the clip is looked at (a folder it cannot write to is one line
+    at once, not after the analysis), without making anything yet: the folder itself where it is
+    there, else the nearest folder above it, must take a new file."""
     from ffdesk.media.atomic import check_writable_folder
     from ffdesk.userpath import not_a_file
 
     folder = Path(folder).expanduser()
     not_a_file(folder, "--thumbnails")
+    there = folder
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        raise UserError(f"--thumbnails {folder}: {there} is a file, not a folder")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        check_writable_folder(folder)
-    except OSError as exc:
-        raise UserError(f"--thumbnails {folder}: {exc.strerror or exc}") from None
+        check_writable_folder(there)
     except MediaError as exc:
-        raise UserError(f"--thumbnails {exc}") from None
+        raise UserError(f"--thumbnails {folder}: {exc}") from None
     return folder
 
 
 def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
     """Each person's thumbnail as `folder/person-INDEX.png` (`folder` from `thumbnail_folder`);
-    index -> path. The thumbnails of an earlier listing with more people (`person-N.png` past
-    this one's) go, so the folder shows this clip's people only."""
+    index -> path; the folder is made where it is missing. The thumbnails of an earlier listing
+    with more people (`person-N.png` past this one's) go, so the folder shows this clip's people
+    only."""
     import cv2
 
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--thumbnails {folder}: {exc.strerror or exc}") from None
     out = {}
     for person in people:
         path = folder / f"person-{person.index}.png"

@@ -52,11 +52,12 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.media.encode import container_suffix
     from ffdesk.media.images import IMAGE_SUFFIXES
     from ffdesk.media.inspect import inspect_clip
+    from ffdesk.media.sequence import is_sequence_path
 
     own = args.clip.suffix.lower()
     if args.output is not None:
         suffix = args.output.suffix.lower()
-    elif own in IMAGE_SUFFIXES:
+    elif own in IMAGE_SUFFIXES and not is_sequence_path(args.clip):
         suffix = own  # a photo renders to a photo, of its own type unless told otherwise
     else:
         suffix = container_suffix(args.encoder)

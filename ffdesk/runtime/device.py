@@ -29,6 +29,10 @@ STAGING_BUFFERS = 4
 STAGING_LIMIT = 16
 """The most pinned staging buffers kept per shape: as many frames as that go up in a row without
 one waiting for an earlier copy (`DevicePixels.room_for`); a 1080p frame's takes 6 MiB."""
+STAGING_BYTES = 256 << 20
+"""And the most pinned memory `room_for` grows a shape's buffers to (never fewer than
+`STAGING_BUFFERS`): 10 frames at 4K, 4 at 8K, where a frame's copy outlasts the next upload's
+preparation anyway. Pinned memory is the host's, locked: a budget does not see it."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,8 @@ class DevicePixels:
             staging = self._staging.get(key)
             if staging is None:
                 staging = self._staging[key] = _Staging(like.shape, dtype)
-            staging.grow(min(count, STAGING_LIMIT))
+            fits = max(STAGING_BUFFERS, STAGING_BYTES // max(1, like.nbytes))
+            staging.grow(min(count, STAGING_LIMIT, fits))
 
     def upload(self, array: npt.NDArray[Any], kind: str) -> torch.Tensor:
         """A device copy of `array` (its own memory, writable), counted as one upload."""

@@ -153,6 +153,9 @@ def test_a_thumbnail_folder_that_cannot_be_written_is_said_before_the_clip_is_lo
     assert rc == 2 and not out and err.strip().count("\n") == 0 and f"--thumbnails {blocker / 'th'}" in err
     assert looked == []  # the analysis (many seconds on a long clip) never started
     assert blocker.read_text() == "a file where the folder's parent would be"
+    # a clip that cannot be read leaves no folder behind: it is made when there is a face to put in it
+    rc, _, err = _cli(["faces", str(blocker), "--thumbnails", str(tmp_path / "new" / "deep")], capsys)
+    assert rc == 2 and not (tmp_path / "new").exists(), err
 
 
 def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from ffdesk.pipeline.report import RenderReport
 from ffdesk.pipeline.stage import FramePacket
 from ffdesk.pipeline.stages import models as model_stages
 from ffdesk.runtime import device as device_mod
-from ffdesk.runtime.device import STAGING_LIMIT, DevicePixels
+from ffdesk.runtime.device import STAGING_BUFFERS, STAGING_BYTES, STAGING_LIMIT, DevicePixels
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.resources import resource_path
 from ffdesk.swap.device_ops import DeviceOps
@@ -373,6 +373,11 @@ def test_the_frames_of_a_batch_go_up_without_waiting_for_the_card(monkeypatch: p
     assert log == ["waited"] * len(frames)  # each on the copy of the batch before
     pixels.room_for(frames[0], 10 * STAGING_LIMIT)
     assert len(pixels._staging[((144, 176, 3), "uint8")].buffers) == STAGING_LIMIT
+    # 8K frames: the pinned memory stops the buffers first, at the first few
+    eight_k = np.zeros((4320, 7680, 3), np.uint8)
+    pixels.room_for(eight_k, 16)
+    kept = len(pixels._staging[(eight_k.shape, "uint8")].buffers)
+    assert kept == max(STAGING_BUFFERS, STAGING_BYTES // eight_k.nbytes) == STAGING_BUFFERS
 
 
 def test_a_batch_warped_in_one_go_gives_each_frames_own_crops_and_pastes() -> None:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from ffdesk.pipeline.report import BudgetFigures, StageFigures
+    from ffdesk.runtime.device import DevicePixels
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,9 @@ class FramePacket:
     """`image` on the models' device (H x W x 3 uint8), uploaded by the first stage that keeps
     its pixels there and shared by the later ones (`ffdesk.pipeline.stages.device_redraw`);
     every pixel they change there is also written back into `image`, region by region."""
+    device_pixels: DevicePixels | None = None
+    """What uploaded `device_image` (and counts its copies): a stage on the host that changes
+    `image` between device stages sends the regions it changed up through it."""
 
 
 @runtime_checkable

@@ -173,15 +173,17 @@ class DevicePixels:
             fits = max(STAGING_BUFFERS, STAGING_BYTES // max(1, like.nbytes))
             staging.grow(min(count, STAGING_LIMIT, fits))
 
-    def upload(self, array: npt.NDArray[Any], kind: str) -> torch.Tensor:
-        """A device copy of `array` (its own memory, writable), counted as one upload."""
+    def upload(self, array: npt.NDArray[Any], kind: str, *, staged: bool = True) -> torch.Tensor:
+        """A device copy of `array` (its own memory, writable), counted as one upload. `staged`
+        False: copied from ordinary memory, for an array whose shape does not come again (pinned
+        buffers kept for each shape would cost more than the copy's wait)."""
         import torch
 
         host = np.ascontiguousarray(array)
         self.transfers.record("up", kind, host.nbytes)
         if not self.is_cuda:
             return torch.from_numpy(host.copy())
-        dtype = _STAGED.get(host.dtype)
+        dtype = _STAGED.get(host.dtype) if staged else None
         if dtype is None:
             return torch.from_numpy(host.copy()).to(self.device, non_blocking=False)
         with self._lock:

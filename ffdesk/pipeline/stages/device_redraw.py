@@ -54,6 +54,7 @@ class DeviceFrames:
         """The packet's frame on the device, uploaded the first time a stage asks."""
         if packet.device_image is None:
             packet.device_image = self.pixels.upload(packet.image, "frame")
+            packet.device_pixels = self.pixels
         return packet.device_image
 
     def align(self, batch: Sequence[FramePacket], template: str, size: int) -> DeviceAligned | None:
@@ -120,3 +121,4 @@ class DeviceFrames:
         """Let the batch's device frames go (the render's last device stage is done with them)."""
         for packet in batch:
             packet.device_image = None
+            packet.device_pixels = None

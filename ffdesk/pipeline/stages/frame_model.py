@@ -56,6 +56,7 @@ def new_picture(packet: FramePacket, image: Frame) -> None:
     packet.decoded = None
     packet.raw = None
     packet.device_image = None
+    packet.device_pixels = None
 
 
 def frame_model(

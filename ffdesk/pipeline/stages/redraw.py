@@ -76,7 +76,7 @@ def paste_aligned(
         region = paste_face(packet.image, drawn[j], aligned.affines[j], masks[j])
         if region is not None:
             mark_changed(packet, region)
-            _to_device(packet, region)
+            mirror_to_device(packet, region)
 
 
 def redraw_faces(batch: Sequence[FramePacket], template: str, size: int, draw: Draw) -> AlignedFaces | None:
@@ -90,12 +90,12 @@ def redraw_faces(batch: Sequence[FramePacket], template: str, size: int, draw: D
     return aligned
 
 
-def _to_device(packet: FramePacket, r: ChangedRegion) -> None:
-    """Copy region `r` of the packet's host frame into its device frame, where it has one."""
-    image = packet.device_image
-    if image is None:
+def mirror_to_device(packet: FramePacket, r: ChangedRegion) -> None:
+    """Copy region `r` of the packet's host frame into its device frame, where it has one: up
+    through the render's `DevicePixels`, counted as "host-regions" (a face's box: a shape that
+    does not come again, so not through a pinned buffer kept for it)."""
+    image, pixels = packet.device_image, packet.device_pixels
+    if image is None or pixels is None:
         return
-    import torch
-
-    part = np.ascontiguousarray(packet.image[r.y1 : r.y2, r.x1 : r.x2])
-    image[r.y1 : r.y2, r.x1 : r.x2] = torch.from_numpy(part).to(image.device)
+    part = packet.image[r.y1 : r.y2, r.x1 : r.x2]
+    image[r.y1 : r.y2, r.x1 : r.x2] = pixels.upload(part, "host-regions", staged=False)

@@ -41,7 +41,6 @@ from ffdesk.bench.memory import (
 )
 from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
-from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.telemetry.nvml import Nvml
 
@@ -159,8 +158,6 @@ def device_used_now(flags: DriverFlags) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.frames < 1 or args.batch < 1 or args.steps < 1:
-        raise UserError("--frames, --batch and --steps must be at least 1")
     env = runtime_env(args)
     say_if_no_gpu(args.provider, env)
     names = PACK if args.masks else PACK[:3]

@@ -370,10 +370,6 @@ def gpu_check(flags: DriverFlags) -> tuple[GpuInfo | None, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     configs = chosen_renders(args.renders)
-    if args.frames < 1 or args.batch < 1 or args.model_runs < 1:
-        raise UserError("--frames, --batch and --model-runs must be at least 1")
-    if args.height is not None and not 64 <= args.height <= 4320:
-        raise UserError(f"--height must be between 64 and 4320, not {args.height}")
     if args.models_dir is not None and not args.models_dir.is_dir():
         raise UserError(f"--models-dir {args.models_dir}: no such folder")
     env = runtime_env(args)

@@ -586,6 +586,8 @@ def _render_on_farm(args: argparse.Namespace) -> int:
     if job.report is not None:
         write_report(job.report, report)
     print(farm_summary(report))
+    if report.matte is not None and report.matte.kind == "clip":
+        print(f"wrote its matte to {report.matte.path}")
     return 0
 
 

@@ -1,9 +1,12 @@
 """The head of a farm render: plan, hand segments to workers, keep what comes back, join.
 
-Everything that can refuse the job (paths, output kind, range, disk room) is checked by
-`plan_segments` before the farm is contacted. The output's lock and manifest are the local
-render's: finished segments are recorded in order as they arrive, so a killed head resumes
-(from the farm or from a local render) after the last segment of the unbroken prefix.
+Everything that can refuse the job (paths, output kind, range, disk room, the matte clip's
+included) is checked by `plan_segments` before the farm is contacted. The output's lock and
+manifest are the local render's: finished segments are recorded in order as they arrive, so a
+killed head resumes (from the farm or from a local render) after the last segment of the
+unbroken prefix. With `--matte clip` each segment's matte comes back with it and is written and
+recorded beside it, as a local render records it; the join writes the matte clip beside the
+output.
 
 Workers keep a job's models loaded from one segment to the next: the next segment goes to an
 idle worker that already holds them when there is one. Without shared storage
@@ -36,11 +39,13 @@ from ffdesk.farm.ship import ShippedRange, cut_range, lead_range, sent_job
 from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.media.atomic import atomic_output, fsync_dir
+from ffdesk.media.matte import matte_file
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.job_json import job_to_json
+from ffdesk.pipeline.matte import matte_figures
 from ffdesk.pipeline.report import FarmSummary, FarmWorkerRow, RenderReport, VideoFigures
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.units import format_bytes
@@ -155,6 +160,7 @@ def run_farm_render(
         models=rendered.models if rendered is not None else None,
         farm=run.summary(),
         shots=rendered.shots if rendered is not None else None,
+        matte=matte_figures(job),
     ).timed(time.perf_counter() - t0, None)  # the frames were rendered in the workers' processes
     emit(ev.Done(report))
     return report
@@ -540,17 +546,13 @@ class _FarmRun:
         self.reruns += 1
 
     def _store(self, result: SegmentFiles) -> bool:
-        """Write a returned segment beside the manifest; record the unbroken prefix in order.
-        False for a segment already kept."""
+        """Write a returned segment (and its matte, for a job with `--matte clip`) beside the
+        manifest; record the unbroken prefix in order. False for a segment already kept."""
         number = result.number
         if number in self.done or number in self.waiting:
             self.duplicates += 1  # rendered twice (a worker thought lost came back): keep one
             return False
-        planned = self.plan.segments[number]
-        name = f"seg{number:05d}{self.plan.suffix}"
-        folder = self.manifest.folder
-        _write_segment(folder, name, result)
-        self.waiting[number] = Segment(number, name, planned.frames, planned.first_pts, planned.last_pts)
+        self.waiting[number] = write_returned(self.manifest.folder, self.plan, result)
         while (nxt := len(self.manifest.segments)) in self.waiting:
             segment = self.waiting.pop(nxt)
             self.manifest.add(segment)
@@ -613,16 +615,37 @@ class _FarmRun:
         )
 
 
-def _write_segment(folder: Path, name: str, result: SegmentFiles) -> None:
-    """The segment's file (or PNG folder) in `folder` under `name`, written whole or not at all."""
+def write_returned(folder: Path, plan: SegmentPlan, result: SegmentFiles) -> Segment:
+    """Write a segment a worker returned into the work folder `folder`, named as a local render
+    names it, and for a job with `--matte clip` its matte beside it (first: a segment whose file
+    is there has its matte too), each whole or not at all. Returns its record for the manifest
+    (`Manifest.add` reads the sizes and CRCs back from disk). `UserError` for a segment of such
+    a job that came back without its matte."""
+    planned = plan.segments[result.number]
+    name = f"seg{result.number:05d}{plan.suffix}"
+    matte: str | None = None
+    if plan.job.matte == "clip":
+        if not result.matte_files:
+            raise UserError(
+                f"segment {result.number} came back from farm worker {result.slot} without its matte"
+            )
+        matte = matte_file(name)
+        _write_segment(folder, matte, result.is_dir, result.matte_files)
+    _write_segment(folder, name, result.is_dir, result.files)
+    return Segment(result.number, name, planned.frames, planned.first_pts, planned.last_pts, matte=matte)
+
+
+def _write_segment(folder: Path, name: str, is_dir: bool, files: tuple[tuple[str, bytes], ...]) -> None:
+    """A segment's file (or PNG folder: `is_dir`), or its matte's, in `folder` under `name`,
+    written whole or not at all."""
     with atomic_output(folder / name) as tmp:
-        if result.is_dir:
+        if is_dir:
             tmp.mkdir()
-            for file_name, data in result.files:
+            for file_name, data in files:
                 _write_file(tmp / file_name, data)
             fsync_dir(tmp)
         else:
-            ((_, data),) = result.files
+            ((_, data),) = files
             _write_file(tmp, data)
 
 

@@ -3,9 +3,10 @@
 Each worker owns a `ResidencyManager` (its own pool under its own budget, on its own device)
 for its whole life; the models of the job it renders join that pool and stay loaded from one
 segment to the next (`ffdesk.farm.resident.JobModels`), so a worker loads a job's model pack
-once however many of its segments it renders. A segment's encoded file comes back as bytes
-through Ray's object store; the head writes it into the job's manifest. Without shared storage
-the head ships the segment's part of the clip the same way (`ffdesk.farm.ship`). While a segment
+once however many of its segments it renders. A segment's encoded file (and, for a job with
+`--matte clip`, its matte beside it) comes back as bytes through Ray's object store; the head
+writes it into the job's manifest. Without shared storage the head ships the segment's part of
+the clip the same way (`ffdesk.farm.ship`). While a segment
 renders the worker posts its progress to the farm's board every few frames, and it serves its
 Prometheus metrics (`ffdesk.farm.metrics`). What it is shipped and its segments' files live in
 a scratch folder of its own that a later worker removes if this one is killed
@@ -33,7 +34,7 @@ from ffdesk.farm.scratch import claim_scratch
 from ffdesk.farm.ship import ShippedRange, received_job, received_segment
 from ffdesk.media.encode import container_suffix
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.engine import PlannedSegment, render_segment
+from ffdesk.pipeline.engine import PlannedSegment, render_segment, segment_matte_path
 from ffdesk.pipeline.job_json import job_from_json
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -66,6 +67,9 @@ class SegmentFiles:
     """Models loaded for this segment (0 when the job's models were already resident)."""
     read_from: str = ""
     """The file the segment was decoded from (the clip, or the shipped cut)."""
+    matte_files: tuple[tuple[str, bytes], ...] = ()
+    """The segment's matte, as `files` holds the segment, for a job with `--matte clip`
+    (`ffdesk.pipeline.engine.segment_matte_path`); empty for a job that writes none."""
 
 
 class _Collect:
@@ -242,9 +246,10 @@ class FarmWorker:
         lead: ShippedRange | None = None,
         job_id: str = "",
     ) -> SegmentFiles:
-        """Render one planned segment of the job and return its file(s). `shipped`: the
-        segment's part of the clip, when the head ships it (with `lead`, the range's first
-        frames); `job_id`: the head's name for the render, which its progress posts carry."""
+        """Render one planned segment of the job and return its file(s), and its matte's for a
+        job with `--matte clip`. `shipped`: the segment's part of the clip, when the head ships
+        it (with `lead`, the range's first frames); `job_id`: the head's name for the render,
+        which its progress posts carry."""
         job = job_from_json(job_json)
         planned = PlannedSegment(**segment)
         models = self._job_models(job_json, stand_in, lead)
@@ -273,6 +278,7 @@ class FarmWorker:
                 )
                 report = models.segment_report(report)
                 files = _read(out)
+                matte = _read(segment_matte_path(out)) if job.matte == "clip" else ()
         finally:
             self.current = None
             done, self.rendering = self.rendering, None
@@ -295,6 +301,7 @@ class FarmWorker:
             report=report.to_json_dict(),
             model_loads=self.model_loads - loads_before,
             read_from=str(run_job.target),
+            matte_files=matte,
         )
 
     def _progress(self, event: ev.Progress) -> None:

@@ -1090,11 +1090,9 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
     _check_output_kind(job, info)
     if info.is_image:
         raise UserError(f"{job.target.name} is an image: render it on this machine (without --farm)")
-    if job.matte == "clip":
-        raise UserError("--matte clip is written on this machine only (without --farm); --matte alpha works")
     video = info.video
     span = _render_range(job, video, job.target.name)
-    expected = _expected_output_bytes(job, info, video, span)
+    expected = _expected_output_bytes(job, info, video, span) + _expected_matte_bytes(job, video, span)
     atomic.check_disk_space(job.output.parent, expected)
     deinterlace = _deinterlaces(job, video, _working_size(job, video))
     per_segment = job.segment_frames or SEGMENT_FRAMES
@@ -1139,6 +1137,22 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
         warnings=(*info.warnings, *_repair_warnings(job.target.name, stats)),
         expected_bytes=expected,
     )
+
+
+_MATTE_BYTES_PER_PIXEL = {"prores": 1 / 64, "png": 1 / 256}
+"""A floor for a matte clip's bytes per pixel per frame, by encoder (H.264/H.265: `_H26X_MATTE`):
+a grey clip that is black but for the faces compresses far better than the picture (a face
+swap's matte measured about 1/37 in ProRes, 1/150 in PNG, 1/1300 in H.264)."""
+_H26X_MATTE = 1 / 2048
+
+
+def _expected_matte_bytes(job: RenderJob, video: VideoInfo, span: _Range) -> int:
+    """A floor for the room a farm render's matte clip needs (its segments and the joined clip)
+    on top of the output's; 0 for a render that writes none (`--matte clip` only)."""
+    if job.matte != "clip":
+        return 0
+    pixels = video.display_width * video.display_height * span.total_frames
+    return int(2 * pixels * _MATTE_BYTES_PER_PIXEL.get(job.encoder, _H26X_MATTE))
 
 
 class _OneSegment(Manifest):
@@ -1188,9 +1202,10 @@ def render_segment(
     png), exactly as a local render writes that segment: the same frames, indices, pts and
     encoder settings. `env`: the runtime environment; `share`: the residency pool the stages'
     models join (and who holds them there). `stages_for`: builds the stages instead of the job's
-    own (stand-ins for benchmarks). Returns the segment's report (its output is `out_path`; the farm adds the
-    segments' reports up with `RenderReport.plus`); `UserError` when the clip does not give the
-    planned frames."""
+    own (stand-ins for benchmarks). A job with `--matte clip` writes the segment's matte beside
+    `out_path` too, as a local render writes it (`segment_matte_path`). Returns the segment's
+    report (its output is `out_path`; the farm adds the segments' reports up with
+    `RenderReport.plus`); `UserError` when the clip does not give the planned frames."""
     emit = on_event or _nothing
     job = job.resolved()
     info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
@@ -1245,6 +1260,12 @@ def render_segment(
     return report.timed(time.perf_counter() - t0, _peak_rss_bytes())
 
 
+def segment_matte_path(out_path: Path) -> Path:
+    """Where `render_segment` writes the matte of the segment it writes at `out_path` (for a job
+    with `--matte clip`): beside it, named as a local render names a segment's matte."""
+    return out_path.with_name(matte_file(out_path.name))
+
+
 def _check_as_planned(job: RenderJob, segment: PlannedSegment, sink: _OneSegment) -> None:
     """A one-line error when the clip did not give the planned segment's frames."""
     written = [(s.frames, s.first_pts, s.last_pts) for s in sink.segments]
@@ -1270,7 +1291,9 @@ class JoinedOutput:
 def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None) -> JoinedOutput:
     """Join the finished segments of `manifest` into the plan's output as `run_render` does
     (video copied, audio trimmed to the range and kept in sync), then remove the work folder.
-    Returns the join's part of the report."""
+    With `--matte clip` the segments' mattes are joined first into the matte clip beside the
+    output, as `run_render` joins them; where the output's join then fails, that clip is removed
+    again (the work folder is kept for a resume). Returns the join's part of the report."""
     emit = emit or _nothing
     job = plan.job
     if manifest.frames_done != plan.frames or len(manifest.segments) != len(plan.segments):
@@ -1278,18 +1301,26 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
             f"{job.output.name}: {manifest.frames_done} of {plan.frames} frames are rendered; "
             "nothing to join yet"
         )
+    matte = (
+        join_matte_clip(job, plan.info, plan.end_s, manifest, plan.origin_s) if job.matte == "clip" else None
+    )
     segment_paths = [manifest.folder / s.file for s in manifest.segments]
-    with atomic.atomic_output(job.output) as tmp:
-        joined = join_segments(
-            segment_paths,
-            out_path=tmp,
-            source=job.target,
-            source_info=plan.info,
-            start_s=plan.start_s,
-            end_s=plan.end_s,
-            encoder=job.encoder,
-            origin_s=plan.origin_s,
-        )
+    try:
+        with atomic.atomic_output(job.output) as tmp:
+            joined = join_segments(
+                segment_paths,
+                out_path=tmp,
+                source=job.target,
+                source_info=plan.info,
+                start_s=plan.start_s,
+                end_s=plan.end_s,
+                encoder=job.encoder,
+                origin_s=plan.origin_s,
+            )
+    except BaseException:
+        if matte is not None:  # the segments are kept for a resume, which joins the matte again
+            _remove_joined(matte)
+        raise
     manifest.discard()
     for note in joined.notes:
         emit(ev.Warning(note))
@@ -1302,3 +1333,13 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
         audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
         timecode=joined.timecode,
     )
+
+
+def _remove_joined(path: Path) -> None:
+    """Remove a joined matte clip (a file, or a folder of PNG frames) whose output could not be
+    joined after it, so a failed join leaves neither beside the output."""
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

@@ -45,6 +45,15 @@ def pack_job(clip: Path, pack: Path, output: Path) -> RenderJob:
     )
 
 
+def pack_render_args(clip: Path, pack: Path, output: Path) -> list[str]:
+    """`pack_job` as `ffdesk render` arguments (add `--farm ADDR` for a farm render)."""
+    return [
+        "render", "--target", str(clip), "--output", str(output), "--encoder", "prores",
+        "--segment-frames", "8", "--swapper", "inswapper_128", "--source", str(PHOTO),
+        "--models-dir", str(pack), "--precision", "fp32",
+    ]  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_pack(tmp_path_factory.mktemp("pack"))

@@ -205,6 +205,25 @@ def ship_render(address: str, work: Path) -> dict[str, Any]:
     return {"report": report.to_json_dict()}
 
 
+def matte_clip(address: str, work: Path) -> dict[str, Any]:
+    """`ffdesk render --farm ADDR --matte clip` of a model-pack job: the matte clip beside the
+    output, said in the report."""
+    from tests.farm.conftest import pack_render_args, write_pack
+
+    args = pack_render_args(work / "clip.mp4", write_pack(work / "pack"), work / "farm.mov")
+    report = work / "farm-report.json"
+    command = [sys.executable, "-m", "ffdesk", *args, "--matte", "clip", "--farm", address, "-q"]
+    done = subprocess.run(
+        [*command, "--report", str(report)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    return {
+        "rc": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr[-3000:],
+        "report": json.loads(report.read_text()) if done.returncode == 0 else None,
+    }
+
+
 def progress_and_metrics(address: str, work: Path) -> dict[str, Any]:
     """Slow stand-in segments: progress between segments, and each worker's metrics scraped
     over loopback while it renders."""
@@ -376,6 +395,7 @@ SCENARIOS = {
     "kill-driver": kill_driver,
     "pack": pack_render,
     "ship": ship_render,
+    "matte": matte_clip,
     "progress": progress_and_metrics,
     "too-small": too_small,
     "token": token_places,

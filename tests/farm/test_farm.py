@@ -4,10 +4,11 @@ only loopback; see scenario.py. Skipped where Ray is not installed or the namesp
 
 Every scenario of the farm's tests runs on one cluster, started once for this module (starting
 one costs about 20 s): plain renders with a killed worker or head, model-pack jobs (each worker
-loads the pack once, the clip shipped, progress and metrics, a budget no worker holds), and what
-studios give it (tokens from every place Ray reads them, a head stopped by SIGTERM, a source photo
-without a face, what a render leaves on the nodes' disks) and `ffdesk queue run --farm`. The
-farm's tests that need no cluster are in test_farm_hostile.py and beside it."""
+loads the pack once, the clip shipped, a matte clip beside the output, progress and metrics, a
+budget no worker holds), and what studios give it (tokens from every place Ray reads them, a head
+stopped by SIGTERM, a source photo without a face, what a render leaves on the nodes' disks) and
+`ffdesk queue run --farm`. The farm's tests that need no cluster are in test_farm_hostile.py and
+beside it (the matte clip's join: test_farm_matte.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import av
 import numpy as np
 import pytest
 
+from ffdesk.cli import build_parser
+from ffdesk.commands.render import job_from_args
 from ffdesk.media.probe import probe
 from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline.engine import join_planned, plan_segments, render_segment, run_render
@@ -27,7 +30,7 @@ from ffdesk.pipeline.report import RenderReport
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.runtime.env import RuntimeEnv
 
-from .conftest import PACK_MODELS, pack_job, write_face_clip
+from .conftest import PACK_MODELS, pack_job, pack_render_args, write_face_clip
 
 pytest.importorskip("ray")
 
@@ -41,13 +44,14 @@ pytestmark = [
 
 SCENARIOS = (
     *("render", "kill-worker", "kill-driver"),  # first: "render" reads the farm's status board
-    *("pack", "ship", "progress", "too-small"),
+    *("pack", "ship", "matte", "progress", "too-small"),
     *("token", "scratch", "sigterm", "faceless"),
     "queue",
 )
 CLIP_FRAMES = {"render": 60, "kill-worker": 96, "kill-driver": 240}
 HOSTILE_FRAMES = {"token": 8, "scratch": 32, "sigterm": 240, "faceless": 16}
 PACK_FRAMES = 48  # six segments of 8
+MATTE_FRAMES = 24  # three segments of 8
 QUEUE_FRAMES = {"one": 24, "two": 16}
 
 
@@ -61,6 +65,7 @@ def farm_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
         synth_clip(work / name / "clip.mp4", width=160, height=90, fps=25, frames=frames, audio_streams=1)
     write_face_clip(work / "pack" / "clip.mp4", frames=PACK_FRAMES)
     (work / "ship" / "clip.mp4").hardlink_to(work / "pack" / "clip.mp4")
+    write_face_clip(work / "matte" / "clip.mp4", frames=MATTE_FRAMES)
     synth_clip(work / "progress" / "clip.mp4", width=96, height=64, fps=25, frames=96, audio_streams=1)
     (work / "too-small" / "clip.mp4").hardlink_to(work / "pack" / "clip.mp4")
     for name, frames in HOSTILE_FRAMES.items():
@@ -243,6 +248,28 @@ def test_a_shipped_clip_renders_the_same_output_on_workers_told_a_path_that_exis
     assert report.farm.segments_rerun == 0
     assert_same_frames(work / "shipped.mov", work.parent / "pack" / "farm.mov", PACK_FRAMES)
     assert _video_packets(work / "shipped.mov") == _video_packets(work.parent / "pack" / "farm.mov")
+
+
+def test_a_farm_render_writes_the_local_renders_matte_clip_beside_its_output(
+    run_env: RuntimeEnv, farm_runs: tuple[Path, dict[str, Any]]
+) -> None:
+    """`--matte clip` on the farm: the matte clip (and the output) the same command writes
+    without --farm, byte for byte (ProRes), said in the report."""
+    work, result = result_of(farm_runs, "matte")
+    assert result["rc"] == 0, result["stderr"]
+    out, matte = work / "farm.mov", work / "farm-matte.mov"
+    report = RenderReport.from_json_dict(result["report"])
+    assert report.matte is not None and report.matte.kind == "clip" and report.matte.path == matte
+    assert report.farm is not None and report.farm.segments == 3
+    assert report.faces is not None and report.faces.faces_swapped > 0  # the matte is not empty
+    local = work / "local.mov"
+    argv = pack_render_args(work / "clip.mp4", work / "pack", local)
+    run_render(job_from_args(build_parser().parse_args([*argv, "--matte", "clip"])), env=run_env)
+    assert matte.read_bytes() == (work / "local-matte.mov").read_bytes()
+    assert_same_frames(out, local, MATTE_FRAMES)
+    with av.open(str(matte)) as c:
+        assert not c.streams.audio and c.streams.video[0].frames == MATTE_FRAMES
+    assert not work_dir_for(out).exists()
 
 
 def _video_packets(path: Path) -> list[bytes]:

@@ -388,8 +388,9 @@ class ControlsView(QWidget):
         self.encoder = _combo(get_args(EncoderName))
         self.matte = _combo(MATTES)
         self.matte.setToolTip(
-            "The swapped faces' matte: alpha writes it as the output's alpha channel (prores, png); "
-            "clip writes a grey clip beside the output (NAME-matte)"
+            "The swapped faces' matte: alpha writes it as the output's alpha channel (prores, png; "
+            "times the clip's own alpha where it has one); clip writes a grey clip beside the output "
+            "(NAME-matte). A clip with an alpha channel keeps it in prores and png either way"
         )
         self.quality = QSpinBox()
         self.quality.setRange(0, 100)

@@ -20,6 +20,7 @@ from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.deinterlace import Deinterlacer
 from ffdesk.media.images import check_pixels, check_sequence_pixels, header_size, limit_stream
+from ffdesk.media.matte import Matte
 from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
 from ffdesk.media.timestamps import LOOKAHEAD, Faults, TimestampRepair, faults, repaired
 from ffdesk.types import Frame
@@ -41,6 +42,9 @@ class DecodedFrame:
     frame: av.VideoFrame | None = None
     """The decoded frame as FFmpeg gave it (stored layout, native pixel format), with `raw=True`
     or `keep_frames=True`."""
+    alpha: Matte | None = None
+    """H x W alpha channel (0 transparent .. 255 opaque), upright as `image`, with
+    `keep_alpha=True` where the frame's pixel format has one (`alpha_array`); else None."""
 
 
 @dataclass
@@ -111,6 +115,17 @@ def rgb_array(frame: av.VideoFrame, threads: int = 0) -> Frame:
     return cast(Frame, frame.reformat(format="rgb24", threads=threads).to_ndarray())
 
 
+def alpha_array(frame: av.VideoFrame, threads: int = 0) -> Matte | None:
+    """The frame's alpha channel as H x W uint8 as stored, or None where its pixel format has none.
+    swscale scales a deeper alpha (ProRes 4444's 12 bits, 16-bit RGBA PNG) to 8 bits, as it
+    scales the colour of `rgb_array`. (A palette's transparency is not counted, as
+    `ffdesk.media.probe.has_alpha` does not count it.)"""
+    if not any(c.is_alpha for c in frame.format.components):
+        return None
+    rgba = frame.reformat(format="rgba", threads=threads).to_ndarray()
+    return np.ascontiguousarray(rgba[..., 3])
+
+
 def rotation_of(frame: av.VideoFrame) -> int:
     """Degrees clockwise (0/90/180/270) that turn this decoded frame upright."""
     ccw = float(frame.rotation or 0)
@@ -126,9 +141,11 @@ class VideoReader:
     """Iterate the frames of a clip as `DecodedFrame`s (upright RGB), optionally a time range.
 
     `raw=True` skips the RGB conversion and hands over FFmpeg's frames (`DecodedFrame.frame`);
-    `keep_frames=True` hands them over as well as the RGB picture. `convert_threads`: swscale
-    threads of the RGB conversion (0: all cores; a render's decode thread uses 1). `decode_threads`:
-    the decoder's threads (0: FFmpeg's choice, about one per core plus one).
+    `keep_frames=True` hands them over as well as the RGB picture; `keep_alpha=True` the frames'
+    alpha channel too, where their pixel format has one (`DecodedFrame.alpha`).
+    `convert_threads`: swscale threads of the RGB conversion (0: all cores; a render's decode
+    thread uses 1). `decode_threads`: the decoder's threads (0: FFmpeg's choice, about one per
+    core plus one).
     `low_latency=True` trades throughput for the time to the first frame (previews, jumps).
     `sequence_fps`: the frame rate of an image-sequence target (None: 24).
     `deinterlace=True` turns interlaced frames progressive (yadif, one frame per frame).
@@ -158,6 +175,7 @@ class VideoReader:
         upright: bool = True,
         raw: bool = False,
         keep_frames: bool = False,
+        keep_alpha: bool = False,
         low_latency: bool = False,
         convert_threads: int = 0,
         decode_threads: int = 0,
@@ -174,6 +192,7 @@ class VideoReader:
         self._upright = upright
         self._raw = raw
         self._keep_frames = keep_frames
+        self._keep_alpha = keep_alpha
         self._convert_threads = convert_threads
         self._cm: AbstractContextManager[av.container.InputContainer] = _errors.open_input(
             self.path, fps=sequence_fps
@@ -615,7 +634,14 @@ class VideoReader:
                     rotation = rotation_of(frame) if self._upright else 0
                 image = rgb_array(frame, self._convert_threads)
                 kept = frame if self._keep_frames else None
-                yield DecodedFrame(pts=pts, time_s=t, image=upright(image, rotation), frame=kept)
+                alpha = alpha_array(frame, self._convert_threads) if self._keep_alpha else None
+                yield DecodedFrame(
+                    pts=pts,
+                    time_s=t,
+                    image=upright(image, rotation),
+                    frame=kept,
+                    alpha=upright(alpha, rotation) if alpha is not None else None,
+                )
         finally:
             frames.close()
 

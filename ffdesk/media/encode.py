@@ -9,8 +9,9 @@ Encoders and defaults (`mode` final / preview):
 | prores  | prores_ks profile 3 (422 HQ), yuv422p10le | .mov | encoder's rate control | same |
 | png     | PNG, one file per frame      | folder         | compression 3      | compression 1        |
 
-Alpha (`EncodeSettings.alpha`): each frame carries a matte (0-255) as its alpha channel: ProRes
-becomes profile 4 (4444) in yuva444p10le, PNG frames RGBA. H.264 and H.265 cannot carry one.
+Alpha (`EncodeSettings.alpha`): each frame carries an alpha channel (0-255: a matte, the target's
+own alpha, or their product): ProRes becomes profile 4 (4444) in yuva444p10le, PNG frames RGBA; a
+decoded frame passed through keeps its own alpha. H.264 and H.265 cannot carry one.
 Grey frames (H x W, a matte clip) are written as the picture's luma (grey PNGs for png).
 
 `preset` (x264's names, ultrafast .. veryslow; None: the mode's) sets the speed/size trade-off of
@@ -87,9 +88,9 @@ from ffdesk.media._colour import (
     top_field_first,
 )
 from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
-from ffdesk.media.decode import rgb_array, rotation_of, stored, upright
+from ffdesk.media.decode import alpha_array, rgb_array, rotation_of, stored, upright
 from ffdesk.media.images import ImageMetadata
-from ffdesk.media.matte import ALPHA_ENCODERS, with_alpha
+from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
 from ffdesk.media.scaler_input import scaler_frame
@@ -452,7 +453,10 @@ class SegmentEncoder:
     def _png_notes(self) -> tuple[str, ...]:
         notes = []
         if self.bit_depth > 8:
-            notes.append(f"PNG frames are 8-bit RGB: the {self.bit_depth}-bit source is rounded to 8 bits")
+            layout = "RGBA" if self.settings.alpha else "RGB"
+            notes.append(
+                f"PNG frames are 8-bit {layout}: the {self.bit_depth}-bit source is rounded to 8 bits"
+            )
         if self.sample_aspect_ratio is not None:
             sar = self.sample_aspect_ratio
             notes.append(f"PNG frames do not carry the sample aspect ratio {sar.numerator}:{sar.denominator}")
@@ -514,16 +518,18 @@ class SegmentEncoder:
 
         For pass-through renders: a frame already in the encoder's pixel format, size, matrix and
         range is encoded without any conversion, so the pixels reach the encoder exactly as decoded
-        (a 10-bit frame to a 10-bit H.265 or a 4:2:0 frame to H.264, for instance).
+        (a 10-bit frame to a 10-bit H.265 or a 4:2:0 frame to H.264, for instance). With
+        `EncodeSettings.alpha` the frame's own alpha channel is its alpha (opaque where it has
+        none): swscale carries it into yuva444p10le.
         """
         if self._closed:
             raise RuntimeError("SegmentEncoder is closed")
         if self.settings.encoder == "png":
-            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+            self.write(upright(rgb_array(frame), rotation_of(frame)), pts, self._own_alpha(frame))
             return
         assert self._container is not None and self._stream is not None
         if (frame.width, frame.height) != (self.coded_width, self.coded_height):
-            self.write(upright(rgb_array(frame), rotation_of(frame)), pts)
+            self.write(upright(rgb_array(frame), rotation_of(frame)), pts, self._own_alpha(frame))
             return
         if self._needs_conversion(frame):
             # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
@@ -533,6 +539,16 @@ class SegmentEncoder:
                 dst_color_range=self._sws_range,
             )
         self._encode(frame, pts)
+
+    def _own_alpha(self, frame: av.VideoFrame) -> Matte | None:
+        """For an output with alpha, a decoded frame's alpha channel, upright (255 where its pixel
+        format has none, so such a frame is opaque, not transparent); None for one without."""
+        if not self.settings.alpha:
+            return None
+        alpha = alpha_array(frame)
+        if alpha is None:
+            return np.full((frame.height, frame.width), 255, np.uint8)
+        return upright(alpha, rotation_of(frame))
 
     def _needs_conversion(self, frame: av.VideoFrame) -> bool:
         """Whether a decoded frame must be converted: another pixel format, or samples in a range

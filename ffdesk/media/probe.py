@@ -172,12 +172,7 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             )
         audio = tuple(_audio_info(s) for s in container.streams.audio)
         duration = container.duration / av.time_base if container.duration else video.duration_s
-        alpha = (
-            f"alpha channel ({video.pix_fmt}): the source's transparency is not kept "
-            "(with --matte alpha the output's alpha is the swapped faces' matte)"
-            if _has_alpha(video.pix_fmt)
-            else None
-        )
+        alpha = alpha_warning(video.pix_fmt)
         others = [
             str(s.index)
             for s in container.streams.video
@@ -200,7 +195,15 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
         )
 
 
-def _has_alpha(pix_fmt: str) -> bool:
+def alpha_warning(pix_fmt: str) -> str | None:
+    """The line a video whose frames carry an alpha channel is probed with: which encoders keep
+    its transparency (a render into one of them prints none); None where it has no alpha."""
+    if not has_alpha(pix_fmt):
+        return None
+    return f"alpha channel ({pix_fmt}): --encoder prores or png keeps the transparency; h264 and h265 drop it"
+
+
+def has_alpha(pix_fmt: str) -> bool:
     """Whether frames in `pix_fmt` carry an alpha channel (ProRes 4444, QuickTime PNG/RGBA...)."""
     try:
         return any(c.is_alpha for c in av.VideoFormat(pix_fmt).components)

@@ -63,12 +63,16 @@ from ffdesk.pipeline.flow import (
 from ffdesk.pipeline.helper_priority import HelperPriority
 from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, span_frames, working_size
 from ffdesk.pipeline.matte import (
+    TargetAlphas,
+    frame_alpha,
     join_matte_clip,
+    keeps_target_alpha,
     matte_clip_path,
     matte_figures,
     matte_segment_encoder,
     packet_matte,
     target_alpha_warning,
+    target_warnings,
     write_image_with_matte,
 )
 from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores, provider_unusable
@@ -151,7 +155,7 @@ def run_render(
         atomic.check_disk_space(job.output.parent, expected)
     alpha_lost = target_alpha_warning(job, still.alpha) if still is not None else None
     for warning in (
-        *info.warnings,
+        *target_warnings(job, info),
         *(_output_warnings(job, info.video) if span is not None else ()),
         *((alpha_lost,) if alpha_lost is not None else ()),
     ):
@@ -566,13 +570,13 @@ def _run_flow(
         mode=job.mode,
         driver=driver,
         preset=job.video_preset,
-        alpha=job.matte == "alpha",
+        alpha=job.matte == "alpha" or flow.keeps_alpha,
     )
     threads = flow.start()
     encoder_name = ""
     try:
         encoder_name = _encode_segments(
-            job, video, manifest, settings, flow.output, size, span, emit, halt, encode_stats
+            job, video, manifest, settings, flow.output, size, span, emit, halt, encode_stats, flow.alphas
         )
     except (Stopped, KeyboardInterrupt, Terminated) as exc:
         halt.stop()
@@ -653,13 +657,18 @@ class _Flow:
         self.halt = halt
         self.size = size
         self.decode_stats = decode_stats
-        # With nothing to do to the pixels, frames go from decoder to encoder untouched (no RGB trip).
-        # (An alpha channel is added to the RGB picture, so a matte as alpha takes neither way.)
+        # With nothing to do to the pixels, frames go from decoder to encoder untouched (no RGB trip;
+        # a target's own alpha goes with them). A matte as alpha is added to the RGB picture, so it
+        # takes neither way; the target's alpha is too when the frames are converted anyway.
         whole = job.encoder != "png" and job.matte != "alpha"
         self.raw = not stages and size is None and whole
+        self.keeps_alpha = keeps_target_alpha(job, video)
+        """The output's alpha is the target's (with a matte as alpha: times the matte)."""
         # Stages that change only regions of the picture: keep each decoded frame so the encoder
         # writes just those regions back into it (ffdesk.media.patch).
-        self.patch = edits_regions_only(stages) and size is None and whole
+        self.patch = edits_regions_only(stages) and size is None and whole and not self.keeps_alpha
+        self.alphas = TargetAlphas() if self.keeps_alpha and not self.raw else None
+        """Each frame's alpha on its way past the stages, for an output that keeps the target's."""
         self.replay_until = manifest.frames_done
         """Frames before this index are in finished segments: played through the stages that carry
         state from frame to frame (`_replayed`), not encoded again."""
@@ -705,6 +714,7 @@ class _Flow:
             from_pts=self.from_pts,
             raw=self.raw,
             keep_frames=self.patch,
+            keep_alpha=self.alphas is not None,
             convert_threads=1,
             decode_threads=decode_threads(),
             sequence_fps=self.job.fps,
@@ -732,6 +742,8 @@ class _Flow:
                     self.gate.leave()
                 break
             image = _resize(frame.image, self.size)
+            if self.alphas is not None and index >= self.replay_until:  # with the picture, before it
+                self.alphas.put(index, None if frame.alpha is None else _resize(frame.alpha, self.size))
             self.decode_stats.add_since(1, clock)
             packet = FramePacket(index=index, pts=frame.pts, image=image)
             if self.raw:
@@ -850,14 +862,16 @@ def _encode_segments(
     emit: ev.EventCallback,
     halt: Halt,
     stats: StageStats,
+    alphas: TargetAlphas | None = None,
 ) -> str:
     """Encode packets into segment files, recording each finished one. Returns the encoder used.
+    `alphas`: the target's alpha of each frame, for an output that keeps it (`_Flow.alphas`).
 
     A segment ends after each frame whose index + 1 is a multiple of the segment length, so the
     segments lie on one grid however often the render was resumed. When the user cancels, the
     segment being written is closed at the frame reached and recorded (`_close_on_cancel`), so a
     resume continues from there; after an error, or when the process dies, it is dropped."""
-    writer = _SegmentWriter(job, video, manifest, settings, size, emit)
+    writer = _SegmentWriter(job, video, manifest, settings, size, emit, alphas)
     progress = _ProgressClock(span.total_frames, manifest.frames_done, emit)
     per_segment = job.segment_frames or SEGMENT_FRAMES
     flow_first_encoded = manifest.frames_done
@@ -911,6 +925,7 @@ class _SegmentWriter:
         settings: EncodeSettings,
         size: tuple[int, int],
         emit: ev.EventCallback,
+        alphas: TargetAlphas | None = None,
     ) -> None:
         self.job = job
         self.video = video
@@ -918,6 +933,8 @@ class _SegmentWriter:
         self.settings = settings
         self.size = size
         self.emit = emit
+        self.alphas = alphas
+        """The target's alpha of each frame, for an output that keeps it (None: it does not)."""
         self.suffix = container_suffix(job.encoder)
         self.encoder: SegmentEncoder | None = None
         self.matte_encoder: SegmentEncoder | None = None
@@ -970,10 +987,11 @@ class _SegmentWriter:
         matte = packet_matte(packet, self.size) if self.job.matte != "none" else None
         if self.matte_encoder is not None and matte is not None:
             self.matte_encoder.write(matte, pts)
-        if self.settings.alpha:
-            self.encoder.write(packet.image, pts, matte)
-        elif packet.raw is not None:
+        if packet.raw is not None:  # (with alpha: the decoded frame's own)
             self.encoder.write_frame(packet.raw, pts)
+        elif self.settings.alpha:
+            own = self.alphas.take(packet.index, self.size) if self.alphas is not None else None
+            self.encoder.write(packet.image, pts, frame_alpha(self.job, matte, own))
         elif packet.decoded is not None:
             self.encoder.write_patched(packet.decoded, packet.image, packet.regions, pts)
         else:
@@ -1134,7 +1152,7 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
         origin_s=origin_s,
         suffix=container_suffix(job.encoder),
         segments=tuple(segments),
-        warnings=(*info.warnings, *_repair_warnings(job.target.name, stats)),
+        warnings=(*target_warnings(job, info), *_repair_warnings(job.target.name, stats)),
         expected_bytes=expected,
     )
 

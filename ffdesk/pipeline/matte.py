@@ -9,10 +9,15 @@ or, in a render with the background remover, its subject matte (`FramePacket.mat
 Either way it follows the output's segments: each segment's matte is written with it, recorded
 with it in the manifest (`ffdesk.pipeline.resume.Segment.matte`) and joined with it, so a resumed
 render's matte is whole too.
+
+A target with an alpha channel of its own (an RGBA graphic, ProRes 4444 keyed footage) keeps it in
+an output that can hold one: the output's alpha is the target's, with "alpha" the product of the
+two (`keeps_target_alpha`, `TargetAlphas`, `frame_alpha`; `write_image_with_matte` for an image).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +30,7 @@ from ffdesk.media.atomic import atomic_output
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
 from ffdesk.media.images import ImageMetadata, read_metadata
 from ffdesk.media.matte import (
+    ALPHA_ENCODERS,
     ALPHA_IMAGE_SUFFIXES,
     Matte,
     frame_matte,
@@ -32,7 +38,7 @@ from ffdesk.media.matte import (
     weights_matte,
     with_alpha,
 )
-from ffdesk.media.probe import MediaInfo, VideoInfo
+from ffdesk.media.probe import MediaInfo, VideoInfo, alpha_warning, has_alpha
 from ffdesk.media.segments import join_segments
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import MatteFigures
@@ -56,6 +62,57 @@ def packet_matte(packet: FramePacket, size: tuple[int, int]) -> Matte:
         return frame_matte(packet.regions, size[1], size[0])
     small = frame_matte(packet.regions, size[1] // scale, size[0] // scale)
     return np.asarray(cv2.resize(small, size, interpolation=cv2.INTER_LINEAR), np.uint8)
+
+
+def keeps_target_alpha(job: RenderJob, video: VideoInfo) -> bool:
+    """Whether a render of `job` writes the video target's own alpha channel into its output: the
+    target's pixel format has one and the encoder can hold it (prores, png)."""
+    return job.encoder in ALPHA_ENCODERS and has_alpha(video.pix_fmt)
+
+
+def target_warnings(job: RenderJob, info: MediaInfo) -> tuple[str, ...]:
+    """The probe's warnings a render of `job` prints: all of them, less the line that the
+    target's transparency is dropped where the output keeps it."""
+    if info.video is None or not keeps_target_alpha(job, info.video):
+        return info.warnings
+    kept = alpha_warning(info.video.pix_fmt)
+    return tuple(w for w in info.warnings if w != kept)
+
+
+class TargetAlphas:
+    """The video target's alpha channel of each frame in flight, by frame index: the decode
+    thread puts a frame's (at the working size) before it hands the frame on, the encoder's
+    thread takes it with the frame. It travels beside the frames, not in them, because the
+    stages replace a frame's picture (a frame enhancer) and know nothing of its alpha."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_index: dict[int, Matte | None] = {}
+
+    def put(self, index: int, alpha: Matte | None) -> None:
+        """Frame `index`'s alpha (None: its decoded format had none)."""
+        with self._lock:
+            self._by_index[index] = alpha
+
+    def take(self, index: int, size: tuple[int, int]) -> Matte:
+        """Frame `index`'s alpha at the output's `size` (width, height), enlarged with the picture
+        where a frame enhancer upscaled it; opaque where the frame brought none."""
+        with self._lock:
+            alpha = self._by_index.pop(index, None)
+        if alpha is None:
+            return np.full((size[1], size[0]), 255, np.uint8)
+        return _sized(alpha, size)
+
+
+def frame_alpha(job: RenderJob, matte: Matte | None, target: Matte | None) -> Matte:
+    """The alpha channel of a video output frame of `job`: with `--matte alpha` its `matte` times
+    the `target`'s own alpha (the matte alone where the output keeps none); otherwise the
+    target's alone (a matte clip goes beside the output, not into it)."""
+    if job.matte == "alpha":
+        assert matte is not None, "a render with --matte alpha computes each frame's matte"
+        return matte if target is None else _product(matte, target)
+    assert target is not None, "an output with alpha and no matte in it keeps the target's"
+    return target
 
 
 def matte_segment_encoder(

@@ -152,7 +152,7 @@ def run_render(
     expected = 0
     if span is not None:
         expected = _expected_output_bytes(job, info, info.video, span)
-        atomic.check_disk_space(job.output.parent, expected)
+        atomic.check_disk_space(job.output.parent, expected + _expected_matte_bytes(job, info.video, span))
     alpha_lost = target_alpha_warning(job, still.alpha) if still is not None else None
     for warning in (
         *target_warnings(job, info),
@@ -1165,8 +1165,8 @@ _H26X_MATTE = 1 / 2048
 
 
 def _expected_matte_bytes(job: RenderJob, video: VideoInfo, span: _Range) -> int:
-    """A floor for the room a farm render's matte clip needs (its segments and the joined clip)
-    on top of the output's; 0 for a render that writes none (`--matte clip` only)."""
+    """A floor for the room a render's matte clip needs (its segments and the joined clip) on top
+    of the output's, local or on a farm; 0 for a render that writes none (`--matte clip` only)."""
     if job.matte != "clip":
         return 0
     pixels = video.display_width * video.display_height * span.total_frames

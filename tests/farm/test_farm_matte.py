@@ -126,6 +126,23 @@ def test_the_disk_room_a_farm_render_asks_for_counts_its_matte_clip(
     assert with_matte > without
 
 
+def test_the_disk_room_a_local_render_asks_for_counts_its_matte_clip_too(
+    tmp_path: Path, small_pack: Path, face_clip: Path, monkeypatch: pytest.MonkeyPatch, run_env: RuntimeEnv
+) -> None:
+    asked: list[int] = []
+
+    def refuse(_folder: Path, need: int) -> None:
+        asked.append(need)
+        raise UserError("no room")  # the render stops at its first check: nothing loads
+
+    monkeypatch.setattr(engine.atomic, "check_disk_space", refuse)
+    for matte in ("none", "clip"):
+        with pytest.raises(UserError):
+            run_render(replace(_job(face_clip, small_pack, tmp_path / "out.mov"), matte=matte), env=run_env)
+    without, with_matte = asked
+    assert with_matte > without
+
+
 def test_a_local_render_resumes_a_stopped_farm_render_matte_and_all(
     tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
 ) -> None:

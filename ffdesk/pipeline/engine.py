@@ -65,7 +65,7 @@ from ffdesk.pipeline.job import SEGMENT_FRAMES, RenderJob, span_frames, working_
 from ffdesk.pipeline.matte import (
     TargetAlphas,
     frame_alpha,
-    join_matte_clip,
+    joined_matte_clip,
     keeps_target_alpha,
     matte_clip_path,
     matte_figures,
@@ -526,21 +526,23 @@ def _join_output(
     emit: ev.EventCallback,
 ) -> JoinResult:
     """Join the manifest's segments (and the source's audio) into the output, atomically; the
-    work folder goes once the output is in place. A matte clip is joined first, beside it."""
-    if job.matte == "clip":
-        join_matte_clip(job, info, span.end_s, manifest, origin_s)
+    work folder goes once the output is in place. A matte clip is joined first, and put beside
+    the output once the output is in place (where its join fails, neither replaces its file)."""
     segment_paths = [manifest.folder / s.file for s in manifest.segments]
-    with atomic.atomic_output(job.output) as tmp:
-        joined = join_segments(
-            segment_paths,
-            out_path=tmp,
-            source=job.target,
-            source_info=info,
-            start_s=span.start_s,
-            end_s=span.end_s,
-            encoder=job.encoder,
-            origin_s=origin_s,
-        )
+    with contextlib.ExitStack() as matte:
+        if job.matte == "clip":
+            matte.enter_context(joined_matte_clip(job, info, span.end_s, manifest, origin_s))
+        with atomic.atomic_output(job.output) as tmp:
+            joined = join_segments(
+                segment_paths,
+                out_path=tmp,
+                source=job.target,
+                source_info=info,
+                start_s=span.start_s,
+                end_s=span.end_s,
+                encoder=job.encoder,
+                origin_s=origin_s,
+            )
     manifest.discard()
     for note in joined.notes:
         emit(ev.Warning(note))
@@ -1309,9 +1311,10 @@ class JoinedOutput:
 def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback | None = None) -> JoinedOutput:
     """Join the finished segments of `manifest` into the plan's output as `run_render` does
     (video copied, audio trimmed to the range and kept in sync), then remove the work folder.
-    With `--matte clip` the segments' mattes are joined first into the matte clip beside the
-    output, as `run_render` joins them; where the output's join then fails, that clip is removed
-    again (the work folder is kept for a resume). Returns the join's part of the report."""
+    With `--matte clip` the segments' mattes are joined into the matte clip beside the output, as
+    `run_render` joins them: put in place after the output, and where the output's join fails
+    neither replaces its file (the work folder is kept for a resume). Returns the join's part of
+    the report."""
     emit = emit or _nothing
     job = plan.job
     if manifest.frames_done != plan.frames or len(manifest.segments) != len(plan.segments):
@@ -1319,11 +1322,10 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
             f"{job.output.name}: {manifest.frames_done} of {plan.frames} frames are rendered; "
             "nothing to join yet"
         )
-    matte = (
-        join_matte_clip(job, plan.info, plan.end_s, manifest, plan.origin_s) if job.matte == "clip" else None
-    )
     segment_paths = [manifest.folder / s.file for s in manifest.segments]
-    try:
+    with contextlib.ExitStack() as matte:
+        if job.matte == "clip":
+            matte.enter_context(joined_matte_clip(job, plan.info, plan.end_s, manifest, plan.origin_s))
         with atomic.atomic_output(job.output) as tmp:
             joined = join_segments(
                 segment_paths,
@@ -1335,10 +1337,6 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
                 encoder=job.encoder,
                 origin_s=plan.origin_s,
             )
-    except BaseException:
-        if matte is not None:  # the segments are kept for a resume, which joins the matte again
-            _remove_joined(matte)
-        raise
     manifest.discard()
     for note in joined.notes:
         emit(ev.Warning(note))
@@ -1351,13 +1349,3 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
         audio=tuple(f"{c.action} {c.codec}" for c in joined.audio),
         timecode=joined.timecode,
     )
-
-
-def _remove_joined(path: Path) -> None:
-    """Remove a joined matte clip (a file, or a folder of PNG frames) whose output could not be
-    joined after it, so a failed join leaves neither beside the output."""
-    with contextlib.suppress(OSError):
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()

@@ -17,7 +17,9 @@ two (`keeps_target_alpha`, `TargetAlphas`, `frame_alpha`; `write_image_with_matt
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -134,11 +136,14 @@ def matte_segment_encoder(
     )
 
 
-def join_matte_clip(
+@contextlib.contextmanager
+def joined_matte_clip(
     job: RenderJob, info: MediaInfo, end_s: float | None, manifest: Manifest, origin_s: float | None
-) -> Path:
-    """Join the segments' mattes into the matte clip beside the output, atomically, as the output
-    itself is joined (the same frames and timestamps; no audio). Returns where it went."""
+) -> Iterator[Path]:
+    """Join the segments' mattes into the matte clip beside the output (the same frames and
+    timestamps; no audio), and put it in place when the block ends without an error: the block
+    joins the output, so the matte clip takes its place after the output has taken its own, and
+    where the output's join fails neither replaces what was there. Yields where it goes."""
     paths = []
     for segment in manifest.segments:
         if segment.matte is None:
@@ -160,7 +165,7 @@ def join_matte_clip(
             origin_s=origin_s,
             audio=False,
         )
-    return out
+        yield out
 
 
 def matte_figures(job: RenderJob) -> MatteFigures | None:

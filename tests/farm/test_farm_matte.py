@@ -115,6 +115,40 @@ def test_an_output_that_cannot_be_joined_leaves_no_matte_clip_and_keeps_the_segm
     assert out.exists() and matte_clip_path(out).exists()
 
 
+@pytest.mark.parametrize("where", ["farm", "local"])
+def test_a_failed_join_leaves_the_earlier_output_and_matte_clip_as_they_were(
+    tmp_path: Path,
+    small_pack: Path,
+    face_clip: Path,
+    run_env: RuntimeEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """A render again over an earlier one's output and matte clip: where its output cannot be
+    joined, both earlier files stay, a matching pair (the matte clip is put in place only after
+    the output)."""
+    out = tmp_path / "out.mov"
+    out.write_bytes(b"earlier output")
+    matte_clip_path(out).write_bytes(b"earlier matte")
+
+    def full_disk(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    job = _job(face_clip, small_pack, out)
+    if where == "farm":
+        plan = plan_segments(job)
+        returned = _rendered(plan, run_env, order=[0, 1, 2])
+        monkeypatch.setattr(engine, "join_segments", full_disk)  # the output's join, not the matte's
+        with pytest.raises(DiskFull):
+            _join_returned(plan, returned)
+    else:
+        monkeypatch.setattr(engine, "join_segments", full_disk)
+        with pytest.raises(DiskFull):
+            run_render(job, env=run_env)
+    assert out.read_bytes() == b"earlier output"
+    assert matte_clip_path(out).read_bytes() == b"earlier matte"
+
+
 def test_the_disk_room_a_farm_render_asks_for_counts_its_matte_clip(
     tmp_path: Path, small_pack: Path, face_clip: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -197,12 +197,12 @@ def _crossing(watch: SyncWatch, real: Callable[..., Any], download: bool) -> Any
     """`DevicePixels`' method `real` (`download`: one that brings values back), its reads of
     tensors counted as its own and its uploads by kind."""
 
-    def crossing(self: DevicePixels, array: Any, kind: str | None = None) -> Any:
+    def crossing(self: DevicePixels, array: Any, kind: str | None = None, **options: Any) -> Any:
         call = watch.current()
         if call is not None and not download:
             call.uploads[kind or "constant"] += 1  # `constant`'s own default
         with watch.counted(download):
-            return real(self, array) if kind is None else real(self, array, kind)
+            return real(self, array, **options) if kind is None else real(self, array, kind, **options)
 
     return crossing
 

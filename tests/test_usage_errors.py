@@ -39,6 +39,7 @@ def test_a_usage_error_is_one_line_naming_ffdesk_once(
         ["bench", "training", "--batch", "0"],
         ["bench", "training", "--batches", "0"],
         ["bench", "io", "--seconds", "-1"],
+        ["bench", "gpu", "--height", "5"],
     ],
 )
 def test_a_bench_count_below_one_is_refused_as_the_line_is_read(

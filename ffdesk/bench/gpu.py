@@ -328,7 +328,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--height",
-        type=whole_at_least(1),
+        type=whole_at_least(64, 4320),
         default=None,
         help="every clip at this height instead (a quick check)",
     )

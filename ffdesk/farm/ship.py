@@ -120,6 +120,9 @@ def _remux(source: Path, out_path: Path, from_pts: int | None, end_pts: int | No
         packets = inp.demux(stream) if from_pts is None else _packets_from(inp, stream, from_pts, tb)
         with av.open(str(out_path), "w", options=options) as out:
             copy = out.add_stream_from_template(stream)
+            # the source's own tag: the template gives a codec's default one (ProRes 4444 `ap4h`
+            # became `apch`, 422 HQ, and the cut decoded as another pixel format than the clip)
+            copy.codec_context.codec_tag = stream.codec_context.codec_tag
             for packet in packets:
                 if packet.size == 0:
                     continue

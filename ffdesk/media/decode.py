@@ -117,13 +117,17 @@ def rgb_array(frame: av.VideoFrame, threads: int = 0) -> Frame:
 
 def alpha_array(frame: av.VideoFrame, threads: int = 0) -> Matte | None:
     """The frame's alpha channel as H x W uint8 as stored, or None where its pixel format has none.
-    swscale scales a deeper alpha (ProRes 4444's 12 bits, 16-bit RGBA PNG) to 8 bits, as it
-    scales the colour of `rgb_array`. (A palette's transparency is not counted, as
-    `ffdesk.media.probe.has_alpha` does not count it.)"""
-    if not any(c.is_alpha for c in frame.format.components):
+    A deeper alpha (ProRes 4444's 12 bits, a 16-bit RGBA PNG's) is widened to 16 bits and
+    rounded to 8 (swscale's own narrowing drops the low bits: half the levels one low). (A
+    palette's transparency is not counted, as `ffdesk.media.probe.has_alpha` does not count it.)"""
+    bits = [c.bits for c in frame.format.components if c.is_alpha]
+    if not bits:
         return None
-    rgba = frame.reformat(format="rgba", threads=threads).to_ndarray()
-    return np.ascontiguousarray(rgba[..., 3])
+    if bits[0] <= 8:
+        rgba = frame.reformat(format="rgba", threads=threads).to_ndarray()
+        return np.ascontiguousarray(rgba[..., 3])
+    wide = frame.reformat(format="rgba64le", threads=threads).to_ndarray()[..., 3].astype(np.uint32)
+    return ((wide + 128) // 257).astype(np.uint8)
 
 
 def rotation_of(frame: av.VideoFrame) -> int:

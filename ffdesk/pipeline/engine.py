@@ -181,7 +181,7 @@ def run_render(
         for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
             emit(ev.Warning(note))
         try:
-            _bind(stages, emit, info)  # (a budget too small for the frames is refused here)
+            _bind(stages, emit, info, job)  # (a budget too small for the frames is refused here)
             for stage in stages:  # the models are ready before the first frame is decoded
                 if isinstance(stage, Prepares):
                     stage.prepare(emit)
@@ -213,11 +213,11 @@ def run_render(
     return report
 
 
-def _bind(stages: Sequence[Stage], emit: ev.EventCallback, info: MediaInfo) -> None:
+def _bind(stages: Sequence[Stage], emit: ev.EventCallback, info: MediaInfo, job: RenderJob) -> None:
     """Give the stages the render's events, then count the frames the render of `info` will
     hold against its budget (`BoundsFrames`: the flow's bound and the encoder's frame, or the
-    one image; each with the picture a frame enhancer makes of it), before any model is
-    prepared."""
+    one image; each with the picture a frame enhancer makes of it, and the target's alpha
+    beside it where the output keeps it), before any model is prepared."""
     from ffdesk.pipeline.stages.models import enlarged_frame_bytes
 
     for stage in stages:
@@ -227,7 +227,11 @@ def _bind(stages: Sequence[Stage], emit: ev.EventCallback, info: MediaInfo) -> N
     if bound is None and not info.is_image:
         return
     frames = 1 if info.is_image else (bound or 0) + 1
-    held = frames * enlarged_frame_bytes(info, output_scale(stages))
+    scale = output_scale(stages)
+    each = enlarged_frame_bytes(info, scale)
+    if info.video is not None and not info.is_image and keeps_target_alpha(job, info.video):
+        each += info.video.display_width * info.video.display_height * scale * scale  # one byte a pixel
+    held = frames * each
     for stage in stages:
         if isinstance(stage, BoundsFrames):
             stage.count_frames_held(held)
@@ -1247,7 +1251,7 @@ def render_segment(
     encode_stats = StageStats("encode")
     nvdec = _nvdec_for(job, env)
     try:
-        _bind(stages, emit, info)
+        _bind(stages, emit, info, job)
         flow = _Flow(job, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)
         encoder_name = _run_flow(
             job, flow, video, sink, (out_w, out_h), span, emit, halt, encode_stats, env.driver

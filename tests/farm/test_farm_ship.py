@@ -131,3 +131,31 @@ def test_a_clip_that_cannot_be_shipped_is_refused_before_the_farm_is_contacted(t
     with pytest.raises(UserError, match="moves its timestamps"):
         run_farm_render(job, nobody, options=FarmOptions(ship_source=True))
     assert not (tmp_path / "o.mov").exists()
+
+
+def test_a_prores_4444_clip_ships_as_itself(tmp_path: Path) -> None:
+    """A cut keeps the clip's own codec tag: ProRes 4444 (`ap4h`) stays 4444, not the 422 HQ
+    (`apch`) a copied stream is tagged by default, which decoded as another pixel format and was
+    refused; keyed footage keeps its alpha on a worker without shared storage."""
+    import numpy as np
+
+    clip = tmp_path / "keyed.mov"
+    with av.open(str(clip), "w") as out:
+        stream = out.add_stream("prores_ks", rate=25)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuva444p10le"
+        stream.options = {"profile": "4444", "g": "8"}
+        for i in range(16):
+            rgba = np.full((48, 64, 4), (20 * (i % 8), 90, 160, 128), np.uint8)
+            frame = av.VideoFrame.from_ndarray(rgba, format="rgba").reformat(format="yuva444p10le")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode())
+    plan = plan_segments(
+        RenderJob(target=clip, output=tmp_path / "o.mov", encoder="prores", segment_frames=8)
+    )
+    cut = cut_range(plan, plan.segments[1], plan.segments[1])  # refused before: "does not keep its pix_fmt"
+    shipped = tmp_path / f"shipped{cut.suffix}"
+    shipped.write_bytes(cut.data)
+    with av.open(str(clip)) as whole, av.open(str(shipped)) as part:
+        assert part.streams.video[0].codec_context.codec_tag == whole.streams.video[0].codec_context.codec_tag
+        assert part.streams.video[0].format.name == whole.streams.video[0].format.name

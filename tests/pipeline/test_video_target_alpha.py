@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import av
 import cv2
@@ -180,8 +180,8 @@ def test_the_output_keeps_the_targets_alpha_frame_by_frame(
     assert not [w for w in warnings if "alpha channel" in w], warnings
     source, rendered = _target_frames(target), _rgba(out)
     assert len(rendered) == len(source) == FRAMES
-    for before, after in zip(source, rendered, strict=True):
-        _assert_alpha(after[..., 3], before[..., 3], _levels(encoder))
+    for i, (before, after) in enumerate(zip(source, rendered, strict=True)):
+        _assert_alpha(after[..., 3], _alpha(i), _levels(encoder))  # the alpha the target was made with
         assert (np.abs(after[..., :3].astype(int) - before[..., :3]).max(-1) > 40).sum() > 500  # swapped
     # each frame has its own: the stripe moved
     assert not np.array_equal(rendered[0][..., 3], rendered[1][..., 3])
@@ -293,3 +293,48 @@ def test_a_farm_plan_warns_of_the_alpha_only_where_the_output_drops_it(tmp_path:
     assert not [w for w in kept.warnings if "alpha" in w]
     dropped = plan_segments(RenderJob(target=target, output=tmp_path / "out.mp4", encoder="h264"))
     assert [w for w in dropped.warnings if "alpha" in w] == [f"alpha channel (yuva444p12le): {KEPT_BY}"]
+
+
+class _Bounded:
+    """A stage that bounds the frames in flight and records what the render counts for them."""
+
+    name = "bounded"
+    flow_frames = 4
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+
+    def process(self, batch: list[Any]) -> list[Any]:
+        return batch
+
+    def count_frames_held(self, held_bytes: int) -> None:
+        self.held.append(held_bytes)
+
+
+def test_the_alpha_of_the_frames_in_flight_counts_against_the_budget(tmp_path: Path) -> None:
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline import engine
+
+    target = _target("prores4444", tmp_path)
+    info = probe(target)
+    counted = {}
+    choices: tuple[tuple[EncoderName, str], ...] = (("h264", ".mp4"), ("prores", ".mov"))
+    for encoder, suffix in choices:
+        stage = _Bounded()
+        job = RenderJob(target=target, output=tmp_path / f"out{suffix}", encoder=encoder)
+        engine._bind([stage], lambda _event: None, info, job)  # type: ignore[list-item]
+        (counted[encoder],) = stage.held
+    assert counted["prores"] - counted["h264"] == (_Bounded.flow_frames + 1) * SIZE * SIZE  # a byte a pixel
+
+
+def test_a_16_bit_alpha_is_rounded_to_8_bits_not_cut() -> None:
+    from ffdesk.media.decode import alpha_array
+
+    wide = np.zeros((4, 256, 4), np.uint16)
+    wide[..., 3] = np.arange(256) * 257  # every 8-bit level, as 16 bits
+    wide[..., :3] = 30000
+    for fmt in ("rgba64le", "rgba64be"):
+        frame = av.VideoFrame.from_ndarray(wide, format="rgba64le").reformat(format=fmt)
+        alpha = alpha_array(frame)
+        assert alpha is not None
+        np.testing.assert_array_equal(alpha[0], np.arange(256))  # swscale's narrowing: 127 levels one low

@@ -189,7 +189,7 @@ def run_render(
             if span is None or manifest is None:
                 report = _render_image(job, stages, emit, still)
             else:
-                nvdec = _nvdec_for(job, env)
+                nvdec = _nvdec_for(job, env, info.video)
                 try:
                     report = _render_video(
                         job, info, span, manifest, stages, emit, Halt(cancel), env.driver, nvdec
@@ -624,11 +624,13 @@ class _Nvdec:
     why_not: str | None = None
 
 
-def _nvdec_for(job: RenderJob, env: RuntimeEnv) -> _Nvdec:
+def _nvdec_for(job: RenderJob, env: RuntimeEnv, video: VideoInfo) -> _Nvdec:
     """NVDEC where the render's models run on CUDA (a render without models: where they would)
     and the driver switches allow it; the frames are the software decoder's either way."""
     if env.driver.no_nvdec:
         return _Nvdec(False, "switched off (FFDESK_NO_NVDEC)")
+    if keeps_target_alpha(job, video):
+        return _Nvdec(False, "the output keeps the target's alpha channel, which NVDEC does not decode")
     if job.provider == "cpu":
         return _Nvdec(False, "the render runs on the CPU")
     if job.memory_budget is not None:
@@ -1249,7 +1251,7 @@ def render_segment(
     out_w, out_h = _output_size(size or (info.video.display_width, info.video.display_height), stages)
     decode_stats = StageStats("decode")
     encode_stats = StageStats("encode")
-    nvdec = _nvdec_for(job, env)
+    nvdec = _nvdec_for(job, env, info.video)
     try:
         _bind(stages, emit, info, job)
         flow = _Flow(job, video, span, sink, stages, halt, size, decode_stats, deinterlace, nvdec)

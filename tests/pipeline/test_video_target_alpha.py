@@ -338,3 +338,30 @@ def test_a_16_bit_alpha_is_rounded_to_8_bits_not_cut() -> None:
         alpha = alpha_array(frame)
         assert alpha is not None
         np.testing.assert_array_equal(alpha[0], np.arange(256))  # swscale's narrowing: 127 levels one low
+
+
+def test_a_render_that_keeps_the_alpha_decodes_in_software_where_it_would_ask_for_nvdec(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVDEC gives the picture alone: a machine whose models run on CUDA decodes an alpha target
+    in software when the output keeps the alpha, and says why in the report."""
+    from ffdesk.pipeline import engine
+
+    monkeypatch.setattr(engine, "nvdec_possible", lambda flags=None: True)
+    monkeypatch.setattr(engine, "job_device", lambda provider, env: "cuda")
+    asked: list[str | None] = []
+    real = engine.VideoReader
+
+    def reader(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs.get("hwaccel"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "VideoReader", reader)
+    target = _target("qtpng", tmp_path)
+    job = RenderJob(sources=(SOURCE,), target=target, output=tmp_path / "out.mov", encoder="prores")
+    report = run_render(job, env=run_env)
+    assert asked and set(asked) == {None}
+    assert (
+        report.video is not None
+        and "NVDEC: the output keeps the target's alpha channel" in report.video.decoder
+    )

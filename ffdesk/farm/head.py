@@ -45,7 +45,7 @@ from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.job_json import job_to_json
-from ffdesk.pipeline.matte import matte_figures
+from ffdesk.pipeline.matte import keeps_target_alpha, matte_figures
 from ffdesk.pipeline.report import FarmSummary, FarmWorkerRow, RenderReport, VideoFigures
 from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
 from ffdesk.units import format_bytes
@@ -114,7 +114,7 @@ def run_farm_render(
     source = plan.info.video
     manifest, note = Manifest.open(
         work_dir_for(job.output),
-        job.output_fingerprint(),
+        job.output_fingerprint(keeps_target_alpha=source is not None and keeps_target_alpha(job, source)),
         job.resume,
         frames=plan.frames,
         time_base=source.time_base if source is not None else None,

@@ -168,7 +168,10 @@ def run_render(
             # output is refused at once; it is released when the render ends, however it ends.
             # the segments' recorded stamps are checked against their files in the source's time base
             manifest, note = Manifest.open(
-                work_dir_for(job.output), job.output_fingerprint(), job.resume, time_base=info.video.time_base
+                work_dir_for(job.output),
+                job.output_fingerprint(keeps_target_alpha=keeps_target_alpha(job, info.video)),
+                job.resume,
+                time_base=info.video.time_base,
             )
             held.enter_context(manifest)
             if note:

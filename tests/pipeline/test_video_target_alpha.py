@@ -365,3 +365,32 @@ def test_a_render_that_keeps_the_alpha_decodes_in_software_where_it_would_ask_fo
         report.video is not None
         and "NVDEC: the output keeps the target's alpha channel" in report.video.decoder
     )
+
+
+def test_segments_without_the_alpha_are_not_resumed_into_an_output_that_keeps_it(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A render stopped before ffdesk kept a target's alpha wrote segments without it: the
+    fingerprint its work folder is opened with differs where the output keeps the alpha, so a
+    resume renders again rather than splice opaque segments and transparent ones; other renders
+    keep their hash."""
+    from ffdesk.pipeline import engine
+
+    opened: list[str] = []
+    real = engine.Manifest.open
+
+    def spy(folder: Path, fingerprint: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(fingerprint)
+        return real(folder, fingerprint, *args, **kwargs)
+
+    monkeypatch.setattr(engine.Manifest, "open", spy)
+    target = _target("prores4444", tmp_path)
+    keeps = RenderJob(sources=(SOURCE,), target=target, output=tmp_path / "out.mov", encoder="prores")
+    drops = RenderJob(sources=(SOURCE,), target=target, output=tmp_path / "out.mp4", encoder="h264")
+    for job in (keeps, drops):
+        run_render(job, env=run_env)
+    assert opened == [
+        keeps.resolved().output_fingerprint(keeps_target_alpha=True),
+        drops.resolved().output_fingerprint(),
+    ]
+    assert opened[0] != keeps.resolved().output_fingerprint()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,22 @@ def render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
     """Render to PNG frames in `out`; the JSON report."""
     report = out.with_suffix(".json")
     assert main([*render_args(pack, clip, out, *extra), "--encoder", "png", "--report", str(report)]) == 0
+    result: dict[str, Any] = json.loads(report.read_text())
+    assert result["frames_out"] == FRAMES
+    return result
+
+
+def render_in_child(pack: Path, clip: Path, out: Path, *extra: str, env: dict[str, str]) -> dict[str, Any]:
+    """`render` in a fresh Python process with `env`: what it measures of the models' memory
+    (their footprints, recorded in the user folders `env` names) is theirs alone, not shaped by
+    what earlier tests in this process left in its heap (memory freed there is reused, and a
+    model's growth measured over it comes out small)."""
+    report = out.with_suffix(".json")
+    args = [*render_args(pack, clip, out, *extra), "--encoder", "png", "--report", str(report)]
+    done = subprocess.run(
+        [sys.executable, "-m", "ffdesk", *args], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(report.read_text())
     assert result["frames_out"] == FRAMES
     return result

@@ -22,7 +22,7 @@ from ffdesk.pipeline.stages.front import held_back
 from ffdesk.runtime.standins import write_standins
 
 from .conftest import FRAMES
-from .helpers import PHOTO, render, render_args
+from .helpers import PHOTO, render, render_args, render_in_child
 
 PER_FRAME = ("inswapper_128", "xseg_1", "gfpgan_1.4")
 AHEAD = held_back(TrackerSettings())  # the frames the front end's tracking holds back
@@ -37,8 +37,11 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
     """A render to PNG frames with the swapper, the occluder and the enhancer, two frames a batch."""
-    chosen = ["--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion"]
-    return render(pack, clip, out, *chosen, "--batch", "2", *extra)
+    return render(pack, clip, out, *CHOSEN, "--batch", "2", *extra)
+
+
+CHOSEN = ("--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion")
+"""The models `_render` chooses."""
 
 
 USER_DIRS = ("CACHE", "DATA", "CONFIG")
@@ -58,10 +61,13 @@ class LooseRuns:
         folder = self.root / ("_".join(a.strip("-") for a in extra) or "plain")
         if extra not in self.runs:
             folder.mkdir()
-            with pytest.MonkeyPatch.context() as mp:
-                for key in USER_DIRS:
-                    mp.setenv(f"XDG_{key}_HOME", str(folder / "home" / key.lower()))
-                self.runs[extra] = (_render(self.pack, self.clip, folder / "loose", *extra), folder / "loose")
+            env = {
+                **os.environ,
+                **{f"XDG_{key}_HOME": str(folder / "home" / key.lower()) for key in USER_DIRS},
+            }
+            chosen = [*CHOSEN, "--batch", "2", *extra]
+            report = render_in_child(self.pack, self.clip, folder / "loose", *chosen, env=env)
+            self.runs[extra] = (report, folder / "loose")
         for key in USER_DIRS:
             left = folder / "home" / key.lower()
             if left.is_dir():

@@ -1331,26 +1331,9 @@ def join_planned(plan: SegmentPlan, manifest: Manifest, emit: ev.EventCallback |
             f"{job.output.name}: {manifest.frames_done} of {plan.frames} frames are rendered; "
             "nothing to join yet"
         )
-    segment_paths = [manifest.folder / s.file for s in manifest.segments]
-    with contextlib.ExitStack() as matte:
-        if job.matte == "clip":
-            matte.enter_context(joined_matte_clip(job, plan.info, plan.end_s, manifest, plan.origin_s))
-        with atomic.atomic_output(job.output) as tmp:
-            joined = join_segments(
-                segment_paths,
-                out_path=tmp,
-                source=job.target,
-                source_info=plan.info,
-                start_s=plan.start_s,
-                end_s=plan.end_s,
-                encoder=job.encoder,
-                origin_s=plan.origin_s,
-            )
-    manifest.discard()
-    for note in joined.notes:
-        emit(ev.Warning(note))
-    if joined.audio_packets_skipped:
-        emit(ev.Warning(f"{job.target.name}: {joined.audio_packets_skipped} damaged audio packets skipped"))
+    joined = _join_output(
+        job, plan.info, _Range(plan.start_s, plan.end_s, plan.frames), manifest, plan.origin_s, emit
+    )
     return JoinedOutput(
         output=job.output,
         frames_out=manifest.frames_done,

@@ -117,7 +117,7 @@ class _FirstCall:
         from ffdesk.runtime.sessions import shapes_of
 
         if self.shapes is None:
-            self.shapes = shapes_of(inputs)
+            self.shapes = shapes_of(inputs, getattr(self._session, "inputs", ()))
         return _Called()
 
     def run(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:

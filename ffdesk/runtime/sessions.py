@@ -96,9 +96,13 @@ class ShapeLog:
                 self.late += 1
 
 
-def shapes_of(values: Mapping[str, Any]) -> Shapes:
-    """The shapes of one call's inputs (numpy arrays or torch tensors)."""
-    return tuple(tuple(int(d) for d in v.shape) for v in values.values())
+def shapes_of(values: Mapping[str, Any], order: Sequence[IOInfo] = ()) -> Shapes:
+    """The shapes of one call's inputs (numpy arrays or torch tensors), in the model's input
+    `order` where given (a caller's dict may name them in another: hyperswap's file takes its
+    source first, the swap stage passes its target first), then any the order does not name."""
+    named = [i.name for i in order if i.name in values]
+    keys = named + [k for k in values if k not in named]
+    return tuple(tuple(int(d) for d in values[k].shape) for k in keys)
 
 
 @runtime_checkable
@@ -299,7 +303,7 @@ class OrtSession:
 
     def run(self, inputs: Mapping[str, Array]) -> dict[str, Array]:
         names = [o.name for o in self.outputs]
-        self.shape_log.met(shapes_of(inputs))
+        self.shape_log.met(shapes_of(inputs, self.inputs))
         values = self.ort.run(names, dict(inputs))
         return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
 
@@ -320,7 +324,7 @@ class OrtSession:
             return {k: torch.from_numpy(v) for k, v in out.items()}
         import onnxruntime as ort
 
-        self.shape_log.met(shapes_of(inputs))
+        self.shape_log.met(shapes_of(inputs, self.inputs))
         binding = self.ort.io_binding()
         device_id = next(iter(inputs.values())).device.index or 0
         # The OrtValues share the tensors' memory: keep both alive until the run is over.
@@ -467,12 +471,16 @@ _OOM_NEEDLES = (
     "alloc_failed",
     "cudaerrormemoryallocation",
     "cannot allocate memory",
+    "available memory of",  # ONNX Runtime's arena at its cap (`gpu_mem_limit`): a `Fail`
+    "smaller than requested bytes",
 )
 
 
 def is_oom_error(exc: BaseException) -> bool:
     """True for allocation failures from ONNX Runtime (its RuntimeException "Failed to allocate
-    memory"), torch (`OutOfMemoryError`, CUDA or CPU) and Python (`MemoryError`)."""
+    memory" where the device has no more, its `Fail` "Available memory of N is smaller than
+    requested bytes of M" where a session's arena reaches the cap ffdesk sets from the budget),
+    torch (`OutOfMemoryError`, CUDA or CPU) and Python (`MemoryError`)."""
     if isinstance(exc, MemoryError):
         return True
     if type(exc).__name__ == "OutOfMemoryError":

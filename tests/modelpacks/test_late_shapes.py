@@ -231,3 +231,23 @@ def test_where_shapes_cost_the_quality_checks_fp32_swapper_is_warmed_too(
         assert ctx.swap_crops(crops, ctx.fp32_swap_key).shape == crops.shape
         assert ctx.swap_crops(crops[:1], ctx.fp32_swap_key).shape == crops[:1].shape
         assert _late(ctx.manager)[ctx.fp32_swap_key] == 0, _late(ctx.manager)
+
+
+def test_a_swapper_whose_file_takes_its_source_first_meets_no_late_shape(
+    tmp_path: Path, run_env: RuntimeEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hyperswap's files take `source` before `target`; the swap stage names the target first.
+    A shape is the same call whichever order a caller names its inputs in: warmed up on zeros in
+    the file's order, the frames' calls are no new shape."""
+    folder = tmp_path / "pack"
+    write_standins(folder, ["hyperswap_1a_256", "arcface_w600k_r50"], dynamic_batch=True)
+    shapes_cost(monkeypatch)
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o", sources=(Path(PHOTO),), models_dir=folder,
+        swapper="hyperswap_1a_256", recognizer="arcface_w600k_r50", masks=("box",), pixels="host",
+        precision="fp32", batch=4, end=0.5, encoder="png",
+    )  # fmt: skip
+    report = run_render(job, env=run_env)
+    assert report.models is not None and report.frames_out == 15
+    late = {m.name: m.late_shapes for m in report.models.models}
+    assert "hyperswap_1a_256" in late and not any(late.values()), late

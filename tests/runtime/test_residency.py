@@ -86,6 +86,37 @@ def test_oom_errors_are_recognised() -> None:
     assert not is_oom_error(ValueError("shape mismatch"))
 
 
+def test_a_run_at_its_arenas_cap_is_out_of_memory_not_a_bad_model() -> None:
+    """Under a budget each CUDA session's arena is capped (`gpu_mem_limit`); a run that needs
+    more fails in the arena with a `Fail`, not a `RuntimeException`. A CPU arena capped the same
+    way (ONNX Runtime's shared allocator, `max_mem`) gives the same error: it must be taken as
+    out of memory (the manager retries with a smaller batch), never blamed on the model file."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from ffdesk.runtime.sessions import load_error
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    cpu = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
+    ort.create_and_register_allocator(cpu, ort.OrtArenaCfg({"max_mem": 4 << 20, "arena_extend_strategy": 1}))
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.use_env_allocators", "1")
+    options.enable_mem_pattern = False
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session.run(None, {"x": np.zeros(1000, np.float32)})
+    with pytest.raises(Exception) as raised:
+        session.run(None, {"x": np.zeros(8 << 20, np.float32)})  # 32 MiB out of a 4 MiB arena
+    assert "smaller than requested bytes" in str(raised.value)
+    assert is_oom_error(raised.value)
+    assert load_error("swapper.onnx", raised.value) is raised.value  # the machine's, not the file's
+
+
 def test_generous_then_one_model_budget(run_env: RuntimeEnv, batch_standins_dir: Path) -> None:
     events: list[tuple[tuple[tuple[str, int], ...], int | None]] = []
     with _manager(batch_standins_dir, None, env=run_env) as mgr:

@@ -6,7 +6,9 @@
 # Steps, in this order (limit in seconds; each under `timeout`, its output in OUTDIR/STEP.log):
 #
 #   nvidia-smi       10  name, memory, driver, power limit                      -> nvidia-smi.log (CSV)
-#   machine          35  ONNX Runtime's providers, ffdesk's cuda_usable(), torch.cuda -> machine.json
+#   machine          35  ONNX Runtime's providers, ffdesk's cuda_usable() and a model it loads on CUDA
+#                        (ONNX Runtime lists CUDA where its libraries fail to load, then runs on the
+#                        CPU: the benches are skipped then), torch.cuda         -> machine.json
 #   gpu-tests        55  pytest -m gpu on the files that use the marker (telemetry, device pixels)
 #   standins         40  the realistic stand-ins and the benches' 6 s 1080p/720p clips (CPU, cached)
 #   bench-gpu       160  ffdesk bench gpu --frames 150                          -> bench-gpu.json
@@ -146,7 +148,32 @@ def onnxruntime() -> dict[str, Any]:
 def ffdesk() -> dict[str, Any]:
     from ffdesk.runtime.sessions import cuda_usable, gpu_count
 
-    return {"cuda_usable": cuda_usable(), "gpu_count": gpu_count()}
+    found: dict[str, Any] = {"cuda_usable": cuda_usable(), "gpu_count": gpu_count()}
+    if found["cuda_usable"]:
+        found["cuda_session"] = attempt(cuda_session)
+        found["cuda_runs"] = found["cuda_session"].get("on_gpu") is True
+    return found
+
+
+def cuda_session() -> dict[str, Any]:
+    """A one-node model loaded by ffdesk on the CUDA provider and run once: whether the session
+    really runs there. ONNX Runtime lists CUDA where its libraries (cuDNN, the CUDA runtime) then
+    fail to load, and quietly runs the session on the CPU: the benches would measure the CPU."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from ffdesk.runtime.sessions import SessionOptions, create_session
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "check",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    session = create_session(model.SerializeToString(), SessionOptions(device="cuda"), name="check")
+    session.run({"x": np.ones(1, np.float32)})
+    return {"on_gpu": session.on_gpu, "providers": session.ort.get_providers()}
 
 
 # what a headless render and the benches import, with the requirement that brings each
@@ -195,8 +222,12 @@ for name, read in (("ffdesk", ffdesk), ("onnxruntime", onnxruntime), ("torch", t
     write(machine)
 print(json.dumps(machine, indent=2))
 errors = [k for k, v in machine.items() if isinstance(v, dict) and "error" in v]
-print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; torch.cuda: "
-      f"{machine['torch'].get('cuda_is_available')}" + (f"; unreadable: {', '.join(errors)}" if errors else ""))
+print(f"cuda_usable: {machine['ffdesk'].get('cuda_usable')}; a CUDA session runs on the GPU: "
+      f"{machine['ffdesk'].get('cuda_runs')}; torch.cuda: {machine['torch'].get('cuda_is_available')}"
+      + (f"; unreadable: {', '.join(errors)}" if errors else ""))
+if machine["ffdesk"].get("cuda_runs") is False:
+    print(f"ONNX Runtime lists CUDA but ran the session on {machine['ffdesk']['cuda_session']}: "
+          "its CUDA libraries did not load (see machine.log); the benches are skipped")
 tests_missing = machine["imports"].get("tests_missing") or {}
 if tests_missing:
     wanted = " ".join(m["requirement"] for m in tests_missing.values())
@@ -205,7 +236,7 @@ missing = machine["imports"].get("missing") or {}
 if missing:
     wanted = " ".join(m["requirement"] for m in missing.values())
     print(f"missing packages: {', '.join(missing)} (bundle them: ../shared/tools/gpu-bundle {wanted})")
-sys.exit(1 if errors or missing else 0)
+sys.exit(1 if errors or missing or machine["ffdesk"].get("cuda_runs") is False else 0)
 PY
 )
 
@@ -221,9 +252,9 @@ for height in (1080, 720):  # bench gpu's clips at 150 frames (6 s); bench memor
 PY
 )
 
-cuda_usable() {  # whether machine.json says ONNX Runtime can use the GPU; without it, ask ffdesk
+cuda_usable() {  # whether machine.json says ONNX Runtime runs a session on the GPU; without it, ask ffdesk
     if [ -f "$OUT/machine.json" ]; then
-        "$PY" -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ffdesk"]["cuda_usable"] is True else 1)' \
+        "$PY" -c 'import json, sys; m = json.load(open(sys.argv[1]))["ffdesk"]; sys.exit(0 if m["cuda_usable"] is True and m.get("cuda_runs") is not False else 1)' \
             "$OUT/machine.json" 2>/dev/null
     else
         timeout 30 "$PY" -c 'import sys; from ffdesk.runtime.sessions import cuda_usable; sys.exit(0 if cuda_usable() else 1)' \
@@ -251,7 +282,7 @@ step machine 35 "$PY" -c "$MACHINE_PY" "$OUT/machine.json"
 
 NO_CUDA=$NO_GPU
 if [ -z "$NO_CUDA" ] && ! cuda_usable; then
-    NO_CUDA="no GPU ONNX Runtime can use: cuda_usable() is false (machine.json)"
+    NO_CUDA="no GPU ONNX Runtime can use: cuda_usable() is false, or its CUDA session ran on the CPU (machine.json)"
 fi
 NO_TESTS=$NO_GPU
 if [ -z "$NO_TESTS" ] && ! "$PY" -c "import pytest" 2>/dev/null; then

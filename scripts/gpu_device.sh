@@ -45,8 +45,13 @@ bring_back() {  # what the check has written so far, into $OUT (the archive repl
     for f in summary.json steps.tsv; do
         [ -f "$WORK/$f" ] && cp "$WORK/$f" "$BACK/.$f.part" && mv "$BACK/.$f.part" "$BACK/$f"
     done
-    [ -d "$WORK" ] && tar -C "$(dirname "$WORK")" -czf "$BACK/.gpu-check.part" "$(basename "$WORK")" 2>/dev/null \
-        && mv "$BACK/.gpu-check.part" "$BACK/gpu-check.tar.gz"
+    # a step's log grows while it is read: GNU tar then says "file changed as we read it" and
+    # exits 1 with the archive whole (up to what it read); only 2 and above are failures
+    if [ -d "$WORK" ]; then
+        tar --warning=no-file-changed -C "$(dirname "$WORK")" -czf "$BACK/.gpu-check.part" \
+            "$(basename "$WORK")" 2>/dev/null
+        [ $? -le 1 ] && mv "$BACK/.gpu-check.part" "$BACK/gpu-check.tar.gz"
+    fi
     rm -f "$BACK"/.*.part
 }
 

@@ -94,6 +94,42 @@ def test_a_missing_package_fails_the_machine_step_naming_what_to_bundle(tmp_path
     assert list(summary["machine"]["imports"]["missing"]) == ["scenedetect"]
 
 
+CUDA_LISTED = """
+import ffdesk.runtime.sessions as sessions
+
+sessions.cuda_usable = lambda flags=None: True
+"""
+"""A machine whose ONNX Runtime lists CUDA and sees a GPU, but whose CUDA libraries do not load
+(here: a CPU build asked for the CUDA provider): sessions run on the CPU."""
+
+
+def test_a_cuda_provider_that_runs_on_the_cpu_fails_the_machine_step(tmp_path: Path) -> None:
+    """ONNX Runtime lists CUDA where cuDNN or the CUDA runtime then fail to load, and runs the
+    session on the CPU: the machine step loads a model on CUDA through ffdesk, says so in one
+    line and fails, and the benches would be skipped (they would measure the CPU)."""
+    if has_nvidia_gpu():
+        pytest.skip("this machine has an NVIDIA GPU: the script would run its 8 minutes")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(CUDA_LISTED, encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(hook), str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "PYTHON": sys.executable}
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "check")],
+        capture_output=True,
+        text=True,
+        timeout=LIMIT_S,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    machine = json.loads((tmp_path / "check" / "machine.json").read_text(encoding="utf-8"))["ffdesk"]
+    assert machine["cuda_usable"] is True and machine["cuda_runs"] is False, machine
+    assert machine["cuda_session"]["providers"] == ["CPUExecutionProvider"]
+    step = next(s for s in read_steps(tmp_path / "check" / "steps.tsv") if s["step"] == "machine")
+    assert (step["result"], step["exit"]) == ("failed", "1"), step
+    assert step["note"].startswith("ONNX Runtime lists CUDA but ran the session on"), step
+
+
 def test_the_step_limits_fit_the_budget_and_the_budget_fits_eight_minutes() -> None:
     text = SCRIPT.read_text(encoding="utf-8")
     budget = int(re.search(r"^BUDGET_S=(\d+)$", text, re.MULTILINE).group(1))  # type: ignore[union-attr]
@@ -182,6 +218,44 @@ def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measu
         assert budget is not None and budget.read().decode().strip() == "budget 300"
     assert {"check/steps.tsv", "check/machine.json"} <= names
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a half-copied file was left"
+
+
+def test_a_log_growing_while_it_is_packed_still_comes_back(tmp_path: Path) -> None:
+    """A step's log grows while the archive is made: GNU tar then warns "file changed as we read
+    it" and exits 1, its archive whole. The archive must still replace the last one (before, the
+    copy was dropped: a call stopped mid-step brought back nothing of that step, or nothing)."""
+    import tarfile
+
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "gpu_device.sh", root / "scripts" / "gpu_device.sh")
+    (root / "scripts" / "gpu_check.sh").write_text(
+        'mkdir -p "$1"; printf "step\\tresult\\n" > "$1/steps.tsv"\n'
+        '(while :; do echo "a line of the step" >> "$1/step.log"; done) &\n'
+        "sleep 60\n"
+    )
+    part = tmp_path / "p3"
+    part.mkdir()
+    env_file = tmp_path / "gpu-env.sh"
+    (part / "go.sh").write_text(f"echo ': the last part' > {env_file}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_ENV": str(env_file), "OUT": str(out), "GPU_CHECK_DIR": str(tmp_path / "check"),
+           "BRING_EVERY_S": "1"}  # fmt: skip
+    call = subprocess.Popen(
+        ["bash", str(root / "scripts" / "gpu_device.sh"), str(part)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = 20.0
+        while not (out / "gpu-check.tar.gz").exists() and deadline > 0:
+            subprocess.run(["sleep", "0.25"], check=True)
+            deadline -= 0.25
+    finally:
+        os.killpg(call.pid, 9)
+        call.wait(timeout=10)
+    assert (out / "gpu-check.tar.gz").exists(), "no archive while a log grew"
+    with tarfile.open(out / "gpu-check.tar.gz") as tar:
+        assert "check/step.log" in tar.getnames()
 
 
 WITH_PY_SPY = ROOT / "scripts" / "with_py_spy.sh"

@@ -342,7 +342,10 @@ class OrtSession:
         # The outputs are complete when the run returns: by default ONNX Runtime ends a run by
         # synchronising the stream it ran on ("disable_synchronize_execution_providers" is off).
         # `binding.synchronize_outputs()` would add a cudaDeviceSynchronize: a wait for every
-        # other stage thread's kernels too, which keeps the stages from overlapping on the card.
+        # kernel on the card, ONNX Runtime's runs in other stage threads included. (The stage
+        # threads all queue torch's work on the device's default stream, so the waits on
+        # `stream` above and below are waits for every thread's torch work too: a stream per
+        # stage thread, with frames handed over by events, would let those overlap.)
         self.ort.run_with_iobinding(binding)
         del bound, values
         outputs = [torch.from_dlpack(v) for v in binding.get_outputs()]

@@ -176,29 +176,21 @@ def test_the_device_call_brings_everything_back_in_three_files(tmp_path: Path) -
     assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["ok"] is True
 
 
-def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measured(
-    tmp_path: Path,
-) -> None:
-    """The device tool kills a call at its limit (less than asked when little device time is
-    left) and brings back only what is in $OUT by then: the check's files are copied there while
-    it runs, not only at its end. A stand-in check writes its first step, then hangs."""
-    import tarfile
-
+def _last_device_call_stopped(tmp_path: Path, check: str, extra_env: dict[str, str]) -> Path:
+    """Run `scripts/gpu_device.sh`'s last call with `check` standing in for gpu_check.sh, bringing
+    back every second, until it has brought an archive back (at most 30 s), then kill it as the
+    device tool stops a call at its limit. The folder it brought files back to ($OUT)."""
     root = tmp_path / "project"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "gpu_device.sh", root / "scripts" / "gpu_device.sh")
-    (root / "scripts" / "gpu_check.sh").write_text(
-        'mkdir -p "$1"; printf "step\\tresult\\nmachine\\tok\\n" > "$1/steps.tsv"\n'
-        'echo "{}" > "$1/machine.json"; echo "budget ${GPU_CHECK_BUDGET_S:-unset}" > "$1/budget.log"\n'
-        "sleep 60\n"
-    )
+    (root / "scripts" / "gpu_check.sh").write_text(check)
     part = tmp_path / "p3"
     part.mkdir()
     env_file = tmp_path / "gpu-env.sh"
     (part / "go.sh").write_text(f"echo ': the last part' > {env_file}\n")
     out = tmp_path / "out"
     env = {**os.environ, "GPU_ENV": str(env_file), "OUT": str(out), "GPU_CHECK_DIR": str(tmp_path / "check"),
-           "BRING_EVERY_S": "1", "GPU_CHECK_BUDGET_S": "300"}  # fmt: skip
+           "BRING_EVERY_S": "1", **extra_env}  # fmt: skip
     call = subprocess.Popen(
         ["bash", str(root / "scripts" / "gpu_device.sh"), str(part)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
@@ -209,8 +201,25 @@ def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measu
             subprocess.run(["sleep", "0.25"], check=True)
             deadline -= 0.25
     finally:
-        os.killpg(call.pid, 9)  # as the device tool stops a call at its limit
+        os.killpg(call.pid, 9)
         call.wait(timeout=10)
+    return out
+
+
+def test_a_device_call_stopped_mid_check_has_already_brought_back_what_was_measured(
+    tmp_path: Path,
+) -> None:
+    """The device tool kills a call at its limit (less than asked when little device time is
+    left) and brings back only what is in $OUT by then: the check's files are copied there while
+    it runs, not only at its end. A stand-in check writes its first step, then hangs."""
+    import tarfile
+
+    check = (
+        'mkdir -p "$1"; printf "step\\tresult\\nmachine\\tok\\n" > "$1/steps.tsv"\n'
+        'echo "{}" > "$1/machine.json"; echo "budget ${GPU_CHECK_BUDGET_S:-unset}" > "$1/budget.log"\n'
+        "sleep 60\n"
+    )
+    out = _last_device_call_stopped(tmp_path, check, {"GPU_CHECK_BUDGET_S": "300"})
     assert (out / "steps.tsv").read_text(encoding="utf-8").splitlines()[1] == "machine\tok"
     with tarfile.open(out / "gpu-check.tar.gz") as tar:
         names = set(tar.getnames())
@@ -226,33 +235,12 @@ def test_a_log_growing_while_it_is_packed_still_comes_back(tmp_path: Path) -> No
     copy was dropped: a call stopped mid-step brought back nothing of that step, or nothing)."""
     import tarfile
 
-    root = tmp_path / "project"
-    (root / "scripts").mkdir(parents=True)
-    shutil.copy(ROOT / "scripts" / "gpu_device.sh", root / "scripts" / "gpu_device.sh")
-    (root / "scripts" / "gpu_check.sh").write_text(
+    check = (
         'mkdir -p "$1"; printf "step\\tresult\\n" > "$1/steps.tsv"\n'
         '(while :; do echo "a line of the step" >> "$1/step.log"; done) &\n'
         "sleep 60\n"
     )
-    part = tmp_path / "p3"
-    part.mkdir()
-    env_file = tmp_path / "gpu-env.sh"
-    (part / "go.sh").write_text(f"echo ': the last part' > {env_file}\n")
-    out = tmp_path / "out"
-    env = {**os.environ, "GPU_ENV": str(env_file), "OUT": str(out), "GPU_CHECK_DIR": str(tmp_path / "check"),
-           "BRING_EVERY_S": "1"}  # fmt: skip
-    call = subprocess.Popen(
-        ["bash", str(root / "scripts" / "gpu_device.sh"), str(part)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = 20.0
-        while not (out / "gpu-check.tar.gz").exists() and deadline > 0:
-            subprocess.run(["sleep", "0.25"], check=True)
-            deadline -= 0.25
-    finally:
-        os.killpg(call.pid, 9)
-        call.wait(timeout=10)
+    out = _last_device_call_stopped(tmp_path, check, {})
     assert (out / "gpu-check.tar.gz").exists(), "no archive while a log grew"
     with tarfile.open(out / "gpu-check.tar.gz") as tar:
         assert "check/step.log" in tar.getnames()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -92,6 +93,46 @@ def remove_folder(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+OwnEntry = Callable[[str], bool]
+"""Whether a file of this name in an output folder is one its writer puts there itself (a PNG
+render's frames: `ffdesk.media.encode.png_folder_entry`). A folder that holds only such files
+may be replaced by a new output; one that holds anything else is the user's and never is."""
+
+_SHOWN = 3
+"""How many names a message lists before it says how many more there are."""
+
+
+def foreign_entries(folder: Path, own: OwnEntry) -> list[str]:
+    """The entries of `folder` that `own` does not claim, sorted; a subfolder is never claimed
+    and is shown as `NAME/`. OSError when `folder` cannot be read."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                found.append(f"{entry.name}/")
+            elif not own(entry.name):
+                found.append(entry.name)
+    return sorted(found)
+
+
+def listed(names: Sequence[str]) -> str:
+    """A few of `names` for a one-line message: "a.jpg, notes.txt, sub/ and 4 more"."""
+    shown = ", ".join(names[:_SHOWN])
+    more = len(names) - _SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def free_name_beside(final: Path, tag: str) -> Path:
+    """A name beside `final` that nothing is at, for what cannot go to `final` itself:
+    NAME-ffdesk-TAG, else NAME-ffdesk-TAG-2, -3, ..."""
+    base = final.with_name(f"{final.name}-ffdesk-{tag}")
+    candidate, number = base, 1
+    while candidate.exists() or candidate.is_symlink():
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -100,13 +141,18 @@ def _remove(path: Path) -> None:
 
 
 @contextmanager
-def atomic_output(final: Path) -> Iterator[Path]:
+def atomic_output(final: Path, *, own: OwnEntry | None = None) -> Iterator[Path]:
     """Yield a temp path beside `final`; move it into place on success, remove it on failure.
 
     The caller writes a file or creates a folder at the yielded path. On success it replaces
-    `final` (an existing folder at `final` is replaced too). On any exception nothing is left at
-    the temp path and `final` is untouched. An OSError "no space left" becomes a MediaError.
-    Callers refuse an output equal to an input beforehand (see `same_file`).
+    `final`. A folder written over a folder at `final` replaces it whole where `own` is None
+    (a folder the caller owns, such as a work folder's segment); with `own`, only where that
+    folder holds nothing but files `own` claims (an earlier output's, `_replace_folder`): one
+    that holds anything else is left as it is, the new folder is kept beside it under a name
+    of its own (`free_name_beside`) and a one-line MediaError says where. On any exception
+    nothing is left at the temp path and `final` is untouched. An OSError "no space left"
+    becomes a MediaError. Callers refuse an output equal to an input beforehand (see
+    `same_file`), and an output folder that holds other files before they write anything.
     """
     final = Path(final)
     check_writable_folder(final.parent)
@@ -123,11 +169,7 @@ def atomic_output(final: Path) -> Iterator[Path]:
         if not tmp.exists():
             raise MediaError(f"{final}: nothing was written")
         if final.is_dir() and not final.is_symlink() and tmp.is_dir():
-            # os.replace cannot replace a non-empty folder: move the old one aside first
-            old = temp_path_for(final)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
+            _replace_folder(tmp, final, own)
         else:
             os.replace(tmp, final)
         fsync_dir(final.parent)
@@ -139,6 +181,76 @@ def atomic_output(final: Path) -> Iterator[Path]:
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _replace_folder(tmp: Path, final: Path, own: OwnEntry | None) -> None:
+    """Put folder `tmp` in place of folder `final` (os.replace cannot replace a non-empty folder,
+    so the old one is moved aside first). With `own`, the old folder is checked for other files
+    before it is moved aside and again after (a file put in it meanwhile is caught either way),
+    and is deleted file by file, only the files `own` claims, then removed with rmdir, which
+    refuses a folder that is not empty: nothing the user put there is ever deleted."""
+    if own is None:
+        old = temp_path_for(final)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    _refuse_replace(tmp, final, foreign_entries(final, own))
+    old = temp_path_for(final)
+    os.replace(final, old)
+    others = foreign_entries(old, own)
+    if others:
+        os.replace(old, final)  # back as it was, before anything else is touched
+        _refuse_replace(tmp, final, others)
+    os.replace(tmp, final)
+    _drop_replaced(old, final, own)
+
+
+def _refuse_replace(tmp: Path, final: Path, others: list[str]) -> None:
+    """MediaError (one line) when folder `final` holds `others` (files its writer did not put
+    there): the finished folder `tmp` is kept beside it under a name of its own, and said."""
+    if not others:
+        return
+    kept = free_name_beside(final, "new")
+    try:
+        os.replace(tmp, kept)
+    except OSError as exc:
+        _remove(tmp)
+        raise MediaError(
+            f"{final}: not replaced, it holds other files now ({listed(others)}); the new output "
+            f"could not be kept beside it ({exc.strerror or exc})"
+        ) from exc
+    fsync_dir(final.parent)
+    raise MediaError(
+        f"{final}: not replaced, it holds other files now ({listed(others)}); the new output is in {kept}"
+    )
+
+
+def _drop_replaced(old: Path, final: Path, own: OwnEntry) -> None:
+    """Delete the folder `old` that the new output at `final` replaced: the files `own` claims,
+    then the folder. Where it is not empty after that (a file was put in it in the instant
+    between its check and now), it is moved beside `final` under a name of its own, and a
+    MediaError says where (the new output is in place)."""
+    with os.scandir(old) as entries:
+        for entry in entries:
+            if own(entry.name) and not entry.is_dir(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+    try:
+        os.rmdir(old)
+        return
+    except OSError:
+        pass
+    others = foreign_entries(old, own)
+    if not others:  # only files that could not be deleted: removed as before
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    kept = free_name_beside(final, "previous")
+    os.replace(old, kept)
+    raise MediaError(
+        f"{final}: the new output is in place; {listed(others)}, put in the old folder as it was "
+        f"replaced, kept in {kept}"
+    )
 
 
 def fsync_dir(folder: Path) -> None:

@@ -61,6 +61,7 @@ import io
 import math
 import os
 import platform
+import re
 import shutil
 import struct
 from collections.abc import Mapping, Sequence
@@ -87,7 +88,7 @@ from ffdesk.media._colour import (
     sws_matrix_of_code,
     top_field_first,
 )
-from ffdesk.media.atomic import atomic_output, fsync_dir, raise_if_disk_full
+from ffdesk.media.atomic import atomic_output, foreign_entries, fsync_dir, listed, raise_if_disk_full
 from ffdesk.media.decode import alpha_array, rgb_array, rotation_of, stored, upright
 from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
@@ -113,6 +114,11 @@ _UNSPECIFIED: Mapping[ColourKind, int] = MappingProxyType({"range": 0, "space": 
 """FFmpeg's codes for an unspecified tag of each kind."""
 PNG_PATTERN = "frame_%06d.png"
 """Names of the frames of a PNG sequence, numbered from 0."""
+_PNG_FRAME_NAME = re.compile(r"frame_\d{6,}\.png")
+"""`PNG_PATTERN`'s names (a render past a million frames writes seven digits)."""
+FOLDER_VIEW_FILES = frozenset({".DS_Store", "Thumbs.db"})
+"""Files a file browser leaves in a folder it has shown (Finder, Explorer): caches it makes
+again, not the user's work."""
 _LAYOUTS = {3: "rgb24", 4: "rgba"}
 """PyAV's pixel format of an H x W x C uint8 picture, by C."""
 _PRORES_4444 = "4"
@@ -150,6 +156,33 @@ class EncodeSettings:
     def speed_preset(self) -> VideoPreset:
         """The x264/x265 preset these settings encode with."""
         return self.preset or ("medium" if self.mode == "final" else "veryfast")
+
+
+def png_folder_entry(name: str) -> bool:
+    """Whether a file named `name` in a PNG render's folder is one a render writes there (its
+    frames, `PNG_PATTERN`) or one a file browser leaves in any folder (`FOLDER_VIEW_FILES`): a
+    folder holding only such files is an earlier render's, which a new render replaces whole
+    (`ffdesk.media.atomic.atomic_output`'s `own`)."""
+    return name in FOLDER_VIEW_FILES or _PNG_FRAME_NAME.fullmatch(name) is not None
+
+
+def check_png_folder(folder: Path, shown: str) -> None:
+    """MediaError (one line) unless a PNG render may put its frames at `folder`: nothing is
+    there, or a folder that is empty or holds only what a PNG render writes
+    (`png_folder_entry`), which the render replaces. Checked before a render starts, so a
+    folder of the user's files is refused before anything is written; `shown`: the folder as
+    the message names it. (A file at `folder` is the caller's to refuse.)"""
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    try:
+        others = foreign_entries(folder, png_folder_entry)
+    except OSError as exc:
+        raise MediaError(f"{shown}: cannot read this folder ({exc.strerror or exc})") from exc
+    if others:
+        raise MediaError(
+            f"{shown}: this folder holds other files ({listed(others)}); give a new or empty folder, "
+            "or one an earlier PNG render wrote"
+        )
 
 
 def nvenc_preset(preset: VideoPreset) -> str:

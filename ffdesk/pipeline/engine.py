@@ -40,12 +40,18 @@ from ffdesk.media.decode import (
     rotation_of,
     upright,
 )
-from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
+from ffdesk.media.encode import (
+    EncodeSettings,
+    SegmentEncoder,
+    check_png_folder,
+    container_suffix,
+    png_folder_entry,
+)
 from ffdesk.media.images import IMAGE_SUFFIXES, StillImage, read_still
 from ffdesk.media.matte import matte_file
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe, probe_still
 from ffdesk.media.segments import JoinResult, join_segments
-from ffdesk.media.sequence import is_sequence_path
+from ffdesk.media.sequence import SEQUENCE_SUFFIXES, is_sequence_path
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.eta import Estimate, EtaEstimator
 from ffdesk.pipeline.flow import (
@@ -309,6 +315,15 @@ VIDEO_SUFFIXES: dict[str, tuple[str, ...]] = {
 }
 """Output file types each encoder can be written to (png writes a folder of frames)."""
 
+FILE_SUFFIXES = frozenset(
+    {s for kinds in VIDEO_SUFFIXES.values() for s in kinds}
+    | IMAGE_SUFFIXES
+    | SEQUENCE_SUFFIXES
+    | {".avi", ".webm"}
+)
+"""Suffixes that name a clip or image file (the outputs above, the image and frame types, and
+the other clip types the app opens): a folder of PNG frames is never given one of them."""
+
 
 def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
     suffix = job.output.suffix.lower()
@@ -317,14 +332,45 @@ def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
             kinds = ", ".join(sorted(IMAGE_SUFFIXES))
             raise UserError(f"{job.output.name}: an image target needs an image output ({kinds})")
         return
-    if job.encoder == "png" and job.output.exists() and not job.output.is_dir():
-        raise UserError(f"{job.output.name}: --encoder png writes a folder of frames, and this is a file")
+    if job.encoder == "png":
+        _check_png_folders(job, suffix)
+        return
     allowed = VIDEO_SUFFIXES.get(job.encoder)
     if allowed is not None and suffix not in allowed:
         raise UserError(
             f"{job.output.name}: --encoder {job.encoder} cannot be written to a '{suffix or 'no suffix'}' "
             f"file; use {', '.join(allowed)}"
         )
+    matte = matte_clip_path(job.output)
+    if job.matte == "clip" and matte.is_dir() and not matte.is_symlink():
+        raise UserError(
+            f"{matte.name} is a folder; the matte clip goes to this path as a file: move it away or give "
+            "another output"
+        )
+
+
+def _check_png_folders(job: RenderJob, suffix: str) -> None:
+    """`UserError` (one line) unless the folders a PNG render writes (the output, and with
+    `--matte clip` the matte clip's beside it) can take its frames: a name without a clip or
+    image suffix, nothing there, or an empty folder, or one an earlier PNG render wrote (which
+    it replaces). A folder of the user's files is refused here, before anything is rendered;
+    the join checks again as it replaces it (`atomic.atomic_output`'s `own`)."""
+    if job.output.exists() and not job.output.is_dir():
+        raise UserError(f"{job.output.name}: --encoder png writes a folder of frames, and this is a file")
+    if suffix in FILE_SUFFIXES:
+        raise UserError(
+            f"{job.output.name}: --encoder png writes a folder of frames and cannot be written to a "
+            f"'{suffix}' file; give a folder name, such as {job.output.stem}"
+        )
+    folders = [(job.output, job.output.name, "the output folder")]
+    if job.matte == "clip":
+        matte = matte_clip_path(job.output)
+        folders.append((matte, f"{matte.name} (the matte clip's folder)", "the matte clip's folder"))
+    for folder, shown, what in folders:
+        atomic.refuse_link(folder, what)
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{shown}: --encoder png writes a folder of frames, and this is a file")
+        check_png_folder(folder, shown)
 
 
 def _stage_figures(stages: list[Stage]) -> StageFigures:
@@ -534,12 +580,15 @@ def _join_output(
 ) -> JoinResult:
     """Join the manifest's segments (and the source's audio) into the output, atomically; the
     work folder goes once the output is in place. A matte clip is joined first, and put beside
-    the output once the output is in place (where its join fails, neither replaces its file)."""
+    the output once the output is in place (where its join fails, neither replaces its file).
+    A PNG folder replaces only a folder that holds nothing but frames (`png_folder_entry`): one
+    the user put a file in during the render is left as it is, the new frames go beside it, a
+    MediaError says where, and the work folder stays for a run that joins again."""
     segment_paths = [manifest.folder / s.file for s in manifest.segments]
     with contextlib.ExitStack() as matte:
         if job.matte == "clip":
             matte.enter_context(joined_matte_clip(job, info, span.end_s, manifest, origin_s))
-        with atomic.atomic_output(job.output) as tmp:
+        with atomic.atomic_output(job.output, own=png_folder_entry) as tmp:
             joined = join_segments(
                 segment_paths,
                 out_path=tmp,

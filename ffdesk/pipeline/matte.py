@@ -29,7 +29,7 @@ import numpy as np
 
 from ffdesk.errors import UserError
 from ffdesk.media.atomic import atomic_output
-from ffdesk.media.encode import EncodeSettings, SegmentEncoder, write_image
+from ffdesk.media.encode import EncodeSettings, SegmentEncoder, png_folder_entry, write_image
 from ffdesk.media.images import ImageMetadata, read_metadata
 from ffdesk.media.matte import (
     ALPHA_ENCODERS,
@@ -143,7 +143,9 @@ def joined_matte_clip(
     """Join the segments' mattes into the matte clip beside the output (the same frames and
     timestamps; no audio), and put it in place when the block ends without an error: the block
     joins the output, so the matte clip takes its place after the output has taken its own, and
-    where the output's join fails neither replaces what was there. Yields where it goes."""
+    where the output's join fails neither replaces what was there. A PNG matte replaces a folder
+    only where it holds nothing but an earlier render's frames (`png_folder_entry`); otherwise
+    it is kept beside it and a MediaError says where. Yields where it goes."""
     paths = []
     for segment in manifest.segments:
         if segment.matte is None:
@@ -153,7 +155,7 @@ def joined_matte_clip(
             )
         paths.append(manifest.folder / segment.matte)
     out = matte_clip_path(job.output)
-    with atomic_output(out) as tmp:
+    with atomic_output(out, own=png_folder_entry) as tmp:  # an earlier PNG matte's folder, nothing else
         join_segments(
             paths,
             out_path=tmp,

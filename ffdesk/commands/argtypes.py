@@ -37,15 +37,33 @@ def number_from(low: float, *, above: bool = False, high: float | None = None) -
             raise argparse.ArgumentTypeError(
                 f"must be {'more than' if above else 'at least'} {low:g}, not {text}"
             )
-        _at_most(value, low, high, text)
+        _at_most(value, low, high, text, above=above)
         return value
 
     return parse
 
 
-def _at_most(value: float, low: float, high: float | None, said: str) -> None:
+def byte_size(text: str) -> int:
+    """An argparse type: a size in bytes as `ffdesk.units.parse_size` reads it ("6GiB", "512MB"),
+    more than zero; refused as an argparse error, so the message names the option."""
+    from ffdesk.errors import UserError
+    from ffdesk.units import parse_size
+
+    try:
+        value = parse_size(text)
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size '{text}' must be more than zero")
+    return value
+
+
+def _at_most(value: float, low: float, high: float | None, said: str, *, above: bool = False) -> None:
+    """Refuse a value over `high`, naming the range as it is: `above` keeps `low` itself out of
+    it ("more than 0 and at most 1000", not "from 0 to 1000")."""
     if high is not None and value > high:
-        raise argparse.ArgumentTypeError(f"must be from {_shown(low)} to {_shown(high)}, not {said}")
+        shown = f"more than {_shown(low)} and at most" if above else f"from {_shown(low)} to"
+        raise argparse.ArgumentTypeError(f"must be {shown} {_shown(high)}, not {said}")
 
 
 def _shown(x: float) -> str:

@@ -109,13 +109,21 @@ def run_extract(args: argparse.Namespace) -> int:
                 line = f"extract: frame {self.done}{of} ({source.name}), {stats.kept} kept, {dropped} dropped"
                 print(line, file=sys.stderr, flush=True)
 
+        def warn(self, message: str) -> None:
+            """One line on stderr (above the bar, on a terminal), shown even with -q."""
+            line = f"ffdesk: warning: {message}"
+            if self.bar is not None:
+                tqdm.write(line, file=sys.stderr)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
         def close(self) -> None:
             if self.bar is not None:
                 self.bar.close()
 
     bar = Bar()
     try:
-        stats = extract(args.inputs, args.out, settings, progress=bar)
+        stats = extract(args.inputs, args.out, settings, progress=bar, on_warning=bar.warn)
     finally:
         bar.close()
     print(stats.line())

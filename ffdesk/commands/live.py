@@ -114,7 +114,12 @@ def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> 
     from ffdesk.pipeline.live import open_writers, writing_to
 
     writers = open_writers(
-        camera, stack, stream=args.stream, virtual_camera=args.virtual_camera, record=args.record
+        camera,
+        stack,
+        stream=args.stream,
+        virtual_camera=args.virtual_camera,
+        record=args.record,
+        on_status=_status,
     )
     return [writing_to(*writers)] if writers else []
 

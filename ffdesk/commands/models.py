@@ -8,11 +8,14 @@ import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.units import format_bytes
+
+if TYPE_CHECKING:
+    from ffdesk.runtime.catalog import Catalog
 
 
 def register(sub: Any) -> None:
@@ -45,7 +48,13 @@ def register(sub: Any) -> None:
 
     p = cmds.add_parser("import", help="verify files and copy them into the models folder")
     dir_arg(p)
-    p.add_argument("paths", nargs="+", type=Path)
+    p.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="model files, or folders: every model file in a folder that the catalog knows",
+    )
     p.add_argument("--as", dest="as_name", default=None, help="catalog name for a renamed file")
     p.add_argument(
         "--replace", action="store_true", help="replace a different file of the same name already there"
@@ -255,17 +264,29 @@ def check_model_name(name: str) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
+    """Import each file named, and every model file the catalog knows in each folder named
+    (`folder_models`); exit 2 when one of them could not be."""
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import import_model, resolve_models_dir
 
     if args.as_name is not None:
         check_model_name(args.as_name)
-    if args.as_name and len(args.paths) > 1:
+    if args.as_name and (len(args.paths) > 1 or args.paths[0].is_dir()):
         raise UserError("--as takes one file at a time")
     catalog = load_catalog()
+    sources: list[Path] = []
+    for given in args.paths:
+        if given.is_dir():
+            found, left = folder_models(given, catalog)
+            if left:
+                print(f"ffdesk: warning: {given}: not imported, not models the catalog knows: "
+                      f"{', '.join(left)}", file=sys.stderr)  # fmt: skip
+            sources.extend(found)
+        else:
+            sources.append(given)
     folder = resolve_models_dir(args.models_dir, runtime_env(args))
     failed = 0
-    for src in args.paths:
+    for src in sources:
         result = import_model(src, catalog, folder, as_name=args.as_name, replace=args.replace)
         if result.problems:  # one line a file: its first problem, and how many more it has
             failed += 1
@@ -276,6 +297,29 @@ def _import(args: argparse.Namespace) -> int:
             note = " (no .hash sidecar: recorded its CRC32 now)" if result.hash == "unverified" else ""
             print(f"{result.name}: {result.dest}{note}")
     return 2 if failed else 0
+
+
+def folder_models(folder: Path, catalog: Catalog) -> tuple[list[Path], list[str]]:
+    """The model files in `folder` (not its subfolders) that the catalog knows by name, to
+    import as if each were named, and the names of the other model files there (.onnx, .pth,
+    ...: not imported, as `--as` names one file at a time). Sidecars and external data files
+    go with their model. `UserError` (one line) for a folder with no model file the catalog
+    knows."""
+    from ffdesk.runtime.files import MODEL_SUFFIXES
+
+    try:
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MODEL_SUFFIXES)
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from None
+    known = [p for p in files if catalog.by_file(p.name) is not None]
+    if not known and files:
+        names = ", ".join(p.name for p in files)
+        raise UserError(
+            f"{folder}: no model the catalog knows in this folder ({names}); import one with --as NAME"
+        )
+    if not known:
+        raise UserError(f"{folder}: a folder with no model files ({', '.join(MODEL_SUFFIXES)})")
+    return known, [p.name for p in files if p not in known]
 
 
 def _standins(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.argtypes import whole_at_least
+from ffdesk.commands.argtypes import byte_size, number_from, whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import (
     add_mask_options,
@@ -24,7 +24,7 @@ from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
-from ffdesk.units import ClipTime, ClipTimecode, parse_clip_time, parse_size
+from ffdesk.units import ClipTime, ClipTimecode, parse_clip_time
 
 if TYPE_CHECKING:
     from ffdesk.media.probe import MediaInfo
@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
     p.add_argument("--mode", choices=("preview", "final"), default="final")
     p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="auto")
     p.add_argument("--batch", type=int, default=4, help="frames per inference batch")
-    p.add_argument("--memory-budget", type=parse_size, default=None, metavar="SIZE", help="e.g. 6GiB")
+    p.add_argument("--memory-budget", type=byte_size, default=None, metavar="SIZE", help="e.g. 6GiB")
     p.add_argument("--encoder", choices=("h264", "h265", "prores", "png"), default="h264")
     p.add_argument(
         "--matte",
@@ -172,7 +172,10 @@ def register(sub: Any) -> None:
         help="address the metrics endpoint binds (default 127.0.0.1, this machine only)",
     )
     p.add_argument(
-        "--fps", type=float, default=None, help="frame rate of an image-sequence target (default 24)"
+        "--fps",
+        type=number_from(0, above=True, high=1000),
+        default=None,
+        help="frame rate of an image-sequence target (default 24)",
     )
     p.add_argument("--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)")
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
@@ -338,7 +341,7 @@ def check_options_apply(args: argparse.Namespace) -> None:
     have their own rate), a farm option without `--farm` or a local-only one with it,
     `--metrics-host` without `--metrics-port`, a `--matte` nothing of the render makes, and a
     swapper model without the source face it swaps in (a model made by `ffdesk train` needs
-    none)."""
+    none), and before that a `--swapper` that names no swapper at all (`check_swapper_path`)."""
     from ffdesk.media.sequence import is_sequence_path
 
     if args.source_face is not None and not args.source and not args.map:
@@ -368,11 +371,14 @@ def check_options_apply(args: argparse.Namespace) -> None:
             f"--matte {args.matte} would be empty: nothing in this render pastes a face or cuts out "
             "people; give a source photo (-s FACE.jpg), a face processor or --background-remover"
         )
-    if args.swapper and not args.source and not args.map:
+    if args.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper
+        from ffdesk.pipeline.swapper_path import check_swapper_path
         from ffdesk.runtime.files import resolve_models_dir
 
-        if not is_trained_swapper(args.swapper, resolve_models_dir(args.models_dir, runtime_env(args))):
+        models_dir = resolve_models_dir(args.models_dir, runtime_env(args))
+        check_swapper_path(args.swapper, models_dir)  # with or without a photo: what it names
+        if not args.source and not args.map and not is_trained_swapper(args.swapper, models_dir):
             raise UserError(
                 f"--swapper {args.swapper} needs a source face photo (-s FACE.jpg or --map PERSON=FACE.jpg); "
                 "a model made by `ffdesk train` swaps without one"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
 from ffdesk.commands.interrupt import REPEAT_S
@@ -405,6 +405,40 @@ def _let_pass(_sig: int, _frame: FrameType | None) -> None:
     """A signal handler that does nothing."""
 
 
+class StepBar:
+    """The training's progress bar, fed the trainer's metric records (`record`).
+
+    It is made at the first record, so errors before training print alone; it starts at that
+    record's step (`initial`) and is moved on by what each later record adds, so its rate and
+    time left are measured over steps it saw taken: made at step 10 and told 10 steps at once,
+    a bar counted from 0 showed 10 steps in a few microseconds ("110960.42step/s") at first."""
+
+    def __init__(self, steps: int, *, quiet: bool, file: TextIO | None = None) -> None:
+        self.steps = steps
+        self.quiet = quiet
+        self.file = file
+        self.bar: Any = None
+
+    def record(self, rec: dict[str, Any]) -> None:
+        """Show one metrics record: its step, loss and samples a second."""
+        from tqdm import tqdm
+
+        step = int(rec["step"])
+        if self.bar is None:
+            self.bar = tqdm(total=rec.get("steps_goal") or self.steps, initial=step, desc="train",
+                            unit="step", disable=self.quiet, dynamic_ncols=True, file=self.file)  # fmt: skip
+        elif step > self.bar.n:
+            self.bar.update(step - self.bar.n)
+        else:  # (a step told again, or earlier: shown as it is, no rate from it)
+            self.bar.n = step
+        self.bar.set_postfix(loss=f"{rec['loss']:.4f}", sps=f"{rec['samples_per_s'] or 0:.1f}", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _train(settings: TrainSettings, args: argparse.Namespace) -> int:
     """Train in this process (one of torchrun's, or the only one) until done or stopped."""
     from tqdm import tqdm
@@ -415,29 +449,19 @@ def _train(settings: TrainSettings, args: argparse.Namespace) -> int:
 
     main = not launch.in_torchrun() or os.environ.get("RANK", "0") == "0"
     stops = _StopSignals(launch.in_torchrun(), speaks=main)
-    bars: list[Any] = []  # made at the first record, so errors before training print alone
-
-    def on_record(rec: dict[str, Any]) -> None:
-        if not bars:
-            bars.append(tqdm(total=rec.get("steps_goal") or settings.steps, desc="train", unit="step",
-                             disable=args.quiet, dynamic_ncols=True))  # fmt: skip
-        bar = bars[0]
-        bar.n = rec["step"]
-        bar.set_postfix(loss=f"{rec['loss']:.4f}", sps=f"{rec['samples_per_s'] or 0:.1f}", refresh=False)
-        bar.refresh()
+    bar = StepBar(settings.steps, quiet=args.quiet)
 
     def on_message(msg: str) -> None:
         tqdm.write(msg, file=sys.stderr)
 
     try:
         with stops.installed():
-            result = Trainer(settings, stops.requested, on_record, on_message,
+            result = Trainer(settings, stops.requested, bar.record, on_message,
                              driver=runtime_env(args).driver).run()  # fmt: skip
     except FloatingPointError as exc:  # the loss diverged: the last checkpoint is kept
         raise UserError(str(exc)) from None
     finally:
-        for bar in bars:
-            bar.close()
+        bar.close()
     if result.outcome == "interrupted":
         print(f"ffdesk: checkpoint saved at step {result.step} in {settings.run_dir}; continue with --resume",
               file=sys.stderr)  # fmt: skip

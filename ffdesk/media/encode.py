@@ -402,7 +402,7 @@ class SegmentEncoder:
 
     def _open_with(self, name: str) -> None:
         try:
-            container = av.open(str(self.path), "w", options=_movie_timescale(self.time_base))
+            container = av.open(str(self.path), "w", options=_muxer_options(self.path, self.time_base))
         except (av.error.FFmpegError, OSError) as exc:
             if isinstance(exc, OSError):
                 raise_if_disk_full(exc, self.path)
@@ -764,6 +764,14 @@ def _movie_timescale(time_base: Fraction) -> dict[str, str]:
 
 _MAX_TIMESCALE = 2**31 - 1
 """The largest movie timescale the muxer takes."""
+_MOVIE_SUFFIXES = frozenset({".mp4", ".mov", ".m4v"})
+"""Files the MP4/MOV muxer writes: the only ones that take `movie_timescale`."""
+
+
+def _muxer_options(path: Path, time_base: Fraction) -> dict[str, str]:
+    """The muxer's options for a segment at `path`: the movie timescale where the MP4/MOV muxer
+    writes it (another muxer, Matroska's, would print that it did not use the option)."""
+    return _movie_timescale(time_base) if path.suffix.lower() in _MOVIE_SUFFIXES else {}
 
 
 def _errors_describe(exc: BaseException) -> str:

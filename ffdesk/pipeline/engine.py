@@ -281,7 +281,7 @@ def check_job_files(job: RenderJob) -> None:
 
 def _check_paths(job: RenderJob) -> None:
     if job.fps is not None and not 0 < job.fps <= 1000:
-        raise UserError(f"--fps must be between 0 and 1000, got {job.fps:g}")
+        raise UserError(f"--fps must be more than 0 and at most 1000, not {job.fps:g}")
     if not job.target.exists() and not is_sequence_path(job.target):
         raise UserError(f"{job.target}: no such file")
     for src in job.sources:

@@ -45,6 +45,7 @@ from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
+    from ffdesk.pipeline.lock import OutputLock
     from ffdesk.runtime.env import RuntimeEnv
 
 TIMINGS_KEPT = 36_000
@@ -97,12 +98,22 @@ def writing_to(*writers: FrameWriter) -> Output:
 
 
 def open_writers(
-    camera: Camera, stack: ExitStack, *, stream: str | None, virtual_camera: bool, record: Path | None
+    camera: Camera,
+    stack: ExitStack,
+    *,
+    stream: str | None,
+    virtual_camera: bool,
+    record: Path | None,
+    on_status: StatusCallback | None = None,
 ) -> list[FrameWriter]:
     """The outputs asked for, sized as the camera gives its frames (the stream and the virtual
     camera first, the recording last), each closed by `stack` (a recording is then moved into
     place with what it holds). One line (`UserError`, `MediaError`) for one that cannot be
-    opened, and for a virtual camera that is the very device the session reads."""
+    opened, and for a virtual camera that is the very device the session reads.
+
+    A recording holds its output's lock for the session, as a render of that file does
+    (`claim_recording`): a second session or a render of the same file is refused, and the
+    partial files a killed session left there are removed (told to `on_status`)."""
     from ffdesk.media.atomic import same_file
     from ffdesk.media.capture import DeviceCamera, device_path
     from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
@@ -127,10 +138,40 @@ def open_writers(
             )
         writers.append(cam)
     if record is not None:
+        stack.callback(claim_recording(record, on_status).release)  # released after the close below
         rec = Recording(record, width=width, height=height, fps=camera.fps)
         stack.callback(rec.close)
         writers.append(rec)
     return writers
+
+
+def claim_recording(path: Path, on_status: StatusCallback | None = None) -> OutputLock:
+    """Take the lock of the output `path` (the one a render of that file holds, beside it), then
+    remove the partial recordings of `path` that sessions killed before they could finish left
+    behind (`kill -9`, a power cut): with the lock held no other writer of `path` is running, so
+    every such partial is a dead one's. `UserError` (one line) while a render or another session
+    writes `path`."""
+    from ffdesk.media.atomic import check_writable_folder
+    from ffdesk.media.stale_parts import remove_stale_partials
+    from ffdesk.pipeline.lock import OutputLock
+    from ffdesk.pipeline.resume import lock_path_for, work_dir_for
+
+    path = Path(path).expanduser()
+    check_writable_folder(path.parent)  # (taking the lock would make a missing folder)
+    path = path.parent.resolve() / path.name  # (a link at the path itself is the recording's to refuse)
+    try:
+        lock = OutputLock.acquire(lock_path_for(work_dir_for(path)), str(path))
+    except UserError as exc:
+        raise UserError(f"--record {path.name}: {exc}") from None
+    try:
+        removed = remove_stale_partials(path)
+    except BaseException:
+        lock.release()
+        raise
+    if removed and on_status is not None:
+        names = ", ".join(p.name for p in removed)
+        on_status(f"removed {names}: left unfinished beside {path.name} by a writer that was killed")
+    return lock
 
 
 @dataclass(frozen=True, slots=True)
@@ -604,9 +645,12 @@ def _swap_stages(job: RenderJob, *, fps: float, env: RuntimeEnv) -> list[Stage]:
 
     if job.swapper:
         from ffdesk.pipeline.stages.trained import is_trained_swapper, trained_stages
+        from ffdesk.pipeline.swapper_path import check_swapper_path
         from ffdesk.runtime.files import resolve_models_dir
 
-        if is_trained_swapper(job.swapper, resolve_models_dir(job.models_dir, env)):  # no photo
+        models_dir = resolve_models_dir(job.models_dir, env)
+        check_swapper_path(job.swapper, models_dir)  # what it names, before whether it needs a photo
+        if is_trained_swapper(job.swapper, models_dir):  # no photo
             front = FaceFrontEnd.for_camera(job, job_analyser(job), fps)
             return trained_stages(job, env=env, front=front)
     if not job.sources and not job.face_map:

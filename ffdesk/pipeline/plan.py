@@ -489,6 +489,11 @@ def _face_stages(
     job: RenderJob, info: MediaInfo | None = None, *, env: RuntimeEnv, share: Share | None = None
 ) -> list[Stage]:
     """`build_stages` without the frame enhancer."""
+    if job.swapper:  # what the value names before what it needs (a photo or not): its one line
+        from ffdesk.pipeline.swapper_path import check_swapper_path
+        from ffdesk.runtime.files import resolve_models_dir
+
+        check_swapper_path(job.swapper, resolve_models_dir(job.models_dir, env))
     kind = swap_kind(job, env)
     if kind == "trained":
         from ffdesk.pipeline.stages.trained import trained_stages

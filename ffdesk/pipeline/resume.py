@@ -45,6 +45,7 @@ from ffdesk.errors import MediaError
 from ffdesk.media.atomic import clear_folder, refuse_link, remove_folder, write_text_atomic
 from ffdesk.media.matte import matte_file
 from ffdesk.media.segments import SegmentContents, segment_contents
+from ffdesk.media.stale_parts import remove_stale_partials
 from ffdesk.pipeline.lock import OutputLock
 
 MANIFEST_NAME = "manifest.json"
@@ -349,6 +350,9 @@ class Manifest:
         """
         lock = OutputLock.acquire(lock_path_for(folder), str(output_for(folder)))
         try:
+            # with the lock held no other writer of the output runs: partial outputs beside it
+            # are those of writers killed outright (kill -9, a power cut), which nothing else removes
+            remove_stale_partials(output_for(folder))
             manifest, note = cls._open_locked(folder, fingerprint, resume, frames, time_base)
         except BaseException:
             lock.release()

@@ -8,7 +8,7 @@ hash within a few bits). Inputs already extracted (same path, size and mtime) ar
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -66,13 +66,17 @@ class ExtractStats:
     tiny: int = 0
     blurred: int = 0
     duplicates: int = 0
+    damaged: int = 0
+    """Inputs that could not be read (to their end): skipped with a warning, as a render
+    conceals a damaged frame; a clip's frames read before the damage are kept."""
 
     def line(self) -> str:
+        skipped = f"; skipped {_count(self.damaged, 'damaged input')}" if self.damaged else ""
         return (
             f"{_count(self.kept, 'face')} kept from {_count(self.frames, 'frame')} of "
             f"{_count(self.sources, 'input')} "
             f"({self.skipped_sources} already extracted); dropped {self.tiny} tiny, "
-            f"{self.blurred} blurred, {self.duplicates} duplicate"
+            f"{self.blurred} blurred, {self.duplicates} duplicate{skipped}"
         )
 
 
@@ -180,8 +184,14 @@ def extract(
     settings: ExtractSettings = ExtractSettings(),
     finder: FaceFinder | None = None,
     progress: ExtractProgress | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> ExtractStats:
-    """Add the faces of `inputs` to the faceset at `out`; returns what was kept and dropped."""
+    """Add the faces of `inputs` to the faceset at `out`; returns what was kept and dropped.
+
+    An input that cannot be read (a damaged or truncated file) is skipped, told to `on_warning`
+    in one line and counted (`ExtractStats.damaged`); the others are extracted. When nothing at
+    all could be read, or the extraction fails, a faceset folder this call made is removed
+    again: nothing half-written is left at `out`."""
     from ffdesk.faces.align import TEMPLATES
 
     if settings.template not in TEMPLATES:
@@ -189,7 +199,25 @@ def extract(
     files = find_inputs(inputs)
     if not files:
         raise UserError("no images or clips found in " + ", ".join(str(p) for p in inputs))
-    writer = _open_writer(out, settings)
+    made = not expand_user(out).exists() and not expand_user(out).is_symlink()
+    try:
+        stats = _extract_into(_open_writer(out, settings), files, settings, finder, progress, on_warning)
+    except BaseException:
+        if made:
+            _remove_unpublished(expand_user(out))
+        raise
+    return stats
+
+
+def _extract_into(
+    writer: FacesetWriter,
+    files: Sequence[Path],
+    settings: ExtractSettings,
+    finder: FaceFinder | None,
+    progress: ExtractProgress | None,
+    on_warning: Callable[[str], None] | None,
+) -> ExtractStats:
+    """`extract` into an opened faceset; `UserError` when not one frame could be read."""
     if finder is None:
         from ffdesk.faces.analyser import FaceAnalyser
 
@@ -205,9 +233,36 @@ def extract(
         counts = [_frames_expected(p, max(1, settings.every), settings.max_pixels) for p in todo]
         progress.start(None if None in counts else sum(c or 0 for c in counts))
     for path in todo:
-        source, st = str(path), _stat(path)
         stats.sources += 1
-        kept_here = frames_here = 0
+        damage = _extract_source(writer, finder, path, settings, stats, progress)
+        if damage is not None:
+            stats.damaged += 1
+            if on_warning is not None:
+                on_warning(f"{damage}; skipped")
+    if stats.damaged and not stats.frames and not stats.skipped_sources:
+        which = "the input" if stats.damaged == 1 else f"any of the {stats.damaged} inputs"
+        raise UserError(f"nothing extracted: could not read {which} (damaged or unsupported)")
+    writer.commit()
+    return stats
+
+
+def _extract_source(
+    writer: FacesetWriter,
+    finder: FaceFinder,
+    path: Path,
+    settings: ExtractSettings,
+    stats: ExtractStats,
+    progress: ExtractProgress | None,
+) -> str | None:
+    """Add the faces of one input; None when it was read to its end, else the one line saying
+    why it could not be (it is then not marked extracted: a later run tries it again, and the
+    faces kept from before the damage come back as duplicates)."""
+    from ffdesk.errors import DiskFull, MediaError
+    from ffdesk.media.images import PixelLimitError
+
+    source, st = str(path), _stat(path)
+    kept_here = frames_here = 0
+    try:
         for index, image in _frames(path, max(1, settings.every), settings.max_pixels):
             frames_here += 1
             stats.frames += 1
@@ -219,9 +274,23 @@ def extract(
                     stats.kept += 1
             if progress is not None:
                 progress.frame(path, stats)
-        writer.source_done(source, {**st, "faces": kept_here, "frames": frames_here})
-    writer.commit()
-    return stats
+    except (PixelLimitError, DiskFull):
+        raise  # the limit the user set, and a write: not the input's damage
+    except MediaError as exc:
+        return str(exc)
+    writer.source_done(source, {**st, "faces": kept_here, "frames": frames_here})
+    return None
+
+
+def _remove_unpublished(folder: Path) -> None:
+    """Remove the faceset folder an extraction made when it published nothing (no index): shards
+    written before a failure are listed nowhere, and an empty folder would read as a faceset
+    that is not one."""
+    from ffdesk.media.atomic import remove_folder
+    from ffdesk.training.store import INDEX_NAME
+
+    if folder.is_dir() and not folder.is_symlink() and not (folder / INDEX_NAME).exists():
+        remove_folder(folder)
 
 
 def _open_writer(out: Path, settings: ExtractSettings) -> FacesetWriter:

@@ -108,3 +108,16 @@ def test_a_render_job_as_the_app_runs_it_says_what_the_swapper_folder_is(
     with pytest.raises(UserError, match=r"^--swapper .*/runs/ab: no such folder$"):
         run_render(job, env=run_env)
     assert not (tmp_path / "x.jpg").exists()
+
+
+def test_a_folder_bearing_a_catalog_models_name_leaves_the_name_to_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--swapper inswapper_128` from a folder that holds a folder of that name (the app's working
+    folder, a project folder): the catalog's model, as the swapper's own lookup takes it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "inswapper_128").mkdir()
+    check_swapper_path("inswapper_128", None)
+    (tmp_path / "inswapper_12").mkdir()  # a name the catalog does not know: the folder's problem
+    with pytest.raises(UserError, match=r"^--swapper inswapper_12: not a run folder"):
+        check_swapper_path("inswapper_12", None)

@@ -196,13 +196,20 @@ def _replace_folder(tmp: Path, final: Path, own: OwnEntry | None) -> None:
         shutil.rmtree(old, ignore_errors=True)
         return
     _refuse_replace(tmp, final, foreign_entries(final, own))
-    old = temp_path_for(final)
+    # set aside under a name of its own, not a partial's (`ffdesk.media.stale_parts` removes those)
+    old = final.with_name(f".{final.name}.replaced-{secrets.token_hex(4)}")
     os.replace(final, old)
-    others = foreign_entries(old, own)
+    try:
+        others = foreign_entries(old, own)
+        if not others:
+            os.replace(tmp, final)
+    except BaseException:  # Ctrl-C, a failed read: the old folder goes back where it was
+        if not final.exists():
+            os.replace(old, final)
+        raise
     if others:
         os.replace(old, final)  # back as it was, before anything else is touched
         _refuse_replace(tmp, final, others)
-    os.replace(tmp, final)
     _drop_replaced(old, final, own)
 
 

@@ -370,7 +370,21 @@ def _check_png_folders(job: RenderJob, suffix: str) -> None:
         atomic.refuse_link(folder, what)
         if folder.exists() and not folder.is_dir():
             raise UserError(f"{shown}: --encoder png writes a folder of frames, and this is a file")
+        _refuse_folder_of_inputs(job, folder, shown)
         check_png_folder(folder, shown)
+
+
+def _refuse_folder_of_inputs(job: RenderJob, folder: Path, shown: str) -> None:
+    """`UserError` (one line) when `folder`, which a PNG render replaces, holds what the job reads
+    (a frame sequence target's own frames are named as the render's are) or is its target."""
+    if not folder.is_dir():
+        return
+    for read in job.files_read():
+        if atomic.same_file(read, folder) or atomic.same_file(read.parent, folder):
+            raise UserError(
+                f"{shown}: this folder holds {read.name}, which the render reads; give the frames "
+                "a folder of their own"
+            )
 
 
 def _stage_figures(stages: list[Stage]) -> StageFigures:

@@ -43,7 +43,10 @@ def _problem(value: str, models_dir: Path | None) -> str | None:
     """`swapper_path_problem` without the option's name."""
     path = _located(value, models_dir)
     if path.is_dir():
-        return _folder_problem(path)
+        problem = _folder_problem(path)
+        if problem is not None and _catalog_knows(value):
+            return None  # a folder that happens to bear a model's name: the name is the model's
+        return problem
     if path.exists():
         if path.suffix.lower() == ".onnx" or _catalog_knows(value):
             return None

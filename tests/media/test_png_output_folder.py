@@ -286,7 +286,7 @@ def test_a_file_put_in_the_folder_as_it_is_moved_aside_is_put_back(
     ):
         tmp.mkdir()
         (tmp / "frame_000000.png").write_bytes(b"new")
-    assert looks[0] == final and looks[1].name.startswith(".frames.partial-")
+    assert looks[0] == final and looks[1].name.startswith(".frames.replaced-")
     assert sorted(p.name for p in final.iterdir()) == ["frame_000000.png", "late.txt"]
     assert (final / "frame_000000.png").read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frames", "frames-ffdesk-new"]
@@ -302,7 +302,7 @@ def test_a_file_put_in_the_replaced_folder_as_it_is_deleted_is_kept(tmp_path: Pa
         nonlocal calls
         calls += 1
         if calls == 3:  # deleting the replaced folder's frames
-            aside = next(p for p in tmp_path.iterdir() if p.name.startswith(".frames.partial-"))
+            aside = next(p for p in tmp_path.iterdir() if p.name.startswith(".frames.replaced-"))
             (aside / "late.txt").write_text("arrived")
         return png_folder_entry(name)
 
@@ -318,7 +318,52 @@ def test_a_file_put_in_the_replaced_folder_as_it_is_deleted_is_kept(tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frames", "frames-ffdesk-previous"]
 
 
-def test_the_kept_folder_takes_a_free_name(tmp_path: Path) -> None:
+def test_a_replace_stopped_half_way_puts_the_old_folder_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the old folder is moved aside: it goes back where it was, with what was put
+    in it, and the name it had meanwhile is no partial output's (those are removed as a killed
+    writer's by the next render of the same output)."""
+    from ffdesk.media.stale_parts import partials_of
+
+    final = _folder_with_frames(tmp_path)
+    looks: list[Path] = []
+
+    def interrupted(folder: Path, own: OwnEntry) -> list[str]:
+        looks.append(folder)
+        if len(looks) == 2:  # the second look, at the folder moved aside
+            assert folder not in partials_of(final)
+            (folder / "notes.txt").write_text("mine")
+            raise KeyboardInterrupt
+        return foreign_entries(folder, own)
+
+    monkeypatch.setattr(atomic, "foreign_entries", interrupted)
+    with pytest.raises(KeyboardInterrupt), atomic_output(final, own=png_folder_entry) as tmp:
+        tmp.mkdir()
+        (tmp / "frame_000000.png").write_bytes(b"new")
+    assert sorted(p.name for p in final.iterdir()) == ["frame_000000.png", "notes.txt"]
+    assert (final / "frame_000000.png").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frames"]
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [("pattern", r"^seq: this folder holds frame_%06d.png, which the render reads"),
+     ("folder", r"^output seq is one of the inputs")],
+)  # fmt: skip
+def test_a_png_render_into_the_folder_of_its_own_frames_is_refused(
+    face_clip: Path, tmp_path: Path, run_env: RuntimeEnv, target: str, says: str
+) -> None:
+    """A frame sequence's frames are named as a PNG render's: a render of them into their own
+    folder would overwrite its input. Refused up front, the frames left as they were."""
+    seq = tmp_path / "seq"
+    run_render(_job(face_clip, seq), env=run_env)
+    before = _tree(seq)
+    given = seq / "frame_%06d.png" if target == "pattern" else seq
+    with pytest.raises(UserError, match=says):
+        run_render(RenderJob(target=given, output=seq, sources=(PHOTO,), encoder="png", fps=25), env=run_env)
+    assert _tree(seq) == before
+
     final = _folder_with_frames(tmp_path)
     (final / "mine.txt").write_text("x")
     (tmp_path / "frames-ffdesk-new").mkdir()

@@ -123,3 +123,36 @@ def test_a_render_removes_the_partials_a_killed_writer_left_beside_its_output(
     run_render(RenderJob(target=carphone(), output=output, end=0.2), env=run_env)
     assert output.is_file() and not stale.exists() and other.exists()
     assert partials_of(output) == []
+
+
+def test_a_render_with_a_matte_clip_holds_the_matte_clips_lock_too(
+    tmp_path: Path, run_env: RuntimeEnv
+) -> None:
+    """`--matte clip` writes a second file, the matte clip, at a partial path of its own: the
+    render holds that path's lock as well, so another writer of the matte clip's path is refused
+    while it runs (and could not take its partial for a killed writer's), and the partials a
+    killed writer of that path left are removed."""
+    from ffdesk.media.matte import matte_clip_path
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.pipeline.resume import claim_output
+    from ffdesk.runtime.resources import resource_path
+    from tests.real_clips import carphone
+
+    output = tmp_path / "x.mp4"
+    matte = matte_clip_path(output)
+    job = RenderJob(
+        target=carphone(), output=output, sources=(resource_path("sample", "grace_hopper.jpg"),),
+        matte="clip", end=0.2,
+    )  # fmt: skip
+    lock, _ = claim_output(matte)  # a live recording or render of x-matte.mp4, running
+    try:
+        with pytest.raises(UserError, match=r"x-matte.mp4 is being rendered by process"):
+            run_render(job, env=run_env)
+    finally:
+        lock.release()
+    assert not output.exists()
+    stale = temp_path_for(matte)
+    stale.write_bytes(b"\0" * 1024)
+    run_render(job, env=run_env)
+    assert output.is_file() and matte.is_file() and not stale.exists()

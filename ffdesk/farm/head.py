@@ -42,7 +42,7 @@ from ffdesk.media.atomic import atomic_output, fsync_dir
 from ffdesk.media.matte import matte_file
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
-from ffdesk.pipeline.engine import SegmentPlan, join_planned, plan_segments
+from ffdesk.pipeline.engine import SegmentPlan, hold_matte_clip, join_planned, plan_segments
 from ffdesk.pipeline.job import RenderJob, working_size
 from ffdesk.pipeline.job_json import job_to_json
 from ffdesk.pipeline.matte import keeps_target_alpha, matte_figures
@@ -119,7 +119,8 @@ def run_farm_render(
         frames=plan.frames,
         time_base=source.time_base if source is not None else None,
     )
-    with manifest:
+    with manifest, contextlib.ExitStack() as held:
+        hold_matte_clip(job, held)  # the matte clip's partial is this render's too
         if note:
             emit(ev.Warning(note))
         mismatch = _keep_planned_prefix(manifest, plan)

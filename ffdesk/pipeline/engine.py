@@ -180,6 +180,7 @@ def run_render(
                 time_base=info.video.time_base,
             )
             held.enter_context(manifest)
+            hold_matte_clip(job, held)
             if note:
                 emit(ev.Warning(note))
         try:
@@ -347,6 +348,18 @@ def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
             f"{matte.name} is a folder; the matte clip goes to this path as a file: move it away or give "
             "another output"
         )
+
+
+def hold_matte_clip(job: RenderJob, held: contextlib.ExitStack) -> None:
+    """With `--matte clip`, hold the matte clip's own lock for the render (released by `held`),
+    as a render or live recording of that path would: its partial file is then never taken for
+    a killed writer's by another writer of that path, and a second writer is refused."""
+    if job.matte != "clip":
+        return
+    from ffdesk.pipeline.resume import claim_output
+
+    lock, _ = claim_output(matte_clip_path(job.output))
+    held.callback(lock.release)
 
 
 def _check_png_folders(job: RenderJob, suffix: str) -> None:

@@ -152,22 +152,15 @@ def claim_recording(path: Path, on_status: StatusCallback | None = None) -> Outp
     every such partial is a dead one's. `UserError` (one line) while a render or another session
     writes `path`."""
     from ffdesk.media.atomic import check_writable_folder
-    from ffdesk.media.stale_parts import remove_stale_partials
-    from ffdesk.pipeline.lock import OutputLock
-    from ffdesk.pipeline.resume import lock_path_for, work_dir_for
+    from ffdesk.pipeline.resume import claim_output
 
     path = Path(path).expanduser()
     check_writable_folder(path.parent)  # (taking the lock would make a missing folder)
     path = path.parent.resolve() / path.name  # (a link at the path itself is the recording's to refuse)
     try:
-        lock = OutputLock.acquire(lock_path_for(work_dir_for(path)), str(path))
+        lock, removed = claim_output(path)
     except UserError as exc:
         raise UserError(f"--record {path.name}: {exc}") from None
-    try:
-        removed = remove_stale_partials(path)
-    except BaseException:
-        lock.release()
-        raise
     if removed and on_status is not None:
         names = ", ".join(p.name for p in removed)
         on_status(f"removed {names}: left unfinished beside {path.name} by a writer that was killed")

@@ -308,6 +308,20 @@ def output_for(folder: Path) -> Path:
     return folder
 
 
+def claim_output(output: Path) -> tuple[OutputLock, list[Path]]:
+    """Take the lock every ffdesk writer of `output` holds while it writes it (a render, its
+    matte clip's, a live recording), then remove the partial files beside `output` that writers
+    killed outright left (kill -9, a power cut: nothing else removes them); with the lock held no
+    other writer of `output` runs, so each is a dead one's. The lock and what was removed;
+    `UserError` ("OUTPUT is being rendered by process PID ...") while another writer holds it."""
+    lock = OutputLock.acquire(lock_path_for(work_dir_for(output)), str(output))
+    try:
+        return lock, remove_stale_partials(output)
+    except BaseException:
+        lock.release()
+        raise
+
+
 class Manifest:
     """Finished segments of one render, keyed to the job's output fingerprint."""
 
@@ -348,11 +362,8 @@ class Manifest:
         source's pts, where known (else it is inferred from the segments themselves, as the one
         most of them agree on).
         """
-        lock = OutputLock.acquire(lock_path_for(folder), str(output_for(folder)))
+        lock, _ = claim_output(output_for(folder))
         try:
-            # with the lock held no other writer of the output runs: partial outputs beside it
-            # are those of writers killed outright (kill -9, a power cut), which nothing else removes
-            remove_stale_partials(output_for(folder))
             manifest, note = cls._open_locked(folder, fingerprint, resume, frames, time_base)
         except BaseException:
             lock.release()

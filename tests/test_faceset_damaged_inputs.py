@@ -79,3 +79,27 @@ def test_a_failed_extraction_leaves_no_folder_it_made(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         extract([photos], kept, ExtractSettings(size=64), finder=_Failing())
     assert kept.is_dir()
+
+
+def test_a_clip_cut_off_half_way_is_said_as_a_render_says_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A clip whose copy stopped half way decodes without an error up to the cut: the command
+    says it is cut short (the faces of the rest are missing), as `render` does, and extracts
+    what is there."""
+    from ffdesk.media.images import read_image
+    from ffdesk.media.synth import synth_clip
+
+    whole = tmp_path / "whole.mp4"  # index first, as a phone or a web export writes it
+    face = read_image(resource_path("sample", "astronaut.jpg"))
+    synth_clip(whole, width=240, height=136, fps=25, frames=24, face_image=face, faststart=True)
+    data = whole.read_bytes()
+    half = tmp_path / "half.mp4"
+    half.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "fs"
+    assert main(["faceset", "extract", "--from", str(half), "--out", str(out), "-q", "--size", "64"]) == 0
+    captured = capsys.readouterr()
+    warnings = captured.err.strip().splitlines()
+    assert len(warnings) == 1 and "half.mp4: truncated file (" in warnings[0], warnings
+    assert warnings[0].endswith("extracting the frames that are there"), warnings
+    assert "faces kept from" in captured.out

@@ -115,6 +115,26 @@ def _frames_expected(path: Path, every: int, max_pixels: int | None = None) -> i
     return -(-info.video.frame_count // every)
 
 
+def _cut_short(path: Path, max_pixels: int | None) -> list[str]:
+    """The probe's line for a clip cut off before its end (a copy or download that stopped), as a
+    render warns of it: its frames decode without an error up to the cut, so nothing else would
+    say that the faces of the rest are missing. Nothing for a photo, or a clip the probe cannot
+    read (its decoding says why)."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return []
+    from ffdesk.media.probe import probe
+
+    try:
+        info = probe(path, max_pixels=max_pixels)
+    except Exception:  # noqa: BLE001 - the decoding that follows reports what is wrong
+        return []
+    return [
+        w.replace("rendering the frames that are there", "extracting the frames that are there")
+        for w in info.warnings
+        if "truncated" in w
+    ]
+
+
 def find_inputs(paths: Sequence[Path]) -> list[Path]:
     """Images and clips named, or found (sorted, recursively) in the folders named."""
     out: list[Path] = []
@@ -234,6 +254,9 @@ def _extract_into(
         progress.start(None if None in counts else sum(c or 0 for c in counts))
     for path in todo:
         stats.sources += 1
+        if on_warning is not None:
+            for line in _cut_short(path, settings.max_pixels):
+                on_warning(line)
         damage = _extract_source(writer, finder, path, settings, stats, progress)
         if damage is not None:
             stats.damaged += 1

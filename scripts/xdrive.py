@@ -1,11 +1,13 @@
 """Drive the desktop app in a real X window, as a user would: keys, clicks, drags and screenshots.
 
-    .venv/bin/python scripts/xdrive.py [--home DIR] [--size 1600x1000] -- ARGS... \
-        --do "sleep 4" --do "key space" --do "click 700 930" --do "shot /tmp/a.png"
+    .venv/bin/python scripts/xdrive.py [--home DIR] [--size 1600x1000] \
+        --do "sleep 4" --do "key space" --do "click 700 930" --do "shot /tmp/a.png" -- ARGS...
 
 Starts Xvfb on a free display with openbox (so the window gets focus and a frame), runs
 `ffdesk ARGS` (e.g. `gui clip.mp4`) with its settings, data and cache under `--home` (a new
 temporary folder by default), waits for its window, does each action in turn, then ends them all.
+The `--do` options go before `--`: what follows it is ffdesk's. An app that exits before its
+window appears (bad arguments, a crash) is one line with the last line it wrote to stderr.
 Actions: `sleep S`, `key KEY...` (xdotool key names: space, Home, shift+Right, ctrl+z),
 `type TEXT`, `click X Y`, `drag X1 Y1 X2 Y2`, `move X Y`, `shot FILE` (the whole screen),
 `geometry` (prints the window's position and size). Needs Xvfb, openbox, xdotool and
@@ -16,13 +18,19 @@ a check to look at.
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import IO
+
+WINDOW_WAIT_S = 60.0
+"""How long the app may take to show its window."""
 
 
 def free_display() -> int:
@@ -35,6 +43,58 @@ def free_display() -> int:
 def xdo(env: dict[str, str], *args: str) -> str:
     out = subprocess.run(["xdotool", *args], env=env, capture_output=True, text=True, timeout=30)
     return out.stdout.strip()
+
+
+class StderrTail:
+    """The app's stderr, read on a thread: held back until its window is up (an app that exits
+    before then is summed up in one line), passed through from then on."""
+
+    def __init__(self, stream: IO[bytes], keep: int = 40) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+        self._held: list[str] = []
+        self._passing = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            with self._lock:
+                self.lines.append(line)
+                if self._passing:
+                    print(line, file=sys.stderr, flush=True)
+                else:
+                    self._held.append(line)
+
+    def pass_through(self) -> None:
+        """Print what was held back, and every line from now on."""
+        with self._lock:
+            for line in self._held:
+                print(line, file=sys.stderr)
+            self._held, self._passing = [], True
+
+    def last_line(self, wait_s: float = 2.0) -> str:
+        """The last line that says something (after the stream has ended, or `wait_s`)."""
+        self._thread.join(wait_s)
+        with self._lock:
+            said = [line.strip() for line in self.lines if line.strip()]
+        return said[-1] if said else "(nothing on stderr)"
+
+
+def wait_for_window(
+    env: dict[str, str], app: subprocess.Popen[bytes], title: str, timeout_s: float = WINDOW_WAIT_S
+) -> str | None:
+    """The id of the app's first visible window named `title`; None when the app exited first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if app.poll() is not None:
+            return None
+        found = xdo(env, "search", "--onlyvisible", "--name", title).splitlines()
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise SystemExit(f"xdrive: no window named {title!r} after {timeout_s:.0f} s")
 
 
 def act(action: str, env: dict[str, str], window: str) -> None:
@@ -101,15 +161,21 @@ def main(argv: list[str]) -> int:
         )
         exe = Path(sys.executable).with_name("ffdesk")
         t0 = time.monotonic()
-        procs.append(subprocess.Popen([str(exe), *a.args], env=env))
-        window = xdo(env, "search", "--sync", "--onlyvisible", "--name", a.title).splitlines()
+        app = subprocess.Popen([str(exe), *a.args], env=env, stderr=subprocess.PIPE)
+        procs.append(app)
+        assert app.stderr is not None
+        stderr = StderrTail(app.stderr)
+        win = wait_for_window(env, app, a.title)
+        if win is None:
+            said = stderr.last_line()
+            print(f"xdrive: ffdesk exited ({app.returncode}) before its window appeared: {said}")
+            return 1
+        stderr.pass_through()
         print(f"xdrive: window after {time.monotonic() - t0:.1f} s on :{n}, home {home}")
-        win = window[0] if window else ""
-        if win:
-            xdo(env, "windowactivate", "--sync", win)
+        xdo(env, "windowactivate", "--sync", win)
         for action in a.do:
-            if procs[-1].poll() is not None:
-                print(f"xdrive: the app exited ({procs[-1].returncode}) before {action!r}")
+            if app.poll() is not None:
+                print(f"xdrive: the app exited ({app.returncode}) before {action!r}: {stderr.last_line()}")
                 return 1
             act(action, env, win)
         return 0

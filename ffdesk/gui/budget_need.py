@@ -8,7 +8,8 @@ their models through a residency manager too, which refuses to load one the budg
 beside what it already holds (the device's reservation; on the CPU the embedded models and the
 frames). `NeedCounter` works out the models' part of that before anything is queued: the same
 models (`pack_choices`, `processor_model_choices`, `TrainedSwap`), sized by the same residency
-manager from the same remembered footprints (else their files), so the memory budget control
+manager from the same remembered footprints (else their files; the embedded models, never
+measured yet, are measured once as their render measures them), so the memory budget control
 can say which model the budget is too small for. It reads model files: `BudgetNeed` runs it on
 a plain thread and hands the answer to the GUI thread.
 """
@@ -49,6 +50,8 @@ then refuses the budget itself, in the same words): the window's thread waits me
 RECOUNT_MS = 1000
 """After the window's models change, the count is made again this much later (a model measured
 for the first time takes its measured footprint from then on)."""
+SAMPLE_FACE = ("sample", "grace_hopper.jpg")
+"""The face photo the embedded models are first run on where no render has measured them."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,8 @@ class NeedCounter:
         self._lock = threading.Lock()
         self._chosen: dict[tuple[ModelsAsked, bool], _Chosen] = {}
         self._prints: dict[Path, tuple[str, _Stamp | None]] = {}
+        self._measured: dict[tuple[Path, ...], int] = {}
+        """The embedded models as measured here (`measure_embedded`), by their files."""
 
     def need(self, asked: ModelsAsked) -> ModelNeed | None:
         """What a render of `asked` needs of the budget: the largest model it loads through a
@@ -404,8 +409,10 @@ class NeedCounter:
 
     # -- the embedded swap ---------------------------------------------------------------------
     def _embedded(self, asked: ModelsAsked) -> ModelNeed | None:
-        """On the CPU, the embedded models as an embedded render counts them before it measures
-        them again: the largest of their last measurements, never less than their files."""
+        """On the CPU, the embedded models as an embedded render counts them before its first
+        frame: the largest of their last measurements, never less than their files. Where no
+        render has measured them yet, they are measured here once, as a render measures them
+        (`measure_embedded`): their files alone are a fraction of what they take."""
         from ffdesk.pipeline.providers import job_device
         from ffdesk.pipeline.stages.embedded import embedded_footprint_key
         from ffdesk.runtime.footprints import FootprintStore
@@ -420,8 +427,33 @@ class NeedCounter:
                 break
         else:
             files, remembered = sets[0], None
+            if files not in self._measured:
+                self._measured[files] = measure_embedded(asked.job())
         weights = sum(p.stat().st_size for p in files)
-        return ModelNeed(EMBEDDED_MODELS, max(weights, remembered or 0), embedded=True)
+        measured = self._measured.get(files, 0)
+        return ModelNeed(EMBEDDED_MODELS, max(weights, remembered or 0, measured), embedded=True)
+
+
+def measure_embedded(job: RenderJob) -> int:
+    """What the embedded models of a render of `job` take, measured as that render measures them
+    before its first frame (`embedded_stages`): this process's memory before and after they are
+    made and first run on a face photo (the bundled sample), never less than their files. Kept
+    in this process only: a render's own measurement is what the footprint store remembers."""
+    from ffdesk.media.images import read_image
+    from ffdesk.pipeline.stages.front import job_analyser, source_face
+    from ffdesk.runtime.memprobe import ProcessMemoryProbe
+    from ffdesk.runtime.residency_policy import measured_footprint
+    from ffdesk.runtime.resources import resource_path
+
+    probe = ProcessMemoryProbe("cpu")
+    before = probe.used()
+    analyser = job_analyser(job)
+    photo_path = resource_path(*SAMPLE_FACE)
+    if photo_path.is_file():
+        with contextlib.suppress(UserError):  # (no face found: what was made still counts)
+            source_face(analyser, read_image(photo_path), photo_path.name, None)
+    after = probe.used()
+    return measured_footprint(before, after, analyser.weights_bytes)
 
 
 def _embedded_file_sets(asked: ModelsAsked) -> list[tuple[Path, ...]]:

@@ -55,6 +55,8 @@ NEED_COLOUR = "#edc948"
 SHORT_COLOUR = "#e15759"
 """The budget bar's handle below that need."""
 FOLDER_MENU = "File > Models folder…"
+MIN_WIDTH = 220
+"""The narrowest the Controls panel gets (a small screen): the form scrolls sideways there."""
 
 
 def colour_for(index: int) -> QColor:
@@ -443,6 +445,12 @@ class ControlsView(QWidget):
         """The latest models-folder scan (None when the models were given)."""
         return self._scans[-1] if self._scans else None
 
+    def form_width(self) -> int:
+        """How wide the panel is with the whole form in view, each field beside its label (no
+        horizontal scroll bar)."""
+        bar = self._scroll.verticalScrollBar().sizeHint().width()
+        return self._form.sizeHint().width() + bar + 2 * self._scroll.frameWidth()
+
     # -- assembly -------------------------------------------------------------------------
     def _noted(self, name: Control, field: QWidget | QLayout) -> QWidget:
         note = _note_label()
@@ -453,6 +461,7 @@ class ControlsView(QWidget):
         inner = QWidget()
         form = QFormLayout(inner)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel: fields under labels
         form.addRow("Mode", self.mode)
         form.addRow("Precision", self._noted("precision", self.precision))
         form.addRow("Batch", self.batch)
@@ -493,10 +502,11 @@ class ControlsView(QWidget):
         scroll.setWidget(inner)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        # Never narrower than the form (no horizontal bar: the dock keeps the form whole).
-        bar = scroll.verticalScrollBar().sizeHint().width()
-        scroll.setMinimumWidth(inner.minimumSizeHint().width() + bar)
+        # The form whole where the dock is as wide as `form_width()` (the window's first layout
+        # makes it so where the screen has room); narrower, on a small screen, it scrolls.
+        scroll.setMinimumWidth(MIN_WIDTH)
+        self._form = inner
+        self._scroll = scroll
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.notes)

@@ -17,6 +17,7 @@ from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from ffdesk.gui.controls import MODEL_COLOURS
+from ffdesk.gui.training_view import LegibleAxis
 from ffdesk.pipeline import events as ev
 from ffdesk.telemetry.host import process_cpu_ceiling_pct
 from ffdesk.telemetry.sampler import RingBuffers, Sampler
@@ -172,7 +173,8 @@ class PlotView(pg.PlotWidget):
         plot = self.getPlotItem()
         # The right margin holds the overhang of the "0" under the plot's right end.
         margin = math.ceil(QFontMetricsF(self.font()).horizontalAdvance("0") / 2) + 4
-        plot.setAxisItems({"bottom": TimeAxis(margin)})
+        # (a short plot, in a small window, shows fewer value labels rather than a smudge of them)
+        plot.setAxisItems({"bottom": TimeAxis(margin), "left": LegibleAxis("left")})
         plot.layout.setContentsMargins(1, 1, margin, 1)
         plot.setTitle(title)
         plot.layout.removeItem(plot.titleLabel)

@@ -70,6 +70,8 @@ VIRTUAL_CAMERA_TIP = (
     "send the picture to a virtual camera other programs (a video call, OBS) can pick as a webcam; "
     "on Linux through the v4l2loopback module"
 )
+PLAYBACK_WAITS = "playback waits while live (Stop in the Live dock)"
+"""What Status says of a transport key (Space, arrows, J/K/L, ...) pressed while live."""
 PAUSED_NOTE = "While live, the preview pane shows the camera; the timeline and editor previews wait."
 
 
@@ -773,7 +775,7 @@ class LiveView(QWidget):
     def _on_playing(self, playing: bool) -> None:
         if playing and self.running:
             self.session.set_playing(False)
-            self.status.post("info", "playback waits while live (Stop in the Live dock)")
+            self.status.post("info", PLAYBACK_WAITS)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if watched is self._overlay_parent and event.type() == QEvent.Type.Resize:

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QMimeData, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QMimeData, QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -27,6 +27,7 @@ from PySide6.QtGui import (
     QDragMoveEvent,
     QDropEvent,
     QKeySequence,
+    QShowEvent,
 )
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -44,12 +45,14 @@ from ffdesk.gui.budget_need import BudgetNeed, ModelNeed
 from ffdesk.gui.clip_clock import ClipClocks
 from ffdesk.gui.controls import ControlsView
 from ffdesk.gui.face_scan import FaceScanner
+from ffdesk.gui.fitting import scrolled
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.history import SettingsHistory, undo_actions
-from ffdesk.gui.live_view import LiveView
+from ffdesk.gui.live_view import PLAYBACK_WAITS, LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
 from ffdesk.gui.models import ClipInfo, ResidencyModel, SessionModel, Settings, StatusLog, clock_move
+from ffdesk.gui.monitor_app import fit_to_screen, keep_on_screen
 from ffdesk.gui.people_view import PeopleView
 from ffdesk.gui.preview_view import PreviewView
 from ffdesk.gui.processor_controls import ProcessorControls
@@ -86,6 +89,20 @@ CLOCK_NOTE_MS = 400
 """A variable-rate clip's frame times still being read this long after opening: Status says so."""
 CLOSE_WAIT_S = 60.0
 """How long closing waits for the frame times renders queued meanwhile are waiting for."""
+DEFAULT_SIZE = QSize(1400, 900)
+"""The window's size on first start, shrunk to the screen's free area (`fit_to_screen`)."""
+SOURCES_WIDTH = 250
+"""The Sources dock's width on first start, at most `SIDE_SHARE` of the window's."""
+SIDE_SHARE = 0.2
+CENTRE_WIDTH = 500
+"""What the first layout leaves the preview at least, beside a Controls dock as wide as its form."""
+BOTTOM_HEIGHT = 250
+BOTTOM_SHARE = 0.34
+"""The bottom docks' (graphs, queue) height on first start, at most this share of the window's."""
+PLACE_MS = 500
+"""After the window is first shown (and framed by the window manager), it is moved onto the
+screen where its frame is not (`keep_on_screen`)."""
+CLOSE_QUESTION = "A render is running: quit and resume it later?"
 
 
 def settings_path() -> Path:
@@ -225,6 +242,14 @@ def drop_hint(paths: list[Path]) -> str:
     return "Drop to " + " and ".join(parts) if parts else ""
 
 
+def _framed() -> bool:
+    """Whether windows are shown on a screen (not Qt's offscreen platform, which has no window
+    manager to frame them, and a screen only in name)."""
+    from PySide6.QtGui import QGuiApplication
+
+    return QGuiApplication.platformName() != "offscreen"
+
+
 @dataclass(frozen=True)
 class _WaitingJob:
     """A render queued before its clip's clock was read: its range is counted when it is."""
@@ -283,6 +308,7 @@ class MainWindow(QMainWindow):
         self.telemetry = TelemetryModel(self.sampler, self)
         self._requested_sources: set[Path] = set()
         self._shut_down = False
+        self._placed = False
 
         self.preview_view = PreviewView(self.session)
         self.timeline = TimelineView(self.session)
@@ -317,6 +343,8 @@ class MainWindow(QMainWindow):
         self.status_view = StatusView(self.status, self.clip_notes)
         self.training_view = TrainingView(TrainingRunModel(None, self), telemetry=self.telemetry)
         self.live_view = LiveView(self.session, self.status, env, overlay_on=self.preview_view.canvas)
+        self._live = False
+        """A live session is on: the picture is the camera's, the transport keys wait."""
 
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -332,18 +360,16 @@ class MainWindow(QMainWindow):
         self._dock("Graphs", self.graphs, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Queue", self.queue_view, Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Status", self.status_view, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Training", self.training_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Training", scrolled(self.training_view), Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
-        self._dock("Live", self.live_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Live", scrolled(self.live_view), Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.docks["Training"], self.docks["Live"])
         self.live_view.runningChanged.connect(self._on_live)
         self.docks["Graphs"].raise_()
-        self.docks["Sources"].setMinimumWidth(250)
         self._dock("People", self.people_view, Qt.DockWidgetArea.LeftDockWidgetArea)
         self.tabifyDockWidget(self.docks["Sources"], self.docks["People"])
         self.docks["Sources"].raise_()
-        self.docks["Controls"].setMinimumWidth(330)
         self.docks["Controls"].raise_()
         self.docks["Queue"].raise_()
         self.history = SettingsHistory(self.session, self)
@@ -362,6 +388,7 @@ class MainWindow(QMainWindow):
             sig.connect(lambda: self._schedule_preview(SETTINGS_DEBOUNCE_MS))
         s.sourcesChanged.connect(self._detect_new_sources)
         s.targetChanged.connect(self._update_title)
+        s.targetChanged.connect(self._keep_on_screen)  # (a longer frame counter may widen it)
         s.settingsChanged.connect(lambda: self.inspector.follow_encoder(s.settings.encoder))
         self.inspector.inspected.connect(self._on_clip_inspected)
         self.preview_worker.ready.connect(s.set_preview)
@@ -433,8 +460,15 @@ class MainWindow(QMainWindow):
         self._rebuild_recent()
 
     def _build_shortcuts(self) -> None:
-        """The transport keys (Space, J/K/L, arrows, Home/End, I/O, ...): see Help › Keyboard shortcuts."""
-        self.shortcut_actions: dict[str, QAction] = install_shortcuts(self, self.session)
+        """The transport keys (Space, J/K/L, arrows, Home/End, I/O, ...): see Help › Keyboard
+        shortcuts. Leaving a field gives the keys to the picture; while live they wait."""
+        self.shortcut_actions: dict[str, QAction] = install_shortcuts(
+            self,
+            self.session,
+            home=self.preview_view.canvas,
+            held=lambda: self._live,
+            on_held=lambda: self.status.post("info", PLAYBACK_WAITS),
+        )
 
     def _start_sampler(self) -> Any:
         try:
@@ -851,10 +885,7 @@ class MainWindow(QMainWindow):
         problem: str | None = None
         geometry = q.value("window/geometry")
         if not (isinstance(geometry, QByteArray | bytes) and self.restoreGeometry(QByteArray(geometry))):
-            self.resize(1400, 900)
-            bottom = [self.docks[n] for n in ("Graphs", "Queue")]
-            self.resizeDocks(bottom, [250, 250], Qt.Orientation.Vertical)
-            self.resizeDocks(bottom, [700, 700], Qt.Orientation.Horizontal)
+            self._first_layout()
         state = q.value("window/state")
         if isinstance(state, QByteArray | bytes):
             blob = QByteArray(state)
@@ -882,6 +913,21 @@ class MainWindow(QMainWindow):
             self.session.set_show_before(str(show_before).lower() in ("true", "1"))
         return problem
 
+    def _first_layout(self) -> None:
+        """The window on first start: `DEFAULT_SIZE` within the screen's free area, the Controls
+        dock as wide as its form where that leaves the preview room, the bottom docks side by
+        side."""
+        fit_to_screen(self, DEFAULT_SIZE)
+        width, height = self.width(), self.height()
+        sources = min(SOURCES_WIDTH, int(width * SIDE_SHARE))
+        controls = min(self.controls.form_width(), max(0, width - sources - CENTRE_WIDTH))
+        sides = [self.docks["Sources"], self.docks["Controls"]]
+        self.resizeDocks(sides, [sources, controls], Qt.Orientation.Horizontal)
+        bottom = [self.docks[n] for n in ("Graphs", "Queue")]
+        tall = min(BOTTOM_HEIGHT, int(height * BOTTOM_SHARE))
+        self.resizeDocks(bottom, [tall, tall], Qt.Orientation.Vertical)
+        self.resizeDocks(bottom, [width // 2, width // 2], Qt.Orientation.Horizontal)
+
     def save_settings(self) -> None:
         q = self.qsettings
         q.setValue("window/geometry", self.saveGeometry())
@@ -899,15 +945,29 @@ class MainWindow(QMainWindow):
         self.qsettings.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         self.qsettings.sync()
 
+    def close_question(self) -> QMessageBox:
+        """The question closing asks while a render runs (not shown yet): Quit or Keep rendering."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Render in progress", CLOSE_QUESTION, parent=self)
+        box.setObjectName("closeQuestion")
+        box.setInformativeText("What is rendered so far is kept: Resume in the queue continues from there.")
+        box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(box.addButton("Keep rendering", QMessageBox.ButtonRole.RejectRole))
+        return box
+
     def _ask_close(self) -> bool:
-        answer = QMessageBox.question(
-            self,
-            "Render in progress",
-            "A render is running. Stop it and quit? It can be resumed from the queue later.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        box = self.close_question()
+        box.exec()
+        return box.buttonRole(box.clickedButton()) == QMessageBox.ButtonRole.AcceptRole
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._placed and _framed():
+            self._placed = True
+            QTimer.singleShot(PLACE_MS, self, partial(keep_on_screen, self))
+
+    def _keep_on_screen(self) -> None:
+        if self._placed and self.isVisible():
+            QTimer.singleShot(0, self, partial(keep_on_screen, self))
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.queue.busy and not self._shut_down and not self.confirm_close():
@@ -933,7 +993,10 @@ class MainWindow(QMainWindow):
         self._queue_waiting_jobs(CLOSE_WAIT_S)
         self.clip_clocks.shutdown()
         self.people_view.stop()
+        running = self.queue.current
         self.queue.shutdown()
+        if running is not None:  # (also when closed without asking: SIGTERM, Ctrl-C in the terminal)
+            log.warning("a render was running: cancelled where it resumes (Resume in the queue)")
         self.controls.stop()
         self.budget_need.stop()
         self.memory.close()
@@ -941,7 +1004,9 @@ class MainWindow(QMainWindow):
             self.sampler.stop()
 
     def _on_live(self, running: bool) -> None:
-        """While live, the preview pane shows the camera: the timeline and the previews wait."""
+        """While live, the preview pane shows the camera: the timeline, its keys and the previews
+        wait."""
+        self._live = running
         self.timeline.setEnabled(not running)
         if not running:
             self._schedule_preview(0)

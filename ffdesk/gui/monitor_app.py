@@ -38,6 +38,27 @@ def fit_to_screen(window: QWidget, preferred: QSize = PREFERRED_SIZE) -> None:
     window.move(frame.topLeft())
 
 
+def keep_on_screen(window: QWidget) -> None:
+    """Move `window` (its frame included, once the window manager has framed it) into the free
+    area of its screen, shrinking it as far as its minimum size allows where it is larger:
+    a window whose minimum grew after it was placed, or whose frame was not known then."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return
+    free = screen.availableGeometry()
+    frame = window.frameGeometry()
+    if free.contains(frame):
+        return
+    extra = QSize(frame.width() - window.width(), frame.height() - window.height())
+    room = (free.size() - extra).expandedTo(window.minimumSize())
+    if window.width() > room.width() or window.height() > room.height():
+        window.resize(window.size().boundedTo(room))
+        frame = window.frameGeometry()
+    x = min(max(frame.left(), free.left()), max(free.left(), free.right() + 1 - frame.width()))
+    y = min(max(frame.top(), free.top()), max(free.top(), free.bottom() + 1 - frame.height()))
+    window.move(x, y)
+
+
 class MonitorWindow(QMainWindow):
     """A window holding one `TrainingView`; owns the telemetry sampler it was given."""
 

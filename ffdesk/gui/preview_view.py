@@ -10,10 +10,18 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ffdesk.gui.fitting import ShrinkingLabel, compact
 from ffdesk.gui.models import SessionModel
 from ffdesk.types import Frame
 
 SPLIT_GRAB_PX = 8
+LABEL_BACKING = QColor(0, 0, 0, 150)
+"""Behind "before" and "after": legible on a bright picture as on a dark one."""
+LABEL_MARGIN = 6
+"""From the label to the edge of the picture in view."""
+LABEL_PAD = 4
+FRAME_SAMPLE = "frame 0000 / 0000   00:00:00:00"
+"""The frame counter's usual widest text (a clip of up to 9999 frames)."""
 
 
 def to_qimage(image: Frame) -> QImage:
@@ -63,6 +71,7 @@ class PreviewCanvas(QWidget):
         self.setMinimumSize(320, 180)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
         self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # a click here takes the keys back from a field
         self._src_size: tuple[int, int] | None = None
         self._pixel_aspect = 1.0
         """Width / height of one pixel of the clip as shown (non-square pixels: not 1)."""
@@ -183,12 +192,40 @@ class PreviewCanvas(QWidget):
             p.drawLine(QPointF(sx, r.top()), QPointF(sx, r.bottom()))
             p.setBrush(QColor(255, 255, 255))
             p.drawEllipse(QPointF(sx, r.center().y()), 6, 6)
-            p.setPen(QColor(255, 255, 255))
-            p.drawText(QRectF(r.left() + 8, r.top() + 6, 80, 20), "before")
-            p.drawText(QRectF(r.right() - 60, r.top() + 6, 52, 20), Qt.AlignmentFlag.AlignRight, "after")
+            self._paint_labels(p)
         self._paint_faces(p, r)
         self._paint_drop_hint(p)
         p.end()
+
+    def split_labels(self) -> tuple[QRectF, QRectF] | None:
+        """Where "before" and "after" go: the top corners of the part of the picture in view (at
+        100% the picture can be larger than the pane); None when none of it is."""
+        shown = self.image_rect().intersected(QRectF(self.rect()))
+        if shown.isEmpty():
+            return None
+        fm = self.fontMetrics()
+        height = fm.height() + LABEL_PAD
+        top = shown.top() + LABEL_MARGIN
+
+        def box(text: str, left: float) -> QRectF:
+            return QRectF(left, top, fm.horizontalAdvance(text) + 2 * LABEL_PAD, height)
+
+        before = box("before", shown.left() + LABEL_MARGIN)
+        after = box("after", 0.0)
+        after.moveRight(shown.right() - LABEL_MARGIN)
+        return before, after
+
+    def _paint_labels(self, p: QPainter) -> None:
+        boxes = self.split_labels()
+        if boxes is None:
+            return
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(LABEL_BACKING)
+        for box in boxes:
+            p.drawRoundedRect(box, 3, 3)
+        p.setPen(QColor(255, 255, 255))
+        for box, text in zip(boxes, ("before", "after"), strict=True):
+            p.drawText(box, Qt.AlignmentFlag.AlignCenter, text)
 
     def _face_scale(self) -> float:
         """Shown pixels per working-frame pixel: the faces are found in the working frame, and a
@@ -272,19 +309,21 @@ class PreviewView(QWidget):
         super().__init__(parent)
         self.model = model
         self.canvas = PreviewCanvas(model)
-        self.before_after = QPushButton("Before/after (B)")
+        self.before_after = compact(QPushButton("Before/after (B)"))
         self.before_after.setCheckable(True)
         self.before_after.setChecked(model.show_before)
         self.before_after.toggled.connect(model.set_show_before)
-        self.fit = QPushButton("Fit")
+        self.fit = compact(QPushButton("Fit"))
         self.fit.setCheckable(True)
-        self.actual = QPushButton("100%")
+        self.actual = compact(QPushButton("100%"))
         self.actual.setCheckable(True)
         self.fit.clicked.connect(lambda: model.set_zoom_fit(True))
         self.actual.clicked.connect(lambda: model.set_zoom_fit(False))
         self.frame_label = QLabel("no clip")
         self.frame_label.setObjectName("frameLabel")
-        self.timing_label = QLabel("")
+        # as wide as a long clip's from the start: the window's least width does not grow when one opens
+        self.frame_label.setMinimumWidth(self.frame_label.fontMetrics().horizontalAdvance(FRAME_SAMPLE))
+        self.timing_label = ShrinkingLabel("0000 ms")  # gives way first in a narrow window
         self.timing_label.setStyleSheet("color: gray")
         self.player_label = QLabel("Player: as rendered")
         self.player_label.setToolTip("shown as it is, not processed again; File > Open clip to edit a clip")

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.errors import UserError
 from ffdesk.farm.address import parse_farm
+from ffdesk.gui.fitting import FlowLayout, compact
 from ffdesk.gui.launch import DesktopLauncher, LaunchResult
 from ffdesk.gui.people_view import person_name
 from ffdesk.gui.render_queue import QueueController, format_duration, format_took
@@ -332,7 +333,7 @@ class QueueView(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.buttons: dict[str, QPushButton] = {}
-        row = QHBoxLayout()
+        row = FlowLayout()  # onto a second line in a narrow dock (a small screen)
         for key, text in (
             ("add", "Add current clip"),
             ("up", "Up"),
@@ -344,10 +345,9 @@ class QueueView(QWidget):
             ("play", "Play in ffdesk"),
             ("reveal", "Reveal"),
         ):
-            b = QPushButton(text)
+            b = compact(QPushButton(text))
             self.buttons[key] = b
             row.addWidget(b)
-        row.addStretch(1)
         self.buttons["add"].clicked.connect(self.addRequested.emit)
         self.buttons["up"].clicked.connect(lambda: self._move(-1))
         self.buttons["down"].clicked.connect(lambda: self._move(1))

@@ -13,11 +13,12 @@ import threading
 from pathlib import Path
 from typing import Literal, cast
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QListView,
     QListWidget,
     QListWidgetItem,
     QPushButton,
@@ -154,6 +155,12 @@ class StatusView(QWidget):
         self.notes_list.setObjectName("clipNotes")
         self.notes_list.setWordWrap(True)
         self.list = QListWidget()
+        self.list.setObjectName("statusLog")
+        for view in (self.list, self.notes_list):  # long lines wrap as the dock narrows, never cut
+            view.setWordWrap(True)
+            view.setTextElideMode(Qt.TextElideMode.ElideNone)
+            view.setResizeMode(QListView.ResizeMode.Adjust)
+            view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         clear = QPushButton("Clear")
         clear.clicked.connect(log.clear)
         row = QHBoxLayout()
@@ -176,6 +183,7 @@ class StatusView(QWidget):
         for e in self.log.entries:
             suffix = f"  (×{e.count})" if e.count > 1 else ""
             item = QListWidgetItem(f"{LEVEL_MARKS[e.level]} {e.text}{suffix}")
+            item.setToolTip(e.text)
             item.setForeground(QColor(LEVEL_COLOURS[e.level]))
             self.list.addItem(item)
         self.list.scrollToBottom()
@@ -199,6 +207,7 @@ class StatusView(QWidget):
         self.notes_header.show()
         for line in notes.lines:
             item = QListWidgetItem(f"{LEVEL_MARKS['warning']} {line}")
+            item.setToolTip(line)
             item.setForeground(QColor(LEVEL_COLOURS["warning"]))
             self.notes_list.addItem(item)
         if notes.lines:

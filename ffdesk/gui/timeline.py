@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, QPointF, QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QMouseEvent, QPainter, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ffdesk.gui.fitting import ShrinkingLabel
 from ffdesk.gui.models import SessionModel
 from ffdesk.gui.people_view import person_colour, seen_runs
 from ffdesk.gui.transport import PlaybackClock, entry_frame, tick_ms
@@ -297,7 +298,8 @@ class Playback(QObject):
 
 
 RANGE_SAMPLE = "00:00:00:00 → 00:00:00:00"
-"""The widest range label (sets its fixed width, so the bar never moves as the text changes)."""
+"""The widest range label (sets its width, so the buttons never move as the text changes; a
+narrow window cuts it)."""
 
 
 class TimelineView(QWidget):
@@ -326,8 +328,7 @@ class TimelineView(QWidget):
         self.rate_label.setToolTip("Shuttle speed (J/L)")
         self.rate_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.rate_label.setFixedWidth(self.rate_label.fontMetrics().horizontalAdvance("◀ 8×") + 8)
-        self.label = QLabel("")
-        self.label.setFixedWidth(self.label.fontMetrics().horizontalAdvance(RANGE_SAMPLE) + 12)
+        self.label = ShrinkingLabel(RANGE_SAMPLE)
         for b in (self.play, self.back, self.fwd, self.mark_in, self.mark_out, self.clear_range):
             b.setFixedWidth(44)
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)

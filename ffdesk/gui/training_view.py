@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.fitting import compact
 from ffdesk.training import control
 from ffdesk.training.follow import MetricsFollower, RunSummary, format_eta, summarise
 from ffdesk.units import format_bytes
@@ -47,6 +48,9 @@ LOSS_COLOURS = {
 LIVE_WINDOW_S = 300.0
 SPARSE_POINTS = 10
 """Curves with this many points or fewer get a dot on each point: one point draws no line."""
+PLOT_HEIGHT = 120
+"""The plots' least heights: room for a title, three tick labels and the curve (the Training dock
+scrolls where the window is too small for them)."""
 LIVE_STATES = ("running", "paused", "starting", "exporting")
 ENDED_STATES = ("done", "stopped", "interrupted", "failed")
 ANSWERS: dict[str, tuple[str, ...]] = {
@@ -369,6 +373,9 @@ class TrainingView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.run_label, 1)
         top.addWidget(self.state_label)
+        compact(self.pause_button, "Resume")
+        for b in (self.stop_button, self.export_button, self.open_button):
+            compact(b)
         for b in (self.pause_button, self.stop_button, self.export_button, self.open_button):
             top.addWidget(b)
         self.notice_label = QLabel("")
@@ -379,6 +386,7 @@ class TrainingView(QWidget):
 
         self.progress = QProgressBar()
         self.progress.setFormat("step %v / %m")
+        self.progress.hide()  # shown with a run's first figures: empty, it is a box that says nothing
         self.step_label = QLabel("step -")
         self.loss_label = QLabel("loss -")
         self.speed_label = QLabel("samples/s -")
@@ -390,17 +398,16 @@ class TrainingView(QWidget):
         stats.addWidget(self.progress, 2)
         for lab in (self.step_label, self.loss_label, self.speed_label, self.eta_label, self.gpu_label):
             stats.addWidget(lab)
+        stats.addStretch(1)  # (the figures side by side while there is no progress bar)
 
-        self.loss_plot = _plot("Loss (log scale)", log_y=True, min_height=80)
+        self.loss_plot = _plot("Loss (log scale)", log_y=True, min_height=PLOT_HEIGHT)
         self.loss_plot.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="7pt", verSpacing=-6)
         self.loss_curves: dict[str, pg.PlotDataItem] = {}
-        self.speed_plot = _plot("Samples/s")
+        self.speed_plot = _plot("Samples/s", min_height=PLOT_HEIGHT)
         self.speed_curve = self.speed_plot.plot(pen=pg.mkPen("#4e79a7", width=1.5))
-        # Both plots are over the same steps: the speed plot below labels them for both.
-        self.loss_plot.getPlotItem().getAxis("bottom").setStyle(showValues=False)
-        self.gpu_memory_plot = _plot("GPU memory (MiB)")
+        self.gpu_memory_plot = _plot("GPU memory (MiB)", min_height=PLOT_HEIGHT)
         self.gpu_memory_curve = self.gpu_memory_plot.plot(pen=pg.mkPen("#dddddd", width=1.5))
-        self.gpu_power_plot = _plot("GPU power (W)")
+        self.gpu_power_plot = _plot("GPU power (W)", min_height=PLOT_HEIGHT)
         self.gpu_power_curve = self.gpu_power_plot.plot(pen=pg.mkPen("#f28e2b", width=1.5))
         self.gpu_note = QLabel("")
         self.gpu_note.setStyleSheet("color: #e0a040")
@@ -413,14 +420,15 @@ class TrainingView(QWidget):
         plots = QWidget()
         grid = QGridLayout(plots)
         grid.setContentsMargins(0, 0, 0, 0)
-        grid.addWidget(self.loss_plot, 0, 0, 1, 2)
-        grid.addWidget(self.speed_plot, 1, 0, 1, 2)
-        grid.addWidget(self.gpu_memory_plot, 2, 0)
-        grid.addWidget(self.gpu_power_plot, 2, 1)
-        grid.addWidget(self.gpu_note, 3, 0, 1, 2)
-        grid.setRowStretch(0, 3)
+        # Side by side, so that both are whole in the window's short Training dock.
+        grid.addWidget(self.loss_plot, 0, 0)
+        grid.addWidget(self.speed_plot, 0, 1)
+        grid.addWidget(self.gpu_memory_plot, 1, 0)
+        grid.addWidget(self.gpu_power_plot, 1, 1)
+        grid.addWidget(self.gpu_note, 2, 0, 1, 2)
+        grid.setRowStretch(0, 1)
         grid.setRowStretch(1, 1)
-        grid.setRowStretch(2, 1)
+        self._plot_grid = grid
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(plots)
         split.addWidget(self.preview)
@@ -466,6 +474,7 @@ class TrainingView(QWidget):
         self.preview.set_source(None)
         self.state_label.setText("-")
         self.progress.reset()
+        self.progress.hide()
         for label, text in (
             (self.step_label, "step -"),
             (self.loss_label, "loss -"),
@@ -513,6 +522,7 @@ class TrainingView(QWidget):
 
     def _on_summary(self, s: RunSummary) -> None:
         goal = s.steps_goal or max(s.step, 1)
+        self.progress.show()
         self.progress.setMaximum(goal)
         self.progress.setValue(min(s.step, goal))
         self.step_label.setText(f"step {s.step} / {s.steps_goal}" if s.steps_goal else f"step {s.step}")
@@ -558,17 +568,24 @@ class TrainingView(QWidget):
         return bool(getattr(self.telemetry, "has_gpu", False))
 
     def _update_gpu_note(self) -> None:
+        """The GPU plots where there are GPU figures to draw (this machine's, else the training
+        log's); without any, only the note saying why."""
+        logged = any(r.get("gpu_memory_bytes") is not None for r in self.model.records[-5:])
         if self._telemetry_has_gpu():
             self.gpu_note.setText("")
-            return
-        logged = any(r.get("gpu_memory_bytes") is not None for r in self.model.records[-5:])
-        if logged:
+        elif logged:
             self.gpu_note.setText("GPU figures from the training log (this machine has no GPU telemetry)")
         else:
             self.gpu_note.setText("no GPU figures: the run trains on the CPU, or NVML is unavailable")
+        shown = self._telemetry_has_gpu() or logged
+        self.gpu_memory_plot.setVisible(shown)
+        self.gpu_power_plot.setVisible(shown)
+        self._plot_grid.setRowStretch(1, 1 if shown else 0)
 
     def refresh_live(self) -> None:
         """Copy the telemetry sampler's recent GPU memory and power into the graphs."""
+        if self.gpu_memory_plot.isHidden() == self._telemetry_has_gpu():  # (the sampler found one)
+            self._update_gpu_note()
         if not self._telemetry_has_gpu():
             return
         for name, curve, scale in (

@@ -2,20 +2,22 @@
 
 The clock and the key logic are plain functions and classes (testable without a window); the
 shortcuts are window-wide `QAction`s that step aside while a text field or number box has the
-focus, so typing "j" in a field types a j. Help > Keyboard shortcuts lists every key from the
-actions themselves, so the list cannot drift from what the keys do.
+focus, so typing "j" in a field types a j; Return in such a field (after it took the value) or Esc
+gives the keys back, as does a click on the picture. Help > Keyboard shortcuts lists every key from
+the actions themselves, so the list cannot drift from what the keys do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from PySide6 import __version__ as pyside_version
-from PySide6.QtCore import QObject, Qt, Slot
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QAbstractSpinBox,
@@ -134,6 +136,9 @@ class Shortcut:
     keys: tuple[str, ...]
     does: str
     run: Callable[[], object]
+    moves: bool = True
+    """It moves the playhead, plays, or sets a point: it waits while the transport is held (a
+    live session shows the camera, not the clip)."""
 
 
 def _seek(session: SessionModel, index: int) -> None:
@@ -172,9 +177,9 @@ def transport_shortcuts(session: SessionModel) -> tuple[Shortcut, ...]:
         Shortcut(("Down",), "Next point: start, in, out, marker, end", lambda: _jump(s, 1)),
         Shortcut(("I",), "Set the in point here", lambda: s.set_in(s.position)),
         Shortcut(("O",), "Set the out point here", lambda: s.set_out(s.position)),
-        Shortcut(("B",), "Before/after split on or off", lambda: s.set_show_before(not s.show_before)),
-        Shortcut(("P",), "Preview mode", lambda: s.update_settings(mode="preview")),
-        Shortcut(("F",), "Final mode", lambda: s.update_settings(mode="final")),
+        Shortcut(("B",), "Before/after split on or off", lambda: s.set_show_before(not s.show_before), False),
+        Shortcut(("P",), "Preview mode", lambda: s.update_settings(mode="preview"), False),
+        Shortcut(("F",), "Final mode", lambda: s.update_settings(mode="final"), False),
     )
 
 
@@ -189,14 +194,27 @@ def takes_typing(widget: QWidget | None) -> bool:
     return isinstance(widget, QLineEdit | QAbstractSpinBox | QTextEdit | QPlainTextEdit)
 
 
+def ends_on_return(widget: QWidget | None) -> bool:
+    """Whether `widget` is a one-line field that takes its value on Return (a text field or
+    number box, an editable list): the keys go back to the transport then."""
+    if isinstance(widget, QComboBox):
+        return widget.isEditable()
+    return isinstance(widget, QLineEdit | QAbstractSpinBox)
+
+
 class TypingGuard(QObject):
     """Turns the window's plain-key actions off while a widget that takes typing has the focus
-    (a disabled action leaves its key to the focused widget), and on again when it leaves."""
+    (a disabled action leaves its key to the focused widget), and on again when it leaves. Return
+    in a one-line field, once the field has taken its value, gives the keys back (`leave`): the
+    value stays as typed, not selected, so Space plays rather than replacing it."""
 
-    def __init__(self, window: QWidget, actions: Iterable[QAction]) -> None:
+    def __init__(self, window: QWidget, actions: Iterable[QAction], leave: Callable[[], None]) -> None:
         super().__init__(window)
         self._window = window
         self._actions = tuple(actions)
+        self._leave = leave
+        self._field: QWidget | None = None
+        """The one-line field with the focus, watched for Return."""
         app = QApplication.instance()
         if isinstance(app, QApplication):
             app.focusChanged.connect(self._on_focus)
@@ -204,39 +222,85 @@ class TypingGuard(QObject):
 
     @Slot(QWidget, QWidget)
     def _on_focus(self, _old: QWidget | None, now: QWidget | None) -> None:
+        field, self._field = self._field, None
+        if field is not None:
+            with contextlib.suppress(RuntimeError):  # (a field deleted with the focus on it)
+                field.removeEventFilter(self)
         if now is not None and now.window() is self._window:
             self._follow(now)
+            if ends_on_return(now):
+                self._field = now
+                now.installEventFilter(self)
 
     def _follow(self, focused: QWidget | None) -> None:
         on = not takes_typing(focused)
         for action in self._actions:
             action.setEnabled(on)
 
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if (
+            watched is self._field
+            and isinstance(event, QKeyEvent)
+            and event.type() == QEvent.Type.KeyPress
+            and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+        ):
+            QTimer.singleShot(0, self, self._leave)  # after the field has taken the value
+        return False
 
-def install_shortcuts(window: QMainWindow, session: SessionModel) -> dict[str, QAction]:
-    """Add the transport keys to `window` (by first key), with Esc to leave a text field."""
+
+def install_shortcuts(
+    window: QMainWindow,
+    session: SessionModel,
+    *,
+    home: QWidget | None = None,
+    held: Callable[[], bool] | None = None,
+    on_held: Callable[[], None] | None = None,
+) -> dict[str, QAction]:
+    """Add the transport keys to `window` (by first key), with Esc (and Return in a one-line
+    field) to leave a text field: the keys go to `home` (the picture; default the window).
+    While `held()` says so, the keys that move the playhead do nothing but call `on_held`."""
     actions: dict[str, QAction] = {}
     for shortcut in transport_shortcuts(session):
         action = QAction(shortcut.does, window)
         action.setShortcuts([QKeySequence(k) for k in shortcut.keys])
         action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        action.triggered.connect(shortcut.run)
+        run = shortcut.run
+        if shortcut.moves and held is not None:
+            run = _unless_held(run, held, on_held)
+        action.triggered.connect(run)
         window.addAction(action)
         actions[shortcut.keys[0]] = action
-    TypingGuard(window, actions.values())
-    leave = QAction("Leave a text field or number box (the keys above work again)", window)
-    leave.setShortcut(QKeySequence("Esc"))
-    leave.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-    leave.triggered.connect(lambda: _leave_field(window))
-    window.addAction(leave)
-    actions["Esc"] = leave
+
+    def leave() -> None:
+        _leave_field(window, home or window)
+
+    TypingGuard(window, actions.values(), leave)
+    esc = QAction("Leave a text field or number box (the keys above work again)", window)
+    esc.setShortcut(QKeySequence("Esc"))
+    esc.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    esc.triggered.connect(leave)
+    window.addAction(esc)
+    actions["Esc"] = esc
     return actions
 
 
-def _leave_field(window: QMainWindow) -> None:
+def _unless_held(
+    run: Callable[[], object], held: Callable[[], bool], on_held: Callable[[], None] | None
+) -> Callable[[], None]:
+    def guarded() -> None:
+        if not held():
+            run()
+        elif on_held is not None:
+            on_held()
+
+    return guarded
+
+
+def _leave_field(window: QMainWindow, home: QWidget) -> None:
     focused = window.focusWidget()
     if takes_typing(focused):
-        window.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        home.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
 
 # -- help ------------------------------------------------------------------------------------
@@ -298,8 +362,9 @@ class ShortcutsDialog(QDialog):
             self.table.setItem(i, 1, QTableWidgetItem(row.does))
         note = QLabel(
             "Stepping and jumping stop playback; I and O work while playing. Plain keys type "
-            "into a text field or number box while it has the focus: press Esc or click the "
-            "timeline to give them back to the transport."
+            "into a text field or number box while it has the focus: press Return (once the "
+            "value is typed) or Esc, or click the picture or the timeline, to give them back to "
+            "the transport. While live, the keys that move the playhead wait until Stop."
         )
         note.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

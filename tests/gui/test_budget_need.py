@@ -181,6 +181,34 @@ def test_the_embedded_models_need_what_their_render_counted(  # type: ignore[no-
     )
 
 
+def test_on_a_first_run_the_embedded_models_are_counted_as_their_render_will_count_them(  # type: ignore[no-untyped-def]
+    qtbot, pack_window, tiny_clip: Path, face_photo: Path, tmp_path: Path
+) -> None:
+    # nothing measured them yet: their files (4.4 MiB) are a fraction of what a render counts
+    from ffdesk.gui.budget_need import _embedded_file_sets
+    from ffdesk.pipeline.engine import run_render
+    from ffdesk.pipeline.job import RenderJob
+
+    w = pack_window
+    s = w.session
+    s.update_settings(swapper="", memory_budget_mb=10, output_dir=str(tmp_path))
+    qtbot.waitUntil(lambda: "the embedded models" in _note(w), timeout=30000)
+    need = w.budget_need.need
+    files = sum(p.stat().st_size for p in _embedded_file_sets(w.budget_need.asked)[0])
+    assert need is not None and need.model_bytes > max(files, 10 * MIB)
+    assert w.controls.budget_note.text().startswith("Too small for the embedded models")
+    job = RenderJob(tiny_clip, tmp_path / "out.mp4", sources=(face_photo,), memory_budget=10 * MIB)
+    with pytest.raises(UserError) as refused:  # the render's own check agrees
+        run_render(job, env=w.env)
+    assert "is smaller than the embedded models" in str(refused.value)
+    assert w.open_clip(tiny_clip)
+    w.add_source(face_photo)
+    qtbot.waitUntil(lambda: not s.sources[0].pending, timeout=30000)
+    w.add_to_queue()
+    assert w.queue.entries() == []
+    assert w.status.entries[-1].text.startswith("tiny.mp4: not queued: memory budget 10.0 MiB is smaller")
+
+
 def _remember(env: RuntimeEnv, model: Path, nbytes: int) -> None:
     """`model` was measured before at `nbytes` (FP32, on the CPU), as a render remembers it."""
     from ffdesk.runtime.footprints import FootprintStore

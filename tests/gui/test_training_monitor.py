@@ -221,3 +221,37 @@ def test_axis_labels_do_not_overlap_in_a_short_panel(qtbot, run: Path, with_run:
             overlaps = [(a, b) for a, b in itertools.combinations(rects, 2) if a.intersects(b)]
             assert not overlaps, f"{name} axis of {plot.getPlotItem().titleLabel.text}: {overlaps}"
     view.stop()
+
+
+def test_without_gpu_figures_no_empty_gpu_plot_is_drawn(qtbot, run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    view = _view(qtbot, TrainingRunModel(run))
+    assert view.gpu_memory_plot.isHidden() and view.gpu_power_plot.isHidden()
+    assert view.gpu_note.isVisible() and view.gpu_note.text().startswith("no GPU figures")
+    view.stop()
+    logged = _run(tmp_path / "gpu", range(1, 3))
+    with (logged / control.METRICS).open("a") as fh:
+        fh.write(json.dumps({"step": 3, "time": 1.5, "loss": 1.0, "gpu_memory_bytes": 2**30}) + "\n")
+    view = _view(qtbot, TrainingRunModel(logged))
+    assert view.gpu_memory_plot.isVisible() and view.gpu_power_plot.isVisible()
+    assert view.gpu_note.text().startswith("GPU figures from the training log")
+    view.stop()
+
+
+def test_no_empty_progress_box_without_a_run(qtbot, run: Path) -> None:  # type: ignore[no-untyped-def]
+    view = _view(qtbot, TrainingRunModel(None))
+    assert view.progress.isHidden()
+    view.stop()
+    view = _view(qtbot, TrainingRunModel(run))
+    qtbot.waitUntil(view.progress.isVisible, timeout=5000)
+    assert view.progress.text() == "step 8 / 40"
+    view.stop()
+
+
+def test_the_plots_are_readable_in_the_windows_training_dock(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    window.show()
+    qtbot.waitExposed(window)
+    window.docks["Training"].raise_()
+    view = window.training_view
+    qtbot.waitUntil(view.loss_plot.isVisible)
+    # room for the title, three value labels and the curve (the dock scrolls where it is short)
+    assert view.loss_plot.height() >= 100 and view.speed_plot.height() >= 80

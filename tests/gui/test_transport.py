@@ -305,3 +305,56 @@ def test_a_click_lands_on_the_same_frame_whatever_the_label_says(qtbot, timeline
     m.set_rate(0.0)
     m.set_range(None, 47)
     assert click() == first
+
+
+def test_return_in_a_field_gives_the_keys_back_to_the_picture(qtbot, active, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    s = active.session
+    s.set_clip(_long_clip(tiny_clip))
+    spin = active.controls.batch
+    spin.setFocus()
+    qtbot.waitUntil(spin.hasFocus)
+    spin.selectAll()
+    QTest.keyClicks(spin, "7")
+    QTest.keyClick(spin, Qt.Key.Key_Return)
+    canvas = active.preview_view.canvas
+    qtbot.waitUntil(canvas.hasFocus)
+    QTest.keyClick(canvas, Qt.Key.Key_Space)  # plays; the value stays
+    assert s.playing and spin.value() == 7 and s.settings.batch == 7
+    s.set_playing(False)
+
+
+def test_a_click_on_the_picture_gives_the_keys_back(qtbot, active) -> None:  # type: ignore[no-untyped-def]
+    field = active.controls.output_dir
+    field.setFocus()
+    qtbot.waitUntil(field.hasFocus)
+    assert not active.shortcut_actions["Space"].isEnabled()
+    canvas = active.preview_view.canvas
+    QTest.mouseClick(canvas, Qt.MouseButton.LeftButton, pos=canvas.rect().center())
+    qtbot.waitUntil(canvas.hasFocus)
+    assert active.shortcut_actions["Space"].isEnabled()
+
+
+def test_the_keys_that_move_the_playhead_wait_while_live(qtbot, active, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.live_view import PLAYBACK_WAITS
+
+    s = active.session
+    s.set_clip(_long_clip(tiny_clip))
+    target = active.preview_view.canvas
+    active.live_view.runningChanged.emit(True)  # as a live session starts
+    for key in (
+        Qt.Key.Key_Right,
+        Qt.Key.Key_End,
+        Qt.Key.Key_Down,
+        Qt.Key.Key_L,
+        Qt.Key.Key_Space,
+        Qt.Key.Key_I,
+    ):
+        QTest.keyClick(target, key)
+    assert (s.position, s.rate, s.in_point) == (0, 0.0, None)
+    assert active.status.entries[-1].text == PLAYBACK_WAITS
+    shown = s.show_before
+    QTest.keyClick(target, Qt.Key.Key_B)  # the before/after split still works on the camera
+    assert s.show_before is not shown
+    active.live_view.runningChanged.emit(False)
+    QTest.keyClick(target, Qt.Key.Key_Right)
+    assert s.position == 1

@@ -317,6 +317,28 @@ def test_status_log_counts_repeats(qtbot) -> None:  # type: ignore[no-untyped-de
     assert "disk full" in view.list.item(1).text()
 
 
+def test_a_long_status_line_wraps_and_is_whole_in_its_tooltip(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ffdesk.gui.status_view import StatusView
+
+    log = StatusLog()
+    view = StatusView(log)
+    qtbot.addWidget(view)
+    view.resize(300, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    text = (
+        "carphone.mp4: not queued: memory budget 10.0 MiB is smaller than the embedded models "
+        "(27.2 MiB); raise the memory budget (Memory budget)"
+    )
+    log.post("error", "short")
+    log.post("error", text)
+    item = view.list.item(1)
+    assert item.toolTip() == text
+    one_line = view.list.visualItemRect(view.list.item(0)).height()
+    qtbot.waitUntil(lambda: view.list.visualItemRect(item).height() >= 3 * one_line)  # wrapped
+    assert view.list.visualItemRect(item).right() <= view.list.viewport().width()
+
+
 def test_build_job_from_state(tmp_path: Path) -> None:
     m = SessionModel()
     with pytest.raises(ValueError):

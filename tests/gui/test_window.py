@@ -162,6 +162,45 @@ def test_closing_during_a_render_asks_once_then_cancels(
     assert not w.queue.worker.thread_.isRunning() and not w.preview_worker.thread_.isRunning()
 
 
+def test_closing_during_a_render_asks_whether_to_quit_and_resume_later(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QMessageBox
+
+    from ffdesk.gui.main_window import CLOSE_QUESTION
+
+    box = window.close_question()
+    assert box.text() == CLOSE_QUESTION == "A render is running: quit and resume it later?"
+    assert [b.text() for b in box.buttons()] == ["Quit", "Keep rendering"]
+    assert box.defaultButton().text() == "Keep rendering"  # Return does not quit by accident
+    box.deleteLater()
+    asked: list[str] = []
+
+    def answer(text: str) -> None:
+        shown = QApplication.activeModalWidget()
+        if isinstance(shown, QMessageBox):
+            asked.append(shown.text())
+            for button in shown.buttons():
+                if button.text() == text:
+                    button.click()
+                    return
+        if shown is not None:
+            shown.close()  # (never left waiting for an answer)
+
+    for text, quits in (("Keep rendering", False), ("Quit", True)):
+        QTimer.singleShot(50, lambda text=text: answer(text))  # answers the dialog once it is up
+        assert window._ask_close() is quits
+    assert asked == [CLOSE_QUESTION, CLOSE_QUESTION]
+
+
+def test_closing_without_asking_during_a_render_says_so(window, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    window.queue.current = "gone"  # as while a render runs: SIGTERM closes without asking
+    with caplog.at_level(logging.WARNING, logger="ffdesk.gui.main_window"):
+        window.shutdown()
+    assert "a render was running: cancelled where it resumes (Resume in the queue)" in caplog.text
+
+
 def test_settings_and_layout_persist(run_env: RuntimeEnv, qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from ffdesk.gui.main_window import MainWindow, open_settings
 

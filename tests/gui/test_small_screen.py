@@ -1,0 +1,69 @@
+"""The window on a small screen: it opens within the screen's free area, can be made as small as
+800 x 600 (frame and title bar included), and everything in it stays reachable there: the
+Controls form scrolls, the queue's buttons wrap onto more lines, the transport and the status bar
+stay in view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QPoint, QRect, QSize
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QScrollArea, QWidget
+
+SMALL = QSize(800, 560)
+"""A window on an 800 x 600 screen, less the window manager's title bar."""
+
+
+def _inside(widget: QWidget, outer: QWidget) -> bool:
+    """Whether all of `widget` is drawn within `outer` (both shown)."""
+    top_left = widget.mapTo(outer, QPoint(0, 0))
+    return widget.isVisible() and outer.rect().contains(QRect(top_left, widget.size()))
+
+
+def test_the_window_opens_within_the_screen(window: Any) -> None:
+    free = (window.screen() or QGuiApplication.primaryScreen()).availableGeometry()
+    assert window.width() <= free.width() and window.height() <= free.height()
+
+
+def test_the_window_can_be_made_as_small_as_800_by_600(window: Any, qtbot: Any, tiny_clip: Path) -> None:
+    assert window.open_clip(tiny_clip)
+    window.show()
+    qtbot.waitExposed(window)
+    least = window.minimumSizeHint()
+    assert least.width() <= SMALL.width() and least.height() <= SMALL.height(), least
+
+
+def test_everything_stays_reachable_in_a_small_window(window: Any, qtbot: Any, tiny_clip: Path) -> None:
+    assert window.open_clip(tiny_clip)
+    window.resize(SMALL)
+    window.show()
+    qtbot.waitExposed(window)
+    qtbot.waitUntil(lambda: window.size() == SMALL)
+    for button in window.queue_view.buttons.values():  # wrapped, none cut off
+        assert _inside(button, window.queue_view), button.text()
+    timeline = window.timeline
+    for button in (timeline.play, timeline.back, timeline.fwd, timeline.mark_in, timeline.mark_out):
+        assert _inside(button, window), button.text()
+    assert _inside(window.statusBar(), window)
+    controls = window.controls
+    assert _inside(controls, window)
+    scroll = controls.findChild(QScrollArea)
+    scroll.ensureWidgetVisible(controls.output_dir)
+    qtbot.waitUntil(lambda: not controls.output_dir.visibleRegion().isEmpty())
+
+
+def test_a_window_off_the_screen_is_moved_back_onto_it(qtbot: Any) -> None:
+    from ffdesk.gui.monitor_app import keep_on_screen
+
+    widget = QWidget()
+    qtbot.addWidget(widget)
+    free = (widget.screen() or QGuiApplication.primaryScreen()).availableGeometry()
+    widget.resize(300, 200)
+    widget.move(free.right() - 100, free.bottom() - 50)
+    keep_on_screen(widget)
+    assert free.contains(widget.frameGeometry())
+    widget.resize(free.width() + 200, 200)  # larger than the screen: shrunk to it
+    keep_on_screen(widget)
+    assert free.contains(widget.frameGeometry())

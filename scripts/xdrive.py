@@ -11,7 +11,7 @@ window appears (bad arguments, a crash) is one line with the last line it wrote 
 Actions: `sleep S`, `key KEY...` (xdotool key names: space, Home, shift+Right, ctrl+z),
 `type TEXT`, `click X Y`, `drag X1 Y1 X2 Y2`, `move X Y`, `shot FILE` (the whole screen),
 `geometry` (prints the window's position and size). Needs Xvfb, openbox, xdotool and
-imagemagick (apt-get install -y xvfb openbox xdotool imagemagick). Not part of the test suite:
+imagemagick (apt-get install -y xvfb openbox xdotool imagemagick x11-utils). Not part of the test suite:
 a check to look at.
 """
 
@@ -31,6 +31,26 @@ from typing import IO
 
 WINDOW_WAIT_S = 60.0
 """How long the app may take to show its window."""
+
+
+def wait_for_window_manager(env: dict[str, str], timeout_s: float = 10.0) -> None:
+    """Wait until the window manager has announced itself on the root window (EWMH's
+    _NET_SUPPORTING_WM_CHECK, read with xprop), so the app's window is framed and placed as on a
+    desktop; a window mapped before that comes up without a frame. Without xprop (x11-utils),
+    a second's wait; gives up quietly after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            probe = subprocess.run(
+                ["xprop", "-root", "_NET_SUPPORTING_WM_CHECK"],
+                env=env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+        except FileNotFoundError:
+            time.sleep(1.0)
+            return
+        if probe.returncode == 0 and "window id" in probe.stdout:
+            return
+        time.sleep(0.1)
 
 
 def free_display() -> int:
@@ -159,6 +179,7 @@ def main(argv: list[str]) -> int:
         procs.append(
             subprocess.Popen(["openbox"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         )
+        wait_for_window_manager(env)
         exe = Path(sys.executable).with_name("ffdesk")
         t0 = time.monotonic()
         app = subprocess.Popen([str(exe), *a.args], env=env, stderr=subprocess.PIPE)

@@ -17,6 +17,7 @@ a plain thread and hands the answer to the GUI thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 import time
@@ -30,6 +31,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from ffdesk.errors import UserError
 from ffdesk.gui.processors import PROCESSOR_KINDS, processor_job_fields
 from ffdesk.units import format_bytes
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ffdesk.gui.memory import AppMemory
@@ -428,9 +431,15 @@ class NeedCounter:
         else:
             files, remembered = sets[0], None
             if files not in self._measured:
-                self._measured[files] = measure_embedded(asked.job())
+                try:
+                    self._measured[files] = measure_embedded(asked.job())
+                except Exception:  # noqa: BLE001 - a file the runtime refuses: its size, and the render says why
+                    log.warning("measuring the embedded models failed", exc_info=True)
+                    self._measured[files] = 0
         weights = sum(p.stat().st_size for p in files)
-        measured = self._measured.get(files, 0)
+        # measured here only while no render has: a render's own figure is the truer one (this
+        # process's memory moves with the preview and the decoder too)
+        measured = self._measured.get(files, 0) if remembered is None else 0
         return ModelNeed(EMBEDDED_MODELS, max(weights, remembered or 0, measured), embedded=True)
 
 
@@ -531,7 +540,7 @@ class BudgetNeed(QObject):
                 known, need = asked in self._known, self._known.get(asked)
                 thread = self._counting.get(asked)
             left = deadline - time.monotonic()
-            if known or thread is None or left <= 0:
+            if known or thread is None or not thread.is_alive() or left <= 0:
                 break
             thread.join(left)
         return None if need is None or need.fits(job.memory_budget) else need.refusal(job.memory_budget)
@@ -572,7 +581,11 @@ class BudgetNeed(QObject):
         thread.start()
 
     def _run(self, asked: ModelsAsked) -> None:
-        need = self.counter.need(asked)
+        need: ModelNeed | None = None
+        try:
+            need = self.counter.need(asked)
+        except Exception:  # noqa: BLE001 - a model the runtime refuses: nothing known, said by the render
+            log.warning("counting what the models need failed", exc_info=True)
         with self._lock:
             self._counting.pop(asked, None)
             again = asked in self._again

@@ -26,6 +26,7 @@ from PySide6.QtGui import (
     QDragLeaveEvent,
     QDragMoveEvent,
     QDropEvent,
+    QGuiApplication,
     QKeySequence,
     QShowEvent,
 )
@@ -966,8 +967,16 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(PLACE_MS, self, partial(keep_on_screen, self))
 
     def _keep_on_screen(self) -> None:
+        """A new clip may widen the window (a longer frame counter): moved back within its
+        screen only where that took its frame past every screen's free area; a window the user
+        placed across two screens stays where it is."""
         if self._placed and self.isVisible():
-            QTimer.singleShot(0, self, partial(keep_on_screen, self))
+            QTimer.singleShot(0, self, self._keep_on_screens)
+
+    def _keep_on_screens(self) -> None:
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is not None and not screen.availableVirtualGeometry().contains(self.frameGeometry()):
+            keep_on_screen(self)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         if self.queue.busy and not self._shut_down and not self.confirm_close():

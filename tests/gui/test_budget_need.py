@@ -356,3 +356,36 @@ def test_a_trained_swapper_in_fp16_is_counted_without_making_its_variant(tmp_pat
     assert not variants.exists() or not any(variants.iterdir())
     fp32 = NeedCounter(env).need(ModelsAsked(swapper=str(run), precision="fp32", swaps=False, provider="cpu"))
     assert fp32 is not None and fp32.model_bytes == 900 * MIB
+
+
+def test_an_embedded_model_the_runtime_refuses_leaves_nothing_counting(  # type: ignore[no-untyped-def]
+    qtbot, tmp_path: Path
+) -> None:
+    """Measuring the embedded models loads them: a damaged file there is ONNX Runtime's error
+    (`InvalidProtobuf`, not a `UserError`). The count ends with the files' sizes (the render says
+    what is wrong), never a count that stays "running" for the queue to wait on at every job."""
+    import shutil
+
+    from ffdesk.gui.budget_need import ModelsAsked, _embedded_file_sets
+    from ffdesk.pipeline.job import RenderJob
+    from ffdesk.runtime.resources import resource_path
+
+    models = tmp_path / "models"
+    shutil.copytree(resource_path("models"), models)
+    (models / "retinaface_tiny.onnx").write_bytes(b"not a model" * 100)
+    env = RuntimeEnv.in_folder(tmp_path / "env", DriverFlags(no_nvml=True)).with_models_dir(models)
+    w = isolated_window(env, qtbot, tmp_path)
+    try:
+        job = RenderJob(
+            target=tmp_path / "a.mp4", output=tmp_path / "b.mp4", sources=(tmp_path / "s.jpg",),
+            models_dir=models, memory_budget=4000 * MIB, provider="cpu",
+        )  # fmt: skip
+        assert w.budget_need.refusal(job) is None
+        asked = ModelsAsked.of_job(job)
+        assert asked is not None
+        qtbot.waitUntil(lambda: asked in w.budget_need._known, timeout=30000)
+        need = w.budget_need._known[asked]
+        files = sum(p.stat().st_size for p in _embedded_file_sets(asked)[0])
+        assert need is not None and need.model_bytes == files and asked not in w.budget_need._counting
+    finally:
+        w.shutdown()

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PySide6.QtCore import QPoint, QRect, QSize
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QScrollArea, QWidget
@@ -67,3 +68,24 @@ def test_a_window_off_the_screen_is_moved_back_onto_it(qtbot: Any) -> None:
     widget.resize(free.width() + 200, 200)  # larger than the screen: shrunk to it
     keep_on_screen(widget)
     assert free.contains(widget.frameGeometry())
+
+
+def test_a_new_clip_moves_the_window_only_where_its_frame_left_every_screen(
+    window: Any, qtbot: Any, tiny_clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a clip may widen the window; it is put back within its screen only where its frame
+    went past every screen's free area, not where the user placed it (across two screens)."""
+    from ffdesk.gui import main_window
+
+    moved: list[QRect] = []
+    monkeypatch.setattr(main_window, "keep_on_screen", lambda w: moved.append(w.frameGeometry()))
+    window.show()
+    qtbot.waitExposed(window)
+    desktop = (window.screen() or QGuiApplication.primaryScreen()).availableVirtualGeometry()
+    window.resize(400, 300)
+    window.move(desktop.topLeft())
+    window._keep_on_screens()
+    assert moved == []
+    window.move(desktop.right() - 100, desktop.top())
+    window._keep_on_screens()
+    assert len(moved) == 1

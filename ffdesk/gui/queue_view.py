@@ -22,6 +22,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -363,7 +364,9 @@ class QueueView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.target)
-        layout.addLayout(row)
+        self._button_row = QWidget()
+        self._button_row.setLayout(row)
+        layout.addWidget(self._button_row)
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(self.workers)
@@ -375,6 +378,16 @@ class QueueView(QWidget):
         self.table.selectionModel().selectionChanged.connect(self._sync_buttons)
         controller.changed.connect(self._sync_buttons)
         self._sync_buttons()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        """The wrapped buttons' height as the least the view may be given: a dock's minimum
+        follows its widgets' minimum sizes, never a layout's height for its width, so a narrow,
+        short dock would otherwise lay the table over the second line of buttons."""
+        super().resizeEvent(event)
+        row = self._button_row
+        layout = row.layout()
+        if layout is not None:
+            row.setMinimumHeight(layout.heightForWidth(row.width()))
 
     def _show_workers(self, *_args: object) -> None:
         self.workers.setVisible(self.target.on_farm)

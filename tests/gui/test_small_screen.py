@@ -89,3 +89,20 @@ def test_a_new_clip_moves_the_window_only_where_its_frame_left_every_screen(
     window.move(desktop.right() - 100, desktop.top())
     window._keep_on_screens()
     assert len(moved) == 1
+
+
+def test_a_narrow_short_queue_dock_keeps_its_buttons_clear_of_the_table(window: Any, qtbot: Any) -> None:
+    """Narrowed until its buttons wrap onto a third line and squeezed short, the queue dock grows
+    to the wrapped buttons' height: the table starts below their last line, never over it."""
+    from PySide6.QtCore import Qt
+
+    window.resize(SMALL)
+    window.show()
+    qtbot.waitExposed(window)
+    queue = window.queue_view
+    for width in (400, 300, 260):
+        window.resizeDocks([window.docks["Queue"]], [width], Qt.Orientation.Horizontal)
+        window.resizeDocks([window.docks["Queue"]], [120], Qt.Orientation.Vertical)
+        qtbot.wait(50)
+        lowest = max(b.mapTo(queue, QPoint(0, b.height())).y() for b in queue.buttons.values())
+        assert lowest <= queue.table.mapTo(queue, QPoint(0, 0)).y(), width

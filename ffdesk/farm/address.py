@@ -114,8 +114,13 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
 
 
 def _init(ray: ModuleType, farm: FarmAddress, local_cpus: int | None) -> None:
+    """Connect this process to the farm's head, or start a Ray on this machine only. "local"
+    tells Ray to start its own: with no address it would join the cluster its last run on this
+    machine recorded (/tmp/ray/ray_current_cluster), a head that may have died without `ray
+    stop` (Ray then waits for it for ever, deaf to Ctrl-C) or someone else's running head."""
     if farm.address is None:
         ray.init(
+            address="local",
             num_cpus=local_cpus,
             namespace=NAMESPACE,
             include_dashboard=False,

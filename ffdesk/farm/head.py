@@ -352,6 +352,9 @@ class _FarmRun:
         if self.lead_range is not None:
             self.lead = self.ray.put(self.lead_range)
         refs = [w.actor.check.remote(self.job_json, self.options.stand_in, self.lead) for w in live]
+        refused: UserError | None = None
+        # every worker's answer is read, the refusals too: a failed result nobody reads is printed
+        # by Ray, traceback and all, when it is let go
         for w, ref in zip(live, refs, strict=True):
             try:
                 self.ray.get(ref, timeout=WORKER_START_S)
@@ -360,9 +363,11 @@ class _FarmRun:
                 cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                 budget = f"budget {format_bytes(w.slot.budget_bytes)}" if w.slot.budget_bytes else "no budget"
                 reason = str(cause) if isinstance(cause, UserError) else _one_line(cause)
-                raise UserError(
+                refused = refused or UserError(
                     f"farm worker {w.slot.name} ({budget}) cannot take this job: {reason}"
-                ) from None
+                )
+        if refused is not None:
+            raise refused
 
     def __exit__(self, *_exc: object) -> None:
         self._close_idle_workers()

@@ -36,7 +36,12 @@ class FarmBoard:
                 job.update(changes)
 
     def worker(self, slot: str, state: dict[str, Any]) -> None:
-        self.workers.setdefault(slot, {}).update({**state, "seen": time.time()})
+        """What the worker in `slot` is doing, merged into its row. A post that does not say the
+        worker ended (a new render's worker in a slot whose last one ended) clears that mark."""
+        row = self.workers.setdefault(slot, {})
+        if not state.get("ended"):
+            row.pop("ended", None)
+        row.update({**state, "seen": time.time()})
 
     def segment_progress(self, slot: str, state: dict[str, Any]) -> None:
         """A worker's progress within its segment (`job`, `segment`, `frames_done`, `fps`, ...)."""

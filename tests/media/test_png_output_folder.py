@@ -364,6 +364,8 @@ def test_a_png_render_into_the_folder_of_its_own_frames_is_refused(
         run_render(RenderJob(target=given, output=seq, sources=(PHOTO,), encoder="png", fps=25), env=run_env)
     assert _tree(seq) == before
 
+
+def test_the_kept_folder_takes_a_free_name(tmp_path: Path) -> None:
     final = _folder_with_frames(tmp_path)
     (final / "mine.txt").write_text("x")
     (tmp_path / "frames-ffdesk-new").mkdir()

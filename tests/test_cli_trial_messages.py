@@ -63,3 +63,14 @@ def test_a_matroska_recording_prints_no_unused_option(
     rec.close()
     assert (tmp_path / "r.mkv").is_file()
     assert not [r for r in caplog.records if "options were not used" in r.getMessage()]
+
+
+def test_monitor_on_a_faceset_says_it_is_no_training_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`monitor` on a faceset folder said "run fa: not started, step 0" and exit 0."""
+    from ffdesk.training.synth import synth_faceset
+
+    faces = synth_faceset(tmp_path / "fa", 0, 2, size=32)
+    assert main(["monitor", str(faces), "--once"]) == 2
+    assert "a faceset, not a training run" in capsys.readouterr().err

@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     run_dir: Path = args.run
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run folder")
+    from ffdesk.training.store import INDEX_NAME
+
+    if (run_dir / INDEX_NAME).is_file():  # (a run folder not started yet is watched until it starts)
+        raise UserError(f"{run_dir}: a faceset, not a training run (`ffdesk train --run RUN` makes one)")
     if args.send:
         _send(run_dir, args.send)
         print(f"sent {args.send} to the trainer of {run_dir}")

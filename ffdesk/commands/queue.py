@@ -39,7 +39,6 @@ from ffdesk.pipeline.queue import (
 if TYPE_CHECKING:
     from ffdesk.farm.address import FarmAddress
     from ffdesk.pipeline.report import RenderReport
-    from ffdesk.runtime.env import RuntimeEnv
 
 Render = Callable[[RenderJob, ev.EventCallback, threading.Event], "RenderReport"]
 
@@ -156,12 +155,7 @@ def rendering(args: argparse.Namespace, farm: FarmAddress | None) -> Iterator[tu
         from ffdesk.pipeline.engine import run_render
 
         env = runtime_env(args)
-
-        def render_here(job: RenderJob, emit: ev.EventCallback, cancel: threading.Event) -> RenderReport:
-            _check_swapper(job, env)
-            return run_render(job, emit, cancel, env=env)
-
-        yield render_here, ""
+        yield (lambda job, emit, cancel: run_render(job, emit, cancel, env=env)), ""
         return
     from ffdesk.farm.address import connected
     from ffdesk.farm.head import run_farm_render
@@ -171,18 +165,6 @@ def rendering(args: argparse.Namespace, farm: FarmAddress | None) -> Iterator[tu
             (lambda job, emit, cancel: run_farm_render(job, farm, emit, cancel)),
             f" on the farm at {farm.label}",
         )
-
-
-def _check_swapper(job: RenderJob, env: RuntimeEnv) -> None:
-    """`UserError` (one line) for a queued job whose `--swapper` names no swapper (a run folder
-    removed or moved since it was queued: `check_swapper_path`), before the render would take it
-    for a catalog name, or, without a source photo, re-encode the clip unswapped."""
-    if not job.swapper:
-        return
-    from ffdesk.pipeline.swapper_path import check_swapper_path
-    from ffdesk.runtime.files import resolve_models_dir
-
-    check_swapper_path(job.swapper, resolve_models_dir(job.models_dir, env))
 
 
 def _one_line(exc: BaseException) -> str:

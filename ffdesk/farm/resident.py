@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ffdesk.media.probe import MediaInfo
+from ffdesk.pipeline.engine import count_frames_held
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.report import ModelsReport, RenderReport
 from ffdesk.pipeline.stage import Stage
@@ -106,12 +107,16 @@ class JobModels:
             self._front = FaceFrontEnd.for_job(self.job, self._render.analyser, self.info)
             self.builds += 1
         elif self._kind == "embedded" and self._analyser is None:
-            from ffdesk.pipeline.stages.embedded import embedded_stages
             from ffdesk.pipeline.stages.front import job_analyser
 
             analyser = job_analyser(self.job)
-            for stage in embedded_stages(self.job, analyser, self.info):  # reads the source photos
-                stage.finish()
+            stages = self._embedded_stages(analyser, "check")  # reads the source photos
+            try:
+                if self.info is not None:  # (a budget too small for the models and frames: refused)
+                    count_frames_held(stages, self.info, self.job)
+            finally:
+                for stage in stages:
+                    stage.finish()
             self._analyser = analyser
             self.builds += 1
         elif self._kind == "trained":
@@ -147,12 +152,31 @@ class JobModels:
             return with_processors([], job, info, env=self.env, share=share)
         self.prepare()
         if self._kind == "embedded":
-            from ffdesk.pipeline.stages.embedded import embedded_stages
-
-            swap = list(embedded_stages(job, self._analyser, info))
+            swap = self._embedded_stages(self._analyser, f"segment {segment}")
             return with_processors(swap, job, info, env=self.env, share=share)
         stages = with_processors(self._pack_stages(), job, info, env=self.env, share=share)
         return planned_with_processors(stages, job, info)
+
+    def _embedded_stages(self, analyser: FaceAnalyser | None, holder: str) -> list[Stage]:
+        """The embedded swap's stages; on a CPU worker with a budget, bounded by it as a local
+        render's are (its models and frames join the worker's pool as `holder`)."""
+        from ffdesk.pipeline.stages.embedded import embedded_stages
+
+        budget = self.manager.budget_bytes if self.manager.device == "cpu" else None
+        if budget is None:
+            return list(embedded_stages(self.job, analyser, self.info))
+        from ffdesk.runtime.footprints import FootprintStore
+
+        stages = embedded_stages(
+            self.job,
+            analyser,
+            self.info,
+            cpu_budget=budget,
+            footprints=FootprintStore(env=self.env),
+            env=self.env,
+            share=self.manager.share(holder),
+        )
+        return list(stages)
 
     def _pack_stages(self) -> list[Stage]:
         """The stages `model_stages` builds, around the kept model render."""

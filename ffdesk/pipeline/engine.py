@@ -224,15 +224,21 @@ def run_render(
 
 
 def _bind(stages: Sequence[Stage], emit: ev.EventCallback, info: MediaInfo, job: RenderJob) -> None:
-    """Give the stages the render's events, then count the frames the render of `info` will
-    hold against its budget (`BoundsFrames`: the flow's bound and the encoder's frame, or the
-    one image; each with the picture a frame enhancer makes of it, and the target's alpha
-    beside it where the output keeps it), before any model is prepared."""
-    from ffdesk.pipeline.stages.models import enlarged_frame_bytes
-
+    """Give the stages the render's events, then count the frames the render will hold against
+    its budget (`count_frames_held`), before any model is prepared."""
     for stage in stages:
         if isinstance(stage, EmitsEvents):
             stage.bind_events(emit)
+    count_frames_held(stages, info, job)
+
+
+def count_frames_held(stages: Sequence[Stage], info: MediaInfo, job: RenderJob) -> None:
+    """Count the frames a render of `info` through `stages` will hold against its budget
+    (`BoundsFrames`: the flow's bound and the encoder's frame, or the one image; each with the
+    picture a frame enhancer makes of it, and the target's alpha beside it where the output
+    keeps it); `UserError` when they do not fit beside the models."""
+    from ffdesk.pipeline.stages.models import enlarged_frame_bytes
+
     bound = frames_in_flight(stages)
     if bound is None and not info.is_image:
         return

@@ -98,6 +98,33 @@ def test_an_embedded_swap_keeps_its_analyser_and_renders_each_segment_as_a_fresh
         worker.close()
 
 
+def test_a_cpu_worker_holds_an_embedded_swap_to_its_budget_as_a_local_render_does(
+    tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
+) -> None:
+    embedded = replace(pack_job(face_clip, small_pack, tmp_path / "e.mov"), swapper=None, resume=False)
+    plan = plan_segments(embedded)
+    job_json = job_to_json(plan.job)
+    tiny = FarmWorker("slot-3", 1 << 20, use_gpu=False, env=run_env)
+    try:  # refused in the check, before any segment, with the line a local render prints
+        with pytest.raises(UserError, match=r"memory budget 1\.0 MiB is smaller than the embedded models"):
+            tiny.check(job_json)
+        assert tiny.job is None
+    finally:
+        tiny.close()
+    roomy = FarmWorker("slot-4", 4 << 30, use_gpu=False, env=run_env)
+    try:  # within it, a segment renders as a fresh render of its range does
+        roomy.check(job_json)
+        seg = plan.segments[1]
+        done = roomy.render(job_json, segment_dict(seg))
+        fresh = tmp_path / "fresh.mov"
+        render_segment(plan.job, seg, fresh, env=run_env)
+        ((_, data),) = done.files
+        assert data == fresh.read_bytes()
+        assert RenderReport.from_json_dict(done.report).budget is not None  # (counted against it)
+    finally:
+        roomy.close()
+
+
 def test_workers_on_one_node_serve_their_metrics_on_consecutive_ports(run_env: RuntimeEnv) -> None:
     first = FarmWorker("a", None, use_gpu=False, env=run_env, metrics_port=0)
     try:

@@ -14,6 +14,10 @@ from typing import Any
 
 BOARD_NAME = "ffdesk-farm-board"
 KEEP_JOBS = 20
+HEAD_SILENT_S = 30.0
+"""A job still "rendering" whose head has not been heard from for this long was stopped without
+its end being posted (its head killed, or its machine gone): a head reads the board's progress
+every fraction of a second while it renders."""
 
 
 class FarmBoard:
@@ -27,13 +31,21 @@ class FarmBoard:
 
     def job_started(self, job: dict[str, Any]) -> None:
         self.jobs = [j for j in self.jobs if j.get("id") != job.get("id")]
-        self.jobs.append({**job, "state": "rendering", "started": time.time()})
+        now = time.time()
+        self.jobs.append({**job, "state": "rendering", "started": now, "heard": now})
         self.jobs = self.jobs[-KEEP_JOBS:]
 
     def job_update(self, job_id: str, changes: dict[str, Any]) -> None:
         for job in self.jobs:
             if job.get("id") == job_id:
                 job.update(changes)
+        self._heard(job_id)
+
+    def _heard(self, job_id: str) -> None:
+        """The head of `job_id` was heard from now (`HEAD_SILENT_S`)."""
+        for job in self.jobs:
+            if job.get("id") == job_id:
+                job["heard"] = time.time()
 
     def worker(self, slot: str, state: dict[str, Any]) -> None:
         """What the worker in `slot` is doing, merged into its row. A post that does not say the
@@ -48,7 +60,8 @@ class FarmBoard:
         self.progress[slot] = {**state, "seen": time.time()}
 
     def progress_of(self, job_id: str) -> dict[str, dict[str, Any]]:
-        """The latest progress each worker posted for `job_id`, by slot."""
+        """The latest progress each worker posted for `job_id`, by slot (its head asks)."""
+        self._heard(job_id)
         return {slot: p for slot, p in self.progress.items() if p.get("job") == job_id}
 
     def snapshot(self) -> dict[str, Any]:

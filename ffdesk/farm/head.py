@@ -605,7 +605,8 @@ class _FarmRun:
         if self.board is None:
             return
         with contextlib.suppress(Exception):
-            self.board.worker.remote(w.slot.name, {**self._worker_row(w).to_json_dict(), "rendering": label})
+            row = {**self._worker_row(w).to_json_dict(), "rendering": label, "job": self.job_id}
+            self.board.worker.remote(w.slot.name, row)
 
     def summary(self) -> FarmSummary:
         return FarmSummary(

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from ffdesk.farm.address import FarmAddress, connected
-from ffdesk.farm.board import read_board
+from ffdesk.farm.board import HEAD_SILENT_S, read_board
 from ffdesk.farm.slots import NodeResources
 from ffdesk.units import format_bytes
 
@@ -39,8 +40,12 @@ def farm_status(farm: FarmAddress) -> FarmStatus:
     return FarmStatus(farm.label, nodes, available, workers, tuple(board["jobs"]))
 
 
-def status_lines(status: FarmStatus) -> list[str]:
-    """The status as lines for a terminal."""
+def status_lines(status: FarmStatus, now: float | None = None) -> list[str]:
+    """The status as lines for a terminal (`now`: the wall clock, `time.time()`'s, by default
+    read here). A job whose head went silent while it rendered is said to be stopped, and its
+    workers with it (`HEAD_SILENT_S`)."""
+    now = time.time() if now is None else now
+    silent = {str(j.get("id")): now - float(j["heard"]) for j in status.jobs if _head_silent(j, now)}
     cpus = sum(n.cpus for n in status.nodes)
     gpus = sum(n.gpus for n in status.nodes)
     lines = [f"farm at {status.address}: {len(status.nodes)} nodes, {cpus:g} CPUs, {gpus:g} GPUs"]
@@ -52,6 +57,9 @@ def status_lines(status: FarmStatus) -> list[str]:
     for w in status.workers:
         ended = bool(w.get("ended"))  # stopped with its render's end (its totals stay listed)
         doing = "ended with its render" if ended else (w.get("rendering") or "idle")
+        if not ended and w.get("rendering") and str(w.get("job")) in silent:
+            doing = f"stopped with its render's head (it was rendering {w['rendering']})"
+            ended = True
         budget = w.get("budget_bytes")
         share = f"{w['num_gpus']:g} GPU" if w.get("num_gpus") else f"{w.get('num_cpus', 0):g} CPU"
         peak = format_bytes(int(w.get("peak_model_bytes") or 0))
@@ -64,8 +72,30 @@ def status_lines(status: FarmStatus) -> list[str]:
             + (", lost" if w.get("dropped") else "")
         )
     for j in status.jobs:
+        state = str(j.get("state"))
+        silence = silent.get(str(j.get("id")))
+        if silence is not None:
+            state = (
+                f"stopped: its head has not been heard from for {_age(silence)} "
+                "(the same render command resumes it)"
+            )
         lines.append(
-            f"  job {j.get('target')} -> {j.get('output')}: {j.get('state')}, "
+            f"  job {j.get('target')} -> {j.get('output')}: {state}, "
             f"{j.get('segments_done', 0)} of {j.get('segments')} segments"
         )
     return lines
+
+
+def _head_silent(job: dict[str, Any], now: float) -> bool:
+    """Whether `job` is posted as rendering but its head has been silent too long."""
+    heard = job.get("heard")
+    return job.get("state") == "rendering" and heard is not None and now - float(heard) > HEAD_SILENT_S
+
+
+def _age(seconds: float) -> str:
+    """How long ago, in the unit a person reads it in: "45 s", "12 min", "3 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"

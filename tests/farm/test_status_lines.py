@@ -50,3 +50,29 @@ def test_a_worker_stopped_with_its_render_is_not_shown_idle() -> None:
         "  worker 10.0.0.2/gpu0 (pid 41, 1 GPU, budget unlimited): ended with its render; "
         "2 segments, 240 frames, 1 model loads, peak models 1.0 GiB"
     )
+
+
+def test_a_job_whose_head_went_silent_while_rendering_is_said_stopped_with_its_workers() -> None:
+    # a head killed mid-render never posts its end: the job and its worker stayed "rendering"
+    from ffdesk.farm.board import FarmBoard
+
+    board = FarmBoard()
+    board.job_started({"id": "j1", "target": "/clips/a.mov", "output": "/out/a.mov", "segments": 4})
+    board.job_update("j1", {"segments_done": 1})
+    board.worker("n/cpu0", {"slot": "n/cpu0", "pid": 7, "rendering": "a.mov segment 1", "job": "j1"})
+    board.progress_of("j1")  # the head reads its workers' progress while it renders
+    heard = board.jobs[0]["heard"]
+    snap = board.snapshot()
+    status = FarmStatus("HEAD:6379", (), {}, tuple(snap["workers"].values()), tuple(snap["jobs"]))
+    fresh = status_lines(status, now=heard + 5)
+    assert fresh[-1] == "  job /clips/a.mov -> /out/a.mov: rendering, 1 of 4 segments"
+    assert fresh[-2].endswith("): a.mov segment 1; 0 segments, 0 frames, 0 model loads, peak models 0 B")
+    late = status_lines(status, now=heard + 600)
+    assert late[-1] == (
+        "  job /clips/a.mov -> /out/a.mov: stopped: its head has not been heard from for 10 min "
+        "(the same render command resumes it), 1 of 4 segments"
+    )
+    assert "stopped with its render's head (it was rendering a.mov segment 1)" in late[-2]
+    board.job_update("j1", {"state": "finished"})  # a finished job is never silent
+    done = status_lines(FarmStatus("H", (), {}, (), tuple(board.snapshot()["jobs"])), now=heard + 600)
+    assert done[-1].endswith(": finished, 1 of 4 segments")

@@ -527,7 +527,7 @@ class _FarmRun:
         worker.peak_model_bytes = max(worker.peak_model_bytes, result.peak_model_bytes)
         worker.model_loads += result.model_loads
         worker.fps = round(result.frames / result.seconds, 2) if result.seconds > 0 else 0.0
-        worker.pid = result.pid
+        worker.pid, worker.metrics_url = result.pid, result.metrics_url
         for warning in result.warnings:
             self._warn(warning)
         self._post(worker, None)
@@ -542,6 +542,7 @@ class _FarmRun:
             if worker.losses > 1:  # Ray restarted it once already: leave it out from now on
                 worker.dropped = True
             worker.holds_job = False  # a restarted worker loads the job's models again
+            worker.pid, worker.metrics_url = 0, None  # (a restarted one's, once it returns a segment)
             self._warn(
                 f"farm worker {worker.slot.name} was lost rendering segment {number}: rendering it again"
             )

@@ -64,7 +64,7 @@ def status_lines(status: FarmStatus, now: float | None = None) -> list[str]:
         share = f"{w['num_gpus']:g} GPU" if w.get("num_gpus") else f"{w.get('num_cpus', 0):g} CPU"
         peak = format_bytes(int(w.get("peak_model_bytes") or 0))
         lines.append(
-            f"  worker {w.get('slot')} (pid {w.get('pid')}, {share}, budget "
+            f"  worker {w.get('slot')} (pid {w.get('pid') or '- (restarting)'}, {share}, budget "
             f"{format_bytes(budget) if budget else 'unlimited'}): {doing}; "
             f"{w.get('segments', 0)} segments, {w.get('frames', 0)} frames, "
             f"{w.get('model_loads', 0)} model loads, peak models {peak}"

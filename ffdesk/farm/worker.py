@@ -70,6 +70,8 @@ class SegmentFiles:
     matte_files: tuple[tuple[str, bytes], ...] = ()
     """The segment's matte, as `files` holds the segment, for a job with `--matte clip`
     (`ffdesk.pipeline.engine.segment_matte_path`); empty for a job that writes none."""
+    metrics_url: str | None = None
+    """Where the worker serves its metrics (None: not served); a restarted worker's may move."""
 
 
 class _Collect:
@@ -302,6 +304,7 @@ class FarmWorker:
             model_loads=self.model_loads - loads_before,
             read_from=str(run_job.target),
             matte_files=matte,
+            metrics_url=self.metrics.url if self.metrics is not None else None,
         )
 
     def _progress(self, event: ev.Progress) -> None:

@@ -159,6 +159,7 @@ def test_a_worker_killed_mid_render_costs_one_segment_again(farm_runs: tuple[Pat
     report = RenderReport.from_json_dict(result["report"])
     farm = report.farm
     assert farm is not None and farm.worker_losses >= 1 and farm.segments_rerun >= 1
+    assert result["killed"] not in {w.pid for w in farm.workers}  # (the restarted one's, or none yet)
     assert report.frames_out == 96
     assert report.timing("standin_wait").frames == 96  # a segment rendered twice counts once
     here = work / "here.mov"

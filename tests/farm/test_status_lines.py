@@ -76,3 +76,10 @@ def test_a_job_whose_head_went_silent_while_rendering_is_said_stopped_with_its_w
     board.job_update("j1", {"state": "finished"})  # a finished job is never silent
     done = status_lines(FarmStatus("H", (), {}, (), tuple(board.snapshot()["jobs"])), now=heard + 600)
     assert done[-1].endswith(": finished, 1 of 4 segments")
+
+
+def test_a_worker_restarting_after_a_loss_names_no_pid() -> None:
+    # the killed process's pid stayed listed until the restarted worker returned a segment
+    row = {"slot": "n/cpu0", "pid": 0, "num_cpus": 1, "rendering": "a.mov segment 2", "losses": 1}
+    line = status_lines(FarmStatus("HEAD:6379", (), {}, (row,), ()))[-1]
+    assert line.startswith("  worker n/cpu0 (pid - (restarting), 1 CPU, budget unlimited): a.mov segment 2;")

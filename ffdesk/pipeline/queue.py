@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import time
 import types
@@ -281,17 +282,55 @@ def _cycle_collector_paused() -> Iterator[None]:
 
 def _parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
     try:
-        data = jsontext.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return [], ["not text"]
+    try:
+        data = jsontext.loads(text)
     except ValueError as exc:
-        return [], [f"not JSON: {str(exc).splitlines()[0]}"]
+        jobs = _jobs_before_a_cut(text)
+        if not jobs:
+            return [], [f"not JSON: {str(exc).splitlines()[0]}"]
+        entries, problems = _entries_of(jobs)
+        return entries, [f"the file ends early, after {len(jobs)} whole job(s)", *problems]
     if not isinstance(data, dict) or not isinstance(data.get("jobs", []), list):
         return [], ["not a render queue"]
+    return _entries_of(data.get("jobs", []))
+
+
+def _jobs_before_a_cut(text: str) -> list[Any]:
+    """The whole jobs of a queue file cut off part way (a copy or a disk that stopped short of
+    the end): each element of its "jobs" list read up to the first that is incomplete or not
+    JSON. Empty when the text is not a queue's beginning."""
+    opening = _QUEUE_OPENING.match(text)
+    if opening is None:
+        return []
+    decoder = json.JSONDecoder()
+    jobs: list[Any] = []
+    at = opening.end()
+    while True:
+        while at < len(text) and text[at] in _BETWEEN_JOBS:
+            at += 1
+        try:
+            job, at = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            return jobs
+        if not isinstance(job, dict) or jsontext.depth(job) > jsontext.MAX_DEPTH:
+            return jobs
+        jobs.append(job)
+
+
+_QUEUE_OPENING = re.compile(r'\s*\{\s*(?:"version"\s*:\s*\d+\s*,\s*)?"jobs"\s*:\s*\[')
+"""How a queue file ffdesk writes begins, up to its first job (`RenderQueue._save`)."""
+_BETWEEN_JOBS = frozenset(" \t\r\n,")
+
+
+def _entries_of(jobs: list[Any]) -> tuple[list[QueueEntry], list[str]]:
+    """The entries of a queue file's "jobs" and, for each that could not be read, why."""
     entries: list[QueueEntry] = []
     problems: list[str] = []
     seen: set[str] = set()
-    for d in data.get("jobs", []):
+    for d in jobs:
         try:
             e = _entry_from_dict(d)
             if e.id in seen:

@@ -250,6 +250,34 @@ def test_a_corrupt_queue_is_kept_aside_with_a_warning(
     assert (tmp_path / "queue.json.corrupt").read_bytes() == raw
 
 
+@pytest.mark.parametrize("cut", [0.5, 0.75, 0.95])
+def test_a_queue_file_cut_off_part_way_keeps_its_whole_jobs(tmp_path: Path, cut: float) -> None:
+    # a file that stops short (a copy or a disk that gave out) lost every job, not just the last
+    path = tmp_path / "queue.json"
+    q = RenderQueue(path)
+    added = [q.add(_job(tmp_path, name)) for name in "abcd"]
+    raw = path.read_bytes()
+    path.write_bytes(raw[: int(len(raw) * cut)])
+    again = RenderQueue(path)
+    kept = again.entries()
+    assert 1 <= len(kept) < 4 and [e.id for e in kept] == [e.id for e in added[: len(kept)]]
+    assert kept == q.entries()[: len(kept)]
+    assert again.warning is not None and "the file ends early" in again.warning, again.warning
+    assert f"kept the file as queue.json.corrupt and loaded the other {len(kept)}" in again.warning
+    assert (tmp_path / "queue.json.corrupt").read_bytes() == raw[: int(len(raw) * cut)]
+    assert [e.id for e in RenderQueue(path).entries()] == [e.id for e in kept]  # rewritten whole
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"jobs": [', b'{"version": 1, "jobs": [{"id": "a"', b'{"other": [{"id": "a"}, ', b"[{}, {"]
+)
+def test_a_cut_file_with_no_whole_job_is_an_empty_queue(tmp_path: Path, raw: bytes) -> None:
+    path = tmp_path / "queue.json"
+    path.write_bytes(raw)
+    q = RenderQueue(path)
+    assert q.entries() == [] and q.warning is not None and "was damaged (not JSON" in q.warning
+
+
 def test_the_readable_jobs_of_a_damaged_queue_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "queue.json"
     q = RenderQueue(path)

@@ -276,13 +276,14 @@ def _join_video(
         out = av.open(str(out_path), "w", format=fmt, options=_muxer_options(faststart, tags) or None)
         try:
             vout = _add_video(out, segments[0])
+            if video is not None and video.fps > 0 and vout.codec_context is not None:
+                # the stream's frame rate is the source's: without one a muxer takes the time
+                # base's (Matroska wrote a frame duration of one tick, "30000 frames/s"; a MOV
+                # timecode track is refused), and a segment's own average of a few frames can be
+                # as far off
+                vout.codec_context.framerate = Fraction(video.fps).limit_denominator(1001)
             timecode = _output_timecode(video, shift - origin)
-            if timecode is not None and video is not None:
-                # MOV and MP4 write it as a tmcd track, counted at the stream's frame rate: the
-                # source's (without one the muxer takes the time base's, "30000 frames/s", and
-                # refuses; a segment's own average of a few frames can be as far off); Matroska a tag
-                if vout.codec_context is not None:
-                    vout.codec_context.framerate = Fraction(video.fps).limit_denominator(1001)
+            if timecode is not None:  # MOV and MP4 write it as a tmcd track, Matroska as a tag
                 vout.metadata["timecode"] = timecode
             tracks: list[_Track] = []
             notes: list[str] = []

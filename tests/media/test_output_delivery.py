@@ -152,3 +152,21 @@ def test_matroska_output_is_joined_without_mp4_options(
     with av.open(str(out)) as container:
         assert container.format.name.startswith("matroska")
         assert len(list(container.decode(video=0))) == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "encoder"), [("out.mkv", "h264"), ("out.mkv", "prores"), ("out.mov", "h264")]
+)
+def test_a_joined_output_states_the_sources_frame_rate(tmp_path: Path, name: str, encoder: str) -> None:
+    # a Matroska output stated one frame per tick of the time base: "30000 frames/s" (1000 from
+    # a Matroska source), which editing apps and mediainfo show
+    suffix = ".mov" if encoder == "prores" else ".mp4"
+    segments = [
+        _segment(tmp_path / f"a{suffix}", encoder, 0, 6),
+        _segment(tmp_path / f"b{suffix}", encoder, 6, 6),
+    ]
+    out = _join(tmp_path, segments, name, encoder)
+    with av.open(str(out)) as container:
+        stream = container.streams.video[0]
+        assert stream.average_rate == Fraction(30000, 1001), stream.average_rate
+        assert len(list(container.decode(stream))) == 12

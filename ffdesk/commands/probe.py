@@ -1,7 +1,8 @@
 """`ffdesk probe CLIP [--json]`: what ffdesk sees in a clip and what a render of it will do.
 
 Editors run it before a long render: codecs, frame rate, scan, colour, pixel shape, timestamps,
-audio, then per stream whether it is re-encoded or copied and why, then the warnings. `--json`
+audio, subtitles, data tracks, attachments and chapters, then per stream whether it is re-encoded,
+copied, converted or left out and why, then the warnings. `--json`
 prints the same report as one JSON object. A missing or unreadable file is exit 2 with one line.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, TextIO
 
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
 from ffdesk.errors import UserError
-from ffdesk.media.inspect import AudioReport, ClipReport, StreamPlan, VideoReport
+from ffdesk.media.inspect import AudioReport, ClipReport, SideReport, StreamPlan, VideoReport
 from ffdesk.units import format_bytes
 
 ENCODERS = ("h264", "h265", "prores", "png")
@@ -174,12 +175,19 @@ def _audio_row(a: AudioReport) -> tuple[str, str]:
     return (f"audio #{a.index}", ", ".join(parts))
 
 
+def _side_row(s: SideReport) -> tuple[str, str]:
+    if s.index is None:
+        return ("chapters", s.detail)
+    return (f"{s.kind} #{s.index}", ", ".join(x for x in (s.codec, s.detail) if x))
+
+
 def _plan_row(p: StreamPlan) -> tuple[str, str]:
-    action = {"copy": "copy", "reencode": "re-encode", "drop": "drop"}[p.action]
+    action = {"copy": "copy", "reencode": "re-encode", "convert": "convert", "drop": "drop"}[p.action]
     what = f"{action} -> {p.codec}" if p.codec else action
-    if p.detail:
+    if p.detail and p.index is not None:  # the chapters' detail is listed above
         what += f", {p.detail}"
-    return (f"{p.kind} #{p.index}", f"{what}; {p.reason}")
+    label = "chapters" if p.index is None else f"{p.kind} #{p.index}"
+    return (label, f"{what}; {p.reason}")
 
 
 def report_rows(report: ClipReport) -> list[tuple[str, str]]:
@@ -196,6 +204,7 @@ def report_rows(report: ClipReport) -> list[tuple[str, str]]:
     rows += [_audio_row(a) for a in report.audio]
     if not report.is_image and not report.audio:
         rows.append(("audio", "none"))
+    rows += [_side_row(s) for s in report.side]
     return rows
 
 

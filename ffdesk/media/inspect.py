@@ -9,13 +9,17 @@
   are missing or go backwards (a render then repairs the timestamps) and whether they decode.
 
 Then each stream gets a plan (video: always re-encoded, with which encoder and bit depth; audio:
-copied or re-encoded, as `ffdesk.media.audio_plan.plan_audio` decides), and `warnings` lists, one
-line each, what an editor should know before a long render. Everything here is plain frozen data;
-turning it into JSON or a table is the front ends' business.
+copied or re-encoded, as `ffdesk.media.audio_plan.plan_audio` decides; subtitles, data tracks,
+attachments and the chapters: copied, converted or left out, as the join decides them for the
+output container, found by letting `ffdesk.media.side_streams` add them to an output held in
+memory), and `warnings` lists, one line each, what an editor should know before a long render.
+Everything here is plain frozen data; turning it into JSON or a table is the front ends' business.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -28,8 +32,9 @@ from ffdesk.errors import MediaError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import _errors
 from ffdesk.media.audio_plan import default_layout, plan_audio
-from ffdesk.media.probe import AudioInfo, FieldOrder, VideoInfo, probe
+from ffdesk.media.probe import AudioInfo, FieldOrder, VideoInfo, odd_size_note, probe
 from ffdesk.media.sequence import is_sequence_path
+from ffdesk.media.side_streams import SideTrack, Span, carry_container, container_format, open_side_tracks
 from ffdesk.types import EncoderName
 
 SCAN_PACKETS = 300
@@ -60,7 +65,11 @@ _NVENC: dict[str, str] = {"h264": "h264_nvenc", "h265": "hevc_nvenc"}
 _GEN_PTS = cast(int, av.container.Flags.gen_pts.value)
 """FFmpeg's flag that makes up missing packet pts (PyAV sets it on every input)."""
 
-Action = Literal["copy", "reencode", "drop"]
+Action = Literal["copy", "reencode", "convert", "drop"]
+"""What a render does with a stream: "convert" rewrites a text subtitle as the output's own text
+format (or the start timecode as a Matroska tag)."""
+StreamKind = Literal["video", "audio", "subtitle", "data", "attachment", "chapters"]
+SideKind = Literal["subtitle", "data", "attachment", "chapters"]
 
 
 @dataclass(frozen=True)
@@ -148,16 +157,32 @@ class AudioReport:
 
 
 @dataclass(frozen=True)
-class StreamPlan:
-    """What a render does with one stream of the clip, and why."""
+class SideReport:
+    """A subtitle, data or attachment stream of the clip (a cover picture is an attachment), or
+    its chapters, which are no stream (`index` None)."""
 
-    index: int
-    kind: Literal["video", "audio"]
+    kind: SideKind
+    index: int | None
+    codec: str
+    """FFmpeg's codec name ("mov_text", "subrip", "bin_data"), "tmcd" for a start timecode track,
+    the MIME type of an attachment; "" for the chapters."""
+    detail: str
+    """What it holds, in words: language and name, the timecode, a file name, the chapters' titles."""
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """What a render does with one stream of the clip (or with its chapters), and why."""
+
+    index: int | None
+    """The stream's index; None for the chapters."""
+    kind: StreamKind
     action: Action
     codec: str
-    """The encoder (re-encode) or the codec kept (copy); "" when dropped."""
+    """The encoder (re-encode), the codec kept (copy) or written (convert); "" when dropped."""
     detail: str
-    """Pixel format and bit depth of the output, or the audio layout taken."""
+    """Pixel format and bit depth of the output, the audio layout taken, or what a side stream
+    holds (`SideReport.detail`)."""
     reason: str
 
 
@@ -183,6 +208,17 @@ class ClipReport:
     """Why the file looks cut off or damaged; None when the scanned part is fine."""
     warnings: tuple[str, ...]
     """One line each: what an editor should know before rendering."""
+    side: tuple[SideReport, ...] = ()
+    """The subtitle, data and attachment streams and the chapters, in stream order, chapters last."""
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What the clip holds besides video and audio, the plan for each, and the lines to warn."""
+
+    reports: tuple[SideReport, ...] = ()
+    plans: tuple[StreamPlan, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +266,7 @@ def inspect_clip(
     size = path.stat().st_size if path.is_file() else 0
     if info.is_image:
         return _image_report(path, video, size, output_suffix, encoder)
+    side = _Side()
     if is_sequence_path(path):
         # numbered image files: FFmpeg's image2 reader stamps them itself, one frame each
         scan = _Scan("image sequence", 0, None, False, 0, False, 0, (), None)
@@ -238,6 +275,7 @@ def inspect_clip(
     else:
         scan = _scan_packets(path, fps)
         stamps, frame_damage = _check_frames(path, fps)
+        side = _side_streams(path, output_suffix, encoder, video)
     stamps = TimestampScan(
         packets_scanned=scan.packets,
         packets_without_pts=scan.without_pts,
@@ -256,7 +294,11 @@ def inspect_clip(
         )
     vreport = _video_report(video, scan.profile, scan.packed, stamps)
     audio = scan.audio or tuple(_audio_from_probe(a) for a in info.audio)
-    plans = (_video_plan(vreport, encoder, driver), *(_audio_plan(a, output_suffix, encoder) for a in audio))
+    plans = (
+        _video_plan(vreport, encoder, driver),
+        *(_audio_plan(a, output_suffix, encoder) for a in audio),
+        *side.plans,
+    )
     damage = _join(*info.warnings, scan.damage, frame_damage)
     return ClipReport(
         path=path,
@@ -272,7 +314,11 @@ def inspect_clip(
         output_suffix=output_suffix,
         plans=plans,
         damage=damage,
-        warnings=_warnings(vreport, audio, plans, (*info.warnings, scan.damage, frame_damage), encoder),
+        warnings=(
+            *_warnings(vreport, audio, plans, (*info.warnings, scan.damage, frame_damage), encoder),
+            *side.warnings,
+        ),
+        side=side.reports,
     )
 
 
@@ -576,6 +622,11 @@ def _warnings(
             f"{video.bit_depth}-bit video: H.264 output is 8-bit "
             "(use --encoder h265 or prores to keep 10 bits)"
         )
+    padded = odd_size_note(
+        video.width, video.height, encoder, interlaced=video.interlaced, rotation=video.rotation
+    )
+    if padded is not None:
+        out.append(padded)
     if video.sample_aspect_ratio is not None:
         sar, dar = video.sample_aspect_ratio, video.display_aspect_ratio
         out.append(
@@ -597,3 +648,235 @@ def _warnings(
         elif plan.kind == "audio" and plan.action == "drop":
             out.append(f"audio #{plan.index}: dropped ({plan.reason})")
     return tuple(out)
+
+
+# -- subtitles, data tracks, attachments, chapters -----------------------------------------------
+
+_TAG_FORMATS = frozenset({"matroska", "webm"})
+"""Output muxers that keep the start timecode as a tag; the MOV/MP4 ones write a tmcd track."""
+_CHAPTERS_SHOWN = 4
+"""Chapter titles named in the report; more are counted."""
+
+
+def _side_streams(path: Path, suffix: str, encoder: EncoderName, video: VideoInfo) -> _Side:
+    """The clip's subtitle, data and attachment streams and chapters, and what a render into a
+    `suffix` file does with each. Decided as the join decides it: the source's tracks are added
+    to an output of the same type held in memory (nothing is written)."""
+    with _errors.open_input(path) as src:
+        reports = _side_reports(src, video)
+        if not reports:
+            return _Side()
+        if encoder == "png" or not suffix:
+            plans = tuple(_plan(r, "drop", "", "a PNG sequence holds only the frames") for r in reports)
+            labels = ", ".join(_label(p) for p in plans)
+            return _Side(reports, plans, (f"{labels}: dropped (a PNG sequence holds only the frames)",))
+        try:
+            return _Side(reports, *_side_plans(src, reports, suffix, encoder, video))
+        except (av.error.FFmpegError, ValueError, OSError) as exc:
+            why = _errors.describe(exc)
+            return _Side(
+                reports, (), (f"cannot tell what {suffix} keeps of its subtitles, data and chapters ({why})",)
+            )
+
+
+def _side_reports(src: av.container.InputContainer, video: VideoInfo) -> tuple[SideReport, ...]:
+    """What `src` holds besides the rendered video and its audio, in stream order, chapters last."""
+    reports: list[SideReport] = []
+    chapters = src.chapters()
+    for stream in src.streams:
+        if stream.type == "subtitle":
+            reports.append(
+                SideReport("subtitle", stream.index, _subtitle_codec(stream), _track_words(stream))
+            )
+        elif stream.type == "data":
+            timecode = _tag(stream.metadata, "timecode")
+            if timecode is not None:
+                reports.append(SideReport("data", stream.index, "tmcd", f"start timecode {timecode}"))
+            elif chapters and stream.discard == av.stream.Discard.all:
+                # MOV/MP4 keep the chapters' names in a text track the demuxer reads nothing of
+                reports.append(SideReport("data", stream.index, "text", "the chapters' names"))
+            else:
+                name = stream.name or "data"
+                reports.append(
+                    SideReport("data", stream.index, name, _tag(stream.metadata, "handler_name") or "")
+                )
+        elif stream.type == "attachment":
+            attachment = cast(av.stream.AttachmentStream, stream)
+            mime = str(attachment.mimetype or "application/octet-stream")
+            reports.append(
+                SideReport("attachment", stream.index, mime, _tag(stream.metadata, "filename") or "")
+            )
+        elif stream.type == "video" and stream.disposition & av.stream.Disposition.attached_pic:
+            codec = stream.codec_context.name if stream.codec_context is not None else "picture"
+            reports.append(SideReport("attachment", stream.index, codec, "cover picture"))
+    if chapters:
+        reports.append(SideReport("chapters", None, "", _chapter_words(chapters, video.start_time_s)))
+    return tuple(reports)
+
+
+def _side_plans(
+    src: av.container.InputContainer,
+    reports: tuple[SideReport, ...],
+    suffix: str,
+    encoder: EncoderName,
+    video: VideoInfo,
+) -> tuple[tuple[StreamPlan, ...], tuple[str, ...]]:
+    """Each side stream's plan and the warnings, from the side tracks the join would add to an
+    output of `suffix` and what it says that output leaves out."""
+    buffer = io.BytesIO()
+    buffer.name = f"output{suffix}"  # the muxer is picked by the name, as the join's file's
+    # the join writes an .m4v holding H.265 with the MP4 muxer (the iPod one refuses it)
+    fmt = "mp4" if suffix == ".m4v" and encoder != "h264" else None
+    out = av.open(buffer, "w", format=fmt)
+    try:
+        span = Span(video.start_time_s, None)  # the whole clip, from its first frame
+        opened = open_side_tracks(out, src, span)
+        left_out = [*opened.left_out, *carry_container(out, src, span)]
+        muxer = container_format(out)
+    finally:
+        with contextlib.suppress(av.error.FFmpegError, ValueError, OSError):
+            out.close()
+    carried = {t.src.index: t for t in opened.tracks}
+    numbers = {s.index: n for n, s in enumerate(src.streams.subtitles, start=1)}
+    chapters_kept = "the chapters" not in left_out
+    plans: list[StreamPlan] = []
+    warnings: list[str] = []
+    for report in reports:
+        track = carried.get(report.index) if report.index is not None else None
+        if report.kind == "subtitle":
+            number = numbers.get(report.index or 0, 0)
+            plan = _subtitle_plan(report, track, suffix, left_out, number)
+            if plan.action == "convert" and f"subtitle track {number}" in opened.restyled:
+                warnings.append(
+                    f"subtitle #{report.index}: rewritten as {plan.codec}, its ASS styling is lost"
+                )
+        elif report.kind == "data":
+            plan = _data_plan(report, track is not None, suffix, left_out, muxer, video, chapters_kept)
+        elif report.kind == "attachment":
+            plan = _attachment_plan(report, suffix, left_out)
+        else:
+            plan = (
+                _plan(report, "copy", "", "cut to the range and moved with it")
+                if chapters_kept
+                else _plan(report, "drop", "", f"{suffix} cannot hold them")
+            )
+        plans.append(plan)
+        if plan.action == "drop":
+            warnings.append(_dropped(plan))
+    return tuple(plans), tuple(warnings)
+
+
+def _subtitle_plan(
+    report: SideReport, track: SideTrack | None, suffix: str, left_out: list[str], number: int
+) -> StreamPlan:
+    if track is None:
+        why = _left_out_reason(left_out, f"subtitle track {number} (") or f"{suffix} cannot hold it"
+        return _plan(report, "drop", "", why)
+    if track.convert is not None:
+        target = track.convert[1]
+        why = f"{suffix} does not take {report.codec}: its text is rewritten, cut to the range and moved"
+        return _plan(report, "convert", target, why)
+    return _plan(
+        report, "copy", report.codec, f"{suffix} takes {report.codec}: cut to the range and moved with it"
+    )
+
+
+def _data_plan(
+    report: SideReport,
+    carried: bool,
+    suffix: str,
+    left_out: list[str],
+    muxer: str,
+    video: VideoInfo,
+    chapters_kept: bool,
+) -> StreamPlan:
+    if carried:
+        why = f"{suffix} takes it: each packet that starts inside the range is kept, at its own time"
+        return _plan(report, "copy", report.codec, why)
+    if _left_out_reason(left_out, f"data track #{report.index} (") is not None:
+        return _plan(report, "drop", "", f"{suffix} cannot hold this data track")
+    if report.codec == "tmcd":
+        if video.timecode is None:
+            return _plan(report, "drop", "", "its timecode cannot be read")
+        moved = "moved on to the output's first frame"
+        if muxer in _TAG_FORMATS:
+            return _plan(
+                report, "convert", "TIMECODE tag", f"the start timecode, {moved} ({suffix} keeps it as a tag)"
+            )
+        return _plan(report, "copy", "tmcd", f"the start timecode, {moved}")
+    # the one data track the join passes over without a word: the chapters' names (MOV/MP4)
+    if not chapters_kept:
+        return _plan(report, "drop", "", "left out with the chapters")
+    return _plan(report, "copy", "", "written with the chapters")
+
+
+def _attachment_plan(report: SideReport, suffix: str, left_out: list[str]) -> StreamPlan:
+    if report.detail == "cover picture":
+        return _plan(report, "drop", "", "a render leaves cover pictures out")
+    if any("attachment" in phrase for phrase in left_out):
+        return _plan(report, "drop", "", f"{suffix} cannot hold attachments: only Matroska does")
+    return _plan(report, "copy", "", f"{suffix} takes attachments (fonts)")
+
+
+def _plan(report: SideReport, action: Action, codec: str, reason: str) -> StreamPlan:
+    return StreamPlan(report.index, report.kind, action, codec, report.detail, reason)
+
+
+def _label(plan: StreamPlan) -> str:
+    return "chapters" if plan.index is None else f"{plan.kind} #{plan.index}"
+
+
+def _dropped(plan: StreamPlan) -> str:
+    return f"{_label(plan)}: dropped ({plan.reason})"
+
+
+def _left_out_reason(left_out: list[str], start: str) -> str | None:
+    """The reason in the join's phrase for one track it leaves out ("subtitle track 2 (why)")."""
+    for phrase in left_out:
+        if phrase.startswith(start) and phrase.endswith(")"):
+            return phrase[len(start) : -1]
+    return None
+
+
+def _subtitle_codec(stream: av.stream.Stream) -> str:
+    codec = getattr(stream, "codec", None)
+    if codec is not None:
+        return str(codec.canonical_name)
+    return stream.codec_context.name if stream.codec_context is not None else "unknown"
+
+
+def _track_words(stream: av.stream.Stream) -> str:
+    """A track's language, name and role, as a player lists it."""
+    lang = _tag(stream.metadata, "language")
+    words = [f"language {lang if lang and lang != 'und' else '-'}"]
+    title = _tag(stream.metadata, "title")
+    if title:
+        words.append(f'"{title}"')
+    roles = [
+        name
+        for name, flag in (
+            ("default", av.stream.Disposition.default),
+            ("forced", av.stream.Disposition.forced),
+            ("hearing impaired", av.stream.Disposition.hearing_impaired),
+            ("commentary", av.stream.Disposition.comment),
+        )
+        if stream.disposition & flag
+    ]
+    return ", ".join(words + roles)
+
+
+def _chapter_words(chapters: list[av.container.Chapter], start_s: float) -> str:
+    """The chapters in words, "3 chapters: Intro at 0.00 s, ...", timed from the first frame as
+    a render's output times them."""
+    named = []
+    for chapter in chapters[:_CHAPTERS_SHOWN]:
+        at = float(chapter["start"] * Fraction(chapter["time_base"] or 1)) - start_s
+        title = str(chapter["metadata"].get("title", "")) or "untitled"
+        named.append(f"{title} at {max(0.0, at):.2f} s")
+    more = ", ..." if len(chapters) > _CHAPTERS_SHOWN else ""
+    return f"{len(chapters)} chapter{'s' if len(chapters) > 1 else ''}: {', '.join(named)}{more}"
+
+
+def _tag(tags: dict[str, str], key: str) -> str | None:
+    """A tag by its key in any case (Matroska's demuxer gives them in capitals)."""
+    return next((str(v) for k, v in tags.items() if k.lower() == key), None)

@@ -162,6 +162,12 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
         if truncated is None and not indexed and not sequence:
             # no index to check (Matroska, MPEG-TS, most AVIs): where do the packets really end?
             truncated, video = _ends_early(path, container, video)
+        if truncated is None and not sequence and container.format.name == "mpegts" and ts_cut_short(path):
+            truncated = (
+                f"{path.name}: truncated file (it stops part-way through a transport stream packet, "
+                f"after about {video.duration_s:.1f} s; a TS does not record how long it was): "
+                "rendering the frames that are there"
+            )
         declared = int(stream.frames or 0)
         if truncated is None and video.frame_count_exact and 0 < video.frame_count < declared:
             # the header promises more frames than the file holds (an AVI copy cut off)
@@ -232,6 +238,89 @@ def _truncation(path: Path, container: av.container.InputContainer) -> tuple[str
         f"{path.name}: truncated file ({size} of {needed} bytes, {missing:.0f}% missing): "
         "rendering the frames that are there"
     ), True
+
+
+_TS_SYNC = 0x47
+_TS_PACKETS = ((188, 0), (192, 4), (204, 0))
+"""MPEG transport stream packet sizes and where in each packet its sync byte lies: plain TS,
+M2TS/AVCHD (a 4-byte arrival time before each packet), and TS with Reed-Solomon bytes (DVB)."""
+_TS_RUN = 8
+"""Packets in a row whose sync bytes must be where the packet size puts them, at the start of a
+file and before its end, for its packet size and alignment to count as known."""
+
+
+def ts_cut_short(path: Path) -> bool:
+    """Whether the transport stream `path` ends part-way through a packet: a copy or download cut
+    off. A TS has no index and no total length to compare with, but every muxer, recorder and
+    camera writes whole packets, so a whole file holds a whole number of them. True only where
+    that is certain: the packet size is known from a run of sync bytes at the start, the last
+    whole packets before the end are in step with it, and the piece after them starts with a
+    sync byte of its own (a file padded with zeros or followed by other bytes is not called cut)."""
+    size = path.stat().st_size
+    span = max(p for p, _ in _TS_PACKETS) * (_TS_RUN + 1)
+    with path.open("rb") as f:
+        head = f.read(span * 2)
+        f.seek(max(0, size - span))
+        tail_at = f.tell()
+        tail = f.read()
+    for packet, lead in _TS_PACKETS:
+        first = _sync_run(head, packet)
+        if first is None or first < lead:
+            continue
+        piece = (size - (first - lead)) % packet
+        if piece == 0:
+            return False  # whole packets, in step to the end
+        if piece <= lead:
+            return False  # cut inside an arrival time: no sync byte left to confirm it by
+        cut_sync = size - piece + lead
+        syncs = [cut_sync - k * packet for k in range(_TS_RUN + 1)]
+        return all(s >= tail_at and tail[s - tail_at] == _TS_SYNC for s in syncs)
+    return False
+
+
+def _sync_run(head: bytes, packet: int) -> int | None:
+    """The first offset in `head` from which `_TS_RUN` sync bytes follow `packet` bytes apart."""
+    for first in range(min(packet, len(head))):
+        at = range(first, first + packet * _TS_RUN, packet)
+        if at[-1] < len(head) and all(head[i] == _TS_SYNC for i in at):
+            return first
+    return None
+
+
+def coded_size(width: int, height: int, encoder: str, *, interlaced: bool) -> tuple[int, int]:
+    """The size a render's `encoder` codes a stored `width` x `height` picture at: the next even
+    width and height for H.264, H.265 and ProRes (4:2:0 and 4:2:2 chroma cover two pixels), a
+    height divisible by 4 for interlaced H.264 (each field is 4:2:0 too); PNG keeps any size."""
+    if encoder == "png":
+        return width, height
+    multiple = 4 if interlaced and encoder == "h264" else 2
+    return width + width % 2, height + (-height) % multiple
+
+
+def odd_size_note(
+    width: int, height: int, encoder: str, *, interlaced: bool, rotation: int = 0
+) -> str | None:
+    """The line that says a stored `width` x `height` picture is padded for `encoder` (its last
+    column and row repeated, which shows as a one-pixel strip at the edge); None where it is not."""
+    coded_w, coded_h = coded_size(width, height, encoder, interlaced=interlaced)
+    if (coded_w, coded_h) == (width, height):
+        return None
+    fields = interlaced and encoder == "h264"
+    edges = []
+    if coded_w > width:
+        edges.append("column")
+    if coded_h > height:
+        edges.append("row of each field" if fields else "row")
+    if fields:
+        need = "interlaced 4:2:0 video needs an even width and a height divisible by 4"
+    else:
+        need = f"{'4:2:2' if encoder == 'prores' else '4:2:0'} video needs even sizes"
+    stored = " (as stored, before its rotation)" if rotation else ""
+    odd = "odd size" if width % 2 or height % 2 else "size"
+    return (
+        f"{odd} {width}x{height}{stored}: the output will be {coded_w}x{coded_h}, its last "
+        f"{' and '.join(edges)} repeated, because {need}"
+    )
 
 
 def _frames_there(path: Path, stream: av.VideoStream, video: VideoInfo) -> VideoInfo:

@@ -394,3 +394,17 @@ def test_corpus_clips_say_what_they_are(tmp_path: Path, case: str, expect: tuple
         assert r.video.packed_bframes and r.video.timestamps.frames_backwards > 0
     if case == "ts_mpeg2_interlaced":  # MPEG-TS starts its clock at 1.4 s: nothing is late
         assert not any(w.startswith("late first frame") for w in r.warnings)
+
+
+# -- odd sizes ------------------------------------------------------------------------------------
+
+
+def test_an_odd_size_is_said_to_be_padded_for_4_2_0_and_4_2_2(odd: SynthResult, plain: SynthResult) -> None:
+    # 4:2:0 and 4:2:2 chroma cover two pixels: the encoder's picture is one pixel wider and
+    # taller, its last column and row repeated; this was done without a word
+    line = "odd size 721x405: the output will be 722x406, its last column and row repeated"
+    assert f"{line}, because 4:2:0 video needs even sizes" in inspect_clip(odd.path).warnings
+    prores = inspect_clip(odd.path, ".mov", encoder="prores").warnings
+    assert f"{line}, because 4:2:2 video needs even sizes" in prores
+    assert not any("odd size" in w for w in inspect_clip(odd.path, "", encoder="png").warnings)
+    assert not any("odd size" in w for w in inspect_clip(plain.path).warnings)

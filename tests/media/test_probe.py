@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ffdesk.errors import MediaError
-from ffdesk.media.probe import MediaInfo, probe
+from ffdesk.media.probe import MediaInfo, coded_size, odd_size_note, probe
 from ffdesk.media.synth import SynthResult
 
 FFMPEG = shutil.which("ffmpeg") or "ffmpeg"
@@ -312,3 +312,21 @@ def test_whole_matroska_files_with_late_stamps_or_a_long_subtitle_are_not_called
         cut.write_bytes(data[: len(data) // 2])
         (warning,) = probe(cut).warnings
         assert "truncated file" in warning
+
+
+def test_the_padded_size_of_an_odd_or_interlaced_picture() -> None:
+    # as the segment encoder codes it: even sizes, a height divisible by 4 for interlaced H.264
+    assert coded_size(721, 405, "h264", interlaced=False) == (722, 406)
+    assert coded_size(721, 405, "png", interlaced=False) == (721, 405)
+    assert coded_size(720, 406, "h264", interlaced=True) == (720, 408)
+    assert coded_size(720, 406, "h265", interlaced=True) == (720, 406)
+    assert odd_size_note(720, 406, "h264", interlaced=False) is None
+    assert odd_size_note(720, 406, "h264", interlaced=True) == (
+        "size 720x406: the output will be 720x408, its last row of each field repeated, because "
+        "interlaced 4:2:0 video needs an even width and a height divisible by 4"
+    )
+    turned = odd_size_note(405, 720, "h265", interlaced=False, rotation=90)
+    assert turned == (
+        "odd size 405x720 (as stored, before its rotation): the output will be 406x720, its last "
+        "column repeated, because 4:2:0 video needs even sizes"
+    )

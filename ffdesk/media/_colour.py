@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 ColourKind = Literal["range", "space", "primaries", "trc"]
 
 _NAMES = MappingProxyType(
@@ -91,6 +94,11 @@ _ALIASES = MappingProxyType(
 # which is also what swscale assumes for untagged video, so decode and encode agree.
 _SWS_MATRIX = MappingProxyType({1: 1, 4: 4, 5: 5, 6: 5, 7: 7, 9: 9, 10: 9})
 
+_LUMA_WEIGHTS = MappingProxyType(
+    {1: (0.2126, 0.0722), 4: (0.30, 0.11), 5: (0.299, 0.114), 7: (0.212, 0.087), 9: (0.2627, 0.0593)}
+)
+"""(Kr, Kb) of each swscale matrix (SWS_CS_*): BT.709, FCC, BT.601, SMPTE 240M, BT.2020."""
+
 _WRITABLE_SPACES = frozenset({"bt709", "fcc", "bt470bg", "smpte170m", "smpte240m", "bt2020nc"})
 """Matrices an RGB -> YUV conversion by swscale really produces (and may therefore be tagged)."""
 
@@ -127,6 +135,47 @@ def sws_matrix_of_code(code: int) -> int | None:
     if code == 2:
         return None
     return _SWS_MATRIX.get(int(code), -1)
+
+
+def _levels(full: bool, bits: int) -> tuple[float, float, float, float]:
+    """(luma scale, chroma scale, black, chroma zero) of `bits`-bit YUV samples: limited range
+    is 219 and 224 steps above 16 and around 128, times 2^(bits-8); full range spans
+    2^bits - 1 around 2^(bits-1) (ITU-T H.273's quantisation)."""
+    if full:
+        top = float((1 << bits) - 1)
+        return top, top, 0.0, float(1 << (bits - 1))
+    step = float(1 << (bits - 8))
+    return 219 * step, 224 * step, 16 * step, 128 * step
+
+
+def _rgb_from_yuv(matrix: int) -> npt.NDArray[np.float64]:
+    """The 3 x 3 matrix from (E'y, E'cb, E'cr) to (R', G', B'), all in 0..1 (chroma -0.5..0.5)."""
+    kr, kb = _LUMA_WEIGHTS.get(matrix, _LUMA_WEIGHTS[5])
+    kg = 1 - kr - kb
+    return np.array(
+        [
+            [1.0, 0.0, 2 * (1 - kr)],
+            [1.0, -2 * kb * (1 - kb) / kg, -2 * kr * (1 - kr) / kg],
+            [1.0, 2 * (1 - kb), 0.0],
+        ]
+    )
+
+
+def yuv_to_rgb_matrix(matrix: int, *, full: bool, bits: int) -> npt.NDArray[np.float32]:
+    """The 3 x 4 affine map (`cv2.transform`'s) from `bits`-bit Y, Cb, Cr samples to 8-bit R, G, B
+    for the swscale matrix `matrix` (BT.601 for one it does not know) and range."""
+    y_scale, c_scale, black, zero = _levels(full, bits)
+    linear = 255 * _rgb_from_yuv(matrix) / np.array([y_scale, c_scale, c_scale])
+    offset = -linear @ np.array([black, zero, zero])
+    return np.hstack([linear, offset[:, None]]).astype(np.float32)
+
+
+def rgb_to_yuv_matrix(matrix: int, *, full: bool, bits: int) -> npt.NDArray[np.float32]:
+    """The 3 x 4 affine map from 8-bit R, G, B to `bits`-bit Y, Cb, Cr samples (the inverse of
+    `yuv_to_rgb_matrix`)."""
+    y_scale, c_scale, black, zero = _levels(full, bits)
+    linear = np.linalg.inv(_rgb_from_yuv(matrix)) * np.array([[y_scale], [c_scale], [c_scale]]) / 255
+    return np.hstack([linear, np.array([[black], [zero], [zero]])]).astype(np.float32)
 
 
 def field_order_code(order: str | None) -> int:

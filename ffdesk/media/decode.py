@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -14,10 +15,13 @@ from typing import Literal, cast
 import av
 import cv2
 import numpy as np
+import numpy.typing as npt
 from av.codec.hwaccel import HWAccel, HWDeviceType
+from av.video.reformatter import Interpolation
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
+from ffdesk.media._colour import sws_matrix_of_code, yuv_to_rgb_matrix
 from ffdesk.media.deinterlace import Deinterlacer
 from ffdesk.media.images import check_pixels, check_sequence_pixels, header_size, limit_stream
 from ffdesk.media.matte import Matte
@@ -110,9 +114,95 @@ def stored(image: Frame, rotation: int) -> Frame:
 
 
 def rgb_array(frame: av.VideoFrame, threads: int = 0) -> Frame:
-    """The frame as H x W x 3 RGB uint8 as stored (colour matrix and range from the frame's tags).
-    `threads`: swscale threads (0: as many as cores; 1 where other threads keep the cores busy)."""
-    return cast(Frame, frame.reformat(format="rgb24", threads=threads).to_ndarray())
+    """The frame as H x W x 3 RGB uint8 as stored (colour matrix and range from the frame's tags),
+    each sample rounded to nearest (no level too dark or too bright on average).
+
+    Planar YUV of a matrix in `_colour`'s table (nearly every video) is converted here
+    (`planar_yuv_rgb`). swscale's own YUV -> RGB conversions round down: its fast 4:2:0 one by
+    0.5-1.4 of a level per channel, its others of 4:2:0 and 4:2:2 (10-bit ones included) by as
+    much unless told to round accurately and interpolate chroma at full width, so pictures came
+    out darker than they are, and a render that writes whole frames back (no
+    `ffdesk.media.patch`) darkened the pixels it never changed by about a level. Other frames
+    (packed or semi-planar YUV, RGB, grey, palettes) go to swscale told so. `threads`: swscale's
+    threads for those (0: as many as cores; 1 where other threads keep the cores busy)."""
+    image = planar_yuv_rgb(frame)
+    if image is not None:
+        return image
+    rgb = frame.reformat(format="rgb24", interpolation=_EXACT_SWS, threads=threads)
+    return cast(Frame, rgb.to_ndarray())
+
+
+_EXACT_SWS = Interpolation.BILINEAR | Interpolation.ACCURATE_RND | Interpolation.FULL_CHR_H_INT
+"""swscale flags of its unbiased YUV -> RGB conversion (its default rounds down)."""
+
+_PLANAR_YUV = re.compile(r"yuv[aj]?4[1-4][0-4]p(?:\d+le)?")
+"""Pixel formats with Y, Cb and Cr in planes 0-2 (alpha, if any, in plane 3), 8-bit or
+little-endian 9-16-bit: yuv420p, yuvj420p, yuv422p10le, yuva444p12le, ..."""
+
+
+def planar_yuv_rgb(frame: av.VideoFrame) -> Frame | None:
+    """A planar YUV frame (`_PLANAR_YUV`) as H x W x 3 RGB uint8, or None for any other frame (or
+    a matrix with no table: RGB, YCgCo, ICtCp, ...). Untagged video converts as BT.601, as swscale
+    does; full range where tagged so or the format says (yuvj*).
+
+    Each chroma sample covers the pixels it was subsampled from (nearest neighbour, as swscale's
+    fast 4:2:0 conversion), so converting back (`ffdesk.media.scaler_input.yuv_frame`, which
+    averages them) gives the samples back; the rest is one affine map of (Y, Cb, Cr), rounded once."""
+    name = frame.format.name
+    if _PLANAR_YUV.fullmatch(name) is None:
+        return None
+    matrix = sws_matrix_of_code(frame.colorspace)
+    if matrix == -1:
+        return None
+    bits = frame.format.components[0].bits
+    full = frame.color_range == 2 or name.startswith("yuvj")
+    samples = [_plane_samples(frame, i, bits) for i in range(3)]
+    height, width = samples[0].shape
+    planes = [samples[0], *(_upsampled(c, height, width) for c in samples[1:])]
+    m = yuv_to_rgb_matrix(5 if matrix is None else matrix, full=full, bits=bits)
+    if bits <= 8:
+        return cast(Frame, cv2.transform(cv2.merge(planes), _on_fixed_point_grid(m)))
+    # deeper samples give 16-bit RGB (negatives already clipped to 0): clip to 255 and narrow
+    return cast(Frame, cv2.convertScaleAbs(cv2.transform(cv2.merge(planes), m)))
+
+
+_FIXED_POINT = 1024
+"""OpenCV's `transform` of 8-bit 3-channel pictures into 3 channels computes in fixed point,
+each coefficient rounded to 1/1024."""
+
+
+def _on_fixed_point_grid(m: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """`m` with its coefficients on `_FIXED_POINT`'s grid and its offset moved to make up for that
+    at mid-scale (samples of 128): OpenCV rounds them anyway, and a coefficient rounded up by
+    0.35/1024 alone made red 0.04 of a level too bright (its error times 128 on average); now the
+    error is zero at mid-scale and within 0.2 of a level at the ends."""
+    exact = m.astype(np.float64)
+    grid = np.round(exact[:, :3] * _FIXED_POINT) / _FIXED_POINT
+    offset = exact[:, 3] + (exact[:, :3] - grid) @ np.full(3, 128.0)
+    return np.hstack([grid, offset[:, None]]).astype(np.float32)
+
+
+Samples = npt.NDArray[np.uint8] | npt.NDArray[np.uint16]
+"""One plane's samples: 8-bit, or 9-16-bit in 16."""
+
+
+def _plane_samples(frame: av.VideoFrame, index: int, bits: int) -> Samples:
+    """Plane `index` of `frame` as a height x width view of its samples (uint8, or uint16 for
+    deeper ones)."""
+    plane = frame.planes[index]
+    dtype = np.dtype(np.uint8) if bits <= 8 else np.dtype("<u2")
+    rows = np.frombuffer(memoryview(plane), dtype).reshape(-1, plane.line_size // dtype.itemsize)
+    return cast(Samples, rows[: plane.height, : plane.width])
+
+
+def _upsampled(chroma: Samples, height: int, width: int) -> Samples:
+    """A chroma plane at the luma plane's size, each sample repeated over the pixels it covers."""
+    rows, cols = chroma.shape
+    if (rows, cols) == (height, width):
+        return chroma
+    fy, fx = round(height / rows), round(width / cols)  # odd sizes round the chroma size up
+    big = cv2.resize(chroma, (cols * fx, rows * fy), interpolation=cv2.INTER_NEAREST)
+    return cast(Samples, big[:height, :width])
 
 
 def alpha_array(frame: av.VideoFrame, threads: int = 0) -> Matte | None:

@@ -94,7 +94,7 @@ from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo
-from ffdesk.media.scaler_input import scaler_frame
+from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
 
 _SUFFIX: dict[str, str] = {"h264": ".mp4", "h265": ".mp4", "prores": ".mov", "png": ""}
@@ -518,13 +518,9 @@ class SegmentEncoder:
         assert self._container is not None and self._stream is not None
         img = self._pad(stored(image, self.rotation))
         layout = "gray" if img.ndim == 2 else _LAYOUTS[img.shape[2]]
-        frame = scaler_frame(img, layout)
-        frame = frame.reformat(  # one thread: the encoder's own threads keep the cores busy
-            format=self._stream.pix_fmt,
-            dst_colorspace=self._sws_matrix,
-            dst_color_range=self._sws_range,
-            threads=1,
-        )
+        pix_fmt = self._stream.pix_fmt
+        assert pix_fmt is not None  # set when the stream was opened
+        frame = yuv_frame(img, layout, pix_fmt, matrix=self._sws_matrix, color_range=self._sws_range)
         self._encode(frame, pts)
 
     def _pad(self, img: Frame) -> Frame:

@@ -9,8 +9,8 @@ writable): pixels outside them reach the encoder exactly as they were decoded.
 A region is a rectangle in frame pixels plus, optionally, a mask of the pixels in it that may have
 changed; only those are written (a chroma sample is written when any of its 2 x 2 luma pixels is).
 Rectangles are widened to even coordinates so that chroma samples line up. The RGB -> YUV
-conversion is the encoder's own (same matrix, range and scaler), so a patched pixel gets the value a
-whole-frame conversion would give it.
+conversion is the encoder's own (`ffdesk.media.scaler_input.yuv_frame`: same matrix, range and
+scaler), so a patched pixel gets the value a whole-frame conversion would give it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.media.scaler_input import scaler_frame
+from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import Frame
 
 PATCHABLE_FORMAT = "yuv420p"
@@ -139,8 +139,8 @@ def patch_yuv420(
         changed = _region_mask(region, box)
         if not cv2.countNonZero(changed):
             continue
-        yuv = scaler_frame(image[y1:y2, x1:x2], "rgb24").reformat(
-            format=PATCHABLE_FORMAT, dst_colorspace=colorspace, dst_color_range=color_range, threads=1
+        yuv = yuv_frame(
+            image[y1:y2, x1:x2], "rgb24", PATCHABLE_FORMAT, matrix=colorspace, color_range=color_range
         )
         bh, bw = y2 - y1, x2 - x1
         cv2.copyTo(_plane(yuv, 0, bh, bw), changed, planes[0][y1:y2, x1:x2])

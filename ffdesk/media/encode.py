@@ -93,7 +93,7 @@ from ffdesk.media.decode import alpha_array, rgb_array, rotation_of, stored, upr
 from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
 from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
-from ffdesk.media.probe import FieldOrder, VideoInfo
+from ffdesk.media.probe import FieldOrder, VideoInfo, coded_size, odd_size_note
 from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
 
@@ -348,10 +348,11 @@ class SegmentEncoder:
                 raise_if_disk_full(exc, self.path)
                 raise MediaError(f"{self.path}: cannot create the frame folder ({exc.strerror})") from exc
             return
-        self.coded_width = stored_w + (stored_w % 2)
-        # interlaced 4:2:0 H.264 codes each field in 4:2:0 as well: the height must divide by 4
-        multiple = 4 if self.interlaced and settings.encoder == "h264" else 2
-        self.coded_height = stored_h + (-stored_h) % multiple
+        # 4:2:0 and 4:2:2 need even sizes (interlaced H.264 a height divisible by 4: each field is
+        # 4:2:0 too); the picture's last column and row are repeated to fill them (`_pad`)
+        self.coded_width, self.coded_height = coded_size(
+            stored_w, stored_h, settings.encoder, interlaced=self.interlaced
+        )
         self.encoder_name = self._open()
         self.notes = self._codec_notes(self.encoder_name)
 
@@ -481,6 +482,15 @@ class SegmentEncoder:
                 f"{name} codes the interlaced frames as progressive pictures (fields stay "
                 f"interleaved; field order {self.field_order} is kept as a tag)"
             )
+        padded = odd_size_note(
+            self.stored_width,
+            self.stored_height,
+            self.settings.encoder,
+            interlaced=self.interlaced,
+            rotation=self.rotation,
+        )
+        if padded is not None:
+            notes.append(padded)
         return tuple(notes)
 
     def _png_notes(self) -> tuple[str, ...]:

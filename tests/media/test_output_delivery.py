@@ -170,3 +170,39 @@ def test_a_joined_output_states_the_sources_frame_rate(tmp_path: Path, name: str
         stream = container.streams.video[0]
         assert stream.average_rate == Fraction(30000, 1001), stream.average_rate
         assert len(list(container.decode(stream))) == 12
+
+
+@pytest.mark.parametrize(
+    ("encoder", "size", "note"),
+    [
+        (
+            "h264",
+            (721, 405),
+            "odd size 721x405: the output will be 722x406, its last column and row repeated",
+        ),
+        ("prores", (721, 404), "odd size 721x404: the output will be 722x404, its last column repeated"),
+        ("h264", (720, 404), None),
+    ],
+)
+def test_a_padded_picture_is_said_beside_the_render(
+    tmp_path: Path, encoder: str, size: tuple[int, int], note: str | None
+) -> None:
+    # an odd size was padded by a row and a column without a word: the output no longer lined up
+    width, height = size
+    enc = SegmentEncoder(
+        tmp_path / f"seg{'.mov' if encoder == 'prores' else '.mp4'}",
+        EncodeSettings(encoder, hw=False, mode="preview"),  # type: ignore[arg-type]
+        width=width,
+        height=height,
+        time_base=_NTSC,
+        fps=30000 / 1001,
+        rotation=0,
+        color=None,
+    )
+    enc.write(np.zeros((height, width, 3), np.uint8), 0)
+    enc.close()
+    padded = [n for n in enc.notes if "the output will be" in n]
+    if note is None:
+        assert padded == []
+    else:
+        assert len(padded) == 1 and padded[0].startswith(note), enc.notes

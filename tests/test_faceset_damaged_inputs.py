@@ -82,7 +82,7 @@ def test_a_failed_extraction_leaves_no_folder_it_made(tmp_path: Path) -> None:
 
 
 def test_a_clip_cut_off_half_way_is_said_as_a_render_says_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A clip whose copy stopped half way decodes without an error up to the cut: the command
     says it is cut short (the faces of the rest are missing), as `render` does, and extracts
@@ -97,7 +97,18 @@ def test_a_clip_cut_off_half_way_is_said_as_a_render_says_it(
     half = tmp_path / "half.mp4"
     half.write_bytes(data[: len(data) // 2])
     out = tmp_path / "fs"
-    assert main(["faceset", "extract", "--from", str(half), "--out", str(out), "-q", "--size", "64"]) == 0
+    from ffdesk.media import probe as probe_module
+
+    probed: list[Path] = []
+    real_probe = probe_module.probe
+
+    def counted(path: Path, **kwargs: Any) -> Any:
+        probed.append(Path(path))
+        return real_probe(path, **kwargs)
+
+    monkeypatch.setattr(probe_module, "probe", counted)
+    assert main(["faceset", "extract", "--from", str(half), "--out", str(out), "--size", "64"]) == 0
+    assert probed.count(half.resolve()) == 1  # the progress bar's count and the warning: one probe
     captured = capsys.readouterr()
     warnings = captured.err.strip().splitlines()
     assert len(warnings) == 1 and "half.mp4: truncated file (" in warnings[0], warnings

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cv2
 import numpy as np
@@ -23,6 +23,9 @@ from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
 from ffdesk.userpath import expand_user, not_a_file
+
+if TYPE_CHECKING:
+    from ffdesk.media.probe import MediaInfo
 
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".mts"})
 MESH_POINTS = 468
@@ -101,32 +104,35 @@ class ExtractProgress(Protocol):
     def frame(self, source: Path, stats: ExtractStats) -> None: ...
 
 
-def _frames_expected(path: Path, every: int, max_pixels: int | None = None) -> int | None:
+def _probed(path: Path, max_pixels: int | None) -> MediaInfo | None:
+    """What the probe reads of clip `path` (once a clip: the progress bar's count and the
+    truncation warning both come from it); None for a photo, or a clip the probe cannot read
+    (its decoding then says why)."""
+    if path.suffix.lower() in IMAGE_SUFFIXES:
+        return None
+    from ffdesk.media.probe import probe
+
+    try:
+        return probe(path, max_pixels=max_pixels)
+    except Exception:  # noqa: BLE001 - the decoding that follows reports what is wrong
+        return None
+
+
+def _frames_expected(path: Path, every: int, info: MediaInfo | None) -> int | None:
+    """Frames of `path` (probed as `info`) the extraction reads, every `every`th; None: unknown."""
     if path.suffix.lower() in IMAGE_SUFFIXES:
         return 1
-    try:
-        from ffdesk.media.probe import probe
-
-        info = probe(path, max_pixels=max_pixels)
-    except Exception:  # noqa: BLE001 - only for the progress bar; decoding reports real errors
-        return None
-    if info.video is None or not info.video.frame_count:
+    if info is None or info.video is None or not info.video.frame_count:
         return None
     return -(-info.video.frame_count // every)
 
 
-def _cut_short(path: Path, max_pixels: int | None) -> list[str]:
+def _cut_short(info: MediaInfo | None) -> list[str]:
     """The probe's line for a clip cut off before its end (a copy or download that stopped), as a
     render warns of it: its frames decode without an error up to the cut, so nothing else would
     say that the faces of the rest are missing. Nothing for a photo, or a clip the probe cannot
-    read (its decoding says why)."""
-    if path.suffix.lower() in IMAGE_SUFFIXES:
-        return []
-    from ffdesk.media.probe import probe
-
-    try:
-        info = probe(path, max_pixels=max_pixels)
-    except Exception:  # noqa: BLE001 - the decoding that follows reports what is wrong
+    read."""
+    if info is None:
         return []
     return [
         w.replace("rendering the frames that are there", "extracting the frames that are there")
@@ -249,13 +255,16 @@ def _extract_into(
             stats.skipped_sources += 1
         else:
             todo.append(path)
+    infos: dict[Path, MediaInfo | None] = {}
+    if progress is not None or on_warning is not None:
+        infos = {p: _probed(p, settings.max_pixels) for p in todo}
     if progress is not None:
-        counts = [_frames_expected(p, max(1, settings.every), settings.max_pixels) for p in todo]
+        counts = [_frames_expected(p, max(1, settings.every), infos[p]) for p in todo]
         progress.start(None if None in counts else sum(c or 0 for c in counts))
     for path in todo:
         stats.sources += 1
         if on_warning is not None:
-            for line in _cut_short(path, settings.max_pixels):
+            for line in _cut_short(infos[path]):
                 on_warning(line)
         damage = _extract_source(writer, finder, path, settings, stats, progress)
         if damage is not None:

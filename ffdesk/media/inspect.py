@@ -807,6 +807,8 @@ def _data_plan(
     # the one data track the join passes over without a word: the chapters' names (MOV/MP4)
     if not chapters_kept:
         return _plan(report, "drop", "", "left out with the chapters")
+    if muxer in _TAG_FORMATS:  # (Matroska's chapters carry their own names: no track)
+        return _plan(report, "convert", "chapter names", f"{suffix} keeps the names in its own chapters")
     return _plan(report, "copy", "", "written with the chapters")
 
 

@@ -152,6 +152,8 @@ def test_into_matroska_subtitles_are_rewritten_and_telemetry_is_dropped(camera_m
     timecode = next(p for p in plans.values() if p.detail.startswith("start timecode"))
     assert (timecode.action, timecode.codec) == ("convert", "TIMECODE tag")
     assert plans["chapters"].action == "copy"
+    names = next(p for p in plans.values() if p.detail == "the chapters' names")  # MOV's text track
+    assert (names.action, names.codec) == ("convert", "chapter names")  # no track: Matroska's own
 
 
 def test_a_matroska_into_mp4_names_what_is_lost(anime_mkv: Path) -> None:
@@ -201,7 +203,10 @@ def test_the_plans_are_what_a_render_does(
     subs, data, attachments, chapters = _output_streams(out)
     kept = [p for p in plans.values() if p.action != "drop"]
     assert subs == [p.codec for p in kept if p.kind == "subtitle"]
-    assert data == sum(1 for p in kept if p.kind == "data" and p.codec not in ("", "tmcd", "TIMECODE tag"))
+    written = [
+        p for p in kept if p.kind == "data" and p.codec not in ("", "tmcd", "TIMECODE tag", "chapter names")
+    ]
+    assert data == len(written)
     assert attachments == sum(1 for p in kept if p.kind == "attachment")
     assert chapters == (plans["chapters"].action == "copy")
 

@@ -163,6 +163,7 @@ class PolicyStage:
 @needs_priority
 def test_stage_runner_threads_work_at_idle_priority_on_a_quiet_machine() -> None:
     machine = FakeMachine()
+    machine.others = 1.0  # busy from the first sample: the first frames run at the threads' own priority
     priority = hp.HelperPriority(sample=machine.sample, period_s=0.01, available=True)
     stage = PolicyStage()
     halt = Halt()
@@ -180,7 +181,6 @@ def test_stage_runner_threads_work_at_idle_priority_on_a_quiet_machine() -> None
     reader = threading.Thread(target=drain)
     reader.start()
     image = np.zeros((2, 2, 3), np.uint8)
-    machine.others = 1.0  # busy at first: the first frames run at the threads' own priority
     for i in range(40):
         if i == 5:
             assert _wait_for(lambda: len(stage.policies) == 5)

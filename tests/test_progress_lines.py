@@ -55,6 +55,16 @@ def test_the_time_left_reads_as_a_person_says_it(eta_s: float | None, said: str)
     assert line == f"frame 5 of 10 (50%), 2.0 frames/s{said}"
 
 
+@pytest.mark.parametrize("done", [120, 121])
+def test_the_last_frame_shows_no_time_left_from_the_frame_rate(done: int) -> None:
+    """At the last frame the encoder still holds frames back and the join is to come: the rate
+    gave "about 10 s left" there, a time that part does not take."""
+    line = progress_line(ev.Progress(frames_done=done, frames_total=120, fps=12.0, eta_s=10.0))
+    assert line == f"frame {done} of 120 ({100 * done // 120}%), 12.0 frames/s, finishing"
+    before = progress_line(ev.Progress(frames_done=119, frames_total=120, fps=12.0, eta_s=1.0))
+    assert before.endswith(", about 1 s left")
+
+
 def test_quiet_prints_no_lines(capsys: pytest.CaptureFixture[str]) -> None:
     shown = TerminalProgress(mode="off", every_s=0.0)
     shown(ev.Started(total_frames=10, resumed_frames=0, width=8, height=8, fps=1.0))

@@ -1,5 +1,10 @@
 """`ffdesk live`: a camera in, the swapped face out at camera rate (virtual camera, stream,
-recording), until Ctrl-C or `--seconds`."""
+recording), until Ctrl-C, SIGTERM or `--seconds`.
+
+Either signal ends the session as the clock does, whenever it comes once the command has begun:
+the figures printed (none before the first frame), the recording finished, exit 0. A second one
+half a second or more later interrupts at once (130 after Ctrl-C, 143 after SIGTERM).
+"""
 
 from __future__ import annotations
 
@@ -124,12 +129,65 @@ def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> 
     return [writing_to(*writers)] if writers else []
 
 
+NO_SWAP = (
+    "live needs a source face photo (--source FACE or --map PERSON.jpg=FACE.jpg), a deep swapper "
+    "model (--deep-swapper) or a model made by `ffdesk train` (--swapper RUN); --list-cameras lists "
+    "the cameras"
+)
+STOPPED_BEFORE_START = "stopped before the session started: no frame out"
+
+
+def check_clip_camera(spec: str) -> None:
+    """`--camera file:CLIP` naming nothing there, or a folder: one line naming the clip as it
+    was given (`file:/no/such.mp4`, not only its file name), before anything is read."""
+    from ffdesk.media.capture import FILE_PREFIX
+
+    text = spec.strip()
+    given = text[len(FILE_PREFIX) :] if text.startswith(FILE_PREFIX) else ""
+    if not given:
+        return  # a device, or `file:` alone (`open_camera` says what to give)
+    clip = Path(given).expanduser()
+    if clip.is_dir():
+        raise UserError(f"--camera {text}: a folder, not a clip")
+    if not clip.exists():
+        raise UserError(f"--camera {text}: no such clip")
+
+
+def check_stream_port(url: str) -> None:
+    """`--stream udp://HOST:PORT` whose port is out of range: one line saying so (the rest of
+    the address is `parse_udp_url`'s to check)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme != "udp":
+        return
+    try:
+        port: int | None = parts.port
+    except ValueError:  # a number past 65535 (or no number: parse_udp_url says so)
+        digits = parts.netloc.rpartition(":")[2]
+        port = int(digits) if digits.isdigit() else None
+        if port is None:
+            return
+    if port is not None and not 1 <= port <= 65535:
+        raise UserError(f"--stream {url.strip()}: port {port} is out of range (1-65535)")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_cameras:
         for line in cameras_listing():
             print(line)
         return 0
     from ffdesk.commands.interrupt import stop_signals
+
+    stop = threading.Event()
+    # Ctrl-C or SIGTERM from here on ends the session as the clock does, even while the camera,
+    # the models and the outputs are still being opened: exit 0, with its figures
+    with stop_signals(stop):
+        return _live(args, stop)
+
+
+def _live(args: argparse.Namespace, stop: threading.Event) -> int:
+    """The session `args` ask for, until `stop` (set by a signal), `--seconds` or the clip's end."""
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.job import DEFAULT_BATCH
@@ -137,11 +195,7 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
-        raise UserError(
-            "ffdesk live: give a source face photo (--source FACE or --map PERSON.jpg=FACE.jpg), a "
-            "deep swapper model (--deep-swapper) or a model made by `ffdesk train` (--swapper RUN), "
-            "or --list-cameras"
-        )
+        raise UserError(NO_SWAP)
     if args.source_face is not None and not args.source and not args.map:
         raise UserError("--source-face picks a face of the source photo: give the photo (--source FACE)")
     from ffdesk.pipeline.people import face_map_of
@@ -155,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seconds is not None and not 0 < args.seconds < math.inf:
         raise UserError(f"--seconds must be a number more than 0, not {args.seconds:g}")
     if args.stream is not None:
+        check_stream_port(args.stream)
         parse_udp_url(args.stream)
     if args.virtual_camera:
         _check_virtual_camera()
@@ -167,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 "no camera found (no /dev/video device): plug one in, or play a clip as one "
                 "(--camera file:CLIP)"
             )
+    check_clip_camera(args.camera)
     camera = open_camera(args.camera, size=size, fps=args.fps, loop=args.loop, on_status=_status)
     job = live_job(
         args.source,
@@ -191,12 +247,16 @@ def run(args: argparse.Namespace) -> int:
     )
     for note in told:
         _status(f"warning: {note}")
-    stop = threading.Event()
-    # Ctrl-C or SIGTERM from here on ends the session with its figures and a finished recording
-    with stop_signals(stop), ExitStack() as stack:
+    with ExitStack() as stack:
+        if stop.is_set():
+            print(STOPPED_BEFORE_START)
+            return 0
         camera.open()
         stack.callback(camera.close)
         stages = live_stages(job, fps=camera.fps, env=env)
+        if stop.is_set():  # (making the stages may take seconds: a stop meanwhile opens nothing more)
+            print(STOPPED_BEFORE_START)
+            return 0
         outputs = open_outputs(args, camera, stack)
         if not outputs:
             _status(

@@ -94,10 +94,17 @@ class TerminalProgress:
 
 
 def progress_line(event: ev.Progress) -> str:
-    """ "frame 1200 of 14400 (8%), 24.1 frames/s, about 9 min left"."""
+    """ "frame 1200 of 14400 (8%), 24.1 frames/s, about 9 min left"; at the last frame
+    "frame 14400 of 14400 (100%), 24.1 frames/s, finishing": what is left then (the encoder's
+    last frames, the join) does not go at the frame rate, so no time is made up from it."""
     total = max(event.frames_total, 0)
     share = f" ({100 * event.frames_done // total}%)" if total else ""
-    left = f", about {_duration(event.eta_s)} left" if event.eta_s is not None and event.eta_s >= 0 else ""
+    if total and event.frames_done >= total:
+        left = ", finishing"
+    elif event.eta_s is not None and event.eta_s >= 0:
+        left = f", about {_duration(event.eta_s)} left"
+    else:
+        left = ""
     return f"frame {event.frames_done} of {total}{share}, {event.fps:.1f} frames/s{left}"
 
 

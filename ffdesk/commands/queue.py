@@ -6,6 +6,10 @@ and progress in the queue file as the app does. A job that fails is marked faile
 line and the queue goes on; Ctrl-C stops the running job, which stays resumable ("interrupted").
 Exit status: 0 when every job run is done, 2 when one failed, 130 after Ctrl-C. A queue the
 desktop app has open is not run (the app runs it), as two runners would render its jobs twice.
+
+`list` only reads: a damaged queue is said in one line and left as it is (`run`, which writes
+the queue, keeps it aside as the app does). A `--queue` file that is not a render queue at all
+(another program's JSON, a clip) is refused by both in one line, before anything is made or moved.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ffdesk.pipeline.queue import (
     QueueInUse,
     RenderQueue,
     default_queue_path,
+    not_a_queue,
 )
 
 if TYPE_CHECKING:
@@ -93,16 +98,23 @@ def _queue_file_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def queue_path(args: argparse.Namespace) -> Path:
-    """The file `--queue` names, else the desktop app's."""
+    """The file `--queue` names, else the desktop app's. `UserError` for a folder, and for a
+    `--queue` file that is not a render queue at all (`not_a_queue`): named by mistake, it is
+    left as it is (never kept aside as a damaged queue, no lock file made beside it)."""
     path: Path = args.queue if args.queue is not None else default_queue_path(runtime_env(args))
     if path.is_dir():
         raise UserError(f"--queue {path}: is a folder, not a queue file")
+    if args.queue is not None and (why := not_a_queue(path)) is not None:
+        raise UserError(f"--queue {path}: not a render queue ({why}); it is left as it is")
     return path
 
 
-def open_queue(path: Path) -> RenderQueue:
-    """The queue at `path`; a note on stderr when it was damaged."""
-    queue = RenderQueue(path)
+def open_queue(path: Path, *, read_only: bool = False) -> RenderQueue:
+    """The queue at `path`; a note on stderr when it was damaged. `read_only`: a listing's, which
+    changes nothing on disk; `UserError` when not one of its jobs could be read."""
+    queue = RenderQueue(path, read_only=read_only)
+    if queue.warning and read_only and not queue.entries():
+        raise UserError(queue.warning)
     if queue.warning:
         print(f"ffdesk: warning: {queue.warning}", file=sys.stderr)
     return queue
@@ -119,7 +131,7 @@ def entry_line(number: int, e: QueueEntry) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    queue = open_queue(queue_path(args))
+    queue = open_queue(queue_path(args), read_only=True)
     entries = queue.entries()
     if args.json:
         rows = [

@@ -24,6 +24,7 @@ order processed, whatever the camera dropped), so a dropped frame never resets a
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import deque
@@ -33,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ffdesk.errors import UserError
+from ffdesk.errors import MediaError, UserError
 from ffdesk.media.capture import Camera, CapturedFrame, FrameGrabber, StatusCallback
 from ffdesk.media.stream import Picture
 from ffdesk.pipeline import events as ev
@@ -45,6 +46,7 @@ from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 
 if TYPE_CHECKING:
+    from ffdesk.media.stream import VirtualCamera
     from ffdesk.pipeline.lock import OutputLock
     from ffdesk.runtime.env import RuntimeEnv
 
@@ -116,7 +118,7 @@ def open_writers(
     partial files a killed session left there are removed (told to `on_status`)."""
     from ffdesk.media.atomic import same_file
     from ffdesk.media.capture import DeviceCamera, device_path
-    from ffdesk.media.stream import Recording, UdpStream, VirtualCamera
+    from ffdesk.media.stream import Recording, UdpStream
 
     width, height = camera.size
     writers: list[FrameWriter] = []
@@ -125,7 +127,7 @@ def open_writers(
         stack.callback(udp.close)
         writers.append(udp)
     if virtual_camera:
-        cam = VirtualCamera(width=width, height=height, fps=camera.fps)
+        cam = _virtual_camera(width, height, camera.fps)
         stack.callback(cam.close)
         if (
             isinstance(camera, DeviceCamera)
@@ -145,6 +147,22 @@ def open_writers(
     return writers
 
 
+_BACKEND_ADVICE = re.compile(r"\.?(?:\s*(?:Did you run [^?]*\?|See also [^.]*\.))+")
+"""The advice pyvirtualcam adds to its own reason ("Did you run 'modprobe v4l2loopback'? See
+also pyvirtualcam's documentation."), which the line ffdesk gives says better."""
+
+
+def _virtual_camera(width: int, height: int, fps: float) -> VirtualCamera:
+    """`VirtualCamera`, its refusal one line with ffdesk's advice alone: pyvirtualcam's reason
+    without pyvirtualcam's own advice after it."""
+    from ffdesk.media.stream import VirtualCamera
+
+    try:
+        return VirtualCamera(width=width, height=height, fps=fps)
+    except MediaError as exc:
+        raise MediaError(_BACKEND_ADVICE.sub("", str(exc))) from None
+
+
 def claim_recording(path: Path, on_status: StatusCallback | None = None) -> OutputLock:
     """Take the lock of the output `path` (the one a render of that file holds, beside it), then
     remove the partial recordings of `path` that sessions killed before they could finish left
@@ -158,7 +176,7 @@ def claim_recording(path: Path, on_status: StatusCallback | None = None) -> Outp
     check_writable_folder(path.parent)  # (taking the lock would make a missing folder)
     path = path.parent.resolve() / path.name  # (a link at the path itself is the recording's to refuse)
     try:
-        lock, removed = claim_output(path)
+        lock, removed = claim_output(path, writing="recorded")
     except UserError as exc:
         raise UserError(f"--record {path.name}: {exc}") from None
     if removed and on_status is not None:

@@ -42,10 +42,13 @@ class LockHolder:
     started: float
     """Seconds since the epoch at which the holder took the lock."""
     output: str
+    writing: str = "rendered"
+    """What the holder does to the output, as a refusal says it: "rendered", or "recorded" (a
+    live session's recording). Lock files written before it was kept read as "rendered"."""
 
     @classmethod
-    def me(cls, output: str) -> LockHolder:
-        return cls(os.getpid(), socket.gethostname(), time.time(), output)
+    def me(cls, output: str, writing: str = "rendered") -> LockHolder:
+        return cls(os.getpid(), socket.gethostname(), time.time(), output, writing)
 
     @property
     def started_text(self) -> str:
@@ -63,7 +66,14 @@ class LockHolder:
     def from_bytes(cls, data: bytes) -> LockHolder | None:
         try:
             d = jsontext.loads(data.decode("utf-8"))
-            return cls(int(d["pid"]), str(d["host"]), float(d["started"]), str(d["output"]))
+            writing = d.get("writing", "rendered")
+            return cls(
+                int(d["pid"]),
+                str(d["host"]),
+                float(d["started"]),
+                str(d["output"]),
+                writing if writing in ("rendered", "recorded") else "rendered",
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -126,8 +136,8 @@ def busy_message(holder: LockHolder | None, output: str, lock_path: Path) -> str
         return f"{output} is being rendered by another process; wait for it or stop it"
     where = "" if holder.here else f" on {holder.host}"
     line = (
-        f"{output} is being rendered by process {holder.pid}{where} (started {holder.started_text}); "
-        "wait for it or stop it"
+        f"{output} is being {holder.writing} by process {holder.pid}{where} (started "
+        f"{holder.started_text}); wait for it or stop it"
     )
     if holder.here and not pid_running(holder.pid):
         # The flock outlived the process that wrote the file: a child it forked still holds it.
@@ -159,8 +169,9 @@ class OutputLock:
         self._finalizer()
 
     @classmethod
-    def acquire(cls, path: Path, output: str) -> OutputLock:
-        """Take the lock at `path` for `output` (the name shown to users) or raise `OutputBusy`.
+    def acquire(cls, path: Path, output: str, writing: str = "rendered") -> OutputLock:
+        """Take the lock at `path` for `output` (the name shown to users) or raise `OutputBusy`;
+        `writing`: what the holder does to it, as a refused writer is told ("rendered", "recorded").
 
         A holder in this very process that nothing references any more (a render whose error is
         being unwound) is collected and its lock taken over; a live one refuses, as any other.
@@ -182,7 +193,7 @@ class OutputLock:
                 raise
             if holder is None:
                 if _same_file(fd, path):
-                    return cls._claim(path, fd, output)
+                    return cls._claim(path, fd, output, writing)
                 os.close(fd)  # its holder removed it as we opened it: take the new one
                 continue
             os.close(fd)
@@ -215,9 +226,9 @@ class OutputLock:
         return None
 
     @classmethod
-    def _claim(cls, path: Path, fd: int, output: str) -> OutputLock:
+    def _claim(cls, path: Path, fd: int, output: str, writing: str) -> OutputLock:
         stale = _read_holder(fd)
-        me = LockHolder.me(output)
+        me = LockHolder.me(output, writing)
         try:
             _write_holder(fd, me)
         except BaseException as exc:

@@ -8,7 +8,8 @@ engine picks up its finished segments from the output's manifest.
 A damaged queue file (not JSON, wrong types) never stops the app: it is kept aside as
 `queue.json.corrupt`, the jobs that can be read are kept (and the file rewritten with them, so it
 is set aside once, not on every read), and `RenderQueue.warning` says what happened so the window
-can show it.
+can show it. A queue opened only to be read (`read_only`, what `ffdesk queue list` does) is
+never changed on disk: its `warning` says what is wrong and the file stays as it is.
 """
 
 from __future__ import annotations
@@ -255,6 +256,50 @@ def _entry_from_dict(d: Any) -> QueueEntry:
     return QueueEntry(job=job_from_dict(d.get("job")), state=state, **kw)
 
 
+def not_a_queue(path: Path) -> str | None:
+    """Why the file at `path` is not a render queue at all, in a few words; None when there is
+    no file there, or it is one (damaged jobs and an end cut off included), or it cannot be read
+    (opening it says so).
+
+    Not a queue: not text; text that is neither JSON nor the beginning of a queue ffdesk wrote;
+    JSON that is not an object with a "jobs" list (a model's settings, a list). Such a file was
+    named by mistake: a command refuses it rather than keep it aside as a damaged queue."""
+    try:
+        raw = jsontext.read_bytes(path)
+    except jsontext.TooLarge as exc:
+        return f"{exc.size} bytes, more than a queue file holds"
+    except OSError:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not text"
+    if not text.strip():
+        return "an empty file"
+    if _QUEUE_OPENING.match(text):
+        return None  # a queue, whatever its jobs hold (reading it sorts them out)
+    try:
+        data = jsontext.loads(text)
+    except ValueError as exc:
+        return f"not JSON: {str(exc).splitlines()[0]}"
+    if not isinstance(data, dict):
+        return f'JSON {_json_kind(data)}, not an object with "jobs"'
+    if not isinstance(data.get("jobs"), list):
+        return 'a JSON object without a "jobs" list'
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, as a person calls it ("a list", "a number")."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return "a number"
+
+
 def parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
     """The entries a queue file holds and, for what could not be read, why (one line each).
 
@@ -350,9 +395,14 @@ class RenderQueue:
     `warning` is a one-line note for the user when the stored queue was damaged, else None.
     """
 
-    def __init__(self, path: Path, on_change: Callable[[], None] | None = None) -> None:
-        """`path`: the queue file (a front end's choice, e.g. `default_queue_path(env)`)."""
+    def __init__(
+        self, path: Path, on_change: Callable[[], None] | None = None, *, read_only: bool = False
+    ) -> None:
+        """`path`: the queue file (a front end's choice, e.g. `default_queue_path(env)`).
+        `read_only`: only read it (a listing): a damaged file is said in `warning` and left as it
+        is, not kept aside nor rewritten; changing such a queue is a `ValueError`."""
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._entries: list[QueueEntry] = []
         self._listeners: list[Callable[[], None]] = [on_change] if on_change else []
@@ -469,10 +519,11 @@ class RenderQueue:
         except FileNotFoundError:
             return
         except OSError as exc:
-            self._warn(f"{self.path}: cannot read the render queue ({exc.strerror or exc}); starting empty")
+            empty = "" if self.read_only else "; starting empty"
+            self._warn(f"{self.path}: cannot read the render queue ({exc.strerror or exc}){empty}")
             return
         except jsontext.TooLarge as exc:  # not read into memory: damaged, or not a queue ffdesk wrote
-            self._set_aside([], [f"{exc.size} bytes, more than a queue file holds"])
+            self._damaged([], [f"{exc.size} bytes, more than a queue file holds"])
             return
         entries, problems = parse_queue(raw)
         # a job "running" where no other process runs the queue: the process that ran it died
@@ -482,7 +533,21 @@ class RenderQueue:
             ]
         self._entries = entries
         if problems:
+            self._damaged(entries, problems)
+
+    def _damaged(self, entries: list[QueueEntry], problems: list[str]) -> None:
+        """Say what could not be read: only that for a queue opened read-only (the file is left
+        as it is), else after keeping the file aside (`_set_aside`)."""
+        if not self.read_only:
             self._set_aside(entries, problems)
+        elif not entries:
+            what = _what(problems)
+            self._warn(f"{self.path.name} is damaged ({what}); no job could be read, and it is left as it is")
+        else:
+            self._warn(
+                f"{self.path.name}: {len(problems)} job(s) could not be read ({problems[0]}); read the "
+                f"other {len(entries)} and left the file as it is"
+            )
 
     def _set_aside(self, entries: list[QueueEntry], problems: list[str]) -> None:
         """Keep a damaged queue file aside once and say so; where some jobs could be read, the
@@ -495,8 +560,7 @@ class RenderQueue:
             aside = None
             kept = f"could not keep it aside ({exc.strerror or exc})"
         if not entries:
-            what = problems[0] if len(problems) == 1 else f"{len(problems)} bad jobs: {problems[0]}"
-            self._warn(f"{self.path.name} was damaged ({what}); {kept} and started an empty queue")
+            self._warn(f"{self.path.name} was damaged ({_what(problems)}); {kept} and started an empty queue")
             return
         rewrote = ""
         if aside is not None:
@@ -522,9 +586,16 @@ class RenderQueue:
             fn()
 
     def _save(self) -> None:
+        if self.read_only:
+            raise ValueError(f"{self.path} was opened to be read only; it is not changed")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         jobs = [_entry_to_dict(e) for e in self._entries]
         write_json_atomic(self.path, {"version": FORMAT_VERSION, "jobs": jobs}, indent=1)
+
+
+def _what(problems: list[str]) -> str:
+    """What was wrong with a queue none of whose jobs could be read, in a few words."""
+    return problems[0] if len(problems) == 1 else f"{len(problems)} bad jobs: {problems[0]}"
 
 
 PERSIST_PROGRESS_EVERY_S = 10.0

@@ -308,13 +308,14 @@ def output_for(folder: Path) -> Path:
     return folder
 
 
-def claim_output(output: Path) -> tuple[OutputLock, list[Path]]:
+def claim_output(output: Path, *, writing: str = "rendered") -> tuple[OutputLock, list[Path]]:
     """Take the lock every ffdesk writer of `output` holds while it writes it (a render, its
     matte clip's, a live recording), then remove the partial files beside `output` that writers
     killed outright left (kill -9, a power cut: nothing else removes them); with the lock held no
     other writer of `output` runs, so each is a dead one's. The lock and what was removed;
-    `UserError` ("OUTPUT is being rendered by process PID ...") while another writer holds it."""
-    lock = OutputLock.acquire(lock_path_for(work_dir_for(output)), str(output))
+    `UserError` ("OUTPUT is being rendered by process PID ...", "recorded" for a live session's
+    recording: `writing`, kept in the lock for the next writer to be told) while another holds it."""
+    lock = OutputLock.acquire(lock_path_for(work_dir_for(output)), str(output), writing)
     try:
         return lock, remove_stale_partials(output)
     except BaseException:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from ffdesk.bench.live import Drift
 
 
@@ -125,3 +127,58 @@ def test_a_bench_stopped_at_its_time_limit_still_writes_what_it_measured(tmp_pat
     assert "frames/s out" in text and "Traceback" not in text and "first frame out" not in text, text
     figures = json.loads(out.read_text(encoding="utf-8"))["figures"]
     assert figures["ended"] == "stopped" and figures["frames_out"] == 0, figures
+
+
+def _figures(**changed: object) -> dict[str, object]:
+    """`measure`'s figures of a session at 720p: 20.1 frames/s out, p95 110.3 ms, no drift."""
+    from ffdesk.pipeline.live import LiveFigures
+
+    figures = LiveFigures(
+        seconds=12.4,
+        frames_captured=372,
+        frames_out=250,
+        frames_dropped=122,
+        fps_out=20.1,
+        latency_ms_p50=40.0,
+        latency_ms_p95=110.3,
+        latency_ms_p99=130.0,
+        latency_ms_max=150.0,
+        frames_with_swap=250,
+        camera="file:clip.mp4",
+        size=(1280, 720),
+        camera_fps=30.0,
+    )
+    return {**figures.to_json_dict(), "drift": {}, **changed}
+
+
+def _bench_text(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], figures: dict[str, object]
+) -> str:
+    from ffdesk.bench import live
+    from ffdesk.cli import main
+
+    monkeypatch.setattr(live, "measure", lambda *_a, **_k: figures)
+    assert main(["bench", "live", "--seconds", "30"]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_figure_that_misses_its_goal_is_marked_missed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _bench_text(monkeypatch, capsys, _figures(ended="time"))
+    assert "20.1 frames/s out (goal >= 25, missed)" in text, text
+    assert "p95 110.3 ms (goal <= 60, missed)" in text, text
+    assert "stopped" not in text and "for up to 30 s" in text and "for 30 s" not in text, text
+    met = _bench_text(monkeypatch, capsys, _figures(ended="time", fps_out=29.9, latency_ms_p95=21.0))
+    assert "29.9 frames/s out (goal >= 25);" in met and "p95 21.0 ms (goal <= 60)," in met, met
+
+
+def test_a_bench_stopped_early_says_how_long_it_ran(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = _bench_text(monkeypatch, capsys, _figures(ended="stopped"))
+    assert "stopped after 12 s of 30" in text.splitlines(), text
+    none = _figures(ended="stopped", frames_out=0, fps_out=0.0, latency_ms_p50=None, latency_ms_p95=None)
+    text = _bench_text(monkeypatch, capsys, {**none, "latency_ms_p99": None, "latency_ms_max": None})
+    assert "stopped before the first frame (of 30 s asked)" in text, text
+    assert "- frames/s out (goal >= 25);" in text and "p95 - ms (goal <= 60)," in text, text

@@ -251,9 +251,10 @@ def test_a_damaged_queue_is_said_once(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "ffdesk", "queue", "list", "--queue", str(path)]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0
+    assert proc.returncode == 2  # a listing that could read no job (and left the file as it is)
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ffdesk: warning: q.json was damaged"), lines
+    assert len(lines) == 1 and lines[0].startswith("ffdesk: error: q.json is damaged"), lines
+    assert path.read_text() == '{"jobs":['
 
 
 def test_a_job_whose_output_is_its_input_fails_without_writing_beside_it(

@@ -69,9 +69,14 @@ def yuv_frame(
     )
 
 
-_ROUNDED = Interpolation.BILINEAR | Interpolation.ACCURATE_RND
+_ROUNDED = Interpolation.AREA | Interpolation.ACCURATE_RND
 """swscale's flags for RGB -> YUV: its default rounds subsampled chroma down (4:2:0 chroma came out
-0.05-0.1 of a level low, red and blue about 0.25 dark); the same luma, chroma rounded to nearest."""
+0.05-0.1 of a level low, red and blue about 0.25 dark); the same luma, chroma rounded to nearest.
+Each chroma sample is its own pixels' mean (area), not a filter over the rows beside them
+(bilinear): so a region converted on its own (`ffdesk.media.patch`) gets the samples the whole
+frame gets, to the last one at its edge (bilinear's differed there by 1 level on footage, up to 20
+on noise), and `ffdesk.media.decode.planar_yuv_rgb`, which repeats a sample over its pixels, reads
+back what it was made from."""
 
 
 def _full_range_yuv(image: npt.NDArray[np.uint8], pix_fmt: str, matrix: int) -> av.VideoFrame:

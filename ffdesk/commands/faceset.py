@@ -138,6 +138,19 @@ def run_info(args: argparse.Namespace) -> int:
 
     index = FacesetIndex.load(args.faceset)
     check_shards(args.faceset, index)
-    print(f"{args.faceset}: {index.count} faces, {index.size} px, {len(index.sources)} inputs, "
-          f"{len(index.shards)} shards, alignment {index.settings.get('alignment')}")  # fmt: skip
+    print(f"{args.faceset}: {counted(index.count, 'face')} from {counted(len(index.sources), 'input')} "
+          f"({counted(len(index.shards), 'shard')}), {index.size} px crops "
+          f"{alignment_words(index.settings.get('alignment'))}")  # fmt: skip
     return 0
+
+
+def counted(n: int, noun: str) -> str:
+    """ "1 face", "2 faces"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def alignment_words(alignment: Any) -> str:
+    """How a faceset's faces were aligned (its index's `alignment`), in words."""
+    if not isinstance(alignment, dict) or not isinstance(alignment.get("template"), str):
+        return "(alignment not recorded)"
+    return f"aligned to the {alignment['template']} five-point template"

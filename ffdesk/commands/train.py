@@ -59,21 +59,34 @@ def register(sub: Any) -> None:
         choices=("constant", "cosine"),
         help="constant (default), or a 5%% warm-up then a cosine decay to 1%% of --lr at --steps",
     )
-    p.add_argument("--amp", action="store_true", help="mixed precision (bf16 where supported, else fp16)")
-    p.add_argument("--grad-checkpoint", action="store_true", help="trade compute for activation memory")
+    p.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        help="mixed precision (bf16 where supported, else fp16; default off)",
+    )
+    p.add_argument(
+        "--grad-checkpoint",
+        action=argparse.BooleanOptionalAction,
+        help="trade compute for activation memory (default off)",
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue the run in RUN_DIR (options left out keep the run's)"
     )
     p.add_argument(
-        "--workers", type=whole_at_least(0), default=2, help="data loader processes (0: in the main process)"
+        "--workers", type=whole_at_least(0), help="data loader processes (default 2; 0: in the main process)"
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--seed", type=whole_between(0, 2**32 - 1), help="default 0")
-    p.add_argument("--log-every", type=whole_at_least(1), default=10, metavar="STEPS")
-    p.add_argument("--preview-every", type=whole_at_least(1), default=500, metavar="STEPS")
-    p.add_argument("--save-every", type=whole_at_least(1), default=1000, metavar="STEPS")
+    p.add_argument("--log-every", type=whole_at_least(1), metavar="STEPS", help="default 10")
+    p.add_argument("--preview-every", type=whole_at_least(1), metavar="STEPS", help="default 500")
+    p.add_argument("--save-every", type=whole_at_least(1), metavar="STEPS", help="default 1000")
     p.add_argument("--model-size", choices=("tiny", "default"), help=argparse.SUPPRESS)
-    p.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
+    p.add_argument(
+        "--export",
+        dest="export_at_end",
+        action=argparse.BooleanOptionalAction,
+        help="export model.onnx at the end (default; --no-export: do not)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     d = p.add_argument_group("distillation and quantization")
     d.add_argument("--teacher", type=Path, metavar="RUN_DIR", help="distill: the finished run to reproduce")
@@ -91,7 +104,6 @@ def register(sub: Any) -> None:
     d.add_argument(
         "--student-init",
         choices=("teacher", "random"),
-        default="teacher",
         help="distill: start the student from the teacher's strongest channels (default) or at random",
     )
     d.add_argument(
@@ -116,7 +128,6 @@ def register(sub: Any) -> None:
     g.add_argument(
         "--amp-dtype",
         choices=("auto", "bf16", "fp16"),
-        default="auto",
         help="with --amp: bf16 where supported else fp16 with a gradient scaler (auto), or forced",
     )
     g.add_argument(
@@ -148,8 +159,10 @@ _VALUE_FLAGS = tuple(
                  "optimizer", "mask_weight", "teacher", "size", "feature_weight", "lr_schedule",
                  "ddp_bucket_mb", "student_init")
 )  # fmt: skip
-_SWITCHES = (("--amp", "amp"), ("--grad-checkpoint", "grad_checkpoint"), ("--resume", "resume"),
-             ("--no-export", "no_export"), ("--quiet", "quiet"), ("--qat", "qat"))  # fmt: skip
+_SWITCHES = (("--resume", "resume"), ("--quiet", "quiet"), ("--qat", "qat"))
+_ON_OFF = (("amp", "--amp", "--no-amp"), ("grad_checkpoint", "--grad-checkpoint", "--no-grad-checkpoint"),
+           ("export_at_end", "--export", "--no-export"))  # fmt: skip
+"""The switches a run keeps (`run.json`): given either way, or left out (None) for the run's."""
 
 
 def worker_argv(args: argparse.Namespace) -> list[str]:
@@ -160,13 +173,34 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         if value is not None:
             out += [flag, str(value.resolve() if isinstance(value, Path) else value)]
     out += [flag for flag, name in _SWITCHES if getattr(args, name, False)]
+    for name, on, off in _ON_OFF:
+        value = getattr(args, name, None)
+        if value is not None:  # off said as off: left out, a resumed worker would take the run's
+            out.append(on if value else off)
     return out
 
 
 FRESH: dict[str, Any] = {"steps": 100_000, "resolution": 128, "batch": 8, "seed": 0, "mask_weight": 1.0,
-                         "feature_weight": 1.0, "optimizer": "adam", "lr_schedule": "constant"}  # fmt: skip
-"""The defaults of a new run. A resumed run keeps its own for the options not given (and refuses
-a given one that would change its model or data: `Trainer` checks against the checkpoint)."""
+                         "feature_weight": 1.0, "optimizer": "adam", "lr_schedule": "constant",
+                         "workers": 2, "device": "auto", "log_every": 10, "preview_every": 500,
+                         "save_every": 1000, "amp": False, "amp_dtype": "auto", "grad_checkpoint": False,
+                         "export_at_end": True, "student_init": "teacher"}  # fmt: skip
+"""The defaults of a new run. A resumed run keeps its own (its `run.json`) for every option not
+given, these and `KEPT`, and refuses a given one that would change its model or data (`Trainer`
+checks against the checkpoint)."""
+KEPT = (*FRESH, "lr", "alloc_split_mb", "ddp_bucket_mb")
+"""The options a resumed run takes from its `run.json` when they are not given: those of `FRESH`,
+the learning rate (whose default depends on --qat) and the allocator's and DDP's sizes (whose
+default is torch's)."""
+_CHOICES: dict[str, tuple[str, ...]] = {"optimizer": ("adam", "sgd"), "lr_schedule": ("constant", "cosine"),
+                                        "amp_dtype": ("auto", "bf16", "fp16"),
+                                        "student_init": ("teacher", "random")}  # fmt: skip
+_SWITCH_NAMES = tuple(name for name, _on, _off in _ON_OFF)
+_NUMBERS = ("lr", "ddp_bucket_mb", "mask_weight", "feature_weight")
+"""Options that take any number (the others take whole numbers)."""
+_ABOVE_ZERO = ("lr", "ddp_bucket_mb")
+_LEAST = {"seed": 0, "workers": 0, "alloc_split_mb": 20}
+"""The least whole number an option takes, where it is not 1."""
 
 
 @dataclass(frozen=True)
@@ -211,6 +245,9 @@ def _task(args: argparse.Namespace) -> _Task:
 
     if args.action == "distill" and args.qat:
         raise UserError("ffdesk train: distill a student first, then run --qat on the student's folder")
+    if args.action == "distill" and args.teacher is None and args.resume:
+        teacher = _run_settings(args.run).get("teacher")  # the run's, as every option left out
+        args.teacher = Path(teacher) if isinstance(teacher, str) and teacher else None
     if args.action == "distill" and args.teacher is None:
         raise UserError("ffdesk train distill: --teacher RUN_DIR is required")
     teacher = (args.teacher if args.action == "distill" else args.run).resolve()
@@ -220,12 +257,17 @@ def _task(args: argparse.Namespace) -> _Task:
     return _Task(args.run if args.action == "distill" else args.run / "qat", teacher, teacher_cfg)
 
 
+def _run_settings(run_dir: Path) -> dict[str, Any]:
+    """The run's `run.json` (empty where there is none, or it cannot be read)."""
+    from ffdesk.training import control
+
+    return control.read_json(run_dir / control.SETTINGS) or {}
+
+
 def _saved_facesets(args: argparse.Namespace, run_dir: Path) -> None:
     """`--src`/`--dst` not given again to `--resume`: the run's own (its `run.json`), as every
     other option left out is (a run stopped by SIGTERM says "continue with --resume")."""
-    from ffdesk.training import control
-
-    saved = control.read_json(run_dir / control.SETTINGS) or {}
+    saved = _run_settings(run_dir)
     for name in ("src", "dst"):
         value = saved.get(name)
         if getattr(args, name) is None and isinstance(value, str) and value:
@@ -248,10 +290,8 @@ def _resuming(args: argparse.Namespace, run_dir: Path) -> bool:
 
 def _fill_defaults(args: argparse.Namespace, run_dir: Path, resuming: bool) -> None:
     """Options not given: a resumed run's own (its `run.json`), else the defaults of a new run."""
-    from ffdesk.training import control
-
-    saved = (control.read_json(run_dir / control.SETTINGS) or {}) if resuming else {}
-    for name in (*FRESH, "lr"):
+    saved = _run_settings(run_dir) if resuming else {}
+    for name in KEPT:
         if getattr(args, name) is None:
             setattr(args, name, _saved_value(saved, name))
         if getattr(args, name) is None and name in FRESH:
@@ -264,14 +304,17 @@ def _fill_defaults(args: argparse.Namespace, run_dir: Path, resuming: bool) -> N
 def _saved_value(saved: dict[str, Any], name: str) -> Any:
     """`saved[name]` where it is a value the option takes, else None."""
     value = saved.get(name)
-    default = FRESH.get(name, 0.0)
-    if isinstance(default, str) or value is None:
-        return value if isinstance(value, str) else None
+    if name in _SWITCH_NAMES:
+        return value if isinstance(value, bool) else None
+    if name == "device":
+        return value if isinstance(value, str) and value else None
+    if name in _CHOICES:
+        return value if isinstance(value, str) and value in _CHOICES[name] else None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return None
-    if isinstance(default, float):  # a weight (0 or more) or the learning rate (more than 0)
-        return float(value) if value > 0 or (value == 0 and name != "lr") else None
-    return value if isinstance(value, int) and value >= (0 if name == "seed" else 1) else None
+    if name in _NUMBERS:  # a weight (0 or more), the learning rate or a size (more than 0)
+        return float(value) if value > 0 or (value == 0 and name not in _ABOVE_ZERO) else None
+    return value if isinstance(value, int) and value >= _LEAST.get(name, 1) else None
 
 
 def _model(args: argparse.Namespace, task: _Task, resolution: int) -> ModelConfig | None:
@@ -311,7 +354,7 @@ def _settings(args: argparse.Namespace, task: _Task, resuming: bool) -> TrainSet
         log_every=args.log_every,
         preview_every=args.preview_every,
         save_every=args.save_every,
-        export_at_end=not args.no_export,
+        export_at_end=args.export_at_end,
         model=_model(args, task, resolution),
         teacher=task.teacher,
         feature_weight=args.feature_weight,
@@ -460,6 +503,11 @@ def _train(settings: TrainSettings, args: argparse.Namespace) -> int:
                              driver=runtime_env(args).driver).run()  # fmt: skip
     except FloatingPointError as exc:  # the loss diverged: the last checkpoint is kept
         raise UserError(str(exc)) from None
+    except (KeyboardInterrupt, Terminated):  # a second Ctrl-C or SIGTERM: stopped at once
+        bar.close()
+        if main:
+            _say_kept(settings.run_dir)
+        raise
     finally:
         bar.close()
     if result.outcome == "interrupted":
@@ -471,6 +519,16 @@ def _train(settings: TrainSettings, args: argparse.Namespace) -> int:
             f"{result.outcome} at step {result.step}" + (f"; model: {result.model}" if result.model else "")
         )
     return 0
+
+
+def _say_kept(run_dir: Path) -> None:
+    """After a stop at once: the checkpoint a --resume continues from, as the run's status says."""
+    from ffdesk.training import control
+
+    status = control.read_json(run_dir / control.STATUS) or {}
+    if status.get("state") == "interrupted" and (run_dir / control.CHECKPOINT).exists():
+        print(f"ffdesk: stopped at once; the checkpoint at step {status.get('step')} in {run_dir} is kept; "
+              "continue with --resume", file=sys.stderr)  # fmt: skip
 
 
 def _launch(settings: Any, args: argparse.Namespace, nproc: int) -> int:

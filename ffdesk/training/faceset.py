@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ffdesk.errors import UserError
 from ffdesk.faces.types import Face
+from ffdesk.media.atomic import listed
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
@@ -274,8 +275,32 @@ def _extract_into(
     if stats.damaged and not stats.frames and not stats.skipped_sources:
         which = "the input" if stats.damaged == 1 else f"any of the {stats.damaged} inputs"
         raise UserError(f"nothing extracted: could not read {which} (damaged or unsupported)")
+    if stats.frames and not stats.kept:  # (no frame read: each input's damage was said)
+        _no_face_kept(writer, todo, stats, on_warning)
+        return stats  # nothing published: the faceset is left as it was
     writer.commit()
     return stats
+
+
+def _no_face_kept(
+    writer: FacesetWriter, read: Sequence[Path], stats: ExtractStats, on_warning: Callable[[str], None] | None
+) -> None:
+    """Inputs read that gave no face to keep: `UserError` (one line) for a faceset that would be
+    empty (it would only fail at training time), a warning for one that holds faces already."""
+    names = listed([str(p) for p in read])
+    frames = _count(stats.frames, "frame")
+    if stats.faces_found:
+        dropped = f"{stats.tiny} tiny, {stats.blurred} blurred, {stats.duplicates} duplicate"
+        why = (
+            f"no face kept from {names} ({frames} read; {_count(stats.faces_found, 'face')} found, "
+            f"dropped {dropped}; see --min-face and --blur-threshold)"
+        )
+    else:
+        why = f"no face found in {names} ({frames} read)"
+    if not writer.index.count:
+        raise UserError(why)
+    if on_warning is not None:
+        on_warning(f"{why}; {writer.folder} left as it was ({_count(writer.index.count, 'face')})")
 
 
 def _extract_source(

@@ -168,24 +168,39 @@ def eta_seconds(records: list[dict[str, Any]], steps_goal: int | None) -> float 
     return (steps_goal - int(last["step"])) * dt / ds
 
 
+def _whole(value: Any) -> int | None:
+    """`value` as a whole number where it is one (a status or record read from a file)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
-    """Summary from the run's status/settings files and the metrics records read so far."""
+    """Summary from the run's status/settings files and the metrics records read so far.
+
+    A run that has ended is at its status's step (an interrupted one at its checkpoint's, where a
+    --resume continues, though steps after it were logged); a running one at the later of its
+    status's and its last record's. Only a running trainer has an ETA: not a paused or ended
+    one, nor one whose process is gone."""
     run_dir = Path(run_dir)
-    status = control.read_json(run_dir / control.STATUS) or {}
+    raw = control.read_json(run_dir / control.STATUS)
+    status = raw or {}
     settings = control.read_json(run_dir / control.SETTINGS) or {}
     goal = status.get("steps_goal") or settings.get("steps")
     last = records[-1] if records else {}
     preview = run_dir / control.PREVIEW
-    step = int(status.get("step") or last.get("step") or 0)
+    state = str(status.get("state", "not started" if not records else "unknown"))
+    step = _whole(status.get("step"))
+    if step is None or state in control.LIVE_STATES:
+        step = max(step or 0, _whole(last.get("step")) or 0)
+    running = state == "running" and not control.trainer_gone(raw)
     return RunSummary(
         run_dir=run_dir,
-        state=str(status.get("state", "not started" if not records else "unknown")),
-        step=max(step, int(last.get("step") or 0)),
+        state=state,
+        step=step,
         steps_goal=int(goal) if goal else None,
         loss=last.get("loss"),
         losses=dict(last.get("losses") or {}),
         samples_per_s=last.get("samples_per_s"),
-        eta_s=eta_seconds(records, int(goal) if goal else None),
+        eta_s=eta_seconds(records, int(goal) if goal else None) if running else None,
         gpu_memory_bytes=last.get("gpu_memory_bytes"),
         gpu_power_w=last.get("gpu_power_w"),
         preview=preview if preview.exists() else None,

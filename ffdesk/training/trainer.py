@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from ffdesk.errors import UserError
+from ffdesk.errors import Terminated, UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
-from ffdesk.training import control
+from ffdesk.training import control, runlock
 from ffdesk.training import dist as tdist
 from ffdesk.training.augment import AugmentSettings, resize_crop
 from ffdesk.training.dataset import BatchSpec, PairBatches, StepSampler, worker_init
@@ -104,7 +104,8 @@ def refuse_changes(s: TrainSettings, ckpt: dict[str, Any], saved: ModelConfig) -
     """`UserError` (one line, naming the option) when `s`, resuming the run of `ckpt` (whose model
     is `saved`), differs from the run in what shapes the model or what it trains on: the facesets,
     the resolution, the model's size, the batch, the seed, the optimizer, whether the mask heads
-    train, the teacher. The goal, learning rate, schedule, intervals, workers and device may change."""
+    train, the teacher, and for a student whether its feature adapters train and where it started.
+    The goal, learning rate, schedule, precision, intervals, workers and device may change."""
     was: dict[str, Any] = ckpt["settings"] if isinstance(ckpt.get("settings"), dict) else {}
     _refuse_other_facesets(s, ckpt.get("src") or was.get("src"), ckpt.get("dst") or was.get("dst"))
     keep = " (leave it out to keep the run's, or start a new --run)"
@@ -129,6 +130,25 @@ def refuse_changes(s: TrainSettings, ckpt: dict[str, Any], saved: ModelConfig) -
     then_teacher = was.get("teacher")
     if s.teacher is not None and then_teacher and not _same_path(s.teacher, then_teacher):
         raise UserError(f"--teacher {s.teacher} is not the run's teacher ({then_teacher}); start a new --run")
+    if s.teacher is not None and not s.qat:
+        _refuse_student_changes(s, was, keep)
+
+
+def _refuse_student_changes(s: TrainSettings, was: dict[str, Any], keep: str) -> None:
+    """`UserError` when a resumed student would change what its checkpoint holds: feature
+    matching on or off (its adapters are in the optimizer), or where it started (it has)."""
+    then_weight = was.get("feature_weight")
+    if isinstance(then_weight, (int, float)) and (s.feature_weight > 0) != (then_weight > 0):
+        trains = "matches" if then_weight > 0 else "does not match"
+        raise UserError(
+            f"--feature-weight {s.feature_weight:g}: the run {trains} the teacher's features "
+            f"(--feature-weight {then_weight:g}){keep}"
+        )
+    then_init = was.get("student_init")
+    if isinstance(then_init, str) and s.student_init != then_init:
+        began = "from the teacher" if then_init == "teacher" else "at random"
+        raise UserError(f"--student-init {s.student_init}: the run's student started {began} "
+                        f"(--student-init {then_init}){keep}")  # fmt: skip
 
 
 def _refuse_other_facesets(s: TrainSettings, src: Any, dst: Any) -> None:
@@ -194,6 +214,26 @@ def set_alloc_split(mb: int | None) -> None:
     parts = [p for p in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").split(",") if p]
     parts = [p for p in parts if not p.startswith("max_split_size_mb:")] + [f"max_split_size_mb:{mb}"]
     os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ",".join(parts)
+
+
+FileStamp = tuple[int, int, int]
+"""(inode, modification time in ns, size): changes whenever a file is replaced."""
+
+
+def _stamp(path: Path) -> FileStamp | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """A checkpoint this trainer found or wrote: its step, and its file's stamp then."""
+
+    step: int
+    stamp: FileStamp | None
 
 
 def _atomic_torch_save(obj: Any, path: Path) -> None:
@@ -352,15 +392,24 @@ class Trainer:
         self._ranks: list[dict[str, Any]] = []
         self._state: control.State | None = None
         """The state this trainer last reported."""
+        self._saved = _Saved(0, None)
+        """The checkpoint in the run folder, as this trainer last saw it."""
+        self._saving: int | None = None
+        """The step of the checkpoint being written, while it is."""
 
     # ---- setup -------------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Everything `run` checks before it writes anything (`UserError` if the run cannot start)."""
-        self._prepare(write=False)
+        """Everything `run` checks before it writes anything (`UserError` if the run cannot start),
+        a trainer of the run already running among it."""
+        self._prepare()
         pick_device(self.s.device)
+        if self.ctx.is_main and self.run_dir.is_dir():
+            runlock.refuse_if_trained(self.run_dir)
 
-    def _prepare(self, write: bool = True) -> tuple[TrainSettings, dict[str, Any] | None]:
+    def _prepare(self) -> tuple[TrainSettings, dict[str, Any] | None]:
+        """The settings to train with (the checkpoint's model on a resume) and the checkpoint;
+        `UserError` for settings the run cannot take. Writes nothing."""
         s, ctx = self.s, self.ctx
         if s.resolution not in RESOLUTIONS:
             raise UserError(f"--resolution {s.resolution}: choose one of {', '.join(map(str, RESOLUTIONS))}")
@@ -385,18 +434,38 @@ class Trainer:
                 f"use a multiple of {ctx.world_size}"
             )
         Faceset(s.src), Faceset(s.dst)  # both readable before anything is written
-        if ctx.is_main and write:
-            self._write_settings(s)
         return s, ckpt
 
-    def _write_settings(self, s: TrainSettings) -> None:
-        """`run.json`, the first thing written: a folder that cannot be written is one line."""
+    def _claim(self) -> runlock.RunLock | None:
+        """Rank 0 makes the run folder and locks it: one trainer per run (`UserError` naming the
+        one that trains it). With the lock held, the partial files of a trainer killed while it
+        wrote (its checkpoint, up to the checkpoint's size) are removed, with a note. None on
+        the other ranks."""
+        if not self.ctx.is_main:
+            return None
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            lock = runlock.RunLock.acquire(self.run_dir)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        if lock.held:
+            removed = runlock.remove_stale_partials(self.run_dir)
+            if removed:
+                names = ", ".join(str(p.relative_to(self.run_dir)) for p in removed)
+                self.on_message(
+                    f"removed {names}: left unfinished in {self.run_dir} by a trainer that was killed"
+                )
+        return lock
+
+    def _write_settings(self, s: TrainSettings) -> None:
+        """`run.json`, the first file written: a folder that cannot be written is one line."""
+        try:
             write_json_atomic(self.run_dir / control.SETTINGS, s.to_json())
         except OSError as exc:
-            why = exc.strerror or str(exc)
-            raise UserError(f"--run {self.run_dir}: cannot write the run there ({why})") from None
+            raise self._unwritable(exc) from None
+
+    def _unwritable(self, exc: OSError) -> UserError:
+        return UserError(f"--run {self.run_dir}: cannot write the run there ({exc.strerror or exc})")
 
     def _begin(self, ckpt: dict[str, Any] | None, goal: int) -> None:
         """Rank 0 drops a command sent while no trainer was running (a pause would hold this one
@@ -434,18 +503,43 @@ class Trainer:
     def run(self) -> TrainResult:
         set_alloc_split(self.s.alloc_split_mb)
         s, ckpt = self._prepare()
-        device = tdist.device_for(self.ctx, pick_device(s.device))
-        tdist.init(self.ctx, device)
+        lock = self._claim()
         try:
-            self._begin(ckpt, s.steps)
-            return self._run(s, ckpt, device)
-        except BaseException:
-            if self._state == "starting":  # failed before its first step: not left "starting"
-                with contextlib.suppress(OSError):
-                    self._status("failed", int(ckpt["step"]) if ckpt else 0, s.steps)
-            raise
+            if self.ctx.is_main:
+                self._write_settings(s)
+            self._saved = _Saved(int(ckpt["step"]) if ckpt else 0, _stamp(self.run_dir / control.CHECKPOINT))
+            device = tdist.device_for(self.ctx, pick_device(s.device))
+            tdist.init(self.ctx, device)
+            try:
+                self._begin(ckpt, s.steps)
+                return self._run(s, ckpt, device)
+            except BaseException as exc:
+                if self._state == "starting":  # ended before its first step: not left "starting"
+                    with contextlib.suppress(OSError):
+                        self._ended(exc, self._saved.step, s.steps)
+                raise
+            finally:
+                tdist.close(self.ctx)
         finally:
-            tdist.close(self.ctx)
+            if lock is not None:
+                lock.release()
+
+    def _ended(self, exc: BaseException, step: int, goal: int) -> None:
+        """The status of a session that `exc` ended: "interrupted" at the checkpoint's step (the
+        step a --resume continues from) for a Ctrl-C or SIGTERM that stopped it at once, else
+        "failed" at `step`."""
+        if isinstance(exc, (KeyboardInterrupt, Terminated)):
+            self._status("interrupted", self._checkpoint_step(), goal)
+        else:
+            self._status("failed", step, goal)
+
+    def _checkpoint_step(self) -> int:
+        """The step of the checkpoint in the run folder: the last one saved, or the one being
+        saved where it was already moved into place (a second Ctrl-C can land between that and
+        the note of it)."""
+        if self._saving is not None and _stamp(self.run_dir / control.CHECKPOINT) != self._saved.stamp:
+            return self._saving
+        return self._saved.step
 
     def _run(self, s: TrainSettings, ckpt: dict[str, Any] | None, device: torch.device) -> TrainResult:
         fa, fb = Faceset(s.src), Faceset(s.dst)
@@ -473,8 +567,8 @@ class Trainer:
             if outcome in ("done", "stopped") and s.export_at_end:
                 model_path = self._export(loop)
             self._status(outcome, loop.step, s.steps, replica_max_diff=replica_diff)
-        except BaseException:
-            self._status("failed", loop.step, s.steps)
+        except BaseException as exc:
+            self._ended(exc, loop.step, s.steps)
             raise
         finally:
             del loader
@@ -645,7 +739,10 @@ class Trainer:
         """Rank 0 writes the checkpoint (atomically) and the status."""
         if not self.ctx.is_main:
             return
-        _atomic_torch_save(self._checkpoint(loop), self.run_dir / control.CHECKPOINT)
+        path = self.run_dir / control.CHECKPOINT
+        self._saving = loop.step
+        _atomic_torch_save(self._checkpoint(loop), path)
+        self._saved, self._saving = _Saved(loop.step, _stamp(path)), None
         self._status(state, loop.step, loop.s.steps)
 
     def _checkpoint(self, loop: _Loop) -> dict[str, Any]:
@@ -841,7 +938,7 @@ def _preview_batch(a: Faceset, b: Faceset, resolution: int, count: int = 4) -> d
 
 def write_preview(run_dir: Path, grid: np.ndarray, step: int) -> Path:
     """`previews/preview_<step>.png` and the latest as `preview.png` (both written atomically)."""
-    folder = run_dir / "previews"
+    folder = run_dir / control.PREVIEWS
     folder.mkdir(exist_ok=True)
     ok, png = cv2.imencode(".png", cv2.cvtColor(grid, cv2.COLOR_RGB2BGR))
     if not ok:

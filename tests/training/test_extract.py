@@ -12,6 +12,7 @@ import pytest
 import skimage.data
 
 from ffdesk.cli import main
+from ffdesk.errors import UserError
 from ffdesk.training.faceset import ExtractSettings, blur_score, difference_hash, extract
 from ffdesk.training.store import Faceset
 
@@ -63,9 +64,13 @@ def test_extract_keeps_sharp_distinct_faces_and_skips_on_rerun(photos: Path, tmp
 
 
 def test_tiny_faces_are_dropped(photos: Path, tmp_path: Path) -> None:
+    """A faceset of nothing but dropped faces is not made: it would only fail at training."""
     small = _write(tmp_path / "small.png", cv2.resize(skimage.data.astronaut(), (200, 200)))
-    stats = extract([small], tmp_path / "fs", ExtractSettings(size=64, min_face=80))
-    assert stats.tiny == 1 and stats.kept == 0
+    with pytest.raises(
+        UserError, match=r"no face kept from .*small\.png \(1 frame read; 1 face found, dropped 1 tiny"
+    ):
+        extract([small], tmp_path / "fs", ExtractSettings(size=64, min_face=80))
+    assert not (tmp_path / "fs").exists()
 
 
 def test_blur_and_hash_measures() -> None:

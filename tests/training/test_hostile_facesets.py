@@ -182,7 +182,7 @@ def test_faceset_commands_refuse_in_one_line(
 ) -> None:
     folder = _copy(clean, tmp_path / "fs")
     assert main(["faceset", "info", str(folder)]) == 0
-    assert "6 faces, 32 px" in capsys.readouterr().out
+    assert "6 faces from 2 inputs (2 shards), 32 px crops" in capsys.readouterr().out
     path = shard_path(folder, SECOND, "landmarks")
     _rewrite(path, np.load(path)[:2])
     assert main(["faceset", "info", str(folder)]) == 2

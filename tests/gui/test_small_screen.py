@@ -103,6 +103,10 @@ def test_a_narrow_short_queue_dock_keeps_its_buttons_clear_of_the_table(window: 
     for width in (400, 300, 260):
         window.resizeDocks([window.docks["Queue"]], [width], Qt.Orientation.Horizontal)
         window.resizeDocks([window.docks["Queue"]], [120], Qt.Orientation.Vertical)
-        qtbot.wait(50)
-        lowest = max(b.mapTo(queue, QPoint(0, b.height())).y() for b in queue.buttons.values())
-        assert lowest <= queue.table.mapTo(queue, QPoint(0, 0)).y(), width
+
+        def clear() -> bool:
+            lowest = max(b.mapTo(queue, QPoint(0, b.height())).y() for b in queue.buttons.values())
+            return lowest <= queue.table.mapTo(queue, QPoint(0, 0)).y()
+
+        # (the layouts settle over a few event-loop turns: on a busy machine more than 50 ms)
+        qtbot.waitUntil(clear, timeout=3000)

@@ -258,10 +258,24 @@ def _task(args: argparse.Namespace) -> _Task:
 
 
 def _run_settings(run_dir: Path) -> dict[str, Any]:
-    """The run's `run.json` (empty where there is none, or it cannot be read)."""
+    """The run's `run.json`; where there is none, or it cannot be read, the settings its
+    checkpoint keeps (the same record, saved with the weights); empty where neither is there."""
     from ffdesk.training import control
 
-    return control.read_json(run_dir / control.SETTINGS) or {}
+    settings = control.read_json(run_dir / control.SETTINGS)
+    if settings:
+        return settings
+    checkpoint = run_dir / control.CHECKPOINT
+    if not checkpoint.is_file():
+        return {}
+    import torch
+
+    try:  # (mapped, not read: the weights stay on disk)
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - a damaged checkpoint is the resume's to say
+        return {}
+    kept = saved.get("settings") if isinstance(saved, dict) else None
+    return kept if isinstance(kept, dict) else {}
 
 
 def _saved_facesets(args: argparse.Namespace, run_dir: Path) -> None:

@@ -271,7 +271,7 @@ def not_a_queue(path: Path) -> str | None:
     except OSError:
         return None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         return "not text"
     if not text.strip():
@@ -327,7 +327,7 @@ def _cycle_collector_paused() -> Iterator[None]:
 
 def _parse_queue(raw: bytes) -> tuple[list[QueueEntry], list[str]]:
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         return [], ["not text"]
     try:

@@ -503,13 +503,14 @@ class Trainer:
     def run(self) -> TrainResult:
         set_alloc_split(self.s.alloc_split_mb)
         s, ckpt = self._prepare()
+        kind = pick_device(s.device)  # (a device that is not there: refused before the run is touched)
         lock = self._claim()
         try:
-            if self.ctx.is_main:
-                self._write_settings(s)
             self._saved = _Saved(int(ckpt["step"]) if ckpt else 0, _stamp(self.run_dir / control.CHECKPOINT))
-            device = tdist.device_for(self.ctx, pick_device(s.device))
+            device = tdist.device_for(self.ctx, kind)
             tdist.init(self.ctx, device)
+            if self.ctx.is_main:  # the settings are the run's once it has started with them
+                self._write_settings(s)
             try:
                 self._begin(ckpt, s.steps)
                 return self._run(s, ckpt, device)
@@ -525,13 +526,15 @@ class Trainer:
                 lock.release()
 
     def _ended(self, exc: BaseException, step: int, goal: int) -> None:
-        """The status of a session that `exc` ended: "interrupted" at the checkpoint's step (the
-        step a --resume continues from) for a Ctrl-C or SIGTERM that stopped it at once, else
-        "failed" at `step`."""
-        if isinstance(exc, (KeyboardInterrupt, Terminated)):
-            self._status("interrupted", self._checkpoint_step(), goal)
-        else:
+        """The status of a session that `exc` ended: for a Ctrl-C or SIGTERM that stopped it at
+        once, "interrupted" at the checkpoint's step (the step a --resume continues from), or
+        "stopped" where no checkpoint was saved yet; else "failed" at `step`."""
+        if not isinstance(exc, (KeyboardInterrupt, Terminated)):
             self._status("failed", step, goal)
+        elif (self.run_dir / control.CHECKPOINT).exists():
+            self._status("interrupted", self._checkpoint_step(), goal)
+        else:  # (nothing saved yet: no step to resume from)
+            self._status("stopped", 0, goal)
 
     def _checkpoint_step(self) -> int:
         """The step of the checkpoint in the run folder: the last one saved, or the one being

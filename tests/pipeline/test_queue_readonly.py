@@ -136,3 +136,15 @@ def test_what_is_not_a_queue(tmp_path: Path, text: str, why: str | None) -> None
     assert not_a_queue(tmp_path / "missing.json") is None
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     assert not_a_queue(tmp_path / "binary.json") == "not text"
+
+
+def test_a_queue_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # an editor on Windows (Notepad) saves UTF-8 with a BOM: it was "not a render queue"
+    path = tmp_path / "q.json"
+    RenderQueue(tmp_path / "plain.json").add(
+        RenderJob(target=tmp_path / "a.mp4", output=tmp_path / "a-out.mp4")
+    )
+    path.write_bytes(b"\xef\xbb\xbf" + (tmp_path / "plain.json").read_bytes())
+    assert not_a_queue(path) is None
+    queue = RenderQueue(path, read_only=True)
+    assert queue.warning is None and len(queue.entries()) == 1

@@ -71,6 +71,37 @@ def test_a_stop_at_once_while_saving_leaves_the_run_interrupted_at_its_checkpoin
     assert err[-2:] == [f"{kept}; continue with --resume", said], err
 
 
+def test_a_fresh_run_stopped_before_its_first_checkpoint_is_stopped_not_interrupted(
+    facesets: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "interrupted" at step 0 with no checkpoint: --resume then found no run to resume
+    run = tmp_path / "run"
+
+    def save(obj: dict[str, Any], path: Path) -> None:
+        raise KeyboardInterrupt  # the second press, in the first save
+
+    monkeypatch.setattr(trainer_module, "_atomic_torch_save", save)
+    assert main(_train_argv(facesets, run, "--steps", "4")) == 130
+    assert not (run / control.CHECKPOINT).exists()
+    status = json.loads((run / control.STATUS).read_text())
+    assert (status["state"], status["step"]) == ("stopped", 0)
+
+
+def test_a_resume_that_cannot_start_leaves_the_runs_settings_as_they_were(
+    facesets: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a --device the machine does not have was written into run.json before it was refused, and
+    # every plain --resume after it failed the same way
+    run = tmp_path / "run"
+    assert main(_train_argv(facesets, run, "--steps", "2", "--device", "cpu")) == 0
+    before = (run / control.SETTINGS).read_bytes()
+    missing = "cuda" if not torch.cuda.is_available() else "cuda:99"
+    assert main(["train", "--run", str(run), "--resume", "--steps", "4", "--device", missing, "-q"]) == 2
+    assert (run / control.SETTINGS).read_bytes() == before
+    capsys.readouterr()
+    assert main(["train", "--run", str(run), "--resume", "--steps", "3", "-q"]) == 0
+
+
 def _records(run: Path, last: int) -> None:
     lines = [{"step": s, "time": 1000.0 + s, "loss": 0.5, "losses": {"l1_a": 0.1}, "samples_per_s": 8.0}
              for s in range(1, last + 1)]  # fmt: skip
@@ -119,3 +150,16 @@ def test_no_eta_for_a_run_whose_trainer_is_gone(tmp_path: Path, capsys: pytest.C
     assert summary.eta_s is None
     out = _once(run, capsys)
     assert "not running (its trainer" in out and "ETA -" in out, out
+
+
+def test_a_run_whose_run_json_is_gone_resumes_with_its_checkpoints_settings(
+    facesets: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # without run.json a plain --resume took a new run's defaults: "--resolution 128 differs from
+    # the run's (64 px) (leave it out to keep the run's...)", though it was left out
+    run = tmp_path / "run"
+    assert main(_train_argv(facesets, run, "--steps", "2", "--device", "cpu", "--save-every", "2")) == 0
+    (run / control.SETTINGS).unlink()
+    capsys.readouterr()
+    assert main(["train", "--run", str(run), "--resume", "--steps", "3", "-q"]) == 0
+    assert json.loads((run / control.SETTINGS).read_text())["resolution"] == 64

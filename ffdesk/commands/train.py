@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -388,7 +389,10 @@ class _StopSignals:
     `timeout` signals the process, then its group), not a second one.
 
     Under torchrun SIGTERM is torchrun ending its workers (after a Ctrl-C that reached them too):
-    it always means save, then stop. The data loader's worker processes are forked with these
+    once the trainer polls for a stop (its loop has begun) it means save, then stop. Before that it
+    ends the process as by default: there is no step to save, and a rank blocked in the
+    rendezvous (the others' rank 0 refused) runs no Python handler, so torchrun waited 30 s before
+    it killed the rank. The data loader's worker processes are forked with these
     handlers: in them Ctrl-C is ignored (the main process shuts them down) and SIGTERM ends the
     process as by default."""
 
@@ -401,8 +405,14 @@ class _StopSignals:
         self.last = -math.inf
         self.chld: Any = None
         """The SIGCHLD handler set aside while the run stops (`_quiet_worker_ends`)."""
+        self.polled = False
+        """Whether the trainer asked for a stop yet: its loop has begun."""
 
     def requested(self) -> bool:
+        if not self.polled:
+            self.polled = True
+            if self.torchrun and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, self.on_sigterm)  # (the loop has begun)
         return self.presses > 0 or self.term
 
     def on_sigint(self, _sig: int, _frame: FrameType | None) -> None:
@@ -439,7 +449,8 @@ class _StopSignals:
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         previous = signal.signal(signal.SIGINT, self.on_sigint)
-        previous_term = signal.signal(signal.SIGTERM, self.on_sigterm)
+        at_first = signal.SIG_DFL if self.torchrun and not self.polled else self.on_sigterm
+        previous_term = signal.signal(signal.SIGTERM, at_first)
         try:
             yield
         finally:

@@ -128,6 +128,21 @@ def test_a_sigterm_again_within_the_repeat_window_is_the_same_one() -> None:
         stops.on_sigterm(signal.SIGTERM, None)
 
 
+def test_under_torchrun_sigterm_before_the_loop_ends_the_rank_and_after_it_saves_first() -> None:
+    # a rank waiting in the rendezvous while rank 0 was refused took torchrun's SIGTERM as "save,
+    # then stop" and kept waiting: torchrun killed it 30 s later
+    stops = train_cmd._StopSignals(torchrun=True, speaks=False)
+    with stops.installed():
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # ends the rank, even blocked in C++
+        assert not stops.requested()  # the trainer's loop polls: from here SIGTERM saves first
+        assert signal.getsignal(signal.SIGTERM) == stops.on_sigterm
+        stops.on_sigterm(signal.SIGTERM, None)
+        assert stops.requested() and stops.term
+    alone = train_cmd._StopSignals(torchrun=False, speaks=False)
+    with alone.installed():  # (without torchrun the first SIGTERM saves, from the start)
+        assert signal.getsignal(signal.SIGTERM) == alone.on_sigterm
+
+
 def test_sigterm_in_a_forked_child_ends_it_as_by_default() -> None:
     """The data loader's workers are forked with the trainer's handlers: there SIGTERM must end
     the process (the loader's shutdown relies on it), not ask it to save a checkpoint."""

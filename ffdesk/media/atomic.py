@@ -297,6 +297,26 @@ def same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def opened_is(fd: int, path: Path) -> bool:
+    """Whether the file open at `fd` is the one named `path` now (not a link to it): a lock file
+    its last holder removed, and another made, between its opening and its locking is not."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
+
+
+def read_head(fd: int, size: int = 4096) -> bytes | None:
+    """The first `size` bytes of the file open at `fd` (a lock file's record of its holder);
+    None when it cannot be read."""
+    try:
+        return os.pread(fd, size, 0)
+    except OSError:
+        return None
+
+
 def check_disk_space(folder: Path, need_bytes: int) -> None:
     """MediaError "not enough disk space in FOLDER: need X, have Y" when `folder` lacks room."""
     folder = Path(folder)

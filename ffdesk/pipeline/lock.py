@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ffdesk import jsontext
 from ffdesk.errors import UserError
-from ffdesk.media.atomic import raise_if_disk_full, refuse_link
+from ffdesk.media.atomic import opened_is, raise_if_disk_full, read_head, refuse_link
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _ATTEMPTS = 20
@@ -100,10 +100,8 @@ def pid_running(pid: int) -> bool:
 
 
 def _read_holder(fd: int) -> LockHolder | None:
-    try:
-        return LockHolder.from_bytes(os.pread(fd, 4096, 0))
-    except OSError:
-        return None
+    data = read_head(fd)
+    return None if data is None else LockHolder.from_bytes(data)
 
 
 def _write_holder(fd: int, holder: LockHolder) -> None:
@@ -112,19 +110,10 @@ def _write_holder(fd: int, holder: LockHolder) -> None:
     os.fsync(fd)
 
 
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
-
-
 def _release(fd: int, path: Path) -> None:
     """Remove the lock file (while still holding it) and close it, which drops the lock."""
     with contextlib.suppress(OSError):
-        if _same_file(fd, path):
+        if opened_is(fd, path):
             path.unlink()
     with contextlib.suppress(OSError):
         os.close(fd)
@@ -192,7 +181,7 @@ class OutputLock:
                 os.close(fd)
                 raise
             if holder is None:
-                if _same_file(fd, path):
+                if opened_is(fd, path):
                     return cls._claim(path, fd, output, writing)
                 os.close(fd)  # its holder removed it as we opened it: take the new one
                 continue

@@ -32,7 +32,7 @@ from pathlib import Path
 from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.media import stale_parts
-from ffdesk.media.atomic import refuse_link
+from ffdesk.media.atomic import opened_is, read_head, refuse_link
 from ffdesk.training import control
 
 LOCK = ".trainer.lock"
@@ -117,7 +117,7 @@ class RunLock:
                     path.unlink()  # (a file no one can lock says nothing)
                 _refuse_live_status(Path(run_dir))
                 return cls(path, None)
-            if not _same_file(fd, path):  # its last holder removed it as we opened it: again
+            if not opened_is(fd, path):  # its last holder removed it as we opened it: again
                 os.close(fd)
                 continue
             try:
@@ -180,19 +180,8 @@ def _open(path: Path, flags: int) -> int:
 
 
 def _read_holder(fd: int) -> Holder | None:
-    try:
-        return Holder.parse(os.pread(fd, 4096, 0))
-    except OSError:
-        return None
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    mine = os.fstat(fd)
-    return (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino)
+    data = read_head(fd)
+    return None if data is None else Holder.parse(data)
 
 
 def _release(fd: int | None, path: Path) -> None:
@@ -202,7 +191,7 @@ def _release(fd: int | None, path: Path) -> None:
     if fd is None:
         return
     with contextlib.suppress(OSError):
-        if _same_file(fd, path):
+        if opened_is(fd, path):
             path.unlink()
     with contextlib.suppress(OSError):
         fcntl.flock(fd, fcntl.LOCK_UN)

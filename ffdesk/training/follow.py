@@ -191,6 +191,8 @@ def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
     step = _whole(status.get("step"))
     if step is None or state in control.LIVE_STATES:
         step = max(step or 0, _whole(last.get("step")) or 0)
+    else:  # the figures of the step it is shown at, not of one logged after its checkpoint
+        last = next((r for r in reversed(records) if (_whole(r.get("step")) or 0) <= step), last)
     running = state == "running" and not control.trainer_gone(raw)
     return RunSummary(
         run_dir=run_dir,

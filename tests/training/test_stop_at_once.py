@@ -120,8 +120,12 @@ def test_the_monitor_shows_an_interrupted_run_at_its_checkpoint_with_no_eta(
     run.mkdir()
     _records(run, 31)  # logged after the checkpoint at 16, before the stop
     control.write_status(run, "interrupted", 16, 60)
+    lines = (run / control.METRICS).read_text().splitlines()
+    lines[15] = json.dumps({**json.loads(lines[15]), "loss": 0.25})  # the checkpoint's step's figures
+    (run / control.METRICS).write_text("".join(line + "\n" for line in lines))
     summary = summarise(run, MetricsFollower(run / control.METRICS).poll())
     assert (summary.state, summary.step, summary.eta_s) == ("interrupted", 16, None)
+    assert summary.loss == 0.25  # of step 16, not of step 31, logged after it
     out = _once(run, capsys)
     assert "interrupted, step 16/60" in out and "ETA -" in out, out
 

@@ -1,4 +1,4 @@
-"""Parsing of sizes and times typed by users."""
+"""Parsing of sizes and times typed by users, and the counts said back to them."""
 
 from __future__ import annotations
 
@@ -93,3 +93,8 @@ def parse_clip_time(text: str) -> ClipTime:
     if int(hours) > 23 or int(minutes) > 59 or int(seconds) > 59:
         raise UserError(f"cannot read timecode '{text}': hours run 00-23, minutes and seconds 00-59")
     return ClipTimecode(f"{int(hours):02d}:{minutes}:{seconds}{mark}{frames}")
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless one: "1 face", "2 faces", "3 farm workers"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
+from ffdesk.units import counted
 
 
 def register(sub: Any) -> None:
@@ -142,11 +143,6 @@ def run_info(args: argparse.Namespace) -> int:
           f"({counted(len(index.shards), 'shard')}), {index.size} px crops "
           f"{alignment_words(index.settings.get('alignment'))}")  # fmt: skip
     return 0
-
-
-def counted(n: int, noun: str) -> str:
-    """ "1 face", "2 faces"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def alignment_words(alignment: Any) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
 from ffdesk.farm.ray_support import require_ray
+from ffdesk.units import counted
 
 if TYPE_CHECKING:
     from ffdesk.pipeline import events as ev
@@ -41,19 +42,14 @@ def farm_summary(report: RenderReport) -> str:
     farm_used = report.farm
     assert farm_used is not None
     rerun = farm_used.segments_rerun
-    again = f", {_count(rerun, 'segment')} rendered again" if rerun else ""
+    again = f", {counted(rerun, 'segment')} rendered again" if rerun else ""
     workers = sum(1 for w in farm_used.workers if w.segments)
     loads = sum(w.model_loads for w in farm_used.workers)
-    loaded = f", {_count(loads, 'model load')}" if loads else ""
+    loaded = f", {counted(loads, 'model load')}" if loads else ""
     return (
         f"wrote {report.output} ({report.frames_out} frames, {report.fps:.1f} frames/s "
-        f"on {_count(workers, 'farm worker')}{again}{loaded})"
+        f"on {counted(workers, 'farm worker')}{again}{loaded})"
     )
-
-
-def _count(n: int, noun: str) -> str:
-    """`n` and the noun, plural unless one: "1 farm worker", "2 farm workers"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_metrics_port(text: str) -> int | None:

@@ -23,6 +23,7 @@ from ffdesk.media.atomic import listed
 from ffdesk.media.images import IMAGE_SUFFIXES
 from ffdesk.training.store import FaceRecord, FacesetWriter
 from ffdesk.types import Frame
+from ffdesk.units import counted
 from ffdesk.userpath import expand_user, not_a_file
 
 if TYPE_CHECKING:
@@ -75,18 +76,13 @@ class ExtractStats:
     conceals a damaged frame; a clip's frames read before the damage are kept."""
 
     def line(self) -> str:
-        skipped = f"; skipped {_count(self.damaged, 'damaged input')}" if self.damaged else ""
+        skipped = f"; skipped {counted(self.damaged, 'damaged input')}" if self.damaged else ""
         return (
-            f"{_count(self.kept, 'face')} kept from {_count(self.frames, 'frame')} of "
-            f"{_count(self.sources, 'input')} "
+            f"{counted(self.kept, 'face')} kept from {counted(self.frames, 'frame')} of "
+            f"{counted(self.sources, 'input')} "
             f"({self.skipped_sources} already extracted); dropped {self.tiny} tiny, "
             f"{self.blurred} blurred, {self.duplicates} duplicate{skipped}"
         )
-
-
-def _count(n: int, noun: str) -> str:
-    """ "1 face", "2 faces"."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class FaceFinder(Protocol):
@@ -288,11 +284,11 @@ def _no_face_kept(
     """Inputs read that gave no face to keep: `UserError` (one line) for a faceset that would be
     empty (it would only fail at training time), a warning for one that holds faces already."""
     names = listed([str(p) for p in read])
-    frames = _count(stats.frames, "frame")
+    frames = counted(stats.frames, "frame")
     if stats.faces_found:
         dropped = f"{stats.tiny} tiny, {stats.blurred} blurred, {stats.duplicates} duplicate"
         why = (
-            f"no face kept from {names} ({frames} read; {_count(stats.faces_found, 'face')} found, "
+            f"no face kept from {names} ({frames} read; {counted(stats.faces_found, 'face')} found, "
             f"dropped {dropped}; see --min-face and --blur-threshold)"
         )
     else:
@@ -300,7 +296,7 @@ def _no_face_kept(
     if not writer.index.count:
         raise UserError(why)
     if on_warning is not None:
-        on_warning(f"{why}; {writer.folder} left as it was ({_count(writer.index.count, 'face')})")
+        on_warning(f"{why}; {writer.folder} left as it was ({counted(writer.index.count, 'face')})")
 
 
 def _extract_source(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Generator, Iterator
@@ -162,11 +163,22 @@ def planar_yuv_rgb(frame: av.VideoFrame) -> Frame | None:
                _CHROMA_PROBE // frame.format.chroma_width(_CHROMA_PROBE))  # fmt: skip
     pair = cast(Samples, cv2.merge([cb, cr]))
     yuv = cv2.merge([luma, _upsampled(pair, luma.shape, factors)])
-    m = yuv_to_rgb_matrix(5 if matrix is None else matrix, full=full, bits=bits)
+    m = _rgb_map(5 if matrix is None else matrix, full, bits)
     if bits <= 8:
-        return cast(Frame, cv2.transform(yuv, _on_fixed_point_grid(m)))
+        return cast(Frame, cv2.transform(yuv, m))
     # deeper samples give 16-bit RGB (negatives already clipped to 0): clip to 255 and narrow
     return cast(Frame, cv2.convertScaleAbs(cv2.transform(yuv, m)))
+
+
+@functools.lru_cache(maxsize=32)
+def _rgb_map(matrix: int, full: bool, bits: int) -> npt.NDArray[np.float32]:
+    """`planar_yuv_rgb`'s map for a matrix, range and depth, made once (read-only): a clip's
+    frames all share one."""
+    m = yuv_to_rgb_matrix(matrix, full=full, bits=bits)
+    if bits <= 8:
+        m = _on_fixed_point_grid(m)
+    m.setflags(write=False)
+    return m
 
 
 _CHROMA_PROBE = 1024

@@ -20,6 +20,7 @@ goes to swscale with accurate rounding.
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import av
@@ -79,6 +80,14 @@ on noise), and `ffdesk.media.decode.planar_yuv_rgb`, which repeats a sample over
 back what it was made from."""
 
 
+@functools.lru_cache(maxsize=8)
+def _full_range_map(matrix: int) -> npt.NDArray[np.float32]:
+    """`_full_range_yuv`'s map for a matrix, made once (read-only): every frame shares it."""
+    m = rgb_to_yuv_matrix(matrix, full=True, bits=8)
+    m.setflags(write=False)
+    return m
+
+
 def _full_range_yuv(image: npt.NDArray[np.uint8], pix_fmt: str, matrix: int) -> av.VideoFrame:
     """An RGB picture as full-range 8-bit planar YUV, each sample rounded to nearest. A chroma
     sample is that of the mean colour of the pixels it covers (the 2 x 2 block of 4:2:0, the pair
@@ -86,7 +95,7 @@ def _full_range_yuv(image: npt.NDArray[np.uint8], pix_fmt: str, matrix: int) -> 
     reads it back."""
     height, width = image.shape[:2]
     out = av.VideoFrame(width, height, pix_fmt)
-    m = rgb_to_yuv_matrix(matrix, full=True, bits=8)
+    m = _full_range_map(matrix)
     chroma_size = (out.planes[1].width, out.planes[1].height)
     small = image
     if chroma_size != (width, height):

@@ -5,7 +5,6 @@ mentioned them, though a render keeps most of them)."""
 from __future__ import annotations
 
 import json
-import struct
 from fractions import Fraction
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from ffdesk import cli
 from ffdesk.media import inspect as inspect_mod
 from ffdesk.media.inspect import ClipReport, StreamPlan, inspect_clip
+from tests.media.side_clip_parts import add_font, cue_bytes, set_chapters, subtitle_stream, telemetry_stream
 
 FPS = 10
 FRAMES = 20
@@ -32,25 +32,10 @@ def _no_nvenc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _subtitle_stream(out: av.container.OutputContainer, codec: str) -> av.stream.Stream:
-    if codec != "mov_text":
-        stream = out.add_mux_stream(codec)
-    else:
-        stream = out.add_stream("mov_text")
-        assert isinstance(stream.codec_context, av.subtitles.codeccontext.SubtitleCodecContext)
-        stream.codec_context.subtitle_header = b"[Script Info]\nScriptType: v4.00+\n"
+    stream = subtitle_stream(out, codec, b"[Script Info]\nScriptType: v4.00+\n")
     stream.time_base = Fraction(1, 1000)
     stream.metadata["language"] = "eng"
     return stream
-
-
-def _cue(codec: str, text: str, n: int) -> bytes:
-    if codec == "mov_text":
-        return struct.pack(">H", len(text)) + text.encode()
-    if codec == "ass":
-        return f"{n},0,Default,,0,0,0,,{{\\i1}}{text}".encode()
-    if codec == "dvb_subtitle":
-        return bytes([0x20, 0x00, 0x0F]) + bytes(20)
-    return text.encode()
 
 
 def _clip(path: Path, subs: tuple[str, ...], *, telemetry: bool = False, timecode: bool = False) -> Path:
@@ -63,28 +48,14 @@ def _clip(path: Path, subs: tuple[str, ...], *, telemetry: bool = False, timecod
         if timecode:
             video.metadata["timecode"] = "10:00:00:00"
         streams = [(codec, _subtitle_stream(out, codec)) for codec in subs]
-        data = out.add_data_stream("bin_data") if telemetry else None
-        if data is not None:
-            data.time_base = Fraction(1, 1000)
-            data.metadata["handler_name"] = "GoPro MET"
+        data = telemetry_stream(out) if telemetry else None
         if path.suffix == ".mkv":
-            out.add_attachment("Caption.ttf", "font/ttf", b"\x00\x01\x00\x00" + bytes(60))
-        out.set_chapters(
-            [
-                {
-                    "id": i + 1,
-                    "start": int(a * 1000),
-                    "end": int(b * 1000),
-                    "time_base": Fraction(1, 1000),
-                    "metadata": {"title": name},
-                }  # fmt: skip
-                for i, (a, b, name) in enumerate(CHAPTERS)
-            ]
-        )
+            add_font(out)
+        set_chapters(out, CHAPTERS)
         timed: list[tuple[float, int, av.Packet]] = []
         for codec, stream in streams:
             for n, (a, b, text) in enumerate(CUES):
-                p = av.Packet(_cue(codec, text, n))
+                p = av.Packet(cue_bytes(codec, text, n))
                 p.pts, p.duration = int(a * 1000), int((b - a) * 1000)
                 p.time_base, p.stream = Fraction(1, 1000), stream
                 timed.append((a, len(timed), p))

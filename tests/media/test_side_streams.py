@@ -22,6 +22,7 @@ from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
 from ffdesk.media.probe import probe
 from ffdesk.media.segments import join_segments
 from ffdesk.media.side_streams import Span, chapters_in, container_tags, cue_payload, cue_text, mux_options
+from tests.media.side_clip_parts import add_font, cue_bytes, set_chapters, subtitle_stream, telemetry_stream
 
 FPS = 10
 FRAMES = 30
@@ -54,25 +55,6 @@ class Clip:
     tags: dict[str, str] = field(default_factory=lambda: {"title": "Shot 12", "comment": "take 3"})
 
 
-def _payload(codec: str, text: str, n: int) -> bytes:
-    if codec == "mov_text":
-        return struct.pack(">H", len(text)) + text.encode()
-    if codec == "ass":
-        return f"{n},0,Default,,0,0,0,,{{\\i1}}{text}{{\\i0}}".encode()
-    if codec == "dvb_subtitle":
-        return bytes([0x20, 0x00, 0x0F]) + bytes(20)
-    return text.encode()
-
-
-def _sub_stream(out: av.container.OutputContainer, codec: str) -> av.stream.Stream:
-    if codec == "mov_text":
-        stream = out.add_stream("mov_text")
-        assert isinstance(stream.codec_context, av.subtitles.codeccontext.SubtitleCodecContext)
-        stream.codec_context.subtitle_header = ASS_HEADER.encode()
-        return stream
-    return out.add_mux_stream(codec)
-
-
 def _write(path: Path, clip: Clip) -> Path:
     """A 3 s clip at 10 frames/s, 64x48, with an English and a French (commentary) AAC track and
     whatever `clip` asks for, muxed in time order."""
@@ -94,30 +76,16 @@ def _write(path: Path, clip: Clip) -> Path:
             audio.append(a)
         subs = []
         for sub in clip.subs:
-            s = _sub_stream(out, sub.codec)
+            s = subtitle_stream(out, sub.codec, ASS_HEADER.encode())
             s.time_base = Fraction(1, 1000)
             s.metadata["language"] = sub.language
             s.disposition = sub.roles
             subs.append((sub, s))
-        data = out.add_data_stream("bin_data") if clip.telemetry else None
-        if data is not None:
-            data.time_base = Fraction(1, 1000)
-            data.metadata["handler_name"] = "GoPro MET"
+        data = telemetry_stream(out) if clip.telemetry else None
         if clip.attachment:
-            out.add_attachment("Caption.ttf", "font/ttf", b"\x00\x01\x00\x00" + bytes(60))
+            add_font(out)
         if clip.chapters:
-            out.set_chapters(
-                [
-                    {
-                        "id": i + 1,
-                        "start": int(a * 1000),
-                        "end": int(b * 1000),
-                        "time_base": Fraction(1, 1000),
-                        "metadata": {"title": name},
-                    }  # fmt: skip
-                    for i, (a, b, name) in enumerate(CHAPTERS)
-                ]
-            )
+            set_chapters(out, CHAPTERS)
         out.metadata.update(clip.tags)
         timed = [
             *_cue_packets(subs),
@@ -137,7 +105,7 @@ def _cue_packets(subs: list[tuple[Sub, av.stream.Stream]]) -> Timed:
     timed: Timed = []
     for sub, stream in subs:
         for n, (a, b, text) in enumerate(CUES):
-            p = av.Packet(_payload(sub.codec, f"{sub.language} {text}", n))
+            p = av.Packet(cue_bytes(sub.codec, f"{sub.language} {text}", n))
             p.pts = p.dts = int(a * 1000)
             p.duration = int((b - a) * 1000)
             p.time_base, p.stream = Fraction(1, 1000), stream

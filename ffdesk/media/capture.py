@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -130,10 +130,28 @@ def square_pixels(video: VideoInfo) -> tuple[int, int]:
     return max(2, round(w * aspect / 2) * 2), h
 
 
+def covered(image: Frame, display: tuple[int, int], size: tuple[int, int]) -> Frame:
+    """`image` (shown at `display`, its pixels perhaps not square) at `size`: scaled to cover
+    `size` with square pixels, the middle kept. The same shape is a plain scale."""
+    import cv2
+
+    (dw, dh), (w, h) = display, size
+    scale = max(w / dw, h / dh)
+    cover = (max(w, round(dw * scale)), max(h, round(dh * scale)))
+    shrink = cover[0] * cover[1] < image.shape[0] * image.shape[1]
+    how = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    scaled = np.asarray(cv2.resize(image, cover, interpolation=how), np.uint8)
+    x, y = (cover[0] - w) // 2, (cover[1] - h) // 2
+    return cast(Frame, np.ascontiguousarray(scaled[y : y + h, x : x + w]))
+
+
 class FileCamera:
     """A clip played as a camera: frame k is captured at start + k / `fps` (`fps`: the clip's own
     rate unless given), in real time. With `loop`, the clip starts again at its end (frame
-    numbers go on); otherwise `read` returns None there. `size`: scale the frames to it."""
+    numbers go on); otherwise `read` returns None there. `size`: the frames' size, reached as a
+    camera asked for another shape reaches it: scaled to cover it, with square pixels, and the
+    middle kept (a 4:3 clip at 1280x720 loses a strip at the top and bottom; nothing is
+    stretched)."""
 
     def __init__(
         self, path: Path, *, fps: float | None = None, size: tuple[int, int] | None = None, loop: bool = False
@@ -145,6 +163,7 @@ class FileCamera:
         self.loop = loop
         self.missed = 0
         self._want_size = size
+        self._display = (0, 0)
         self._reader: Any = None
         self._frames: Iterator[Any] | None = None
         self._number = 0
@@ -171,8 +190,9 @@ class FileCamera:
             raise CameraError(f"{self.name}: not a clip (a camera needs moving pictures)")
         if not self.fps:
             self.fps = info.video.fps if info.video.fps > 0 else 25.0
+        self._display = square_pixels(info.video)
         if self._want_size is None:
-            self.size = square_pixels(info.video)
+            self.size = self._display
         # one decoder thread and one conversion thread: a camera is one stream, the cores are
         # the swap's; a camera's frames are progressive: interlaced footage (DV, broadcast) loses
         # its combs, which the swap would otherwise see (and scaling would smear)
@@ -191,12 +211,8 @@ class FileCamera:
         if frame is None:
             return None
         image: Frame = frame.image
-        if (image.shape[1], image.shape[0]) != self.size:
-            import cv2
-
-            shrink = self.size[0] * self.size[1] < image.shape[0] * image.shape[1]
-            how = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-            image = np.asarray(cv2.resize(image, self.size, interpolation=how), np.uint8)
+        if (image.shape[1], image.shape[0]) != self.size or self._display != self.size:
+            image = covered(image, self._display, self.size)
         return image
 
     def read(self) -> CapturedFrame | None:

@@ -28,11 +28,13 @@ from urllib.parse import urlsplit
 import av
 
 from ffdesk.errors import MediaError
-from ffdesk.media.scaler_input import scaler_frame
+from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import Frame
 
 TIME_BASE = Fraction(1, 1000)
 """Capture times are written in milliseconds."""
+SWS_BT601 = 5
+"""swscale's BT.601 matrix (SWS_CS_ITU601): an untagged output's, as `SegmentEncoder` writes it."""
 UDP_PACKET = 1316
 """Seven 188-byte TS packets: what fits an Ethernet frame's payload, as streaming tools send."""
 VIRTUALCAM_HINT = "pip install 'ffdesk[virtualcam]'"
@@ -44,8 +46,9 @@ LOOPBACK_HINT = (
 
 class Picture:
     """One frame on its way to several outputs: the RGB picture, and its conversion to 4:2:0
-    (BT.601, limited range, untagged: what `SegmentEncoder` writes from RGB) made once, by the
-    first encoder that asks, whatever the number of encoders."""
+    (BT.601, limited range, untagged: what `SegmentEncoder` writes from RGB, by the same
+    conversion, rounded to nearest) made once, by the first encoder that asks, whatever the
+    number of encoders."""
 
     __slots__ = ("image", "_yuv")
 
@@ -60,8 +63,7 @@ class Picture:
     def yuv420p(self) -> av.VideoFrame:
         """The picture in 4:2:0 (even sizes only). Encoders read it, never change its pixels."""
         if self._yuv is None:
-            rgb = scaler_frame(self.image, "rgb24")
-            self._yuv = rgb.reformat(format="yuv420p", threads=1)  # one thread: the swap has the cores
+            self._yuv = yuv_frame(self.image, "rgb24", "yuv420p", matrix=SWS_BT601, color_range=1)
         return self._yuv
 
     def resized(self, size: tuple[int, int]) -> Picture:

@@ -207,6 +207,20 @@ def output(outputs: Sequence[torch.Tensor], names: Sequence[str], name: str | No
     return outputs[0]
 
 
+def exact_convolutions() -> None:
+    """cuDNN's float32 convolutions (the masks' blur) in full float32, as the CPU path computes
+    them: cuDNN's default is TF32, whose 10-bit mantissa moved a softened mask's weight by up to
+    1e-4 and a pasted pixel by a level. The blur is bound by memory, not arithmetic: it costs
+    nothing. torch's setting for the process (the render's own, which runs no other convolution)."""
+    import torch
+
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    if conv is not None and hasattr(conv, "fp32_precision"):
+        conv.fp32_precision = "ieee"
+    else:  # torch before 2.9
+        torch.backends.cudnn.allow_tf32 = False
+
+
 class DeviceOps:
     """Warps, masks and pastes on `pixels.device`, with the constants they need uploaded once."""
 
@@ -214,6 +228,8 @@ class DeviceOps:
         self.pixels = pixels
         self.device = pixels.device
         self._constants: dict[tuple[Any, ...], torch.Tensor] = {}
+        if pixels.is_cuda:
+            exact_convolutions()
 
     def constant(self, key: tuple[Any, ...], make: Any) -> torch.Tensor:
         """The device copy of `make()` (a host array), uploaded the first time `key` is asked."""

@@ -249,3 +249,22 @@ def test_every_subsampling_at_any_size_decodes_to_the_exact_colours(
     got = rgb_array(frame).astype(np.float64)
     assert got.shape == (height, width, 3)
     assert np.abs(got - reference_rgb(frame)).max() <= 1.0
+
+
+def test_live_outputs_convert_as_the_encoder_does() -> None:
+    """A live session's recording, stream and virtual camera share `Picture.yuv420p`: limited-range
+    BT.601 4:2:0, each sample the exact one rounded to nearest, as a render's encoder writes it
+    (swscale's default conversion there left chroma about 0.1 of a level low)."""
+    from ffdesk.media.stream import Picture
+
+    rng = np.random.default_rng(11)
+    image = rng.integers(0, 256, (144, 176, 3), np.uint8)
+    frame = Picture(image).yuv420p()
+    rgb = image.astype(np.float64) / 255
+    y = KR * rgb[..., 0] + (1 - KR - KB) * rgb[..., 1] + KB * rgb[..., 2]
+    chroma = [(rgb[..., 2] - y) / (2 * (1 - KB)), (rgb[..., 0] - y) / (2 * (1 - KR))]
+    wanted = [y * 219 + 16] + [(c * 224 + 128).reshape(72, 2, 88, 2).mean(axis=(1, 3)) for c in chroma]
+    for name, index, plane in zip("YUV", range(3), wanted, strict=True):
+        diff = _samples(frame, index) - plane
+        assert abs(float(diff.mean())) < 0.03, f"{name} off by {float(diff.mean()):.3f}"
+        assert float(np.abs(diff).max()) < 1.0, f"{name} off by up to {float(np.abs(diff).max()):.2f}"

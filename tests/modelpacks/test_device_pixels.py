@@ -309,6 +309,32 @@ def test_the_models_are_ready_before_the_first_frame(watched_fp16_render: Watche
     assert shapes["after"] and shapes["after"] <= shapes["before"], shapes["after"] - shapes["before"]
 
 
+def test_every_pixel_operation_runs_before_the_first_frame(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device path's pixel operations (upload, warp, masks, paste, download) are run once
+    while the render prepares, not first met on a frame: a GPU library that fails at one of them
+    (here the paste) fails before any frame is decoded, where `--pixels auto` still gives way to
+    the host; with `--pixels device` the error stands."""
+    from ffdesk.swap.device_ops import DeviceOps
+
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise RuntimeError("no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(DeviceOps, "paste", broken)
+    events: list[Any] = []
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="device", precision="fp32", batch=2, end=0.2, provider="cpu", **FULL,
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="no kernel image"):
+        run_render(job, events.append, env=run_env)
+    preparing = [e.what for e in events if isinstance(e, ev.Preparing)]
+    assert "warming up the pixel path" in preparing, preparing
+    assert not any(isinstance(e, ev.Started) for e in events)
+    assert not list((tmp_path / "o").glob("*.png"))
+
+
 @pytest.mark.parametrize("precision", ["fp32", "auto"])
 def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: Any

@@ -219,7 +219,8 @@ def test_the_clip_ends_the_session_without_loop(face_clip: Path) -> None:
 def test_a_clip_whose_pixels_are_not_square_is_played_with_square_pixels() -> None:
     """carphone's pixels are 128:117 (a real QCIF clip's): a camera's are square, so the clip
     plays widened to 192x144, as a player and the editor's preview show it, not at its stored
-    176x144; the picture is the stored frame scaled."""
+    176x144; the picture is the stored frame scaled. At a --size of another shape it is cropped
+    to its middle, not stretched."""
     import cv2
 
     from ffdesk.media.decode import VideoReader
@@ -238,12 +239,21 @@ def test_a_clip_whose_pixels_are_not_square_is_played_with_square_pixels() -> No
     assert stored.shape == (144, 176, 3)
     widened = cv2.resize(stored, (192, 144), interpolation=cv2.INTER_LINEAR)
     assert np.array_equal(first.image, widened)
-    sized = FileCamera(clip, size=(176, 144))  # a size asked for is the size given
-    sized.open()
-    try:
-        assert sized.size == (176, 144) and sized.read().image.shape == (144, 176, 3)  # type: ignore[union-attr]
-    finally:
-        sized.close()
+    # a size asked for is the size given, reached as a camera reaches another shape: scaled to
+    # cover it with square pixels and the middle kept, never stretched
+    for size, middle in (
+        ((176, 144), widened[:, 8:184]),
+        ((256, 144), cv2.resize(stored, (256, 192), interpolation=cv2.INTER_LINEAR)[24:168]),
+        ((96, 72), cv2.resize(stored, (96, 72), interpolation=cv2.INTER_AREA)),
+    ):
+        sized = FileCamera(clip, size=size)
+        sized.open()
+        try:
+            got = sized.read()
+        finally:
+            sized.close()
+        assert sized.size == size and got is not None
+        assert np.array_equal(got.image, middle), size
 
 
 def test_an_interlaced_clip_is_played_progressive(tmp_path: Path) -> None:

@@ -223,3 +223,19 @@ def test_the_models_constants_go_up_once(scene: tuple[Frame, np.ndarray]) -> Non
             dev.region_from_logits(logits, (1, 2), ops), dev.region_from_logits(logits, (1, 2))
         )
     assert pixels.transfers.copies("up", "constant") == 5  # mean, std, ImageNet's mean and std, classes
+
+
+def test_the_device_paths_convolutions_are_full_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the masks' blur runs in full float32 as on the CPU, not cuDNN's default TF32 (a
+    pasted pixel a level off): set when the device path's operations are made for a CUDA device."""
+    conv = torch.backends.cudnn.conv  # type: ignore[attr-defined]
+    before = conv.fp32_precision
+    try:
+        conv.fp32_precision = "tf32"  # cuDNN's default
+        dev.DeviceOps(DevicePixels(CPU, Transfers()))
+        assert conv.fp32_precision == "tf32"  # the CPU device leaves torch's settings alone
+        monkeypatch.setattr(DevicePixels, "is_cuda", property(lambda _self: True))
+        dev.DeviceOps(DevicePixels(CPU, Transfers()))
+        assert conv.fp32_precision == "ieee"
+    finally:
+        conv.fp32_precision = before

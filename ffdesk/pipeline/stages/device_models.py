@@ -43,6 +43,8 @@ Warm = Callable[["torch.Tensor"], object]
 SWAPPER = "swapper"
 FP32_SWAPPER = "swapper:fp32"
 """The roles of the swapper at the render's precision and of the FP32 one the quality check uses."""
+WARM_FACE = 128
+"""The crop side `DeviceModels.warm_pixels` runs the pixel operations at."""
 
 
 def _names(session: Runner) -> list[str]:
@@ -253,22 +255,42 @@ class DeviceModels:
         return dict(self.caps)
 
     def warm_up_steps(self, enhancer: EnhancerSpec | None) -> list[tuple[str, Callable[[], object]]]:
-        """(what, how) for every per-frame model at every batch shape it may run at, smallest
-        first: each run measured (`ResidencyManager.measure_batch`), and before each larger
-        shape the batches chosen again from what was measured, so a shape the budget does not
-        allow is skipped. Nothing is made on the device until a step runs."""
+        """(what, how) for the pixel operations (`warm_pixels`), then every per-frame model at
+        every batch shape it may run at, smallest first: each run measured
+        (`ResidencyManager.measure_batch`), and before each larger shape the batches chosen again
+        from what was measured, so a shape the budget does not allow is skipped. Nothing is made
+        on the device until a step runs."""
         ctx = self.ctx
         models = self.per_frame_models(enhancer)
         if ctx.precision != "fp32":  # the quality check's FP32 swapper
             side = ctx.swap_spec.size * ctx.tile
             fp32 = partial(self.swap, key=ctx.fp32_swap_key)
             models.append((FP32_SWAPPER, ctx.fp32_swap_key, side, ctx.tile * ctx.tile, fp32))
-        steps: list[tuple[str, Callable[[], object]]] = []
+        steps: list[tuple[str, Callable[[], object]]] = [("the pixel path", self.warm_pixels)]
         for n in buckets(self.cap):
             for role, label, side, per_face, run in models:
                 step = partial(self._warm, role, n, per_face, side, run, enhancer)
                 steps.append((f"{label} at batch {n * per_face}", step))
         return steps
+
+    def warm_pixels(self) -> None:
+        """Every pixel operation of the device path once, on a small black frame, before the
+        first frame: an upload through a pinned buffer and its event, the warp, a softened box
+        mask, its box, the paste and a download. A GPU library that fails at any of them fails
+        here, where `--pixels auto` still gives way to the host, not mid-render; and the kernels
+        they load are loaded. With counts of its own: the render's transfers are the frames'."""
+        from ffdesk.runtime.device import DevicePixels
+
+        size = WARM_FACE
+        pixels = DevicePixels(self.pixels.device)
+        ops = dev.DeviceOps(pixels)
+        frame = pixels.upload(np.zeros((2 * size, 2 * size, 3), np.uint8), "frame")
+        affine = np.array([[1.0, 0.0, -size / 2], [0.0, 1.0, -size / 2]])
+        crops, matrices = ops.warp_frames([frame], [affine[None]], size)
+        masks = ops.soften(ops.box_mask(size)[None])
+        rect = ops.mask_rects(masks)[0]
+        ops.paste(frame, crops[0], masks[0], affine, rect, matrices[0])
+        pixels.download(frame, "frame")
 
     def _warm(
         self, role: str, n: int, per_face: int, side: int, run: Warm, enhancer: EnhancerSpec | None

@@ -18,8 +18,9 @@
 # step's log and JSON) into $OUT/gpu-check.tar.gz: a call the device tool stops at its limit
 # (which can be shorter than the timeout_s asked, when less device time is left) still brings
 # back what the steps before had measured. Exit status: gpu_check.sh's (0: no step failed or ran
-# out of time), 2 when the bundle could not be set up. GPU_ENV (default /tmp/gpu-env.sh, what the
-# bundle's last go.sh writes), OUT and GPU_CHECK_BUDGET_S (gpu_check.sh's budget, default 470 s:
+# out of time), 2 when the bundle could not be set up, 3 when part K finds fewer than K parts
+# there (the machine was given back between calls: start again from p1). GPU_ENV (default
+# /tmp/gpu-env.sh, what the bundle's last go.sh writes), OUT and GPU_CHECK_BUDGET_S (gpu_check.sh's budget, default 470 s:
 # lower it when the device tool has less time left) may be set.
 set -uo pipefail
 
@@ -30,8 +31,18 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${GPU_CHECK_DIR:-/tmp/gpu-check}
 
 [ -f "$PART/go.sh" ] || { echo "gpu_device: $PART/go.sh not found (carry the part folder)"; exit 2; }
-bash "$PART/go.sh" || { echo "gpu_device: $PART/go.sh failed"; exit 2; }
+said=$(bash "$PART/go.sh") || { echo "$said"; echo "gpu_device: $PART/go.sh failed"; exit 2; }
+echo "$said"
 if [ ! -f "$ENV_FILE" ]; then
+    # part K of N with fewer than K here: the machine holding the earlier parts was given back
+    # (idle 30 s) and this one is bare; a part is not worth storing there alone
+    number=$(basename "$PART" | sed -n 's/^p\([0-9][0-9]*\)$/\1/p')
+    have=$(printf '%s\n' "$said" | sed -n 's/.* \([0-9][0-9]*\) of [0-9][0-9]* parts here.*/\1/p' | tail -1)
+    if [ -n "$number" ] && [ -n "$have" ] && [ "$have" -lt "$number" ]; then
+        echo "gpu_device: only $have part(s) here for part $number: the machine that held the earlier" \
+            "parts was given back; bring every part again from p1, back to back"
+        exit 3
+    fi
     echo "gpu_device: part stored; bring the next one now (the machine is given back after 30 s idle)"
     exit 0
 fi

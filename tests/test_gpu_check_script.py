@@ -163,6 +163,15 @@ def test_the_device_call_brings_everything_back_in_three_files(tmp_path: Path) -
     )
     assert first.returncode == 0 and "bring the next one now" in first.stdout, first.stdout + first.stderr
     assert not out.exists()
+    # the third part on a machine that holds only itself (given back after the first two): said
+    # at once, not taken for a part stored
+    bare = tmp_path / "p3"
+    bare.mkdir()
+    (bare / "go.sh").write_text("echo 'gpu-bundle: 1 of 3 parts here; bring the next one'\n")
+    lost = subprocess.run(
+        ["bash", str(device), str(bare)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert lost.returncode == 3 and "bring every part again from p1" in lost.stdout, lost.stdout
 
     (part / "go.sh").write_text(f"echo 'export FFDESK_SEEN_ENV=1' > {env_file}\n")  # the last part
     last = subprocess.run(

@@ -91,9 +91,20 @@ def test_uuids_given_as_bytes_by_older_pynvml_are_matched(monkeypatch: pytest.Mo
     assert card_of(0, "GPU-bb") == 1
 
 
-def test_a_process_not_listed_on_its_card_reads_that_cards_used_memory(nv: FourGpus) -> None:
+@pytest.mark.parametrize(("listed_here", "expected"), [(False, 100 * 2**20), (True, 0)])
+def test_a_process_not_listed_on_its_card(
+    nv: FourGpus, monkeypatch: pytest.MonkeyPatch, listed_here: bool, expected: int
+) -> None:
+    """In a container NVML lists the host's process numbers, never this process's: the card's
+    used memory is read instead (it moves with the process). Where the processes listed are
+    this machine's own, one not among them holds nothing there yet (no CUDA context): 0, not
+    the whole card's use, which a measurement before and after its first model would mix with
+    its own figure."""
+    import psutil
+
+    monkeypatch.setattr(psutil, "pid_exists", lambda pid: listed_here)
     used = hw.process_gpu_memory(0, pid=7, flags=hw.DriverFlags(), environ={"CUDA_VISIBLE_DEVICES": "2"})
-    assert used == 100 * 2**20
+    assert used == expected
 
 
 def test_the_budget_asks_cuda_itself_where_nvml_cannot_tell_the_card(

@@ -240,10 +240,14 @@ def run(args: argparse.Namespace) -> int:
         reserved = resident.models.reserved_bytes if resident.models is not None else 0
         # on the CPU beside the fewest frames segment order holds at once, which it holds too
         held = 0 if reserved or on_the_gpu(resident) else fewest_frames_held(clip, args.batch)
-        budget = reserved + models + held
+        # and on the device pixel path beside its frames, crops and masks on the card
+        pixels = resident.models.pixels if resident.models is not None else None
+        on_card = pixels.device_bytes if pixels is not None else 0
+        budget = reserved + models + held + on_card
         limited = [*base, "--memory-budget", str(budget)]
         beside = f", beside {_mib(reserved)} MiB reserved" if reserved else ""
         beside += f", beside {_mib(held)} MiB of frames held" if held else ""
+        beside += f", beside {_mib(on_card)} MiB of pixels on the device" if on_card else ""
         print(
             f"on demand: budget {_mib(budget)} MiB ({args.budget_models} largest models"
             f" + {args.headroom:.0%}{beside}) ...",

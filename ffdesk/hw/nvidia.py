@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,9 +185,11 @@ def process_gpu_memory(
     environ: Mapping[str, str] | None = None,
 ) -> int | None:
     """Bytes process `pid` (default: this one) holds on its CUDA device `device_id` (`nvml_device`
-    finds it among the machine's GPUs); the device's used bytes when NVML lists no such process
-    (a container's process numbers are not the host's); None without NVML or where NVML cannot
-    tell which GPU that is (the caller then asks CUDA itself)."""
+    finds it among the machine's GPUs). Not listed there: 0 where every process NVML lists is
+    one this machine's process table has (the process has no CUDA context on it yet), else the
+    device's used bytes (in a container NVML's process numbers are the host's, and the process
+    is never found: the device's figure is then the one that moves with it); None without NVML
+    or where NVML cannot tell which GPU that is (the caller then asks CUDA itself)."""
     pid = os.getpid() if pid is None else pid
     with nvml_session(flags=flags) as nv:
         if nv is None:
@@ -196,12 +198,23 @@ def process_gpu_memory(
             handle = nvml_device(nv, device_id, environ)
             if handle is None:
                 return None
-            for p in nv.nvmlDeviceGetComputeRunningProcesses(handle):
+            listed = list(nv.nvmlDeviceGetComputeRunningProcesses(handle))
+            for p in listed:
                 if p.pid == pid and p.usedGpuMemory is not None:
                     return int(p.usedGpuMemory)
+            if not any(p.pid == pid for p in listed) and _pids_are_ours(p.pid for p in listed):
+                return 0
             return int(nv.nvmlDeviceGetMemoryInfo(handle).used)
         except Exception:  # noqa: BLE001
             return None
+
+
+def _pids_are_ours(pids: Iterable[int]) -> bool:
+    """Whether every process number NVML gave is one this process's PID namespace has (NVML
+    gives the host's: in a container they are not)."""
+    import psutil
+
+    return all(psutil.pid_exists(int(pid)) for pid in pids)
 
 
 def driver_present() -> bool:

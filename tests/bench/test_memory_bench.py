@@ -72,21 +72,24 @@ def test_on_a_gpu_the_budget_holds_the_reservation_beside_the_models(
     small_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The renderer refuses a budget that cannot hold the device's own fixed cost (the CUDA
-    context) and the largest model: the bench's budget is that cost plus the models'."""
+    context), the device pixel path's frames on the card and the largest model: the bench's
+    budget is those costs plus the models'."""
     from dataclasses import replace
 
     from ffdesk.bench import memory
+    from ffdesk.pipeline.report import PixelFigures
 
     real = memory.render_in_process
     budgets: list[int] = []
-    context = 547 * 2**20
+    context, frames_on_card = 547 * 2**20, 96 * 2**20
 
     def as_on_a_gpu(clip: Path, pack: Path, out: Path, frames: int, extra: list[str]) -> Any:
         if "--memory-budget" in extra:
             budgets.append(int(extra[extra.index("--memory-budget") + 1]))
         report = real(clip, pack, out, frames, extra)
         assert report.models is not None
-        return replace(report, models=replace(report.models, reserved_bytes=context))
+        pixels = PixelFigures("device", "cuda:0", device_bytes=frames_on_card)
+        return replace(report, models=replace(report.models, reserved_bytes=context, pixels=pixels))
 
     monkeypatch.setattr(memory, "render_in_process", as_on_a_gpu)
     report = tmp_path / "memory.json"
@@ -95,7 +98,8 @@ def test_on_a_gpu_the_budget_holds_the_reservation_beside_the_models(
     assert cli.main(args) == 0
     figures: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))["figures"]
     (budget,) = budgets
-    assert budget == pytest.approx(context + max(figures["models_mib"].values()) * 2**20, abs=2**18)
+    largest = max(figures["models_mib"].values()) * 2**20
+    assert budget == pytest.approx(context + frames_on_card + largest, abs=2**18)
     assert figures["reserved_mib"] == 547.0
 
 

@@ -106,7 +106,7 @@ def _failures(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def test_mutated_clips_render_or_are_refused_in_one_line(seeds: dict[str, bytes], tmp_path: Path) -> None:
-    outcomes = _campaign(seeds, per_seed=8, seed=2026, folder=tmp_path)
+    outcomes = _campaign(seeds, per_seed=4, seed=2026, folder=tmp_path)
     print(_summary(outcomes))
     bad = _failures(outcomes)
     assert not bad, "\n".join(f"{o.mutant} ({o.how}): {o.kind}: {o.detail}" for o in bad)

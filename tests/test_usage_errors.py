@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ffdesk.cli import main
@@ -49,3 +51,18 @@ def test_a_bench_count_below_one_is_refused_as_the_line_is_read(
     assert main(argv) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"argument {argv[-2]}: must be at least" in line, line
+
+
+@pytest.mark.parametrize("batch", ["0", "257", "1000"])
+def test_a_batch_outside_1_to_256_is_one_line(
+    batch: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --batch 1000 once warmed every shape up to 1024 faces before a 9-frame clip's
+    first frame (67 s and 7 GB here, an out-of-memory on a card)."""
+    from tests.real_clips import carphone
+
+    argv = ["render", "-t", str(carphone()), "-o", str(tmp_path / "o.mp4"), "--batch", batch]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"batch (--batch) must be a whole number from 1 to 256, not {batch}" in line, line
+    assert not (tmp_path / "o.mp4").exists()

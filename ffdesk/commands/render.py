@@ -127,7 +127,7 @@ def register(sub: Any) -> None:
         "--lip-syncer",
         default=None,
         metavar="MODEL",
-        help="mouths follow a voice: wav2lip_96, wav2lip_gan_96 (FaceFusion's) or an .onnx path",
+        help="mouths follow a voice: wav2lip_96, wav2lip_gan_96, edtalk_256 (FaceFusion's) or an .onnx path",
     )
     p.add_argument(
         "--lip-sync-audio",

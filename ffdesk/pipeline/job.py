@@ -109,6 +109,10 @@ frames, a little under x264's own keyframe interval (250), segmenting adds no mo
 the encoder would place anyway. A multiple of the embedded detector's cadence (8 frames)."""
 DEFAULT_BATCH = 4
 """Frames per inference batch unless `--batch` says otherwise (a batch other than it is a setting given)."""
+MAX_BATCH = 256
+"""The most frames a batch takes: beyond it no card gains (16 faces a call keep an H200's models
+busy), and each batch shape is warmed up before the first frame, so a mistyped 1000 would spend
+minutes and gigabytes warming shapes a clip never reaches."""
 DEFAULT_MASK_BLUR = 0.3
 """How soft the box mask's edge is by default (`--mask-blur`, FaceFusion's 0.3)."""
 
@@ -209,7 +213,7 @@ class RenderJob:
     """Percent of the upscaler's picture mixed with the frame resized to its size
     (`--frame-enhancer-blend`); FaceFusion's default."""
     lip_syncer: str | None = None
-    """FaceFusion's lip syncer (`--lip-syncer`: wav2lip_96, wav2lip_gan_96, or an .onnx path):
+    """FaceFusion's lip syncer (`--lip-syncer`: wav2lip_96, wav2lip_gan_96, edtalk_256 or an .onnx path):
     the chosen faces' mouths follow `lip_sync_audio`; None: no lip sync."""
     lip_sync_audio: Path | None = None
     """The voice the mouths follow (`--lip-sync-audio`: an audio file or a clip's audio track),
@@ -357,8 +361,8 @@ def check_job(job: RenderJob) -> None:
     _check_choice(job.face_selection, FACE_SELECTIONS, "face selection", "--face-selection")
     if job.quality is not None and (type(job.quality) is not int or not 0 <= job.quality <= 100):
         raise UserError(f"quality (--quality) must be between 0 and 100, not {job.quality!r}")
-    if type(job.batch) is not int or job.batch < 1:
-        raise UserError(f"batch (--batch) must be a whole number, 1 or more, not {job.batch!r}")
+    if type(job.batch) is not int or not 1 <= job.batch <= MAX_BATCH:
+        raise UserError(f"batch (--batch) must be a whole number from 1 to {MAX_BATCH}, not {job.batch!r}")
     budget = job.memory_budget
     if budget is not None and (type(budget) is not int or budget < 1):
         raise UserError(f"the memory budget (--memory-budget) must be more than zero, not {budget!r}")

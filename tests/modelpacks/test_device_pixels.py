@@ -335,6 +335,24 @@ def test_every_pixel_operation_runs_before_the_first_frame(
     assert not list((tmp_path / "o").glob("*.png"))
 
 
+def test_no_model_call_takes_more_faces_than_the_batch_asked(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path
+) -> None:
+    """`--batch 3`: the shapes warmed up and run are 1, 2 and 3 faces (each call padded to the
+    next of them), never 4: a batch is the most a call takes, not rounded up past it."""
+    events: list[Any] = []
+    job = RenderJob(
+        target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
+        resume=False, pixels="device", precision="fp32", batch=3, end=0.4, provider="cpu", **FULL,
+    )  # fmt: skip
+    report = run_render(job, events.append, env=run_env)
+    warming = [e.what for e in events if isinstance(e, ev.Preparing) and e.what.startswith("warming up")]
+    assert any(w.endswith("at batch 3") for w in warming), warming
+    assert not any(w.endswith("at batch 4") for w in warming), warming
+    assert report.models is not None and report.models.models
+    assert max(m.batch for m in report.models.models) == 3
+
+
 @pytest.mark.parametrize("precision", ["fp32", "auto"])
 def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, precision: Any

@@ -60,7 +60,8 @@ class DeviceModels:
         self.ops = frames.ops
         self.pixels = frames.pixels
         self.cap = max(1, cap)
-        """The most faces a model call takes (the render's batch, as a power of two)."""
+        """The most faces a model call takes (the render's batch: its shapes are the powers of
+        two below it and itself, `buckets`)."""
         self.caps: dict[str, int] = {}
         """Per model key, the most items a call takes: the largest batch the budget allows beside
         what stays resident (`plan_batches`); `cap` (times the tiles, for the swapper) until then."""

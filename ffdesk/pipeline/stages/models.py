@@ -777,7 +777,7 @@ class ModelRender:
         if wanted == "auto" and where.type != "cuda":
             return None, None
         frames = DeviceFrames(device.DevicePixels(where))
-        return frames, DeviceModels(self, frames, bucket(max(1, self.job.batch), 1 << 30))
+        return frames, DeviceModels(self, frames, max(1, self.job.batch))
 
     def mask_input(self, role: str, default_size: int) -> tuple[int, str]:
         """(model side, input name) of the mask model of `role`."""

@@ -16,6 +16,7 @@ from ffdesk.units import format_bytes
 
 if TYPE_CHECKING:
     from ffdesk.runtime.catalog import Catalog
+    from ffdesk.runtime.files import FolderModel
 
 
 def register(sub: Any) -> None:
@@ -211,70 +212,100 @@ def _prepare(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    """Check every model `models list` shows (or the ones named), `.dfm` files in scope
+    subfolders included, each by the check `list` makes and named as `list` names it; exit 2
+    when one is bad or a named one is missing. A `.hash` whose model never arrived is said in a
+    warning."""
     from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import hash_status, reads_of, resolve_models_dir, verify
+    from ffdesk.runtime.files import (
+        folder_model_problems,
+        hash_status,
+        lone_hashes,
+        models_in_folder,
+        reads_of,
+        resolve_models_dir,
+    )
 
     catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir, runtime_env(args))
-    specs = [catalog.get(n) for n in args.names] if args.names else list(catalog)
-    checked = 0
-    bad = 0
-    missing = 0
-    for spec in specs:
-        path = folder / spec.file
-        if not path.is_file():
-            if args.names:
-                print(f"{spec.file}: missing from {folder}", file=sys.stderr)
-                bad += 1
-                missing += 1
-            continue
-        checked += 1
-        problems = verify(spec, path, strict=args.strict)
-        if problems:
+    runs = [m for m in models_in_folder(catalog, folder) if m.model is not None]
+    chosen, absent = _named_models(args.names, runs, catalog) if args.names else (runs, [])
+    for row in lone_hashes(catalog, folder):
+        if row.status == "partial" and (not args.names or row.model in args.names):
+            print(f"ffdesk: warning: {row.file}: {row.note}; {row.model} not checked", file=sys.stderr)
+    for file in absent:
+        print(f"{file}: missing from {folder}", file=sys.stderr)
+    bad = len(absent)
+    for entry in chosen:
+        problems = folder_model_problems(entry, strict=args.strict)
+        if problems or entry.spec is None:
             bad += 1
             for line in problems:
                 print(line, file=sys.stderr)
-        else:
-            notes = [reads_of(spec, path)]
-            if hash_status(spec, path) == "unverified":
-                notes.append("unverified: no .hash sidecar")
-            note = "; ".join(n for n in notes if n)
-            print(f"{spec.file}: ok" + (f" ({note})" if note else ""))
-    if checked == 0 and not bad:
-        raise UserError(f"{folder}: no catalog model files found")
+            continue
+        notes = [reads_of(entry.spec, entry.path)]
+        if hash_status(entry.spec, entry.path) == "unverified":
+            notes.append("unverified: no .hash sidecar")
+        note = "; ".join(n for n in notes if n)
+        print(f"{entry.file}: ok" + (f" ({note})" if note else ""))
+    if not chosen and not absent:
+        raise UserError(f"{folder}: no model files ffdesk runs found")
     if bad:
-        print(f"{bad} bad file(s) of {checked + missing} in {folder}", file=sys.stderr)
+        print(f"{bad} bad file(s) of {len(chosen) + len(absent)} in {folder}", file=sys.stderr)
         return 2
     return 0
 
 
-def check_model_name(name: str) -> None:
-    """`UserError` unless `name` is a bare model name: no path separators, no `..`, no leading dot."""
-    bad = (
-        not name
-        or "/" in name
-        or "\\" in name
-        or (os.altsep is not None and os.altsep in name)
-        or ".." in name
-        or name.startswith(".")
-        or not name.isprintable()
-    )
-    if bad:
-        raise UserError(f"--as {name!r}: a model name, not a path (no '/', '\\', '..' or leading '.')")
+def _named_models(
+    names: list[str], runs: list[FolderModel], catalog: Catalog
+) -> tuple[list[FolderModel], list[str]]:
+    """The folder's models called `names` (each once, as `models list` names them: a catalog
+    name, or `SCOPE/NAME` of a `.dfm`), and the files of those named that are not there.
+    `UserError` (one line) for a name that is neither."""
+    from ffdesk.runtime.files import split_scoped
+
+    here = {m.model: m for m in runs}
+    chosen: list[FolderModel] = []
+    absent: list[str] = []
+    for name in dict.fromkeys(names):
+        if name in here:
+            chosen.append(here[name])
+        elif name in catalog:
+            absent.append(catalog.get(name).file)
+        elif split_scoped(name) is not None:
+            absent.append(f"{name}.dfm")
+        else:
+            catalog.get(name)  # no such catalog model: a UserError naming the close ones
+    return chosen, absent
+
+
+def check_model_name(name: str, *, scoped: bool = False) -> None:
+    """`UserError` unless `name` is a bare model name (no path separators, no `..`, no leading
+    dot) or, with `scoped` (a DeepFaceLab `.dfm` being imported), `SCOPE/NAME` of two such."""
+    from ffdesk.runtime.files import is_plain_name, split_scoped
+
+    if is_plain_name(name) or (scoped and split_scoped(name) is not None):
+        return
+    if scoped:
+        raise UserError(
+            f"--as {name!r}: a model name or SCOPE/NAME, not a path (one '/', no '\\', '..' or leading '.')"
+        )
+    raise UserError(f"--as {name!r}: a model name, not a path (no '/', '\\', '..' or leading '.')")
 
 
 def _import(args: argparse.Namespace) -> int:
-    """Import each file named, and every model file the catalog knows in each folder named
-    (`folder_models`); exit 2 when one of them could not be."""
+    """Import each file named, and every model file the catalog knows in each folder named and
+    every DeepFaceLab `.dfm` under it (`folder_models`); exit 2 when one of them could not be."""
     from ffdesk.runtime.catalog import load_catalog
-    from ffdesk.runtime.files import import_model, resolve_models_dir
+    from ffdesk.runtime.files import FAMILY_SUFFIXES, import_model, resolve_models_dir
 
     if args.as_name is not None:
-        check_model_name(args.as_name)
+        one_dfm = len(args.paths) == 1 and args.paths[0].suffix.lower() in FAMILY_SUFFIXES
+        check_model_name(args.as_name, scoped=one_dfm)
     if args.as_name and (len(args.paths) > 1 or args.paths[0].is_dir()):
         raise UserError("--as takes one file at a time")
     catalog = load_catalog()
-    sources: list[Path] = []
+    sources: list[tuple[Path, str | None]] = []
     for given in args.paths:
         if given.is_dir():
             found, left = folder_models(given, catalog)
@@ -283,11 +314,11 @@ def _import(args: argparse.Namespace) -> int:
                       f"{', '.join(left)}", file=sys.stderr)  # fmt: skip
             sources.extend(found)
         else:
-            sources.append(given)
+            sources.append((given, args.as_name))
     folder = resolve_models_dir(args.models_dir, runtime_env(args))
     failed = 0
-    for src in sources:
-        result = import_model(src, catalog, folder, as_name=args.as_name, replace=args.replace)
+    for src, as_name in sources:
+        result = import_model(src, catalog, folder, as_name=as_name, replace=args.replace)
         if result.problems:  # one line a file: its first problem, and how many more it has
             failed += 1
             more = len(result.problems) - 1
@@ -299,27 +330,52 @@ def _import(args: argparse.Namespace) -> int:
     return 2 if failed else 0
 
 
-def folder_models(folder: Path, catalog: Catalog) -> tuple[list[Path], list[str]]:
-    """The model files in `folder` (not its subfolders) that the catalog knows by name, to
-    import as if each were named, and the names of the other model files there (.onnx, .pth,
-    ...: not imported, as `--as` names one file at a time). Sidecars and external data files
-    go with their model. `UserError` (one line) for a folder with no model file the catalog
-    knows."""
-    from ffdesk.runtime.files import MODEL_SUFFIXES
+def folder_models(folder: Path, catalog: Catalog) -> tuple[list[tuple[Path, str | None]], list[str]]:
+    """What to import from `folder`: each model file in it (not its subfolders) that the catalog
+    knows by name, and each DeepFaceLab `.dfm` the catalog does not know at any depth under it
+    as `<scope>/<name>` (its folder's name and its stem, as FaceFusion keeps them at
+    `<scope>/<name>.dfm`), each with the name to import it as (None: its catalog name); and the
+    paths (relative to `folder`) of the other model files there (.onnx, .pth, ...: not imported,
+    as `--as` names one file at a time). Sidecars and external data files go with their model.
+    `UserError` (one line) for a folder with none to import."""
+    from ffdesk.runtime.files import FAMILY_SUFFIXES, MODEL_SUFFIXES, scoped_name
 
     try:
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in MODEL_SUFFIXES)
+        files = _files_under(folder, MODEL_SUFFIXES)
     except OSError as exc:
         raise UserError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from None
-    known = [p for p in files if catalog.by_file(p.name) is not None]
-    if not known and files:
-        names = ", ".join(p.name for p in files)
+    found: list[tuple[Path, str | None]] = []
+    left: list[str] = []
+    for path in files:
+        if path.parent == folder and catalog.by_file(path.name) is not None:
+            found.append((path, None))
+        elif path.suffix.lower() in FAMILY_SUFFIXES and (name := scoped_name(path)) is not None:
+            found.append((path, name))
+        else:
+            left.append(path.relative_to(folder).as_posix())
+    if not found and files:
+        names = ", ".join(left)
         raise UserError(
             f"{folder}: no model the catalog knows in this folder ({names}); import one with --as NAME"
         )
-    if not known:
+    if not found:
         raise UserError(f"{folder}: a folder with no model files ({', '.join(MODEL_SUFFIXES)})")
-    return known, [p.name for p in files if p not in known]
+    return found, left
+
+
+def _files_under(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The files ending in one of `suffixes` in `folder` and every folder under it (links to
+    folders not followed), those in `folder` first, each group by path; `OSError` when `folder`
+    cannot be read (a subfolder that cannot is passed over)."""
+    with os.scandir(folder):
+        pass
+    found = [
+        Path(root) / name
+        for root, _dirs, names in os.walk(folder)
+        for name in names
+        if Path(name).suffix.lower() in suffixes and (Path(root) / name).is_file()
+    ]
+    return sorted(found, key=lambda p: (p.parent != folder, p.relative_to(folder).as_posix()))
 
 
 def _standins(args: argparse.Namespace) -> int:

@@ -432,47 +432,139 @@ def import_model(
 ) -> ImportResult:
     """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it, the
     external data files it names (to the same places relative to it) and its sidecar into
-    `models_dir`, each atomically, the model last. A file with problems is not copied, and neither
-    is one whose name (or one of whose data files' names) another file already has there unless
-    `replace` (the same file again is fine)."""
+    `models_dir`, each atomically, the model last. A DeepFaceLab `.dfm` the catalog does not
+    know by file name goes to `<scope>/<name>.dfm` there, as FaceFusion keeps it and as
+    `models list` and `--deep-swapper SCOPE/NAME` read it (`import_target`). A file with
+    problems is not copied, and neither is one whose name (or one of whose data files' names)
+    another file already has there unless `replace` (the same file again is fine)."""
     src = Path(src)
     if not src.is_file():
         raise UserError(f"{src}: no such file")
-    spec = catalog.get(as_name) if as_name else catalog.by_file(src.name)
-    if spec is None:
-        raise UserError(
-            f"{src.name}: not a model the catalog knows (use --as NAME; known: {', '.join(catalog.names)})"
-        )
-    checked = _check(spec, src)
+    target = import_target(src, catalog, models_dir, as_name)
+    spec, dest = target.spec, target.dest
+    checked = _check(spec, src) if spec is not None else _Checked([f"{src.name}: {target.why}"])
     problems, status, data = checked.problems, checked.hash or "unverified", checked.data
-    dest = models_dir / spec.file
+    if target.scoped:  # a scope folder's file, named with its folder as FaceFusion keeps it
+        shown = f"{Path(os.path.abspath(src)).parent.name}/{src.name}"
+        problems = [_renamed(line, src.name, shown) for line in problems]
     if not problems and not replace and _another_file_there(src, dest):
         problems = [
-            f"{dest.name}: {models_dir} already has a different {spec.name}; "
+            f"{dest.name}: {dest.parent} already has a different {target.name}; "
             "add --replace to put this one in its place"
         ]
     if not problems and not replace and dest.resolve() != src.resolve():
-        taken = [loc for loc in data if _another_file_there(src.parent / loc, models_dir / loc)]
+        taken = [loc for loc in data if _another_file_there(src.parent / loc, dest.parent / loc)]
         if taken:
             problems = [
-                f"{src.name}: {models_dir} already has a different {taken[0]} (this model's external "
+                f"{src.name}: {dest.parent} already has a different {taken[0]} (this model's external "
                 "data; another model's?); add --replace to put this one in its place"
             ]
     if problems:
-        return ImportResult(src, spec.name, dest, tuple(problems), status)
-    models_dir.mkdir(parents=True, exist_ok=True)
+        return ImportResult(src, target.name, dest, tuple(problems), status)
+    dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.resolve() != src.resolve():
         side = sidecar_path(src)
         for loc in data:  # verified above: inside the source's folder, present and long enough
-            (models_dir / loc).parent.mkdir(parents=True, exist_ok=True)
-            _atomic_copy(src.parent / loc, models_dir / loc)
+            (dest.parent / loc).parent.mkdir(parents=True, exist_ok=True)
+            _atomic_copy(src.parent / loc, dest.parent / loc)
         _atomic_copy(src, dest)
         if side.is_file():
             _atomic_copy(side, sidecar_path(dest))
         else:
             # Record the CRC32 now so later damage to the copy is caught.
             write_sidecar(dest)
-    return ImportResult(src, spec.name, dest, (), status)
+    return ImportResult(src, target.name, dest, (), status)
+
+
+@dataclass(frozen=True)
+class ImportTarget:
+    """What a file is imported as: the model's name, where it goes, and the contract it is
+    checked against (None for a family file that is no such model: `why` says what it is)."""
+
+    name: str
+    dest: Path
+    spec: ModelSpec | None
+    why: str = ""
+
+    @property
+    def scoped(self) -> bool:
+        """Whether it goes to a scope folder (`<scope>/<name>.dfm`)."""
+        return "/" in self.name
+
+
+def import_target(src: Path, catalog: Catalog, models_dir: Path, as_name: str | None = None) -> ImportTarget:
+    """What `src` is imported as into `models_dir`: the catalog entry `as_name` or the one that
+    knows its file name, at `<models_dir>/<its file>`; a DeepFaceLab `.dfm` otherwise as
+    `<scope>/<name>` at `<models_dir>/<scope>/<name>.dfm`, checked against its family's contract
+    (`family_spec`), the scope and name from `as_name` (`SCOPE/NAME`) or its folder's name and
+    its stem (`scoped_name`, as FaceFusion scopes them). `UserError` (one line) for a name the
+    catalog does not know, a `SCOPE/NAME` for another kind of file or with a path trick in it,
+    or a `.dfm` whose folder's name cannot be a scope."""
+    from dataclasses import replace
+
+    family = src.suffix.lower() in FAMILY_SUFFIXES
+    if as_name is not None and "/" not in as_name:
+        spec = catalog.get(as_name)
+        return ImportTarget(spec.name, models_dir / spec.file, spec)
+    if as_name is None and (known := catalog.by_file(src.name)) is not None:
+        return ImportTarget(known.name, models_dir / known.file, known)
+    if not family and as_name is not None:
+        raise UserError(
+            f"--as {as_name!r}: SCOPE/NAME is for a DeepFaceLab .dfm file; {src.name} takes a "
+            "catalog model name"
+        )
+    if not family:
+        raise UserError(
+            f"{src.name}: not a model the catalog knows (use --as NAME; known: {', '.join(catalog.names)})"
+        )
+    name = as_name if as_name is not None else scoped_name(src)
+    parts = split_scoped(name) if name is not None else None
+    if parts is None and as_name is not None:
+        raise UserError(
+            f"--as {as_name!r}: a model name or SCOPE/NAME, not a path (one '/', no '\\', '..' "
+            "or leading '.')"
+        )
+    if parts is None:
+        raise UserError(
+            f"{src}: its folder's name cannot be a scope (FaceFusion keeps a .dfm at "
+            "<scope>/<name>.dfm); use --as SCOPE/NAME"
+        )
+    scope, stem = parts
+    scoped = f"{scope}/{stem}"
+    dest = models_dir / scope / f"{stem}.dfm"
+    found = family_spec(catalog, src)
+    if isinstance(found, str):
+        return ImportTarget(scoped, dest, None, found)
+    return ImportTarget(scoped, dest, replace(found, name=scoped))
+
+
+def is_plain_name(text: str) -> bool:
+    """Whether `text` is one plain file name: not empty, no path separator, no `..`, no leading
+    dot, printable (what a model name or a scope may be, so it never leads out of a folder)."""
+    return bool(text) and not (
+        "/" in text
+        or "\\" in text
+        or (os.altsep is not None and os.altsep in text)
+        or ".." in text
+        or text.startswith(".")
+        or not text.isprintable()
+    )
+
+
+def split_scoped(name: str) -> tuple[str, str] | None:
+    """`(scope, name)` of a `SCOPE/NAME` (exactly one `/`, both parts `is_plain_name`), else None."""
+    scope, slash, stem = name.partition("/")
+    if not slash or not is_plain_name(scope) or not is_plain_name(stem):
+        return None
+    return scope, stem
+
+
+def scoped_name(path: Path) -> str | None:
+    """`<scope>/<name>` of a family file as FaceFusion scopes it: its folder's name and its stem
+    (`iperov/elon_musk_224.dfm`: `iperov/elon_musk_224`); None when either is no plain name."""
+    absolute = Path(os.path.abspath(path))
+    name = f"{absolute.parent.name}/{absolute.stem}"
+    return name if split_scoped(name) is not None else None
 
 
 def _another_file_there(src: Path, dest: Path) -> bool:
@@ -567,24 +659,72 @@ def family_spec(catalog: Catalog, path: Path) -> ModelSpec | str:
     )
 
 
-def _model_file(
-    catalog: Catalog, path: Path, check: bool, variants_dir: Path | None, scope: str = ""
-) -> FolderFile:
-    """A row for one model file; `scope`: the subfolder it is in (FaceFusion's `<scope>/<name>.dfm`)."""
+@dataclass(frozen=True)
+class FolderModel:
+    """A model file of a models folder as `models list` and `models verify` both take it: how
+    it is shown, which model it is and the contract it is checked against."""
+
+    path: Path
+    file: str
+    """As shown: its name, or `<scope>/<name>.dfm` in a scope subfolder."""
+    model: str | None
+    """The catalog's name, or a family file's `<scope>/<name>` (its stem at the top); None for a
+    file that is no model ffdesk runs."""
+    kind: str | None
+    spec: ModelSpec | None
+    """None for a file ffdesk does not run, and for a family file that is no such model."""
+    note: str = ""
+    """Why a family file has no contract, or what a file ffdesk does not run is."""
+    scope: str = ""
+
+
+def folder_model(catalog: Catalog, path: Path, scope: str = "") -> FolderModel:
+    """What one model file is; `scope`: the subfolder it is in (FaceFusion's `<scope>/<name>.dfm`)."""
     spec: ModelSpec | None = _catalog_file(catalog, path.name) if not scope else None
-    size = path.stat().st_size
     shown = f"{scope}/{path.name}" if scope else path.name
-    if spec is None and path.suffix.lower() in FAMILY_SUFFIXES:
+    family = FAMILY_SUFFIXES.get(path.suffix.lower())
+    if spec is None and family is not None:
+        name = f"{scope}/{path.stem}" if scope else path.stem
         found = family_spec(catalog, path)
         if isinstance(found, str):
-            return FolderFile(shown, "bad", None, FAMILY_SUFFIXES[path.suffix.lower()], size, found)
-        spec = replace_name(found, f"{scope}/{path.stem}" if scope else path.stem)
+            return FolderModel(path, shown, name, family, None, found, scope)
+        return FolderModel(path, shown, name, family, replace_name(found, name), "", scope)
     if spec is None:
-        what = catalog.other(path.name)
-        return FolderFile(shown, "unused", None, None, size, what or "not a model ffdesk knows")
+        what = catalog.other(path.name) or "not a model ffdesk knows"
+        return FolderModel(path, shown, None, None, None, what, scope)
+    return FolderModel(path, shown, spec.name, spec.kind, spec, "", scope)
+
+
+def _renamed(line: str, name: str, shown: str) -> str:
+    """A problem line that starts with the file's `name` made to start with `shown` instead."""
+    own = f"{name}: "
+    return f"{shown}: {line.removeprefix(own)}" if line.startswith(own) else line
+
+
+def folder_model_problems(entry: FolderModel, *, strict: bool = False) -> list[str]:
+    """`verify`'s problems with a folder's model file, each line naming it as shown
+    (`iperov/elon_musk_224.dfm: hash mismatch ...`); a family file that is no such model is
+    its one problem. Empty for a good file (and for a file ffdesk does not run)."""
+    if entry.model is None:
+        return []
+    if entry.spec is None:
+        return [f"{entry.file}: {entry.note}"]
+    return [
+        _renamed(line, entry.path.name, entry.file) for line in verify(entry.spec, entry.path, strict=strict)
+    ]
+
+
+def _model_file(entry: FolderModel, check: bool, variants_dir: Path | None) -> FolderFile:
+    """A `scan_folder` row for one model file."""
+    path, shown, spec = entry.path, entry.file, entry.spec
+    size = path.stat().st_size
+    if entry.model is None:
+        return FolderFile(shown, "unused", None, None, size, entry.note)
+    if spec is None:
+        return FolderFile(shown, "bad", entry.model, entry.kind, size, entry.note)
     if not check:
         return FolderFile(shown, "present", spec.name, spec.kind, size, "")
-    problems = verify(spec, path)
+    problems = folder_model_problems(entry)
     side = sidecar_path(path)
     if problems:
         truncated = problems[0].endswith(("truncated or not an ONNX model", "empty file"))
@@ -592,7 +732,7 @@ def _model_file(
             of = f" of ~{format_bytes(spec.size_bytes)}" if spec.size_bytes else ""
             note = f"half-downloaded ({format_bytes(size)}{of}, does not match its .hash)"
             return FolderFile(shown, "partial", spec.name, spec.kind, size, note)
-        why = "; ".join(p.removeprefix(f"{path.name}: ") for p in problems)
+        why = "; ".join(p.removeprefix(f"{shown}: ") for p in problems)
         return FolderFile(shown, "bad", spec.name, spec.kind, size, why)
     status: FileStatus = "verified" if hash_status(spec, path) == "ok" else "unverified"
     note = "no .hash sidecar to check it against" if status == "unverified" else reads_of(spec, path)
@@ -606,39 +746,70 @@ def replace_name(spec: ModelSpec, name: str) -> ModelSpec:
     return replace(spec, name=name)
 
 
-def scan_folder(
-    catalog: Catalog, folder: Path, *, check: bool = True, variants_dir: Path | None = None
-) -> tuple[FolderFile, ...]:
-    """Every model file in `folder` (and every `.hash` without its model), by name; `variants_dir`
-    is where precision variants are cached (default: the environment's)."""
+def _listed_names(folder: Path) -> list[str]:
+    """The names in `folder` that are not hidden, sorted (what `models list` looks at)."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+
+
+def models_in_folder(catalog: Catalog, folder: Path) -> tuple[FolderModel, ...]:
+    """Every model file in `folder` by name, then those in its scope subfolders (FaceFusion keeps
+    its deep swapper models at `<scope>/<name>.dfm`): what `models list` shows and `models
+    verify` checks. Empty for a folder that is not there."""
     folder = Path(folder)
     if not folder.is_dir():
         return ()
-    rows: list[FolderFile] = []
-    names = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-    present = set(names)
+    names = _listed_names(folder)
+    found = [
+        folder_model(catalog, folder / name)
+        for name in names
+        if (folder / name).suffix.lower() in MODEL_SUFFIXES and (folder / name).is_file()
+    ]
     for name in names:
-        path = folder / name
-        if not path.is_file():
-            continue
-        suffix = path.suffix.lower()
-        if suffix in MODEL_SUFFIXES:
-            rows.append(_model_file(catalog, path, check, variants_dir))
-        elif suffix == ".hash" and not any(path.stem + s in present for s in MODEL_SUFFIXES):
-            spec = next((m for m in catalog.models if m.hash_file == name), None)
-            what = "its model file never arrived (a download that did not start or was removed)"
-            if spec is not None:
-                rows.append(FolderFile(name, "partial", spec.name, spec.kind, 0, what))
-            elif (other := catalog.other(path.stem)) is not None:
-                rows.append(FolderFile(name, "unused", None, None, 0, f"{other}; {what}"))
-    for name in names:  # FaceFusion keeps its deep swapper models in <scope>/ subfolders
         sub = folder / name
         if sub.is_dir() and not sub.is_symlink():
             for path in sorted(
                 p for p in sub.iterdir() if p.suffix.lower() in FAMILY_SUFFIXES and p.is_file()
             ):
-                rows.append(_model_file(catalog, path, check, variants_dir, scope=name))
+                found.append(folder_model(catalog, path, scope=name))
+    return tuple(found)
+
+
+def lone_hashes(catalog: Catalog, folder: Path) -> tuple[FolderFile, ...]:
+    """Each `.hash` in `folder` whose model file is not there: *partial* for a catalog model's
+    (a download that never started or was removed), *unused* for a file of FaceFusion's that
+    ffdesk does not run; others are not shown."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return ()
+    names = _listed_names(folder)
+    present = set(names)
+    rows: list[FolderFile] = []
+    what = "its model file never arrived (a download that did not start or was removed)"
+    for name in names:
+        path = folder / name
+        if path.suffix.lower() != ".hash" or not path.is_file():
+            continue
+        if any(path.stem + s in present for s in MODEL_SUFFIXES):
+            continue
+        spec = next((m for m in catalog.models if m.hash_file == name), None)
+        if spec is not None:
+            rows.append(FolderFile(name, "partial", spec.name, spec.kind, 0, what))
+        elif (other := catalog.other(path.stem)) is not None:
+            rows.append(FolderFile(name, "unused", None, None, 0, f"{other}; {what}"))
     return tuple(rows)
+
+
+def scan_folder(
+    catalog: Catalog, folder: Path, *, check: bool = True, variants_dir: Path | None = None
+) -> tuple[FolderFile, ...]:
+    """Every model file in `folder` (and every `.hash` without its model), by name, then the
+    model files of its scope subfolders (`models_in_folder`); `variants_dir` is where precision
+    variants are cached (default: the environment's)."""
+    entries = models_in_folder(catalog, folder)
+    rows = [_model_file(e, check, variants_dir) for e in entries if not e.scope]
+    top = sorted([*rows, *lone_hashes(catalog, folder)], key=lambda r: r.file)
+    scoped = [_model_file(e, check, variants_dir) for e in entries if e.scope]
+    return (*top, *scoped)
 
 
 def usable_models(

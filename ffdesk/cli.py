@@ -52,13 +52,51 @@ would meet an exception in a slot and go on) and training (torchrun's workers sa
 on it; a lone run's data workers are forked)."""
 
 
+HINTED_COMMANDS = frozenset({"render", "run"})
+"""Commands whose refused command lines name ffdesk's equivalents of FaceFusion's options
+(`ffdesk.commands.facefusion_names`)."""
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit code 2."""
+    """argparse that reports usage errors as one line and exit code 2; a render's names what
+    ffdesk takes for the FaceFusion options (and space-separated lists) it refuses."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         # printed after "ffdesk: error: ": a subcommand's name only ("render: ..."), never ffdesk twice
-        command = self.prog.removeprefix("ffdesk").strip()
+        command = self._command()
         raise UserError(f"{command}: {message}" if command else message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's, with FaceFusion hints on a render's usage errors: an error of this parser
+        gets them for the FaceFusion options of the command line; refused arguments (which the
+        top parser would report without knowing the command) are reported here, with them,
+        when there are any."""
+        if self._command() not in HINTED_COMMANDS:
+            return super().parse_known_args(args, namespace)
+        from ffdesk.commands.facefusion_names import refusal_hints, with_hints
+
+        given = list(sys.argv[1:] if args is None else args)
+        known = self._option_strings()
+        try:
+            parsed, refused = super().parse_known_args(given, namespace)
+        except UserError as exc:
+            # argparse stopped before it had sorted out the refused: hint for the whole line
+            # (a render takes no positional argument, so no value of it is read as one)
+            raise UserError(with_hints(str(exc), refusal_hints(given, given, known))) from None
+        hints = refusal_hints(given, refused, known)
+        if refused and hints:
+            # the top parser's own wording, which names no command
+            raise UserError(with_hints(f"unrecognized arguments: {' '.join(refused)}", hints))
+        return parsed, refused
+
+    def _command(self) -> str:
+        """The subcommand this parser reads ("render", "models list"); "" for ffdesk's own."""
+        return self.prog.removeprefix("ffdesk").strip()
+
+    def _option_strings(self) -> set[str]:
+        return {s for action in self._actions for s in action.option_strings}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,7 @@ from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
-from ffdesk.units import ClipTime, ClipTimecode, parse_clip_time
+from ffdesk.units import ClipTime, ClipTimecode, counted, parse_clip_time
 
 if TYPE_CHECKING:
     from ffdesk.media.probe import MediaInfo
@@ -581,6 +581,26 @@ def _say_ignored(args: argparse.Namespace, job: RenderJob, env: RuntimeEnv) -> N
         print(f"ffdesk: warning: {note}", file=sys.stderr)
 
 
+def no_face_swapped(report: RenderReport) -> str | None:
+    """One line where a render that swaps faces swapped none in the frames it rendered (the
+    output is then the clip re-encoded, which an exit status of 0 alone does not tell); None
+    otherwise."""
+    faces, rendered = report.faces, report.frames_processed
+    if faces is None or faces.faces_swapped or rendered < 1:
+        return None
+    frames = counted(rendered, "frame")
+    if not faces.frames_with_faces:
+        return f"no face was found in the {frames} rendered: nothing was swapped"
+    why = "; ".join(f"{reason}: {n}" for reason, n in faces.faces_skipped_by_reason)
+    found = f"faces were found in {faces.frames_with_faces} of the {frames} rendered"
+    return f"{found}, but none was swapped" + (f" ({why})" if why else "")
+
+
+def _say_no_face(report: RenderReport) -> None:
+    if (line := no_face_swapped(report)) is not None:
+        print(f"ffdesk: warning: {line}", file=sys.stderr)
+
+
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
     _say_ignored(args, job, runtime_env(args))
@@ -592,6 +612,7 @@ def _render_on_farm(args: argparse.Namespace) -> int:
     if job.report is not None:
         write_report(job.report, report)
     print(farm_summary(report))
+    _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
     return 0
@@ -629,6 +650,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {report.output} (an image{size}, {report.seconds:.2f} s)")
     else:
         print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
+    _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
     if report.budget is not None:

@@ -156,6 +156,12 @@ def write_so_far(
         _write_json(json_path, history.run_record(name, settings, {**figures, "partial": True}))
 
 
+def with_article(word: str) -> str:
+    """`word` after "a" or "an" as it is spelled ("a swapper", "an enhancer", "an inswapper_128"):
+    the names a bench puts after an article are catalog names and kinds, read as written."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def which(program: str) -> str | None:
     return shutil.which(program)
 

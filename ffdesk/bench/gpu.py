@@ -24,7 +24,9 @@ once a render, whatever its length), and each stage's wall and CPU milliseconds 
 is made there, not inside the first render's timing), each model of the renders is timed on zero
 inputs at the render's batch (the swapper at the render's precision, the others in FP32, as a
 render runs them), inputs and outputs kept on the models' device, median of `--model-runs` calls after a
-warm-up. One face a frame, the models that run for every face (swapper, enhancer, occluder, parser;
+warm-up. A file that fixes its batch (FaceFusion's fix it at 1) and has no batch-free copy in the
+render is timed at its own batch: the line after "models alone" and each model's row say so.
+One face a frame, the models that run for every face (swapper, enhancer, occluder, parser;
 not the recogniser, which embeds the source once) allow at most 1000 / (their ms a face summed)
 frames/s; the render's efficiency is its frames/s over that ceiling.
 
@@ -60,7 +62,7 @@ from ffdesk.telemetry.nvml import GpuSample, Nvml
 from ffdesk.telemetry.sampler import Sample, Sampler, SystemProbe
 
 if TYPE_CHECKING:
-    from ffdesk.pipeline.report import RenderReport
+    from ffdesk.pipeline.report import PixelFigures, RenderReport
 
 SWAPPER, RECOGNIZER, ENHANCER, OCCLUDER, PARSER = PACK
 """The pack the memory bench builds (`realistic_pack`), each in its role."""
@@ -239,8 +241,9 @@ class RenderResult:
     pixels_used: str | None = None
     """Where the render kept its pixels between model calls, as its report says ("host", or
     "device" with the torch device); None when the report does not say."""
-    pixel_bytes: int = 0
-    """The most the pixels took in the GPU's memory (its report's `pixels.device_bytes`)."""
+    pixel_bytes: int | None = None
+    """The most the pixels took in the GPU's memory (its report's `pixels.device_bytes`); None
+    where they did not stay on a GPU (the host path, or torch's CPU device)."""
     watch: WatchFigures = field(default_factory=lambda: WatchFigures(samples=0))
     models_alone: tuple[ModelTiming, ...] = ()
     batch_notes: tuple[str, ...] = ()
@@ -339,7 +342,11 @@ def register(sub: Any) -> None:
         help="timed calls per model alone (median; default 20)",
     )
     p.add_argument("--models-dir", type=Path, default=None, help="pack to use (default: realistic stand-ins)")
-    p.add_argument("--allow-cpu", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--allow-cpu",
+        action="store_true",
+        help="without a GPU, run the renders and time the models on the CPU (GPU figures n/a)",
+    )
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -397,8 +404,11 @@ def run(args: argparse.Namespace) -> int:
     settings = RenderSettings(args.frames, args.batch, args.precision, args.pixels, provider, args.height)
     names = tuple(dict.fromkeys(m.name for c in configs for m in c.models))
     pack = args.models_dir or realistic_pack(env, names)
-    print(f"models alone: {', '.join(names)} at batch {args.batch} in a fresh process ...", flush=True)
+    print(f"models alone: {', '.join(names)} in a fresh process ...", flush=True)
     timings = models_alone(pack, configs, settings, env, args.model_runs)
+    said = batches_line(timings, args.batch)
+    if said is not None:
+        print(said, flush=True)
     for timing in timings:
         if timing.error is not None:
             print(f"{PREFIX}: model {timing.name} alone: {timing.error}", file=sys.stderr)
@@ -431,6 +441,27 @@ def _short(reason: str) -> str:
     """A no-GPU reason without its "no NVIDIA GPU: " head (the line says that already)."""
     head = "no NVIDIA GPU: "
     return reason[len(head) :] if reason.startswith(head) else reason
+
+
+def batches_line(timings: Sequence[ModelTiming], asked: int) -> str | None:
+    """The batch each model alone was timed at: `asked` where its file takes it, else the batch
+    its file fixes (a published file fixes it at 1; the rows under each render say the same).
+    None when no model was timed."""
+    at: dict[int, list[str]] = {}
+    for t in timings:
+        if t.ms_per_call is not None:
+            at.setdefault(t.batch, []).append(t.name)
+    if not at:
+        return None
+    parts = []
+    for batch in sorted(at, key=lambda b: (b != asked, b)):
+        names = ", ".join(at[batch])
+        if batch == asked:
+            parts.append(f"at batch {batch}: {names}")
+        else:
+            whose = "its file fixes" if len(at[batch]) == 1 else "their files fix"
+            parts.append(f"at batch {batch}, as {whose} it: {names}")
+    return "models alone: timed " + "; ".join(parts)
 
 
 def _render_label(config: RenderConfig, settings: RenderSettings) -> str:
@@ -557,6 +588,8 @@ def _time_model(
         else:
             note = freed.kept
     used = session.fixed_batch or batch
+    if used != batch and note is None:
+        note = f"its file fixes the batch at {used}"
     ms, held = _timed(session, used, runs, probe, before)
     timing = ModelTiming(
         request.name, request.role, precision, session.provider, used, round(ms, 3), note, held_bytes=held
@@ -666,7 +699,7 @@ def measure_render(
         ),
         model_providers=tuple(sorted({m.provider for m in (models.models if models is not None else ())})),
         pixels_used=None if pixels is None else _pixels_label(pixels.path, pixels.device),
-        pixel_bytes=pixels.device_bytes if pixels is not None else 0,
+        pixel_bytes=_gpu_pixel_bytes(pixels),
         watch=watch_figures(watched.samples, start, watched.report_seen_at),
         models_alone=alone,
         batch_notes=(models.batch_notes if models is not None else None) or (),
@@ -674,6 +707,13 @@ def measure_render(
             (m.key, m.late_shapes) for m in (models.models if models else ()) if m.late_shapes
         ),
     )
+
+
+def _gpu_pixel_bytes(pixels: PixelFigures | None) -> int | None:
+    """What the pixels took in the GPU's memory at most, None where they stayed off the GPU."""
+    if pixels is None or pixels.path != "device" or not pixels.device.startswith("cuda"):
+        return None
+    return pixels.device_bytes
 
 
 def _pixels_label(path: str, device: str) -> str:
@@ -816,6 +856,11 @@ def _mib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 2**20:.0f} MiB"
 
 
+def _pixel_memory(n: int | None) -> str:
+    """The pixels' peak on the GPU, "n/a" where they did not stay on one (as every GPU line)."""
+    return "n/a" if n is None else f"{_mib(n)} at most (torch's allocator)"
+
+
 def print_render(result: RenderResult) -> None:
     """A readable table of one render's figures ("n/a": not readable here)."""
     w = result.watch
@@ -834,7 +879,7 @@ def print_render(result: RenderResult) -> None:
         ("render CPU, mean", f"{_fmt(w.process_cpu_mean_pct, ' %')} (100 %: one core; {w.samples} samples)"),
         ("models ran on", ", ".join(result.model_providers) or "n/a"),
         ("pixels stayed on", result.pixels_used or "n/a"),
-        ("pixels' GPU memory", f"{_mib(result.pixel_bytes)} at most (torch's allocator)"),
+        ("pixels' GPU memory", _pixel_memory(result.pixel_bytes)),
         ("new shapes mid-render", ", ".join(f"{name} {n}" for name, n in result.late_shapes) or "none"),
         *(("batch-1 file", note) for note in result.batch_notes),
     )

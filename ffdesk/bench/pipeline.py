@@ -40,7 +40,15 @@ import cv2
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, cache_dir, core_scaling, finish, median_ms, priority_line
+from ffdesk.bench.common import (
+    add_json_option,
+    cache_dir,
+    core_scaling,
+    finish,
+    median_ms,
+    priority_line,
+    with_article,
+)
 from ffdesk.bench.memory import face_clip, source_photo
 from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
@@ -87,7 +95,7 @@ def cost_pack(cost_ms: float, env: RuntimeEnv) -> Path:
     catalog = load_catalog()
     for name, ms in (("inswapper_128", cost_ms), ("arcface_w600k_r50", cost_ms / 2)):
         if not (folder / f"{name}.onnx").is_file():
-            print(f"writing a {name} stand-in of about {ms:g} ms per face ...", flush=True)
+            print(f"writing {with_article(name)} stand-in of about {ms:g} ms per face ...", flush=True)
             write_standin(catalog.get(name), folder, cost_ms=ms, dynamic_batch=True)
     return folder
 

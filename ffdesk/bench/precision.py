@@ -16,15 +16,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.bench.common import add_json_option, finish, median_ms, write_so_far
+from ffdesk.bench.common import add_json_option, finish, median_ms, with_article, write_so_far
 from ffdesk.bench.memory import check_models_dir, face_clip, realistic_pack, source_photo
 from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.units import format_bytes
 
 GOAL_INT8_SPEEDUP = 1.5
 DEFAULT_MODELS = ("inswapper_128", "arcface_w600k_r50", "xseg_1", "bisenet_resnet_34")
+RECOGNIZER = "arcface_w600k_r50"
+"""The recogniser whose embedding of the source photo a swapper's input is made from."""
 PRECISIONS = ("fp32", "fp16", "int8")
 CALIBRATION_FRAMES = 6
 TIMED_KINDS = ("swapper", "recognizer", "enhancer", "occluder", "parser")
@@ -81,7 +84,7 @@ def _feeds(name: str, pack: Any, env: RuntimeEnv) -> list[dict[str, np.ndarray]]
     spec = load_catalog().get(name)
     if spec.kind == "swapper":
         swap = sw.spec_for(name)
-        vector = _source_vector(pack, sw.read_projection(pack / spec.file), swap, env)
+        vector = _source_vector(recognizer_file(pack, env), sw.read_projection(pack / spec.file), swap)
         return [
             {swap.target_input: sw.to_model_input(c[None], swap), swap.source_input: vector}
             for c in _crops(swap.template, swap.size, env)
@@ -100,7 +103,7 @@ def _feeds(name: str, pack: Any, env: RuntimeEnv) -> list[dict[str, np.ndarray]]
         return [{"input": masks.occlusion_input(c[None])} for c in _crops("arcface_128", 256, env)]
     if spec.kind == "parser":
         return [{"input": masks.region_input(c[None])} for c in _crops("arcface_128", 512, env)]
-    raise UserError(f"{name}: no crop-based inputs for a {spec.kind}")
+    raise UserError(f"{name}: no crop-based inputs for {with_article(spec.kind)}")
 
 
 def _checked_names(text: str, folder: Path | None) -> tuple[str, ...]:
@@ -115,14 +118,29 @@ def _checked_names(text: str, folder: Path | None) -> tuple[str, ...]:
     for name in names:
         kind = catalog.get(name).kind
         if kind not in TIMED_KINDS:
-            raise UserError(f"--models: {name} is a {kind}; the bench times {', '.join(TIMED_KINDS)} models")
+            raise UserError(
+                f"--models: {name} is {with_article(kind)}; the bench times {', '.join(TIMED_KINDS)} models"
+            )
     if folder is not None:
         check_models_dir(folder, names)
     return names
 
 
+def recognizer_file(pack: Path, env: RuntimeEnv) -> Path:
+    """The ArcFace file that embeds the source photo for a swapper: the pack's own where it
+    holds a sound one, else a realistic stand-in (written once, cached)."""
+    from ffdesk.runtime.catalog import load_catalog
+    from ffdesk.runtime.files import verify
+
+    spec = load_catalog().get(RECOGNIZER)
+    own = pack / spec.file
+    if own.is_file() and not verify(spec, own):
+        return own
+    return realistic_pack(env, (RECOGNIZER,)) / spec.file
+
+
 def _source_vector(
-    pack: Any, projection: npt.NDArray[np.float32], spec: Any, env: RuntimeEnv
+    recognizer_path: Path, projection: npt.NDArray[np.float32], spec: Any
 ) -> npt.NDArray[np.float32]:
     from ffdesk.faces.align import warp_face
     from ffdesk.faces.analyser import FaceAnalyser
@@ -134,10 +152,13 @@ def _source_vector(
     photo = read_image(source_photo())
     face = FaceAnalyser().detect(photo)[0]
     crop = warp_face(photo, face.kps, "arcface_112_v2", 112)[0]
-    recognizer = ArcFaceRecognizer(
-        create_session(realistic_pack(env, ("arcface_w600k_r50",)) / "arcface_w600k_r50.onnx")
-    )
+    recognizer = ArcFaceRecognizer(create_session(recognizer_path))
     return sw.source_vector(recognizer.embed_crops(crop[None])[0], spec, projection)
+
+
+def mib(size: int) -> float:
+    """`size` bytes in MiB to three significant figures: a file of a few KiB is not 0."""
+    return float(f"{size / 2**20:.3g}")
 
 
 def _cost(
@@ -150,9 +171,11 @@ def _cost(
     session = create_session(path, options)
     outs = list(session.run(feed).values())
     ms = median_ms(lambda: session.run(feed), runs, warmup=0)  # the first run above warmed it up
+    size = path.stat().st_size
     row: dict[str, Any] = {
         "ms": round(ms, 2),
-        "mb": round(path.stat().st_size / 1e6, 1),
+        "bytes": size,
+        "mib": mib(size),
         "provider": session.provider,
     }
     if reference is not None:
@@ -219,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
                 if p == "fp32"
                 else f"  x{r['speedup']:.2f}  err max {r['max_abs_err']:.4g} PSNR {r['psnr_db']}"
             )
-            print(f"  {p}  {r['ms']:9.2f} ms  {r['mb']:8.1f} MB{extra}")
+            print(f"  {p}  {r['ms']:9.2f} ms  {format_bytes(r['bytes']):>10s}{extra}")
         write_so_far("precision", settings, figures, args.json)  # a time limit keeps the models done
     swapper = next((n for n in names if n.startswith(("inswapper", "hyperswap"))), None)
     if swapper and "int8" in precisions:

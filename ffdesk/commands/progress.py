@@ -6,9 +6,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from ffdesk.pipeline import events as ev
+
+if TYPE_CHECKING:
+    from ffdesk.pipeline.report import RenderReport
 
 LOG_EVERY_S = 30.0
 """How often a render whose stderr is not a terminal says how far it is."""
@@ -116,3 +119,26 @@ def _duration(seconds: float) -> str:
     if minutes < 60:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def finished_line(report: RenderReport) -> str:
+    """The line a render ends with: "wrote OUT (120 frames, 6.6 frames/s)"; for a resumed render
+    "wrote OUT (120 frames, 7 resumed and 113 rendered now at 6.6 frames/s)": its rate counts only
+    the frames this run rendered, over this run's time, so it says which frames those are. An
+    image says its time instead of a rate."""
+    up = report.upscale
+    size = f", {up.width}x{up.height} (x{up.scale} by {up.model})" if up is not None and up.width else ""
+    if report.video is None:
+        return f"wrote {report.output} (an image{size}, {report.seconds:.2f} s)"
+    shots = f", {report.shots.shots} shots" if report.shots is not None and report.shots.cuts else ""
+    return f"wrote {report.output} ({report.frames_out} frames{size}, {_rate(report)}{shots})"
+
+
+def _rate(report: RenderReport) -> str:
+    """The frames/s of the frames rendered now, and how many were resumed from before."""
+    resumed = report.video.resumed_frames if report.video is not None else 0
+    if resumed <= 0:
+        return f"{report.fps:.1f} frames/s"
+    if report.frames_processed <= 0:
+        return "all resumed from before"
+    return f"{resumed} resumed and {report.frames_processed} rendered now at {report.fps:.1f} frames/s"

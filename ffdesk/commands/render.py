@@ -19,7 +19,7 @@ from ffdesk.commands.job_options import (
     trained_swapper_ignores,
 )
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
-from ffdesk.commands.progress import TerminalProgress, progress_mode
+from ffdesk.commands.progress import TerminalProgress, finished_line, progress_mode
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
@@ -643,13 +643,7 @@ def run(args: argparse.Namespace) -> int:
         progress.close()
     if job.report is not None:
         write_report(job.report, report)
-    shots = f", {report.shots.shots} shots" if report.shots is not None and report.shots.cuts else ""
-    up = report.upscale
-    size = f", {up.width}x{up.height} (x{up.scale} by {up.model})" if up is not None and up.width else ""
-    if report.video is None:  # an image: one picture, its time rather than a rate
-        print(f"wrote {report.output} (an image{size}, {report.seconds:.2f} s)")
-    else:
-        print(f"wrote {report.output} ({report.frames_out} frames{size}, {report.fps:.1f} frames/s{shots})")
+    print(finished_line(report))
     _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")

@@ -39,6 +39,10 @@ class TelemetrySummary:
     memory_mean_bytes: int | None
     gpu_process_memory_peak_bytes: int | None
     process_rss_peak_bytes: int | None
+    """The render process's resident memory at its highest, as the kernel kept it (Linux's
+    VmHWM, at the last sample: the whole process's life up to the render's end, as the report's
+    `peak_rss_bytes`), so no peak between two samples is missed; the highest sampled RSS where
+    the system keeps no such figure. With no GPU it is `memory_peak_bytes` too."""
     power_source: str | None
     power_mean_w: float | None
     power_peak_w: float | None
@@ -103,6 +107,8 @@ class _Totals:
     gpu_memory: _Stat = field(default_factory=_Stat)
     gpu_process_memory: _Stat = field(default_factory=_Stat)
     rss: _Stat = field(default_factory=_Stat)
+    rss_kept_peak: _Stat = field(default_factory=_Stat)
+    """The kernel's own peak of the process's RSS (VmHWM) at each sample."""
     gpu_power: _Stat = field(default_factory=_Stat)
     cpu_power: _Stat = field(default_factory=_Stat)
     gpu_util: _Stat = field(default_factory=_Stat)
@@ -211,6 +217,7 @@ class RenderTelemetry:
             tot.first_t = s.t
         tot.last_t = s.t
         tot.rss.add(s.host.process_rss_bytes)
+        tot.rss_kept_peak.add(s.host.process_rss_peak_bytes)
         tot.cpu_power.add(s.host.cpu_package_power_w)
         tot.cpu_energy.add(s.host.cpu_package_energy_j)
         if s.gpus:
@@ -232,11 +239,13 @@ class RenderTelemetry:
         with self._lock:
             tot = self._totals
             gpu = self.no_gpu_reason is None
-            memory, memory_source = (
-                (tot.gpu_memory, "gpu_memory_used")
-                if gpu and tot.gpu_memory.count
-                else (tot.rss, "process_rss")
-            )
+            rss_peak = _rss_peak(tot)
+            if gpu and tot.gpu_memory.count:
+                memory, memory_source = tot.gpu_memory, "gpu_memory_used"
+                memory_peak = memory.peak
+            else:
+                memory, memory_source = tot.rss, "process_rss"
+                memory_peak = rss_peak
             if gpu and tot.gpu_power.count:
                 power, power_source = tot.gpu_power, "gpu"
             elif tot.cpu_power.count:
@@ -259,10 +268,10 @@ class RenderTelemetry:
                 duration_s=duration,
                 frames=frames_out,
                 memory_source=memory_source,
-                memory_peak_bytes=_maybe_int(memory.peak),
+                memory_peak_bytes=_maybe_int(memory_peak),
                 memory_mean_bytes=_maybe_int(memory.mean),
                 gpu_process_memory_peak_bytes=_maybe_int(tot.gpu_process_memory.peak),
-                process_rss_peak_bytes=_maybe_int(tot.rss.peak),
+                process_rss_peak_bytes=_maybe_int(rss_peak),
                 power_source=power_source,
                 power_mean_w=power.mean,
                 power_peak_w=power.peak,
@@ -275,6 +284,13 @@ class RenderTelemetry:
                 log_path=str(self.log_path) if self.log_path is not None else None,
                 log_error=self.log_error,
             )
+
+
+def _rss_peak(tot: _Totals) -> float | None:
+    """The process's RSS at its highest: the kernel's own peak (VmHWM), which counts every
+    moment between two samples, else the highest sample (a system that keeps no such peak)."""
+    known = [p for p in (tot.rss_kept_peak.peak, tot.rss.peak) if p is not None]
+    return max(known) if known else None
 
 
 def _maybe_int(value: float | None) -> int | None:

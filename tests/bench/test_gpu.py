@@ -304,4 +304,5 @@ def test_published_batch_one_files_are_timed_and_rendered_through_their_batch_fr
     swapper = next(m for m in render["models_alone"] if m["name"] == "inswapper_128")
     assert (swapper["batch"], swapper["note"], swapper["error"]) == (2, "its batch-free copy", None)
     recognizer = next(m for m in render["models_alone"] if m["name"] == "arcface_w600k_r50")
-    assert (recognizer["batch"], recognizer["note"]) == (1, None)  # once a source: as the render runs it
+    # once a source: as the render runs it, and the row says why its batch is not the render's
+    assert (recognizer["batch"], recognizer["note"]) == (1, "its file fixes the batch at 1")

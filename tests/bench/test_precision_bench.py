@@ -13,6 +13,8 @@ from ffdesk import cli
 from ffdesk.bench import precision
 
 MODELS = ("xseg_1", "bisenet_resnet_34")
+SWAP = ("inswapper_128", "arcface_w600k_r50")
+"""A swapper and the recogniser that embeds its source photo."""
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +23,15 @@ def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     folder = tmp_path_factory.mktemp("precision-pack")
     write_standins(folder, list(MODELS), realistic=False)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def swap_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ffdesk.runtime.standins import write_standins
+
+    folder = tmp_path_factory.mktemp("precision-swap-pack")
+    write_standins(folder, list(SWAP), realistic=False)
     return folder
 
 
@@ -131,3 +142,60 @@ def test_models_it_cannot_time_are_one_line_before_any_work(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
     assert not report.exists()
+
+
+def test_a_swapper_is_fed_by_the_packs_own_recognizer_and_sizes_are_mib(
+    swap_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pack holds arcface_w600k_r50: no realistic stand-in of it is written (154 MB on disk,
+    620 MB at its peak) to embed the source photo; sizes are binary, as everywhere in ffdesk,
+    and a file of a few KiB is not 0 in the lines or in the JSON."""
+
+    def no_standins(*args: Any, **kwargs: Any) -> Path:
+        raise AssertionError("a realistic stand-in was written though the pack has the model")
+
+    monkeypatch.setattr(precision, "realistic_pack", no_standins)
+    report = tmp_path / "p.json"
+    args = ["bench", "precision", "--models", SWAP[0], "--runs", "1", "--precisions", "fp16",
+            "--models-dir", str(swap_pack), "--json", str(report)]  # fmt: skip
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "stand-ins" not in out and " MB" not in out, out
+    rows = _figures(report)[SWAP[0]]
+    for row in rows.values():
+        assert "mb" not in row and row["bytes"] > 0 and row["mib"] > 0
+        assert row["mib"] == pytest.approx(row["bytes"] / 2**20, rel=0.01)
+    fp32 = rows["fp32"]
+    assert fp32["bytes"] == (swap_pack / f"{SWAP[0]}.onnx").stat().st_size
+    assert f"{fp32['bytes'] / 2**20:.1f} MiB" in out  # as `models standins` prints it
+
+
+def test_without_the_recognizer_in_the_pack_a_standin_embeds_the_source(
+    swap_pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ffdesk.runtime.env import RuntimeEnv
+
+    env = RuntimeEnv.in_folder(tmp_path / "env")
+    written: list[tuple[str, ...]] = []
+
+    def standins(_env: Any, names: tuple[str, ...], **kwargs: Any) -> Path:
+        written.append(names)
+        return tmp_path / "standins"
+
+    monkeypatch.setattr(precision, "realistic_pack", standins)
+    assert precision.recognizer_file(swap_pack, env) == swap_pack / "arcface_w600k_r50.onnx"
+    assert written == []
+    (tmp_path / "cut").mkdir()
+    cut = tmp_path / "cut" / "arcface_w600k_r50.onnx"
+    cut.write_bytes((swap_pack / "arcface_w600k_r50.onnx").read_bytes()[:300])  # damaged: not used
+    for pack in (tmp_path, tmp_path / "cut"):
+        assert precision.recognizer_file(pack, env) == tmp_path / "standins" / "arcface_w600k_r50.onnx"
+    assert written == [("arcface_w600k_r50",)] * 2
+
+
+def test_a_kind_is_named_with_its_article() -> None:
+    from ffdesk.bench.common import with_article
+
+    assert [with_article(w) for w in ("landmarker", "age_modifier", "inswapper_128", "Enhancer")] == [
+        "a landmarker", "an age_modifier", "an inswapper_128", "an Enhancer",
+    ]  # fmt: skip

@@ -81,7 +81,13 @@ from ffdesk.pipeline.matte import (
     target_warnings,
     write_image_with_matte,
 )
-from ffdesk.pipeline.plan import build_stages, draft_skipped, embedded_ignores, provider_unusable
+from ffdesk.pipeline.plan import (
+    build_stages,
+    draft_skipped,
+    embedded_ignores,
+    mask_parts_unread,
+    provider_unusable,
+)
 from ffdesk.pipeline.providers import job_device
 from ffdesk.pipeline.report import (
     BudgetFigures,
@@ -188,7 +194,8 @@ def run_render(
         except BaseException:
             _drop_unstarted(manifest)
             raise
-        for note in (*provider_unusable(job, env), *draft_skipped(job), *embedded_ignores(job)):
+        ignored = (*embedded_ignores(job), *mask_parts_unread(job, env))
+        for note in (*provider_unusable(job, env), *draft_skipped(job), *ignored):
             emit(ev.Warning(note))
         try:
             _bind(stages, emit, info, job)  # (a budget too small for the frames is refused here)

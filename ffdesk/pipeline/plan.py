@@ -240,6 +240,23 @@ def embedded_ignores(job: RenderJob, *, left_out: Collection[str] = ()) -> list[
     return [*swap, *_pack_only(job), *_image_ignores(job)]
 
 
+def mask_parts_unread(job: RenderJob, env: RuntimeEnv) -> list[str]:
+    """One line for each part of a mask that `--mask` does not ask for, where a model pack's swap
+    runs (its stages read every mask setting, but a mask's parts only with that mask):
+    `--mask-regions` without a region mask, `--mask-areas` without an area mask. Elsewhere the
+    mask settings no stage reads are `embedded_ignores`'s and `trained_ignores`'s to name."""
+    if swap_kind(job, env) != "pack":
+        return []
+    kinds = {mu.mask_kind(m) for m in job.masks}
+    parts = (("region", "--mask-regions", job.mask_regions), ("area", "--mask-areas", job.mask_areas))
+    return [
+        f"{option} {','.join(values)} picks the {kind} mask's parts, and --mask makes no {kind} mask: "
+        f"add it (--mask {','.join([*(m.strip() for m in job.masks or ('box',)), kind])})"
+        for kind, option, values in parts
+        if values and kind not in kinds
+    ]
+
+
 def _running(job: RenderJob, left_out: Collection[str]) -> list[str]:
     """The processors the job runs (their `RenderJob` fields), but those in `left_out` and those
     its preview mode leaves out."""

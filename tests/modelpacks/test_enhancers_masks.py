@@ -190,3 +190,42 @@ def test_occlusion_many_takes_the_minimum_of_every_xseg(
     assert combined and all(n == 3 for n, _, _ in combined)
     for _, got, want in combined:
         np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("given", "warning"),
+    [
+        (
+            ("--mask-regions", "skin,nose"),
+            "--mask-regions skin,nose picks the region mask's parts, and --mask makes no region mask: "
+            "add it (--mask box,region)",
+        ),
+        (
+            ("--mask", "box,occlusion", "--mask-areas", "mouth"),
+            "--mask-areas mouth picks the area mask's parts, and --mask makes no area mask: "
+            "add it (--mask box,occlusion,area)",
+        ),
+    ],
+)
+def test_a_masks_parts_without_that_mask_are_one_warning(
+    ff_pack: Path,
+    face_clip: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    given: tuple[str, ...],
+    warning: str,
+) -> None:
+    """A pack swap reads the region mask's parts (`--mask-regions`) and the area mask's
+    (`--mask-areas`) only with that mask in `--mask`: given without it, they changed nothing and
+    nothing said so."""
+    args = render_args(ff_pack, face_clip, tmp_path / "o.mp4", "--swapper", "inswapper_128", *given)
+    assert main([*args, "--end", "0.08"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert f"ffdesk: warning: {warning}" in err, err
+    # with the mask asked for (the last --mask given is the one argparse keeps), nothing to say
+    out = tmp_path / "p.mp4"
+    with_mask = render_args(
+        ff_pack, face_clip, out, "--swapper", "inswapper_128", *given, "--mask", "box,region,area"
+    )
+    assert main([*with_mask, "--end", "0.08"]) == 0
+    assert "makes no" not in capsys.readouterr().err

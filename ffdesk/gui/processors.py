@@ -159,7 +159,8 @@ def usable_processor_models(
         if kind in _SET_KINDS:
             out[kind] = _usable_sets(catalog, found, kind)
         elif kind == "deep_swapper":
-            out[kind] = _deep_swapper_files(models_dir) + list(found.get(kind, ()))
+            # the folder scan names a .dfm at its place as the files here do: each once
+            out[kind] = list(dict.fromkeys([*_deep_swapper_files(models_dir), *found.get(kind, ())]))
         else:
             out[kind] = sorted(found.get(kind, ()))
     return out

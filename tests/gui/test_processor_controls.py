@@ -285,10 +285,12 @@ def test_the_pickers_offer_live_portrait_sets_and_deep_swapper_files(tmp_path: P
     (tmp_path / "iperov" / "elon_musk_224.dfm").write_bytes(b"")
     (tmp_path / "custom").mkdir()
     (tmp_path / "custom" / "my_actor.dfm").write_bytes(b"")
-    usable = usable_processor_models(catalog, {"expression_restorer": restorer_files}, tmp_path)
+    # the folder scan names the .dfm files it found at their places too
+    found = {"expression_restorer": restorer_files, "deep_swapper": ["custom/my_actor", "dfl_amp"]}
+    usable = usable_processor_models(catalog, found, tmp_path)
     # the restorer's three files are there, the editor's retargeters and stitcher are not
     assert usable["expression_restorer"] == ["live_portrait"] and usable["face_editor"] == []
-    assert usable["deep_swapper"] == ["iperov/elon_musk_224", "custom/my_actor"]
+    assert usable["deep_swapper"] == ["iperov/elon_musk_224", "custom/my_actor", "dfl_amp"]  # each once
 
 
 def test_queueing_says_which_processors_are_left_out(window, tiny_clip: Path) -> None:  # type: ignore[no-untyped-def]

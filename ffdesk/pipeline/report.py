@@ -282,9 +282,17 @@ def _merge_models(a: Sequence[ModelStats], b: Sequence[ModelStats]) -> tuple[Mod
                 evictions=seen.evictions + m.evictions,
                 bytes=max(seen.bytes, m.bytes),
                 load_ms=round(seen.load_ms + m.load_ms, 1),
+                batch=max(seen.batch, m.batch),
+                late_shapes=seen.late_shapes + m.late_shapes,
+                frame_calls=_sum_known(seen.frame_calls, m.frame_calls),
             )
         )
     return tuple(merged.values())
+
+
+def _sum_known(a: int | None, b: int | None) -> int | None:
+    """a + b, either missing counted as nothing; None where neither is known."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,10 @@ class ModelStats:
     """Its calls at an input shape its session had not run at, once the render's frames started
     (`ResidencyManager.frames_started`): on a GPU each one a cuDNN algorithm search in the middle
     of the render; 0 where every shape the frames met was warmed up before the first."""
+    frame_calls: int | None = None
+    """Its calls once the render's frames started: 0 for a variant that was only timed or warmed
+    up before the first frame (the one `--precision auto` did not choose); None where its runtime
+    does not count them (a model not run by ONNX Runtime)."""
 
 
 @dataclass(frozen=True)
@@ -1018,6 +1022,7 @@ def _stats_of(entries: Sequence[Entry]) -> tuple[ModelStats, ...]:
             batch=e.batch,
             one_item_bytes=e.curve.get(1, e.nbytes),
             late_shapes=e.late_shapes,
+            frame_calls=e.frame_calls,
         )
         for e in entries
         if e.loads

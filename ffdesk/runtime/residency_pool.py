@@ -165,10 +165,21 @@ class Entry:
     """The input shapes its current (or last) session ran at."""
     late_before: int = 0
     """The late shapes (`ShapeLog.late`) of its earlier sessions, gone since."""
+    frame_calls_before: int = 0
+    """The calls in the frames (`ShapeLog.frame_calls`) of its earlier sessions, gone since."""
+    counted_calls: bool = False
+    """Whether a session of it kept a `ShapeLog` (ONNX Runtime's do), so its calls are known."""
 
     @property
     def late_shapes(self) -> int:
         return self.late_before + (self.shape_log.late if self.shape_log is not None else 0)
+
+    @property
+    def frame_calls(self) -> int | None:
+        """Its calls once the render's frames started; None where no session of it counted."""
+        if not self.counted_calls:
+            return None
+        return self.frame_calls_before + (self.shape_log.frame_calls if self.shape_log is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -575,8 +586,10 @@ class Pool:
         e.host = None
         e.state = "device"
         log = getattr(session, "shape_log", None)
-        e.late_before = e.late_shapes  # the session before is gone: its count is final
+        e.late_before = e.late_shapes  # the session before is gone: its counts are final
+        e.frame_calls_before = e.frame_calls or 0
         e.shape_log = log if isinstance(log, ShapeLog) else None
+        e.counted_calls = e.counted_calls or e.shape_log is not None
         if e.shape_log is not None:
             member = self.members.get(e.owner)
             e.shape_log.watching = e.shape_log.watching or (member is not None and member.frames_started)

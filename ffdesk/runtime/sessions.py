@@ -88,8 +88,12 @@ class ShapeLog:
         self.seen: set[Shapes] = set()
         self.watching = False
         self.late = 0
+        self.frame_calls = 0
+        """Its calls once told the frames started (none: a variant only timed or warmed up)."""
 
     def met(self, shapes: Shapes) -> None:
+        if self.watching:
+            self.frame_calls += 1
         if shapes not in self.seen:
             self.seen.add(shapes)
             if self.watching:

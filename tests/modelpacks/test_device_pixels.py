@@ -335,6 +335,35 @@ def test_every_pixel_operation_runs_before_the_first_frame(
     assert not list((tmp_path / "o").glob("*.png"))
 
 
+def test_the_report_says_which_variant_ran_in_the_frames(
+    run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--precision auto` on the device path times FP32 and FP16 before the first frame and runs
+    one: the report lists both, and `frame_calls` says which one the frames went through (0 for
+    the one only timed). Where FP16 wins the swapper, its FP32 swaps the quality check's samples:
+    it stays loaded and is warmed up before the first frame (it was evicted after the timing,
+    then loaded again in the frames and met a new shape there)."""
+    from ffdesk.pipeline.stages.models import ModelRender
+    from ffdesk.runtime.precision import PrecisionChoice
+
+    real = ModelRender._time_variants
+
+    def fp16_wins(self: ModelRender, keys: Any, role: str = "swapper", runs: int = 5) -> PrecisionChoice:
+        timed = real(self, keys, role, runs=1)  # both run, as timed; FP16 the faster
+        return PrecisionChoice("fp16", timed.speeds, "FP16 timed faster")
+
+    monkeypatch.setattr(ModelRender, "_time_variants", fp16_wins)
+    report = _render(run_env, pack, carphone(), tmp_path / "o", "device", precision="auto", end=0.4)
+    assert report.models is not None and report.models.swapper_precision == "fp16"
+    stats = {(m.name, m.precision): m for m in report.models.models}
+    for name in ("inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"):
+        assert (stats[name, "fp16"].frame_calls or 0) > 0, name
+    for name in ("gfpgan_1.4", "xseg_1", "bisenet_resnet_34"):
+        assert stats[name, "fp32"].frame_calls == 0, name  # timed only
+    quality = stats["inswapper_128", "fp32"]
+    assert quality.loads == 1 and quality.evictions == 0 and quality.late_shapes == 0, quality
+
+
 def test_no_model_call_takes_more_faces_than_the_batch_asked(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path
 ) -> None:

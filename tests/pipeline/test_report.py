@@ -77,6 +77,7 @@ MODEL_KEYS = [
     "batch",
     "one_item_bytes",
     "late_shapes",
+    "frame_calls",
 ]
 
 
@@ -164,6 +165,18 @@ def test_model_figures_go_to_json_and_back_with_their_types() -> None:
     models = ModelsReport(
         models=(
             ModelStats("swap@fp32", "inswapper_128", "fp32", "CUDAExecutionProvider", 2, 1, 1, 554, 12.5),
+            ModelStats(
+                "swap@fp16",
+                "inswapper_128",
+                "fp16",
+                "CUDAExecutionProvider",
+                1,
+                0,
+                1,
+                300,
+                8.0,
+                frame_calls=0,
+            ),
         ),
         peak_model_bytes=554,
         memory_budget_bytes=1000,
@@ -183,6 +196,7 @@ def test_model_figures_go_to_json_and_back_with_their_types() -> None:
     back = RenderReport.from_json_dict(data)
     assert back == report
     assert back.models is not None and back.models.oom_events[1].actions == (OomAction.DROPPED_PRECISION,)
+    assert [m.frame_calls for m in back.models.models] == [None, 0]  # unknown; only timed
     # a trained swapper's figures: its kind, no pack figures (their keys are left out)
     trained = ModelsReport(
         (), 0, None, (), "/runs/a/model.onnx", "fp32", swapper_kind="ffdesk-trained-swapper"

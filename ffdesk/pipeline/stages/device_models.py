@@ -263,7 +263,9 @@ class DeviceModels:
         on the device until a step runs."""
         ctx = self.ctx
         models = self.per_frame_models(enhancer)
-        if ctx.precision != "fp32":  # the quality check's FP32 swapper
+        # the quality check's FP32 swapper: also where `--precision auto` has yet to choose (its
+        # warm-ups run after the choice, and skip themselves where FP32 was chosen)
+        if ctx.precision != "fp32" or ctx.job.precision == "auto":
             side = ctx.swap_spec.size * ctx.tile
             fp32 = partial(self.swap, key=ctx.fp32_swap_key)
             models.append((FP32_SWAPPER, ctx.fp32_swap_key, side, ctx.tile * ctx.tile, fp32))
@@ -300,6 +302,8 @@ class DeviceModels:
         smaller batch."""
         import torch
 
+        if role == FP32_SWAPPER and self.ctx.fp32_swap_key == self.ctx.swap_key:
+            return None  # FP32 runs the frames: no quality check, its warm-ups are the swapper's
         key = self._key(role)
         if n > 1:
             self.plan_batches(enhancer)

@@ -988,7 +988,8 @@ class ModelRender:
         """`--precision auto` for one model of `role` on the device path: its choice remembered
         for its file, provider, device and batch, else FP32 and FP16 timed here
         (`_time_variants`) and the choice remembered; the key of the variant that runs (the other
-        one evicted) and the choice. FP32 remembered makes no FP16 variant."""
+        one evicted, but the swapper's FP32, which swaps the quality check's samples: the budget
+        evicts it where it must) and the choice. FP32 remembered makes no FP16 variant."""
         from ffdesk.runtime import precision as prec
 
         models = self.on_device
@@ -1008,7 +1009,8 @@ class ModelRender:
                 raise
             store.put(record, chosen)
         fp16 = chosen.precision == "fp16"
-        self.manager.evict(fp32_key if fp16 else variant)
+        if not (fp16 and role == "swapper"):  # (FP32 swaps the quality check's samples)
+            self.manager.evict(fp32_key if fp16 else variant)
         return (variant if fp16 else fp32_key), chosen
 
     def _time_variants(

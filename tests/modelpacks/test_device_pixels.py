@@ -137,6 +137,38 @@ def batch_one_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def test_auto_precision_makes_the_fp16_of_the_batch_free_copy(
+    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_one_pack: Path
+) -> None:
+    """A published file fixes its batch at 1, and the device path loads its checked batch-free
+    copy: `--precision auto` times and runs the FP16 variant of that copy (as `ffdesk models
+    prepare --gpu` makes it), not of the published file, which would take one face a call
+    again and was made anew though prepared."""
+    from ffdesk.runtime import precision as prec
+
+    made: list[str] = []
+    make_fp16 = prec.make_fp16
+
+    def recorded(src: Path, **kwargs: Any) -> Path:
+        made.append(Path(src).name)
+        return make_fp16(src, **kwargs)
+
+    monkeypatch.setattr(prec, "make_fp16", recorded)
+    extra: dict[str, Any] = {
+        "swapper": "inswapper_128",
+        "recognizer": "arcface_w600k_r50",
+        "enhancer": "gfpgan_1.4",
+        "masks": ("box",),
+        "precision": "auto",
+        "end": 0.3,
+    }
+    report = _render(run_env, batch_one_pack, carphone(), tmp_path / "o", "device", **extra)
+    assert report.models is not None
+    published = {"inswapper_128.onnx", "gfpgan_1.4.onnx"}
+    assert made and not published & set(made), made  # each from its batch-free copy
+    assert len(made) == 2, made
+
+
 @pytest.mark.parametrize("freed", [True, False])
 def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
     run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freed: bool, batch_one_pack: Path

@@ -332,6 +332,8 @@ class ModelRender:
         for role, choice in chosen.registered():
             self.keys[role] = self._register(choice, "fp32", choice.path)
         self.fp32_swap_key = self.keys["swapper"]
+        self.freed_files: dict[str, Path] = {}
+        """Per role, the batch-free copy its model loads from (`_free_batches`), where one was made."""
         self.swap_key = self.fp32_swap_key
         self.manager.plan(list(self.keys.values()))
         self._lock = threading.Lock()
@@ -871,6 +873,7 @@ class ModelRender:
             result = batch_free(choice.path, cache_dir=self.env.variants_dir)
             if result.copy is not None:
                 self.keys[role] = self._register(choice, "fp32", result.copy)
+                self.freed_files[role] = result.copy
                 if role == "swapper":
                     self.swapper_file = result.copy
                 notes.append(f"{choice.name}: its batch freed (a checked copy)")
@@ -1087,7 +1090,10 @@ class ModelRender:
         for role in self._auto_precision_roles():
             choice = self._choice(role)
             try:
-                self.keys[role], _ = self._auto_pick(role, choice, self.keys[role], choice.path)
+                # the file its FP32 runs from: the batch-free copy where one was made (an FP16
+                # variant of the published file would take one face a call again)
+                src = self.freed_files.get(role, choice.path)
+                self.keys[role], _ = self._auto_pick(role, choice, self.keys[role], src)
             except UserError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an optional speed-up: FP32 runs as it would

@@ -105,6 +105,10 @@ def test_a_process_not_listed_on_its_card(
     monkeypatch.setattr(psutil, "pid_exists", lambda pid: listed_here)
     used = hw.process_gpu_memory(0, pid=7, flags=hw.DriverFlags(), environ={"CUDA_VISIBLE_DEVICES": "2"})
     assert used == expected
+    # plain Docker and WSL2 list no process at all, this one never: the card's use is the figure
+    monkeypatch.setattr(FourGpus, "nvmlDeviceGetComputeRunningProcesses", lambda self, handle: [])
+    used = hw.process_gpu_memory(0, pid=7, flags=hw.DriverFlags(), environ={"CUDA_VISIBLE_DEVICES": "2"})
+    assert used == 100 * 2**20
 
 
 def test_the_budget_asks_cuda_itself_where_nvml_cannot_tell_the_card(

@@ -53,6 +53,17 @@ def test_a_bench_count_below_one_is_refused_as_the_line_is_read(
     assert f"argument {argv[-2]}: must be at least" in line, line
 
 
+@pytest.mark.parametrize("argv", [["bench", "gpu", "--batch", "512"], ["bench", "memory", "--batch", "300"]])
+def test_a_bench_batch_above_a_renders_is_refused_as_the_line_is_read(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench's renders take --batch 1 to 256 as a render does: refused before any render, not
+    inside the first one's process."""
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"argument --batch: must be from 1 to 256, not {argv[-1]}" in line, line
+
+
 @pytest.mark.parametrize("batch", ["0", "257", "1000"])
 def test_a_batch_outside_1_to_256_is_one_line(
     batch: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -42,6 +42,7 @@ from ffdesk.bench.memory import (
 from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.hw import DriverFlags
+from ffdesk.pipeline.job import MAX_BATCH
 from ffdesk.telemetry.nvml import Nvml
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def register(sub: Any) -> None:
         "budget", help="renders under memory budgets, watched from outside (NVML on a GPU, RSS on the CPU)"
     )
     p.add_argument("--frames", type=whole_at_least(1), default=8, help="frames rendered per run (default 8)")
-    p.add_argument("--batch", type=whole_at_least(1), default=4)
+    p.add_argument("--batch", type=whole_at_least(1, MAX_BATCH), default=4)
     p.add_argument(
         "--steps",
         type=whole_at_least(1),

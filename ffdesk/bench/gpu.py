@@ -55,7 +55,7 @@ from ffdesk.commands.argtypes import whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
-from ffdesk.pipeline.job import PIXELS, PROVIDERS, Provider
+from ffdesk.pipeline.job import MAX_BATCH, PIXELS, PROVIDERS, Provider
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.sessions import cuda_usable
 from ffdesk.telemetry.nvml import GpuSample, Nvml
@@ -316,7 +316,10 @@ def register(sub: Any) -> None:
         "--frames", type=whole_at_least(1), default=150, help="frames rendered per render (default 150)"
     )
     p.add_argument(
-        "--batch", type=whole_at_least(1), default=16, help="frames per inference batch (default 16)"
+        "--batch",
+        type=whole_at_least(1, MAX_BATCH),
+        default=16,
+        help="frames per inference batch (default 16)",
     )
     p.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"), default="fp16")
     p.add_argument(

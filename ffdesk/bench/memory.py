@@ -39,6 +39,7 @@ from ffdesk.commands.argtypes import number_from, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.media.probe import probe
+from ffdesk.pipeline.job import MAX_BATCH
 from ffdesk.pipeline.stages.models import frames_at_once, held_frame_bytes
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -57,7 +58,7 @@ def register(sub: Any) -> None:
     )
     at_least_1 = whole_at_least(1)
     p.add_argument("--frames", type=at_least_1, default=16, help="frames rendered per run (default 16)")
-    p.add_argument("--batch", type=at_least_1, default=4)
+    p.add_argument("--batch", type=whole_at_least(1, MAX_BATCH), default=4)
     p.add_argument(
         "--budget-models", type=at_least_1, default=2, help="budget = the N largest models (default 2)"
     )

@@ -353,6 +353,9 @@ def folder_models(folder: Path, catalog: Catalog) -> tuple[list[tuple[Path, str 
             found.append((path, name))
         else:
             left.append(path.relative_to(folder).as_posix())
+    facefusion = folder / ".assets" / "models"
+    if not found and facefusion.is_dir():  # FaceFusion's own folder: its models are in there
+        raise UserError(f"{folder}: FaceFusion keeps its models in {facefusion}: import that folder")
     if not found and files:
         names = ", ".join(left)
         raise UserError(
@@ -364,17 +367,18 @@ def folder_models(folder: Path, catalog: Catalog) -> tuple[list[tuple[Path, str 
 
 
 def _files_under(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """The files ending in one of `suffixes` in `folder` and every folder under it (links to
-    folders not followed), those in `folder` first, each group by path; `OSError` when `folder`
-    cannot be read (a subfolder that cannot is passed over)."""
+    """The files ending in one of `suffixes` in `folder` and every folder under it but hidden ones
+    (`.git`, `.venv`, FaceFusion's `.assets`: a folder's own files are imported by naming it;
+    links to folders not followed), those in `folder` first, each group by path; `OSError` when
+    `folder` cannot be read (a subfolder that cannot is passed over)."""
     with os.scandir(folder):
         pass
-    found = [
-        Path(root) / name
-        for root, _dirs, names in os.walk(folder)
-        for name in names
-        if Path(name).suffix.lower() in suffixes and (Path(root) / name).is_file()
-    ]
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [
+            Path(root) / n for n in names if Path(n).suffix.lower() in suffixes and (Path(root) / n).is_file()
+        ]
     return sorted(found, key=lambda p: (p.parent != folder, p.relative_to(folder).as_posix()))
 
 

@@ -581,6 +581,15 @@ def _say_ignored(args: argparse.Namespace, job: RenderJob, env: RuntimeEnv) -> N
         print(f"ffdesk: warning: {note}", file=sys.stderr)
 
 
+def _say_farm_ignores(job: RenderJob, env: RuntimeEnv) -> None:
+    """What a local render's engine names before its first frame and a farm's segments do not
+    (each renders on a worker): the parts of a mask `--mask` does not make."""
+    from ffdesk.pipeline.plan import mask_parts_unread
+
+    for note in mask_parts_unread(job, env):
+        print(f"ffdesk: warning: {note}", file=sys.stderr)
+
+
 def no_face_swapped(report: RenderReport) -> str | None:
     """One line where a render that swaps faces swapped none in the frames it rendered (the
     output is then the clip re-encoded, which an exit status of 0 alone does not tell); None
@@ -588,11 +597,14 @@ def no_face_swapped(report: RenderReport) -> str | None:
     faces, rendered = report.faces, report.frames_processed
     if faces is None or faces.faces_swapped or rendered < 1:
         return None
-    frames = counted(rendered, "frame")
+    resumed = report.video.resumed_frames if report.video is not None else 0
+    frames = counted(rendered, "frame") + (
+        f" rendered now ({resumed} resumed)" if resumed > 0 else " rendered"
+    )
     if not faces.frames_with_faces:
-        return f"no face was found in the {frames} rendered: nothing was swapped"
+        return f"no face was found in the {frames}: nothing was swapped"
     why = "; ".join(f"{reason}: {n}" for reason, n in faces.faces_skipped_by_reason)
-    found = f"faces were found in {faces.frames_with_faces} of the {frames} rendered"
+    found = f"faces were found in {faces.frames_with_faces} of the {frames}"
     return f"{found}, but none was swapped" + (f" ({why})" if why else "")
 
 
@@ -604,6 +616,7 @@ def _say_no_face(report: RenderReport) -> None:
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
     _say_ignored(args, job, runtime_env(args))
+    _say_farm_ignores(job, runtime_env(args))
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     try:
         report = render_on_farm(args, job, progress)

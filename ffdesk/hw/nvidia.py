@@ -185,9 +185,9 @@ def process_gpu_memory(
     environ: Mapping[str, str] | None = None,
 ) -> int | None:
     """Bytes process `pid` (default: this one) holds on its CUDA device `device_id` (`nvml_device`
-    finds it among the machine's GPUs). Not listed there: 0 where every process NVML lists is
-    one this machine's process table has (the process has no CUDA context on it yet), else the
-    device's used bytes (in a container NVML's process numbers are the host's, and the process
+    finds it among the machine's GPUs). Not listed there: 0 where NVML lists processes and every
+    one is one this machine's process table has (the process has no CUDA context on it yet), else
+    the device's used bytes (in a container NVML's process numbers are the host's, and the process
     is never found: the device's figure is then the one that moves with it); None without NVML
     or where NVML cannot tell which GPU that is (the caller then asks CUDA itself)."""
     pid = os.getpid() if pid is None else pid
@@ -202,7 +202,8 @@ def process_gpu_memory(
             for p in listed:
                 if p.pid == pid and p.usedGpuMemory is not None:
                     return int(p.usedGpuMemory)
-            if not any(p.pid == pid for p in listed) and _pids_are_ours(p.pid for p in listed):
+            # an empty list says nothing (plain Docker and WSL2 list no process at all)
+            if listed and not any(p.pid == pid for p in listed) and _pids_are_ours(p.pid for p in listed):
                 return 0
             return int(nv.nvmlDeviceGetMemoryInfo(handle).used)
         except Exception:  # noqa: BLE001

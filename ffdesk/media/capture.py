@@ -136,13 +136,16 @@ def covered(image: Frame, display: tuple[int, int], size: tuple[int, int]) -> Fr
     import cv2
 
     (dw, dh), (w, h) = display, size
+    ih, iw = image.shape[:2]
     scale = max(w / dw, h / dh)
-    cover = (max(w, round(dw * scale)), max(h, round(dh * scale)))
-    shrink = cover[0] * cover[1] < image.shape[0] * image.shape[1]
+    # the middle part of the stored picture that shows at `size`, cut before scaling (scaling
+    # the whole picture to cover a thin size first could make a frame of hundreds of megabytes)
+    cw, ch = min(iw, round(w / scale * iw / dw)), min(ih, round(h / scale * ih / dh))
+    x, y = (iw - cw) // 2, (ih - ch) // 2
+    part = image[y : y + max(1, ch), x : x + max(1, cw)]
+    shrink = w * h < part.shape[0] * part.shape[1]
     how = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-    scaled = np.asarray(cv2.resize(image, cover, interpolation=how), np.uint8)
-    x, y = (cover[0] - w) // 2, (cover[1] - h) // 2
-    return cast(Frame, np.ascontiguousarray(scaled[y : y + h, x : x + w]))
+    return cast(Frame, np.asarray(cv2.resize(part, (w, h), interpolation=how), np.uint8))
 
 
 class FileCamera:

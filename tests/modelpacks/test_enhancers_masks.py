@@ -12,7 +12,7 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.runtime import sessions
 
-from .helpers import frames, model_names, render, render_args
+from .helpers import PHOTO, frames, model_names, render, render_args
 
 ENHANCERS = (
     "gfpgan_1.2",
@@ -229,3 +229,19 @@ def test_a_masks_parts_without_that_mask_are_one_warning(
     )
     assert main([*with_mask, "--end", "0.08"]) == 0
     assert "makes no" not in capsys.readouterr().err
+
+
+def test_a_farm_render_names_a_masks_parts_without_that_mask_too(
+    ff_pack: Path, face_clip: Path, tmp_path: Path, run_env: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A farm's segments render on its workers, whose warnings the command does not show: the
+    command names the parts of a mask `--mask` does not make before it sends the job out."""
+    from ffdesk.commands.render import _say_farm_ignores
+    from ffdesk.pipeline.job import RenderJob
+
+    job = RenderJob(
+        target=face_clip, output=tmp_path / "o.mp4", sources=(Path(PHOTO),), swapper="inswapper_128",
+        models_dir=ff_pack, mask_regions=("skin",),
+    )  # fmt: skip
+    _say_farm_ignores(job, run_env)
+    assert "--mask-regions skin picks the region mask's parts" in capsys.readouterr().err

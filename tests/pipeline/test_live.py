@@ -18,7 +18,7 @@ import pytest
 
 from ffdesk.cli import main
 from ffdesk.errors import UserError
-from ffdesk.media.capture import CameraError, CapturedFrame, DeviceCamera, FileCamera, open_camera
+from ffdesk.media.capture import CameraError, CapturedFrame, DeviceCamera, FileCamera, covered, open_camera
 from ffdesk.media.stream import Picture, Recording, UdpStream, VirtualCamera
 from ffdesk.media.synth import frame_index_of
 from ffdesk.pipeline.flow import run_through
@@ -252,8 +252,15 @@ def test_a_clip_whose_pixels_are_not_square_is_played_with_square_pixels() -> No
             got = sized.read()
         finally:
             sized.close()
-        assert sized.size == size and got is not None
-        assert np.array_equal(got.image, middle), size
+        assert sized.size == size and got is not None and got.image.shape == middle.shape
+        # the middle is cut before scaling: the same picture, resampled once
+        assert np.abs(got.image.astype(float) - middle).mean() < 6.0, size  # (stretched: 16 and 31)
+    # a thin size asked of a large picture scales only the part shown (the whole picture scaled
+    # to cover 16x8192 first was a 14563x8192 frame, 358 MB)
+    big = np.zeros((1080, 1920, 3), np.uint8)
+    big[:, 952:968] = 200
+    thin = covered(big, (1920, 1080), (16, 8192))
+    assert thin.shape == (8192, 16, 3) and thin.mean() > 150
 
 
 def test_an_interlaced_clip_is_played_progressive(tmp_path: Path) -> None:

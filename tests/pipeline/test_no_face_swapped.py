@@ -3,6 +3,7 @@ output is the clip re-encoded, which a user took for a swap that worked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.commands.render import no_face_swapped
 from ffdesk.media.synth import synth_clip
-from ffdesk.pipeline.report import FaceCounts, RenderReport
+from ffdesk.pipeline.report import FaceCounts, RenderReport, VideoFigures
 from tests.real_clips import carphone
 
 SOURCE = Path(__file__).resolve().parents[2] / "resources" / "sample" / "grace_hopper.jpg"
@@ -53,3 +54,8 @@ def test_faces_found_but_none_chosen_names_why() -> None:
     assert no_face_swapped(_report(FaceCounts.of(3, 2, {}), 9)) is None  # some were swapped
     assert no_face_swapped(_report(None, 9)) is None  # no swap in this render
     assert no_face_swapped(_report(FaceCounts.of(0, 0, {}), 0)) is None  # everything resumed
+    # a resumed render's figures are this run's: said so, not read as the whole output's
+    resumed = replace(_report(FaceCounts.of(0, 0, {}), 10), video=VideoFigures("libx264", "final", 110))
+    assert no_face_swapped(resumed) == (
+        "no face was found in the 10 frames rendered now (110 resumed): nothing was swapped"
+    )

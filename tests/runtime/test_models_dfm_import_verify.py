@@ -151,3 +151,20 @@ def test_verify_checks_every_model_list_shows_dfm_included(
     assert capsys.readouterr().out.startswith("custom/my_model.dfm: ok (")
     assert main(["models", "verify", "--strict", *folder, "custom/my_model"]) == 2
     assert "custom/my_model.dfm: no my_model.hash sidecar" in capsys.readouterr().err
+
+
+def test_a_folder_import_passes_over_hidden_folders_and_points_into_facefusions_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FaceFusion's checkout keeps its models in `.assets/models` beside a `.venv` full of
+    Python's `.pth` files: importing the checkout itself named them all as unknown models; now
+    hidden folders are passed over and the one line says which folder to import."""
+    root = tmp_path / "facefusion"
+    (root / ".venv" / "lib").mkdir(parents=True)
+    (root / ".venv" / "lib" / "distutils-precedence.pth").write_bytes(b"import os")
+    (root / ".assets" / "models").mkdir(parents=True)
+    (root / ".assets" / "models" / "stray.onnx").write_bytes(b"")
+    assert main(["models", "import", str(root), "--models-dir", str(tmp_path / "dest")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(f"FaceFusion keeps its models in {root / '.assets' / 'models'}: import that folder")
+    assert ".pth" not in line

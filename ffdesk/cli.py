@@ -52,7 +52,7 @@ would meet an exception in a slot and go on) and training (torchrun's workers sa
 on it; a lone run's data workers are forked)."""
 
 
-HINTED_COMMANDS = frozenset({"render", "run"})
+HINTED_COMMANDS = frozenset({"render"})
 """Commands whose refused command lines name ffdesk's equivalents of FaceFusion's options
 (`ffdesk.commands.facefusion_names`)."""
 

@@ -138,10 +138,13 @@ _PRINTED = re.compile(rb"^(?:\x1b\[[0-9;]*m)*((?:\[[^\]\s]+ @ 0x[0-9a-fA-F]+\] )
 (several "[name @ 0x...] " for a context inside another; colour codes where fd 2 was a terminal
 when it first printed)."""
 _REPEATED = re.compile(rb"^\s*Last message repeated \d+ times")
+_CONTEXTLESS = re.compile(rb"^(?:\x1b\[[0-9;]*m)*(Truncating packet of size \d+ to \d+)(?:\x1b\[0m)?\r?\n?$")
+"""FFmpeg's messages logged without a context, so printed without a "[name @ 0x...]" to know
+them by: libavformat's cut of a packet longer than what is left of a damaged file."""
 
 
 def _is_ffmpeg_line(line: bytes) -> bool:
-    return bool(_PRINTED.match(line) or _REPEATED.match(line))
+    return bool(_PRINTED.match(line) or _REPEATED.match(line) or _CONTEXTLESS.match(line))
 
 
 class FfmpegLog:
@@ -153,6 +156,10 @@ class FfmpegLog:
     def entries(self) -> list[LogLine]:
         out: list[LogLine] = []
         for line in self._held.taken():
+            bare = _CONTEXTLESS.match(line)
+            if bare is not None:
+                out.append((av.logging.ERROR, "", bare.group(1).decode(errors="replace")))
+                continue
             m = _PRINTED.match(line)
             if m is None:
                 continue  # "Last message repeated n times"

@@ -47,6 +47,16 @@ from tests.pipeline.test_manifest_fuzz import (
 )
 
 CASES = 30
+QUICK = 10
+"""Cases of each fuzz test in the default run; the rest run with `-m slow`."""
+
+
+def _seeds(extra: tuple[Any, ...] = ()) -> list[Any]:
+    """The fuzz seeds, those past `QUICK` marked slow, then `extra` (always run)."""
+    cases = [s if s < QUICK else pytest.param(s, marks=pytest.mark.slow) for s in range(CASES)]
+    return [*cases, *extra]
+
+
 BYTE_KINDS = ("text-cut", "bytes-inserted", "bytes-flipped", "random-bytes")
 JSON_KINDS = (
     "value-retyped",
@@ -344,7 +354,7 @@ def _corrupt(folder: Path, name: str) -> list[Path]:
     return sorted(folder.glob(f"{name}*.corrupt"))
 
 
-@pytest.mark.parametrize("seed", range(CASES))
+@pytest.mark.parametrize("seed", _seeds())
 def test_a_damaged_gui_ini_opens_the_window_and_is_kept_aside_once(
     seed: int, written: dict[str, bytes], open_window: Callable[[], Any], tmp_path: Path
 ) -> None:
@@ -399,7 +409,7 @@ HOME_OF_NOBODY = pytest.param(353, id="353-models-dir-of-an-unknown-user")
 models_dir of '~nosuchuser-ffdesk/x', whose `Path.expanduser()` raised RuntimeError in every command."""
 
 
-@pytest.mark.parametrize("seed", [*range(CASES), HOME_OF_NOBODY])
+@pytest.mark.parametrize("seed", _seeds((HOME_OF_NOBODY,)))
 def test_a_damaged_settings_json_is_read_without_change_and_kept_aside_once(
     seed: int, written: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -464,7 +474,7 @@ def _stored_jobs(raw: bytes) -> int | None:
     return len(data.get("jobs", []))
 
 
-@pytest.mark.parametrize("seed", range(CASES))
+@pytest.mark.parametrize("seed", _seeds())
 def test_a_damaged_queue_keeps_every_readable_job_and_is_kept_aside_once(
     seed: int,
     written: dict[str, bytes],

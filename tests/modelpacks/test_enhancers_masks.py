@@ -20,7 +20,7 @@ ENHANCERS = (
     "gpen_bfr_256",
     "gpen_bfr_512",
     "gpen_bfr_1024",
-    "gpen_bfr_2048",
+    pytest.param("gpen_bfr_2048", marks=pytest.mark.slow),  # 9 s: its 2048 px stand-in on the CPU
     "restoreformer_plus_plus",
     "codeformer",  # three outputs
 )

@@ -41,7 +41,9 @@ def format_bytes(n: int | float | None) -> str:
     return f"{value:.1f} TiB"
 
 
-_TIME_EXAMPLES = "examples: 12.5, 1:02.5, 00:01:02.5, timecode 10:00:01:00 or drop-frame 10:00:01;02"
+_TIME_EXAMPLES = (
+    "examples: 12.5, 1:02.5, 00:01:02.5, timecode 10:00:01:00 or drop-frame 10:00:01;02, frame 120f"
+)
 
 
 def parse_time(text: str) -> float:
@@ -79,13 +81,33 @@ class ClipTimecode:
         return ";" in self.text
 
 
-ClipTime = float | ClipTimecode
-"""A time typed for `--start`/`--end`: seconds from the clip's first frame, or a timecode."""
+@dataclass(frozen=True)
+class ClipFrame:
+    """A time given as a frame number, "120f": the clip's frame 120, counted from 0 at its first
+    frame as an editor's frame counter and FaceFusion's `--trim-frame-start` count, known in
+    seconds once the clip's frame rate is (`ffdesk.media.timecode.resolve_clip_time`)."""
+
+    index: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.index}f"
+
+
+ClipTime = float | ClipTimecode | ClipFrame
+"""A time typed for `--start`/`--end`: seconds from the clip's first frame, a timecode or a frame
+number."""
+CLIP_MARKS = (ClipTimecode, ClipFrame)
+"""The kinds of `ClipTime` known in seconds only against the clip itself."""
+_FRAME = re.compile(r"^\s*([0-9]+)\s*[fF]\s*$")
 
 
 def parse_clip_time(text: str) -> ClipTime:
-    """Seconds from "12.5", "1:02.5" or "00:01:02.5" (as `parse_time`), or a `ClipTimecode`
-    from "HH:MM:SS:FF" (non-drop) or "HH:MM:SS;FF" (drop-frame)."""
+    """Seconds from "12.5", "1:02.5" or "00:01:02.5" (as `parse_time`), a `ClipTimecode` from
+    "HH:MM:SS:FF" (non-drop) or "HH:MM:SS;FF" (drop-frame), or a `ClipFrame` from "120f"."""
+    frame = _FRAME.match(str(text))
+    if frame is not None:
+        return ClipFrame(int(frame.group(1)))
     m = _TIMECODE.match(str(text))
     if m is None:
         return parse_time(text)

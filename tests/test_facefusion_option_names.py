@@ -67,8 +67,8 @@ def test_hints_name_only_options_render_lists(capsys: pytest.CaptureFixture[str]
         (["--face-selector-mode", "reference"], "the default is largest, not reference"),
         (["--reference-face-position", "1"], "is --reference-face 1 here, counted from 0 left to right"),
         (["--reference-face-position", "1"], "FaceFusion counts by --face-selector-order"),
-        (["--trim-frame-start", "120"], "is --start T here, a time, not a frame: frame N is N/fps seconds"),
-        (["--trim-frame-end", "240"], "is --end T here"),
+        (["--trim-frame-start", "120"], "is --start 120f here, a frame number written with an f"),
+        (["--trim-frame-end", "240"], "is --end 240f here, the first frame left out"),
         (["--output-video-encoder", "libx265"], "is --encoder h265 here"),
         (["--output-video-encoder", "libvpx-vp9"], "is --encoder h264|h265|prores|png here"),
         (["--output-video-quality", "90"], "is --quality 90 here"),
@@ -102,7 +102,7 @@ def test_the_hint_writes_the_values_as_ffdesk_takes_them(
     assert line.startswith(f"ffdesk: error: unrecognized arguments: {' '.join(given)} ("), line
     assert says in line, line
     if given[0] == "--trim-frame-start":
-        assert "--start 120" not in line, line  # a frame number is no time
+        assert "--start 120 " not in line, line  # a frame number is no time: 120f, not 120 s
 
 
 def test_the_reported_line_names_ffdesks_mask(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,7 @@ from ffdesk.commands.render import job_from_args, register
 from ffdesk.errors import UserError
 from ffdesk.media.probe import MediaInfo, VideoInfo, probe
 from ffdesk.media.timecode import counting_rate, moved_on, resolve_clip_time
-from ffdesk.units import ClipTimecode, parse_clip_time
+from ffdesk.units import ClipFrame, ClipTimecode, parse_clip_time
 from tests.media.test_timecode import _clip
 
 NTSC = 30000 / 1001
@@ -228,3 +228,42 @@ def test_faces_looks_from_timecode_to_timecode(tmp_path: Path, capsys: pytest.Ca
     clip = _clip(tmp_path / "cam.mov", Fraction(25), 20, "10:00:00:00")
     assert cli.main(["faces", str(clip), "--start", "10:00:00:10", "--end", "10:00:00:15", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["frames_looked"] == 5
+
+
+def test_frame_numbers_are_read() -> None:
+    """An editor's frame counter and FaceFusion's --trim-frame-start count frames: "120f"."""
+    assert parse_clip_time("120f") == ClipFrame(120)
+    assert parse_clip_time(" 7F ") == ClipFrame(7) and ClipFrame(7).text == "7f"
+    assert parse_clip_time("0f") == ClipFrame(0)
+
+
+def test_a_render_from_frame_to_frame(tmp_path: Path) -> None:
+    """`--start 9f --end 13f` of a 29.97 frames/s clip: frames 9 to 12 (the end is the first frame
+    left out, as FaceFusion's --trim-frame-end), whatever the rate's rounding."""
+    clip = _clip(tmp_path / "ntsc.mov", Fraction(30000, 1001), 40, "01:00:59;20")
+    out = tmp_path / "out.mov"
+    assert cli.main(["render", "-t", str(clip), "-o", str(out), "--start", "9f", "--end", "13f", "-q"]) == 0
+    source, rendered = _frames(clip), _frames(out)
+    assert len(rendered) == 4
+    assert abs(rendered[0] - source[9]) < 3 and abs(rendered[-1] - source[12]) < 3
+
+
+def test_a_frame_number_the_clip_has_not_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = _clip(tmp_path / "cam.mov", Fraction(25), 10, "10:00:00:00")
+    out = tmp_path / "out.mov"
+    for argv, said in (
+        (["render", "-t", str(clip), "-o", str(out), "--start", "10f"], "--start 10f is past the clip's last "
+         "frame: cam.mov has 10 frames, 0f to 9f"),
+        (["render", "-t", str(clip), "-o", str(out), "--start", "5f", "--end", "5f"], "--end 5f is not after "
+         "--start 5f"),
+        (["faces", str(clip), "--end", "11f"], "--end 11f is past the clip's last frame"),
+    ):  # fmt: skip
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not out.exists()
+    # --end may name the frame after the last: the first frame left out
+    assert cli.main(["render", "-t", str(clip), "-o", str(out), "--start", "8f", "--end", "10f", "-q"]) == 0
+    assert len(_frames(out)) == 2

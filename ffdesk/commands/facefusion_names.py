@@ -51,6 +51,8 @@ class FaceFusionOption:
     note: str = ""
     values: tuple[ValueName, ...] = ()
     key: str = ""
+    frames: bool = False
+    """Its value is a frame number, which ffdesk writes with an f ("10" is "10f")."""
 
 
 @dataclass(frozen=True)
@@ -241,16 +243,18 @@ FACEFUSION_OPTIONS: tuple[FaceFusionOption, ...] = (
     FaceFusionOption(
         "--trim-frame-start",
         "--start",
-        "fixed",
-        "T",
-        "a time, not a frame: frame N is N/fps seconds, or a timecode HH:MM:SS:FF",
+        "one",
+        "0f",
+        "a frame number written with an f (or a time, or a timecode HH:MM:SS:FF)",
+        frames=True,
     ),
     FaceFusionOption(
         "--trim-frame-end",
         "--end",
-        "fixed",
-        "T",
-        "a time as --start takes, not a frame: frame N is N/fps seconds, the first frame left out",
+        "one",
+        "120f",
+        "the first frame left out, as FaceFusion's",
+        frames=True,
     ),
     # output
     FaceFusionOption(
@@ -340,6 +344,8 @@ def _facefusion_option(token: str) -> FaceFusionOption | None:
 
 def _mapped(entry: FaceFusionOption, value: str) -> str | None:
     """`value` as ffdesk writes it for `entry`; None where ffdesk has no such value."""
+    if entry.frames:
+        return f"{int(value)}f" if value.isdigit() else None
     if not entry.values:
         return value
     return next((v.ffdesk for v in entry.values if v.facefusion == value), None)

@@ -19,7 +19,7 @@ from typing import Any
 from ffdesk.commands.argtypes import number_from
 from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
 from ffdesk.errors import MediaError, UserError
-from ffdesk.units import ClipTimecode
+from ffdesk.units import CLIP_MARKS
 
 
 def register(sub: Any) -> None:
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{clip}: no such file")
     if args.fps is not None and not sequence:
         raise UserError(f"--fps is the frame rate of an image sequence; {clip.name} has its own")
-    timecoded = isinstance(args.start, ClipTimecode) or isinstance(args.end, ClipTimecode)
+    timecoded = isinstance(args.start, CLIP_MARKS) or isinstance(args.end, CLIP_MARKS)
     if not timecoded and args.end is not None and args.end <= (args.start or 0.0):
         raise UserError(f"--end {args.end:g}s is not after --start {args.start or 0.0:g}s")
     models_dir = None if args.models_dir is None else Path(args.models_dir).expanduser()

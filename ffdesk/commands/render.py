@@ -24,7 +24,7 @@ from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
 from ffdesk.types import VIDEO_PRESETS
-from ffdesk.units import ClipTime, ClipTimecode, counted, parse_clip_time
+from ffdesk.units import CLIP_MARKS, ClipTime, counted, parse_clip_time
 
 if TYPE_CHECKING:
     from ffdesk.media.probe import MediaInfo
@@ -454,9 +454,9 @@ def add_range_options(parser: argparse.ArgumentParser) -> None:
         type=parse_clip_time,
         default=None,
         metavar="T",
-        help="where to begin: seconds (12.5), M:S or H:M:S (00:01:02.5) from the first frame, or a "
+        help="where to begin: seconds (12.5), M:S or H:M:S (00:01:02.5) from the first frame, a "
         "timecode of the clip's own, HH:MM:SS:FF (drop-frame HH:MM:SS;FF), counted from its start "
-        "timecode (00:00:00:00 without one)",
+        "timecode (00:00:00:00 without one), or a frame number, 120f (the first frame is 0f)",
     )
     parser.add_argument(
         "--end",
@@ -470,7 +470,7 @@ def add_range_options(parser: argparse.ArgumentParser) -> None:
 def range_seconds(args: argparse.Namespace) -> tuple[float | None, float | None]:
     """`--start` and `--end` in seconds from the target's first frame; a timecode is resolved
     against the target's start timecode and rate (the target probed for them only then)."""
-    if not isinstance(args.start, ClipTimecode) and not isinstance(args.end, ClipTimecode):
+    if not isinstance(args.start, CLIP_MARKS) and not isinstance(args.end, CLIP_MARKS):
         return args.start, args.end
     from ffdesk.media.probe import probe
 
@@ -488,13 +488,17 @@ def clip_range_seconds(
 
     start_s = resolve_clip_time(start, info)
     end_s = resolve_clip_time(end, info, end=True)
-    if end_s is not None and end_s <= (start_s or 0.0) and ClipTimecode in (type(start), type(end)):
+    if (
+        end_s is not None
+        and end_s <= (start_s or 0.0)
+        and (isinstance(start, CLIP_MARKS) or isinstance(end, CLIP_MARKS))
+    ):
         raise UserError(f"--end {_said(end)} is not after --start {_said(start)}")
     return start_s, end_s
 
 
 def _said(time: ClipTime | None) -> str:
-    return time.text if isinstance(time, ClipTimecode) else f"{time or 0.0:g}s"
+    return time.text if isinstance(time, CLIP_MARKS) else f"{time or 0.0:g}s"
 
 
 def add_max_pixels_option(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
-from ffdesk.units import ClipTime, ClipTimecode
+from ffdesk.units import ClipFrame, ClipTime, ClipTimecode
 
 if TYPE_CHECKING:
     from ffdesk.media.probe import MediaInfo, VideoInfo
@@ -140,6 +140,8 @@ def resolve_clip_time(value: ClipTime | None, info: MediaInfo, *, end: bool = Fa
     nominal rate). `UserError` (one line naming the value, the clip's start timecode and rate)
     for a timecode that names none of the clip's frames (`--end` may name the one after its last:
     it is the first frame left out)."""
+    if isinstance(value, ClipFrame):
+        return _frame_seconds(value, info, end=end)
     if not isinstance(value, ClipTimecode):
         return value
     option = "--end" if end else "--start"
@@ -156,11 +158,29 @@ def resolve_clip_time(value: ClipTime | None, info: MediaInfo, *, end: bool = Fa
     return _frame_index(value, video, rate, info.path.name, end=end) / rate_fps(rate)
 
 
+def _frame_seconds(value: ClipFrame, info: MediaInfo, *, end: bool) -> float:
+    """A frame number in seconds from the clip's first frame: its index over the clip's frame
+    rate (a variable-frame-rate clip's nominal rate, as for a timecode). `UserError` (one line)
+    for an image, or a frame past the clip's last (`--end` may name the one after it: the first
+    frame left out)."""
+    option = "--end" if end else "--start"
+    video = info.video
+    if info.is_image or video is None or video.fps <= 0:
+        raise UserError(f"{option} {value.text}: {info.path.name} is an image, it has no frames to count")
+    count = _frames_in(video, video.fps)
+    if count is not None and (value.index > count or (value.index == count and not end)):
+        raise UserError(
+            f"{option} {value.text} is past the clip's last frame: {info.path.name} has "
+            f"{count} frames, 0f to {count - 1}f"
+        )
+    return value.index / video.fps
+
+
 def _frame_index(value: ClipTimecode, video: VideoInfo, rate: str, name: str, *, end: bool) -> int:
     option = "--end" if end else "--start"
     counts_drop = value.drop_frame and rate in _DROP_RATES  # without a start timecode: as written
     start = video.timecode or ("00:00:00;00" if counts_drop else "00:00:00:00")
-    count = _frames_in(video, rate)
+    count = _frames_in(video, rate_fps(rate))
     clip = _clip_words(name, video.timecode, start, rate, count)
     if video.timecode is not None and is_drop_frame(start) != value.drop_frame:
         kind = "drop-frame (;)" if value.drop_frame else "non-drop-frame (:)"
@@ -184,12 +204,12 @@ def _frame_index(value: ClipTimecode, video: VideoInfo, rate: str, name: str, *,
     return index
 
 
-def _frames_in(video: VideoInfo, rate: str) -> int | None:
+def _frames_in(video: VideoInfo, fps: float) -> int | None:
     """The clip's frames as its timecode counts them (a variable rate's at its nominal rate);
     None where neither a count nor a duration says."""
     if video.frame_count_exact and not video.vfr:
         return video.frame_count
-    by_duration = math.ceil(video.duration_s * rate_fps(rate) - 1e-6) if video.duration_s > 0 else 0
+    by_duration = math.ceil(video.duration_s * fps - 1e-6) if video.duration_s > 0 else 0
     count = max(by_duration, 0 if video.vfr else video.frame_count)
     return count if count > 0 else None
 

@@ -157,8 +157,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> int:
-    """Make what a render would otherwise make before its first frame: each model's FP16
-    variant (cached under the cache folder's variants/), with `--gpu` from the batch-free copy of a
+    """Make what a render would otherwise make before its first frame: the FP16 variant of each
+    model a render runs in FP16 (the swapper, face enhancers and mask models: `FREED_KINDS`;
+    cached under the cache folder's variants/), with `--gpu` from the batch-free copy of a
     file that fixes its batch at 1 (made and checked first) for the per-face models a GPU render
     batches (`batch_free.FREED_KINDS`), and, without `--gpu`, for large files the external-data
     copy the CPU loads them from (weights/). INT8 variants are calibrated on the faces of the clip
@@ -197,7 +198,10 @@ def _prepare(args: argparse.Namespace) -> int:
                 path = freed.copy
             else:
                 notes.append(str(freed.kept))
-        if args.precision == "fp16":
+        if args.precision == "fp16" and spec.kind not in FREED_KINDS:
+            # a render runs FP16 only for the swapper, the face enhancer and the mask models
+            notes.append("no render runs it in fp16 (the swapper, face enhancers and mask models do)")
+        elif args.precision == "fp16":
             cached = precision.cached_sound(precision.variant_path(path, "fp16", cache_dir=env.variants_dir))
             variant = precision.make_fp16(path, cache_dir=env.variants_dir)
             notes.append(f"fp16 variant {'already made' if cached else 'made'}: {variant}")

@@ -207,10 +207,12 @@ def test_prepare_for_a_gpu_makes_the_batch_free_copy_and_its_fp16_variant(
     assert copy.is_file() and precision.variant_path(copy, "fp16", cache_dir=variants).is_file()
     assert batch_free.batch_free(pack / "inswapper_128.onnx", cache_dir=variants).copy == copy
     # the recognizer (FaceFusion's: 1 x 3 x 112 x 112) embeds the source photos: a render never
-    # batches it, so nothing is freed; and a GPU render loads no CPU weight copy
-    assert recognizer.startswith("arcface_w600k_r50: fp16 variant made: "), recognizer
+    # batches it, so nothing is freed, nor runs it in FP16 (its variant was made for nothing);
+    # and a GPU render loads no CPU weight copy
+    assert recognizer.startswith("arcface_w600k_r50: no render runs it in fp16"), recognizer
     assert "batch-free" not in recognizer and "CPU weight copy" not in swapper + recognizer
     assert not batch_free.copy_path(pack / "arcface_w600k_r50.onnx", variants).exists()
+    assert not precision.variant_path(pack / "arcface_w600k_r50.onnx", "fp16", cache_dir=variants).exists()
 
 
 @pytest.mark.parametrize(

@@ -75,8 +75,10 @@ def _render(
     clip: Path,
     out: Path,
     pixels: Pixels,
+    on: list[Any] | None = None,
     **extra: Any,
 ) -> RenderReport:
+    """A render of `clip` with the full pack; its events appended to `on` where given."""
     settings: dict[str, Any] = {
         **FULL,
         "precision": "fp32",
@@ -89,7 +91,7 @@ def _render(
         target=clip, output=out, sources=(PHOTO_PATH,), models_dir=pack, encoder="png", resume=False,
         pixels=pixels, **settings,
     )  # fmt: skip
-    return run_render(job, env=env)
+    return run_render(job, on.append if on is not None else None, env=env)
 
 
 PHOTO_PATH = Path(PHOTO)
@@ -385,8 +387,17 @@ def test_the_report_says_which_variant_ran_in_the_frames(
         return PrecisionChoice("fp16", timed.speeds, "FP16 timed faster")
 
     monkeypatch.setattr(ModelRender, "_time_variants", fp16_wins)
-    report = _render(run_env, pack, carphone(), tmp_path / "o", "device", precision="auto", end=0.4)
+    events: list[Any] = []
+    report = _render(
+        run_env, pack, carphone(), tmp_path / "o", "device", precision="auto", end=0.4, on=events
+    )
     assert report.models is not None and report.models.swapper_precision == "fp16"
+    # the warm-up lines name the variant chosen (the list is made before the choice: they said fp32)
+    warming = [e.what for e in events if isinstance(e, ev.Preparing) and e.what.startswith("warming up")]
+    assert "warming up inswapper_128@fp16 at batch 1" in warming, warming
+    assert "warming up gfpgan_1.4@fp16 at batch 1" in warming, warming
+    assert "warming up inswapper_128 in fp32 (the quality check) at batch 1" in warming, warming
+    assert not any("@fp32 at" in w for w in warming), warming
     stats = {(m.name, m.precision): m for m in report.models.models}
     for name in ("inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"):
         assert (stats[name, "fp16"].frame_calls or 0) > 0, name

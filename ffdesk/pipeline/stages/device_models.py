@@ -255,7 +255,9 @@ class DeviceModels:
             self.caps[key] = min(self.caps.get(key, batch), batch)
         return dict(self.caps)
 
-    def warm_up_steps(self, enhancer: EnhancerSpec | None) -> list[tuple[str, Callable[[], object]]]:
+    def warm_up_steps(
+        self, enhancer: EnhancerSpec | None
+    ) -> list[tuple[Callable[[], str], Callable[[], object]]]:
         """(what, how) for the pixel operations (`warm_pixels`), then every per-frame model at
         every batch shape it may run at, smallest first: each run measured
         (`ResidencyManager.measure_batch`), and before each larger shape the batches chosen again
@@ -269,12 +271,29 @@ class DeviceModels:
             side = ctx.swap_spec.size * ctx.tile
             fp32 = partial(self.swap, key=ctx.fp32_swap_key)
             models.append((FP32_SWAPPER, ctx.fp32_swap_key, side, ctx.tile * ctx.tile, fp32))
-        steps: list[tuple[str, Callable[[], object]]] = [("the pixel path", self.warm_pixels)]
+        steps: list[tuple[Callable[[], str], Callable[[], object]]] = [
+            (lambda: "the pixel path", self.warm_pixels)
+        ]
         for n in buckets(self.cap):
             for role, label, side, per_face, run in models:
                 step = partial(self._warm, role, n, per_face, side, run, enhancer)
-                steps.append((f"{label} at batch {n * per_face}", step))
+                steps.append((partial(self._warm_label, role, label, n * per_face), step))
         return steps
+
+    def _warm_label(self, role: str, label: str, items: int) -> str:
+        """A warm-up step's name as it runs: the swapper's at the precision chosen by then (under
+        `--precision auto`, after the step list was made), and the quality check's FP32 swapper
+        said to be the swapper's own where FP32 was chosen (its steps then run nothing)."""
+        ctx = self.ctx
+        if role == SWAPPER:
+            label = f"{ctx.swapper.name}@{ctx.precision}"
+        elif role == "enhancer":
+            label = ctx.keys["enhancer"]
+        elif role == FP32_SWAPPER:
+            label = f"{ctx.swapper.name} in fp32 (the quality check)"
+            if ctx.fp32_swap_key == ctx.swap_key:
+                return f"{label} at batch {items}: FP32 swaps the frames, its warm-up is the swapper's"
+        return f"{label} at batch {items}"
 
     def warm_pixels(self) -> None:
         """Every pixel operation of the device path once, on a small black frame, before the

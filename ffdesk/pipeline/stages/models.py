@@ -275,6 +275,11 @@ def _converter(
     raise UserError(f"{swapper.name} needs its embedding converter {files} in {folder}")
 
 
+def _warming_up(what: Callable[[], str]) -> str:
+    """A device warm-up step's line, named as it runs."""
+    return f"warming up {what()}"
+
+
 class ModelRender:
     """What the model stages of one render share: files, the residency manager, the source."""
 
@@ -803,7 +808,7 @@ class ModelRender:
                 return
             self._started = True
             t0 = time.perf_counter()
-            steps: list[tuple[str, Callable[[], object]]] = []
+            steps: list[tuple[str | Callable[[], str], Callable[[], object]]] = []
             fixed = self._fixed_batch_roles()
             if fixed:
                 names = ", ".join(self._choice(role).name for role in fixed)
@@ -824,11 +829,15 @@ class ModelRender:
             self._count_prepared_pixels()  # what torch holds before: not this render's
             if self.on_device is not None:
                 enhancer = _enhancer_spec(self.enhancer) if self.enhancer else None
-                steps += [(f"warming up {what}", do) for what, do in self.on_device.warm_up_steps(enhancer)]
-            for i, (what, do) in enumerate(steps, 1):
+                # each warm-up named when it runs: `--precision auto` chooses after the list is made
+                steps += [
+                    (functools.partial(_warming_up, what), do)
+                    for what, do in self.on_device.warm_up_steps(enhancer)
+                ]
+            for i, (said, do) in enumerate(steps, 1):
                 if i > first and self.on_device is None:
                     break  # the device path gave way before its warm-ups
-                emit(ev.Preparing(what, i, len(steps)))
+                emit(ev.Preparing(said if isinstance(said, str) else said(), i, len(steps)))
                 if i <= first:
                     do()
                 elif not self._warm_up(do, emit):

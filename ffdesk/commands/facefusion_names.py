@@ -18,6 +18,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ffdesk.pipeline.job import FACE_EDITS
+
 Form = Literal["one", "commas", "repeat", "assign", "each", "fixed", "none"]
 """How a hint writes the values typed after a FaceFusion option for ffdesk's option:
 one: the first value; commas: all joined by commas; repeat: the option once per value;
@@ -71,22 +73,6 @@ def _same(*names: str) -> tuple[ValueName, ...]:
 _NONE_FACE_FILTER = "pick people with --map PERSON=FACE.jpg, as ffdesk faces lists them"
 _NONE_TEMP = "ffdesk extracts no frames: its segments go beside the output"
 
-_FACE_EDITS = (
-    "eyebrow_direction",
-    "eye_gaze_horizontal",
-    "eye_gaze_vertical",
-    "eye_open_ratio",
-    "lip_open_ratio",
-    "mouth_grim",
-    "mouth_pout",
-    "mouth_purse",
-    "mouth_smile",
-    "mouth_position_horizontal",
-    "mouth_position_vertical",
-    "head_pitch",
-    "head_yaw",
-    "head_roll",
-)
 
 FACEFUSION_OPTIONS: tuple[FaceFusionOption, ...] = (
     # paths
@@ -151,7 +137,7 @@ FACEFUSION_OPTIONS: tuple[FaceFusionOption, ...] = (
             "with --face-editor",
             key=edit,
         )
-        for edit in _FACE_EDITS
+        for edit in FACE_EDITS
     ),
     FaceFusionOption("--deep-swapper-model", "--deep-swapper", "one", "iperov/elon_musk_224"),
     FaceFusionOption("--age-modifier-model", "--age-modifier", "one", "fran"),

@@ -619,8 +619,9 @@ def _say_no_face(report: RenderReport) -> None:
 
 def _render_on_farm(args: argparse.Namespace) -> int:
     job = job_from_args(args)
-    _say_ignored(args, job, runtime_env(args))
-    _say_farm_ignores(job, runtime_env(args))
+    env = runtime_env(args)
+    _say_ignored(args, job, env)
+    _say_farm_ignores(job, env)
     progress = TerminalProgress(mode=progress_mode(args.quiet))
     try:
         report = render_on_farm(args, job, progress)

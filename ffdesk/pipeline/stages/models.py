@@ -349,8 +349,6 @@ class ModelRender:
         self.source_vectors: list[npt.NDArray[np.float32]] = []
         """The source input of each source slot (`SwapPlan.sources`); the first is `source_vector`."""
         self._started = False
-        self.swapper_file: Path = self.swapper.path
-        """The swapper's file as loaded: `swapper.path`, or its batch-free copy (`_free_batches`)."""
         self.batch_notes: tuple[str, ...] | None = None
         """How each batched model whose file fixes its batch at 1 takes its faces (`_free_batches`)."""
         self.precision_reason: str | None = None
@@ -852,6 +850,16 @@ class ModelRender:
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
 
+    @property
+    def swapper_file(self) -> Path:
+        """The swapper's file as loaded (`loaded_file`)."""
+        return self.loaded_file("swapper")
+
+    def loaded_file(self, role: str) -> Path:
+        """The file `role`'s FP32 model loads from: its batch-free copy where `_free_batches`
+        made one, else the file chosen."""
+        return self.freed_files.get(role, self._choice(role).path)
+
     def _choice(self, role: str) -> ModelChoice:
         if role in self.masks:
             return self.masks[role]
@@ -883,8 +891,6 @@ class ModelRender:
             if result.copy is not None:
                 self.keys[role] = self._register(choice, "fp32", result.copy)
                 self.freed_files[role] = result.copy
-                if role == "swapper":
-                    self.swapper_file = result.copy
                 notes.append(f"{choice.name}: its batch freed (a checked copy)")
             else:
                 notes.append(f"{choice.name}: {result.kept}")
@@ -1099,10 +1105,8 @@ class ModelRender:
         for role in self._auto_precision_roles():
             choice = self._choice(role)
             try:
-                # the file its FP32 runs from: the batch-free copy where one was made (an FP16
-                # variant of the published file would take one face a call again)
-                src = self.freed_files.get(role, choice.path)
-                self.keys[role], _ = self._auto_pick(role, choice, self.keys[role], src)
+                # (an FP16 variant of the published file would take one face a call again)
+                self.keys[role], _ = self._auto_pick(role, choice, self.keys[role], self.loaded_file(role))
             except UserError:
                 raise
             except Exception as exc:  # noqa: BLE001 - an optional speed-up: FP32 runs as it would

@@ -2,8 +2,9 @@
 
 Each command lives in its own module under `ffdesk.commands` and exposes
 `register(subparsers) -> None`, which adds its parser and sets `func=handler(args) -> int`.
-Exit codes: 0 done, 2 bad input or usage (one line on stderr), 130 cancelled, 143 stopped by
-SIGTERM, 1 internal error
+Exit codes: 0 done, 2 bad input or usage (one line on stderr), 75 busy (another process holds
+the output, queue or training run: try again later), 130 cancelled, 143 stopped by SIGTERM, 1
+internal error
 (one-line summary; the traceback goes to a log file under the user's cache folder) or a package
 ffdesk needs that is not installed (one line naming it and what to install).
 
@@ -20,14 +21,16 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ffdesk import __version__
 from ffdesk.commands.registry import register_modules
 from ffdesk.commands.runtime_env import ATTRIBUTE as ENV_ATTRIBUTE
-from ffdesk.errors import Cancelled, Terminated, UserError
+from ffdesk.errors import BUSY_EXIT, Busy, Cancelled, Terminated, UserError
+from ffdesk.media.named_output import figures_to_stdout
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.userpath import stream_fd
 
 COMMAND_MODULES = (
     "render",
@@ -123,8 +126,42 @@ def _write_crash_log(env: RuntimeEnv | None) -> Path | None:
         return None
 
 
+FIGURE_FILES = ("json", "report", "telemetry_log")
+"""Options naming a file a command writes its figures, report or log to; `-` (or /dev/stdout)
+sends them to standard output, and the command's other lines then go to stderr."""
+
+
+@contextlib.contextmanager
+def _figures_kept_apart(args: argparse.Namespace) -> Iterator[None]:
+    """While inside, a figures file given as standard output (`--json -`, `--report -`) has that
+    descriptor to itself: the command's own lines (and its child processes') go to stderr, so
+    what reaches stdout parses (`named_output.figures_to_stdout`)."""
+    named = [
+        name
+        for name in FIGURE_FILES
+        if isinstance(value := getattr(args, name, None), (str, Path)) and stream_fd(value) == 1
+    ]
+    if not named:
+        yield
+        return
+    with figures_to_stdout(getattr(args, named[0])) as kept:
+        for name in named:
+            setattr(args, name, kept)
+        yield
+
+
+def _readable_anywhere() -> None:
+    """Lines whose characters the terminal's encoding lacks (a clip named `café.mp4` under
+    LANG=C or PYTHONIOENCODING=ascii) print with escapes, never end a finished command in an
+    internal error."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    _readable_anywhere()
     env: RuntimeEnv | None = None
     try:
         env = RuntimeEnv.from_system()
@@ -141,8 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ffdesk.commands.interrupt import terminate_raises
 
         own = getattr(args, "command", None) in KEEP_SIGTERM
-        with contextlib.nullcontext() if own else terminate_raises():
+        with contextlib.nullcontext() if own else terminate_raises(), _figures_kept_apart(args):
             return int(args.func(args) or 0)
+    except Busy as exc:
+        print(f"ffdesk: error: {exc}", file=sys.stderr)
+        return BUSY_EXIT
     except UserError as exc:
         print(f"ffdesk: error: {exc}", file=sys.stderr)
         return 2

@@ -1,8 +1,9 @@
 """Error types the front ends map to exit codes.
 
 `UserError` (bad input, usage, a budget too small, a full disk) becomes exit 2 with its one-line
-message; `Cancelled` becomes exit 130; `Terminated` (SIGTERM) exit 143; anything else is an
-internal error (exit 1).
+message; `Busy` (another process holds the output, the queue or the training run) exit 75, so a
+script can tell "try again later" from "this job is wrong"; `Cancelled` becomes exit 130;
+`Terminated` (SIGTERM) exit 143; anything else is an internal error (exit 1).
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ from __future__ import annotations
 
 class UserError(Exception):
     """A problem the user can fix; its message is one line shown as-is."""
+
+
+class Busy(UserError):
+    """Another process holds what this command needs (an output it renders, a queue it runs, a
+    training run); the same command later may succeed. Exit 75 (sysexits' EX_TEMPFAIL)."""
+
+
+BUSY_EXIT = 75
 
 
 class MediaError(UserError):

@@ -1,4 +1,4 @@
-"""`~` in paths a user typed or saved.
+"""Paths a user typed or saved: `~` in them, and the ones that name an open descriptor.
 
 `Path.expanduser` raises `RuntimeError` for `~name` when there is no user `name` (and for `~`
 when no home folder can be found). A models folder saved as `~nosuchuser/x` in the settings then
@@ -10,7 +10,10 @@ where it is used, as any path that is not there.
 from __future__ import annotations
 
 import os
+import re
+import sys
 from pathlib import Path
+from typing import TextIO
 
 from ffdesk.errors import UserError
 
@@ -29,3 +32,33 @@ def not_a_file(folder: Path, what: str, kind: str = "folder") -> None:
     missing), is a file: "--out clip.mp4 is a file, not a folder"."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{what} {folder} is a file, not a {kind}")
+
+
+_NAMED_FDS = {"-": 1, "/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+_NUMBERED_FD = re.compile(r"^/(?:dev/fd|proc/self/fd)/(\d+)$")
+
+
+def stream_fd(path: str | os.PathLike[str]) -> int | None:
+    """The descriptor `path` names as written (`-`: standard output; `/dev/stdout`, `/dev/fd/N`,
+    `/proc/self/fd/N`), before any link is followed; None for a path that names a file. Such a
+    path is written through the descriptor this process has open, never opened anew (that would
+    truncate a file the shell redirected there) nor replaced."""
+    text = str(path)
+    if text.startswith("/"):
+        text = os.path.normpath(text)
+    if text in _NAMED_FDS:
+        return _NAMED_FDS[text]
+    match = _NUMBERED_FD.match(text)
+    return int(match.group(1)) if match else None
+
+
+def open_named(path: str | os.PathLike[str]) -> TextIO:
+    """A text stream for lines written as they come (a telemetry log) at a path the user named:
+    a descriptor `path` names (`stream_fd`) is duplicated, so closing the stream leaves it open;
+    any other path is opened for writing."""
+    fd = stream_fd(path)
+    if fd is None:
+        return Path(path).open("w", encoding="utf-8")
+    if fd == 1:
+        sys.stdout.flush()
+    return os.fdopen(os.dup(fd), "w", encoding="utf-8")

@@ -14,8 +14,9 @@ from typing import Any
 
 from ffdesk.bench import history
 from ffdesk.errors import MediaError, UserError
-from ffdesk.media import atomic
+from ffdesk.media import atomic, named_output
 from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.userpath import stream_fd
 
 
 def cache_dir(env: RuntimeEnv) -> Path:
@@ -39,6 +40,8 @@ def json_output(text: str) -> Path:
     """`--json FILE`, checked as the command line is read, not after the bench has run: a file
     (not a folder) in a folder that is there and can be written."""
     path = Path(text).expanduser()
+    if stream_fd(path) is not None:  # `-`, /dev/stdout: written through the open descriptor
+        return path
     if path.is_dir():
         raise argparse.ArgumentTypeError(
             f"{path} is a folder; give a file in it, such as {path / 'figures.json'}"
@@ -69,7 +72,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 def _write_json(path: Path, rec: dict[str, Any]) -> None:
     """The record at `path`, whole or not at all; a disk that fills is one line (`UserError`)."""
     try:
-        atomic.write_text_atomic(path, json.dumps(rec, indent=2, default=str) + "\n", durable=False)
+        named_output.write_named(path, json.dumps(rec, indent=2, default=str) + "\n")
     except OSError as exc:
         atomic.raise_if_disk_full(exc, path)
         raise UserError(f"--json {path}: cannot write the figures ({exc.strerror or exc})") from None
@@ -142,7 +145,8 @@ def finish(
     rec = history.record(name, settings, figures, history.history_path(env))
     if json_path is not None:
         _write_json(json_path, rec)
-        print(f"figures written to {json_path}")
+        if stream_fd(json_path) is None:
+            print(f"figures written to {json_path}")
     return rec
 
 
@@ -152,7 +156,7 @@ def write_so_far(
     """The figures of a run not over yet, in the JSON file if asked (marked `"partial": true`; not
     in the history): a run stopped by a time limit still leaves what it measured. `finish`
     replaces it."""
-    if json_path is not None:
+    if json_path is not None and stream_fd(json_path) is None:  # a stream gets the whole record once
         _write_json(json_path, history.run_record(name, settings, {**figures, "partial": True}))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ffdesk.commands.registry import register_modules
+from ffdesk.commands.registry import needs_subcommand, register_modules
 
 BENCH_MODULES = (
     "io", "encode", "embedded", "memory", "precision", "pipeline", "preview", "training", "compare",
@@ -18,8 +18,4 @@ def register(sub: Any) -> None:
     benches = parser.add_subparsers(dest="bench", parser_class=type(parser))
     register_modules(benches, "ffdesk.bench", BENCH_MODULES)
 
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    parser.set_defaults(func=usage)
+    needs_subcommand(parser, benches)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
+from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
 from ffdesk.units import counted
 
@@ -45,11 +46,7 @@ def register(sub: Any) -> None:
     info.add_argument("faceset", type=Path)
     info.set_defaults(func=run_info)
 
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    parser.set_defaults(func=usage)
+    needs_subcommand(parser, actions)
 
 
 def run_extract(args: argparse.Namespace) -> int:

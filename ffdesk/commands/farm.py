@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from ffdesk.commands.registry import needs_subcommand
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("farm", help="the render farm (Ray): its state")
@@ -15,11 +17,7 @@ def register(sub: Any) -> None:
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=run_status)
 
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    parser.set_defaults(func=usage)
+    needs_subcommand(parser, farm)
 
 
 def run_status(args: argparse.Namespace) -> int:

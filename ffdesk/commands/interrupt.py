@@ -29,6 +29,13 @@ REPEAT_S = 0.5
 sends each signal to the process and then to its group); a person's second Ctrl-C comes later."""
 
 
+def _ignored(signum: int) -> bool:
+    """Whether `signum` is ignored here: what started the process asked for that (a shell runs a
+    background job of a script with Ctrl-C ignored, so a Ctrl-C at the terminal does not reach
+    it), and ffdesk keeps it so, as Python itself keeps an ignored SIGINT."""
+    return signal.getsignal(signum) == signal.SIG_IGN
+
+
 def _deliver(then: Handler, signum: int, frame: Any) -> None:
     """What `then` does with `signum`, now: call it; or, for the default action, put it back and
     send the signal again (SIGTERM's default ends the process)."""
@@ -55,8 +62,9 @@ def _signal_sets(signum: signal.Signals, event: threading.Event, then: Handler =
     """While inside, the first `signum` sets `event`, and a later one (after `REPEAT_S`) goes on
     to `then` (default: the handler before); the handler before is put back after. Only on the
     main thread, where Python takes signals. A process forked meanwhile meets the signal as the
-    handler before would have it."""
-    if threading.current_thread() is not threading.main_thread():
+    handler before would have it. A signal this process was started ignoring stays ignored
+    (`_ignored`)."""
+    if threading.current_thread() is not threading.main_thread() or _ignored(signum):
         yield
         return
     previous = signal.getsignal(signum)
@@ -102,7 +110,7 @@ def terminate_raises() -> Iterator[None]:
     """While inside, SIGTERM raises `Terminated` on the main thread, as Ctrl-C raises
     KeyboardInterrupt; while that unwinds, the signal again is ignored for `REPEAT_S`, and after
     that ends the process. A process forked meanwhile ends at SIGTERM as by default."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or _ignored(signal.SIGTERM):
         yield
         return
     previous = signal.getsignal(signal.SIGTERM)

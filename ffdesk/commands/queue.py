@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.interrupt import stop_signals
 from ffdesk.commands.progress import Mode, progress_mode
+from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.runtime_env import runtime_env
-from ffdesk.errors import Cancelled, Terminated, UserError
+from ffdesk.errors import Busy, Cancelled, Terminated, UserError
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import (
@@ -80,11 +81,7 @@ def register(sub: Any) -> None:
     )
     run.set_defaults(func=run_queue)
 
-    def usage(_args: argparse.Namespace) -> int:
-        parser.print_help()
-        return 2
-
-    parser.set_defaults(func=usage)
+    needs_subcommand(parser, queue)
 
 
 def _queue_file_arg(parser: argparse.ArgumentParser) -> None:
@@ -98,12 +95,15 @@ def _queue_file_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def queue_path(args: argparse.Namespace) -> Path:
-    """The file `--queue` names, else the desktop app's. `UserError` for a folder, and for a
+    """The file `--queue` names, else the desktop app's. `UserError` for a folder, one `--queue`
+    names that is not there, and for a
     `--queue` file that is not a render queue at all (`not_a_queue`): named by mistake, it is
     left as it is (never kept aside as a damaged queue, no lock file made beside it)."""
     path: Path = args.queue if args.queue is not None else default_queue_path(runtime_env(args))
     if path.is_dir():
         raise UserError(f"--queue {path}: is a folder, not a queue file")
+    if args.queue is not None and not path.exists():  # a name mistyped is not an empty queue
+        raise UserError(f"--queue {path}: no such file (the app makes one as it queues a first job)")
     if args.queue is not None and (why := not_a_queue(path)) is not None:
         raise UserError(f"--queue {path}: not a render queue ({why}); it is left as it is")
     return path
@@ -240,7 +240,7 @@ def run_queue(args: argparse.Namespace) -> int:
     path = queue_path(args)
     held = QueueInUse.take(path, "ffdesk queue run")
     if isinstance(held, str):
-        raise UserError(f"{path} is in use by {held}: run the queue there, or once it is closed")
+        raise Busy(f"{path} is in use by {held}: run the queue there, or once it is closed")
     try:
         return _run_held(args, open_queue(path), farm)
     finally:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
 from collections.abc import Sequence
 from typing import Any
+
+from ffdesk.errors import UserError
 
 
 def register_modules(sub: Any, package: str, names: Sequence[str]) -> None:
@@ -17,3 +20,15 @@ def register_modules(sub: Any, package: str, names: Sequence[str]) -> None:
                 continue
             raise
         module.register(sub)
+
+
+def needs_subcommand(parser: argparse.ArgumentParser, subparsers: Any) -> None:
+    """`ffdesk NAME` alone (a command that is a group of subcommands) is a usage error: one line
+    on stderr naming them, exit 2, nothing on stdout (a script reading it meets no help text)."""
+    names = ", ".join(subparsers.choices)
+    command = parser.prog.removeprefix("ffdesk").strip()
+
+    def usage(_args: argparse.Namespace) -> int:
+        raise UserError(f"{command}: name one of {names} (ffdesk {command} --help says what each does)")
+
+    parser.set_defaults(func=usage)

@@ -554,11 +554,12 @@ def refuse_over_limit(
 
 
 def write_report(path: Path, report: RenderReport) -> None:
-    """Write the report's JSON (`RenderReport.to_json_dict`) atomically."""
-    from ffdesk.media.atomic import write_text_atomic
+    """Write the report's JSON (`RenderReport.to_json_dict`): a file whole or not at all, or to
+    the descriptor `path` names (`--report -`) (`named_output.write_named`)."""
+    from ffdesk.media.named_output import write_named
 
     try:
-        write_text_atomic(path, json.dumps(report.to_json_dict(), indent=2) + "\n")
+        write_named(path, json.dumps(report.to_json_dict(), indent=2) + "\n")
     except OSError as exc:
         raise UserError(f"cannot write report {path}: {exc.strerror}") from None
 

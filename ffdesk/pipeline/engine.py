@@ -113,6 +113,7 @@ from ffdesk.pipeline.stages.frame_enhancer import output_scale, upscale_figures
 from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
+from ffdesk.userpath import stream_fd
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -281,9 +282,17 @@ def check_job_files(job: RenderJob) -> None:
     outputs = [("output", job.output)]
     if job.matte == "clip":
         outputs.append(("matte clip", matte_clip_path(job.output)))
+    streams: dict[int, str] = {}
     for what, path in (("--report", job.report), ("--telemetry-log", job.telemetry_log)):
-        if path is not None:
+        if path is None:
+            continue
+        fd = stream_fd(path)
+        if fd is None:
             outputs.append((what, path))
+        elif fd in streams:  # a JSON report amid a log's JSON lines parses as neither
+            raise UserError(f"{what} {path} is also the {streams[fd]}; give each its own path")
+        else:
+            streams[fd] = what
     inputs = job.files_read()
     for i, (what, out) in enumerate(outputs):
         if any(atomic.same_file(out, inp) for inp in inputs):
@@ -309,7 +318,7 @@ def _check_paths(job: RenderJob) -> None:
     if job.encoder != "png" and job.output.is_dir():
         example = job.output / f"out{job.output.suffix or '.mp4'}"
         raise UserError(f"{job.output} is a folder; the output is a file: give one in it, such as {example}")
-    if job.report is not None:  # checked now, not after the render it reports on
+    if job.report is not None and stream_fd(job.report) is None:  # checked now, not after the render
         if job.report.is_dir():
             raise UserError(
                 f"--report {job.report} is a folder; give a file in it, such as {job.report / 'report.json'}"

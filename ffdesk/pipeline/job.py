@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from ffdesk.errors import UserError
 from ffdesk.types import VIDEO_PRESETS, EncoderName, FaceSelection, Mode, Precision, VideoPreset
-from ffdesk.userpath import expand_user
+from ffdesk.userpath import expand_user, stream_fd
 
 if TYPE_CHECKING:
     from ffdesk.media.probe import VideoInfo
@@ -273,7 +273,8 @@ class RenderJob:
         from dataclasses import replace
 
         def ab(p: Path | None) -> Path | None:
-            return None if p is None else expand_user(p).resolve()
+            # `-`, /dev/stdout: the descriptor they name, not the file it is open on now
+            return None if p is None else p if stream_fd(p) is not None else expand_user(p).resolve()
 
         return replace(
             self,

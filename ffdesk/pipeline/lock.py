@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ffdesk import jsontext
-from ffdesk.errors import UserError
+from ffdesk.errors import Busy
 from ffdesk.media.atomic import opened_is, raise_if_disk_full, read_head, refuse_link
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -78,7 +78,7 @@ class LockHolder:
             return None
 
 
-class OutputBusy(UserError):
+class OutputBusy(Busy):
     """Another live process holds the output's lock."""
 
 

@@ -20,6 +20,7 @@ from typing import IO, Any
 from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.telemetry.sampler import DEFAULT_INTERVAL_S, Sample, Sampler, SampleSource
+from ffdesk.userpath import open_named, stream_fd
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,9 @@ class RenderTelemetry:
     def __enter__(self) -> RenderTelemetry:
         if self.log_path is not None:
             try:
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                self._log = self.log_path.open("w", encoding="utf-8")
+                if stream_fd(self.log_path) is None:
+                    self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self._log = open_named(self.log_path)
             except OSError as exc:
                 self.sampler.stop()  # releases NVML when the sampler owns it
                 raise UserError(

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ffdesk import jsontext
-from ffdesk.errors import UserError
+from ffdesk.errors import Busy
 from ffdesk.media import stale_parts
 from ffdesk.media.atomic import opened_is, read_head, refuse_link
 from ffdesk.training import control
@@ -108,7 +108,7 @@ class RunLock:
             except BlockingIOError:
                 holder = _read_holder(fd)
                 os.close(fd)
-                raise UserError(busy_message(Path(run_dir), holder)) from None
+                raise Busy(busy_message(Path(run_dir), holder)) from None
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in _UNSUPPORTED:
@@ -127,7 +127,7 @@ class RunLock:
                 _release(fd, path)
                 raise
             return cls(path, fd)
-        raise UserError(busy_message(Path(run_dir), None))
+        raise Busy(busy_message(Path(run_dir), None))
 
 
 def refuse_if_trained(run_dir: Path) -> None:
@@ -142,7 +142,7 @@ def refuse_if_trained(run_dir: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise UserError(busy_message(Path(run_dir), _read_holder(fd))) from None
+        raise Busy(busy_message(Path(run_dir), _read_holder(fd))) from None
     except OSError as exc:
         if exc.errno not in _UNSUPPORTED:
             raise
@@ -208,4 +208,4 @@ def _refuse_live_status(run_dir: Path) -> None:
     pid = status.get("pid")
     here = status.get("host") == socket.gethostname()
     if here and isinstance(pid, int) and pid != os.getpid() and control.process_alive(pid):
-        raise UserError(busy_message(run_dir, Holder(pid, socket.gethostname(), None)))
+        raise Busy(busy_message(run_dir, Holder(pid, socket.gethostname(), None)))

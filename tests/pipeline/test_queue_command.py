@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ffdesk.cli import main
+from ffdesk.errors import BUSY_EXIT
 from ffdesk.media.synth import frame_index_of, synth_clip
 from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.queue import RenderQueue
@@ -137,6 +138,9 @@ def test_ctrl_c_leaves_the_running_job_interrupted_and_resume_finishes_it(
 
 def test_queue_list_of_an_empty_queue_and_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "queue.json"
+    assert main(["queue", "list", "--queue", str(path)]) == 2  # named, and not there: mistyped
+    assert "no such file" in capsys.readouterr().err
+    path.write_text('{"version": 1, "jobs": []}')
     assert main(["queue", "list", "--queue", str(path)]) == 0
     assert capsys.readouterr().out.strip() == f"no jobs in {path}"
     entry = RenderQueue(path).add(_job(tmp_path, "x"))
@@ -201,7 +205,7 @@ def test_a_queue_the_app_has_open_is_not_run_twice(
     app = QueueInUse.take(path, "the desktop app")
     assert isinstance(app, QueueInUse)
     try:
-        assert main(["queue", "run", "--queue", str(path)]) == 2
+        assert main(["queue", "run", "--queue", str(path)]) == BUSY_EXIT  # "try again later"
         err = capsys.readouterr().err.strip()
         assert err == (
             f"ffdesk: error: {path} is in use by the desktop app (process {os.getpid()}): "

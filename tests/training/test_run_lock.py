@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ffdesk.cli import main
-from ffdesk.errors import UserError
+from ffdesk.errors import BUSY_EXIT, UserError
 from ffdesk.training import control, runlock
 from ffdesk.training.trainer import Trainer
 from tests.training.conftest import tiny_settings
@@ -77,7 +77,7 @@ def test_a_second_trainer_of_a_run_is_refused_and_removes_nothing(
     try:
         partial = _plant(run / ".checkpoint.partial-0123abcd.pt")  # it is writing its checkpoint
         capsys.readouterr()
-        assert main(_train_argv(facesets, run, "--resume", "--steps", "4")) == 2
+        assert main(_train_argv(facesets, run, "--resume", "--steps", "4")) == BUSY_EXIT
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"is being trained by process {os.getpid()} (started " in err[0], err
         assert f"stop it (ffdesk monitor {run.resolve()} --send stop) or wait for it" in err[0]
@@ -106,7 +106,7 @@ def test_a_trainer_killed_outright_leaves_the_run_to_the_next_one(
             assert time.monotonic() < deadline, "training did not start"
             time.sleep(0.1)
         partial = _plant(run / ".checkpoint.partial-0123abcd.pt")
-        assert main(_train_argv(facesets, run, "--resume", "--steps", "4")) == 2
+        assert main(_train_argv(facesets, run, "--resume", "--steps", "4")) == BUSY_EXIT
         assert f"is being trained by process {proc.pid} " in capsys.readouterr().err
         assert partial.exists()
         proc.send_signal(signal.SIGKILL)

@@ -330,21 +330,27 @@ class ModelRender:
             env=env,
             share=share,
         )
-        self.precision: str = resolve_precision(job.precision, job.mode, self.device)
-        self.options = session_options(job.provider, self.device, env, self.precision)
-        self.frames, self.on_device = self._device_path()
-        self.keys: dict[str, str] = {}
-        for role, choice in chosen.registered():
-            self.keys[role] = self._register(choice, "fp32", choice.path)
-        self.fp32_swap_key = self.keys["swapper"]
-        self.freed_files: dict[str, Path] = {}
-        """Per role, the batch-free copy its model loads from (`_free_batches`), where one was made."""
-        self.swap_key = self.fp32_swap_key
-        self.manager.plan(list(self.keys.values()))
-        self._lock = threading.Lock()
-        self._start_lock = threading.Lock()
-        self.analyser = job_analyser(job)
-        self.source_image, self.source_face = self._source_face()
+        try:  # a refusal from here on (a budget too small, no face in the photo) leaves the pool
+            self.precision: str = resolve_precision(job.precision, job.mode, self.device)
+            self.options = session_options(job.provider, self.device, env, self.precision)
+            self.frames, self.on_device = self._device_path()
+            self.keys: dict[str, str] = {}
+            for role, choice in chosen.registered():
+                self.keys[role] = self._register(choice, "fp32", choice.path)
+            self.fp32_swap_key = self.keys["swapper"]
+            self.freed_files: dict[str, Path] = {}
+            """Per role, the batch-free copy its model loads from (`_free_batches`), where one was made."""
+            self.swap_key = self.fp32_swap_key
+            self.manager.plan(list(self.keys.values()))
+            self._lock = threading.Lock()
+            self._start_lock = threading.Lock()
+            self.analyser = job_analyser(job)
+            self.source_image, self.source_face = self._source_face()
+        except BaseException:
+            # a shared pool (the app's, a farm worker's) would keep this render, its models and
+            # its face analyser's session for as long as the app runs
+            self.manager.close()
+            raise
         self.source_vector: npt.NDArray[np.float32] | None = None
         self.source_vectors: list[npt.NDArray[np.float32]] = []
         """The source input of each source slot (`SwapPlan.sources`); the first is `source_vector`."""
@@ -1798,9 +1804,13 @@ def model_stages(
     and `share`: as for `ModelRender`.
     """
     ctx = ModelRender(job, env=env, share=share)
-    recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if job.face_map else None
-    front = FaceFrontEnd.for_job(job, ctx.analyser, info, recognizer)
-    return pack_stages(ctx, front, ctx.planned_order(info, ahead=front.lookahead))
+    try:
+        recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if job.face_map else None
+        front = FaceFrontEnd.for_job(job, ctx.analyser, info, recognizer)
+        return pack_stages(ctx, front, ctx.planned_order(info, ahead=front.lookahead))
+    except BaseException:
+        ctx.close()  # leaves the pool it joined (a shared one would keep it)
+        raise
 
 
 class PackRecognizer:

@@ -41,6 +41,7 @@ from ffdesk.pipeline.queue import (
     default_queue_path,
     not_a_queue,
 )
+from ffdesk.units import counted
 
 if TYPE_CHECKING:
     from ffdesk.farm.address import FarmAddress
@@ -80,6 +81,9 @@ def register(sub: Any) -> None:
         help="no progress (else a bar on a terminal, a line every 30 s in a log)",
     )
     run.set_defaults(func=run_queue)
+    clear = queue.add_parser("clear", help="take the finished jobs off the queue (their outputs stay)")
+    _queue_file_arg(clear)
+    clear.set_defaults(func=run_clear)
 
     needs_subcommand(parser, queue)
 
@@ -128,6 +132,21 @@ def entry_line(number: int, e: QueueEntry) -> str:
     frames = f"{e.frames_done}/{e.frames_total} {e.fraction * 100:3.0f}%" if e.frames_total else ""
     note = f"  ({e.message})" if e.message and e.state != "done" else ""
     return f"{number:>3}  {e.id}  {e.state:<11} {frames:>16}  {e.job.target.name} -> {e.job.output}{note}"
+
+
+def run_clear(args: argparse.Namespace) -> int:
+    """Drop the finished jobs, in the queue file only while no other process has it open (the
+    app or a `queue run` would write its own list back over the change)."""
+    path = queue_path(args)
+    held = QueueInUse.take(path, "ffdesk queue clear")
+    if isinstance(held, str):
+        raise Busy(f"{path} is in use by {held}: clear it there, or once it is closed")
+    try:
+        gone = open_queue(path).remove_done()
+    finally:
+        held.release()
+    print(f"took {counted(gone, 'finished job')} off {path}" if gone else f"no finished jobs in {path}")
+    return 0
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -342,6 +342,7 @@ class QueueView(QWidget):
             ("cancel", "Cancel"),
             ("resume", "Resume"),
             ("remove", "Remove"),
+            ("clear", "Clear finished"),
             ("open", "Open output"),
             ("play", "Play in ffdesk"),
             ("reveal", "Reveal"),
@@ -355,6 +356,8 @@ class QueueView(QWidget):
         self.buttons["cancel"].clicked.connect(lambda: self._act(controller.cancel))
         self.buttons["resume"].clicked.connect(lambda: self._act(controller.resume))
         self.buttons["remove"].clicked.connect(lambda: self._act(controller.remove))
+        self.buttons["clear"].clicked.connect(controller.clear_finished)
+        self.buttons["clear"].setToolTip("take the finished jobs off the list (their files stay)")
         self.buttons["open"].clicked.connect(self.open_output)
         self.buttons["play"].clicked.connect(self.play_output)
         self.buttons["reveal"].clicked.connect(self.reveal_output)
@@ -447,3 +450,4 @@ class QueueView(QWidget):
         self.buttons["cancel"].setEnabled(has and e is not None and e.state in ("queued", "running"))
         self.buttons["resume"].setEnabled(has and e is not None and e.state in RESUMABLE)
         self.buttons["remove"].setEnabled(has and e is not None and e.state != "running")
+        self.buttons["clear"].setEnabled(any(x.state == "done" for x in self.controller.entries()))

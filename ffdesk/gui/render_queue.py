@@ -230,6 +230,11 @@ class QueueController(QObject):
         if problem is not None:
             self.message.emit("warning", problem)
 
+    def clear_finished(self) -> int:
+        """Drop the finished jobs from the queue (their outputs stay; a finished job keeps no
+        work folder). Returns how many went."""
+        return self.store.remove_done()
+
     @property
     def load_warning(self) -> str | None:
         """A note for the status area when the stored queue was damaged (and kept aside), or is

@@ -478,6 +478,18 @@ class RenderQueue:
             del self._entries[i]
             self._commit()
 
+    def remove_done(self) -> int:
+        """Drop every finished job (its output stays where it was written) in one save: the
+        file holds each job ever queued until then, and every change rewrites it whole. Returns
+        how many went."""
+        with self._lock:
+            kept = [e for e in self._entries if e.state != "done"]
+            gone = len(self._entries) - len(kept)
+            if gone:
+                self._entries = kept
+                self._commit()
+            return gone
+
     def update(self, entry_id: str, *, persist: bool = True, **changes: Any) -> QueueEntry:
         """Change fields of one entry (state, progress, message, ...).
 

@@ -151,6 +151,23 @@ def test_output_actions_need_a_finished_job(window, tmp_path: Path) -> None:  # 
     assert _cell(window, 0, "Elapsed") == "1:23"
 
 
+def test_clear_finished_takes_the_done_jobs_off_and_leaves_the_rest(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The queue kept every job ever finished, each saved change rewriting them all."""
+    view, store = window.queue_view, window.queue.store
+    jobs = [RenderJob(target=tmp_path / f"c{i}.mp4", output=tmp_path / f"o{i}.mp4") for i in range(3)]
+    done = [store.add(job) for job in jobs]
+    failed = store.add(RenderJob(target=tmp_path / "f.mp4", output=tmp_path / "f-out.mp4"))
+    waiting = store.add(RenderJob(target=tmp_path / "w.mp4", output=tmp_path / "w-out.mp4"))
+    assert not view.buttons["clear"].isEnabled()  # nothing finished yet
+    for entry in done:
+        store.update(entry.id, state="done", started=0.0, finished=1.0)
+    store.update(failed.id, state="failed", message="no such file")
+    assert view.buttons["clear"].isEnabled()
+    view.buttons["clear"].click()
+    assert [e.id for e in store.entries()] == [failed.id, waiting.id]
+    assert not view.buttons["clear"].isEnabled()
+
+
 def test_a_missing_launcher_is_one_status_line(window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _finished_row(window, tmp_path)
     view = window.queue_view

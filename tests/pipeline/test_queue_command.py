@@ -277,3 +277,26 @@ def test_a_job_whose_output_is_its_input_fails_without_writing_beside_it(
         "c.mp4"
     ]
     assert RenderQueue(path).entries()[0].state == "failed"
+
+
+def test_queue_clear_takes_the_finished_jobs_off(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ffdesk.pipeline.queue import QueueInUse
+
+    path = _queue(tmp_path, "a", "b", "c")
+    queue = RenderQueue(path)
+    first, second, _ = queue.entries()
+    queue.update(first.id, state="done")
+    queue.update(second.id, state="interrupted")
+    app = QueueInUse.take(path, "the desktop app")
+    assert isinstance(app, QueueInUse)
+    try:  # the app would write its own list back over the change
+        assert main(["queue", "clear", "--queue", str(path)]) == BUSY_EXIT
+        assert len(RenderQueue(path).entries()) == 3
+    finally:
+        app.release()
+    capsys.readouterr()
+    assert main(["queue", "clear", "--queue", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == f"took 1 finished job off {path}"
+    assert [e.state for e in RenderQueue(path).entries()] == ["interrupted", "queued"]
+    assert main(["queue", "clear", "--queue", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == f"no finished jobs in {path}"

@@ -172,6 +172,15 @@ def parse_udp_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+def udp_options(url: str) -> str:
+    """The query FFmpeg's UDP protocol is opened with: the options `url` gives (`broadcast=1`,
+    `ttl=4`, `localaddr=...`) as given, with MPEG-TS's packet size unless it names its own."""
+    given = [part for part in urlsplit(url.strip()).query.split("&") if part]
+    if not any(part.split("=", 1)[0] == "pkt_size" for part in given):
+        given.append(f"pkt_size={UDP_PACKET}")
+    return "&".join(given)
+
+
 class UdpStream:
     """MPEG-TS (H.264) over UDP to `url` (`udp://HOST:PORT`), `width` x `height` at nominal
     `fps`. `MediaError` (one line) when the host cannot be resolved or the stream not opened."""
@@ -187,7 +196,7 @@ class UdpStream:
         self.width, self.height = width + width % 2, height + height % 2
         rate = Fraction(fps).limit_denominator(1001) if fps > 0 else Fraction(30)
         bracket = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
-        target = f"udp://{bracket}:{port}?pkt_size={UDP_PACKET}"
+        target = f"udp://{bracket}:{port}?{udp_options(url)}"
         try:
             container = av.open(target, "w", format="mpegts")
         except (av.error.FFmpegError, OSError) as exc:

@@ -214,7 +214,7 @@ def summary_lines(figures: dict[str, Any], seconds: float) -> list[str]:
         f"p50 {ms(figures['latency_ms_p50'])} ms, p95 {ms(p95)} ms {goal(p95, GOAL_P95_MS, at_least=False)}, "
         f"p99 {ms(figures['latency_ms_p99'])} ms, max {ms(figures['latency_ms_max'])} ms; "
         f"{figures['frames_dropped']} of {figures['frames_captured']} frames dropped; "
-        f"a face swapped in {figures['frames_with_swap']} of {figures['frames_out']}",
+        f"faces swapped in {figures['frames_with_swap']} of {figures['frames_out']} frames",
     ]
 
 

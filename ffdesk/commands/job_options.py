@@ -83,6 +83,47 @@ def mask_fields(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def add_enhancer_options(p: argparse.ArgumentParser) -> None:
+    """The face enhancer after the swap (`--enhancer` and how much of it is kept), as a render
+    and a live session take it."""
+    p.add_argument("--enhancer", default=None, help="a face enhancer after the swap (gfpgan_1.4, ...)")
+    p.add_argument(
+        "--enhancer-weight",
+        type=float,
+        default=0.5,
+        metavar="W",
+        help="fidelity weight 0-1 of enhancers that take one (CodeFormer); default 0.5",
+    )
+    p.add_argument(
+        "--enhancer-blend",
+        type=int,
+        default=80,
+        metavar="PCT",
+        help="percent of the enhanced face mixed into the frame, 0-100; default 80",
+    )
+
+
+def enhancer_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The `RenderJob` fields of `add_enhancer_options`."""
+    return {
+        "enhancer": args.enhancer,
+        "enhancer_weight": args.enhancer_weight,
+        "enhancer_blend": args.enhancer_blend,
+    }
+
+
+def refuse_beside_map(given: dict[str, bool]) -> None:
+    """`UserError` when `--map` comes with options it makes meaningless (`given`: each such
+    option's name and whether it was given): each person gets their own photo and only they are
+    swapped, so a source photo or a face selection would be ignored."""
+    beside = [name for name, was in given.items() if was]
+    if beside:
+        raise UserError(
+            f"--map gives each person their own photo and swaps only them; {' and '.join(beside)} "
+            "would be ignored beside it: leave it out"
+        )
+
+
 def _listed(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.job_options import (
+    add_enhancer_options,
     add_mask_options,
     add_swapper_option,
+    enhancer_fields,
     mask_fields,
+    refuse_beside_map,
     trained_swapper_ignores,
 )
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
@@ -62,7 +65,9 @@ def register(sub: Any) -> None:
         "--record", type=Path, default=None, metavar="OUT.mp4", help="record the picture (no audio)"
     )
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="stop after S seconds")
-    p.add_argument("--face-selection", choices=("largest", "all"), default="largest")
+    p.add_argument(
+        "--face-selection", choices=("largest", "all"), default=None, help="faces swapped (default: largest)"
+    )
     p.add_argument(
         "--map",
         action="append",
@@ -80,6 +85,7 @@ def register(sub: Any) -> None:
         default="auto",
         help="precision of a swapper model (auto: as a final render picks it)",
     )
+    add_enhancer_options(p)
     add_mask_options(p)
     add_processor_options(p)
     p.add_argument("--list-cameras", action="store_true", help="list the capture devices and stop")
@@ -191,13 +197,15 @@ def _live(args: argparse.Namespace, stop: threading.Event) -> int:
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.job import DEFAULT_BATCH
-    from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
+    from ffdesk.pipeline.live import LiveSession, check_recording, free_recording, live_job, live_stages
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(NO_SWAP)
     if args.source_face is not None and not args.source and not args.map:
         raise UserError("--source-face picks a face of the source photo: give the photo (--source FACE)")
+    if args.map:  # as a render refuses them: each person's own photo, only they swapped
+        refuse_beside_map({"--source": bool(args.source), "--face-selection": bool(args.face_selection)})
     from ffdesk.pipeline.people import face_map_of
 
     try:
@@ -228,16 +236,21 @@ def _live(args: argparse.Namespace, stop: threading.Event) -> int:
         args.source,
         models_dir=args.models_dir,
         swapper=args.swapper,
-        face_selection=args.face_selection,
+        face_selection=args.face_selection or "largest",
         face_map=face_map_of(args.map, indexes=False),
         source_face=args.source_face,
         provider=args.provider,
         precision=args.precision,
         **mask_fields(args),
+        **enhancer_fields(args),
         **processor_fields(args),
     )
     if args.record is not None:
-        check_recording(args.record.expanduser(), job, camera)
+        asked = args.record.expanduser()
+        check_recording(asked, job, camera)
+        args.record = free_recording(asked)
+        if args.record != asked:
+            _status(f"{asked.name} is there (an earlier take): recording to {args.record.name}")
     env = runtime_env(args)
     given = replace(job, batch=DEFAULT_BATCH)  # (live's batch of 1 is its own, not a setting given)
     told = (
@@ -269,6 +282,8 @@ def _live(args: argparse.Namespace, stop: threading.Event) -> int:
     print(figures.line())
     if figures.error:  # (a recording that failed is not at its path)
         raise UserError(figures.error)
+    if (line := figures.nothing_swapped(mapped=bool(args.map))) is not None:
+        _status(f"warning: {line}")
     if args.record is not None and figures.frames_out:
         print(f"recorded {args.record}")
     return 0

@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 from ffdesk.commands.argtypes import byte_size, number_from, whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import (
+    add_enhancer_options,
     add_mask_options,
     add_swapper_option,
+    enhancer_fields,
     mask_fields,
+    refuse_beside_map,
     trained_swapper_ignores,
 )
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
@@ -92,22 +95,8 @@ def register(sub: Any) -> None:
     add_swapper_option(p)
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
-    p.add_argument("--enhancer", default=None)
+    add_enhancer_options(p)
     add_mask_options(p)
-    p.add_argument(
-        "--enhancer-weight",
-        type=float,
-        default=0.5,
-        metavar="W",
-        help="fidelity weight 0-1 of enhancers that take one (CodeFormer); default 0.5",
-    )
-    p.add_argument(
-        "--enhancer-blend",
-        type=int,
-        default=80,
-        metavar="PCT",
-        help="percent of the enhanced face mixed into the frame, 0-100; default 80",
-    )
     p.add_argument(
         "--frame-enhancer",
         default=None,
@@ -223,20 +212,13 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         # the embedded swap ran without a word, and a --map's people were told apart by another model
         raise UserError(f"--models-dir {args.models_dir}: no such folder")
     if args.map:  # each person's own photo, found by who they are: the rest would be ignored
-        beside = [
-            name
-            for name, given in (
-                ("--source", args.source),
-                ("--face-selection", args.face_selection),
-                ("--reference-face", args.reference_face is not None),
-            )
-            if given
-        ]
-        if beside:
-            raise UserError(
-                f"--map gives each person their own photo and swaps only them; {' and '.join(beside)} "
-                "would be ignored beside it: leave it out"
-            )
+        refuse_beside_map(
+            {
+                "--source": bool(args.source),
+                "--face-selection": bool(args.face_selection),
+                "--reference-face": args.reference_face is not None,
+            }
+        )
     if args.reference_face is not None and args.face_selection not in (None, "reference"):
         raise UserError(
             f"--reference-face is for --face-selection reference, not {args.face_selection}: "
@@ -269,10 +251,8 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         swapper=args.swapper,
         recognizer=args.recognizer,
         detector=args.detector,
-        enhancer=args.enhancer,
+        **enhancer_fields(args),
         **mask_fields(args),
-        enhancer_weight=args.enhancer_weight,
-        enhancer_blend=args.enhancer_blend,
         telemetry_log=args.telemetry_log,
         segment_frames=None if args.segment_frames is None else max(1, args.segment_frames),
         fps=args.fps,

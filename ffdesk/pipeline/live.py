@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ffdesk.errors import MediaError, UserError
+from ffdesk.errors import Busy, MediaError, UserError
 from ffdesk.media.capture import Camera, CapturedFrame, FrameGrabber, StatusCallback
 from ffdesk.media.stream import Picture
 from ffdesk.pipeline import events as ev
@@ -177,8 +177,8 @@ def claim_recording(path: Path, on_status: StatusCallback | None = None) -> Outp
     path = path.parent.resolve() / path.name  # (a link at the path itself is the recording's to refuse)
     try:
         lock, removed = claim_output(path, writing="recorded")
-    except UserError as exc:
-        raise UserError(f"--record {path.name}: {exc}") from None
+    except UserError as exc:  # (another process recording or rendering it is busy: exit 75)
+        raise (Busy if isinstance(exc, Busy) else UserError)(f"--record {path.name}: {exc}") from None
     if removed and on_status is not None:
         names = ", ".join(p.name for p in removed)
         on_status(f"removed {names}: left unfinished beside {path.name} by a writer that was killed")
@@ -259,8 +259,16 @@ class LiveFigures:
             f"{self.camera}, {self.size[0]}x{self.size[1]} at {self.camera_fps:g}); latency "
             f"capture->output p50 {ms(self.latency_ms_p50)} ms, p95 {ms(self.latency_ms_p95)} ms, "
             f"p99 {ms(self.latency_ms_p99)} ms; {self.frames_dropped} of {self.frames_captured} "
-            f"frames dropped; a face swapped in {self.frames_with_swap}"
+            f"frames dropped; faces swapped in {self.frames_with_swap} of {self.frames_out} frames"
         )
+
+    def nothing_swapped(self, mapped: bool) -> str | None:
+        """A warning for a session whose frames went out with no face swapped (a streamer shows
+        their own face without knowing), naming what chooses the faces; None otherwise."""
+        if self.frames_out < 1 or self.frames_with_swap:
+            return None
+        chooser = "no face matched the people --map names" if mapped else "no face was found in them"
+        return f"no face was swapped in the {self.frames_out} frames out: {chooser}"
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -578,6 +586,16 @@ def _one_line(exc: BaseException) -> str:
 
 
 # -- the job's stages, for a camera ---------------------------------------------------------
+def free_recording(path: Path) -> Path:
+    """Where a recording asked for at `path` goes: `path`, or where a file is already there (an
+    earlier take) the first free numbered name beside it (`take-2.mp4`), as the app's queue names
+    a render's output: a take cannot be made again, so none is recorded over. A session
+    recording `path` right now (not there until it ends) is refused by its lock instead."""
+    from ffdesk.pipeline.output_names import free_output
+
+    return free_output(path, occupied=lambda p: p.exists() or p.is_symlink())
+
+
 def check_recording(path: Path, job: RenderJob, camera: Camera) -> None:
     """`UserError` (one line) when a recording at `path` could not be one (a folder, a file type
     that holds no H.264 video) or would replace one of the session's inputs: the clip a

@@ -63,13 +63,24 @@ def job_targets(job: RenderJob, analyser: FaceAnalyser, recognizer: FaceRecogniz
             if not 0 <= entry.person < len(people.people):
                 count = len(people.people)
                 have = {0: "no one", 1: "one person, 0"}.get(count, f"{count} people, 0 to {count - 1}")
-                raise UserError(
-                    f"--map {entry.person}: the clip has {have} (see `ffdesk faces {job.target.name}`)"
-                )
+                raise UserError(f"--map {entry.person}: the clip has {have} (see `{faces_command(job)}`)")
             centroids.append(people.people[entry.person].centroid)
         else:
             centroids.append(photo_embedding(Path(entry.person), analyser, recognizer, job.max_pixels))
     return Targets(recognizer, tuple(centroids))
+
+
+def faces_command(job: RenderJob) -> str:
+    """The `ffdesk faces` command that lists the people `job`'s face map numbers: over the same
+    range of the clip, with the same models (its numbers are those of that range's pass)."""
+    words = ["ffdesk faces", job.target.name]
+    if job.start is not None:
+        words.append(f"--start {job.start:g}")
+    if job.end is not None:
+        words.append(f"--end {job.end:g}")
+    if job.models_dir is not None:
+        words.append(f"--models-dir {job.models_dir}")
+    return " ".join(words)
 
 
 def source_groups(job: RenderJob) -> list[tuple[Path, ...]]:

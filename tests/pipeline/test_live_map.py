@@ -62,7 +62,7 @@ def test_a_face_map_swaps_only_the_person_its_photo_shows(
     # from the command line; an index names a person of a clip's listing, which a camera has not
     args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "2"]
     assert main([*args, "--map", f"{ASTRONAUT}={HOPPER}"]) == 0
-    assert "a face swapped in 0" not in capsys.readouterr().out
+    assert "faces swapped in 0 of" not in capsys.readouterr().out
     assert main([*args, "--map", f"0={HOPPER}"]) == 2
     err = capsys.readouterr().err
     assert "live --map takes a photo of each person" in err and len(err.strip().splitlines()) == 1

@@ -53,7 +53,7 @@ def test_a_trained_model_swaps_live_without_a_source_photo(
     out = tmp_path / "rec.mp4"
     args = ["live", "--camera", f"file:{camera_clip}", "--seconds", "2"]
     assert main([*args, "--swapper", str(trained), "--record", str(out)]) == 0 and out.is_file()
-    assert "a face swapped in 0" not in capsys.readouterr().out
+    assert "faces swapped in 0 of" not in capsys.readouterr().out
 
 
 def test_a_model_packs_swapper_still_needs_a_photo(run_env: RuntimeEnv, camera_clip: Path) -> None:

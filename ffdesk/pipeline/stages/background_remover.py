@@ -90,7 +90,8 @@ class BackgroundRemoveStage(FrameModelStage[br.BackgroundRemoverSpec]):
         if not self.changes_pixels and self.job.matte == "none":
             self._warn(
                 "the background remover's matte goes nowhere and its fill is transparent: the "
-                "picture is unchanged; add --matte alpha or clip, or an opaque --background-fill"
+                "picture is unchanged; give an opaque --background-fill (a render can also keep the "
+                "matte: --matte alpha or clip)"
             )
 
     def _run(self, session: Runner, chunk: Sequence[Frame]) -> list[Outputs]:

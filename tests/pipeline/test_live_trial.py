@@ -1,0 +1,113 @@
+"""`ffdesk live` as a Deep-Live-Cam user met it: a take never recorded over, the face enhancer
+live, a face map beside options it makes meaningless refused as a render refuses them, a
+session that swapped nobody said so, a recording another process holds is busy (75), and a
+face map's person numbers pointed at the listing of the same range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.errors import BUSY_EXIT
+from ffdesk.pipeline.live import live_job, live_stages
+from ffdesk.runtime.env import RuntimeEnv
+from ffdesk.runtime.resources import resource_path
+from ffdesk.runtime.standins import write_standins
+from tests.clip_writer import write_h264
+from tests.faces.two_shot import two_shot
+
+HOPPER = resource_path("sample", "grace_hopper.jpg")
+ASTRONAUT = resource_path("sample", "astronaut.jpg")
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("clips")
+    grey = (np.full((96, 128, 3), 60 + 4 * i, np.uint8) for i in range(20))
+    return {
+        "two": two_shot(folder / "two.mp4", frames=30),
+        "empty": write_h264(folder / "empty.mp4", grey, fps=25),
+    }
+
+
+def _live(clip: Path, *extra: str) -> list[str]:
+    return ["live", "--camera", f"file:{clip}", "--seconds", "1.5", *extra]
+
+
+def test_a_take_is_never_recorded_over(
+    clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    take = tmp_path / "take.mp4"
+    take.write_bytes(b"an earlier take")
+    assert main(_live(clips["two"], "--source", str(HOPPER), "--record", str(take))) == 0
+    out, err = capsys.readouterr()
+    assert take.read_bytes() == b"an earlier take"  # before: replaced without a word
+    assert "take.mp4 is there (an earlier take): recording to take-2.mp4" in err
+    assert f"recorded {tmp_path / 'take-2.mp4'}" in out and (tmp_path / "take-2.mp4").stat().st_size > 1000
+
+
+def test_the_face_enhancer_runs_live(tmp_path: Path, run_env: RuntimeEnv) -> None:
+    write_standins(tmp_path, ["gfpgan_1.4"])
+    job = live_job([HOPPER], enhancer="gfpgan_1.4", models_dir=tmp_path)
+    names = [stage.name for stage in live_stages(job, fps=25.0, env=run_env)]
+    plain = [stage.name for stage in live_stages(live_job([HOPPER]), fps=25.0, env=run_env)]
+    assert len(names) == len(plain) + 1 and "enhance" in names[-1], names
+
+
+def test_the_enhancer_options_are_live_options(
+    clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_standins(tmp_path, ["gfpgan_1.4"])
+    argv = _live(
+        clips["two"], "--source", str(HOPPER), "--enhancer", "gfpgan_1.4", "--models-dir", str(tmp_path)
+    )
+    assert main([*argv, "--enhancer-blend", "60"]) == 0  # before: unrecognized arguments
+    assert "frames out" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [(["--source", str(HOPPER)], "--source"), (["--face-selection", "all"], "--face-selection")],
+)
+def test_a_face_map_beside_what_it_makes_meaningless_is_refused(
+    clips: dict[str, Path], extra: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_live(clips["two"], "--map", f"{ASTRONAUT}={HOPPER}", *extra)) == 2  # before: ran, ignored it
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{named} would be ignored beside it" in line
+
+
+def test_a_session_that_swapped_nobody_says_so(
+    clips: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_live(clips["empty"], "--source", str(HOPPER))) == 0
+    out, err = capsys.readouterr()
+    assert "faces swapped in 0 of" in out
+    assert "warning: no face was swapped in the " in err and "no face was found in them" in err
+    assert main(_live(clips["two"], "--source", str(HOPPER))) == 0
+    assert "no face was swapped" not in capsys.readouterr().err
+
+
+def test_a_recording_another_process_holds_is_busy(
+    clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ffdesk.pipeline.live import claim_recording
+
+    take = tmp_path / "take.mp4"
+    lock = claim_recording(take)
+    try:
+        assert main(_live(clips["two"], "--source", str(HOPPER), "--record", str(take))) == BUSY_EXIT
+    finally:
+        lock.release()
+    assert "is being recorded by process" in capsys.readouterr().err
+
+
+def test_a_person_number_points_at_the_listing_of_the_same_range(
+    clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["render", "-t", str(clips["two"]), "-o", str(tmp_path / "o.mp4"), "--map", f"5={HOPPER}"]
+    assert main([*argv, "--start", "0.2", "--end", "1"]) == 2
+    assert "(see `ffdesk faces two.mp4 --start 0.2 --end 1`)" in capsys.readouterr().err

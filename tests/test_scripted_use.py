@@ -183,3 +183,15 @@ def test_a_render_started_with_ctrl_c_ignored_keeps_ignoring_it(tmp_path: Path) 
         proc.kill()
     assert proc.returncode == 0, err
     assert "cancelled" not in err and (tmp_path / "out.mp4").is_file()
+
+
+def test_no_overwrite_refuses_a_file_at_the_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    delivered = tmp_path / "out.mp4"
+    delivered.write_bytes(b"delivered")
+    assert cli.main(_render(tmp_path, "-n")) == 2
+    assert "is already there (--no-overwrite)" in capsys.readouterr().err
+    assert delivered.read_bytes() == b"delivered"
+    assert cli.main(_render(tmp_path)) == 0  # without it a finished render replaces the file
+    assert delivered.stat().st_size > 1000

@@ -71,6 +71,12 @@ def register(sub: Any) -> None:
     p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
     p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
     p.add_argument(
+        "-n",
+        "--no-overwrite",
+        action="store_true",
+        help="refuse when a file is already at the output (by default a finished render replaces it)",
+    )
+    p.add_argument(
         "--face-selection",
         choices=("largest", "all", "reference"),
         default=None,
@@ -226,6 +232,9 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
         )
     check_settings_have_their_processor(args)
     check_options_apply(args)
+    output = Path(args.output).expanduser()
+    if args.no_overwrite and (output.exists() or output.is_symlink()):
+        raise UserError(f"{args.output} is already there (--no-overwrite): give another output")
     start, end = range_seconds(args)
     job = RenderJob(  # checked by RenderJob itself (`check_job`)
         target=args.target,

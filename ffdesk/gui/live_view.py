@@ -9,14 +9,19 @@ recording, UDP stream and virtual camera (`open_writers`, as `ffdesk live` does)
 session until Stop. The window's output keeps only the
 newest frame and tells the GUI thread through a queued signal, at most one notification in
 flight, so frames never queue up; the GUI thread shows it through `SessionModel.set_preview`
-(the before/after split shows the camera's own picture beside the swapped one). A figures label
-(and an overlay on the preview) shows frames/s, latency capture->window p50/p95 and frames
-dropped, a few times a second. While live, the editor's preview requests and playback wait.
-A camera that fails or a session error is one Status line, and the view returns to stopped.
+(the before/after split shows the camera's own picture beside the swapped one). A session
+starts on the swapped picture whole: the editor's before/after choice is put aside at Start and
+given back at the end, and a split turned on (B, or the button) while live is what the next
+sessions of this run start with. A figures label (and an overlay on the preview) shows
+frames/s, latency capture->window p50/p95 and frames dropped, a few times a second. While live,
+the editor's preview requests and playback wait. A camera that fails or a session error is one
+Status line, and the view returns to stopped. The line of a session's end names its recording
+when one was written (as `ffdesk live` prints `recorded PATH`).
 """
 
 from __future__ import annotations
 
+import stat
 import threading
 import time
 from collections import deque
@@ -113,6 +118,41 @@ class LiveShot:
 
     result: PreviewResult
     display: object
+
+
+@dataclass(frozen=True)
+class LiveOutcome:
+    """How a session ended, as its thread leaves it for the GUI thread."""
+
+    figures: LiveFigures | None
+    """The session's figures (None when it failed)."""
+    failure: str | None = None
+    """The one-line reason it could not run."""
+    recorded: Path | None = None
+    """The recording this session put at its path (None: none asked, or nothing written)."""
+
+
+FileStamp = tuple[int, int, int, int]
+"""(device, inode, size, modified ns) of a file."""
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """What tells the file at `path` from another one put there since (None: no file there)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) if stat.S_ISREG(st.st_mode) else None
+
+
+def written_since(path: Path | None, before: FileStamp | None) -> Path | None:
+    """`path` when a file was put there since `before` was taken, else None. A recording is
+    written beside its path and moved into place at the end, and one with no frame (or one
+    that failed) leaves what was there untouched, so a file of another stamp is this session's."""
+    if path is None:
+        return None
+    now = file_stamp(path)
+    return path if now is not None and now != before else None
 
 
 @dataclass(frozen=True)
@@ -254,16 +294,17 @@ def run_plan(
     stop: threading.Event,
     show: Callable[[LiveFrame, Frame | None], None],
     on_status: Callable[[str], None],
-) -> LiveFigures:
+) -> LiveOutcome:
     """Open the camera, build the stages and the outputs of `plan`, and run the session until
-    `stop` (on the calling thread). `show` gets each frame last, with the camera's picture of it
-    when still kept. Raises `UserError` (one line) for a camera, source or output that fails
-    before the session starts."""
+    `stop` (on the calling thread): its figures, and its recording once in place. `show` gets
+    each frame last, with the camera's picture of it when still kept. Raises `UserError` (one
+    line) for a camera, source or output that fails before the session starts."""
     from ffdesk.media.capture import open_camera
     from ffdesk.pipeline.live import (
         LiveSession,
         Output,
         check_recording,
+        free_recording,
         live_job,
         live_stages,
         open_writers,
@@ -288,10 +329,16 @@ def run_plan(
             **dict(plan.processors),
         )
         stages = live_stages(job, fps=camera.fps, env=env)
-        if plan.record is not None:
-            check_recording(plan.record, job, camera.inner)
+        before: FileStamp | None = None
+        asked = record = plan.record
+        if asked is not None:
+            check_recording(asked, job, camera.inner)
+            record = free_recording(asked)  # an earlier take there is never recorded over
+            if record != asked:
+                on_status(f"{asked.name} is there (an earlier take): recording to {record.name}")
+            before = file_stamp(record)
         writers = open_writers(
-            camera.inner, stack, stream=plan.stream, virtual_camera=plan.virtual_camera, record=plan.record
+            camera.inner, stack, stream=plan.stream, virtual_camera=plan.virtual_camera, record=record
         )
 
         def to_window(frame: LiveFrame) -> None:
@@ -302,8 +349,9 @@ def run_plan(
         w, h = camera.size
         on_status(f"live from {camera.name} ({w}x{h} at {camera.fps:g} frames/s)")
         session = LiveSession(camera, stages, outputs, settle_s=1.0, on_status=on_status)
-        return session.run(stop)
-    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+        figures = session.run(stop)
+    # the outputs are closed: a recording with frames has been moved into place
+    return LiveOutcome(figures, recorded=written_since(record, before))
 
 
 def virtual_camera_missing() -> str:
@@ -318,9 +366,11 @@ def virtual_camera_missing() -> str:
     return ""
 
 
-def figures_line(f: LiveFigures) -> str:
-    """The session's figures in one Status line."""
-    return f"live {f.ended}: {f.line()}"
+def figures_line(f: LiveFigures, recorded: Path | None = None) -> str:
+    """The session's figures in one Status line, after the recording's path when one was
+    written (first: the status bar shows a long line's start)."""
+    where = f"recorded {recorded}; " if recorded is not None else ""
+    return f"live {f.ended}: {where}{f.line()}"
 
 
 def now_line(n: LiveNow) -> str:
@@ -375,8 +425,13 @@ class LiveView(QWidget):
         self._bridge.note.connect(lambda text: self.status.post("info", text))
         self._bridge.ended.connect(self._on_ended)
         self._thread: threading.Thread | None = None
-        self._outcomes: dict[int, tuple[LiveFigures | None, str | None]] = {}
-        """Run number -> (figures, failure), set by the session's thread as it ends."""
+        self._outcomes: dict[int, LiveOutcome] = {}
+        """Run number -> how it ended, set by the session's thread as it ends."""
+        self._editor_split: bool | None = None
+        """The editor's before/after choice, put aside while a session is on (None: none is)."""
+        self._live_split = False
+        """Whether a session starts with the before/after split: off (the swapped picture
+        whole) until the split is turned on while live; then kept for this run's sessions."""
         self._stop = threading.Event()
         self._slot = NewestSlot()
         self._meter = LiveMeter()
@@ -482,6 +537,24 @@ class LiveView(QWidget):
     def running(self) -> bool:
         """Whether a session is on (from Start until it has ended and its threads are joined)."""
         return self._thread is not None
+
+    @property
+    def editor_split(self) -> bool:
+        """The editor's before/after choice (what the window saves): the session model's, or
+        while live the one put aside at Start."""
+        return self.session.show_before if self._editor_split is None else self._editor_split
+
+    def _show_live_split(self) -> None:
+        """Put the editor's before/after choice aside and show the live one."""
+        self._editor_split = self.session.show_before
+        self.session.set_show_before(self._live_split)
+
+    def _give_back_split(self) -> None:
+        """Keep the split as the session left it for the next, and give the editor its own."""
+        self._live_split = self.session.show_before
+        if self._editor_split is not None:
+            self.session.set_show_before(self._editor_split)
+            self._editor_split = None
 
     def _sync(self) -> None:
         on = self.running
@@ -671,6 +744,7 @@ class LiveView(QWidget):
         self._slot = NewestSlot()
         self._meter = LiveMeter()
         self.session.set_playing(False)
+        self._show_live_split()
         run, stop, slot, meter = self._run, self._stop, self._slot, self._meter
         self._thread = threading.Thread(
             target=self._session_thread, args=(run, plan, stop, slot, meter), name=THREAD_NAME, daemon=True
@@ -718,11 +792,10 @@ class LiveView(QWidget):
                 bridge.frameReady.emit()
 
         try:
-            figures = run_plan(plan, self.env, stop, show, bridge.note.emit)
+            outcome = run_plan(plan, self.env, stop, show, bridge.note.emit)
         except Exception as exc:  # noqa: BLE001 - one Status line, never a traceback
-            self._outcomes[run] = (None, _one_line(exc))
-        else:
-            self._outcomes[run] = (figures, None)
+            outcome = LiveOutcome(None, _one_line(exc))
+        self._outcomes[run] = outcome
         bridge.ended.emit(run)
 
     # -- on the GUI thread ---------------------------------------------------------------
@@ -738,20 +811,23 @@ class LiveView(QWidget):
             self._ended()
 
     def _ended(self) -> None:
-        """Back to stopped, with the session's figures or failure in Status."""
+        """Back to stopped, with the session's figures or failure (and its recording) in Status,
+        and the editor's before/after choice back."""
         thread, self._thread = self._thread, None
-        figures, failure = self._outcomes.pop(self._run, (None, None))
+        outcome = self._outcomes.pop(self._run, LiveOutcome(None))
+        figures, failure = outcome.figures, outcome.failure
         if thread is not None and thread.is_alive() and failure is None and figures is None:
             failure = "the session did not end in time"
         self._timer.stop()
         self._slot.take()
+        self._give_back_split()
         if failure is not None:
             self.status.post("error", f"live: {failure}")
             self.figures.setText("stopped (failed)")
         elif figures is not None:
             if figures.error:
                 self.status.post("error", f"live: {figures.error}")
-            self.status.post("info", figures_line(figures))
+            self.status.post("info", figures_line(figures, outcome.recorded))
             self.figures.setText(f"last: {figures.fps_out:.1f} frames/s, {figures.frames_dropped} dropped")
         else:
             self.figures.setText("stopped")

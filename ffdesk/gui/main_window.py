@@ -935,7 +935,7 @@ class MainWindow(QMainWindow):
         state = self.saveState()
         q.setValue("window/state", state)
         q.setValue("window/state_sum", layout_sum(bytes(state.data())))
-        q.setValue("session/show_before", self.session.show_before)
+        q.setValue("session/show_before", self.live_view.editor_split)  # the editor's, also while live
         q.setValue("session/split", self.session.split)
         self.save_controls()
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from ffdesk.gui.live_view import LiveMeter, NewestSlot
-from ffdesk.pipeline.live import LiveFrame
+from ffdesk.gui.live_view import LiveMeter, LiveOutcome, LivePlan, NewestSlot, file_stamp, written_since
+from ffdesk.pipeline.live import LiveFigures, LiveFrame
 from tests.gui.windows import live_until_swapped
 
 SESSION_THREADS = ("ffdesk-live", "ffdesk-capture")
@@ -70,7 +73,8 @@ def test_a_clip_as_camera_is_swapped_into_the_preview(
     assert session_threads() == []
     last = window.status.entries[-1].text
     assert last.startswith("live stopped:") and "frames/s" in last and "p95" in last, last
-    assert "a face swapped in 0" not in last
+    assert "recorded" not in last  # none asked for: nothing said of one
+    assert "faces swapped in 0 of" not in last
     assert live.start_button.isEnabled() and window.timeline.isEnabled()
     assert live.overlay.isHidden()
 
@@ -135,15 +139,21 @@ def test_recording_while_live(
     with_source(window, qtbot, face_photo)
     live = window.live_view
     live.use_clip(face_clip)
-    out = tmp_path / "live.mp4"
-    live.record.setText(str(out))
+    asked = tmp_path / "live.mp4"
+    asked.write_bytes(b"an earlier take")
+    out = tmp_path / "live-2.mp4"
+    live.record.setText(str(asked))
     assert live.start()
     qtbot.waitUntil(lambda: window.session.preview is not None, timeout=30000)
     qtbot.wait(500)
     live.stop(wait=True)
     assert not live.running and session_threads() == []
+    assert asked.read_bytes() == b"an earlier take"  # never recorded over: the next free name
     info = probe(out)
     assert info.video is not None and (info.video.width, info.video.height) == (320, 240)
+    texts = [e.text for e in window.status.entries]
+    assert "live.mp4 is there (an earlier take): recording to live-2.mp4" in texts
+    assert texts[-1].startswith(f"live stopped: recorded {out}; "), texts[-1]
 
 
 def test_closing_the_window_while_live_stops_it(
@@ -413,3 +423,181 @@ def test_the_clip_open_in_the_window_is_offered_as_a_camera(
     assert session_threads() == []
     labels = [live.camera.itemText(i) for i in range(live.camera.count())]
     assert labels == [f"clip open in the window: {face_clip.name}", "Clip as camera…"], labels
+
+
+# -- a stand-in session: the view's own behaviour, without a camera or a swap -------------------
+BEFORE = (0, 0, 0)
+AFTER = (255, 255, 255)
+
+
+def stand_in_figures(frames_out: int) -> LiveFigures:
+    return LiveFigures(
+        seconds=1.0,
+        frames_captured=frames_out,
+        frames_out=frames_out,
+        frames_dropped=0,
+        fps_out=10.0,
+        latency_ms_p50=20.0,
+        latency_ms_p95=30.0,
+        latency_ms_p99=30.0,
+        latency_ms_max=30.0,
+        frames_with_swap=frames_out,
+        camera="stand-in",
+        size=(64, 48),
+        camera_fps=10.0,
+    )
+
+
+def stand_in_session(
+    live: Any, monkeypatch: pytest.MonkeyPatch, *, record: Path | None = None, write: bool = True
+) -> None:
+    """Sessions of `live` show one black picture swapped to white until Stop; with `record`, the
+    recording is written there as a session writes it (beside, then moved into place) unless
+    `write` is False (no frame reached it)."""
+    from ffdesk.gui import live_view
+
+    def run_plan(
+        plan: LivePlan,
+        env: Any,
+        stop: threading.Event,
+        show: Callable[[LiveFrame, Any], None],
+        on_status: Callable[[str], None],
+    ) -> LiveOutcome:
+        before = file_stamp(plan.record) if plan.record is not None else None
+        original = np.full((48, 64, 3), BEFORE, np.uint8)
+        now = time.monotonic()
+        show(LiveFrame(0, np.full((48, 64, 3), AFTER, np.uint8), now, now, 0.0, 1), original)
+        stop.wait(20.0)
+        if plan.record is not None and write:
+            beside = plan.record.with_name(f".{plan.record.name}.part")
+            beside.write_bytes(b"take")
+            os.replace(beside, plan.record)
+        return LiveOutcome(stand_in_figures(1), recorded=written_since(plan.record, before))
+
+    monkeypatch.setattr(live_view, "run_plan", run_plan)
+    monkeypatch.setattr(live, "plan", lambda: LivePlan(camera="file:stand-in.mp4", sources=(), record=record))
+
+
+def run_and_stop(window: Any, qtbot: Any, during: Callable[[], None] = lambda: None) -> None:
+    """One stand-in session: started, its picture shown, `during` done while live, stopped."""
+    live = window.live_view
+    window.session.preview = None
+    assert live.start()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=10000)
+    during()
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=10000)
+
+
+def shown_left(window: Any) -> tuple[int, int, int]:
+    """The colour the preview pane paints a quarter of the way across the picture."""
+    canvas = window.preview_view.canvas
+    r = canvas.image_rect()
+    colour = canvas.grab().toImage().pixelColor(int(r.left() + r.width() / 4), int(r.center().y()))
+    return (colour.red(), colour.green(), colour.blue())
+
+
+def test_a_session_starts_on_the_swapped_picture_whole(
+    window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The editor's before/after split (on by default) does not carry into Live: a session
+    shows the swapped picture whole, the split is a B (or the button) away, and Stop gives the
+    editor its split back."""
+    session, view = window.session, window.preview_view
+    live = window.live_view
+    stand_in_session(live, monkeypatch)
+    assert session.show_before  # the editor's preview starts with the split
+    assert live.start()
+    qtbot.waitUntil(lambda: session.preview is not None, timeout=10000)
+    assert not session.show_before and not view.before_after.isChecked()
+    assert not view.canvas._split_shown()
+    assert shown_left(window) == AFTER  # the left half too is the swapped picture
+    view.before_after.click()  # the split is there while live
+    assert session.show_before and shown_left(window) == BEFORE
+    view.before_after.click()
+    live.stop_button.click()
+    qtbot.waitUntil(lambda: not live.running, timeout=10000)
+    assert session.show_before and view.before_after.isChecked()  # the editor's, as it was
+    assert session_threads() == []
+
+
+def test_a_split_turned_on_while_live_is_kept_for_the_next_session(
+    window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The split chosen while live is what the next session starts with; the editor's own
+    choice, made between sessions, is neither changed by it nor carried into Live."""
+    session = window.session
+    stand_in_session(window.live_view, monkeypatch)
+    seen: list[bool] = []
+
+    def look_then(split: bool | None) -> Callable[[], None]:
+        """While live: note whether the split is shown, then set it (None: leave it)."""
+
+        def during() -> None:
+            seen.append(session.show_before)
+            if split is not None:
+                session.set_show_before(split)
+
+        return during
+
+    run_and_stop(window, qtbot, during=look_then(True))
+    assert session.show_before  # the editor's (on by default)
+    session.set_show_before(False)  # the editor turns its split off
+    run_and_stop(window, qtbot, during=look_then(False))
+    assert not session.show_before  # the editor's choice
+    session.set_show_before(True)
+    run_and_stop(window, qtbot, during=look_then(None))
+    assert seen == [False, True, False] and session.show_before
+
+
+def test_closing_the_window_while_live_keeps_the_editors_split(
+    open_window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    window = open_window()
+    stand_in_session(window.live_view, monkeypatch)
+    assert window.session.show_before and window.live_view.start()
+    qtbot.waitUntil(lambda: window.session.preview is not None, timeout=10000)
+    assert not window.session.show_before
+    window.close()
+    assert not window.live_view.running
+    assert open_window().session.show_before
+
+
+def test_the_stop_line_names_the_recording(
+    window: Any, qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop says where the recording was written, first in the line (the status bar shows a
+    long line's start), as `ffdesk live` prints `recorded PATH`."""
+    out = tmp_path / "take.mp4"
+    stand_in_session(window.live_view, monkeypatch, record=out)
+    run_and_stop(window, qtbot)
+    last = window.status.entries[-1]
+    assert last.level == "info" and last.text.startswith(f"live stopped: recorded {out}; 1 frames out"), last
+    assert out.read_bytes() == b"take"
+
+
+def test_no_recording_written_is_not_named(
+    window: Any, qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording asked for that got no frame leaves an earlier take at its path as it was,
+    and the stop line says nothing of a recording."""
+    out = tmp_path / "take.mp4"
+    out.write_bytes(b"an earlier take")
+    stand_in_session(window.live_view, monkeypatch, record=out, write=False)
+    run_and_stop(window, qtbot)
+    last = window.status.entries[-1].text
+    assert last.startswith("live stopped: 1 frames out") and "recorded" not in last, last
+
+
+def test_written_since_tells_a_new_file_from_the_one_there(tmp_path: Path) -> None:
+    path = tmp_path / "live.mp4"
+    assert written_since(None, None) is None
+    assert written_since(path, file_stamp(path)) is None  # nothing there, nothing put there
+    path.write_bytes(b"old")
+    before = file_stamp(path)
+    assert before is not None and written_since(path, before) is None  # left as it was
+    (tmp_path / "new").write_bytes(b"new")
+    os.replace(tmp_path / "new", path)  # moved into place, as a recording is
+    assert written_since(path, before) == path
+    assert written_since(path, None) == path
+    assert file_stamp(tmp_path) is None  # a folder is no recording

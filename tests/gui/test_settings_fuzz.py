@@ -426,6 +426,7 @@ def test_a_damaged_settings_json_is_read_without_change_and_kept_aside_once(
     application()
     w = window_on(RuntimeEnv.from_system(), tmp_path)  # as `ffdesk gui` opens it: the saved models folder
     w.shutdown()
+    (tmp_path / "models").mkdir(exist_ok=True)  # (a --models-dir that is not there is refused)
     code = main(["models", "list", "--no-verify", "--models-dir", str(tmp_path / "models")])
     _ended_in_one_line(code, capsys.readouterr().err, mutation)
     assert path.read_bytes() == damaged, mutation  # reading alone changes nothing

@@ -51,7 +51,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ffdesk.faces.people import ClipRange, find_people, recognizer_for
+    from ffdesk.faces.people import ClipRange, find_people, frame_spans, recognizer_for
     from ffdesk.media.probe import probe
     from ffdesk.media.sequence import find_sequence, is_sequence_path
 
@@ -124,11 +124,12 @@ def run(args: argparse.Namespace) -> int:
         f"(every {found.stride}; recognizer {found.recognizer})"
     )
     for row in rows:
-        frames = row["frames"]
+        runs = frame_spans(row["frames"], found.stride)
+        spans = ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
         faces = "1 face" if row["faces"] == 1 else f"{row['faces']} faces"
         print(
             f"  {row['index']}: {faces}, {row['first_s']:.2f}-{row['last_s']:.2f} s, "
-            f"frames {frames[0]}-{frames[-1]}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
+            f"frames {spans}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
         )
     return 0
 

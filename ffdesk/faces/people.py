@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 Metric = Literal["cosine", "euclidean"]
 MAX_SAMPLES = 300
 """Most frames a pass looks at; a longer clip or range is sampled at an even stride."""
+SAMPLES_PER_SECOND = 5
+"""Most frames a second a pass looks at, once it has `MIN_SAMPLES`: a face is embedded in
+every one (dlib's descriptor takes 100-250 ms a face on a CPU), and a person's face changes
+little in a fifth of a second. A 6 s two-shot took 31 s frame by frame."""
+MIN_SAMPLES = 30
+"""Fewest frames a pass looks at (all of a shorter clip or range)."""
 THUMBNAIL = 160
 """Side of a person's thumbnail in pixels."""
 ARCFACE_MODELS = ("arcface_w600k_r50", "arcface_simswap", "arcface_ghost")
@@ -357,6 +363,27 @@ Progress = Callable[[int, int], None]
 """(frames looked at, frames the pass will look at) after each sampled frame."""
 
 
+def pass_stride(count: int, rate: float, max_samples: int = MAX_SAMPLES) -> int:
+    """Every how many frames a pass over `count` frames at `rate` looks: at most `max_samples`
+    frames in all and `SAMPLES_PER_SECOND` a second, but never fewer than `MIN_SAMPLES`."""
+    from ffdesk.faces.scan import stride_for
+
+    by_time = max(1, min(math.floor(rate / SAMPLES_PER_SECOND), count // MIN_SAMPLES))
+    return max(stride_for(count, max_samples), by_time)
+
+
+def frame_spans(frames: Sequence[int], stride: int) -> list[tuple[int, int]]:
+    """The runs of `frames` (sampled every `stride` frames, sorted) a person was seen through:
+    a gap of more than one sample starts a new run (the person left the picture)."""
+    spans: list[tuple[int, int]] = []
+    for f in frames:
+        if spans and f - spans[-1][1] <= stride:
+            spans[-1] = (spans[-1][0], f)
+        else:
+            spans.append((f, f))
+    return spans
+
+
 @dataclass(frozen=True)
 class ClipRange:
     """Seconds of a clip (None: its start / its end)."""
@@ -384,7 +411,6 @@ def find_people(
     back with `complete=False`. Decode errors are `MediaError`s (the caller's to report). A still
     image is looked at whatever `span` says (a render of it ignores its range too); `fps`: the
     frame rate of an image sequence (None: 24), as a render of it takes `RenderJob.fps`."""
-    from ffdesk.faces.scan import stride_for
     from ffdesk.media.decode import VideoReader
     from ffdesk.media.probe import probe
 
@@ -397,7 +423,7 @@ def find_people(
     first = round((span.start or 0.0) * rate)
     last = total if span.end is None else min(total, math.ceil(span.end * rate))
     count = max(1, last - first)
-    stride = stride_for(count, max_samples)
+    stride = pass_stride(count, rate, max_samples)
     expected = -(-count // stride)
     stop = cancel or threading.Event()
     sightings: list[Sighting] = []

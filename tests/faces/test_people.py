@@ -47,7 +47,8 @@ def test_a_person_back_in_a_later_shot_is_the_same_person(analyser: FaceAnalyser
 def test_one_real_face_moving_in_a_car_is_one_person(analyser: FaceAnalyser) -> None:
     people = find_people(carphone(), analyser=analyser, max_samples=40)
     assert len(people.people) == 1
-    assert people.stride == 3 and people.people[0].faces == 40
+    # 120 frames at 29.97/s: 30 samples (five a second would be 20, fewer than thirty)
+    assert people.stride == 4 and people.people[0].faces == 30
 
 
 def test_a_range_and_a_cancel(analyser: FaceAnalyser, tmp_path: Path) -> None:
@@ -208,3 +209,24 @@ def test_a_person_found_already_is_not_looked_for_again(
     )
     again = pipeline_people.job_targets(other, analyser, recognizer)
     assert len(passes) == 1 and np.allclose(again.centroids[0], person.centroid)
+
+
+@pytest.mark.parametrize(
+    ("count", "rate", "stride"),
+    [(150, 25.0, 5), (150, 30.0, 5), (60, 25.0, 2), (12, 25.0, 1), (1500, 25.0, 5), (3000, 25.0, 10),
+     (900, 60.0, 12), (100, 2.0, 1)],
+)  # fmt: skip
+def test_a_pass_looks_at_five_frames_a_second_and_thirty_at_least(
+    count: int, rate: float, stride: int
+) -> None:
+    """A 6 s two-shot was looked at frame by frame: 31 s with dlib's descriptor on each face."""
+    from ffdesk.faces.people import pass_stride
+
+    assert pass_stride(count, rate) == stride
+
+
+def test_a_person_who_leaves_and_comes_back_is_listed_with_the_gap() -> None:
+    from ffdesk.faces.people import frame_spans
+
+    assert frame_spans([0, 5, 10, 45, 50, 100], 5) == [(0, 10), (45, 50), (100, 100)]
+    assert frame_spans([], 5) == []

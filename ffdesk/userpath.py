@@ -45,11 +45,34 @@ def stream_fd(path: str | os.PathLike[str]) -> int | None:
     truncate a file the shell redirected there) nor replaced."""
     text = str(path)
     if text.startswith("/"):
-        text = os.path.normpath(text)
+        text = os.path.normpath("/" + text.lstrip("/"))  # (normpath keeps a leading "//")
     if text in _NAMED_FDS:
         return _NAMED_FDS[text]
     match = _NUMBERED_FD.match(text)
     return int(match.group(1)) if match else None
+
+
+def stream_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why the descriptor `path` names cannot take what a command writes there (not open, open
+    for reading only, standard input), checked before the work; None when it can, or when
+    `path` names a file."""
+    import fcntl
+
+    fd = stream_fd(path)
+    if fd is None:
+        return None
+    if fd == 0:
+        return "standard input is not an output"
+    names = {1: ("standard output", sys.stdout), 2: ("standard error", sys.stderr)}
+    if fd in names and names[fd][1] is None:  # closed as Python started (`>&-`): its number reused
+        return f"{names[fd][0]} is closed"
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    except OSError:
+        return "standard output is closed" if fd == 1 else f"descriptor {fd} is not open"
+    if flags & os.O_ACCMODE == os.O_RDONLY:
+        return f"descriptor {fd} is open for reading only"
+    return None
 
 
 def open_named(path: str | os.PathLike[str]) -> TextIO:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("FFDESK_NO_NVML", "")
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    # a suite started as a script's background job (`pytest ... &`) has Ctrl-C ignored, which
+    # ffdesk keeps, and so would the renders its Ctrl-C tests start: they test Ctrl-C as a
+    # terminal sends it, so the tests run with Python's own handler (children get the default)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import pytest  # noqa: E402
 

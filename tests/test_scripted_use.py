@@ -31,7 +31,8 @@ def _render(tmp_path: Path, *extra: str, name: str = "out.mp4", end: str = "0.2"
 @pytest.mark.parametrize(
     ("path", "fd"),
     [("-", 1), ("/dev/stdout", 1), ("/dev/stderr", 2), ("/dev/fd/7", 7), ("/proc/self/fd/9", 9),
-     ("/dev//stdout", 1), ("./-", None), ("out.json", None), ("/dev/null", None), ("/proc/1/fd/1", None)],
+     ("/dev//stdout", 1), ("//dev/stdout", 1), ("./-", None), ("out.json", None), ("/dev/null", None),
+     ("/proc/1/fd/1", None)],
 )  # fmt: skip
 def test_the_paths_that_name_a_descriptor(path: str, fd: int | None) -> None:
     assert stream_fd(path) == fd
@@ -195,3 +196,53 @@ def test_no_overwrite_refuses_a_file_at_the_output(
     assert delivered.read_bytes() == b"delivered"
     assert cli.main(_render(tmp_path)) == 0  # without it a finished render replaces the file
     assert delivered.stat().st_size > 1000
+
+
+def test_a_descriptor_that_is_not_open_is_refused_before_the_render(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It rendered the whole clip, then failed to write the report."""
+    assert cli.main(_render(tmp_path, "--report", "/dev/fd/97")) == 2
+    assert "--report /dev/fd/97: descriptor 97 is not open" in capsys.readouterr().err
+    assert not (tmp_path / "out.mp4").exists()
+    assert cli.main(_render(tmp_path, "--report", "/dev/stdin")) == 2
+    assert "standard input is not an output" in capsys.readouterr().err
+
+
+def test_figures_to_stdout_with_stderr_or_stdout_closed(tmp_path: Path) -> None:
+    bench = ["bench", "encode", "--frames", "4", "--height", "360", "--no-ffmpeg", "--json", "-"]
+    env = {**os.environ, "FFDESK_BENCH_CACHE": str(tmp_path)}
+    done = _ffdesk(bench, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    no_stderr = subprocess.run(  # `2>&-`: an internal error (exit 1) before
+        ["bash", "-c", 'exec "$0" -m ffdesk "$@" 2>&-', sys.executable, *bench],
+        stdout=subprocess.PIPE, text=True, timeout=240, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0 and no_stderr.returncode == 0
+    assert json.loads(no_stderr.stdout)["bench"] == "encode"
+    no_stdout = subprocess.run(
+        ["bash", "-c", 'exec "$0" -m ffdesk "$@" >&-', sys.executable, *bench],
+        stderr=subprocess.PIPE, text=True, timeout=240, cwd=ROOT, env=env,
+    )  # fmt: skip
+    assert no_stdout.returncode == 2 and "standard output is closed" in no_stdout.stderr
+
+
+def test_stdout_comes_back_when_the_command_fails() -> None:
+    script = (
+        "import sys\n"
+        "from ffdesk.media.named_output import figures_to_stdout\n"
+        "try:\n"
+        "    with figures_to_stdout('-'):\n"
+        "        raise RuntimeError\n"
+        "except RuntimeError:\n"
+        "    print('back on stdout')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "back on stdout\n" and done.stderr == ""
+
+
+def test_a_telemetry_log_to_stdout_is_its_json_lines_alone(tmp_path: Path) -> None:
+    done = _ffdesk(_render(tmp_path, "--telemetry-log", "-"), capture_output=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+    assert "wrote " in done.stderr

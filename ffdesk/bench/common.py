@@ -16,7 +16,7 @@ from ffdesk.bench import history
 from ffdesk.errors import MediaError, UserError
 from ffdesk.media import atomic, named_output
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.userpath import stream_fd
+from ffdesk.userpath import stream_fd, stream_problem
 
 
 def cache_dir(env: RuntimeEnv) -> Path:
@@ -41,6 +41,8 @@ def json_output(text: str) -> Path:
     (not a folder) in a folder that is there and can be written."""
     path = Path(text).expanduser()
     if stream_fd(path) is not None:  # `-`, /dev/stdout: written through the open descriptor
+        if (problem := stream_problem(path)) is not None:
+            raise argparse.ArgumentTypeError(f"{text}: {problem}")
         return path
     if path.is_dir():
         raise argparse.ArgumentTypeError(

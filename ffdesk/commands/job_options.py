@@ -120,7 +120,7 @@ def refuse_beside_map(given: dict[str, bool]) -> None:
     if beside:
         raise UserError(
             f"--map gives each person their own photo and swaps only them; {' and '.join(beside)} "
-            "would be ignored beside it: leave it out"
+            f"would be ignored beside it: leave {'it' if len(beside) == 1 else 'them'} out"
         )
 
 

@@ -121,8 +121,10 @@ def cameras_listing() -> list[str]:
 
 
 def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> list[Output]:
-    """The outputs the arguments ask for as one output (`open_writers`); empty when none is."""
-    from ffdesk.pipeline.live import open_writers, writing_to
+    """The outputs the arguments ask for as one output (`open_writers`); empty when none is.
+    `args.record` becomes the name the recording took (`claim_take`: an earlier take there is
+    never recorded over)."""
+    from ffdesk.pipeline.live import open_writers, recording_in, writing_to
 
     writers = open_writers(
         camera,
@@ -132,6 +134,7 @@ def open_outputs(args: argparse.Namespace, camera: Camera, stack: ExitStack) -> 
         record=args.record,
         on_status=_status,
     )
+    args.record = recording_in(writers)
     return [writing_to(*writers)] if writers else []
 
 
@@ -194,16 +197,20 @@ def run(args: argparse.Namespace) -> int:
 
 def _live(args: argparse.Namespace, stop: threading.Event) -> int:
     """The session `args` ask for, until `stop` (set by a signal), `--seconds` or the clip's end."""
+    from ffdesk.commands.render import check_settings_have_their_processor, enhancer_ignores
     from ffdesk.media.capture import open_camera, parse_size
     from ffdesk.media.stream import parse_udp_url
     from ffdesk.pipeline.job import DEFAULT_BATCH
-    from ffdesk.pipeline.live import LiveSession, check_recording, free_recording, live_job, live_stages
+    from ffdesk.pipeline.live import LiveSession, check_recording, live_job, live_stages
     from ffdesk.pipeline.plan import LIVE_LEAVES_OUT, embedded_ignores, provider_unusable
 
     if not args.source and not args.deep_swapper and not args.swapper and not args.map:
         raise UserError(NO_SWAP)
     if args.source_face is not None and not args.source and not args.map:
         raise UserError("--source-face picks a face of the source photo: give the photo (--source FACE)")
+    if args.models_dir is not None and not Path(args.models_dir).expanduser().exists():
+        raise UserError(f"--models-dir {args.models_dir}: no such folder")  # (as a render says)
+    check_settings_have_their_processor(args)  # an enhancer's setting without the enhancer
     if args.map:  # as a render refuses them: each person's own photo, only they swapped
         refuse_beside_map({"--source": bool(args.source), "--face-selection": bool(args.face_selection)})
     from ffdesk.pipeline.people import face_map_of
@@ -246,17 +253,15 @@ def _live(args: argparse.Namespace, stop: threading.Event) -> int:
         **processor_fields(args),
     )
     if args.record is not None:
-        asked = args.record.expanduser()
-        check_recording(asked, job, camera)
-        args.record = free_recording(asked)
-        if args.record != asked:
-            _status(f"{asked.name} is there (an earlier take): recording to {args.record.name}")
+        args.record = args.record.expanduser()
+        check_recording(args.record, job, camera)
     env = runtime_env(args)
     given = replace(job, batch=DEFAULT_BATCH)  # (live's batch of 1 is its own, not a setting given)
     told = (
         *provider_unusable(job, env),
         *embedded_ignores(given, left_out=LIVE_LEAVES_OUT),
         *trained_swapper_ignores(given, env, source_option="--source"),
+        *enhancer_ignores(args),
     )
     for note in told:
         _status(f"warning: {note}")

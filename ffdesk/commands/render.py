@@ -302,11 +302,11 @@ def check_settings_have_their_processor(args: argparse.Namespace) -> None:
     from dataclasses import fields
 
     defaults = {f.name: f.default for f in fields(RenderJob)}
-    for processor, what, settings in SETTINGS_OF:
-        if getattr(args, processor) is not None:
+    for processor, what, settings in SETTINGS_OF:  # (a command without the processor: not its)
+        if not hasattr(args, processor) or getattr(args, processor) is not None:
             continue
         for name in settings:
-            if getattr(args, name) != defaults[name]:
+            if getattr(args, name, defaults[name]) != defaults[name]:
                 raise UserError(f"--{name.replace('_', '-')} needs {what}")
 
 

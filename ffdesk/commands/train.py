@@ -411,7 +411,8 @@ class _StopSignals:
     def requested(self) -> bool:
         if not self.polled:
             self.polled = True
-            if self.torchrun and threading.current_thread() is threading.main_thread():
+            main = threading.current_thread() is threading.main_thread()
+            if self.torchrun and main and signal.getsignal(signal.SIGTERM) != signal.SIG_IGN:
                 signal.signal(signal.SIGTERM, self.on_sigterm)  # (the loop has begun)
         return self.presses > 0 or self.term
 
@@ -448,9 +449,14 @@ class _StopSignals:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        previous = signal.signal(signal.SIGINT, self.on_sigint)
+        # a signal ignored as the run was started (a script's background job) stays ignored
+        previous = signal.getsignal(signal.SIGINT)
+        if previous != signal.SIG_IGN:
+            signal.signal(signal.SIGINT, self.on_sigint)
         at_first = signal.SIG_DFL if self.torchrun and not self.polled else self.on_sigterm
-        previous_term = signal.signal(signal.SIGTERM, at_first)
+        previous_term = signal.getsignal(signal.SIGTERM)
+        if previous_term != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, at_first)
         try:
             yield
         finally:

@@ -77,8 +77,9 @@ def quit_on_signals(app: Quits, shutdown: Callable[[], None]) -> Iterator[None]:
     def on_signal(_signum: int, _frame: Any) -> None:
         QTimer.singleShot(0, stop)
 
-    for signum in previous:
-        signal.signal(signum, on_signal)
+    for signum, handler in previous.items():
+        if handler != signal.SIG_IGN:  # ignored as the app was started (a background job): kept
+            signal.signal(signum, on_signal)
     try:
         yield
     finally:

@@ -304,10 +304,10 @@ def run_plan(
         LiveSession,
         Output,
         check_recording,
-        free_recording,
         live_job,
         live_stages,
         open_writers,
+        recording_in,
         writing_to,
     )
 
@@ -329,17 +329,18 @@ def run_plan(
             **dict(plan.processors),
         )
         stages = live_stages(job, fps=camera.fps, env=env)
-        before: FileStamp | None = None
-        asked = record = plan.record
-        if asked is not None:
-            check_recording(asked, job, camera.inner)
-            record = free_recording(asked)  # an earlier take there is never recorded over
-            if record != asked:
-                on_status(f"{asked.name} is there (an earlier take): recording to {record.name}")
-            before = file_stamp(record)
-        writers = open_writers(
-            camera.inner, stack, stream=plan.stream, virtual_camera=plan.virtual_camera, record=record
+        if plan.record is not None:
+            check_recording(plan.record, job, camera.inner)
+        writers = open_writers(  # (an earlier take is never recorded over: `claim_take`)
+            camera.inner,
+            stack,
+            stream=plan.stream,
+            virtual_camera=plan.virtual_camera,
+            record=plan.record,
+            on_status=on_status,
         )
+        record = recording_in(writers)
+        before = file_stamp(record) if record is not None else None
 
         def to_window(frame: LiveFrame) -> None:
             show(frame, camera.original(frame.number))

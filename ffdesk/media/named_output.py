@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ffdesk.media import atomic
-from ffdesk.userpath import stream_fd
+from ffdesk.userpath import stream_fd, stream_problem
 
 __all__ = ["write_named", "figures_to_stdout"]
 
@@ -42,10 +42,8 @@ def write_named(path: Path | str, text: str) -> None:
 
 
 def _write_fd(fd: int, data: bytes) -> None:
-    if fd == 1:
-        sys.stdout.flush()
-    elif fd == 2:
-        sys.stderr.flush()
+    if fd in (1, 2):
+        _flush(sys.stdout if fd == 1 else sys.stderr)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -59,13 +57,22 @@ def figures_to_stdout(path: Path | str | None) -> Iterator[Path | str | None]:
     if path is None or stream_fd(path) != 1:
         yield path
         return
-    sys.stdout.flush()
+    _flush(sys.stdout)
     kept = os.dup(1)
-    os.dup2(2, 1)
     try:
+        if stream_problem("/dev/stderr") is None:
+            os.dup2(2, 1)
+        else:  # stderr closed (`2>&-`): the other lines go nowhere
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
         yield Path(f"/dev/fd/{kept}")
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stdout.flush()
+        _flush(sys.stdout)
         os.dup2(kept, 1)
         os.close(kept)
+
+
+def _flush(stream: object) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        stream.flush()  # type: ignore[attr-defined]  # (None where Python had no stdout)

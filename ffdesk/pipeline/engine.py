@@ -113,7 +113,7 @@ from ffdesk.pipeline.stages.frame_enhancer import output_scale, upscale_figures
 from ffdesk.pipeline.stages.placement import frames_started
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
-from ffdesk.userpath import stream_fd
+from ffdesk.userpath import stream_fd, stream_problem
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -287,6 +287,8 @@ def check_job_files(job: RenderJob) -> None:
         if path is None:
             continue
         fd = stream_fd(path)
+        if (problem := stream_problem(path)) is not None:  # checked now, not after the render
+            raise UserError(f"{what} {path}: {problem}")
         if fd is None:
             outputs.append((what, path))
         elif fd in streams:  # a JSON report amid a log's JSON lines parses as neither

@@ -140,11 +140,49 @@ def open_writers(
             )
         writers.append(cam)
     if record is not None:
-        stack.callback(claim_recording(record, on_status).release)  # released after the close below
-        rec = Recording(record, width=width, height=height, fps=camera.fps)
+        take, lock = claim_take(record, on_status)
+        stack.callback(lock.release)  # released after the close below
+        rec = Recording(take, width=width, height=height, fps=camera.fps)
         stack.callback(rec.close)
         writers.append(rec)
     return writers
+
+
+def recording_in(writers: Sequence[FrameWriter]) -> Path | None:
+    """Where the recording among `writers` goes (`claim_take`'s name), None without one."""
+    from ffdesk.media.stream import Recording
+
+    return next((w.path for w in writers if isinstance(w, Recording)), None)
+
+
+def claim_take(asked: Path, on_status: StatusCallback | None = None) -> tuple[Path, OutputLock]:
+    """The name a recording asked for at `asked` goes to, with its lock held: `asked`, or where
+    a file is there (an earlier take) or another session or render holds it, the first free
+    numbered name beside it (`take-2.mp4`), said to `on_status`. Chosen under the name's lock,
+    so two sessions started together never take one name, and a take that appears at a name
+    meanwhile is passed over: a take cannot be made again, so none is recorded over."""
+    from ffdesk.pipeline.output_names import MAX_NUMBER, numbered
+
+    asked = Path(asked).expanduser()
+    for number in range(1, MAX_NUMBER + 1):
+        candidate = numbered(asked, number)
+        if _taken(candidate):
+            continue
+        try:
+            lock = claim_recording(candidate, on_status)
+        except Busy:
+            continue  # another session records it, or a render writes it
+        if _taken(candidate):  # put there between the look and the lock
+            lock.release()
+            continue
+        if candidate != asked and on_status is not None:
+            on_status(f"{asked.name} is there (an earlier take): recording to {candidate.name}")
+        return candidate, lock
+    raise UserError(f"--record {asked.name}: every numbered name up to {MAX_NUMBER} beside it is taken")
+
+
+def _taken(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
 
 
 _BACKEND_ADVICE = re.compile(r"\.?(?:\s*(?:Did you run [^?]*\?|See also [^.]*\.))+")
@@ -586,16 +624,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 # -- the job's stages, for a camera ---------------------------------------------------------
-def free_recording(path: Path) -> Path:
-    """Where a recording asked for at `path` goes: `path`, or where a file is already there (an
-    earlier take) the first free numbered name beside it (`take-2.mp4`), as the app's queue names
-    a render's output: a take cannot be made again, so none is recorded over. A session
-    recording `path` right now (not there until it ends) is refused by its lock instead."""
-    from ffdesk.pipeline.output_names import free_output
-
-    return free_output(path, occupied=lambda p: p.exists() or p.is_symlink())
-
-
 def check_recording(path: Path, job: RenderJob, camera: Camera) -> None:
     """`UserError` (one line) when a recording at `path` could not be one (a folder, a file type
     that holds no H.264 video) or would replace one of the session's inputs: the clip a

@@ -73,13 +73,17 @@ def job_targets(job: RenderJob, analyser: FaceAnalyser, recognizer: FaceRecogniz
 def faces_command(job: RenderJob) -> str:
     """The `ffdesk faces` command that lists the people `job`'s face map numbers: over the same
     range of the clip, with the same models (its numbers are those of that range's pass)."""
-    words = ["ffdesk faces", job.target.name]
-    if job.start is not None:
-        words.append(f"--start {job.start:g}")
-    if job.end is not None:
-        words.append(f"--end {job.end:g}")
+    import shlex
+
+    def seconds(value: float) -> str:
+        return repr(float(value)).removesuffix(".0")  # (every digit given, not six)
+
+    words = ["ffdesk faces", shlex.quote(job.target.name)]
+    for option, value in (("--start", job.start), ("--end", job.end), ("--fps", job.fps)):
+        if value is not None:
+            words.append(f"{option} {seconds(value)}")
     if job.models_dir is not None:
-        words.append(f"--models-dir {job.models_dir}")
+        words.append(f"--models-dir {shlex.quote(str(job.models_dir))}")
     return " ".join(words)
 
 

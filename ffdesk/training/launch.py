@@ -99,8 +99,11 @@ def run(p: LaunchPlan) -> int:
     """Run torchrun and wait; Ctrl-C reaches the workers (same process group), which save first."""
     import signal
 
-    # A handler, not SIG_IGN: an ignored signal stays ignored in the child after exec.
-    previous = signal.signal(signal.SIGINT, lambda _s, _f: None)
+    # A handler, not SIG_IGN: an ignored signal stays ignored in the child after exec (which is
+    # what a run started with Ctrl-C ignored, a script's background job, keeps).
+    previous = signal.getsignal(signal.SIGINT)
+    if previous != signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda _s, _f: None)
     try:
         proc = subprocess.Popen(list(p.command), env=dict(p.env))
         try:

@@ -91,18 +91,45 @@ def test_a_session_that_swapped_nobody_says_so(
     assert "no face was swapped" not in capsys.readouterr().err
 
 
-def test_a_recording_another_process_holds_is_busy(
+def test_a_name_another_process_records_gets_the_next_number_and_a_render_of_it_is_busy(
     clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from ffdesk.pipeline.live import claim_recording
 
     take = tmp_path / "take.mp4"
-    lock = claim_recording(take)
+    lock = claim_recording(take)  # another session recording take.mp4 (not there until it ends)
     try:
-        assert main(_live(clips["two"], "--source", str(HOPPER), "--record", str(take))) == BUSY_EXIT
+        assert main(_live(clips["two"], "--source", str(HOPPER), "--record", str(take))) == 0
+        assert f"recorded {tmp_path / 'take-2.mp4'}" in capsys.readouterr().out
+        render = ["render", "-t", str(clips["two"]), "-s", str(HOPPER), "-o", str(take), "--end", "0.2"]
+        assert main(render) == BUSY_EXIT  # before: 2, as for a wrong job
+        assert "is being recorded by process" in capsys.readouterr().err
     finally:
         lock.release()
-    assert "is being recorded by process" in capsys.readouterr().err
+
+
+def test_a_take_put_at_the_free_name_meanwhile_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name was chosen as the session started and locked seconds later, after the stages were
+    built: a take another session moved there meanwhile was recorded over."""
+    from ffdesk.pipeline import live
+
+    (tmp_path / "take.mp4").write_bytes(b"take 1")
+    claim = live.claim_recording
+
+    def another_take_lands(path: Path, on_status: object = None) -> object:
+        lock = claim(path)
+        if path.name == "take-2.mp4":
+            (tmp_path / "take-2.mp4").write_bytes(b"take 2, another session's")
+        return lock
+
+    monkeypatch.setattr(live, "claim_recording", another_take_lands)
+    said: list[str] = []
+    name, lock = live.claim_take(tmp_path / "take.mp4", said.append)
+    lock.release()
+    assert name == tmp_path / "take-3.mp4"
+    assert said == ["take.mp4 is there (an earlier take): recording to take-3.mp4"]
 
 
 def test_a_person_number_points_at_the_listing_of_the_same_range(
@@ -111,3 +138,16 @@ def test_a_person_number_points_at_the_listing_of_the_same_range(
     argv = ["render", "-t", str(clips["two"]), "-o", str(tmp_path / "o.mp4"), "--map", f"5={HOPPER}"]
     assert main([*argv, "--start", "0.2", "--end", "1"]) == 2
     assert "(see `ffdesk faces two.mp4 --start 0.2 --end 1`)" in capsys.readouterr().err
+
+
+def test_the_enhancers_settings_are_checked_live_as_in_a_render(
+    clips: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_live(clips["two"], "--source", str(HOPPER), "--enhancer-blend", "60")) == 2
+    assert "--enhancer-blend needs a face enhancer" in capsys.readouterr().err  # before: ignored
+    write_standins(tmp_path, ["gfpgan_1.4"])
+    enhancer = ["--enhancer", "gfpgan_1.4", "--models-dir", str(tmp_path), "--enhancer-weight", "0.9"]
+    assert main(_live(clips["two"], "--source", str(HOPPER), *enhancer)) == 0
+    assert "--enhancer-weight 0.9 changes nothing: gfpgan_1.4" in capsys.readouterr().err
+    assert main(_live(clips["two"], "--source", str(HOPPER), "--models-dir", str(tmp_path / "no"))) == 2
+    assert "no such folder" in capsys.readouterr().err  # before: the embedded swap, without a word

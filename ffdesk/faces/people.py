@@ -374,10 +374,11 @@ def pass_stride(count: int, rate: float, max_samples: int = MAX_SAMPLES) -> int:
 
 def frame_spans(frames: Sequence[int], stride: int) -> list[tuple[int, int]]:
     """The runs of `frames` (sampled every `stride` frames, sorted) a person was seen through:
-    a gap of more than one sample starts a new run (the person left the picture)."""
+    a gap of more than two samples starts a new run (the person left the picture; one sample
+    missed is a frame the clip dropped, or a face the detector lost for a moment)."""
     spans: list[tuple[int, int]] = []
     for f in frames:
-        if spans and f - spans[-1][1] <= stride:
+        if spans and f - spans[-1][1] <= 2 * stride:
             spans[-1] = (spans[-1][0], f)
         else:
             spans.append((f, f))

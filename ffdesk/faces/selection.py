@@ -75,6 +75,8 @@ class FaceSelector:
             return list(faces)
         for f in faces:
             if f.track_id is not None and f.track_id == self._chosen:
+                if self.mode == "reference":
+                    self._note_others(image, faces, f)
                 return [f]
         if self.mode == "largest":
             best = largest(faces)
@@ -106,6 +108,15 @@ class FaceSelector:
             return []
         self._chosen = best[1].track_id
         return [best[1]]
+
+    def _note_others(self, image: Frame, faces: Sequence[Face], chosen: Face) -> None:
+        """Faces that come into the picture beside the reference face are other people: judged
+        once, as they come, and never taken for it later."""
+        for f in faces:
+            if f is chosen or f.track_id is None or f.track_id in self._rejected or f.landmarks is None:
+                continue
+            self._rejected.add(f.track_id)
+            self._others.append(appearance_of(image, f))
 
     def _nearer_reference(self, d: float, seen: Appearance) -> bool:
         """Whether a face `d` from the reference is nearer to it than to every other person seen."""

@@ -164,6 +164,7 @@ def claim_take(asked: Path, on_status: StatusCallback | None = None) -> tuple[Pa
     from ffdesk.pipeline.output_names import MAX_NUMBER, numbered
 
     asked = Path(asked).expanduser()
+    why = "is there (an earlier take)"
     for number in range(1, MAX_NUMBER + 1):
         candidate = numbered(asked, number)
         if _taken(candidate):
@@ -171,12 +172,14 @@ def claim_take(asked: Path, on_status: StatusCallback | None = None) -> tuple[Pa
         try:
             lock = claim_recording(candidate, on_status)
         except Busy:
+            if candidate == asked:
+                why = "is being written by another process"
             continue  # another session records it, or a render writes it
         if _taken(candidate):  # put there between the look and the lock
             lock.release()
             continue
         if candidate != asked and on_status is not None:
-            on_status(f"{asked.name} is there (an earlier take): recording to {candidate.name}")
+            on_status(f"{asked.name} {why}: recording to {candidate.name}")
         return candidate, lock
     raise UserError(f"--record {asked.name}: every numbered name up to {MAX_NUMBER} beside it is taken")
 

@@ -230,3 +230,10 @@ def test_a_person_who_leaves_and_comes_back_is_listed_with_the_gap() -> None:
 
     assert frame_spans([0, 5, 10, 45, 50, 100], 5) == [(0, 10), (45, 50), (100, 100)]
     assert frame_spans([], 5) == []
+
+
+def test_one_sample_missed_is_no_gap() -> None:
+    """A frame the clip dropped (or a face lost for a moment) was listed as the person leaving."""
+    from ffdesk.faces.people import frame_spans
+
+    assert frame_spans([0, 5, 15, 20], 5) == [(0, 20)]

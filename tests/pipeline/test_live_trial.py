@@ -100,7 +100,9 @@ def test_a_name_another_process_records_gets_the_next_number_and_a_render_of_it_
     lock = claim_recording(take)  # another session recording take.mp4 (not there until it ends)
     try:
         assert main(_live(clips["two"], "--source", str(HOPPER), "--record", str(take))) == 0
-        assert f"recorded {tmp_path / 'take-2.mp4'}" in capsys.readouterr().out
+        out, err = capsys.readouterr()
+        assert f"recorded {tmp_path / 'take-2.mp4'}" in out
+        assert "take.mp4 is being written by another process: recording to take-2.mp4" in err
         render = ["render", "-t", str(clips["two"]), "-s", str(HOPPER), "-o", str(take), "--end", "0.2"]
         assert main(render) == BUSY_EXIT  # before: 2, as for a wrong job
         assert "is being recorded by process" in capsys.readouterr().err

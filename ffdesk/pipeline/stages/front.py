@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from ffdesk.errors import UserError
 from ffdesk.faces.analyser import AnalyserSettings, FaceAnalyser
 from ffdesk.faces.appearance import Appearance, appearance_of
@@ -354,8 +356,8 @@ def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | No
     return ordered[index]
 
 
-def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
-    """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
+def reference_face(analyser: FaceAnalyser, job: RenderJob) -> tuple[Frame, Face]:
+    """Face `job.reference_face` (left to right) in the first frame of the range, with the frame."""
     from ffdesk.media.decode import read_frame_at
 
     frame = read_frame_at(job.target, job.start or 0.0, max_pixels=job.max_pixels).image
@@ -368,7 +370,26 @@ def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
             f"{job.target.name}: no face {index} for --reference-face in the first frame: "
             f"{_faces_to_pick(len(faces))}"
         )
-    return appearance_of(frame, faces[index])
+    return frame, faces[index]
+
+
+def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
+    """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
+    return appearance_of(*reference_face(analyser, job))
+
+
+def reference_person(frame: Frame, face: Face, recognizer: FaceRecognizer) -> Targets | None:
+    """The reference face as the one person of a face map, told apart by `recognizer` where it
+    is an identity model (dlib's descriptor, a model pack's ArcFace): each new track is then
+    taken for the reference person by who they are, as `--map` takes its people, not by the
+    appearance signature, which puts two different people 0.43 apart and one person's own face,
+    turned and in other light, 0.41 from itself. None for the embedded appearance recognizer
+    (the selector's own matching, `FaceSelector`)."""
+    from ffdesk.faces.people import AppearanceRecognizer
+
+    if isinstance(recognizer, AppearanceRecognizer):
+        return None
+    return Targets(recognizer, (np.asarray(recognizer.embed(frame, [face])[0], np.float32),))
 
 
 def _faces_to_pick(count: int) -> str:
@@ -425,13 +446,18 @@ class FaceFrontEnd:
         face is missing); `analyser`: the render's own, else the embedded one for `job`. With a
         face map, finds its people (`ffdesk.pipeline.people.job_targets`) with `recognizer`
         (None: the models folder's ArcFace, else the embedded one)."""
+        from ffdesk.faces.people import recognizer_for
         from ffdesk.pipeline.people import job_targets
 
         analyser = analyser or job_analyser(job)
-        mapped = bool(job.face_map)
-        reference = (
-            reference_appearance(analyser, job) if job.face_selection == "reference" and not mapped else None
-        )
+        reference: Appearance | None = None
+        people: Targets | None = None
+        if job.face_map:
+            people = job_targets(job, analyser, recognizer)
+        elif job.face_selection == "reference":
+            frame, face = reference_face(analyser, job)
+            reference = appearance_of(frame, face)
+            people = reference_person(frame, face, recognizer or recognizer_for(job.models_dir))
         return cls(
             analyser,
             job.face_selection,
@@ -439,7 +465,7 @@ class FaceFrontEnd:
             clip_fps(job, info),
             DET_SIZE.get(job.mode, 640),
             job.segment_frames or SEGMENT_FRAMES,
-            job_targets(job, analyser, recognizer) if mapped else None,
+            people,
         )
 
     @classmethod

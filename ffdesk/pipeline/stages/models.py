@@ -1805,7 +1805,8 @@ def model_stages(
     """
     ctx = ModelRender(job, env=env, share=share)
     try:
-        recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if job.face_map else None
+        by_identity = job.face_map or job.face_selection == "reference"  # (the pack's ArcFace tells)
+        recognizer = ArcFaceFaces(PackRecognizer(ctx), ctx.recognizer.name) if by_identity else None
         front = FaceFrontEnd.for_job(job, ctx.analyser, info, recognizer)
         return pack_stages(ctx, front, ctx.planned_order(info, ahead=front.lookahead))
     except BaseException:

@@ -78,3 +78,16 @@ def number_between(low: float, high: float) -> Callable[[str], float]:
 def whole_between(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number from `low` to `high`."""
     return whole_at_least(low, high)
+
+
+def frame_rate(text: str) -> float:
+    """An argparse type: frames a second, more than 0 and at most 1000, as a number (23.976) or a
+    fraction (24000/1001, as FFmpeg writes one)."""
+    numerator, slash, denominator = text.partition("/")
+    if not slash:
+        return number_from(0, above=True, high=1000)(text)
+    try:
+        value = float(numerator) / float(denominator)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a frame rate (25, 23.976, 24000/1001)") from None
+    return number_from(0, above=True, high=1000)(repr(value))

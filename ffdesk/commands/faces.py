@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ffdesk.commands.argtypes import number_from
+from ffdesk.commands.argtypes import frame_rate
 from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
 from ffdesk.errors import MediaError, UserError
 from ffdesk.units import CLIP_MARKS
@@ -39,7 +39,7 @@ def register(sub: Any) -> None:
     add_range_options(p)
     p.add_argument(
         "--fps",
-        type=number_from(0, above=True, high=1000),
+        type=frame_rate,
         default=None,
         help="frame rate of an image sequence (default 24), as given to render",
     )

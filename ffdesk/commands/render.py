@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.argtypes import byte_size, number_from, whole_at_least
+from ffdesk.commands.argtypes import byte_size, frame_rate, whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import (
     add_enhancer_options,
@@ -168,7 +168,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--fps",
-        type=number_from(0, above=True, high=1000),
+        type=frame_rate,
         default=None,
         help="frame rate of an image-sequence target (default 24)",
     )

@@ -43,7 +43,7 @@ class ImageSequence:
     def options(self, fps: float | None) -> dict[str, str]:
         """The image2 reader's options for this sequence at `fps` frames/s (None: 24)."""
         rate = fps if fps and fps > 0 else DEFAULT_SEQUENCE_FPS
-        return {"framerate": f"{rate:g}", "start_number": str(self.start_number)}
+        return {"framerate": rate_text(rate), "start_number": str(self.start_number)}
 
 
 def is_sequence_path(path: Path) -> bool:
@@ -112,3 +112,19 @@ def _listing(folder: Path) -> list[Path]:
         return [f for f in folder.iterdir() if f.is_file()]
     except OSError as exc:
         raise MediaError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from exc
+
+
+NTSC_BASES = (24, 30, 48, 60, 120)
+"""The rates whose NTSC forms (N x 1000/1001) an editor types as 23.976, 29.97, 59.94, ..."""
+
+
+def rate_text(rate: float) -> str:
+    """`rate` as FFmpeg reads a frame rate: 23.976 (or 23.98) as 24000/1001, 29.97 as 30000/1001
+    and so on for the NTSC rates (typed as 23.976 they were 2997/125), else the nearest
+    fraction with a denominator up to 1001 (25, 25/2)."""
+    from fractions import Fraction
+
+    for base in NTSC_BASES:
+        if abs(rate - base * 1000 / 1001) < 0.005:
+            return f"{base * 1000}/1001"
+    return str(Fraction(rate).limit_denominator(1001))

@@ -92,7 +92,7 @@ from ffdesk.media.atomic import atomic_output, foreign_entries, fsync_dir, liste
 from ffdesk.media.decode import alpha_array, rgb_array, rotation_of, stored, upright
 from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
-from ffdesk.media.patch import PATCHABLE_FORMAT, ChangedRegion, patch_yuv420
+from ffdesk.media.patch import PATCHABLE_LAYOUTS, ChangedRegion, patch_yuv420
 from ffdesk.media.probe import FieldOrder, VideoInfo, coded_size, odd_size_note
 from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import VIDEO_PRESETS, EncoderName, Frame, Mode, VideoPreset
@@ -647,14 +647,15 @@ class SegmentEncoder:
         return cast(av.VideoFrame, self._fields.pull())
 
     def can_patch(self, frame: av.VideoFrame) -> bool:
-        """Whether `write_patched` can write into this decoded frame (same 4:2:0 layout and size as
-        the encoded picture, no rotation); otherwise it converts the whole RGB frame."""
+        """Whether `write_patched` can write into this decoded frame (the planar YUV format the
+        encoder takes, 8 or 10 bits, and the encoded picture's size, no rotation); otherwise it
+        converts the whole RGB frame."""
         return (
             self._stream is not None
             and self.settings.encoder != "png"
             and self.rotation == 0
-            and self._stream.pix_fmt == PATCHABLE_FORMAT
-            and frame.format.name == PATCHABLE_FORMAT
+            and self._stream.pix_fmt == frame.format.name
+            and frame.format.name in PATCHABLE_LAYOUTS
             and (frame.width, frame.height)
             == (self.width, self.height)
             == (self.coded_width, self.coded_height)

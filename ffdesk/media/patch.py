@@ -1,14 +1,17 @@
-"""Write only the changed regions of an RGB frame back into its decoded 4:2:0 frame.
+"""Write only the changed regions of an RGB frame back into its decoded planar YUV frame.
 
 A face swap changes a face-sized part of the picture. Converting the whole RGB frame back to YUV
 for the encoder costs about as much as the swap itself at 720p, and it re-rounds every pixel the
 swap never touched. `patch_yuv420` instead converts only the changed regions and writes them into
 the decoded frame (a copy of it, or with `in_place` the frame itself once FFmpeg has made it
-writable): pixels outside them reach the encoder exactly as they were decoded.
+writable): pixels outside them reach the encoder exactly as they were decoded. For a 10-bit
+source (`yuv420p10le`, `yuv422p10le`, ...) that is what keeps its precision, its super-whites
+and its colours outside RGB's: the frames between decoder and encoder are 8-bit RGB, and a frame
+converted back whole has 8 bits' steps, clipped to RGB's range, everywhere.
 
 A region is a rectangle in frame pixels plus, optionally, a mask of the pixels in it that may have
-changed; only those are written (a chroma sample is written when any of its 2 x 2 luma pixels is).
-Rectangles are widened to even coordinates so that chroma samples line up. The RGB -> YUV
+changed; only those are written (a chroma sample is written when any of the luma pixels it covers
+is). Rectangles are widened to the chroma grid so that chroma samples line up. The RGB -> YUV
 conversion is the encoder's own (`ffdesk.media.scaler_input.yuv_frame`: same matrix, range and
 scaler), so a patched pixel gets the value a whole-frame conversion would give it.
 """
@@ -26,8 +29,28 @@ import numpy.typing as npt
 from ffdesk.media.scaler_input import yuv_frame
 from ffdesk.types import Frame
 
+
+@dataclass(frozen=True)
+class PlanarLayout:
+    """A planar YUV pixel format a region can be written into: its chroma's subsampling (as
+    shifts: 4:2:0 is 1, 1) and its samples' type."""
+
+    shift_x: int
+    shift_y: int
+    sample: str
+    """numpy's type of one sample: "u1" (8 bits), "<u2" (10 bits in 16, little-endian)."""
+
+
+PATCHABLE_LAYOUTS: dict[str, PlanarLayout] = {
+    "yuv420p": PlanarLayout(1, 1, "u1"),
+    "yuv422p": PlanarLayout(1, 0, "u1"),
+    "yuv444p": PlanarLayout(0, 0, "u1"),
+    "yuv420p10le": PlanarLayout(1, 1, "<u2"),
+    "yuv422p10le": PlanarLayout(1, 0, "<u2"),
+    "yuv444p10le": PlanarLayout(0, 0, "<u2"),
+}
+"""The decoded formats written into region by region (the encoder must take the same one)."""
 PATCHABLE_FORMAT = "yuv420p"
-_BLOCK = np.ones((2, 2), np.uint8)
 
 
 @dataclass(frozen=True)
@@ -54,16 +77,26 @@ class ChangedRegion:
                 )
 
 
-def _plane(frame: av.VideoFrame, i: int, height: int, width: int) -> npt.NDArray[np.uint8]:
+Samples = npt.NDArray[np.unsignedinteger]
+"""One plane's samples: uint8, or uint16 for 10 bits."""
+
+
+def _plane(frame: av.VideoFrame, i: int, height: int, width: int, sample: str = "u1") -> Samples:
     plane = frame.planes[i]
-    rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+    rows: Samples = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+    if sample != "u1":
+        rows = rows.view(sample)
     return rows[:height, :width]
 
 
-def _even_box(r: ChangedRegion, width: int, height: int) -> tuple[int, int, int, int] | None:
-    x1, y1 = max(0, r.x1) & ~1, max(0, r.y1) & ~1
-    x2, y2 = min(width, r.x2 + (r.x2 & 1)), min(height, r.y2 + (r.y2 & 1))
-    if x2 - x1 < 2 or y2 - y1 < 2:
+def _aligned_box(
+    r: ChangedRegion, width: int, height: int, layout: PlanarLayout
+) -> tuple[int, int, int, int] | None:
+    """`r` widened to whole chroma samples and cut to the frame (None: nothing of it is left)."""
+    ax, ay = 1 << layout.shift_x, 1 << layout.shift_y
+    x1, y1 = max(0, r.x1) // ax * ax, max(0, r.y1) // ay * ay
+    x2, y2 = min(width, -(-r.x2 // ax) * ax), min(height, -(-r.y2 // ay) * ay)
+    if x2 - x1 < ax or y2 - y1 < ay:
         return None
     return x1, y1, x2, y2
 
@@ -109,15 +142,18 @@ def patch_yuv420(
     color_range: int,
     in_place: bool = False,
 ) -> av.VideoFrame:
-    """`source` (yuv420p, the layout of `image`) with `regions` of the RGB `image` written into a
-    copy of it. `colorspace`/`color_range` are the sws matrix and range the encoder converts with.
+    """`source` (a planar YUV frame of `PATCHABLE_LAYOUTS`, the layout of `image`) with `regions`
+    of the RGB `image` written into a copy of it. `colorspace`/`color_range` are the sws matrix
+    and range the encoder converts with.
 
     With `in_place`, into `source` itself, which is returned: it is made writable first, which
     copies its buffers only while another frame (the decoder's reference pictures) shares them. A
     render's decoded frames reach the encoder several frames after their decoding (the tracking
     stage's look-ahead), when an H.264 decoder has mostly let them go, so most are not copied."""
-    if source.format.name != PATCHABLE_FORMAT:
-        raise ValueError(f"can only patch {PATCHABLE_FORMAT} frames, not {source.format.name}")
+    fmt = source.format.name
+    layout = PATCHABLE_LAYOUTS.get(fmt)
+    if layout is None:
+        raise ValueError(f"can only patch planar YUV frames ({', '.join(PATCHABLE_LAYOUTS)}), not {fmt}")
     height, width = source.height, source.width
     if image.shape[:2] != (height, width):
         raise ValueError(f"image is {image.shape[1]}x{image.shape[0]}, frame is {width}x{height}")
@@ -126,30 +162,31 @@ def patch_yuv420(
         out = source
     else:
         out = copy_frame(source)
+    sx, sy, sample = layout.shift_x, layout.shift_y, layout.sample
+    cw, ch = -(-width >> sx), -(-height >> sy)
     planes = [
-        _plane(out, 0, height, width),
-        _plane(out, 1, height // 2, width // 2),
-        _plane(out, 2, height // 2, width // 2),
+        _plane(out, 0, height, width, sample),
+        _plane(out, 1, ch, cw, sample),
+        _plane(out, 2, ch, cw, sample),
     ]
+    block = np.ones((1 << sy, 1 << sx), np.uint8)
     for region in regions:
-        box = _even_box(region, width, height)
+        box = _aligned_box(region, width, height, layout)
         if box is None:
             continue
         x1, y1, x2, y2 = box
         changed = _region_mask(region, box)
         if not cv2.countNonZero(changed):
             continue
-        yuv = yuv_frame(
-            image[y1:y2, x1:x2], "rgb24", PATCHABLE_FORMAT, matrix=colorspace, color_range=color_range
-        )
+        yuv = yuv_frame(image[y1:y2, x1:x2], "rgb24", fmt, matrix=colorspace, color_range=color_range)
         bh, bw = y2 - y1, x2 - x1
-        cv2.copyTo(_plane(yuv, 0, bh, bw), changed, planes[0][y1:y2, x1:x2])
-        # a chroma sample changes when any of its 2 x 2 luma pixels does: the max over each block
-        chroma_changed = cv2.dilate(changed, _BLOCK, anchor=(0, 0))[::2, ::2]
+        cv2.copyTo(_plane(yuv, 0, bh, bw, sample), changed, planes[0][y1:y2, x1:x2])
+        # a chroma sample changes when any of the luma pixels it covers does: the max over each block
+        chroma_changed = cv2.dilate(changed, block, anchor=(0, 0))[:: 1 << sy, :: 1 << sx]
         for i in (1, 2):
             cv2.copyTo(
-                _plane(yuv, i, bh // 2, bw // 2),
+                _plane(yuv, i, bh >> sy, bw >> sx, sample),
                 chroma_changed,
-                planes[i][y1 // 2 : y2 // 2, x1 // 2 : x2 // 2],
+                planes[i][y1 >> sy : y2 >> sy, x1 >> sx : x2 >> sx],
             )
     return out

@@ -150,7 +150,9 @@ def _decoded(path: Path) -> Iterator[av.VideoFrame]:
 
 
 def _render_whole_frames(src: Path, out: Path, encoder: EncoderName) -> None:
-    """What a render does with frames whose faces it left alone, on a path that cannot patch."""
+    """What a render does with frames whose faces it left alone, on a path that cannot patch (a
+    layout the encoder could patch, 10-bit ProRes 4:2:2, is written whole here all the same: the
+    conversion is what is measured)."""
     v = probe(src).video
     assert v is not None
     enc = SegmentEncoder(
@@ -166,8 +168,10 @@ def _render_whole_frames(src: Path, out: Path, encoder: EncoderName) -> None:
     with VideoReader(src, keep_frames=True) as reader:
         for f in reader:
             assert f.pts is not None and f.frame is not None
-            assert not enc.can_patch(f.frame)  # the whole frame goes back through RGB
-            enc.write_patched(f.frame, f.image, [], f.pts)
+            if enc.can_patch(f.frame):
+                enc.write(f.image, f.pts)  # the whole frame back through RGB
+            else:
+                enc.write_patched(f.frame, f.image, [], f.pts)
     enc.close()
 
 

@@ -87,8 +87,8 @@ def test_no_regions_gives_the_same_pixels_and_bad_input_is_refused(decoded: av.V
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="image is 160x90"):
         patch_yuv420(decoded, rgb[:90, :160], [], colorspace=BT709, color_range=TV)
-    with pytest.raises(ValueError, match="yuv420p"):
-        patch_yuv420(decoded.reformat(format="yuv444p"), rgb, [], colorspace=BT709, color_range=TV)
+    with pytest.raises(ValueError, match="not nv12"):
+        patch_yuv420(decoded.reformat(format="nv12"), rgb, [], colorspace=BT709, color_range=TV)
     with pytest.raises(ValueError, match="mask is 3x3"):
         ChangedRegion(0, 0, 4, 4, np.ones((3, 3), np.uint8))
 
@@ -104,3 +104,47 @@ def test_a_patched_region_gets_the_whole_frames_chroma_to_its_edge() -> None:
     whole = _planes(yuv_frame(edited, "rgb24", "yuv420p", matrix=BT709, color_range=TV))
     for i in (1, 2):
         np.testing.assert_array_equal(_planes(out)[i][10:30, 15:45], whole[i][10:30, 15:45])
+
+
+def _deep_planes(frame: av.VideoFrame, sx: int, sy: int) -> list[np.ndarray]:
+    """The three planes of a 10-bit (16 bits a sample) frame."""
+    out = []
+    for i, plane in enumerate(frame.planes):
+        h, w = (frame.height, frame.width) if i == 0 else (frame.height >> sy, frame.width >> sx)
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size).view("<u2")
+        out.append(rows[:h, :w].copy())
+    return out
+
+
+DEEP = [("yuv420p10le", 1, 1), ("yuv422p10le", 1, 0), ("yuv444p10le", 0, 0)]
+
+
+@pytest.mark.parametrize(("fmt", "sx", "sy"), DEEP)
+def test_a_10_bit_frame_keeps_every_sample_outside_the_region(fmt: str, sx: int, sy: int) -> None:
+    """Outside the face, a 10-bit source's own samples: values 8-bit RGB has no step for, and
+    super-whites and sub-blacks (a whole-frame conversion from 8-bit RGB rounded the first and
+    clipped the others)."""
+    height, width = 120, 200
+    ramp = np.tile(np.linspace(40, 1000, width).astype(np.uint16), (height, 1))
+    ramp[:10, :20] = 1019  # super-white
+    ramp[-10:, -20:] = 8  # sub-black
+    source = av.VideoFrame(width, height, fmt)
+    planes = _deep_planes(source, sx, sy)
+    for i, plane in enumerate(source.planes):
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size).view("<u2")
+        h, w = planes[i].shape
+        rows[:h, :w] = ramp if i == 0 else 512
+    before = _deep_planes(source, sx, sy)
+    edited = rgb_array(source).copy()
+    edited[40:80, 60:130] = (200, 40, 90)
+    out = patch_yuv420(source, edited, [ChangedRegion(61, 41, 129, 79)], colorspace=BT709, color_range=TV)
+    after = _deep_planes(out, sx, sy)
+    inside = np.zeros((height, width), bool)
+    inside[40:80, 60:130] = True  # the region widened to the chroma grid lies within
+    np.testing.assert_array_equal(after[0][~inside], before[0][~inside])
+    assert after[0][0, 0] == 1019 and after[0][-1, -1] == 8
+    whole = yuv_frame(edited, "rgb24", fmt, matrix=BT709, color_range=TV)
+    np.testing.assert_array_equal(after[0][41:79, 61:129], _deep_planes(whole, sx, sy)[0][41:79, 61:129])
+    for i in (1, 2):
+        small = inside[:: 1 << sy, :: 1 << sx]
+        np.testing.assert_array_equal(after[i][~small], before[i][~small])

@@ -1,0 +1,100 @@
+"""A 10-bit source keeps its precision outside the faces: the frames between decoder and encoder
+are 8-bit RGB, and a swapped frame was converted back whole, so a smooth 10-bit ramp far from
+the face came back with 8 bits' steps and super-whites were clipped. The changed regions alone
+are now written into the decoded 10-bit pictures (`ffdesk.media.patch`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import av
+import cv2
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.runtime.resources import resource_path
+
+HEIGHT, WIDTH, FRAMES = 240, 480, 8
+FAR = slice(300, None)
+"""Columns far from the face (the photo sits in the left 200)."""
+
+
+def _luma(frame: av.VideoFrame) -> np.ndarray:
+    plane = frame.planes[0]
+    rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size).view("<u2")
+    return rows[: frame.height, : frame.width].astype(np.int32)
+
+
+def _source(path: Path, codec: str, fmt: str) -> Path:
+    from tests.faces.photos import grace_hopper
+
+    photo = np.ascontiguousarray(cv2.resize(grace_hopper(), (200, 240)), np.uint8)
+    ramp = np.tile(np.linspace(100, 1000, WIDTH).round().astype(np.uint16), (HEIGHT, 1))
+    ramp[:20, -30:] = 1015  # super-white
+    with av.open(str(path), "w") as out:
+        stream = cast(av.VideoStream, out.add_stream(codec, rate=24))
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, fmt
+        if codec == "libx265":
+            stream.options = {"crf": "4", "x265-params": "log-level=error"}
+        for i in range(FRAMES):
+            face = av.VideoFrame.from_ndarray(photo, format="rgb24").reformat(
+                format=fmt, dst_colorspace=1, dst_color_range=1
+            )
+            frame = av.VideoFrame(WIDTH, HEIGHT, fmt)
+            sx = 1 if fmt != "yuv444p10le" else 0
+            sy = 1 if fmt == "yuv420p10le" else 0
+            for p in range(3):
+                rows = np.frombuffer(memoryview(frame.planes[p]), np.uint8)
+                rows = rows.reshape(-1, frame.planes[p].line_size).view("<u2")
+                h, w = (HEIGHT, WIDTH) if p == 0 else (HEIGHT >> sy, WIDTH >> sx)
+                rows[:h, :w] = ramp if p == 0 else 512
+                src = np.frombuffer(memoryview(face.planes[p]), np.uint8)
+                src = src.reshape(-1, face.planes[p].line_size).view("<u2")
+                fh, fw = (240, 200) if p == 0 else (240 >> sy, 200 >> sx)
+                rows[:fh, :fw] = src[:fh, :fw]
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("codec", "fmt", "encoder", "suffix"),
+    [("prores_ks", "yuv422p10le", "prores", ".mov"), ("libx265", "yuv420p10le", "h265", ".mp4")],
+)
+def test_a_swapped_10_bit_clip_keeps_its_samples_far_from_the_face(
+    tmp_path: Path, codec: str, fmt: str, encoder: str, suffix: str
+) -> None:
+    source = _source(tmp_path / f"src{suffix}", codec, fmt)
+    out = tmp_path / f"out{suffix}"
+    photo = str(resource_path("sample", "astronaut.jpg"))
+    argv = [
+        "render",
+        "-q",
+        "-t",
+        str(source),
+        "-s",
+        photo,
+        "-o",
+        str(out),
+        "--encoder",
+        encoder,
+        "--quality",
+        "100",
+    ]
+    assert main(argv) == 0
+    with av.open(str(source)) as a, av.open(str(out)) as b:
+        pairs = list(zip(a.decode(video=0), b.decode(video=0), strict=True))
+    assert pairs[0][1].format.name == fmt
+    for before, after in pairs:
+        y0, y1 = _luma(before), _luma(after)
+        # an 8-bit round trip left 175 of a row's 280 values, off by up to 33 codes; clipped 1015 to 940
+        assert np.abs(y1[:, FAR] - y0[:, FAR]).max() <= 2
+        assert len(set(y1[100, FAR].tolist())) >= len(set(y0[100, FAR].tolist())) - 2
+        assert y1[5, -5] >= 1013
+    changed = np.abs(_luma(pairs[4][1])[:, :200] - _luma(pairs[4][0])[:, :200]).mean()
+    assert changed > 5  # the face was swapped

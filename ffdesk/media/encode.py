@@ -90,6 +90,7 @@ from ffdesk.media._colour import (
 )
 from ffdesk.media.atomic import atomic_output, foreign_entries, fsync_dir, listed, raise_if_disk_full
 from ffdesk.media.decode import alpha_array, rgb_array, rotation_of, stored, upright
+from ffdesk.media.hdr import HdrMetadata, x265_params
 from ffdesk.media.images import ImageMetadata
 from ffdesk.media.matte import ALPHA_ENCODERS, Matte, with_alpha
 from ffdesk.media.patch import PATCHABLE_LAYOUTS, ChangedRegion, patch_yuv420
@@ -313,6 +314,8 @@ class SegmentEncoder:
         self.stored_width, self.stored_height = stored_w, stored_h
         self.bit_depth = color.bit_depth if color else 8
         """The source's bits per sample."""
+        self.hdr = HdrMetadata(color.master_display, color.max_cll) if color else HdrMetadata()
+        """The source's HDR10 static metadata, written again by x265 (`ffdesk.media.hdr`)."""
         sar = color.sample_aspect_ratio if color else None
         self.sample_aspect_ratio: Fraction | None = Fraction(sar) if sar and sar > 0 and sar != 1 else None
         """The pixel shape written (the source's, of its stored layout); None for square pixels."""
@@ -442,7 +445,7 @@ class SegmentEncoder:
             stream.options = {
                 "preset": preset,
                 "crf": str(min(51, crf + 5)),
-                "x265-params": "log-level=error",
+                "x265-params": ":".join(["log-level=error", *x265_params(self.hdr)]),  # (HDR10's kept)
             }
         elif name.endswith("_nvenc"):
             stream.options = {

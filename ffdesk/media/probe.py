@@ -18,6 +18,7 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
+from ffdesk.media.hdr import hdr_metadata
 from ffdesk.media.images import (
     StillImage,
     check_sequence_pixels,
@@ -98,6 +99,11 @@ class VideoInfo:
     timecode: str | None = None
     """The SMPTE timecode of the first frame (a camera's or an edit's `tmcd` track, a Matroska
     `TIMECODE` tag), as written: "01:00:10:00", drop-frame "00:59:59;28"; None without one."""
+    master_display: str | None = None
+    """HDR10's mastering display (SMPTE ST 2086) in x265's syntax, from the first frame's side
+    data (`ffdesk.media.hdr`); None without one."""
+    max_cll: str | None = None
+    """HDR10's content light levels, `MaxCLL,MaxFALL` (cd/m2); None without them."""
 
     @property
     def display_pixel_aspect(self) -> float:
@@ -472,6 +478,7 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
 
     fmt = first.format
     bit_depth = max((c.bits for c in fmt.components), default=8)
+    hdr = hdr_metadata(first)
     return VideoInfo(
         index=stream.index,
         codec=cc.name,
@@ -498,6 +505,8 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
         timecode=find_timecode(
             [stream.metadata, *(d.metadata for d in container.streams.data), container.metadata]
         ),
+        master_display=hdr.master_display,
+        max_cll=hdr.max_cll,
     )
 
 

@@ -29,7 +29,7 @@ from ffdesk.media.images import (
     refuse_unsupported_image,
 )
 from ffdesk.media.sequence import is_sequence_path
-from ffdesk.media.timecode import find_timecode
+from ffdesk.media.timecode import find_reel_name, find_timecode
 
 FieldOrder = Literal["progressive", "tt", "bb", "tb", "bt", "unknown"]
 FIELD_ORDERS: tuple[FieldOrder, ...] = ("unknown", "progressive", "tt", "bb", "tb", "bt")
@@ -104,6 +104,8 @@ class VideoInfo:
     data (`ffdesk.media.hdr`); None without one."""
     max_cll: str | None = None
     """HDR10's content light levels, `MaxCLL,MaxFALL` (cd/m2); None without them."""
+    reel_name: str | None = None
+    """The source's reel (tape, camera roll) name beside its timecode; None without one."""
 
     @property
     def display_pixel_aspect(self) -> float:
@@ -479,6 +481,7 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
     fmt = first.format
     bit_depth = max((c.bits for c in fmt.components), default=8)
     hdr = hdr_metadata(first)
+    tags = [stream.metadata, *(d.metadata for d in container.streams.data), container.metadata]
     return VideoInfo(
         index=stream.index,
         codec=cc.name,
@@ -502,9 +505,8 @@ def _probe_video(path: Path, container: av.container.InputContainer, stream: av.
         vfr=vfr,
         sample_aspect_ratio=_sample_aspect(stream, first),
         field_order=_field_order(cc, first),
-        timecode=find_timecode(
-            [stream.metadata, *(d.metadata for d in container.streams.data), container.metadata]
-        ),
+        timecode=find_timecode(tags),
+        reel_name=find_reel_name(tags),
         master_display=hdr.master_display,
         max_cll=hdr.max_cll,
     )

@@ -285,6 +285,8 @@ def _join_video(
             timecode = _output_timecode(video, shift - origin)
             if timecode is not None:  # MOV and MP4 write it as a tmcd track, Matroska as a tag
                 vout.metadata["timecode"] = timecode
+                if video is not None and video.reel_name:  # (MOV's tmcd names it, Matroska tags it)
+                    vout.metadata["reel_name"] = video.reel_name
             tracks: list[_Track] = []
             notes: list[str] = []
             for number, stream in enumerate(src.streams.audio if audio else (), start=1):

@@ -38,6 +38,16 @@ def find_timecode(tags: Iterable[Mapping[str, str]]) -> str | None:
     return None
 
 
+def find_reel_name(tags: Iterable[Mapping[str, str]]) -> str | None:
+    """The first `reel_name` tag (any case) of `tags` (a MOV timecode track's, an MXF stream's,
+    a Matroska `REEL_NAME`), in the order `find_timecode` reads them; None without one."""
+    for mapping in tags:
+        for key, value in mapping.items():
+            if key.lower() == "reel_name" and str(value).strip():
+                return str(value).strip()
+    return None
+
+
 def _well_formed(text: str) -> bool:
     parts = text.strip().replace(";", ":").replace(".", ":").split(":")
     return len(parts) == 4 and all(p.isdigit() and len(p) <= 3 for p in parts)

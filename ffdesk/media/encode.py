@@ -267,6 +267,19 @@ def nvidia_gpu_present(flags: DriverFlags | None = None) -> bool:
     return nvenc_possible(flags)
 
 
+def chroma_of(pix_fmt: str) -> str | None:
+    """The chroma sampling of a pixel format: "4:2:0", "4:2:2", "4:4:4" (RGB too); None for grey
+    or a format FFmpeg does not know."""
+    try:
+        parts = av.VideoFormat(pix_fmt, 16, 16).components
+    except (ValueError, av.error.FFmpegError):
+        return None
+    if len(parts) < 3:
+        return None
+    width, height = parts[1].width, parts[1].height
+    return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((width, height))
+
+
 class SegmentEncoder:
     """Writes ONE video-only segment (or a folder of PNG frames) from upright RGB frames.
 
@@ -314,6 +327,8 @@ class SegmentEncoder:
         self.stored_width, self.stored_height = stored_w, stored_h
         self.bit_depth = color.bit_depth if color else 8
         """The source's bits per sample."""
+        self.source_chroma = chroma_of(color.pix_fmt) if color else None
+        """The source's chroma sampling ("4:2:0", "4:2:2", "4:4:4"; None: not known, or grey)."""
         self.hdr = HdrMetadata(color.master_display, color.max_cll) if color else HdrMetadata()
         """The source's HDR10 static metadata, written again by x265 (`ffdesk.media.hdr`)."""
         sar = color.sample_aspect_ratio if color else None
@@ -480,6 +495,12 @@ class SegmentEncoder:
             )
         elif depth > 10:
             notes.append(f"{name} writes 10 bits: the {depth}-bit source is rounded to 10 bits")
+        written = chroma_of(self._pix_fmt(name))
+        if self.source_chroma in ("4:2:2", "4:4:4") and written == "4:2:0":
+            notes.append(
+                f"{name} writes 4:2:0: the source's {self.source_chroma} chroma is halved "
+                "(--encoder prores keeps 4:2:2)"
+            )
         if self.interlaced and not self._codes_fields(name):
             notes.append(
                 f"{name} codes the interlaced frames as progressive pictures (fields stay "

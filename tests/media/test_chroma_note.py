@@ -1,0 +1,49 @@
+"""A 4:2:2 or 4:4:4 source rendered to H.264 or H.265 (written 4:2:0) says so in one line, as a
+change of bit depth does: a colourist's 4:2:2 master came back 4:2:0 without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import av
+import numpy as np
+import pytest
+
+from ffdesk.cli import main
+from ffdesk.media.encode import chroma_of
+
+
+@pytest.mark.parametrize(
+    ("fmt", "chroma"),
+    [("yuv420p", "4:2:0"), ("nv12", "4:2:0"), ("yuv422p10le", "4:2:2"), ("yuvj422p", "4:2:2"),
+     ("yuv444p", "4:4:4"), ("gbrp", "4:4:4"), ("gray", None), ("no-such-format", None)],
+)  # fmt: skip
+def test_chroma_of(fmt: str, chroma: str | None) -> None:
+    assert chroma_of(fmt) == chroma
+
+
+def _prores_422(path: Path) -> Path:
+    with av.open(str(path), "w") as out:
+        stream = cast(av.VideoStream, out.add_stream("prores_ks", rate=24))
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv422p10le"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 70 * i, np.uint8), format="rgb24")
+            frame = frame.reformat(format="yuv422p10le")
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+@pytest.mark.parametrize(("encoder", "said"), [("h265", True), ("h264", True), ("prores", False)])
+def test_a_422_source_written_420_says_so(
+    tmp_path: Path, encoder: str, said: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _prores_422(tmp_path / "master.mov")
+    out = tmp_path / ("out.mov" if encoder == "prores" else "out.mp4")
+    assert main(["render", "-q", "-t", str(source), "-o", str(out), "--encoder", encoder]) == 0
+    err = capsys.readouterr().err
+    assert ("writes 4:2:0: the source's 4:2:2 chroma is halved (--encoder prores keeps 4:2:2)" in err) == said

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             find_sequence(clip)
         except MediaError:
             raise UserError(
-                f"{clip} is a folder with no numbered frames (PNG, TIFF or JPEG); give a clip, "
+                f"{clip} is a folder with no numbered frames (PNG, TIFF, JPEG, DPX or EXR); give a clip, "
                 "an image or an image sequence"
             ) from None
     elif not sequence and not clip.is_file():

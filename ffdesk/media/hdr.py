@@ -63,9 +63,16 @@ def _light(data: bytes) -> str | None:
 def hdr_metadata(frame: av.VideoFrame) -> HdrMetadata:
     """What `frame`'s side data says of the mastering display and the content light levels."""
     master = light = None
-    items: list[Any] = list(frame.side_data)  # (SideData objects; the stubs say keys)
-    for item in items:
-        name = getattr(item.type, "name", str(item.type))
+    try:
+        data: Any = frame.side_data  # (SideData objects by index; the stubs say keys)
+    except ValueError:  # a kind of side data PyAV has no name for (a TIFF frame's), read eagerly
+        return HdrMetadata()
+    for index in range(len(data)):
+        try:
+            item = data[index]
+            name = getattr(item.type, "name", str(item.type))
+        except ValueError:  # a kind of side data PyAV has no name for (a TIFF's): not HDR10's
+            continue
         if name == "MASTERING_DISPLAY_METADATA":
             master = _mastering(bytes(item))
         elif name == "CONTENT_LIGHT_LEVEL":

@@ -1,4 +1,4 @@
-"""Image sequences as clips: `shots/frame_%06d.png`, or a folder of numbered PNG/TIFF/JPEG frames.
+"""Image sequences as clips: `shots/frame_%06d.png`, or a folder of numbered PNG/TIFF/JPEG/DPX/EXR frames.
 
 FFmpeg's image2 reader turns a printf-style pattern into a video stream at a frame rate we give it
 (the files carry none; 24 unless the user says otherwise), numbered from the first frame found.
@@ -12,7 +12,9 @@ from pathlib import Path
 
 from ffdesk.errors import MediaError
 
-SEQUENCE_SUFFIXES = frozenset({".png", ".tif", ".tiff", ".jpg", ".jpeg"})
+SEQUENCE_SUFFIXES = frozenset({".png", ".tif", ".tiff", ".jpg", ".jpeg", ".dpx", ".exr"})
+"""Frame files a folder of numbered frames is read as (DPX and EXR, a finishing house's, as the
+`shot.%07d.dpx` pattern read them already)."""
 DEFAULT_SEQUENCE_FPS = 24.0
 _PRINTF = re.compile(r"%(0?)(\d*)d")
 _NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)(?P<suffix>\.[A-Za-z0-9]+)$")
@@ -91,7 +93,7 @@ def _from_folder(folder: Path) -> ImageSequence:
         width = len(number) if number.startswith("0") or len(number) > 1 else 0
         groups.setdefault((m.group("prefix"), m.group("suffix"), width), []).append(int(number))
     if not groups:
-        raise MediaError(f"{folder}: no numbered frames (PNG, TIFF or JPEG) in this folder")
+        raise MediaError(f"{folder}: no numbered frames (PNG, TIFF, JPEG, DPX or EXR) in this folder")
     (prefix, suffix, width), numbers = max(groups.items(), key=lambda kv: len(kv[1]))
     field = f"%0{width}d" if width else "%d"
     return _run(folder / f"{prefix}{field}{suffix}", sorted(numbers))

@@ -45,3 +45,22 @@ def test_a_sequence_rendered_at_23_976_is_24000_over_1001(tmp_path: Path) -> Non
     assert main(argv) == 0
     with av.open(str(out)) as clip:
         assert clip.streams.video[0].average_rate == Fraction(24000, 1001)  # was 2997/125
+
+
+def test_a_folder_of_dpx_frames_is_a_sequence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finishing house's DPX folder was refused ("no numbered frames (PNG, TIFF or JPEG)"),
+    though the `shot.%07d.dpx` pattern read it."""
+    folder = tmp_path / "dpx"
+    folder.mkdir()
+    pattern = str(folder / "shot.%07d.dpx")
+    with av.open(pattern, "w", format="image2", options={"start_number": "1001"}) as out:
+        stream = out.add_stream("dpx", rate=24)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "rgb24"  # type: ignore[union-attr]
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 60 * i, np.uint8), format="rgb24")
+            frame.pts = i
+            for packet in stream.encode(frame):  # type: ignore[union-attr]
+                out.mux(packet)
+    assert sorted(p.name for p in folder.iterdir())[0] == "shot.0001001.dpx"
+    assert main(["probe", str(folder)]) == 0
+    assert "frames     3 at 24 fps" in capsys.readouterr().out

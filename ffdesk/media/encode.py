@@ -267,6 +267,14 @@ def nvidia_gpu_present(flags: DriverFlags | None = None) -> bool:
     return nvenc_possible(flags)
 
 
+def _is_yuv(pix_fmt: str) -> bool:
+    try:
+        parts = av.VideoFormat(pix_fmt, 16, 16).components
+    except (ValueError, av.error.FFmpegError):
+        return False
+    return bool(parts) and bool(parts[0].is_luma) and len(parts) >= 3
+
+
 def chroma_of(pix_fmt: str) -> str | None:
     """The chroma sampling of a pixel format: "4:2:0", "4:2:2", "4:4:4" (RGB too); None for grey
     or a format FFmpeg does not know."""
@@ -327,8 +335,9 @@ class SegmentEncoder:
         self.stored_width, self.stored_height = stored_w, stored_h
         self.bit_depth = color.bit_depth if color else 8
         """The source's bits per sample."""
-        self.source_chroma = chroma_of(color.pix_fmt) if color else None
-        """The source's chroma sampling ("4:2:0", "4:2:2", "4:4:4"; None: not known, or grey)."""
+        self.source_chroma = chroma_of(color.pix_fmt) if color and _is_yuv(color.pix_fmt) else None
+        """A YUV source's chroma sampling ("4:2:0", "4:2:2", "4:4:4"; None: not known, grey, or an
+        RGB source, whose frames any video codec subsamples and no one expects kept)."""
         self.hdr = HdrMetadata(color.master_display, color.max_cll) if color else HdrMetadata()
         """The source's HDR10 static metadata, written again by x265 (`ffdesk.media.hdr`)."""
         sar = color.sample_aspect_ratio if color else None
@@ -495,6 +504,11 @@ class SegmentEncoder:
             )
         elif depth > 10:
             notes.append(f"{name} writes 10 bits: the {depth}-bit source is rounded to 10 bits")
+        if (self.hdr.master_display or self.hdr.max_cll) and name != "libx265":
+            notes.append(
+                f"{name} does not write HDR10's mastering display and light levels: they are left "
+                "out (--encoder h265 on the CPU, libx265, writes them)"
+            )
         written = chroma_of(self._pix_fmt(name))
         if self.source_chroma in ("4:2:2", "4:4:4") and written == "4:2:0":
             notes.append(
@@ -680,6 +694,7 @@ class SegmentEncoder:
             and self.rotation == 0
             and self._stream.pix_fmt == frame.format.name
             and frame.format.name in PATCHABLE_LAYOUTS
+            and not self._needs_conversion(frame)  # (a full-range source into ProRes: whole)
             and (frame.width, frame.height)
             == (self.width, self.height)
             == (self.coded_width, self.coded_height)

@@ -178,14 +178,21 @@ def patch_yuv420(
         changed = _region_mask(region, box)
         if not cv2.countNonZero(changed):
             continue
-        yuv = yuv_frame(image[y1:y2, x1:x2], "rgb24", fmt, matrix=colorspace, color_range=color_range)
+        # converted with at least 4 rows: swscale's 4:2:0 chroma of a crop 2 rows tall is not the
+        # whole frame's (34 levels off at 8 bits; a face leaving at the bottom edge)
+        cy1 = max(0, y1 - 2) if y2 - y1 < 4 and sy else y1
+        cy2 = min(height, y2 + 2) if y2 - y1 < 4 and sy else y2
+        converted = yuv_frame(image[cy1:cy2, x1:x2], "rgb24", fmt, matrix=colorspace, color_range=color_range)
         bh, bw = y2 - y1, x2 - x1
-        cv2.copyTo(_plane(yuv, 0, bh, bw, sample), changed, planes[0][y1:y2, x1:x2])
+        rows = slice(y1 - cy1, y1 - cy1 + bh)
+        crows = slice((y1 - cy1) >> sy, ((y1 - cy1) >> sy) + (bh >> sy))
+        luma = _plane(converted, 0, cy2 - cy1, bw, sample)[rows]
+        cv2.copyTo(luma, changed, planes[0][y1:y2, x1:x2])
         # a chroma sample changes when any of the luma pixels it covers does: the max over each block
         chroma_changed = cv2.dilate(changed, block, anchor=(0, 0))[:: 1 << sy, :: 1 << sx]
         for i in (1, 2):
             cv2.copyTo(
-                _plane(yuv, i, bh >> sy, bw >> sx, sample),
+                _plane(converted, i, (cy2 - cy1) >> sy, bw >> sx, sample)[crows],
                 chroma_changed,
                 planes[i][y1 >> sy : y2 >> sy, x1 >> sx : x2 >> sx],
             )

@@ -116,17 +116,17 @@ def _listing(folder: Path) -> list[Path]:
         raise MediaError(f"{folder}: cannot read the folder ({exc.strerror or exc})") from exc
 
 
-NTSC_BASES = (24, 30, 48, 60, 120)
+NTSC_BASES = (12, 15, 24, 30, 48, 60, 120)
 """The rates whose NTSC forms (N x 1000/1001) an editor types as 23.976, 29.97, 59.94, ..."""
 
 
 def rate_text(rate: float) -> str:
     """`rate` as FFmpeg reads a frame rate: 23.976 (or 23.98) as 24000/1001, 29.97 as 30000/1001
     and so on for the NTSC rates (typed as 23.976 they were 2997/125), else the nearest
-    fraction with a denominator up to 1001 (25, 25/2)."""
+    fraction with a denominator up to a million (25, 25/2, 1/2500)."""
     from fractions import Fraction
 
     for base in NTSC_BASES:
         if abs(rate - base * 1000 / 1001) < 0.005:
             return f"{base * 1000}/1001"
-    return str(Fraction(rate).limit_denominator(1001))
+    return str(Fraction(rate).limit_denominator(1_000_000))

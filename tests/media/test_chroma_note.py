@@ -47,3 +47,15 @@ def test_a_422_source_written_420_says_so(
     assert main(["render", "-q", "-t", str(source), "-o", str(out), "--encoder", encoder]) == 0
     err = capsys.readouterr().err
     assert ("writes 4:2:0: the source's 4:2:2 chroma is halved (--encoder prores keeps 4:2:2)" in err) == said
+
+
+def test_an_rgb_source_written_420_says_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Frames of PNG (RGB) subsampled by any video codec: no one expects them kept 4:4:4."""
+    import cv2
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i in range(3):
+        cv2.imwrite(str(folder / f"f{i:04d}.png"), np.full((48, 64, 3), 60 * i, np.uint8))
+    assert main(["render", "-q", "-t", str(folder), "-o", str(tmp_path / "o.mp4")]) == 0
+    assert "chroma is halved" not in capsys.readouterr().err

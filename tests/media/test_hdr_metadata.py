@@ -10,6 +10,7 @@ from typing import cast
 
 import av
 import numpy as np
+import pytest
 
 from ffdesk.cli import main
 from ffdesk.media.hdr import HdrMetadata, _mastering, x265_params
@@ -57,3 +58,12 @@ def test_an_hdr10_master_keeps_its_metadata_through_an_h265_render(tmp_path: Pat
     w = probe(out).video
     assert w is not None and (w.master_display, w.max_cll) == (MASTER, LIGHT)  # was (None, None)
     assert (w.pix_fmt, w.color_trc) == ("yuv420p10le", v.color_trc)
+
+
+def test_an_encoder_that_drops_it_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = _hdr10_clip(tmp_path / "pq.mp4")
+    render = ["render", "-q", "-t", str(source)]
+    assert main([*render, "-o", str(tmp_path / "o.mov"), "--encoder", "prores"]) == 0
+    assert "prores_ks does not write HDR10's mastering display and light levels" in capsys.readouterr().err
+    assert main([*render, "-o", str(tmp_path / "o.mp4"), "--encoder", "h265"]) == 0
+    assert "HDR10" not in capsys.readouterr().err

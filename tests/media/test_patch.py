@@ -148,3 +148,26 @@ def test_a_10_bit_frame_keeps_every_sample_outside_the_region(fmt: str, sx: int,
     for i in (1, 2):
         small = inside[:: 1 << sy, :: 1 << sx]
         np.testing.assert_array_equal(after[i][~small], before[i][~small])
+
+
+@pytest.mark.parametrize("fmt", ["yuv420p", "yuv420p10le"])
+def test_a_region_two_rows_tall_gets_the_whole_frames_chroma(fmt: str) -> None:
+    """A face leaving at the bottom edge leaves a region 2 rows tall in the frame: swscale's 4:2:0
+    chroma of a 2-row crop is not the whole frame's (U 34 levels off at 8 bits, 162 at 10)."""
+    sample = "<u2" if fmt.endswith("10le") else "u1"
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (48, 64, 3), np.uint8)
+    source = yuv_frame(image, "rgb24", fmt, matrix=BT709, color_range=TV)
+    edited = image.copy()
+    edited[40:48, 10:40] = rng.integers(0, 256, (8, 30, 3), np.uint8)
+
+    def chroma_u(frame: av.VideoFrame) -> np.ndarray:
+        plane = frame.planes[1]
+        rows = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+        return (rows.view(sample) if sample != "u1" else rows)[:24, :32].astype(int)
+
+    whole = chroma_u(yuv_frame(edited, "rgb24", fmt, matrix=BT709, color_range=TV))
+    out = chroma_u(
+        patch_yuv420(source, edited, [ChangedRegion(10, 46, 40, 60)], colorspace=BT709, color_range=TV)
+    )
+    np.testing.assert_array_equal(out[23, 5:20], whole[23, 5:20])

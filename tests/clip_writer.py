@@ -1,9 +1,11 @@
-"""RGB frames written as an H.264 clip, for tests that assemble their own footage."""
+"""Frames written as a clip, for tests that assemble their own footage: RGB as H.264
+(`write_h264`), or any frames through any encoder (`write_frames`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import cast
 
 import av
 
@@ -25,3 +27,43 @@ def write_h264(
         for packet in stream.encode():
             out.mux(packet)
     return path
+
+
+def write_frames(
+    path: Path,
+    frames: Iterable[av.VideoFrame],
+    *,
+    codec: str,
+    pix_fmt: str,
+    rate: int = 24,
+    options: dict[str, str] | None = None,
+    metadata: dict[str, str] | None = None,
+    stream_setup: Callable[[av.VideoStream], None] | None = None,
+) -> Path:
+    """Decoder-side frames (any format, all of one size) encoded by `codec` in `pix_fmt`, one a
+    frame interval: for sources in the shape cameras and grading tools write them (10-bit 4:2:2
+    ProRes, HDR10 H.265, a tagged timecode track). `stream_setup` sets what else the stream
+    needs (colour tags) before the first frame."""
+    with av.open(str(path), "w") as out:
+        stream = cast(av.VideoStream, out.add_stream(codec, rate=rate))
+        stream.pix_fmt = pix_fmt
+        stream.options = dict(options or {})
+        for key, value in (metadata or {}).items():
+            stream.metadata[key] = value
+        if stream_setup is not None:
+            stream_setup(stream)
+        for i, frame in enumerate(frames):
+            if i == 0:
+                stream.width, stream.height = frame.width, frame.height
+            frame.pts = i
+            encoded = frame if frame.format.name == pix_fmt else frame.reformat(format=pix_fmt)
+            for packet in stream.encode(encoded):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path
+
+
+def rgb_frames(images: Iterable[Frame]) -> list[av.VideoFrame]:
+    """RGB pictures as frames for `write_frames`."""
+    return [av.VideoFrame.from_ndarray(image, format="rgb24") for image in images]

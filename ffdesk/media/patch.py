@@ -50,7 +50,6 @@ PATCHABLE_LAYOUTS: dict[str, PlanarLayout] = {
     "yuv444p10le": PlanarLayout(0, 0, "<u2"),
 }
 """The decoded formats written into region by region (the encoder must take the same one)."""
-PATCHABLE_FORMAT = "yuv420p"
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,13 @@ change of bit depth does: a colourist's 4:2:2 master came back 4:2:0 without a w
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
-import av
 import numpy as np
 import pytest
 
 from ffdesk.cli import main
 from ffdesk.media.encode import chroma_of
+from tests.clip_writer import rgb_frames, write_frames
 
 
 @pytest.mark.parametrize(
@@ -24,18 +23,8 @@ def test_chroma_of(fmt: str, chroma: str | None) -> None:
 
 
 def _prores_422(path: Path) -> Path:
-    with av.open(str(path), "w") as out:
-        stream = cast(av.VideoStream, out.add_stream("prores_ks", rate=24))
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv422p10le"
-        for i in range(3):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 70 * i, np.uint8), format="rgb24")
-            frame = frame.reformat(format="yuv422p10le")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    images = [np.full((48, 64, 3), 70 * i, np.uint8) for i in range(3)]
+    return write_frames(path, rgb_frames(images), codec="prores_ks", pix_fmt="yuv422p10le")
 
 
 @pytest.mark.parametrize(("encoder", "said"), [("h265", True), ("h264", True), ("prores", False)])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import cast
 
 import av
 import numpy as np
@@ -15,28 +14,27 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.media.hdr import HdrMetadata, _mastering, x265_params
 from ffdesk.media.probe import probe
+from tests.clip_writer import rgb_frames, write_frames
 
 MASTER = "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)"
 LIGHT = "1000,400"
 
 
 def _hdr10_clip(path: Path) -> Path:
-    with av.open(str(path), "w") as out:
-        stream = cast(av.VideoStream, out.add_stream("libx265", rate=24))
-        stream.width, stream.height, stream.pix_fmt = 128, 96, "yuv420p10le"
-        stream.codec_context.color_primaries = 9  # BT.2020
-        stream.codec_context.color_trc = 16  # PQ
-        stream.codec_context.colorspace = 9
-        stream.options = {"x265-params": f"log-level=error:master-display={MASTER}:max-cll={LIGHT}"}
-        for i in range(4):
-            frame = av.VideoFrame.from_ndarray(np.full((96, 128, 3), 60 * i, np.uint8), format="rgb24")
-            frame = frame.reformat(format="yuv420p10le")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    def bt2020_pq(stream: av.VideoStream) -> None:
+        cc = stream.codec_context
+        cc.color_primaries, cc.color_trc, cc.colorspace = 9, 16, 9  # BT.2020, PQ, BT.2020 NCL
+
+    images = [np.full((96, 128, 3), 60 * i, np.uint8) for i in range(4)]
+    params = {"x265-params": f"log-level=error:master-display={MASTER}:max-cll={LIGHT}"}
+    return write_frames(
+        path,
+        rgb_frames(images),
+        codec="libx265",
+        pix_fmt="yuv420p10le",
+        options=params,
+        stream_setup=bt2020_pq,
+    )
 
 
 def test_the_side_data_reads_as_x265_writes_it() -> None:

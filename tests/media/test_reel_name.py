@@ -4,30 +4,19 @@ a Matroska file tags it): a conform relinks a shot by reel and timecode, and it 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
-import av
 import numpy as np
 import pytest
 
 from ffdesk.cli import main
 from ffdesk.media.probe import probe
+from tests.clip_writer import rgb_frames, write_frames
 
 
 def _source(path: Path) -> Path:
-    with av.open(str(path), "w") as out:
-        stream = cast(av.VideoStream, out.add_stream("libx264", rate=24))
-        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
-        stream.metadata["timecode"] = "05:00:00:00"
-        stream.metadata["reel_name"] = "A002C007"
-        for i in range(4):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 50 * i, np.uint8), format="rgb24")
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    images = [np.full((48, 64, 3), 50 * i, np.uint8) for i in range(4)]
+    tags = {"timecode": "05:00:00:00", "reel_name": "A002C007"}
+    return write_frames(path, rgb_frames(images), codec="libx264", pix_fmt="yuv420p", metadata=tags)
 
 
 @pytest.mark.parametrize(("suffix", "encoder"), [(".mov", "prores"), (".mkv", "h264")])

@@ -6,7 +6,6 @@ are now written into the decoded 10-bit pictures (`ffdesk.media.patch`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import av
 import cv2
@@ -15,6 +14,7 @@ import pytest
 
 from ffdesk.cli import main
 from ffdesk.runtime.resources import resource_path
+from tests.clip_writer import write_frames
 
 HEIGHT, WIDTH, FRAMES = 240, 480, 8
 FAR = slice(300, None)
@@ -27,39 +27,35 @@ def _luma(frame: av.VideoFrame) -> np.ndarray:
     return rows[: frame.height, : frame.width].astype(np.int32)
 
 
+def _deep_frame(ramp: np.ndarray, face: av.VideoFrame, fmt: str) -> av.VideoFrame:
+    """A 10-bit frame of `fmt`: `ramp` as its luma (neutral chroma), `face` in its corner."""
+    frame = av.VideoFrame(WIDTH, HEIGHT, fmt)
+    sx = 1 if fmt != "yuv444p10le" else 0
+    sy = 1 if fmt == "yuv420p10le" else 0
+    for p in range(3):
+        rows = np.frombuffer(memoryview(frame.planes[p]), np.uint8)
+        rows = rows.reshape(-1, frame.planes[p].line_size).view("<u2")
+        h, w = (HEIGHT, WIDTH) if p == 0 else (HEIGHT >> sy, WIDTH >> sx)
+        rows[:h, :w] = ramp if p == 0 else 512
+        src = np.frombuffer(memoryview(face.planes[p]), np.uint8)
+        src = src.reshape(-1, face.planes[p].line_size).view("<u2")
+        fh, fw = (240, 200) if p == 0 else (240 >> sy, 200 >> sx)
+        rows[:fh, :fw] = src[:fh, :fw]
+    return frame
+
+
 def _source(path: Path, codec: str, fmt: str) -> Path:
     from tests.faces.photos import grace_hopper
 
     photo = np.ascontiguousarray(cv2.resize(grace_hopper(), (200, 240)), np.uint8)
+    face = av.VideoFrame.from_ndarray(photo, format="rgb24").reformat(
+        format=fmt, dst_colorspace=1, dst_color_range=1
+    )
     ramp = np.tile(np.linspace(100, 1000, WIDTH).round().astype(np.uint16), (HEIGHT, 1))
     ramp[:20, -30:] = 1015  # super-white
-    with av.open(str(path), "w") as out:
-        stream = cast(av.VideoStream, out.add_stream(codec, rate=24))
-        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, fmt
-        if codec == "libx265":
-            stream.options = {"crf": "4", "x265-params": "log-level=error"}
-        for i in range(FRAMES):
-            face = av.VideoFrame.from_ndarray(photo, format="rgb24").reformat(
-                format=fmt, dst_colorspace=1, dst_color_range=1
-            )
-            frame = av.VideoFrame(WIDTH, HEIGHT, fmt)
-            sx = 1 if fmt != "yuv444p10le" else 0
-            sy = 1 if fmt == "yuv420p10le" else 0
-            for p in range(3):
-                rows = np.frombuffer(memoryview(frame.planes[p]), np.uint8)
-                rows = rows.reshape(-1, frame.planes[p].line_size).view("<u2")
-                h, w = (HEIGHT, WIDTH) if p == 0 else (HEIGHT >> sy, WIDTH >> sx)
-                rows[:h, :w] = ramp if p == 0 else 512
-                src = np.frombuffer(memoryview(face.planes[p]), np.uint8)
-                src = src.reshape(-1, face.planes[p].line_size).view("<u2")
-                fh, fw = (240, 200) if p == 0 else (240 >> sy, 200 >> sx)
-                rows[:fh, :fw] = src[:fh, :fw]
-            frame.pts = i
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
-    return path
+    options = {"crf": "4", "x265-params": "log-level=error"} if codec == "libx265" else None
+    frames = [_deep_frame(ramp, face, fmt) for _ in range(FRAMES)]
+    return write_frames(path, frames, codec=codec, pix_fmt=fmt, options=options)
 
 
 @pytest.mark.parametrize(

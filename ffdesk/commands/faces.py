@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.commands.argtypes import frame_rate
+from ffdesk.commands.job_options import refuse_missing_models_dir
 from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
 from ffdesk.errors import MediaError, UserError
 from ffdesk.units import CLIP_MARKS
@@ -72,9 +73,8 @@ def run(args: argparse.Namespace) -> int:
     timecoded = isinstance(args.start, CLIP_MARKS) or isinstance(args.end, CLIP_MARKS)
     if not timecoded and args.end is not None and args.end <= (args.start or 0.0):
         raise UserError(f"--end {args.end:g}s is not after --start {args.start or 0.0:g}s")
+    refuse_missing_models_dir(args.models_dir)
     models_dir = None if args.models_dir is None else Path(args.models_dir).expanduser()
-    if models_dir is not None and not models_dir.exists():
-        raise UserError(f"--models-dir {models_dir}: no such folder")
     thumbnails = thumbnail_folder(args.thumbnails) if args.thumbnails is not None else None
     info = probe(clip, fps=args.fps, max_pixels=max_pixels_of(args))
     start, end = clip_range_seconds(args.start, args.end, info)

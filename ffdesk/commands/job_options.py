@@ -7,10 +7,12 @@ train` as the swapper leaves unread of a job."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import DEFAULT_MASK_BLUR
+from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
     from ffdesk.pipeline.job import RenderJob
@@ -110,6 +112,14 @@ def enhancer_fields(args: argparse.Namespace) -> dict[str, Any]:
         "enhancer_weight": args.enhancer_weight,
         "enhancer_blend": args.enhancer_blend,
     }
+
+
+def refuse_missing_models_dir(given: str | Path | None) -> None:
+    """`UserError` when the folder `--models-dir` names is not there: a name mistyped in a
+    command line or a script is not an empty folder (a render ran the embedded swap without a
+    word, a listing was empty). Nothing given: the default folder, which may not be made yet."""
+    if given is not None and not expand_user(given).exists():
+        raise UserError(f"--models-dir {given}: no such folder")
 
 
 def refuse_beside_map(given: dict[str, bool]) -> None:

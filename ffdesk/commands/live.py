@@ -24,6 +24,7 @@ from ffdesk.commands.job_options import (
     enhancer_fields,
     mask_fields,
     refuse_beside_map,
+    refuse_missing_models_dir,
     trained_swapper_ignores,
 )
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
@@ -208,8 +209,7 @@ def _live(args: argparse.Namespace, stop: threading.Event) -> int:
         raise UserError(NO_SWAP)
     if args.source_face is not None and not args.source and not args.map:
         raise UserError("--source-face picks a face of the source photo: give the photo (--source FACE)")
-    if args.models_dir is not None and not Path(args.models_dir).expanduser().exists():
-        raise UserError(f"--models-dir {args.models_dir}: no such folder")  # (as a render says)
+    refuse_missing_models_dir(args.models_dir)  # (as a render refuses it)
     check_settings_have_their_processor(args)  # an enhancer's setting without the enhancer
     if args.map:  # as a render refuses them: each person's own photo, only they swapped
         refuse_beside_map({"--source": bool(args.source), "--face-selection": bool(args.face_selection)})

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.job_options import refuse_missing_models_dir
 from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
@@ -110,13 +111,6 @@ STATUS_WORDS = {
 }
 
 
-def _refuse_missing(args: argparse.Namespace, folder: Path) -> None:
-    """`UserError` when the folder `--models-dir` names is not there: a name mistyped in a
-    script is not an empty folder (the default one, not made yet, lists as empty)."""
-    if args.models_dir is not None and not folder.is_dir():
-        raise UserError(f"--models-dir {args.models_dir}: no such folder")
-
-
 def _list(args: argparse.Namespace) -> int:
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.files import FAMILY_SUFFIXES, model_status, resolve_models_dir, scan_folder
@@ -124,7 +118,7 @@ def _list(args: argparse.Namespace) -> int:
     env = runtime_env(args)
     catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir, env)
-    _refuse_missing(args, folder)
+    refuse_missing_models_dir(args.models_dir)
     check = not args.no_verify
     files = scan_folder(catalog, folder, check=check, variants_dir=env.variants_dir)
     if args.json:
@@ -179,7 +173,7 @@ def _prepare(args: argparse.Namespace) -> int:
     env = runtime_env(args)
     catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir, env)
-    _refuse_missing(args, folder)
+    refuse_missing_models_dir(args.models_dir)
     unknown = [n for n in args.names if n not in catalog]
     if unknown:
         raise UserError(f"{unknown[0]}: not a catalog model (ffdesk models list shows them)")
@@ -238,7 +232,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     catalog = load_catalog()
     folder = resolve_models_dir(args.models_dir, runtime_env(args))
-    _refuse_missing(args, folder)
+    refuse_missing_models_dir(args.models_dir)
     runs = [m for m in models_in_folder(catalog, folder) if m.model is not None]
     chosen, absent = _named_models(args.names, runs, catalog) if args.names else (runs, [])
     for row in lone_hashes(catalog, folder):

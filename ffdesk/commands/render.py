@@ -19,6 +19,7 @@ from ffdesk.commands.job_options import (
     enhancer_fields,
     mask_fields,
     refuse_beside_map,
+    refuse_missing_models_dir,
     trained_swapper_ignores,
 )
 from ffdesk.commands.processor_options import add_processor_options, processor_fields
@@ -214,9 +215,8 @@ def job_from_args(args: argparse.Namespace) -> RenderJob:
     range, or an input over the pixel limit (`check_input_pixels`)."""
     from ffdesk.pipeline.people import face_map_of
 
-    if args.models_dir is not None and not Path(args.models_dir).expanduser().exists():
-        # the embedded swap ran without a word, and a --map's people were told apart by another model
-        raise UserError(f"--models-dir {args.models_dir}: no such folder")
+    # (the embedded swap ran without a word, and a --map's people were told apart by another model)
+    refuse_missing_models_dir(args.models_dir)
     if args.map:  # each person's own photo, found by who they are: the rest would be ignored
         refuse_beside_map(
             {

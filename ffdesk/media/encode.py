@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import cast
+from typing import Any, cast
 
 import av
 import cv2
@@ -267,25 +267,26 @@ def nvidia_gpu_present(flags: DriverFlags | None = None) -> bool:
     return nvenc_possible(flags)
 
 
-def _is_yuv(pix_fmt: str) -> bool:
+def _components(pix_fmt: str) -> tuple[Any, ...]:
+    """The components of a 16 x 16 picture in `pix_fmt` (none for a format FFmpeg does not know)."""
     try:
-        parts = av.VideoFormat(pix_fmt, 16, 16).components
+        return tuple(av.VideoFormat(pix_fmt, 16, 16).components)
     except (ValueError, av.error.FFmpegError):
-        return False
-    return bool(parts) and bool(parts[0].is_luma) and len(parts) >= 3
+        return ()
+
+
+def _is_yuv(pix_fmt: str) -> bool:
+    parts = _components(pix_fmt)
+    return len(parts) >= 3 and bool(parts[0].is_luma)
 
 
 def chroma_of(pix_fmt: str) -> str | None:
     """The chroma sampling of a pixel format: "4:2:0", "4:2:2", "4:4:4" (RGB too); None for grey
     or a format FFmpeg does not know."""
-    try:
-        parts = av.VideoFormat(pix_fmt, 16, 16).components
-    except (ValueError, av.error.FFmpegError):
-        return None
+    parts = _components(pix_fmt)
     if len(parts) < 3:
         return None
-    width, height = parts[1].width, parts[1].height
-    return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((width, height))
+    return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((parts[1].width, parts[1].height))
 
 
 class SegmentEncoder:

@@ -179,8 +179,8 @@ def patch_yuv420(
             continue
         # converted with at least 4 rows: swscale's 4:2:0 chroma of a crop 2 rows tall is not the
         # whole frame's (34 levels off at 8 bits; a face leaving at the bottom edge)
-        cy1 = max(0, y1 - 2) if y2 - y1 < 4 and sy else y1
-        cy2 = min(height, y2 + 2) if y2 - y1 < 4 and sy else y2
+        short = bool(sy) and y2 - y1 < 4
+        cy1, cy2 = (max(0, y1 - 2), min(height, y2 + 2)) if short else (y1, y2)
         converted = yuv_frame(image[cy1:cy2, x1:x2], "rgb24", fmt, matrix=colorspace, color_range=color_range)
         bh, bw = y2 - y1, x2 - x1
         rows = slice(y1 - cy1, y1 - cy1 + bh)

@@ -14,7 +14,7 @@ timecode (`resolve_clip_time`): counted from its start timecode, or from 00:00:0
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ffdesk.errors import UserError
@@ -31,20 +31,21 @@ def find_timecode(tags: Iterable[Mapping[str, str]]) -> str | None:
     """The first `timecode` tag (any case) of `tags` (the video stream's, the data streams',
     the container's, in that order) that reads as HH:MM:SS:FF (or `;`/`.` before the frames:
     drop-frame); None when none does."""
-    for mapping in tags:
-        for key, value in mapping.items():
-            if key.lower() == "timecode" and _well_formed(str(value)):
-                return str(value).strip()
-    return None
+    return _first_tag(tags, "timecode", _well_formed)
 
 
 def find_reel_name(tags: Iterable[Mapping[str, str]]) -> str | None:
     """The first `reel_name` tag (any case) of `tags` (a MOV timecode track's, an MXF stream's,
     a Matroska `REEL_NAME`), in the order `find_timecode` reads them; None without one."""
+    return _first_tag(tags, "reel_name", bool)
+
+
+def _first_tag(tags: Iterable[Mapping[str, str]], name: str, good: Callable[[str], bool]) -> str | None:
+    """The first value of a tag called `name` (any case) that `good` takes, stripped."""
     for mapping in tags:
         for key, value in mapping.items():
-            if key.lower() == "reel_name" and str(value).strip():
-                return str(value).strip()
+            if key.lower() == name and good(text := str(value).strip()):
+                return text
     return None
 
 

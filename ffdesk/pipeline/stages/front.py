@@ -373,11 +373,6 @@ def reference_face(analyser: FaceAnalyser, job: RenderJob) -> tuple[Frame, Face]
     return frame, faces[index]
 
 
-def reference_appearance(analyser: FaceAnalyser, job: RenderJob) -> Appearance:
-    """Appearance of face `job.reference_face` (left to right) in the first frame of the range."""
-    return appearance_of(*reference_face(analyser, job))
-
-
 def reference_person(frame: Frame, face: Face, recognizer: FaceRecognizer) -> Targets | None:
     """The reference face as the one person of a face map, told apart by `recognizer` where it
     is an identity model (dlib's descriptor, a model pack's ArcFace): each new track is then

@@ -95,10 +95,14 @@ class SwapStage:
         swapper: ClassicalSwapper | Sequence[ClassicalSwapper],
         labels: Sequence[PersonFaces] = (),
         budget: EmbeddedBudget | None = None,
+        *,
+        notes: Sequence[str] = (),
     ) -> None:
         """`swapper`: one, or one per source slot (`SwapPlan.sources`); `labels`: the face map's
         entries, in slot order, for the report (empty without a map); `budget`: the CPU budget
-        the render holds its frames within (None: no bound)."""
+        the render holds its frames within (None: no bound); `notes`: which face of a source
+        photo of several was taken (said as warnings when the render binds its events)."""
+        self.notes = tuple(dict.fromkeys(notes))
         self.budget = budget
         self.held_bytes = 0
         """What the render told it its frames hold (`count_frames_held`)."""
@@ -142,7 +146,10 @@ class SwapStage:
 
     def bind_events(self, on_event: Callable[[Any], None]) -> None:
         """Under a budget, the pool's changes (the frames and models it holds) go out as the
-        render's `MemoryChanged` events (`EmitsEvents`)."""
+        render's `MemoryChanged` events (`EmitsEvents`); the source photos' notes go out as
+        warnings."""
+        for note in self.notes:
+            on_event(ev.Warning(note))
         if self.budget is not None:
             self.budget.events.on_event = on_event
 
@@ -219,7 +226,8 @@ def embedded_stages(
     check_sources(groups, "the embedded swap")
     analyser = front.analyser if front is not None else analyser or job_analyser(job)
     settings = SwapSettings()
-    swappers = [ClassicalSwapper(source_for(job, analyser, paths), settings) for paths in groups]
+    notes: list[str] = []
+    swappers = [ClassicalSwapper(source_for(job, analyser, paths, notes), settings) for paths in groups]
     front = front or FaceFrontEnd.for_job(job, analyser, info)
     labels = [PersonFaces(person, sources) for person, sources in slot_labels(job)] if job.face_map else []
     budget = None
@@ -244,7 +252,7 @@ def embedded_stages(
             )
             cpu_budget = manager.budget_bytes or cpu_budget  # (a shared pool's own budget)
         budget = EmbeddedBudget(cpu_budget, models, front.lookahead, manager, events)
-    return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget)]
+    return [*front.stages(swap_settings=settings), SwapStage(swappers, labels, budget, notes=notes)]
 
 
 def embedded_too_small(budget_bytes: int, models_bytes: int, held_bytes: int = 0) -> str:
@@ -264,13 +272,15 @@ def embedded_footprint_key(model_files: Sequence[Path]) -> str:
     return FootprintStore.key(f"embedded:{files}", "fp32", "CPUExecutionProvider")
 
 
-def source_for(job: RenderJob, analyser: FaceAnalyser, paths: Sequence[Path]) -> SourceFace:
+def source_for(
+    job: RenderJob, analyser: FaceAnalyser, paths: Sequence[Path], notes: list[str] | None = None
+) -> SourceFace:
     """One source face from the photos at `paths` (their faces averaged); `job.source_face` picks
-    the face of each photo (default: the largest)."""
+    the face of each photo (default: the largest; `notes` says which, of a photo of several)."""
     from ffdesk.media.images import read_image
 
     photos = []
     for path in paths:
         photo = read_image(Path(path), max_pixels=job.max_pixels)
-        photos.append((photo, source_face(analyser, photo, Path(path).name, job.source_face)))
+        photos.append((photo, source_face(analyser, photo, Path(path).name, job.source_face, notes)))
     return SourceFace.average(photos)

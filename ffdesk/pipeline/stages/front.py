@@ -341,14 +341,19 @@ class TrackStage:
         return StageFigures(shots=ShotFigures(tuple(self._cut_indices)))
 
 
-def source_face(analyser: FaceAnalyser, image: Frame, name: str, index: int | None) -> Face:
-    """The face to take from a source photo: the largest, or the `index`-th from the left."""
+def source_face(
+    analyser: FaceAnalyser, image: Frame, name: str, index: int | None, notes: list[str] | None = None
+) -> Face:
+    """The face to take from a source photo: the largest, or the `index`-th from the left. A
+    photo of several faces taken by size adds a line to `notes` saying which one was taken."""
     faces = analyser.analyse(image)
     if not faces:
         raise UserError(f"no face found in {name}")
     if index is None:
         face = largest(faces)
         assert face is not None
+        if notes is not None and len(faces) > 1:
+            notes.append(largest_taken(name, faces, face))
         return face
     ordered = left_to_right(faces)
     if not 0 <= index < len(ordered):
@@ -385,6 +390,13 @@ def reference_person(frame: Frame, face: Face, recognizer: FaceRecognizer) -> Ta
     if isinstance(recognizer, AppearanceRecognizer):
         return None
     return Targets(recognizer, (np.asarray(recognizer.embed(frame, [face])[0], np.float32),))
+
+
+def largest_taken(name: str, faces: Sequence[Face], face: Face, *, pick: str = "--source-face N") -> str:
+    """The line saying which of a photo's several `faces` was taken (`face`, the largest)."""
+    place = next(i for i, f in enumerate(left_to_right(faces)) if f is face)
+    hint = f"; {pick} picks another" if pick else ""
+    return f"{name} has {len(faces)} faces: took the largest, {place} from the left{hint}"
 
 
 def _faces_to_pick(count: int) -> str:

@@ -36,7 +36,6 @@ from ffdesk.faces.align import warp_face
 from ffdesk.faces.model_detectors import ModelDetector
 from ffdesk.faces.people import ArcFaceFaces
 from ffdesk.faces.recognizer import ArcFaceRecognizer, Runner, accepts_batch
-from ffdesk.faces.tracking import largest
 from ffdesk.faces.types import Face
 from ffdesk.media.probe import MediaInfo
 from ffdesk.pipeline import batch_shapes
@@ -345,6 +344,8 @@ class ModelRender:
             self._lock = threading.Lock()
             self._start_lock = threading.Lock()
             self.analyser = job_analyser(job)
+            self.source_notes: list[str] = []
+            """Which face of a source photo of several was taken (said as a warning in `prepare`)."""
             self.source_image, self.source_face = self._source_face()
         except BaseException:
             # a shared pool (the app's, a farm worker's) would keep this render, its models and
@@ -773,7 +774,7 @@ class ModelRender:
         check_sources(groups, "a model swap")
         path = groups[0][0]
         image = read_image(path, max_pixels=self.job.max_pixels)
-        return image, source_face(self.analyser, image, path.name, self.job.source_face)
+        return image, source_face(self.analyser, image, path.name, self.job.source_face, self.source_notes)
 
     def _device_path(self) -> tuple[DeviceFrames | None, DeviceModels | None]:
         """The device frames and model calls when the job keeps its pixels on a device
@@ -853,6 +854,8 @@ class ModelRender:
                 emit(ev.Preparing(f"warming up {what}", i, len(host)))
                 do()
             self.prepare_seconds = round(time.perf_counter() - t0, 3)
+            for note in dict.fromkeys(self.source_notes):
+                emit(ev.Warning(note))
             for key in (self.swap_key, *(self.keys[r] for r in ("enhancer", *self.masks) if r in self.keys)):
                 self.manager.prefetch(key)
 
@@ -931,22 +934,23 @@ class ModelRender:
         self.source_vector = vectors[0]
 
     def _source_input(self, more: Sequence[Path], lead: Path | None) -> npt.NDArray[np.float32]:
-        """The source input from a slot's photos: the chosen face of its first photo (`lead`;
-        None: the render's own source face) and the largest face of the others (`more`)."""
+        """The source input from a slot's photos: the chosen face (`RenderJob.source_face`, else
+        the largest) of its first photo (`lead`; None: the render's own source face) and of the
+        others (`more`); `UserError` for a photo with no face, as the embedded swap's."""
         from ffdesk.media.images import read_image
 
         spec = self.swap_spec
         first: tuple[Frame, list[Face]] = (self.source_image, [self.source_face])
         if lead is not None:
             picture = read_image(lead, max_pixels=self.job.max_pixels)
-            first = (picture, [source_face(self.analyser, picture, lead.name, self.job.source_face)])
+            chosen = source_face(self.analyser, picture, lead.name, self.job.source_face, self.source_notes)
+            first = (picture, [chosen])
         photos: list[tuple[Frame, list[Face]]] = [first]
         if not spec.takes_image:
             for path in more:
                 image = read_image(path, max_pixels=self.job.max_pixels)
-                face = largest(self.analyser.analyse(image))
-                if face is not None:
-                    photos.append((image, [face]))
+                face = source_face(self.analyser, image, path.name, self.job.source_face, self.source_notes)
+                photos.append((image, [face]))
         # the source faces are aligned as the target faces are (FaceFusion's '5/68' points)
         aligned = [
             (image, faces[0]) for (image, _), (faces, _) in zip(photos, self.align_faces(photos), strict=True)

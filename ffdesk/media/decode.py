@@ -26,7 +26,7 @@ from ffdesk.media._colour import sws_matrix_of_code, yuv_to_rgb_matrix
 from ffdesk.media.deinterlace import Deinterlacer
 from ffdesk.media.images import check_pixels, check_sequence_pixels, header_size, limit_stream
 from ffdesk.media.matte import Matte
-from ffdesk.media.probe import FIELD_ORDERS, FieldOrder
+from ffdesk.media.probe import FIELD_ORDERS, FieldOrder, stream_rate
 from ffdesk.media.timestamps import LOOKAHEAD, Faults, TimestampRepair, faults, repaired
 from ffdesk.types import Frame
 
@@ -330,7 +330,7 @@ class VideoReader:
         """The pts of the clip's first frame: time 0 of `time_s`, `start_s` and `frame_at`."""
         self._prior = origin.faults if origin is not None else Faults()
         self._origin_known = origin is not None
-        rate = stream.average_rate or stream.guessed_rate
+        rate = stream_rate(stream)
         self.fps: float = float(rate) if rate else 25.0
         self._half_tick = float(self.time_base) / 2
         self._step = max(1, round(1 / (self.fps * float(self.time_base))))

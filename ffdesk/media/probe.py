@@ -625,10 +625,30 @@ def _is_vfr(pts: list[int]) -> bool:
     return bool(d.max() - d.min() > max(1, int(0.02 * np.median(d))))
 
 
+def stream_rate(stream: av.VideoStream) -> Fraction | None:
+    """The stream's frame rate: its average rate, unless that is more than twice the rate its
+    timestamps are laid out in (the guessed rate, at least the highest real rate): a raw DV
+    file's demuxer gives its time base's 60000 as the average; else the guessed rate, then the
+    base rate. None when no rate is stated."""
+    average, guessed, base = (
+        _valid_rate(r) for r in (stream.average_rate, stream.guessed_rate, stream.base_rate)
+    )
+    if average is not None and guessed is not None and average > 2 * guessed:
+        return guessed
+    return average or guessed or base
+
+
+def _valid_rate(rate: Fraction | None) -> Fraction | None:
+    """`rate` where it is a rate (above 0, finite), else None."""
+    if rate is None or not math.isfinite(float(rate)) or float(rate) <= 0:
+        return None
+    return Fraction(rate)
+
+
 def _average_fps(stream: av.VideoStream, pts: list[int]) -> float:
-    for rate in (stream.average_rate, stream.guessed_rate, stream.base_rate):
-        if rate and float(rate) > 0 and math.isfinite(float(rate)):
-            return float(rate)
+    rate = stream_rate(stream)
+    if rate is not None:
+        return float(rate)
     if len(pts) > 1:
         span = float((pts[-1] - pts[0]) * (stream.time_base or Fraction(1, 90000)))
         if span > 0:

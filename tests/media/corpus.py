@@ -667,6 +667,27 @@ def _avi_raw(folder: Path, face: Frame | None) -> CorpusFile:
     return _spec(path, "avi_raw", "avi", "rawvideo", width=128, height=96, pix_fmt="bgr24")
 
 
+def _dv_raw(folder: Path, face: Frame | None) -> CorpusFile:
+    path = folder / "dv_raw.dv"
+    # a raw DV stream as a tape capture writes it (dvgrab --format raw, FFmpeg's dv muxer): PAL
+    # 720x576 4:2:0, interlaced, 48 kHz PCM in the frames; its demuxer gives a time base of
+    # 1/60000 and an average rate of 60000 (the time base's), the real rate only as the guessed one
+    video = _Video("dvvideo", width=720, height=576, flags=_INTERLACED, matrix="ITU601")
+    _write(path, video, [_Audio("pcm_s16le")], face=face, fmt="dv")
+    return _spec(
+        path,
+        "dv_raw",
+        "dv",
+        "dvvideo",
+        width=720,
+        height=576,
+        audio_codecs=("pcm_s16le",),
+        field_order="bb",
+        sample_aspect_ratio=Fraction(16, 15),
+        notes=("average rate 60000 in the stream; 25 frames/s",),
+    )
+
+
 def _mpeg2(path: Path, fmt: str, audio: _Audio, face: Frame | None, start_s: float) -> None:
     video = _Video(
         "mpeg2video",
@@ -986,6 +1007,7 @@ _MAKERS: dict[str, Callable[[Path, Frame | None], CorpusFile]] = {
     "mov_from_avi": _mov_from_avi,
     "avi_mjpeg_pcm": _avi_mjpeg_pcm,
     "avi_raw": _avi_raw,
+    "dv_raw": _dv_raw,
     "ts_mpeg2_interlaced": _ts_mpeg2_interlaced,
     "ps_mpeg2_interlaced": _ps_mpeg2_interlaced,
     "webm_vp9_opus": _webm_vp9_opus,
@@ -1022,6 +1044,7 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "mov_pcm": ("libx264",),
     "mov_prores4444": ("prores_ks",),
     "mov_dnxhd": ("dnxhd",),
+    "dv_raw": ("dvvideo",),
     "mp4_hevc10_hlg": ("libx265",),
     "mkv_two_audio": ("libx264", "ac3"),
     "flv": ("flv", "libmp3lame"),

@@ -5,6 +5,7 @@ lines when it is narrow, and buttons only as wide as their text."""
 from __future__ import annotations
 
 from PySide6.QtCore import QMargins, QPoint, QRect, QSize, Qt
+from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QFrame, QLabel, QLayout, QLayoutItem, QPushButton, QScrollArea, QWidget
 
 BUTTON_PADDING = 16
@@ -35,7 +36,8 @@ def compact(button: QPushButton, widest: str = "") -> QPushButton:
 
 class ShrinkingLabel(QLabel):
     """A label as wide as `sample` where there is room (so what is beside it does not move as its
-    text changes), narrower in a small window: its text is cut there, and whole in its tooltip."""
+    text changes), narrower in a small window: its text ends in "…" there ("1079 m" would read as
+    minutes), and is whole in its tooltip."""
 
     def __init__(self, sample: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -50,6 +52,28 @@ class ShrinkingLabel(QLabel):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(0, super().minimumSizeHint().height())
+
+    def shown_text(self) -> str:
+        """The text as drawn in the label's width now."""
+        width = self.contentsRect().width() - 2 * self.margin() - max(self.indent(), 0)
+        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, max(width, 0))
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 - Qt override
+        shown = self.shown_text()
+        if shown == self.text():
+            super().paintEvent(event)
+            return
+        painter = QPainter(self)
+        rect = self.contentsRect().adjusted(self.margin(), self.margin(), -self.margin(), -self.margin())
+        self.style().drawItemText(
+            painter,
+            rect,
+            int(self.alignment()),
+            self.palette(),
+            self.isEnabled(),
+            shown,
+            self.foregroundRole(),
+        )
 
 
 class FlowLayout(QLayout):

@@ -31,6 +31,7 @@ from PySide6.QtGui import (
     QShowEvent,
 )
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QFileDialog,
     QMainWindow,
@@ -49,6 +50,7 @@ from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.fitting import scrolled
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.history import SettingsHistory, undo_actions
+from ffdesk.gui.keyboard import KeyboardControls, buried
 from ffdesk.gui.live_view import PLAYBACK_WAITS, LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
@@ -88,6 +90,8 @@ BUDGET_SAY_MS = 800
 (not for each step of a drag)."""
 CLOCK_NOTE_MS = 400
 """A variable-rate clip's frame times still being read this long after opening: Status says so."""
+QUIET_NOTES = ("no audio stream",)
+"""A clip's notes that need nothing done: they wait in Status without bringing it in front."""
 CLOSE_WAIT_S = 60.0
 """How long closing waits for the frame times renders queued meanwhile are waiting for."""
 DEFAULT_SIZE = QSize(1400, 900)
@@ -378,6 +382,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.model_actions = add_model_actions(self)
         self._build_shortcuts()
+        self.keyboard = KeyboardControls(self)
+        self.preview_view.canvas.setFocus()  # the keys drive the picture from the start
 
         self._preview_timer = QTimer(self)
         self._preview_timer.setSingleShot(True)
@@ -448,6 +454,8 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self.queue_action = file_menu.addAction("Add to render &queue", self.add_to_queue)
         self.queue_action.setShortcut(QKeySequence("Ctrl+Return"))
+        self.cancel_action = file_menu.addAction("&Cancel the running render", self.cancel_running)
+        self.cancel_action.setShortcut(QKeySequence("Ctrl+."))
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", self.close)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -455,10 +463,49 @@ class MainWindow(QMainWindow):
         self.undo_action, self.redo_action = undo_actions(self.history, self)
         edit_menu.addActions([self.undo_action, self.redo_action])
         view_menu = self.menuBar().addMenu("&View")
+        self.go_to_actions: dict[str, QAction] = {}
+        for number, (title, dock) in enumerate(self.docks.items(), 1):
+            go = view_menu.addAction(f"Go to {title}", partial(self.go_to_panel, dock))
+            go.setShortcut(QKeySequence(f"Ctrl+{number}"))
+            self.go_to_actions[title] = go
+        shown = view_menu.addMenu("&Show or hide")
         for dock in self.docks.values():
-            view_menu.addAction(dock.toggleViewAction())
+            shown.addAction(dock.toggleViewAction())
         build_help_menu(self)
         self._rebuild_recent()
+
+    def go_to_panel(self, dock: QDockWidget) -> None:
+        """Show `dock`, bring it in front of the panels tabbed with it, and give its first control
+        the focus (View › Go to, Ctrl+1...)."""
+        dock.show()
+        dock.raise_()
+        content = dock.widget()
+        here = content.nextInFocusChain() if content is not None else None
+        while content is not None and here is not None and here is not content:
+            policy = here.focusPolicy()
+            if content.isAncestorOf(here) and policy & Qt.FocusPolicy.TabFocus and here.isEnabled():
+                here.setFocus(Qt.FocusReason.TabFocusReason)
+                return
+            here = here.nextInFocusChain()
+
+    def cancel_running(self) -> None:
+        """Stop the running render where it can resume (File › Cancel the running render, Ctrl+.)."""
+        running = self.queue.current
+        if running is None:
+            self.status.post("info", "no render is running")
+            return
+        self.queue.cancel(running)
+
+    def focusNextPrevChild(self, next: bool) -> bool:  # noqa: A002, N802 - Qt override
+        """Tab and Shift+Tab pass over the controls of a panel hidden behind another's tab."""
+        start = QApplication.focusWidget()
+        for _ in range(500):
+            if not super().focusNextPrevChild(next):
+                return False
+            now = QApplication.focusWidget()
+            if now is None or now is start or not buried(now):
+                return True
+        return True
 
     def _build_shortcuts(self) -> None:
         """The transport keys (Space, J/K/L, arrows, Home/End, I/O, ...): see Help › Keyboard
@@ -570,8 +617,9 @@ class MainWindow(QMainWindow):
 
     def _on_clip_inspected(self, name: str, lines: tuple[str, ...]) -> None:
         """The open clip's notes are in the Status tab: bring it forward when there is something to know."""
-        if lines:
+        if any(not line.startswith(QUIET_NOTES) for line in lines):  # (the Queue stays in front)
             self.docks["Status"].raise_()
+        if lines:
             things = "1 thing" if len(lines) == 1 else f"{len(lines)} things"
             self.statusBar().showMessage(f"{name}: {things} to know before rendering (Status)", 8000)
 
@@ -950,7 +998,9 @@ class MainWindow(QMainWindow):
         """The question closing asks while a render runs (not shown yet): Quit or Keep rendering."""
         box = QMessageBox(QMessageBox.Icon.Question, "Render in progress", CLOSE_QUESTION, parent=self)
         box.setObjectName("closeQuestion")
-        box.setInformativeText("What is rendered so far is kept: Resume in the queue continues from there.")
+        box.setInformativeText(
+            "What is rendered so far is kept: the render resumes from there, first, when ffdesk opens again."
+        )
         box.addButton("Quit", QMessageBox.ButtonRole.AcceptRole)
         box.setDefaultButton(box.addButton("Keep rendering", QMessageBox.ButtonRole.RejectRole))
         return box
@@ -1005,7 +1055,7 @@ class MainWindow(QMainWindow):
         running = self.queue.current
         self.queue.shutdown()
         if running is not None:  # (also when closed without asking: SIGTERM, Ctrl-C in the terminal)
-            log.warning("a render was running: cancelled where it resumes (Resume in the queue)")
+            log.warning("a render was running: stopped where it resumes, first, when ffdesk opens again")
         self.controls.stop()
         self.budget_need.stop()
         self.memory.close()

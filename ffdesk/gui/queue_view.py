@@ -55,6 +55,9 @@ _Index = QModelIndex | QPersistentModelIndex
 REENCODE = "re-encode"
 TICK_MS = 1000
 """How often a running job's time is redrawn."""
+MAX_ROW_STEPS = 64
+"""The most row removals, moves and insertions one change of the queue is shown by; a bigger
+change resets the table (its selection kept by the job's id)."""
 
 
 def format_eta(seconds: float | None) -> str:
@@ -128,14 +131,55 @@ class QueueTableModel(QAbstractTableModel):
 
     def _refresh_rows(self) -> None:
         new = self.controller.entries()
-        if [e.id for e in new] == [e.id for e in self._rows]:
-            self._rows = new
-            if new:
-                self.dataChanged.emit(self.index(0, 0), self.index(len(new) - 1, len(COLUMNS) - 1))
+        if [e.id for e in new] != [e.id for e in self._rows]:
+            self._follow_ids(new)
+        self._rows = new
+        if new:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(new) - 1, len(COLUMNS) - 1))
+
+    def _follow_ids(self, new: list[QueueEntry]) -> None:
+        """Take the rows to `new`'s jobs in `new`'s order as the views expect a list to change:
+        rows removed, moved and inserted (`beginRemoveRows` ...), so a view's selection and
+        current row stay on their jobs. Past `MAX_ROW_STEPS` steps (a queue read again after
+        another process ran it, thousands of finished jobs cleared one here, one there) the
+        model is reset once instead: `QueueView` then selects its job again by its id."""
+        ids = [e.id for e in new]
+        wanted = set(ids)
+        have = {e.id for e in self._rows}
+        gone = _runs([i for i, e in enumerate(self._rows) if e.id not in wanted])
+        added = _runs([i for i, entry_id in enumerate(ids) if entry_id not in have])
+        if len(gone) + len(added) > MAX_ROW_STEPS:
+            self._reset(new)
             return
+        for first, last in reversed(gone):
+            self.beginRemoveRows(QModelIndex(), first, last)
+            del self._rows[first : last + 1]
+            self.endRemoveRows()
+        moves = 0
+        for row, entry_id in enumerate(i for i in ids if i in have):
+            if self._rows[row].id == entry_id:
+                continue
+            moves += 1
+            if moves > MAX_ROW_STEPS:
+                self._reset(new)
+                return
+            at = next(i for i in range(row + 1, len(self._rows)) if self._rows[i].id == entry_id)
+            if self.beginMoveRows(QModelIndex(), at, at, QModelIndex(), row):
+                self._rows.insert(row, self._rows.pop(at))
+                self.endMoveRows()
+        for first, last in added:
+            self.beginInsertRows(QModelIndex(), first, last)
+            self._rows[first:first] = new[first : last + 1]
+            self.endInsertRows()
+
+    def _reset(self, new: list[QueueEntry]) -> None:
         self.beginResetModel()
         self._rows = new
         self.endResetModel()
+
+    def row_of(self, entry_id: str) -> int | None:
+        """The row of the job with this id (None: not in the queue)."""
+        return next((row for row, e in enumerate(self._rows) if e.id == entry_id), None)
 
     def entry(self, row: int) -> QueueEntry | None:
         return self._rows[row] if 0 <= row < len(self._rows) else None
@@ -180,6 +224,17 @@ class QueueTableModel(QAbstractTableModel):
         if col == "Elapsed":
             return format_took(e.elapsed_s)
         return e.job.output.name
+
+
+def _runs(rows: list[int]) -> list[tuple[int, int]]:
+    """Ascending row numbers as (first, last) runs of consecutive rows."""
+    runs: list[tuple[int, int]] = []
+    for row in rows:
+        if runs and runs[-1][1] == row - 1:
+            runs[-1] = (runs[-1][0], row)
+        else:
+            runs.append((row, row))
+    return runs
 
 
 class FarmWorkersModel(QAbstractTableModel):
@@ -325,11 +380,15 @@ class QueueView(QWidget):
         header.setSectionResizeMode(WORKER_COLUMNS.index("Rendering"), QHeaderView.ResizeMode.Stretch)
         self.workers.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.workers.setWordWrap(False)  # one line a worker; a long segment label is elided
+        self.workers.setTabKeyNavigation(False)
         self.table_model = QueueTableModel(controller, self)
         self.table = QTableView()
         self.table.setModel(self.table_model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Tab and Shift+Tab go on to the next control, as in a dialog (a table's own default
+        # walks its cells and never lets go); the arrow keys move between the jobs.
+        self.table.setTabKeyNavigation(False)
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -379,6 +438,9 @@ class QueueView(QWidget):
         self.target.choice.currentIndexChanged.connect(self._show_workers)
         self._show_workers()
         self.table.selectionModel().selectionChanged.connect(self._sync_buttons)
+        self._kept: str | None = None
+        self.table_model.modelAboutToBeReset.connect(self._keep_selected)
+        self.table_model.modelReset.connect(self._select_kept)
         controller.changed.connect(self._sync_buttons)
         self._sync_buttons()
 
@@ -401,6 +463,18 @@ class QueueView(QWidget):
 
     def select_row(self, row: int) -> None:
         self.table.selectRow(row)
+
+    def _keep_selected(self) -> None:
+        e = self.selected()
+        self._kept = e.id if e is not None else None
+
+    def _select_kept(self) -> None:
+        """After a reset of the table (a big change of the queue): its job selected again, when
+        it is still there."""
+        kept, self._kept = self._kept, None
+        row = self.table_model.row_of(kept) if kept is not None else None
+        if row is not None:
+            self.select_row(row)
 
     def _act(self, fn: Any) -> None:
         e = self.selected()

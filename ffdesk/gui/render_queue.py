@@ -11,10 +11,11 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
 
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.worker import RenderWorker
@@ -30,6 +31,15 @@ if TYPE_CHECKING:
 
 RETRY_QUEUE_MS = 2000
 """How often the window asks again for a queue another process runs."""
+
+CANCELLED_NOTE = "cancelled; resume continues where it stopped"
+"""The message of a render the user cancelled (Cancel): it waits for Resume."""
+CLOSED_NOTE = "stopped as the app closed; resumes first, where it stopped, when the queue runs again"
+"""The message of a render stopped by the app's closing (File > Quit, the window's close, SIGTERM,
+Ctrl-C in its terminal): queued again, ahead of the jobs queued after it, resuming where it
+stopped. Queued is a state every version of ffdesk runs at its next start, and so does
+`ffdesk queue run`, without --resume."""
+CLOSED_LINE = "render stopped as the app closed; it resumes first when the app opens again"
 
 
 def discard_work(output: Path) -> str | None:
@@ -159,6 +169,8 @@ class QueueController(QObject):
         self.farm: str | None = None
         """Where jobs run: None on this machine, else the farm's address (`auto`, HOST:PORT)."""
         self._progress: JobProgress | None = None
+        self._cancel_asked: str | None = None
+        """The running job the user cancelled (Cancel), until it stops."""
         self._closed = False
         self._trained: dict[tuple[str, Path | None], bool] = {}
 
@@ -206,6 +218,7 @@ class QueueController(QObject):
     def cancel(self, entry_id: str) -> None:
         """Cancel a waiting job, or stop the running one (it can be resumed later)."""
         if entry_id == self.current:
+            self._cancel_asked = entry_id
             self.worker.cancel()
         else:
             self.store.cancel(entry_id)
@@ -336,6 +349,7 @@ class QueueController(QObject):
         """End the entry with `end` (it reaches `state`), post `say()`'s (level, line), then start
         the next job."""
         self.current = None
+        self._cancel_asked = None
         progress, self._progress = self._progress, None
         with contextlib.suppress(KeyError):
             end(progress if progress is not None else JobProgress(self.store, entry_id))
@@ -356,25 +370,59 @@ class QueueController(QObject):
         self._finish(entry_id, "failed", lambda p: p.failed(text), lambda: ("error", text))
 
     def _on_cancelled(self, entry_id: str) -> None:
-        note = "cancelled; resume continues where it stopped"
+        if self._closed and entry_id != self._cancel_asked:  # closing stopped it, not the user
+            if entry_id == self.current:  # (else it was seen to already)
+                self._stopped_by_closing(entry_id)
+            return
         self._finish(
             entry_id,
             "cancelled",
-            lambda p: p.stopped("cancelled", note),
+            lambda p: p.stopped("cancelled", CANCELLED_NOTE),
             lambda: ("info", "render cancelled"),
         )
 
     def shutdown(self, timeout_ms: int = 60000) -> bool:
-        """Cancel the running job, stop the worker thread. A cancelled job stays resumable."""
+        """Stop the running job and the worker thread. A job the closing stopped is queued again,
+        first, to resume where it stopped (`CLOSED_NOTE`); one the user cancelled stays cancelled;
+        one that finished or failed as the app closed is done or failed."""
         self._closed = True
         self._retry.stop()
         running = self.current
         ok = self.worker.shutdown(timeout_ms)
         if running is not None:
-            # The queued cancel signal never reaches us once the thread is gone.
-            self.current = None
-            with contextlib.suppress(KeyError):
-                self.store.update(running, state="cancelled", eta_s=None, message="closed during render")
+            # The worker's last signal (cancelled, finished, failed) waits in this thread's event
+            # queue: taken now, the same whether the event loop runs on (the window's close) or
+            # ends at once (SIGTERM).
+            QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+        if self.current is not None:  # the thread did not stop in time: closing stopped the job
+            if self.current == self._cancel_asked:
+                self._on_cancelled(self.current)
+            else:
+                self._stopped_by_closing(self.current)
         if self._in_use is not None:
             self._in_use.release()
         return ok
+
+    def _stopped_by_closing(self, entry_id: str) -> None:
+        """The app's closing stopped `entry_id`'s render: queued again (resuming where it
+        stopped) ahead of every other queued job, so the next start runs it first."""
+        if self.current == entry_id:
+            self.current = None
+            self._progress = None
+        with contextlib.suppress(KeyError):
+            entry = self.store.get(entry_id)
+            self.store.update(
+                entry_id,
+                job=replace(entry.job, resume=True),
+                state="queued",
+                message=CLOSED_NOTE,
+                fps=0.0,
+                eta_s=None,
+                finished=None,
+            )
+            entries = self.store.entries()
+            at = next(i for i, e in enumerate(entries) if e.id == entry_id)
+            ahead = next((i for i, e in enumerate(entries[:at]) if e.state == "queued"), None)
+            if ahead is not None:  # queued (or resumed) above it while it ran
+                self.store.move(entry_id, ahead)
+        self.message.emit("info", CLOSED_LINE)

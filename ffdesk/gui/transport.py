@@ -2,7 +2,8 @@
 
 The clock and the key logic are plain functions and classes (testable without a window); the
 shortcuts are window-wide `QAction`s that step aside while a text field or number box has the
-focus, so typing "j" in a field types a j; Return in such a field (after it took the value) or Esc
+focus, so typing "j" in a field types a j (and for the keys a control the keyboard chose uses
+itself: `keyboard.keys_taken`); Return in such a field (after it took the value) or Esc
 gives the keys back, as does a click on the picture. Help > Keyboard shortcuts lists every key from
 the actions themselves, so the list cannot drift from what the keys do.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from PySide6 import __version__ as pyside_version
@@ -31,15 +32,14 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMenu,
     QMessageBox,
-    QPlainTextEdit,
     QTableWidget,
     QTableWidgetItem,
-    QTextEdit,
     QVBoxLayout,
     QWidget,
 )
 
 from ffdesk import __version__
+from ffdesk.gui.keyboard import EVERY_KEY, keys_taken
 from ffdesk.gui.models import SessionModel
 
 MAX_SHUTTLE = 8.0
@@ -187,13 +187,6 @@ def _shuttle(session: SessionModel, direction: int) -> None:
     session.set_rate(shuttle_rate(session.rate, direction))
 
 
-def takes_typing(widget: QWidget | None) -> bool:
-    """Whether `widget` uses plain keys itself: a text field, number box or editable list."""
-    if isinstance(widget, QComboBox):
-        return widget.isEditable()
-    return isinstance(widget, QLineEdit | QAbstractSpinBox | QTextEdit | QPlainTextEdit)
-
-
 def ends_on_return(widget: QWidget | None) -> bool:
     """Whether `widget` is a one-line field that takes its value on Return (a text field or
     number box, an editable list): the keys go back to the transport then."""
@@ -203,15 +196,17 @@ def ends_on_return(widget: QWidget | None) -> bool:
 
 
 class TypingGuard(QObject):
-    """Turns the window's plain-key actions off while a widget that takes typing has the focus
-    (a disabled action leaves its key to the focused widget), and on again when it leaves. Return
-    in a one-line field, once the field has taken its value, gives the keys back (`leave`): the
-    value stays as typed, not selected, so Space plays rather than replacing it."""
+    """Turns the window's plain-key actions off while a widget that takes typing has the focus,
+    and those a control uses itself while it has it (`keys_taken`: Space for a button the
+    keyboard chose, the arrows for a list; a disabled action leaves its key to the focused
+    widget), and on again when it leaves. Return in a one-line field, once the field has taken
+    its value, gives the keys back (`leave`): the value stays as typed, not selected, so Space
+    plays rather than replacing it. `actions`: by their first key."""
 
-    def __init__(self, window: QWidget, actions: Iterable[QAction], leave: Callable[[], None]) -> None:
+    def __init__(self, window: QWidget, actions: Mapping[str, QAction], leave: Callable[[], None]) -> None:
         super().__init__(window)
         self._window = window
-        self._actions = tuple(actions)
+        self._actions = dict(actions)
         self._leave = leave
         self._field: QWidget | None = None
         """The one-line field with the focus, watched for Return."""
@@ -233,9 +228,9 @@ class TypingGuard(QObject):
                 now.installEventFilter(self)
 
     def _follow(self, focused: QWidget | None) -> None:
-        on = not takes_typing(focused)
-        for action in self._actions:
-            action.setEnabled(on)
+        taken = keys_taken(focused)
+        for key, action in self._actions.items():
+            action.setEnabled(taken is not EVERY_KEY and key not in taken)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if (
@@ -275,8 +270,8 @@ def install_shortcuts(
     def leave() -> None:
         _leave_field(window, home or window)
 
-    TypingGuard(window, actions.values(), leave)
-    esc = QAction("Leave a text field or number box (the keys above work again)", window)
+    TypingGuard(window, actions, leave)
+    esc = QAction("Leave a text field, number box or control (the keys above work again)", window)
     esc.setShortcut(QKeySequence("Esc"))
     esc.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
     esc.triggered.connect(leave)
@@ -299,7 +294,7 @@ def _unless_held(
 
 def _leave_field(window: QMainWindow, home: QWidget) -> None:
     focused = window.focusWidget()
-    if takes_typing(focused):
+    if focused is not None and focused is not home and keys_taken(focused):
         home.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
 
@@ -350,6 +345,7 @@ class ShortcutsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Keyboard shortcuts")
         self.table = QTableWidget(len(rows), 2)
+        self.table.setTabKeyNavigation(False)  # Tab goes on to Close
         self.table.setHorizontalHeaderLabels(["Key", "Does"])
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

@@ -157,7 +157,7 @@ def test_closing_during_a_render_asks_once_then_cancels(
     entry = w.queue.entries()[0]
     if w.queue.busy:
         assert w.close() and len(asked) == 2
-        assert w.queue.store.get(entry.id).state in ("cancelled", "done")
+        assert w.queue.store.get(entry.id).state in ("queued", "done")  # (queued: resumes first)
     w.shutdown()
     assert not w.queue.worker.thread_.isRunning() and not w.preview_worker.thread_.isRunning()
 
@@ -198,7 +198,7 @@ def test_closing_without_asking_during_a_render_says_so(window, caplog) -> None:
     window.queue.current = "gone"  # as while a render runs: SIGTERM closes without asking
     with caplog.at_level(logging.WARNING, logger="ffdesk.gui.main_window"):
         window.shutdown()
-    assert "a render was running: cancelled where it resumes (Resume in the queue)" in caplog.text
+    assert "a render was running: stopped where it resumes, first, when ffdesk opens again" in caplog.text
 
 
 def test_settings_and_layout_persist(run_env: RuntimeEnv, qtbot, tiny_clip: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,120 @@
+"""The window's controls from the keyboard, beside the transport's window-wide keys.
+
+An editor's window answers Space and the arrows wherever the mouse last clicked: a click on a
+button, a tick box or a list leaves the keys to the picture. A control the keyboard chose (Tab)
+takes the keys it uses itself: Space presses a button or ticks a box, the arrows step a list, a
+table's rows or a slider, Return presses a button; everything else still drives the transport.
+Tab passes over the panels hidden behind another panel's tab (Qt keeps their controls in the
+focus chain, unseen).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
+    QAbstractSlider,
+    QAbstractSpinBox,
+    QApplication,
+    QComboBox,
+    QDockWidget,
+    QGraphicsView,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QTabBar,
+    QTextEdit,
+    QToolButton,
+    QWidget,
+)
+
+EVERY_KEY: frozenset[str] = frozenset({"*"})
+"""`keys_taken`'s answer for a widget that takes typing: every plain key is its own."""
+_STEPS = frozenset({"Left", "Right", "Up", "Down", "Home", "End"})
+
+
+def keys_taken(widget: QWidget | None) -> frozenset[str]:
+    """The transport keys (named by an action's first key, `transport_shortcuts`) that `widget`
+    uses itself while it has the focus: every key for a field that takes typing (`EVERY_KEY`),
+    the steps and Space for a list or table, a closed drop-down list and a slider their steps, a
+    tab bar Left and Right, a button or tick box Space."""
+    if widget is None:
+        return frozenset()
+    if takes_typing(widget):
+        return EVERY_KEY
+    if isinstance(widget, QAbstractItemView):
+        return _STEPS | {"Space", "Shift+Left", "Shift+Right", "Ctrl+Left", "Ctrl+Right"}
+    if isinstance(widget, QComboBox):
+        return frozenset({"Space", "Up", "Down", "Home", "End"})
+    if isinstance(widget, QAbstractSlider):
+        return _STEPS
+    if isinstance(widget, QTabBar):
+        return frozenset({"Left", "Right"})
+    if isinstance(widget, QAbstractButton):
+        return frozenset({"Space"})
+    return frozenset()
+
+
+def takes_typing(widget: QWidget | None) -> bool:
+    """Whether `widget` uses plain keys itself: a text field, number box or editable list."""
+    if isinstance(widget, QComboBox):
+        return widget.isEditable()
+    return isinstance(widget, QLineEdit | QAbstractSpinBox | QTextEdit | QPlainTextEdit)
+
+
+def keyboard_focus_only(widget: QWidget) -> None:
+    """A button, tick box, closed drop-down list, slider or tab bar takes the focus from Tab, not
+    from a click (the keys stay with the picture, as in an editor); a scroll area is no stop of
+    its own (Tab goes to the controls in it, which it scrolls into view), nor is a graph."""
+    if isinstance(widget, QScrollArea | QGraphicsView):
+        widget.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        return
+    if isinstance(widget, QComboBox) and widget.isEditable():
+        return
+    keyed = isinstance(widget, QAbstractButton | QComboBox | QAbstractSlider | QTabBar)
+    if keyed and widget.focusPolicy() & Qt.FocusPolicy.ClickFocus:
+        widget.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+
+
+def buried(widget: QWidget) -> bool:
+    """Whether `widget` is in a panel docked behind another panel's tab (unseen)."""
+    p: QWidget | None = widget
+    while p is not None:
+        if isinstance(p, QDockWidget):
+            return not p.isFloating() and p.visibleRegion().isEmpty()
+        p = p.parentWidget()
+    return False
+
+
+class KeyboardControls(QObject):
+    """For the controls of `window`, now and as they are made: `keyboard_focus_only`, and Return
+    (or Enter) presses the button that has the focus."""
+
+    def __init__(self, window: QWidget) -> None:
+        super().__init__(window)
+        self._window = window
+        for child in window.findChildren(QWidget):
+            keyboard_focus_only(child)
+        app = QApplication.instance()
+        if app is not None:
+            app.installEventFilter(self)  # (Qt drops it when this object goes, with the window)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        kind = event.type()
+        if kind == QEvent.Type.Polish and isinstance(watched, QWidget) and watched.window() is self._window:
+            keyboard_focus_only(watched)
+        elif (
+            kind == QEvent.Type.KeyPress
+            and isinstance(watched, QPushButton | QToolButton)
+            and isinstance(event, QKeyEvent)
+            and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+            and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+            and watched.window() is self._window
+            and watched.isEnabled()
+        ):
+            watched.animateClick()
+            return True
+        return False

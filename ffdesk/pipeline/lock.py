@@ -8,6 +8,13 @@ the holder's PID, host and start time, so a refused render can say who has the o
 Where a file system cannot flock (some network mounts), the lock falls back to the PID in the
 file: a holder on this host that is no longer running is taken over; a live one, or one on
 another host, refuses the render.
+
+In a folder several users share, a lock file is made with the umask's mode (as every file ffdesk
+writes), so a group-shared folder's lock is one the group can take. One that this user cannot
+write (another user's, made under a umask of 022 or by an older ffdesk, which made them 0644) is
+opened read-only, which flock takes as well: a live holder refuses as any other; a dead one's
+file is replaced by one of this user's, where the folder lets this user remove it, else one line
+says whose it is and to remove it. The queue's lock (`queue.QueueInUse`) is taken the same way.
 """
 
 from __future__ import annotations
@@ -18,19 +25,116 @@ import fcntl
 import gc
 import json
 import os
+import pwd
+import shlex
 import socket
+import stat
 import time
 import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ffdesk import jsontext
-from ffdesk.errors import Busy
+from ffdesk.errors import Busy, UserError
 from ffdesk.media.atomic import opened_is, raise_if_disk_full, read_head, refuse_link
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 _ATTEMPTS = 20
 _WAIT_S = 0.05
+LOCK_MODE = 0o666
+"""The mode a lock file is made with, less the umask: as every file ffdesk writes (a fixed 0644
+kept the group of a shared folder from taking a lock another member left)."""
+_NEVER_A_LINK = os.O_CLOEXEC | os.O_NOFOLLOW
+
+
+def open_lock(path: Path, what: str) -> tuple[int, bool]:
+    """The lock file at `path` opened, made when it is not there, never through a link (`what`
+    names it in the refusal of one: "the render's lock file"): (descriptor, whether it is open
+    for writing). One this user cannot write is opened read-only: flock takes it all the same,
+    so whether its holder lives can be told, and `replace_stale` replaces it once it does not.
+
+    `UserError` when this user can neither write nor read it; the `PermissionError` of making it
+    where the folder does not let this user make files."""
+    denied: OSError | None = None
+    for _ in range(3):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | _NEVER_A_LINK, LOCK_MODE), True
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                refuse_link(path, what)
+            if exc.errno not in (errno.EACCES, errno.EPERM):
+                raise
+            denied = exc
+        try:
+            return os.open(path, os.O_RDONLY | _NEVER_A_LINK), False
+        except FileNotFoundError:
+            continue  # (its holder removed it as we looked: make it, or open the next one)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                refuse_link(path, what)
+            owner = _owner_of(path)
+            if exc.errno not in (errno.EACCES, errno.EPERM) or owner is None:
+                raise
+            raise UserError(
+                f"{path}: {what} belongs to {owner} and this user can neither write nor read it, so "
+                "whether it is held cannot be told; if nothing uses it, remove it "
+                f"(rm {shlex.quote(str(path))}) and try again"
+            ) from exc
+    assert denied is not None
+    raise denied  # the folder does not let this user make the file
+
+
+def replace_stale(path: Path, fd: int, what: str, left_by: str) -> int | None:
+    """A new lock file of this user's at `path`, opened for writing (not yet locked), in place of
+    the one open read-only at `fd`, whose lock this process holds now (its holder is gone, so
+    `left_by`, who held it, says in a refusal); None when it is no longer the file at `path` or
+    another process made the new one first (open it again: one of them wins the new file's lock).
+    `fd` stays open and locked: close it once the new file is locked, so that others that opened
+    the old one find it no longer at `path` (`opened_is`) when they get its lock.
+
+    `UserError` in one line, naming its owner, when the folder does not let this user remove it
+    (a folder with the sticky bit, such as /tmp, lets only its owner)."""
+    if not opened_is(fd, path):
+        return None
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM):
+            raise
+        try:
+            sticky = bool(os.stat(path.parent).st_mode & stat.S_ISVTX)
+        except OSError:
+            sticky = False
+        why = (
+            f"{path.parent} lets only a file's owner remove it"
+            if sticky
+            else f"it may not change {path.parent}"
+        )
+        owner = _owner_of(path, fd) or "another user"
+        raise UserError(
+            f"{path}: {what} belongs to {owner} and this user cannot replace it ({why}); "
+            f"{left_by}, which held it, is no longer running: its owner or an administrator can remove it "
+            f"(rm {shlex.quote(str(path))}), then try again"
+        ) from exc
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NEVER_A_LINK, LOCK_MODE)
+    except FileExistsError:
+        return None
+
+
+def _owner_of(path: Path, fd: int | None = None) -> str | None:
+    """ "user NAME" (or "uid N") owning the file open at `fd`, else at `path` (None when it
+    cannot be looked at)."""
+    try:
+        uid = os.fstat(fd).st_uid if fd is not None else os.lstat(path).st_uid
+    except OSError:
+        return None
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
 
 
 @dataclass(frozen=True)
@@ -169,25 +273,30 @@ class OutputLock:
         collected = False
         waits = 0
         for _ in range(_ATTEMPTS + 10):
-            try:  # never through a link: a link at the lock's name would have us write its target
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    refuse_link(path, "the render's lock file")
-                raise
+            # never through a link: a link at the lock's name would have us write its target
+            fd, writable = open_lock(path, "the render's lock file")
             try:
                 holder = cls._try(path, fd)
             except BaseException:
                 os.close(fd)
                 raise
             if holder is None:
-                if opened_is(fd, path):
+                if not opened_is(fd, path):
+                    os.close(fd)  # its holder removed it as we opened it: take the new one
+                    continue
+                if writable:
                     return cls._claim(path, fd, output, writing)
-                os.close(fd)  # its holder removed it as we opened it: take the new one
+                taken = cls._take_over(path, fd, output, writing)  # (closes fd)
+                if taken is not None:
+                    return taken
                 continue
             os.close(fd)
             if holder.pid == -1 and waits < 10:
                 waits += 1  # the holder took it a moment ago and is still writing its name
+                time.sleep(_WAIT_S)
+                continue
+            if not writable and holder.here and not pid_running(holder.pid) and waits < 10:
+                waits += 1  # another render is replacing a dead one's file it could not write
                 time.sleep(_WAIT_S)
                 continue
             if holder.pid == os.getpid() and holder.here and not collected:
@@ -215,8 +324,35 @@ class OutputLock:
         return None
 
     @classmethod
-    def _claim(cls, path: Path, fd: int, output: str, writing: str) -> OutputLock:
-        stale = _read_holder(fd)
+    def _take_over(cls, path: Path, old_fd: int, output: str, writing: str) -> OutputLock | None:
+        """The lock, in a file of this user's in place of the one open read-only at `old_fd`, which
+        this process holds (its holder is gone); None when another process got there first."""
+        try:
+            stale = _read_holder(old_fd)
+            left_by = "the process" if stale is None else f"process {stale.pid}"
+            if stale is not None and not stale.here:
+                left_by += f" on {stale.host}"
+            fd = replace_stale(path, old_fd, "the render's lock file", left_by)
+            if fd is None:
+                return None
+            try:
+                holder = cls._try(path, fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if holder is not None or not opened_is(fd, path):
+                os.close(fd)
+                return None
+            return cls._claim(path, fd, output, writing, stale)
+        finally:
+            os.close(old_fd)
+
+    @classmethod
+    def _claim(
+        cls, path: Path, fd: int, output: str, writing: str, stale: LockHolder | None = None
+    ) -> OutputLock:
+        """`stale`: the holder of a file replaced (by `_take_over`), else the one found in it."""
+        stale = stale or _read_holder(fd)
         me = LockHolder.me(output, writing)
         try:
             _write_holder(fd, me)

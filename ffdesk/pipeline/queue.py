@@ -36,11 +36,12 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from ffdesk import jsontext
 from ffdesk.errors import UserError
-from ffdesk.media.atomic import keep_aside, write_json_atomic
+from ffdesk.media.atomic import keep_aside, opened_is, read_head, write_json_atomic
 from ffdesk.pipeline import events as ev
 from ffdesk.pipeline.codec import choice_of
 from ffdesk.pipeline.job import RenderJob, upgrade_legacy_fields
 from ffdesk.pipeline.job_json import field_types, fields_from_dict, fields_to_dict, json_defaults
+from ffdesk.pipeline.lock import open_lock, pid_running, replace_stale
 
 if TYPE_CHECKING:
     from ffdesk.runtime.env import RuntimeEnv
@@ -686,27 +687,64 @@ class QueueInUse:
 
     Two runners of one queue would render the same jobs twice and each overwrite the other's
     states, so the second is told who holds it. The lock is `flock` on `QUEUE.lock`, which the
-    kernel drops when its process ends, however it ends.
+    kernel drops when its process ends, however it ends; the file is made with the umask's mode
+    (a group-shared queue's lock is one the group can take) and removed when let go. One left by
+    another user that this user cannot write is taken as the render's lock is (`lock.open_lock`):
+    refused while its holder lives, replaced once it does not.
     """
 
-    def __init__(self, fd: int) -> None:
-        self._close = weakref.finalize(self, os.close, fd)
+    def __init__(self, fd: int, path: Path) -> None:
+        self._close = weakref.finalize(self, _let_go, fd, path)
 
     @classmethod
     def take(cls, queue_path: Path, by: str) -> QueueInUse | str:
-        """The lock, or (when another process holds it) one line saying who: "by (process N)"."""
+        """The lock, or (when another process holds it) one line saying who: "by (process N)".
+        `UserError` when the lock file is another user's that this user can neither use nor
+        replace (one line naming its owner)."""
         lock_path = queue_path.with_name(queue_path.name + ".lock")
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 4096).decode("utf-8", "replace").strip() or "another ffdesk process"
-            os.close(fd)
-            return holder.splitlines()[0]
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{by} (process {os.getpid()})\n".encode(), 0)
-        return cls(fd)
+        holder = _NO_HOLDER
+        waits = 0
+        for _ in range(_LOCK_ATTEMPTS):
+            fd, writable = open_lock(lock_path, "the queue's lock file")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _holder_line(fd)
+                os.close(fd)
+                if not writable and waits < 10 and not _holder_running(holder):
+                    waits += 1  # another process is replacing a dead one's file it could not write
+                    time.sleep(0.05)
+                    continue
+                return holder
+            if not opened_is(fd, lock_path):
+                os.close(fd)  # its holder removed it as we opened it: take the new one
+                continue
+            if not writable:
+                try:
+                    left_by = _holder_line(fd, "the process")
+                    fresh = replace_stale(lock_path, fd, "the queue's lock file", left_by)
+                    if fresh is None:
+                        continue
+                    try:
+                        fcntl.flock(fresh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except OSError:
+                        os.close(fresh)  # another process took the new file first
+                        continue
+                    if not opened_is(fresh, lock_path):
+                        os.close(fresh)
+                        continue
+                finally:
+                    os.close(fd)  # (the old file's lock: the new one's is held now)
+                fd = fresh
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{by} (process {os.getpid()})\n".encode(), 0)
+            except BaseException:
+                _let_go(fd, lock_path)
+                raise
+            return cls(fd, lock_path)
+        return holder
 
     @staticmethod
     def held_by_another(queue_path: Path) -> bool:
@@ -731,3 +769,29 @@ class QueueInUse:
     def release(self) -> None:
         """Let another runner take the queue; safe to call twice."""
         self._close()
+
+
+_LOCK_ATTEMPTS = 30
+_NO_HOLDER = "another ffdesk process"
+
+
+def _holder_line(fd: int, unknown: str = _NO_HOLDER) -> str:
+    """The first line of the queue's lock file: who holds (or last held) it."""
+    lines = (read_head(fd) or b"").decode("utf-8", "replace").strip().splitlines()
+    return lines[0] if lines else unknown
+
+
+def _holder_running(line: str) -> bool:
+    """Whether the process a holder line names ("by (process N)") still runs here (True when
+    the line names none)."""
+    found = re.search(r"\(process (\d+)\)$", line)
+    return found is None or pid_running(int(found.group(1)))
+
+
+def _let_go(fd: int, path: Path) -> None:
+    """Remove the queue's lock file (while still holding it) and close it, which drops the lock."""
+    with contextlib.suppress(OSError):
+        if opened_is(fd, path):
+            path.unlink()
+    with contextlib.suppress(OSError):
+        os.close(fd)

@@ -38,9 +38,10 @@ def lock_path(path: Path) -> Path:
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold the exclusive lock of the cache file `path` (OSError where its folder cannot be
-    made or written)."""
+    made or written). The lock file is made with the umask's mode, so the group of a cache
+    folder several users share can take it too."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path(path), os.O_CREAT | os.O_RDWR, 0o600)
+    fd = os.open(lock_path(path), os.O_CREAT | os.O_RDWR, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

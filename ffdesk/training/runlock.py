@@ -170,9 +170,10 @@ def remove_stale_partials(run_dir: Path) -> list[Path]:
 
 def _open(path: Path, flags: int) -> int:
     """The lock file opened with `flags`, never through a link (one at its name would have a
-    trainer write its target)."""
+    trainer write its target). Made with the umask's mode, as every file ffdesk writes (a fixed
+    0644 kept the group of a shared run folder from taking a lock another member left)."""
     try:
-        return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             refuse_link(path, "the run's lock file")

@@ -122,7 +122,7 @@ def _write_crash_log(env: RuntimeEnv | None) -> Path | None:
         path = folder / f"crash-{time.strftime('%Y%m%d-%H%M%S')}.log"
         path.write_text(traceback.format_exc())
         return path
-    except OSError:
+    except Exception:  # noqa: BLE001 - no folder for it (a read-only home, settings unreadable)
         return None
 
 
@@ -192,14 +192,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated:
         print("ffdesk: stopped (SIGTERM)", file=sys.stderr)
         return 143
-    except SystemExit as exc:  # --help / --version
-        return int(exc.code or 0) if isinstance(exc.code, int) else 0
+    except SystemExit as exc:  # --help / --version; a message: said, exit 1 (as Python does)
+        if exc.code is None or isinstance(exc.code, int):
+            return int(exc.code or 0)
+        print(f"ffdesk: error: {exc.code}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # the reader went away (`ffdesk probe CLIP | head`): stop quietly, as command-line tools do
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:
+        if (gone := _folder_gone(exc)) is not None:
+            print(f"ffdesk: error: {gone}", file=sys.stderr)
+            return 2
         if not is_place_error(exc):
             return _internal_error(exc, env)
         print(f"ffdesk: error: {place_error(exc)}", file=sys.stderr)
@@ -209,8 +215,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _internal_error(exc, env)
         print(f"ffdesk: error: {missing_package(exc.name)}", file=sys.stderr)
         return 1
+    except RuntimeError as exc:
+        if (loop := _link_loop(exc)) is None:
+            return _internal_error(exc, env)
+        print(f"ffdesk: error: {loop}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         return _internal_error(exc, env)
+
+
+def _link_loop(exc: RuntimeError) -> str | None:
+    """One line for the error Python 3.11's `Path.resolve` raises on a symbolic link loop."""
+    text = str(exc)
+    if not text.startswith("Symlink loop from "):
+        return None
+    return f"{text.removeprefix('Symlink loop from ').strip(chr(39))}: a loop of symbolic links"
+
+
+def _folder_gone(exc: OSError) -> str | None:
+    """One line for a relative path met while the current folder no longer exists (deleted
+    under a shell that is still in it): `os.getcwd()` fails and the error names no file."""
+    if not isinstance(exc, FileNotFoundError) or exc.filename is not None:
+        return None
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return "the current folder no longer exists (deleted?): cd to one that does, or give full paths"
+    return None
 
 
 PLACE_ERRNOS = frozenset(
@@ -245,7 +276,9 @@ def place_error(exc: OSError) -> str:
 
 def _internal_error(exc: BaseException, env: RuntimeEnv | None) -> int:
     log = _write_crash_log(env)
-    where = f" (details in {log})" if log else ""
+    if log is None:  # (no folder for the log: a read-only home) the details here, not lost
+        traceback.print_exc(file=sys.stderr)
+    where = f" (details in {log})" if log else " (details above: no crash log could be written)"
     print(f"ffdesk: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
     return 1
 

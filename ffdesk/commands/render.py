@@ -617,9 +617,9 @@ def _render_on_farm(args: argparse.Namespace) -> int:
         report = render_on_farm(args, job, progress)
     finally:
         progress.close()
+    print(farm_summary(report))
     if job.report is not None:
         write_report(job.report, report)
-    print(farm_summary(report))
     _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")
@@ -649,9 +649,11 @@ def run(args: argparse.Namespace) -> int:
         report = replace(report, telemetry=summary)
     finally:
         progress.close()
+    print(finished_line(report))  # first: a report that cannot be written leaves no doubt of the output
     if job.report is not None:
         write_report(job.report, report)
-    print(finished_line(report))
+    if report.telemetry is not None and report.telemetry.log_error:
+        print(f"ffdesk: warning: {report.telemetry.log_error}", file=sys.stderr)
     _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")

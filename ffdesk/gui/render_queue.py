@@ -151,6 +151,9 @@ class QueueController(QObject):
         self._in_use: QueueInUse | None = None
         self.in_use_note: str | None = None
         """Set while another process (`ffdesk queue run`) runs this queue: jobs here wait."""
+        self.kept_note: str | None = None
+        """Set when the queue's folder cannot be written: it is kept for this session only."""
+        path = self._keepable(path)
         self._take_queue(path)
         self.store = RenderQueue(path)
         self._retry = QTimer(self)
@@ -250,9 +253,9 @@ class QueueController(QObject):
 
     @property
     def load_warning(self) -> str | None:
-        """A note for the status area when the stored queue was damaged (and kept aside), or is
-        being run by another process."""
-        notes = [n for n in (self.store.warning, self.in_use_note) if n]
+        """A note for the status area when the stored queue was damaged (and kept aside), is
+        being run by another process, or cannot be kept where it belongs."""
+        notes = [n for n in (self.kept_note, self.store.warning, self.in_use_note) if n]
         return "; ".join(notes) if notes else None
 
     def _retry_queue(self) -> None:
@@ -264,6 +267,28 @@ class QueueController(QObject):
                 name = self.store.path.name
                 self.message.emit("info", f"{name}: the other run is over; its jobs show here")
                 self.start_next()
+
+    def _keepable(self, path: Path) -> Path:
+        """`path`, or where its folder cannot be made or written (a read-only home, a data folder
+        of another user's), a queue in a temporary folder for this session (`kept_note` says so):
+        the window opens and renders all the same."""
+        import tempfile
+
+        from ffdesk.errors import UserError
+        from ffdesk.media.atomic import check_writable_folder
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            check_writable_folder(path.parent)
+            return path
+        except (OSError, UserError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not writable"
+            session = Path(tempfile.mkdtemp(prefix="ffdesk-queue-")) / path.name
+            self.kept_note = (
+                f"the render queue cannot be kept in {path.parent} ({why}): it lasts this session "
+                f"only ({session})"
+            )
+            return session
 
     def _take_queue(self, path: Path) -> bool:
         """Hold the queue file while the window is open (True), unless another process runs it."""

@@ -36,7 +36,11 @@ def _folders(root: Path) -> dict[str, tuple[Path, str]]:
         "missing": (root / "runs" / "ab", "no such folder"),
         "empty": (empty, "not a run folder (no model.onnx in it; `ffdesk train` makes one)"),
         "faceset": (faceset, "not a run folder but a faceset"),
-        "running": (running, "the training run has no model.onnx yet"),
+        "running": (
+            running,
+            f"the training run has no model.onnx yet (a run exports it when it ends; "
+            f"`ffdesk train export --run {running}` exports its last checkpoint now)",
+        ),
         "missing model": (root / "gone.onnx", "no such file"),
         "not a model": (PHOTO, "not a model (give a name from `ffdesk models list`"),
     }

@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "live", help="swap faces in a camera's picture as it comes (virtual camera, stream, recording)"
     )
-    p.add_argument("--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    p.add_argument("-s", "--source", action="append", type=Path, default=[], help="face photo (repeatable)")
     p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
     p.add_argument(
         "--camera",

@@ -99,8 +99,8 @@ def _folder_problem(folder: Path) -> str | None:
         )
     if any((folder / name).exists() for name in (control.STATUS, control.CHECKPOINT, control.SETTINGS)):
         return (
-            f"the training run has no {control.MODEL} yet (a run exports it when it ends, or on "
-            f"`ffdesk monitor {folder} --send export`)"
+            f"the training run has no {control.MODEL} yet (a run exports it when it ends; "
+            f"`ffdesk train export --run {folder}` exports its last checkpoint now)"
         )
     return f"not a run folder (no {control.MODEL} in it; `ffdesk train` makes one)"
 

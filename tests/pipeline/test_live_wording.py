@@ -44,6 +44,8 @@ def test_a_clip_camera_that_is_not_there_is_named_as_given(
 ) -> None:
     line = _error(capsys, ["live", "--source", str(SOURCE), "--camera", "file:/nonexistent"])
     assert line == "ffdesk: error: --camera file:/nonexistent: no such clip"
+    line = _error(capsys, ["live", "-s", str(SOURCE), "--camera", "file:/nonexistent"])  # as render's -s
+    assert line == "ffdesk: error: --camera file:/nonexistent: no such clip"
     line = _error(capsys, ["live", "--source", str(SOURCE), "--camera", f"file:{tmp_path}"])
     assert line == f"ffdesk: error: --camera file:{tmp_path}: a folder, not a clip"
 

@@ -12,7 +12,10 @@ import pytest
 
 from ffdesk import cli
 from ffdesk.media.synth import synth_clip
+from ffdesk.runtime.resources import resource_path
 from tests.media.test_inspect import avi_with_bframes
+
+PHOTO = resource_path("sample", "grace_hopper.jpg")
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,14 @@ def test_the_encoder_and_output_choose_the_plan(
     assert cli.main(["probe", str(clips["avi"]), "--output", "out.txt"]) == 2
     err = capsys.readouterr().err
     assert "--output out.txt: --encoder h264 cannot be written to a '.txt' file; use .mp4" in err
+    # as render refuses them: PNG frames into a clip's file, a clip's file for an image, --fps
+    assert cli.main(["probe", str(clips["avi"]), "--encoder", "png", "--output", "x.mp4"]) == 2
+    err = capsys.readouterr().err
+    assert "--output x.mp4: --encoder png writes a folder of frames and cannot be written to a '.mp4'" in err
+    assert cli.main(["probe", str(PHOTO), "--output", "x.mp4"]) == 2
+    assert "--output x.mp4: an image target needs an image output" in capsys.readouterr().err
+    assert cli.main(["probe", str(clips["avi"]), "--fps", "30"]) == 2
+    assert "--fps is the frame rate of an image sequence" in capsys.readouterr().err
 
 
 def test_a_plain_clip_has_nothing_to_watch(

@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         suffix = container_suffix(args.encoder)
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
+    if args.fps is not None and not is_sequence_path(args.clip):  # as render and faces refuse it
+        raise UserError(f"--fps is the frame rate of an image sequence; {args.clip.name} has its own")
     limit = max_pixels_of(args)
     report = inspect_clip(  # refuses a frame over `limit` from its header, before decoding
         args.clip,
@@ -73,15 +75,12 @@ def run(args: argparse.Namespace) -> int:
         driver=runtime_env(args).driver,
         max_pixels=limit,
     )
-    if args.output is not None and not report.is_image:  # as the render would refuse it
-        from ffdesk.pipeline.engine import VIDEO_SUFFIXES
+    if args.output is not None:  # as the render would refuse it
+        from ffdesk.pipeline.engine import output_suffix_problem
 
-        allowed = VIDEO_SUFFIXES.get(args.encoder)
-        if allowed is not None and suffix not in allowed:
-            raise UserError(
-                f"--output {args.output.name}: --encoder {args.encoder} cannot be written to a "
-                f"'{suffix or 'no suffix'}' file; use {', '.join(allowed)}"
-            )
+        problem = output_suffix_problem(args.output, args.encoder, is_image=report.is_image)
+        if problem is not None:
+            raise UserError(f"--output {problem}")
     if args.json:
         json.dump(report_dict(report), sys.stdout, indent=2)
         sys.stdout.write("\n")

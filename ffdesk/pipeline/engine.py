@@ -350,22 +350,41 @@ FILE_SUFFIXES = frozenset(
 the other clip types the app opens): a folder of PNG frames is never given one of them."""
 
 
-def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
-    suffix = job.output.suffix.lower()
-    if info.is_image:
+def output_suffix_problem(output: Path, encoder: str, *, is_image: bool) -> str | None:
+    """What is wrong with writing `output`, by its name, with `encoder` from an image target or a
+    clip (None: nothing): a render refuses it, and `ffdesk probe --output` as the render would."""
+    suffix = output.suffix.lower()
+    if is_image:
         if suffix not in IMAGE_SUFFIXES:
-            kinds = ", ".join(sorted(IMAGE_SUFFIXES))
-            raise UserError(f"{job.output.name}: an image target needs an image output ({kinds})")
-        return
-    if job.encoder == "png":
-        _check_png_folders(job, suffix)
-        return
-    allowed = VIDEO_SUFFIXES.get(job.encoder)
+            return (
+                f"{output.name}: an image target needs an image output ({', '.join(sorted(IMAGE_SUFFIXES))})"
+            )
+        return None
+    if encoder == "png":
+        if suffix in FILE_SUFFIXES:
+            return (
+                f"{output.name}: --encoder png writes a folder of frames and cannot be written to a "
+                f"'{suffix}' file; give a folder name, such as {output.stem}"
+            )
+        return None
+    allowed = VIDEO_SUFFIXES.get(encoder)
     if allowed is not None and suffix not in allowed:
-        raise UserError(
-            f"{job.output.name}: --encoder {job.encoder} cannot be written to a '{suffix or 'no suffix'}' "
+        return (
+            f"{output.name}: --encoder {encoder} cannot be written to a '{suffix or 'no suffix'}' "
             f"file; use {', '.join(allowed)}"
         )
+    return None
+
+
+def _check_output_kind(job: RenderJob, info: MediaInfo) -> None:
+    problem = output_suffix_problem(job.output, job.encoder, is_image=info.is_image)
+    if problem is not None:
+        raise UserError(problem)
+    if info.is_image:
+        return
+    if job.encoder == "png":
+        _check_png_folders(job)
+        return
     matte = matte_clip_path(job.output)
     if job.matte == "clip" and matte.is_dir() and not matte.is_symlink():
         raise UserError(
@@ -386,7 +405,7 @@ def hold_matte_clip(job: RenderJob, held: contextlib.ExitStack) -> None:
     held.callback(lock.release)
 
 
-def _check_png_folders(job: RenderJob, suffix: str) -> None:
+def _check_png_folders(job: RenderJob) -> None:
     """`UserError` (one line) unless the folders a PNG render writes (the output, and with
     `--matte clip` the matte clip's beside it) can take its frames: a name without a clip or
     image suffix, nothing there, or an empty folder, or one an earlier PNG render wrote (which
@@ -394,11 +413,6 @@ def _check_png_folders(job: RenderJob, suffix: str) -> None:
     the join checks again as it replaces it (`atomic.atomic_output`'s `own`)."""
     if job.output.exists() and not job.output.is_dir():
         raise UserError(f"{job.output.name}: --encoder png writes a folder of frames, and this is a file")
-    if suffix in FILE_SUFFIXES:
-        raise UserError(
-            f"{job.output.name}: --encoder png writes a folder of frames and cannot be written to a "
-            f"'{suffix}' file; give a folder name, such as {job.output.stem}"
-        )
     folders = [(job.output, job.output.name, "the output folder")]
     if job.matte == "clip":
         matte = matte_clip_path(job.output)

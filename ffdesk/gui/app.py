@@ -100,6 +100,8 @@ def run_gui(clip: Path | None = None, sources: tuple[Path, ...] = (), *, env: Ru
         window.add_source(s)
     if clip is not None:
         window.open_clip(clip)
+    if clip is None and not sources:  # the work of the last session comes back, as in an editor
+        window.reopen_last_session()
     try:
         with quit_on_signals(app, window.shutdown):
             return int(app.exec())

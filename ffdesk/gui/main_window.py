@@ -985,7 +985,66 @@ class MainWindow(QMainWindow):
         q.setValue("window/state_sum", layout_sum(bytes(state.data())))
         q.setValue("session/show_before", self.live_view.editor_split)  # the editor's, also while live
         q.setValue("session/split", self.session.split)
+        self._save_open_work()
         self.save_controls()
+
+    def _save_open_work(self) -> None:
+        """The clip being edited (not a render being played), where its playhead and in/out points
+        are, and the source photos: the next start without a clip or photo given opens them again
+        (`reopen_last_session`)."""
+        s, q = self.session, self.qsettings
+        clip = s.clip.path if s.clip is not None and not s.player else None
+        work = {
+            "clip": str(clip) if clip is not None else None,
+            "position": s.position,
+            "in": s.in_point,
+            "out": s.out_point,
+            "sources": [str(item.path) for item in s.sources],
+        }
+        q.setValue("session/open", json.dumps(work))
+
+    def reopen_last_session(self) -> None:
+        """Open the clip and the source photos the last session had (`_save_open_work`), its
+        playhead and in/out points where they were; a file no longer there is one Status line.
+        What cannot be read of the saved record is passed over."""
+        try:
+            work = json.loads(str(self.qsettings.value("session/open", "{}")))
+        except ValueError:
+            return
+        if not isinstance(work, dict):
+            return
+        gone = []
+        for name in work.get("sources") or ():
+            if isinstance(name, str) and name:
+                if Path(name).is_file():
+                    self.add_source(Path(name))
+                else:
+                    gone.append(Path(name).name)
+        clip = work.get("clip")
+        if isinstance(clip, str) and clip:
+            if not Path(clip).exists():
+                gone.append(Path(clip).name)
+            elif self.open_clip(Path(clip)):
+                self._put_back_points(work)
+        if gone:
+            self.status.post("info", f"last session's {', '.join(gone)}: no longer there")
+
+    def _put_back_points(self, work: dict[str, Any]) -> None:
+        s = self.session
+        last = s.last_index
+
+        def point(key: str) -> int | None:
+            value = work.get(key)
+            return (
+                value
+                if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= last
+                else None
+            )
+
+        s.set_range(point("in"), point("out"))
+        position = point("position")
+        if position is not None:
+            s.set_position(position)
 
     def save_controls(self) -> None:
         """Write the controls' settings to gui.ini now (soon after each change, not only on

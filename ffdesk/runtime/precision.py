@@ -19,12 +19,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import io
 import json
 import os
+import pickle
+import shutil
+import signal
 import tempfile
+import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -32,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ffdesk.errors import UserError
+from ffdesk.errors import Cancelled, UserError
 from ffdesk.media import atomic
 from ffdesk.runtime import shared_cache
 from ffdesk.runtime.env import RuntimeEnv
@@ -345,39 +350,242 @@ def make_int8(
             f"{Path(src).name}: an INT8 variant needs calibration inputs (a few frames of the clip)"
         )
     what = f"{Path(src).name}: its INT8 variant"
+    samples = [{k: np.asarray(v) for k, v in s.items()} for s in calibration]
     _writable(what, dest.parent)
-    # the model with its shapes and the variant are both there before the first is removed
-    _need_room(what, dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN)
-    _in_own_process(what, _quantize, Path(src), list(calibration), dest, per_channel)
+    # the model with its shapes and the variant are both there before the first is removed, and
+    # the calibration inputs on their way to the process that makes it
+    inputs = sum(v.nbytes for s in samples for v in s.values())
+    _need_room(what, dest.parent, 2 * Path(src).stat().st_size + SHAPES_MARGIN + inputs)
+    # the process's work folder (its inputs, the model it prepares, the variant as it is written)
+    # is this one's to remove: a process killed for memory leaves it, as large as the model
+    work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".int8-"))
+    try:
+        _in_own_process(what, _quantize, Path(src), samples, dest, per_channel, work, folder=work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     _write_sidecar(dest)
     return dest
 
 
-def _in_own_process(what: str, fn: Callable[..., object], *args: object) -> None:
+START_UP_BYTES = 32 << 10
+"""The most a variant's process is sent through its start-up pipe beside what `multiprocessing`
+itself sends (a few KiB): well within a pipe's 64 KiB, so starting it never waits on it reading.
+Its arrays set apart, a calibration sample of two inputs takes about 24 bytes of it."""
+
+JOIN_S = 60.0
+"""How long a variant's process that sent its outcome is given to exit before it is killed."""
+
+
+def _in_own_process(what: str, fn: Callable[..., object], *args: object, folder: Path | None = None) -> None:
     """Run `fn(*args)` in a fresh process and wait for it: the quantization holds about two and
     a half times the model at its peak (1.3 GB for a 527 MiB swapper; ONNX Runtime's plain steps
     3.2 GB) and leaves the process that ran it larger for good, so a render or the app keeps none
     of it, and a process killed for memory is one line (`UserError`), not the end of the render.
     Its own errors come back as they are. The process is a daemon: an app that quits does not
-    wait for it."""
-    import multiprocessing
+    wait for it.
 
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_run_child, args=(send, fn, args), daemon=True, name="ffdesk-variant")
-    child.start()
-    send.close()  # the child's end alone: its exit is the end of the pipe
+    The arrays among `args` (and long byte strings) go to it through a temporary file in NumPy's
+    format in `folder` (default: the system's temporary folder), removed however it ends; its
+    start-up pipe carries only the small rest (`START_UP_BYTES`). Written into that pipe, the
+    calibration frames blocked the render for good where the process died before reading them
+    (the parent holds the pipe's other end too, so its write never fails). The wait ends when the
+    process does, and at Ctrl-C or SIGTERM (`_interrupts_end_wait`), which kill it first."""
+    payload, arrays = _set_apart((fn, args))
+    if len(payload) > START_UP_BYTES:
+        raise ValueError(
+            f"{what}: its process would be sent {len(payload)} bytes through its start-up pipe "
+            f"(at most {START_UP_BYTES}); pass the bulk of it as arrays"
+        )
+    inputs = _arrays_file(what, arrays, folder) if arrays else None
     try:
-        outcome = receive.recv()
-    except EOFError:
-        outcome = None
+        outcome = _outcome_of(payload, inputs)
     finally:
-        receive.close()
-        child.join()
+        if inputs is not None:
+            with contextlib.suppress(OSError):
+                inputs.unlink(missing_ok=True)
     if outcome is None:
         raise UserError(f"{what}: the process making it ended before it was done (out of memory?)")
     if isinstance(outcome, BaseException):
         raise _one_line(what, outcome)
+
+
+class _ArraysApart(pickle.Pickler):
+    """Pickles with the arrays (but those of Python objects) and byte strings over
+    `LONG_BYTES` set apart in `arrays`, the pickle naming each by its place there."""
+
+    LONG_BYTES = 1024
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.arrays: list[npt.NDArray[Any]] = []
+
+    def persistent_id(self, obj: Any) -> tuple[str, int] | None:
+        if isinstance(obj, np.ndarray) and not obj.dtype.hasobject:
+            kind, array = "ndarray", obj
+        elif isinstance(obj, bytes | bytearray) and len(obj) > self.LONG_BYTES:
+            kind, array = type(obj).__name__, np.frombuffer(obj, np.uint8)
+        else:
+            return None
+        self.arrays.append(array)
+        return kind, len(self.arrays) - 1
+
+
+class _ArraysBack(pickle.Unpickler):
+    """Unpickles what `_ArraysApart` pickled, given the arrays it set apart."""
+
+    def __init__(self, file: io.BytesIO, arrays: Sequence[npt.NDArray[Any]]) -> None:
+        super().__init__(file)
+        self.arrays = arrays
+
+    def persistent_load(self, pid: Any) -> object:
+        kind, index = pid
+        array = self.arrays[index]
+        if kind == "bytes":
+            return array.tobytes()
+        if kind == "bytearray":
+            return bytearray(array.tobytes())
+        return array
+
+
+def _set_apart(obj: object) -> tuple[bytes, list[npt.NDArray[Any]]]:
+    """`obj` pickled with its arrays and long byte strings set apart (`_ArraysApart`)."""
+    buffer = io.BytesIO()
+    pickler = _ArraysApart(buffer)
+    pickler.dump(obj)
+    return buffer.getvalue(), pickler.arrays
+
+
+def _arrays_file(what: str, arrays: Sequence[npt.NDArray[Any]], folder: Path | None) -> Path:
+    """`arrays` written to a new file in NumPy's format (`.npz`, uncompressed) in `folder`; a
+    full disk is one line naming `what`."""
+    where = Path(folder) if folder is not None else Path(tempfile.gettempdir())
+    try:
+        fd, name = tempfile.mkstemp(dir=where, prefix=".variant-inputs-", suffix=".npz")
+        path = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.savez(out, *arrays)  # arr_0, arr_1, ...
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise _one_line(what, exc) from None
+    return path
+
+
+def _read_arrays(path: Path) -> list[npt.NDArray[Any]]:
+    """The arrays `_arrays_file` wrote to `path` (no pickles taken), the file then removed."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return [npz[f"arr_{i}"] for i in range(len(npz.files))]
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
+def _outcome_of(payload: bytes, inputs: Path | None) -> object:
+    """Start the process of `_in_own_process` on `payload` and `inputs` and wait for what it
+    sends: None where it ended without sending anything (killed, out of memory). Interrupted
+    (`_interrupts_end_wait`), the process is killed before the interrupt goes on."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    receive, send = ctx.Pipe(duplex=False)
+    where = None if inputs is None else str(inputs)
+    child = ctx.Process(target=_run_child, args=(send, payload, where), daemon=True, name="ffdesk-variant")
+    try:
+        with _interrupts_end_wait():
+            try:
+                child.start()
+                send.close()  # the child's end alone: its exit is the end of the pipe
+                outcome = _receive(receive, child)
+                child.join(JOIN_S)  # it sent all it had: it ends now, or is ended
+            finally:
+                _end(child)
+    finally:
+        send.close()
+        receive.close()
+    return outcome
+
+
+def _receive(receive: Any, child: Any) -> object:
+    """What `child` sends on `receive`, or None when it ends first. Waits on the pipe and on the
+    process's own end (its sentinel), so a dead process ends the wait even where its end of the
+    pipe lives on in a process forked meanwhile; Ctrl-C and SIGTERM reach the handlers there."""
+    from multiprocessing.connection import wait
+
+    ready = wait([receive, child.sentinel])
+    if receive not in ready and not receive.poll():
+        return None
+    try:
+        return receive.recv()
+    except EOFError:  # it ended, before or while it sent
+        return None
+
+
+def _end(child: Any) -> None:
+    """`child` killed where it still runs (or was never started), and reaped."""
+    if child.pid is None:  # not started: nothing to end
+        return
+    if child.exitcode is None:
+        with contextlib.suppress(OSError):
+            child.kill()
+    child.join()
+
+
+class _DefaultAction(BaseException):
+    """A signal whose action where it came was the default one (the process ends): raised to end
+    the wait, then delivered again once the variant's process is killed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _interrupts_end_wait() -> Iterator[None]:
+    """While inside, on the main thread, Ctrl-C and SIGTERM end the wait for a variant's process,
+    which `_outcome_of` kills first. The handler that was there runs as it would have: Python's
+    Ctrl-C raises KeyboardInterrupt, `terminate_raises` raises `Terminated`; one that returns
+    (a render's or a queue's cancel, which sets their event for the next frame) ends the wait with
+    `Cancelled` (a variant takes minutes, and no frame is made before it); the default action
+    comes after the process is killed. Later signals meet the handler that was there (or what
+    the one that ran put in its place); a signal ignored stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pid = os.getpid()
+    before: dict[int, Any] = {}
+
+    def ending(signum: int, frame: Any) -> None:
+        then = before[signum]
+        if os.getpid() != pid:  # a process forked meanwhile: as the handler before would have it
+            signal.signal(signum, then if then is not None else signal.SIG_DFL)
+            if callable(then):
+                then(signum, frame)
+            else:
+                os.kill(os.getpid(), signum)
+            return
+        if callable(then):
+            then(signum, frame)  # may raise (KeyboardInterrupt, Terminated)
+            raise Cancelled
+        raise _DefaultAction(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler != signal.SIG_IGN:
+            before[signum] = handler
+            signal.signal(signum, ending)
+    try:
+        try:
+            yield
+        finally:
+            for number, handler in before.items():
+                if signal.getsignal(number) is ending:
+                    signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+    except _DefaultAction as exc:
+        os.kill(os.getpid(), exc.signum)  # its default action: the process ends here
+        raise Cancelled from None
 
 
 def _one_line(what: str, exc: BaseException) -> BaseException:
@@ -393,10 +601,15 @@ def _one_line(what: str, exc: BaseException) -> BaseException:
     return exc
 
 
-def _run_child(send: Any, fn: Callable[..., object], args: tuple[object, ...]) -> None:
-    """The fresh process of `_in_own_process`: True when `fn(*args)` is done, else its error (as
-    a RuntimeError of its text where the error itself cannot be sent)."""
+def _run_child(send: Any, payload: bytes, inputs: str | None) -> None:
+    """The fresh process of `_in_own_process`: the function and its arguments unpickled from
+    `payload`, their arrays read from the file `inputs` (then removed); True sent back when the
+    call is done, else its error (as a RuntimeError of its text where the error itself cannot be
+    sent)."""
     try:
+        arrays = _read_arrays(Path(inputs)) if inputs is not None else []
+        fn, args = _ArraysBack(io.BytesIO(payload), arrays).load()
+        del arrays
         fn(*args)
         outcome: object = True
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
@@ -408,14 +621,18 @@ def _run_child(send: Any, fn: Callable[..., object], args: tuple[object, ...]) -
     send.close()
 
 
-def _quantize(src: Path, calibration: Sequence[Sample], dest: Path, per_channel: bool) -> None:
+def _quantize(
+    src: Path, calibration: Sequence[Sample], dest: Path, per_channel: bool, work: Path | None = None
+) -> None:
     """Write the INT8 variant of `src` to `dest` atomically (run in a process of its own): by
     `int8_lean`'s steps, which hold the graph and keep the weights in files (the same variant at
-    under half the memory), or by ONNX Runtime's plain steps where those do not apply."""
+    under half the memory), or by ONNX Runtime's plain steps where those do not apply. Its files
+    go in `work` (a folder beside `dest`, which the caller removes; None: one of its own)."""
     from ffdesk.runtime import int8_lean
 
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".int8-") as tmp:
-        work = Path(tmp)
+    with contextlib.ExitStack() as stack:
+        if work is None:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=dest.parent, prefix=".int8-")))
         pre = int8_lean.pre_process(Path(src), work)
         if pre is None:
             _quantize_whole(src, calibration, dest, per_channel, work)
@@ -427,8 +644,23 @@ def _quantize(src: Path, calibration: Sequence[Sample], dest: Path, per_channel:
         reader = ArrayCalibrationReader(calibration, fixed_batch=int8_lean.fixed_batch(graph))
         del graph
         ranges = int8_lean.calibrate(pre, reader, settings.op_types, work)
-        with atomic.replacing(dest, durable=False) as out:
-            int8_lean.quantize(pre, ranges, Path(out), settings)
+        with _written_in(work, dest) as out:
+            int8_lean.quantize(pre, ranges, out, settings)
+
+
+@contextlib.contextmanager
+def _written_in(work: Path, dest: Path) -> Iterator[Path]:
+    """A path in `work` (beside `dest`) to write the variant at, renamed to `dest` when done:
+    a process killed while it writes leaves the part it wrote in `work`, which its caller
+    removes, not beside the variants. A full disk is `DiskFull` naming `dest`."""
+    out = work / f"variant{dest.suffix}"
+    try:
+        yield out
+        os.replace(out, dest)
+    except BaseException as exc:
+        out.unlink(missing_ok=True)
+        atomic.raise_if_disk_full(exc, dest)
+        raise
 
 
 def _quantize_whole(
@@ -456,8 +688,8 @@ def _quantize_whole(
     del probe
     reader = ArrayCalibrationReader(calibration, fixed_batch=fixed)
     settings = int8_lean.Int8Settings(per_channel, tuple(int8_op_types()), tuple(exclude))
-    with atomic.replacing(dest, durable=False) as out:
-        int8_lean.quantize_static(pre, Path(out), settings, reader=reader)
+    with _written_in(work, dest) as out:
+        int8_lean.quantize_static(pre, out, settings, reader=reader)
 
 
 def ensure_variant(

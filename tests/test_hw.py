@@ -10,9 +10,13 @@ import pytest
 from ffdesk import hw
 from ffdesk.hw import nvidia
 
+FAKE_PID = 4_194_305
+"""The process the fake device lists: above Linux's largest pid_max (2**22), so no process of the
+machine running the tests is ever taken for it (pid 42, a kernel worker on some machines, was)."""
+
 
 class FakeNvml:
-    """pynvml's calls the module uses, with one device where process 42 holds 3 MiB."""
+    """pynvml's calls the module uses, with one device where process `FAKE_PID` holds 3 MiB."""
 
     def __init__(self, *, fail_init: bool = False) -> None:
         self.fail_init = fail_init
@@ -33,7 +37,7 @@ class FakeNvml:
         return f"gpu{i}"
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: str) -> list[Any]:  # noqa: N802
-        return [type("P", (), {"pid": 42, "usedGpuMemory": 3 * 2**20})()]
+        return [type("P", (), {"pid": FAKE_PID, "usedGpuMemory": 3 * 2**20})()]
 
     def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:  # noqa: N802
         return type("M", (), {"used": 7 * 2**20})()
@@ -58,7 +62,7 @@ def test_ffdesk_no_nvml_reads_the_same_everywhere(
 def test_a_session_shuts_nvml_down_and_a_failing_driver_is_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeNvml()
     monkeypatch.setattr(nvidia, "load_pynvml", lambda: fake)
-    assert hw.process_gpu_memory(0, pid=42) == 3 * 2**20
+    assert hw.process_gpu_memory(0, pid=FAKE_PID) == 3 * 2**20
     assert hw.process_gpu_memory(0, pid=7) == 7 * 2**20  # not listed: the device's used memory
     assert fake.inits == fake.shutdowns == 2
     broken = FakeNvml(fail_init=True)

@@ -15,7 +15,7 @@ from ffdesk.hw import DriverFlags, nvidia
 from ffdesk.runtime.env import RuntimeEnv, read_settings
 from ffdesk.runtime.residency import ResidencyManager
 from tests.runtime.conftest import FakeLoader, FakeProbe
-from tests.test_hw import FakeNvml
+from tests.test_hw import FAKE_PID, FakeNvml
 
 MB = 2**20
 
@@ -166,7 +166,7 @@ def test_given_flags_mean_the_same_everywhere_whatever_the_process_environment_s
     gpus = 0 if flags.no_nvml else 1
     assert hw.nvml_disabled(flags) is flags.no_nvml
     assert hw.gpu_count(flags) == sessions.gpu_count(flags) == gpus
-    assert (hw.process_gpu_memory(0, pid=42, flags=flags) is None) is flags.no_nvml
+    assert (hw.process_gpu_memory(0, pid=FAKE_PID, flags=flags) is None) is flags.no_nvml
     assert (memprobe.gpu_used_bytes(0, flags) == 7 * MB) is not flags.no_nvml
     assert hw.nvenc_possible(flags) is not (flags.no_nvml or flags.no_nvenc)
     assert RuntimeEnv.from_system({"FFDESK_NO_NVML": "1" if flags.no_nvml else "0"}).driver.no_nvml is (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ffdesk.bench import history
@@ -18,7 +19,12 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = history.history_path(runtime_env(args))
-    runs = history.load(path)
+    runs, skipped = history.load_counted(path)
+    if skipped:
+        print(
+            f"ffdesk: warning: skipped {skipped} damaged {'entry' if skipped == 1 else 'entries'} of {path}",
+            file=sys.stderr,
+        )
     if not runs:
         raise UserError(f"no benchmark history yet at {path}")
     name = args.name or runs[-1]["bench"]

@@ -54,16 +54,35 @@ def record(bench: str, settings: dict[str, Any], figures: dict[str, Any], path: 
 
 
 def load(path: Path) -> list[dict[str, Any]]:
+    """The runs of the history at `path` that can be read (`load_counted`)."""
+    return load_counted(path)[0]
+
+
+def load_counted(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The runs of the history at `path` (none where it is not there), and how many of its lines
+    were skipped: a line cut by a crash mid-write, bytes that are no text, or an entry that is no
+    run (no bench's name, figures that are no object); the rest is still good."""
     target = Path(path)
     if not target.exists():
-        return []
-    runs = []
-    for line in target.read_text(encoding="utf-8").splitlines():
+        return [], 0
+    runs, skipped = [], 0
+    for line in target.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
         try:
-            runs.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a crash mid-write; the rest is still good
-    return runs
+            run = json.loads(line)
+        except (ValueError, RecursionError):  # (UnicodeDecodeError too)
+            skipped += 1
+            continue
+        if (
+            isinstance(run, dict)
+            and isinstance(run.get("bench"), str)
+            and isinstance(run.get("figures"), dict)
+        ):
+            runs.append(run)
+        else:
+            skipped += 1
+    return runs, skipped
 
 
 def numeric_figures(figures: dict[str, Any], prefix: str = "") -> dict[str, float]:

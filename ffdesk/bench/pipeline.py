@@ -50,7 +50,7 @@ from ffdesk.bench.common import (
     with_article,
 )
 from ffdesk.bench.memory import face_clip, source_photo
-from ffdesk.commands.argtypes import whole_at_least
+from ffdesk.commands.argtypes import standin_cost_ms, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.pipeline.helper_priority import unavailable_reason
 from ffdesk.pipeline.job import MAX_BATCH
@@ -69,7 +69,9 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--frames", type=whole_at_least(1), default=100, help="frames rendered by each (default 100)"
     )
-    p.add_argument("--cost-ms", type=float, default=4.0, help="stand-in swapper cost per face (default 4)")
+    p.add_argument(
+        "--cost-ms", type=standin_cost_ms, default=4.0, help="stand-in swapper cost per face (default 4)"
+    )
     p.add_argument("--batch", type=whole_at_least(1, MAX_BATCH), default=8)
     p.add_argument("--provider", choices=("auto", "cpu", "cuda", "tensorrt"), default="auto")
     p.add_argument("--realistic", action="store_true", help="real-size stand-ins instead (for a GPU)")

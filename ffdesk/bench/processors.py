@@ -25,6 +25,7 @@ from typing import Any
 
 from ffdesk.bench.common import add_json_option, cache_dir, cached, finish, write_so_far
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
 from ffdesk.pipeline.job import PROVIDERS, Provider
 from ffdesk.runtime.env import RuntimeEnv
 
@@ -186,8 +187,7 @@ def run(args: argparse.Namespace) -> int:
     wanted = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in NAMES]
     if unknown:
-        print(f"ffdesk: error: unknown processor {unknown[0]!r} (one of {', '.join(NAMES)})")
-        return 2
+        raise UserError(f"unknown processor {unknown[0]!r} (one of {', '.join(NAMES)})")
     cases = tuple(c for c in CASES if not wanted or c.name in wanted)
     settings = {
         "height": args.height,

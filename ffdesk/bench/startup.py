@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ffdesk.bench.common import add_json_option, finish
-from ffdesk.commands.argtypes import whole_at_least
+from ffdesk.commands.argtypes import given_path, whole_at_least
 from ffdesk.commands.runtime_env import runtime_env
+from ffdesk.errors import UserError
 
 CHILD = "ffdesk.bench.startup_child"
 
@@ -32,7 +33,9 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "startup", help="desktop app start-up and scrub picture times"
     )
-    p.add_argument("--clip", type=Path, default=None, help="clip to open (default: a synthesized 720p one)")
+    p.add_argument(
+        "--clip", type=given_path, default=None, help="clip to open (default: a synthesized 720p one)"
+    )
     p.add_argument("--runs", type=whole_at_least(1), default=3, help="fresh processes to start (default 3)")
     p.add_argument(
         "--scrubs", type=whole_at_least(1), default=12, help="scrubs timed in each run (default 12)"
@@ -45,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     from ffdesk.bench.preview import make_clip, source_photo
 
     env = runtime_env(args)
+    if args.clip is not None:
+        from ffdesk.media.probe import probe
+
+        probe(args.clip)  # a clip that is not there or cannot be read: one line, before any run
     clip = args.clip or make_clip(720, 4.0, env)
     runs: list[dict[str, Any]] = []
     for k in range(max(1, args.runs)):
@@ -103,7 +110,7 @@ def _child(clip: Path, photo: Path, scrubs: int, home: Path) -> dict[str, Any]:
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
-        raise SystemExit(
+        raise UserError(
             f"bench startup: the app process failed ({out.returncode}): {out.stderr.strip()[-400:]}"
         )
     result: dict[str, Any] = json.loads(lines[-1])

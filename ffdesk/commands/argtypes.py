@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 
 def whole_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
@@ -80,14 +81,43 @@ def whole_between(low: int, high: int) -> Callable[[str], int]:
     return whole_at_least(low, high)
 
 
+MIN_FRAME_RATE = 1 / 60
+"""The slowest frame rate an image sequence is given: one frame a minute. Slower is no video an
+editor makes (a slide show holds a picture for seconds, not hours); FFmpeg's muxer refused
+1e-6 (PatchWelcomeError, an internal error) and 0.0001 wrote three frames as an 8-hour file."""
+
+
 def frame_rate(text: str) -> float:
-    """An argparse type: frames a second, more than 0 and at most 1000, as a number (23.976) or a
-    fraction (24000/1001, as FFmpeg writes one)."""
+    """An argparse type: frames a second, from one a minute (`MIN_FRAME_RATE`, 1/60) to 1000, as a
+    number (23.976) or a fraction (24000/1001, as FFmpeg writes one)."""
     numerator, slash, denominator = text.partition("/")
     if not slash:
-        return number_from(0, above=True, high=1000)(text)
-    try:
-        value = float(numerator) / float(denominator)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a frame rate (25, 23.976, 24000/1001)") from None
-    return number_from(0, above=True, high=1000)(repr(value))
+        value = number_from(0, above=True, high=1000)(text)
+    else:
+        try:
+            value = float(numerator) / float(denominator)
+        except (ValueError, ZeroDivisionError):
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a frame rate (25, 23.976, 24000/1001)"
+            ) from None
+        value = number_from(0, above=True, high=1000)(repr(value))
+    if value < MIN_FRAME_RATE * (1 - 1e-3):  # (1/60 typed as 0.01666 is one a minute too)
+        raise argparse.ArgumentTypeError(f"must be at least 1/60 (one frame a minute), not {text}")
+    return value
+
+
+def given_path(text: str) -> Path:
+    """An argparse type for a file or folder the user names: an empty one ('') is refused, where
+    `Path('')` is the current folder (`train --run ''` wrote its checkpoint there)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names nothing (. is the current folder)")
+    return Path(text)
+
+
+MAX_COST_MS = 1000.0
+"""The most a stand-in model may be padded to cost a face (`--cost-ms`): a second, above any real
+model's per-face time on a CPU; far more calibrated for ever or wrote a model the size of a disk
+(nan and inf failed deep inside with a traceback)."""
+
+standin_cost_ms = number_between(0, MAX_COST_MS)
+"""An argparse type: a stand-in's cost in milliseconds a face, finite, 0 to `MAX_COST_MS`."""

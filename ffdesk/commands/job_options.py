@@ -23,6 +23,7 @@ def add_swapper_option(p: argparse.ArgumentParser) -> None:
     """`--swapper`, on `p`."""
     p.add_argument(
         "--swapper",
+        type=_named,
         default=None,
         metavar="NAME|MODEL.onnx|RUN",
         help="a catalog model's name, a model file, or a run folder of `ffdesk train` (no --source needed)",
@@ -132,6 +133,14 @@ def refuse_beside_map(given: dict[str, bool]) -> None:
             f"--map gives each person their own photo and swaps only them; {' and '.join(beside)} "
             f"would be ignored beside it: leave {'it' if len(beside) == 1 else 'them'} out"
         )
+
+
+def _named(text: str) -> str:
+    """An argparse type for `--swapper`: an empty name is refused (it named the current folder,
+    read as a run folder or a models folder's model)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name names no swapper (a catalog name, MODEL.onnx or RUN)")
+    return text
 
 
 def _listed(text: str) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.argtypes import MAX_COST_MS, given_path, standin_cost_ms
 from ffdesk.commands.job_options import refuse_missing_models_dir
 from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.runtime_env import runtime_env
@@ -30,7 +31,7 @@ def register(sub: Any) -> None:
     def dir_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--models-dir",
-            type=Path,
+            type=given_path,
             default=None,
             help="models folder (default: the saved setting, else the user data folder)",
         )
@@ -54,7 +55,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "paths",
         nargs="+",
-        type=Path,
+        type=given_path,
         metavar="PATH",
         help="model files, or folders: every model file in a folder that the catalog knows",
     )
@@ -85,11 +86,14 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_prepare)
 
     p = cmds.add_parser("standins", help="write random-weight models that honour the catalog contracts")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=given_path, required=True)
     p.add_argument("--realistic", action="store_true", help="the real models' size and compute")
     p.add_argument("--only", default="", help="comma-separated model names (default: all)")
     p.add_argument(
-        "--cost-ms", type=float, default=None, help="pad each model to about this many ms per face here"
+        "--cost-ms",
+        type=standin_cost_ms,
+        default=None,
+        help=f"pad each model to about this many ms per face here (0 to {MAX_COST_MS:g})",
     )
     p.add_argument("--dynamic-batch", action="store_true", help="a dynamic batch axis instead of 1")
     p.set_defaults(func=_standins)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.argtypes import number_between
+from ffdesk.commands.argtypes import given_path, number_between
 from ffdesk.errors import UserError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "monitor", help="watch a training run: losses, speed, previews"
     )
-    p.add_argument("run", type=Path, metavar="RUN_DIR")
+    p.add_argument("run", type=given_path, metavar="RUN_DIR")
     p.add_argument("--no-window", action="store_true", help="print a summary as the run goes, no window")
     p.add_argument("--once", action="store_true", help="print a summary once and exit")
     p.add_argument(

@@ -160,7 +160,13 @@ def register(sub: Any) -> None:
     )
     add_max_pixels_option(p)
     p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="N", help="serve Prometheus metrics")
+    p.add_argument(
+        "--metrics-port",
+        type=whole_at_least(0, 65535),
+        default=None,
+        metavar="N",
+        help="serve Prometheus metrics",
+    )
     p.add_argument(
         "--metrics-host",
         default="127.0.0.1",

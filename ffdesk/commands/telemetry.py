@@ -21,6 +21,13 @@ from ffdesk.units import format_bytes
 
 _CLEAR = "\x1b[H\x1b[J"
 
+MAX_INTERVAL_S = 3600.0
+"""The longest --interval, as `ffdesk monitor` takes it (an hour between samples; far more
+overflowed the sampler thread's wait)."""
+
+MAX_PID = 2**31 - 1
+"""The largest process id there can be (a pid_t is a signed 32-bit number)."""
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -32,16 +39,16 @@ def register(sub: Any) -> None:
     parser.add_argument("--json", action="store_true", help="JSON: one object (--once) or one a line")
     parser.add_argument(
         "--interval",
-        type=number_from(0, above=True),
+        type=number_from(0, above=True, high=MAX_INTERVAL_S),
         default=DEFAULT_INTERVAL_S,
         metavar="S",
-        help="seconds between samples",
+        help=f"seconds between samples (at most {MAX_INTERVAL_S:g})",
     )
     parser.add_argument(
         "--count", type=whole_at_least(1), default=None, metavar="N", help="stop after N samples"
     )
     parser.add_argument(
-        "--pid", type=whole_at_least(1), default=None, help="process to watch (default: this one)"
+        "--pid", type=whole_between(1, MAX_PID), default=None, help="process to watch (default: this one)"
     )
     parser.add_argument(
         "--metrics-port",
@@ -115,6 +122,10 @@ def _live(probe: SystemProbe, args: argparse.Namespace, out: TextIO) -> int:
             try:
                 sample = samples.get(timeout=0.25)
             except queue.Empty:
+                if not sampler.running:  # its thread died: say so, rather than wait for ever
+                    raise RuntimeError(
+                        f"telemetry sampling stopped: {sampler.failure!r}"
+                    ) from sampler.failure
                 continue
             if args.json:
                 out.write(json.dumps(sample.to_json()) + "\n")

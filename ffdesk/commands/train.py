@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
+from ffdesk.commands.argtypes import given_path, number_from, whole_at_least, whole_between
 from ffdesk.commands.interrupt import REPEAT_S
 from ffdesk.errors import Terminated, UserError
 from ffdesk.userpath import not_a_file
@@ -38,13 +38,13 @@ def register(sub: Any) -> None:
         choices=("export", "distill"),
         help="export: write RUN_DIR/model.onnx and stop; distill: train a small student of --teacher",
     )
-    p.add_argument("--src", type=Path, metavar="FACESET_A", help="faceset of the face to put in")
-    p.add_argument("--dst", type=Path, metavar="FACESET_B", help="faceset of the face to replace")
+    p.add_argument("--src", type=given_path, metavar="FACESET_A", help="faceset of the face to put in")
+    p.add_argument("--dst", type=given_path, metavar="FACESET_B", help="faceset of the face to replace")
     p.add_argument(
         "--run",
         "--run-dir",
         dest="run",
-        type=Path,
+        type=given_path,
         required=True,
         metavar="RUN_DIR",
         help="folder for checkpoints and logs (spell it --run-dir under torchrun)",
@@ -90,7 +90,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     d = p.add_argument_group("distillation and quantization")
-    d.add_argument("--teacher", type=Path, metavar="RUN_DIR", help="distill: the finished run to reproduce")
+    d.add_argument(
+        "--teacher", type=given_path, metavar="RUN_DIR", help="distill: the finished run to reproduce"
+    )
     d.add_argument(
         "--size",
         choices=("small", "tiny"),
@@ -228,6 +230,13 @@ def run(args: argparse.Namespace) -> int:
     if args.src is None or args.dst is None:
         raise UserError("ffdesk train: --src and --dst are required (or use `ffdesk train export --run DIR`)")
     _check_run_folder(task.run_dir, args.src, args.dst)
+    if not _resumes_a_run(args, task.run_dir) and _same(args.src, args.dst):
+        # a run on one faceset trained, then every --resume said "--src and --dst are swapped" (a
+        # resumed run's facesets are checked against its own, by the trainer)
+        raise UserError(
+            f"--src and --dst are the same faceset ({args.src}): the model learns one face onto "
+            "another; give two facesets"
+        )
     resuming = _resuming(args, task.run_dir)
     _fill_defaults(args, task.run_dir, resuming)
     settings = _settings(args, task, resuming)
@@ -580,6 +589,16 @@ def _launch(settings: Any, args: argparse.Namespace, nproc: int) -> int:
             f"training with {nproc} processes failed (torchrun exit {code}); see the messages above"
         )
     return 0
+
+
+def _same(a: Path, b: Path) -> bool:
+    return a.resolve() == b.resolve()
+
+
+def _resumes_a_run(args: argparse.Namespace, run_dir: Path) -> bool:
+    from ffdesk.training import control
+
+    return bool(args.resume) and (run_dir / control.CHECKPOINT).exists()
 
 
 def _check_run_folder(run_dir: Path, src: Path, dst: Path) -> None:

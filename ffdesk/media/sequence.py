@@ -16,6 +16,9 @@ SEQUENCE_SUFFIXES = frozenset({".png", ".tif", ".tiff", ".jpg", ".jpeg", ".dpx",
 """Frame files a folder of numbered frames is read as (DPX and EXR, a finishing house's, as the
 `shot.%07d.dpx` pattern read them already)."""
 DEFAULT_SEQUENCE_FPS = 24.0
+MAX_FRAME_DIGITS = 10
+"""The widest frame number a pattern may ask for (`%010d`: every 32-bit frame number); a wider
+one (`%99999999999d`) ran out of memory writing a frame's name."""
 _PRINTF = re.compile(r"%(0?)(\d*)d")
 _NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)(?P<suffix>\.[A-Za-z0-9]+)$")
 
@@ -33,6 +36,7 @@ class ImageSequence:
         """The file of frame `number` (numbered as on disk)."""
         m = _PRINTF.search(self.pattern.name)
         assert m is not None
+        _field_width(self.pattern, m)
         name = self.pattern.name
         return self.pattern.parent / (name[: m.start()] + m.group(0) % number + name[m.end() :])
 
@@ -74,13 +78,25 @@ def _from_pattern(pattern: Path) -> ImageSequence:
     m = _PRINTF.search(pattern.name)
     assert m is not None
     head, tail = pattern.name[: m.start()], pattern.name[m.end() :]
-    width = int(m.group(2) or 0) if m.group(1) else 0
+    field = _field_width(pattern, m)  # (checked with or without the 0: FFmpeg pads either)
+    width = field if m.group(1) else 0
     digits = rf"\d{{{width}}}" if width else r"\d+"
     regex = re.compile(re.escape(head) + f"({digits})" + re.escape(tail) + "$")
     numbers = sorted(int(g.group(1)) for f in _listing(folder) if (g := regex.match(f.name)))
     if not numbers:
         raise MediaError(f"{pattern}: no frames match this pattern")
     return _run(pattern, numbers)
+
+
+def _field_width(pattern: Path, m: re.Match[str]) -> int:
+    """The width of the frame number's field (`%06d`: 6); `MediaError` (one line) for one wider
+    than `MAX_FRAME_DIGITS`."""
+    digits = m.group(2)
+    if len(digits) > len(str(MAX_FRAME_DIGITS)) or int(digits or 0) > MAX_FRAME_DIGITS:
+        raise MediaError(
+            f"{pattern}: {m.group(0)} asks for frame numbers of more than {MAX_FRAME_DIGITS} digits"
+        )
+    return int(digits or 0)
 
 
 def _from_folder(folder: Path) -> ImageSequence:

@@ -221,10 +221,15 @@ def moved_resources_dir(environ: Mapping[str, str] | None = None) -> Path | None
 _PIXELS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(mp?)?\s*$", re.IGNORECASE)
 
 
+MAX_PIXEL_LIMIT = 2**31 - 1
+"""The largest pixel limit there is: FFmpeg's `max_pixels` is a 32-bit int (more made every clip
+"cannot decode video (Numerical result out of range)")."""
+
+
 def parse_max_pixels(text: str, what: str = "--max-pixels") -> int:
     """A pixel limit as users write it: pixels ("250000000", "250_000_000") or megapixels with
     "M" or "MP" ("250M", "0.5MP"). `UserError` naming `what` (the option or variable it came
-    from) for anything else, or for less than one pixel."""
+    from) for anything else, for less than one pixel, or for more than `MAX_PIXEL_LIMIT`."""
     m = _PIXELS.match(str(text).replace("_", ""))
     pixels = 0
     if m is not None:
@@ -235,4 +240,6 @@ def parse_max_pixels(text: str, what: str = "--max-pixels") -> int:
             pixels = int(number)
     if pixels < 1:
         raise UserError(f"{what}: {text!r} is not a number of pixels, 1 or more (e.g. 250000000, 250M)")
+    if pixels > MAX_PIXEL_LIMIT:
+        raise UserError(f"{what}: {text!r} is more than FFmpeg's limit of {MAX_PIXEL_LIMIT} pixels")
     return pixels

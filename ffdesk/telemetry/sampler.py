@@ -226,6 +226,9 @@ class Sampler:
         """Clock value of tick 0; tick k is due at `started_at + k * interval_s`."""
         self.current_tick = 0
         """Index of the tick being sampled (valid inside callbacks)."""
+        self.failure: BaseException | None = None
+        """What ended the thread when it died of an error (a view waiting on samples checks
+        `running` and says so, rather than wait for ever)."""
 
     @property
     def no_gpu_reason(self) -> str | None:
@@ -307,6 +310,13 @@ class Sampler:
                 logger.exception("telemetry callback failed")
 
     def _run(self) -> None:
+        try:
+            self._ticks()
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _ticks(self) -> None:
         interval = self.interval_s
         clock = self._clock
         start = self.started_at = clock()
@@ -323,5 +333,6 @@ class Sampler:
                 self.ticks_skipped += missed
                 k += missed
                 due = start + k * interval
-            if self._wait(max(0.0, due - clock())):
+            # (at most what a lock's wait takes: a longer one raised OverflowError)
+            if self._wait(min(max(0.0, due - clock()), threading.TIMEOUT_MAX)):
                 break

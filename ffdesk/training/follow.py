@@ -53,11 +53,49 @@ class MetricsFollower:
                 continue
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # (UnicodeDecodeError too: a damaged file's bytes)
                 continue  # a line cut by a crash; the next ones are whole
-            if isinstance(rec, dict):
-                records.append(rec)
+            sound = sound_record(rec)
+            if sound is not None:
+                records.append(sound)
         return records
+
+
+_NUMBERS = ("loss", "samples_per_s", "steps_per_s", "time", "gpu_memory_bytes", "gpu_power_w",
+            "allreduce_share", "world_size")  # fmt: skip
+"""The figures of a metrics record that are numbers (a rank's too, less `time`)."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def sound_record(rec: Any) -> dict[str, Any] | None:
+    """A metrics record as the monitors read it, from a line of `metrics.jsonl`: None where it is
+    no object or has no whole step, and without the figures of the wrong kind (a damaged file's
+    `{"step": [1], "loss": {"a": 1}}` crashed the summary)."""
+    if not isinstance(rec, dict) or _whole(rec.get("step")) is None:
+        return None
+    out = {k: v for k, v in rec.items() if k not in _NUMBERS or _number(v)}
+    losses = out.get("losses")
+    if losses is not None:
+        out["losses"] = (
+            {str(k): v for k, v in losses.items() if _number(v)} if isinstance(losses, dict) else {}
+        )
+    if "ranks" in out:
+        out["ranks"] = _sound_ranks(out["ranks"])
+    return out
+
+
+def _sound_ranks(ranks: Any) -> list[dict[str, Any]]:
+    """The ranks' figures of a record or status, each without the figures of the wrong kind."""
+    if not isinstance(ranks, list):
+        return []
+    return [
+        {k: v for k, v in r.items() if k not in (*_NUMBERS, "rank") or _number(v)}
+        for r in ranks
+        if isinstance(r, dict)
+    ]
 
 
 @dataclass(frozen=True)
@@ -168,6 +206,11 @@ def eta_seconds(records: list[dict[str, Any]], steps_goal: int | None) -> float 
     return (steps_goal - int(last["step"])) * dt / ds
 
 
+def _seconds(value: Any) -> float | None:
+    """`value` where it is a number (a time read from a status file), else None."""
+    return float(value) if _number(value) else None
+
+
 def _whole(value: Any) -> int | None:
     """`value` as a whole number where it is one (a status or record read from a file)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -184,7 +227,9 @@ def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
     raw = control.read_json(run_dir / control.STATUS)
     status = raw or {}
     settings = control.read_json(run_dir / control.SETTINGS) or {}
-    goal = status.get("steps_goal") or settings.get("steps")
+    goal = _whole(status.get("steps_goal")) or _whole(
+        settings.get("steps")
+    )  # (a damaged file's "many": none)
     last = records[-1] if records else {}
     preview = run_dir / control.PREVIEW
     state = str(status.get("state", "not started" if not records else "unknown"))
@@ -206,12 +251,12 @@ def summarise(run_dir: Path, records: list[dict[str, Any]]) -> RunSummary:
         gpu_memory_bytes=last.get("gpu_memory_bytes"),
         gpu_power_w=last.get("gpu_power_w"),
         preview=preview if preview.exists() else None,
-        updated=status.get("time") or last.get("time") or (time.time() if records else None),
-        world_size=int(last.get("world_size") or status.get("world_size") or 1),
+        updated=_seconds(status.get("time")) or last.get("time") or (time.time() if records else None),
+        world_size=_whole(last.get("world_size")) or _whole(status.get("world_size")) or 1,
         allreduce_share=last.get("allreduce_share"),
         ranks=tuple(
             RankFigures.from_json(r)
-            for r in (last.get("ranks") or status.get("ranks") or [])
+            for r in (last.get("ranks") or _sound_ranks(status.get("ranks")))
             if isinstance(r, dict) and "samples_per_s" in r
         ),
     )

@@ -155,7 +155,7 @@ def _refuse_other_facesets(s: TrainSettings, src: Any, dst: Any) -> None:
     """`UserError` when `s` trains on other facesets than the run's `src` and `dst` (or swapped)."""
     if not (isinstance(src, str) and isinstance(dst, str)):
         return  # a checkpoint that does not say
-    if _same_path(s.src, dst) and _same_path(s.dst, src):
+    if not _same_path(src, dst) and _same_path(s.src, dst) and _same_path(s.dst, src):
         raise UserError(f"--src and --dst are swapped: the run puts the face of {src} onto {dst}")
     for flag, now, then in (("--src", s.src, src), ("--dst", s.dst, dst)):
         if not _same_path(now, then):

@@ -258,3 +258,34 @@ def test_a_run_on_one_faceset_is_not_called_swapped() -> None:
 
     s = type("S", (), {"src": Path("fs1"), "dst": Path("fs1")})()
     trainer._refuse_other_facesets(s, "fs1", "fs1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["render", "-t", "", "-o", "o.mp4"],
+        ["render", "-t", "a.mp4", "-o", ""],
+        ["render", "-t", "a.mp4", "-o", "o.mp4", "--models-dir", ""],
+        ["live", "-s", "", "--camera", "file:a.mp4"],
+        ["faces", ""],
+        ["faceset", "extract", "--from", "a.mp4", "--out", ""],
+        ["sample", "--out", ""],
+        ["probe", ""],
+    ],
+)
+def test_an_empty_path_is_refused_where_a_file_or_folder_is_named(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "an empty path names nothing" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["probe", "a.png"], ["live", "--camera", "file:a.mp4", "-s", "f.jpg"]])
+@pytest.mark.parametrize("rate", ["nan", "0", "1e-9"])
+def test_probe_and_live_take_a_frame_rate_as_render_does(
+    command: list[str], rate: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--fps", rate]) == 2
+    assert "--fps" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ffdesk.commands.argtypes import frame_rate
+from ffdesk.commands.argtypes import frame_rate, given_path
 from ffdesk.commands.job_options import refuse_missing_models_dir
 from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
 from ffdesk.errors import MediaError, UserError
@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "clip",
-        type=Path,
+        type=given_path,
         metavar="CLIP",
         help="the clip (or image, or image sequence: frame_%%06d.png or a folder of frames) to look at",
     )
@@ -45,8 +45,12 @@ def register(sub: Any) -> None:
         help="frame rate of an image sequence (default 24), as given to render",
     )
     p.add_argument("--json", action="store_true", help="print the people as JSON")
-    p.add_argument("--thumbnails", type=Path, default=None, metavar="DIR", help="write person-N.png here")
-    p.add_argument("--models-dir", type=Path, default=None, help="a model pack (its ArcFace recognizes)")
+    p.add_argument(
+        "--thumbnails", type=given_path, default=None, metavar="DIR", help="write person-N.png here"
+    )
+    p.add_argument(
+        "--models-dir", type=given_path, default=None, help="a model pack (its ArcFace recognizes)"
+    )
     add_max_pixels_option(p)
     p.set_defaults(func=run)
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ffdesk.commands.argtypes import number_from, whole_at_least, whole_between
+from ffdesk.commands.argtypes import given_path, number_from, whole_at_least, whole_between
 from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_over_limit
 from ffdesk.units import counted
@@ -16,10 +16,14 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("faceset", help="build facesets for training")
     actions = parser.add_subparsers(dest="faceset_action", parser_class=type(parser))
     p = actions.add_parser("extract", help="detect, align and store the faces of clips and photos")
-    p.add_argument("--from", dest="inputs", nargs="+", required=True, type=Path, metavar="CLIP_OR_FOLDER",
-                   help="clips, photos or folders of them")  # fmt: skip
+    p.add_argument("--from", dest="inputs", nargs="+", required=True, type=given_path,
+                   metavar="CLIP_OR_FOLDER", help="clips, photos or folders of them")  # fmt: skip
     p.add_argument(
-        "--out", required=True, type=Path, metavar="FACESET", help="faceset folder (created or added to)"
+        "--out",
+        required=True,
+        type=given_path,
+        metavar="FACESET",
+        help="faceset folder (created or added to)",
     )
     p.add_argument("--size", type=int, default=256, help="crop size in pixels (default 256)")
     p.add_argument("--template", default="arcface_128", help="five-point alignment template")
@@ -43,7 +47,7 @@ def register(sub: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_extract)
     info = actions.add_parser("info", help="check a faceset's shards and print what it holds")
-    info.add_argument("faceset", type=Path)
+    info.add_argument("faceset", type=given_path)
     info.set_defaults(func=run_info)
 
     needs_subcommand(parser, actions)

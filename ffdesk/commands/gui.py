@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ffdesk.commands.argtypes import given_path
+
 
 def display_available() -> bool:
     """Whether a window can open: a display on Linux (or a Qt platform chosen explicitly)."""
@@ -18,9 +20,9 @@ def display_available() -> bool:
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser("gui", help="open the desktop app")
-    parser.add_argument("clip", nargs="?", type=Path, help="a clip (or image) to open as the target")
+    parser.add_argument("clip", nargs="?", type=given_path, help="a clip (or image) to open as the target")
     parser.add_argument(
-        "--source", action="append", type=Path, default=[], help="a source-face photo (repeatable)"
+        "--source", action="append", type=given_path, default=[], help="a source-face photo (repeatable)"
     )
     parser.set_defaults(func=run)
 

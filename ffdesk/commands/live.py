@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ffdesk.commands.argtypes import frame_rate, given_path
 from ffdesk.commands.job_options import (
     add_enhancer_options,
     add_mask_options,
@@ -41,7 +42,9 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "live", help="swap faces in a camera's picture as it comes (virtual camera, stream, recording)"
     )
-    p.add_argument("-s", "--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    p.add_argument(
+        "-s", "--source", action="append", type=given_path, default=[], help="face photo (repeatable)"
+    )
     p.add_argument("--source-face", type=int, default=None, help="face of the source photo, 0 = leftmost")
     p.add_argument(
         "--camera",
@@ -57,13 +60,13 @@ def register(sub: Any) -> None:
         help="picture size (default: a device's largest up to 1280x720 that reaches --fps, a clip's own)",
     )
     p.add_argument(
-        "--fps", type=float, default=None, help="frame rate (default: 30 for a device, a clip's own)"
+        "--fps", type=frame_rate, default=None, help="frame rate (default: 30 for a device, a clip's own)"
     )
     p.add_argument("--loop", action="store_true", help="with file:CLIP, start the clip again at its end")
     p.add_argument("--virtual-camera", action="store_true", help="send the picture to a virtual camera")
     p.add_argument("--stream", default=None, metavar="udp://HOST:PORT", help="send MPEG-TS (H.264) over UDP")
     p.add_argument(
-        "--record", type=Path, default=None, metavar="OUT.mp4", help="record the picture (no audio)"
+        "--record", type=given_path, default=None, metavar="OUT.mp4", help="record the picture (no audio)"
     )
     p.add_argument("--seconds", type=float, default=None, metavar="S", help="stop after S seconds")
     p.add_argument(
@@ -77,7 +80,7 @@ def register(sub: Any) -> None:
         help="swap only this person, with this photo (repeatable; several photos of one person are "
         "averaged); PERSON.jpg: a photo of them",
     )
-    p.add_argument("--models-dir", type=Path, default=None)
+    p.add_argument("--models-dir", type=given_path, default=None)
     add_swapper_option(p)
     p.add_argument("--provider", choices=PROVIDERS, default="auto", help="where a swapper model runs")
     p.add_argument(

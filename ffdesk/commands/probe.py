@@ -16,6 +16,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, TextIO
 
+from ffdesk.commands.argtypes import frame_rate, given_path
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
 from ffdesk.errors import UserError
 from ffdesk.media.inspect import AudioReport, ClipReport, SideReport, StreamPlan, VideoReport
@@ -31,18 +32,22 @@ def register(sub: Any) -> None:
         description="Describe a clip: streams, codecs, frame rate, scan, colour, timestamps and audio, "
         "what a render does with each stream, and what to know before rendering.",
     )
-    p.add_argument("clip", type=Path, metavar="CLIP", help="the clip (or image) to look at")
+    p.add_argument("clip", type=given_path, metavar="CLIP", help="the clip (or image) to look at")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--encoder", choices=ENCODERS, default="h264", help="the render's encoder (default h264)")
     p.add_argument(
         "--output",
-        type=Path,
+        type=given_path,
         default=None,
         metavar="FILE",
         help="the render's output file; only its type matters (default: the encoder's own)",
     )
     p.add_argument(
-        "--fps", type=float, default=None, metavar="N", help="frame rate of an image sequence (default 24)"
+        "--fps",
+        type=frame_rate,
+        default=None,
+        metavar="N",
+        help="frame rate of an image sequence (default 24)",
     )
     add_max_pixels_option(p)
     p.set_defaults(func=run)

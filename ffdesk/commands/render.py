@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffdesk.commands.argtypes import byte_size, frame_rate, whole_at_least
+from ffdesk.commands.argtypes import byte_size, frame_rate, given_path, whole_at_least
 from ffdesk.commands.farm_render import farm_summary, render_on_farm
 from ffdesk.commands.job_options import (
     add_enhancer_options,
@@ -41,11 +41,13 @@ def register(sub: Any) -> None:
         "render", help="swap faces in a clip or image (or just re-encode it without --source)"
     )
     # -t/-o/-s as FaceFusion's headless run spells them
-    p.add_argument("-t", "--target", required=True, type=Path, help="clip or image to process")
+    p.add_argument("-t", "--target", required=True, type=given_path, help="clip or image to process")
     p.add_argument(
-        "-o", "--output", required=True, type=Path, help="output file (a folder for --encoder png)"
+        "-o", "--output", required=True, type=given_path, help="output file (a folder for --encoder png)"
     )
-    p.add_argument("-s", "--source", action="append", type=Path, default=[], help="face photo (repeatable)")
+    p.add_argument(
+        "-s", "--source", action="append", type=given_path, default=[], help="face photo (repeatable)"
+    )
     p.add_argument(
         "--source-face", type=whole_at_least(0), default=None, help="face of the source photo, 0 = leftmost"
     )
@@ -69,7 +71,7 @@ def register(sub: Any) -> None:
         help="H.264/H.265 speed preset (default: medium in final mode, veryfast in preview)",
     )
     add_range_options(p)
-    p.add_argument("--report", type=Path, default=None, metavar="REPORT.json")
+    p.add_argument("--report", type=given_path, default=None, metavar="REPORT.json")
     p.add_argument("--no-resume", action="store_true", help="discard an interrupted render and start over")
     p.add_argument(
         "-n",
@@ -98,7 +100,7 @@ def register(sub: Any) -> None:
         help="swap only this person, with this photo (repeatable; several photos of one person are "
         "averaged); PERSON: an index of `ffdesk faces`'s listing (same --start/--end) or a photo of them",
     )
-    p.add_argument("--models-dir", type=Path, default=None)
+    p.add_argument("--models-dir", type=given_path, default=None)
     add_swapper_option(p)
     p.add_argument("--recognizer", default=None)
     p.add_argument("--detector", default=None)
@@ -127,7 +129,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--lip-sync-audio",
-        type=Path,
+        type=given_path,
         default=None,
         metavar="FILE",
         help="the voice for --lip-syncer: an audio file or a clip (default: the target's own audio)",
@@ -159,7 +161,7 @@ def register(sub: Any) -> None:
         "--swap-scale", type=int, choices=SWAP_SCALES, default=1, help="swapper output resolution x N (tiled)"
     )
     add_max_pixels_option(p)
-    p.add_argument("--telemetry-log", type=Path, default=None, metavar="FILE.jsonl")
+    p.add_argument("--telemetry-log", type=given_path, default=None, metavar="FILE.jsonl")
     p.add_argument(
         "--metrics-port",
         type=whole_at_least(0, 65535),

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ffdesk.commands.argtypes import number_between
+from ffdesk.commands.argtypes import given_path, number_between
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 
@@ -29,7 +29,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=given_path,
         default=Path("sample_out"),
         help="folder for the clip and result (default ./sample_out)",
     )

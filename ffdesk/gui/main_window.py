@@ -1005,16 +1005,28 @@ class MainWindow(QMainWindow):
 
     def reopen_last_session(self) -> None:
         """Open the clip and the source photos the last session had (`_save_open_work`), its
-        playhead and in/out points where they were; a file no longer there is one Status line.
-        What cannot be read of the saved record is passed over."""
+        playhead and in/out points where they were (not an undo step); a file no longer there is
+        one Status line. What cannot be read of the saved record is passed over; nothing in it
+        keeps the window from opening."""
         try:
-            work = json.loads(str(self.qsettings.value("session/open", "{}")))
+            self._reopen(self.qsettings.value("session/open", "{}"))
+        except Exception as exc:  # noqa: BLE001 - a damaged record must never stop the app
+            log.exception("reopening the last session failed")
+            self.status.post(
+                "info", f"the last session's work could not be opened again ({type(exc).__name__})"
+            )
+        self.history.clear()  # what was reopened is where undo begins
+
+    def _reopen(self, saved: object) -> None:
+        try:
+            work = json.loads(str(saved))
         except ValueError:
             return
         if not isinstance(work, dict):
             return
         gone = []
-        for name in work.get("sources") or ():
+        sources = work.get("sources")
+        for name in sources if isinstance(sources, list) else ():
             if isinstance(name, str) and name:
                 if Path(name).is_file():
                     self.add_source(Path(name))

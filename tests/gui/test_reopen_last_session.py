@@ -26,6 +26,7 @@ def test_the_last_sessions_clip_points_and_photos_come_back(
     assert t.clip is not None and t.clip.path == tiny_clip.resolve()
     assert (t.in_point, t.out_point, t.position) == (2, 9, 5)
     assert [item.path for item in t.sources] == [face_photo.resolve()]
+    assert again.history.history.undo_label is None  # what was reopened is where undo begins
 
 
 def test_a_file_since_gone_is_said_and_the_rest_opens(
@@ -51,6 +52,9 @@ def test_a_damaged_record_is_passed_over(open_window: Callable[[], Any], tmp_pat
         "[1]",
         "{not json",
         '{"clip": "", "position": true}',
+        '{"sources": 5}',
+        '{"sources": true, "clip": ["a"]}',
+        '{"sources": [1, null, {}], "clip": {"a": 1}}',
     ):
         first = open_window()
         first.qsettings.setValue("session/open", value)

@@ -1,9 +1,11 @@
 """The window's controls from the keyboard, beside the transport's window-wide keys.
 
 An editor's window answers Space and the arrows wherever the mouse last clicked: a click on a
-button, a tick box or a list leaves the keys to the picture. A control the keyboard chose (Tab)
-takes the keys it uses itself: Space presses a button or ticks a box, the arrows step a list, a
-table's rows or a slider, Return presses a button; everything else still drives the transport.
+button, a tick box, a drop-down list or a slider leaves the keys to the picture. A control the
+keyboard chose (Tab) takes the keys it uses itself: Space presses a button or ticks a box, the
+arrows step a drop-down list or a slider, Return presses a button; a list or table (the queue's
+rows) takes the arrows and Space, clicked or chosen; everything else still drives the transport.
+A panel floated out of the window is the window's all the same.
 Tab passes over the panels hidden behind another panel's tab (Qt keeps their controls in the
 focus chain, unseen).
 """
@@ -79,6 +81,17 @@ def keyboard_focus_only(widget: QWidget) -> None:
         widget.setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
 
+def belongs(widget: QWidget, window: QWidget) -> bool:
+    """Whether `widget` is `window` or inside it, a panel floated out of it included (Qt's own
+    `isAncestorOf` and `window()` stop at a floating panel, its own window)."""
+    p: QWidget | None = widget
+    while p is not None:
+        if p is window:
+            return True
+        p = p.parentWidget()
+    return False
+
+
 def buried(widget: QWidget) -> bool:
     """Whether `widget` is in a panel docked behind another panel's tab (unseen)."""
     p: QWidget | None = widget
@@ -104,7 +117,7 @@ class KeyboardControls(QObject):
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         kind = event.type()
-        if kind == QEvent.Type.Polish and isinstance(watched, QWidget) and watched.window() is self._window:
+        if kind == QEvent.Type.Polish and isinstance(watched, QWidget) and belongs(watched, self._window):
             keyboard_focus_only(watched)
         elif (
             kind == QEvent.Type.KeyPress
@@ -112,8 +125,8 @@ class KeyboardControls(QObject):
             and isinstance(event, QKeyEvent)
             and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
             and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
-            and watched.window() is self._window
             and watched.isEnabled()
+            and belongs(watched, self._window)
         ):
             watched.animateClick()
             return True

@@ -442,6 +442,15 @@ class MainWindow(QMainWindow):
         dock.setWidget(widget)
         self.addDockWidget(area, dock)
         self.docks[title] = dock
+        dock.visibilityChanged.connect(partial(self._dock_hidden, dock))
+
+    def _dock_hidden(self, dock: QDockWidget, visible: bool) -> None:
+        """A panel closed or hidden behind another's tab while a control in it had the focus:
+        the keys go back to the picture (Qt handed them to the next control, a tab bar that took
+        the arrows)."""
+        focused = QApplication.focusWidget()
+        if not visible and focused is not None and dock.isAncestorOf(focused):
+            self.preview_view.canvas.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")

@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk import __version__
-from ffdesk.gui.keyboard import EVERY_KEY, keys_taken
+from ffdesk.gui.keyboard import EVERY_KEY, belongs, keys_taken
 from ffdesk.gui.models import SessionModel
 
 MAX_SHUTTLE = 8.0
@@ -221,7 +221,9 @@ class TypingGuard(QObject):
         if field is not None:
             with contextlib.suppress(RuntimeError):  # (a field deleted with the focus on it)
                 field.removeEventFilter(self)
-        if now is not None and now.window() is self._window:
+        if now is None:
+            self._follow(None)  # (a focused control went, or the window lost the focus)
+        elif belongs(now, self._window):
             self._follow(now)
             if ends_on_return(now):
                 self._field = now
@@ -293,8 +295,8 @@ def _unless_held(
 
 
 def _leave_field(window: QMainWindow, home: QWidget) -> None:
-    focused = window.focusWidget()
-    if focused is not None and focused is not home and keys_taken(focused):
+    focused = QApplication.focusWidget()
+    if focused is None or (focused is not home and keys_taken(focused)):
         home.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
 

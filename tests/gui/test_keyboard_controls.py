@@ -122,3 +122,51 @@ def test_a_silent_clip_leaves_the_queue_in_front(qtbot, window) -> None:  # type
     assert buried(w.docks["Status"].widget()) and not buried(w.docks["Queue"].widget())
     w._on_clip_inspected("b.mp4", ("variable frame rate: 24-30 frames/s",))
     qtbot.waitUntil(lambda: not buried(w.docks["Status"].widget()))
+
+
+def test_the_keys_come_back_when_the_focused_control_goes(qtbot, window, face_photo: Path) -> None:  # type: ignore[no-untyped-def]
+    w = _active(qtbot, window)
+    w.add_source(face_photo)
+    qtbot.waitUntil(lambda: not w.session.sources[0].pending, timeout=30000)  # (its card is made anew)
+    qtbot.wait(50)
+    remove = w.sources_view.cards[0].remove
+    _tab_to(qtbot, w, remove)
+    assert not w.shortcut_actions["Space"].isEnabled()
+    remove.clearFocus()  # nothing has the focus now: every key is the transport's again
+    assert QApplication.focusWidget() is None and w.shortcut_actions["Space"].isEnabled()
+    w.preview_view.canvas.setFocus()
+    _tab_to(qtbot, w, remove)
+    QTest.keyClick(remove, Qt.Key.Key_Space)  # the card and its button go
+    qtbot.waitUntil(lambda: not w.session.sources)
+    QTest.keyClick(_focused(), Qt.Key.Key_Escape)  # wherever Qt put the focus, Esc gives the keys back
+    qtbot.waitUntil(w.preview_view.canvas.hasFocus)
+    QTest.keyClick(w.preview_view.canvas, Qt.Key.Key_Space)
+    assert w.session.playing
+    w.session.set_playing(False)
+
+
+def test_closing_the_panel_with_the_focus_gives_the_keys_back(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    w = _active(qtbot, window)
+    s = w.session
+    s.set_position(50)
+    combo = next(c for c in w.controls.findChildren(QComboBox) if c.count() > 1 and not c.isEditable())
+    _tab_to(qtbot, w, combo)
+    w.docks["Controls"].close()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is w.preview_view.canvas)
+    QTest.keyClick(w.preview_view.canvas, Qt.Key.Key_Right)
+    assert s.position == 51
+
+
+def test_a_floating_panels_controls_keep_their_keys(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    w = _active(qtbot, window)
+    s = w.session
+    s.set_position(50)
+    dock = w.docks["Controls"]
+    dock.setFloating(True)
+    qtbot.waitUntil(dock.isVisible)
+    combo = next(c for c in w.controls.findChildren(QComboBox) if c.count() > 1 and not c.isEditable())
+    combo.setCurrentIndex(0)
+    combo.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(combo.hasFocus)
+    QTest.keyClick(combo, Qt.Key.Key_Down)
+    assert combo.currentIndex() == 1 and s.position == 50

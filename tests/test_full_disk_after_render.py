@@ -34,3 +34,14 @@ def test_a_telemetry_log_that_stopped_is_a_warning(
     assert cli.main(["render", "-t", PHOTO, "-o", str(out), "-q", "--telemetry-log", str(FULL)]) == 0
     err = capsys.readouterr().err
     assert f"ffdesk: warning: telemetry log {FULL} stopped: No space left on device" in err
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
+def test_a_stopped_log_is_said_even_when_the_report_fails_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.png"
+    argv = ["render", "-t", PHOTO, "-o", str(out), "-q", "--telemetry-log", str(FULL), "--report", str(FULL)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"ffdesk: warning: telemetry log {FULL} stopped" in err and "ffdesk: error: " in err

@@ -658,10 +658,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     print(finished_line(report))  # first: a report that cannot be written leaves no doubt of the output
+    if report.telemetry is not None and report.telemetry.log_error:  # (said before a report the disk refuses)
+        print(f"ffdesk: warning: {report.telemetry.log_error}", file=sys.stderr)
     if job.report is not None:
         write_report(job.report, report)
-    if report.telemetry is not None and report.telemetry.log_error:
-        print(f"ffdesk: warning: {report.telemetry.log_error}", file=sys.stderr)
     _say_no_face(report)
     if report.matte is not None and report.matte.kind == "clip":
         print(f"wrote its matte to {report.matte.path}")

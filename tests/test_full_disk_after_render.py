@@ -38,10 +38,17 @@ def test_a_telemetry_log_that_stopped_is_a_warning(
 
 @pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here")
 def test_a_stopped_log_is_said_even_when_the_report_fails_too(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from ffdesk.commands import render
+    from ffdesk.errors import DiskFull
+
+    def full(path: Path, _report: object) -> None:
+        raise DiskFull(path, "No space left on device")
+
+    monkeypatch.setattr(render, "write_report", full)  # (the same full disk as the log's)
     out = tmp_path / "out.png"
-    argv = ["render", "-t", PHOTO, "-o", str(out), "-q", "--telemetry-log", str(FULL), "--report", str(FULL)]
-    assert cli.main(argv) == 2
+    argv = ["render", "-t", PHOTO, "-o", str(out), "-q", "--telemetry-log", str(FULL)]
+    assert cli.main([*argv, "--report", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
-    assert f"ffdesk: warning: telemetry log {FULL} stopped" in err and "ffdesk: error: " in err
+    assert f"ffdesk: warning: telemetry log {FULL} stopped" in err and "ffdesk: error: disk full" in err

@@ -359,10 +359,11 @@ def make_int8(
     # the process's work folder (its inputs, the model it prepares, the variant as it is written)
     # is this one's to remove: a process killed for memory leaves it, as large as the model
     work = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".int8-"))
-    try:
-        _in_own_process(what, _quantize, Path(src), samples, dest, per_channel, work, folder=work)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with _default_signals_delivered():  # (after the work folder is gone)
+        try:
+            _own_process(what, _quantize, (Path(src), samples, dest, per_channel, work), work)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     _write_sidecar(dest)
     return dest
 
@@ -390,6 +391,13 @@ def _in_own_process(what: str, fn: Callable[..., object], *args: object, folder:
     calibration frames blocked the render for good where the process died before reading them
     (the parent holds the pipe's other end too, so its write never fails). The wait ends when the
     process does, and at Ctrl-C or SIGTERM (`_interrupts_end_wait`), which kill it first."""
+    with _default_signals_delivered():
+        _own_process(what, fn, args, folder)
+
+
+def _own_process(what: str, fn: Callable[..., object], args: tuple[object, ...], folder: Path | None) -> None:
+    """`_in_own_process` but for a signal of the default action met while waiting: raised on
+    (`_DefaultAction`), for the caller to deliver once it has cleaned up too."""
     payload, arrays = _set_apart((fn, args))
     if len(payload) > START_UP_BYTES:
         raise ValueError(
@@ -577,12 +585,20 @@ def _interrupts_end_wait() -> Iterator[None]:
             before[signum] = handler
             signal.signal(signum, ending)
     try:
-        try:
-            yield
-        finally:
-            for number, handler in before.items():
-                if signal.getsignal(number) is ending:
-                    signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+        yield
+    finally:
+        for number, handler in before.items():
+            if signal.getsignal(number) is ending:
+                signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _default_signals_delivered() -> Iterator[None]:
+    """A signal of the default action met while waiting for a variant's process
+    (`_DefaultAction`), delivered as this ends, after what is inside cleaned up (its inputs file,
+    its work folder): the process ends with it."""
+    try:
+        yield
     except _DefaultAction as exc:
         os.kill(os.getpid(), exc.signum)  # its default action: the process ends here
         raise Cancelled from None

@@ -263,3 +263,59 @@ def test_signals_the_wait_found_ignored_stay_ignored(scratch: Path) -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert seen and _gone(seen[0])
+
+
+# SIGTERM with its default action (the library used from a program of its own, `ffdesk train`)
+# while the variant's process works: the process ends with the signal, its work folder gone first
+TERMINATED_AT_WORK = textwrap.dedent(
+    """
+    import contextlib, os, signal, sys, threading, time
+    from pathlib import Path
+    import numpy as np, psutil
+    from ffdesk.runtime import precision as prec
+
+    variants = Path(sys.argv[2])
+
+    def terminate_when_at_work():
+        me = psutil.Process()
+        while True:
+            for child in me.children():
+                with contextlib.suppress(psutil.Error):
+                    if any("spawn_main" in part for part in child.cmdline()):
+                        end = time.monotonic() + 60
+                        while time.monotonic() < end and not [
+                            p for p in variants.glob(".int8-*/*") if not p.name.startswith(".variant-inputs")
+                        ]:
+                            time.sleep(0.01)
+                        os.kill(os.getpid(), signal.SIGTERM)
+                        return
+            time.sleep(0.01)
+
+    threading.Thread(target=terminate_when_at_work, daemon=True).start()
+    rng = np.random.default_rng(5)
+    feeds = [
+        {"target": rng.random((1, 3, 128, 128), np.float32), "source": rng.random((1, 512), np.float32)}
+        for _ in range(16)
+    ]
+    prec.make_int8(Path(sys.argv[1]), feeds, cache_dir=variants)
+    print("finished", flush=True)
+    """
+)
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_of_the_default_action_ends_the_process_with_its_work_folder_gone(
+    standins_dir: Path, tmp_path: Path
+) -> None:
+    variants = tmp_path / "variants"
+    variants.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", TERMINATED_AT_WORK, str(standins_dir / "inswapper_128.onnx"), str(variants)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == -signal.SIGTERM, (done.returncode, done.stdout, done.stderr[-2000:])
+    assert _left(variants) == []

@@ -426,6 +426,10 @@ class QueueController(QObject):
                 self._stopped_by_closing(self.current)
         if self._in_use is not None:
             self._in_use.release()
+        if self.kept_note is not None:  # the session's own queue, in a temporary folder: gone with it
+            import shutil
+
+            shutil.rmtree(self.store.path.parent, ignore_errors=True)
         return ok
 
     def _stopped_by_closing(self, entry_id: str) -> None:

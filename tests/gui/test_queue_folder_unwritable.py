@@ -40,6 +40,8 @@ def test_the_app_opens_with_a_queue_for_the_session(
         kept = window.queue.store.path
         assert kept.is_file() and not str(kept).startswith(str(tmp_path))
         assert (tmp_path / "data").is_file()
+        window.shutdown()
+        assert not kept.parent.exists()  # the session's queue goes with it
     finally:
         window.shutdown()
         shutil.rmtree(window.queue.store.path.parent, ignore_errors=True)

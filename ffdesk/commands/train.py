@@ -49,7 +49,11 @@ def register(sub: Any) -> None:
         metavar="RUN_DIR",
         help="folder for checkpoints and logs (spell it --run-dir under torchrun)",
     )
-    p.add_argument("--steps", type=whole_at_least(1), help="step goal (default 100000; --resume: the run's)")
+    p.add_argument(
+        "--steps",
+        type=whole_at_least(1),
+        help="step goal (default 100000; distill 20000; --qat 2000; --resume: the run's)",
+    )
     p.add_argument("--resolution", type=int, choices=(64, 128, 256), help="default 128 (--resume: the run's)")
     p.add_argument("--batch", type=whole_at_least(1), help="faces per identity per step (default 8)")
     p.add_argument(
@@ -312,9 +316,21 @@ def _resuming(args: argparse.Namespace, run_dir: Path) -> bool:
     return False
 
 
+DISTILL_STEPS = 20_000
+"""A distillation's step goal unless given: a student starts from its teacher."""
+QAT_STEPS = 2_000
+"""A quantization-aware fine-tune's step goal unless given: it fine-tunes a trained model."""
+
+
 def _fill_defaults(args: argparse.Namespace, run_dir: Path, resuming: bool) -> None:
-    """Options not given: a resumed run's own (its `run.json`), else the defaults of a new run."""
+    """Options not given: a resumed run's own (its `run.json`), else the defaults of a new run
+    (the step goal of a distillation `DISTILL_STEPS`, of a --qat fine-tune `QAT_STEPS`)."""
     saved = _run_settings(run_dir) if resuming else {}
+    if not resuming and args.steps is None:
+        if getattr(args, "action", None) == "distill":
+            args.steps = DISTILL_STEPS
+        elif getattr(args, "qat", False):
+            args.steps = QAT_STEPS
     for name in KEPT:
         if getattr(args, name) is None:
             setattr(args, name, _saved_value(saved, name))

@@ -187,7 +187,7 @@ def register(sub: Any) -> None:
         "--farm",
         default=None,
         metavar="ADDR",
-        help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), or auto (RAY_ADDRESS, else a local Ray)",
+        help="render on a Ray farm: HEAD:PORT (or TOKEN@HEAD:PORT), auto (RAY_ADDRESS, else local), local",
     )
     p.add_argument(
         "--farm-storage",

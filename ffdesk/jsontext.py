@@ -5,11 +5,19 @@ the interpreter's stack and raise `RecursionError`, which is not a `ValueError`,
 that guards against a damaged file with `except ValueError` crashed instead (and the crash log's
 writer with it). `loads` turns that, and any structure nested deeper than `MAX_DEPTH`, into a
 `ValueError` such readers already handle.
+
+`read_bytes` (and `read`, `read_object`) read a regular file only, and never more than the limit:
+a FIFO or a device (a settings file linked to /dev/zero, a `--queue` FIFO nobody writes) reports a
+size of 0, so was read to the end, which never comes (memory filled) or never arrives (a hang).
+`open_regular` opens a file without waiting on a FIFO and refuses what is not a regular file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +47,72 @@ class TooLarge(ValueError):
         self.size = size
 
 
+class NotRegularFile(OSError):
+    """A path that names a FIFO, a device or a socket, not a regular file: refused unread (its
+    size says nothing of what reading it gives). Its `strerror`, and its text, say what it is in
+    a few words; the caller names the path."""
+
+    def __init__(self, path: Path | str, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of `st_mode` `mode` is, in a few words, where it is not a regular file (nor a
+    folder): "a named pipe", "a character device"...; None for a regular file or a folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a special file"
+
+
+def open_regular(path: Path | str) -> int:
+    """A descriptor open for reading on the regular file at `path` (links followed).
+
+    Opened without blocking, so a FIFO nobody writes cannot hold the open, then checked on the
+    descriptor itself (no race with a rename): `NotRegularFile` for a FIFO, a device or a
+    socket, `IsADirectoryError` for a folder, both with the descriptor closed; other `OSError`s
+    as `os.open` raises them. The caller closes it (`os.fdopen` takes it over)."""
+    nonblock = getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(path, os.O_RDONLY | nonblock | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        kind = not_regular(mode)
+        if kind is not None:
+            raise NotRegularFile(path, kind)
+        if nonblock:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The bytes of the file at `path`; `OSError` when it cannot be read, `TooLarge` (before
-    reading it) when it holds more than `max_bytes`."""
-    size = Path(path).stat().st_size
-    if size > max_bytes:
-        raise TooLarge(size, max_bytes)
-    return Path(path).read_bytes()
+    """The bytes of the regular file at `path`; `OSError` when it cannot be read
+    (`NotRegularFile` for a FIFO or a device, see `open_regular`), `TooLarge` when it holds more
+    than `max_bytes` (from its size, before reading it; or, for a file that grows while it is
+    read or does not know its size, after reading `max_bytes` + 1 bytes and no more)."""
+    with open(path, "rb", opener=lambda name, flags: open_regular(name)) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise TooLarge(size, max_bytes)
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(len(data), max_bytes)
+    return data
 
 
 def read(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:

@@ -305,16 +305,42 @@ def run_all(queue: RenderQueue, render: Render, *, shown: Mode) -> Counter[str]:
 
 def claim(queue: RenderQueue, entry: QueueEntry) -> QueueEntry | None:
     """`entry` ready to run with an output nothing is at (`claim_output`): renamed when a file
-    appeared at its output since it was queued (said on stderr), or failed (None) when it cannot be."""
-    from ffdesk.pipeline.output_names import claim_output, pending_outputs
+    appeared at its output since it was queued (said on stderr), or failed (None) when it cannot
+    be, a path of its that cannot be looked at (a link loop) included: the queue goes on."""
+    from ffdesk.pipeline.output_names import claim_output
 
-    others = pending_outputs(e for e in queue.entries() if e.id != entry.id)
-    got = claim_output(entry.job, others)
-    if got.job is None:
-        queue.update(entry.id, state="failed", message=got.note, eta_s=None, finished=time.time())
-        print(f"ffdesk: error: {entry.job.target.name}: {got.note}", file=sys.stderr)
-        return None
-    if got.job == entry.job:
-        return entry
-    print(f"ffdesk: warning: {got.note}", file=sys.stderr)
-    return queue.update(entry.id, job=got.job)
+    try:
+        got = claim_output(entry.job, _outputs_of_others(queue, entry))
+    except UserError as exc:
+        problem = _one_line(exc)
+    except (OSError, RuntimeError) as exc:  # a path that cannot be looked at (a link loop: RuntimeError)
+        problem = f"cannot check its paths ({_one_line(exc)})"
+    except Exception as exc:  # noqa: BLE001 - one job's crash must not cost the rest of the queue
+        problem = f"internal error: {type(exc).__name__}: {_one_line(exc)}"
+    else:
+        if got.job is not None:
+            if got.job == entry.job:
+                return entry
+            print(f"ffdesk: warning: {got.note}", file=sys.stderr)
+            return queue.update(entry.id, job=got.job)
+        problem = got.note
+    queue.update(entry.id, state="failed", message=problem, eta_s=None, finished=time.time())
+    print(f"ffdesk: error: {entry.job.target.name}: {problem}", file=sys.stderr)
+    return None
+
+
+def _outputs_of_others(queue: RenderQueue, entry: QueueEntry) -> frozenset[Path]:
+    """`pending_outputs` of the queue's other entries, less an output that cannot be resolved (a
+    link loop): that job fails on its own turn, and costs no other job its run."""
+    from ffdesk.pipeline.output_names import pending_outputs
+
+    others = [e for e in queue.entries() if e.id != entry.id]
+    try:
+        return pending_outputs(others)
+    except (OSError, RuntimeError):
+        pass
+    found: set[Path] = set()
+    for other in others:
+        with contextlib.suppress(OSError, RuntimeError):
+            found |= pending_outputs([other])
+    return frozenset(found)

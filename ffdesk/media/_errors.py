@@ -10,18 +10,28 @@ from pathlib import Path
 
 import av
 
+from ffdesk import jsontext
 from ffdesk.errors import MediaError
 from ffdesk.held_stderr import HeldStderr, hold_stderr
 from ffdesk.media.sequence import find_sequence
 
 
 def check_readable_file(path: Path) -> None:
-    """MediaError unless `path` is an existing, non-empty, readable file."""
+    """MediaError unless `path` is an existing, non-empty, readable regular file: a FIFO or a
+    device (whose size reads 0) is named as what it is, never opened (a FIFO nobody writes
+    would hold the open, a device be read without end)."""
     if not path.exists():
         raise MediaError(f"{path}: file not found")
     if path.is_dir():
         raise MediaError(f"{path}: is a folder, not a media file")
-    if path.stat().st_size == 0:
+    try:
+        info = path.stat()
+    except OSError as exc:  # gone, or its link broken, since `exists`
+        raise MediaError(f"{path}: cannot open ({describe(exc)})") from exc
+    kind = jsontext.not_regular(info.st_mode)
+    if kind is not None:
+        raise MediaError(f"{path}: {kind}, not a regular file")
+    if info.st_size == 0:
         raise MediaError(f"{path}: empty file (0 bytes)")
     if not os.access(path, os.R_OK):
         raise MediaError(f"{path}: not readable (permission denied)")

@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from PIL import Image, ImageFile, JpegImagePlugin, PngImagePlugin, TiffImagePlugin
 
+from ffdesk import jsontext
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.sequence import ImageSequence, find_sequence, is_sequence_path
@@ -77,16 +78,35 @@ def read_still(path: Path, *, max_pixels: int | None = None) -> StillImage:
     return _read_still(Path(path), max_pixels, with_metadata=True)
 
 
+def _open_image(path: Path) -> BinaryIO:
+    """`open(path, "rb")` for a regular file only: a FIFO, a device or a socket is
+    `jsontext.NotRegularFile` (an `OSError`) at once, never waited on (a FIFO nobody writes would
+    hold a plain open for good) nor read without end (a device)."""
+    return open(path, "rb", opener=_open_regular)  # the caller closes it
+
+
+def _open_regular(path: str, flags: int) -> int:
+    """`open`'s opener for `_open_image` (`flags`: read-only, as `open_regular` opens it)."""
+    return jsontext.open_regular(path)
+
+
+def _not_regular(path: Path, exc: jsontext.NotRegularFile) -> MediaError:
+    """The one line for an image path that names a FIFO or a device."""
+    return MediaError(f"{path}: {exc}")
+
+
 def _read_still(path: Path, max_pixels: int | None, *, with_metadata: bool) -> StillImage:
     _errors.check_readable_file(path)
     try:
-        with open(path, "rb") as f:
+        with _open_image(path) as f:
             head = f.read(_HEAD_BYTES)
             refuse_unsupported_image(path, head)
             f.seek(0)
             width, height = _checked_size(path, _read_size(f), max_pixels)
             f.seek(0)
             raw = f.read()
+    except jsontext.NotRegularFile as exc:  # made one since `check_readable_file` looked
+        raise _not_regular(path, exc) from None
     except OSError as exc:
         raise MediaError(f"{path}: cannot read ({_errors.describe(exc)})") from exc
     except MemoryError as exc:
@@ -298,7 +318,7 @@ def _is_heif(file: Path | bytes) -> bool:
         head = file[:_HEAD_BYTES]
     else:
         try:
-            with open(file, "rb") as f:
+            with _open_image(file) as f:
                 head = f.read(_HEAD_BYTES)
         except OSError:
             return False
@@ -340,7 +360,7 @@ def read_metadata(path: Path) -> ImageMetadata:
     its header without decoding its pixels; an empty `ImageMetadata` for another format, or one
     whose header cannot be read (the pixels' reader reports a damaged file in its own words)."""
     try:
-        with open(Path(path), "rb") as f:  # once: the format is told and the header read from it
+        with _open_image(Path(path)) as f:  # once: the format is told and the header read from it
             return _metadata_from(f)
     except OSError:
         return ImageMetadata()
@@ -678,10 +698,14 @@ _SizeReader = Callable[[BinaryIO, bytes], _Size | None]
 def image_size(path: Path) -> _Size | None:
     """The (width, height) an image file's header declares, read without decoding it: PNG, JPEG,
     BMP, GIF, WebP, TIFF and PNM/PFM, recognised by their content whatever the suffix (OpenCV
-    picks its decoder the same way). None for another format, or a header that cannot be read."""
+    picks its decoder the same way). None for another format, or a header that cannot be read;
+    a one-line `MediaError` for a FIFO or a device, refused before anything waits on it or reads
+    it (FFmpeg's probe, which follows a None, would too)."""
     try:
-        with open(path, "rb") as f:
+        with _open_image(Path(path)) as f:
             return _read_size(f)
+    except jsontext.NotRegularFile as exc:
+        raise _not_regular(Path(path), exc) from None
     except OSError:
         return None
 

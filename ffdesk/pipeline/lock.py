@@ -38,7 +38,9 @@ from ffdesk import jsontext
 from ffdesk.errors import Busy, UserError
 from ffdesk.media.atomic import opened_is, raise_if_disk_full, read_head, refuse_link
 
-_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+_UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.EBADF)
+"""flock errors that mean it cannot lock here; the PID in the file then decides. EBADF: NFS, which
+emulates flock with byte-range locks, takes an exclusive one only on a file open for writing."""
 _ATTEMPTS = 20
 _WAIT_S = 0.05
 LOCK_MODE = 0o666

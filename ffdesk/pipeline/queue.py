@@ -231,10 +231,32 @@ def job_from_dict(d: Any) -> RenderJob:
     for key in ("target", "output"):
         if key not in kw:
             raise ValueError(f"a job has no {key}")
+    _check_lowest(kw, _JOB_LOWEST, "job's")
     try:
         return fields_from_dict(RenderJob, kw)
     except UserError as exc:
         raise ValueError(str(exc)) from None
+
+
+_JOB_LOWEST: tuple[tuple[str, int], ...] = (
+    ("start", 0),
+    ("end", 0),
+    ("reference_face", 0),
+    ("segment_frames", 1),
+)
+"""The job fields a stored queue may hold only from a lowest value up (where not None), as the
+command line takes them: a time in the clip, a face's index, frames per segment."""
+_ENTRY_LOWEST: tuple[tuple[str, int], ...] = (("frames_done", 0), ("frames_total", 0))
+
+
+def _check_lowest(kw: dict[str, Any], lowest: tuple[tuple[str, int], ...], what: str) -> None:
+    """`ValueError` naming the first of `lowest`'s fields in `kw` that is below its lowest value
+    (or a float that is not a finite number): a damaged job, read no further, as one of the
+    wrong type is."""
+    for name, low in lowest:
+        value = kw.get(name)
+        if value is not None and not (math.isfinite(value) and value >= low):
+            raise ValueError(f"{what} {name} is {json.dumps(value)[:40]} (at least {low})")
 
 
 def _entry_to_dict(e: QueueEntry) -> dict[str, Any]:
@@ -244,17 +266,21 @@ def _entry_to_dict(e: QueueEntry) -> dict[str, Any]:
 
 
 def _entry_from_dict(d: Any) -> QueueEntry:
-    """A stored entry; `ValueError` for one of the wrong shape. An unknown state (from a newer
-    version) comes back as "interrupted"."""
+    """A stored entry; `ValueError` for one of the wrong shape, whose state is no name, or whose
+    progress or job holds a value below its lowest (`_check_lowest`). A state of a name this
+    version does not know (from a newer version) comes back as "interrupted"."""
     if not isinstance(d, dict):
         raise ValueError("a job entry is not an object")
     state = d.get("state", "queued")
+    if not isinstance(state, str) or not state:
+        raise ValueError(f"entry's state is {json.dumps(state)[:40]}")
     if state not in JOB_STATES:
         state = "interrupted"
     kw = _check_fields(d, QueueEntry, frozenset({"job", "state"}), "entry's")
+    _check_lowest(kw, _ENTRY_LOWEST, "entry's")
     if "id" not in kw or not kw["id"]:
         raise ValueError("a job entry has no id")
-    return QueueEntry(job=job_from_dict(d.get("job")), state=state, **kw)
+    return QueueEntry(job=job_from_dict(d.get("job")), state=typing.cast(JobState, state), **kw)
 
 
 def not_a_queue(path: Path) -> str | None:
@@ -263,12 +289,15 @@ def not_a_queue(path: Path) -> str | None:
     (opening it says so).
 
     Not a queue: not text; text that is neither JSON nor the beginning of a queue ffdesk wrote;
-    JSON that is not an object with a "jobs" list (a model's settings, a list). Such a file was
+    JSON that is not an object with a "jobs" list (a model's settings, a list); a FIFO or a device
+    (refused unread: never waited on nor read to an end that does not come). Such a file was
     named by mistake: a command refuses it rather than keep it aside as a damaged queue."""
     try:
         raw = jsontext.read_bytes(path)
     except jsontext.TooLarge as exc:
         return f"{exc.size} bytes, more than a queue file holds"
+    except jsontext.NotRegularFile as exc:  # a FIFO or a device: refused unread, never waited on
+        return str(exc)
     except OSError:
         return None
     try:
@@ -682,6 +711,21 @@ class JobProgress:
         )
 
 
+def _refused_by(fd: int, writable: bool) -> str | None:
+    """None when this process may take the queue's lock file open at `fd`: its lock is taken
+    now, or (a file system that locks only files open for writing, as NFS emulates flock with
+    byte-range locks, and this user may only read it) the PID of the holder it names is gone;
+    else the holder's line."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder_line(fd)
+    except OSError:
+        holder = _holder_line(fd)
+        return None if not writable and not _holder_running(holder) else holder
+    return None
+
+
 class QueueInUse:
     """Who runs a queue file: the desktop app while it is open, `ffdesk queue run` while it runs.
 
@@ -707,10 +751,9 @@ class QueueInUse:
         waits = 0
         for _ in range(_LOCK_ATTEMPTS):
             fd, writable = open_lock(lock_path, "the queue's lock file")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                holder = _holder_line(fd)
+            refused = _refused_by(fd, writable)
+            if refused is not None:
+                holder = refused
                 os.close(fd)
                 if not writable and waits < 10 and not _holder_running(holder):
                     waits += 1  # another process is replacing a dead one's file it could not write

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ffdesk import jsontext
+from tests.hostile_child import run_child
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,33 +23,8 @@ _CHILD_MEMORY = 1 << 30
 /dev/zero to the end."""
 
 
-def _limited() -> None:  # pragma: no cover - runs in the child
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (_CHILD_MEMORY * 4, _CHILD_MEMORY * 4))
-
-
 def _child(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """`python args...` in `tmp_path` with its own user folders, a time limit and a memory cap;
-    a child that outlives the limit fails the test (it would have hung)."""
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
-    try:
-        return subprocess.run(
-            [sys.executable, *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=_CHILD_SECONDS,
-            preexec_fn=_limited,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{args} still ran after {_CHILD_SECONDS} s (waiting on a FIFO?)")
+    return run_child(args, tmp_path, seconds=_CHILD_SECONDS, memory=_CHILD_MEMORY * 4)
 
 
 def _ffdesk(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

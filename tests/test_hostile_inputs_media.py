@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
+from tests.hostile_child import run_child
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,23 +24,7 @@ CLIP = Path(__file__).resolve().parents[1] / "resources" / "sample" / "grace_hop
 
 
 def _child(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-    }
-    try:
-        return subprocess.run(
-            [sys.executable, *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=_CHILD_SECONDS,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{args} still ran after {_CHILD_SECONDS} s (waiting on a FIFO?)")
+    return run_child(args, tmp_path, seconds=_CHILD_SECONDS)
 
 
 def _in_child(call: str, path: Path, tmp_path: Path) -> str:

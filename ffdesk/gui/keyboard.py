@@ -115,6 +115,13 @@ class KeyboardControls(QObject):
         if app is not None:
             app.installEventFilter(self)  # (Qt drops it when this object goes, with the window)
 
+    def stop(self) -> None:
+        """Watch no more (the window closes): every event of the application passed through
+        this filter, and a window kept after closing (tests make hundreds) kept it there."""
+        app = QApplication.instance()
+        if app is not None:
+            app.removeEventFilter(self)
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         kind = event.type()
         if kind == QEvent.Type.Polish and isinstance(watched, QWidget) and belongs(watched, self._window):

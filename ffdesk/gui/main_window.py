@@ -1120,6 +1120,7 @@ class MainWindow(QMainWindow):
         if self._shut_down:
             return
         self._shut_down = True
+        self.keyboard.stop()
         self.save_settings()
         self._preview_timer.stop()
         self.session.set_playing(False)

@@ -361,6 +361,8 @@ def output_suffix_problem(output: Path, encoder: str, *, is_image: bool) -> str 
             )
         return None
     if encoder == "png":
+        if output.exists() and not output.is_dir():
+            return f"{output.name}: --encoder png writes a folder of frames, and this is a file"
         if suffix in FILE_SUFFIXES:
             return (
                 f"{output.name}: --encoder png writes a folder of frames and cannot be written to a "

@@ -427,6 +427,8 @@ class MainWindow(QMainWindow):
                 self.status.post("warning", warning)
         self._restore()
         self.history.clear()  # the restored settings are where undo begins
+        self._unsaved_said = False
+        """Whether Status said the settings file cannot be written (said once)."""
         self._save_timer = QTimer(self)
         self._save_timer.setSingleShot(True)
         self._save_timer.setInterval(SAVE_DEBOUNCE_MS)
@@ -1073,6 +1075,10 @@ class MainWindow(QMainWindow):
         self._save_timer.stop()
         self.qsettings.setValue("session/settings", json.dumps(self.session.settings.to_dict()))
         self.qsettings.sync()
+        if self.qsettings.status() == QSettings.Status.AccessError and not self._unsaved_said:
+            self._unsaved_said = True  # (once: it is tried again at each change)
+            where = self.qsettings.fileName()
+            self.status.post("warning", f"the window's settings cannot be saved to {where}: not writable")
 
     def close_question(self) -> QMessageBox:
         """The question closing asks while a render runs (not shown yet): Quit or Keep rendering."""

@@ -18,7 +18,13 @@ from typing import Any
 
 from ffdesk.commands.argtypes import frame_rate, given_path
 from ffdesk.commands.job_options import refuse_missing_models_dir
-from ffdesk.commands.render import add_max_pixels_option, add_range_options, clip_range_seconds, max_pixels_of
+from ffdesk.commands.render import (
+    add_max_pixels_option,
+    add_range_options,
+    clip_range_seconds,
+    max_pixels_of,
+    refuse_fps_beside,
+)
 from ffdesk.errors import MediaError, UserError
 from ffdesk.units import CLIP_MARKS
 
@@ -72,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
             ) from None
     elif not sequence and not clip.is_file():
         raise UserError(f"{clip}: no such file")
-    if args.fps is not None and not sequence:
-        raise UserError(f"--fps is the frame rate of an image sequence; {clip.name} has its own")
+    refuse_fps_beside(args.fps, clip)
     timecoded = isinstance(args.start, CLIP_MARKS) or isinstance(args.end, CLIP_MARKS)
     if not timecoded and args.end is not None and args.end <= (args.start or 0.0):
         raise UserError(f"--end {args.end:g}s is not after --start {args.start or 0.0:g}s")

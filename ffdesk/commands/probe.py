@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ffdesk.commands.argtypes import frame_rate, given_path
-from ffdesk.commands.render import add_max_pixels_option, max_pixels_of
+from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_fps_beside
 from ffdesk.errors import UserError
 from ffdesk.media.inspect import AudioReport, ClipReport, SideReport, StreamPlan, VideoReport
 from ffdesk.units import format_bytes
@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
         suffix = container_suffix(args.encoder)
     if args.fps is not None and not args.fps > 0:
         raise UserError(f"--fps must be positive, got {args.fps}")
-    if args.fps is not None and not is_sequence_path(args.clip):  # as render and faces refuse it
-        raise UserError(f"--fps is the frame rate of an image sequence; {args.clip.name} has its own")
+    refuse_fps_beside(args.fps, args.clip)  # as render and faces refuse it
     limit = max_pixels_of(args)
     report = inspect_clip(  # refuses a frame over `limit` from its header, before decoding
         args.clip,

@@ -339,13 +339,11 @@ def check_options_apply(args: argparse.Namespace) -> None:
     `--metrics-host` without `--metrics-port`, a `--matte` nothing of the render makes, and a
     swapper model without the source face it swaps in (a model made by `ffdesk train` needs
     none), and before that a `--swapper` that names no swapper at all (`check_swapper_path`)."""
-    from ffdesk.media.sequence import is_sequence_path
 
     if args.source_face is not None and not args.source and not args.map:
         raise UserError("--source-face picks a face of the source photo: give the photo (-s FACE.jpg)")
     target = Path(args.target).expanduser()
-    if args.fps is not None and not is_sequence_path(target):
-        raise UserError(f"--fps is the frame rate of an image sequence; {target.name} has its own")
+    refuse_fps_beside(args.fps, target)
     if args.farm is None:
         for name, default in FARM_OPTIONS:
             if getattr(args, name) != default:
@@ -548,6 +546,15 @@ def refuse_over_limit(
         raise
     except (MediaError, OSError):
         pass
+
+
+def refuse_fps_beside(fps: float | None, target: Path) -> None:
+    """`UserError` for an `--fps` given with a target that is no image sequence (render, faces,
+    probe: a clip has its own rate)."""
+    from ffdesk.media.sequence import is_sequence_path
+
+    if fps is not None and not is_sequence_path(target):
+        raise UserError(f"--fps is the frame rate of an image sequence; {target.name} has its own")
 
 
 def write_report(path: Path, report: RenderReport) -> None:

@@ -495,6 +495,7 @@ class FrameGrabber:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._close_at_end = False
 
     def start(self) -> None:
         """Start the thread; the camera must be open."""
@@ -520,7 +521,11 @@ class FrameGrabber:
         finally:
             with self._cond:
                 self.ended = True
+                close = self._close_at_end
                 self._cond.notify_all()
+            if close:  # `stop_and_close` gave up waiting: the camera is this thread's to close
+                with contextlib.suppress(Exception):
+                    self.camera.close()
 
     def take(self, timeout: float) -> CapturedFrame | None:
         """The newest frame not yet taken, waiting up to `timeout` s for one; None when none
@@ -544,3 +549,14 @@ class FrameGrabber:
             self.camera.interrupt()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
+
+    def stop_and_close(self, timeout: float = 5.0) -> None:
+        """`stop`, then close the camera, never under a read in progress: when the thread is
+        still reading after `timeout` s (a frame decoded on a loaded machine, a device slow to
+        answer), the thread closes it as its read returns."""
+        self.stop(timeout)
+        with self._cond:
+            if self._thread is not None and self._thread.is_alive() and not self.ended:
+                self._close_at_end = True
+                return
+        self.camera.close()

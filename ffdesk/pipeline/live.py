@@ -494,14 +494,14 @@ class LiveSession:
             ended = "error"
             self._error = _one_line(exc)
         finally:
-            grabber.stop()
+            grabber.stop()  # the camera is closed below, once the grabber's read is done
             if ended != "error" and not self._halt.is_set():
                 # the last frame swapped reaches the outputs too (a clip's last, a recording's)
                 self._handoff.wait_taken(DRAIN_S)
             self._halt.set()
             left = self._handoff.close()
             out_thread.join(10.0)
-            self.camera.close()
+            grabber.stop_and_close()
             self._finish_stages()
         if self._error and ended != "error":
             ended = "error"

@@ -4,6 +4,7 @@ preview, the timeline and the queue follow."""
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -218,4 +219,7 @@ def test_live_swaps_the_mapped_person_only(
     qtbot.waitUntil(only_the_left_face_changed, timeout=FIND_S)
     live.stop_button.click()
     qtbot.waitUntil(lambda: not live.running, timeout=20000)
+    # the capture thread ends after the frame it is reading (a clip's frame decoded on a loaded
+    # machine can outlast the session's 5 s wait for it)
+    qtbot.waitUntil(lambda: not any(t.name == "ffdesk-capture" for t in threading.enumerate()), timeout=30000)
     assert [e.text for e in window.status.entries if e.level == "error"] == []

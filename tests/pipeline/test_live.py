@@ -404,6 +404,53 @@ def test_captured_frames_are_newest_first() -> None:
     grabber.stop()
 
 
+def test_the_camera_is_never_closed_under_a_read_in_progress() -> None:
+    """A read that outlasts the stop's wait (a frame decoded on a loaded machine): the camera is
+    closed by the capture thread as that read returns, not beneath it."""
+    from ffdesk.media.capture import FrameGrabber
+
+    class Slow:
+        name, fps, size, missed = "slow", 25.0, (8, 8), 0
+
+        def __init__(self) -> None:
+            self.reading = threading.Event()
+            self.release = threading.Event()
+            self.closed_while_reading = False
+            self.closed = 0
+            self.busy = False
+
+        def open(self) -> None:
+            pass
+
+        def read(self) -> CapturedFrame | None:
+            self.busy = True
+            self.reading.set()
+            self.release.wait(10)
+            self.busy = False
+            return CapturedFrame(0, np.zeros((8, 8, 3), np.uint8), time.monotonic())
+
+        def close(self) -> None:
+            self.closed_while_reading |= self.busy
+            self.closed += 1
+
+    camera = Slow()
+    grabber = FrameGrabber(camera)
+    grabber.start()
+    assert camera.reading.wait(5)
+    grabber.stop_and_close(timeout=0.1)
+    assert camera.closed == 0  # still reading: left to the thread
+    camera.release.set()
+    deadline = time.monotonic() + 10
+    while camera.closed == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert camera.closed == 1 and not camera.closed_while_reading and grabber.ended
+    quick = FrameGrabber(Slow())
+    quick.camera.release.set()  # type: ignore[attr-defined]
+    quick.start()
+    quick.stop_and_close()
+    assert quick.camera.closed == 1  # type: ignore[attr-defined]
+
+
 def test_a_model_pack_swaps_live(run_env: RuntimeEnv, face_clip: Path, tmp_path: Path) -> None:
     from ffdesk.runtime.catalog import load_catalog
     from ffdesk.runtime.standins import write_standin

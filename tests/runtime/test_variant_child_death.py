@@ -107,17 +107,23 @@ DIES_AT_ONCE = textwrap.dedent(
                 with __import__("contextlib").suppress(psutil.Error):
                     if any("spawn_main" in part for part in child.cmdline()):
                         os.kill(child.pid, signal.SIGKILL)
-                        print("killed", child.pid, flush=True)
+                        killed.append(child.pid)
                         return
             time.sleep(0.005)
 
-    threading.Thread(target=kill_the_variant_process, daemon=True).start()
+    # One thread prints, after the killer is done: two threads' prints interleave word by word.
+    killed = []
+    killer = threading.Thread(target=kill_the_variant_process, daemon=True)
+    killer.start()
     crops = [{"target": np.full((8, 3, 128, 128), i, np.float32)} for i in range(8)]  # 12 MiB
     t0 = time.monotonic()
     try:
         prec._in_own_process("w.onnx: its INT8 variant", print, crops)
     except UserError as exc:
-        print(f"after {time.monotonic() - t0:.1f} s: {exc}", flush=True)
+        took = time.monotonic() - t0
+        killer.join(5)
+        print("killed", *killed, flush=True)
+        print(f"after {took:.1f} s: {exc}", flush=True)
     """
 )
 

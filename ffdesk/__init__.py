@@ -8,4 +8,11 @@ import os as _os
 # set here, before any of ffdesk's modules imports it; a value the user set stays.
 _os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+# The Python processes ffdesk starts (`-m ffdesk.runtime.weights`, the INT8 variant's spawned
+# process, torchrun's ranks) would put the current folder first on their import path: run from a
+# downloaded pack's or a shared farm folder holding a `ffdesk/` or `multiprocessing/` folder, they
+# would import and run its code. Python 3.11's safe path leaves the current folder out; set here
+# so that every child inherits it, whichever front end started ffdesk; a value the user set stays.
+_os.environ.setdefault("PYTHONSAFEPATH", "1")
+
 __version__ = "0.1.0"

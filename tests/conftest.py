@@ -16,6 +16,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 import pytest  # noqa: E402
 
+import ffdesk  # noqa: E402, F401 - sets its children's environment, taken back below
+
+# ffdesk's children never import from the current folder (PYTHONSAFEPATH, set as ffdesk is
+# imported: tests/test_safe_path.py proves it); the tests' own children (`python -c` with
+# `from tests... import`) run from the repository's root and import from it
+if os.environ.get("PYTHONSAFEPATH") == "1":
+    os.environ.pop("PYTHONSAFEPATH")
+
 
 @pytest.fixture(autouse=True)
 def _no_leaked_threads(request: pytest.FixtureRequest):

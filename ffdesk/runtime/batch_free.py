@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from ffdesk.errors import DiskFull
 from ffdesk.runtime.catalog import ModelSpec
-from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, write_sidecar
+from ffdesk.runtime.integrity import content_key, save_onnx_atomic, write_sidecar
 from ffdesk.runtime.precision import settings_hash
 
 SETTINGS = {"kind": "batch", "dim": "batch", "v": 1}
@@ -79,7 +79,7 @@ class BatchFree:
 
 def copy_path(src: Path, cache_dir: Path) -> Path:
     """Where the batch-free copy of `src` lives (it may not exist)."""
-    fp = file_fingerprint(Path(src)).split(":")[-1]
+    fp = content_key(Path(src), Path(cache_dir))
     return Path(cache_dir) / f"{Path(src).stem}.{fp}.{settings_hash(SETTINGS)}.batch.onnx"
 
 

@@ -61,6 +61,39 @@ def file_fingerprint(path: Path) -> str:
     return f"crc32:{crc32_hex(path)}"
 
 
+DIGESTS = "digests"
+"""The folder, inside a cache folder, where `content_key` remembers the digests it computed."""
+
+
+def content_key(path: Path, cache_dir: Path) -> str:
+    """The SHA-256 of the file at `path` (its first 16 hex digits): what cached work made from a
+    model (its FP16/INT8 variants, its batch-free copy) is named by. Never a `.hash` sidecar's
+    CRC32, which anyone can write (or forge) beside another file of the same name: a pack from
+    elsewhere would have had its network cached under a trusted model's name, and run in its
+    place in every later render. Computed once per version of the file: remembered in
+    `cache_dir/digests` with the file's identity (device, inode, size, change times), so a
+    file changed or replaced is read again."""
+    st = os.stat(path)
+    identity = f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}"
+    name = hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:32]
+    memo = Path(cache_dir) / DIGESTS / f"{name}.txt"
+    try:
+        from ffdesk import jsontext
+
+        said = jsontext.read_bytes(memo, max_bytes=512).decode("ascii").split()
+        if len(said) == 6 and " ".join(said[:5]) == identity and re.fullmatch(r"[0-9a-f]{64}", said[5]):
+            return said[5][:16]
+    except (OSError, ValueError):  # none yet, or damaged: computed again
+        pass
+    digest = sha256_hex(path)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes_atomic(memo, f"{identity} {digest}\n".encode(), durable=False)
+    except OSError:  # a read-only cache: computed again next time
+        pass
+    return digest[:16]
+
+
 def write_atomic(dest: Path, write: Callable[[str], object]) -> None:
     """Call `write(tmp)` on a temp path beside `dest` (its folder made if missing), then move it
     into place: nothing half-written is ever at `dest`."""

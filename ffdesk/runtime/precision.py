@@ -41,7 +41,13 @@ from ffdesk.errors import Cancelled, UserError
 from ffdesk.media import atomic
 from ffdesk.runtime import shared_cache
 from ffdesk.runtime.env import RuntimeEnv
-from ffdesk.runtime.integrity import file_fingerprint, save_onnx_atomic, sidecar_path, write_sidecar
+from ffdesk.runtime.integrity import (
+    content_key,
+    file_fingerprint,  # noqa: F401 - callers name it through this module
+    save_onnx_atomic,
+    sidecar_path,
+    write_sidecar,
+)
 from ffdesk.units import format_bytes
 
 Concrete = Literal["fp32", "fp16", "int8"]
@@ -142,7 +148,7 @@ def variant_path(
     if precision == "fp32":
         return Path(src)
     settings = _fp16_settings() if precision == "fp16" else _int8_settings(per_channel, calibration_tag)
-    fp = file_fingerprint(Path(src)).split(":")[-1]
+    fp = content_key(Path(src), Path(cache_dir))
     return Path(cache_dir) / f"{Path(src).stem}.{fp}.{settings_hash(settings)}.{precision}.onnx"
 
 

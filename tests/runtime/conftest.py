@@ -117,3 +117,10 @@ class FakeLoader:
 @pytest.fixture
 def fake_probe() -> FakeProbe:
     return FakeProbe()
+
+
+def made(folder: Path) -> list[Path]:
+    """What work left in a cache folder, but the digests `integrity.content_key` remembers there."""
+    from ffdesk.runtime.integrity import DIGESTS
+
+    return sorted(p for p in Path(folder).iterdir() if p.name != DIGESTS)

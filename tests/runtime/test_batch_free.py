@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ffdesk.runtime import batch_free as bf
 from ffdesk.runtime.standins import write_standins
+from tests.runtime.conftest import made
 
 FACE_MODELS = ["inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"]
 
@@ -213,7 +214,7 @@ def test_a_disk_that_fills_while_the_copy_is_written_is_not_remembered(
     result = bf.batch_free(src, cache_dir=tmp_path / "variants")
     assert result.copy is None and result.reason is not None
     assert result.reason.startswith("no copy could be written (disk full while writing"), result.reason
-    assert not (tmp_path / "variants").exists() or list((tmp_path / "variants").iterdir()) == []
+    assert not (tmp_path / "variants").exists() or made(tmp_path / "variants") == []
     monkeypatch.setattr(bf, "save_onnx_atomic", real)
     assert bf.batch_free(src, cache_dir=tmp_path / "variants").copy is not None
 
@@ -276,7 +277,7 @@ def test_a_check_holds_one_model_at_a_time_and_leaves_only_the_copy_and_its_verd
     assert result.reason is None and result.copy == bf.copy_path(src, cache)
     unchecked = f"{result.copy.name}.{os.getpid()}.unchecked"  # this process's own
     assert opened == [src.name, unchecked, unchecked]
-    assert sorted(p.name for p in cache.iterdir()) == sorted(
+    assert sorted(p.name for p in made(cache)) == sorted(
         [result.copy.name, result.copy.with_suffix(".hash").name, result.copy.with_suffix(".json").name]
     )
 
@@ -290,7 +291,7 @@ def test_a_refused_or_failed_check_leaves_no_copy_behind(
     assert problems == []
     assert refused.copy is None and refused.reason == "output 0 of item 0 differs from the item's own call"
     assert len(opened) == 2  # no Reshape: no second try
-    assert [p.name for p in (tmp_path / "refused").iterdir()] == [
+    assert [p.name for p in made(tmp_path / "refused")] == [
         bf.copy_path(src, tmp_path / "refused").stem + ".json"
     ]
 
@@ -300,7 +301,7 @@ def test_a_refused_or_failed_check_leaves_no_copy_behind(
     monkeypatch.setattr(bf, "_mismatch", broken)
     failed = bf.batch_free(src, cache_dir=tmp_path / "failed")
     assert failed == bf.BatchFree(None, "no copy could be made (compared nothing)")
-    assert [p.suffix for p in (tmp_path / "failed").iterdir()] == [".json"]
+    assert [p.suffix for p in made(tmp_path / "failed")] == [".json"]
 
 
 def test_copies_a_killed_check_left_are_removed_and_a_running_ones_kept(tmp_path: Path) -> None:

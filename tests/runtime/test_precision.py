@@ -12,6 +12,7 @@ from ffdesk.runtime import precision as prec
 from ffdesk.runtime.catalog import Catalog
 from ffdesk.runtime.env import RuntimeEnv
 from ffdesk.runtime.sessions import create_session
+from tests.runtime.conftest import made
 
 
 def _face_crops(n: int, size: int) -> np.ndarray:
@@ -91,7 +92,7 @@ def test_fp16_variant_of_a_file_with_external_weights(swapper: Path, tmp_path: P
     for tensor in b.graph.initializer:  # read from the side file: its location set (to here)
         tensor.ClearField("data_location")
     assert a == b
-    assert sorted(p.suffix for p in (tmp_path / "b").iterdir()) == [".hash", ".onnx"]
+    assert sorted(p.suffix for p in made(tmp_path / "b")) == [".hash", ".onnx"]
 
 
 def test_a_disk_too_full_for_the_fp16_variant_is_one_line_and_leaves_nothing(
@@ -112,7 +113,7 @@ def test_a_disk_too_full_for_the_fp16_variant_is_one_line_and_leaves_nothing(
         prec.make_fp16(swapper, cache_dir=tmp_path / "a")
     with pytest.raises(UserError, match=r"^inswapper_128.onnx: its INT8 variant: not enough disk space in "):
         prec.make_int8(swapper, _swap_feeds(2), cache_dir=tmp_path / "a")
-    assert list((tmp_path / "a").iterdir()) == []
+    assert made(tmp_path / "a") == []
     monkeypatch.setattr(shutil, "disk_usage", real_usage)
 
     def short(src: str, dest: str) -> None:  # what a disk filling mid-write leaves
@@ -123,7 +124,7 @@ def test_a_disk_too_full_for_the_fp16_variant_is_one_line_and_leaves_nothing(
         UserError, match=r"its FP16 variant: the shapes file in .* came out short \(it needs about"
     ):
         prec.make_fp16(swapper, cache_dir=tmp_path / "b")
-    assert list((tmp_path / "b").iterdir()) == []
+    assert made(tmp_path / "b") == []
 
 
 def test_a_damaged_cached_variant_is_made_again_not_loaded(swapper: Path, tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_a_shapes_file_that_could_not_be_written_is_one_line(
     monkeypatch.setattr(shape_inference, "infer_shapes_path", lambda src, dest: None)
     with pytest.raises(UserError, match=r"^inswapper_128.onnx: its FP16 variant: the shapes file could not"):
         prec.make_fp16(swapper, cache_dir=tmp_path / "v")
-    assert list((tmp_path / "v").iterdir()) == []
+    assert made(tmp_path / "v") == []
 
 
 def _without_write_rights(folder: Path) -> list[str]:
@@ -213,7 +214,7 @@ def test_a_read_only_variants_folder_is_one_line_and_nothing_is_written(
         f"inswapper_128.onnx: its {label} variant cannot be written in {variants} (Permission denied); "
         "make that folder writable, or render with --precision fp32"
     )
-    assert list(variants.iterdir()) == []
+    assert made(variants) == []
 
 
 def test_int8_variant_is_qdq_with_float_output_layers(swapper: Path, run_env: RuntimeEnv) -> None:

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ffdesk.errors import UserError
 from ffdesk.farm.address import FarmAddress, connected
 from ffdesk.farm.board import HEAD_SILENT_S, read_board
 from ffdesk.farm.slots import NodeResources
@@ -36,8 +37,30 @@ def farm_status(farm: FarmAddress) -> FarmStatus:
         nodes = tuple(NodeResources.from_ray(n) for n in ray.nodes() if n.get("Alive"))
         available = {k: float(v) for k, v in ray.available_resources().items() if "node:" not in k}
         board = read_board(ray) or {"workers": {}, "jobs": []}
+    problem = board_problem(board)
+    if problem is not None:
+        raise UserError(f"farm at {farm.label}: its status board {problem} (not what ffdesk writes)")
     workers = tuple(sorted(board["workers"].values(), key=lambda w: str(w.get("slot"))))
     return FarmStatus(farm.label, nodes, available, workers, tuple(board["jobs"]))
+
+
+def board_problem(board: object) -> str | None:
+    """What is wrong with the shape of a status board's snapshot (None: a dict of "workers", a
+    dict of dicts, and "jobs", a list of dicts). Anyone who can reach the farm can name an actor
+    as ffdesk's board: what it returns is checked before a line is made of it."""
+    if not isinstance(board, dict):
+        return f"is {type(board).__name__}, not a table"
+    workers, jobs = board.get("workers"), board.get("jobs")
+    if not isinstance(workers, dict) or not all(isinstance(w, dict) for w in workers.values()):
+        return "lists its workers in a form ffdesk cannot read"
+    if not isinstance(jobs, list) or not all(isinstance(j, dict) for j in jobs):
+        return "lists its jobs in a form ffdesk cannot read"
+    for row in (*workers.values(), *jobs):
+        for key in ("heard", "budget_bytes", "peak_model_bytes", "num_gpus", "num_cpus"):
+            value = row.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                return f"gives {key} as {type(value).__name__}"
+    return None
 
 
 def status_lines(status: FarmStatus, now: float | None = None) -> list[str]:

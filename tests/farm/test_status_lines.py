@@ -83,3 +83,21 @@ def test_a_worker_restarting_after_a_loss_names_no_pid() -> None:
     row = {"slot": "n/cpu0", "pid": 0, "num_cpus": 1, "rendering": "a.mov segment 2", "losses": 1}
     line = status_lines(FarmStatus("HEAD:6379", (), {}, (row,), ()))[-1]
     assert line.startswith("  worker n/cpu0 (pid - (restarting), 1 CPU, budget unlimited): a.mov segment 2;")
+
+
+def test_a_board_ffdesk_did_not_write_is_named_not_read() -> None:
+    """Anyone on the farm can name an actor as ffdesk's board: what it returns is checked (a
+    status that crashed on an int where a worker's table should be)."""
+    from ffdesk.farm.status import board_problem
+
+    good = {"workers": {"a": {"slot": "x", "heard": 1.5, "budget_bytes": 10}}, "jobs": [{"id": "j"}]}
+    assert board_problem(good) is None
+    assert board_problem(7) == "is int, not a table"
+    assert (
+        board_problem({"workers": {"a": 1}, "jobs": []}) == "lists its workers in a form ffdesk cannot read"
+    )
+    assert board_problem({"workers": {}, "jobs": "x"}) == "lists its jobs in a form ffdesk cannot read"
+    assert board_problem({"workers": {}, "jobs": [{"heard": "soon"}]}) == "gives heard as str"
+    assert (
+        board_problem({"workers": {"a": {"budget_bytes": True}}, "jobs": []}) == "gives budget_bytes as bool"
+    )

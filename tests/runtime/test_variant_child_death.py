@@ -22,6 +22,7 @@ import pytest
 from ffdesk.commands.interrupt import stop_signals, terminate_raises
 from ffdesk.errors import Cancelled, Terminated, UserError
 from ffdesk.runtime import precision as prec
+from tests.runtime.conftest import made
 
 WHAT = "w.onnx: its INT8 variant"
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,8 +74,9 @@ def _at_work(folder: Path, then: Callable[[int], None], seen: list[int]) -> thre
 
 
 def _left(folder: Path) -> list[str]:
-    """What is in `folder` (but `multiprocessing`'s own temporary folders)."""
-    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("pymp-"))
+    """What is in `folder` (but `multiprocessing`'s own temporary folders, and the digests of the
+    models a cache folder there remembers)."""
+    return sorted(p.name for p in made(folder) if not p.name.startswith("pymp-"))
 
 
 @pytest.fixture()

@@ -53,11 +53,14 @@ def write_sidecar(path: Path) -> Path:
 def file_fingerprint(path: Path) -> str:
     """A stable identity for a model file: its sidecar CRC32 when present (cheap), else the
     CRC32 of its bytes."""
-    side = sidecar_path(path)
-    if side.is_file():
-        text = side.read_text(encoding="utf-8", errors="replace").strip().lower()
-        if len(text) == 8:
-            return f"crc32:{text}"
+    from ffdesk import jsontext
+
+    try:  # a few bytes of a regular file, never more (a 3 GB sidecar was read whole)
+        text = jsontext.read_bytes(sidecar_path(path), 64).decode("ascii").strip().lower()
+    except (OSError, ValueError):  # none, damaged or not a file: the bytes decide
+        text = ""
+    if re.fullmatch(r"[0-9a-f]{8}", text):
+        return f"crc32:{text}"
     return f"crc32:{crc32_hex(path)}"
 
 

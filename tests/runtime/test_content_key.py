@@ -70,3 +70,15 @@ def test_a_cache_that_cannot_be_written_still_names_the_variant(tmp_path: Path) 
     cache.write_text("a file where the folder should be")  # no folder can be made in it
     model = _model(tmp_path / "pack", b"c" * 100)
     assert integrity.content_key(model, cache) == integrity.sha256_hex(model)[:16]
+
+
+def test_a_sidecar_that_is_not_a_crc32_is_passed_over_unread(tmp_path: Path) -> None:
+    model = _model(tmp_path / "pack", b"d" * 100)
+    actual = f"crc32:{integrity.crc32_hex(model)}"
+    side = tmp_path / "pack" / "inswapper_128.hash"
+    for damaged in (b"x" * (3 << 20), b"zzzzzzzz", b"\xff" * 8):
+        side.write_bytes(damaged)
+        assert integrity.file_fingerprint(model) == actual
+    side.unlink()
+    os.mkfifo(side)  # a FIFO nobody writes: read, it would hang
+    assert integrity.file_fingerprint(model) == actual

@@ -15,11 +15,12 @@ from ffdesk.commands.job_options import refuse_missing_models_dir
 from ffdesk.commands.registry import needs_subcommand
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
+from ffdesk.terminal_text import terminal_line
 from ffdesk.units import format_bytes
 
 if TYPE_CHECKING:
     from ffdesk.runtime.catalog import Catalog
-    from ffdesk.runtime.files import FolderModel
+    from ffdesk.runtime.files import FolderModel, ImportResult
 
 
 def register(sub: Any) -> None:
@@ -134,20 +135,21 @@ def _list(args: argparse.Namespace) -> int:
         }
         print(json.dumps(data, indent=1))
         return 0
-    print(f"models folder: {folder}")
+    print(terminal_line(f"models folder: {folder}"))
     if not files:
         print("no model files here" if folder.is_dir() else "this folder does not exist")
-    else:
-        width = max(len(f.file) for f in files) + 1
-        wide = max(24, *(len(f.model or "-") for f in files))  # crossface_/arcface_converter_ names
+    else:  # names from the folder (its files', its scope folders'), each shown as a terminal shows it
+        shown = [(terminal_line(f.file), terminal_line(f.model or "-"), f) for f in files]
+        width = max(len(file) for file, _, _ in shown) + 1
+        wide = max(24, *(len(model) for _, model, _ in shown))  # crossface_/arcface_converter_ names
         kinds = max(19, *(len(f.kind or "-") for f in files))
         print(f"{'file':<{width}} {'model':<{wide}} {'kind':<{kinds}} {'status':<10} {'size':>10}  notes")
-        for f in files:
+        for file, model, f in shown:
             size = format_bytes(f.size_bytes) if f.size_bytes else "-"
             kind = f.kind or "-"
-            model = f.model or "-"
             status = STATUS_WORDS[f.status]
-            print(f"{f.file:<{width}} {model:<{wide}} {kind:<{kinds}} {status:<10} {size:>10}  {f.note}")
+            note = terminal_line(f.note)
+            print(f"{file:<{width}} {model:<{wide}} {kind:<{kinds}} {status:<10} {size:>10}  {note}")
     here = {f.model for f in files if f.model}
     absent = [  # a family's entry (a DeepFaceLab .dfm's contract) is no file anyone has
         spec.name
@@ -215,7 +217,7 @@ def _prepare(args: argparse.Namespace) -> int:
             if copy is not None:
                 notes.append(f"CPU weight copy: {copy}")
         took = time.perf_counter() - t0
-        print(f"{spec.name}: {'; '.join(notes) or 'nothing to prepare'} ({took:.1f} s)")
+        print(terminal_line(f"{spec.name}: {'; '.join(notes) or 'nothing to prepare'} ({took:.1f} s)"))
     return 0
 
 
@@ -241,26 +243,29 @@ def _verify(args: argparse.Namespace) -> int:
     chosen, absent = _named_models(args.names, runs, catalog) if args.names else (runs, [])
     for row in lone_hashes(catalog, folder):
         if row.status == "partial" and (not args.names or row.model in args.names):
-            print(f"ffdesk: warning: {row.file}: {row.note}; {row.model} not checked", file=sys.stderr)
+            print(
+                terminal_line(f"ffdesk: warning: {row.file}: {row.note}; {row.model} not checked"),
+                file=sys.stderr,
+            )
     for file in absent:
-        print(f"{file}: missing from {folder}", file=sys.stderr)
+        print(terminal_line(f"{file}: missing from {folder}"), file=sys.stderr)
     bad = len(absent)
     for entry in chosen:
         problems = folder_model_problems(entry, strict=args.strict)
         if problems or entry.spec is None:
             bad += 1
             for line in problems:
-                print(line, file=sys.stderr)
+                print(terminal_line(line), file=sys.stderr)
             continue
         notes = [reads_of(entry.spec, entry.path)]
         if hash_status(entry.spec, entry.path) == "unverified":
             notes.append("unverified: no .hash sidecar")
         note = "; ".join(n for n in notes if n)
-        print(f"{entry.file}: ok" + (f" ({note})" if note else ""))
+        print(terminal_line(f"{entry.file}: ok" + (f" ({note})" if note else "")))
     if not chosen and not absent:
         raise UserError(f"{folder}: no model files ffdesk runs found")
     if bad:
-        print(f"{bad} bad file(s) of {len(chosen) + len(absent)} in {folder}", file=sys.stderr)
+        print(terminal_line(f"{bad} bad file(s) of {len(chosen) + len(absent)} in {folder}"), file=sys.stderr)
         return 2
     return 0
 
@@ -319,8 +324,8 @@ def _import(args: argparse.Namespace) -> int:
         if given.is_dir():
             found, left = folder_models(given, catalog)
             if left:
-                print(f"ffdesk: warning: {given}: not imported, not models the catalog knows: "
-                      f"{', '.join(left)}", file=sys.stderr)  # fmt: skip
+                said = f"{given}: not imported, not models the catalog knows: {', '.join(left)}"
+                print(terminal_line(f"ffdesk: warning: {said}"), file=sys.stderr)
             sources.extend(found)
         else:
             sources.append((given, args.as_name))
@@ -332,11 +337,28 @@ def _import(args: argparse.Namespace) -> int:
             failed += 1
             more = len(result.problems) - 1
             also = f" (and {more} more: not the model it is named as?)" if more else ""
-            print(f"not imported: {result.problems[0]}{also}", file=sys.stderr)
+            print(terminal_line(f"not imported: {result.problems[0]}{also}"), file=sys.stderr)
         else:
-            note = " (no .hash sidecar: recorded its CRC32 now)" if result.hash == "unverified" else ""
-            print(f"{result.name}: {result.dest}{note}")
+            for line in import_lines(result):
+                print(terminal_line(line))
     return 2 if failed else 0
+
+
+def import_lines(result: ImportResult) -> list[str]:
+    """What `models import` says of one model it imported: a line for each file it copied into
+    the models folder, the model first, then each external data file that came with it; a file
+    read through a link is named where the link points (what was copied)."""
+
+    def line(path: Path, dest: Path, *notes: str) -> str:
+        if path.is_symlink():
+            notes = (*notes, f"copied from {path.resolve()}, where the link {path} points")
+        return f"{result.name}: {dest}" + (f" ({'; '.join(notes)})" if notes else "")
+
+    unverified = ("no .hash sidecar: recorded its CRC32 now",) if result.hash == "unverified" else ()
+    return [
+        line(result.source, result.dest, *unverified),
+        *(line(came, to, "its external data") for came, to in result.data),
+    ]
 
 
 def folder_models(folder: Path, catalog: Catalog) -> tuple[list[tuple[Path, str | None]], list[str]]:

@@ -41,6 +41,7 @@ from ffdesk.pipeline.queue import (
     default_queue_path,
     not_a_queue,
 )
+from ffdesk.terminal_text import terminal_line
 from ffdesk.units import counted
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def open_queue(path: Path, *, read_only: bool = False) -> RenderQueue:
     if queue.warning and read_only and not queue.entries():
         raise UserError(queue.warning)
     if queue.warning:
-        print(f"ffdesk: warning: {queue.warning}", file=sys.stderr)
+        print(terminal_line(f"ffdesk: warning: {queue.warning}"), file=sys.stderr)
     return queue
 
 
@@ -128,10 +129,12 @@ def open_queue(path: Path, *, read_only: bool = False) -> RenderQueue:
 
 
 def entry_line(number: int, e: QueueEntry) -> str:
-    """One job as `queue list` prints it."""
+    """One job as `queue list` prints it: what the queue file says of it (its message, its paths)
+    shown as a terminal line (`terminal_line`: an ESC in a name is no colour change)."""
     frames = f"{e.frames_done}/{e.frames_total} {e.fraction * 100:3.0f}%" if e.frames_total else ""
     note = f"  ({e.message})" if e.message and e.state != "done" else ""
-    return f"{number:>3}  {e.id}  {e.state:<11} {frames:>16}  {e.job.target.name} -> {e.job.output}{note}"
+    line = f"{number:>3}  {e.id}  {e.state:<11} {frames:>16}  {e.job.target.name} -> {e.job.output}{note}"
+    return terminal_line(line)
 
 
 def run_clear(args: argparse.Namespace) -> int:
@@ -145,7 +148,8 @@ def run_clear(args: argparse.Namespace) -> int:
         gone = open_queue(path).remove_done()
     finally:
         held.release()
-    print(f"took {counted(gone, 'finished job')} off {path}" if gone else f"no finished jobs in {path}")
+    said = f"took {counted(gone, 'finished job')} off {path}" if gone else f"no finished jobs in {path}"
+    print(terminal_line(said))
     return 0
 
 
@@ -168,7 +172,7 @@ def run_list(args: argparse.Namespace) -> int:
         print(json.dumps({"queue": str(queue.path), "jobs": rows}, indent=2))
         return 0
     if not entries:
-        print(f"no jobs in {queue.path}")
+        print(terminal_line(f"no jobs in {queue.path}"))
         return 0
     for i, e in enumerate(entries, 1):
         print(entry_line(i, e))
@@ -235,7 +239,7 @@ def run_one(
     resumed = report.video.resumed_frames if report.video is not None else 0
     after = f", resumed after {resumed} frames" if resumed else ""
     figures = f"{report.frames_out} frames, {report.fps:.1f} frames/s{after}"
-    print(f"done   {entry.job.target.name} -> {report.output} ({figures})")
+    print(terminal_line(f"done   {entry.job.target.name} -> {report.output} ({figures})"))
     return "done"
 
 
@@ -243,7 +247,10 @@ def _failed(progress: JobProgress, entry: QueueEntry, message: str) -> str:
     progress.failed(message)
     job = entry.job
     named = message.startswith((job.target.name, str(job.target)))
-    print(f"ffdesk: error: {message if named else f'{job.target.name}: {message}'}", file=sys.stderr)
+    print(
+        terminal_line(f"ffdesk: error: {message if named else f'{job.target.name}: {message}'}"),
+        file=sys.stderr,
+    )
     return "failed"
 
 
@@ -274,7 +281,7 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
     if queue.next_queued() is None:
         waiting = sum(1 for e in queue.entries() if e.state in RESUMABLE)
         hint = f"; --resume runs the {waiting} interrupted, failed or cancelled" if waiting else ""
-        print(f"nothing queued in {queue.path}{hint}")
+        print(terminal_line(f"nothing queued in {queue.path}{hint}"))
         return 0
     t0 = time.perf_counter()
     with rendering(args, farm) as (render, where):
@@ -283,7 +290,8 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
     left = sum(1 for e in queue.entries() if e.state == "queued")
     if left:
         parts.append(f"{left} still queued")
-    print(f"queue: {', '.join(parts)}{where} in {time.perf_counter() - t0:.1f} s ({queue.path})")
+    took = time.perf_counter() - t0
+    print(terminal_line(f"queue: {', '.join(parts)}{where} in {took:.1f} s ({queue.path})"))
     if outcomes["interrupted"]:
         return 130
     return 2 if outcomes["failed"] else 0
@@ -321,11 +329,11 @@ def claim(queue: RenderQueue, entry: QueueEntry) -> QueueEntry | None:
         if got.job is not None:
             if got.job == entry.job:
                 return entry
-            print(f"ffdesk: warning: {got.note}", file=sys.stderr)
+            print(terminal_line(f"ffdesk: warning: {got.note}"), file=sys.stderr)
             return queue.update(entry.id, job=got.job)
         problem = got.note
     queue.update(entry.id, state="failed", message=problem, eta_s=None, finished=time.time())
-    print(f"ffdesk: error: {entry.job.target.name}: {problem}", file=sys.stderr)
+    print(terminal_line(f"ffdesk: error: {entry.job.target.name}: {problem}"), file=sys.stderr)
     return None
 
 

@@ -7,7 +7,9 @@ Integrity rules (`verify`):
   too short for its offsets and lengths; a tensor or constant shape above
   `integrity.MAX_TENSOR_ELEMENTS` elements, or holding fewer bytes than its dims say;
 - a `<stem>.hash` sidecar (FaceFusion: zlib CRC32 in hex) that does not match -> "hash mismatch";
-  a catalog `sha256` that does not match -> "hash mismatch (sha256)";
+  a catalog `sha256` that does not match -> "hash mismatch (sha256)"; a sidecar that cannot be
+  one (larger than `SIDECAR_MAX_BYTES`, a FIFO or a device, unreadable) is not read, and is named:
+  "its sidecar NAME.hash is ..." (`read_sidecar`);
 - inputs/outputs that break the catalog contract (names, ranks, fixed dims, dtypes).
 A missing sidecar is *not* a problem: the file is reported as "unverified" (`hash_status`), since
 users often copy files without them; `ffdesk models verify --strict` treats it as an error.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.runtime.catalog import Catalog, Dim, ModelSpec, TensorSpec, is_dynamic
 from ffdesk.runtime.env import RuntimeEnv, write_setting
@@ -116,17 +119,59 @@ def find_model(spec: ModelSpec, models_dir: Path | str) -> Path:
 # ---- hashes -------------------------------------------------------------------------------
 
 
+SIDECAR_MAX_BYTES = 64
+"""The most a `.hash` sidecar may hold: FaceFusion's is 8 hex digits (a CRC32), perhaps with a
+newline or a few spaces. A larger one is damaged (a 3 GB file was read whole), and is not read."""
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A model file's `.hash` sidecar as read: `crc32` its text (stripped, lower-case) where it is
+    there and readable; `damage` what is wrong with one that is there but cannot be used (too
+    large, not a regular file, unreadable); both None where there is none."""
+
+    path: Path
+    crc32: str | None = None
+    damage: str | None = None
+    raw: bytes = b""
+    """The bytes it holds (what `models import` copies)."""
+
+
+def read_sidecar(path: Path) -> Sidecar:
+    """The `.hash` sidecar of the model file `path`, read as `SIDECAR_MAX_BYTES` of a regular file
+    at most (`jsontext.read_bytes`: a FIFO, a device or a /proc file linked there is refused
+    unread, a large file from its size): what a damaged one is comes back as `damage`, never as
+    an exception."""
+    side = sidecar_path(path)
+    try:
+        data = jsontext.read_bytes(side, SIDECAR_MAX_BYTES)
+    except FileNotFoundError:
+        return Sidecar(side)
+    except jsontext.TooLarge:
+        return Sidecar(
+            side, damage=f"is larger than a CRC32 sidecar can be (over {SIDECAR_MAX_BYTES} bytes: damaged?)"
+        )
+    except IsADirectoryError:
+        return Sidecar(side, damage="is a folder, not a CRC32 sidecar")
+    except jsontext.NotRegularFile as exc:
+        return Sidecar(side, damage=f"is {exc}")
+    except OSError as exc:
+        return Sidecar(side, damage=f"cannot be read ({exc.strerror or exc})")
+    return Sidecar(side, crc32=data.decode("utf-8", errors="replace").strip().lower(), raw=data)
+
+
 def hash_status(spec: ModelSpec | None, path: Path) -> HashStatus:
-    """ "ok", "mismatch" or "unverified" (no sidecar and no catalog sha256)."""
+    """ "ok", "mismatch" or "unverified" (no sidecar and no catalog sha256). A damaged sidecar
+    (`read_sidecar`) checks nothing: "unverified" unless the sha256 was checked (`verify` names
+    the damage)."""
     checked = False
     if spec is not None and spec.sha256:
         if sha256_hex(path) != spec.sha256.lower():
             return "mismatch"
         checked = True
-    side = sidecar_path(path)
-    if side.is_file():
-        expected = side.read_text(encoding="utf-8", errors="replace").strip().lower()
-        if crc32_hex(path) != expected:
+    side = read_sidecar(path)
+    if side.crc32 is not None:
+        if crc32_hex(path) != side.crc32:
             return "mismatch"
         checked = True
     return "ok" if checked else "unverified"
@@ -325,8 +370,11 @@ def _check(spec: ModelSpec, path: Path, *, strict: bool = False) -> _Checked:
             problems = [f"{name}: cannot be checked ({type(exc).__name__}: {_first_line(exc)})"]
         del model
     status = hash_status(spec, path)
+    damage = read_sidecar(path).damage
     if status == "mismatch":
         problems.insert(0, f"{name}: hash mismatch (file damaged or a different build)")
+    elif damage is not None:
+        problems.insert(0, f"{name}: its sidecar {sidecar_path(path).name} {damage}")
     elif status == "unverified" and strict:
         problems.insert(0, f"{name}: no {sidecar_path(path).name} sidecar to check the file against")
     return _Checked(problems, status, data)
@@ -425,18 +473,57 @@ class ImportResult:
     dest: Path
     problems: tuple[str, ...]
     hash: HashStatus
+    data: tuple[tuple[Path, Path], ...] = ()
+    """The external data files copied with the model: (from, to) each."""
+
+
+DESCRIPTION_SUFFIXES = (".hash", ".toml", ".json")
+"""What ffdesk reads beside a model file as part of it: its `.hash` sidecar, a `<stem>.toml`
+description (its contract) and a trained model's `<stem>.json` contract."""
+
+
+def external_data_problems(file: str, data: Iterable[str], catalog: Catalog) -> list[str]:
+    """What `models import` refuses of the external data files a model names (`data`, relative to
+    its folder), one line each naming the model `file`: a file that is not plain data, which its
+    copy would install in the models folder as something else: a model file (`MODEL_SUFFIXES`),
+    one named as a catalog model's file, name or sidecar, or what ffdesk reads beside a model as
+    part of it (`DESCRIPTION_SUFFIXES`). Real external data (`model.onnx.data`, `weights.bin`)
+    is none of these."""
+    taken: dict[str, str] = {}
+    for m in catalog.models:
+        for name, what in ((m.file, "file"), (m.hash_file, "sidecar"), (m.name, "name")):
+            taken.setdefault(name.casefold(), f"named as catalog model {m.name}'s {what}")
+    problems = []
+    for loc in data:
+        name = loc.replace("\\", "/").rsplit("/", 1)[-1]
+        suffix = Path(name).suffix.lower()
+        if name.casefold() in taken:
+            what = taken[name.casefold()]
+        elif suffix in MODEL_SUFFIXES:
+            what = f"a model file ({suffix})"
+        elif suffix in DESCRIPTION_SUFFIXES:
+            what = f"a model's {suffix} (read beside a model as part of it)"
+        else:
+            continue
+        problems.append(
+            f"{file}: external data {loc!r} is {what}, not plain data: refused (importing the model "
+            "would install it in the models folder too)"
+        )
+    return problems
 
 
 def import_model(
     src: Path, catalog: Catalog, models_dir: Path, *, as_name: str | None = None, replace: bool = False
 ) -> ImportResult:
     """Verify `src` against its catalog entry (by file name, or `as_name`), then copy it, the
-    external data files it names (to the same places relative to it) and its sidecar into
-    `models_dir`, each atomically, the model last. A DeepFaceLab `.dfm` the catalog does not
-    know by file name goes to `<scope>/<name>.dfm` there, as FaceFusion keeps it and as
-    `models list` and `--deep-swapper SCOPE/NAME` read it (`import_target`). A file with
-    problems is not copied, and neither is one whose name (or one of whose data files' names)
-    another file already has there unless `replace` (the same file again is fine)."""
+    external data files it names (to the same places relative to it; each plain data, not a
+    model or a file read beside one: `external_data_problems`) and its sidecar into
+    `models_dir`, each atomically, the model last (`ImportResult.data`: the data files copied).
+    A DeepFaceLab `.dfm` the catalog does not know by file name goes to `<scope>/<name>.dfm`
+    there, as FaceFusion keeps it and as `models list` and `--deep-swapper SCOPE/NAME` read it
+    (`import_target`). A file with problems is not copied, and neither is one whose name (or one
+    of whose data files' names) another file already has there unless `replace` (the same file
+    again is fine)."""
     src = Path(src)
     if not src.is_file():
         raise UserError(f"{src}: no such file")
@@ -444,6 +531,8 @@ def import_model(
     spec, dest = target.spec, target.dest
     checked = _check(spec, src) if spec is not None else _Checked([f"{src.name}: {target.why}"])
     problems, status, data = checked.problems, checked.hash or "unverified", checked.data
+    if not problems:
+        problems = external_data_problems(src.name, data, catalog)
     if target.scoped:  # a scope folder's file, named with its folder as FaceFusion keeps it
         shown = f"{Path(os.path.abspath(src)).parent.name}/{src.name}"
         problems = [_renamed(line, src.name, shown) for line in problems]
@@ -462,18 +551,20 @@ def import_model(
     if problems:
         return ImportResult(src, target.name, dest, tuple(problems), status)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    copied: list[tuple[Path, Path]] = []
     if dest.resolve() != src.resolve():
-        side = sidecar_path(src)
         for loc in data:  # verified above: inside the source's folder, present and long enough
             (dest.parent / loc).parent.mkdir(parents=True, exist_ok=True)
             _atomic_copy(src.parent / loc, dest.parent / loc)
+            copied.append((src.parent / loc, dest.parent / loc))
         _atomic_copy(src, dest)
-        if side.is_file():
-            _atomic_copy(side, sidecar_path(dest))
+        kept = read_sidecar(src)  # read as `hash_status` read it: never more than a CRC32's bytes
+        if kept.crc32 is not None:
+            write_atomic(sidecar_path(dest), lambda tmp: Path(tmp).write_bytes(kept.raw))
         else:
             # Record the CRC32 now so later damage to the copy is caught.
             write_sidecar(dest)
-    return ImportResult(src, target.name, dest, (), status)
+    return ImportResult(src, target.name, dest, (), status, tuple(copied))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ffdesk.errors import UserError
 from ffdesk.media import atomic
 from ffdesk.training import control, qat
 from ffdesk.training.contract import KIND, contract_document
-from ffdesk.training.model import ONNX_OPSET, ExportedSwapper, ModelConfig, SwapAutoencoder
+from ffdesk.training.model import ONNX_OPSET, RESOLUTIONS, ExportedSwapper, ModelConfig, SwapAutoencoder
 from ffdesk.training.store import write_json_atomic
 
 _CODE_SIGNS = ("GLOBAL", "call reduce", "create new object", "Can only build")
@@ -62,18 +62,61 @@ def load_checkpoint(run_dir: Path, require: tuple[str, ...] = ()) -> dict[str, A
     return ckpt
 
 
+MODEL_SIZES: dict[str, tuple[int, ...] | range] = {
+    "resolution": RESOLUTIONS,
+    "encoder_dims": range(4, 64 + 1),
+    "ae_dims": range(16, 384 + 1),
+    "decoder_dims": range(4, 64 + 1),
+    "decoders": range(1, 2 + 1),
+}
+"""What each size of a checkpoint's `model_config` may be: what `ffdesk train` makes. Its
+`--resolution` takes 64, 128 or 256; its networks are `ModelConfig.for_resolution` (encoder and
+decoder 64, bottleneck 128 to 384) or `ModelConfig.tiny` (8, 32, 8), and a distilled student
+(`ModelConfig.student`) divides those by 2 or 4, down to its floors of 4, 16 and 4 (a student of
+a student too); one decoder or two. A size outside these is a crafted or damaged checkpoint:
+`encoder_dims: 200000` asked for 8 TB at the first layer."""
+_MODEL_SWITCHES = ("separable", "plain_encoder")
+
+
+def _size_problem(name: str, value: Any) -> str | None:
+    """What is wrong with `model_config`'s `name` (a `MODEL_SIZES` field) being `value`; None
+    when it is a size `ffdesk train` makes."""
+    allowed = MODEL_SIZES[name]
+    if isinstance(value, int) and not isinstance(value, bool) and value in allowed:
+        return None
+    if isinstance(allowed, range):
+        within = f"{allowed.start} to {allowed.stop - 1}"
+    else:
+        within = " or ".join(map(str, allowed))
+    if isinstance(value, bool) or not isinstance(value, int):
+        shown = f"is a {type(value).__name__}"
+    else:  # (a number of thousands of digits is not even written out)
+        shown = f"is {value}" if abs(value) < 10**12 else "is far out of range"
+    return f"{name} {shown}; ffdesk train makes {within}"
+
+
 def checkpoint_config(ckpt: dict[str, Any], run_dir: Path, grad_checkpoint: bool = False) -> ModelConfig:
-    """The checkpoint's `ModelConfig`, or `UserError` when its `model_config` is not one."""
+    """The checkpoint's `ModelConfig`, or `UserError` (one line naming the checkpoint, in its run
+    folder, and the field) when its `model_config` is not one: not a mapping of `ModelConfig`'s
+    fields, or a size that `ffdesk train` never makes (`MODEL_SIZES`), which would have the
+    network built at that size (terabytes) before anything else looked at it."""
     saved = ckpt.get("model_config")
+    path = Path(run_dir) / control.CHECKPOINT
     try:
         if not isinstance(saved, dict):
             raise TypeError
         cfg = ModelConfig(**{**saved, "grad_checkpoint": grad_checkpoint})
-        if not all(isinstance(getattr(cfg, f), int) for f in ("resolution", "encoder_dims", "ae_dims")):
-            raise TypeError
     except TypeError:
-        path = Path(run_dir) / control.CHECKPOINT
         raise UserError(f"{path}: not an ffdesk checkpoint (bad model_config)") from None
+    for name in MODEL_SIZES:
+        problem = _size_problem(name, getattr(cfg, name))
+        if problem is not None:
+            raise UserError(f"{path}: not an ffdesk checkpoint (bad model_config: {problem})")
+    for name in _MODEL_SWITCHES:
+        if not isinstance(getattr(cfg, name), bool):
+            raise UserError(
+                f"{path}: not an ffdesk checkpoint (bad model_config: {name} is not true or false)"
+            )
     return cfg
 
 

@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import cv2
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from ffdesk import jsontext
 from ffdesk.errors import Terminated, UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import atomic
@@ -98,6 +99,35 @@ class TrainSettings:
         d = asdict(self)
         d["model"] = self.model_config().to_json()
         return json.loads(json.dumps(d, default=str))
+
+
+METRICS_LINE_BYTES = 1 << 20
+"""The longest line of `metrics.jsonl` a resume keeps: a record is a few hundred bytes (a few
+KB with the figures of many ranks); a longer line is damaged and is not read into memory."""
+
+
+def metrics_step(line: bytes) -> int | None:
+    """The step of a line of `metrics.jsonl`; None for a damaged line (not UTF-8, not JSON that
+    `jsontext.loads` takes (nested too deep), no object, or no whole step: `{"step": 1e999}`),
+    which readers of the metrics pass over (`follow.sound_record`)."""
+    try:
+        record = jsontext.loads(line.decode("utf-8"))
+    except ValueError:  # (UnicodeDecodeError too)
+        return None
+    step = record.get("step") if isinstance(record, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _bounded_lines(f: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """The lines of `f` without their line ends, None for each line longer than `limit` bytes
+    (read past a bounded piece at a time, never held whole)."""
+    while line := f.readline(limit + 1):
+        if len(line) > limit and not line.endswith(b"\n"):
+            while (rest := f.readline(limit)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+            continue
+        yield line.rstrip(b"\r\n")
 
 
 def refuse_changes(s: TrainSettings, ckpt: dict[str, Any], saved: ModelConfig) -> None:
@@ -478,18 +508,22 @@ class Trainer:
         self._status("starting", int(ckpt["step"]) if ckpt else 0, goal)
 
     def _truncate_metrics(self, step: int) -> None:
-        """Drop records logged after the checkpoint (a crash): steps stay strictly increasing."""
+        """Drop records logged after the checkpoint (a crash): steps stay strictly increasing.
+        Damaged lines are dropped too, as the monitors pass over them (`metrics_step`); the file
+        is read a line at a time, none longer than `METRICS_LINE_BYTES`. A metrics file that is
+        not a regular file (a FIFO, a device) is one line (`UserError`), not a hang."""
         path = self.run_dir / control.METRICS
         if not path.exists():
             return
-        keep = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                if int(json.loads(line)["step"]) <= step:
-                    keep.append(line)
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue
-        atomic.write_text_atomic(path, "".join(line + "\n" for line in keep), durable=False)
+        try:
+            fd = jsontext.open_regular(path)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read the run's metrics ({exc.strerror or exc})") from None
+        with os.fdopen(fd, "rb") as old, atomic.replacing(path, durable=False) as tmp, open(tmp, "wb") as new:
+            for line in _bounded_lines(old, METRICS_LINE_BYTES):
+                logged = metrics_step(line) if line is not None else None
+                if line is not None and logged is not None and logged <= step:
+                    new.write(line + b"\n")
 
     def _status(self, state: control.State, step: int, goal: int, **extra: Any) -> None:
         self._state = state

@@ -159,6 +159,14 @@ def _readable_anywhere() -> None:
             stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
 
 
+def _said(level: str, text: object) -> None:
+    """`ffdesk: LEVEL: TEXT` on stderr, one terminal line: a file's name in a message (a clip, a
+    model, a queue) may hold an ESC or a newline, shown as a visible escape (`terminal_line`)."""
+    from ffdesk.terminal_text import terminal_line
+
+    print(terminal_line(f"ffdesk: {level}: {text}"), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     _readable_anywhere()
@@ -174,17 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         setattr(args, ENV_ATTRIBUTE, env)
         if env.settings_note and not getattr(args, "rewrites_settings", False):
-            print(f"ffdesk: warning: {env.settings_note}", file=sys.stderr)
+            _said("warning", env.settings_note)
         from ffdesk.commands.interrupt import terminate_raises
 
         own = getattr(args, "command", None) in KEEP_SIGTERM
         with contextlib.nullcontext() if own else terminate_raises(), _figures_kept_apart(args):
             return int(args.func(args) or 0)
     except Busy as exc:
-        print(f"ffdesk: error: {exc}", file=sys.stderr)
+        _said("error", exc)
         return BUSY_EXIT
     except UserError as exc:
-        print(f"ffdesk: error: {exc}", file=sys.stderr)
+        _said("error", exc)
         return 2
     except (Cancelled, KeyboardInterrupt):
         print("ffdesk: cancelled", file=sys.stderr)
@@ -195,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help / --version; a message: said, exit 1 (as Python does)
         if exc.code is None or isinstance(exc.code, int):
             return int(exc.code or 0)
-        print(f"ffdesk: error: {exc.code}", file=sys.stderr)
+        _said("error", exc.code)
         return 1
     except BrokenPipeError:
         # the reader went away (`ffdesk probe CLIP | head`): stop quietly, as command-line tools do
@@ -204,21 +212,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except OSError as exc:
         if (gone := _folder_gone(exc)) is not None:
-            print(f"ffdesk: error: {gone}", file=sys.stderr)
+            _said("error", gone)
             return 2
         if not is_place_error(exc):
             return _internal_error(exc, env)
-        print(f"ffdesk: error: {place_error(exc)}", file=sys.stderr)
+        _said("error", place_error(exc))
         return 2
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] == "ffdesk":
             return _internal_error(exc, env)
-        print(f"ffdesk: error: {missing_package(exc.name)}", file=sys.stderr)
+        _said("error", missing_package(exc.name))
         return 1
     except RuntimeError as exc:
         if (loop := _link_loop(exc)) is None:
             return _internal_error(exc, env)
-        print(f"ffdesk: error: {loop}", file=sys.stderr)
+        _said("error", loop)
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence
         return _internal_error(exc, env)

@@ -54,3 +54,14 @@ def test_queue_list_shows_escapes_from_the_queue_file_without_sending_them(
     assert main(["queue", "list", "--queue", str(path), "--json"]) == 0
     (job,) = json.loads(capsys.readouterr().out)["jobs"]
     assert job["message"] == "\x1b]0;QTITLE\x07\x1b[31mred\nsecond line"
+
+
+def test_a_refusal_naming_a_file_with_an_escape_is_one_plain_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clip = tmp_path / "a\x1b]0;TITLE\x07\nb.mp4"
+    clip.write_bytes(b"not a clip")
+    assert main(["probe", str(clip)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1, err
+    assert "a\\x1b]0;TITLE\\x07\\nb.mp4" in err

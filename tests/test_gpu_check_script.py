@@ -103,6 +103,7 @@ sessions.cuda_usable = lambda flags=None: True
 (here: a CPU build asked for the CUDA provider): sessions run on the CPU."""
 
 
+@pytest.mark.slow
 def test_a_cuda_provider_that_runs_on_the_cpu_fails_the_machine_step(tmp_path: Path) -> None:
     """ONNX Runtime lists CUDA where cuDNN or the CUDA runtime then fail to load, and runs the
     session on the CPU: the machine step loads a model on CUDA through ffdesk, says so in one
@@ -142,6 +143,7 @@ def test_the_step_limits_fit_the_budget_and_the_budget_fits_eight_minutes() -> N
         assert re.search(rf"^#   {re.escape(name)} +{limit} ", text, re.MULTILINE), name
 
 
+@pytest.mark.slow
 def test_the_device_call_brings_everything_back_in_three_files(tmp_path: Path) -> None:
     """`scripts/gpu_device.sh`: a part before the last only stores itself; the last runs the check
     and leaves summary.json, steps.tsv and one archive of every log and JSON in $OUT (the device

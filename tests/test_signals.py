@@ -83,6 +83,7 @@ def test_a_signal_delivered_twice_at_once_is_one_stop_and_a_third_later_ends_the
     assert later.returncode == 1 and "Terminated" in later.stderr  # raised, not swallowed
 
 
+@pytest.mark.slow
 def test_sigterm_ends_a_bench_with_its_children_and_temporary_folder(tmp_path: Path) -> None:
     """`ffdesk bench memory` runs its renders as child processes in a temporary folder: SIGTERM
     (a scheduler, `timeout`) ends it with one line, its render stopped and the folder gone."""

@@ -48,6 +48,11 @@ SCENARIOS = (
     *("token", "scratch", "sigterm", "faceless"),
     "queue",
 )
+SLOW_SCENARIOS = ("kill-driver", "sigterm", "ship", "matte", "progress", "scratch")
+"""Run with `-m slow` only (the suite's default run leaves them out: the cluster's scenarios took
+a tenth of its time): a head killed or stopped by SIGTERM and resumed (240 frames each; a local
+render's resume is tested beside), a shipped clip, the matte clip (its join: test_farm_matte.py),
+progress and metrics, scratch folders."""
 CLIP_FRAMES = {"render": 60, "kill-worker": 96, "kill-driver": 240}
 HOSTILE_FRAMES = {"token": 8, "scratch": 32, "sigterm": 240, "faceless": 16}
 PACK_FRAMES = 48  # six segments of 8
@@ -56,7 +61,9 @@ QUEUE_FRAMES = {"one": 24, "two": 16}
 
 
 @pytest.fixture(scope="module")
-def farm_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def farm_runs(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> tuple[Path, dict[str, Any]]:
     """Every scenario, on one cluster (starting one costs most of the time): (folder, results)."""
     work = tmp_path_factory.mktemp("farm")
     for name in SCENARIOS:
@@ -79,7 +86,8 @@ def farm_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
                 target=clip, output=clip.with_name(f"{name}-farm.mov"), encoder="prores", segment_frames=8
             )
         )
-    return work, run_scenarios(work, SCENARIOS)
+    slow = "not slow" not in " ".join(str(request.config.getoption("markexpr") or "").split())
+    return work, run_scenarios(work, tuple(n for n in SCENARIOS if slow or n not in SLOW_SCENARIOS))
 
 
 def scenario(farm_runs: tuple[Path, dict[str, Any]], name: str) -> tuple[Path, dict[str, Any]]:
@@ -169,6 +177,7 @@ def test_a_worker_killed_mid_render_costs_one_segment_again(farm_runs: tuple[Pat
     assert len(probe(work / "killed.mov").audio) == 1
 
 
+@pytest.mark.slow
 def test_a_killed_head_resumes_when_the_command_is_run_again(
     run_env: RuntimeEnv, farm_runs: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -240,6 +249,7 @@ def _render_segments_here(job: RenderJob, env: RuntimeEnv) -> None:
         join_planned(plan, manifest)
 
 
+@pytest.mark.slow
 def test_a_shipped_clip_renders_the_same_output_on_workers_told_a_path_that_exists_nowhere(
     farm_runs: tuple[Path, dict[str, Any]],
 ) -> None:
@@ -251,6 +261,7 @@ def test_a_shipped_clip_renders_the_same_output_on_workers_told_a_path_that_exis
     assert _video_packets(work / "shipped.mov") == _video_packets(work.parent / "pack" / "farm.mov")
 
 
+@pytest.mark.slow
 def test_a_farm_render_writes_the_local_renders_matte_clip_beside_its_output(
     run_env: RuntimeEnv, farm_runs: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -280,6 +291,7 @@ def _video_packets(path: Path) -> list[bytes]:
         return [bytes(p) for p in c.demux(video=0) if p.size]
 
 
+@pytest.mark.slow
 def test_progress_arrives_between_segments_and_workers_serve_their_metrics(
     farm_runs: tuple[Path, dict[str, Any]],
 ) -> None:
@@ -338,6 +350,7 @@ def test_a_wrong_or_missing_token_is_one_line_in_seconds(farm_runs: tuple[Path, 
     assert wrong["seconds"] < 15 and none["seconds"] < 15  # Ray's own connect gives up after 20 s or more
 
 
+@pytest.mark.slow
 def test_a_finished_farm_render_leaves_no_scratch_folder_on_its_nodes(
     farm_runs: tuple[Path, dict[str, Any]],
 ) -> None:
@@ -347,6 +360,7 @@ def test_a_finished_farm_render_leaves_no_scratch_folder_on_its_nodes(
     assert result["left"] == []
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_farm_render_resumably_and_the_same_command_resumes(
     farm_runs: tuple[Path, dict[str, Any]],
 ) -> None:

@@ -115,6 +115,7 @@ def _change(a: np.ndarray, b: np.ndarray, box: tuple[float, float, float, float]
     return float(np.abs(a[y1:y2, x1:x2].astype(np.int16) - b[y1:y2, x1:x2].astype(np.int16)).mean())
 
 
+@pytest.mark.slow
 def test_the_preview_swaps_the_mapped_person_only(
     window: Any, qtbot: Any, two_people: Path, analyser: FaceAnalyser
 ) -> None:
@@ -188,6 +189,7 @@ def test_seen_runs() -> None:
     assert seen_runs([], 2) == []
 
 
+@pytest.mark.slow
 def test_live_swaps_the_mapped_person_only(
     window: Any, qtbot: Any, two_people: Path, face_photo: Path, analyser: FaceAnalyser
 ) -> None:

@@ -533,6 +533,7 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
     assert again.models.precision_reason == picked.reason
 
 
+@pytest.mark.slow
 def test_auto_precision_times_the_enhancer_and_the_masks_too_each_on_its_own(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -171,11 +171,18 @@ def test_after_the_embedded_swap_the_face_enhancer_meets_no_new_shape_in_the_fra
     ("name", "settings", "models"),
     [
         ("deep_swap", {"deep_swapper": "dfl_amp", "masks": ("box", "occlusion", "region")}, ("dfl_amp",)),
-        ("age_modify", {"age_modifier": "fran", "masks": ("box", "occlusion")}, ("fran",)),
-        (
+        # (these two are left to `-m slow`: the same batch shapes path as the others, 51 s)
+        pytest.param(
+            "age_modify",
+            {"age_modifier": "fran", "masks": ("box", "occlusion")},
+            ("fran",),
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
             "expression_restore",
             {"expression_restorer": "live_portrait", "masks": ("box", "occlusion")},
             tuple(f"live_portrait_{p}" for p in LIVE_PORTRAIT),
+            marks=pytest.mark.slow,
         ),
         ("lip_sync", {"lip_syncer": "wav2lip_96", "masks": ("box", "occlusion")}, ("wav2lip_96",)),
     ],

@@ -143,6 +143,7 @@ def _time_read(path: Path, n: int) -> float:
     return seconds
 
 
+@pytest.mark.slow
 def test_ten_thousand_jobs_are_read_whole(tmp_path: Path) -> None:
     # 0.44 s on the quiet 2-core development machine, where it took 8 s before the codec was
     # built once per class (test_the_codec_resolves_field_types_once_per_class proves why); the

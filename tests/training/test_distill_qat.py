@@ -36,6 +36,7 @@ def held_out(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     return ev.faces_from(synth_faceset(tmp_path_factory.mktemp("held") / "b", 1, 12, size=64, seed=7), 64)
 
 
+@pytest.mark.slow
 def test_a_distilled_student_learns_the_teacher_and_renders_a_clip(
     run_env: RuntimeEnv, trained: Path, facesets: tuple[Path, Path], held_out: np.ndarray, tmp_path: Path
 ) -> None:

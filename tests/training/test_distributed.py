@@ -95,6 +95,7 @@ def test_two_processes_equal_one_with_the_same_global_batch(
     _assert_same(_weights(ddp), _weights(single))
 
 
+@pytest.mark.slow
 def test_a_killed_rank_is_restarted_from_the_checkpoint(facesets: tuple[Path, Path], tmp_path: Path) -> None:
     prefix = _loopback_prefix()
     run, steps = tmp_path / "run", 20  # (the pause lands before the end on a loaded machine too)

@@ -33,6 +33,7 @@ def _steps_logged(run: Path) -> list[int]:
     return [json.loads(line)["step"] for line in (run / control.METRICS).read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_runs_intervals_precision_and_the_rest(
     facesets: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -141,6 +141,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(facesets: tuple[Path, Path], tm
     assert not list(run.glob(".checkpoint*"))  # no temporary file left behind
 
 
+@pytest.mark.slow
 def test_mixed_precision_and_gradient_checkpointing_train(
     facesets: tuple[Path, Path], tmp_path: Path
 ) -> None:

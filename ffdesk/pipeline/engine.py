@@ -17,6 +17,7 @@ import math
 import os
 import resource
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -302,6 +303,41 @@ def check_job_files(job: RenderJob) -> None:
         for other_what, other in outputs[:i]:
             if atomic.same_file(out, other):
                 raise UserError(f"{what} {out.name} is also the {other_what}; give each its own path")
+    report = next((path for what, path in outputs if what == "--report"), None)
+    if report is not None and (kind := _not_a_report(report)) is not None:
+        raise UserError(
+            f"--report {report} exists and is {kind}, not a render report: not replaced "
+            "(remove it or choose another path)"
+        )
+
+
+REPORT_KEYS = ("frames_in", "frames_out")
+"""What every render report holds (`RenderReport.to_json_dict`): a file holding them is one."""
+
+
+def _not_a_report(path: Path) -> str | None:
+    """What the existing file at `path` is, where a render's report would replace something else
+    (a typo's `--report notes.txt`, a queued job from a shared queue naming any file the user
+    can write); None where nothing is there, an empty file, or a render report (replaced, as
+    every render replaces its last report)."""
+    from ffdesk import jsontext
+
+    try:
+        st = os.stat(path)
+        if st.st_size == 0 or stat.S_ISDIR(st.st_mode):  # (a folder: said where outputs are checked)
+            return None
+        data = jsontext.read(path, max_bytes=64 * 2**20)
+    except FileNotFoundError:
+        return None
+    except jsontext.NotRegularFile as exc:
+        return str(exc)
+    except jsontext.TooLarge:
+        return "larger than any report"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return "another kind of file"
+    if isinstance(data, dict) and all(k in data for k in REPORT_KEYS):
+        return None
+    return "another JSON file" if isinstance(data, (dict, list)) else "another kind of file"
 
 
 def _check_paths(job: RenderJob) -> None:

@@ -5,6 +5,9 @@ format guessed from the suffix, exactly as the join guesses it from the output p
 stream of the codec is added and its header written. Whatever FFmpeg accepts is copied packet
 for packet; a few combinations FFmpeg accepts but that fail later or that players cannot play
 are re-encoded anyway (see `_MP4_REFUSED`, and `_MP4_UNPLAYED`: what editing apps do not import).
+A re-encoded stream keeps its channel count: the encoder gets a layout of as many channels that
+it and the muxer take (AAC takes at most 8, or 16 as "hexadecagonal"), else another codec the
+container takes that can hold them, else the stream is left out with one line saying so.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from functools import lru_cache
 from typing import Literal
 
 import av
+import numpy as np
 
-__all__ = ["AudioChoice", "plan_audio", "default_layout"]
+from ffdesk.media.channel_layouts import Channels, named_layouts
+
+__all__ = ["AudioChoice", "plan_audio", "default_layout", "encoder_layout"]
 
 _MP4_REFUSED = ("pcm_", "vorbis")
 """Codec name prefixes FFmpeg's mp4 muxer accepts at the header but that must not be copied
@@ -35,16 +41,25 @@ class AudioChoice:
     """What the join does with one audio stream.
 
     `action` is "copy" (packets remuxed as they are) or "reencode" (decoded and encoded with
-    `codec`, an FFmpeg encoder name). `reason` is a short sentence for a warning when the
-    stream is re-encoded, None when copied.
+    `codec`, an FFmpeg encoder name) or "drop" (left out: nothing the output container takes
+    can hold its channels). `reason` is a short sentence for a warning when the stream is
+    re-encoded or left out, None when copied.
     """
 
-    action: Literal["copy", "reencode"]
+    action: Literal["copy", "reencode", "drop"]
     codec: str
     reason: str | None
+    layout: str | None = None
+    """The channel layout the output stream is given (a PyAV layout string without a channel
+    map, see `ffdesk.media.channel_layouts`), where the plan was made for known channels: the
+    encoder's for "reencode", always as many channels as the source's; for "copy", a named
+    layout for a stream whose file gives only a count of up to 8 (the mp4/mov muxers want an
+    order), else None (the source's layout is copied with its packets)."""
 
 
-def plan_audio(codec: str, sample_format_bits: int, output_suffix: str) -> AudioChoice:
+def plan_audio(
+    codec: str, sample_format_bits: int, output_suffix: str, channels: Channels | None = None
+) -> AudioChoice:
     """How a source audio stream of `codec` reaches an output file ending in `output_suffix`.
 
     `sample_format_bits` is the source's sample depth (16 for s16 PCM, 24 for pcm_s24le, 32 for
@@ -52,6 +67,11 @@ def plan_audio(codec: str, sample_format_bits: int, output_suffix: str) -> Audio
     the container takes the codec, else re-encode: AAC for .mp4/.m4v, pcm_s16le (pcm_s24le
     above 16 bits) for .mov, FLAC or PCM for .mkv, and for anything else the first of AAC,
     FLAC, PCM the container takes.
+
+    With `channels` (the source's layout, `ffdesk.media.channel_layouts.settle`) the plan also
+    says the output's layout (`AudioChoice.layout`), and a re-encode keeps every channel: where
+    the planned codec cannot hold them in this container (AAC and 12 channels), the first of
+    AAC, FLAC, PCM that can is taken, and the reason says so; where none can, "drop".
     """
     suffix = output_suffix.lower()
     if suffix and not suffix.startswith("."):
@@ -62,27 +82,77 @@ def plan_audio(codec: str, sample_format_bits: int, output_suffix: str) -> Audio
         return AudioChoice("reencode", "aac", f"{shown} is not a known container: audio re-encoded to AAC")
     accepted = _accepts(fmt, codec)
     if accepted and not _refused_by_policy(fmt, codec):
-        return AudioChoice("copy", codec, None)
+        return AudioChoice("copy", codec, None, _copy_layout(channels))
     target = _reencode_target(fmt, sample_format_bits)
     if accepted and codec.startswith(_MP4_UNPLAYED):
         why = f"{codec} in {shown} does not play in QuickTime, Final Cut or Premiere"
-        return AudioChoice(
-            "reencode",
-            target,
-            f"{why}: re-encoded to {_pretty(target)} (.mkv keeps it as it is, .mov as PCM)",
-        )
-    return AudioChoice("reencode", target, f"{codec} cannot go into {shown}: re-encoded to {_pretty(target)}")
+        reason = f"{why}: re-encoded to {_pretty(target)} (.mkv keeps it as it is, .mov as PCM)"
+    else:
+        reason = f"{codec} cannot go into {shown}: re-encoded to {_pretty(target)}"
+    if channels is None or channels.count <= 0:
+        return AudioChoice("reencode", target, reason)
+    layout = encoder_layout(fmt, target, channels)
+    if layout is not None:
+        return AudioChoice("reencode", target, reason, layout)
+    return _more_channels(codec, fmt, shown, target, sample_format_bits, channels)
+
+
+def _copy_layout(channels: Channels | None) -> str | None:
+    """The layout a copied stream is given: a named one where the file gives only a count of
+    up to 8 channels (the mp4/mov muxers want an order), else None (the source's is copied)."""
+    if channels is None or channels.labels or not 0 < channels.count <= 8:
+        return None
+    return default_layout(channels.count)
+
+
+def _more_channels(
+    codec: str, fmt: str, shown: str, target: str, bits: int, channels: Channels
+) -> AudioChoice:
+    """The plan for a stream whose channels `target` cannot hold in `fmt`: another codec the
+    container takes that can, else "drop"."""
+    n = channels.count
+    cannot = f"{codec} cannot go into {shown}, nor can {_pretty(target)} hold its {n} channels there"
+    for other in ("aac", "flac", _pcm(bits)):
+        if other == target or not _accepts(fmt, other):
+            continue
+        if other == "flac" and bits > 16:
+            continue
+        layout = encoder_layout(fmt, other, channels)
+        if layout is None:
+            continue
+        reason = f"{cannot}: re-encoded to {_pretty(other)}"
+        if fmt in ("mp4", "ipod") and other.startswith("pcm_"):
+            reason += ", which few players read from an MP4 (a .mov output keeps it for editing apps)"
+        return AudioChoice("reencode", other, reason, layout)
+    return AudioChoice("drop", "", f"{cannot}; a .mov or .mkv output keeps it")
+
+
+def encoder_layout(fmt: str, codec: str, channels: Channels) -> str | None:
+    """The layout that `codec`'s encoder and `fmt`'s muxer take for `channels`, keeping their
+    number and order (None: none does). The source's own where it names its channels in
+    FFmpeg's order; else, for up to 8 channels, the usual one (`default_layout`, the channels
+    taken in the file's order); else the count alone; else any of FFmpeg's named layouts of
+    that many channels (AAC's 16: "hexadecagonal")."""
+    n = channels.count
+    candidates = [channels.layout] if channels.named else []
+    if n <= 8:
+        candidates.append(default_layout(n))
+    candidates += [f"{n} channels", *named_layouts(n)]
+    for layout in dict.fromkeys(candidates):
+        if _takes(fmt, codec, layout):
+            return layout
+    return None
 
 
 def default_layout(channels: int) -> str:
     """The usual channel layout for a channel count ("stereo" for 2, "5.1" for 6).
 
     For streams whose container names no channel order (AVI, WAV without a channel mask): the
-    mp4/mov muxers and the AAC encoder need a named layout. Counts above 8 get "stereo" (the
-    resampler then downmixes), since no common layout exists for them.
+    mp4/mov muxers and the AAC encoder need a named layout. Counts above 8 have no usual layout:
+    they get the count alone ("12 channels", the channels in the file's order), which PCM takes.
     """
     names = {1: "mono", 2: "stereo", 3: "2.1", 4: "4.0", 5: "5.0", 6: "5.1", 7: "6.1", 8: "7.1"}
-    return names.get(channels, "stereo")
+    return names.get(channels, f"{channels} channels")
 
 
 def _pretty(codec: str) -> str:
@@ -126,6 +196,34 @@ def _format_for_suffix(suffix: str) -> str | None:
             return str(probe.format.name)
     except (av.error.FFmpegError, ValueError, OSError):
         return None
+
+
+@lru_cache(maxsize=256)
+def _takes(fmt: str, codec: str, layout: str) -> bool:
+    """Whether `codec`'s encoder opens with `layout` and `fmt`'s muxer writes a file of it, header
+    to trailer (the mp4 muxer refuses PCM of a bare count only there)."""
+    buf = io.BytesIO()
+    try:
+        out = av.open(buf, "w", format=fmt)
+    except (av.error.FFmpegError, ValueError, OSError):
+        return False
+    try:
+        stream = out.add_stream(codec, rate=48000, options={"strict": "experimental"})
+        if not isinstance(stream, av.AudioStream):
+            return False
+        stream.layout = layout
+        n = stream.codec_context.channels
+        silence = av.AudioFrame.from_ndarray(np.zeros((1, 1024 * n), np.float32), format="flt", layout=layout)
+        silence.sample_rate = 48000
+        for frame in (silence, None):
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        out.close()
+        return True
+    except (av.error.FFmpegError, ValueError, OSError):
+        with contextlib.suppress(av.error.FFmpegError, ValueError, OSError):
+            out.close()
+        return False
 
 
 @lru_cache(maxsize=256)

@@ -31,7 +31,8 @@ import av
 from ffdesk.errors import MediaError
 from ffdesk.hw import DriverFlags
 from ffdesk.media import _errors
-from ffdesk.media.audio_plan import default_layout, plan_audio
+from ffdesk.media.audio_plan import plan_audio
+from ffdesk.media.channel_layouts import described, settle
 from ffdesk.media.probe import AudioInfo, FieldOrder, VideoInfo, odd_size_note, probe
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.media.side_streams import SideTrack, Span, carry_container, container_format, open_side_tracks
@@ -433,10 +434,10 @@ def _audio_report(stream: av.AudioStream) -> AudioReport:
     lang = stream.metadata.get("language")
     codec = cc.name if cc is not None else "unknown"
     fmt = cc.format if cc is not None else None
-    channels = int(cc.channels or 0) if cc is not None else 0
-    layout = cc.layout.name if cc is not None and channels else None
-    if layout is not None and re.fullmatch(r"\d+ channels?", layout):
-        layout = None  # FFmpeg's name for a layout with no channel order
+    # never cc.layout or cc.channels first: a MOV's 7.1 in custom order crashes PyAV there
+    read = settle(stream)
+    channels = read.count
+    layout = read.description  # None where the file gives only a count
     return AudioReport(
         index=stream.index,
         codec=codec,
@@ -571,13 +572,18 @@ def _video_plan(video: VideoReport, encoder: EncoderName, driver: DriverFlags | 
 def _audio_plan(audio: AudioReport, suffix: str, encoder: EncoderName) -> StreamPlan:
     if encoder == "png":
         return StreamPlan(audio.index, "audio", "drop", "", "", "a PNG sequence holds no audio")
-    choice = plan_audio(audio.codec, audio.sample_bits, suffix)
+    channels = described(audio.channels, audio.layout)
+    choice = plan_audio(audio.codec, audio.sample_bits, suffix, channels if audio.channels else None)
+    if choice.action == "drop":
+        return StreamPlan(audio.index, "audio", "drop", "", f"{audio.channels} ch", choice.reason or "")
+    taken = choice.layout or channels.layout  # a copy without one keeps the source's
     if audio.layout:
         detail = f"{audio.channels} ch, {audio.layout}"
+        if taken != channels.layout:
+            detail += f", written as {taken}"
     elif audio.channels:
-        detail = (
-            f"{audio.channels} ch, taken as {default_layout(audio.channels)} (no channel order in the file)"
-        )
+        kept = "in the file's order" if taken == channels.layout else f"taken as {taken}"
+        detail = f"{audio.channels} ch, {kept} (no channel order in the file)"
     else:
         detail = ""
     if choice.action == "copy":

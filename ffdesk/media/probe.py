@@ -18,6 +18,7 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media._colour import colour_name
+from ffdesk.media.channel_layouts import settle
 from ffdesk.media.hdr import hdr_metadata
 from ffdesk.media.images import (
     StillImage,
@@ -661,11 +662,13 @@ def _audio_info(stream: av.AudioStream) -> AudioInfo:
     duration = float(stream.duration * tb) if stream.duration else 0.0
     cc = stream.codec_context  # None when FFmpeg has no decoder for the codec
     lang = stream.metadata.get("language")
+    # `settle`, never cc.layout or cc.channels: a MOV's 7.1 in custom order crashed PyAV there
+    channels = settle(stream).count
     return AudioInfo(
         index=stream.index,
         codec=cc.name if cc is not None else "unknown",
         sample_rate=int(cc.sample_rate or 0) if cc is not None else 0,
-        channels=int(cc.channels or 0) if cc is not None else 0,
+        channels=channels,
         duration_s=duration,
         language=None if lang in (None, "und") else lang,
     )

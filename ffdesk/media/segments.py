@@ -21,6 +21,7 @@ from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.atomic import raise_if_disk_full
 from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
+from ffdesk.media.channel_layouts import Channels, safe_for_arrays, settle
 from ffdesk.media.encode import PNG_PATTERN
 from ffdesk.media.probe import MediaInfo, VideoInfo
 from ffdesk.media.side_streams import (
@@ -293,7 +294,13 @@ def _join_video(
                 if stream.codec_context is None:
                     notes.append(f"audio track {number} left out: FFmpeg has no decoder for its codec")
                     continue
-                track = _Track.create(out, stream, out_path.suffix, shift, audio_to)
+                channels = settle(stream)  # before anything reads its layout (a custom order's map)
+                ctx = stream.codec_context
+                choice = plan_audio(_codec_name(ctx), _sample_bits(ctx), out_path.suffix, channels)
+                if choice.action == "drop":
+                    notes.append(f"audio track {number} left out: {choice.reason}")
+                    continue
+                track = _Track.create(out, stream, choice, channels, shift, audio_to)
                 carry_track_tags(stream, track.out_stream, container_format(out))
                 tracks.append(track)
                 if track.choice.reason:
@@ -484,16 +491,6 @@ def _has_edit_lists(out: av.container.OutputContainer) -> bool:
     return bool(set(out.format.name.split(",")) & {"mp4", "mov", "ipod", "3gp", "3g2", "ismv", "f4v", "psp"})
 
 
-def _is_named(layout: av.AudioLayout) -> bool:
-    """Whether a layout names its channels (AVI and some WAVs only give a count: "2 channels")."""
-    return layout.nb_channels > 0 and all(ch.name not in ("NONE", "USR") for ch in layout.channels)
-
-
-def _output_layout(ctx: av.AudioCodecContext) -> str:
-    layout = ctx.layout
-    return str(layout.name) if _is_named(layout) else default_layout(ctx.channels)
-
-
 class _Track:
     """One source audio stream on its way into the output: packets copied or re-encoded.
 
@@ -512,24 +509,26 @@ class _Track:
         self.refused_in_a_row = 0
 
     @staticmethod
-    def create(out: av.container.OutputContainer, src: av.AudioStream, suffix: str,
-               shift_s: float, to_s: float | None) -> _Track:  # fmt: skip
-        ctx = src.codec_context
-        choice = plan_audio(_codec_name(ctx), _sample_bits(ctx), suffix)
+    def create(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioChoice,
+               channels: Channels, shift_s: float, to_s: float | None) -> _Track:  # fmt: skip
+        """The track for `choice` (copy or re-encode; `plan_audio` with `channels`, what
+        `settle` read of the source stream's layout)."""
         track: _Track
         if choice.action == "copy":
+            # The output's layout is copied from the source's stream parameters (a custom
+            # order with its map too: the output's own copy, which nothing here reads)
             stream = out.add_stream_from_template(src)
             stream.time_base = _copy_time_base(src)
-            if not _is_named(ctx.layout) and isinstance(stream, av.AudioStream):
-                # mp4/mov need a channel order to write the stream's header (at the trailer)
-                stream.codec_context.layout = default_layout(ctx.channels)
-            frame_bytes = _pcm_frame_bytes(choice.codec, ctx.channels)
+            if choice.layout is not None and isinstance(stream, av.AudioStream):
+                # a count only: mp4/mov need a channel order to write the stream's header
+                stream.codec_context.layout = choice.layout
+            frame_bytes = _pcm_frame_bytes(choice.codec, channels.count)
             if frame_bytes:
                 track = _PcmCopyTrack(src, choice, stream, shift_s, to_s, frame_bytes=frame_bytes)
             else:
                 track = _CopyTrack(src, choice, stream, shift_s, to_s, lead=_lead(out, src, choice))
         else:
-            track = _ReencodeTrack.open(out, src, choice, shift_s, to_s)
+            track = _ReencodeTrack.open(out, src, choice, channels, shift_s, to_s)
         return track  # its language, name and role: `carry_track_tags`, as every carried track's
 
     def feed(self, packet: av.Packet) -> list[_Item]:
@@ -724,14 +723,18 @@ class _ReencodeTrack(_Track):
     """Decoded, cut to the span sample-exactly, and encoded with the planned codec.
 
     Output timestamps follow the samples: a gap in the source (a skipped packet) is filled with
-    silence, an overlap is dropped, so the audio never drifts from the video.
+    silence, an overlap is dropped, so the audio never drifts from the video. The encoder's
+    layout has the source's channel count (`plan_audio`): the cut pieces take it channel for
+    channel, in the source's order, and the resampler converts only their format and rate.
     """
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, encoder: av.AudioStream,
                  shift_s: float, to_s: float | None) -> None:  # fmt: skip
         super().__init__(src, choice, encoder, shift_s, to_s)
         self.encoder = encoder
-        self.layout = str(encoder.layout.name)
+        self.layout = str(encoder.layout.name)  # set from a string without a channel map: safe to read
+        self.channels = int(encoder.layout.nb_channels)
+        self.packer: av.AudioResampler | None = None  # planar frames of 8 channels or more -> packed
         self.in_rate = self.src.codec_context.sample_rate or encoder.rate
         self.resampler = av.AudioResampler(format=encoder.format.name, layout=self.layout, rate=encoder.rate)
         self.next_pos: int | None = None  # input samples since the output start
@@ -740,7 +743,7 @@ class _ReencodeTrack(_Track):
 
     @staticmethod
     def open(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioChoice,
-             shift_s: float, to_s: float | None) -> _ReencodeTrack:  # fmt: skip
+             channels: Channels, shift_s: float, to_s: float | None) -> _ReencodeTrack:  # fmt: skip
         ctx = src.codec_context
         codec = av.codec.Codec(choice.codec, "w")
         rate = ctx.sample_rate or 48000
@@ -752,7 +755,9 @@ class _ReencodeTrack(_Track):
         fmt = wide if wide in formats else formats[0] if formats else "fltp"
         encoder = out.add_stream(choice.codec, rate=rate)
         assert isinstance(encoder, av.AudioStream)
-        encoder.layout = _output_layout(ctx)
+        encoder.layout = choice.layout or (
+            channels.layout if channels.named else default_layout(channels.count)
+        )
         encoder.format = fmt
         encoder.time_base = Fraction(1, rate)
         return _ReencodeTrack(src, choice, encoder, shift_s, to_s)
@@ -764,9 +769,23 @@ class _ReencodeTrack(_Track):
             self.skipped += 1  # damaged: the gap it leaves is filled with silence
             return []
         out: list[_Item] = []
-        for frame in frames:
+        for frame in self._readable(frames):
             for piece in self._cut(frame):
                 out.extend(self._encode(piece))
+        return out
+
+    def _readable(self, frames: list[av.AudioFrame]) -> list[av.AudioFrame]:
+        """`frames` as frames PyAV reads as arrays: planar ones of 8 channels or more (AAC,
+        Opus, Vorbis 7.1) made packed, the same samples in the same order (`safe_for_arrays`)."""
+        out: list[av.AudioFrame] = []
+        for frame in frames:
+            if safe_for_arrays(frame):
+                out.append(frame)
+                continue
+            if self.packer is None:
+                self.packer = av.AudioResampler(format=frame.format.packed.name, layout=frame.layout.name,
+                                                rate=frame.sample_rate)  # fmt: skip
+            out.extend(self.packer.resample(frame))
         return out
 
     def flush(self) -> list[av.Packet]:
@@ -775,6 +794,9 @@ class _ReencodeTrack(_Track):
             frames = self.src.decode(None)
         except av.error.FFmpegError:
             frames = []
+        frames = self._readable(frames)
+        if self.packer is not None:
+            frames += self.packer.resample(None)
         for frame in frames:
             for piece in self._cut(frame):
                 packets.extend(p for _, _, p, _ in self._encode(piece))
@@ -816,12 +838,18 @@ class _ReencodeTrack(_Track):
         self.next_pos = pos + end
         return pieces
 
+    def _piece_layout(self, frame: av.AudioFrame) -> str:
+        """The layout a piece cut from `frame` is given: the encoder's, channel for channel, where
+        the counts agree (always, unless the decoder changed its channels mid-stream), else the
+        frame's own (the resampler then mixes)."""
+        return self.layout if frame.layout.nb_channels == self.channels else str(frame.layout.name)
+
     def _slice(self, frame: av.AudioFrame, begin: int, end: int, pts: int) -> av.AudioFrame:
         data = frame.to_ndarray()
         channels = frame.layout.nb_channels
         wide = 1 if frame.format.is_planar else channels  # packed formats interleave the channels
         part: Any = np.ascontiguousarray(data[:, begin * wide : end * wide])
-        piece = av.AudioFrame.from_ndarray(part, format=frame.format.name, layout=self.layout)
+        piece = av.AudioFrame.from_ndarray(part, format=frame.format.name, layout=self._piece_layout(frame))
         piece.sample_rate = self.in_rate
         piece.pts = pts
         piece.time_base = Fraction(1, self.in_rate)
@@ -840,7 +868,7 @@ class _ReencodeTrack(_Track):
             zero: Any = np.zeros(shape, dtype)
             if like.format.name.startswith("u8"):
                 zero += 128
-            piece = av.AudioFrame.from_ndarray(zero, format=like.format.name, layout=self.layout)
+            piece = av.AudioFrame.from_ndarray(zero, format=like.format.name, layout=self._piece_layout(like))
             piece.sample_rate = self.in_rate
             piece.pts = start
             piece.time_base = Fraction(1, self.in_rate)

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from ffdesk.errors import MediaError
 from ffdesk.media._errors import check_readable_file, describe
+from ffdesk.media.channel_layouts import settle
 
 F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
@@ -73,6 +74,7 @@ def read_voice(path: Path, *, sample_rate: int = 16000, start_s: float = 0.0, ch
         stream = container.streams.audio[0]
         if stream.codec_context is None:
             raise MediaError(f"{path}: unsupported audio codec (no decoder available)")
+        settle(stream)  # before decoding: a MOV's 7.1 in custom order crashes PyAV's frames
         layout = "stereo" if channels == 2 else "mono"
         resampler = av.AudioResampler(format="flt", layout=layout, rate=sample_rate)
         parts: list[F32] = []

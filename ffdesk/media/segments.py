@@ -545,8 +545,8 @@ class _Lead:
     """Which packets from before the output's start a copied (lossy) track keeps.
 
     "none": none, the track starts with its first packet at or after the start. "edit" (MP4,
-    MOV): the packet just before it that reaches the start, whose samples before the start the
-    output's edit list hides. "timestamps" (Matroska, WebM): every packet from the last one that
+    MOV): the packets just before it that prime the decoder (`PRIMING_S`), whose samples before
+    the start the output's edit list hides. "timestamps" (Matroska, WebM): every packet from the last one that
     starts at least `skip_s` before the start, at its negative time; the muxer then moves all
     streams later by what is left before 0 (the video starts that much after 0), so the audio
     is complete from the first frame on and in sync in every player. `skip_s` is the
@@ -573,6 +573,14 @@ def _lead(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioC
     return _Lead()
 
 
+PRIMING_S = 0.08
+"""How much audio before a copied track's start an edit list keeps to prime its decoder: the
+packet that reaches the start, the one before it (AAC's overlap needs a whole packet: with the
+straddling packet alone, the first ~20 ms after an in point inside a packet came out wrong, an
+audible click) and every packet that ends within this much before the start (Opus settles after
+80 ms)."""
+
+
 @dataclass(frozen=True)
 class _Held:
     """A packet before the output's start, kept back until the track knows it needs it."""
@@ -580,6 +588,7 @@ class _Held:
     packet: av.Packet
     ts: int
     start_s: float
+    end_s: float = 0.0
 
 
 class _CopyTrack(_Track):
@@ -635,8 +644,9 @@ class _CopyTrack(_Track):
         """Keep a packet from before the start that the track may begin with."""
         packet.pts = packet.dts = ts
         if self.lead.mode == "edit":
-            touches = t + duration_s >= self.shift_s - _EPS_S
-            self.held = [_Held(packet, ts, t)] if touches else []
+            self.held.append(_Held(packet, ts, t, t + duration_s))
+            while len(self.held) > 1 and self.held[1].end_s < self.shift_s - PRIMING_S - _EPS_S:
+                self.held.pop(0)  # the next one is early enough to prime the decoder
         elif self.lead.mode == "timestamps":
             self.held.append(_Held(packet, ts, t))
             while len(self.held) > 1 and self.held[1].start_s <= self.lead_by_s:

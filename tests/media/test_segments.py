@@ -13,7 +13,7 @@ from ffdesk.media.decode import VideoReader
 from ffdesk.media.encode import EncodeSettings, SegmentEncoder, container_suffix
 from ffdesk.media.images import read_image
 from ffdesk.media.probe import MediaInfo, probe
-from ffdesk.media.segments import join_segments
+from ffdesk.media.segments import PRIMING_S, join_segments
 from ffdesk.media.synth import SynthResult, frame_index_of
 
 
@@ -98,10 +98,10 @@ def test_trimmed_join_shifts_audio_with_video(tmp_path: Path, make_clip: Callabl
     audio = _packets(out, "audio")
     first_audio_s = float(audio[0].pts * audio[0].time_base)  # type: ignore[operator]
     last_audio_s = float(audio[-1].pts * audio[-1].time_base)  # type: ignore[operator]
-    # audio starts with the first kept frame (to within one 1024-sample packet: the packet that
-    # ends where the first frame starts is kept as pre-roll, hidden by the MP4 edit list) and
-    # ends where the last frame (0.88 s) stops showing: 0.92 s
-    assert -1024 / 48000 - 1e-6 <= first_audio_s < 1024 / 48000 + 1e-6
+    # audio starts with the first kept frame (the packets that prime the decoder, those ending
+    # within PRIMING_S of the first frame and one more, are kept as pre-roll, hidden by the MP4
+    # edit list) and ends where the last frame (0.88 s) stops showing: 0.92 s
+    assert -PRIMING_S - 2 * 1024 / 48000 - 1e-6 <= first_audio_s <= -PRIMING_S + 1e-6
     assert probe(out).audio[0].duration_s == pytest.approx(0.92 - 0.32, abs=2 * 1024 / 48000)
     assert last_audio_s < 0.92 - 0.32
     assert last_audio_s > 0.92 - 0.32 - 2 * 1024 / 48000

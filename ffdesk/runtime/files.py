@@ -308,6 +308,18 @@ def load_onnx(path: Path) -> Any:
     return load_structure(path).model
 
 
+def refuse_unsafe(path: Path) -> Structure:
+    """`load_structure(path)` for a model file no catalog entry verifies (a trained swapper, a
+    model given by a path the catalog does not know): `UserError` naming what `model_problems`
+    finds unsafe in it (a constant shape of billions of elements, external data outside its
+    folder), as `verify` refuses it in a catalog model."""
+    structure = load_structure(path)
+    problems = model_problems(structure.model, path, structure.dropped)
+    if problems:
+        raise UserError("; ".join(problems))
+    return structure
+
+
 def load_structure(path: Path) -> Structure:
     """`path` read without its weights' bytes (`ffdesk.runtime.onnx_read`: a 527 MiB model
     takes a few MiB, where `onnx.load` took twice the file); `UserError` "truncated or not an

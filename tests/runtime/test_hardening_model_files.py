@@ -185,3 +185,49 @@ def test_models_list_shows_escape_sequences_in_names_without_sending_them(
     assert main(["models", "verify", "--models-dir", str(pack)]) in (0, 2)
     said = capsys.readouterr()
     assert "\x1b" not in said.out + said.err
+
+
+def _bomb(path: Path) -> Path:
+    """A whole ONNX file whose one constant shape asks for 2^32 elements (16 GiB)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = numpy_helper.from_array(np.array([65536, 65536], np.int64), name="shape")
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "ConstantOfShape",
+                ["shape"],
+                ["big"],
+                value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0]),
+            ),
+            helper.make_node("ReduceSum", ["big"], ["sum"], keepdims=0),
+            helper.make_node("Add", ["x", "sum"], ["y"]),
+        ],
+        "bomb",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+        [shape],
+    )
+    onnx.save(helper.make_model(graph), str(path))
+    return path
+
+
+def test_a_model_no_catalog_entry_verifies_is_checked_before_it_loads(tmp_path: Path) -> None:
+    """A trained swapper's run folder from elsewhere, and a model named by a path the catalog
+    does not know, skipped the checks a pack's models have: this one ran and asked for 16 GiB."""
+    from ffdesk.errors import UserError
+    from ffdesk.hw.nvidia import DriverFlags
+    from ffdesk.pipeline.stages.trained import TrainedSwap
+    from ffdesk.runtime.env import RuntimeEnv
+    from ffdesk.runtime.files import refuse_unsafe
+    from ffdesk.training.contract import TrainedContract, contract_document
+
+    model = _bomb(tmp_path / "model.onnx")
+    said = r"model\.onnx: ConstantOfShape 'big' makes \[65536,65536\]"
+    with pytest.raises(UserError, match=said):
+        refuse_unsafe(model)
+    contract = TrainedContract.from_json(contract_document(64, {"template": "arcface_128"}, 10, {}, {}))
+    env = RuntimeEnv.in_folder(tmp_path / "env", DriverFlags(no_nvml=True))
+    with pytest.raises(UserError, match=said):
+        TrainedSwap(model, contract, None, "cpu", env=env)

@@ -139,7 +139,7 @@ def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> 
     not ONNX, hash mismatch, or inputs/outputs that break the contract.
     """
     from ffdesk.runtime.catalog import description_path, load_description
-    from ffdesk.runtime.files import find_model, input_signature, load_onnx, verify
+    from ffdesk.runtime.files import find_model, input_signature, refuse_unsafe, verify
 
     as_path = expand_user(value)
     if as_path.suffix.lower() == ".onnx":
@@ -154,7 +154,7 @@ def resolve_model(value: str, kind: str, models_dir: Path, catalog: Catalog) -> 
             if spec is not None and spec.kind != kind:
                 spec = None
         if spec is None:
-            model = load_onnx(path)  # at least a whole ONNX file
+            model = refuse_unsafe(path).model  # a whole ONNX file, declaring nothing unsafe
             if kind in _UNKNOWN:
                 raise UserError(
                     f"{path.name}: unknown {kind} (inputs {input_signature(model)}): ffdesk cannot tell "

@@ -190,6 +190,9 @@ class TrainedSwap:
         self.template = contract.template or DEFAULT_TEMPLATE
         if self.template not in TEMPLATES:
             raise UserError(f"{path}: unknown alignment template {self.template!r} in its contract")
+        from ffdesk.runtime.files import refuse_unsafe
+
+        refuse_unsafe(path)  # a run folder from elsewhere: what its model declares, checked
         self.tile = tile
         self.on_event: Callable[[ev.Event], None] = lambda _e: None
         self.device = job_device(provider, env)

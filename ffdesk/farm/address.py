@@ -16,8 +16,10 @@ import importlib
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -86,6 +88,7 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
         return
     check_reachable(farm)
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
+    stack = contextlib.ExitStack()
     if farm.token:
         os.environ["RAY_AUTH_TOKEN"] = farm.token
     if farm.token or (os.environ.get("RAY_AUTH_MODE") is None and _token_known(os.environ)):
@@ -94,9 +97,11 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
         _reload_auth()
         if farm.address is not None:
             _check_token(farm)
+        empty = Path(tempfile.mkdtemp(prefix="ffdesk-farm-"))
+        stack.callback(shutil.rmtree, empty, True)
         try:
             with _signals_kept():
-                _init(ray, farm, local_cpus)
+                _init(ray, farm, local_cpus, empty)
         except Exception as exc:  # noqa: BLE001 - Ray raises many kinds; the user needs one line
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise UserError(f"cannot reach the farm at {farm.label}: {reason}") from None
@@ -105,6 +110,7 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
         finally:
             ray.shutdown()
     finally:
+        stack.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -113,11 +119,17 @@ def connected(farm: FarmAddress, *, local_cpus: int | None = None) -> Iterator[M
         _reload_auth()
 
 
-def _init(ray: ModuleType, farm: FarmAddress, local_cpus: int | None) -> None:
+def _init(ray: ModuleType, farm: FarmAddress, local_cpus: int | None, empty: Path) -> None:
     """Connect this process to the farm's head, or start a Ray on this machine only. "local"
     tells Ray to start its own: with no address it would join the cluster its last run on this
     machine recorded (/tmp/ray/ray_current_cluster), a head that may have died without `ray
-    stop` (Ray then waits for it for ever, deaf to Ctrl-C) or someone else's running head."""
+    stop` (Ray then waits for it for ever, deaf to Ctrl-C) or someone else's running head.
+
+    `empty`, an empty private folder, is the job's working folder: without one, Ray puts the
+    folder this process runs in first on every worker's import path, on every node (a farm
+    render started in a downloaded pack's folder holding an `ffdesk/` folder ran its code on
+    the workers)."""
+    env = {"working_dir": str(empty)}
     if farm.address is None:
         ray.init(
             address="local",
@@ -126,9 +138,16 @@ def _init(ray: ModuleType, farm: FarmAddress, local_cpus: int | None) -> None:
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.ERROR,
+            runtime_env=env,
         )
     else:
-        ray.init(address=farm.address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.ERROR)
+        ray.init(
+            address=farm.address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+            runtime_env=env,
+        )
 
 
 def _reload_auth() -> None:

@@ -65,3 +65,30 @@ def test_a_refusal_naming_a_file_with_an_escape_is_one_plain_line(
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err and err.count("\n") == 1, err
     assert "a\\x1b]0;TITLE\\x07\\nb.mp4" in err
+
+
+def test_a_render_and_probe_show_an_escape_in_the_outputs_name_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    photo = tmp_path / "g.jpg"
+    shutil.copy(Path(__file__).resolve().parents[1] / "resources" / "sample" / "grace_hopper.jpg", photo)
+    named = tmp_path / "o\x1b]0;PWNED\x07ut.png"
+    assert main(["render", "-t", str(photo), "-s", str(photo), "-o", str(named), "-q"]) == 0
+    assert main(["probe", str(named)]) == 0
+    said = capsys.readouterr()
+    for text in (said.out, said.err):
+        assert "\x1b" not in text and "\x07" not in text, text
+    assert "o\\x1b]0;PWNED\\x07ut.png" in said.out
+
+
+def test_farm_status_lines_show_a_boards_escapes_as_text() -> None:
+    from ffdesk.farm.slots import NodeResources
+    from ffdesk.farm.status import FarmStatus
+
+    row = {"slot": "x\x1b]0;PWNED\x07", "pid": 1, "num_cpus": 1}
+    status = FarmStatus("HEAD:6379", (NodeResources("n1", "10.0.0.2", 2, 0, 0.0),), {}, (row,), ())
+    from ffdesk.commands.farm import status_text
+
+    assert "\x1b" not in status_text(status) and "x\\x1b]0;PWNED\\x07" in status_text(status)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffdesk.commands.registry import needs_subcommand
+from ffdesk.terminal_text import terminal_line
+
+if TYPE_CHECKING:
+    from ffdesk.farm.status import FarmStatus
 
 
 def register(sub: Any) -> None:
@@ -26,7 +30,7 @@ def run_status(args: argparse.Namespace) -> int:
     require_ray("farm status")
     from ffdesk.errors import UserError
     from ffdesk.farm.address import parse_farm
-    from ffdesk.farm.status import farm_status, status_lines
+    from ffdesk.farm.status import farm_status
 
     farm = parse_farm(args.address, what="farm address")
     if farm.address is None:  # it would start a Ray of its own just to find it has run nothing
@@ -38,5 +42,13 @@ def run_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status.as_dict(), indent=2, default=str))
     else:
-        print("\n".join(status_lines(status)))
+        print(status_text(status))
     return 0
+
+
+def status_text(status: FarmStatus) -> str:
+    """`farm status`'s lines for a terminal: what the farm's board says (anyone who can reach the
+    farm can write it) with its control characters shown as visible escapes."""
+    from ffdesk.farm.status import status_lines
+
+    return "\n".join(terminal_line(line) for line in status_lines(status))

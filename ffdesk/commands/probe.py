@@ -20,6 +20,7 @@ from ffdesk.commands.argtypes import frame_rate, given_path
 from ffdesk.commands.render import add_max_pixels_option, max_pixels_of, refuse_fps_beside
 from ffdesk.errors import UserError
 from ffdesk.media.inspect import AudioReport, ClipReport, SideReport, StreamPlan, VideoReport
+from ffdesk.terminal_text import terminal_line
 from ffdesk.units import format_bytes
 
 ENCODERS = ("h264", "h265", "prores", "png")
@@ -218,7 +219,7 @@ def print_report(report: ClipReport, out: TextIO) -> None:
     plan_rows = [_plan_row(p) for p in report.plans]
     width = max(len(label) for label, _ in [*rows, *plan_rows])
     for label, text in rows:
-        out.write(f"{label:<{width}}  {text}\n")
+        out.write(f"{label:<{width}}  {terminal_line(text)}\n")
     encoder = "" if report.is_image else f" with {report.encoder}"  # a photo's type is its encoder
     out.write(f"\nrender to {target}{encoder}:\n")
     for label, text in plan_rows:
@@ -226,6 +227,6 @@ def print_report(report: ClipReport, out: TextIO) -> None:
     if report.warnings:
         out.write("\nbefore rendering:\n")
         for line in report.warnings:
-            out.write(f"  ! {line}\n")
+            out.write(f"  ! {terminal_line(line)}\n")
     else:
         out.write("\nnothing to watch out for\n")

@@ -85,6 +85,11 @@ class TerminalProgress:
             self.write(line)
 
     def write(self, line: str) -> None:
+        """`line` on stderr, above the bar where there is one; control characters of a file's name
+        in it shown as visible escapes (`terminal_line`)."""
+        from ffdesk.terminal_text import terminal_line
+
+        line = terminal_line(line)
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
         else:

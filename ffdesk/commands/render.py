@@ -27,6 +27,7 @@ from ffdesk.commands.progress import TerminalProgress, finished_line, progress_m
 from ffdesk.commands.runtime_env import runtime_env
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import MATTES, PIXELS, PROVIDERS, SWAP_SCALES, RenderJob
+from ffdesk.terminal_text import terminal_line
 from ffdesk.types import VIDEO_PRESETS
 from ffdesk.units import CLIP_MARKS, ClipTime, counted, parse_clip_time
 
@@ -664,7 +665,9 @@ def run(args: argparse.Namespace) -> int:
         report = replace(report, telemetry=summary)
     finally:
         progress.close()
-    print(finished_line(report))  # first: a report that cannot be written leaves no doubt of the output
+    print(
+        terminal_line(finished_line(report))
+    )  # first: a report that cannot be written leaves no doubt of the output
     if report.telemetry is not None and report.telemetry.log_error:  # (said before a report the disk refuses)
         print(f"ffdesk: warning: {report.telemetry.log_error}", file=sys.stderr)
     if job.report is not None:

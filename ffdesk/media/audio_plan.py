@@ -134,7 +134,8 @@ def encoder_layout(fmt: str, codec: str, channels: Channels) -> str | None:
     taken in the file's order); else the count alone; else any of FFmpeg's named layouts of
     that many channels (AAC's 16: "hexadecagonal")."""
     n = channels.count
-    candidates = [channels.layout] if channels.named else []
+    native = channels.native_order()  # a custom order: its channels taken in FFmpeg's order
+    candidates = [channels.layout] if channels.named else [native[0]] if native is not None else []
     if n <= 8:
         candidates.append(default_layout(n))
     candidates += [f"{n} channels", *named_layouts(n)]

@@ -74,6 +74,21 @@ class Channels:
         """Whether `layout` labels the channels (False: a count only)."""
         return _COUNT_ONLY.fullmatch(self.layout) is None
 
+    def native_order(self) -> tuple[str, tuple[int, ...]] | None:
+        """For channels labelled in an order other than FFmpeg's own (a MOV's custom 7.1: FL FR
+        FC LFE SL SR BL BR): the layout of the same channels in FFmpeg's order ("7.1"), and, for
+        each of its channels, that channel's index in the stream; None where the stream's
+        channels are unlabelled, already in that order, or not distinct FFmpeg channels. A
+        re-encode takes the channels in that order, so each keeps its label (taken by position,
+        the side and back surrounds of a custom 7.1 changed places)."""
+        if self.named or len(self.labels) != self.count:
+            return None
+        bits = _channel_bits()
+        if any(label not in bits for label in self.labels) or len(set(self.labels)) != self.count:
+            return None
+        order = tuple(sorted(range(self.count), key=lambda i: bits[self.labels[i]]))
+        return _channels(self.count, tuple(self.labels[i] for i in order)).layout, order
+
     @property
     def description(self) -> str | None:
         """The layout as the file gives it, for a person: "5.1", "FL+FR+FC+LFE+SL+SR+BL+BR" (an

@@ -739,9 +739,12 @@ class _ReencodeTrack(_Track):
     """
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, encoder: av.AudioStream,
-                 shift_s: float, to_s: float | None) -> None:  # fmt: skip
+                 shift_s: float, to_s: float | None,
+                 order: tuple[int, ...] | None = None) -> None:  # fmt: skip
         super().__init__(src, choice, encoder, shift_s, to_s)
         self.encoder = encoder
+        self.order_in = order
+        """The source's channel for each of the encoder's (`Channels.native_order`); None: the same."""
         self.layout = str(encoder.layout.name)  # set from a string without a channel map: safe to read
         self.channels = int(encoder.layout.nb_channels)
         self.packer: av.AudioResampler | None = None  # planar frames of 8 channels or more -> packed
@@ -765,12 +768,13 @@ class _ReencodeTrack(_Track):
         fmt = wide if wide in formats else formats[0] if formats else "fltp"
         encoder = out.add_stream(choice.codec, rate=rate)
         assert isinstance(encoder, av.AudioStream)
-        encoder.layout = choice.layout or (
-            channels.layout if channels.named else default_layout(channels.count)
-        )
+        layout = choice.layout or (channels.layout if channels.named else default_layout(channels.count))
+        encoder.layout = layout
         encoder.format = fmt
         encoder.time_base = Fraction(1, rate)
-        return _ReencodeTrack(src, choice, encoder, shift_s, to_s)
+        native = channels.native_order()
+        order = native[1] if native is not None and native[0] == layout else None
+        return _ReencodeTrack(src, choice, encoder, shift_s, to_s, order)
 
     def feed(self, packet: av.Packet) -> list[_Item]:
         try:
@@ -859,6 +863,11 @@ class _ReencodeTrack(_Track):
         channels = frame.layout.nb_channels
         wide = 1 if frame.format.is_planar else channels  # packed formats interleave the channels
         part: Any = np.ascontiguousarray(data[:, begin * wide : end * wide])
+        if self.order_in is not None and channels == len(self.order_in):  # into FFmpeg's order
+            order = list(self.order_in)
+            part = np.ascontiguousarray(
+                part[order] if frame.format.is_planar else part.reshape(-1, channels)[:, order].reshape(1, -1)
+            )
         piece = av.AudioFrame.from_ndarray(part, format=frame.format.name, layout=self._piece_layout(frame))
         piece.sample_rate = self.in_rate
         piece.pts = pts

@@ -7,6 +7,7 @@ list`)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tracemalloc
 from pathlib import Path
@@ -213,21 +214,30 @@ def _bomb(path: Path) -> Path:
     return path
 
 
-def test_a_model_no_catalog_entry_verifies_is_checked_before_it_loads(tmp_path: Path) -> None:
+def test_a_model_no_catalog_entry_verifies_is_checked_before_it_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A trained swapper's run folder from elsewhere, and a model named by a path the catalog
     does not know, skipped the checks a pack's models have: this one ran and asked for 16 GiB."""
-    from ffdesk.errors import UserError
-    from ffdesk.hw.nvidia import DriverFlags
-    from ffdesk.pipeline.stages.trained import TrainedSwap
-    from ffdesk.runtime.env import RuntimeEnv
-    from ffdesk.runtime.files import refuse_unsafe
-    from ffdesk.training.contract import TrainedContract, contract_document
+    import json
 
-    model = _bomb(tmp_path / "model.onnx")
-    said = r"model\.onnx: ConstantOfShape 'big' makes \[65536,65536\]"
-    with pytest.raises(UserError, match=said):
+    from ffdesk.errors import UserError
+    from ffdesk.runtime.files import refuse_unsafe
+    from ffdesk.training.contract import contract_document
+
+    run = tmp_path / "run"
+    run.mkdir()
+    model = _bomb(run / "model.onnx")
+    (run / "model.json").write_text(
+        json.dumps(contract_document(64, {"template": "arcface_128"}, 10, {}, {}))
+    )
+    said = "model.onnx: ConstantOfShape 'big' makes [65536,65536]"
+    with pytest.raises(UserError, match=re.escape(said)):
         refuse_unsafe(model)
-    contract = TrainedContract.from_json(contract_document(64, {"template": "arcface_128"}, 10, {}, {}))
-    env = RuntimeEnv.in_folder(tmp_path / "env", DriverFlags(no_nvml=True))
-    with pytest.raises(UserError, match=said):
-        TrainedSwap(model, contract, None, "cpu", env=env)
+    photo = Path(__file__).resolve().parents[2] / "resources" / "sample" / "grace_hopper.jpg"
+    assert (
+        main(["render", "-t", str(photo), "-o", str(tmp_path / "out.png"), "--swapper", str(run), "-q"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+    assert not (tmp_path / "out.png").exists()

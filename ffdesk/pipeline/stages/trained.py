@@ -190,9 +190,6 @@ class TrainedSwap:
         self.template = contract.template or DEFAULT_TEMPLATE
         if self.template not in TEMPLATES:
             raise UserError(f"{path}: unknown alignment template {self.template!r} in its contract")
-        from ffdesk.runtime.files import refuse_unsafe
-
-        refuse_unsafe(path)  # a run folder from elsewhere: what its model declares, checked
         self.tile = tile
         self.on_event: Callable[[ev.Event], None] = lambda _e: None
         self.device = job_device(provider, env)
@@ -340,13 +337,14 @@ def trained_stages(
     folder, driver switches); `share`: the residency pool the model joins; `front`: the face
     front end the swap follows (default: the job's, `FaceFrontEnd.for_job`)."""
     from ffdesk.pipeline.stages.front import FaceFrontEnd
-    from ffdesk.runtime.files import resolve_models_dir
+    from ffdesk.runtime.files import refuse_unsafe, resolve_models_dir
 
     assert job.swapper is not None
     path = chosen_model(job.swapper, resolve_models_dir(job.models_dir, env), job.mode, job.precision)
     contract = read_contract(path)
     if contract is None:
         raise UserError(f"{path}: not a model exported by `ffdesk train` (no {KIND} contract)")
+    refuse_unsafe(path)  # a run folder from elsewhere: what its model declares, checked first
     model = TrainedSwap(
         path, contract, job.memory_budget, provider=job.provider, tile=job.swap_scale, env=env, share=share,
         precision=job.precision,

@@ -298,8 +298,12 @@ def test_py_spy_samples_every_thread_and_subprocess_and_leaves_the_command_as_it
     assert (run.returncode, run.stdout) == (3, "measured\n"), run.stderr
     profile = json.loads((tmp_path / "p.json").read_text(encoding="utf-8"))
     names = [p["name"] for p in profile["profiles"]]
-    assert any('"stage"' in n for n in names), names  # the second thread, by its name
-    assert len({n.split(" Thread")[0] for n in names}) == 2, names  # the command and its subprocess
+    processes = {n.split(" Thread")[0] for n in names}
+    assert len(processes) == 2, names  # the command and its subprocess
+    # the command's second thread ("stage"; py-spy names it, but on a loaded machine it once read
+    # no thread's name at all: the command's threads are then counted)
+    most = max(sum(n.startswith(f"{p} Thread") for n in names) for p in processes)
+    assert any('"stage"' in n for n in names) or most >= 2, names
     assert "Samples:" in (tmp_path / "p.json.log").read_text(encoding="utf-8")
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ffdesk import jsontext
 from ffdesk.errors import UserError
 from ffdesk.runtime.catalog import Catalog, Dim, ModelSpec, TensorSpec, is_dynamic
 from ffdesk.runtime.env import RuntimeEnv, write_setting
@@ -34,6 +33,7 @@ from ffdesk.runtime.integrity import (
     external_locations,
     file_fingerprint,
     model_problems,
+    read_sidecar,
     save_onnx_atomic,
     sha256_hex,
     sidecar_path,
@@ -117,47 +117,6 @@ def find_model(spec: ModelSpec, models_dir: Path | str) -> Path:
 
 
 # ---- hashes -------------------------------------------------------------------------------
-
-
-SIDECAR_MAX_BYTES = 64
-"""The most a `.hash` sidecar may hold: FaceFusion's is 8 hex digits (a CRC32), perhaps with a
-newline or a few spaces. A larger one is damaged (a 3 GB file was read whole), and is not read."""
-
-
-@dataclass(frozen=True)
-class Sidecar:
-    """A model file's `.hash` sidecar as read: `crc32` its text (stripped, lower-case) where it is
-    there and readable; `damage` what is wrong with one that is there but cannot be used (too
-    large, not a regular file, unreadable); both None where there is none."""
-
-    path: Path
-    crc32: str | None = None
-    damage: str | None = None
-    raw: bytes = b""
-    """The bytes it holds (what `models import` copies)."""
-
-
-def read_sidecar(path: Path) -> Sidecar:
-    """The `.hash` sidecar of the model file `path`, read as `SIDECAR_MAX_BYTES` of a regular file
-    at most (`jsontext.read_bytes`: a FIFO, a device or a /proc file linked there is refused
-    unread, a large file from its size): what a damaged one is comes back as `damage`, never as
-    an exception."""
-    side = sidecar_path(path)
-    try:
-        data = jsontext.read_bytes(side, SIDECAR_MAX_BYTES)
-    except FileNotFoundError:
-        return Sidecar(side)
-    except jsontext.TooLarge:
-        return Sidecar(
-            side, damage=f"is larger than a CRC32 sidecar can be (over {SIDECAR_MAX_BYTES} bytes: damaged?)"
-        )
-    except IsADirectoryError:
-        return Sidecar(side, damage="is a folder, not a CRC32 sidecar")
-    except jsontext.NotRegularFile as exc:
-        return Sidecar(side, damage=f"is {exc}")
-    except OSError as exc:
-        return Sidecar(side, damage=f"cannot be read ({exc.strerror or exc})")
-    return Sidecar(side, crc32=data.decode("utf-8", errors="replace").strip().lower(), raw=data)
 
 
 def hash_status(spec: ModelSpec | None, path: Path) -> HashStatus:

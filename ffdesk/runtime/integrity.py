@@ -11,11 +11,13 @@ import re
 import stat
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ffdesk import jsontext
 from ffdesk.media import atomic
 from ffdesk.runtime.onnx_read import Dropped
 
@@ -50,15 +52,51 @@ def write_sidecar(path: Path) -> Path:
     return side
 
 
+SIDECAR_MAX_BYTES = 64
+"""The most a `.hash` sidecar may hold: FaceFusion's is 8 hex digits (a CRC32), perhaps with a
+newline or a few spaces. A larger one is damaged (a 3 GB file was read whole), and is not read."""
+
+
+@dataclass(frozen=True)
+class Sidecar:
+    """A model file's `.hash` sidecar as read: `crc32` its text (stripped, lower-case) where it is
+    there and readable; `damage` what is wrong with one that is there but cannot be used (too
+    large, not a regular file, unreadable); both None where there is none."""
+
+    path: Path
+    crc32: str | None = None
+    damage: str | None = None
+    raw: bytes = b""
+    """The bytes it holds (what `models import` copies)."""
+
+
+def read_sidecar(path: Path) -> Sidecar:
+    """The `.hash` sidecar of the model file `path`, read as `SIDECAR_MAX_BYTES` of a regular file
+    at most (`jsontext.read_bytes`: a FIFO, a device or a /proc file linked there is refused
+    unread, a large file from its size): what a damaged one is comes back as `damage`, never as
+    an exception."""
+    side = sidecar_path(path)
+    try:
+        data = jsontext.read_bytes(side, SIDECAR_MAX_BYTES)
+    except FileNotFoundError:
+        return Sidecar(side)
+    except jsontext.TooLarge:
+        return Sidecar(
+            side, damage=f"is larger than a CRC32 sidecar can be (over {SIDECAR_MAX_BYTES} bytes: damaged?)"
+        )
+    except IsADirectoryError:
+        return Sidecar(side, damage="is a folder, not a CRC32 sidecar")
+    except jsontext.NotRegularFile as exc:
+        return Sidecar(side, damage=f"is {exc}")
+    except OSError as exc:
+        return Sidecar(side, damage=f"cannot be read ({exc.strerror or exc})")
+    return Sidecar(side, crc32=data.decode("utf-8", errors="replace").strip().lower(), raw=data)
+
+
 def file_fingerprint(path: Path) -> str:
     """A stable identity for a model file: its sidecar CRC32 when present (cheap), else the
     CRC32 of its bytes."""
-    from ffdesk import jsontext
-
-    try:  # a few bytes of a regular file, never more (a 3 GB sidecar was read whole)
-        text = jsontext.read_bytes(sidecar_path(path), 64).decode("ascii").strip().lower()
-    except (OSError, ValueError):  # none, damaged or not a file: the bytes decide
-        text = ""
+    text = read_sidecar(path).crc32 or ""
     if re.fullmatch(r"[0-9a-f]{8}", text):
         return f"crc32:{text}"
     return f"crc32:{crc32_hex(path)}"
@@ -81,8 +119,6 @@ def content_key(path: Path, cache_dir: Path) -> str:
     name = hashlib.sha256(os.fsencode(os.path.abspath(path))).hexdigest()[:32]
     memo = Path(cache_dir) / DIGESTS / f"{name}.txt"
     try:
-        from ffdesk import jsontext
-
         said = jsontext.read_bytes(memo, max_bytes=512).decode("ascii").split()
         if len(said) == 6 and " ".join(said[:5]) == identity and re.fullmatch(r"[0-9a-f]{64}", said[5]):
             return said[5][:16]

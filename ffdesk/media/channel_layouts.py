@@ -153,13 +153,9 @@ def _channels(count: int, labels: tuple[str, ...]) -> Channels:
     return Channels(count, labels, "+".join(labels) if _UNNAMED.fullmatch(name) else name)
 
 
+@lru_cache(maxsize=64)
 def named_layouts(count: int) -> tuple[str, ...]:
     """FFmpeg's named layouts of `count` channels ("7.1", "7.1(wide)", "octagonal", ... for 8)."""
-    return _named_layouts(count)
-
-
-@lru_cache(maxsize=64)
-def _named_layouts(count: int) -> tuple[str, ...]:
     found: list[str] = []
     for name in _NAMED:
         try:

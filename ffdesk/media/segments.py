@@ -735,7 +735,8 @@ class _ReencodeTrack(_Track):
     Output timestamps follow the samples: a gap in the source (a skipped packet) is filled with
     silence, an overlap is dropped, so the audio never drifts from the video. The encoder's
     layout has the source's channel count (`plan_audio`): the cut pieces take it channel for
-    channel, in the source's order, and the resampler converts only their format and rate.
+    channel, in the source's order (in FFmpeg's where the source's is a custom one:
+    `Channels.native_order`), and the resampler converts only their format and rate.
     """
 
     def __init__(self, src: av.AudioStream, choice: AudioChoice, encoder: av.AudioStream,

@@ -372,12 +372,15 @@ def test_on_the_cpu_a_frame_enhancer_on_the_packs_budget_is_planned_with_its_mod
     # as often as larger, and a window of all the frames is then the plan's right answer
     assert FRAMES // 2 <= order["window_frames"] <= FRAMES, order
     assert max(_loads(planned)[n] for n in PER_FRAME) <= 4, _loads(planned)
-    # within the budget, but for what footprints measured again on a busy CPU grow by (the plan
-    # takes the last measurement): a tenth, as the device-pixel budget test allows. The plan can
-    # fill the budget (1.000 of it in one of 12 runs on a busy CPU), and the upscaler's footprint
-    # alone came out 144 to 168 MiB in those runs' loose renders: a tenth of this budget apart.
-    # The enhancer's arena uncounted was half again
-    assert planned["peak_model_bytes"] + planned["reserved_bytes"] + order["held_bytes"] <= budget * 1.1
+    # within the budget, but for what footprints measured again in this render grew by over the
+    # loose run's (the plan takes the last measurement, and a model measured larger on its first
+    # call here counts at its new size from then on): on a busy CPU one model's footprint came
+    # out from 0.7 to 1.45 times its loose size, and a render filled a budget to 1.15 times with
+    # the upscaler grown. Any two models held together then hold at most their sizes in the
+    # plan plus the growth of each; the enhancer's arena uncounted was half the budget again
+    grown = sum(max(0, m["bytes"] - sizes[m["name"]]) for m in planned["models"])
+    held = planned["peak_model_bytes"] + planned["reserved_bytes"] + order["held_bytes"]
+    assert held <= budget + grown + budget // 50, (held, budget, grown, planned["models"])
     assert _frames(tmp_path / "planned")[0].shape[:2] == (2 * 270, 2 * 480)
     small = loose["reserved_bytes"] + upscaler // 2 + at_once * per_frame  # not even the enhancer's
     out = tmp_path / "small"

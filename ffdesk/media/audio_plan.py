@@ -23,7 +23,7 @@ import numpy as np
 
 from ffdesk.media.channel_layouts import Channels, named_layouts
 
-__all__ = ["AudioChoice", "plan_audio", "default_layout", "encoder_layout"]
+__all__ = ["AudioChoice", "plan_audio", "plan_silence", "default_layout", "encoder_layout"]
 
 _MP4_REFUSED = ("pcm_", "vorbis")
 """Codec name prefixes FFmpeg's mp4 muxer accepts at the header but that must not be copied
@@ -73,9 +73,7 @@ def plan_audio(
     the planned codec cannot hold them in this container (AAC and 12 channels), the first of
     AAC, FLAC, PCM that can is taken, and the reason says so; where none can, "drop".
     """
-    suffix = output_suffix.lower()
-    if suffix and not suffix.startswith("."):
-        suffix = "." + suffix
+    suffix = _dotted(output_suffix)
     fmt = _format_for_suffix(suffix)
     shown = suffix or "the output"
     if fmt is None:
@@ -95,6 +93,38 @@ def plan_audio(
     if layout is not None:
         return AudioChoice("reencode", target, reason, layout)
     return _more_channels(codec, fmt, shown, target, sample_format_bits, channels)
+
+
+def plan_silence(output_suffix: str, channels: Channels | None) -> AudioChoice:
+    """How a source audio stream with no sound in the rendered span is written: as silence the
+    output's length, with the source's channels, in the codec a re-encode into `output_suffix`
+    takes (AAC in MP4, PCM in MOV, FLAC in Matroska). Copied, it would have no packet at all,
+    and MP4 and MOV leave a track without samples out of the file: the output would have fewer
+    tracks than the source (and than the report said), which an editor's conform relies on."""
+    suffix = _dotted(output_suffix)
+    fmt = _format_for_suffix(suffix)
+    target = "aac" if fmt is None else _reencode_target(fmt, 16)
+    silence = "no sound in the rendered range"
+    if fmt is None or channels is None or channels.count <= 0:
+        return AudioChoice(
+            "reencode", target, f"{silence}: written as {_pretty(target)} silence, so the track stays"
+        )
+    layout = encoder_layout(fmt, target, channels)
+    other = AudioChoice("reencode", target, None, layout) if layout is not None else None
+    if other is None:  # more channels than `target` holds here: the codec `plan_audio` would take
+        other = _more_channels(target, fmt, suffix, target, 16, channels)
+    if other.action == "drop":
+        return AudioChoice(
+            "drop", "", f"{silence}, and no codec {suffix} takes holds its {channels.count} channels"
+        )
+    reason = f"{silence}: written as {_pretty(other.codec)} silence, so the track stays"
+    return AudioChoice("reencode", other.codec, reason, other.layout)
+
+
+def _dotted(suffix: str) -> str:
+    """`suffix` in lower case with its dot (".mp4"); an empty one stays empty."""
+    suffix = suffix.lower()
+    return "." + suffix if suffix and not suffix.startswith(".") else suffix
 
 
 def _copy_layout(channels: Channels | None) -> str | None:

@@ -20,7 +20,7 @@ import numpy as np
 from ffdesk.errors import MediaError
 from ffdesk.media import _errors
 from ffdesk.media.atomic import raise_if_disk_full
-from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
+from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio, plan_silence
 from ffdesk.media.channel_layouts import Channels, safe_for_arrays, settle
 from ffdesk.media.encode import PNG_PATTERN
 from ffdesk.media.probe import MediaInfo, VideoInfo
@@ -91,7 +91,9 @@ def join_segments(
     to a packet later, see `_Lead`). Audio is trimmed to the span the video covers ([first
     frame, end_s)), shifted by the same offset so it stays in sync, and copied packet for packet
     where the output container takes the codec (PCM cut to the sample at both ends), else
-    re-encoded (see `ffdesk.media.audio_plan.plan_audio`). Each audio
+    re-encoded (see `ffdesk.media.audio_plan.plan_audio`); a stream with no sound in the span
+    is written as silence the output's length (`plan_silence`: the join runs once more, as MP4
+    and MOV would leave out a track without samples). Each audio
     stream keeps its language, name and role. With `audio`, the source's subtitles, chapters,
     container tags, attachments and data tracks follow, cut and moved the same way (see
     `ffdesk.media.side_streams`); what the output cannot hold is one line of `notes`. Damaged
@@ -117,9 +119,11 @@ def join_segments(
     try:
         with _errors.ffmpeg_log() as logs:
             try:
-                return _join_video(
-                    segments, out_path, Path(source), source_info, end_s, encoder, origin_s, audio
-                )
+                joined = (segments, out_path, Path(source), source_info, end_s, encoder, origin_s, audio)
+                result, empty = _join_video(*joined)
+                if empty:  # tracks with no packet in the span, left out of MP4 and MOV: as silence
+                    result, _ = _join_video(*joined, silent=empty)
+                return result
             except OSError as exc:  # also FFmpeg's I/O errors
                 raise_if_disk_full(exc, out_path)
                 reason = _errors.ffmpeg_reason(exc, logs.entries())
@@ -258,7 +262,11 @@ def _join_video(
     encoder: str,
     origin_s: float | None = None,
     audio: bool = True,
-) -> JoinResult:
+    silent: frozenset[int] = frozenset(),
+) -> tuple[JoinResult, frozenset[int]]:
+    """The join (`join_segments`), with the audio tracks numbered in `silent` written as
+    silence the output's length (`plan_silence`); with it, the numbers of the audio tracks
+    that wrote nothing at all."""
     video = info.video
     origin = origin_s if origin_s is not None else video.start_time_s if video is not None else 0.0
     # The output starts at its first frame; audio before it is trimmed, audio after is moved
@@ -289,6 +297,7 @@ def _join_video(
                 if video is not None and video.reel_name:  # (MOV's tmcd names it, Matroska tags it)
                     vout.metadata["reel_name"] = video.reel_name
             tracks: list[_Track] = []
+            numbers: list[int] = []
             notes: list[str] = []
             for number, stream in enumerate(src.streams.audio if audio else (), start=1):
                 if stream.codec_context is None:
@@ -297,12 +306,17 @@ def _join_video(
                 channels = settle(stream)  # before anything reads its layout (a custom order's map)
                 ctx = stream.codec_context
                 choice = plan_audio(_codec_name(ctx), _sample_bits(ctx), out_path.suffix, channels)
+                to_s = audio_to
+                if number in silent:
+                    choice = plan_silence(out_path.suffix, channels)
+                    to_s = audio_to if audio_to is not None else _last_frame_end(segments[-1], video)
                 if choice.action == "drop":
                     notes.append(f"audio track {number} left out: {choice.reason}")
                     continue
-                track = _Track.create(out, stream, choice, channels, shift, audio_to)
+                track = _Track.create(out, stream, choice, channels, shift, to_s)
                 carry_track_tags(stream, track.out_stream, container_format(out))
                 tracks.append(track)
+                numbers.append(number)
                 if track.choice.reason:
                     notes.append(f"audio track {number}: {track.choice.reason}")
             side: list[SideTrack] = []
@@ -325,13 +339,14 @@ def _join_video(
             raise
     out.close()  # writes the trailer: errors here are real
     _fsync(out_path)
-    return JoinResult(
+    result = JoinResult(
         notes=tuple(notes),
         audio_packets_skipped=sum(t.skipped for t in tracks),
         audio=tuple(t.choice for t in tracks),
         start_shift_s=shift,
         timecode=timecode,
     )
+    return result, frozenset(n for n, t in zip(numbers, tracks, strict=True) if not t.written)
 
 
 def _add_video(out: av.container.OutputContainer, segment: Path) -> av.VideoStream:
@@ -422,6 +437,8 @@ def _write(out: av.container.OutputContainer, packet: av.Packet, tracks: list[_T
         return
     if track is not None:
         track.refused_in_a_row = 0
+        if isinstance(track, _Track):
+            track.written += 1
 
 
 def _fsync(path: Path) -> None:
@@ -507,6 +524,8 @@ class _Track:
         self.to_s = to_s
         self.skipped = 0
         self.refused_in_a_row = 0
+        self.written = 0
+        """Packets the muxer took for this track."""
 
     @staticmethod
     def create(out: av.container.OutputContainer, src: av.AudioStream, choice: AudioChoice,
@@ -752,6 +771,7 @@ class _ReencodeTrack(_Track):
         self.in_rate = self.src.codec_context.sample_rate or encoder.rate
         self.resampler = av.AudioResampler(format=encoder.format.name, layout=self.layout, rate=encoder.rate)
         self.next_pos: int | None = None  # input samples since the output start
+        self.sounded = False  # whether any of the source's samples fell inside the span
         self.end_pos = round((self.to_s - self.shift_s) * self.in_rate) if self.to_s is not None else None
         self.order = 0
 
@@ -815,6 +835,12 @@ class _ReencodeTrack(_Track):
         for frame in frames:
             for piece in self._cut(frame):
                 packets.extend(p for _, _, p, _ in self._encode(piece))
+        if not self.sounded and self.end_pos:  # no sound in the span: silence as long as it
+            like = av.AudioFrame.from_ndarray(
+                np.zeros((1, self.channels), np.float32), format="flt", layout=self.layout
+            )
+            for piece in self._silence(like, 0, self.end_pos):
+                packets.extend(p for _, _, p, _ in self._encode(piece))
         for res in self.resampler.resample(None):
             packets.extend(self.encoder.encode(res))
         packets.extend(self.encoder.encode(None))
@@ -850,6 +876,7 @@ class _ReencodeTrack(_Track):
                 self.next_pos = pos + n
             return pieces
         pieces.append(self._slice(frame, begin, end, pos + begin))
+        self.sounded = True
         self.next_pos = pos + end
         return pieces
 

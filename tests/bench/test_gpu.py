@@ -22,7 +22,7 @@ from ffdesk.telemetry.nvml import Nvml
 from ffdesk.telemetry.sampler import Sample
 from tests.telemetry.fake_nvml import FakeDevice, FakeNvml
 
-TINY = ["--allow-cpu", "--frames", "4", "--batch", "2", "--height", "144", "--model-runs", "3"]
+TINY = ["--allow-cpu", "--frames", "4", "--batch", "2", "--height", "144", "--model-runs", "1"]
 STAGES = {"decode", "swap", "encode"}
 
 

@@ -26,8 +26,8 @@ FIND_S = 60_000
 
 @pytest.fixture(scope="module")
 def two_people(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The astronaut on the left, Grace Hopper on the right, 10 frames."""
-    return two_shot(tmp_path_factory.mktemp("people") / "two.mp4", frames=10)
+    """The astronaut on the left, Grace Hopper on the right, 6 frames."""
+    return two_shot(tmp_path_factory.mktemp("people") / "two.mp4", frames=6)
 
 
 def find_people(window: Any, qtbot: Any) -> Any:
@@ -60,8 +60,8 @@ def test_the_two_people_get_a_card_and_a_band_each(window: Any, qtbot: Any, two_
     view = window.people_view
     assert [c.index for c in view.cards] == [0, 1] == [p.index for p in people.people]
     assert view.cards[0].title.text() == "<b>person 1</b>"
-    assert view.cards[1].where.text() == "frames 1–10\n10 faces"  # as the preview counts them
-    assert view.cards[1].when.text() == "00:00:00:00 → 00:00:00:09"
+    assert view.cards[1].where.text() == "frames 1–6\n6 faces"  # as the preview counts them
+    assert view.cards[1].when.text() == "00:00:00:00 → 00:00:00:05"
     assert "leave untouched" in view.cards[0].photos.text()
     assert not view.cards[0].clear.isEnabled()
     assert window.timeline.bar.minimumHeight() > bar_height  # room for the two bands

@@ -34,7 +34,6 @@ from ffdesk.media.audio_plan import AudioChoice, default_layout, plan_audio
 from ffdesk.media.channel_layouts import Channels, described
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "resources" / "sample" / "grace_hopper.jpg"
 FPS = 25
 FRAMES = 10
 RATE = 48000
@@ -139,9 +138,11 @@ def _levels(path: Path) -> dict[str, Any]:
 
 
 def _render(clip: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """`ffdesk render` of `clip` without a source photo (its flat frames hold no face): the frames
+    are decoded and encoded again, the audio planned and muxed as in any render."""
     report = out.with_suffix(".json")
     run = _child(
-        "-m", "ffdesk", "render", "-t", str(clip), "-s", str(SOURCE), "-o", str(out), "-q",
+        "-m", "ffdesk", "render", "-t", str(clip), "-o", str(out), "-q",
         "--video-preset", "ultrafast", "--report", str(report),
     )  # fmt: skip
     assert run.returncode == 0, _crashed(run)

@@ -93,11 +93,12 @@ def test_qat_int8_is_closer_to_fp32_than_post_training_int8(
 ) -> None:
     run = tmp_path / "run"
     shutil.copytree(trained, run)
-    code = main(["train", "--run", str(run), "--qat", "--steps", "30", "--batch", "4", "--workers", "0",
+    # 10 steps of fine-tuning with fake quantization: the INT8 copy already beats PTQ
+    code = main(["train", "--run", str(run), "--qat", "--steps", "10", "--batch", "4", "--workers", "0",
                  "--log-every", "10", "--preview-every", "100", "--nproc", "1", "-q"])  # fmt: skip
     assert code == 0
-    assert (run / "qat" / control.CHECKPOINT).exists()  # the FP32 run's own checkpoint is untouched
-    assert torch.load(run / control.CHECKPOINT, weights_only=True)["step"] == 30
+    assert torch.load(run / "qat" / control.CHECKPOINT, weights_only=True)["step"] == 10
+    assert torch.load(run / control.CHECKPOINT, weights_only=True)["step"] == 30  # the FP32 run's, untouched
     int8 = run / "model_int8.onnx"
     info = read_contract(int8)
     assert info is not None and info.precision == "int8" and info.model_kind == "qat"

@@ -38,7 +38,8 @@ def application(argv: list[str] | None = None) -> QApplication:
     app.setDesktopFileName("ffdesk")
     if icon_path().is_file():
         app.setWindowIcon(QIcon(str(icon_path())))
-    app.setStyle("Fusion")
+    if app.style().name().lower() != "fusion":  # set again, it would restyle every widget there is
+        app.setStyle("Fusion")
     # Render and preview threads run Python too; a shorter GIL hand-over interval (default 5 ms)
     # lets the window's thread in sooner when several of them want the interpreter.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)

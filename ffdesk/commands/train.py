@@ -407,11 +407,20 @@ def _settings(args: argparse.Namespace, task: _Task, resuming: bool) -> TrainSet
     )
 
 
+BUSY_REPEAT_S = 5.0
+"""Python runs a signal's handler between two steps of its own, not as the signal comes: GNU
+`timeout`'s second delivery, microseconds after the first, had its handler run after a training
+step's long call into torch (0.5 s and more on a loaded machine), and counted as a second request
+(quit at once, nothing saved). A signal again before the trainer's loop looked for the stop,
+within this long, is the first one still."""
+
+
 class _StopSignals:
     """Ctrl-C and SIGTERM as the trainer's stop: the first saves a checkpoint, then stops
     (status "interrupted", exit 130); a second one quits at once (checkpoints are written
     atomically). The same signal again within `REPEAT_S` is the first delivered twice (GNU
-    `timeout` signals the process, then its group), not a second one.
+    `timeout` signals the process, then its group), not a second one; so is one whose handler
+    Python ran later than that, but before the trainer's loop looked for a stop (`BUSY_REPEAT_S`).
 
     Under torchrun SIGTERM is torchrun ending its workers (after a Ctrl-C that reached them too):
     once the trainer polls for a stop (its loop has begun) it means save, then stop. Before that it
@@ -432,8 +441,12 @@ class _StopSignals:
         """The SIGCHLD handler set aside while the run stops (`_quiet_worker_ends`)."""
         self.polled = False
         """Whether the trainer asked for a stop yet: its loop has begun."""
+        self.polls = 0
+        self.polls_at_first = 0
+        """How often the trainer asked for a stop: in all, and by the first press."""
 
     def requested(self) -> bool:
+        self.polls += 1
         if not self.polled:
             self.polled = True
             main = threading.current_thread() is threading.main_thread()
@@ -459,8 +472,11 @@ class _StopSignals:
         now = time.monotonic()
         if now - self.last < REPEAT_S:
             return False
+        if self.presses and self.polls == self.polls_at_first and now - self.last < BUSY_REPEAT_S:
+            return False  # delivered with the first, its handler run late: see BUSY_REPEAT_S
         self.last = now
         self.presses += 1
+        self.polls_at_first = self.polls
         if self.presses > 1:
             raise then()
         return True

@@ -123,10 +123,18 @@ def test_a_sigterm_again_within_the_repeat_window_is_the_same_one() -> None:
     stops = train_cmd._StopSignals(torchrun=False, speaks=False)
     stops.on_sigterm(signal.SIGTERM, None)
     stops.on_sigterm(signal.SIGTERM, None)  # GNU timeout: the same signal, to the group
-    assert stops.requested() and stops.presses == 1
-    stops.last -= REPEAT_S  # a person's second request comes later
+    assert stops.presses == 1
+    stops.last -= REPEAT_S  # its handler run late, the trainer busy in a step: the same still
+    stops.on_sigterm(signal.SIGTERM, None)
+    assert stops.presses == 1
+    assert stops.requested()  # the loop looked, and is saving: a person's second request quits at once
     with pytest.raises(Terminated):
         stops.on_sigterm(signal.SIGTERM, None)
+    busy = train_cmd._StopSignals(torchrun=False, speaks=False)
+    busy.on_sigterm(signal.SIGTERM, None)
+    busy.last -= train_cmd.BUSY_REPEAT_S  # a step that never ends: the second quits all the same
+    with pytest.raises(Terminated):
+        busy.on_sigterm(signal.SIGTERM, None)
 
 
 def test_under_torchrun_sigterm_before_the_loop_ends_the_rank_and_after_it_saves_first() -> None:

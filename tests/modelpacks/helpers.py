@@ -29,7 +29,7 @@ FULL_SETTINGS: dict[str, Any] = {
 """A render's model settings for the full pack, every mask on."""
 
 
-def render_args(pack: Path, clip: Path, out: Path, *extra: str) -> list[str]:
+def render_args(pack: Path, clip: Path, out: Path, *extra: str, frames: int = FRAMES) -> list[str]:
     args = [
         "render",
         "--target",
@@ -39,18 +39,19 @@ def render_args(pack: Path, clip: Path, out: Path, *extra: str) -> list[str]:
         "--no-resume",
         "-q",
         "--end",
-        str(FRAMES / 25),
+        str(frames / 25),
     ]
     args += ["--source", PHOTO, "--models-dir", str(pack), "--precision", "fp32", *extra]
     return args
 
 
-def render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
-    """Render to PNG frames in `out`; the JSON report."""
+def render(pack: Path, clip: Path, out: Path, *extra: str, frames: int = FRAMES) -> dict[str, Any]:
+    """Render the clip's first `frames` frames to PNG frames in `out`; the JSON report."""
     report = out.with_suffix(".json")
-    assert main([*render_args(pack, clip, out, *extra), "--encoder", "png", "--report", str(report)]) == 0
+    args = render_args(pack, clip, out, *extra, frames=frames)
+    assert main([*args, "--encoder", "png", "--report", str(report)]) == 0
     result: dict[str, Any] = json.loads(report.read_text())
-    assert result["frames_out"] == FRAMES
+    assert result["frames_out"] == frames
     return result
 
 
@@ -70,14 +71,15 @@ def render_in_child(pack: Path, clip: Path, out: Path, *extra: str, env: dict[st
     return result
 
 
-def changed_fractions(clip: Path, out: Path) -> list[float]:
-    """Per frame, the fraction of pixels the render changed."""
-    frames = [read_image(p) for p in sorted(out.glob("*.png"))]
-    with VideoReader(clip, end_s=FRAMES / 25) as reader:
-        originals = [f.image for f in reader][: len(frames)]
-    assert len(frames) == len(originals) == FRAMES
+def changed_fractions(clip: Path, out: Path, frames: int = FRAMES) -> list[float]:
+    """Per frame of the clip's first `frames`, the fraction of pixels the render changed."""
+    rendered = [read_image(p) for p in sorted(out.glob("*.png"))]
+    with VideoReader(clip, end_s=frames / 25) as reader:
+        originals = [f.image for f in reader][: len(rendered)]
+    assert len(rendered) == len(originals) == frames
     return [
-        float((a.astype(int) - b.astype(int)).any(-1).mean()) for a, b in zip(originals, frames, strict=True)
+        float((a.astype(int) - b.astype(int)).any(-1).mean())
+        for a, b in zip(originals, rendered, strict=True)
     ]
 
 

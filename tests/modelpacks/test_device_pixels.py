@@ -111,8 +111,9 @@ def test_the_device_path_gives_the_host_paths_frames(
     run_env: RuntimeEnv, pack: Path, tmp_path: Path, clip: str, request: pytest.FixtureRequest
 ) -> None:
     target = carphone() if clip == "carphone" else request.getfixturevalue("packed_avi")
-    host = _render(run_env, pack, target, tmp_path / "host", "host")
-    device = _render(run_env, pack, target, tmp_path / "device", "device")
+    end = 0.5  # half a second: every frame of it is compared
+    host = _render(run_env, pack, target, tmp_path / "host", "host", end=end)
+    device = _render(run_env, pack, target, tmp_path / "device", "device", end=end)
     assert host.models is not None and host.models.pixels is not None and host.models.pixels.path == "host"
     assert device.models is not None and device.models.pixels is not None
     assert device.models.pixels.path == "device" and device.models.pixels.device == "cpu"
@@ -120,7 +121,7 @@ def test_the_device_path_gives_the_host_paths_frames(
     assert device.faces.faces_swapped == host.faces.faces_swapped > 0
     a, b = _frames(tmp_path / "host"), _frames(tmp_path / "device")
     assert len(a) == len(b) == host.frames_out
-    with VideoReader(target, end_s=1.0) as reader:
+    with VideoReader(target, end_s=end) as reader:
         sources = [f.image for f in reader][: len(a)]
     changed = []
     for x, y, src in zip(a, b, sources, strict=True):
@@ -201,7 +202,7 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
         "age_modifier_direction": 60,
         "background_remover": "modnet",
         "background_fill": (0, 0, 255, 255),
-        "end": 0.5,
+        "end": 0.3,
     }
     host = _render(run_env, folder, carphone(), tmp_path / "host", "host", **extra)
     device = _render(run_env, folder, carphone(), tmp_path / "device", "device", **extra)
@@ -296,7 +297,7 @@ def watched_fp16_render(pack: Path, tmp_path_factory: pytest.TempPathFactory) ->
         mp.setattr(sessions.OrtSession, "run_torch", run_torch)
         job = RenderJob(
             target=carphone(), output=out, sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
-            resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=1.0, **FULL,
+            resume=False, pixels="device", provider="cpu", precision="fp16", batch=4, end=0.5, **FULL,
         )  # fmt: skip
         report = run_render(job, on_event, env=RuntimeEnv.in_folder(tmp_path_factory.mktemp("env")))
     return Watched(report, render_thread, readers, made_on, events, shapes)
@@ -389,7 +390,7 @@ def test_the_report_says_which_variant_ran_in_the_frames(
     monkeypatch.setattr(ModelRender, "_time_variants", fp16_wins)
     events: list[Any] = []
     report = _render(
-        run_env, pack, carphone(), tmp_path / "o", "device", precision="auto", end=0.4, on=events
+        run_env, pack, carphone(), tmp_path / "o", "device", precision="auto", batch=2, end=0.2, on=events
     )
     assert report.models is not None and report.models.swapper_precision == "fp16"
     # the warm-up lines name the variant chosen (the list is made before the choice: they said fp32)
@@ -415,7 +416,7 @@ def test_no_model_call_takes_more_faces_than_the_batch_asked(
     events: list[Any] = []
     job = RenderJob(
         target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
-        resume=False, pixels="device", precision="fp32", batch=3, end=0.4, provider="cpu", **FULL,
+        resume=False, pixels="device", precision="fp32", batch=3, end=0.2, provider="cpu", **FULL,
     )  # fmt: skip
     report = run_render(job, events.append, env=run_env)
     warming = [e.what for e in events if isinstance(e, ev.Preparing) and e.what.startswith("warming up")]
@@ -444,7 +445,7 @@ def test_a_device_path_that_fails_by_default_gives_way_to_the_host(
     events: list[Any] = []
     job = RenderJob(
         target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
-        resume=False, pixels="auto", precision=precision, batch=4, end=0.5, **FULL,
+        resume=False, pixels="auto", precision=precision, batch=4, end=0.2, **FULL,
     )  # fmt: skip
     report = run_render(job, events.append, env=run_env)
     warnings = [e.message for e in events if isinstance(e, ev.Warning)]
@@ -469,13 +470,13 @@ def test_each_model_runs_at_the_batch_it_was_measured_at(
     tenth above the largest model's footprint at that batch, that model gives way to a smaller
     batch, and the models hold no more than the budget."""
     per_frame = {"inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34"}
-    free = _render(run_env, pack, carphone(), tmp_path / "free", "device", end=0.5)
+    free = _render(run_env, pack, carphone(), tmp_path / "free", "device", end=0.3)
     assert free.models is not None and free.faces is not None and free.faces.faces_swapped > 0
     batches = {m.name: m.batch for m in free.models.models}
     assert per_frame <= set(batches) and all(batches[n] == 4 for n in per_frame), batches
     largest = max(free.models.models, key=lambda m: m.bytes)
     budget = int(largest.bytes * 1.1)
-    tight = _render(run_env, pack, carphone(), tmp_path / "tight", "device", end=0.5, memory_budget=budget)
+    tight = _render(run_env, pack, carphone(), tmp_path / "tight", "device", end=0.3, memory_budget=budget)
     assert tight.models is not None and tight.faces is not None
     assert tight.faces.faces_swapped == free.faces.faces_swapped
     counted = [(m.key, m.batch, m.bytes, m.loads, m.evictions) for m in tight.models.models]
@@ -495,7 +496,8 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
     face and keeps the faster within the quality guard; the next render reads the choice back."""
     from ffdesk.pipeline.stages.models import ModelRender
 
-    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.2}
+    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", **short)
     assert first.models is not None and first.models.precision_reason is not None
     chosen = first.models.swapper_precision
     assert chosen in ("fp32", "fp16") and "fp32" in first.models.precision_reason
@@ -505,7 +507,7 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
         raise AssertionError("timed again")
 
     monkeypatch.setattr(ModelRender, "_time_variants", no_timing)
-    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", **short)
     assert again.models is not None and again.models.swapper_precision == chosen
     # only the chosen variant stays loaded next to the others
     loaded = {m.precision for m in again.models.models if m.name == "inswapper_128" and m.loads}
@@ -521,14 +523,15 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
 
     picked = prec.PrecisionChoice("fp32", (), "fp32: the faster here (stand-in choice)")
     monkeypatch.setattr(ModelRender, "_time_variants", lambda *_a, **_k: picked)
-    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", precision="auto", end=0.3)
+    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.2}
+    first = _render(run_env, pack, carphone(), tmp_path / "a", "device", **short)
     assert first.models is not None and first.models.swapper_precision == "fp32"
 
     def no_conversion(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("an FP16 variant was made")
 
     monkeypatch.setattr(prec, "make_fp16", no_conversion)
-    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", precision="auto", end=0.3)
+    again = _render(run_env, pack, carphone(), tmp_path / "b", "device", **short)
     assert again.models is not None and again.models.swapper_precision == "fp32"
     assert again.models.precision_reason == picked.reason
 
@@ -601,7 +604,7 @@ def test_an_enhancer_whose_fp16_variant_fails_runs_in_fp32_and_the_render_goes_o
 
     monkeypatch.setattr(prec, "make_fp16", refused)
     events: list[object] = []
-    settings: dict[str, Any] = {**FULL, "precision": "auto", "batch": 4, "end": 0.3, "provider": "cpu"}
+    settings: dict[str, Any] = {**FULL, "precision": "auto", "batch": 2, "end": 0.2, "provider": "cpu"}
     job = RenderJob(
         target=carphone(), output=tmp_path / "o", sources=(PHOTO_PATH,), models_dir=pack, encoder="png",
         resume=False, pixels="device", **settings,

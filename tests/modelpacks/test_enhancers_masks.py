@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,8 @@ import pytest
 from ffdesk.cli import main
 from ffdesk.runtime import sessions
 
-from .helpers import PHOTO, frames, model_names, render, render_args
+from . import helpers
+from .helpers import PHOTO, frames, model_names, render_args
 
 ENHANCERS = (
     "gfpgan_1.2",
@@ -39,9 +40,10 @@ def _record(monkeypatch: pytest.MonkeyPatch, name: str) -> list[dict[str, np.nda
     return feeds
 
 
-SIZE_FRAMES = 4
-"""Frames of the clip each enhancer's input size is checked on: its face is found in every one,
-and a 2048-pixel enhancer's stand-in takes most of a second a face on the CPU."""
+FRAMES = 4
+"""Frames of the clip each render here takes: its face is found in every one, and a 2048-pixel
+enhancer's stand-in takes most of a second a face on the CPU."""
+render = partial(helpers.render, frames=FRAMES)
 
 
 @pytest.mark.parametrize("enhancer", ENHANCERS)
@@ -51,12 +53,7 @@ def test_each_enhancer_runs_at_its_own_size(
     from ffdesk.runtime.catalog import load_catalog
 
     feeds = _record(monkeypatch, enhancer)
-    out, json_path = tmp_path / "f", tmp_path / "f.json"
-    args = render_args(ff_pack, face_clip, out, "--swapper", "inswapper_128", "--enhancer", enhancer)
-    # the last --end is the one taken: the first SIZE_FRAMES frames only
-    assert main([*args, "--end", str(SIZE_FRAMES / 25), "--encoder", "png", "--report", str(json_path)]) == 0
-    report: dict[str, Any] = json.loads(json_path.read_text())
-    assert report["frames_out"] == SIZE_FRAMES
+    report = render(ff_pack, face_clip, tmp_path / "f", "--swapper", "inswapper_128", "--enhancer", enhancer)
     assert enhancer in model_names(report)
     assert report["stages"]["enhance"]["frames"] > 0
     side = load_catalog().get(enhancer).resolution

@@ -109,10 +109,10 @@ def test_a_render_on_the_device_path_meets_no_shape_it_did_not_warm_up(
     job = RenderJob(
         target=carphone(), output=tmp_path / "o.mp4", sources=(Path(PHOTO),), models_dir=pack,
         swapper="inswapper_128", recognizer="arcface_w600k_r50", enhancer="gfpgan_1.4",
-        masks=("box", "occlusion", "region"), pixels=pixels, precision="fp32", batch=4, end=1.0,  # type: ignore[arg-type]
+        masks=("box", "occlusion", "region"), pixels=pixels, precision="fp32", batch=4, end=0.3,  # type: ignore[arg-type]
     )  # fmt: skip
     report = run_render(job, env=run_env)
-    assert report.models is not None and report.frames_out == 30
+    assert report.models is not None and report.frames_out == 9
     late = {m.name: m.late_shapes for m in report.models.models}
     per_frame = ("inswapper_128", "gfpgan_1.4", "xseg_1", "bisenet_resnet_34")
     if pixels == "device":
@@ -133,7 +133,7 @@ def test_where_shapes_cost_the_host_path_warms_every_shape_before_the_frames(
     job = RenderJob(
         target=carphone(), output=tmp_path / "plain", sources=(Path(PHOTO),), models_dir=pack,
         swapper="inswapper_128", recognizer="arcface_w600k_r50", enhancer="gfpgan_1.4",
-        masks=("box", "occlusion", "region"), pixels="host", precision="fp32", batch=4, end=1.0,
+        masks=("box", "occlusion", "region"), pixels="host", precision="fp32", batch=4, end=0.3,
         encoder="png",
     )  # fmt: skip
     plain = run_render(job, env=run_env)
@@ -142,7 +142,7 @@ def test_where_shapes_cost_the_host_path_warms_every_shape_before_the_frames(
     shapes_cost(monkeypatch)
     events: list[object] = []
     warmed = run_render(replace(job, output=tmp_path / "warmed"), events.append, env=run_env)
-    assert warmed.models is not None and warmed.frames_out == plain.frames_out == 30
+    assert warmed.models is not None and warmed.frames_out == plain.frames_out == 9
     late = {m.name: m.late_shapes for m in warmed.models.models}
     assert set(late) >= {"fan_68_5", "2dfan4", "inswapper_128", "gfpgan_1.4", "xseg_1"} and not any(
         late.values()

@@ -21,8 +21,11 @@ from ffdesk.runtime import sessions
 from ffdesk.runtime.resources import resource_path
 from ffdesk.runtime.standins import write_standins
 
-FRAMES = 16
-"""Enough for the tracker to confirm the face over its key frames (8 frames are never swapped)."""
+FRAMES = 8
+"""Frames each render takes: the tracker confirms the face within them, and it is swapped in every
+one (the frames before its confirmation are held back until then)."""
+CLIP_FRAMES = 96
+"""The clip's length: its face moves a few pixels a frame."""
 MODELS = [
     "inswapper_128",
     "hyperswap_1a_256",
@@ -63,7 +66,7 @@ def face_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("clips") / "face.mp4"
     face = read_image(resource_path("sample", "astronaut.jpg"))
     # slow motion: the face moves a few pixels a frame over the rendered part
-    synth_clip(path, width=480, height=270, fps=25, frames=6 * FRAMES, face_image=face)
+    synth_clip(path, width=480, height=270, fps=25, frames=CLIP_FRAMES, face_image=face)
     return path
 
 

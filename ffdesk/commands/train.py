@@ -419,8 +419,9 @@ class _StopSignals:
     """Ctrl-C and SIGTERM as the trainer's stop: the first saves a checkpoint, then stops
     (status "interrupted", exit 130); a second one quits at once (checkpoints are written
     atomically). The same signal again within `REPEAT_S` is the first delivered twice (GNU
-    `timeout` signals the process, then its group), not a second one; so is one whose handler
-    Python ran later than that, but before the trainer's loop looked for a stop (`BUSY_REPEAT_S`).
+    `timeout` signals the process, then its group), not a second one; so is a SIGTERM whose handler
+    Python ran later than that, but before the trainer's loop looked for a stop (`BUSY_REPEAT_S`:
+    a terminal's Ctrl-C reaches the process once, and a second one quits at once).
 
     Under torchrun SIGTERM is torchrun ending its workers (after a Ctrl-C that reached them too):
     once the trainer polls for a stop (its loop has begun) it means save, then stop. Before that it
@@ -472,8 +473,9 @@ class _StopSignals:
         now = time.monotonic()
         if now - self.last < REPEAT_S:
             return False
-        if self.presses and self.polls == self.polls_at_first and now - self.last < BUSY_REPEAT_S:
-            return False  # delivered with the first, its handler run late: see BUSY_REPEAT_S
+        late = self.presses and self.polls == self.polls_at_first and now - self.last < BUSY_REPEAT_S
+        if late and then is Terminated:  # delivered with the first, its handler run late: see BUSY_REPEAT_S
+            return False
         self.last = now
         self.presses += 1
         self.polls_at_first = self.polls

@@ -95,15 +95,16 @@ def plan_audio(
     return _more_channels(codec, fmt, shown, target, sample_format_bits, channels)
 
 
-def plan_silence(output_suffix: str, channels: Channels | None) -> AudioChoice:
+def plan_silence(output_suffix: str, channels: Channels | None, sample_format_bits: int = 16) -> AudioChoice:
     """How a source audio stream with no sound in the rendered span is written: as silence the
     output's length, with the source's channels, in the codec a re-encode into `output_suffix`
     takes (AAC in MP4, PCM in MOV, FLAC in Matroska). Copied, it would have no packet at all,
     and MP4 and MOV leave a track without samples out of the file: the output would have fewer
-    tracks than the source (and than the report said), which an editor's conform relies on."""
+    tracks than the source (and than the report said), which an editor's conform relies on.
+    `sample_format_bits` as for `plan_audio`: a 24-bit track stays 24-bit (PCM, not FLAC)."""
     suffix = _dotted(output_suffix)
     fmt = _format_for_suffix(suffix)
-    target = "aac" if fmt is None else _reencode_target(fmt, 16)
+    target = "aac" if fmt is None else _reencode_target(fmt, sample_format_bits)
     silence = "no sound in the rendered range"
     if fmt is None or channels is None or channels.count <= 0:
         return AudioChoice(
@@ -112,7 +113,7 @@ def plan_silence(output_suffix: str, channels: Channels | None) -> AudioChoice:
     layout = encoder_layout(fmt, target, channels)
     other = AudioChoice("reencode", target, None, layout) if layout is not None else None
     if other is None:  # more channels than `target` holds here: the codec `plan_audio` would take
-        other = _more_channels(target, fmt, suffix, target, 16, channels)
+        other = _more_channels(target, fmt, suffix, target, sample_format_bits, channels)
     if other.action == "drop":
         return AudioChoice(
             "drop", "", f"{silence}, and no codec {suffix} takes holds its {channels.count} channels"

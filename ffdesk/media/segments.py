@@ -308,7 +308,7 @@ def _join_video(
                 choice = plan_audio(_codec_name(ctx), _sample_bits(ctx), out_path.suffix, channels)
                 to_s = audio_to
                 if number in silent:
-                    choice = plan_silence(out_path.suffix, channels)
+                    choice = plan_silence(out_path.suffix, channels, _sample_bits(ctx))
                     to_s = audio_to if audio_to is not None else _last_frame_end(segments[-1], video)
                 if choice.action == "drop":
                     notes.append(f"audio track {number} left out: {choice.reason}")
@@ -324,16 +324,20 @@ def _join_video(
                 vout.disposition = av.stream.Disposition.default
                 side, note = _open_side(out, src, out_path, Span(shift, audio_to))
                 notes.extend([note] if note else [])
-            fed: list[_Track | SideTrack] = [*tracks, *side]
+            quiet = [t for n, t in zip(numbers, tracks, strict=True) if n in silent]
+            fed: list[_Track | SideTrack] = [*(t for t in tracks if t not in quiet), *side]
+            writes: list[_Track | SideTrack] = [*tracks, *side]
             streams: list[Iterator[_Item]] = [_video_packets(segments, vout, shift)]
             if fed:
                 streams.append(_audio_packets(source, src, fed))
+            # a silent track's packets in time order too, interleaved with the video's
+            streams.extend(t.silence() for t in quiet if isinstance(t, _ReencodeTrack))
             for _, _, packet, target in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
                 packet.stream = target
-                _write(out, packet, fed)
+                _write(out, packet, writes)
             for track in tracks:
                 for packet in track.flush():
-                    _write(out, packet, fed)
+                    _write(out, packet, writes)
         except BaseException:
             _close_quietly(out)
             raise
@@ -771,7 +775,6 @@ class _ReencodeTrack(_Track):
         self.in_rate = self.src.codec_context.sample_rate or encoder.rate
         self.resampler = av.AudioResampler(format=encoder.format.name, layout=self.layout, rate=encoder.rate)
         self.next_pos: int | None = None  # input samples since the output start
-        self.sounded = False  # whether any of the source's samples fell inside the span
         self.end_pos = round((self.to_s - self.shift_s) * self.in_rate) if self.to_s is not None else None
         self.order = 0
 
@@ -835,12 +838,6 @@ class _ReencodeTrack(_Track):
         for frame in frames:
             for piece in self._cut(frame):
                 packets.extend(p for _, _, p, _ in self._encode(piece))
-        if not self.sounded and self.end_pos:  # no sound in the span: silence as long as it
-            like = av.AudioFrame.from_ndarray(
-                np.zeros((1, self.channels), np.float32), format="flt", layout=self.layout
-            )
-            for piece in self._silence(like, 0, self.end_pos):
-                packets.extend(p for _, _, p, _ in self._encode(piece))
         for res in self.resampler.resample(None):
             packets.extend(self.encoder.encode(res))
         packets.extend(self.encoder.encode(None))
@@ -876,7 +873,6 @@ class _ReencodeTrack(_Track):
                 self.next_pos = pos + n
             return pieces
         pieces.append(self._slice(frame, begin, end, pos + begin))
-        self.sounded = True
         self.next_pos = pos + end
         return pieces
 
@@ -902,13 +898,24 @@ class _ReencodeTrack(_Track):
         piece.time_base = Fraction(1, self.in_rate)
         return piece
 
+    def silence(self) -> Iterator[_Item]:
+        """The whole span as silence, encoded a piece at a time, in time order: the track of a
+        source stream with no sound in the span (`plan_silence`), fed nothing else."""
+        like = av.AudioFrame.from_ndarray(
+            np.zeros((1, self.channels), np.float32), format="flt", layout=self.layout
+        )
+        for piece in self._silent_pieces(like, 0, self.end_pos or 0):
+            yield from self._encode(piece)
+
     def _silence(self, like: av.AudioFrame, start: int, stop: int) -> list[av.AudioFrame]:
+        return list(self._silent_pieces(like, start, stop))
+
+    def _silent_pieces(self, like: av.AudioFrame, start: int, stop: int) -> Iterator[av.AudioFrame]:
         start = max(start, 0)
         if self.end_pos is not None:
             stop = min(stop, self.end_pos)
         channels = like.layout.nb_channels
         dtype = like.to_ndarray().dtype
-        out: list[av.AudioFrame] = []
         while start < stop:
             k = min(stop - start, 4096)
             shape = (channels, k) if like.format.is_planar else (1, k * channels)
@@ -919,9 +926,8 @@ class _ReencodeTrack(_Track):
             piece.sample_rate = self.in_rate
             piece.pts = start
             piece.time_base = Fraction(1, self.in_rate)
-            out.append(piece)
+            yield piece
             start += k
-        return out
 
     def _encode(self, frame: av.AudioFrame) -> list[_Item]:
         items: list[_Item] = []

@@ -36,7 +36,7 @@ def _clip(path: Path, *, sound_from_s: float | None, seconds: float = 2.0, codec
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
         sound.layout = "stereo"
         for i in range(round(seconds * FPS)):
-            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 10 * i, np.uint8), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), (10 * i) % 250, np.uint8), format="rgb24")
             frame.pts = i
             for p in video.encode(frame):
                 out.mux(p)
@@ -107,6 +107,40 @@ def test_a_range_before_the_tracks_first_sound_keeps_the_track_as_silence(
     assert seconds == pytest.approx(1.0, abs=0.05)  # as long as the video (AAC adds its priming)
 
 
+def test_a_track_that_is_re_encoded_anyway_says_it_is_silence_too(tmp_path: Path) -> None:
+    """FLAC goes into an MP4 re-encoded as AAC in any case: with no sound in the range the note
+    says silence, as for a copied codec."""
+    src = _clip(tmp_path / "late.mkv", sound_from_s=1.5, codec="flac")
+    segment = _segment(src, tmp_path / "seg_0000.mp4", end_s=1.0)
+    out = tmp_path / "out.mp4"
+    result = join_segments(
+        [segment], out_path=out, source=src, source_info=probe(src), start_s=None, end_s=1.0, encoder="h264"
+    )
+    assert [(a.action, a.codec) for a in result.audio] == [("reencode", "aac")]
+    assert len(result.notes) == 1 and "no sound in the rendered range" in result.notes[0], result.notes
+    got, seconds, peak = _sound(out)
+    assert got == "aac" and peak == 0.0 and seconds == pytest.approx(1.0, abs=0.05)
+
+
+def test_the_silence_is_interleaved_with_the_video(tmp_path: Path) -> None:
+    """Written as the video is, not all at the end: FFmpeg's interleaver holds a stream back by
+    at most 10 s, and a silence made at the end of a long render came after all its video."""
+    src = _clip(tmp_path / "late.mp4", sound_from_s=15.5, seconds=16.0)
+    segment = _segment(src, tmp_path / "seg_0000.mp4", end_s=15.0)
+    out = tmp_path / "out.mkv"
+    join_segments(
+        [segment], out_path=out, source=src, source_info=probe(src), start_s=None, end_s=15.0, encoder="h264"
+    )
+    video_before_sound: list[float] = []
+    with av.open(str(out)) as c:
+        for packet in c.demux():
+            if packet.stream.type == "audio":
+                break
+            if packet.pts is not None and packet.time_base is not None:
+                video_before_sound.append(float(packet.pts * packet.time_base))
+    assert video_before_sound and max(video_before_sound) < 2.0, max(video_before_sound)
+
+
 def test_sound_inside_the_range_is_still_copied(tmp_path: Path) -> None:
     """Only a track with nothing in the range becomes silence: one whose sound starts inside it
     is copied as before, its tone where it was."""
@@ -141,4 +175,5 @@ def test_silence_keeps_every_channel_and_says_where_no_codec_can() -> None:
     twelve = Channels(12, (), "12 channels")
     wide = plan_silence(".mp4", twelve)
     assert wide.action == "reencode" and wide.layout is not None, wide  # PCM or AAC's 16 take 12
+    assert plan_silence(".mov", six, 24).codec == plan_silence(".mkv", STEREO, 24).codec == "pcm_s24le"
     assert plan_silence(".webm", STEREO).codec in ("libopus", "opus")

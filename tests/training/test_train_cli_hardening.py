@@ -130,6 +130,11 @@ def test_a_sigterm_again_within_the_repeat_window_is_the_same_one() -> None:
     assert stops.requested()  # the loop looked, and is saving: a person's second request quits at once
     with pytest.raises(Terminated):
         stops.on_sigterm(signal.SIGTERM, None)
+    keys = train_cmd._StopSignals(torchrun=False, speaks=False)
+    keys.on_sigint(signal.SIGINT, None)
+    keys.last -= REPEAT_S  # a terminal's Ctrl-C comes once: a second one quits, polled or not
+    with pytest.raises(KeyboardInterrupt):
+        keys.on_sigint(signal.SIGINT, None)
     busy = train_cmd._StopSignals(torchrun=False, speaks=False)
     busy.on_sigterm(signal.SIGTERM, None)
     busy.last -= train_cmd.BUSY_REPEAT_S  # a step that never ends: the second quits all the same

@@ -26,6 +26,7 @@ from ffdesk.commands.render import (
     refuse_fps_beside,
 )
 from ffdesk.errors import MediaError, UserError
+from ffdesk.terminal_text import terminal_line
 from ffdesk.units import CLIP_MARKS
 
 
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     people = "1 person" if len(rows) == 1 else f"{len(rows)} people"
     looked = found.frames_looked
     print(
-        f"{clip.name}: {people} in {looked} frame{'' if looked == 1 else 's'} looked at "
+        f"{terminal_line(clip.name)}: {people} in {looked} frame{'' if looked == 1 else 's'} looked at "
         f"(every {found.stride}; recognizer {found.recognizer})"
     )
     for row in rows:
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         faces = "1 face" if row["faces"] == 1 else f"{row['faces']} faces"
         print(
             f"  {row['index']}: {faces}, {row['first_s']:.2f}-{row['last_s']:.2f} s, "
-            f"frames {spans}" + (f"  {row['thumbnail']}" if "thumbnail" in row else "")
+            f"frames {spans}" + (f"  {terminal_line(row['thumbnail'])}" if "thumbnail" in row else "")
         )
     return 0
 
@@ -189,7 +190,7 @@ def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
     index -> path; the folder is made where it is missing. The thumbnails of an earlier listing
     with more people (`person-N.png` past this one's) go, so the folder shows this clip's people
     only."""
-    import cv2
+    from ffdesk.media.encode import write_image
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -198,8 +199,10 @@ def write_thumbnails(people: Sequence[Any], folder: Path) -> dict[int, Path]:
     out = {}
     for person in people:
         path = folder / f"person-{person.index}.png"
-        if not cv2.imwrite(str(path), cv2.cvtColor(person.thumbnail, cv2.COLOR_RGB2BGR)):
-            raise UserError(f"could not write {path}")
+        try:  # (OpenCV's own writer crashed on a folder name that is not UTF-8)
+            write_image(path, person.thumbnail)
+        except (OSError, ValueError, MediaError) as exc:
+            raise UserError(f"could not write {terminal_line(path)}: {exc}") from None
         out[person.index] = path
     for stale in folder.glob("person-*.png"):
         number = stale.stem.removeprefix("person-")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffdesk.errors import UserError
 from ffdesk.pipeline.job import DEFAULT_MASK_BLUR
+from ffdesk.terminal_text import terminal_line
 from ffdesk.userpath import expand_user
 
 if TYPE_CHECKING:
@@ -120,7 +121,16 @@ def refuse_missing_models_dir(given: str | Path | None) -> None:
     command line or a script is not an empty folder (a render ran the embedded swap without a
     word, a listing was empty). Nothing given: the default folder, which may not be made yet."""
     if given is not None and not expand_user(given).exists():
-        raise UserError(f"--models-dir {given}: no such folder")
+        raise UserError(f"--models-dir {terminal_line(given)}: no such folder")
+    if given is not None:
+        try:
+            str(expand_user(given)).encode("utf-8")
+        except UnicodeEncodeError:  # a byte such as 0xff in a name: ONNX Runtime takes UTF-8 paths only
+            shown = terminal_line(given)
+            raise UserError(
+                f"--models-dir {shown}: ONNX Runtime cannot open models in a folder whose path is not "
+                "UTF-8; rename it"
+            ) from None
 
 
 def refuse_beside_map(given: dict[str, bool]) -> None:

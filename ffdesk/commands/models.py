@@ -429,11 +429,14 @@ def _standins(args: argparse.Namespace) -> int:
     for info in infos:
         ms = f"  {info.ms:.1f} ms/face" if info.ms is not None else ""
         size = format_bytes(info.bytes)
-        print(f"{info.name:<20} {size:>10}  {info.parameters / 1e6:7.2f} M params{ms}  {info.path}")
+        print(
+            f"{info.name:<20} {size:>10}  {info.parameters / 1e6:7.2f} M params{ms}  "
+            + terminal_line(info.path)
+        )
     amp = next((i for i in infos if i.name == "dfl_amp"), None)
     if amp is not None:  # where FaceFusion keeps its default deep swapper model
         placed = _place_default_deep_swapper(amp.path, Path(args.out))
-        print(f"{'(its copy)':<20} {format_bytes(amp.bytes):>10}  {'':>16}  {placed}")
+        print(f"{'(its copy)':<20} {format_bytes(amp.bytes):>10}  {'':>16}  {terminal_line(placed)}")
     return 0
 
 

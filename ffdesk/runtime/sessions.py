@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ffdesk.errors import UserError
 from ffdesk.hw import DriverFlags
 from ffdesk.hw import gpu_count as hw_gpu_count
 from ffdesk.runtime.catalog import Dim
+from ffdesk.terminal_text import terminal_line
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -456,6 +458,8 @@ def _open(
     import onnxruntime as ort
 
     providers = provider_list(options)
+    if isinstance(model, Path):
+        refuse_undecodable(model)
     if isinstance(model, Path) and options.weights_dir is not None:
         from ffdesk.runtime import weights
 
@@ -469,6 +473,19 @@ def _open(
                 weights.discard(copy)
     target = str(model) if isinstance(model, Path) else model
     return ort.InferenceSession(target, sess_options=so, providers=providers), None
+
+
+def refuse_undecodable(path: Path) -> None:
+    """`UserError` for a model whose path is not valid UTF-8 (a byte such as 0xff in a folder's
+    name, which Linux allows): ONNX Runtime takes paths as UTF-8 text only, and failed with a
+    TypeError about its constructor's arguments."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = terminal_line(path)
+        raise UserError(
+            f"{shown}: ONNX Runtime cannot open a model whose path is not UTF-8; rename the folder"
+        ) from None
 
 
 _OOM_NEEDLES = (

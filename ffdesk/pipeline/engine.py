@@ -99,7 +99,7 @@ from ffdesk.pipeline.report import (
     merge_figures,
     processor_figures,
 )
-from ffdesk.pipeline.resume import Manifest, Segment, work_dir_for
+from ffdesk.pipeline.resume import Manifest, Segment, lock_path_for, work_dir_for
 from ffdesk.pipeline.stage import (
     BoundsFrames,
     EmitsEvents,
@@ -112,6 +112,7 @@ from ffdesk.pipeline.stage import (
 )
 from ffdesk.pipeline.stages.frame_enhancer import output_scale, upscale_figures
 from ffdesk.pipeline.stages.placement import frames_started
+from ffdesk.terminal_text import terminal_line
 from ffdesk.types import Frame
 from ffdesk.units import format_bytes
 from ffdesk.userpath import stream_fd, stream_problem
@@ -298,6 +299,8 @@ def check_job_files(job: RenderJob) -> None:
             streams[fd] = what
     inputs = job.files_read()
     for i, (what, out) in enumerate(outputs):
+        if (problem := _name_too_long(out)) is not None:
+            raise UserError(f"{what} {terminal_line(out.name)}: {problem}")
         if any(atomic.same_file(out, inp) for inp in inputs):
             raise UserError(f"{what} {out.name} is one of the inputs; choose another path")
         for other_what, other in outputs[:i]:
@@ -309,6 +312,25 @@ def check_job_files(job: RenderJob) -> None:
             f"--report {report} exists and is {kind}, not a render report: not replaced "
             "(remove it or choose another path)"
         )
+
+
+def _name_too_long(path: Path) -> str | None:
+    """Why the folder of `path` cannot hold the names a render writes beside it, or None: its
+    temporary copy (`atomic.temp_path_for`, the longest), its work folder and lock
+    (`work_dir_for`, `lock_path_for`) are all longer than its own name. A name of 238 bytes or
+    more failed with an internal error after the whole render, and left its work folder behind."""
+    work = work_dir_for(path)
+    beside = [atomic.temp_path_for(path).name, work.name, lock_path_for(work).name]
+    longest = max(len(os.fsencode(name)) for name in beside)
+    try:
+        limit = os.pathconf(path.parent if path.parent.exists() else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if longest <= limit:
+        return None
+    over = longest - limit
+    return (f"the name is {len(os.fsencode(path.name))} bytes, and the files a render writes beside it "
+            f"would be {longest}, over the folder's {limit}: shorten it by {over} byte{'s' if over > 1 else ''}")  # fmt: skip
 
 
 REPORT_KEYS = ("frames_in", "frames_out")

@@ -67,7 +67,7 @@ from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
 from ffdesk.gui.timeline import TimelineView
 from ffdesk.gui.training_view import TrainingRunModel, TrainingView
 from ffdesk.gui.transport import build_help_menu, install_shortcuts
-from ffdesk.gui.wording import in_controls_words
+from ffdesk.gui.wording import LTR, in_controls_words
 from ffdesk.gui.worker import PreviewWorker
 from ffdesk.media.atomic import check_writable_folder
 from ffdesk.media.frame_clock import ClockRead, ClockReader, FrameClock
@@ -632,7 +632,7 @@ class MainWindow(QMainWindow):
             self.docks["Status"].raise_()
         if lines:
             things = "1 thing" if len(lines) == 1 else f"{len(lines)} things"
-            self.statusBar().showMessage(f"{name}: {things} to know before rendering (Status)", 8000)
+            self.statusBar().showMessage(f"{LTR}{name}: {things} to know before rendering (Status)", 8000)
 
     def _scan_faces(self, clip: ClipInfo) -> None:
         """Scan the opened clip for frames with no face (a still image needs no scan)."""

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.models import StatusLog
+from ffdesk.gui.wording import LTR
 from ffdesk.hw import DriverFlags
 from ffdesk.types import EncoderName
 
@@ -203,7 +204,7 @@ class StatusView(QWidget):
             if notes.lines
             else f"{notes.name}: nothing to watch out for",
         }[notes.state]
-        self.notes_header.setText(header)
+        self.notes_header.setText(LTR + header)
         self.notes_header.show()
         for line in notes.lines:
             item = QListWidgetItem(f"{LEVEL_MARKS['warning']} {line}")

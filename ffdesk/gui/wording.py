@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import re
 
+LTR = "\u200e"
+"""A left-to-right mark, put before a line that starts with a file name: Qt takes a line's
+direction from its first letter, and a clip named in Arabic or Hebrew made the whole line
+right-to-left ("mp4: before rendering.مقطع فيديو", right-aligned)."""
+
 CONTROL_NAMES = {
     "--encoder": "Output format",
     "--matte": "Matte",

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument
 
 from ffdesk.gui.models import StatusLog
 from ffdesk.gui.status_view import ClipInspector, ClipNotes, StatusView
+from ffdesk.gui.wording import LTR
 from tests.media.test_inspect import avi_with_bframes
 
 
@@ -34,16 +37,25 @@ def test_the_view_follows_the_notes(qtbot) -> None:  # type: ignore[no-untyped-d
     lines = ("timestamps will be repaired: 3 of the first 30 frames have a missing or backward pts",
              "audio #1: pcm_s16le cannot go into .mp4: re-encoded to AAC")  # fmt: skip
     notes.set_lines("clip.avi", lines)
-    assert view.notes_header.text() == "clip.avi: before rendering"
+    assert view.notes_header.text() == LTR + "clip.avi: before rendering"
     assert not view.notes_list.isHidden()
     assert _texts(view) == [f"⚠ {line}" for line in lines]
 
     notes.set_lines("other.mp4", ())
-    assert view.notes_header.text() == "other.mp4: nothing to watch out for"
+    assert view.notes_header.text() == LTR + "other.mp4: nothing to watch out for"
     assert view.notes_list.count() == 0 and view.notes_list.isHidden()
 
     notes.set_failed("gone.mp4", "gone.mp4: file not found")
     assert "could not check" in view.notes_header.text() and "file not found" in view.notes_header.text()
+
+    # a name in Arabic leads the line left to right still (it made the line right-to-left:
+    # "mp4: before rendering.مقطع فيديو", right-aligned)
+    notes.set_lines("مقطع فيديو.mp4", lines)
+    layout = view.notes_header.text()
+    assert layout.startswith(LTR) and layout.endswith("مقطع فيديو.mp4: before rendering")
+    line = QTextDocument()
+    line.setPlainText(layout)  # the direction Qt resolves from the text, as the label does
+    assert line.firstBlock().textDirection() == Qt.LayoutDirection.LeftToRight
 
     notes.clear()
     assert view.notes_header.isHidden() and view.notes_list.isHidden()
@@ -93,7 +105,7 @@ def test_opening_a_clip_shows_its_warnings_in_the_status_tab(qtbot, window, avi:
     view = window.status_view
     qtbot.waitUntil(lambda: window.clip_notes.state == "ready", timeout=20000)
     texts = _texts(view)
-    assert view.notes_header.text() == "packed.avi: before rendering"
+    assert view.notes_header.text() == LTR + "packed.avi: before rendering"
     assert any("packed MPEG-4 B-frames" in t for t in texts)
     assert any("pcm_s16le cannot go into .mp4" in t for t in texts)
     # the notes follow the render's encoder

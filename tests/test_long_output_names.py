@@ -44,3 +44,13 @@ def test_the_longest_name_that_fits_renders(tmp_path: Path) -> None:
         == 0
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_telemetry_log_is_opened_as_named_and_may_be_as_long_as_the_folder_allows(tmp_path: Path) -> None:
+    """Nothing is written beside a telemetry log (it is opened by its own name), so its name is
+    not held to the output's shorter limit."""
+    log = tmp_path / _name(250, ".jsonl")
+    out = tmp_path / "out.mp4"
+    args = ["render", "--target", str(carphone()), "--end", "0.1", "-q", "--output", str(out)]
+    assert main([*args, "--telemetry-log", str(log)]) == 0
+    assert log.is_file() and out.is_file()

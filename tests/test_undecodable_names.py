@@ -59,3 +59,19 @@ def test_faces_writes_thumbnails_into_a_folder_whose_name_is_not_utf8(tmp_path: 
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in thumbs.iterdir()) == ["person-0.png"]
     assert "th\\xfe/person-0.png" in done.stdout and "\\udcfe" not in done.stdout
+
+
+def test_a_cache_whose_path_is_not_utf8_is_one_line_before_a_variant_is_made(tmp_path: Path) -> None:
+    """The FP16/INT8 variants and batch-free copies are made and opened in the cache folder: an
+    INT8 render with such a cache (XDG_CACHE_HOME) ended in an internal error mid-calibration."""
+    from ffdesk.runtime import batch_free, precision
+
+    cache = _odd(tmp_path, b"cache\xff")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")  # never read: refused first
+    for make in (precision.make_fp16, batch_free.batch_free):
+        with pytest.raises(UserError, match=r"cache\\xff: ONNX Runtime cannot open"):
+            make(model, cache_dir=cache)
+    with pytest.raises(UserError, match=r"cache\\xff: ONNX Runtime cannot open"):
+        precision.make_int8(model, None, cache_dir=cache)
+    assert not cache.exists()

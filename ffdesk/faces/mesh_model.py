@@ -71,6 +71,9 @@ def ort_session(path: Path, threads: int) -> ort.InferenceSession:
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.log_severity_level = 3
+    from ffdesk.runtime.sessions import refuse_undecodable
+
+    refuse_undecodable(Path(path))  # (ONNX Runtime takes UTF-8 paths only)
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 

@@ -299,7 +299,7 @@ def check_job_files(job: RenderJob) -> None:
             streams[fd] = what
     inputs = job.files_read()
     for i, (what, out) in enumerate(outputs):
-        if (problem := _name_too_long(out)) is not None:
+        if what != "--telemetry-log" and (problem := _name_too_long(out)) is not None:  # (opened as named)
             raise UserError(f"{what} {terminal_line(out.name)}: {problem}")
         if any(atomic.same_file(out, inp) for inp in inputs):
             raise UserError(f"{what} {out.name} is one of the inputs; choose another path")
@@ -329,8 +329,9 @@ def _name_too_long(path: Path) -> str | None:
     if longest <= limit:
         return None
     over = longest - limit
+    by = f"{over} byte{'s' if over > 1 else ''}"
     return (f"the name is {len(os.fsencode(path.name))} bytes, and the files a render writes beside it "
-            f"would be {longest}, over the folder's {limit}: shorten it by {over} byte{'s' if over > 1 else ''}")  # fmt: skip
+            f"would be {longest}, over the folder's {limit}: shorten it by {by}")  # fmt: skip
 
 
 REPORT_KEYS = ("frames_in", "frames_out")

@@ -37,6 +37,7 @@ from ffdesk.errors import DiskFull
 from ffdesk.runtime.catalog import ModelSpec
 from ffdesk.runtime.integrity import content_key, save_onnx_atomic, write_sidecar
 from ffdesk.runtime.precision import settings_hash
+from ffdesk.runtime.sessions import refuse_undecodable
 
 SETTINGS = {"kind": "batch", "dim": "batch", "v": 1}
 """What a copy is made with (part of its file name: a change makes new copies)."""
@@ -275,6 +276,7 @@ def batch_free(src: Path, *, cache_dir: Path) -> BatchFree:
     (no fixed batch, inputs not floating point), is `BatchFree(None, reason)` at once."""
     import onnx
 
+    refuse_undecodable(Path(cache_dir))  # where ONNX Runtime opens the copy it checks
     dest = copy_path(src, cache_dir)
     verdict = _verdict_path(dest)
     if verdict.is_file():

@@ -48,6 +48,7 @@ from ffdesk.runtime.integrity import (
     sidecar_path,
     write_sidecar,
 )
+from ffdesk.runtime.sessions import refuse_undecodable
 from ffdesk.units import format_bytes
 
 Concrete = Literal["fp32", "fp16", "int8"]
@@ -250,6 +251,7 @@ def _with_shapes(src: Path, dest: Path) -> Any:
 
 def make_fp16(src: Path, *, cache_dir: Path) -> Path:
     """The FP16 variant of `src` (made now unless cached)."""
+    refuse_undecodable(Path(cache_dir))  # where ONNX Runtime opens and writes what it makes
     dest = variant_path(src, "fp16", cache_dir=cache_dir)
     if cached_sound(dest):
         return dest
@@ -339,6 +341,7 @@ def make_int8(
     """The INT8 (static QDQ) variant of `src`, calibrated on `calibration` (real inputs of this
     model: aligned crops for a swapper, frames for a detector). Cached; `calibration` may be None
     only when the variant is already cached."""
+    refuse_undecodable(Path(cache_dir))  # where ONNX Runtime opens and writes what it makes
     dest = variant_path(
         src, "int8", cache_dir=cache_dir, per_channel=per_channel, calibration_tag=calibration_tag
     )

@@ -484,7 +484,7 @@ def refuse_undecodable(path: Path) -> None:
     except UnicodeEncodeError:
         shown = terminal_line(path)
         raise UserError(
-            f"{shown}: ONNX Runtime cannot open a model whose path is not UTF-8; rename the folder"
+            f"{shown}: ONNX Runtime cannot open a model whose path is not UTF-8; rename it or its folder"
         ) from None
 
 

@@ -37,6 +37,9 @@ def session(path: Path, threads: int = 1) -> Any:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    from ffdesk.runtime.sessions import refuse_undecodable
+
+    refuse_undecodable(Path(path))  # (ONNX Runtime takes UTF-8 paths only)
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 

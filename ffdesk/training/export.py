@@ -229,6 +229,9 @@ def _torch_export(module: torch.nn.Module, example: torch.Tensor, path: Path) ->
 def _run_onnx(path: Path, x: np.ndarray) -> np.ndarray:
     import onnxruntime as ort
 
+    from ffdesk.runtime.sessions import refuse_undecodable
+
+    refuse_undecodable(Path(path))  # (ONNX Runtime takes UTF-8 paths only)
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     result = sess.run(["output"], {"target": x.astype(np.float32)})
     return np.asarray(result[0])

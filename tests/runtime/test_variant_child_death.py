@@ -101,6 +101,7 @@ DIES_AT_ONCE = textwrap.dedent(
     import numpy as np, psutil
     from ffdesk.errors import UserError
     from ffdesk.runtime import precision as prec
+    from tests.runtime.test_variant_child_death import _works_long
 
     def kill_the_variant_process():  # as the out-of-memory killer would, before it reads anything
         me = psutil.Process()
@@ -120,7 +121,9 @@ DIES_AT_ONCE = textwrap.dedent(
     crops = [{"target": np.full((8, 3, 128, 128), i, np.float32)} for i in range(8)]  # 12 MiB
     t0 = time.monotonic()
     try:
-        prec._in_own_process("w.onnx: its INT8 variant", print, crops)
+        # (work that outlasts the killer however busy the machine: a quick one could be done
+        # before the killer found its process, and the test ended with nothing said)
+        prec._in_own_process("w.onnx: its INT8 variant", _works_long, crops)
     except UserError as exc:
         took = time.monotonic() - t0
         killer.join(5)

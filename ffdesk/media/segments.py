@@ -904,13 +904,10 @@ class _ReencodeTrack(_Track):
         like = av.AudioFrame.from_ndarray(
             np.zeros((1, self.channels), np.float32), format="flt", layout=self.layout
         )
-        for piece in self._silent_pieces(like, 0, self.end_pos or 0):
+        for piece in self._silence(like, 0, self.end_pos or 0):
             yield from self._encode(piece)
 
-    def _silence(self, like: av.AudioFrame, start: int, stop: int) -> list[av.AudioFrame]:
-        return list(self._silent_pieces(like, start, stop))
-
-    def _silent_pieces(self, like: av.AudioFrame, start: int, stop: int) -> Iterator[av.AudioFrame]:
+    def _silence(self, like: av.AudioFrame, start: int, stop: int) -> Iterator[av.AudioFrame]:
         start = max(start, 0)
         if self.end_pos is not None:
             stop = min(stop, self.end_pos)

@@ -16,10 +16,9 @@ import pytest
 
 from ffdesk.media.audio_plan import plan_silence
 from ffdesk.media.channel_layouts import Channels
-from ffdesk.media.decode import VideoReader
-from ffdesk.media.encode import EncodeSettings, SegmentEncoder
 from ffdesk.media.probe import probe
 from ffdesk.media.segments import join_segments
+from tests.media.test_join_opens_source_once import _segment
 
 FPS = 10
 RATE = 48000
@@ -56,22 +55,6 @@ def _clip(path: Path, *, sound_from_s: float | None, seconds: float = 2.0, codec
                     out.mux(p)
             for p in sound.encode(None):
                 out.mux(p)
-    return path
-
-
-def _segment(clip: Path, path: Path, end_s: float | None) -> Path:
-    """The clip's frames up to `end_s`, encoded as a render's one segment."""
-    v = probe(clip).video
-    assert v is not None
-    enc = SegmentEncoder(
-        path, EncodeSettings("h264", mode="preview", hw=False), width=v.display_width,
-        height=v.display_height, time_base=v.time_base, fps=v.fps, rotation=v.rotation, color=v,
-    )  # fmt: skip
-    with VideoReader(clip, end_s=end_s) as reader:
-        for frame in reader:
-            assert frame.pts is not None
-            enc.write(frame.image, frame.pts)
-    enc.close()
     return path
 
 

@@ -51,15 +51,15 @@ def _phone_clip(path: Path) -> Path:
     return path
 
 
-def _segment(clip: Path, path: Path) -> Path:
-    """The clip's video re-encoded as a render's one segment."""
+def _segment(clip: Path, path: Path, end_s: float | None = None) -> Path:
+    """The clip's video (up to `end_s`) re-encoded as a render's one segment."""
     v = probe(clip).video
     assert v is not None
     enc = SegmentEncoder(
         path, EncodeSettings("h264", mode="preview", hw=False), width=v.display_width,
         height=v.display_height, time_base=v.time_base, fps=v.fps, rotation=v.rotation, color=v,
     )  # fmt: skip
-    with VideoReader(clip) as reader:
+    with VideoReader(clip, end_s=end_s) as reader:
         for frame in reader:
             assert frame.pts is not None
             enc.write(frame.image, frame.pts)

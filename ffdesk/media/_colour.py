@@ -228,13 +228,17 @@ def output_colour(
     *,
     limited_only: bool = False,
     codec: str = "",
+    rgb_size: tuple[int, int] | None = None,
 ) -> OutputColour:
     """The tags to write for a source tagged so: its own, except where the output cannot hold
     them. `limited_only`: the codec stores limited range only (ProRes), so a full-range source
     is converted to limited range. A matrix swscale cannot produce from RGB (an RGB source's
     "gbr", YCgCo, ICtCp, constant-luminance BT.2020, ...) is replaced by the nearest one it can,
     and tagged as such, with a note (none for RGB: making YUV of it is how YUV is made).
-    Transfer and primaries are always kept (no conversion involves them)."""
+    Transfer and primaries are always kept (no conversion involves them). `rgb_size`: an RGB
+    source's (width, height) (None: a YUV or grey source): its YUV is made with the matrix players
+    assume for untagged video of its size, BT.709 for HD and larger (1280 wide or more than 576
+    lines), BT.601 below, and tagged so, with the range written."""
     notes: list[str] = []
     out_range = color_range
     if limited_only and color_range == "pc":
@@ -244,7 +248,11 @@ def output_colour(
             "converted to limited range"
         )
     out_space = color_space
-    if color_space is not None and color_space not in _WRITABLE_SPACES:
+    if rgb_size is not None and color_space in (None, "gbr"):
+        width, height = rgb_size
+        out_space = "bt709" if width >= 1280 or height > 576 else "smpte170m"
+        out_range = out_range or "tv"
+    elif color_space is not None and color_space not in _WRITABLE_SPACES:
         if color_space == "bt2020c" or color_primaries == "bt2020":
             out_space = "bt2020nc"
         elif color_primaries == "bt709":

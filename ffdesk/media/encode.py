@@ -9,6 +9,7 @@ Encoders and defaults (`mode` final / preview):
 | prores  | prores_ks profile 3 (422 HQ), yuv422p10le | .mov | encoder's rate control | same |
 | png     | PNG, one file per frame      | folder         | compression 3      | compression 1        |
 
+A 4:4:4 YUV source (opaque ProRes 4444, DNxHR 444) goes into ProRes 4444, yuv444p10le, its chroma kept.
 Alpha (`EncodeSettings.alpha`): each frame carries an alpha channel (0-255: a matte, the target's
 own alpha, or their product): ProRes becomes profile 4 (4444) in yuva444p10le, PNG frames RGBA; a
 decoded frame passed through keeps its own alpha. H.264 and H.265 cannot carry one.
@@ -123,7 +124,7 @@ again, not the user's work."""
 _LAYOUTS = {3: "rgb24", 4: "rgba"}
 """PyAV's pixel format of an H x W x C uint8 picture, by C."""
 _PRORES_4444 = "4"
-"""prores_ks's profile number of ProRes 4444 (with alpha); 3 is 422 HQ."""
+"""prores_ks's profile number of ProRes 4444 (with alpha, or from a 4:4:4 source); 3 is 422 HQ."""
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,17 @@ def _is_yuv(pix_fmt: str) -> bool:
     return len(parts) >= 3 and bool(parts[0].is_luma)
 
 
+def _is_float(pix_fmt: str) -> bool:
+    """Floating-point samples: FFmpeg's formats named ...f16 or ...f32 (gbrpf32le, rgbaf16le)."""
+    return re.search(r"f(16|32)(le|be)?$", pix_fmt) is not None
+
+
+def is_rgb_format(pix_fmt: str) -> bool:
+    """RGB samples (DPX, TIFF, PNG, EXR frames; a GIF's palette), not YUV or grey."""
+    parts = _components(pix_fmt)
+    return pix_fmt == "pal8" or (len(parts) >= 3 and not parts[0].is_luma)
+
+
 def chroma_of(pix_fmt: str) -> str | None:
     """The chroma sampling of a pixel format: "4:2:0", "4:2:2", "4:4:4" (RGB too); None for grey
     or a format FFmpeg does not know."""
@@ -336,6 +348,8 @@ class SegmentEncoder:
         self.stored_width, self.stored_height = stored_w, stored_h
         self.bit_depth = color.bit_depth if color else 8
         """The source's bits per sample."""
+        self.float_samples = color is not None and _is_float(color.pix_fmt)
+        """The source's samples are floating point (an EXR sequence's)."""
         self.source_chroma = chroma_of(color.pix_fmt) if color and _is_yuv(color.pix_fmt) else None
         """A YUV source's chroma sampling ("4:2:0", "4:2:2", "4:4:4"; None: not known, grey, or an
         RGB source, whose frames any video codec subsamples and no one expects kept)."""
@@ -354,6 +368,7 @@ class SegmentEncoder:
             color.color_trc if color else None,
             limited_only=settings.encoder == "prores",
             codec="ProRes",
+            rgb_size=(stored_w, stored_h) if color and is_rgb_format(color.pix_fmt) else None,
         )
         # swscale's matrix and range for RGB -> YUV, the same for every way a frame is written
         self._sws_matrix = self._colour.sws_matrix
@@ -418,7 +433,9 @@ class SegmentEncoder:
         """The pixel format `name` encodes: 10-bit where the codec can and the source has it."""
         deep = self.bit_depth > 8
         if name == "prores_ks":
-            return "yuva444p10le" if self.settings.alpha else "yuv422p10le"
+            if self.settings.alpha:
+                return "yuva444p10le"
+            return "yuv444p10le" if self.source_chroma == "4:4:4" else "yuv422p10le"
         if name == "libx265" and deep:
             return "yuv420p10le"
         if name == "hevc_nvenc" and deep:
@@ -480,7 +497,8 @@ class SegmentEncoder:
                 "b": "0",
             }
         elif name == "prores_ks":
-            stream.options = {"profile": _PRORES_4444 if self.settings.alpha else "3", "vendor": "apl0"}
+            four = stream.pix_fmt != "yuv422p10le"  # with alpha, or a 4:4:4 source's chroma kept
+            stream.options = {"profile": _PRORES_4444 if four else "3", "vendor": "apl0"}
             if self.settings.quality is not None:
                 cc.qscale = True
                 # PyAV hands this to prores_ks as the quantiser itself (1-64), not in lambda units
@@ -496,7 +514,7 @@ class SegmentEncoder:
             setattr(cc, attr, code)
 
     def _codec_notes(self, name: str) -> tuple[str, ...]:
-        notes = list(self._colour.notes)
+        notes = list(self._colour.notes) + list(self._light_notes())
         depth = self.bit_depth
         if depth > 8 and self.settings.encoder == "h264":
             notes.append(
@@ -514,7 +532,7 @@ class SegmentEncoder:
         if self.source_chroma in ("4:2:2", "4:4:4") and written == "4:2:0":
             notes.append(
                 f"{name} writes 4:2:0: the source's {self.source_chroma} chroma is halved "
-                "(--encoder prores keeps 4:2:2)"
+                f"(--encoder prores keeps {self.source_chroma})"
             )
         if self.interlaced and not self._codes_fields(name):
             notes.append(
@@ -532,8 +550,25 @@ class SegmentEncoder:
             notes.append(padded)
         return tuple(notes)
 
-    def _png_notes(self) -> tuple[str, ...]:
+    def _light_notes(self) -> tuple[str, ...]:
+        """What a floating-point or linear-light source loses where the faces are made (in 8-bit
+        RGB of 0 to 1), for any encoder."""
         notes = []
+        if self.float_samples:
+            notes.append(
+                "floating-point source: values outside 0 to 1 (highlights above 1.0) are clipped "
+                "to the output's range"
+            )
+        if self._colour.color_trc == "linear":
+            notes.append(
+                "the source is linear light: the faces are made in 8-bit linear values, so their "
+                "dark tones are coarse (a log or gamma-encoded source keeps them), and the output "
+                "is tagged linear"
+            )
+        return tuple(notes)
+
+    def _png_notes(self) -> tuple[str, ...]:
+        notes = list(self._light_notes())
         if self.bit_depth > 8:
             layout = "RGBA" if self.settings.alpha else "RGB"
             notes.append(
@@ -610,13 +645,20 @@ class SegmentEncoder:
             self.write(upright(rgb_array(frame), rotation_of(frame)), pts, self._own_alpha(frame))
             return
         if self._needs_conversion(frame):
-            # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
-            frame = frame.reformat(
-                format=self._stream.pix_fmt,
-                dst_colorspace=self._sws_matrix,
-                dst_color_range=self._sws_range,
-            )
+            frame = self._converted(frame)
         self._encode(frame, pts)
+
+    def _converted(self, frame: av.VideoFrame) -> av.VideoFrame:
+        """A decoded frame in the encoder's pixel format, matrix and range, by swscale straight
+        from its own samples (YUV to YUV, or RGB to YUV: its bit depth kept where the output has
+        it, its super-whites where the range does)."""
+        assert self._stream is not None and self._stream.pix_fmt is not None
+        # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
+        return frame.reformat(
+            format=self._stream.pix_fmt,
+            dst_colorspace=self._sws_matrix,
+            dst_color_range=self._sws_range,
+        )
 
     def _own_alpha(self, frame: av.VideoFrame) -> Matte | None:
         """For an output with alpha, a decoded frame's alpha channel, upright (255 where its pixel
@@ -686,16 +728,16 @@ class SegmentEncoder:
         return cast(av.VideoFrame, self._fields.pull())
 
     def can_patch(self, frame: av.VideoFrame) -> bool:
-        """Whether `write_patched` can write into this decoded frame (the planar YUV format the
-        encoder takes, 8 or 10 bits, and the encoded picture's size, no rotation); otherwise it
-        converts the whole RGB frame."""
+        """Whether `write_patched` can write into this decoded frame: the encoder takes a planar
+        YUV format of `PATCHABLE_LAYOUTS` (8 or 10 bits) and the frame is the encoded picture's
+        size, unrotated. A frame in another format, range or matrix (10-bit 4:2:0 or 12-bit into
+        ProRes, full range into ProRes, 10-bit RGB frames of a DPX sequence) is converted to the
+        encoder's first, from its own samples; otherwise the whole RGB frame is converted."""
         return (
             self._stream is not None
             and self.settings.encoder != "png"
             and self.rotation == 0
-            and self._stream.pix_fmt == frame.format.name
-            and frame.format.name in PATCHABLE_LAYOUTS
-            and not self._needs_conversion(frame)  # (a full-range source into ProRes: whole)
+            and self._stream.pix_fmt in PATCHABLE_LAYOUTS
             and (frame.width, frame.height)
             == (self.width, self.height)
             == (self.coded_width, self.coded_height)
@@ -706,10 +748,12 @@ class SegmentEncoder:
     ) -> None:
         """Encode `image`, known to differ from the decoded `source` only inside `regions`: only
         those are converted and written into `source` itself, which the caller hands over (see
-        `ffdesk.media.patch`)."""
+        `ffdesk.media.patch`), or into its conversion to the encoder's format."""
         if not self.can_patch(source):
             self.write(image, pts)
             return
+        if self._needs_conversion(source):
+            source = self._converted(source)
         if regions:
             source = patch_yuv420(
                 source,
@@ -719,7 +763,7 @@ class SegmentEncoder:
                 color_range=self._sws_range,
                 in_place=True,
             )
-        self.write_frame(source, pts)
+        self._encode(source, pts)
 
     def _mux(self, packet: av.Packet) -> None:
         assert self._container is not None

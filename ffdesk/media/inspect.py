@@ -549,6 +549,8 @@ def video_encoder_name(encoder: EncoderName, driver: DriverFlags | None = None) 
 
 
 def _video_plan(video: VideoReport, encoder: EncoderName, driver: DriverFlags | None = None) -> StreamPlan:
+    from ffdesk.media.encode import chroma_of, is_rgb_format
+
     name = video_encoder_name(encoder, driver)
     deep = video.bit_depth > 8
     if encoder == "h264":
@@ -557,12 +559,17 @@ def _video_plan(video: VideoReport, encoder: EncoderName, driver: DriverFlags | 
     elif encoder == "h265":
         detail = "yuv420p10le, 10-bit" if deep else "yuv420p, 8-bit"
         why = "H.265 keeps 10 bits" if deep else "H.265 at the source's 8 bits"
+    elif encoder == "prores" and chroma_of(video.pix_fmt) == "4:4:4" and not is_rgb_format(video.pix_fmt):
+        detail = "yuv444p10le, 10-bit"
+        why = "ProRes 4444 keeps the source's 4:4:4 chroma at 10 bits"
     elif encoder == "prores":
         detail = "yuv422p10le, 10-bit"
         why = "ProRes 422 HQ is 10-bit 4:2:2"
     else:
         detail = "rgb24, 8-bit"
         why = "one PNG file per frame"
+    if encoder in ("h265", "prores") and video.bit_depth > 10:
+        why += f" (the {video.bit_depth}-bit source is rounded to 10)"
     if name.endswith("_nvenc"):
         why += f"; NVIDIA GPU found ({_SOFTWARE[encoder]} if it cannot be opened)"
     reason = f"frames are processed, so video is always re-encoded; {why}"

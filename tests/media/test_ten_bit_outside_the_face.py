@@ -1,7 +1,9 @@
 """A 10-bit source keeps its precision outside the faces: the frames between decoder and encoder
 are 8-bit RGB, and a swapped frame was converted back whole, so a smooth 10-bit ramp far from
 the face came back with 8 bits' steps and super-whites were clipped. The changed regions alone
-are now written into the decoded 10-bit pictures (`ffdesk.media.patch`)."""
+are now written into the decoded 10-bit pictures (`ffdesk.media.patch`); a source in another
+format than the encoder's (10-bit 4:2:0 into ProRes 4:2:2) is converted to it by swscale from its
+own samples first (it went through 8-bit RGB whole: the ramp came back with 8 bits' steps, 64..940)."""
 
 from __future__ import annotations
 
@@ -59,13 +61,17 @@ def _source(path: Path, codec: str, fmt: str) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("codec", "fmt", "encoder", "suffix"),
-    [("prores_ks", "yuv422p10le", "prores", ".mov"), ("libx265", "yuv420p10le", "h265", ".mp4")],
+    ("codec", "fmt", "encoder", "suffix", "written"),
+    [
+        ("prores_ks", "yuv422p10le", "prores", ".mov", "yuv422p10le"),
+        ("libx265", "yuv420p10le", "h265", ".mp4", "yuv420p10le"),
+        ("libx265", "yuv420p10le", "prores", ".mov", "yuv422p10le"),
+    ],
 )
 def test_a_swapped_10_bit_clip_keeps_its_samples_far_from_the_face(
-    tmp_path: Path, codec: str, fmt: str, encoder: str, suffix: str
+    tmp_path: Path, codec: str, fmt: str, encoder: str, suffix: str, written: str
 ) -> None:
-    source = _source(tmp_path / f"src{suffix}", codec, fmt)
+    source = _source(tmp_path / f"src{'.mp4' if codec == 'libx265' else '.mov'}", codec, fmt)
     out = tmp_path / f"out{suffix}"
     photo = str(resource_path("sample", "astronaut.jpg"))
     argv = [
@@ -85,7 +91,7 @@ def test_a_swapped_10_bit_clip_keeps_its_samples_far_from_the_face(
     assert main(argv) == 0
     with av.open(str(source)) as a, av.open(str(out)) as b:
         pairs = list(zip(a.decode(video=0), b.decode(video=0), strict=True))
-    assert pairs[0][1].format.name == fmt
+    assert pairs[0][1].format.name == written
     for before, after in pairs:
         y0, y1 = _luma(before), _luma(after)
         # an 8-bit round trip left 175 of a row's 280 values, off by up to 33 codes; clipped 1015 to 940

@@ -301,6 +301,23 @@ def chroma_of(pix_fmt: str) -> str | None:
     return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((parts[1].width, parts[1].height))
 
 
+def planned_notes(video: VideoInfo, settings: EncodeSettings) -> tuple[str, ...]:
+    """What a render of `video` with `settings` will say of its output's picture (the encoder's
+    `notes`), worked out without opening anything."""
+    planned = SegmentEncoder(
+        Path("planned"),
+        settings,
+        width=video.display_width,
+        height=video.display_height,
+        time_base=video.time_base,
+        fps=video.fps,
+        rotation=video.rotation,
+        color=video,
+        plan_only=True,
+    )
+    return planned.notes
+
+
 class SegmentEncoder:
     """Writes ONE video-only segment (or a folder of PNG frames) from upright RGB frames.
 
@@ -308,7 +325,8 @@ class SegmentEncoder:
     time base of the pts given to `write` (the source's). `rotation` is the source's rotation in
     degrees clockwise; `color` the source's picture: colour tags (None: untagged, converted as
     BT.601), sample aspect ratio, field order and bit depth, all kept in the output where the
-    codec can hold them (`notes` says where it cannot).
+    codec can hold them (`notes` says where it cannot). `plan_only`: open and write nothing, only
+    work out the output's format and `notes` (what `ffdesk probe` says of a render).
     """
 
     def __init__(
@@ -322,6 +340,7 @@ class SegmentEncoder:
         fps: float,
         rotation: int,
         color: VideoInfo | None,
+        plan_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.settings = settings
@@ -378,6 +397,15 @@ class SegmentEncoder:
             (attr, _UNSPECIFIED[kind] if (code := self._colour.code(kind)) is None else code)
             for attr, kind in _FRAME_TAGS
         )
+        if plan_only:
+            self._closed = True
+            self.coded_width, self.coded_height = coded_size(
+                stored_w, stored_h, settings.encoder, interlaced=self.interlaced
+            )
+            self.encoder_name = "png" if settings.encoder == "png" else self._candidates()[0]
+            png = settings.encoder == "png"
+            self.notes = self._png_notes() if png else self._codec_notes(self.encoder_name)
+            return
         if not self.path.parent.is_dir():
             raise MediaError(f"{self.path.parent}: output folder does not exist")
         if settings.encoder == "png":

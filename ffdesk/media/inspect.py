@@ -315,8 +315,9 @@ def inspect_clip(
         output_suffix=output_suffix,
         plans=plans,
         damage=damage,
-        warnings=(
+        warnings=_unique(
             *_warnings(vreport, audio, plans, (*info.warnings, scan.damage, frame_damage), encoder),
+            *_encoder_notes(video, encoder, driver),
             *side.warnings,
         ),
         side=side.reports,
@@ -548,6 +549,20 @@ def video_encoder_name(encoder: EncoderName, driver: DriverFlags | None = None) 
     return _SOFTWARE[encoder]
 
 
+def _encoder_notes(video: VideoInfo, encoder: EncoderName, driver: DriverFlags | None) -> tuple[str, ...]:
+    """What the render's encoder will say of the output's picture (bit depth, chroma, range,
+    HDR10 metadata, matrix, a floating-point or linear source): its own notes, worked out."""
+    from ffdesk.media.encode import EncodeSettings, planned_notes
+
+    settings = EncodeSettings(encoder) if driver is None else EncodeSettings(encoder, driver=driver)
+    return planned_notes(video, settings)
+
+
+def _unique(*lines: str) -> tuple[str, ...]:
+    """`lines` in order, each once (the encoder's odd-size note is the probe's own)."""
+    return tuple(dict.fromkeys(lines))
+
+
 def _video_plan(video: VideoReport, encoder: EncoderName, driver: DriverFlags | None = None) -> StreamPlan:
     from ffdesk.media.encode import chroma_of, is_rgb_format
 
@@ -630,11 +645,6 @@ def _warnings(
         trc = _HDR_NAMES.get(video.color_trc or "", video.color_trc or "")
         what = "8-bit H.264 output" if encoder == "h264" else "the output"
         out.append(f"HDR {trc}: kept as colour tags only (no tone mapping) in {what}")
-    if video.bit_depth > 8 and encoder == "h264":
-        out.append(
-            f"{video.bit_depth}-bit video: H.264 output is 8-bit "
-            "(use --encoder h265 or prores to keep 10 bits)"
-        )
     padded = odd_size_note(
         video.width, video.height, encoder, interlaced=video.interlaced, rotation=video.rotation
     )

@@ -275,7 +275,7 @@ def test_hdr_ten_bit_into_h264_and_h265(tmp_path: Path) -> None:
     assert v.hdr and v.color_trc == "smpte2084" and v.bit_depth == 10
     assert r.plans[0].detail == "yuv420p, 8-bit"
     assert any(w.startswith("HDR PQ") and "tags only" in w for w in r.warnings)
-    assert any(w.startswith("10-bit video: H.264 output is 8-bit") for w in r.warnings)
+    assert any(w.startswith("H.264 is written 8-bit: the 10-bit source is rounded") for w in r.warnings)
     r265 = inspect_clip(path, ".mp4", encoder="h265")
     assert (r265.plans[0].codec, r265.plans[0].detail) == ("libx265", "yuv420p10le, 10-bit")
     assert not any(w.startswith("10-bit") for w in r265.warnings)
@@ -376,7 +376,7 @@ def test_an_image(tmp_path: Path) -> None:
         ("avi_mpeg4_packed", ("packed MPEG-4 B-frames", "timestamps will be repaired")),
         ("mkv_from_avi", ("timestamps will be repaired",)),
         ("ts_mpeg2_interlaced", ("interlaced, top field first",)),
-        ("mp4_hevc10_hlg", ("HDR HLG", "10-bit video")),
+        ("mp4_hevc10_hlg", ("HDR HLG", "the 10-bit source is rounded to 8 bits")),
         ("sar_176x144", ("non-square pixels (SAR 128:117)",)),
         ("truncated_60", ("truncated",)),
     ],

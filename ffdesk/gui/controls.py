@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.errors import UserError
+from ffdesk.gui.accessible import add_row, on_window
 from ffdesk.gui.applies import Applicability, Control, ModelFacts, what_applies
 from ffdesk.gui.budget_need import EMBEDDED_MODELS, BudgetNeed
 from ffdesk.gui.mask_controls import MaskControls
@@ -49,7 +50,8 @@ MODEL_KINDS: tuple[Control, ...] = ("swapper", "recognizer", "detector", "enhanc
 """The model pickers, by catalog kind (each a `Settings` field of the same name)."""
 PICKER_LABELS = {"parser": "Region mask"}
 EMBEDDED = "embedded (default)"
-NOTE_STYLE = "color: #8a6d3b; font-style: italic"
+NOTE_COLOUR = "#8a6d3b"
+"""The notes' text (darkened where the window's background needs it to stay legible)."""
 NEED_COLOUR = "#edc948"
 """The budget bar's mark at what the chosen models need."""
 SHORT_COLOUR = "#e15759"
@@ -211,13 +213,24 @@ class BudgetBar(QWidget):
             "Memory budget; coloured bars are the models resident now "
             "(on the CPU also the frames renders hold)"
         )
+        self.setAccessibleName("Memory budget and resident models")
         residency.changed.connect(self._on_residency)
+        self._describe()
 
     def _on_residency(self) -> None:
         models = self.residency.models
         resident = "\n".join(f"{n}: {format_bytes(b)}" for n, b in models) or "no model resident"
         self.setToolTip("\n".join(t for t in (resident, self._need_text) if t))
+        self._describe()
         self.update()
+
+    def _describe(self) -> None:
+        """What a screen reader says of the bar: the budget, then what the tooltip lists."""
+        budget = f"budget {self.value_mb} MiB" if self.value_mb else "no budget set"
+        resident = "; ".join(f"{n}: {format_bytes(b)}" for n, b in self.residency.models)
+        text = "; ".join(t for t in (budget, resident or "no model resident", self._need_text) if t)
+        if text != self.accessibleDescription():
+            self.setAccessibleDescription(text)
 
     def set_need(self, need_bytes: int | None, text: str = "") -> None:
         """Mark what the chosen models need (`need_bytes`; None: no mark), said by `text` in
@@ -235,6 +248,7 @@ class BudgetBar(QWidget):
         mb = max(0, min(int(mb), self.maximum_mb))
         if mb != self.value_mb:
             self.value_mb = mb
+            self._describe()
             self.update()
             self.valueChanged.emit(mb)
 
@@ -282,9 +296,14 @@ class BudgetBar(QWidget):
         self.set_value(round(max(0.0, min(1.0, frac)) * self.maximum_mb / 64) * 64)
 
 
+def note_style() -> str:
+    """The notes' look: italic, in `NOTE_COLOUR` made legible on the window's background."""
+    return f"color: {on_window(NOTE_COLOUR)}; font-style: italic"
+
+
 def _note_label() -> QLabel:
     note = QLabel()
-    note.setStyleSheet(NOTE_STYLE)
+    note.setStyleSheet(note_style())
     note.setWordWrap(True)
     note.setVisible(False)
     return note
@@ -421,7 +440,7 @@ class ControlsView(QWidget):
         self.notes = QLabel()
         """What the chosen swap ignores that no control shows (extra source photos)."""
         self.notes.setObjectName("controlsNotes")
-        self.notes.setStyleSheet(NOTE_STYLE)
+        self.notes.setStyleSheet(note_style())
         self.notes.setWordWrap(True)
         self.notes.setVisible(False)
         self._build_form()
@@ -462,42 +481,44 @@ class ControlsView(QWidget):
         form = QFormLayout(inner)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # a narrow panel: fields under labels
-        form.addRow("Mode", self.mode)
-        form.addRow("Precision", self._noted("precision", self.precision))
-        form.addRow("Batch", self.batch)
+        add_row(form, "Mode", self.mode)
+        add_row(form, "Precision", self._noted("precision", self.precision))
+        add_row(form, "Batch", self.batch)
         budget_row = QHBoxLayout()
         budget_row.addWidget(self.budget, 1)
         budget_row.addWidget(self.budget_input)
         self.budget_note = _note_label()
         """Why a render would refuse the budget: below what the chosen models need."""
         self.budget_note.setObjectName("budgetNote")
-        form.addRow("Memory budget", _with_note(budget_row, self.budget_note))
+        add_row(form, "Memory budget", _with_note(budget_row, self.budget_note))
         for kind in MODEL_KINDS:
-            form.addRow(
-                PICKER_LABELS.get(kind, kind.capitalize()), self._noted(kind, self.model_choice[kind])
+            add_row(
+                form, PICKER_LABELS.get(kind, kind.capitalize()), self._noted(kind, self.model_choice[kind])
             )
             if kind == "enhancer":
-                form.addRow("Enhancer weight", self._noted("enhancer_weight", self.enhancer_weight))
-                form.addRow("Enhancer blend", self._noted("enhancer_blend", self.enhancer_blend))
-        form.addRow("Mask regions", self._noted("mask_regions", self.mask_regions))
+                add_row(form, "Enhancer weight", self._noted("enhancer_weight", self.enhancer_weight))
+                add_row(form, "Enhancer blend", self._noted("enhancer_blend", self.enhancer_blend))
+        add_row(form, "Mask regions", self._noted("mask_regions", self.mask_regions))
         rows = self.masks.rows()
-        form.addRow("Masks", self._noted("mask_types", rows["mask_types"]))
-        form.addRow("Mask blur", self._noted("mask_blur", rows["mask_blur"]))
-        form.addRow("Mask padding", self._noted("mask_padding", rows["mask_padding"]))
-        form.addRow("Mask areas", self._noted("mask_areas", rows["mask_areas"]))
-        form.addRow("Faces", self.face_selection)
-        form.addRow("Output format", self.encoder)
+        add_row(form, "Masks", self._noted("mask_types", rows["mask_types"]))
+        add_row(form, "Mask blur", self._noted("mask_blur", rows["mask_blur"]))
+        add_row(form, "Mask padding", self._noted("mask_padding", rows["mask_padding"]))
+        add_row(form, "Mask areas", self._noted("mask_areas", rows["mask_areas"]))
+        add_row(form, "Faces", self.face_selection)
+        add_row(form, "Output format", self.encoder)
         self.matte_note = _note_label()
         """Why the matte cannot be written with the output format (the queue would refuse it)."""
-        form.addRow("Matte", _with_note(self.matte, self.matte_note))
-        form.addRow("Quality", self.quality)
-        form.addRow("Encoder speed", self.video_preset)
+        add_row(form, "Matte", _with_note(self.matte, self.matte_note))
+        add_row(form, "Quality", self.quality)
+        add_row(form, "Encoder speed", self.video_preset)
         self.browse = QPushButton("…")
         self.browse.setFixedWidth(30)
+        self.browse.setAccessibleName("Choose the output folder")
+        self.browse.setToolTip("choose the output folder")
         out_row = QHBoxLayout()
         out_row.addWidget(self.output_dir, 1)
         out_row.addWidget(self.browse)
-        form.addRow("Output folder", out_row)
+        add_row(form, "Output folder", out_row)
         scroll = QScrollArea()
         scroll.setWidget(inner)
         scroll.setWidgetResizable(True)

@@ -8,6 +8,7 @@ happens per sample. Without a GPU the same plots show process memory and CPU, wi
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from PySide6.QtCore import QObject, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QFontMetricsF, QResizeEvent
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from ffdesk.gui.accessible import on_window
 from ffdesk.gui.controls import MODEL_COLOURS
 from ffdesk.gui.training_view import LegibleAxis
 from ffdesk.pipeline import events as ev
@@ -181,6 +183,20 @@ class PlotView(pg.PlotWidget):
         plot.layout.addItem(plot.titleLabel, 0, 0, 1, plot.layout.columnCount())
         self.full_title = title
         self._fit_title(self.width())
+        self.setAccessibleName(title)  # (a screen reader finds no text in a drawn plot)
+        self.describe(None)
+
+    def describe(self, latest: float | None, extra: str = "") -> None:
+        """Say the newest figure (None: none yet) to a screen reader, in the title's unit."""
+        if latest is None:
+            text = "no figures yet"
+        else:
+            unit = unit_of(self.full_title)
+            digits = 1 if abs(latest) < 100 else 0
+            text = f"now {latest:.{digits}f}{'' if unit == '%' else ' '}{unit}".rstrip()
+        text = f"{text}; {extra}" if extra else text
+        if text != self.accessibleDescription():
+            self.setAccessibleDescription(text)
 
     def resizeEvent(self, event: QResizeEvent | None) -> None:  # noqa: N802 - Qt override
         # pyqtgraph calls this with no event too, and while constructing (before the title is set).
@@ -222,7 +238,7 @@ class GraphsView(QWidget):
         self.telemetry = telemetry
         self.note = QLabel(telemetry.note)
         self.note.setObjectName("noGpuNote")
-        self.note.setStyleSheet("color: #e0a040; font-weight: bold")
+        self.note.setStyleSheet(f"color: {on_window('#e0a040')}; font-weight: bold")
         self.note.setWordWrap(True)
         self.note.setVisible(bool(telemetry.note))
         # One view per plot: a redraw of one plot repaints only its own view.
@@ -249,8 +265,10 @@ class GraphsView(QWidget):
             None,
         )
         self.plots: list[pg.PlotItem] = []
+        self.views: list[PlotView] = []
         for i, title in enumerate(titles):
             view = PlotView(title)
+            self.views.append(view)
             grid.addWidget(view, i // 2, i % 2)
             plot = view.getPlotItem()
             plot.showGrid(x=True, y=True, alpha=0.2)
@@ -299,18 +317,26 @@ class GraphsView(QWidget):
             return
         t = self.telemetry
         gpu = t.has_gpu
+        extra = ""
         if number == 0:
             used = "gpu0.memory_used_bytes" if gpu else "host.process_rss_bytes"
             x, y = _finite(*t.series(used))
-            _draw(self.mem_used, x, y / MIB)
+            y = y / MIB
+            _draw(self.mem_used, x, y)
             self._stack_models()
+            if self.budget_line.isVisible():
+                extra = f"budget {self.budget_line.value():.0f} MiB"
         elif number == 1:
-            _draw(self.power, *_finite(*t.series(self.power_metric)))
+            x, y = _finite(*t.series(self.power_metric))
+            _draw(self.power, x, y)
         elif number == 2:
             util = "gpu0.gpu_util_pct" if gpu else "host.process_cpu_pct"
-            _draw(self.util, *_finite(*t.series(util)))
+            x, y = _finite(*t.series(util))
+            _draw(self.util, x, y)
         else:
-            _draw(self.fps, *_finite(*t.render_series("fps")))
+            x, y = _finite(*t.render_series("fps"))
+            _draw(self.fps, x, y)
+        self.views[number].describe(float(y[-1]) if len(y) else None, extra)
         _fit_y(
             self.plots[number],
             self.budget_line.value() if number == 0 and self.budget_line.isVisible() else 0.0,
@@ -355,6 +381,12 @@ class GraphsView(QWidget):
 
     def stop(self) -> None:
         self.timer.stop()
+
+
+def unit_of(title: str) -> str:
+    """The unit a graph's title names ("Power (W)": W; "Frames/s": frames/s)."""
+    found = re.search(r"\(([^)]*)\)", title)
+    return found.group(1) if found else title.lower()
 
 
 def forward_filled(values: np.ndarray) -> np.ndarray:

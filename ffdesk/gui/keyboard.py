@@ -7,13 +7,15 @@ arrows step a drop-down list or a slider, Return presses a button; a list or tab
 rows) takes the arrows and Space, clicked or chosen; everything else still drives the transport.
 A panel floated out of the window is the window's all the same.
 Tab passes over the panels hidden behind another panel's tab (Qt keeps their controls in the
-focus chain, unseen).
+focus chain, unseen). A control that takes the focus other than by a click (Tab from outside its
+panel, View › Go to, a card rebuilt) is scrolled into view in the scroll areas it is in: Qt does
+that only for Tab between two controls of the same scroll area.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QFocusEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -33,9 +35,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.accessible import keep_in_view
+
 EVERY_KEY: frozenset[str] = frozenset({"*"})
 """`keys_taken`'s answer for a widget that takes typing: every plain key is its own."""
 _STEPS = frozenset({"Left", "Right", "Up", "Down", "Home", "End"})
+_UNSCROLLED = frozenset(
+    {
+        Qt.FocusReason.MouseFocusReason,  # what was clicked is in view
+        Qt.FocusReason.ActiveWindowFocusReason,  # the window back: left where the user scrolled
+        Qt.FocusReason.PopupFocusReason,
+        Qt.FocusReason.MenuBarFocusReason,
+    }
+)
+"""Why a control takes the focus where it is not scrolled into view."""
 
 
 def keys_taken(widget: QWidget | None) -> frozenset[str]:
@@ -103,8 +116,10 @@ def buried(widget: QWidget) -> bool:
 
 
 class KeyboardControls(QObject):
-    """For the controls of `window`, now and as they are made: `keyboard_focus_only`, and Return
-    (or Enter) presses the button that has the focus."""
+    """For the controls of `window`, now and as they are made: `keyboard_focus_only`, Return
+    (or Enter) presses the button that has the focus, and a control that takes the focus other
+    than by a click is scrolled into view (once the layouts its panel's coming forward asks
+    for are done)."""
 
     def __init__(self, window: QWidget) -> None:
         super().__init__(window)
@@ -122,10 +137,23 @@ class KeyboardControls(QObject):
         if app is not None:
             app.removeEventFilter(self)
 
+    def _show_focused(self) -> None:
+        focused = QApplication.focusWidget()
+        if focused is not None and belongs(focused, self._window):
+            keep_in_view(focused)
+
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         kind = event.type()
         if kind == QEvent.Type.Polish and isinstance(watched, QWidget) and belongs(watched, self._window):
             keyboard_focus_only(watched)
+        elif (
+            kind == QEvent.Type.FocusIn
+            and isinstance(event, QFocusEvent)
+            and event.reason() not in _UNSCROLLED
+            and isinstance(watched, QWidget)
+            and belongs(watched, self._window)
+        ):
+            QTimer.singleShot(0, self, self._show_focused)
         elif (
             kind == QEvent.Type.KeyPress
             and isinstance(watched, QPushButton | QToolButton)

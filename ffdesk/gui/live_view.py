@@ -47,6 +47,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.errors import UserError
+from ffdesk.gui.accessible import name_field, on_window
 from ffdesk.gui.models import SessionModel, StatusLog
 from ffdesk.gui.preview_view import display_images
 from ffdesk.gui.processors import live_processor_fields
@@ -399,6 +400,13 @@ class _Bridge(QObject):
     ended = Signal(int)  # the run's number; its outcome is in `LiveView._outcomes`
 
 
+def _label(text: str, field: QWidget, name: str = "") -> QLabel:
+    """A label for `field` (its buddy), which names it for a screen reader (`name`, default `text`)."""
+    label = QLabel(text)
+    name_field(label, field, name)
+    return label
+
+
 class LiveView(QWidget):
     """The Live dock: camera, size/rate, optional recording and stream, Start/Stop, figures.
 
@@ -473,26 +481,29 @@ class LiveView(QWidget):
         self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         note = QLabel(PAUSED_NOTE)
         note.setWordWrap(True)
-        note.setStyleSheet("color: gray")
+        note.setStyleSheet(f"color: {on_window('gray')}")
+        self.fps.setAccessibleName("Frame rate")
+        self.record_browse.setAccessibleName("Choose the recording's file")
+        self.record_browse.setToolTip("choose the file to record to")
 
         grid = QGridLayout()
-        grid.addWidget(QLabel("Camera"), 0, 0)
+        grid.addWidget(_label("Camera", self.camera), 0, 0)
         cam_row = QHBoxLayout()
         cam_row.addWidget(self.camera, 1)
         cam_row.addWidget(self.refresh)
         grid.addLayout(cam_row, 0, 1)
-        grid.addWidget(QLabel("Size"), 1, 0)
+        grid.addWidget(_label("Size", self.size_box, "Picture size"), 1, 0)
         size_row = QHBoxLayout()
         size_row.addWidget(self.size_box, 1)
         size_row.addWidget(self.fps, 1)
         size_row.addWidget(self.loop)
         grid.addLayout(size_row, 1, 1)
-        grid.addWidget(QLabel("Record"), 2, 0)
+        grid.addWidget(_label("Record", self.record, "Record to file"), 2, 0)
         rec_row = QHBoxLayout()
         rec_row.addWidget(self.record, 1)
         rec_row.addWidget(self.record_browse)
         grid.addLayout(rec_row, 2, 1)
-        grid.addWidget(QLabel("Stream"), 3, 0)
+        grid.addWidget(_label("Stream", self.stream, "Stream to"), 3, 0)
         out_row = QHBoxLayout()
         out_row.addWidget(self.stream, 1)
         out_row.addWidget(self.virtual_camera)

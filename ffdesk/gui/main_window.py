@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 from ffdesk import jsontext
 from ffdesk.errors import MediaError, UserError
 from ffdesk.faces.scan import Detector, ScanPoint
+from ffdesk.gui.accessible import keep_in_view
 from ffdesk.gui.budget_need import BudgetNeed, ModelNeed
 from ffdesk.gui.clip_clock import ClipClocks
 from ffdesk.gui.controls import ControlsView
@@ -463,7 +464,7 @@ class MainWindow(QMainWindow):
         self.play_action = file_menu.addAction("&Play a render…", self.play_dialog)
         self.play_action.setToolTip("watch a file as it is, without processing it again")
         file_menu.addSeparator()
-        self.queue_action = file_menu.addAction("Add to render &queue", self.add_to_queue)
+        self.queue_action = file_menu.addAction("&Add to render queue", self.add_to_queue)
         self.queue_action.setShortcut(QKeySequence("Ctrl+Return"))
         self.cancel_action = file_menu.addAction("&Cancel the running render", self.cancel_running)
         self.cancel_action.setShortcut(QKeySequence("Ctrl+."))
@@ -496,6 +497,7 @@ class MainWindow(QMainWindow):
             policy = here.focusPolicy()
             if content.isAncestorOf(here) and policy & Qt.FocusPolicy.TabFocus and here.isEnabled():
                 here.setFocus(Qt.FocusReason.TabFocusReason)
+                keep_in_view(here)  # (taking the focus scrolls it so too; it may have it already)
                 return
             here = here.nextInFocusChain()
 

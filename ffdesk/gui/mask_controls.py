@@ -55,6 +55,7 @@ class MaskControls(QObject):
             spin.setPrefix(f"{side[0].upper()} ")
             spin.setSuffix(" %")
             spin.setToolTip(f"the box's {side} edge moved in by this share of the face's crop")
+            spin.setAccessibleName(f"Mask padding {side}")  # (the row's label names none of the four)
         self.areas = {a: QCheckBox(a) for a in AREAS}
         for a, box in self.areas.items():
             box.setToolTip(f"the area mask keeps the {a.replace('-', ' ')}")

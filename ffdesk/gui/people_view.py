@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.accessible import on_window
 from ffdesk.gui.models import ClipInfo, SessionModel, StatusLog
 from ffdesk.gui.preview_view import to_qimage
 from ffdesk.media.images import IMAGE_SUFFIXES
@@ -203,6 +204,8 @@ class PersonCard(QFrame):
         self.clear = QPushButton("Clear")
         self.clear.setToolTip("leave this person untouched")
         self.clear.clicked.connect(lambda: model.set_person_photos(self.index, ()))
+        self.choose.setAccessibleName(f"Choose photos for {person_name(person.index)}")
+        self.clear.setAccessibleName(f"Clear the photos of {person_name(person.index)}")
         buttons = QHBoxLayout()
         buttons.addWidget(self.choose)
         buttons.addWidget(self.clear)
@@ -301,7 +304,7 @@ class PeopleView(QWidget):
         self.bar.setVisible(False)
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("color: gray")
+        self.note.setStyleSheet(f"color: {on_window('gray')}")
         self._box = QWidget()
         self._list = QVBoxLayout(self._box)
         self._list.setContentsMargins(0, 0, 0, 0)

@@ -10,6 +10,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QMouseEvent, QPainter, QPaintEvent, QPen, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from ffdesk.gui.accessible import on_window
 from ffdesk.gui.fitting import ShrinkingLabel, compact
 from ffdesk.gui.models import SessionModel
 from ffdesk.types import Frame
@@ -87,10 +88,44 @@ class PreviewCanvas(QWidget):
         model.viewChanged.connect(self.update)
         model.referenceChanged.connect(self.update)
         model.targetChanged.connect(self._on_target)
+        self.setAccessibleName("Preview")  # (a screen reader finds no text in a drawn picture)
+        for changed in (model.viewChanged, model.referenceChanged, model.positionChanged):
+            changed.connect(self.describe)
+        self.describe()
+
+    def describe(self) -> None:
+        """Say what the picture shows to a screen reader: the clip, the frame, the view, the
+        faces found (a few words, made as the picture changes)."""
+        m = self.model
+        if m.clip is None:
+            text = "no clip open: drop a clip here, or File > Open"
+        else:
+            clip = m.clip
+            where = f"frame {m.position + 1} of {clip.frame_count} ({clip.timecode(m.position)})"
+            parts = [f"{clip.path.name}, {where}"]
+            if m.player:
+                parts.append("as rendered")
+            elif self._split_shown():
+                parts.append(f"before left, after right, split at {round(m.split * 100)}%")
+            else:
+                parts.append("swapped")
+            parts.append("fit to the pane" if m.zoom_fit else "at 100%")
+            result = m.preview
+            if result is None or self._src_size is None:
+                parts.append("loading the preview")
+            elif not m.player:
+                count = len(result.faces)
+                ref = m.reference_face
+                chosen = f", face {ref + 1} chosen" if ref is not None and 0 <= ref < count else ""
+                parts.append(f"{count} face{'' if count == 1 else 's'} found{chosen}")
+            text = "; ".join(parts)
+        if text != self.accessibleDescription():
+            self.setAccessibleDescription(text)
 
     def _on_target(self) -> None:
         self._src_size = self._fit = self._full = None
         self._pan = QPointF(0, 0)
+        self.describe()
         self.update()
 
     def _on_preview(self, result: object) -> None:
@@ -103,6 +138,7 @@ class PreviewCanvas(QWidget):
         shown = self.model.preview_display
         self._fit = (shown.original, shown.processed) if isinstance(shown, DisplayImages) else None
         self._full = None
+        self.describe()
         self.update()
 
     def set_drop_hint(self, text: str) -> None:
@@ -324,7 +360,7 @@ class PreviewView(QWidget):
         # as wide as a long clip's from the start: the window's least width does not grow when one opens
         self.frame_label.setMinimumWidth(self.frame_label.fontMetrics().horizontalAdvance(FRAME_SAMPLE))
         self.timing_label = ShrinkingLabel("0000 ms")  # gives way first in a narrow window
-        self.timing_label.setStyleSheet("color: gray")
+        self.timing_label.setStyleSheet(f"color: {on_window('gray')}")
         self.player_label = QLabel("Player: as rendered")
         self.player_label.setToolTip("shown as it is, not processed again; File > Open clip to edit a clip")
         self.player_label.setObjectName("playerLabel")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
+from PySide6.QtGui import QColor, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ffdesk.gui.controls import NOTE_STYLE
+from ffdesk.gui.accessible import add_row, legible, on_window, plain, unseen_label
+from ffdesk.gui.controls import note_style
 from ffdesk.gui.models import SessionModel
 from ffdesk.gui.processors import (
     DEFAULTS,
@@ -57,12 +58,20 @@ PickColour = Callable[[RGBA, str], RGBA | None]
 """Asks the user for a colour (the current one, the dialog's title); None: cancelled."""
 PickFile = Callable[[str], str]
 """Asks the user for a file (starting from this path); "": cancelled."""
-GREYED_STYLE = "color: #8c8c8c"
+GREYED_COLOUR = "#8c8c8c"
+"""A processor on but not applied: its name in grey (made darker where the window's background
+needs it to stay legible: `greyed_style`)."""
+MISSING_COLOUR = QColor(140, 140, 140)
+"""A picker's model that is not in the models folder (made legible on the list's background)."""
 EDIT_STEPS = 20
 """The face editor's sliders move in 1/20 (0.05) steps."""
 AUDIO_FILTER = (
     "Audio or clips (*.wav *.mp3 *.m4a *.aac *.flac *.ogg *.opus *.mp4 *.mov *.mkv *.webm);;All files (*)"
 )
+
+
+def greyed_style() -> str:
+    return f"color: {on_window(GREYED_COLOUR)}"
 
 
 def catalog_names() -> dict[str, tuple[str, ...]]:
@@ -120,6 +129,7 @@ class ColourButton(QPushButton):
         self.title = title
         self._pick = pick
         self._rgba: RGBA = (0, 0, 0, 0)
+        self.setAccessibleName(title)  # (its text is only the figures)
         self.clicked.connect(self._ask)
         self._show()
 
@@ -136,6 +146,7 @@ class ColourButton(QPushButton):
         self.setIcon(QIcon(swatch(self._rgba)))
         self.setText(",".join(str(v) for v in self._rgba))
         self.setToolTip(f"{self.title}: R,G,B,A 0-255; click to choose")
+        self.setAccessibleDescription(f"red, green, blue, alpha {self.text()} (0-255); press to choose")
 
     def _ask(self) -> None:
         picked = self._pick(self._rgba, self.title)
@@ -164,6 +175,11 @@ class SliderSpin(QWidget):
         row.addWidget(self.spin)
         self.slider.valueChanged.connect(self.spin.setValue)
         self.spin.valueChanged.connect(self._spun)
+
+    def name_as(self, name: str) -> None:
+        """Name the slider `name` and the number box beside it "`name` value" for a screen reader."""
+        self.slider.setAccessibleName(name)
+        self.spin.setAccessibleName(f"{name} value")
 
     def _spun(self, value: int) -> None:
         self.slider.setValue(value)
@@ -225,11 +241,12 @@ class ProcessorBox(QFrame):
         self.on.setFont(font)
         self.model = QComboBox()
         self.model.setToolTip(f"the {LABELS[kind].lower()}'s model (FaceFusion's default: {DEFAULTS[kind]})")
+        unseen_label(f"{LABELS[kind]} model", self.model, self)
         self.model.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model.setMinimumContentsLength(12)
         self.model.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.note = QLabel()
-        self.note.setStyleSheet(NOTE_STYLE)
+        self.note.setStyleSheet(note_style())
         self.note.setWordWrap(True)
         self.note.setVisible(False)
         self.options = QWidget()
@@ -246,16 +263,23 @@ class ProcessorBox(QFrame):
         column.addWidget(self.note)
         column.addWidget(self.options)
 
+    def add_option(self, text: str, field: QWidget) -> None:
+        """A row of this processor's options, its control named for a screen reader with the
+        processor's name before the label's ("Frame enhancer blend"; other processors have a
+        Blend too)."""
+        add_row(self.form, text, field, f"{LABELS[self.kind]} {plain(text).lower()}" if text else "")
+
     def fill(self, items: list[tuple[str, str, bool]], current: str) -> None:
         """Offer `items` (`picker_items`) and show `current` (without signals)."""
         was = self.model.blockSignals(True)
+        missing_colour = legible(MISSING_COLOUR, self.model.palette().color(QPalette.ColorRole.Base))
         try:
             self.model.clear()
             for text, value, missing in items:
                 self.model.addItem(text, value)
                 if missing:
                     index = self.model.count() - 1
-                    self.model.setItemData(index, QColor(140, 140, 140), Qt.ItemDataRole.ForegroundRole)
+                    self.model.setItemData(index, missing_colour, Qt.ItemDataRole.ForegroundRole)
                     self.model.setItemData(
                         index,
                         f"{value}: not in the models folder — {FOLDER_MENU}",
@@ -270,7 +294,7 @@ class ProcessorBox(QFrame):
         options other than `fixes` are disabled (those of the other mode stay editable)."""
         self.options.setVisible(state.on and self.form.rowCount() > 0)
         greyed = state.on and bool(state.reason)
-        self.on.setStyleSheet(GREYED_STYLE if greyed else "")
+        self.on.setStyleSheet(greyed_style() if greyed else "")
         self.on.setToolTip(f"{SUMMARIES[self.kind]}\n{state.reason}" if greyed else SUMMARIES[self.kind])
         text = state.reason or state.note
         self.note.setText(text)
@@ -324,6 +348,7 @@ class ProcessorControls(QWidget):
         self.lip_audio_browse = QPushButton("…")
         self.lip_audio_browse.setFixedWidth(30)
         self.lip_audio_browse.setToolTip("choose an audio file")
+        self.lip_audio_browse.setAccessibleName("Choose the lip syncer's audio file")
         audio_row = QWidget()
         row = QHBoxLayout(audio_row)
         row.setContentsMargins(0, 0, 0, 0)
@@ -338,48 +363,49 @@ class ProcessorControls(QWidget):
             "the model that takes the voice out of the track first, as FaceFusion does (auto: "
             "kim_vocal_2 when it is in the models folder, else the whole track)"
         )
-        b["lip_syncer"].form.addRow("Audio", audio_row)
-        b["lip_syncer"].form.addRow("Voice", self.voice_extractor)
-        b["lip_syncer"].form.addRow("Weight", self.lip_weight)
+        b["lip_syncer"].add_option("Audio", audio_row)
+        b["lip_syncer"].add_option("Voice", self.voice_extractor)
+        b["lip_syncer"].add_option("Weight", self.lip_weight)
 
         self.frame_enhancer_blend = _percent_spin("how much of the upscaled picture is mixed in")
-        b["frame_enhancer"].form.addRow("Blend", self.frame_enhancer_blend)
+        b["frame_enhancer"].add_option("Blend", self.frame_enhancer_blend)
 
         self.expression_factor = _percent_spin("how much of the target's expression comes back")
         self.expression_areas = {a: QCheckBox(a) for a in EXPRESSION_AREAS}
         for area, check in self.expression_areas.items():
             check.setToolTip(f"the {area.replace('-', ' ')} takes back the target's expression")
-        b["expression_restorer"].form.addRow("Factor", self.expression_factor)
-        b["expression_restorer"].form.addRow("Areas", _row(list(self.expression_areas.values())))
+        b["expression_restorer"].add_option("Factor", self.expression_factor)
+        b["expression_restorer"].add_option("Areas", _row(list(self.expression_areas.values())))
 
         self.face_sliders = {name: EditSlider(name) for name in FACE_EDITS}
         for name, slider in self.face_sliders.items():
-            b["face_editor"].form.addRow(name.replace("_", " ").capitalize(), slider)
+            b["face_editor"].add_option(name.replace("_", " ").capitalize(), slider)
         self.face_reset = QPushButton("Reset")
         self.face_reset.setToolTip("every slider back to 0 (the face as it is)")
-        b["face_editor"].form.addRow("", _row([self.face_reset]))
+        b["face_editor"].add_option("", _row([self.face_reset]))
 
         self.deep_morph = _percent_spin("how far the faces morph to the model's person")
-        b["deep_swapper"].form.addRow("Morph", self.deep_morph)
+        b["deep_swapper"].add_option("Morph", self.deep_morph)
 
         self.age_direction = SliderSpin(-100, 100)
         self.age_direction.setToolTip("younger (-100) to older (100)")
-        b["age_modifier"].form.addRow("Direction", self.age_direction)
+        self.age_direction.name_as(f"{LABELS['age_modifier']} direction")
+        b["age_modifier"].add_option("Direction", self.age_direction)
 
         self.background_fill = ColourButton("Background fill", pick_colour)
         self.background_despill = ColourButton("Despill colour", pick_colour)
         self.background_despill.setToolTip(
             "a screen's colour to take out of the edges (its alpha: how much; 0: none); click to choose"
         )
-        b["background_remover"].form.addRow("Fill", _row([self.background_fill]))
-        b["background_remover"].form.addRow("Despill", _row([self.background_despill]))
+        b["background_remover"].add_option("Fill", _row([self.background_fill]))
+        b["background_remover"].add_option("Despill", _row([self.background_despill]))
 
         self.colorizer_size = QComboBox()
         self.colorizer_size.addItems(list(COLORIZER_SIZES))
         self.colorizer_size.setToolTip("the size frames are fed to the colorizer at")
         self.colorizer_blend = _percent_spin("how much of the colorized frame is in the output")
-        b["frame_colorizer"].form.addRow("Size", self.colorizer_size)
-        b["frame_colorizer"].form.addRow("Blend", self.colorizer_blend)
+        b["frame_colorizer"].add_option("Size", self.colorizer_size)
+        b["frame_colorizer"].add_option("Blend", self.colorizer_blend)
 
     def _build(self) -> None:
         inner = QWidget()
@@ -387,7 +413,7 @@ class ProcessorControls(QWidget):
         column.setContentsMargins(4, 4, 4, 4)
         intro = QLabel("They run in this order, after the face swap. Greyed: on but not applied now.")
         intro.setWordWrap(True)
-        intro.setStyleSheet("color: #8c8c8c")
+        intro.setStyleSheet(greyed_style())
         column.addWidget(intro)
         for box in self.boxes.values():
             column.addWidget(box)

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.errors import UserError
 from ffdesk.farm.address import parse_farm
+from ffdesk.gui.accessible import name_field
 from ffdesk.gui.fitting import FlowLayout, compact
 from ffdesk.gui.launch import DesktopLauncher, LaunchResult
 from ffdesk.gui.people_view import person_name
@@ -312,11 +313,14 @@ class TargetSelector(QWidget):
             "the Ray head: HOST:PORT, or TOKEN@HOST:PORT; auto: RAY_ADDRESS, else a local Ray here"
         )
         self.address.setMaximumWidth(260)
+        self.address.setAccessibleName("Farm address")
         self.note = QLabel()
         self.note.setStyleSheet("color: #c0392b")
+        run_on = QLabel("Run on:")
+        name_field(run_on, self.choice)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(QLabel("Run on:"))
+        row.addWidget(run_on)
         row.addWidget(self.choice)
         row.addWidget(self.address)
         row.addWidget(self.note)
@@ -373,6 +377,7 @@ class QueueView(QWidget):
         self.target = TargetSelector(controller, settings)
         self.workers_model = FarmWorkersModel(controller, self)
         self.workers = QTableView()
+        self.workers.setAccessibleName("Farm workers")
         self.workers.setModel(self.workers_model)
         self.workers.verticalHeader().setVisible(False)
         header = self.workers.horizontalHeader()
@@ -383,6 +388,7 @@ class QueueView(QWidget):
         self.workers.setTabKeyNavigation(False)
         self.table_model = QueueTableModel(controller, self)
         self.table = QTableView()
+        self.table.setAccessibleName("Render queue")
         self.table.setModel(self.table_model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)

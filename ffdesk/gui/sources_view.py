@@ -7,6 +7,7 @@ from pathlib import Path
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QFrame,
     QHBoxLayout,
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.accessible import on_window
 from ffdesk.gui.models import SessionModel, SourceItem
 from ffdesk.gui.preview_view import to_qimage
 
@@ -70,7 +72,10 @@ class SourceCard(QFrame):
         self.chooser.setCurrentIndex(min(item.chosen, max(0, len(item.faces) - 1)))
         self.chooser.setVisible(len(item.faces) > 1)
         self.chooser.currentIndexChanged.connect(self._choose)
+        self.chooser.setAccessibleName(f"Face in {item.path.name}")
+        self.name.setBuddy(self.chooser)  # (a drop-down list's label, for a screen reader on Linux)
         self.remove = QPushButton("Remove")
+        self.remove.setAccessibleName(f"Remove {item.path.name}")
         self.remove.clicked.connect(lambda: model.remove_source(self.path))
         right = QVBoxLayout()
         right.addWidget(self.name)
@@ -115,7 +120,7 @@ class SourcesView(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setWidget(self._box)
         self.hint = QLabel("Drop face photos here")
-        self.hint.setStyleSheet("color: gray")
+        self.hint.setStyleSheet(f"color: {on_window('gray')}")
         self.add = QPushButton("Add source…")
         self.add.clicked.connect(self.addRequested.emit)
         layout = QVBoxLayout(self)
@@ -130,6 +135,10 @@ class SourcesView(QWidget):
         return next((c for c in self.cards if c.path == path), None)
 
     def rebuild(self) -> None:
+        """New cards for the sources; where a card's control had the focus, the same control of
+        its new card has it (a face chosen), or of the card after it (a photo removed), or Add
+        source (the last one removed)."""
+        place = self._focus_place()
         for c in self.cards:
             self._list.removeWidget(c)
             c.deleteLater()
@@ -139,3 +148,26 @@ class SourcesView(QWidget):
             self._list.insertWidget(i, card)
             self.cards.append(card)
         self.hint.setVisible(not self.cards)
+        if place is not None:
+            self._focus_again(*place)
+
+    def _focus_place(self) -> tuple[int, Path, str] | None:
+        """(card number, photo, control) of the card control that has the focus (None: none)."""
+        focused = QApplication.focusWidget()
+        if focused is None:
+            return None
+        for i, card in enumerate(self.cards):
+            if card.isAncestorOf(focused):
+                on_chooser = focused is card.chooser or card.chooser.isAncestorOf(focused)
+                return i, card.path, "chooser" if on_chooser else "remove"
+        return None
+
+    def _focus_again(self, index: int, path: Path, control: str) -> None:
+        card = self.card(path) or (self.cards[index] if index < len(self.cards) else None)
+        if card is None:
+            self.add.setFocus(Qt.FocusReason.OtherFocusReason)
+            return
+        for c in self.cards:  # now, not after the event loop's turn: a hidden widget takes no focus
+            c.show()
+        target = card.chooser if control == "chooser" and not card.chooser.isHidden() else card.remove
+        target.setFocus(Qt.FocusReason.OtherFocusReason)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal, cast
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -26,12 +26,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.accessible import legible
 from ffdesk.gui.models import StatusLog
 from ffdesk.gui.wording import LTR
 from ffdesk.hw import DriverFlags
 from ffdesk.types import EncoderName
 
 LEVEL_COLOURS = {"info": "#bbbbbb", "warning": "#e0a040", "error": "#ff6060"}
+"""Each level's hue; made darker on a light list (`level_colour`) so that it stays legible."""
 LEVEL_MARKS = {"info": "•", "warning": "⚠", "error": "✖"}
 NotesState = Literal["none", "checking", "ready", "failed"]
 
@@ -144,6 +146,15 @@ class ClipInspector(QObject):
         self._threads = []
 
 
+def level_colour(level: str, background: QColor) -> QColor:
+    """The colour of a line of `level` on `background`: its hue, legible there (4.5:1)."""
+    return legible(LEVEL_COLOURS[level], background)
+
+
+def _background(view: QListWidget) -> QColor:
+    return view.palette().color(QPalette.ColorRole.Base)
+
+
 class StatusView(QWidget):
     def __init__(self, log: StatusLog, notes: ClipNotes | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -154,9 +165,11 @@ class StatusView(QWidget):
         self.notes_header.setWordWrap(True)
         self.notes_list = QListWidget()
         self.notes_list.setObjectName("clipNotes")
+        self.notes_list.setAccessibleName("Clip notes")
         self.notes_list.setWordWrap(True)
         self.list = QListWidget()
         self.list.setObjectName("statusLog")
+        self.list.setAccessibleName("Status log")
         for view in (self.list, self.notes_list):  # long lines wrap as the dock narrows, never cut
             view.setWordWrap(True)
             view.setTextElideMode(Qt.TextElideMode.ElideNone)
@@ -181,11 +194,12 @@ class StatusView(QWidget):
 
     def rebuild(self) -> None:
         self.list.clear()
+        colours = {level: level_colour(level, _background(self.list)) for level in LEVEL_COLOURS}
         for e in self.log.entries:
             suffix = f"  (×{e.count})" if e.count > 1 else ""
             item = QListWidgetItem(f"{LEVEL_MARKS[e.level]} {e.text}{suffix}")
             item.setToolTip(e.text)
-            item.setForeground(QColor(LEVEL_COLOURS[e.level]))
+            item.setForeground(colours[e.level])
             self.list.addItem(item)
         self.list.scrollToBottom()
 
@@ -209,7 +223,7 @@ class StatusView(QWidget):
         for line in notes.lines:
             item = QListWidgetItem(f"{LEVEL_MARKS['warning']} {line}")
             item.setToolTip(line)
-            item.setForeground(QColor(LEVEL_COLOURS["warning"]))
+            item.setForeground(level_colour("warning", _background(self.notes_list)))
             self.notes_list.addItem(item)
         if notes.lines:
             rows = sum(self.notes_list.sizeHintForRow(i) for i in range(self.notes_list.count()))

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVB
 from ffdesk.gui.fitting import ShrinkingLabel
 from ffdesk.gui.models import SessionModel
 from ffdesk.gui.people_view import person_colour, seen_runs
-from ffdesk.gui.transport import PlaybackClock, entry_frame, tick_ms
+from ffdesk.gui.transport import CLEAR_RANGE_KEY, PlaybackClock, entry_frame, tick_ms
 
 MARKER_COLOURS = {"noface": QColor(230, 80, 80), "flagged": QColor(240, 190, 40)}
 HANDLE_COLOUR = QColor(250, 210, 90)
@@ -70,7 +70,28 @@ class ScrubBar(QWidget):
         self._dragged = False
         for sig in (model.positionChanged, model.rangeChanged, model.markersChanged, model.targetChanged):
             sig.connect(self.update)
+            sig.connect(self.describe)
         model.peopleChanged.connect(self._fit_people)
+        self.setAccessibleName("Timeline")  # (a screen reader finds no text in a drawn bar)
+        self.describe()
+
+    def describe(self) -> None:
+        """Say the position and the in/out range to a screen reader (a few words a change)."""
+        m = self.model
+        clip = m.clip
+        if clip is None:
+            text = "no clip open"
+        else:
+            lo = clip.timecode(m.in_point) if m.in_point is not None else "the start"
+            hi = clip.timecode(m.out_point) if m.out_point is not None else "the end"
+            text = (
+                f"frame {m.position + 1} of {clip.frame_count}, {clip.timecode(m.position)}; "
+                f"in at {lo}, out at {hi}"
+            )
+            if m.markers:
+                text += f"; {len(m.markers)} marker{'' if len(m.markers) == 1 else 's'}"
+        if text != self.accessibleDescription():
+            self.setAccessibleDescription(text)
 
     # -- geometry -------------------------------------------------------------------------
     def x_of(self, index: int) -> float:
@@ -323,7 +344,17 @@ class TimelineView(QWidget):
         self.mark_out = QPushButton("Out")
         self.mark_out.setToolTip("Set out point (O)")
         self.clear_range = QPushButton("×")
-        self.clear_range.setToolTip("Clear in/out points")
+        self.clear_range.setToolTip(f"Clear in/out points ({CLEAR_RANGE_KEY})")
+        # Their keys are the window's (Help › Keyboard shortcuts); a screen reader says these.
+        for button, name in (
+            (self.play, "Play"),
+            (self.back, "Previous frame"),
+            (self.fwd, "Next frame"),
+            (self.mark_in, "Set in point"),
+            (self.mark_out, "Set out point"),
+            (self.clear_range, "Clear in and out points"),
+        ):
+            button.setAccessibleName(name)
         self.rate_label = QLabel("")
         self.rate_label.setToolTip("Shuttle speed (J/L)")
         self.rate_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -357,6 +388,7 @@ class TimelineView(QWidget):
 
     def _on_rate(self, rate: float) -> None:
         self.play.setText("❚❚" if rate else "▶")
+        self.play.setAccessibleName("Pause" if rate else "Play")
         arrow = "◀" if rate < 0 else "▶"
         self.rate_label.setText("" if rate in (0.0, 1.0) else f"{arrow} {abs(rate):g}×")
 

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ffdesk.gui.accessible import on_window
 from ffdesk.gui.fitting import compact
 from ffdesk.training import control
 from ffdesk.training.follow import MetricsFollower, RunSummary, format_eta, summarise
@@ -317,6 +318,7 @@ def _plot(title: str, log_y: bool = False, min_height: int = 64) -> pg.PlotWidge
     w = pg.PlotWidget(axisItems={"left": LegibleAxis("left"), "bottom": LegibleAxis("bottom")})
     w.setBackground("#1c1c20")
     w.setMinimumHeight(min_height)
+    w.setAccessibleName(title)  # (a screen reader finds no text in a drawn plot)
     item = w.getPlotItem()
     item.setTitle(title, size="8pt")
     item.layout.setRowFixedHeight(0, 16)  # the title's row; pyqtgraph's default is ~30 px
@@ -410,7 +412,7 @@ class TrainingView(QWidget):
         self.gpu_power_plot = _plot("GPU power (W)", min_height=PLOT_HEIGHT)
         self.gpu_power_curve = self.gpu_power_plot.plot(pen=pg.mkPen("#f28e2b", width=1.5))
         self.gpu_note = QLabel("")
-        self.gpu_note.setStyleSheet("color: #e0a040")
+        self.gpu_note.setStyleSheet(f"color: {on_window('#e0a040')}")
         self.gpu_note.setWordWrap(True)
 
         self.preview = PreviewLabel(NO_RUN_HINT if model.run_dir is None else "no preview yet")

@@ -46,6 +46,8 @@ MAX_SHUTTLE = 8.0
 """The fastest J/L shuttle, times real time."""
 BIG_STEP = 10
 """Frames a Ctrl+arrow moves."""
+CLEAR_RANGE_KEY = "Alt+X"
+"""Clears the in and out points (as in DaVinci Resolve; the timeline's × button does the same)."""
 _EPS = 1e-9
 
 
@@ -177,6 +179,7 @@ def transport_shortcuts(session: SessionModel) -> tuple[Shortcut, ...]:
         Shortcut(("Down",), "Next point: start, in, out, marker, end", lambda: _jump(s, 1)),
         Shortcut(("I",), "Set the in point here", lambda: s.set_in(s.position)),
         Shortcut(("O",), "Set the out point here", lambda: s.set_out(s.position)),
+        Shortcut((CLEAR_RANGE_KEY,), "Clear the in and out points", lambda: s.set_range(None, None)),
         Shortcut(("B",), "Before/after split on or off", lambda: s.set_show_before(not s.show_before), False),
         Shortcut(("P",), "Preview mode", lambda: s.update_settings(mode="preview"), False),
         Shortcut(("F",), "Final mode", lambda: s.update_settings(mode="final"), False),

@@ -18,6 +18,21 @@ from tests.faces import photos
 from tests.faces.two_shot import cut_clip, two_shot
 from tests.real_clips import carphone
 
+SHOT = 4
+"""Frames in each shot of the cut clip (every frame of it is looked at)."""
+
+
+@pytest.fixture(scope="module")
+def cut(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three shots: the astronaut, Grace Hopper, the astronaut again (`cut_clip`)."""
+    return cut_clip(tmp_path_factory.mktemp("cut") / "cut.mp4", shot=SHOT)
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both people in every frame (`two_shot`)."""
+    return two_shot(tmp_path_factory.mktemp("two") / "two.mp4", frames=8)
+
 
 def test_grouping_cuts_at_the_threshold() -> None:
     rng = np.random.default_rng(0)
@@ -32,16 +47,15 @@ def test_grouping_cuts_at_the_threshold() -> None:
     assert list(group(rows[:1], "euclidean", 0.1)) == [0]
 
 
-def test_a_person_back_in_a_later_shot_is_the_same_person(analyser: FaceAnalyser, tmp_path: Path) -> None:
-    clip = cut_clip(tmp_path / "cut.mp4", shot=8)
+def test_a_person_back_in_a_later_shot_is_the_same_person(analyser: FaceAnalyser, cut: Path) -> None:
     seen: list[tuple[int, int]] = []
-    people = find_people(clip, analyser=analyser, on_progress=lambda n, total: seen.append((n, total)))
-    assert [(p.index, p.faces) for p in people.people] == [(0, 16), (1, 8)]
-    assert people.people[0].frames == tuple(range(8)) + tuple(range(16, 24))
-    assert people.people[1].frames == tuple(range(8, 16))
-    assert people.people[1].first_s == pytest.approx(8 / 25)
+    people = find_people(cut, analyser=analyser, on_progress=lambda n, total: seen.append((n, total)))
+    assert [(p.index, p.faces) for p in people.people] == [(0, 2 * SHOT), (1, SHOT)]
+    assert people.people[0].frames == tuple(range(SHOT)) + tuple(range(2 * SHOT, 3 * SHOT))
+    assert people.people[1].frames == tuple(range(SHOT, 2 * SHOT))
+    assert people.people[1].first_s == pytest.approx(SHOT / 25)
     assert people.people[0].thumbnail.shape == (160, 160, 3)
-    assert seen[-1] == (24, 24) and people.complete
+    assert seen[-1] == (3 * SHOT, 3 * SHOT) and people.complete
 
 
 def test_one_real_face_moving_in_a_car_is_one_person(analyser: FaceAnalyser) -> None:
@@ -51,17 +65,16 @@ def test_one_real_face_moving_in_a_car_is_one_person(analyser: FaceAnalyser) -> 
     assert people.stride == 4 and people.people[0].faces == 30
 
 
-def test_a_range_and_a_cancel(analyser: FaceAnalyser, tmp_path: Path) -> None:
-    clip = cut_clip(tmp_path / "cut.mp4", shot=8)
-    only_second = find_people(clip, analyser=analyser, span=ClipRange(8 / 25, 16 / 25))
-    assert len(only_second.people) == 1 and only_second.people[0].frames == tuple(range(8, 16))
+def test_a_range_and_a_cancel(analyser: FaceAnalyser, cut: Path) -> None:
+    only_second = find_people(cut, analyser=analyser, span=ClipRange(SHOT / 25, 2 * SHOT / 25))
+    assert len(only_second.people) == 1 and only_second.people[0].frames == tuple(range(SHOT, 2 * SHOT))
     stop = threading.Event()
 
     def halt(n: int, total: int) -> None:
         if n == 3:
             stop.set()
 
-    cut_short = find_people(clip, analyser=analyser, on_progress=halt, cancel=stop)
+    cut_short = find_people(cut, analyser=analyser, on_progress=halt, cancel=stop)
     assert not cut_short.complete and cut_short.frames_looked == 3
 
 
@@ -72,17 +85,17 @@ def test_frames_without_a_face_count_as_looked_at(analyser: FaceAnalyser, tmp_pa
     from tests.faces.two_shot import HEIGHT, WIDTH, place, write_clip
 
     a = photos.astronaut()
-    frames = [background(WIDTH, HEIGHT, 1) for _ in range(6)]
-    frames += [place(background(WIDTH, HEIGHT, 1), a, 150 + i, 0, 320) for i in range(6)]
+    frames = [background(WIDTH, HEIGHT, 1) for _ in range(3)]
+    frames += [place(background(WIDTH, HEIGHT, 1), a, 150 + i, 0, 320) for i in range(3)]
     people = find_people(write_clip(tmp_path / "half.mp4", frames), analyser=analyser)
-    assert len(people.people) == 1 and people.people[0].faces == 6
-    assert people.frames_looked == 12
-    nobody = find_people(write_clip(tmp_path / "empty.mp4", frames[:6]), analyser=analyser)
-    assert nobody.people == () and nobody.frames_looked == 6
+    assert len(people.people) == 1 and people.people[0].faces == 3
+    assert people.frames_looked == 6
+    nobody = find_people(write_clip(tmp_path / "empty.mp4", frames[:3]), analyser=analyser)
+    assert nobody.people == () and nobody.frames_looked == 3
 
 
-def test_the_two_people_of_a_two_shot_match_their_photos(analyser: FaceAnalyser, tmp_path: Path) -> None:
-    people = find_people(two_shot(tmp_path / "two.mp4", frames=10), analyser=analyser)
+def test_the_two_people_of_a_two_shot_match_their_photos(analyser: FaceAnalyser, two: Path) -> None:
+    people = find_people(two, analyser=analyser)
     assert len(people.people) == 2
     recognizer = AppearanceRecognizer()
     for index, photo in ((0, photos.astronaut()), (1, photos.grace_hopper())):
@@ -100,26 +113,25 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 
 def test_faces_command_lists_people_and_writes_thumbnails(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cut: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    clip = cut_clip(tmp_path / "cut.mp4", shot=6)
-    rc, out, _ = _cli(["faces", str(clip), "--json", "--thumbnails", str(tmp_path / "th")], capsys)
+    rc, out, _ = _cli(["faces", str(cut), "--json", "--thumbnails", str(tmp_path / "th")], capsys)
     assert rc == 0
     doc = json.loads(out)
-    assert [(p["index"], p["faces"]) for p in doc["people"]] == [(0, 12), (1, 6)]
+    assert [(p["index"], p["faces"]) for p in doc["people"]] == [(0, 2 * SHOT), (1, SHOT)]
     thumb: Frame = __import__("cv2").imread(doc["people"][1]["thumbnail"])
     assert thumb.shape == (160, 160, 3)
     (tmp_path / "th" / "notes-person-7.png").write_bytes(b"kept")  # not one of ours
-    rc, out, _ = _cli(
-        ["faces", str(clip), "--start", "0.24", "--end", "0.48", "--thumbnails", str(tmp_path / "th")], capsys
+    rc, out, _ = _cli(  # the second shot
+        ["faces", str(cut), "--start", "0.16", "--end", "0.32", "--thumbnails", str(tmp_path / "th")], capsys
     )
-    assert rc == 0 and "cut.mp4: 1 person in 6 frames looked at" in out and "0: 6 faces" in out
+    assert rc == 0 and "cut.mp4: 1 person in 4 frames looked at" in out and "0: 4 faces" in out
     # the earlier listing's person-1.png went: the folder shows this range's one person
     assert sorted(p.name for p in (tmp_path / "th").iterdir()) == ["notes-person-7.png", "person-0.png"]
 
 
 def test_faces_command_refuses_bad_input_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    cut: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     rc, _, err = _cli(["faces", str(tmp_path / "missing.mp4")], capsys)
     assert rc == 2 and err.strip().count("\n") == 0 and "no such file" in err
@@ -127,30 +139,28 @@ def test_faces_command_refuses_bad_input_in_one_line(
     junk.write_bytes(b"not a clip")
     rc, _, err = _cli(["faces", str(junk)], capsys)
     assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0
-    clip = cut_clip(tmp_path / "cut.mp4", shot=2)
-    rc, _, err = _cli(["faces", str(clip), "--thumbnails", str(junk)], capsys)  # said "File exists"
+    rc, _, err = _cli(["faces", str(cut), "--thumbnails", str(junk)], capsys)  # said "File exists"
     assert (
         rc == 2
         and f"--thumbnails {junk} is a file, not a folder" in err
         and junk.read_bytes() == b"not a clip"
     )
-    rc, out, err = _cli(["faces", str(clip), "--start", "60"], capsys)  # said "0 people in 0 frames"
+    rc, out, err = _cli(["faces", str(cut), "--start", "60"], capsys)  # said "0 people in 0 frames"
     assert rc == 2 and "--start 60s is beyond the end of cut.mp4" in err and not out
     rc, _, err = _cli(["faces", str(tmp_path)], capsys)  # said "no such file" of a folder that is
     assert rc == 2 and f"{tmp_path} is a folder with no numbered frames" in err
 
 
 def test_a_thumbnail_folder_that_cannot_be_written_is_said_before_the_clip_is_looked_at(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    cut: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ffdesk.faces import people
 
     looked: list[Path] = []
     monkeypatch.setattr(people, "find_people", lambda clip, *a, **k: looked.append(clip))
-    clip = cut_clip(tmp_path / "cut.mp4", shot=2)
     blocker = tmp_path / "notes.txt"
     blocker.write_text("a file where the folder's parent would be")
-    rc, out, err = _cli(["faces", str(clip), "--thumbnails", str(blocker / "th")], capsys)
+    rc, out, err = _cli(["faces", str(cut), "--thumbnails", str(blocker / "th")], capsys)
     assert rc == 2 and not out and err.strip().count("\n") == 0 and f"--thumbnails {blocker / 'th'}" in err
     assert looked == []  # the analysis (many seconds on a long clip) never started
     assert blocker.read_text() == "a file where the folder's parent would be"
@@ -176,7 +186,7 @@ def test_map_values_gather_the_photos_of_each_person(tmp_path: Path) -> None:
 
 
 def test_a_person_found_already_is_not_looked_for_again(
-    analyser: FaceAnalyser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    analyser: FaceAnalyser, two: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The app hands on the identity its People pass measured: a render (or a preview) by the same
     recognizer uses it and makes no pass over the clip; by another recognizer, it looks itself."""
@@ -184,7 +194,7 @@ def test_a_person_found_already_is_not_looked_for_again(
     from ffdesk.pipeline.job import RenderJob
 
     recognizer = AppearanceRecognizer()
-    clip = two_shot(tmp_path / "two.mp4", frames=8)
+    clip = two
     found = find_people(clip, recognizer, analyser=analyser)
     person = found.people[1]
     centroid = tuple(float(v) for v in person.centroid)

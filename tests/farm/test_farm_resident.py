@@ -13,15 +13,25 @@ from ffdesk.commands.farm_render import parse_metrics_port
 from ffdesk.errors import UserError
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.pipeline.engine import SegmentPlan, plan_segments, render_segment
+from ffdesk.pipeline.job import RenderJob
 from ffdesk.pipeline.job_json import job_to_json
 from ffdesk.pipeline.report import RenderReport
 from ffdesk.runtime.env import RuntimeEnv
 
 from .conftest import PACK_MODELS, pack_job
 
+SEGMENT_FRAMES = 4
+FRAMES = 3 * SEGMENT_FRAMES
+"""What each job renders: the clip's first twelve frames in three segments of four (its face
+is confirmed and swapped in every frame of each)."""
+
+
+def segmented(job: RenderJob) -> RenderJob:
+    return replace(job, segment_frames=SEGMENT_FRAMES, end=FRAMES / 25, resume=False)
+
 
 def pack_plan(clip: Path, pack: Path, out: Path) -> SegmentPlan:
-    return plan_segments(replace(pack_job(clip, pack, out), resume=False))
+    return plan_segments(segmented(pack_job(clip, pack, out)))
 
 
 def render_all(worker: FarmWorker, plan: SegmentPlan) -> list[SegmentFiles]:
@@ -54,7 +64,7 @@ def test_a_worker_loads_the_pack_once_and_renders_each_segment_as_a_fresh_render
         # its metrics endpoint counts what it rendered
         assert worker.metrics is not None and worker.metrics.url.startswith("http://127.0.0.1:")
         text = urllib.request.urlopen(worker.metrics.url, timeout=10).read().decode()
-        assert 'ffdesk_farm_worker_frames_total{slot="slot-0"} 24.0' in text
+        assert f'ffdesk_farm_worker_frames_total{{slot="slot-0"}} {FRAMES}.0' in text
         assert f'ffdesk_farm_worker_model_loads_total{{slot="slot-0"}} {len(PACK_MODELS)}.0' in text
         assert "ffdesk_farm_worker_gpu_memory_bytes" not in text  # a CPU worker has none
         worker.release()
@@ -83,7 +93,7 @@ def test_another_jobs_segment_releases_the_kept_models(
 def test_an_embedded_swap_keeps_its_analyser_and_renders_each_segment_as_a_fresh_render(
     tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
 ) -> None:
-    embedded = replace(pack_job(face_clip, small_pack, tmp_path / "e.mov"), swapper=None, resume=False)
+    embedded = replace(segmented(pack_job(face_clip, small_pack, tmp_path / "e.mov")), swapper=None)
     plan = plan_segments(embedded)
     worker = FarmWorker("slot-2", None, use_gpu=False, env=run_env)
     try:
@@ -101,7 +111,7 @@ def test_an_embedded_swap_keeps_its_analyser_and_renders_each_segment_as_a_fresh
 def test_a_cpu_worker_holds_an_embedded_swap_to_its_budget_as_a_local_render_does(
     tmp_path: Path, small_pack: Path, face_clip: Path, run_env: RuntimeEnv
 ) -> None:
-    embedded = replace(pack_job(face_clip, small_pack, tmp_path / "e.mov"), swapper=None, resume=False)
+    embedded = replace(segmented(pack_job(face_clip, small_pack, tmp_path / "e.mov")), swapper=None)
     plan = plan_segments(embedded)
     job_json = job_to_json(plan.job)
     tiny = FarmWorker("slot-3", 1 << 20, use_gpu=False, env=run_env)
@@ -195,7 +205,7 @@ def test_a_worker_runs_the_jobs_other_processors_as_a_local_render_does(
         background_fill=(0, 255, 0, 255),
     )
     for job in (aged, alone):
-        plan = plan_segments(replace(job, resume=False))
+        plan = plan_segments(segmented(job))
         worker = FarmWorker("slot-0", None, use_gpu=False, env=run_env, metrics_port=None)
         try:
             done = render_all(worker, plan)

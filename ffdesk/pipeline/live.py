@@ -54,9 +54,10 @@ TIMINGS_KEPT = 36_000
 """Frame timings kept for the figures: the last 20 minutes at 30 frames/s."""
 POLL_S = 0.1
 """How often the threads look at the stop event while waiting for a frame."""
-DRAIN_S = 2.0
+DRAIN_S = 5.0
 """At the end of a session (the clip's end, the time, a stop), how long the last frame swapped
-may wait for the output thread to take it, so the outputs get it too."""
+may wait for the output thread to take it, so the outputs get it too (the wait ends as it is
+taken; a recording's first frame opens its encoder, which is slow on a busy CPU)."""
 
 
 @dataclass(frozen=True, slots=True)

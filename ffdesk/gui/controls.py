@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import get_args
 
-from PySide6.QtCore import QObject, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QValidator
+from PySide6.QtCore import QEvent, QObject, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPaintEvent, QPen, QResizeEvent, QValidator
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -58,7 +58,15 @@ SHORT_COLOUR = "#e15759"
 """The budget bar's handle below that need."""
 FOLDER_MENU = "File > Models folder…"
 MIN_WIDTH = 220
-"""The narrowest the Controls panel gets (a small screen): the form scrolls sideways there."""
+"""The narrowest the Controls panel gets (a small screen, large text): its fields go under their
+labels there, and the rows of boxes onto more lines; what is still wider scrolls sideways."""
+BAR_WIDTH = 160
+"""The budget bar's width beside its number where the panel has room."""
+HINT = "click to set a budget"
+SHORT_HINT = "set a budget"
+"""What a budget bar too narrow for `HINT` says (a narrow panel, large text)."""
+BAR_LEAST = 90
+"""The narrowest the budget bar gets where its `SHORT_HINT` is wider (large text)."""
 
 
 def colour_for(index: int) -> QColor:
@@ -207,7 +215,7 @@ class BudgetBar(QWidget):
         self.need_mb: float | None = None
         """What the chosen models need (None: not known, or nothing counted)."""
         self._need_text = ""
-        self.setMinimumSize(160, 30)
+        self.setMinimumSize(min(self.fontMetrics().horizontalAdvance(SHORT_HINT) + 12, BAR_LEAST), 30)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip(
             "Memory budget; coloured bars are the models resident now "
@@ -216,6 +224,17 @@ class BudgetBar(QWidget):
         self.setAccessibleName("Memory budget and resident models")
         residency.changed.connect(self._on_residency)
         self._describe()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        """As wide as `BAR_WIDTH` where there is room (narrower, down to its `SHORT_HINT` or
+        `BAR_LEAST`, in a narrow panel: large text)."""
+        return QSize(BAR_WIDTH, 30)
+
+    def hint_text(self) -> str:
+        """What the bar says while no budget is set: `HINT`, or `SHORT_HINT` where that does not
+        fit, or nothing where neither does (its tooltip and what a screen reader says stay)."""
+        room = self.width() - 12
+        return next((t for t in (HINT, SHORT_HINT) if self.fontMetrics().horizontalAdvance(t) <= room), "")
 
     def _on_residency(self) -> None:
         models = self.residency.models
@@ -272,7 +291,7 @@ class BudgetBar(QWidget):
         if self.value_mb == 0 and not self.residency.models:
             p.setPen(QColor(150, 150, 160))
             track = QRectF(2, 6, self.width() - 4, 18)
-            p.drawText(track, Qt.AlignmentFlag.AlignCenter, "click to set a budget")
+            p.drawText(track, Qt.AlignmentFlag.AlignCenter, self.hint_text())
         if self.value_mb > 0:
             x = self._x(self.value_mb)
             p.fillRect(QRectF(x, 6, self.width() - 2 - x, 18), QColor(0, 0, 0, 110))
@@ -359,8 +378,16 @@ def picker_note(kind: str, offered: bool, checked: bool) -> str:
     return f"no {PICKER_LABELS.get(kind, kind).lower()} in the models folder — {FOLDER_MENU}"
 
 
+class WholeCombo(QComboBox):
+    """A drop-down list never narrower than its usual width (its choices' text): in a narrow panel
+    (large text) the form puts it under its label rather than cutting its text."""
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return super().minimumSizeHint().expandedTo(self.sizeHint())
+
+
 def _combo(choices: tuple[str, ...] | list[str]) -> QComboBox:
-    c = QComboBox()
+    c = WholeCombo()
     c.addItems(list(choices))
     return c
 
@@ -434,7 +461,7 @@ class ControlsView(QWidget):
         self.masks = MaskControls(self)
         self.output_dir = QLineEdit()
         self.output_dir.setPlaceholderText("beside the clip")
-        self.model_choice: dict[str, QComboBox] = {k: QComboBox() for k in MODEL_KINDS}
+        self.model_choice: dict[str, QComboBox] = {k: WholeCombo() for k in MODEL_KINDS}
         self.control_notes: dict[Control, QLabel] = {}
         """The note under each control whose effect depends on the swap (and each model picker)."""
         self.notes = QLabel()
@@ -469,6 +496,40 @@ class ControlsView(QWidget):
         horizontal scroll bar)."""
         bar = self._scroll.verticalScrollBar().sizeHint().width()
         return self._form.sizeHint().width() + bar + 2 * self._scroll.frameWidth()
+
+    def side_by_side_width(self) -> int:
+        """The least width of the form with every field beside its label and none narrower than
+        its least width (narrower, the fields go under their labels: `_place_fields`)."""
+        form = self._form.layout()
+        assert isinstance(form, QFormLayout)
+        labels, fields = [0], [0]
+        for row in range(form.rowCount()):
+            label = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+            field = form.itemAt(row, QFormLayout.ItemRole.FieldRole)
+            if label is not None and field is not None and not field.isEmpty():
+                labels.append(label.sizeHint().width())
+                fields.append(field.minimumSize().width())
+        m = form.contentsMargins()
+        return m.left() + max(labels) + form.horizontalSpacing() + max(fields) + m.right()
+
+    def _place_fields(self, width: int) -> None:
+        """Each field beside its label where the form is as wide as `side_by_side_width` (a long
+        row under its label), else every field under its label: Qt's form would otherwise keep a
+        field beside its label narrower than its text (a narrow panel, large text)."""
+        form = self._form.layout()
+        assert isinstance(form, QFormLayout)
+        policy = (
+            QFormLayout.RowWrapPolicy.WrapLongRows
+            if width >= self.side_by_side_width()
+            else QFormLayout.RowWrapPolicy.WrapAllRows
+        )
+        if form.rowWrapPolicy() != policy:
+            form.setRowWrapPolicy(policy)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        if watched is self._form and event.type() == QEvent.Type.Resize and isinstance(event, QResizeEvent):
+            self._place_fields(event.size().width())
+        return False
 
     # -- assembly -------------------------------------------------------------------------
     def _noted(self, name: Control, field: QWidget | QLayout) -> QWidget:
@@ -528,6 +589,7 @@ class ControlsView(QWidget):
         scroll.setMinimumWidth(MIN_WIDTH)
         self._form = inner
         self._scroll = scroll
+        inner.installEventFilter(self)  # (its width decides where the fields go: `_place_fields`)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.notes)

@@ -7,15 +7,16 @@ arrows step a drop-down list or a slider, Return presses a button; a list or tab
 rows) takes the arrows and Space, clicked or chosen; everything else still drives the transport.
 A panel floated out of the window is the window's all the same.
 Tab passes over the panels hidden behind another panel's tab (Qt keeps their controls in the
-focus chain, unseen). A control that takes the focus other than by a click (Tab from outside its
-panel, View › Go to, a card rebuilt) is scrolled into view in the scroll areas it is in: Qt does
-that only for Tab between two controls of the same scroll area.
+focus chain, unseen) in one step: the focus moves once, to the next control in view (a screen
+reader says each control the focus passes). A control that takes the focus other than by a click
+(Tab from outside its panel, View › Go to, a card rebuilt) is scrolled into view in the scroll
+areas it is in: Qt does that only for Tab between two controls of the same scroll area.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
-from PySide6.QtGui import QFocusEvent, QKeyEvent
+from PySide6.QtGui import QFocusEvent, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -113,6 +114,42 @@ def buried(widget: QWidget) -> bool:
             return not p.isFloating() and p.visibleRegion().isEmpty()
         p = p.parentWidget()
     return False
+
+
+def _deepest_proxy(widget: QWidget) -> QWidget | None:
+    """The widget `widget`'s focus goes to through its focus proxies (None: it has none)."""
+    proxy = widget.focusProxy()
+    while proxy is not None and proxy.focusProxy() is not None:
+        proxy = proxy.focusProxy()
+    return proxy
+
+
+def takes_tab(widget: QWidget, window: QWidget, *, forward: bool = True) -> bool:
+    """Whether Tab (`forward`) or Shift+Tab may stop at `widget` in `window`, tested as Qt
+    tests it (its focus proxy's policy takes Tab, it is enabled and shown, not a compound whose
+    own part comes next that way), and not `buried` behind another panel's tab."""
+    proxy = _deepest_proxy(widget)
+    taker = proxy if proxy is not None else widget
+    every = QGuiApplication.styleHints().tabFocusBehavior() == Qt.TabFocusBehavior.TabFocusAllControls
+    wanted = (Qt.FocusPolicy.TabFocus if every else Qt.FocusPolicy.StrongFocus).value
+    if not (taker.isEnabled() and taker.focusPolicy().value & wanted == wanted):
+        return False
+    if proxy is not None and (proxy.isAncestorOf(widget) if forward else widget.isAncestorOf(proxy)):
+        return False  # (Tab into and out of a compound control, never round between its parts)
+    return widget.isEnabled() and widget.isVisibleTo(window) and not buried(widget)
+
+
+def tab_stop(window: QWidget, forward: bool) -> QWidget | None:
+    """The control Tab (`forward`) or Shift+Tab goes to from the focus in `window`, found in
+    the focus chain without moving the focus (None: no other control takes it). Qt's own
+    Tab stops at each control of a panel behind another's tab, and a screen reader says each."""
+    start = window.focusWidget() or window
+    here = start.nextInFocusChain() if forward else start.previousInFocusChain()
+    while here is not None and here is not start:
+        if takes_tab(here, window, forward=forward) and _deepest_proxy(here) is not start:
+            return here
+        here = here.nextInFocusChain() if forward else here.previousInFocusChain()
+    return None
 
 
 class KeyboardControls(QObject):

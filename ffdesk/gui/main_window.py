@@ -51,7 +51,7 @@ from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.fitting import scrolled
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.history import SettingsHistory, undo_actions
-from ffdesk.gui.keyboard import KeyboardControls, buried
+from ffdesk.gui.keyboard import KeyboardControls, tab_stop
 from ffdesk.gui.live_view import PLAYBACK_WAITS, LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
@@ -363,9 +363,11 @@ class MainWindow(QMainWindow):
         self._dock("Controls", self.controls, Qt.DockWidgetArea.RightDockWidgetArea)
         self._dock("Processors", self.processors, Qt.DockWidgetArea.RightDockWidgetArea)
         self.tabifyDockWidget(self.docks["Controls"], self.docks["Processors"])
-        self._dock("Graphs", self.graphs, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Queue", self.queue_view, Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Status", self.status_view, Qt.DockWidgetArea.BottomDockWidgetArea)
+        # The bottom panels scroll where they are shorter than their content (a small screen,
+        # large text), rather than holding the window taller than the screen.
+        self._dock("Graphs", scrolled(self.graphs, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Queue", scrolled(self.queue_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Status", scrolled(self.status_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Training", scrolled(self.training_view), Qt.DockWidgetArea.BottomDockWidgetArea)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
@@ -510,14 +512,13 @@ class MainWindow(QMainWindow):
         self.queue.cancel(running)
 
     def focusNextPrevChild(self, next: bool) -> bool:  # noqa: A002, N802 - Qt override
-        """Tab and Shift+Tab pass over the controls of a panel hidden behind another's tab."""
-        start = QApplication.focusWidget()
-        for _ in range(500):
-            if not super().focusNextPrevChild(next):
-                return False
-            now = QApplication.focusWidget()
-            if now is None or now is start or not buried(now):
-                return True
+        """Tab and Shift+Tab pass over the controls of a panel hidden behind another's tab: the
+        focus moves once, straight to the next control in view (`tab_stop`), not through each
+        hidden one (a screen reader said every one of them)."""
+        target = tab_stop(self, next)
+        if target is None:
+            return False
+        target.setFocus(Qt.FocusReason.TabFocusReason if next else Qt.FocusReason.BacktabFocusReason)
         return True
 
     def _build_shortcuts(self) -> None:

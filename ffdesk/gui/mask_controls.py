@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QHBoxLayout, QSpinBox, QWidget
+from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QSpinBox, QWidget
 
+from ffdesk.gui.fitting import FlowLayout
 from ffdesk.gui.models import Settings
 
 TYPES = ("box", "occlusion", "area")
@@ -21,12 +22,12 @@ SIDES = ("top", "right", "bottom", "left")
 
 
 def _row(boxes: list[QWidget]) -> QWidget:
+    """`boxes` left to right, onto more lines in a narrow panel (large text) rather than past its
+    edge."""
     row = QWidget()
-    layout = QHBoxLayout(row)
-    layout.setContentsMargins(0, 0, 0, 0)
+    layout = FlowLayout(row, spacing=-1)  # (the style's spacing, as a row of boxes has)
     for box in boxes:
         layout.addWidget(box)
-    layout.addStretch(1)
     return row
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
     QFrame,
-    QHBoxLayout,
     QLabel,
     QPushButton,
     QScrollArea,
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.accessible import on_window
+from ffdesk.gui.fitting import BesideOrUnder, NameLabel
 from ffdesk.gui.models import SessionModel, SourceItem
 from ffdesk.gui.preview_view import to_qimage
 
@@ -48,8 +48,24 @@ def face_thumbnail(item: SourceItem, side: int = THUMB) -> QPixmap:
     return pm
 
 
+class _CardText(QWidget):
+    """A card's text and buttons, one over the other: as wide as its widest line unwrapped (the
+    file name on one line), a text that wraps at its words counted at its longest word (a long
+    error keeps to the column beside the thumbnail, wrapped, as it always did)."""
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        hint = super().sizeHint()
+        widths = [
+            (w.minimumSizeHint() if isinstance(w, QLabel) and w.wordWrap() else w.sizeHint()).width()
+            for w in self.findChildren(QWidget, options=Qt.FindChildOption.FindDirectChildrenOnly)
+            if not w.isHidden()
+        ]
+        return QSize(max(widths, default=hint.width()), hint.height())
+
+
 class SourceCard(QFrame):
-    """One photo: face thumbnail, file name, face chooser, remove button."""
+    """One photo: face thumbnail, file name, face chooser, remove button (beside the thumbnail,
+    or under it where the panel is too narrow for them: large text; the name wraps, never cut)."""
 
     removeRequested = Signal(object)
 
@@ -63,7 +79,7 @@ class SourceCard(QFrame):
         self.image.setFixedSize(THUMB, THUMB)
         self.image.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.image.setPixmap(face_thumbnail(item))
-        self.name = QLabel(item.path.name)
+        self.name = NameLabel(item.path.name)
         self.name.setToolTip(str(item.path))
         self.state = QLabel(self._state_text(item))
         self.state.setWordWrap(True)
@@ -77,16 +93,18 @@ class SourceCard(QFrame):
         self.remove = QPushButton("Remove")
         self.remove.setAccessibleName(f"Remove {item.path.name}")
         self.remove.clicked.connect(lambda: model.remove_source(self.path))
-        right = QVBoxLayout()
+        column = _CardText()
+        right = QVBoxLayout(column)
+        right.setContentsMargins(0, 0, 0, 0)
         right.addWidget(self.name)
         right.addWidget(self.state)
         right.addWidget(self.chooser)
         right.addWidget(self.remove)
         right.addStretch(1)
-        layout = QHBoxLayout(self)
+        layout = BesideOrUnder(self)  # the text under the face where the panel is narrow (large text)
         layout.setContentsMargins(4, 4, 4, 4)
         layout.addWidget(self.image)
-        layout.addLayout(right, 1)
+        layout.addWidget(column)
 
     @staticmethod
     def _state_text(item: SourceItem) -> str:

@@ -65,6 +65,28 @@ def test_the_last_frame_shows_no_time_left_from_the_frame_rate(done: int) -> Non
     assert before.endswith(", about 1 s left")
 
 
+def test_a_long_render_in_a_log_says_it_is_finishing_however_recent_its_last_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The last frame's line came only where 30 s had passed since the line before: a log said
+    "about 22 s left" and then nothing through the encoder's flush and the join. A render shorter
+    than the interval still prints only its result."""
+    now = [0.0]
+    shown = TerminalProgress(mode="lines", every_s=30.0, clock=lambda: now[0])
+    for second, done in ((30, 700), (50, 1190), (51, 1200), (52, 1200)):
+        now[0] = second
+        shown(ev.Progress(frames_done=done, frames_total=1200, fps=23.5, eta_s=(1200 - done) / 23.5))
+    assert capsys.readouterr().err.splitlines() == [
+        "frame 700 of 1200 (58%), 23.5 frames/s, about 21 s left",
+        "frame 1200 of 1200 (100%), 23.5 frames/s, finishing",
+    ]
+    now[0] = 0.0
+    short = TerminalProgress(mode="lines", every_s=30.0, clock=lambda: now[0])
+    now[0] = 12.0
+    short(ev.Progress(frames_done=300, frames_total=300, fps=25.0, eta_s=0.0))
+    assert capsys.readouterr().err == ""
+
+
 def test_quiet_prints_no_lines(capsys: pytest.CaptureFixture[str]) -> None:
     shown = TerminalProgress(mode="off", every_s=0.0)
     shown(ev.Started(total_frames=10, resumed_frames=0, width=8, height=8, fps=1.0))

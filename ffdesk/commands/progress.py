@@ -44,7 +44,8 @@ class TerminalProgress:
         self.every_s = LOG_EVERY_S if every_s is None else every_s
         self.clock = clock
         self.bar: Any = None
-        self._said_at = self.clock()
+        self._said_at = self._began = self.clock()
+        self._said_finishing = False
 
     def __call__(self, event: ev.Event) -> None:
         if isinstance(event, ev.Started) and self.mode == "bar":
@@ -56,7 +57,8 @@ class TerminalProgress:
                 self.bar.total = event.frames_total
                 self.bar.update(event.frames_done - self.bar.n)
             elif self.mode == "lines":
-                self._line(progress_line(event))
+                last = event.frames_total > 0 and event.frames_done >= event.frames_total
+                self._line(progress_line(event), finishing=last)
         elif isinstance(event, ev.Warning):
             self.write(f"ffdesk: warning: {event.message}")
 
@@ -73,14 +75,20 @@ class TerminalProgress:
         if event.resumed_frames:
             self.bar.write(f"resuming after {event.resumed_frames} finished frames")
 
-    def _line(self, line: str) -> None:
+    def _line(self, line: str, *, finishing: bool = False) -> None:
         """`line` on a terminal at once; in a log once `every_s` have passed since the last
-        (a render shorter than that says nothing but its result, and errors stay one line)."""
+        (a render shorter than that says nothing but its result, and errors stay one line), and
+        the last frame's (`finishing`) once the render has run `every_s`, whenever the line
+        before it was: what follows it, the encoder's last frames and the join, takes a while."""
         if self.mode == "bar":
             self.write(line)
             return
         now = self.clock()
-        if now - self._said_at >= self.every_s:
+        if finishing and not self._said_finishing and now - self._began >= self.every_s:
+            self._said_finishing = True
+            self._said_at = now
+            self.write(line)
+        elif now - self._said_at >= self.every_s:
             self._said_at = now
             self.write(line)
 

@@ -284,6 +284,7 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
         print(terminal_line(f"nothing queued in {queue.path}{hint}"))
         return 0
     t0 = time.perf_counter()
+    before = frozenset(e.id for e in queue.entries() if e.state in RESUMABLE)
     with rendering(args, farm) as (render, where):
         outcomes = run_all(queue, render, shown=progress_mode(args.quiet))
     parts = [f"{outcomes[s]} {s}" for s in ("done", "failed", "interrupted") if outcomes[s]]
@@ -291,10 +292,23 @@ def _run_held(args: argparse.Namespace, queue: RenderQueue, farm: FarmAddress | 
     if left:
         parts.append(f"{left} still queued")
     took = time.perf_counter() - t0
-    print(terminal_line(f"queue: {', '.join(parts)}{where} in {took:.1f} s ({queue.path})"))
+    untouched = _left_waiting(queue, before)
+    print(terminal_line(f"queue: {', '.join(parts)}{where} in {took:.1f} s ({queue.path}){untouched}"))
     if outcomes["interrupted"]:
         return 130
     return 2 if outcomes["failed"] else 0
+
+
+def _left_waiting(queue: RenderQueue, before: frozenset[str]) -> str:
+    """What the summary adds for the jobs interrupted, failed or cancelled before this run (ids
+    `before`), which a plain `queue run` leaves as they are: "; 1 interrupted from before, not
+    run: --resume runs it"."""
+    states = Counter(e.state for e in queue.entries() if e.id in before and e.state in RESUMABLE)
+    if not states:
+        return ""
+    kinds = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+    them = "it" if sum(states.values()) == 1 else "them"
+    return f"; {kinds} from before, not run: --resume runs {them}"
 
 
 def run_all(queue: RenderQueue, render: Render, *, shown: Mode) -> Counter[str]:

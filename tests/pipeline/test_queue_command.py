@@ -124,10 +124,12 @@ def test_ctrl_c_leaves_the_running_job_interrupted_and_resume_finishes_it(
     kept = _frames_recorded(output)  # every frame encoded before the stop (the cut segment is kept)
     assert interrupted.frames_done <= kept < 400
 
-    # without --resume the interrupted job waits; the queued one runs
+    # without --resume the interrupted job waits, and the summary says so; the queued one runs
     assert main(["queue", "run", "--queue", str(path)]) == 0
     assert [e.state for e in RenderQueue(path).entries()] == ["interrupted", "done"]
-    capsys.readouterr()
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert summary.startswith("queue: 1 done in ")
+    assert summary.endswith("; 1 interrupted from before, not run: --resume runs it"), summary
     assert main(["queue", "run", "--queue", str(path), "--resume"]) == 0
     out = capsys.readouterr().out
     assert f"resumed after {kept} frames" in out and "queue: 1 done in " in out

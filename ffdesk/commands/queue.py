@@ -82,6 +82,20 @@ def register(sub: Any) -> None:
         help="no progress (else a bar on a terminal, a line every 30 s in a log)",
     )
     run.set_defaults(func=run_queue)
+    add = queue.add_parser(
+        "add",
+        help="check a render and queue it: ffdesk render's options (not --farm: `queue run --farm` "
+        "picks where)",
+    )
+    from ffdesk.commands.render import add_job_options
+
+    add_job_options(add)
+    _queue_file_arg(add)
+    # what `job_from_args` reads of a render on this machine's options: their defaults
+    add.set_defaults(
+        func=run_add, farm=None, farm_storage="shared", farm_metrics_port="0", farm_metrics_host="local"
+    )
+    add.set_defaults(metrics_port=None, metrics_host="127.0.0.1")
     clear = queue.add_parser("clear", help="take the finished jobs off the queue (their outputs stay)")
     _queue_file_arg(clear)
     clear.set_defaults(func=run_clear)
@@ -135,6 +149,31 @@ def entry_line(number: int, e: QueueEntry) -> str:
     note = f"  ({e.message})" if e.message and e.state != "done" else ""
     line = f"{number:>3}  {e.id}  {e.state:<11} {frames:>16}  {e.job.target.name} -> {e.job.output}{note}"
     return terminal_line(line)
+
+
+def run_add(args: argparse.Namespace) -> int:
+    """Check the job as `ffdesk render` checks it, then append it to the queue (made where
+    `--queue` names a file not there yet), while no other process has the queue open."""
+    from ffdesk.commands.render import job_from_args
+    from ffdesk.pipeline.engine import check_paths
+
+    job = job_from_args(args)
+    check_paths(job)
+    path = args.queue if args.queue is not None and not args.queue.exists() else queue_path(args)
+    if path.is_dir():
+        raise UserError(f"--queue {path}: is a folder, not a queue file")
+    held = QueueInUse.take(path, "ffdesk queue add")
+    if isinstance(held, str):
+        raise Busy(f"{path} is in use by {held}: add the job there, or once it is closed")
+    try:
+        queue = open_queue(path)
+        entry = queue.add(job)
+        ahead = sum(1 for e in queue.entries() if e.state == "queued" and e.id != entry.id)
+    finally:
+        held.release()
+    place = f"{counted(ahead, 'job')} queued before it" if ahead else "first in line"
+    print(terminal_line(f"queued {entry.job.target.name} -> {entry.job.output} ({place}; {path})"))
+    return 0
 
 
 def run_clear(args: argparse.Namespace) -> int:

@@ -41,6 +41,33 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "render", help="swap faces in a clip or image (or just re-encode it without --source)"
     )
+    add_job_options(p)
+    p.add_argument(
+        "--metrics-port",
+        type=whole_at_least(0, 65535),
+        default=None,
+        metavar="N",
+        help="serve Prometheus metrics",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the metrics endpoint binds (default 127.0.0.1, this machine only)",
+    )
+    add_farm_options(p)
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress (else a bar on a terminal, a line every 30 s in a log)",
+    )
+    p.set_defaults(func=run)
+
+
+def add_job_options(p: argparse.ArgumentParser) -> None:
+    """The options that make a render job (`job_from_args`): `ffdesk render`'s and `ffdesk
+    queue add`'s."""
     # -t/-o/-s as FaceFusion's headless run spells them
     p.add_argument("-t", "--target", required=True, type=given_path, help="clip or image to process")
     p.add_argument(
@@ -164,19 +191,6 @@ def register(sub: Any) -> None:
     add_max_pixels_option(p)
     p.add_argument("--telemetry-log", type=given_path, default=None, metavar="FILE.jsonl")
     p.add_argument(
-        "--metrics-port",
-        type=whole_at_least(0, 65535),
-        default=None,
-        metavar="N",
-        help="serve Prometheus metrics",
-    )
-    p.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="ADDR",
-        help="address the metrics endpoint binds (default 127.0.0.1, this machine only)",
-    )
-    p.add_argument(
         "--fps",
         type=frame_rate,
         default=None,
@@ -184,6 +198,9 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--deinterlace", action="store_true", help="make an interlaced source progressive (yadif)")
     p.add_argument("--segment-frames", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def add_farm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--farm",
         default=None,
@@ -210,13 +227,6 @@ def register(sub: Any) -> None:
         help="where farm workers serve their metrics: local (each node's 127.0.0.1, the default) or "
         "node (the node's address, readable from other machines; no authentication)",
     )
-    p.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress (else a bar on a terminal, a line every 30 s in a log)",
-    )
-    p.set_defaults(func=run)
 
 
 def job_from_args(args: argparse.Namespace) -> RenderJob:

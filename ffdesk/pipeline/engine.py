@@ -153,7 +153,7 @@ def run_render(
     the stages' models join (None: the render keeps its own, under `job.memory_budget`)."""
     emit = on_event or _nothing
     job = job.resolved()
-    _check_paths(job)
+    check_paths(job)
     still: StillImage | None = None  # a still image is decoded once, here, and drawn as it was read
     if job.target.suffix.lower() in IMAGE_SUFFIXES and not is_sequence_path(job.target):
         info, still = probe_still(job.target, max_pixels=job.max_pixels)
@@ -363,7 +363,9 @@ def _not_a_report(path: Path) -> str | None:
     return "another JSON file" if isinstance(data, (dict, list)) else "another kind of file"
 
 
-def _check_paths(job: RenderJob) -> None:
+def check_paths(job: RenderJob) -> None:
+    """A job's inputs are there and its outputs can be written (one line, `UserError`), before
+    any work: a render's first check, and `ffdesk queue add`'s."""
     if job.fps is not None and not 0 < job.fps <= 1000:
         raise UserError(f"--fps must be more than 0 and at most 1000, not {job.fps:g}")
     if not job.target.exists() and not is_sequence_path(job.target):
@@ -1287,7 +1289,7 @@ def plan_segments(job: RenderJob, cancel: threading.Event | None = None) -> Segm
     reading the clip's frames once without converting them. `UserError` for an image target
     (one frame, nothing to split) and for a range without frames."""
     job = job.resolved()
-    _check_paths(job)
+    check_paths(job)
     info = probe(job.target, fps=job.fps, max_pixels=job.max_pixels)
     if info.video is None:
         raise UserError(f"{job.target.name}: no video stream")

@@ -153,11 +153,14 @@ def test_a_run_stopped_between_renders_leaves_the_renders_it_measured(
 
     monkeypatch.setattr(gpu, "measure_render", stopped_at_the_second)
     report = tmp_path / "gpu.json"
-    args = ["bench", "gpu", *TINY, "--renders", "swap,full", "--models-dir", str(pack), "--json", str(report)]
+    # swap runs first (the renders run in their listed order), then full-720-medium is stopped
+    renders = "swap,full-720-medium"
+    args = ["bench", "gpu", *TINY, "--renders", renders, "--models-dir", str(pack), "--json", str(report)]
     assert cli.main(args) == 130
+    assert calls == ["swap", "full-720-medium"]
     figures = _figures(report)
     assert figures["partial"] is True
-    assert [(r["name"], r["error"]) for r in figures["renders"]] == [("full", None)]
+    assert [(r["name"], r["error"]) for r in figures["renders"]] == [("swap", None)]
     assert figures["renders"][0]["fps"] > 0
 
 

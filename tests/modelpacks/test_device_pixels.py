@@ -163,7 +163,8 @@ def test_auto_precision_makes_the_fp16_of_the_batch_free_copy(
         "enhancer": "gfpgan_1.4",
         "masks": ("box",),
         "precision": "auto",
-        "end": 0.3,
+        "batch": 2,  # a batch's faces in one call, as at any batch above one
+        "end": 0.1,  # three frames: the variants are made before the first
     }
     report = _render(run_env, batch_one_pack, carphone(), tmp_path / "o", "device", **extra)
     assert report.models is not None
@@ -172,9 +173,42 @@ def test_auto_precision_makes_the_fp16_of_the_batch_free_copy(
     assert len(made) == 2, made
 
 
+PUBLISHED: dict[str, Any] = {
+    "swapper": "inswapper_128",
+    "recognizer": "arcface_w600k_r50",
+    "enhancer": "gfpgan_1.4",
+    "masks": ("box",),
+    "age_modifier": "fran",
+    "age_modifier_direction": 60,
+    "background_remover": "modnet",
+    "background_fill": (0, 0, 255, 255),
+    "end": 0.3,
+}
+"""The published files' render with FaceFusion's processors after the swap."""
+
+
+@pytest.fixture(scope="module")
+def published_on_the_host(
+    batch_one_pack: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[RenderReport, Path]:
+    """The host path's render of the published files (its report and frames' folder), which both
+    cases below compare their device render with: one render, not one each."""
+    home, out = tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("published") / "host"
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("CACHE", "DATA", "CONFIG"):  # as tests/conftest.py does for each test
+            mp.setenv(f"XDG_{key}_HOME", str(home / key.lower()))
+        env = RuntimeEnv.in_folder(tmp_path_factory.mktemp("env"))
+        return _render(env, batch_one_pack, carphone(), out, "host", **PUBLISHED), out
+
+
 @pytest.mark.parametrize("freed", [True, False])
 def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
-    run_env: RuntimeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, freed: bool, batch_one_pack: Path
+    run_env: RuntimeEnv,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    freed: bool,
+    batch_one_pack: Path,
+    published_on_the_host: tuple[RenderReport, Path],
 ) -> None:
     """The published files fix their batch at 1: on the device path the faces of a batch go
     through a checked batch-free copy in one call, or, where the copy is refused, through the file
@@ -192,20 +226,8 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
         return run_torch(self, inputs)
 
     monkeypatch.setattr(sessions.OrtSession, "run_torch", counted)
-    folder = batch_one_pack
-    extra: dict[str, Any] = {
-        "swapper": "inswapper_128",
-        "recognizer": "arcface_w600k_r50",
-        "enhancer": "gfpgan_1.4",
-        "masks": ("box",),
-        "age_modifier": "fran",
-        "age_modifier_direction": 60,
-        "background_remover": "modnet",
-        "background_fill": (0, 0, 255, 255),
-        "end": 0.3,
-    }
-    host = _render(run_env, folder, carphone(), tmp_path / "host", "host", **extra)
-    device = _render(run_env, folder, carphone(), tmp_path / "device", "device", **extra)
+    host, host_frames = published_on_the_host
+    device = _render(run_env, batch_one_pack, carphone(), tmp_path / "device", "device", **PUBLISHED)
     assert device.models is not None and device.models.pixels is not None
     assert device.models.pixels.path == "device"
     assert [p.name for p in device.processors] == ["age_modify", "background_remove"]
@@ -216,7 +238,7 @@ def test_published_batch_one_files_and_the_processors_run_on_the_device_path(
         return [(p.name, p.model, p.faces, p.frames) for p in report.processors]
 
     assert work(device) == work(host) and device.processors[0].faces > 0
-    a, b = _frames(tmp_path / "host"), _frames(tmp_path / "device")
+    a, b = _frames(host_frames), _frames(tmp_path / "device")
     assert len(a) == len(b) == host.frames_out
     for x, y in zip(a, b, strict=True):
         assert _psnr(x, y) > 40.0, _psnr(x, y)
@@ -496,7 +518,8 @@ def test_auto_precision_is_timed_on_the_device_once_and_remembered(
     face and keeps the faster within the quality guard; the next render reads the choice back."""
     from ffdesk.pipeline.stages.models import ModelRender
 
-    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.2}
+    # three frames: the choice is made, and read back, before the first
+    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.1}
     first = _render(run_env, pack, carphone(), tmp_path / "a", "device", **short)
     assert first.models is not None and first.models.precision_reason is not None
     chosen = first.models.swapper_precision
@@ -523,7 +546,8 @@ def test_a_remembered_fp32_choice_makes_no_fp16_variant(
 
     picked = prec.PrecisionChoice("fp32", (), "fp32: the faster here (stand-in choice)")
     monkeypatch.setattr(ModelRender, "_time_variants", lambda *_a, **_k: picked)
-    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.2}
+    # three frames: the choice is made, and read back, before the first
+    short: dict[str, Any] = {"precision": "auto", "batch": 2, "end": 0.1}
     first = _render(run_env, pack, carphone(), tmp_path / "a", "device", **short)
     assert first.models is not None and first.models.swapper_precision == "fp32"
 
@@ -641,7 +665,7 @@ def test_the_command_line_says_which_files_took_one_face_a_call(
         "render", "--target", str(carphone()), "--source", str(PHOTO_PATH),
         "--output", str(tmp_path / "o.mp4"), "--models-dir", str(folder),
         "--swapper", "inswapper_128", "--recognizer", "arcface_w600k_r50",
-        "--enhancer", "gfpgan_1.4", "--pixels", "device", "--batch", "4", "--end", "0.3", "-q",
+        "--enhancer", "gfpgan_1.4", "--pixels", "device", "--batch", "4", "--end", "0.1", "-q",
     ]  # fmt: skip
     assert main(args) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -35,9 +35,9 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _render(pack: Path, clip: Path, out: Path, *extra: str) -> dict[str, Any]:
+def _render(pack: Path, clip: Path, out: Path, *extra: str, frames: int = FRAMES) -> dict[str, Any]:
     """A render to PNG frames with the swapper, the occluder and the enhancer, two frames a batch."""
-    return render(pack, clip, out, *CHOSEN, "--batch", "2", *extra)
+    return render(pack, clip, out, *CHOSEN, "--batch", "2", *extra, frames=frames)
 
 
 CHOSEN = ("--swapper", "inswapper_128", "--enhancer", "gfpgan_1.4", "--mask", "occlusion")
@@ -334,7 +334,9 @@ def test_on_the_cpu_frames_a_frame_enhancer_enlarges_are_counted_at_its_size(
     at_once = models.frames_at_once(2, 2, AHEAD)
     need = sum(m["bytes"] for m in loose["models"])
     budget = loose["reserved_bytes"] + int(need * 1.2) + 2 * at_once * per_frame
-    enlarged = _render(pack, face_clip, tmp_path / "enlarged", *chosen, "--memory-budget", str(budget))
+    # as many frames as the render holds at once: its flow fills to what was counted
+    budgeted = ("--memory-budget", str(budget))
+    enlarged = _render(pack, face_clip, tmp_path / "enlarged", *chosen, *budgeted, frames=at_once)
     order = enlarged["model_order"]
     assert order["order"] == "batch" and order["held_bytes"] == at_once * per_frame, order
     # the frame enhancer's tiles grow its arena: measured and made room for like the face models'

@@ -39,6 +39,7 @@ from ffdesk.farm.ship import ShippedRange, cut_range, lead_range, sent_job
 from ffdesk.farm.slots import NodeResources, Slot, SlotRules, plan_slots
 from ffdesk.farm.worker import FarmWorker, SegmentFiles, segment_dict
 from ffdesk.media.atomic import atomic_output, fsync_dir
+from ffdesk.media.encode import picture_key
 from ffdesk.media.matte import matte_file
 from ffdesk.media.sequence import is_sequence_path
 from ffdesk.pipeline import events as ev
@@ -114,7 +115,10 @@ def run_farm_render(
     source = plan.info.video
     manifest, note = Manifest.open(
         work_dir_for(job.output),
-        job.output_fingerprint(keeps_target_alpha=source is not None and keeps_target_alpha(job, source)),
+        job.output_fingerprint(
+            keeps_target_alpha=source is not None and keeps_target_alpha(job, source),
+            picture=picture_key(source, job.encoder) if source is not None else None,
+        ),
         job.resume,
         frames=plan.frames,
         time_base=source.time_base if source is not None else None,

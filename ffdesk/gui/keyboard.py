@@ -8,9 +8,10 @@ rows) takes the arrows and Space, clicked or chosen; everything else still drive
 A panel floated out of the window is the window's all the same.
 Tab passes over the panels hidden behind another panel's tab (Qt keeps their controls in the
 focus chain, unseen) in one step: the focus moves once, to the next control in view (a screen
-reader says each control the focus passes). A control that takes the focus other than by a click
-(Tab from outside its panel, View › Go to, a card rebuilt) is scrolled into view in the scroll
-areas it is in: Qt does that only for Tab between two controls of the same scroll area.
+reader says each control the focus passes). A control the keyboard gives the focus (Tab from
+outside its panel, View › Go to, a shortcut) is scrolled into view in the scroll areas it is in:
+Qt does that only for Tab between two controls of the same scroll area. Focus the code puts back
+(a source card rebuilt) leaves the view where the user scrolled it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _UNSCROLLED = frozenset(
         Qt.FocusReason.ActiveWindowFocusReason,  # the window back: left where the user scrolled
         Qt.FocusReason.PopupFocusReason,
         Qt.FocusReason.MenuBarFocusReason,
+        Qt.FocusReason.OtherFocusReason,  # set back by the code (a card rebuilt): the view stays
     }
 )
 """Why a control takes the focus where it is not scrolled into view."""

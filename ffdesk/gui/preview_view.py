@@ -88,6 +88,7 @@ class PreviewCanvas(QWidget):
         model.viewChanged.connect(self.update)
         model.referenceChanged.connect(self.update)
         model.targetChanged.connect(self._on_target)
+        model.playingChanged.connect(self.describe)  # (said once playback stops, not each frame)
         self.setAccessibleName("Preview")  # (a screen reader finds no text in a drawn picture)
         for changed in (model.viewChanged, model.referenceChanged, model.positionChanged):
             changed.connect(self.describe)
@@ -97,6 +98,8 @@ class PreviewCanvas(QWidget):
         """Say what the picture shows to a screen reader: the clip, the frame, the view, the
         faces found (a few words, made as the picture changes)."""
         m = self.model
+        if m.playing:
+            return
         if m.clip is None:
             text = "no clip open: drop a clip here, or File > Open"
         else:

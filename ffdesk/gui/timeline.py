@@ -71,6 +71,7 @@ class ScrubBar(QWidget):
         for sig in (model.positionChanged, model.rangeChanged, model.markersChanged, model.targetChanged):
             sig.connect(self.update)
             sig.connect(self.describe)
+        model.playingChanged.connect(self.describe)  # (said once playback stops, not each frame)
         model.peopleChanged.connect(self._fit_people)
         self.setAccessibleName("Timeline")  # (a screen reader finds no text in a drawn bar)
         self.describe()
@@ -78,6 +79,8 @@ class ScrubBar(QWidget):
     def describe(self) -> None:
         """Say the position and the in/out range to a screen reader (a few words a change)."""
         m = self.model
+        if m.playing:
+            return
         clip = m.clip
         if clip is None:
             text = "no clip open"

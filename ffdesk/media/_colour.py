@@ -236,22 +236,28 @@ def output_colour(
     "gbr", YCgCo, ICtCp, constant-luminance BT.2020, ...) is replaced by the nearest one it can,
     and tagged as such, with a note (none for RGB: making YUV of it is how YUV is made).
     Transfer and primaries are always kept (no conversion involves them). `rgb_size`: an RGB
-    source's (width, height) (None: a YUV or grey source): its YUV is made with the matrix players
-    assume for untagged video of its size, BT.709 for HD and larger (1280 wide or more than 576
-    lines), BT.601 below, and tagged so, with the range written."""
+    source's (width, height) (None: a YUV or grey source): its YUV is made in limited range with
+    the matrix of its primaries (BT.2020 or BT.709), else the one players assume for untagged
+    video of its size, BT.709 for HD and larger (1280 wide or more than 576 lines), BT.601
+    below, and tagged so."""
     notes: list[str] = []
+    rgb = rgb_size is not None and color_space in (None, "gbr")
     out_range = color_range
-    if limited_only and color_range == "pc":
+    if rgb:
+        out_range = "tv"  # an RGB picture has no YUV range: its YUV is made limited, as players expect
+    elif limited_only and color_range == "pc":
         out_range = "tv"
         notes.append(
             f"{codec or 'the codec'} holds limited range only: the full-range source is "
             "converted to limited range"
         )
     out_space = color_space
-    if rgb_size is not None and color_space in (None, "gbr"):
+    if rgb_size is not None and rgb:
         width, height = rgb_size
-        out_space = "bt709" if width >= 1280 or height > 576 else "smpte170m"
-        out_range = out_range or "tv"
+        if color_primaries in ("bt2020", "bt709"):  # (an HDR PNG's cICP, a tagged DPX)
+            out_space = "bt2020nc" if color_primaries == "bt2020" else "bt709"
+        else:
+            out_space = "bt709" if width >= 1280 or height > 576 else "smpte170m"
     elif color_space is not None and color_space not in _WRITABLE_SPACES:
         if color_space == "bt2020c" or color_primaries == "bt2020":
             out_space = "bt2020nc"

@@ -301,6 +301,19 @@ def chroma_of(pix_fmt: str) -> str | None:
     return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((parts[1].width, parts[1].height))
 
 
+def picture_key(video: VideoInfo, encoder: str) -> str | None:
+    """The output picture's format where ffdesk once wrote another for this source and encoder
+    (RGB frames' matrix chosen by size, a 4:4:4 source into ProRes 4444), for a resumed render's
+    fingerprint; None where it is as it always was."""
+    if encoder == "png":
+        return None
+    if is_rgb_format(video.pix_fmt):
+        return "rgb-matrix-by-size"
+    if encoder == "prores" and _is_yuv(video.pix_fmt) and chroma_of(video.pix_fmt) == "4:4:4":
+        return "prores-4444"
+    return None
+
+
 def planned_notes(video: VideoInfo, settings: EncodeSettings) -> tuple[str, ...]:
     """What a render of `video` with `settings` will say of its output's picture (the encoder's
     `notes`), worked out without opening anything."""
@@ -681,11 +694,13 @@ class SegmentEncoder:
         from its own samples (YUV to YUV, or RGB to YUV: its bit depth kept where the output has
         it, its super-whites where the range does)."""
         assert self._stream is not None and self._stream.pix_fmt is not None
-        # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc")
+        # keep the tagged matrix and range explicitly (e.g. full-range yuvj420p -> yuv420p "pc");
+        # one thread, as every other conversion of a frame (swscale's own threads cost more)
         return frame.reformat(
             format=self._stream.pix_fmt,
             dst_colorspace=self._sws_matrix,
             dst_color_range=self._sws_range,
+            threads=1,
         )
 
     def _own_alpha(self, frame: av.VideoFrame) -> Matte | None:
@@ -769,7 +784,15 @@ class SegmentEncoder:
             and (frame.width, frame.height)
             == (self.width, self.height)
             == (self.coded_width, self.coded_height)
+            and not self._biased_range_change(frame)
         )
+
+    def _biased_range_change(self, frame: av.VideoFrame) -> bool:
+        """Whether swscale would change this frame's range from 8-bit samples: its full to
+        limited conversion into 10 bits is about a step dark (a whole-frame conversion is not)."""
+        out_range = self._colour.code("range")
+        changes = out_range is not None and frame.color_range not in (0, out_range)
+        return changes and _is_yuv(frame.format.name) and frame.format.components[0].bits <= 8
 
     def write_patched(
         self, source: av.VideoFrame, image: Frame, regions: Sequence[ChangedRegion], pts: int

@@ -46,6 +46,7 @@ from ffdesk.media.encode import (
     SegmentEncoder,
     check_png_folder,
     container_suffix,
+    picture_key,
     png_folder_entry,
 )
 from ffdesk.media.images import IMAGE_SUFFIXES, StillImage, read_still
@@ -184,7 +185,10 @@ def run_render(
             # the segments' recorded stamps are checked against their files in the source's time base
             manifest, note = Manifest.open(
                 work_dir_for(job.output),
-                job.output_fingerprint(keeps_target_alpha=keeps_target_alpha(job, info.video)),
+                job.output_fingerprint(
+                    keeps_target_alpha=keeps_target_alpha(job, info.video),
+                    picture=picture_key(info.video, job.encoder),
+                ),
                 job.resume,
                 time_base=info.video.time_base,
             )

@@ -295,13 +295,15 @@ class RenderJob:
             lip_sync_audio=ab(self.lip_sync_audio),
         )
 
-    def output_fingerprint(self, *, keeps_target_alpha: bool = False) -> str:
+    def output_fingerprint(self, *, keeps_target_alpha: bool = False, picture: str | None = None) -> str:
         """Hash of every setting that changes the output's pixels or layout.
 
         A resumed render only reuses finished segments when this matches, so a changed setting
         never splices two different renders into one file. `keeps_target_alpha`: the output keeps
         the video target's alpha channel (`ffdesk.pipeline.matte.keeps_target_alpha`), which
-        segments written before ffdesk kept it do not have.
+        segments written before ffdesk kept it do not have. `picture`: the output picture's
+        format where ffdesk once wrote another for the same source (`ffdesk.media.encode.
+        picture_key`), so segments of both are never joined.
         """
         d = asdict(self)
         for k in ("resume", "report", "telemetry_log", "batch", "memory_budget", "pixels", "max_pixels"):
@@ -348,6 +350,8 @@ class RenderJob:
         d["target_stat"] = [st.st_size, st.st_mtime_ns] if st else None
         if keeps_target_alpha:
             d["target_alpha"] = True  # absent otherwise: other renders keep their hash
+        if picture:
+            d["picture"] = picture  # likewise
         blob = json.dumps(d, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

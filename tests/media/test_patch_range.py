@@ -5,6 +5,7 @@ a near-white face came back 20 levels darker)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -50,3 +51,29 @@ def test_a_face_keeps_its_level_from_either_range(tmp_path: Path, color_range: s
     rgb = rgb_array(frame)
     assert abs(int(rgb[16, 16, 0]) - 250) <= 2  # was 230 from a full-range source
     assert abs(int(rgb[40, 40, 0]) - 128) <= 2
+
+
+def test_an_8_bit_full_range_source_into_prores_keeps_its_level(tmp_path: Path) -> None:
+    """8-bit full range (a phone's or MJPEG camera's yuvj420p) into ProRes's 10-bit limited range:
+    swscale's conversion of the samples themselves was about a 10-bit step dark, so such a frame
+    is converted whole, through RGB, which is not."""
+    source = av.VideoFrame.from_ndarray(np.full((H, W, 3), 128, np.uint8), format="rgb24").reformat(
+        format="yuvj420p", dst_colorspace=1, dst_color_range=2
+    )
+    source.color_range, source.colorspace = 2, 1
+    image = rgb_array(source).copy()
+    info = replace(_info("pc"), pix_fmt="yuvj420p", bit_depth=8, codec="mjpeg")
+    out = tmp_path / "out.mov"
+    encoder = SegmentEncoder(
+        out, EncodeSettings(encoder="prores", quality=100), width=W, height=H,
+        time_base=Fraction(1, 24), fps=24, rotation=0, color=info,
+    )  # fmt: skip
+    assert not encoder.can_patch(source)
+    encoder.write_patched(source, image, [ChangedRegion(8, 8, 24, 24)], 0)
+    encoder.close()
+    with av.open(str(out)) as clip:
+        frame = next(clip.decode(video=0))
+    plane = frame.planes[0]
+    luma = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size).view("<u2")[:H, :W]
+    exact = 64 + 876 * 128 / 255  # 8-bit full-range 128 in 10-bit limited range
+    assert abs(float(luma[30:, 30:].mean()) - exact) < 0.6

@@ -43,3 +43,26 @@ def test_a_4_4_4_source_goes_into_prores_4444(tmp_path: Path, capsys: pytest.Cap
     rgb = frame.to_ndarray(format="rgb24")
     # 4:2:2 averages each pair of columns into purple (115, 30, 115)
     assert rgb[H // 2, 10, 0] > 170 and rgb[H // 2, 11, 2] > 170
+
+
+def test_a_render_resumed_after_the_change_does_not_join_segments_of_both_formats(tmp_path: Path) -> None:
+    """Segments written as 422 HQ before a 4:4:4 source went into ProRes 4444 (or RGB frames'
+    matrix was chosen by size) are not reused: the fingerprint names the picture's format (the
+    join copies the first segment's header: a 4444 picture in an HQ track)."""
+    from dataclasses import replace
+
+    from ffdesk.media.encode import picture_key
+    from ffdesk.media.probe import probe
+    from ffdesk.pipeline.job import RenderJob
+
+    source = write_frames(
+        tmp_path / "master.mp4", [_stripes()], codec="libx264", pix_fmt="yuv444p", options={"crf": "0"}
+    )
+    video = probe(source).video
+    assert video is not None
+    assert picture_key(video, "prores") == "prores-4444"
+    assert picture_key(video, "h264") is None  # what it always was: renders keep their hash
+    assert picture_key(replace(video, pix_fmt="gbrp10le"), "h265") == "rgb-matrix-by-size"
+    job = RenderJob(target=source, output=tmp_path / "out.mov", encoder="prores")
+    assert job.output_fingerprint(picture="prores-4444") != job.output_fingerprint()
+    assert job.output_fingerprint(picture=None) == job.output_fingerprint()

@@ -29,8 +29,13 @@ def test_an_rgb_source_is_given_the_matrix_of_its_size() -> None:
     assert output_colour(None, "gbr", None, None, rgb_size=(1280, 540)).color_space == "bt709"
     sd = output_colour(None, "gbr", None, None, rgb_size=(720, 576))
     assert (sd.color_space, sd.sws_matrix, sd.notes) == ("smpte170m", 5, ())
-    full = output_colour("pc", None, "bt709", "bt709", rgb_size=(1920, 1080))
-    assert (full.color_range, full.sws_range, full.color_primaries) == ("pc", 2, "bt709")
+    # a PNG's "pc" says nothing of a YUV range: RGB is made limited, and ProRes says nothing of it
+    png = output_colour("pc", None, None, None, rgb_size=(640, 360), limited_only=True, codec="ProRes")
+    assert (png.color_range, png.sws_range, png.notes) == ("tv", 1, ())
+    # its primaries decide where it has them: an HDR PNG's cICP (BT.2020) at any size, BT.709 in SD
+    hdr = output_colour("pc", None, "bt2020", "smpte2084", rgb_size=(3840, 2160))
+    assert (hdr.color_space, hdr.sws_matrix, hdr.color_trc) == ("bt2020nc", 9, "smpte2084")
+    assert output_colour(None, "gbr", "bt709", None, rgb_size=(720, 576)).color_space == "bt709"
     # a YUV source keeps its own (an untagged one stays untagged: decoded and encoded alike)
     assert output_colour(None, None, None, None).color_space is None
 

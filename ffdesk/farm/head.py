@@ -116,8 +116,8 @@ def run_farm_render(
     manifest, note = Manifest.open(
         work_dir_for(job.output),
         job.output_fingerprint(
-            keeps_target_alpha=source is not None and keeps_target_alpha(job, source),
-            picture=picture_key(source, job.encoder) if source is not None else None,
+            keeps_target_alpha=(alpha := source is not None and keeps_target_alpha(job, source)),
+            picture=picture_key(source, job.encoder, alpha_kept=alpha) if source is not None else None,
         ),
         job.resume,
         frames=plan.frames,

@@ -301,15 +301,17 @@ def chroma_of(pix_fmt: str) -> str | None:
     return {(8, 8): "4:2:0", (8, 16): "4:2:2", (16, 16): "4:4:4"}.get((parts[1].width, parts[1].height))
 
 
-def picture_key(video: VideoInfo, encoder: str) -> str | None:
+def picture_key(video: VideoInfo, encoder: str, *, alpha_kept: bool = False) -> str | None:
     """The output picture's format where ffdesk once wrote another for this source and encoder
-    (RGB frames' matrix chosen by size, a 4:4:4 source into ProRes 4444), for a resumed render's
-    fingerprint; None where it is as it always was."""
+    (RGB frames' matrix chosen by size, a 4:4:4 source into ProRes 4444 without an alpha kept:
+    with one it always was 4444), for a resumed render's fingerprint; None where it is as it
+    always was."""
     if encoder == "png":
         return None
     if is_rgb_format(video.pix_fmt):
         return "rgb-matrix-by-size"
-    if encoder == "prores" and _is_yuv(video.pix_fmt) and chroma_of(video.pix_fmt) == "4:4:4":
+    four = _is_yuv(video.pix_fmt) and chroma_of(video.pix_fmt) == "4:4:4"
+    if encoder == "prores" and four and not alpha_kept:
         return "prores-4444"
     return None
 

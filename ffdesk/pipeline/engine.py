@@ -186,8 +186,8 @@ def run_render(
             manifest, note = Manifest.open(
                 work_dir_for(job.output),
                 job.output_fingerprint(
-                    keeps_target_alpha=keeps_target_alpha(job, info.video),
-                    picture=picture_key(info.video, job.encoder),
+                    keeps_target_alpha=(alpha := keeps_target_alpha(job, info.video)),
+                    picture=picture_key(info.video, job.encoder, alpha_kept=alpha),
                 ),
                 job.resume,
                 time_base=info.video.time_base,

@@ -62,6 +62,7 @@ def test_a_render_resumed_after_the_change_does_not_join_segments_of_both_format
     assert video is not None
     assert picture_key(video, "prores") == "prores-4444"
     assert picture_key(video, "h264") is None  # what it always was: renders keep their hash
+    assert picture_key(video, "prores", alpha_kept=True) is None  # a keyed 4444 always was 4444
     assert picture_key(replace(video, pix_fmt="gbrp10le"), "h265") == "rgb-matrix-by-size"
     job = RenderJob(target=source, output=tmp_path / "out.mov", encoder="prores")
     assert job.output_fingerprint(picture="prores-4444") != job.output_fingerprint()

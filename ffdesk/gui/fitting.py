@@ -194,11 +194,9 @@ class NameLabel(QLabel):
         )
 
 
-class BesideOrUnder(QLayout):
-    """Two items: the second beside the first, to its right (as a `QHBoxLayout` lays them), where
-    the width leaves the second its usual width; under the first where it does not (a card's text
-    under its picture in a narrow panel or at a large text size, rather than past the panel's
-    edge, behind a sideways scroll bar). Its height follows its width (`heightForWidth`)."""
+class _ItemList(QLayout):
+    """A layout whose items are a plain list, its height following its width: what
+    `BesideOrUnder` and `FlowLayout` share (each places its items its own way)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -221,6 +219,13 @@ class BesideOrUnder(QLayout):
 
     def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt override
         return True
+
+
+class BesideOrUnder(_ItemList):
+    """Two items: the second beside the first, to its right (as a `QHBoxLayout` lays them), where
+    the width leaves the second its usual width; under the first where it does not (a card's text
+    under its picture in a narrow panel or at a large text size, rather than past the panel's
+    edge, behind a sideways scroll bar). Its height follows its width (`heightForWidth`)."""
 
     def _pair(self) -> tuple[QLayoutItem, QLayoutItem] | None:
         return (self._items[0], self._items[1]) if len(self._items) >= 2 else None
@@ -294,33 +299,14 @@ class BesideOrUnder(QLayout):
         second.setGeometry(QRect(area.x(), top, area.width(), max(0, area.bottom() + 1 - top)))
 
 
-class FlowLayout(QLayout):
+class FlowLayout(_ItemList):
     """Widgets left to right, wrapping onto the next line where the row is too narrow for them
     (the height follows the width: `heightForWidth`)."""
 
     def __init__(self, parent: QWidget | None = None, spacing: int = 4) -> None:
         super().__init__(parent)
-        self._items: list[QLayoutItem] = []
         self.setSpacing(spacing)
         self.setContentsMargins(0, 0, 0, 0)
-
-    def addItem(self, item: QLayoutItem) -> None:  # noqa: N802 - Qt override
-        self._items.append(item)
-
-    def count(self) -> int:
-        return len(self._items)
-
-    def itemAt(self, index: int) -> QLayoutItem | None:  # noqa: N802 - Qt override
-        return self._items[index] if 0 <= index < len(self._items) else None
-
-    def takeAt(self, index: int) -> QLayoutItem | None:  # noqa: N802 - Qt override
-        return self._items.pop(index) if 0 <= index < len(self._items) else None
-
-    def expandingDirections(self) -> Qt.Orientation:  # noqa: N802 - Qt override
-        return Qt.Orientation(0)
-
-    def hasHeightForWidth(self) -> bool:  # noqa: N802 - Qt override
-        return True
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt override
         return self._place(QRect(0, 0, width, 0), move=False)

@@ -5,16 +5,28 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export QT_QPA_PLATFORM=offscreen
 echo "== ruff"; .venv/bin/ruff check ffdesk tests
-echo "== mypy"; .venv/bin/mypy ffdesk tests  # one run: the tests import the package it has just checked
 echo "== k8s manifests"; .venv/bin/python packaging/k8s/validate.py
 echo "== import contracts"; .venv/bin/lint-imports --no-cache
-# one worker more than there are cores runs test files (a file's tests stay on one worker: its
+# mypy (one run: the tests import the package it checks) runs beside pytest, whose workers leave
+# about a quarter of the cores idle while tests wait; its result is printed after pytest's
+mypy_log=$(mktemp)
+.venv/bin/mypy ffdesk tests >"$mypy_log" 2>&1 &
+mypy_pid=$!
+# two workers more than there are cores run test files (a file's tests stay on one worker: its
 # module fixtures run once): many tests wait on what they started (a Ray cluster, a child render,
-# a clip camera playing in real time), and the extra worker fills those waits (on 2 cores: 3
-# workers 10 min 53 s; 2 workers 14 min 3 s, with 60 fuzz cases more, since marked slow); each
-# test has pytest-timeout's limit, and the
-# whole run 40 minutes (8 here): a worker killed by a crash once left xdist's controller waiting
-# for it with nothing running
-workers=$(( $(nproc) + 1 ))
-echo "== pytest"; timeout -k 30 2400 .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile "$@"
+# a clip camera playing in real time), and the extra workers fill those waits (on 2 cores: 4
+# workers 12 min 37 s, 3 workers 14 min 18 s, 2 workers about 17 min). Each test has
+# pytest-timeout's limit and the whole run 40 minutes: a worker killed by a crash once left
+# xdist's controller waiting for it with nothing running.
+workers=${FFDESK_TEST_WORKERS:-$(($(nproc) + 2))}
+echo "== pytest ($workers workers)"
+pytest_rc=0
+timeout -k 30 2400 .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile "$@" || pytest_rc=$?
+mypy_rc=0
+wait "$mypy_pid" || mypy_rc=$?
+echo "== mypy"; cat "$mypy_log"; rm -f "$mypy_log"
+if [ "$pytest_rc" != 0 ] || [ "$mypy_rc" != 0 ]; then
+  echo "failed: pytest exit $pytest_rc, mypy exit $mypy_rc" >&2
+  exit 1
+fi
 echo "== gui smoke (Xvfb)"; bash scripts/gui_smoke.sh

@@ -571,7 +571,9 @@ class MainWindow(QMainWindow):
             ),
         )
         if had_reference:
-            self.status.post("info", "faces: back to the largest; click a face to make it the reference")
+            self.status.post(
+                "info", "faces: back to the largest; click a face (or press R) to pick the reference"
+            )
         self.inspector.inspect(clip.path, self.session.settings.encoder)
         if read is None:
             self._scan_faces(clip)

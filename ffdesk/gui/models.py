@@ -469,6 +469,23 @@ class SessionModel(QObject):
             self.update_settings(face_selection="reference")
         self.referenceChanged.emit()
 
+    def step_reference_face(self, direction: int) -> int | None:
+        """Make the next face of the shown frame the reference, left to right (`direction` 1)
+        or right to left (-1), from the chosen one (none chosen: the leftmost, or the rightmost
+        going left), so that a face is picked without a mouse. Its index; None, with nothing
+        changed, where the shown frame has no face."""
+        faces = self.preview.faces if self.preview is not None and not self.player else ()
+        if not faces:
+            return None
+        order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
+        ref = self.reference_face
+        if ref is None or ref not in order:
+            pick = order[0] if direction > 0 else order[-1]
+        else:
+            pick = order[(order.index(ref) + direction) % len(order)]
+        self.set_reference_face(pick)
+        return pick
+
     def set_show_before(self, on: bool) -> None:
         self.show_before = bool(on)
         self.viewChanged.emit()

@@ -180,6 +180,12 @@ def transport_shortcuts(session: SessionModel) -> tuple[Shortcut, ...]:
         Shortcut(("I",), "Set the in point here", lambda: s.set_in(s.position)),
         Shortcut(("O",), "Set the out point here", lambda: s.set_out(s.position)),
         Shortcut((CLEAR_RANGE_KEY,), "Clear the in and out points", lambda: s.set_range(None, None)),
+        Shortcut(
+            ("R",), "Reference face: the next face, left to right", lambda: s.step_reference_face(1), False
+        ),
+        Shortcut(
+            ("Shift+R",), "Reference face: the face before it", lambda: s.step_reference_face(-1), False
+        ),
         Shortcut(("B",), "Before/after split on or off", lambda: s.set_show_before(not s.show_before), False),
         Shortcut(("P",), "Preview mode", lambda: s.update_settings(mode="preview"), False),
         Shortcut(("F",), "Final mode", lambda: s.update_settings(mode="final"), False),

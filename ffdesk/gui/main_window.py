@@ -976,6 +976,9 @@ class MainWindow(QMainWindow):
         show_before = q.value("session/show_before")
         if show_before is not None:
             self.session.set_show_before(str(show_before).lower() in ("true", "1"))
+        loop = q.value("session/loop")
+        if loop is not None:
+            self.session.set_loop(str(loop).lower() in ("true", "1"))
         return problem
 
     def _first_layout(self) -> None:
@@ -1001,6 +1004,7 @@ class MainWindow(QMainWindow):
         q.setValue("window/state_sum", layout_sum(bytes(state.data())))
         q.setValue("session/show_before", self.live_view.editor_split)  # the editor's, also while live
         q.setValue("session/split", self.session.split)
+        q.setValue("session/loop", self.session.loop)
         self._save_open_work()
         self.save_controls()
 

@@ -256,6 +256,7 @@ class SessionModel(QObject):
     markersChanged = Signal()
     previewChanged = Signal(object)
     referenceChanged = Signal()
+    loopChanged = Signal(bool)
     playingChanged = Signal(bool)
     rateChanged = Signal(float)
     viewChanged = Signal()
@@ -285,6 +286,9 @@ class SessionModel(QObject):
         self.playing = False
         self.rate = 0.0
         """Playback speed in times real time: negative plays backwards, 0 is stopped."""
+        self.loop = False
+        """Whether playback starts over at the far end of the play range (off: it stops there,
+        as an editor's does)."""
         self.show_before = True
         """Whether the before/after split is shown (off: the processed frame alone)."""
         self.split = 0.5
@@ -378,9 +382,16 @@ class SessionModel(QObject):
         if self.playing != was_playing:
             self.playingChanged.emit(self.playing)
 
+    def set_loop(self, on: bool) -> None:
+        """Loop playback within the play range, or stop at its end."""
+        if bool(on) != self.loop:
+            self.loop = bool(on)
+            self.loopChanged.emit(self.loop)
+
     @property
     def play_range(self) -> tuple[int, int]:
-        """The frames playback loops over: in to out point, or the whole clip."""
+        """The frames playback runs over (and loops over, with `loop`): in to out point, or the
+        whole clip."""
         lo = self.in_point if self.in_point is not None else 0
         hi = self.out_point if self.out_point is not None else self.last_index
         return lo, max(lo, hi)

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVB
 from ffdesk.gui.fitting import ShrinkingLabel
 from ffdesk.gui.models import SessionModel
 from ffdesk.gui.people_view import person_colour, seen_runs
-from ffdesk.gui.transport import CLEAR_RANGE_KEY, PlaybackClock, entry_frame, tick_ms
+from ffdesk.gui.transport import CLEAR_RANGE_KEY, LOOP_KEY, PlaybackClock, entry_frame, tick_ms
 
 MARKER_COLOURS = {"noface": QColor(230, 80, 80), "flagged": QColor(240, 190, 40)}
 HANDLE_COLOUR = QColor(250, 210, 90)
@@ -254,7 +254,8 @@ class Playback(QObject):
     position it asked for last has arrived (`previewChanged` with that index; or after
     `PICTURE_WAIT_S`). The frames in between are skipped, so the frame counter and the picture
     agree and a clip plays in real time however long a preview takes: fewer pictures, not slow
-    motion. Backwards (a negative rate) works the same; playback loops within in/out."""
+    motion. Backwards (a negative rate) works the same; playback runs within in/out and stops
+    at its end, or starts over there with the model's `loop`."""
 
     def __init__(
         self, model: SessionModel, now: Callable[[], float] = time.monotonic, parent: QObject | None = None
@@ -307,7 +308,12 @@ class Playback(QObject):
         if self.asked is not None and self._now() - self._asked_at < PICTURE_WAIT_S:
             return
         lo, hi = m.play_range
-        self._move(self.clock.due(lo, hi))
+        due = self.clock.due(lo, hi, loop=m.loop)
+        if due is None:  # the end of the range, not looping: stop on its last frame
+            self._move(hi if m.rate > 0 else lo)
+            m.set_rate(0.0)
+            return
+        self._move(due)
 
     def _move(self, index: int) -> None:
         m = self.model
@@ -348,6 +354,9 @@ class TimelineView(QWidget):
         self.mark_out.setToolTip("Set out point (O)")
         self.clear_range = QPushButton("×")
         self.clear_range.setToolTip(f"Clear in/out points ({CLEAR_RANGE_KEY})")
+        self.loop = QPushButton("⟲")
+        self.loop.setCheckable(True)
+        self.loop.setToolTip(f"Loop playback ({LOOP_KEY}); off: playback stops at the end")
         # Their keys are the window's (Help › Keyboard shortcuts); a screen reader says these.
         for button, name in (
             (self.play, "Play"),
@@ -356,6 +365,7 @@ class TimelineView(QWidget):
             (self.mark_in, "Set in point"),
             (self.mark_out, "Set out point"),
             (self.clear_range, "Clear in and out points"),
+            (self.loop, "Loop playback"),
         ):
             button.setAccessibleName(name)
         self.rate_label = QLabel("")
@@ -363,7 +373,7 @@ class TimelineView(QWidget):
         self.rate_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.rate_label.setFixedWidth(self.rate_label.fontMetrics().horizontalAdvance("◀ 8×") + 8)
         self.label = ShrinkingLabel(RANGE_SAMPLE)
-        for b in (self.play, self.back, self.fwd, self.mark_in, self.mark_out, self.clear_range):
+        for b in (self.play, self.back, self.fwd, self.loop, self.mark_in, self.mark_out, self.clear_range):
             b.setFixedWidth(44)
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.play.clicked.connect(lambda: model.set_playing(not model.playing))
@@ -372,8 +382,11 @@ class TimelineView(QWidget):
         self.mark_in.clicked.connect(lambda: model.set_in(model.position))
         self.mark_out.clicked.connect(lambda: model.set_out(model.position))
         self.clear_range.clicked.connect(lambda: model.set_range(None, None))
+        self.loop.toggled.connect(model.set_loop)
+        model.loopChanged.connect(self.loop.setChecked)
+        self.loop.setChecked(model.loop)
         buttons = QHBoxLayout()
-        for w in (self.play, self.back, self.fwd, self.rate_label):
+        for w in (self.play, self.back, self.fwd, self.loop, self.rate_label):
             buttons.addWidget(w)
         buttons.addStretch(1)
         for b in (self.mark_in, self.mark_out, self.clear_range):
@@ -398,7 +411,7 @@ class TimelineView(QWidget):
     def _sync(self) -> None:
         m = self.model
         enabled = m.clip is not None
-        for b in (self.play, self.back, self.fwd, self.mark_in, self.mark_out, self.clear_range):
+        for b in (self.play, self.back, self.fwd, self.loop, self.mark_in, self.mark_out, self.clear_range):
             b.setEnabled(enabled)
         if m.clip is None:
             self.label.setText("")

@@ -48,6 +48,8 @@ BIG_STEP = 10
 """Frames a Ctrl+arrow moves."""
 CLEAR_RANGE_KEY = "Alt+X"
 """Clears the in and out points (as in DaVinci Resolve; the timeline's × button does the same)."""
+LOOP_KEY = "Ctrl+/"
+"""Turns looping playback on or off (as in DaVinci Resolve; the timeline's ⟲ button does the same)."""
 _EPS = 1e-9
 
 
@@ -64,11 +66,11 @@ def loop_into(frame: int, lo: int, hi: int, *, forward: bool) -> int:
 
 
 def entry_frame(position: int, rate: float, lo: int, hi: int) -> int:
-    """Where playback starts from `position`: past the range's end in the playing direction it
-    starts over at the other end (as looping does)."""
-    if rate > 0 and position > hi:
+    """Where playback starts from `position`: at or past the range's end in the playing
+    direction it starts over at the other end (play on the last frame plays the range again)."""
+    if rate > 0 and position >= hi:
         return lo
-    if rate < 0 and position < lo:
+    if rate < 0 and position <= lo:
         return hi
     return position
 
@@ -88,12 +90,17 @@ class PlaybackClock:
         """Count from `frame` at `rate` times real time (negative: backwards) from now on."""
         self._origin, self._t0, self.rate, self.fps = frame, self._now(), rate, fps
 
-    def due(self, lo: int, hi: int) -> int:
-        """The frame to show now, looped within `lo`..`hi`."""
+    def due(self, lo: int, hi: int, *, loop: bool = True) -> int | None:
+        """The frame to show now, looped within `lo`..`hi`; without `loop`, None once playback
+        has run past the end it is heading for (`hi` forwards, `lo` backwards)."""
         raw = self._origin + (self._now() - self._t0) * self.rate * self.fps
         forward = self.rate >= 0
         frame = math.floor(raw + _EPS) if forward else math.ceil(raw - _EPS)
-        return loop_into(frame, lo, hi, forward=forward)
+        if loop:
+            return loop_into(frame, lo, hi, forward=forward)
+        if (forward and frame > hi) or (not forward and frame < lo):
+            return None
+        return frame
 
 
 def tick_ms(rate: float, fps: float) -> int:
@@ -186,6 +193,7 @@ def transport_shortcuts(session: SessionModel) -> tuple[Shortcut, ...]:
         Shortcut(
             ("Shift+R",), "Reference face: the face before it", lambda: s.step_reference_face(-1), False
         ),
+        Shortcut((LOOP_KEY,), "Loop playback on or off", lambda: s.set_loop(not s.loop), False),
         Shortcut(("B",), "Before/after split on or off", lambda: s.set_show_before(not s.show_before), False),
         Shortcut(("P",), "Preview mode", lambda: s.update_settings(mode="preview"), False),
         Shortcut(("F",), "Final mode", lambda: s.update_settings(mode="final"), False),

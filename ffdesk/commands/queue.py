@@ -169,10 +169,23 @@ def run_add(args: argparse.Namespace) -> int:
         queue = open_queue(path)
         entry = queue.add(job)
         ahead = sum(1 for e in queue.entries() if e.state == "queued" and e.id != entry.id)
+        others = _outputs_of_others(queue, entry)
     finally:
         held.release()
     place = f"{counted(ahead, 'job')} queued before it" if ahead else "first in line"
     print(terminal_line(f"queued {entry.job.target.name} -> {entry.job.output} ({place}; {path})"))
+    out = entry.job.output
+    if out.expanduser().resolve() in others:  # (as `claim_output` renames it when it runs)
+        from ffdesk.pipeline.output_names import free_output
+
+        then = free_output(out, others | {out.expanduser().resolve()})
+        print(
+            terminal_line(
+                f"ffdesk: warning: another job in the queue writes {out.name} too: the one that "
+                f"runs second writes {then.name} (or the next free name) instead"
+            ),
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -70,3 +70,22 @@ def test_a_job_queue_add_refuses_leaves_the_queue_as_it_was(
     finally:
         app.release()
     assert path.read_bytes() == before
+
+
+def test_a_job_with_the_output_of_one_queued_already_is_told_what_it_will_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synth_clip(tmp_path / "a.mp4", width=96, height=64, fps=25, frames=4, audio_streams=0)
+    synth_clip(tmp_path / "b.mp4", width=96, height=64, fps=25, frames=6, audio_streams=0)
+    path = tmp_path / "queue.json"
+    out = tmp_path / "o.mp4"
+    assert main(["queue", "add", "--queue", str(path), "-t", str(tmp_path / "a.mp4"), "-o", str(out)]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["queue", "add", "--queue", str(path), "-t", str(tmp_path / "b.mp4"), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "another job in the queue writes o.mp4 too" in err and "writes o-2.mp4" in err
+    assert main(["queue", "run", "-q", "--queue", str(path)]) == 0
+    # nothing lost: the first job's output is kept, the second written where the warning said
+    first, second = probe(out).video, probe(tmp_path / "o-2.mp4").video
+    assert first is not None and first.frame_count == 4
+    assert second is not None and second.frame_count == 6

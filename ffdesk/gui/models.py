@@ -62,6 +62,8 @@ class ClipInfo:
     (`ffdesk.media.frame_clock.ClockRead`); until it is there, frames count at the average rate."""
     video: VideoInfo | None = field(default=None, compare=False, repr=False)
     """The probed picture stream (what the clock read needs)."""
+    chapters: tuple[tuple[float, str], ...] = ()
+    """The clip's chapters: (start in seconds from the first frame, title), in order."""
 
     @classmethod
     def probe(cls, path: Path) -> ClipInfo:
@@ -87,7 +89,22 @@ class ClipInfo:
             start_timecode=v.timecode,
             vfr=v.vfr and not info.is_image,
             video=v,
+            chapters=tuple((max(0.0, c.start_s - v.start_time_s), c.title) for c in info.chapters),
         )
+
+    def chapter_frames(self) -> tuple[tuple[int, str], ...]:
+        """Each chapter's first frame and its title (a chapter starting between frames: the
+        first frame shown at its start), as the frames count now."""
+        last = max(0, self.frame_count - 1)
+        return tuple((self.frame_clock.index_at(t, last), title) for t, title in self.chapters)
+
+    def chapter_at(self, index: int) -> tuple[int, str] | None:
+        """The chapter frame `index` is in (its number from 1, its title); None before the first."""
+        found = None
+        for number, (first, title) in enumerate(self.chapter_frames(), start=1):
+            if first <= index:
+                found = (number, title)
+        return found
 
     @property
     def frame_clock(self) -> FrameClock:

@@ -18,6 +18,9 @@ from ffdesk.gui.transport import CLEAR_RANGE_KEY, LOOP_KEY, PlaybackClock, entry
 
 MARKER_COLOURS = {"noface": QColor(230, 80, 80), "flagged": QColor(240, 190, 40)}
 HANDLE_COLOUR = QColor(250, 210, 90)
+CHAPTER_COLOUR = QColor(200, 150, 255)
+CHAPTER_HOVER_PX = 5
+"""How near a chapter's mark (pixels either side) the pointer shows its title."""
 MARGIN = 6
 """Pixels left and right of the track (the first and last frame's playhead stays visible)."""
 RULER_H = 16
@@ -93,6 +96,10 @@ class ScrubBar(QWidget):
             )
             if m.markers:
                 text += f"; {len(m.markers)} marker{'' if len(m.markers) == 1 else 's'}"
+            chapter = clip.chapter_at(m.position)
+            if chapter is not None:
+                number, title = chapter
+                text += f"; chapter {number} of {len(clip.chapters)}" + (f", {title}" if title else "")
         if text != self.accessibleDescription():
             self.setAccessibleDescription(text)
 
@@ -146,6 +153,7 @@ class ScrubBar(QWidget):
                 x = self.x_of(index)
                 p.fillRect(QRectF(x - 1, track.bottom() - 5, 3, 5), MARKER_COLOURS.get(kind, QColor("white")))
             self._paint_people(p)
+            self._paint_chapters(p)
             self._paint_handle(p, "in", set_=m.in_point is not None)
             self._paint_handle(p, "out", set_=m.out_point is not None)
             x = self.x_of(m.position)
@@ -171,6 +179,31 @@ class ScrubBar(QWidget):
             text = clip.timecode(frame)
             if major and x + 3 + metrics.horizontalAdvance(text) <= self.width():
                 p.drawText(QPointF(x + 3, metrics.ascent()), text)
+
+    def _paint_chapters(self, p: QPainter) -> None:
+        """A flag on the ruler where each chapter starts, over the track's top edge (its title
+        where the pointer rests on it, and in the description)."""
+        clip = self.model.clip
+        assert clip is not None
+        p.setPen(QPen(CHAPTER_COLOUR, 1.5))
+        p.setBrush(CHAPTER_COLOUR)
+        for first, _title in clip.chapter_frames():
+            x = self.x_of(first)
+            p.drawLine(QPointF(x, 2), QPointF(x, TRACK_TOP + 4))
+            p.drawPolygon(QPolygonF([QPointF(x, 2), QPointF(x + 6, 5), QPointF(x, 8)]))
+
+    def chapter_near(self, x: float) -> tuple[int, str] | None:
+        """The chapter whose mark is within `CHAPTER_HOVER_PX` of `x` (its number from 1, its
+        title), the nearest; None where none is."""
+        clip = self.model.clip
+        if clip is None:
+            return None
+        near = [
+            (abs(self.x_of(first) - x), number, title)
+            for number, (first, title) in enumerate(clip.chapter_frames(), start=1)
+            if abs(self.x_of(first) - x) <= CHAPTER_HOVER_PX
+        ]
+        return min(near)[1:] if near else None
 
     def _paint_handle(self, p: QPainter, handle: Handle, *, set_: bool) -> None:
         """A bracket at the range's end ("[" in, "]" out) with a grab tab under the track."""
@@ -228,6 +261,8 @@ class ScrubBar(QWidget):
         if not event.buttons() & Qt.MouseButton.LeftButton:
             over = self.handle_at(pos.x(), pos.y()) is not None
             self.setCursor(Qt.CursorShape.SizeHorCursor if over else Qt.CursorShape.ArrowCursor)
+            chapter = self.chapter_near(pos.x()) if pos.y() < TRACK_TOP + 4 else None
+            self.setToolTip(f"chapter {chapter[0]}: {chapter[1] or '(no title)'}" if chapter else "")
         elif self._dragging is not None:
             self._dragged = True
             self._drag_to(self._dragging, self.index_at(pos.x()))

@@ -123,7 +123,7 @@ def shuttle_rate(rate: float, direction: int) -> float:
 def points_of_interest(
     last: int, in_point: int | None, out_point: int | None, markers: Iterable[int]
 ) -> tuple[int, ...]:
-    """The frames Up/Down jump between: start, in, out, markers and end, in order."""
+    """The frames Up/Down jump between: start, in, out, markers (and chapters) and end, in order."""
     points = {0, last, *markers}
     points.update(p for p in (in_point, out_point) if p is not None)
     return tuple(sorted(p for p in points if 0 <= p <= last))
@@ -158,7 +158,8 @@ def _seek(session: SessionModel, index: int) -> None:
 
 def _jump(session: SessionModel, direction: int) -> None:
     s = session
-    points = points_of_interest(s.last_index, s.in_point, s.out_point, s.markers)
+    chapters = [first for first, _ in s.clip.chapter_frames()] if s.clip is not None else []
+    points = points_of_interest(s.last_index, s.in_point, s.out_point, [*s.markers, *chapters])
     _seek(s, next_point(points, s.position, direction))
 
 
@@ -182,8 +183,8 @@ def transport_shortcuts(session: SessionModel) -> tuple[Shortcut, ...]:
         Shortcut(("Ctrl+Right",), f"{BIG_STEP} frames forward", lambda: _seek(s, s.position + BIG_STEP)),
         Shortcut(("Home",), "First frame", lambda: _seek(s, 0)),
         Shortcut(("End",), "Last frame", lambda: _seek(s, s.last_index)),
-        Shortcut(("Up",), "Previous point: start, in, out, marker, end", lambda: _jump(s, -1)),
-        Shortcut(("Down",), "Next point: start, in, out, marker, end", lambda: _jump(s, 1)),
+        Shortcut(("Up",), "Previous point: start, in, out, marker, chapter, end", lambda: _jump(s, -1)),
+        Shortcut(("Down",), "Next point: start, in, out, marker, chapter, end", lambda: _jump(s, 1)),
         Shortcut(("I",), "Set the in point here", lambda: s.set_in(s.position)),
         Shortcut(("O",), "Set the out point here", lambda: s.set_out(s.position)),
         Shortcut((CLEAR_RANGE_KEY,), "Clear the in and out points", lambda: s.set_range(None, None)),

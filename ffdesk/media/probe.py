@@ -131,6 +131,15 @@ class AudioInfo:
 
 
 @dataclass(frozen=True)
+class Chapter:
+    """One of a clip's chapters: where it starts on the container's clock, and its title ("" where
+    it has none)."""
+
+    start_s: float
+    title: str
+
+
+@dataclass(frozen=True)
 class MediaInfo:
     """What `probe` found. For an image `is_image` is True, `video` describes the picture
     (frame_count 1, fps 1.0, duration 0) and `audio` is empty."""
@@ -143,6 +152,8 @@ class MediaInfo:
     audio: tuple[AudioInfo, ...]
     warnings: tuple[str, ...] = ()
     """What an editor should know before rendering (e.g. a truncated file), one line each."""
+    chapters: tuple[Chapter, ...] = ()
+    """The clip's chapters (MP4/MOV, Matroska), in order of their start."""
 
 
 def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None) -> MediaInfo:
@@ -207,7 +218,29 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             video=video,
             audio=audio,
             warnings=tuple(w for w in (truncated, alpha, more) if w is not None),
+            chapters=chapters_of(container),
         )
+
+
+def chapters_of(container: av.container.InputContainer) -> tuple[Chapter, ...]:
+    """`container`'s chapters in order of their start (none where the demuxer gives none or
+    cannot say)."""
+    found = []
+    try:
+        listed = container.chapters()
+    except (av.error.FFmpegError, ValueError, TypeError, AttributeError):
+        return ()
+    for chapter in listed:
+        base = chapter.get("time_base")
+        if base is None:
+            continue
+        try:
+            start = float(Fraction(chapter["start"]) * Fraction(base))
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue
+        title = str((chapter.get("metadata") or {}).get("title", "")).strip()
+        found.append(Chapter(start, " ".join(title.split())))
+    return tuple(sorted(found, key=lambda c: c.start_s))
 
 
 def alpha_warning(pix_fmt: str) -> str | None:

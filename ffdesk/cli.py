@@ -304,7 +304,12 @@ def missing_package(module: str) -> str:
         requirements = []
     named = [r.split(";")[0].strip() for r in requirements if "extra ==" not in r and _applies(r)]
     match = next((r for r in named if r.lower().replace("_", "-").startswith(wanted)), None)
-    how = f"pip install '{match}'" if match else "install ffdesk's dependencies: bash scripts/setup.sh"
+    how = (
+        f"pip install '{match}'"
+        if match
+        else "reinstall ffdesk with its dependencies: pip install ffdesk, or in its source folder "
+        "bash scripts/setup.sh"
+    )
     return f"the package {top} that ffdesk needs is not installed ({how})"
 
 

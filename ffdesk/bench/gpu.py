@@ -531,6 +531,10 @@ def time_models(
     from ffdesk.pipeline.providers import job_device, session_options
 
     device = job_device(provider, env)
+    if device == "cuda":  # the CUDA context made now: no model's `held_bytes` counts it
+        from ffdesk.runtime.sessions import prime_cuda
+
+        prime_cuda()
     out = []
     for request in requests:
         try:

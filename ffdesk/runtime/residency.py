@@ -923,15 +923,20 @@ class ResidencyManager:
         i = 0
         while i < len(items):
             part = items[i : i + chunk]
+            failed: Exception | None = None
             try:
                 with self.acquire(active) as session:
                     out = list(fn(session, part))
             except Exception as exc:
                 if not is_oom_error(exc):
                     raise
-                step = self._recover(key, active, chunk, exc)
+                failed = exc
+            if failed is not None:
+                # out of the except block: the traceback, and with it the failed chunk's tensors
+                # (torch's blocks, ONNX Runtime's outputs), is let go before memory is freed
+                step = self._recover(key, active, chunk, failed)
                 if step is None:
-                    raise
+                    raise failed
                 active, chunk = step
                 continue
             if len(out) != len(part):
@@ -945,6 +950,8 @@ class ResidencyManager:
         None when nothing is left to try."""
         pool = self._pool
         freed = self._evict_idle(self._slot(active), keep_host=True, everyone=True)
+        if not freed:  # (an eviction hands back what it freed itself) torch's cached blocks too
+            pool.probe.release_freed()
         with pool.cond:
             current = pool.entries.get(self._slot(active))
             fb = current.fallback if current is not None else None

@@ -280,12 +280,15 @@ class OrtSession:
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: ort.InferenceSession | None
         try:
-            self._session, self.weights_copy = _open(model, so, self.options)
+            self._session, self.weights_copy, asked_gpu = _open(model, so, self.options)
         except Exception as exc:
             raise load_error(self.source.name if self.source is not None else self.name, exc) from exc
         """`weights_copy`: the external-data copy the session was loaded from (None: the file)."""
         self.providers: tuple[str, ...] = tuple(self._session.get_providers())
         self.provider: str = self.providers[0]
+        self.fell_back = asked_gpu and self.provider == CPU
+        """A GPU provider was asked for, and ONNX Runtime gave the CPU (its CUDA libraries would
+        not load: it only says so in its own log)."""
         self.inputs = _io(self._session.get_inputs())
         self.outputs = _io(self._session.get_outputs())
         self._bytes = model if isinstance(model, bytes) else None
@@ -452,12 +455,14 @@ class TorchSession:
 
 def _open(
     model: Path | bytes, so: ort.SessionOptions, options: SessionOptions
-) -> tuple[ort.InferenceSession, Path | None]:
-    """The ONNX Runtime session for `model`, and the external-data copy it was loaded from when
-    `options` keep them (a copy that will not load is removed, and the file itself loaded)."""
+) -> tuple[ort.InferenceSession, Path | None, bool]:
+    """The ONNX Runtime session for `model`, the external-data copy it was loaded from when
+    `options` keep them (a copy that will not load is removed, and the file itself loaded), and
+    whether a GPU provider was asked for."""
     import onnxruntime as ort
 
     providers = provider_list(options)
+    gpu = len(providers) > 1
     if isinstance(model, Path):
         refuse_undecodable(model)
     if isinstance(model, Path) and options.weights_dir is not None:
@@ -466,13 +471,13 @@ def _open(
         copy = weights.external_copy(model, options.weights_dir)
         if copy is not None:
             try:
-                return ort.InferenceSession(str(copy), sess_options=so, providers=providers), copy
+                return ort.InferenceSession(str(copy), sess_options=so, providers=providers), copy, gpu
             except Exception as exc:  # noqa: BLE001 - a damaged copy: the original decides
                 if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
                     raise  # out of memory: the copy is fine, and the file would fail the same way
                 weights.discard(copy)
     target = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(target, sess_options=so, providers=providers), None
+    return ort.InferenceSession(target, sess_options=so, providers=providers), None, gpu
 
 
 def refuse_undecodable(path: Path) -> None:

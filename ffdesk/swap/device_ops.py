@@ -191,10 +191,15 @@ def take_rows(table: torch.Tensor, picks: Sequence[int]) -> torch.Tensor:
 def run_model(session: Runner, feeds: Mapping[str, torch.Tensor], pixels: DevicePixels) -> list[torch.Tensor]:
     """The model's outputs, in its order, for device tensors. A session that binds tensors where
     they are (`run_torch` on the same device) runs in place; any other runner is fed through host
-    memory, counted as "model-io" transfers."""
+    memory, counted as "model-io" transfers, but not a session ONNX Runtime put on the CPU when
+    the GPU was asked for (`fell_back`): RuntimeError, where the device path gives way to the host
+    path with a warning, rather than a render copying every model's input through host memory."""
     run_torch = getattr(session, "run_torch", None)
     if run_torch is not None and getattr(session, "device_type", None) == pixels.device.type:
         return list(run_torch(dict(feeds)).values())
+    if getattr(session, "fell_back", False):
+        name = getattr(session, "name", "a model")
+        raise RuntimeError(f"ONNX Runtime runs {name} on the CPU: its CUDA provider did not load")
     host = {k: pixels.download(v, "model-io") for k, v in feeds.items()}
     out = session.run(host)
     return [pixels.upload(np.asarray(v), "model-io") for v in out.values()]
@@ -211,7 +216,10 @@ def exact_convolutions() -> None:
     """cuDNN's float32 convolutions (the masks' blur) in full float32, as the CPU path computes
     them: cuDNN's default is TF32, whose 10-bit mantissa moved a softened mask's weight by up to
     1e-4 and a pasted pixel by a level. The blur is bound by memory, not arithmetic: it costs
-    nothing. torch's setting for the process (the render's own, which runs no other convolution)."""
+    nothing. torch's setting for the process (the render's own, which runs no other convolution):
+    it sets cuDNN's convolutions alone, so torch's legacy `torch.backends.cudnn.allow_tf32` (and
+    `cudnn.flags()`) then raise, their convolution and RNN settings differing; training in the
+    same process would lose TF32 convolutions."""
     import torch
 
     conv = getattr(torch.backends.cudnn, "conv", None)

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,24 +82,44 @@ SYNC_PLACES = ("device.py:", "sessions.py:")
 `run_torch`'s hand-overs between torch's stream and ONNX Runtime's."""
 
 
+def caller_outside_torch(frame: Any) -> str:
+    """file:line of the innermost frame from `frame` out that is neither the warnings module's
+    nor torch's own code (`frame`: one inside the warnings module, as `showwarning` is called)."""
+    torch_dir = str(Path(torch.__file__).parent)
+    found = frame
+    while found is not None and (
+        found.f_globals.get("__name__") in ("warnings", "_py_warnings")
+        or found.f_code.co_filename.startswith(torch_dir)
+    ):
+        found = found.f_back
+    place = found or frame
+    return f"{Path(place.f_code.co_filename).name}:{place.f_lineno}"
+
+
 @contextmanager
 def _synchronizing_ops() -> Iterator[Counter[str]]:
     """torch's CUDA sync debug mode for the block: every operation that synchronises the host
     with the card warns, on whichever thread; the warnings are counted by the file:line of the
-    ffdesk code that called the operation."""
+    code that called the operation, outside torch (a warning from torch's C++ names the innermost
+    Python frame, which for `stream.synchronize()` is torch's own streams.py, so the place is
+    found from the stack as the warning is shown)."""
+    import sys
     import warnings
 
     found: Counter[str] = Counter()
+
+    def count(message: Warning | str, *_: object, **__: object) -> None:
+        if "synchroniz" in str(message):
+            found[caller_outside_torch(sys._getframe(1))] += 1
+
     torch.cuda.set_sync_debug_mode("warn")
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings():
             warnings.simplefilter("always")
+            warnings.showwarning = count
             yield found
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    for w in caught:
-        if "synchroniz" in str(w.message):
-            found[f"{Path(w.filename).name}:{w.lineno}"] += 1
 
 
 def test_two_threads_on_one_session_each_get_their_own_outputs(pack: Path) -> None:

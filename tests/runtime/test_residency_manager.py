@@ -327,3 +327,36 @@ def test_what_renders_hold_beside_the_models_is_reported_with_them(
         assert seen[-1][-2:] == (("frames held", 10 * MB), ("frames held (render clip.mp4)", 150 * MB))
         render.close()
         assert seen[-1] == (("frames held", 10 * MB),)
+
+
+def test_an_oom_with_no_idle_model_to_evict_still_hands_freed_memory_back_first(
+    fake_probe: FakeProbe, tmp_path: Path
+) -> None:
+    """Nothing to evict: torch's cached blocks (`release_freed`) are handed back all the same
+    before the smaller retry, once the failed chunk's traceback, which holds its tensors, is let go."""
+    import sys
+
+    happened: list[str] = []
+    release = fake_probe.release_freed
+
+    def released() -> None:
+        happened.append("released" if sys.exc_info()[1] is None else "released inside the except block")
+        release()
+
+    fake_probe.release_freed = released  # type: ignore[method-assign]
+
+    def run(_session: object, chunk: Sequence[int]) -> list[int]:
+        happened.append(f"run {len(chunk)}")
+        if len(chunk) > 1:
+            raise MemoryError
+        return list(chunk)
+
+    with _manager(fake_probe, tmp_path, None) as mgr:
+        mgr.register("a", FakeLoader(fake_probe, 10 * MB, "a"), warmup=False)
+        assert mgr.run_with_recovery("a", run, [1, 2]) == [1, 2]
+        report = mgr.report()
+    (event,) = report.oom_events
+    assert event.evicted == () and event.actions == (OomAction.HALVED_BATCH,)
+    failed = happened.index("run 2")
+    between = happened[failed + 1 : happened.index("run 1", failed)]
+    assert between == ["released"], happened

@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.gui.accessible import add_row, legible, on_window, plain, unseen_label
 from ffdesk.gui.controls import note_style
+from ffdesk.gui.fitting import BesideOrUnder
 from ffdesk.gui.models import SessionModel
 from ffdesk.gui.processors import (
     DEFAULTS,
@@ -253,13 +254,16 @@ class ProcessorBox(QFrame):
         self.form = QFormLayout(self.options)
         self.form.setContentsMargins(18, 0, 0, 0)
         self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        header = QHBoxLayout()
-        header.addWidget(self.on)
-        header.addWidget(self.model, 1)
+        self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: fields under labels
+        header = QWidget()
+        beside = BesideOrUnder(header)  # the model under the name where the panel is narrow (large text)
+        beside.setContentsMargins(0, 0, 0, 0)
+        beside.addWidget(self.on)
+        beside.addWidget(self.model)
         column = QVBoxLayout(self)
         column.setContentsMargins(6, 4, 6, 4)
         column.setSpacing(2)
-        column.addLayout(header)
+        column.addWidget(header)
         column.addWidget(self.note)
         column.addWidget(self.options)
 

@@ -12,6 +12,11 @@ echo "== import contracts"; .venv/bin/lint-imports --no-cache
 mypy_log=$(mktemp)
 .venv/bin/mypy ffdesk tests >"$mypy_log" 2>&1 &
 mypy_pid=$!
+# (an interrupted or failed run stops mypy and removes its log too: a background job of a script
+# ignores Ctrl-C)
+trap 'kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_log"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # two workers more than there are cores run test files (a file's tests stay on one worker: its
 # module fixtures run once): many tests wait on what they started (a Ray cluster, a child render,
 # a clip camera playing in real time), and the extra workers fill those waits (on 2 cores: 4

@@ -187,10 +187,11 @@ class ScrubBar(QWidget):
         assert clip is not None
         p.setPen(QPen(CHAPTER_COLOUR, 1.5))
         p.setBrush(CHAPTER_COLOUR)
+        top = TRACK_TOP - 9  # among the ruler's ticks, under its timecodes
         for first, _title in clip.chapter_frames():
             x = self.x_of(first)
-            p.drawLine(QPointF(x, 2), QPointF(x, TRACK_TOP + 4))
-            p.drawPolygon(QPolygonF([QPointF(x, 2), QPointF(x + 6, 5), QPointF(x, 8)]))
+            p.drawLine(QPointF(x, top), QPointF(x, TRACK_TOP + 4))
+            p.drawPolygon(QPolygonF([QPointF(x, top), QPointF(x + 6, top + 3), QPointF(x, top + 6)]))
 
     def chapter_near(self, x: float) -> tuple[int, str] | None:
         """The chapter whose mark is within `CHAPTER_HOVER_PX` of `x` (its number from 1, its
@@ -345,8 +346,9 @@ class Playback(QObject):
         lo, hi = m.play_range
         due = self.clock.due(lo, hi, loop=m.loop)
         if due is None:  # the end of the range, not looping: stop on its last frame
-            self._move(hi if m.rate > 0 else lo)
-            m.set_rate(0.0)
+            if (m.rate > 0 and m.position < hi) or (m.rate < 0 and m.position > lo):
+                self._move(hi if m.rate > 0 else lo)
+            m.set_rate(0.0)  # (moved past it while playing, by a click or a key: stop there)
             return
         self._move(due)
 

@@ -218,13 +218,14 @@ def probe(path: Path, *, fps: float | None = None, max_pixels: int | None = None
             video=video,
             audio=audio,
             warnings=tuple(w for w in (truncated, alpha, more) if w is not None),
-            chapters=chapters_of(container),
+            chapters=chapters_of(container, float(duration)),
         )
 
 
-def chapters_of(container: av.container.InputContainer) -> tuple[Chapter, ...]:
-    """`container`'s chapters in order of their start (none where the demuxer gives none or
-    cannot say)."""
+def chapters_of(container: av.container.InputContainer, duration_s: float = 0.0) -> tuple[Chapter, ...]:
+    """`container`'s chapters in order of their start, each once (MP4's demuxer reads both its
+    chapter list and its chapter track), less those that start at or after `duration_s` (a clip
+    cut shorter than its chapter list; 0: not known); none where the demuxer gives none."""
     found = []
     try:
         listed = container.chapters()
@@ -238,9 +239,11 @@ def chapters_of(container: av.container.InputContainer) -> tuple[Chapter, ...]:
             start = float(Fraction(chapter["start"]) * Fraction(base))
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             continue
+        if duration_s > 0 and start >= duration_s:
+            continue
         title = str((chapter.get("metadata") or {}).get("title", "")).strip()
         found.append(Chapter(start, " ".join(title.split())))
-    return tuple(sorted(found, key=lambda c: c.start_s))
+    return tuple(sorted(dict.fromkeys(found), key=lambda c: c.start_s))
 
 
 def alpha_warning(pix_fmt: str) -> str | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -932,8 +933,10 @@ class ResidencyManager:
                     raise
                 failed = exc
             if failed is not None:
-                # out of the except block: the traceback, and with it the failed chunk's tensors
-                # (torch's blocks, ONNX Runtime's outputs), is let go before memory is freed
+                # the failed chunk's tensors (torch's blocks, ONNX Runtime's outputs), which the
+                # traceback's frames hold, are let go before memory is freed (the traceback itself
+                # is kept, to be raised)
+                traceback.clear_frames(failed.__traceback__)
                 step = self._recover(key, active, chunk, failed)
                 if step is None:
                     raise failed

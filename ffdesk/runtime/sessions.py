@@ -463,6 +463,11 @@ def _open(
 
     providers = provider_list(options)
     gpu = len(providers) > 1
+    # ONNX Runtime's Python session would retry a GPU session that fails to load, or a run whose
+    # provider fails, on the CPU, saying so only on stdout (and a run would then leave the GPU for
+    # good): a GPU session's failures are ffdesk's to handle (an out-of-memory recovered, else one
+    # line). A CUDA provider whose libraries do not load is not a failure to it: `fell_back`.
+    extra: dict[str, Any] = {"enable_fallback": 0} if gpu else {}
     if isinstance(model, Path):
         refuse_undecodable(model)
     if isinstance(model, Path) and options.weights_dir is not None:
@@ -471,13 +476,14 @@ def _open(
         copy = weights.external_copy(model, options.weights_dir)
         if copy is not None:
             try:
-                return ort.InferenceSession(str(copy), sess_options=so, providers=providers), copy, gpu
+                session = ort.InferenceSession(str(copy), sess_options=so, providers=providers, **extra)
+                return session, copy, gpu
             except Exception as exc:  # noqa: BLE001 - a damaged copy: the original decides
                 if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
                     raise  # out of memory: the copy is fine, and the file would fail the same way
                 weights.discard(copy)
     target = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(target, sess_options=so, providers=providers), None, gpu
+    return ort.InferenceSession(target, sess_options=so, providers=providers, **extra), None, gpu
 
 
 def refuse_undecodable(path: Path) -> None:

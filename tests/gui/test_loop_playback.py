@@ -138,3 +138,11 @@ def test_ctrl_slash_and_the_button_turn_looping_on_and_the_window_keeps_it(
         assert w2.session.loop and w2.timeline.loop.isChecked()
     finally:
         w2.shutdown()
+
+
+def test_a_click_past_the_out_point_while_playing_stops_there() -> None:
+    m, playback, now = _playing(12, 1.0, loop=False, points=(10, 20))
+    _run_for(m, playback, now, 0.1)
+    m.set_position(35)  # a click on the ruler past the out point (or End, or Down to a marker)
+    _run_for(m, playback, now, 0.1)
+    assert m.position == 35 and not m.playing

@@ -41,6 +41,8 @@ def test_a_session_asked_for_the_gpu_and_given_the_cpu_says_it_fell_back(
     monkeypatch.setattr(sessions, "provider_list", lambda _options: [(CUDA, {"device_id": 0}), CPU])
     session = OrtSession(model, SessionOptions(device="cuda"))
     assert session.provider == CPU and session.fell_back
+    # nor does ONNX Runtime's Python session retry a GPU session's failures on the CPU itself
+    assert session.ort._enable_fallback is False
 
 
 class _Pixels:

@@ -335,18 +335,30 @@ def test_an_oom_with_no_idle_model_to_evict_still_hands_freed_memory_back_first(
     """Nothing to evict: torch's cached blocks (`release_freed`) are handed back all the same
     before the smaller retry, once the failed chunk's traceback, which holds its tensors, is let go."""
     import sys
+    import weakref
+
+    class Tensor:
+        """What a model call's frame holds (a padded batch, its outputs)."""
 
     happened: list[str] = []
+    held: list[weakref.ref[Tensor]] = []
     release = fake_probe.release_freed
 
     def released() -> None:
-        happened.append("released" if sys.exc_info()[1] is None else "released inside the except block")
+        if sys.exc_info()[1] is not None:
+            happened.append("released inside the except block")
+        elif any(ref() is not None for ref in held):
+            happened.append("released while the failed call's tensors live")
+        else:
+            happened.append("released")
         release()
 
     fake_probe.release_freed = released  # type: ignore[method-assign]
 
     def run(_session: object, chunk: Sequence[int]) -> list[int]:
         happened.append(f"run {len(chunk)}")
+        batch = Tensor()
+        held.append(weakref.ref(batch))
         if len(chunk) > 1:
             raise MemoryError
         return list(chunk)

@@ -4,33 +4,16 @@ plays the range again; the choice is kept with the window's settings."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from ffdesk.gui.models import ClipInfo, SessionModel
+from ffdesk.gui.models import SessionModel
 from ffdesk.gui.transport import PlaybackClock, entry_frame
-from ffdesk.pipeline.preview import PreviewResult
-from ffdesk.runtime.env import RuntimeEnv
-
-CLIP = ClipInfo(path=Path("/clips/a.mp4"), width=200, height=100, fps=25.0, frame_count=50, duration_s=2.0)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def _picture(index: int) -> PreviewResult:
-    frame = np.zeros((10, 20, 3), np.uint8)
-    return PreviewResult(index, index / 25, frame, frame, (), scale=1.0, ms=1.0)
+from tests.gui.test_transport import CLIP, FakeClock, _picture
 
 
 def _playing(
@@ -99,45 +82,28 @@ def test_with_looping_on_playback_starts_over_and_keeps_playing() -> None:
 
 
 def test_ctrl_slash_and_the_button_turn_looping_on_and_the_window_keeps_it(
-    qtbot: Any, run_env: RuntimeEnv, tmp_path: Path
+    qtbot: Any, open_window: Callable[[], Any]
 ) -> None:
-    from ffdesk.gui.main_window import MainWindow, open_settings
-
-    def make() -> Any:
-        w = MainWindow(
-            settings=open_settings(tmp_path / "gui.ini"),
-            queue_path=tmp_path / "q.json",
-            telemetry=False,
-            env=run_env,
-        )
-        qtbot.addWidget(w)
-        return w
-
-    w = make()
-    try:
-        w.show()
-        qtbot.waitExposed(w)
-        w.windowHandle().requestActivate()
-        qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
-        w.session.set_clip(CLIP)
-        canvas = w.preview_view.canvas
-        canvas.setFocus()
-        qtbot.waitUntil(canvas.hasFocus)
-        button = w.timeline.loop
-        assert not w.session.loop and not button.isChecked()
-        QTest.keyClick(canvas, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
-        assert w.session.loop and button.isChecked()
-        button.click()
-        assert not w.session.loop
-        button.click()
-        assert w.session.loop
-    finally:
-        w.shutdown()
-    w2 = make()
-    try:
-        assert w2.session.loop and w2.timeline.loop.isChecked()
-    finally:
-        w2.shutdown()
+    w = open_window()
+    w.show()
+    qtbot.waitExposed(w)
+    w.windowHandle().requestActivate()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is w, timeout=5000)
+    w.session.set_clip(CLIP)
+    canvas = w.preview_view.canvas
+    canvas.setFocus()
+    qtbot.waitUntil(canvas.hasFocus)
+    button = w.timeline.loop
+    assert not w.session.loop and not button.isChecked()
+    QTest.keyClick(canvas, Qt.Key.Key_Slash, Qt.KeyboardModifier.ControlModifier)
+    assert w.session.loop and button.isChecked()
+    button.click()
+    assert not w.session.loop
+    button.click()
+    assert w.session.loop
+    w.shutdown()  # (its settings saved)
+    again = open_window()
+    assert again.session.loop and again.timeline.loop.isChecked()
 
 
 def test_a_click_past_the_out_point_while_playing_stops_there() -> None:

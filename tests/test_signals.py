@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -161,6 +162,13 @@ def test_sigterm_stops_a_render_as_ctrl_c_does_and_a_rerun_resumes(tmp_path: Pat
         assert c.streams.video[0].frames == 400
 
 
+def _datagram_came(watch: socket.socket) -> bool:
+    try:
+        return bool(watch.recv(65536))
+    except TimeoutError:
+        return False
+
+
 def test_sigterm_ends_a_live_session_with_its_figures_and_a_whole_recording(tmp_path: Path) -> None:
     from ffdesk.media.synth import synth_clip
 
@@ -168,13 +176,21 @@ def test_sigterm_ends_a_live_session_with_its_figures_and_a_whole_recording(tmp_
     synth_clip(clip, width=320, height=240, fps=20, frames=400, audio_streams=0)
     rec = tmp_path / "rec.mp4"
     source = ROOT / "resources" / "sample" / "grace_hopper.jpg"
-    cmd = [sys.executable, "-m", "ffdesk", "live", "--source", str(source), "--camera", f"file:{clip}",
-           "--record", str(rec)]  # fmt: skip
-    with _running(cmd) as proc:
-        _wait_for(lambda: any(tmp_path.glob(".rec.partial-*")), proc)
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as watch:
+        watch.bind(("127.0.0.1", 0))
+        watch.settimeout(0.1)
+        # The session streams to `watch` too: its first datagram is a frame through the outputs,
+        # the recording (the last of them) given that frame in the same call, which the session
+        # finishes before it ends. (A fixed second after the recording's file appeared was a race:
+        # the models load after that, and a loaded machine took 0.3-1.1 s to a first frame; a
+        # SIGTERM before it ends the session with no frame out and nothing recorded.)
+        stream = f"udp://127.0.0.1:{watch.getsockname()[1]}"
+        cmd = [sys.executable, "-m", "ffdesk", "live", "--source", str(source), "--camera", f"file:{clip}",
+               "--record", str(rec), "--stream", stream]  # fmt: skip
+        with _running(cmd) as proc:
+            _wait_for(lambda: _datagram_came(watch), proc)
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "frames out" in out and f"recorded {rec}" in out
     assert not list(tmp_path.glob(".rec.partial-*"))

@@ -10,6 +10,17 @@ import pytest
 from ffdesk.media.synth import synth_clip
 
 
+@pytest.fixture(autouse=True)
+def _scan_at_the_tests_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan thread lowers its own priority (nice 10: it yields to the window). With the test
+    workers keeping every core busy it got a few percent of one, and a scan of 2 s of CPU took
+    over 30 s (3 runs of 3 under load): here it runs at the test's priority, which changes when
+    the scan ends, not what it finds."""
+    from ffdesk.gui import face_scan
+
+    monkeypatch.setattr(face_scan, "lower_priority", lambda: None)
+
+
 @pytest.fixture(scope="module")
 def faceless_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("clips") / "pattern.mp4"

@@ -131,6 +131,10 @@ def test_playback_shows_real_pictures_in_the_window(qtbot, window, tiny_clip: Pa
     assert window.open_clip(tiny_clip)
     shown: list[int] = []
     window.session.previewChanged.connect(lambda r: shown.append(r.index))
+    # looping: the clip is 1 s long, and playback keeps real time however slowly the pictures
+    # come (fewer pictures, not slow motion); on a loaded machine the first picture took 3 s,
+    # and playback had reached the last frame and stopped with two pictures shown (0 and 11)
+    window.session.set_loop(True)
     window.session.set_playing(True)
     qtbot.waitUntil(lambda: len(set(shown)) >= 3, timeout=20000)
     window.session.set_playing(False)

@@ -17,13 +17,14 @@ mypy_pid=$!
 trap 'kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_log"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-# two workers more than there are cores run test files (a file's tests stay on one worker: its
+# one worker more than there are cores runs test files (a file's tests stay on one worker: its
 # module fixtures run once): many tests wait on what they started (a Ray cluster, a child render,
-# a clip camera playing in real time), and the extra workers fill those waits (on 2 cores: 4
-# workers 12 min 37 s, 3 workers 14 min 18 s, 2 workers about 17 min). Each test has
+# a clip camera playing in real time), and the extra worker fills those waits; a second extra one
+# gained nothing steady (on 2 cores, the same hour: 3 workers 16 min 11 s, 4 workers 16 min 55 s;
+# an hour before, 14 min 18 s and 12 min 37 s). FFDESK_TEST_WORKERS sets another count. Each test has
 # pytest-timeout's limit and the whole run 40 minutes: a worker killed by a crash once left
 # xdist's controller waiting for it with nothing running.
-workers=${FFDESK_TEST_WORKERS:-$(($(nproc) + 2))}
+workers=${FFDESK_TEST_WORKERS:-$(($(nproc) + 1))}
 echo "== pytest ($workers workers)"
 pytest_rc=0
 timeout -k 30 2400 .venv/bin/python -m pytest -q -p no:cacheprovider -n "$workers" --dist loadfile "$@" || pytest_rc=$?

@@ -262,6 +262,12 @@ class SourceItem:
     pending: bool = True
 
 
+def left_to_right(faces: Sequence[Face]) -> list[int]:
+    """The indexes of `faces` in order of their boxes' left edges: how jobs count the faces of a
+    frame (`--reference-face N`), and the order R steps through them."""
+    return sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
+
+
 class SessionModel(QObject):
     """The project being edited: target clip, sources, settings, position, range, preview."""
 
@@ -505,7 +511,7 @@ class SessionModel(QObject):
         faces = self.preview.faces if self.preview is not None and not self.player else ()
         if not faces:
             return None
-        order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
+        order = left_to_right(faces)
         ref = self.reference_face
         if ref is None or ref not in order:
             pick = order[0] if direction > 0 else order[-1]
@@ -611,8 +617,7 @@ class SessionModel(QObject):
         faces = self.preview.faces if self.preview is not None else ()
         if not 0 <= self.reference_face < len(faces):
             return self.reference_face
-        order = sorted(range(len(faces)), key=lambda i: faces[i].bbox[0])
-        return order.index(self.reference_face)
+        return left_to_right(faces).index(self.reference_face)
 
     def default_output(self, mode: Mode | None = None, taken: Iterable[Path] = ()) -> Path | None:
         """Where a new render in `mode` (None: the current one) writes: CLIP-ffdesk.EXT for a

@@ -170,19 +170,25 @@ def run_add(args: argparse.Namespace) -> int:
         entry = queue.add(job)
         ahead = sum(1 for e in queue.entries() if e.state == "queued" and e.id != entry.id)
         others = _outputs_of_others(queue, entry)
+        same = _jobs_writing(queue, entry)
     finally:
         held.release()
     place = f"{counted(ahead, 'job')} queued before it" if ahead else "first in line"
     print(terminal_line(f"queued {entry.job.target.name} -> {entry.job.output} ({place}; {path})"))
     out = entry.job.output
-    if out.expanduser().resolve() in others:  # (as `claim_output` renames it when it runs)
+    if same:  # (as `claim_output` renames each in turn when it runs)
         from ffdesk.pipeline.output_names import free_output
 
-        then = free_output(out, others | {out.expanduser().resolve()})
+        taken = set(others)
+        then = out
+        for _ in range(same):  # the jobs queued with this output before it, then this one
+            then = free_output(out, taken)
+            taken.add(then.expanduser().resolve())
+        who = "another job in the queue writes" if same == 1 else f"{same} other jobs in the queue write"
         print(
             terminal_line(
-                f"ffdesk: warning: another job in the queue writes {out.name} too: the one that "
-                f"runs second writes {then.name} (or the next free name) instead"
+                f"ffdesk: warning: {who} {out.name} too: this one, run after them, writes "
+                f"{then.name} (or the next free name) instead"
             ),
             file=sys.stderr,
         )
@@ -401,6 +407,23 @@ def claim(queue: RenderQueue, entry: QueueEntry) -> QueueEntry | None:
     queue.update(entry.id, state="failed", message=problem, eta_s=None, finished=time.time())
     print(terminal_line(f"ffdesk: error: {entry.job.target.name}: {problem}"), file=sys.stderr)
     return None
+
+
+def _jobs_writing(queue: RenderQueue, entry: QueueEntry) -> int:
+    """How many of the queue's other unfinished jobs write `entry`'s output (compared as
+    absolute paths; an output that cannot be resolved is counted as no other's)."""
+
+    def absolute(path: Path) -> Path | None:
+        try:
+            return path.expanduser().resolve()
+        except (OSError, RuntimeError):
+            return None
+
+    mine = absolute(entry.job.output)
+    if mine is None:
+        return 0
+    others = (e for e in queue.entries() if e.id != entry.id and e.state != "done")
+    return sum(1 for e in others if absolute(e.job.output) == mine)
 
 
 def _outputs_of_others(queue: RenderQueue, entry: QueueEntry) -> frozenset[Path]:

@@ -84,8 +84,13 @@ def test_a_job_with_the_output_of_one_queued_already_is_told_what_it_will_write(
     assert main(["queue", "add", "--queue", str(path), "-t", str(tmp_path / "b.mp4"), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "another job in the queue writes o.mp4 too" in err and "writes o-2.mp4" in err
+    # a third names the number it will really get, after the second's
+    assert main(["queue", "add", "--queue", str(path), "-t", str(tmp_path / "a.mp4"), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "2 other jobs in the queue write o.mp4 too" in err and "writes o-3.mp4" in err, err
     assert main(["queue", "run", "-q", "--queue", str(path)]) == 0
-    # nothing lost: the first job's output is kept, the second written where the warning said
-    first, second = probe(out).video, probe(tmp_path / "o-2.mp4").video
+    # nothing lost: the first job's output is kept, the others written where the warnings said
+    first, second, third = (probe(tmp_path / n).video for n in ("o.mp4", "o-2.mp4", "o-3.mp4"))
     assert first is not None and first.frame_count == 4
     assert second is not None and second.frame_count == 6
+    assert third is not None and third.frame_count == 4

@@ -141,10 +141,21 @@ def timed_command(cmd: Sequence[str], env: dict[str, str] | None = None) -> floa
 
 
 def finish(
-    name: str, settings: dict[str, Any], figures: dict[str, Any], json_path: Path | None, env: RuntimeEnv
+    name: str,
+    settings: dict[str, Any],
+    figures: dict[str, Any],
+    json_path: Path | None,
+    env: RuntimeEnv,
+    *,
+    measured: bool = True,
 ) -> dict[str, Any]:
-    """Record the run in the environment's bench history and write the JSON file if asked."""
-    rec = history.record(name, settings, figures, history.history_path(env))
+    """Record the run in the environment's bench history and write the JSON file if asked. A run
+    that `measured` nothing (no device to measure on) writes its JSON only: the history keeps
+    figures to compare."""
+    if measured:
+        rec = history.record(name, settings, figures, history.history_path(env))
+    else:
+        rec = history.run_record(name, settings, figures)
     if json_path is not None:
         _write_json(json_path, rec)
         if stream_fd(json_path) is None:

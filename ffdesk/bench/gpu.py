@@ -398,9 +398,8 @@ def run(args: argparse.Namespace) -> int:
     }
     if reason is not None and not args.allow_cpu:
         print(f"{PREFIX}: no NVIDIA GPU here ({_short(reason)}); nothing to measure")
-        finish(
-            "gpu", {**settings_json, "provider": provider}, {"gpu": None, "reason": reason}, args.json, env
-        )
+        figures_none = {"gpu": None, "reason": reason}
+        finish("gpu", {**settings_json, "provider": provider}, figures_none, args.json, env, measured=False)
         return 0
     if reason is not None:
         provider = "cpu"

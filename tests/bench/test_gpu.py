@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,6 +58,9 @@ def test_no_gpu_is_one_line_and_exit_0(
     report = tmp_path / "gpu.json"
     assert cli.main(["bench", "gpu", "--json", str(report)]) == 0
     assert _figures(report) == {"gpu": None, "reason": "no NVIDIA GPU: NVML disabled by FFDESK_NO_NVML"}
+    # nothing measured, nothing in the history `ffdesk bench history` compares runs from
+    history = Path(os.environ["FFDESK_BENCH_HISTORY"])
+    assert not history.exists() or "gpu" not in history.read_text(encoding="utf-8")
 
 
 def test_a_gpu_onnx_runtime_cannot_use_is_no_gpu(

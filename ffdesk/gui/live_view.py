@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (
 
 from ffdesk.errors import UserError
 from ffdesk.gui.accessible import name_field, on_window
+from ffdesk.gui.fitting import FlowLayout
 from ffdesk.gui.models import SessionModel, StatusLog
 from ffdesk.gui.preview_view import display_images
 from ffdesk.gui.processors import live_processor_fields
@@ -450,7 +451,7 @@ class LiveView(QWidget):
 
         self.camera = QComboBox()
         self.camera.setObjectName("liveCamera")
-        self.camera.setMinimumContentsLength(24)
+        self.camera.setMinimumContentsLength(16)
         self.refresh = QPushButton("Refresh")
         self.refresh.setToolTip("list the capture devices again")
         self.size_box = QComboBox()
@@ -493,11 +494,12 @@ class LiveView(QWidget):
         cam_row.addWidget(self.refresh)
         grid.addLayout(cam_row, 0, 1)
         grid.addWidget(_label("Size", self.size_box, "Picture size"), 1, 0)
-        size_row = QHBoxLayout()
-        size_row.addWidget(self.size_box, 1)
-        size_row.addWidget(self.fps, 1)
-        size_row.addWidget(self.loop)
-        grid.addLayout(size_row, 1, 1)
+        size_row = QWidget()  # onto two lines where the dock is narrow (large text)
+        size_row.setObjectName("liveSizeRow")
+        size_flow = FlowLayout(size_row, spacing=-1)
+        for w in (self.size_box, self.fps, self.loop):
+            size_flow.addWidget(w)
+        grid.addWidget(size_row, 1, 1)
         grid.addWidget(_label("Record", self.record, "Record to file"), 2, 0)
         rec_row = QHBoxLayout()
         rec_row.addWidget(self.record, 1)

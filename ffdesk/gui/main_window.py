@@ -368,10 +368,11 @@ class MainWindow(QMainWindow):
         self._dock("Graphs", scrolled(self.graphs, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Queue", scrolled(self.queue_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
         self._dock("Status", scrolled(self.status_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Training", scrolled(self.training_view), Qt.DockWidgetArea.BottomDockWidgetArea)
+        bottom = Qt.DockWidgetArea.BottomDockWidgetArea
+        self._dock("Training", scrolled(self.training_view, least=True), bottom)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
-        self._dock("Live", scrolled(self.live_view), Qt.DockWidgetArea.BottomDockWidgetArea)
+        self._dock("Live", scrolled(self.live_view, least=True), bottom)
         self.tabifyDockWidget(self.docks["Training"], self.docks["Live"])
         self.live_view.runningChanged.connect(self._on_live)
         self.docks["Graphs"].raise_()

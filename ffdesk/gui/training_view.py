@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from ffdesk.gui.accessible import on_window
-from ffdesk.gui.fitting import compact
+from ffdesk.gui.fitting import FlowLayout, compact
 from ffdesk.training import control
 from ffdesk.training.follow import MetricsFollower, RunSummary, format_eta, summarise
 from ffdesk.units import format_bytes
@@ -378,8 +378,12 @@ class TrainingView(QWidget):
         compact(self.pause_button, "Resume")
         for b in (self.stop_button, self.export_button, self.open_button):
             compact(b)
+        run_buttons = QWidget()  # onto two lines where the dock is narrow (large text)
+        run_buttons.setObjectName("trainingButtons")
+        flow = FlowLayout(run_buttons, spacing=-1)
         for b in (self.pause_button, self.stop_button, self.export_button, self.open_button):
-            top.addWidget(b)
+            flow.addWidget(b)
+        top.addWidget(run_buttons)
         self.notice_label = QLabel("")
         self.notice_label.setObjectName("trainingNotice")
         self.notice_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -24,6 +24,7 @@ def test_at_200_percent_the_tab_does_not_scroll_sideways(
     assert isinstance(scroll, QScrollArea)
     qtbot.waitUntil(lambda: scroll.isVisible() and scroll.viewport().width() > 0)
     content = scroll.widget()
+    assert content is not None
     need = content.minimumSizeHint().width()
     assert scroll.horizontalScrollBar().maximum() == 0, (
         f"the {tab} tab scrolls sideways: {need} wide in {scroll.viewport().width()}"

@@ -102,12 +102,29 @@ class _Parser(argparse.ArgumentParser):
         return {s for action in self._actions for s in action.option_strings}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """ffdesk's command line with the parsers of `commands` (each of `COMMAND_MODULES` adds the
+    command of its name): by default every command's, which `ffdesk --help` lists."""
     parser = _Parser(prog="ffdesk", description="Face-swap studio for video editors.")
     parser.add_argument("--version", action="version", version=f"ffdesk {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    register_modules(sub, "ffdesk.commands", COMMAND_MODULES)
+    register_modules(sub, "ffdesk.commands", [c for c in commands if c in COMMAND_MODULES])
     return parser
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser `argv` needs: where it starts with a command this installation has, that
+    command's alone (without making, and importing, the other commands' hundreds of options: a
+    few tenths of a second of every command's start); `--version` none; else every command's
+    (help, a mistyped command: the choices are listed)."""
+    first = argv[0] if argv else None
+    if first == "--version":
+        return build_parser(())
+    if first in COMMAND_MODULES:
+        parser = build_parser((first,))
+        if first in _available(parser):
+            return parser
+    return build_parser()
 
 
 def log_dir(env: RuntimeEnv | None = None) -> Path:
@@ -173,9 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     env: RuntimeEnv | None = None
     try:
         env = RuntimeEnv.from_system()
-        parser = build_parser()
         if not args_list:
-            args_list = ["gui"] if "gui" in _available(parser) and _can_show_window() else ["--help"]
+            has_gui = "gui" in _available(build_parser(["gui"]))
+            args_list = ["gui"] if has_gui and _can_show_window() else ["--help"]
+        parser = parser_for(args_list)
         args = parser.parse_args(args_list)
         if not getattr(args, "func", None):
             parser.print_help()

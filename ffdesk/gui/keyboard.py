@@ -16,6 +16,9 @@ Qt does that only for Tab between two controls of the same scroll area. Focus th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import shiboken6
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QFocusEvent, QGuiApplication, QKeyEvent
 from PySide6.QtWidgets import (
@@ -118,11 +121,49 @@ def buried(widget: QWidget) -> bool:
     return False
 
 
-def _deepest_proxy(widget: QWidget) -> QWidget | None:
+_KEPT = "_focus_walk_kept"
+
+
+def _kept(window: QWidget, widget: QWidget | None) -> QWidget | None:
+    """`widget`, referenced for as long as `window` is (until it is deleted).
+
+    PySide records the widget that `nextInFocusChain`, `previousInFocusChain` or `focusProxy`
+    returns as a child of the widget asked, taken from under its owner (its return-value
+    heuristic; `parentWidget` and `window` are exempt from it, these are not). A scroll area
+    asked of its viewport (whose focus proxy it is) so became its own viewport's child: once the
+    walk let go of the viewport's wrapper, the garbage collector freed the two and deleted the
+    panel in the scroll area (the Graphs' plots and timer, the Queue) while the window showed
+    it: a segfault when it was next painted, or when the window closed. Every widget the focus
+    walks ask or are handed stays referenced here, so no wrapper goes before its widget."""
+    if widget is not None:
+        kept: set[QWidget] | None = getattr(window, _KEPT, None)
+        if kept is None:
+            kept = set()
+            setattr(window, _KEPT, kept)
+        kept.add(widget)
+    return widget
+
+
+def focus_chain(window: QWidget, start: QWidget, *, forward: bool = True) -> Iterator[QWidget]:
+    """The widgets after `start` in `window`'s focus chain (before it: not `forward`), up to
+    `start` again, each `_kept`."""
+    kept: set[QWidget] | None = getattr(window, _KEPT, None)
+    if kept:
+        kept.difference_update([w for w in kept if not shiboken6.isValid(w)])  # (deleted ones)
+    here = _kept(window, start)
+    while here is not None:
+        here = _kept(window, here.nextInFocusChain() if forward else here.previousInFocusChain())
+        if here is None or here is start:
+            return
+        yield here
+
+
+def _deepest_proxy(widget: QWidget, window: QWidget) -> QWidget | None:
     """The widget `widget`'s focus goes to through its focus proxies (None: it has none)."""
-    proxy = widget.focusProxy()
-    while proxy is not None and proxy.focusProxy() is not None:
-        proxy = proxy.focusProxy()
+    _kept(window, widget)
+    proxy = _kept(window, widget.focusProxy())
+    while proxy is not None and (deeper := _kept(window, proxy.focusProxy())) is not None:
+        proxy = deeper
     return proxy
 
 
@@ -130,7 +171,7 @@ def takes_tab(widget: QWidget, window: QWidget, *, forward: bool = True) -> bool
     """Whether Tab (`forward`) or Shift+Tab may stop at `widget` in `window`, tested as Qt
     tests it (its focus proxy's policy takes Tab, it is enabled and shown, not a compound whose
     own part comes next that way), and not `buried` behind another panel's tab."""
-    proxy = _deepest_proxy(widget)
+    proxy = _deepest_proxy(widget, window)
     taker = proxy if proxy is not None else widget
     every = QGuiApplication.styleHints().tabFocusBehavior() == Qt.TabFocusBehavior.TabFocusAllControls
     wanted = (Qt.FocusPolicy.TabFocus if every else Qt.FocusPolicy.StrongFocus).value
@@ -146,11 +187,9 @@ def tab_stop(window: QWidget, forward: bool) -> QWidget | None:
     the focus chain without moving the focus (None: no other control takes it). Qt's own
     Tab stops at each control of a panel behind another's tab, and a screen reader says each."""
     start = window.focusWidget() or window
-    here = start.nextInFocusChain() if forward else start.previousInFocusChain()
-    while here is not None and here is not start:
-        if takes_tab(here, window, forward=forward) and _deepest_proxy(here) is not start:
+    for here in focus_chain(window, start, forward=forward):
+        if takes_tab(here, window, forward=forward) and _deepest_proxy(here, window) is not start:
             return here
-        here = here.nextInFocusChain() if forward else here.previousInFocusChain()
     return None
 
 

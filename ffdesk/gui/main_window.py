@@ -51,7 +51,7 @@ from ffdesk.gui.face_scan import FaceScanner
 from ffdesk.gui.fitting import scrolled
 from ffdesk.gui.graphs import GraphsView, TelemetryModel
 from ffdesk.gui.history import SettingsHistory, undo_actions
-from ffdesk.gui.keyboard import KeyboardControls, tab_stop
+from ffdesk.gui.keyboard import KeyboardControls, focus_chain, tab_stop
 from ffdesk.gui.live_view import PLAYBACK_WAITS, LiveView
 from ffdesk.gui.memory import AppMemory
 from ffdesk.gui.model_menu import add_model_actions
@@ -495,14 +495,12 @@ class MainWindow(QMainWindow):
         dock.show()
         dock.raise_()
         content = dock.widget()
-        here = content.nextInFocusChain() if content is not None else None
-        while content is not None and here is not None and here is not content:
+        for here in focus_chain(self, content) if content is not None else ():
             policy = here.focusPolicy()
             if content.isAncestorOf(here) and policy & Qt.FocusPolicy.TabFocus and here.isEnabled():
                 here.setFocus(Qt.FocusReason.TabFocusReason)
                 keep_in_view(here)  # (taking the focus scrolls it so too; it may have it already)
                 return
-            here = here.nextInFocusChain()
 
     def cancel_running(self) -> None:
         """Stop the running render where it can resume (File › Cancel the running render, Ctrl+.)."""

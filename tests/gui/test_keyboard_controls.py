@@ -4,8 +4,10 @@ panels hidden behind another's tab, View › Go to brings a panel forward, Ctrl+
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QComboBox, QDockWidget, QWidget
@@ -57,6 +59,19 @@ def test_space_presses_the_button_tab_chose_and_plays_after_a_click(qtbot, windo
     QTest.keyClick(_focused(), Qt.Key.Key_Space)
     assert s.playing
     s.set_playing(False)
+
+
+def test_tab_leaves_every_panel_whole(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """Tab's walk of the focus chain (`tab_stop`) asks PySide for focus proxies, which PySide
+    records as children of the widget asked: a scroll area (Graphs, Queue) became its own
+    viewport's child, and once the walk let go of the viewport the garbage collector deleted the
+    panel in it while the window showed it (a segfault when next painted, or at closing)."""
+    w = _active(qtbot, window)
+    for _ in range(60):
+        QTest.keyClick(_focused(), Qt.Key.Key_Tab)
+    gc.collect()
+    assert all(dock.widget() is not None for dock in w.docks.values())
+    assert all(shiboken6.isValid(o) for o in (w.graphs.timer, *w.graphs.views, w.queue_view))
 
 
 def test_the_arrows_step_a_drop_down_list_tab_chose_not_the_playhead(qtbot, window) -> None:  # type: ignore[no-untyped-def]

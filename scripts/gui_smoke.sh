@@ -14,7 +14,9 @@ for tool in Xvfb xwininfo import convert; do
 done
 PY=.venv/bin/python
 work=$(mktemp -d /tmp/ffdesk-gui-smoke.XXXXXX)
+trap 'rm -rf "$work"' EXIT
 export XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data XDG_CACHE_HOME=$work/cache
+kept_shot=$shot  # (the work folder, with a screenshot nobody asked for, goes when the script ends)
 [ -n "$shot" ] || shot=$work/shot.png
 clip=$work/clip.mp4
 "$PY" - "$clip" <<'EOF'
@@ -41,6 +43,7 @@ cleanup() {
   [ -n "$app" ] && kill -9 "$app" 2>/dev/null
   kill "$xvfb" 2>/dev/null
   wait 2>/dev/null
+  rm -rf "$work"
 }
 trap cleanup EXIT
 export DISPLAY=":$n"
@@ -66,4 +69,4 @@ if ! awk -v s="$spread" 'BEGIN { exit !(s > 0.05) }'; then
   echo "gui smoke: FAILED: the screenshot is blank (grey spread $spread)"; exit 1
 fi
 title=$(xwininfo -root -tree | grep -o '"ffdesk[^"]*"' | head -1)
-echo "gui smoke: ok: window $title is up; screenshot $shot (grey spread $spread)"
+echo "gui smoke: ok: window $title is up${kept_shot:+; screenshot $kept_shot} (grey spread $spread)"

@@ -24,6 +24,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,12 +106,24 @@ def run(p: LaunchPlan) -> int:
     if previous != signal.SIG_IGN:
         signal.signal(signal.SIGINT, lambda _s, _f: None)
     try:
-        proc = subprocess.Popen(list(p.command), env=dict(p.env))
-        try:
-            return proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait()
+        # torchrun's workers' log folders (empty unless asked to keep their output) in one that
+        # goes with the run, not a `torchelastic_*` folder left in the temporary folder each time
+        with tempfile.TemporaryDirectory(prefix="ffdesk-torchrun-") as logs:
+            proc = subprocess.Popen(with_log_dir(p.command, logs), env=dict(p.env))
+            try:
+                return proc.wait()
+            finally:
+                if proc.poll() is None:
+                    proc.terminate()
+                    proc.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def with_log_dir(command: Sequence[str], folder: str) -> list[str]:
+    """`command` (torchrun's) with `--log-dir folder` among torchrun's own options, unless it
+    names one already."""
+    if "--log-dir" in command or "torch.distributed.run" not in command:
+        return list(command)
+    at = list(command).index("torch.distributed.run") + 1
+    return [*command[:at], "--log-dir", folder, *command[at:]]

@@ -69,9 +69,13 @@ def test_two_processes_equal_one_with_the_same_global_batch(
 ) -> None:
     prefix = _loopback_prefix()
     ddp = tmp_path / "ddp"
-    proc = subprocess.run([*prefix, *_train_cmd(facesets, ddp, STEPS)], env=_env(), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.run([*prefix, *_train_cmd(facesets, ddp, STEPS)], env={**_env(), "TMPDIR": str(temp)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    left = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]  # (torch's cache)
+    assert not left, f"the run left folders in the temporary folder: {left}"
     status = control.read_json(ddp / control.STATUS)
     assert status is not None and status["state"] == "done" and status["world_size"] == 2
     assert status["replica_max_diff"] <= 1e-5  # both ranks hold the same weights

@@ -148,13 +148,23 @@ def covered(image: Frame, display: tuple[int, int], size: tuple[int, int]) -> Fr
     return cast(Frame, np.asarray(cv2.resize(part, (w, h), interpolation=how), np.uint8))
 
 
+CATCH_UP_S = 1.0
+"""How far behind the clip's clock a clip camera may fall (a decoder slower than the clip, a
+loaded machine) before its clock follows the decoder: it skips frames to catch up with less."""
+
+
 class FileCamera:
-    """A clip played as a camera: frame k is captured at start + k / `fps` (`fps`: the clip's own
-    rate unless given), in real time. With `loop`, the clip starts again at its end (frame
-    numbers go on); otherwise `read` returns None there. `size`: the frames' size, reached as a
-    camera asked for another shape reaches it: scaled to cover it, with square pixels, and the
-    middle kept (a 4:3 clip at 1280x720 loses a strip at the top and bottom; nothing is
-    stretched)."""
+    """A clip played as a camera, in real time: each frame is captured at its own time in the
+    clip (a variable-rate clip keeps its timing), or with `fps` given at start + k / `fps`. With
+    `loop`, the clip starts again at its end (frame numbers go on); otherwise `read` returns None
+    there. `size`: the frames' size, reached as a camera asked for another shape reaches it:
+    scaled to cover it, with square pixels, and the middle kept (a 4:3 clip at 1280x720 loses a
+    strip at the top and bottom; nothing is stretched).
+
+    A frame whose successor is due already is skipped (`missed`), as long as one was delivered
+    within the last frame's time: a clip that decodes slower than real time still gives frames,
+    the newest it has, and its clock follows the decoder once it is `CATCH_UP_S` behind. `close`
+    from another thread while a `read` is under way closes the clip as that read returns."""
 
     def __init__(
         self, path: Path, *, fps: float | None = None, size: tuple[int, int] | None = None, loop: bool = False
@@ -165,16 +175,26 @@ class FileCamera:
         self.size = size or (0, 0)
         self.loop = loop
         self.missed = 0
+        self._fps_given = bool(fps)
         self._want_size = size
         self._display = (0, 0)
         self._reader: Any = None
         self._frames: Iterator[Any] | None = None
         self._number = 0
         self._start: float | None = None
+        self._last_out = 0.0
+        self._pass_offset = 0.0
+        """The clip time the current pass starts at (a loop's passes follow each other)."""
+        self._last_time = 0.0
         self._interrupted = threading.Event()
+        self._lock = threading.Lock()
+        self._reading = False
+        self._closing = False
 
     def open(self) -> None:
         self._interrupted.clear()
+        with self._lock:
+            self._closing = False
         self._open_reader()
 
     def _open_reader(self) -> None:
@@ -205,38 +225,69 @@ class FileCamera:
         )
         self._frames = iter(self._reader)
 
-    def _next_image(self) -> Frame | None:
+    def _next_frame(self) -> Any:
+        """The clip's next decoded frame (a `DecodedFrame`), from the start again with `loop`;
+        None at its end."""
         frame = next(self._frames, None) if self._frames is not None else None
         if frame is None and self.loop and self._number > 0:
             self._close_reader()
             self._open_reader()  # an `interrupt` holds on: the session is ending
+            self._pass_offset = self._last_time + 1.0 / self.fps
             frame = next(self._frames, None) if self._frames is not None else None
-        if frame is None:
-            return None
-        image: Frame = frame.image
+        return frame
+
+    def _clip_time(self, frame: Any, number: int) -> float:
+        """Seconds from the first frame captured to `frame`'s capture, in the clip's clock."""
+        if self._fps_given:
+            return number / self.fps
+        self._last_time = self._pass_offset + max(0.0, float(frame.time_s))
+        return self._last_time
+
+    def _sized(self, image: Frame) -> Frame:
         if (image.shape[1], image.shape[0]) != self.size or self._display != self.size:
-            image = covered(image, self._display, self.size)
+            return covered(image, self._display, self.size)
         return image
 
     def read(self) -> CapturedFrame | None:
-        if self._frames is None:
-            raise CameraError(f"{self.name}: not open")
-        while True:
-            image = self._next_image()
-            if image is None:
+        with self._lock:
+            if self._closing:
+                return None  # closed from another thread while it read: the session is ending
+            if self._frames is None:
+                raise CameraError(f"{self.name}: not open")
+            self._reading = True
+        try:
+            return self._read()
+        finally:
+            with self._lock:
+                self._reading = False
+                close = self._closing
+            if close:
+                self._close_reader()
+
+    def _read(self) -> CapturedFrame | None:
+        period = 1.0 / self.fps
+        while not self._interrupted.is_set():
+            frame = self._next_frame()
+            if frame is None:
                 return None
             now = time.monotonic()
             if self._start is None:
-                self._start = now
+                self._start = self._last_out = now
             number = self._number
             self._number += 1
-            due = self._start + number / self.fps
-            if now >= due + 1.0 / self.fps:  # the next frame is due already: this one is gone
+            due = self._start + self._clip_time(frame, number)
+            if now - due > CATCH_UP_S:  # far behind the clip: its clock follows the decoder
+                self._start += now - due
+                due = now
+            fresh = now - self._last_out < period  # (a frame went out within a frame's time)
+            if now >= due + period and fresh:  # the next frame is due already: this one is gone
                 self.missed += 1
                 continue
             if due > now and self._interrupted.wait(due - now):
                 return None  # told to stop waiting: the session is ending
-            return CapturedFrame(number, image, max(due, now))
+            self._last_out = max(due, now)
+            return CapturedFrame(number, self._sized(frame.image), self._last_out)
+        return None  # told to stop: the session is ending
 
     def interrupt(self) -> None:
         self._interrupted.set()
@@ -248,6 +299,10 @@ class FileCamera:
         self._frames = None
 
     def close(self) -> None:
+        with self._lock:
+            self._closing = True
+            if self._reading:
+                return  # the thread reading closes it as its read returns
         self._close_reader()
 
 

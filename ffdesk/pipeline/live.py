@@ -76,6 +76,8 @@ class LiveFrame:
     """Capture time in seconds since the session's first capture (what outputs stamp)."""
     faces_swapped: int
     """Faces swapped in it (`faces_swapped`)."""
+    faces_found: int = 0
+    """Faces the swap was to swap in it (found, and matched where `--map` chooses them)."""
 
 
 Output = Callable[[LiveFrame], None]
@@ -268,6 +270,8 @@ class LiveFigures:
     latency_ms_p99: float | None
     latency_ms_max: float | None
     frames_with_swap: int
+    frames_with_face: int = 0
+    """Frames out with a face the swap was to swap (found; matched where `--map` chooses)."""
     """Frames output with at least one face swapped."""
     stages: tuple[StageTime, ...] = ()
     output_ms: float = 0.0
@@ -309,7 +313,15 @@ class LiveFigures:
         their own face without knowing), naming what chooses the faces; None otherwise."""
         if self.frames_out < 1 or self.frames_with_swap:
             return None
-        chooser = "no face matched the people --map names" if mapped else "no face was found in them"
+        if self.frames_with_face:  # found, and the swap changed nothing there: masked away
+            chooser = (
+                f"faces were found in {self.frames_with_face} of them, but the masks left none of "
+                "their pixels to change (--mask)"
+            )
+        elif mapped:
+            chooser = "no face matched the people --map names"
+        else:
+            chooser = "no face was found in them"
         return f"no face was swapped in the {self.frames_out} frames out: {chooser}"
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -327,6 +339,7 @@ class LiveFigures:
             "latency_ms_p99": _round(self.latency_ms_p99),
             "latency_ms_max": _round(self.latency_ms_max),
             "frames_with_swap": self.frames_with_swap,
+            "frames_with_face": self.frames_with_face,
             "stage_ms": {s.name: round(s.ms, 2) for s in self.stages},
             "stage_cpu_ms": {s.name: round(s.cpu_ms, 2) for s in self.stages},
             "output_ms": round(self.output_ms, 2),
@@ -435,6 +448,7 @@ class LiveSession:
         """Capture and output time of the frames output (the last `TIMINGS_KEPT`)."""
         self.frames_out = 0
         self._with_swap = 0
+        self._with_face = 0
         self._output_s = 0.0
         self._origin: float | None = None
         self._error: str | None = None
@@ -523,6 +537,7 @@ class LiveSession:
                 processed=time.monotonic(),
                 seconds=captured.captured - self._origin,
                 faces_swapped=faces_swapped(done),
+                faces_found=len(done.swap.faces),
             )
         )
 
@@ -564,6 +579,7 @@ class LiveSession:
             self.timings.append(FrameTiming(frame.number, frame.captured, done))
             self.frames_out += 1
             self._with_swap += frame.faces_swapped > 0
+            self._with_face += frame.faces_found > 0
 
     # -- figures -----------------------------------------------------------------------------
     def _figures(
@@ -599,6 +615,7 @@ class LiveSession:
             latency_ms_p99=percentile(latencies, 0.99),
             latency_ms_max=max(latencies) if latencies else None,
             frames_with_swap=self._with_swap,
+            frames_with_face=self._with_face,
             stages=stages,
             output_ms=self._output_s * 1000.0 / max(1, self.frames_out),
             ended=ended,

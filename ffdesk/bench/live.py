@@ -254,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
     drift = figures["drift"]
     if drift:
         print(
-            f"over the run: latency p95 {drift['latency_ms_p95_first_fifth']} ms in the first fifth, "
+            "over the run: latency capture->swapped (before the outputs) p95 "
+            f"{drift['latency_ms_p95_first_fifth']} ms in the first fifth, "
             f"{drift['latency_ms_p95_last_fifth']} ms in the last; memory (MiB) at each fifth "
             f"{' -> '.join(str(v) for v in drift['rss_mb_by_fifth'])}"
         )

@@ -15,7 +15,8 @@ from ffdesk.pipeline.resume import work_dir_for
 
 @pytest.fixture(scope="module")
 def long_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 96-frame 160x96 clip with a face: long enough to cancel a render of it part way."""
+    """A 480-frame 160x96 clip with a face: long enough to cancel a render of it part way, however
+    late the cancel comes on a busy machine (40 s of it)."""
     import cv2
     from skimage.data import astronaut
 
@@ -23,7 +24,7 @@ def long_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     face = np.ascontiguousarray(cv2.resize(astronaut()[0:300, 120:400], (70, 75)))  # type: ignore[no-untyped-call]
     path = tmp_path_factory.mktemp("long") / "long.mp4"
-    synth_clip(path, width=160, height=96, fps=12.0, frames=96, face_image=face)
+    synth_clip(path, width=160, height=96, fps=12.0, frames=480, face_image=face)
     return path
 
 

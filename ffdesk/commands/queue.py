@@ -179,9 +179,10 @@ def run_add(args: argparse.Namespace) -> int:
     if same:  # (as `claim_output` renames each in turn when it runs)
         from ffdesk.pipeline.output_names import free_output
 
-        taken = set(others)
+        mine = out.expanduser().resolve()
+        taken = set(others) - {mine}  # (the jobs with this output claim their names in turn)
         then = out
-        for _ in range(same):  # the jobs queued with this output before it, then this one
+        for _ in range(same + 1):  # the jobs queued with this output before it, then this one
             then = free_output(out, taken)
             taken.add(then.expanduser().resolve())
         who = "another job in the queue writes" if same == 1 else f"{same} other jobs in the queue write"

@@ -52,7 +52,7 @@ from ffdesk.gui.fitting import FlowLayout
 from ffdesk.gui.models import SessionModel, StatusLog
 from ffdesk.gui.preview_view import display_images
 from ffdesk.gui.processors import live_processor_fields
-from ffdesk.media.capture import FILE_PREFIX, CapturedFrame
+from ffdesk.media.capture import FILE_PREFIX, CapturedFrame, Interruptible
 from ffdesk.pipeline.job import FaceMapping
 from ffdesk.pipeline.live import LiveFigures, LiveFrame, percentile
 from ffdesk.pipeline.preview import PreviewResult
@@ -260,6 +260,11 @@ class KeepOriginals:
     @size.setter
     def size(self, value: tuple[int, int]) -> None:
         self.inner.size = value
+
+    def interrupt(self) -> None:
+        """Stop a clip camera's wait for its next frame's time (Stop: `FrameGrabber.stop`)."""
+        if isinstance(self.inner, Interruptible):
+            self.inner.interrupt()
 
     @property
     def missed(self) -> int:

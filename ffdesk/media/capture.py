@@ -276,8 +276,9 @@ class FileCamera:
             number = self._number
             self._number += 1
             due = self._start + self._clip_time(frame, number)
-            if now - due > CATCH_UP_S:  # far behind the clip: its clock follows the decoder
-                self._start += now - due
+            jump = not self._fps_given and due - now > max(CATCH_UP_S, 2 * period)
+            if now - due > CATCH_UP_S or jump:  # far behind the clip (a slow decoder), or a
+                self._start += now - due  # jump in its timestamps: its clock follows the frames
                 due = now
             fresh = now - self._last_out < period  # (a frame went out within a frame's time)
             if now >= due + period and fresh:  # the next frame is due already: this one is gone

@@ -270,9 +270,9 @@ class LiveFigures:
     latency_ms_p99: float | None
     latency_ms_max: float | None
     frames_with_swap: int
+    """Frames output with at least one face swapped."""
     frames_with_face: int = 0
     """Frames out with a face the swap was to swap (found; matched where `--map` chooses)."""
-    """Frames output with at least one face swapped."""
     stages: tuple[StageTime, ...] = ()
     output_ms: float = 0.0
     """Mean time per frame the outputs took (all of them)."""

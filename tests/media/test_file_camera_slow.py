@@ -115,3 +115,16 @@ def test_a_variable_rate_clip_is_captured_at_its_own_frame_times(clip: Path) -> 
         assert stamps == pytest.approx(times, abs=0.03)
     finally:
         camera.close()
+
+
+def test_a_jump_ahead_in_the_clips_timestamps_is_not_waited_out(clip: Path) -> None:
+    camera = FileCamera(clip)
+    camera.open()
+    try:
+        _slowed(camera, 0.0, [0.0, 0.04, 20.0, 20.04])  # 20 s missing from its timestamps
+        began = time.monotonic()
+        got = [camera.read() for _ in range(4)]
+        assert all(f is not None for f in got)
+        assert time.monotonic() - began < 2.0
+    finally:
+        camera.close()

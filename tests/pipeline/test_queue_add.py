@@ -94,3 +94,19 @@ def test_a_job_with_the_output_of_one_queued_already_is_told_what_it_will_write(
     assert first is not None and first.frame_count == 4
     assert second is not None and second.frame_count == 6
     assert third is not None and third.frame_count == 4
+
+
+def test_with_the_output_on_disk_already_every_job_is_told_its_own_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    synth_clip(tmp_path / "a.mp4", width=96, height=64, fps=25, frames=4, audio_streams=0)
+    path = tmp_path / "queue.json"
+    out = tmp_path / "o.mp4"
+    out.write_bytes(b"an earlier render")  # (kept: no job writes over it)
+    add = ["queue", "add", "--queue", str(path), "-t", str(tmp_path / "a.mp4"), "-o", str(out)]
+    assert main(add) == 0 and main(add) == 0
+    err = capsys.readouterr().err
+    assert "writes o-3.mp4" in err, err  # the first takes o-2, the second o-3
+    assert main(["queue", "run", "-q", "--queue", str(path)]) == 0
+    assert out.read_bytes() == b"an earlier render"
+    assert all((tmp_path / n).is_file() for n in ("o-2.mp4", "o-3.mp4"))

@@ -502,8 +502,9 @@ class LiveView(QWidget):
         size_row = QWidget()  # onto two lines where the dock is narrow (large text)
         size_row.setObjectName("liveSizeRow")
         size_flow = FlowLayout(size_row, spacing=-1)
-        for w in (self.size_box, self.fps, self.loop):
-            size_flow.addWidget(w)
+        size_flow.add_widget(self.size_box, 1)  # (on one line they share the room, as before)
+        size_flow.add_widget(self.fps, 1)
+        size_flow.add_widget(self.loop)
         grid.addWidget(size_row, 1, 1)
         grid.addWidget(_label("Record", self.record, "Record to file"), 2, 0)
         rec_row = QHBoxLayout()

@@ -97,19 +97,32 @@ def plan(nproc: int, max_restarts: int, train_argv: Sequence[str], base_env: Map
 
 
 def run(p: LaunchPlan) -> int:
-    """Run torchrun and wait; Ctrl-C reaches the workers (same process group), which save first."""
+    """Run torchrun and wait. torchrun and its workers are a process group of their own, to
+    which this process passes Ctrl-C and SIGTERM (each once), whether they came to this process
+    alone (`kill PID`, a scheduler stopping its main process: torchrun and the workers used to
+    train on, orphaned) or to the terminal's whole group; the workers save first. A signal this
+    process was started ignoring (a script's background job and Ctrl-C) stays ignored, for
+    torchrun and its workers too (inherited through exec)."""
     import signal
 
-    # A handler, not SIG_IGN: an ignored signal stays ignored in the child after exec (which is
-    # what a run started with Ctrl-C ignored, a script's background job, keeps).
-    previous = signal.getsignal(signal.SIGINT)
-    if previous != signal.SIG_IGN:
-        signal.signal(signal.SIGINT, lambda _s, _f: None)
+    passed = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in passed}
+    child: list[subprocess.Popen[bytes]] = []
+
+    def pass_on(signum: int, _frame: object) -> None:
+        if child and child[0].poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(child[0].pid, signum)
+
+    for signum in passed:
+        if previous[signum] != signal.SIG_IGN:
+            signal.signal(signum, pass_on)
     try:
         # torchrun's workers' log folders (empty unless asked to keep their output) in one that
         # goes with the run, not a `torchelastic_*` folder left in the temporary folder each time
         with tempfile.TemporaryDirectory(prefix="ffdesk-torchrun-") as logs:
-            proc = subprocess.Popen(with_log_dir(p.command, logs), env=dict(p.env))
+            proc = subprocess.Popen(with_log_dir(p.command, logs), env=dict(p.env), start_new_session=True)
+            child.append(proc)
             try:
                 return proc.wait()
             finally:
@@ -117,7 +130,8 @@ def run(p: LaunchPlan) -> int:
                     proc.terminate()
                     proc.wait()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def with_log_dir(command: Sequence[str], folder: str) -> list[str]:

@@ -170,3 +170,46 @@ def test_ctrl_c_stops_every_rank_after_a_checkpoint_and_unused_mask_heads_do_not
     torch.manual_seed(0)
     fresh = SwapAutoencoder(ModelConfig.tiny(64)).state_dict()["decoder_a.mask.weight"]
     torch.testing.assert_close(ckpt["model"]["decoder_a.mask.weight"], fresh)
+
+
+def test_sigterm_to_the_command_alone_stops_torchrun_and_every_rank(
+    facesets: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A scheduler stopping `ffdesk train --nproc 2` signals its main process only: torchrun and
+    the ranks used to go on training, orphaned. They stop after a checkpoint, as at Ctrl-C, and
+    the run's temporary folders go with them."""
+    import psutil
+
+    prefix = _loopback_prefix()
+    run, temp = tmp_path / "run", tmp_path / "temp"
+    temp.mkdir()
+    cmd = [*prefix, *_train_cmd(facesets, run, 100_000)]
+    proc = subprocess.Popen(cmd, env={**_env(), "TMPDIR": str(temp)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while not (run / control.METRICS).exists() or not (run / control.METRICS).read_text():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "training did not start"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGTERM)  # the command's process alone
+        _out, err = proc.communicate(timeout=90)
+        left = [p for p in psutil.process_iter(["cmdline"]) if str(run) in " ".join(p.info["cmdline"] or [])]
+        deadline = time.monotonic() + 30
+        while left and time.monotonic() < deadline:  # (the ranks end as torchrun reaps them)
+            time.sleep(0.2)
+            left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"still running after the command ended: {[p.pid for p in left]}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for p in psutil.process_iter(["cmdline"]):  # (whatever is left, not left to the next test)
+            if str(run) in " ".join(p.info["cmdline"] or []):
+                p.kill()
+    assert proc.returncode == 130, err[-3000:]  # (interrupted, resumable: as at Ctrl-C)
+    assert "continue with --resume" in err
+    status = control.read_json(run / control.STATUS)
+    assert status is not None and status["state"] == "interrupted", status
+    left_in_temp = [p.name for p in temp.iterdir() if not p.name.startswith("torchinductor_")]
+    assert not left_in_temp, left_in_temp

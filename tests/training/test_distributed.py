@@ -60,6 +60,15 @@ def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
 
 
+def _wait_for_metrics(proc: subprocess.Popen[str], run: Path) -> None:
+    """Until the run has logged its first metrics (its ranks train), for up to 90 s."""
+    deadline = time.monotonic() + 90
+    while not (run / control.METRICS).exists() or not (run / control.METRICS).read_text():
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.1)
+
+
 def _records(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / control.METRICS).read_text().splitlines()]
 
@@ -148,11 +157,7 @@ def test_ctrl_c_stops_every_rank_after_a_checkpoint_and_unused_mask_heads_do_not
     proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while not (run / control.METRICS).exists() or not (run / control.METRICS).read_text():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "training did not start"
-            time.sleep(0.1)
+        _wait_for_metrics(proc, run)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process gets it
         _out, err = proc.communicate(timeout=90)
     finally:
@@ -187,11 +192,7 @@ def test_sigterm_to_the_command_alone_stops_torchrun_and_every_rank(
     proc = subprocess.Popen(cmd, env={**_env(), "TMPDIR": str(temp)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 90
-        while not (run / control.METRICS).exists() or not (run / control.METRICS).read_text():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline, "training did not start"
-            time.sleep(0.1)
+        _wait_for_metrics(proc, run)
         os.kill(proc.pid, signal.SIGTERM)  # the command's process alone
         _out, err = proc.communicate(timeout=90)
         left = [p for p in psutil.process_iter(["cmdline"]) if str(run) in " ".join(p.info["cmdline"] or [])]

@@ -301,28 +301,13 @@ class BesideOrUnder(_ItemList):
 
 class FlowLayout(_ItemList):
     """Widgets left to right, wrapping onto the next line where the row is too narrow for them
-    (the height follows the width: `heightForWidth`)."""
+    (the height follows the width: `heightForWidth`); on one line, the room left goes to the
+    widgets with a horizontal stretch factor (`_stretch`)."""
 
     def __init__(self, parent: QWidget | None = None, spacing: int = 4) -> None:
         super().__init__(parent)
         self.setSpacing(spacing)
         self.setContentsMargins(0, 0, 0, 0)
-        self._stretch: dict[int, int] = {}
-        """Stretch factor by item (its `id`): `add_widget`'s."""
-
-    def add_widget(self, widget: QWidget, stretch: int = 0) -> None:
-        """`addWidget`, with a stretch factor: where the items fit on one line, the room left is
-        shared among those with one in proportion (as a `QHBoxLayout` shares it); on several
-        lines each keeps its width."""
-        self.addWidget(widget)
-        if stretch > 0 and self._items:
-            self._stretch[id(self._items[-1])] = stretch
-
-    def takeAt(self, index: int) -> QLayoutItem | None:  # noqa: N802 - Qt override
-        item = super().takeAt(index)
-        if item is not None:
-            self._stretch.pop(id(item), None)
-        return item
 
     def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt override
         return self._place(QRect(0, 0, width, 0), move=False)
@@ -358,15 +343,15 @@ class FlowLayout(_ItemList):
         gap = self.spacing()
         shown = self._shown()
         one_line = sum(i.sizeHint().width() for i in shown) + gap * max(0, len(shown) - 1)
-        shares = {id(i): self._stretch.get(id(i), 0) for i in shown}
-        room = max(0, area.width() - one_line) if one_line <= area.width() else 0
-        total = sum(shares.values())
-        for item in shown:
+        shares = [_stretch(i) for i in shown]
+        room = max(0, area.width() - one_line)
+        total = sum(shares)
+        for item, share in zip(shown, shares, strict=True):
             hint = item.sizeHint()
             least = item.minimumSize().width()
             width = least if one_line > area.width() else hint.width()
             if total:
-                width += room * shares[id(item)] // total
+                width += room * share // total
             width = min(max(width, least), max(least, area.width()))
             if x > area.x() and x + width > area.right() + 1:
                 x, y, line = area.x(), y + line + gap, 0
@@ -375,6 +360,14 @@ class FlowLayout(_ItemList):
             x += width + gap
             line = max(line, hint.height())
         return y + line - rect.y() + m.bottom()
+
+
+def _stretch(item: QLayoutItem) -> int:
+    """An item's horizontal stretch factor (its widget's size policy's, as a `QHBoxLayout` reads
+    it): where a `FlowLayout`'s items fit on one line, the room left is shared among those with
+    one in proportion; on several lines each keeps its width."""
+    widget = item.widget()
+    return widget.sizePolicy().horizontalStretch() if widget is not None else 0
 
 
 def _grown(size: QSize, margins: QMargins) -> QSize:

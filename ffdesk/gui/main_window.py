@@ -365,10 +365,10 @@ class MainWindow(QMainWindow):
         self.tabifyDockWidget(self.docks["Controls"], self.docks["Processors"])
         # The bottom panels scroll where they are shorter than their content (a small screen,
         # large text), rather than holding the window taller than the screen.
-        self._dock("Graphs", scrolled(self.graphs, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Queue", scrolled(self.queue_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
-        self._dock("Status", scrolled(self.status_view, least=True), Qt.DockWidgetArea.BottomDockWidgetArea)
         bottom = Qt.DockWidgetArea.BottomDockWidgetArea
+        self._dock("Graphs", scrolled(self.graphs, least=True), bottom)
+        self._dock("Queue", scrolled(self.queue_view, least=True), bottom)
+        self._dock("Status", scrolled(self.status_view, least=True), bottom)
         self._dock("Training", scrolled(self.training_view, least=True), bottom)
         self.tabifyDockWidget(self.docks["Queue"], self.docks["Status"])
         self.tabifyDockWidget(self.docks["Graphs"], self.docks["Training"])
